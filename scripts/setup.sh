@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Create .venv and install the suite. Idempotent: a second run only checks.
+# The CPU torch pin goes in first so nothing pulls a multi-GB CUDA build on a CPU machine.
+# GPU users: set TORCH_SPEC (e.g. TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu124")
+# or install torch into .venv yourself before running this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  "$VENV/bin/python" -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
+fi
+stamp="$VENV/.suite-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  "$VENV/bin/python" -m pip install -q -e ".[test,demo]"
+  touch "$stamp"
+fi

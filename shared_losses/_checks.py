@@ -1,0 +1,84 @@
+"""Input checks for the public loss functions: each raises a ValueError that names the problem."""
+
+from __future__ import annotations
+
+import torch
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_reduction(reduction: str) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def check_tau_plus(tau_plus: float) -> float:
+    tau_plus = float(tau_plus)
+    if not 0.0 <= tau_plus < 1.0:
+        raise ValueError(
+            f"tau_plus (the class prior tau+) must be in [0, 1), got {tau_plus}; "
+            "tau+ = 1 would leave no negatives (tau- = 0)."
+        )
+    return tau_plus
+
+
+def check_prior(prior: float) -> float:
+    prior = float(prior)
+    if not 0.0 <= prior <= 1.0:
+        raise ValueError(f"prior (pi = p(y=+1 | unlabeled)) must be in [0, 1], got {prior}")
+    return prior
+
+
+def check_temperature(temperature: float) -> float:
+    temperature = float(temperature)
+    if not temperature > 0.0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    return temperature
+
+
+def check_beta(beta: float) -> float:
+    beta = float(beta)
+    if beta < 0.0:
+        raise ValueError(f"beta (hard-negative concentration) must be >= 0, got {beta}")
+    return beta
+
+
+def check_float_tensor(name: str, t: torch.Tensor, dims: tuple[int, ...]) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() not in dims:
+        want = " or ".join(f"{d}-D" for d in dims)
+        raise ValueError(f"{name} must be {want}, got shape {tuple(t.shape)}")
+    if not t.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got {t.dtype}")
+    if t.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (shape {tuple(t.shape)})")
+    if torch.isnan(t).any():
+        raise ValueError(f"{name} contains NaN")
+
+
+def check_same_device(**tensors: torch.Tensor) -> None:
+    devices = {name: t.device for name, t in tensors.items() if isinstance(t, torch.Tensor)}
+    if len(set(devices.values())) > 1:
+        listing = ", ".join(f"{k} on {v}" for k, v in devices.items())
+        raise ValueError(f"tensors must be on one device, got {listing}")
+
+
+def check_int_vector(name: str, t: torch.Tensor, n: int) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != 1 or t.shape[0] != n:
+        raise ValueError(f"{name} must have shape [{n}] (one entry per feature row), got {tuple(t.shape)}")
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise ValueError(f"{name} must be an integer tensor, got {t.dtype}")
+
+
+def check_log_floor(log_floor, batch: int, device: torch.device) -> None:
+    if log_floor is None or isinstance(log_floor, (int, float)):
+        return
+    if not isinstance(log_floor, torch.Tensor):
+        raise ValueError(f"log_floor must be None, a float or a [B] tensor, got {type(log_floor).__name__}")
+    if log_floor.dim() > 1 or (log_floor.dim() == 1 and log_floor.shape[0] != batch):
+        raise ValueError(f"log_floor tensor must have shape [{batch}] or be a scalar, got {tuple(log_floor.shape)}")
+    if log_floor.device != device:
+        raise ValueError(f"log_floor is on {log_floor.device} but the logits are on {device}")

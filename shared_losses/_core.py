@@ -1,0 +1,130 @@
+"""The engine behind every loss: log-space InfoNCE-family terms over masked logits.
+
+Two shapes of the same idea live here.
+
+* :func:`debiased_terms` turns positive and negative logits into the per-anchor loss of
+  DCL eq. (7)-(8) (Chuang et al., NeurIPS 2020), with the hard-negative reweighting of
+  Robinson et al. (ICLR 2021) as an option. Plain InfoNCE is the special case
+  ``tau_plus = 0, beta = 0, log_floor = None``.
+* :func:`weighted_log_softmax` computes ``-sum_j W_ij log P_ij`` over a logit matrix whose
+  absent candidates are ``-inf``: InfoNCE, SupCon, SCL-PU and both puNCE forms differ only in
+  the weight matrix ``W``.
+
+Nothing here validates its inputs: the public functions do that once, at the boundary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+NEG_INF = float("-inf")
+
+
+def promote(t: torch.Tensor) -> torch.Tensor:
+    """Half-precision inputs are computed in float32; float32/float64 are kept."""
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return t.float()
+    return t
+
+
+def log_mean_exp(x: torch.Tensor, count: torch.Tensor | float, dim: int = -1) -> torch.Tensor:
+    """``log( (1/count) * sum exp(x) )`` along ``dim``; ``-inf`` entries contribute nothing."""
+    if isinstance(count, torch.Tensor):
+        return torch.logsumexp(x, dim=dim) - torch.log(count)
+    return torch.logsumexp(x, dim=dim) - math.log(count)
+
+
+def debiased_terms(
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    n_neg: torch.Tensor | float,
+    tau_plus: float = 0.0,
+    log_floor: torch.Tensor | float | None = None,
+    beta: float = 0.0,
+    pos_present: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-anchor debiased loss, all in log space.
+
+    Args:
+        pos: ``[A, M]`` positive logits (``-inf`` = absent when ``pos_present`` is given).
+        neg: ``[A, N]`` negatives shared by the M turns, or ``[A, M, N]`` per turn;
+            ``-inf`` entries are absent.
+        n_neg: number of present negatives, a float or a tensor broadcastable to ``[A]``
+            (shared) or ``[A, M]`` (per turn).
+        tau_plus: class prior tau+ in [0, 1).
+        log_floor: ``log`` of the lower bound on g (float or ``[A]`` tensor) or None.
+        beta: hard-negative concentration (0 = uniform weights).
+        pos_present: ``[A, M]`` bool mask of present positives, or None if all are.
+
+    Returns:
+        ``[A]`` losses: mean over the present positives m of
+        ``-log(e^{p_m} / (e^{p_m} + N g))`` = ``softplus(log N + log g - p_m)``.
+    """
+    per_turn = neg.dim() == 3
+    # (1/N) sum_n w_n e^{q_n} with w_n = e^{beta q_n} / mean_n e^{beta q_n}  (SPEC 3.1).
+    if beta:
+        log_neg_mean = torch.logsumexp((1.0 + beta) * neg, dim=-1) - torch.logsumexp(beta * neg, dim=-1)
+    else:
+        log_neg_mean = log_mean_exp(neg, n_neg, dim=-1)
+    if not per_turn:
+        log_neg_mean = log_neg_mean.unsqueeze(1)  # [A, 1], broadcast over the M turns
+
+    if tau_plus > 0.0:
+        if pos_present is None:
+            log_pos_mean = log_mean_exp(pos, pos.shape[1], dim=1)
+        else:
+            log_pos_mean = log_mean_exp(pos, pos_present.sum(1).to(pos.dtype), dim=1)
+        # g = (neg_mean - tau+ pos_mean) / tau-  =  neg_mean (1 - e^r) / tau-,  r = log tau+ + lpm - lnm
+        r = math.log(tau_plus) + log_pos_mean.unsqueeze(1) - log_neg_mean
+        positive = r < 0
+        safe_r = torch.where(positive, r, torch.full_like(r, -1.0))
+        log_g = log_neg_mean + torch.log(-torch.expm1(safe_r)) - math.log1p(-tau_plus)
+        log_g = torch.where(positive, log_g, torch.full_like(log_g, NEG_INF))
+    else:
+        log_g = log_neg_mean
+
+    if log_floor is not None:
+        if isinstance(log_floor, torch.Tensor):
+            floor = log_floor.to(log_g.dtype)
+            if floor.dim() == 1:
+                floor = floor.unsqueeze(1)
+            log_g = torch.maximum(log_g, floor)
+        else:
+            log_g = log_g.clamp(min=float(log_floor))
+
+    if isinstance(n_neg, torch.Tensor):
+        n_neg_t = n_neg.to(log_g.dtype)
+        if n_neg_t.dim() == 1 and not per_turn:
+            n_neg_t = n_neg_t.unsqueeze(1)
+        log_ng = torch.log(n_neg_t) + log_g
+    else:
+        log_ng = math.log(n_neg) + log_g
+
+    if pos_present is None:
+        return F.softplus(log_ng - pos).mean(dim=1)
+    safe_pos = torch.where(pos_present, pos, torch.zeros_like(pos))
+    turns = F.softplus(log_ng - safe_pos)
+    turns = torch.where(pos_present, turns, torch.zeros_like(turns))
+    return turns.sum(1) / pos_present.sum(1).to(turns.dtype)
+
+
+def weighted_log_softmax(logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``l_i = -sum_j W_ij log P_ij`` with ``log P_ij = s_ij - logsumexp_k s_ik``.
+
+    ``logits`` is ``[A, K]`` with absent candidates (the anchor itself) at ``-inf``;
+    ``weights`` is ``[A, K]``, zero wherever the logit is ``-inf``.
+    """
+    lse = torch.logsumexp(logits, dim=1)
+    finite = torch.where(weights > 0, logits, torch.zeros_like(logits))
+    return weights.sum(1) * lse - (weights * finite).sum(1)
+
+
+def reduce(loss: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss

@@ -1,0 +1,543 @@
+"""The named losses of SPEC.md sections 2-5, as functions.
+
+Logit-level functions take scores already divided by the temperature; ``-inf`` marks an absent
+candidate. Embedding-level functions build the scores themselves (cosine by default) in the
+SimCLR multi-view layout or the puNCE multi-viewed batch, optionally against the candidates of all
+processes (SPEC section 5, :func:`shared_losses.distributed.gather_with_grad`).
+
+References:
+    [CPC]   van den Oord, Li, Vinyals. Representation Learning with Contrastive Predictive Coding. 2018.
+    [DCL]   Chuang, Robinson, Lin, Torralba, Jegelka. Debiased Contrastive Learning. NeurIPS 2020.
+    [HCL]   Robinson, Chuang, Sra, Jegelka. Contrastive Learning with Hard Negative Samples. ICLR 2021.
+    [SupCon] Khosla et al. Supervised Contrastive Learning. NeurIPS 2020.
+    [puNCE] Acharya, Sanghavi, Jing, Bhushanam, Choudhary, Rabbat, Dhillon.
+            Positive Unlabeled Contrastive Learning.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import torch
+import torch.nn.functional as F
+
+from . import _checks as C
+from ._core import NEG_INF, debiased_terms, promote, reduce, weighted_log_softmax
+from .distributed import gather_with_grad
+
+Views = Union[torch.Tensor, Sequence[torch.Tensor]]
+
+
+# ----------------------------------------------------------------------------------------------
+# Logit level
+# ----------------------------------------------------------------------------------------------
+
+
+def _prepare_logits(pos_logits, neg_logits, log_floor):
+    C.check_same_device(pos_logits=pos_logits, neg_logits=neg_logits)
+    C.check_float_tensor("pos_logits", pos_logits, (1, 2))
+    C.check_float_tensor("neg_logits", neg_logits, (2, 3))
+    pos = promote(pos_logits)
+    if pos.dim() == 1:
+        pos = pos.unsqueeze(1)
+    neg = promote(neg_logits)
+    if neg.dtype != pos.dtype:
+        wide = torch.promote_types(pos.dtype, neg.dtype)
+        pos, neg = pos.to(wide), neg.to(wide)
+    B, M = pos.shape
+    if neg.shape[0] != B:
+        raise ValueError(
+            f"pos_logits has {B} anchors but neg_logits has {neg.shape[0]}: both must be [B, ...]"
+        )
+    if neg.dim() == 3 and neg.shape[1] != M:
+        raise ValueError(
+            f"per-turn neg_logits must be [B, M, N] with M = {M} (from pos_logits), got {tuple(neg.shape)}"
+        )
+    if M == 0 or neg.shape[-1] == 0:
+        raise ValueError(f"need at least one positive and one negative, got M = {M}, N = {neg.shape[-1]}")
+    if (pos == float("inf")).any() or (neg == float("inf")).any():
+        raise ValueError("logits contain +inf")
+    C.check_log_floor(log_floor, B, pos.device)
+
+    present = pos > NEG_INF
+    n_present = present.sum(1)
+    if (n_present == 0).any():
+        i = int((n_present == 0).nonzero()[0])
+        raise ValueError(f"anchor {i} has no positive (all its pos_logits are -inf)")
+    n_neg = (neg > NEG_INF).sum(-1)
+    if (n_neg == 0).any():
+        raise ValueError("an anchor has no negative (all its neg_logits are -inf)")
+    all_present = bool(present.all())
+    if bool((n_neg == neg.shape[-1]).all()):
+        n_neg = float(neg.shape[-1])
+    return pos, neg, n_neg, (None if all_present else present)
+
+
+def debiased_nce_from_logits(
+    pos_logits: torch.Tensor,
+    neg_logits: torch.Tensor,
+    tau_plus: float = 0.0,
+    log_floor: torch.Tensor | float | None = None,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    r"""Debiased contrastive loss from logits [DCL eq. (7)-(8), SPEC section 3].
+
+    .. math::
+        g_i = \max\Big(\tfrac{1}{\tau^-}\big(\tfrac1N\sum_n e^{q_{in}}
+              - \tau^+ \tfrac1M\sum_m e^{p_{im}}\big),\; e^{\text{log\_floor}}\Big),\qquad
+        \ell_i = \tfrac1M \sum_m -\log\frac{e^{p_{im}}}{e^{p_{im}} + N g_i}
+
+    Args:
+        pos_logits: ``[B, M]`` (or ``[B]``) scores of each anchor against its M positives, already
+            divided by the temperature. ``-inf`` marks an absent positive (ragged M).
+        neg_logits: ``[B, N]`` scores against the N negatives shared by the M turns, or
+            ``[B, M, N]`` with turn m's own negatives. ``-inf`` marks an absent negative; N counts
+            the present ones per anchor.
+        tau_plus: class prior tau+ in [0, 1). 0 gives InfoNCE [CPC eq. 4].
+        log_floor: log of the lower bound on g. The paper's cosine bound ``e^{-1/t}`` is
+            ``log_floor = -1/t``. ``None`` clamps g at 0 only. A ``[B]`` tensor gives a per-anchor
+            floor, e.g. :func:`log_floor_min_negative` for unbounded scores.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"`` (``[B]``).
+
+    Everything is computed in log space (float32 or wider), so it is finite where the paper's
+    exp-space code overflows.
+
+    Example:
+        >>> pos, neg = torch.randn(8, 1), torch.randn(8, 14)
+        >>> debiased_nce_from_logits(pos, neg, tau_plus=0.1, log_floor=-2.0)
+    """
+    C.check_reduction(reduction)
+    tau_plus = C.check_tau_plus(tau_plus)
+    pos, neg, n_neg, present = _prepare_logits(pos_logits, neg_logits, log_floor)
+    loss = debiased_terms(pos, neg, n_neg, tau_plus, log_floor, 0.0, present)
+    return reduce(loss, reduction)
+
+
+def hard_negative_nce_from_logits(
+    pos_logits: torch.Tensor,
+    neg_logits: torch.Tensor,
+    tau_plus: float = 0.0,
+    beta: float = 1.0,
+    log_floor: torch.Tensor | float | None = None,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    r"""Hard-negative debiased loss [HCL; SPEC section 3.1].
+
+    Negatives are reweighted by importance weights ``w_n = e^{beta q_n} / mean_n e^{beta q_n}``
+    before debiasing, i.e. ``(1/N) sum_n e^{q_n}`` in g becomes
+    ``(1/N) sum_n w_n e^{q_n} = sum_n e^{(1+beta) q_n} / sum_n e^{beta q_n}``.
+    ``beta = 0`` is :func:`debiased_nce_from_logits`. Arguments as there.
+    """
+    C.check_reduction(reduction)
+    tau_plus = C.check_tau_plus(tau_plus)
+    beta = C.check_beta(beta)
+    pos, neg, n_neg, present = _prepare_logits(pos_logits, neg_logits, log_floor)
+    loss = debiased_terms(pos, neg, n_neg, tau_plus, log_floor, beta, present)
+    return reduce(loss, reduction)
+
+
+def info_nce_from_logits(
+    pos_logits: torch.Tensor, neg_logits: torch.Tensor, reduction: str = "mean"
+) -> torch.Tensor:
+    r"""InfoNCE [CPC eq. 4]: ``l_i = -log( e^{p_i} / (e^{p_i} + sum_n e^{q_in}) )``.
+
+    Identical to :func:`debiased_nce_from_logits` with ``tau_plus = 0`` and no floor (with M > 1
+    positives, the mean over the M turns, each against the N negatives).
+    """
+    return debiased_nce_from_logits(pos_logits, neg_logits, 0.0, None, reduction)
+
+
+def log_floor_min_negative(neg_logits: torch.Tensor) -> torch.Tensor:
+    """A data-dependent floor for unbounded scores: each anchor's smallest present negative logit.
+
+    For dot-product or bilinear scores there is no ``e^{-1/t}`` bound; the smallest observed
+    ``e^{q}`` is a lower bound on the sample mean of the negatives and keeps g > 0. Detached: the
+    floor is a constant of the step, like the paper's. Returns ``[B]`` (for ``[B, N]``) or
+    ``[B, M]`` (for per-turn ``[B, M, N]``) -- pass the ``[B]`` form, or reduce with ``.min(1)``.
+    """
+    neg = neg_logits.detach()
+    masked = torch.where(neg > NEG_INF, neg, torch.full_like(neg, float("inf")))
+    out = masked.amin(dim=-1)
+    if out.dim() == 2:
+        out = out.amin(dim=1)
+    return promote(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# Embedding level: SimCLR multi-view layout
+# ----------------------------------------------------------------------------------------------
+
+
+def _stack_views(views: Views, more: tuple) -> torch.Tensor:
+    if more:
+        views = (views, *more)
+    if isinstance(views, torch.Tensor):
+        if views.dim() != 3:
+            raise ValueError(
+                f"views must be a [B, V, d] tensor or V tensors of shape [B, d], got shape {tuple(views.shape)}"
+            )
+        stacked = views
+    else:
+        views = list(views)
+        if len(views) < 2:
+            raise ValueError(f"need at least 2 views per sample, got {len(views)}")
+        shapes = {tuple(v.shape) for v in views}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 2:
+            raise ValueError(f"all views must share one shape [B, d], got {sorted(shapes)}")
+        C.check_same_device(**{f"view{i}": v for i, v in enumerate(views)})
+        stacked = torch.stack(views, dim=1)
+    B, V, _ = stacked.shape
+    if B == 0:
+        raise ValueError("views is an empty batch")
+    if V < 2:
+        raise ValueError(f"need at least 2 views per sample, got V = {V}")
+    if not stacked.is_floating_point():
+        raise ValueError(f"views must be floating point, got {stacked.dtype}")
+    return stacked
+
+
+def _normalise(z: torch.Tensor, similarity: str) -> torch.Tensor:
+    if similarity == "cosine":
+        return F.normalize(z, dim=-1)
+    if similarity == "dot":
+        return z
+    raise ValueError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
+
+
+def _multiview_terms(
+    views: torch.Tensor,
+    temperature: float,
+    similarity: str,
+    gather_distributed: bool,
+):
+    """Positive logits ``[V*B, V-1]`` and negative logits ``[V*B, V*B_global]`` (self and
+    positives at ``-inf``) for the SimCLR layout; rows are view-major (``v * B + b``)."""
+    z = _normalise(promote(views), similarity)  # [B, V, d]
+    B, V, d = z.shape
+    z_all, rank, _ = gather_with_grad(z) if gather_distributed else (z, 0, 1)
+    G = z_all.shape[0]
+    anchors = z.transpose(0, 1).reshape(V * B, d)
+    cands = z_all.transpose(0, 1).reshape(V * G, d)
+    dev = z.device
+    v_idx = torch.arange(V, device=dev).repeat_interleave(B)  # [V*B]
+    b_idx = torch.arange(B, device=dev).repeat(V)
+    other = (v_idx.unsqueeze(1) + torch.arange(1, V, device=dev)) % V  # [V*B, V-1]
+    pos = (anchors.unsqueeze(1) * z[b_idx.unsqueeze(1), other]).sum(-1) / temperature
+    logits = anchors @ cands.T / temperature
+    # Mask self and the positives in place: the matmul's backward does not need its output.
+    masked_cols = torch.arange(V, device=dev) * G + (rank * B + b_idx).unsqueeze(1)  # [V*B, V]
+    logits.scatter_(1, masked_cols, NEG_INF)
+    n_neg = float(V * (G - 1))
+    return pos, logits, n_neg
+
+
+def _auto_floor(log_floor, similarity: str, temperature: float, neg: torch.Tensor):
+    if isinstance(log_floor, str):
+        if log_floor != "auto":
+            raise ValueError(f"log_floor must be None, a float, a tensor or 'auto', got {log_floor!r}")
+        if similarity == "cosine":
+            return -1.0 / temperature  # the paper's theoretical minimum e^{-1/t}
+        return log_floor_min_negative(neg)
+    return log_floor
+
+
+def debiased_nce(
+    views: Views,
+    *more_views: torch.Tensor,
+    temperature: float = 0.5,
+    tau_plus: float = 0.1,
+    log_floor: torch.Tensor | float | str | None = "auto",
+    similarity: str = "cosine",
+    reduction: str = "mean",
+    gather_distributed: bool = False,
+    beta: float = 0.0,
+) -> torch.Tensor:
+    r"""Debiased contrastive loss on embeddings, SimCLR layout with any M [DCL eq. (7)-(8)].
+
+    A batch of B samples with V views each gives V*B anchors. An anchor's M = V-1 positives are
+    the other views of its sample; its N = V(B-1) negatives are all views of the other samples
+    (self is never a candidate). V = 2 is SimCLR / DCL's Figure 3 layout (M = 1, N = 2(B-1)).
+
+    Args:
+        views: ``[B, V, d]``, or V tensors ``[B, d]`` passed as a list or as separate arguments.
+        temperature: t in ``s = sim / t``.
+        tau_plus: class prior tau+ in [0, 1).
+        log_floor: ``"auto"`` (default) uses the paper's ``-1/t`` for cosine and
+            :func:`log_floor_min_negative` for dot products; or None / a float / a ``[V*B]`` tensor.
+        similarity: ``"cosine"`` (unit-normalised, the paper) or ``"dot"``.
+        gather_distributed: negatives from the views of every process (SPEC section 5).
+        beta: hard-negative concentration [HCL]; 0 is plain debiasing.
+
+    Returns the mean over anchors (``reduction="none"``: ``[V*B]``, view-major order).
+
+    Example:
+        >>> z1, z2 = encoder(aug(x)), encoder(aug(x))
+        >>> loss = debiased_nce(z1, z2, temperature=0.5, tau_plus=0.1)
+    """
+    C.check_reduction(reduction)
+    tau_plus = C.check_tau_plus(tau_plus)
+    beta = C.check_beta(beta)
+    temperature = C.check_temperature(temperature)
+    stacked = _stack_views(views, more_views)
+    if torch.isnan(stacked).any():
+        raise ValueError("views contain NaN")
+    pos, neg, n_neg = _multiview_terms(stacked, temperature, similarity, gather_distributed)
+    if n_neg == 0:
+        raise ValueError("need at least 2 samples in the batch to have negatives")
+    floor = _auto_floor(log_floor, similarity, temperature, neg)
+    C.check_log_floor(floor, pos.shape[0], pos.device)
+    loss = debiased_terms(pos, neg, n_neg, tau_plus, floor, beta)
+    return reduce(loss, reduction)
+
+
+def info_nce(
+    views: Views,
+    *more_views: torch.Tensor,
+    temperature: float = 0.5,
+    similarity: str = "cosine",
+    reduction: str = "mean",
+    gather_distributed: bool = False,
+) -> torch.Tensor:
+    r"""InfoNCE / NT-Xent on embeddings [CPC eq. 4; SimCLR], SimCLR multi-view layout.
+
+    ``l_i = -log( e^{s_i+} / (e^{s_i+} + sum_n e^{s_in}) )``, positives = other views of the same
+    sample (mean over them when V > 2), negatives = all views of the other samples. Equal to
+    :func:`debiased_nce` with ``tau_plus = 0`` and no floor.
+    """
+    return debiased_nce(
+        views, *more_views, temperature=temperature, tau_plus=0.0, log_floor=None,
+        similarity=similarity, reduction=reduction, gather_distributed=gather_distributed,
+    )
+
+
+def hard_negative_nce(
+    views: Views,
+    *more_views: torch.Tensor,
+    temperature: float = 0.5,
+    tau_plus: float = 0.1,
+    beta: float = 1.0,
+    log_floor: torch.Tensor | float | str | None = "auto",
+    similarity: str = "cosine",
+    reduction: str = "mean",
+    gather_distributed: bool = False,
+) -> torch.Tensor:
+    """Hard-negative debiased loss on embeddings [HCL; SPEC 3.1]: :func:`debiased_nce` with beta."""
+    return debiased_nce(
+        views, *more_views, temperature=temperature, tau_plus=tau_plus, log_floor=log_floor,
+        similarity=similarity, reduction=reduction, gather_distributed=gather_distributed, beta=beta,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Embedding level: labelled multi-viewed batches (SupCon, SCL-PU, puNCE)
+# ----------------------------------------------------------------------------------------------
+
+
+def _check_labelled(features, source_ids, labels, allowed_labels=None):
+    C.check_float_tensor("features", features, (2,))
+    n = features.shape[0]
+    C.check_int_vector("labels", labels, n)
+    C.check_same_device(features=features, labels=labels)
+    if source_ids is not None:
+        C.check_int_vector("source_ids", source_ids, n)
+        C.check_same_device(features=features, source_ids=source_ids)
+        if (source_ids < 0).any():
+            raise ValueError("source_ids must be >= 0")
+        # views of one source must carry one label
+        order = torch.argsort(source_ids)
+        s, lab = source_ids[order], labels[order]
+        same = s[1:] == s[:-1]
+        if (same & (lab[1:] != lab[:-1])).any():
+            bad = int(s[1:][same & (lab[1:] != lab[:-1])][0])
+            raise ValueError(f"views of source {bad} have different labels; every view of a source must share its label")
+    if allowed_labels is not None:
+        ok = torch.zeros_like(labels, dtype=torch.bool)
+        for a in allowed_labels:
+            ok |= labels == a
+        if not ok.all():
+            bad = labels[~ok].unique().tolist()
+            raise ValueError(f"labels must be in {set(allowed_labels)}, got {bad}")
+
+
+def _labelled_candidates(features, source_ids, labels, temperature, gather_distributed):
+    """Cosine logits of local anchors against (global) candidates, self at -inf; the candidates'
+    source ids and labels; and a ``[A, K]`` same-source mask (self excluded)."""
+    z = F.normalize(promote(features), dim=-1)
+    n = z.shape[0]
+    if gather_distributed:
+        z_all, rank, world = gather_with_grad(z)
+        labels_all = gather_with_grad(labels)[0]
+        # make source ids unique across processes: id -> id * world + rank
+        src_local = source_ids * world + rank
+        src_all = gather_with_grad(src_local)[0]
+        offset = rank * n
+    else:
+        z_all, labels_all, src_local, src_all, offset = z, labels, source_ids, source_ids, 0
+    logits = z @ z_all.T / temperature
+    self_cols = torch.arange(n, device=z.device) + offset
+    logits.scatter_(1, self_cols.unsqueeze(1), NEG_INF)
+    not_self = torch.ones_like(logits, dtype=torch.bool)
+    not_self.scatter_(1, self_cols.unsqueeze(1), False)
+    same_src = (src_local.unsqueeze(1) == src_all.unsqueeze(0)) & not_self
+    return logits, labels_all, same_src, not_self
+
+
+def _row_normalise(mask: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    m = mask.to(dtype)
+    count = m.sum(1, keepdim=True)
+    return m / count.clamp(min=1), count.squeeze(1)
+
+
+def punce_weights(
+    source_ids: torch.Tensor,
+    labels: torch.Tensor,
+    prior: float,
+    cand_source_ids: torch.Tensor | None = None,
+    cand_labels: torch.Tensor | None = None,
+    self_offset: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    r"""The ``[n, K]`` positive-weight matrix of puNCE [puNCE eq. (7)-(10); SPEC section 4].
+
+    * labeled anchor (label +1 or -1): SupCon weights ``1/|Q(i)|`` on Q(i) = the other views
+      carrying its label (labeled candidates only);
+    * unlabeled anchor: ``pi/|P(i)|`` on ``P(i) = P ∪ A(i)`` and ``(1-pi)/|N(i)|`` on
+      ``N(i) = N_l ∪ A(i)``, where A(i) are the other views of its source (a(i) for two views).
+      Without labeled negatives ``N(i) = {a(i)}``: the PU form, eq. (8).
+
+    Every row sums to 1. ``cand_*`` default to the anchors themselves (single process).
+    """
+    prior = C.check_prior(prior)
+    if cand_source_ids is None:
+        cand_source_ids, cand_labels = source_ids, labels
+    n, K = source_ids.shape[0], cand_source_ids.shape[0]
+    dev = source_ids.device
+    self_cols = torch.arange(n, device=dev) + self_offset
+    not_self = torch.ones(n, K, dtype=torch.bool, device=dev)
+    not_self.scatter_(1, self_cols.unsqueeze(1), False)
+    same_src = (source_ids.unsqueeze(1) == cand_source_ids.unsqueeze(0)) & not_self
+    return _punce_weight_matrix(labels, cand_labels, same_src, not_self, prior, dtype)
+
+
+def _punce_weight_matrix(labels, cand_labels, same_src, not_self, prior, dtype):
+    labeled = labels != 0
+    same_label = (labels.unsqueeze(1) == cand_labels.unsqueeze(0)) & (cand_labels != 0).unsqueeze(0) & not_self
+    w_lab, _ = _row_normalise(same_label, dtype)
+    pos_set = ((cand_labels == 1).unsqueeze(0) & not_self) | same_src
+    neg_set = ((cand_labels == -1).unsqueeze(0) & not_self) | same_src
+    w_pos, _ = _row_normalise(pos_set, dtype)
+    w_neg, _ = _row_normalise(neg_set, dtype)
+    w_unl = prior * w_pos + (1.0 - prior) * w_neg
+    return torch.where(labeled.unsqueeze(1), w_lab, w_unl)
+
+
+def _check_every_anchor_has_positive(weights, same_src, labels):
+    has_pos = weights.sum(1) > 0
+    if not has_pos.all():
+        i = int((~has_pos).nonzero()[0])
+        raise ValueError(
+            f"anchor {i} (label {int(labels[i])}) has no positive: it needs another view of its "
+            "source or another view with its label in the batch"
+        )
+    unl_alone = (labels == 0) & ~same_src.any(1)
+    if unl_alone.any():
+        i = int(unl_alone.nonzero()[0])
+        raise ValueError(
+            f"unlabeled anchor {i} has no other view of its source: puNCE needs >= 2 views per "
+            "source (e.g. two augmentations / dropout passes)"
+        )
+
+
+def punce_loss(
+    features: torch.Tensor,
+    source_ids: torch.Tensor,
+    labels: torch.Tensor,
+    prior: float,
+    temperature: float = 0.5,
+    reduction: str = "mean",
+    gather_distributed: bool = False,
+) -> torch.Tensor:
+    r"""Positive-unlabeled contrastive loss, puNCE [puNCE eq. (7)-(10); SPEC section 4].
+
+    With ``log P_ij = s_ij - log sum_{k != i} e^{s_ik}`` and cosine scores ``s = cos / t``:
+
+    * labeled anchor i: ``l_i = -(1/|Q(i)|) sum_{j in Q(i)} log P_ij`` (SupCon, eq. 5);
+    * unlabeled anchor i, PU form (eq. 8, no ``-1`` labels):
+      ``l_i = -[ pi/(|P|+1) sum_{j in P ∪ {a(i)}} log P_ij + (1-pi) log P_{i a(i)} ]``;
+    * unlabeled anchor i, PNU form (eq. 10, with ``-1`` labels):
+      ``l_i = -[ pi/|P(i)| sum_{P(i)} log P_ij + (1-pi)/|N(i)| sum_{N(i)} log P_ij ]``;
+    * ``L = (1/2b) sum_i l_i`` (mean over the views).
+
+    All labeled gives SupCon; none labeled gives InfoNCE.
+
+    Args:
+        features: ``[n, d]`` embeddings of a multi-viewed batch (normalised inside).
+        source_ids: ``[n]`` ints; views of one source sample share an id.
+        labels: ``[n]`` ints: 1 labeled positive, 0 unlabeled, -1 labeled negative.
+        prior: pi = p(y=+1 | unlabeled) in [0, 1] (see ``fewshot.prior`` for estimating it).
+        temperature: t.
+        gather_distributed: candidates from every process (SPEC section 5).
+    """
+    C.check_reduction(reduction)
+    prior = C.check_prior(prior)
+    temperature = C.check_temperature(temperature)
+    _check_labelled(features, source_ids, labels, allowed_labels=(-1, 0, 1))
+    logits, labels_all, same_src, not_self = _labelled_candidates(
+        features, source_ids, labels, temperature, gather_distributed
+    )
+    weights = _punce_weight_matrix(labels, labels_all, same_src, not_self, prior, logits.dtype)
+    _check_every_anchor_has_positive(weights, same_src, labels)
+    return reduce(weighted_log_softmax(logits, weights), reduction)
+
+
+def supcon_loss(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    temperature: float = 0.5,
+    reduction: str = "mean",
+    source_ids: torch.Tensor | None = None,
+    gather_distributed: bool = False,
+) -> torch.Tensor:
+    r"""Supervised contrastive loss [SupCon eq. 2 (L_out); puNCE eq. 5].
+
+    ``l_i = -(1/|Q(i)|) sum_{j in Q(i)} log( e^{s_ij} / sum_{k != i} e^{s_ik} )`` with Q(i) the
+    other rows carrying i's label, cosine scores over temperature. Labels are any integers.
+    ``source_ids`` is optional (only checked for consistency: views of a source share a label).
+    """
+    C.check_reduction(reduction)
+    temperature = C.check_temperature(temperature)
+    _check_labelled(features, source_ids, labels)
+    src = source_ids if source_ids is not None else torch.arange(labels.shape[0], device=labels.device)
+    logits, labels_all, _, not_self = _labelled_candidates(features, src, labels, temperature, gather_distributed)
+    same_label = (labels.unsqueeze(1) == labels_all.unsqueeze(0)) & not_self
+    weights, count = _row_normalise(same_label, logits.dtype)
+    if (count == 0).any():
+        i = int((count == 0).nonzero()[0])
+        raise ValueError(f"anchor {i} (label {int(labels[i])}) has no positive: no other row carries its label")
+    return reduce(weighted_log_softmax(logits, weights), reduction)
+
+
+def scl_pu_loss(
+    features: torch.Tensor,
+    source_ids: torch.Tensor,
+    labels: torch.Tensor,
+    temperature: float = 0.5,
+    reduction: str = "mean",
+    gather_distributed: bool = False,
+) -> torch.Tensor:
+    r"""SCL-PU baseline [puNCE section 5]: SupCon on labeled anchors (over the other views with
+    their label), InfoNCE (positive = the other views of the source) on unlabeled anchors.
+    Labels in {-1, 0, 1}."""
+    C.check_reduction(reduction)
+    temperature = C.check_temperature(temperature)
+    _check_labelled(features, source_ids, labels, allowed_labels=(-1, 0, 1))
+    logits, labels_all, same_src, not_self = _labelled_candidates(
+        features, source_ids, labels, temperature, gather_distributed
+    )
+    # puNCE with pi = 0 and no labeled negatives in N(i) puts weight 1 on A(i): InfoNCE.
+    same_label = (labels.unsqueeze(1) == labels_all.unsqueeze(0)) & (labels_all != 0).unsqueeze(0) & not_self
+    w_lab, _ = _row_normalise(same_label, logits.dtype)
+    w_unl, _ = _row_normalise(same_src, logits.dtype)
+    weights = torch.where((labels != 0).unsqueeze(1), w_lab, w_unl)
+    _check_every_anchor_has_positive(weights, same_src, labels)
+    return reduce(weighted_log_softmax(logits, weights), reduction)

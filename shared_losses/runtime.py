@@ -1,0 +1,162 @@
+"""Training helpers the three applications share: atomic checkpoints, resumable CSV logs, JSON.
+
+This module is the only part of ``shared_losses`` that touches the file system; it imports
+``accelerate`` lazily (through the ``accelerator`` you pass) so the loss core stays pure torch.
+
+Checkpoints are directories written by ``accelerator.save_state`` (models, optimisers, schedulers,
+RNG states of every process, objects registered with ``register_for_checkpointing``) plus
+``extra.pt`` (your step counters and anything picklable) and a ``COMPLETE`` marker. They are
+written into a temporary sibling directory and renamed into place only once complete, so a crash
+mid-save never leaves a half-written checkpoint where the last good one was.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MARKER = "COMPLETE"
+EXTRA = "extra.pt"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint exists but cannot be used (incomplete, corrupt, or from another configuration)."""
+
+
+def _is_main(accelerator) -> bool:
+    return accelerator is None or accelerator.is_main_process
+
+
+def _wait(accelerator) -> None:
+    if accelerator is not None:
+        accelerator.wait_for_everyone()
+
+
+def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, Any]) -> Path:
+    """Atomically write a checkpoint to ``directory`` (replacing an older one only when done).
+
+    Call it from every process (``save_state`` gathers RNG states of all of them). ``accelerator``
+    may be None to save only ``state``.
+    """
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.with_name(f".{directory.name}.tmp")
+    old = directory.with_name(f".{directory.name}.old")
+    if _is_main(accelerator) and tmp.exists():
+        shutil.rmtree(tmp)
+    _wait(accelerator)
+    if accelerator is not None:
+        accelerator.save_state(str(tmp), safe_serialization=True)
+    _wait(accelerator)
+    if _is_main(accelerator):
+        tmp.mkdir(parents=True, exist_ok=True)
+        with open(tmp / EXTRA, "wb") as fh:
+            torch.save(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        meta = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "keys": sorted(state)}
+        (tmp / MARKER).write_text(json.dumps(meta))
+        if directory.exists():
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(directory, old)
+        os.replace(tmp, directory)
+        if old.exists():
+            shutil.rmtree(old)
+    _wait(accelerator)
+    return directory
+
+
+def resolve_checkpoint(directory: str | os.PathLike) -> Path:
+    """The usable checkpoint at ``directory`` (or the previous one, if a save was cut off between
+    its two renames); raises FileNotFoundError / CheckpointError with a clear message."""
+    directory = Path(directory)
+    old = directory.with_name(f".{directory.name}.old")
+    if not directory.exists() and (old / MARKER).exists():
+        return old
+    if not directory.exists():
+        raise FileNotFoundError(f"checkpoint not found: {directory} (nothing to resume from; check the path)")
+    if not (directory / MARKER).exists():
+        raise CheckpointError(
+            f"checkpoint {directory} is incomplete or not a contrastive-suite checkpoint "
+            f"(no {MARKER} marker); refusing to load it"
+        )
+    return directory
+
+
+def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]:
+    """Restore ``accelerator``'s registered objects from ``directory`` and return the extra state."""
+    path = resolve_checkpoint(directory)
+    try:
+        state = torch.load(path / EXTRA, map_location="cpu", weights_only=False)
+    except Exception as err:  # noqa: BLE001 - report any unpickling failure as corruption
+        raise CheckpointError(f"checkpoint {path}: {EXTRA} is unreadable ({err}); the file is corrupt") from err
+    if accelerator is not None:
+        try:
+            accelerator.load_state(str(path))
+        except Exception as err:  # noqa: BLE001
+            raise CheckpointError(
+                f"checkpoint {path} does not match this run's models/optimisers ({type(err).__name__}: {err}); "
+                "was it written with a different configuration?"
+            ) from err
+    return state
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON to ``path`` via a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+class CsvLogger:
+    """Append rows to a CSV file; the header comes from the first row and grows with new keys.
+
+    ``resume_step``: on resume, drop rows whose ``step_key`` is beyond the checkpoint's step, so
+    the log matches an uninterrupted run exactly.
+    """
+
+    def __init__(self, path: str | os.PathLike, resume_step: int | None = None, step_key: str = "step"):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.rows: list[dict] = []
+        self.fields: list[str] = []
+        if self.path.exists() and resume_step is not None:
+            with open(self.path, newline="") as fh:
+                reader = csv.DictReader(fh)
+                self.fields = list(reader.fieldnames or [])
+                self.rows = [r for r in reader if step_key not in r or float(r[step_key]) <= resume_step]
+            self._rewrite()
+        elif self.path.exists():
+            self.path.unlink()
+
+    def _rewrite(self) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=self.fields)
+            writer.writeheader()
+            writer.writerows(self.rows)
+        os.replace(tmp, self.path)
+
+    def log(self, row: dict[str, Any]) -> None:
+        row = {k: (v.item() if isinstance(v, torch.Tensor) else v) for k, v in row.items()}
+        self.rows.append(row)
+        new = [k for k in row if k not in self.fields]
+        if new or not self.path.exists():
+            self.fields += new
+            self._rewrite()
+            return
+        with open(self.path, "a", newline="") as fh:
+            csv.DictWriter(fh, fieldnames=self.fields).writerow(row)
+
+    def close(self) -> None:  # kept for symmetry with other loggers; every row is already on disk
+        pass

@@ -1,0 +1,40 @@
+"""Score functions ``sim(z_i, z_j)`` of SPEC section 1: cosine, dot product, CURL's bilinear form."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def cosine_scores(a: torch.Tensor, b: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """``[Ba, Bb]`` matrix of ``cos(a_i, b_j) / t`` (SimCLR, DCL, puNCE)."""
+    return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / temperature
+
+
+def dot_scores(a: torch.Tensor, b: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """``[Ba, Bb]`` matrix of ``a_i^T b_j / t`` (quick-thought uses t = 1, no normalisation)."""
+    return a @ b.T / temperature
+
+
+class BilinearScore(nn.Module):
+    """CURL's bilinear similarity ``sim(q, k) = q^T W k`` (Srinivas, Laskin & Abbeel, 2020).
+
+    ``forward(a [Ba, d], b [Bb, d])`` returns the ``[Ba, Bb]`` logits ``a W b^T``; with a query
+    batch against its key batch the positives are on the diagonal. ``W`` is learned; it is
+    initialised uniformly in [0, 1) as in the CURL paper's code. The scores are unbounded, so a
+    debiased loss on them needs an explicit floor (see ``log_floor_min_negative``).
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+        self.W = nn.Parameter(torch.rand(dim, dim))
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if a.shape[-1] != self.dim or b.shape[-1] != self.dim:
+            raise ValueError(f"BilinearScore({self.dim}) got features of size {a.shape[-1]} and {b.shape[-1]}")
+        return a @ (self.W @ b.T)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
