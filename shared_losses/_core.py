@@ -37,6 +37,34 @@ def log_mean_exp(x: torch.Tensor, count: torch.Tensor | float, dim: int = -1) ->
     return torch.logsumexp(x, dim=dim) - math.log(count)
 
 
+class _LogSumExpInPlace(torch.autograd.Function):
+    """Row-wise logsumexp that reuses its input's storage.
+
+    Forward turns ``x`` into ``exp(x - rowmax)`` in place and keeps it; backward scales that buffer
+    into the gradient ``softmax(x) * g`` without a second exp pass. Saves one ``[A, K]``
+    allocation and one exp pass per step against ``torch.logsumexp``. Only for buffers the caller
+    owns and never reads again (the freshly built similarity matrix).
+    """
+
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=1, keepdim=True)
+        buf = x.sub_(m).exp_()
+        total = buf.sum(dim=1, keepdim=True)
+        ctx.save_for_backward(buf, total)
+        return (total.log() + m).squeeze(1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        buf, total = ctx.saved_tensors
+        return buf * (grad.unsqueeze(1) / total)
+
+
+def logsumexp_inplace(x: torch.Tensor) -> torch.Tensor:
+    """``torch.logsumexp(x, 1)`` that consumes ``x`` (see :class:`_LogSumExpInPlace`)."""
+    return _LogSumExpInPlace.apply(x)
+
+
 def debiased_terms(
     pos: torch.Tensor,
     neg: torch.Tensor,
@@ -45,6 +73,7 @@ def debiased_terms(
     log_floor: torch.Tensor | float | None = None,
     beta: float = 0.0,
     pos_present: torch.Tensor | None = None,
+    consume_neg: bool = False,
 ) -> torch.Tensor:
     """Per-anchor debiased loss, all in log space.
 
@@ -58,6 +87,8 @@ def debiased_terms(
         log_floor: ``log`` of the lower bound on g (float or ``[A]`` tensor) or None.
         beta: hard-negative concentration (0 = uniform weights).
         pos_present: ``[A, M]`` bool mask of present positives, or None if all are.
+        consume_neg: ``neg`` is a ``[A, N]`` buffer the caller owns and will not read again; it
+            is overwritten to save memory and time.
 
     Returns:
         ``[A]`` losses: mean over the present positives m of
@@ -67,6 +98,8 @@ def debiased_terms(
     # (1/N) sum_n w_n e^{q_n} with w_n = e^{beta q_n} / mean_n e^{beta q_n}  (SPEC 3.1).
     if beta:
         log_neg_mean = torch.logsumexp((1.0 + beta) * neg, dim=-1) - torch.logsumexp(beta * neg, dim=-1)
+    elif consume_neg and not per_turn:
+        log_neg_mean = logsumexp_inplace(neg) - (torch.log(n_neg) if isinstance(n_neg, torch.Tensor) else math.log(n_neg))
     else:
         log_neg_mean = log_mean_exp(neg, n_neg, dim=-1)
     if not per_turn:

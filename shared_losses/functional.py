@@ -222,8 +222,9 @@ def _multiview_terms(
     v_idx = torch.arange(V, device=dev).repeat_interleave(B)  # [V*B]
     b_idx = torch.arange(B, device=dev).repeat(V)
     other = (v_idx.unsqueeze(1) + torch.arange(1, V, device=dev)) % V  # [V*B, V-1]
-    pos = (anchors.unsqueeze(1) * z[b_idx.unsqueeze(1), other]).sum(-1) / temperature
-    logits = anchors @ cands.T / temperature
+    anchors = anchors / temperature  # scale the [n, d] side, not the [n, n] product
+    pos = (anchors.unsqueeze(1) * z[b_idx.unsqueeze(1), other]).sum(-1)
+    logits = anchors @ cands.T
     # Mask self and the positives in place: the matmul's backward does not need its output.
     masked_cols = torch.arange(V, device=dev) * G + (rank * B + b_idx).unsqueeze(1)  # [V*B, V]
     logits.scatter_(1, masked_cols, NEG_INF)
@@ -286,7 +287,7 @@ def debiased_nce(
         raise ValueError("need at least 2 samples in the batch to have negatives")
     floor = _auto_floor(log_floor, similarity, temperature, neg)
     C.check_log_floor(floor, pos.shape[0], pos.device)
-    loss = debiased_terms(pos, neg, n_neg, tau_plus, floor, beta)
+    loss = debiased_terms(pos, neg, n_neg, tau_plus, floor, beta, consume_neg=True)
     return reduce(loss, reduction)
 
 
@@ -373,7 +374,7 @@ def _labelled_candidates(features, source_ids, labels, temperature, gather_distr
         offset = rank * n
     else:
         z_all, labels_all, src_local, src_all, offset = z, labels, source_ids, source_ids, 0
-    logits = z @ z_all.T / temperature
+    logits = (z / temperature) @ z_all.T
     self_cols = torch.arange(n, device=z.device) + offset
     logits.scatter_(1, self_cols.unsqueeze(1), NEG_INF)
     not_self = torch.ones_like(logits, dtype=torch.bool)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the whole test suite. This is the README's test command and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MUJOCO_GL="${MUJOCO_GL:-egl}"
+set +e
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "ERROR: pytest collected no tests" >&2
+  exit 1
+fi
+exit "$rc"
