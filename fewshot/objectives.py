@@ -1,0 +1,56 @@
+"""The few-shot objectives, in one place: ``lam * CE + (1 - lam) * CL`` (puNCE section 5.3).
+
+* CE sees the labeled examples only (first dropout view).
+* ``ce+scl``: CL = SupCon (Khosla et al. 2020) over both views of the labeled examples, as in
+  Gunel et al. 2021 (who have no unlabeled data).
+* ``ce+punce``: CL = puNCE, PNU form (eq. 10), over both views of labeled and unlabeled examples.
+
+Roles: +1 labeled positive, -1 labeled negative, 0 unlabeled (the encoding of ``punce_loss``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from shared_losses import punce_loss, supcon_loss
+
+OBJECTIVES = ("ce", "ce+scl", "ce+punce")
+
+
+def roles_from_labels(labels: torch.Tensor, labeled: torch.Tensor) -> torch.Tensor:
+    """Class labels {0, 1} + labeled mask -> puNCE roles {+1, -1, 0}."""
+    return torch.where(labeled, labels * 2 - 1, torch.zeros_like(labels))
+
+
+def multiview(z1: torch.Tensor, z2: torch.Tensor, roles: torch.Tensor):
+    """Stack two views as puNCE's multi-viewed batch: features [2n, d], source ids, roles."""
+    n = z1.shape[0]
+    src = torch.arange(n, device=z1.device).repeat(2)
+    return torch.cat([z1, z2]), src, roles.repeat(2)
+
+
+def contrastive_term(objective: str, z1, z2, roles, temperature: float, prior: float) -> torch.Tensor:
+    if objective == "ce+punce":
+        feats, src, r = multiview(z1, z2, roles)
+        return punce_loss(feats, src, r, prior, temperature)
+    if objective == "ce+scl":
+        keep = roles != 0
+        feats, src, r = multiview(z1[keep], z2[keep], roles[keep])
+        return supcon_loss(feats, r, temperature, source_ids=src)
+    raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+
+
+def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, prior):
+    """Returns (loss, parts). ``logits`` [n, 2] of the first view; ``labels`` [n] in {0, 1}
+    (ignored where ``roles == 0``)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    labeled = roles != 0
+    if not labeled.any():
+        raise ValueError("the batch has no labeled example: CE needs at least one")
+    ce = F.cross_entropy(logits[labeled], labels[labeled])
+    if objective == "ce":
+        return ce, {"ce": ce.detach()}
+    cl = contrastive_term(objective, z1, z2, roles, temperature, prior)
+    return lam * ce + (1.0 - lam) * cl, {"ce": ce.detach(), "cl": cl.detach()}

@@ -1,0 +1,224 @@
+"""Few-shot fine-tuning with CE (+ SupCon / puNCE), and the PU pipeline.
+
+    python -m fewshot.train --help
+    python -m fewshot.train --encoder minilm --dataset drugreview --objective ce+punce --n-labeled 20
+    accelerate launch -m fewshot.train --encoder roberta-base --dataset glue/sst2 --n-labeled 100
+
+Writes into --output-dir: config.json, sample.json (the drawn indices), log.csv, tb/ (TensorBoard),
+checkpoint/ (atomic, resumable with --resume) and metrics.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from shared_losses.runtime import CsvLogger, load_checkpoint, save_checkpoint, write_json_atomic
+
+from .config import FewShotConfig
+from .data import load_splits, sample_fewshot
+from .model import FewShotModel, load_tokenizer
+from .objectives import fewshot_loss, roles_from_labels
+from .prior import elkan_noto_prior
+
+
+class Batches:
+    """Endless shuffled batches of indices with a numpy Generator whose state is checkpointed."""
+
+    def __init__(self, indices, batch_size: int, seed: int):
+        self.indices, self.batch_size = np.asarray(indices), batch_size
+        self.rng = np.random.default_rng(seed)
+        self.order, self.pos = self.rng.permutation(self.indices), 0
+
+    def next(self):
+        if self.batch_size == 0 or len(self.indices) == 0:
+            return self.indices[:0]
+        out = []
+        while len(out) < self.batch_size:
+            if self.pos == len(self.order):
+                self.order, self.pos = self.rng.permutation(self.indices), 0
+            take = min(self.batch_size - len(out), len(self.order) - self.pos)
+            out.extend(self.order[self.pos:self.pos + take].tolist())
+            self.pos += take
+            if len(out) >= len(self.indices):
+                break  # never repeat an example inside one batch
+        return np.asarray(out)
+
+    def state_dict(self):
+        return {"rng": self.rng.bit_generator.state, "order": self.order, "pos": self.pos}
+
+    def load_state_dict(self, s):
+        self.rng.bit_generator.state = s["rng"]
+        self.order, self.pos = s["order"], s["pos"]
+
+
+def tokenize(tokenizer, texts, max_length, device):
+    enc = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+@torch.no_grad()
+def embed_all(model, tokenizer, texts, max_length, device, batch_size=64):
+    model.eval()
+    feats, logits = [], []
+    for i in range(0, len(texts), batch_size):
+        ids, mask = tokenize(tokenizer, texts[i:i + batch_size], max_length, device)
+        h = model.embed(ids, mask)
+        feats.append(h.float().cpu())
+        logits.append(model.classifier(h).float().cpu())
+    model.train()
+    return torch.cat(feats), torch.cat(logits)
+
+
+def evaluate(model, tokenizer, texts, labels, cfg, device) -> float:
+    _, logits = embed_all(model, tokenizer, texts, cfg.max_length, device)
+    return float((logits.argmax(1).numpy() == np.asarray(labels)).mean() * 100.0)
+
+
+def make_accelerator(cfg):
+    from accelerate import Accelerator
+
+    return Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu)
+
+
+def build(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None):
+    """Data, sample, model, tokenizer: everything a run needs (tests pass a tiny model in)."""
+    train_x, train_y, eval_x, eval_y = load_splits(cfg)
+    sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
+    if cfg.max_eval is not None:
+        eval_x, eval_y = eval_x[: cfg.max_eval], eval_y[: cfg.max_eval]
+    torch.manual_seed(cfg.seed)
+    tokenizer = tokenizer or load_tokenizer(cfg.encoder)
+    model = model or FewShotModel(cfg.encoder, cfg.pooling, cfg.proj_dim)
+    return train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer
+
+
+def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
+    if cfg.prior is not None:
+        if not 0.0 <= cfg.prior <= 1.0:
+            raise ValueError(f"--prior must be in [0, 1], got {cfg.prior}")
+        return float(cfg.prior), "given"
+    if cfg.estimate_prior:
+        pos = sample.labeled[train_y[sample.labeled] == 1]
+        fp, _ = embed_all(model, tokenizer, [train_x[i] for i in pos], cfg.max_length, device)
+        fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
+        return elkan_noto_prior(fp.numpy(), fu.numpy(), seed=cfg.seed), "elkan-noto"
+    if len(sample.unlabeled) == 0:
+        return 0.5, "no unlabeled data"
+    return float(train_y[sample.unlabeled].mean()), "exact"
+
+
+def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> dict:
+    if cfg.setting == "pu":
+        from .pu_pipeline import run_pu
+
+        return run_pu(cfg, model, tokenizer)
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    acc = make_accelerator(cfg)
+    train_x, train_y, eval_x, eval_y, sample, model, tokenizer = build(cfg, model, tokenizer)
+    device = acc.device
+    model.to(device)
+    prior, prior_source = resolve_prior(cfg, train_y, sample, model, tokenizer, train_x, device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    model, opt = acc.prepare(model, opt)
+    raw = acc.unwrap_model(model)
+    lab_batches = Batches(sample.labeled, min(cfg.batch_labeled, cfg.n_labeled), cfg.seed)
+    unl_batches = Batches(sample.unlabeled, 0 if cfg.objective == "ce" else cfg.batch_unlabeled, cfg.seed + 1)
+
+    step, history = 0, []
+    if cfg.resume:
+        state = load_checkpoint(acc, out / "checkpoint")
+        free = {"resume", "steps", "eval_every", "checkpoint_every"}  # may change when resuming
+        if {k: v for k, v in state["config"].items() if k not in free} != {k: v for k, v in dataclasses.asdict(cfg).items() if k not in free}:
+            raise ValueError("the checkpoint in output_dir was written with a different configuration; "
+                             "use a new --output-dir or the same options")
+        step, history = state["step"], state["history"]
+        lab_batches.load_state_dict(state["labeled_batches"])
+        unl_batches.load_state_dict(state["unlabeled_batches"])
+    if acc.is_main_process:
+        write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": prior, "prior_source": prior_source})
+        write_json_atomic(out / "sample.json", sample.to_json())
+    log = CsvLogger(out / "log.csv", resume_step=step if cfg.resume else None)
+    tb = _tensorboard(out / "tb") if acc.is_main_process else None
+
+    def checkpoint():
+        save_checkpoint(acc, out / "checkpoint", {
+            "step": step, "history": history, "config": dataclasses.asdict(cfg),
+            "labeled_batches": lab_batches.state_dict(), "unlabeled_batches": unl_batches.state_dict()})
+
+    model.train()
+    bar = tqdm(total=cfg.steps, initial=step, desc=f"{cfg.objective} N={cfg.n_labeled}", unit="step",
+               disable=not acc.is_main_process)
+    t0 = time.time()
+    while step < cfg.steps:
+        idx = np.concatenate([lab_batches.next(), unl_batches.next()])
+        labeled = torch.from_numpy(np.isin(idx, sample.labeled)).to(device)
+        labels = torch.from_numpy(train_y[idx]).long().to(device)
+        ids, mask = tokenize(tokenizer, [train_x[i] for i in idx], cfg.max_length, device)
+        with acc.autocast():
+            logits, z1 = model(ids, mask)
+            z2 = model(ids, mask)[1] if cfg.objective != "ce" else None
+            roles = roles_from_labels(labels, labeled)
+            loss, parts = fewshot_loss(cfg.objective, logits.float(), z1, z2, labels, roles, cfg.lam,
+                                       cfg.temperature, prior)
+        opt.zero_grad(set_to_none=True)
+        acc.backward(loss)
+        opt.step()
+        step += 1
+        row = {"step": step, "loss": loss.item(), **{k: v.item() for k, v in parts.items()}}
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            row["eval_accuracy"] = evaluate(raw, tokenizer, eval_x, eval_y, cfg, device)
+            history.append({"step": step, "eval_accuracy": row["eval_accuracy"]})
+        if acc.is_main_process:
+            log.log(row)
+            if tb is not None:
+                for k, v in row.items():
+                    if k != "step":
+                        tb.add_scalar(k, v, step)
+        bar.update(1)
+        bar.set_postfix(loss=f"{row['loss']:.3f}", **({"acc": f"{row['eval_accuracy']:.1f}"} if "eval_accuracy" in row else {}))
+        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            checkpoint()
+    bar.close()
+    metrics = {
+        "eval_accuracy": history[-1]["eval_accuracy"] if history else evaluate(raw, tokenizer, eval_x, eval_y, cfg, device),
+        "objective": cfg.objective, "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed,
+        "encoder": cfg.encoder, "dataset": cfg.dataset, "prior": prior, "prior_source": prior_source,
+        "steps": cfg.steps, "n_eval": len(eval_y), "history": history, "train_seconds": time.time() - t0,
+        "eval_split": "labeled validation split (GLUE test labels are hidden)" if cfg.dataset == "glue/sst2" else "eval file / test split",
+    }
+    if acc.is_main_process:
+        write_json_atomic(out / "metrics.json", metrics)
+        if tb is not None:
+            tb.close()
+    return metrics
+
+
+def _tensorboard(path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is a dependency, but logging must never stop a run
+        return None
+    return SummaryWriter(str(path))
+
+
+def main(argv=None):
+    import tyro
+
+    cfg = tyro.cli(FewShotConfig, args=argv, description=__doc__)
+    metrics = train(cfg)
+    keys = [k for k in ("eval_accuracy", "objective", "n_labeled", "seed", "prior") if k in metrics]
+    print({k: metrics[k] for k in keys})
+    if "probes" in metrics:
+        print(metrics["probes"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""fewshot: loss wiring, sampling, prior estimation, nnPU risk, short runs, resume, bad data."""
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fewshot.config import FewShotConfig
+from fewshot.data import DataError, load_local, sample_fewshot
+from fewshot.model import FewShotModel, load_tokenizer
+from fewshot.objectives import fewshot_loss, multiview, roles_from_labels
+from fewshot.prior import elkan_noto_prior, exact_prior
+from fewshot.pu import pu_risk
+from fewshot.train import train
+from shared_losses import punce_loss, supcon_loss
+
+from .conftest import make_texts, write_tsv
+
+
+def _cfg(tiny_encoder, easy_task, tmp_path, **kw):
+    train_file, dev = easy_task
+    base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=20, n_unlabeled=100,
+                steps=30, batch_labeled=10, batch_unlabeled=20, lr=3e-3, max_length=16, pooling="mean",
+                proj_dim=16, eval_every=30, checkpoint_every=30, output_dir=str(tmp_path / "run"), cpu=True)
+    base.update(kw)
+    return FewShotConfig(**base)
+
+
+def _batch(tiny_encoder):
+    tok = load_tokenizer(tiny_encoder)
+    torch.manual_seed(0)
+    model = FewShotModel(tiny_encoder, "mean", 16).train()  # from_pretrained returns eval mode
+    rows = make_texts(12, 3)
+    enc = tok([t for t, _ in rows], padding=True, return_tensors="pt")
+    labels = torch.tensor([y for _, y in rows])
+    labeled = torch.tensor([True] * 6 + [False] * 6)
+    return model, enc, labels, labeled
+
+
+def test_contrastive_term_is_shared_punce(tiny_encoder):
+    model, enc, labels, labeled = _batch(tiny_encoder)
+    torch.manual_seed(1)
+    logits, z1 = model(enc["input_ids"], enc["attention_mask"])
+    z2 = model(enc["input_ids"], enc["attention_mask"])[1]
+    assert not torch.allclose(z1, z2)  # dropout gives two different views
+    roles = roles_from_labels(labels, labeled)
+    assert roles.tolist()[:6] == [(2 * y - 1) for y in labels.tolist()[:6]] and roles[6:].eq(0).all()
+    loss, parts = fewshot_loss("ce+punce", logits, z1, z2, labels, roles, 0.9, 0.3, 0.4)
+    feats = torch.cat([z1, z2])
+    src = torch.arange(12).repeat(2)
+    want = punce_loss(feats, src, roles.repeat(2), 0.4, 0.3)
+    assert torch.allclose(parts["cl"], want)
+    ce = torch.nn.functional.cross_entropy(logits[:6], labels[:6])
+    assert torch.allclose(loss, 0.9 * ce + 0.1 * want)
+    # the SupCon baseline sees the labeled views only
+    _, parts_scl = fewshot_loss("ce+scl", logits, z1, z2, labels, roles, 0.9, 0.3, 0.4)
+    f, s, r = multiview(z1[:6], z2[:6], roles[:6])
+    assert torch.allclose(parts_scl["cl"], supcon_loss(f, r, 0.3))
+
+
+def test_ce_ignores_unlabeled(tiny_encoder):
+    model, enc, labels, labeled = _batch(tiny_encoder)
+    model.eval()
+    logits, z = model(enc["input_ids"], enc["attention_mask"])
+    roles = roles_from_labels(labels, labeled)
+    a, _ = fewshot_loss("ce", logits, z, z, labels, roles, 0.9, 0.3, 0.5)
+    flipped = labels.clone()
+    flipped[~labeled] = 1 - flipped[~labeled]
+    noisy = logits.clone()
+    noisy[~labeled] += 100.0
+    b, _ = fewshot_loss("ce", noisy, z, z, flipped, roles, 0.9, 0.3, 0.5)
+    assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="no labeled"):
+        fewshot_loss("ce", logits, z, z, labels, torch.zeros_like(roles), 0.9, 0.3, 0.5)
+
+
+def test_sampling_reproducible_disjoint_and_pu():
+    labels = np.array([0, 1] * 300)
+    a = sample_fewshot(labels, 20, 500, seed=3)
+    b = sample_fewshot(labels, 20, 500, seed=3)
+    c = sample_fewshot(labels, 20, 500, seed=4)
+    assert np.array_equal(a.labeled, b.labeled) and np.array_equal(a.unlabeled, b.unlabeled)
+    assert not np.array_equal(a.labeled, c.labeled)
+    assert not set(a.labeled) & set(a.unlabeled)
+    assert len(a.labeled) == 20 and len(a.unlabeled) == 500 and set(labels[a.labeled]) == {0, 1}
+    pu = sample_fewshot(labels, 50, 200, seed=0, setting="pu")
+    assert (labels[pu.labeled] == 1).all() and not set(pu.labeled) & set(pu.unlabeled)
+    with pytest.raises(DataError, match="too few"):
+        sample_fewshot(labels, 200, 500, seed=0)
+
+
+@pytest.mark.parametrize("pi", [0.2, 0.5, 0.7])
+def test_elkan_noto_recovers_a_known_prior(pi):
+    # Two unit-variance Gaussians 3 apart in 4-d: the labeled-vs-unlabeled posterior is close to
+    # logistic, so the estimator is near-unbiased and its error is dominated by sampling noise
+    # (n_P = 600, n_U = 3000: a few 0.01). Tolerance 0.06, about 3x the spread over seeds we saw.
+    rng = np.random.default_rng(0)
+    mu = np.array([3.0, 0, 0, 0])
+    P = rng.normal(size=(600, 4)) + mu
+    n_pos_u = int(pi * 3000)
+    U = np.concatenate([rng.normal(size=(n_pos_u, 4)) + mu, rng.normal(size=(3000 - n_pos_u, 4))])
+    est = elkan_noto_prior(P, U, seed=0)
+    assert abs(est - pi) < 0.06, est
+
+
+def test_exact_prior():
+    assert exact_prior(500, 500, 100) == pytest.approx(400 / 900)
+    with pytest.raises(ValueError):
+        exact_prior(10, 10, 20)
+
+
+def test_nnpu_risk_matches_formula():
+    sp = torch.tensor([2.0, -1.0, 0.5])
+    su = torch.tensor([-3.0, 1.0, 0.0, 2.0])
+    pi = 0.4
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    pos = pi * sum(sig(-z) for z in sp.tolist()) / 3
+    neg = sum(sig(z) for z in su.tolist()) / 4 - pi * sum(sig(z) for z in sp.tolist()) / 3
+    obj, risk = pu_risk(sp, su, pi, "nnpu")
+    assert risk.item() == pytest.approx(pos + max(0.0, neg))
+    assert obj.item() == pytest.approx(pos + neg if neg >= 0 else -neg)
+    assert pu_risk(sp, su, pi, "upu")[0].item() == pytest.approx(pos + neg)
+    pn = pos + (1 - pi) * sum(sig(z) for z in su.tolist()) / 4
+    assert pu_risk(sp, su, pi, "pn")[0].item() == pytest.approx(pn)
+    # the non-negative correction: confident P scores and a U set scored all-negative drive the
+    # bracket below 0: the risk clips it, the step ascends it (gamma = 1)
+    obj2, risk2 = pu_risk(torch.tensor([5.0, 5.0]), torch.tensor([-5.0, -5.0]), 0.9, "nnpu")
+    bracket = sig(-5.0) - 0.9 * sig(5.0)
+    assert bracket < 0
+    assert risk2.item() == pytest.approx(0.9 * sig(-5.0))
+    assert obj2.item() == pytest.approx(-bracket)
+
+
+@pytest.mark.parametrize("objective", ["ce", "ce+scl", "ce+punce"])
+def test_short_run_beats_chance_and_writes_outputs(tiny_encoder, easy_task, tmp_path, objective):
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, objective=objective)
+    m = train(cfg)
+    assert m["eval_accuracy"] > 75.0, m  # chance is 50 %
+    out = tmp_path / "run"
+    saved = json.loads((out / "metrics.json").read_text())
+    for key in ("eval_accuracy", "objective", "n_labeled", "seed", "encoder"):
+        assert key in saved
+    assert (out / "checkpoint" / "COMPLETE").exists() and (out / "log.csv").exists()
+    assert any(p.name.startswith("events") for p in (out / "tb").iterdir())
+
+
+def test_resume_is_exact(tiny_encoder, easy_task, tmp_path):
+    full = _cfg(tiny_encoder, easy_task, tmp_path / "a", steps=6, eval_every=3, checkpoint_every=3)
+    train(full)
+    first = _cfg(tiny_encoder, easy_task, tmp_path / "b", steps=3, eval_every=3, checkpoint_every=3)
+    train(first)
+    resumed = _cfg(tiny_encoder, easy_task, tmp_path / "b", steps=6, eval_every=3, checkpoint_every=3, resume=True)
+    train(resumed)
+    rows_a = list(csv.DictReader(open(tmp_path / "a" / "run" / "log.csv")))
+    rows_b = list(csv.DictReader(open(tmp_path / "b" / "run" / "log.csv")))
+    assert rows_a == rows_b
+    a = json.loads((tmp_path / "a" / "run" / "metrics.json").read_text())
+    b = json.loads((tmp_path / "b" / "run" / "metrics.json").read_text())
+    assert a["eval_accuracy"] == b["eval_accuracy"]
+    other = _cfg(tiny_encoder, easy_task, tmp_path / "b", steps=6, lam=0.5, resume=True)
+    with pytest.raises(ValueError, match="different configuration"):
+        train(other)
+
+
+def test_pu_pipeline_runs(tiny_encoder, easy_task, tmp_path):
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, setting="pu", n_labeled=30, n_unlabeled=100, steps=5)
+    m = train(cfg)
+    assert set(m["probes"]["punce_encoder"]) == {"pn", "upu", "nnpu"}
+    assert 0 < m["prior"] < 1 and m["prior_source"] == "exact"
+
+
+def test_bad_data_errors(tmp_path):
+    rows = make_texts(10, 0)
+    p = write_tsv(tmp_path / "a.tsv", rows, text_col="text")
+    with pytest.raises(DataError, match=r"column\(s\) \['sentence'\] not found"):
+        load_local(p, "sentence", "label", "1")
+    q = write_tsv(tmp_path / "b.tsv", [(t, i % 3) for i, (t, _) in enumerate(rows)])
+    with pytest.raises(DataError, match="binary"):
+        load_local(q, "sentence", "label", "1")
+    r = write_tsv(tmp_path / "c.tsv", [(t, "pos") for t, _ in rows])
+    with pytest.raises(DataError, match="positive_label"):
+        load_local(r, "sentence", "label", "1")
+    j = tmp_path / "d.jsonl"
+    j.write_text('{"sentence": "ok", "label": 1}\n{broken\n')
+    with pytest.raises(DataError, match="d.jsonl:2"):
+        load_local(str(j), "sentence", "label", "1")
+    with pytest.raises(FileNotFoundError):
+        load_local(str(tmp_path / "nope.tsv"), "sentence", "label", "1")
+    bad_type = tmp_path / "x.parquet"
+    bad_type.write_text("x")
+    with pytest.raises(DataError, match="unsupported"):
+        load_local(str(bad_type), "sentence", "label", "1")
+
+
+def test_missing_encoder_says_offline(tmp_path):
+    with pytest.raises(ValueError, match="Offline"):
+        load_tokenizer("no-such-org/no-such-model")
