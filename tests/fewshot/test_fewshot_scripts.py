@@ -1,0 +1,32 @@
+"""The fewshot sweep and benchmark scripts at tiny sizes."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_table5_sweep_tiny(tiny_encoder, easy_task, tmp_path):
+    train, dev = easy_task
+    out = tmp_path / "sweep"
+    cmd = [sys.executable, str(ROOT / "scripts/fewshot_table5.py"), "--encoder", tiny_encoder, "--dataset", train,
+           "--eval-file", dev, "--ns", "10", "--seeds", "0", "1", "--steps", "2", "--n-unlabeled", "20",
+           "--pooling", "mean", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
+    assert "| 10 |" in res.stdout
+    assert len(list(out.glob("*/N*/seed*/metrics.json"))) == 6
+    assert (out / "table5.png").exists()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)  # finished runs are skipped
+    assert "== " not in again.stdout
+
+
+def test_bench_fewshot_json(tiny_encoder):
+    cmd = [sys.executable, str(ROOT / "scripts/bench_fewshot.py"), "--encoder", tiny_encoder, "--seq-lens", "8", "16",
+           "--batch-labeled", "4", "--batch-unlabeled", "4", "--steps", "1", "--json"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
+    rows = [json.loads(x) for x in res.stdout.splitlines()]
+    assert [(r["seq_len"], r["objective"]) for r in rows] == [(8, "ce"), (8, "ce+punce"), (16, "ce"), (16, "ce+punce")]
+    for r in rows:
+        assert {"seq_len", "batch", "examples_per_s", "peak_mb"} <= set(r) and r["examples_per_s"] > 0
