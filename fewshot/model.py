@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import torch
 import torch.nn as nn
 
 MINILM = "minilm"

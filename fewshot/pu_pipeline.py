@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -40,19 +39,14 @@ def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, pr
 
 
 def run_pu(cfg, model=None, tokenizer=None) -> dict:
-    from .train import build, make_accelerator, resolve_prior, tokenize
+    from .train import prepare, tokenize
 
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    acc = make_accelerator(cfg)
-    train_x, train_y, eval_x, eval_y, sample, model, tokenizer = build(cfg, model, tokenizer)
-    device = acc.device
-    model.to(device)
-    prior, prior_source = resolve_prior(cfg, train_y, sample, model, tokenizer, train_x, device)
+    run = prepare(cfg, model, tokenizer)
+    out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
+    train_x, eval_x, eval_y, prior, prior_source = run.train_x, run.eval_x, run.eval_y, run.prior, run.prior_source
+    model = run.model
     if not 0.0 < prior < 1.0:
         raise ValueError(f"the PU probes need a prior strictly between 0 and 1, got {prior}")
-    write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": prior, "prior_source": prior_source})
-    write_json_atomic(out / "sample.json", sample.to_json())
     t0 = time.time()
     baseline = _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device)
 

@@ -11,7 +11,6 @@ checkpoint/ (atomic, resumable with --resume) and metrics.json.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from pathlib import Path
 
@@ -87,16 +86,42 @@ def make_accelerator(cfg):
     return Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu)
 
 
-def build(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None):
-    """Data, sample, model, tokenizer: everything a run needs (tests pass a tiny model in)."""
+@dataclasses.dataclass
+class Run:
+    """Everything a run needs, prepared once (tests pass a tiny model and tokenizer in)."""
+
+    out: Path
+    acc: object
+    train_x: list
+    train_y: np.ndarray
+    eval_x: list
+    eval_y: list
+    sample: object
+    model: FewShotModel
+    tokenizer: object
+    prior: float = 0.5
+    prior_source: str = ""
+
+
+def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> Run:
+    """Output folder, accelerator, data and few-shot sample, model on its device, prior; writes
+    config.json (with the prior used) and sample.json."""
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    acc = make_accelerator(cfg)
     train_x, train_y, eval_x, eval_y = load_splits(cfg)
     sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
     if cfg.max_eval is not None:
         eval_x, eval_y = eval_x[: cfg.max_eval], eval_y[: cfg.max_eval]
     torch.manual_seed(cfg.seed)
     tokenizer = tokenizer or load_tokenizer(cfg.encoder)
-    model = model or FewShotModel(cfg.encoder, cfg.pooling, cfg.proj_dim)
-    return train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer
+    model = (model or FewShotModel(cfg.encoder, cfg.pooling, cfg.proj_dim)).to(acc.device)
+    run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer)
+    run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
+    if acc.is_main_process:
+        write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
+        write_json_atomic(out / "sample.json", sample.to_json())
+    return run
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
@@ -119,13 +144,10 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         from .pu_pipeline import run_pu
 
         return run_pu(cfg, model, tokenizer)
-    out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    acc = make_accelerator(cfg)
-    train_x, train_y, eval_x, eval_y, sample, model, tokenizer = build(cfg, model, tokenizer)
-    device = acc.device
-    model.to(device)
-    prior, prior_source = resolve_prior(cfg, train_y, sample, model, tokenizer, train_x, device)
+    run = prepare(cfg, model, tokenizer)
+    out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
+    train_x, train_y, eval_x, eval_y, prior = run.train_x, run.train_y, run.eval_x, run.eval_y, run.prior
+    model = run.model
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     model, opt = acc.prepare(model, opt)
     raw = acc.unwrap_model(model)
@@ -142,9 +164,6 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         step, history = state["step"], state["history"]
         lab_batches.load_state_dict(state["labeled_batches"])
         unl_batches.load_state_dict(state["unlabeled_batches"])
-    if acc.is_main_process:
-        write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": prior, "prior_source": prior_source})
-        write_json_atomic(out / "sample.json", sample.to_json())
     log = CsvLogger(out / "log.csv", resume_step=step if cfg.resume else None)
     tb = _tensorboard(out / "tb") if acc.is_main_process else None
 
@@ -190,7 +209,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     metrics = {
         "eval_accuracy": history[-1]["eval_accuracy"] if history else evaluate(raw, tokenizer, eval_x, eval_y, cfg, device),
         "objective": cfg.objective, "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed,
-        "encoder": cfg.encoder, "dataset": cfg.dataset, "prior": prior, "prior_source": prior_source,
+        "encoder": cfg.encoder, "dataset": cfg.dataset, "prior": prior, "prior_source": run.prior_source,
         "steps": cfg.steps, "n_eval": len(eval_y), "history": history, "train_seconds": time.time() - t0,
         "eval_split": "labeled validation split (GLUE test labels are hidden)" if cfg.dataset == "glue/sst2" else "eval file / test split",
     }

@@ -13,7 +13,6 @@ why the paper's baseline numbers are inflated by one) and a plot of accuracy vs 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics

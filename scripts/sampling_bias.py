@@ -23,7 +23,6 @@ how tightly each class clusters matters. DCL expects unbiased >= debiased >= bia
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -31,7 +30,6 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
