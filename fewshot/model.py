@@ -63,3 +63,4 @@ class FewShotModel(nn.Module):
     def forward(self, input_ids, attention_mask):
         h = self.embed(input_ids, attention_mask)
         return self.classifier(h), self.projection(h)
+

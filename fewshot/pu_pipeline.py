@@ -39,7 +39,7 @@ def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, pr
 
 
 def run_pu(cfg, model=None, tokenizer=None) -> dict:
-    from .train import prepare, tokenize
+    from .train import forward_views, prepare, tokenize
 
     run = prepare(cfg, model, tokenizer)
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
@@ -62,7 +62,7 @@ def run_pu(cfg, model=None, tokenizer=None) -> dict:
         roles = torch.from_numpy(np.isin(idx, sample.labeled).astype(np.int64)).to(device)  # +1 labeled, 0 unlabeled
         ids, mask = tokenize(tokenizer, [train_x[i] for i in idx], cfg.max_length, device)
         with acc.autocast():
-            z1, z2 = model(ids, mask)[1], model(ids, mask)[1]
+            z1, z2 = forward_views(model, ids, mask, "punce")[1]
             feats, src, r = multiview(z1, z2, roles)
             loss = punce_loss(feats, src, r, prior, cfg.temperature)
         opt.zero_grad(set_to_none=True)

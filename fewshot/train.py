@@ -182,8 +182,8 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         labels = torch.from_numpy(train_y[idx]).long().to(device)
         ids, mask = tokenize(tokenizer, [train_x[i] for i in idx], cfg.max_length, device)
         with acc.autocast():
-            logits, z1 = model(ids, mask)
-            z2 = model(ids, mask)[1] if cfg.objective != "ce" else None
+            logits, zs = forward_views(model, ids, mask, cfg.objective)
+            z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
             roles = roles_from_labels(labels, labeled)
             loss, parts = fewshot_loss(cfg.objective, logits.float(), z1, z2, labels, roles, cfg.lam,
                                        cfg.temperature, prior)
@@ -218,6 +218,15 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         if tb is not None:
             tb.close()
     return metrics
+
+
+def forward_views(model, ids, mask, objective):
+    """Logits of the first view and the projections of one (``ce``) or two dropout views, from a
+    single forward pass through the (possibly DDP-wrapped) model."""
+    n_views = 1 if objective == "ce" else 2
+    n = ids.shape[0]
+    logits, z = model(ids.repeat(n_views, 1), mask.repeat(n_views, 1))
+    return logits[:n], list(z.split(n))
 
 
 def _tensorboard(path):

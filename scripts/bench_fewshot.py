@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 def measure(objective, encoder, seq_len, n_lab, n_unl, steps, pooling):
     from fewshot.model import FewShotModel
     from fewshot.objectives import fewshot_loss, roles_from_labels
+    from fewshot.train import forward_views
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
@@ -48,8 +49,8 @@ def measure(objective, encoder, seq_len, n_lab, n_unl, steps, pooling):
         if device == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        logits, z1 = model(ids, mask)
-        z2 = model(ids, mask)[1] if objective != "ce" else None
+        logits, zs = forward_views(model, ids, mask, objective)
+        z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
         loss, _ = fewshot_loss(objective, logits, z1, z2, labels, roles, 0.9, 0.3, 0.5)
         opt.zero_grad()
         loss.backward()
