@@ -198,3 +198,21 @@ def test_bad_data_errors(tmp_path):
 def test_missing_encoder_says_offline(tmp_path):
     with pytest.raises(ValueError, match="Offline"):
         load_tokenizer("no-such-org/no-such-model")
+
+
+def test_sst2_offline_error_says_offline(monkeypatch):
+    from fewshot.data import load_sst2
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(DataError, match="Offline"):
+        load_sst2("validation")
+
+
+def test_shipped_offline_datasets_load():
+    from fewshot.data import load_drugreview, load_reuters
+
+    x, y = load_drugreview("test")
+    assert len(x) == len(y) > 300 and set(y) == {0, 1} and all(t.strip() for t in x)
+    x, y = load_reuters("train")
+    assert len(x) == len(y) > 300 and set(y) == {0, 1}
