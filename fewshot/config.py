@@ -73,6 +73,9 @@ class FewShotConfig:
     """Continue from output_dir/checkpoint."""
     checkpoint_every: int = 100
     """Write an atomic checkpoint every this many steps (and at the end)."""
+    gather_negatives: bool = False
+    """With several processes (accelerate launch), use the views of every process as contrastive
+    candidates (SPEC section 5); otherwise each process contrasts within its own batch."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """Mixed precision through accelerate (GPU)."""
     cpu: bool = False

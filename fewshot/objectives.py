@@ -30,18 +30,18 @@ def multiview(z1: torch.Tensor, z2: torch.Tensor, roles: torch.Tensor):
     return torch.cat([z1, z2]), src, roles.repeat(2)
 
 
-def contrastive_term(objective: str, z1, z2, roles, temperature: float, prior: float) -> torch.Tensor:
+def contrastive_term(objective: str, z1, z2, roles, temperature: float, prior: float, gather: bool = False) -> torch.Tensor:
     if objective == "ce+punce":
         feats, src, r = multiview(z1, z2, roles)
-        return punce_loss(feats, src, r, prior, temperature)
+        return punce_loss(feats, src, r, prior, temperature, gather_distributed=gather)
     if objective == "ce+scl":
         keep = roles != 0
         feats, src, r = multiview(z1[keep], z2[keep], roles[keep])
-        return supcon_loss(feats, r, temperature, source_ids=src)
+        return supcon_loss(feats, r, temperature, source_ids=src, gather_distributed=gather)
     raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 
 
-def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, prior):
+def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, prior, gather=False):
     """Returns (loss, parts). ``logits`` [n, 2] of the first view; ``labels`` [n] in {0, 1}
     (ignored where ``roles == 0``)."""
     if objective not in OBJECTIVES:
@@ -52,5 +52,5 @@ def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, pri
     ce = F.cross_entropy(logits[labeled], labels[labeled])
     if objective == "ce":
         return ce, {"ce": ce.detach()}
-    cl = contrastive_term(objective, z1, z2, roles, temperature, prior)
+    cl = contrastive_term(objective, z1, z2, roles, temperature, prior, gather)
     return lam * ce + (1.0 - lam) * cl, {"ce": ce.detach(), "cl": cl.detach()}

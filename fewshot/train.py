@@ -186,7 +186,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
             z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
             roles = roles_from_labels(labels, labeled)
             loss, parts = fewshot_loss(cfg.objective, logits.float(), z1, z2, labels, roles, cfg.lam,
-                                       cfg.temperature, prior)
+                                       cfg.temperature, prior, cfg.gather_negatives)
         opt.zero_grad(set_to_none=True)
         acc.backward(loss)
         opt.step()
