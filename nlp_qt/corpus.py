@@ -1,0 +1,353 @@
+"""Corpora for quick-thought pretraining: streaming, documents kept in order, sentence splitting.
+
+A corpus is read as a stream of ``(doc_id, sentence)`` pairs in corpus order; nothing is held in
+memory beyond the current paragraph, so corpora larger than memory work. Sources:
+
+* a local plain-text file or a folder of them (files sorted by path, recursively; each file is one
+  document, or blank lines / every line separate documents, see ``doc_boundary``);
+* a local ``.json`` / ``.jsonl`` / ``.csv`` / ``.parquet`` file, or a dataset saved with
+  ``save_to_disk``, read with :mod:`datasets` (``text_field``; ``doc_field`` names a column whose
+  change marks a new document, e.g. a book id);
+* a Hugging Face hub name such as ``bookcorpus`` (``hf:bookcorpus``), streamed with
+  ``datasets.load_dataset(..., streaming=True)``; offline this fails with a clear message.
+
+Empty lines and lines that are not valid UTF-8 are skipped and counted (:class:`CorpusStats`),
+never a crash.
+
+:func:`contiguous_batches` cuts the stream into batches of consecutive sentences; neighbours are
+only ever sentences of the same document (``doc_ids`` travel with every batch), so a document
+boundary inside a batch never creates a false neighbour -- unlike S2V, which ignores boundaries.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+TEXT_SUFFIXES = {".txt", ".text", ".md", ""}
+DATASETS_SUFFIXES = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+class CorpusError(ValueError):
+    """The corpus cannot be read (missing path, unknown format, no usable text, hub unreachable)."""
+
+
+@dataclass
+class CorpusStats:
+    """Counts of what the reader saw; bad lines are counted here instead of raising."""
+
+    lines: int = 0
+    empty_lines: int = 0
+    undecodable_lines: int = 0
+    documents: int = 0
+    sentences: int = 0
+    files: int = 0
+    examples: list = field(default_factory=list)  # a few (file, line number) of undecodable lines
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------------------------------
+# Sentence splitting
+# ------------------------------------------------------------------------------------------------
+
+ABBREVIATIONS = {
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "etc", "e.g", "i.e", "cf", "al",
+    "no", "vol", "fig", "figs", "eq", "eqs", "sec", "ch", "pp", "p", "ed", "eds", "inc", "ltd", "co",
+    "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+    "gen", "col", "capt", "lt", "sgt", "rev", "hon", "approx", "dept", "est", "u.s", "u.k", "a.m",
+    "p.m", "ave", "blvd", "rd",
+}
+
+# A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace,
+# then (optionally opening quotes/brackets and) an upper-case letter or a digit.
+_BOUNDARY = re.compile(r"([.!?]+|\.\.\.|…)([\"'”’)\]]*)(\s+)(?=[\"'“‘(\[]*[A-Z0-9])")
+_WS = re.compile(r"\s+")
+
+
+def _is_abbreviation(text_before: str) -> bool:
+    """True if the word ending at ``text_before`` (which ends just before a '.') is an
+    abbreviation or a single-letter initial, so the '.' does not end the sentence."""
+    m = re.search(r"([A-Za-z][A-Za-z.]*)$", text_before)
+    if not m:
+        return False
+    word = m.group(1).lower().rstrip(".")
+    if word in ABBREVIATIONS:
+        return True
+    if len(word) == 1 and m.group(1)[0].isupper():  # initials: "J. R. R. Tolkien"
+        return True
+    return bool(re.fullmatch(r"(?:[a-z]\.)+[a-z]", word))  # "u.s.a" style
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a paragraph into sentences with rules (no NLTK data is needed).
+
+    Boundaries are ``.``, ``!``, ``?``, ``...`` (with closing quotes or brackets) followed by
+    whitespace and a capital letter, digit or opening quote; a ``.`` after a known abbreviation
+    (``Mr.``, ``e.g.``, ``Fig.``) or a single capital initial is not a boundary. Whitespace is
+    normalised; empty pieces are dropped.
+    """
+    text = _WS.sub(" ", text).strip()
+    if not text:
+        return []
+    out, start = [], 0
+    for m in _BOUNDARY.finditer(text):
+        punct = m.group(1)
+        if punct == "." and _is_abbreviation(text[start : m.start(1)]):
+            continue
+        end = m.end(2)
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = m.end(3)
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading
+# ------------------------------------------------------------------------------------------------
+
+
+def _text_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    files = [p for p in files if p.suffix.lower() in TEXT_SUFFIXES or p.suffix.lower() == ".txt"]
+    if not files:
+        raise CorpusError(f"corpus folder {path} has no text files (*.txt or files without a suffix)")
+    return files
+
+
+def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
+    """Decoded, stripped lines of a file; ``None`` stands for an empty line (a paragraph break).
+    Undecodable lines are counted and skipped (they do not break a paragraph)."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            stats.lines += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                stats.undecodable_lines += 1
+                if len(stats.examples) < 5:
+                    stats.examples.append(f"{path}:{lineno}")
+                continue
+            line = line.replace("\ufeff", "").strip()
+            if not line:
+                stats.empty_lines += 1
+                yield None
+                continue
+            yield line
+
+
+def iter_text_sentences(
+    source: str | os.PathLike,
+    stats: CorpusStats | None = None,
+    doc_boundary: str = "file",
+    one_sentence_per_line: bool = False,
+) -> Iterator[tuple[int, str]]:
+    """Stream ``(doc_id, sentence)`` from a plain-text file or folder, in order.
+
+    ``doc_boundary``: ``"file"`` (each file is a document), ``"blank_line"`` (blank lines separate
+    documents) or ``"line"`` (each line is a document). Within a document, lines are joined into
+    paragraphs at blank lines and split into sentences, unless ``one_sentence_per_line`` (the
+    BookCorpus release style), where each non-empty line is one sentence.
+    """
+    if doc_boundary not in ("file", "blank_line", "line"):
+        raise CorpusError(f"doc_boundary must be 'file', 'blank_line' or 'line', got {doc_boundary!r}")
+    stats = stats if stats is not None else CorpusStats()
+    path = Path(source)
+    if not path.exists():
+        raise CorpusError(f"corpus not found: {path}")
+    doc, has_content = -1, False
+
+    for file in _text_files(path):
+        stats.files += 1
+        if doc < 0 or has_content:  # every file starts a new document, whatever doc_boundary
+            doc, has_content = doc + 1, False
+            stats.documents += 1
+        pending = False
+        para: list[str] = []
+        for line in _iter_text_file(file, stats):
+            if line is None:
+                pieces = split_sentences(" ".join(para))
+                para.clear()
+                for s in pieces:
+                    stats.sentences += 1
+                    has_content = True
+                    yield doc, s
+                pending = doc_boundary == "blank_line" and has_content
+                continue
+            if (pending or doc_boundary == "line") and has_content:
+                doc, has_content = doc + 1, False
+                stats.documents += 1
+            pending = False
+            if one_sentence_per_line:
+                pieces = [_WS.sub(" ", line)]
+            elif doc_boundary == "line":
+                pieces = split_sentences(line)
+            else:
+                para.append(line)
+                continue
+            for s in pieces:
+                stats.sentences += 1
+                has_content = True
+                yield doc, s
+        for s in split_sentences(" ".join(para)):
+            stats.sentences += 1
+            has_content = True
+            yield doc, s
+    if stats.sentences == 0:
+        raise CorpusError(
+            f"corpus {path} has no usable sentences ({stats.lines} lines, {stats.empty_lines} empty, "
+            f"{stats.undecodable_lines} not UTF-8)"
+        )
+
+
+def _load_datasets_stream(source: str, text_field: str, split: str):
+    """A streamed :mod:`datasets` iterable for a local data file/folder or a hub name."""
+    import datasets
+
+    path = Path(source.removeprefix("hf:"))
+    try:
+        if not source.startswith("hf:") and path.exists():
+            if path.is_dir() and (path / "dataset_info.json").exists() or (path / "state.json").exists():
+                ds = datasets.load_from_disk(str(path))
+                if isinstance(ds, datasets.DatasetDict):
+                    ds = ds[split]
+                return ds.to_iterable_dataset()
+            builder = DATASETS_SUFFIXES.get(path.suffix.lower())
+            if builder is None:
+                raise CorpusError(f"cannot tell the format of {path}: use .json/.jsonl/.csv/.parquet or plain text")
+            return datasets.load_dataset(builder, data_files=str(path), split=split, streaming=True)
+        name = source.removeprefix("hf:")
+        return datasets.load_dataset(name, split=split, streaming=True)
+    except CorpusError:
+        raise
+    except Exception as err:  # noqa: BLE001 - hub / network failures come in many types
+        raise CorpusError(
+            f"could not load dataset {source!r} with datasets.load_dataset ({type(err).__name__}: {err}). "
+            "Offline? Hub corpora such as BookCorpus need internet access (or HF_HUB_OFFLINE unset and a "
+            "warm cache); otherwise pass a local text file/folder or a local .jsonl/.parquet file."
+        ) from err
+
+
+def iter_dataset_sentences(
+    source: str,
+    stats: CorpusStats | None = None,
+    text_field: str = "text",
+    doc_field: str | None = None,
+    split: str = "train",
+    one_sentence_per_line: bool = True,
+) -> Iterator[tuple[int, str]]:
+    """Stream ``(doc_id, sentence)`` from a :mod:`datasets` source (local file or hub, e.g.
+    ``bookcorpus``, whose rows are single sentences). A change of ``doc_field`` starts a new
+    document; without it the whole corpus is one document (as in BookCorpus' public release)."""
+    stats = stats if stats is not None else CorpusStats()
+    ds = _load_datasets_stream(source, text_field, split)
+    doc, last_key = 0, object()
+    for row in ds:
+        stats.lines += 1
+        if text_field not in row:
+            raise CorpusError(f"dataset {source!r} has no column {text_field!r}; columns: {sorted(row)}")
+        if doc_field is not None:
+            if doc_field not in row:
+                raise CorpusError(f"dataset {source!r} has no column {doc_field!r}; columns: {sorted(row)}")
+            key = row[doc_field]
+            if key != last_key:
+                if stats.documents > 0:
+                    doc += 1
+                stats.documents += 1
+                last_key = key
+        elif stats.documents == 0:
+            stats.documents = 1
+        text = row[text_field]
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError:
+                stats.undecodable_lines += 1
+                continue
+        if not isinstance(text, str) or not text.strip():
+            stats.empty_lines += 1
+            continue
+        pieces = [_WS.sub(" ", text.strip())] if one_sentence_per_line else split_sentences(text)
+        for s in pieces:
+            stats.sentences += 1
+            yield doc, s
+    if stats.sentences == 0:
+        raise CorpusError(f"dataset {source!r} has no usable sentences in column {text_field!r}")
+
+
+def is_plain_text(source: str) -> bool:
+    path = Path(source)
+    if source.startswith("hf:") or not path.exists():
+        return False
+    if path.is_dir():
+        return not ((path / "dataset_info.json").exists() or (path / "state.json").exists())
+    return path.suffix.lower() not in DATASETS_SUFFIXES
+
+
+def iter_corpus(
+    source: str,
+    stats: CorpusStats | None = None,
+    *,
+    text_field: str = "text",
+    doc_field: str | None = None,
+    doc_boundary: str = "file",
+    one_sentence_per_line: bool | None = None,
+    split: str = "train",
+) -> Iterator[tuple[int, str]]:
+    """Dispatch to :func:`iter_text_sentences` (plain text) or :func:`iter_dataset_sentences`."""
+    if not source:
+        raise CorpusError("no corpus given (pass a text file, a folder, a .jsonl file or hf:NAME)")
+    if is_plain_text(source):
+        return iter_text_sentences(source, stats, doc_boundary, bool(one_sentence_per_line))
+    local = Path(source)
+    if not source.startswith("hf:") and not local.exists() and (os.sep in source or local.suffix):
+        raise CorpusError(f"corpus not found: {source}")
+    return iter_dataset_sentences(
+        source, stats, text_field, doc_field, split, True if one_sentence_per_line is None else one_sentence_per_line
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Batching
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SentenceBatch:
+    """Consecutive sentences of the corpus; ``doc_ids[i] == doc_ids[i+1]`` iff i and i+1 are
+    neighbours."""
+
+    sentences: list[str]
+    doc_ids: list[int]
+
+
+def contiguous_batches(
+    stream: Iterable[tuple[int, str]], batch_size: int, drop_last: bool = True
+) -> Iterator[SentenceBatch]:
+    """Cut a ``(doc_id, sentence)`` stream into batches of ``batch_size`` consecutive sentences.
+
+    No shuffling (QT's setup): a batch is a contiguous run of the corpus, so each sentence's
+    previous and next sentences are in the batch unless it sits at a batch edge or a document edge.
+    """
+    if batch_size < 2:
+        raise ValueError(f"batch_size must be >= 2 (a sentence needs a neighbour), got {batch_size}")
+    sents: list[str] = []
+    docs: list[int] = []
+    for doc, s in stream:
+        sents.append(s)
+        docs.append(doc)
+        if len(sents) == batch_size:
+            yield SentenceBatch(sents, docs)
+            sents, docs = [], []
+    if sents and not drop_last and len(sents) >= 2:
+        yield SentenceBatch(sents, docs)

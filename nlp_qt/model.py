@@ -1,0 +1,124 @@
+"""Quick-thought encoders (Logeswaran & Lee 2018; S2V): two GRU sentence encoders f and g.
+
+f encodes the input sentence, g the candidates; the score of a pair is ``f(s)^T g(c)``. Each
+encoder has its own word embeddings (uniform in +-0.1, QT's "trained" vocabulary mode) and a
+single-layer GRU; bidirectional by default with ``encoder_dim / 2`` units per direction and the
+two final states concatenated (QT's default sizes: 620-d words, 1200-d sentences). The sentence
+embedding for evaluation is ``[f(s)/||f(s)||; g(s)/||g(s)||]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils.rnn import pack_padded_sequence
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int
+    word_dim: int = 620
+    encoder_dim: int = 1200
+    bidirectional: bool = True
+
+    def __post_init__(self):
+        if self.vocab_size < 2 or self.word_dim < 1 or self.encoder_dim < 1:
+            raise ValueError(f"invalid model sizes: {self}")
+        if self.bidirectional and self.encoder_dim % 2:
+            raise ValueError(f"encoder_dim must be even with a bidirectional GRU, got {self.encoder_dim}")
+
+
+class GRUEncoder(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.word_dim, padding_idx=0)
+        nn.init.uniform_(self.embed.weight, -0.1, 0.1)
+        with torch.no_grad():
+            self.embed.weight[0].zero_()
+        hidden = cfg.encoder_dim // 2 if cfg.bidirectional else cfg.encoder_dim
+        self.gru = nn.GRU(cfg.word_dim, hidden, batch_first=True, bidirectional=cfg.bidirectional)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        _, h = self.gru(packed)  # [directions, B, hidden]
+        return h.transpose(0, 1).reshape(ids.shape[0], -1)
+
+
+class QuickThought(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.f = GRUEncoder(cfg)
+        self.g = GRUEncoder(cfg)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(f(S), g(S))``, each ``[B, encoder_dim]``."""
+        return self.f(ids, lengths), self.g(ids, lengths)
+
+    @torch.no_grad()
+    def embed(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Evaluation embedding ``[f/||f||; g/||g||]``, ``[B, 2 * encoder_dim]``."""
+        u, v = self(ids, lengths)
+        return torch.cat([F.normalize(u, dim=-1), F.normalize(v, dim=-1)], dim=-1)
+
+
+def save_model(model: QuickThought, vocab, directory: str | os.PathLike, extra: dict | None = None) -> Path:
+    """Write ``config.json``, ``vocab.json`` and ``model.safetensors`` into ``directory``
+    atomically (temp dir + rename)."""
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    tmp = directory.with_name(f".{directory.name}.tmp")
+    if tmp.exists():
+        import shutil
+
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    meta = {"type": "nlp_qt.QuickThought", "model": asdict(model.cfg), **(extra or {})}
+    (tmp / "config.json").write_text(json.dumps(meta, indent=2))
+    vocab.save(tmp / "vocab.json")
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(tmp / "model.safetensors"))
+    old = directory.with_name(f".{directory.name}.old")
+    if directory.exists():
+        import shutil
+
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(directory, old)
+    os.replace(tmp, directory)
+    if old.exists():
+        import shutil
+
+        shutil.rmtree(old)
+    return directory
+
+
+def is_qt_model_dir(path: str | os.PathLike) -> bool:
+    p = Path(path)
+    return (p / "config.json").exists() and (p / "model.safetensors").exists() and (p / "vocab.json").exists()
+
+
+def load_model(directory: str | os.PathLike, device="cpu"):
+    """``(model, vocab)`` from a directory written by :func:`save_model`."""
+    from safetensors.torch import load_file
+
+    from .vocab import Vocab
+
+    directory = Path(directory)
+    if not is_qt_model_dir(directory):
+        raise FileNotFoundError(
+            f"{directory} is not an nlp_qt model directory (expected config.json, vocab.json, model.safetensors)"
+        )
+    meta = json.loads((directory / "config.json").read_text())
+    model = QuickThought(ModelConfig(**meta["model"]))
+    model.load_state_dict(load_file(str(directory / "model.safetensors")))
+    vocab = Vocab.load(directory / "vocab.json")
+    return model.to(device).eval(), vocab

@@ -1,0 +1,160 @@
+"""The one place where the quick-thought training loss is chosen (SPEC section 7).
+
+Scores: ``S[i, c] = f(s_i)^T g(s_c) / temperature`` for anchor i against every candidate c of the
+(possibly gathered) batch of consecutive sentences. Positives of anchor i: the previous and next
+sentence (context size 1), only when they are in the batch *and in the same document*.
+
+* ``qt``: QT's objective (S2V): softmax cross-entropy over the candidates with soft targets 0.5 /
+  0.5 on the two neighbours (1.0 on a lone neighbour). Written here with ``F.log_softmax``,
+  independently of ``shared_losses``. Deviation:
+  the sentence itself is excluded (``-inf``); ``self_score="zero"`` reproduces S2V exactly (the
+  diagonal is set to 0 and stays in the denominator).
+* ``debiased``: ``shared_losses.debiased_nce_from_logits`` with M = 2 positives and per-turn
+  negatives ``[B, 2, N]``: for turn m the negatives are all other non-self candidates, the other
+  neighbour included, so at ``tau_plus = 0`` it equals ``qt`` exactly (tested). A missing
+  neighbour is ``-inf`` (ragged M).
+* ``hard``: ``shared_losses.hard_negative_nce_from_logits`` with ``beta`` (same layout).
+
+Floor: QT's dot products are unbounded, so the paper's ``e^{-1/t}`` cosine bound does not apply.
+``log_floor="min_negative"`` (default) clamps each anchor's negative estimate g at its smallest
+observed ``e^{q}`` (``shared_losses.log_floor_min_negative``, detached); ``"none"`` clamps at 0.
+
+Anchors without any neighbour in the batch (single-sentence documents, or a one-sentence run at a
+batch edge) are dropped from the loss; the loss is the mean over the remaining anchors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from shared_losses import debiased_nce_from_logits, hard_negative_nce_from_logits, log_floor_min_negative
+
+OBJECTIVES = ("qt", "debiased", "hard")
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Neighbours:
+    """For each anchor: candidate index of its previous / next sentence, and whether present."""
+
+    prev: torch.Tensor  # [b] long (clamped into range when absent)
+    next: torch.Tensor  # [b]
+    has_prev: torch.Tensor  # [b] bool
+    has_next: torch.Tensor  # [b] bool
+
+
+def neighbours(doc_ids: torch.Tensor, anchor_pos: torch.Tensor) -> Neighbours:
+    """Neighbours of the anchors at positions ``anchor_pos`` of a contiguous candidate run with
+    document ids ``doc_ids`` ``[B]``: ``pos - 1`` and ``pos + 1`` if inside the run and in the
+    same document."""
+    B = doc_ids.shape[0]
+    prev = anchor_pos - 1
+    nxt = anchor_pos + 1
+    has_prev = prev >= 0
+    has_next = nxt < B
+    prev_c, next_c = prev.clamp(0, B - 1), nxt.clamp(0, B - 1)
+    own = doc_ids[anchor_pos]
+    has_prev = has_prev & (doc_ids[prev_c] == own)
+    has_next = has_next & (doc_ids[next_c] == own)
+    return Neighbours(prev_c, next_c, has_prev, has_next)
+
+
+def score_matrix(u: torch.Tensor, v: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """``f(S) g(C)^T / temperature`` in float32 or wider."""
+    if u.dim() != 2 or v.dim() != 2 or u.shape[1] != v.shape[1]:
+        raise ValueError(f"u and v must be [b, d] and [B, d], got {tuple(u.shape)} and {tuple(v.shape)}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    wide = torch.promote_types(u.dtype, torch.float32)
+    return (u.to(wide) @ v.to(wide).T) / temperature
+
+
+def qt_loss(scores: torch.Tensor, nb: Neighbours, anchor_pos: torch.Tensor, self_score: str = "exclude") -> torch.Tensor:
+    """S2V's soft-target softmax cross-entropy, mean over anchors with >= 1 neighbour."""
+    b, B = scores.shape
+    rows = torch.arange(b, device=scores.device)
+    if self_score == "exclude":
+        scores = scores.index_put((rows, anchor_pos), torch.tensor(NEG_INF, dtype=scores.dtype, device=scores.device))
+    elif self_score == "zero":
+        scores = scores.index_put((rows, anchor_pos), torch.tensor(0.0, dtype=scores.dtype, device=scores.device))
+    else:
+        raise ValueError(f"self_score must be 'exclude' or 'zero', got {self_score!r}")
+    keep = nb.has_prev | nb.has_next
+    targets = torch.zeros_like(scores)
+    w_prev = nb.has_prev.to(scores.dtype)
+    w_next = nb.has_next.to(scores.dtype)
+    total = (w_prev + w_next).clamp_min(1.0)
+    targets[rows, nb.prev] += w_prev / total
+    targets[rows, nb.next] += w_next / total
+    if not keep.any():
+        raise ValueError("no sentence in this batch has a neighbour in the same document")
+    logp = F.log_softmax(scores[keep], dim=-1)
+    t = targets[keep]
+    # 0 * -inf would be nan: only the target entries contribute
+    return -(torch.where(t > 0, t * logp, torch.zeros_like(logp))).sum(-1).mean()
+
+
+def turn_logits(scores: torch.Tensor, nb: Neighbours, anchor_pos: torch.Tensor):
+    """``pos [b, 2]`` (prev, next; -inf if absent) and per-turn ``neg [b, 2, B]``: every candidate
+    except the anchor itself and the turn's own positive."""
+    b, B = scores.shape
+    rows = torch.arange(b, device=scores.device)
+    ninf = torch.tensor(NEG_INF, dtype=scores.dtype, device=scores.device)
+    pos = torch.stack([scores[rows, nb.prev], scores[rows, nb.next]], dim=1)
+    pos = torch.where(torch.stack([nb.has_prev, nb.has_next], dim=1), pos, ninf)
+    base = scores.index_put((rows, anchor_pos), ninf)
+    neg_prev = base.index_put((rows, nb.prev), torch.where(nb.has_prev, ninf, base[rows, nb.prev]))
+    neg_next = base.index_put((rows, nb.next), torch.where(nb.has_next, ninf, base[rows, nb.next]))
+    return pos, torch.stack([neg_prev, neg_next], dim=1)
+
+
+def compute_loss(
+    u: torch.Tensor,
+    v: torch.Tensor,
+    doc_ids: torch.Tensor,
+    anchor_pos: torch.Tensor | None = None,
+    objective: str = "qt",
+    tau_plus: float = 0.0,
+    beta: float = 1.0,
+    temperature: float = 1.0,
+    log_floor: str = "min_negative",
+    self_score: str = "exclude",
+) -> torch.Tensor:
+    """Loss of anchors ``u = f(S_local)`` ``[b, d]`` against candidates ``v = g(S_all)`` ``[B, d]``.
+
+    ``doc_ids`` ``[B]``: document of each candidate (contiguous corpus order). ``anchor_pos``
+    ``[b]``: the anchors' positions among the candidates (default ``arange(b)``, i.e. the same
+    sentences; with candidates gathered across processes, ``rank * b + arange(b)``).
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if log_floor not in ("min_negative", "none"):
+        raise ValueError(f"log_floor must be 'min_negative' or 'none', got {log_floor!r}")
+    if self_score != "exclude" and objective != "qt":
+        raise ValueError(
+            "self_score='zero' (S2V's diagonal kept in the denominator) is only defined for objective 'qt': "
+            "the debiased estimator needs the sentence itself out of the negatives"
+        )
+    doc_ids = torch.as_tensor(doc_ids, device=u.device)
+    if doc_ids.shape != (v.shape[0],):
+        raise ValueError(f"doc_ids must have one entry per candidate ({v.shape[0]}), got {tuple(doc_ids.shape)}")
+    if anchor_pos is None:
+        if u.shape[0] != v.shape[0]:
+            raise ValueError("anchor_pos is needed when there are more candidates than anchors")
+        anchor_pos = torch.arange(u.shape[0], device=u.device)
+    scores = score_matrix(u, v, temperature)
+    nb = neighbours(doc_ids, anchor_pos)
+    if objective == "qt":
+        return qt_loss(scores, nb, anchor_pos, self_score)
+    keep = nb.has_prev | nb.has_next
+    if not keep.any():
+        raise ValueError("no sentence in this batch has a neighbour in the same document")
+    pos, neg = turn_logits(scores, nb, anchor_pos)
+    pos, neg = pos[keep], neg[keep]
+    floor = log_floor_min_negative(neg) if log_floor == "min_negative" else None
+    if objective == "debiased":
+        return debiased_nce_from_logits(pos, neg, tau_plus=tau_plus, log_floor=floor)
+    return hard_negative_nce_from_logits(pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor)

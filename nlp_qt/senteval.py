@@ -1,0 +1,420 @@
+"""SentEval-protocol evaluation with scikit-learn (MR, CR, SUBJ, MPQA, TREC, MRPC).
+
+``python -m nlp_qt.senteval --model PATH --tasks MR CR SUBJ MPQA TREC MRPC --data DIR [--json]``
+
+``--model`` is an nlp_qt model directory (``model/`` of a run, or the run directory itself) or any
+sentence-transformers model (a local path or a hub name). ``--data`` is SentEval's
+``data/downstream`` folder (or its parent ``data``, or the repository root). The protocol follows
+SentEval (facebookresearch/SentEval, scikit-learn path):
+
+* MR, CR, SUBJ, MPQA: outer stratified k-fold (shuffled, seed 1111; k = 10); on each outer training
+  part an inner stratified k-fold picks C in {0.25, 0.5, 1, 2, 4, 8} for ``LogisticRegression``;
+  refit on the outer training part, score the outer test fold. Reports the mean outer accuracy
+  (``acc``) and the mean best inner accuracy (``devacc``).
+* TREC, MRPC: k-fold on the training set picks C in {0.5, 1, 2, 4, 8, 16, 32}; refit on the whole
+  training set; score the test set once. MRPC uses ``[|u - v|, u * v]`` and reports acc and F1.
+
+``python -m nlp_qt.senteval download --data DIR`` fetches the SentEval data (needs internet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+BINARY_TASKS = {
+    "MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"),
+    "CR": ("CR", "custrev.pos", "custrev.neg"),
+    "SUBJ": ("SUBJ", "subj.objective", "subj.subjective"),
+    "MPQA": ("MPQA", "mpqa.pos", "mpqa.neg"),
+}
+TASK_FILES = {
+    **{t: [f"{d}/{p}", f"{d}/{n}"] for t, (d, p, n) in BINARY_TASKS.items()},
+    "TREC": ["TREC/train_5500.label", "TREC/TREC_10.label"],
+    "MRPC": ["MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt"],
+}
+ALL_TASKS = ("MR", "CR", "SUBJ", "MPQA", "TREC", "MRPC")
+TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+SEED = 1111
+C_BINARY = (0.25, 0.5, 1, 2, 4, 8)
+C_TRAIN_TEST = (0.5, 1, 2, 4, 8, 16, 32)
+
+# Where SentEval's data/get_transfer_data.bash fetches the data (mirrors tried in order).
+_FB = "https://dl.fbaipublicfiles.com/senteval/senteval_data"
+_S3 = "https://s3.amazonaws.com/senteval/senteval_data"
+DOWNLOADS = {
+    "binary": (f"{_FB}/datasmall_NB_ACL12.zip", f"{_S3}/datasmall_NB_ACL12.zip"),
+    "TREC/train_5500.label": ("https://cogcomp.seas.upenn.edu/Data/QA/QC/train_5500.label",
+                              "http://cogcomp.cs.illinois.edu/Data/QA/QC/train_5500.label"),
+    "TREC/TREC_10.label": ("https://cogcomp.seas.upenn.edu/Data/QA/QC/TREC_10.label",
+                           "http://cogcomp.cs.illinois.edu/Data/QA/QC/TREC_10.label"),
+    "MRPC/msr_paraphrase_train.txt": (f"{_FB}/msr_paraphrase_train.txt", f"{_S3}/msr_paraphrase_train.txt"),
+    "MRPC/msr_paraphrase_test.txt": (f"{_FB}/msr_paraphrase_test.txt", f"{_S3}/msr_paraphrase_test.txt"),
+}
+# member of datasmall_NB_ACL12.zip -> our path
+_ZIP_MEMBERS = {
+    "data/rt10662/rt-polarity.pos": "MR/rt-polarity.pos",
+    "data/rt10662/rt-polarity.neg": "MR/rt-polarity.neg",
+    "data/customerr/custrev.pos": "CR/custrev.pos",
+    "data/customerr/custrev.neg": "CR/custrev.neg",
+    "data/subj/subj.objective": "SUBJ/subj.objective",
+    "data/subj/subj.subjective": "SUBJ/subj.subjective",
+    "data/mpqa/mpqa.pos": "MPQA/mpqa.pos",
+    "data/mpqa/mpqa.neg": "MPQA/mpqa.neg",
+}
+
+
+class SentEvalDataError(FileNotFoundError):
+    """A task's data is missing or malformed."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Data
+# ------------------------------------------------------------------------------------------------
+
+
+def resolve_data_dir(data: str | Path) -> Path:
+    """Accept ``data/downstream``, its parent ``data`` or the SentEval root."""
+    data = Path(data)
+    for cand in (data, data / "downstream", data / "data" / "downstream"):
+        if cand.is_dir() and any((cand / t.split("/")[0]).is_dir() for f in TASK_FILES.values() for t in f):
+            return cand
+    if not data.exists():
+        raise SentEvalDataError(
+            f"SentEval data folder not found: {data}. Expected SentEval's data/downstream layout, e.g. "
+            f"{data}/MR/rt-polarity.pos; fetch it with `python -m nlp_qt.senteval download --data {data}`"
+        )
+    return data
+
+
+def _check_files(root: Path, task: str) -> list[Path]:
+    paths = [root / f for f in TASK_FILES[task]]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise SentEvalDataError(
+            f"task {task}: missing {', '.join(missing)} (expected files {', '.join(TASK_FILES[task])} under "
+            f"{root}; fetch them with `python -m nlp_qt.senteval download --data {root}`)"
+        )
+    return paths
+
+
+def _read_lines(path: Path, encoding: str = "latin-1") -> list[str]:
+    with open(path, encoding=encoding, errors="replace") as fh:
+        return [line.strip() for line in fh if line.strip()]
+
+
+def load_binary(root: Path, task: str) -> tuple[list[str], np.ndarray]:
+    pos_path, neg_path = _check_files(root, task)
+    pos, neg = _read_lines(pos_path), _read_lines(neg_path)
+    if not pos or not neg:
+        raise SentEvalDataError(f"task {task}: {pos_path if not pos else neg_path} is empty")
+    return pos + neg, np.array([1] * len(pos) + [0] * len(neg))
+
+
+def load_trec(root: Path) -> dict:
+    out = {}
+    for split, path in zip(("train", "test"), _check_files(root, "TREC")):
+        texts, labels = [], []
+        for n, line in enumerate(_read_lines(path), 1):
+            head, _, rest = line.partition(" ")
+            coarse = head.split(":")[0]
+            if coarse not in TREC_CLASSES or not rest:
+                raise SentEvalDataError(f"{path}:{n}: expected 'COARSE:fine words...', got {line[:60]!r}")
+            texts.append(rest)
+            labels.append(TREC_CLASSES.index(coarse))
+        out[split] = (texts, np.array(labels))
+    return out
+
+
+def load_mrpc(root: Path) -> dict:
+    out = {}
+    for split, path in zip(("train", "test"), _check_files(root, "MRPC")):
+        a, b, labels = [], [], []
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            lines = fh.read().splitlines()
+        for n, line in enumerate(lines[1:], 2):  # header first
+            if not line.strip():
+                continue
+            cols = line.split("\t")
+            if len(cols) < 5 or cols[0].strip() not in ("0", "1"):
+                raise SentEvalDataError(f"{path}:{n}: expected 5 tab-separated columns with label 0/1 first")
+            labels.append(int(cols[0]))
+            a.append(cols[3].strip())
+            b.append(cols[4].strip())
+        out[split] = (a, b, np.array(labels))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Classifiers (SentEval protocol, scikit-learn)
+# ------------------------------------------------------------------------------------------------
+
+
+def _logreg(C: float, seed: int):
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=C, random_state=seed, max_iter=1000)
+
+
+def _best_C(X, y, Cs, k: int, seed: int) -> tuple[float, float]:
+    """Inner stratified k-fold: (best C, its mean accuracy in %)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+    splits = list(skf.split(X, y))
+    scores = []
+    for C in Cs:
+        accs = [(_logreg(C, seed).fit(X[tr], y[tr]).predict(X[te]) == y[te]).mean() for tr, te in splits]
+        scores.append(100.0 * float(np.mean(accs)))
+    i = int(np.argmax(scores))
+    return Cs[i], scores[i]
+
+
+def _check_folds(y: np.ndarray, k: int, task: str) -> None:
+    counts = np.bincount(y)
+    counts = counts[counts > 0]
+    if len(counts) < 2:
+        raise ValueError(f"task {task}: only one class present")
+    if counts.min() < k:
+        raise ValueError(f"task {task}: a class has {counts.min()} examples, fewer than k = {k} folds; lower --kfold")
+
+
+def eval_kfold(X: np.ndarray, y: np.ndarray, k: int = 10, inner_k: int | None = None, seed: int = SEED,
+               Cs: Sequence[float] = C_BINARY, task: str = "") -> dict:
+    """Outer k-fold with inner model selection (MR/CR/SUBJ/MPQA)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    inner_k = inner_k or k
+    _check_folds(y, k, task)
+    outer = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+    accs, devs = [], []
+    for tr, te in outer.split(X, y):
+        C, dev = _best_C(X[tr], y[tr], list(Cs), inner_k, seed)
+        clf = _logreg(C, seed).fit(X[tr], y[tr])
+        accs.append(100.0 * float((clf.predict(X[te]) == y[te]).mean()))
+        devs.append(dev)
+    return {"acc": round(float(np.mean(accs)), 2), "devacc": round(float(np.mean(devs)), 2), "n": int(len(y))}
+
+
+def eval_train_test(Xtr, ytr, Xte, yte, k: int = 10, seed: int = SEED, Cs: Sequence[float] = C_TRAIN_TEST,
+                    f1: bool = False, task: str = "") -> dict:
+    """k-fold on train picks C, refit on all of train, test once (TREC/MRPC)."""
+    from sklearn.metrics import f1_score
+
+    _check_folds(ytr, k, task)
+    C, dev = _best_C(Xtr, ytr, list(Cs), k, seed)
+    clf = _logreg(C, seed).fit(Xtr, ytr)
+    pred = clf.predict(Xte)
+    out = {"acc": round(100.0 * float((pred == yte).mean()), 2), "devacc": round(dev, 2),
+           "n": int(len(ytr) + len(yte)), "ntest": int(len(yte))}
+    if f1:
+        out["f1"] = round(100.0 * float(f1_score(yte, pred)), 2)
+    return out
+
+
+def mrpc_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """SentEval's MRPC features ``[|u - v|, u * v]``."""
+    if u.shape != v.shape:
+        raise ValueError(f"u and v must have the same shape, got {u.shape} and {v.shape}")
+    return np.concatenate([np.abs(u - v), u * v], axis=1)
+
+
+# ------------------------------------------------------------------------------------------------
+# Encoders
+# ------------------------------------------------------------------------------------------------
+
+
+Encoder = Callable[[list[str]], np.ndarray]
+
+
+def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128) -> Encoder:
+    """``encode(sentences)`` with an in-memory :class:`~nlp_qt.model.QuickThought` (``[f/|f|; g/|g|]``)."""
+    import torch
+
+    qt = qt.to(device).eval()
+
+    def encode(sentences: list[str]) -> np.ndarray:
+        res = np.zeros((len(sentences), 2 * qt.cfg.encoder_dim), dtype=np.float32)
+        order = np.argsort([len(s) for s in sentences], kind="stable")  # length-sorted batches: less padding
+        for i in range(0, len(sentences), batch_size):
+            idx = order[i : i + batch_size]
+            ids, lengths = vocab.batch([sentences[j] for j in idx], device)
+            with torch.no_grad():
+                res[idx] = qt.embed(ids, lengths).float().cpu().numpy()
+        return res
+
+    return encode
+
+
+def load_encoder(model: str, device: str = "cpu", batch_size: int = 128) -> tuple[Encoder, str]:
+    """An ``encode(sentences) -> [n, d] float array`` for an nlp_qt model or a sentence-transformers
+    model; returns it with a short description."""
+
+    from .model import is_qt_model_dir, load_model
+
+    path = Path(model)
+    if path.is_dir() and not is_qt_model_dir(path) and is_qt_model_dir(path / "model"):
+        path = path / "model"
+    if is_qt_model_dir(path):
+        qt, vocab = load_model(path, device)
+        encode = make_qt_encoder(qt, vocab, device, batch_size)
+        return encode, f"nlp_qt model {path} ({2 * qt.cfg.encoder_dim}-d)"
+    if path.exists() and path.is_dir() and not (path / "modules.json").exists() and not (path / "config.json").exists():
+        raise FileNotFoundError(
+            f"{path} is neither an nlp_qt model (config.json, vocab.json, model.safetensors) nor a "
+            "sentence-transformers model folder (modules.json)"
+        )
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        st = SentenceTransformer(str(path) if path.exists() else model, device=device)
+    except Exception as err:  # noqa: BLE001
+        raise FileNotFoundError(
+            f"could not load {model!r} as a sentence-transformers model ({type(err).__name__}: {err}); "
+            "offline? pass a local model folder"
+        ) from err
+
+    def encode_st(sentences: list[str]) -> np.ndarray:
+        return np.asarray(st.encode(sentences, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True))
+
+    return encode_st, f"sentence-transformers model {model}"
+
+
+# ------------------------------------------------------------------------------------------------
+# Driver
+# ------------------------------------------------------------------------------------------------
+
+
+def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int = 10,
+             inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False) -> dict:
+    """Run the tasks; ``{task: {"acc", "devacc", "n", ...}}``."""
+    root = resolve_data_dir(data)
+    unknown = [t for t in tasks if t not in TASK_FILES]
+    if unknown:
+        raise ValueError(f"unknown task(s) {unknown}; choose from {list(ALL_TASKS)}")
+    for t in tasks:  # fail before spending time on encoding
+        _check_files(root, t)
+    results = {}
+    for t in tasks:
+        t0 = time.perf_counter()
+        if t in BINARY_TASKS:
+            texts, y = load_binary(root, t)
+            res = eval_kfold(encode(texts), y, kfold, inner_kfold, seed, task=t)
+        elif t == "TREC":
+            d = load_trec(root)
+            res = eval_train_test(encode(d["train"][0]), d["train"][1], encode(d["test"][0]), d["test"][1],
+                                  kfold, seed, task=t)
+        else:
+            d = load_mrpc(root)
+            feats = {s: mrpc_features(encode(d[s][0]), encode(d[s][1])) for s in ("train", "test")}
+            res = eval_train_test(feats["train"], d["train"][2], feats["test"], d["test"][2], kfold, seed,
+                                  f1=True, task=t)
+        res["seconds"] = round(time.perf_counter() - t0, 2)
+        results[t] = res
+        if verbose:
+            print(f"{t}: {res}", file=sys.stderr)
+    return results
+
+
+def format_table(results: dict, name: str = "model") -> str:
+    """Markdown table in DCL Table 2's layout (MR CR SUBJ MPQA TREC MSRP acc/F1)."""
+    cols = ["MR", "CR", "SUBJ", "MPQA", "TREC", "MSRP acc", "MSRP F1"]
+
+    def cell(c):
+        if c.startswith("MSRP"):
+            r = results.get("MRPC")
+            return "-" if r is None else f"{r['acc' if c.endswith('acc') else 'f1']:.2f}"
+        r = results.get(c)
+        return "-" if r is None else f"{r['acc']:.2f}"
+
+    head = "| model | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols)
+    return head + "\n| " + name + " | " + " | ".join(cell(c) for c in cols) + " |"
+
+
+def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS) -> Path:
+    """Fetch SentEval's data into ``data`` (SentEval's data/downstream layout). Needs internet."""
+    root = Path(data)
+    root.mkdir(parents=True, exist_ok=True)
+
+    def get(urls: Sequence[str]) -> bytes:
+        errors = []
+        for url in urls:
+            try:
+                with urllib.request.urlopen(url, timeout=60) as r:
+                    return r.read()
+            except Exception as err:  # noqa: BLE001
+                errors.append(f"{url}: {err}")
+        raise ConnectionError("could not download (offline?): " + "; ".join(errors))
+
+    if any(t in BINARY_TASKS for t in tasks):
+        with zipfile.ZipFile(io.BytesIO(get(DOWNLOADS["binary"]))) as z:
+            for member, target in _ZIP_MEMBERS.items():
+                if target.split("/")[0] in tasks:
+                    (root / target).parent.mkdir(parents=True, exist_ok=True)
+                    (root / target).write_bytes(z.read(member))
+    for target, url in DOWNLOADS.items():
+        if target != "binary" and target.split("/")[0] in tasks:
+            (root / target).parent.mkdir(parents=True, exist_ok=True)
+            (root / target).write_bytes(get(url))
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> dict | None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "download":
+        p = argparse.ArgumentParser(prog="python -m nlp_qt.senteval download", description="Fetch SentEval data.")
+        p.add_argument("--data", required=True, help="target folder (becomes SentEval's data/downstream)")
+        p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS)
+        a = p.parse_args(argv[1:])
+        print(f"SentEval data in {download(a.data, a.tasks)}")
+        return None
+    p = argparse.ArgumentParser(
+        prog="python -m nlp_qt.senteval",
+        description="SentEval-protocol evaluation (scikit-learn) of an nlp_qt or sentence-transformers model. "
+        "Subcommand `download --data DIR` fetches the data.",
+    )
+    p.add_argument("--model", required=True, help="nlp_qt run/model folder, or a sentence-transformers model path/name")
+    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS)
+    p.add_argument("--data", required=True, help="SentEval data/downstream folder")
+    p.add_argument("--kfold", type=int, default=10, help="folds (outer and inner; SentEval: 10)")
+    p.add_argument("--inner-kfold", type=int, default=None, help="inner folds for model selection (default: --kfold)")
+    p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", action="store_true", help="print one JSON object {task: metrics}")
+    p.add_argument("--output", default=None, help="also write the results JSON here")
+    a = p.parse_args(argv)
+    if a.kfold < 2:
+        p.error("--kfold must be >= 2")
+    root = resolve_data_dir(a.data)
+    for t in a.tasks:
+        _check_files(root, t)
+    encode, desc = load_encoder(a.model, a.device, a.batch_size)
+    results = evaluate(encode, root, a.tasks, a.kfold, a.inner_kfold, a.seed, verbose=not a.json)
+    if a.output:
+        from shared_losses.runtime import write_json_atomic
+
+        write_json_atomic(a.output, {"model": a.model, "kfold": a.kfold, "seed": a.seed, "results": results})
+    if a.json:
+        print(json.dumps(results))
+    else:
+        print(desc)
+        print(format_table(results, Path(a.model).name or a.model))
+    return results
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (SentEvalDataError, FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,239 @@
+"""Quick-thought pretraining: ``python -m nlp_qt.train --corpus PATH --output-dir DIR [...]``.
+
+Multi-GPU: ``accelerate launch -m nlp_qt.train ...``. Each optimiser step reads
+``batch_size * num_processes`` consecutive sentences; process r takes the r-th contiguous block.
+With ``--gather-across-processes`` the candidates are the whole global block (gathered with
+gradients), and each process's anchors keep their global positions, so neighbours across the
+process split are still found.
+
+Resume is exact: the corpus stream is deterministic (no shuffling), so after loading the
+checkpoint (weights, Adam state, RNG states) the already-consumed batches are skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import tyro
+from tqdm.auto import tqdm
+
+from shared_losses import gather_with_grad
+from shared_losses.runtime import CsvLogger, load_checkpoint, save_checkpoint, write_json_atomic
+
+from .config import Config
+from .corpus import CorpusStats, contiguous_batches, iter_corpus
+from .model import ModelConfig, QuickThought, save_model
+from .objectives import compute_loss
+from .vocab import Vocab
+
+# Fields that must agree between a run and the checkpoint it resumes from.
+_RESUME_KEYS = (
+    "corpus", "text_field", "doc_field", "doc_boundary", "one_sentence_per_line", "max_sentences", "vocab_size",
+    "max_len", "lowercase", "word_dim", "encoder_dim", "bidirectional", "objective", "tau_plus", "beta",
+    "temperature", "log_floor", "self_score", "batch_size", "lr", "seed",
+)
+
+
+def validate(cfg: Config) -> None:
+    if not cfg.corpus:
+        raise ValueError("--corpus is required (a text file/folder, a .jsonl/.parquet file, or hf:NAME)")
+    if cfg.batch_size < 2:
+        raise ValueError(f"batch_size must be >= 2, got {cfg.batch_size}")
+    if not 0.0 <= cfg.tau_plus < 1.0:
+        raise ValueError(f"tau_plus must be in [0, 1), got {cfg.tau_plus}")
+    if cfg.objective == "qt" and cfg.tau_plus != 0.0:
+        raise ValueError("tau_plus is only used by objectives debiased/hard; objective qt takes tau_plus = 0")
+    if cfg.self_score == "zero" and cfg.objective != "qt":
+        raise ValueError("self_score zero is only defined for objective qt")
+    if cfg.epochs < 1 or cfg.lr <= 0 or cfg.log_every < 1 or cfg.checkpoint_every < 1:
+        raise ValueError("epochs, lr, log_every and checkpoint_every must be positive")
+
+
+def sentence_stream(cfg: Config, stats: CorpusStats | None = None):
+    it = iter_corpus(
+        cfg.corpus, stats, text_field=cfg.text_field, doc_field=cfg.doc_field, doc_boundary=cfg.doc_boundary,
+        one_sentence_per_line=cfg.one_sentence_per_line,
+    )
+    if cfg.max_sentences is not None:
+        it = itertools.islice(it, cfg.max_sentences)
+    return it
+
+
+def build_vocab(cfg: Config) -> Vocab:
+    stream = sentence_stream(cfg)
+    if cfg.vocab_sentences is not None:
+        stream = itertools.islice(stream, cfg.vocab_sentences)
+    return Vocab.build((s for _, s in stream), cfg.vocab_size, cfg.max_len, cfg.lowercase)
+
+
+def _clip(model, cfg: Config, accelerator) -> float:
+    params = [p for p in model.parameters() if p.grad is not None]
+    total = torch.norm(torch.stack([p.grad.detach().float().norm() for p in params])).item()
+    if cfg.clip_norm > 0:
+        if cfg.clip_mode == "global":
+            accelerator.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+        else:
+            for p in params:
+                torch.nn.utils.clip_grad_norm_([p], cfg.clip_norm)
+    return total
+
+
+def train(cfg: Config) -> dict:
+    """Run (or resume) training; returns a summary dict (also written to ``summary.json``)."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    validate(cfg)
+    out = Path(cfg.output_dir)
+    accelerator = Accelerator(mixed_precision=cfg.mixed_precision)
+    main = accelerator.is_main_process
+    world, rank = accelerator.num_processes, accelerator.process_index
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() != world:
+        raise RuntimeError(
+            f"torch.distributed has {dist.get_world_size()} processes but accelerate sees {world} "
+            "(on CPU, launch with ACCELERATE_USE_CPU=true torchrun ... or accelerate launch with a multi-CPU config)"
+        )
+    ckpt_dir = out / "checkpoint"
+
+    # --- configuration and vocabulary (reused on resume) ---------------------------------------
+    cfg_path = out / "config.json"
+    resuming = cfg.resume and (ckpt_dir.exists() or ckpt_dir.with_name(".checkpoint.old").exists())
+    if resuming and cfg_path.exists():
+        old = json.loads(cfg_path.read_text())
+        diff = {k: (old.get(k), getattr(cfg, k)) for k in _RESUME_KEYS if old.get(k) != getattr(cfg, k)}
+        if diff:
+            raise ValueError(
+                f"cannot resume from {ckpt_dir}: configuration differs in {diff} (old, new); "
+                "use another --output-dir or --no-resume"
+            )
+    vocab_path = out / "vocab.json"
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
+        if not (resuming and vocab_path.exists()):
+            build_vocab(cfg).save(vocab_path)
+        write_json_atomic(cfg_path, {**dataclasses.asdict(cfg), "num_processes": world})
+    accelerator.wait_for_everyone()
+    vocab = Vocab.load(vocab_path)
+
+    set_seed(cfg.seed)
+    model = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional))
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    model, optimizer = accelerator.prepare(model, optimizer)
+
+    step, epoch, batch_in_epoch, sentences_seen = 0, 0, 0, 0
+    if resuming:
+        state = load_checkpoint(accelerator, ckpt_dir)
+        step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
+        sentences_seen = state["sentences_seen"]
+        if main:
+            print(f"resumed from {ckpt_dir} at step {step} (epoch {epoch}, batch {batch_in_epoch})")
+    logger = CsvLogger(out / "log.csv", resume_step=step if resuming else None) if main else None
+    tb = None
+    if main:
+        from torch.utils.tensorboard import SummaryWriter
+
+        tb = SummaryWriter(str(out / "tb"))
+
+    def checkpoint():
+        save_checkpoint(
+            accelerator, ckpt_dir,
+            {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen},
+        )
+
+    global_bs = cfg.batch_size * world
+    stats = CorpusStats()
+    done = cfg.max_steps is not None and step >= cfg.max_steps
+    bar = tqdm(total=cfg.max_steps, initial=step, disable=not main, unit="step", dynamic_ncols=True,
+               mininterval=0.1 if sys.stderr.isatty() else 10.0)
+    t0, s0 = time.perf_counter(), sentences_seen
+    last_loss = float("nan")
+    while epoch < cfg.epochs and not done:
+        stats = CorpusStats()
+        batches = contiguous_batches(sentence_stream(cfg, stats), global_bs)
+        for _ in itertools.islice(batches, batch_in_epoch):  # skip what a resumed run already used
+            pass
+        for batch in batches:
+            model.train()
+            lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size
+            if cfg.gather_across_processes:
+                ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
+                u, v = model(ids, lengths)
+                v_all, _, _ = gather_with_grad(v)
+                doc_ids = torch.tensor(batch.doc_ids, device=accelerator.device)
+                anchor_pos = torch.arange(lo, hi, device=accelerator.device)
+            else:
+                ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
+                u, v_all = model(ids, lengths)
+                doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
+                anchor_pos = None
+            loss = compute_loss(
+                u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
+                cfg.log_floor, cfg.self_score,
+            )
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"non-finite loss {loss.item()} at step {step}")
+            optimizer.zero_grad(set_to_none=True)
+            accelerator.backward(loss)
+            grad_norm = _clip(model, cfg, accelerator)
+            optimizer.step()
+            step += 1
+            batch_in_epoch += 1
+            sentences_seen += global_bs
+            # logged loss: mean over processes (each process's loss covers its own anchors)
+            last_loss = (accelerator.reduce(loss.detach(), reduction="mean") if world > 1 else loss.detach()).item()
+            rate = (sentences_seen - s0) / max(time.perf_counter() - t0, 1e-9)
+            bar.update(1)
+            bar.set_postfix(loss=f"{last_loss:.4f}", sent_per_s=f"{rate:.0f}", epoch=epoch, refresh=False)
+            if main and (step % cfg.log_every == 0 or step == 1):
+                row = {"step": step, "epoch": epoch, "loss": last_loss, "grad_norm": grad_norm,
+                       "sentences": sentences_seen, "sentences_per_s": rate}
+                logger.log(row)
+                for k in ("loss", "grad_norm", "sentences_per_s"):
+                    tb.add_scalar(f"train/{k}", row[k], step)
+            if step % cfg.checkpoint_every == 0:
+                checkpoint()
+            if cfg.max_steps is not None and step >= cfg.max_steps:
+                done = True
+                break
+        else:
+            epoch += 1
+            batch_in_epoch = 0
+            if step == 0 and stats.sentences < global_bs:
+                raise ValueError(
+                    f"corpus has {stats.sentences} sentences, fewer than one batch of {global_bs}; "
+                    "lower --batch-size"
+                )
+    bar.close()
+    checkpoint()
+    summary = {
+        "step": step, "epoch": epoch, "sentences_seen": sentences_seen, "final_loss": last_loss,
+        "corpus_stats_last_pass": stats.as_dict(), "vocab_size": len(vocab),
+    }
+    if main:
+        unwrapped = accelerator.unwrap_model(model)
+        save_model(unwrapped, vocab, out / "model", {"train_config": dataclasses.asdict(cfg), "step": step})
+        write_json_atomic(out / "summary.json", summary)
+        tb.close()
+        logger.close()
+        if stats.undecodable_lines:
+            print(f"corpus: skipped {stats.undecodable_lines} lines that are not UTF-8 (e.g. {stats.examples[:3]})")
+        print(f"done: {step} steps, {sentences_seen} sentences; model in {out / 'model'}")
+    accelerator.wait_for_everyone()
+    return summary
+
+
+def main(argv=None) -> None:
+    cfg = tyro.cli(Config, args=argv)
+    train(cfg)
+
+
+if __name__ == "__main__":
+    main()

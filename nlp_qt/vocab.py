@@ -1,0 +1,90 @@
+"""Word tokenizer and vocabulary built from the corpus, saved with the model (``vocab.json``).
+
+Tokenisation is a rule tokenizer close to NLTK's ``word_tokenize`` for English (words with inner
+apostrophes/hyphens, numbers, and each punctuation mark on its own); case-sensitive by default, as
+in QT. Id 0 is padding, id 1 is ``<unk>``; the other ids are the ``size`` most frequent words
+(ties broken by first occurrence, so the vocabulary is deterministic).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+PAD, UNK = "<pad>", "<unk>"
+_TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F]+(?:['’\-][A-Za-z0-9\u00C0-\u024F]+)*|n't|'[a-z]+|[^\sA-Za-z0-9]")
+
+
+def tokenize(sentence: str, lowercase: bool = False) -> list[str]:
+    """Split a sentence into word and punctuation tokens."""
+    if lowercase:
+        sentence = sentence.lower()
+    return _TOKEN.findall(sentence)
+
+
+class Vocab:
+    """Word <-> id mapping plus the tokenizer settings that go with it."""
+
+    def __init__(self, words: list[str], max_len: int = 50, lowercase: bool = False):
+        if max_len < 1:
+            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        self.itos = [PAD, UNK] + [w for w in words if w not in (PAD, UNK)]
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+        self.max_len = max_len
+        self.lowercase = lowercase
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    @classmethod
+    def build(
+        cls, sentences: Iterable[str], size: int = 50000, max_len: int = 50, lowercase: bool = False,
+        min_count: int = 1,
+    ) -> "Vocab":
+        """The ``size`` most frequent tokens of ``sentences`` (plus ``<pad>`` and ``<unk>``)."""
+        if size < 1:
+            raise ValueError(f"vocabulary size must be >= 1, got {size}")
+        counts: Counter = Counter()
+        for s in sentences:
+            counts.update(tokenize(s, lowercase))
+        if not counts:
+            raise ValueError("cannot build a vocabulary: the corpus has no tokens")
+        # Counter preserves first-insertion order; most_common is stable for ties
+        words = [w for w, c in counts.most_common(size) if c >= min_count]
+        return cls(words, max_len, lowercase)
+
+    def encode(self, sentence: str) -> list[int]:
+        ids = [self.stoi.get(t, 1) for t in tokenize(sentence, self.lowercase)[: self.max_len]]
+        return ids or [1]  # an empty sentence becomes a single <unk> so every row has length >= 1
+
+    def batch(self, sentences: list[str], device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded ids ``[B, L]`` (0 = pad) and lengths ``[B]``."""
+        enc = [self.encode(s) for s in sentences]
+        lengths = torch.tensor([len(e) for e in enc], dtype=torch.long)
+        ids = torch.zeros(len(enc), int(lengths.max()) if enc else 1, dtype=torch.long)
+        for i, e in enumerate(enc):
+            ids[i, : len(e)] = torch.tensor(e, dtype=torch.long)
+        if device is not None:
+            ids, lengths = ids.to(device), lengths.to(device)
+        return ids, lengths
+
+    def save(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps({"itos": self.itos, "max_len": self.max_len, "lowercase": self.lowercase}))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Vocab":
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"vocabulary file not found: {path}")
+        data = json.loads(path.read_text())
+        return cls(data["itos"][2:], data["max_len"], data["lowercase"])

@@ -1,0 +1,193 @@
+"""SAC + CURL (SPEC section 6): critic, actor on the detached critic encoder, temperature, momentum key
+encoder, bilinear ``W``, and the auxiliary contrastive objective, all losses from ``shared_losses``.
+
+The whole objective is in :func:`contrastive_logits` and :func:`auxiliary_loss`:
+logits ``z_a W z_k^T`` between the anchors (critic encoder on the critic's crop of ``obs``) and
+``M`` batches of keys (the momentum encoder on fresh crops of the same ``obs``); anchor i's
+positives are its own keys, its negatives the other samples' keys of every view (N = M (B - 1)).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from shared_losses import (
+    BilinearScore,
+    debiased_nce_from_logits,
+    hard_negative_nce_from_logits,
+    info_nce_from_logits,
+    log_floor_min_negative,
+)
+
+from .augment import center_crop, random_crop
+from .config import Config
+from .networks import Actor, ConvTrunk, Critic, Encoder, weight_init
+
+
+def contrastive_logits(z_anchor: torch.Tensor, z_keys: list[torch.Tensor], score: BilinearScore,
+                       subtract_row_max: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """``pos [B, M]`` (anchor i vs its own M keys) and ``neg [B, M*B]`` (own keys masked to -inf)."""
+    B, M = z_anchor.shape[0], len(z_keys)
+    logits = torch.cat([score(z_anchor, z) for z in z_keys], dim=1)  # [B, M*B]
+    if subtract_row_max:  # official CURL; every loss here is invariant to a per-row shift
+        logits = logits - logits.max(dim=1, keepdim=True).values.detach()
+    own = torch.eye(B, dtype=torch.bool, device=logits.device).repeat(1, M)
+    pos = logits[own].view(B, M)
+    neg = logits.masked_fill(own, float("-inf"))
+    return pos, neg
+
+
+def auxiliary_loss(pos: torch.Tensor, neg: torch.Tensor, aux: str, tau_plus: float = 0.0, beta: float = 1.0,
+                   log_floor: str = "min-negative") -> torch.Tensor:
+    """The auxiliary objective ``aux`` on bilinear logits; the floor is each anchor's smallest negative logit."""
+    floor = log_floor_min_negative(neg) if log_floor == "min-negative" else None
+    if aux == "curl":
+        return info_nce_from_logits(pos, neg)
+    if aux == "debiased":
+        return debiased_nce_from_logits(pos, neg, tau_plus=tau_plus, log_floor=floor)
+    if aux == "hard":
+        return hard_negative_nce_from_logits(pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor)
+    raise ValueError(f"unknown auxiliary loss {aux!r}; choose curl, debiased, hard or none")
+
+
+class CurlAgent(nn.Module):
+    """All learned state of the agent (critic, target critic, actor, W, log alpha) in one module."""
+
+    def __init__(self, obs_shape: tuple[int, int, int], action_dim: int, cfg: Config):
+        super().__init__()
+        self.cfg, self.action_dim = cfg, action_dim
+        trunk = ConvTrunk(obs_shape[0], cfg.crop_size, cfg.num_filters, cfg.num_layers)
+        self.critic = Critic(Encoder(trunk, cfg.feature_dim), action_dim, cfg.hidden_dim)
+        # The actor shares the critic's conv trunk (gradients stopped there) and has its own head.
+        self.actor = Actor(Encoder(trunk, cfg.feature_dim), action_dim, cfg.hidden_dim, cfg.log_std_min, cfg.log_std_max)
+        self.apply(weight_init)
+        trunk.to(memory_format=torch.channels_last)
+        self.critic_target = copy.deepcopy(self.critic)  # its encoder is CURL's momentum key encoder
+        for p in self.critic_target.parameters():
+            p.requires_grad_(False)
+        self.score = BilinearScore(cfg.feature_dim)
+        self.log_alpha = nn.Parameter(torch.tensor(float(cfg.init_temperature)).log())
+        self.target_entropy = -float(action_dim)
+        self.autocast = contextlib.nullcontext
+        self.make_optimizers()
+
+    def make_optimizers(self) -> None:
+        c = self.cfg
+        betas = (c.actor_beta1, 0.999)
+        trunk_ids = {id(p) for p in self.critic.encoder.trunk.parameters()}
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=c.lr, betas=betas)
+        self.actor_opt = torch.optim.Adam([p for p in self.actor.parameters() if id(p) not in trunk_ids], lr=c.lr, betas=betas)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=c.alpha_lr, betas=(c.alpha_beta1, 0.999))
+        # As in the official code: the encoder has its own optimiser and is also in the aux optimiser with W.
+        self.encoder_opt = torch.optim.Adam(self.critic.encoder.parameters(), lr=c.encoder_lr)
+        self.aux_opt = torch.optim.Adam([self.score.W, *self.critic.encoder.parameters()], lr=c.encoder_lr)
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"critic_opt": self.critic_opt, "actor_opt": self.actor_opt, "alpha_opt": self.alpha_opt,
+                "encoder_opt": self.encoder_opt, "aux_opt": self.aux_opt}
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        return self.log_alpha.exp()
+
+    # ---------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(self, obs, sample: bool = False):
+        """Action in [-1, 1] for one uint8 observation (centre-cropped as in CURL)."""
+        dev = self.log_alpha.device
+        x = center_crop(torch.as_tensor(obs, device=dev)[None], self.cfg.crop_size)
+        with self.autocast():
+            mu, pi, _, _ = self.actor(x, sample=sample)
+        return (pi if sample else mu)[0].float().cpu().numpy()
+
+    def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, float]:
+        """One full update at agent step ``step``: critic, actor + alpha (every k), targets (every k), aux (every k)."""
+        c = self.cfg
+        obs = random_crop(batch["obs"], c.crop_size)
+        next_obs = random_crop(batch["next_obs"], c.crop_size)
+        run_actor = step % c.actor_update_every == 0
+        run_aux = c.aux != "none" and step % c.aux_update_every == 0
+        keys = [random_crop(batch["obs"], c.crop_size) for _ in range(c.positives)] if run_aux else []
+        metrics = self.update_critic(obs, batch["action"], batch["reward"], next_obs, batch["not_done"])
+        # The critic's conv features of obs after the critic step, shared (exactly) by the actor
+        # update (detached) and the auxiliary loss (with gradients): neither step changes the trunk
+        # before the other reads it.
+        with torch.set_grad_enabled(run_aux), self.autocast():
+            h = self.critic.encoder.trunk(obs)
+        if run_actor:
+            metrics.update(self.update_actor_and_alpha(h.detach()))
+        if step % c.target_update_every == 0:
+            self.update_targets()
+        if run_aux:
+            metrics.update(self.update_aux(h, keys))
+        return metrics
+
+    def update_critic(self, obs, action, reward, next_obs, not_done) -> dict[str, float]:
+        with torch.no_grad(), self.autocast():
+            _, next_pi, next_log_pi, _ = self.actor(next_obs)
+            tq1, tq2 = self.critic_target(next_obs, next_pi)
+            target_v = torch.min(tq1, tq2).float() - self.alpha.detach() * next_log_pi.float()
+            target_q = reward + not_done * self.cfg.discount * target_v
+        with self.autocast():
+            q1, q2 = self.critic(obs, action)
+        loss = F.mse_loss(q1.float(), target_q) + F.mse_loss(q2.float(), target_q)
+        self.critic_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.critic_opt.step()
+        return {"critic_loss": loss.detach()}
+
+    def _head(self, encoder: Encoder, h: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(encoder.ln(encoder.fc(h)))
+
+    def update_actor_and_alpha(self, h: torch.Tensor) -> dict[str, float]:
+        """Actor and temperature from the detached conv features ``h`` of the critic's crop of obs."""
+        actor_params = self.actor_opt.param_groups[0]["params"]
+        with self.autocast():
+            _, pi, log_pi, _ = self.actor.from_features(self._head(self.actor.encoder, h))
+            with torch.no_grad():
+                z = self._head(self.critic.encoder, h)
+            q = torch.cat([z, pi], dim=-1)
+            actor_q = torch.min(self.critic.q1(q), self.critic.q2(q)).float()
+        log_pi = log_pi.float()
+        actor_loss = (self.alpha.detach() * log_pi - actor_q).mean()
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward(inputs=actor_params)  # the critic is not updated here: skip its weight gradients
+        self.actor_opt.step()
+        alpha_loss = (self.alpha * (-log_pi - self.target_entropy).detach()).mean()
+        self.alpha_opt.zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        self.alpha_opt.step()
+        return {"actor_loss": actor_loss.detach(), "alpha_loss": alpha_loss.detach(), "alpha": self.alpha.detach(),
+                "entropy": -log_pi.mean().detach()}
+
+    @torch.no_grad()
+    def update_targets(self) -> None:
+        c = self.cfg
+        for src, tgt, tau in ((self.critic.q1, self.critic_target.q1, c.critic_tau),
+                              (self.critic.q2, self.critic_target.q2, c.critic_tau),
+                              (self.critic.encoder, self.critic_target.encoder, c.encoder_tau)):
+            torch._foreach_lerp_(list(tgt.parameters()), list(src.parameters()), tau)
+
+    def aux_loss_from(self, h: torch.Tensor, keys: list[torch.Tensor]) -> torch.Tensor:
+        """Auxiliary loss from the anchors' conv features ``h`` and the uint8 key crops."""
+        c = self.cfg
+        with self.autocast():
+            z_a = self._head(self.critic.encoder, h).float()
+            with torch.no_grad():
+                z_k = [self.critic_target.encoder(k).float() for k in keys]
+        pos, neg = contrastive_logits(z_a, z_k, self.score, c.subtract_row_max)
+        return auxiliary_loss(pos, neg, c.aux, c.tau_plus, c.beta, c.log_floor)
+
+    def update_aux(self, h: torch.Tensor, keys: list[torch.Tensor]) -> dict[str, float]:
+        loss = self.aux_loss_from(h, keys)
+        self.encoder_opt.zero_grad(set_to_none=True)
+        self.aux_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.encoder_opt.step()
+        self.aux_opt.step()
+        return {"aux_loss": loss.detach()}

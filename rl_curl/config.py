@@ -1,0 +1,177 @@
+"""Configuration of a CURL run: one dataclass, parsed with ``tyro.cli(Config)`` so ``--help`` documents itself.
+
+Per-task settings (action repeat, learning rate) live in :data:`TASK_DEFAULTS` as data; a field
+left at ``None`` takes the task's value (SPEC section 6, from the CURL paper and official code).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+# SPEC section 6: action repeat 8 cartpole; 2 finger spin, walker; 4 cheetah, reacher, ball_in_cup.
+# Learning rate 1e-3 except 2e-4 for cheetah. Other tasks fall back to DEFAULT_ACTION_REPEAT.
+TASK_DEFAULTS: dict[str, dict[str, float]] = {
+    "cartpole-swingup": {"action_repeat": 8, "lr": 1e-3},
+    "cartpole-balance": {"action_repeat": 8, "lr": 1e-3},
+    "finger-spin": {"action_repeat": 2, "lr": 1e-3},
+    "walker-walk": {"action_repeat": 2, "lr": 1e-3},
+    "walker-stand": {"action_repeat": 2, "lr": 1e-3},
+    "walker-run": {"action_repeat": 2, "lr": 1e-3},
+    "cheetah-run": {"action_repeat": 4, "lr": 2e-4},
+    "reacher-easy": {"action_repeat": 4, "lr": 1e-3},
+    "reacher-hard": {"action_repeat": 4, "lr": 1e-3},
+    "ball_in_cup-catch": {"action_repeat": 4, "lr": 1e-3},
+}
+DEFAULT_ACTION_REPEAT = 4
+DEFAULT_LR = 1e-3
+
+
+def task_default(task: str, key: str) -> float:
+    """The per-task default ``key`` ("action_repeat" or "lr") of ``task``."""
+    fallback = {"action_repeat": DEFAULT_ACTION_REPEAT, "lr": DEFAULT_LR}[key]
+    return TASK_DEFAULTS.get(task, {}).get(key, fallback)
+
+
+@dataclass
+class Config:
+    """Train SAC + CURL (or the debiased / hard-negative auxiliary loss) on a DeepMind Control task from pixels."""
+
+    task: str = "cartpole-swingup"
+    """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch."""
+    seed: int = 0
+    """Random seed (networks, replay sampling, crops, random actions, environment episodes)."""
+    out_dir: str = ""
+    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/AUX/seedSEED)."""
+
+    # --- auxiliary objective -------------------------------------------------------------------
+    aux: Literal["curl", "debiased", "hard", "none"] = "curl"
+    """Auxiliary loss: curl (InfoNCE, the baseline), debiased (DCL), hard (hard-negative DCL), none (pixel SAC)."""
+    tau_plus: float = 0.0
+    """Class prior tau+ of the debiased / hard losses (DCL Table 3 uses 0.01, 0.05, 0.1); 0 = no debiasing."""
+    positives: int = 1
+    """M, the number of positives per anchor: 1 (one augmented key view) or 2 (two augmented key views)."""
+    beta: float = 1.0
+    """Concentration beta of the hard-negative loss (aux=hard); 0 recovers the debiased loss."""
+    log_floor: Literal["min-negative", "none"] = "min-negative"
+    """Floor on g for the unbounded bilinear scores: min-negative = each anchor's smallest negative logit (detached), none = only g >= 0."""
+    subtract_row_max: bool = True
+    """Subtract each row's max from the bilinear logits (official CURL code; leaves every loss here unchanged)."""
+
+    # --- environment ---------------------------------------------------------------------------
+    action_repeat: int | None = None
+    """Action repeat; None = the task's value (8 cartpole; 2 finger, walker; 4 cheetah, reacher, ball_in_cup)."""
+    frame_stack: int = 3
+    """Number of stacked RGB frames in an observation."""
+    image_size: int = 100
+    """Rendered frame size (pixels, square)."""
+    crop_size: int = 84
+    """Random-crop size fed to the encoder (centre crop when acting)."""
+    env_steps: int = 100_000
+    """Total environment steps (= agent steps x action repeat) to train for."""
+    seed_steps: int = 1000
+    """Agent steps of uniformly random actions before updates start."""
+
+    # --- replay and updates --------------------------------------------------------------------
+    replay_capacity: int = 100_000
+    """Replay capacity in transitions (each rendered frame stored once, uint8)."""
+    batch_size: int = 128
+    """Batch size of every update (official script: 128 for cartpole; the CURL paper's table: 512)."""
+    discount: float = 0.99
+    """Discount factor gamma."""
+    lr: float | None = None
+    """Actor and critic learning rate; None = the task's value (2e-4 cheetah, else 1e-3)."""
+    encoder_lr: float = 1e-3
+    """Learning rate of the encoder and W for the auxiliary loss."""
+    alpha_lr: float = 1e-4
+    """Learning rate of the entropy temperature."""
+    alpha_beta1: float = 0.5
+    """Adam beta1 of the temperature optimiser."""
+    actor_beta1: float = 0.9
+    """Adam beta1 of the actor, critic and auxiliary optimisers."""
+    init_temperature: float = 0.1
+    """Initial entropy temperature alpha."""
+    critic_tau: float = 0.01
+    """Soft target update rate of the target Q networks."""
+    encoder_tau: float = 0.05
+    """Soft update rate of the target (momentum key) encoder."""
+    actor_update_every: int = 2
+    """Update the actor and alpha every this many agent steps."""
+    target_update_every: int = 2
+    """Soft-update the targets every this many agent steps."""
+    aux_update_every: int = 1
+    """Update the auxiliary loss every this many agent steps."""
+
+    # --- network sizes -------------------------------------------------------------------------
+    num_filters: int = 32
+    """Filters of each encoder conv layer."""
+    num_layers: int = 4
+    """Encoder conv layers (3x3; stride 2 then 1)."""
+    feature_dim: int = 50
+    """Encoder output features (also the size of the bilinear W: feature_dim x feature_dim)."""
+    hidden_dim: int = 1024
+    """Hidden width of the actor and critic MLPs."""
+    log_std_min: float = -10.0
+    """Lower bound of the actor's log standard deviation."""
+    log_std_max: float = 2.0
+    """Upper bound of the actor's log standard deviation."""
+
+    # --- evaluation, logging, checkpoints ------------------------------------------------------
+    eval_every: int = 10_000
+    """Evaluate every this many environment steps (and at the end)."""
+    eval_episodes: int = 10
+    """Episodes per evaluation (deterministic policy: the mean action)."""
+    log_every: int = 1000
+    """Write training losses to CSV/TensorBoard every this many environment steps."""
+    checkpoint_every: int = 10_000
+    """Write an atomic checkpoint at the first episode end after every this many environment steps (0 = only at the end)."""
+    save_replay: bool = True
+    """Include the replay buffer in checkpoints (needed for an exact resume; ~3.4 GB at 100k transitions of 100x100)."""
+    resume: bool = False
+    """Continue from out_dir/checkpoint if it exists (refused with a clear error if it is from another configuration)."""
+    save_video: bool = False
+    """Write an MP4 of the first episode of the final evaluation."""
+    device: Literal["auto", "cpu"] = "auto"
+    """auto = the accelerator's device (GPU if present), cpu = force CPU."""
+    mixed_precision: Literal["no", "bf16"] = "no"
+    """Mixed precision (bf16 autocast through accelerate) of the forward passes; losses are float32 inside."""
+    progress: bool = True
+    """Show a tqdm progress bar."""
+    torch_threads: int = 0
+    """CPU threads for torch (0 = torch's default); 1 avoids thrashing when other jobs share few cores."""
+
+    def resolved(self) -> "Config":
+        """A copy with the per-task defaults filled in and every field checked."""
+        c = dataclasses.replace(self)
+        if c.action_repeat is None:
+            c.action_repeat = int(task_default(c.task, "action_repeat"))
+        if not c.out_dir:
+            c.out_dir = f"runs/rl_curl/{c.task}/{c.aux}/seed{c.seed}"
+        if c.lr is None:
+            c.lr = float(task_default(c.task, "lr"))
+        c.validate()
+        return c
+
+    def validate(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ValueError(f"invalid config: {msg}")
+
+        need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
+        need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
+        need(self.aux in ("debiased", "hard") or self.tau_plus == 0.0,
+             f"tau_plus={self.tau_plus} only applies to aux=debiased or hard, not aux={self.aux}")
+        need(self.crop_size <= self.image_size, f"crop_size {self.crop_size} > image_size {self.image_size}")
+        need(self.action_repeat is None or self.action_repeat >= 1, f"action_repeat must be >= 1, got {self.action_repeat}")
+        need(self.batch_size >= 2, f"batch_size must be >= 2 (the other samples are the negatives), got {self.batch_size}")
+        need(self.frame_stack >= 1, f"frame_stack must be >= 1, got {self.frame_stack}")
+        need(self.replay_capacity > self.batch_size, "replay_capacity must exceed batch_size")
+        need(self.env_steps > 0 and self.eval_every > 0 and self.eval_episodes >= 1, "env_steps, eval_every, eval_episodes must be positive")
+        need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
+        need(self.num_layers >= 1 and self.num_filters >= 1, "num_layers and num_filters must be >= 1")
+
+    @property
+    def agent_steps(self) -> int:
+        """Agent steps (policy decisions) of the run: env_steps / action_repeat."""
+        return -(-self.env_steps // self.action_repeat)

@@ -1,0 +1,111 @@
+"""DeepMind Control tasks from pixels as a ``gymnasium.Env``: rendering, action repeat, frame stack.
+
+``make("cartpole-swingup", seed=0)`` gives observations of shape ``(3 * frame_stack, size, size)``
+uint8 (channels-first, oldest frame first) and actions in ``[-1, 1]``. At reset the first frame is
+repeated ``frame_stack`` times (as dm_control / CURL frame stacking does). DeepMind Control
+episodes never terminate; they are truncated after 1000 simulator steps (``1000 / action_repeat``
+agent steps), reported as ``truncated=True``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import gymnasium as gym
+import numpy as np
+
+from .config import task_default
+
+
+def valid_tasks() -> list[str]:
+    """All DeepMind Control suite task names, as ``domain-task``."""
+    from dm_control import suite
+
+    return sorted(f"{d}-{t}" for d, t in suite.ALL_TASKS)
+
+
+def parse_task(task: str) -> tuple[str, str]:
+    names = valid_tasks()
+    if task not in names:
+        raise ValueError(f"unknown DeepMind Control task {task!r}; valid tasks are: {', '.join(names)}")
+    domain, name = task.split("-", 1)
+    return domain, name
+
+
+class DMCPixels(gym.Env):
+    """A DeepMind Control task rendered from pixels, with action repeat and frame stacking."""
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, task: str, seed: int = 0, action_repeat: int | None = None, frame_stack: int = 3,
+                 image_size: int = 100, camera_id: int | None = None):
+        from dm_control import suite
+
+        domain, name = parse_task(task)
+        if action_repeat is None:
+            action_repeat = int(task_default(task, "action_repeat"))
+        if action_repeat < 1 or frame_stack < 1 or image_size < 1:
+            raise ValueError(f"action_repeat, frame_stack and image_size must be >= 1, got "
+                             f"{action_repeat}, {frame_stack}, {image_size}")
+        self.task, self.action_repeat, self.frame_stack, self.image_size = task, action_repeat, frame_stack, image_size
+        # CURL renders from camera 0, except quadruped (camera 2).
+        self.camera_id = (2 if domain == "quadruped" else 0) if camera_id is None else camera_id
+        self._env = suite.load(domain, name, task_kwargs={"random": seed})
+        spec = self._env.action_spec()
+        self._low, self._high = spec.minimum.astype(np.float64), spec.maximum.astype(np.float64)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=spec.shape, dtype=np.float32)
+        self.observation_space = gym.spaces.Box(0, 255, shape=(3 * frame_stack, image_size, image_size), dtype=np.uint8)
+        self._frames: deque = deque(maxlen=frame_stack)
+        self.max_episode_steps = -(-1000 // action_repeat)
+        self._steps = 0
+
+    def _render(self) -> np.ndarray:
+        frame = self._env.physics.render(height=self.image_size, width=self.image_size, camera_id=self.camera_id)
+        return np.ascontiguousarray(frame.transpose(2, 0, 1))
+
+    def _obs(self) -> np.ndarray:
+        return np.concatenate(list(self._frames), axis=0)
+
+    def reset(self, *, seed: int | None = None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:  # a fresh task RNG makes the episode a function of the seed alone
+            self._env.task._random = np.random.RandomState(seed)
+        self._env.reset()
+        self._steps = 0
+        frame = self._render()
+        for _ in range(self.frame_stack):
+            self._frames.append(frame)
+        return self._obs(), {}
+
+    def step(self, action):
+        action = np.asarray(action, dtype=np.float64).reshape(self.action_space.shape)
+        if not np.all(np.isfinite(action)):
+            raise ValueError(f"action must be finite, got {action}")
+        # [-1, 1] -> the task's own bounds (all of dm_control's are [-1, 1] today).
+        scaled = self._low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
+        reward, last = 0.0, False
+        for _ in range(self.action_repeat):
+            ts = self._env.step(scaled)
+            reward += ts.reward or 0.0
+            if ts.last():
+                last = True
+                break
+        self._frames.append(self._render())
+        self._steps += 1
+        truncated = last or self._steps >= self.max_episode_steps
+        return self._obs(), float(reward), False, truncated, {}
+
+    def render(self):
+        return self._frames[-1].transpose(1, 2, 0).copy()
+
+    def close(self):
+        self._env.close()
+
+
+def make(task: str, seed: int = 0, action_repeat: int | None = None, frame_stack: int = 3,
+         image_size: int = 100) -> DMCPixels:
+    """A pixel DeepMind Control env; ``task`` like ``cartpole-swingup`` (unknown names list the valid ones)."""
+    return DMCPixels(task, seed=seed, action_repeat=action_repeat, frame_stack=frame_stack, image_size=image_size)

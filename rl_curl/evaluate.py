@@ -1,0 +1,70 @@
+"""Evaluate a trained run from its checkpoint: mean ± std return over N episodes, optional video.
+
+    python -m rl_curl.evaluate --run-dir runs/rl_curl/cartpole-swingup/curl/seed0 --episodes 10 --video
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import tyro
+
+from shared_losses.runtime import CheckpointError, resolve_checkpoint
+
+from .config import Config
+
+
+@dataclass
+class EvalArgs:
+    """Evaluate the policy saved in a training run's checkpoint."""
+
+    run_dir: str
+    """Training output directory (holds config.json and checkpoint/)."""
+    episodes: int = 10
+    """Number of evaluation episodes (deterministic policy)."""
+    video: bool = False
+    """Write run_dir/evaluate.mp4 of the first episode."""
+    device: str = "cpu"
+    """Torch device to run the policy on."""
+
+
+def load_agent(run_dir: str | Path, device: str = "cpu"):
+    """The agent of ``run_dir``'s checkpoint and its resolved config."""
+    from .train import build
+
+    run_dir = Path(run_dir)
+    cfg_path = run_dir / "config.json"
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"{cfg_path} not found: is {run_dir} a rl_curl training directory?")
+    cfg = Config(**json.loads(cfg_path.read_text())).resolved()
+    ckpt = resolve_checkpoint(run_dir / "checkpoint")
+    env, agent = build(cfg, device)
+    env.close()
+    try:
+        agent.load_state_dict(torch.load(ckpt / "custom_checkpoint_0.pkl", map_location=device, weights_only=False))
+    except Exception as err:  # noqa: BLE001
+        raise CheckpointError(f"checkpoint {ckpt} does not hold this run's agent ({err})") from err
+    return agent, cfg
+
+
+def main(args: EvalArgs | None = None) -> dict:
+    from .train import evaluate
+
+    args = args or tyro.cli(EvalArgs)
+    if args.episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {args.episodes}")
+    agent, cfg = load_agent(args.run_dir, args.device)
+    video = Path(args.run_dir) / "evaluate.mp4" if args.video else None
+    returns = evaluate(agent, cfg, args.episodes, video)
+    result = {"task": cfg.task, "aux": cfg.aux, "episodes": args.episodes,
+              "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns}
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Replay buffer that stores each rendered frame once (uint8) and rebuilds frame stacks on sampling.
+
+Frames go into one ring of ``frame_capacity`` slots in the order they are seen. An episode writes
+the ``k`` frames of its reset observation, then one new frame per step, so the observation of every
+transition is the ``k`` consecutive frames ending just before its newest frame and its next
+observation is the ``k`` frames ending at it. Stacks are therefore exact across episode starts (the
+reset stack, repeated first frame included, is stored as is) and across wrap-around; a transition
+whose oldest frame has been overwritten is never sampled.
+
+Per transition this costs one frame (plus ``k - 1`` frames per episode and a 10 % frame margin)
+instead of the ``2k`` frames of storing ``obs`` and ``next_obs``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class FrameReplay:
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3,
+                 seed: int = 0):
+        if len(obs_shape) != 3 or obs_shape[0] % frame_stack:
+            raise ValueError(f"obs_shape must be (channels * frame_stack, H, W) with channels divisible by "
+                             f"frame_stack={frame_stack}, got {obs_shape}")
+        if capacity < 2:
+            raise ValueError(f"capacity must be >= 2, got {capacity}")
+        self.capacity, self.k, self.action_dim = capacity, frame_stack, action_dim
+        self.obs_shape = tuple(obs_shape)
+        self.frame_shape = (obs_shape[0] // frame_stack, *obs_shape[1:])
+        self.frame_capacity = capacity + capacity // 10 + 2 * frame_stack
+        self.frames = np.zeros((self.frame_capacity, *self.frame_shape), dtype=np.uint8)
+        self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
+        self.rewards = np.zeros((capacity,), dtype=np.float32)
+        self.not_dones = np.zeros((capacity,), dtype=np.float32)
+        self.next_frame = np.zeros((capacity,), dtype=np.int64)  # absolute index of next_obs's newest frame
+        self.frames_written = 0   # absolute count of frames ever written
+        self.added = 0            # absolute count of transitions ever added
+        self._episode_open = False
+        self.rng = np.random.default_rng(seed)
+
+    # ------------------------------------------------------------------------------------------
+    def _write_frame(self, frame: np.ndarray) -> None:
+        self.frames[self.frames_written % self.frame_capacity] = frame
+        self.frames_written += 1
+
+    def _split(self, obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs)
+        if obs.shape != self.obs_shape or obs.dtype != np.uint8:
+            raise ValueError(f"observation must be uint8 of shape {self.obs_shape}, got {obs.dtype} {obs.shape}")
+        return obs.reshape(self.k, *self.frame_shape)
+
+    def start_episode(self, obs: np.ndarray) -> None:
+        """Store the reset observation (all its ``k`` frames)."""
+        for frame in self._split(obs):
+            self._write_frame(frame)
+        self._episode_open = True
+
+    def add(self, action, reward: float, next_obs: np.ndarray, done: bool) -> None:
+        """Store one transition; ``done`` = true termination (not a time-limit truncation)."""
+        if not self._episode_open:
+            raise RuntimeError("call start_episode(obs) with the reset observation before add()")
+        frames = self._split(next_obs)
+        self._write_frame(frames[-1])
+        i = self.added % self.capacity
+        self.actions[i] = np.asarray(action, dtype=np.float32).reshape(self.action_dim)
+        self.rewards[i] = reward
+        self.not_dones[i] = 0.0 if done else 1.0
+        self.next_frame[i] = self.frames_written - 1
+        self.added += 1
+
+    def __len__(self) -> int:
+        return min(self.added, self.capacity) - self._num_stale()
+
+    def _num_stale(self) -> int:
+        """Stored transitions (oldest first) whose oldest frame has been overwritten."""
+        n = min(self.added, self.capacity)
+        if n == 0:
+            return 0
+        oldest_kept = self.frames_written - self.frame_capacity
+        order = (self.added - n + np.arange(n)) % self.capacity
+        first_frame = self.next_frame[order] - self.k  # monotone in insertion order
+        return int(np.searchsorted(first_frame, oldest_kept, side="left"))
+
+    # ------------------------------------------------------------------------------------------
+    def sample_indices(self, batch_size: int) -> np.ndarray:
+        n = min(self.added, self.capacity)
+        stale = self._num_stale()
+        if n - stale < 1:
+            raise ValueError("cannot sample from an empty replay buffer")
+        pick = self.rng.integers(stale, n, size=batch_size)
+        return (self.added - n + pick) % self.capacity
+
+    def stacks(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``obs`` and ``next_obs`` uint8 stacks ``[B, k * c, H, W]`` of transitions ``idx``."""
+        span = self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]
+        frames = self.frames[span % self.frame_capacity]  # [B, k+1, c, H, W], one gather
+        B = len(idx)
+        obs = frames[:, :-1].reshape(B, *self.obs_shape)
+        next_obs = frames[:, 1:].reshape(B, *self.obs_shape)
+        return obs, next_obs
+
+    def sample(self, batch_size: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+        """A uniform batch: uint8 ``obs``, ``next_obs`` and float ``action``, ``reward`` [B,1], ``not_done`` [B,1]."""
+        idx = self.sample_indices(batch_size)
+        obs, next_obs = self.stacks(idx)
+        to = lambda a: torch.as_tensor(a).to(device, non_blocking=True)  # noqa: E731
+        return {"obs": to(obs), "next_obs": to(next_obs), "action": to(self.actions[idx]),
+                "reward": to(self.rewards[idx][:, None]), "not_done": to(self.not_dones[idx][:, None])}
+
+    def bytes_per_transition(self) -> float:
+        total = sum(a.nbytes for a in (self.frames, self.actions, self.rewards, self.not_dones, self.next_frame))
+        return total / self.capacity
+
+    # ------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Everything needed to continue exactly (arrays trimmed to what was written)."""
+        nf, nt = min(self.frames_written, self.frame_capacity), min(self.added, self.capacity)
+        return {"capacity": self.capacity, "obs_shape": self.obs_shape, "action_dim": self.action_dim, "k": self.k,
+                "frames": self.frames[:nf].copy(), "actions": self.actions[:nt].copy(),
+                "rewards": self.rewards[:nt].copy(), "not_dones": self.not_dones[:nt].copy(),
+                "next_frame": self.next_frame[:nt].copy(), "frames_written": self.frames_written,
+                "added": self.added, "episode_open": self._episode_open, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        mine = (self.capacity, tuple(self.obs_shape), self.action_dim, self.k)
+        theirs = (state["capacity"], tuple(state["obs_shape"]), state["action_dim"], state["k"])
+        if mine != theirs:
+            raise ValueError(f"replay state is for (capacity, obs_shape, action_dim, frame_stack)={theirs}, "
+                             f"this buffer is {mine}")
+        nf, nt = len(state["frames"]), len(state["actions"])
+        self.frames[:nf], self.actions[:nt] = state["frames"], state["actions"]
+        self.rewards[:nt], self.not_dones[:nt], self.next_frame[:nt] = state["rewards"], state["not_dones"], state["next_frame"]
+        self.frames_written, self.added = int(state["frames_written"]), int(state["added"])
+        self._episode_open = bool(state["episode_open"])
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,123 @@
+"""Learning curves and the DCL Table 3 layout (mean ± std over seeds at a given environment step)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+TABLE3_TASKS = ["finger-spin", "cartpole-swingup", "reacher-easy", "cheetah-run", "walker-walk", "ball_in_cup-catch"]
+
+
+def read_eval(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(env_steps, mean returns)`` from an eval.csv."""
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("eval_return_mean") not in (None, "")]
+    return (np.array([float(r["env_step"]) for r in rows]), np.array([float(r["eval_return_mean"]) for r in rows]))
+
+
+def plot_curve(eval_csv: str | Path, png: str | Path, title: str = "") -> Path:
+    """Evaluation return against environment steps, one run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x, y = read_eval(eval_csv)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(x, y, marker="o")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("evaluation return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return Path(png)
+
+
+def objective_label(cfg: dict) -> str:
+    if cfg["aux"] == "curl":
+        return "biased (CURL)"
+    if cfg["aux"] == "none":
+        return "pixel SAC (no aux)"
+    name = "debiased" if cfg["aux"] == "debiased" else f"hard β={cfg['beta']:g}"
+    return f"{name} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
+
+
+def collect(root: str | Path) -> list[dict]:
+    """Every run under ``root`` (a directory holding config.json and eval.csv)."""
+    runs = []
+    for cfg_path in sorted(Path(root).rglob("config.json")):
+        eval_csv = cfg_path.parent / "eval.csv"
+        if eval_csv.exists():
+            cfg = json.loads(cfg_path.read_text())
+            x, y = read_eval(eval_csv)
+            if len(x):
+                runs.append({"cfg": cfg, "steps": x, "returns": y, "dir": str(cfg_path.parent)})
+    return runs
+
+
+def score_at(run: dict, env_step: int) -> float | None:
+    """The evaluation at ``env_step`` (the last one at or before it; None if the run has not got there)."""
+    ok = run["steps"] <= env_step
+    if not ok.any() or run["steps"].max() < env_step:
+        return None
+    return float(run["returns"][ok][-1])
+
+
+def table3(root: str | Path, env_step: int = 100_000) -> str:
+    """Markdown table: objectives x tasks, mean ± std (population std over seeds, n shown if < 3)."""
+    runs = collect(root)
+    cells: dict[tuple[str, str], list[float]] = {}
+    objectives: list[str] = []
+    tasks = [t for t in TABLE3_TASKS if any(r["cfg"]["task"] == t for r in runs)]
+    tasks += sorted({r["cfg"]["task"] for r in runs} - set(tasks))
+    for r in runs:
+        s = score_at(r, env_step)
+        label = objective_label(r["cfg"])
+        if label not in objectives:
+            objectives.append(label)
+        if s is not None:
+            cells.setdefault((label, r["cfg"]["task"]), []).append(s)
+    lines = ["| objective | " + " | ".join(t.replace("-", " ") for t in tasks) + " |",
+             "|---" * (len(tasks) + 1) + "|"]
+    for o in objectives:
+        row = []
+        for t in tasks:
+            v = cells.get((o, t), [])
+            row.append("–" if not v else f"{np.mean(v):.0f}±{np.std(v):.0f}" + ("" if len(v) >= 3 else f" (n={len(v)})"))
+        lines.append(f"| {o} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def plot_grid(root: str | Path, png: str | Path) -> Path:
+    """Learning curves per task, mean over seeds per objective."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = collect(root)
+    tasks = sorted({r["cfg"]["task"] for r in runs})
+    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.5 * max(1, len(tasks)), 3.5), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        groups: dict[str, list[dict]] = {}
+        for r in runs:
+            if r["cfg"]["task"] == task:
+                groups.setdefault(objective_label(r["cfg"]), []).append(r)
+        for label, rs in groups.items():
+            n = min(len(r["steps"]) for r in rs)
+            y = np.stack([r["returns"][:n] for r in rs])
+            ax.plot(rs[0]["steps"][:n], y.mean(0), label=label)
+            ax.fill_between(rs[0]["steps"][:n], y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.15)
+        ax.set_title(task)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("evaluation return")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return Path(png)

@@ -1,0 +1,192 @@
+"""The training loop: seed steps, updates, evaluation, CSV + TensorBoard logs, atomic checkpoints, resume.
+
+    python -m rl_curl.train --task cartpole-swingup --aux debiased --tau-plus 0.05
+    accelerate launch -m rl_curl.train --task walker-walk --aux curl
+
+Reads top to bottom like the official loop: act (random during the seed steps), update, step the
+environment, store, log; evaluate every ``eval_every`` environment steps; checkpoint at an episode
+end after every ``checkpoint_every`` environment steps, so a resumed run starts a fresh episode whose
+seed depends only on its index and continues exactly as the uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+import tyro
+from tqdm import tqdm
+
+from shared_losses.runtime import CheckpointError, CsvLogger, load_checkpoint, save_checkpoint, write_json_atomic
+
+from .agent import CurlAgent
+from .config import Config
+from .env import make
+
+# Fields that may change between a run and its resumption; every other field must match.
+RESUMABLE_FIELDS = {"out_dir", "resume", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
+                    "log_every", "checkpoint_every", "device", "torch_threads"}
+EVAL_SEED_OFFSET = 1_000_003
+
+
+def config_signature(cfg: Config) -> dict:
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RESUMABLE_FIELDS}
+
+
+def episode_seed(cfg: Config, episode: int) -> int:
+    return cfg.seed * 100_003 + episode
+
+
+def build(cfg: Config, device) -> tuple:
+    env = make(cfg.task, seed=cfg.seed, action_repeat=cfg.action_repeat, frame_stack=cfg.frame_stack,
+               image_size=cfg.image_size)
+    obs_shape = env.observation_space.shape
+    action_dim = int(np.prod(env.action_space.shape))
+    agent = CurlAgent(obs_shape, action_dim, cfg).to(device)
+    agent.make_optimizers()  # after .to(): optimiser state lives with the parameters
+    return env, agent
+
+
+def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | None = None) -> list[float]:
+    """Returns of ``episodes`` deterministic episodes on a separately seeded environment."""
+    env = make(cfg.task, seed=cfg.seed + EVAL_SEED_OFFSET, action_repeat=cfg.action_repeat,
+               frame_stack=cfg.frame_stack, image_size=cfg.image_size)
+    returns, frames = [], []
+    for e in range(episodes):
+        obs, _ = env.reset(seed=EVAL_SEED_OFFSET + cfg.seed * 1000 + e)
+        total, done = 0.0, False
+        while not done:
+            obs, r, term, trunc, _ = env.step(agent.act(obs))
+            total += r
+            done = term or trunc
+            if video_path is not None and e == 0:
+                frames.append(env.render())
+        returns.append(total)
+    env.close()
+    if video_path is not None and frames:
+        import imageio.v2 as imageio
+
+        imageio.mimsave(video_path, frames, fps=30)
+    return returns
+
+
+def run(cfg: Config) -> dict:
+    """Train (or resume) one run; returns a summary with the final evaluation."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+    from torch.utils.tensorboard import SummaryWriter
+
+    from .replay import FrameReplay
+    from .report import plot_curve
+
+    cfg = cfg.resolved()
+    accelerator = Accelerator(cpu=cfg.device == "cpu", mixed_precision=cfg.mixed_precision)
+    if accelerator.num_processes > 1:
+        raise ValueError("rl_curl trains one agent per process on one device; launch several seeds with "
+                         "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = out / "checkpoint"
+    if cfg.torch_threads > 0:
+        torch.set_num_threads(cfg.torch_threads)
+    set_seed(cfg.seed)
+
+    env, agent = build(cfg, accelerator.device)
+    agent.autocast = accelerator.autocast
+    replay = FrameReplay(cfg.replay_capacity, env.observation_space.shape, agent.action_dim, cfg.frame_stack, cfg.seed)
+    action_rng = np.random.default_rng(cfg.seed)
+    accelerator.register_for_checkpointing(agent, *agent.optimizers().values())
+    if cfg.save_replay:
+        accelerator.register_for_checkpointing(replay)
+
+    step, episode, next_ckpt, resumed = 0, 0, cfg.checkpoint_every, False
+    if cfg.resume and ckpt_dir.exists():
+        extra = load_checkpoint(accelerator, ckpt_dir)
+        theirs, mine = extra.get("signature", {}), config_signature(cfg)
+        diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
+        if diff:
+            raise CheckpointError(f"checkpoint {ckpt_dir} was written with a different configuration; differing "
+                                  f"fields: " + ", ".join(f"{k} (checkpoint {theirs.get(k)!r}, now {mine.get(k)!r})" for k in diff))
+        step, episode, next_ckpt = extra["step"], extra["episode"], extra["next_ckpt"]
+        action_rng.bit_generator.state = extra["action_rng"]
+        resumed = True
+    write_json_atomic(out / "config.json", dataclasses.asdict(cfg))
+    ar = cfg.action_repeat
+    log = CsvLogger(out / "log.csv", resume_step=step * ar if resumed else None, step_key="env_step")
+    eval_log = CsvLogger(out / "eval.csv", resume_step=step * ar if resumed else None, step_key="env_step")
+    tb = SummaryWriter(str(out / "tb"))
+    # Seed steps are counted from the start of the run; a resume without the replay refills it first.
+    seed_until = cfg.seed_steps if cfg.save_replay or not resumed else step + cfg.seed_steps
+
+    def save():
+        save_checkpoint(accelerator, ckpt_dir, {"step": step, "episode": episode, "next_ckpt": next_ckpt,
+                                                "action_rng": action_rng.bit_generator.state,
+                                                "signature": config_signature(cfg), "config": dataclasses.asdict(cfg)})
+
+    def do_eval(final: bool = False) -> float:
+        video = out / "eval.mp4" if (final and cfg.save_video) else None
+        returns = evaluate(agent, cfg, cfg.eval_episodes, video)
+        row = {"env_step": step * ar, "episode": episode, "eval_return_mean": float(np.mean(returns)),
+               "eval_return_std": float(np.std(returns))}
+        eval_log.log(row)
+        tb.add_scalar("eval/return", row["eval_return_mean"], step * ar)
+        return row["eval_return_mean"]
+
+    obs, ep_return, metrics, last_eval = None, 0.0, {}, math.nan
+    bar = tqdm(total=cfg.agent_steps, initial=step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.aux}", unit="step")
+    while step < cfg.agent_steps:
+        if obs is None:
+            obs, _ = env.reset(seed=episode_seed(cfg, episode))
+            replay.start_episode(obs)
+            ep_return = 0.0
+        if step < seed_until:
+            action = action_rng.uniform(-1.0, 1.0, size=agent.action_dim).astype(np.float32)
+        else:
+            action = agent.act(obs, sample=True)
+        if step >= seed_until:
+            metrics = agent.update(replay.sample(cfg.batch_size, accelerator.device), step)
+        next_obs, reward, terminated, truncated, _ = env.step(action)
+        replay.add(action, reward, next_obs, terminated)
+        obs, ep_return, step = next_obs, ep_return + reward, step + 1
+        bar.update(1)
+        env_step = step * ar
+        if metrics and (env_step // cfg.log_every) != ((step - 1) * ar // cfg.log_every):
+            row = {"env_step": env_step, "episode": episode, **{k: float(v) for k, v in metrics.items()}}
+            log.log(row)
+            for k, v in row.items():
+                if k not in ("env_step", "episode"):
+                    tb.add_scalar(f"train/{k}", v, env_step)
+        if (env_step // cfg.eval_every) != ((step - 1) * ar // cfg.eval_every) and step < cfg.agent_steps:
+            last_eval = do_eval()
+            bar.set_postfix(eval_return=f"{last_eval:.1f}")
+        if terminated or truncated:
+            tb.add_scalar("train/episode_return", ep_return, env_step)
+            log.log({"env_step": env_step, "episode": episode, "episode_return": ep_return})
+            episode += 1
+            obs = None
+            if cfg.checkpoint_every > 0 and env_step >= next_ckpt:
+                next_ckpt = (env_step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+                save()
+    bar.close()
+    last_eval = do_eval(final=True)
+    save()
+    tb.close()
+    env.close()
+    plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task} {cfg.aux}")
+    summary = {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,
+               "seed": cfg.seed, "env_steps": step * ar, "final_eval_return": last_eval}
+    write_json_atomic(out / "summary.json", summary)
+    return summary
+
+
+def main() -> None:
+    summary = run(tyro.cli(Config))
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

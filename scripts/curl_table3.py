@@ -1,0 +1,129 @@
+"""DCL Table 3 grid: tasks x objectives x seeds of rl_curl at 100k environment steps, several runs in
+parallel, then a mean ± std table in the paper's layout (table3.md) and learning curves (curves.png).
+
+    .venv/bin/python scripts/curl_table3.py --parallel 4 --out runs/table3            # the full grid
+    .venv/bin/python scripts/curl_table3.py --tasks cartpole-swingup --objectives curl debiased:0.05:1
+    .venv/bin/python scripts/curl_table3.py --aggregate-only --out runs/table3         # only the table
+    .venv/bin/python scripts/curl_table3.py --dry-run                                  # print the commands
+
+Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA``.
+Every run resumes from its checkpoint if it was interrupted, and a finished run is skipped, so the
+command can simply be started again. Each run's stdout/stderr go to ``<run dir>/train.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tyro
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rl_curl.report import TABLE3_TASKS, plot_grid, table3  # noqa: E402
+
+TABLE3_OBJECTIVES = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2", "debiased:0.1:2"]
+
+
+@dataclass
+class Args:
+    """Run and aggregate the DCL Table 3 grid of rl_curl."""
+
+    out: str = "runs/table3"
+    """Root directory; each run goes to OUT/TASK/OBJECTIVE/seedS."""
+    tasks: list[str] = field(default_factory=lambda: list(TABLE3_TASKS))
+    """Tasks (DCL Table 3: finger-spin cartpole-swingup reacher-easy cheetah-run walker-walk ball_in_cup-catch)."""
+    objectives: list[str] = field(default_factory=lambda: list(TABLE3_OBJECTIVES))
+    """Objectives: curl | none | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA."""
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    """Seeds per (task, objective)."""
+    env_steps: int = 100_000
+    """Environment steps per run; the table reports the evaluation at this step."""
+    batch_size: int = 512
+    """Batch size (512 as in the CURL paper's table; the official script used 128 for cartpole)."""
+    parallel: int = 1
+    """Runs at once on this machine."""
+    gpus: list[int] = field(default_factory=list)
+    """GPU ids to spread runs over (round robin via CUDA_VISIBLE_DEVICES); empty = leave it as is."""
+    extra: list[str] = field(default_factory=list)
+    """Extra arguments passed to every `python -m rl_curl.train` (e.g. --extra --save-replay False)."""
+    aggregate_only: bool = False
+    """Only build table3.md and curves.png from the runs already under OUT."""
+    dry_run: bool = False
+    """Print the training commands instead of running them."""
+
+
+def parse_objective(text: str) -> list[str]:
+    parts = text.split(":")
+    if parts[0] in ("curl", "none") and len(parts) == 1:
+        return ["--aux", parts[0]]
+    if parts[0] == "debiased" and len(parts) == 3:
+        return ["--aux", "debiased", "--tau-plus", parts[1], "--positives", parts[2]]
+    if parts[0] == "hard" and len(parts) == 4:
+        return ["--aux", "hard", "--tau-plus", parts[1], "--positives", parts[2], "--beta", parts[3]]
+    raise ValueError(f"objective {text!r} is not one of curl | none | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA")
+
+
+def commands(args: Args) -> list[tuple[Path, list[str]]]:
+    jobs = []
+    for task in args.tasks:
+        for obj in args.objectives:
+            flags = parse_objective(obj)
+            for seed in args.seeds:
+                out = Path(args.out) / task / obj.replace(":", "_") / f"seed{seed}"
+                cmd = [sys.executable, "-m", "rl_curl.train", "--task", task, *flags, "--seed", str(seed),
+                       "--out-dir", str(out), "--env-steps", str(args.env_steps), "--batch-size", str(args.batch_size),
+                       "--resume", "--no-progress", *args.extra]
+                jobs.append((out, cmd))
+    return jobs
+
+
+def finished(out: Path, env_steps: int) -> bool:
+    summary = out / "summary.json"
+    return summary.exists() and json.loads(summary.read_text()).get("env_steps", 0) >= env_steps
+
+
+def launch(job_index: int, out: Path, cmd: list[str], gpus: list[int]) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpus[job_index % len(gpus)])
+    with open(out / "train.log", "a") as log:
+        rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    print(f"{'done' if rc == 0 else f'FAILED (exit {rc}, see {out}/train.log)'}: {out}", flush=True)
+    return rc
+
+
+def main(args: Args) -> int:
+    for obj in args.objectives:
+        parse_objective(obj)
+    failures = 0
+    if not args.aggregate_only:
+        jobs = [(o, c) for o, c in commands(args) if not finished(o, args.env_steps)]
+        if args.dry_run:
+            for _, cmd in jobs:
+                print(" ".join(cmd))
+            return 0
+        print(f"{len(jobs)} runs to do ({args.parallel} at a time)", flush=True)
+        with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+            rcs = list(pool.map(lambda ij: launch(ij[0], *ij[1], args.gpus), enumerate(jobs)))
+        failures = sum(rc != 0 for rc in rcs)
+    md = table3(args.out, args.env_steps)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "table3.md").write_text(f"Score at {args.env_steps} environment steps, mean ± std over seeds\n\n{md}\n")
+    try:
+        plot_grid(args.out, Path(args.out) / "curves.png")
+    except ValueError:
+        pass
+    print(md)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(tyro.cli(Args)))

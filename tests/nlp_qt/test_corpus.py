@@ -1,0 +1,124 @@
+import json
+
+import pytest
+import torch
+
+from nlp_qt.corpus import (
+    CorpusError, CorpusStats, contiguous_batches, iter_corpus, iter_text_sentences, split_sentences,
+)
+from nlp_qt.objectives import neighbours
+from nlp_qt.vocab import Vocab, tokenize
+
+
+def test_split_sentences_rules():
+    text = ('Mr. Smith went to Washington. He said "Hi!" Then he left... The U.S. is big. '
+            "It cost 3.5 dollars. J. R. R. Tolkien wrote it? Yes.")
+    assert split_sentences(text) == [
+        "Mr. Smith went to Washington.", 'He said "Hi!"', "Then he left...", "The U.S. is big.",
+        "It cost 3.5 dollars.", "J. R. R. Tolkien wrote it?", "Yes.",
+    ]
+    assert split_sentences("  \n ") == []
+    assert split_sentences("no final stop") == ["no final stop"]
+    assert split_sentences("See e.g. this one. And that.") == ["See e.g. this one.", "And that."]
+
+
+def test_folder_documents_in_order_and_wrapped_lines(tmp_path):
+    (tmp_path / "b.txt").write_text("Book two starts. It goes on.\n")
+    (tmp_path / "a.txt").write_text("First sentence of a\nwrapped paragraph. Second one.\n\nNew paragraph here.\n")
+    stats = CorpusStats()
+    got = list(iter_text_sentences(tmp_path, stats))
+    assert got == [
+        (0, "First sentence of a wrapped paragraph."), (0, "Second one."), (0, "New paragraph here."),
+        (1, "Book two starts."), (1, "It goes on."),
+    ]
+    assert stats.files == 2 and stats.sentences == 5
+
+
+def test_blank_line_and_line_boundaries(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("Doc one. Still one.\n\n\nDoc two.\nStill two.\n\nDoc three.\n")
+    docs = [d for d, _ in iter_text_sentences(f, doc_boundary="blank_line")]
+    assert docs == [0, 0, 1, 1, 2]
+    docs = [d for d, _ in iter_text_sentences(f, doc_boundary="line")]
+    assert docs == [0, 0, 1, 2, 3]
+    assert [s for _, s in iter_text_sentences(f, one_sentence_per_line=True)][:2] == ["Doc one. Still one.", "Doc two."]
+
+
+def test_bad_lines_are_skipped_and_counted(tmp_path):
+    f = tmp_path / "bad.txt"
+    f.write_bytes(b"Good line one.\n\xff\xfe\xfa broken bytes\n\n   \nGood line two.\n")
+    stats = CorpusStats()
+    got = [s for _, s in iter_text_sentences(f, stats, one_sentence_per_line=True)]
+    assert got == ["Good line one.", "Good line two."]
+    assert stats.undecodable_lines == 1 and stats.empty_lines == 2
+    assert stats.examples == [f"{f}:2"]
+
+
+def test_corpus_errors(tmp_path):
+    with pytest.raises(CorpusError, match="not found"):
+        list(iter_corpus(str(tmp_path / "nope.txt")))
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"\n\n\xff\xff\n")
+    with pytest.raises(CorpusError, match="no usable sentences"):
+        list(iter_corpus(str(empty)))
+    with pytest.raises(CorpusError, match="no corpus"):
+        iter_corpus("")
+
+
+def test_hub_name_offline_gives_clear_error():
+    with pytest.raises(CorpusError, match="Offline"):
+        next(iter_corpus("hf:this-dataset/does-not-exist-qt"))
+
+
+def test_datasets_local_stand_in_with_doc_field(tmp_path):
+    # BookCorpus through `datasets`: one sentence per row; a book id column marks documents
+    rows = [{"text": "A one.", "book": "x"}, {"text": "A two.", "book": "x"}, {"text": "", "book": "x"},
+            {"text": "B one.", "book": "y"}, {"text": "B two.", "book": "y"}]
+    f = tmp_path / "books.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in rows))
+    stats = CorpusStats()
+    got = list(iter_corpus(str(f), stats, doc_field="book"))
+    assert got == [(0, "A one."), (0, "A two."), (1, "B one."), (1, "B two.")]
+    assert stats.empty_lines == 1 and stats.documents == 2
+    with pytest.raises(CorpusError, match="no column 'sentence'"):
+        list(iter_corpus(str(f), text_field="sentence"))
+    # a folder written by save_to_disk
+    import datasets
+
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "saved"))
+    assert [s for _, s in iter_corpus(str(tmp_path / "saved"))] == ["A one.", "A two.", "B one.", "B two."]
+
+
+def test_contiguous_batches_have_no_false_neighbours(tmp_path):
+    for i in range(3):
+        (tmp_path / f"d{i}.txt").write_text(" ".join(f"Doc {i} sentence {j}." for j in range(3 + i)))
+    stream = list(iter_text_sentences(tmp_path))
+    batches = list(contiguous_batches(iter(stream), 4, drop_last=False))
+    flat = [s for b in batches for s in b.sentences]
+    assert flat == [s for _, s in stream]  # consecutive, in corpus order, nothing lost
+    for b in batches:
+        d = torch.tensor(b.doc_ids)
+        nb = neighbours(d, torch.arange(len(d)))
+        for i, s in enumerate(b.sentences):
+            doc, j = int(s.split()[1]), int(s.split()[3].rstrip("."))
+            if nb.has_prev[i]:
+                assert b.sentences[int(nb.prev[i])] == f"Doc {doc} sentence {j - 1}."
+            else:  # absent only at the batch start or the document start
+                assert i == 0 or j == 0
+            if nb.has_next[i]:
+                assert b.sentences[int(nb.next[i])] == f"Doc {doc} sentence {j + 1}."
+            else:
+                assert i == len(b.sentences) - 1 or j == 2 + doc
+    with pytest.raises(ValueError, match="batch_size"):
+        next(contiguous_batches(iter(stream), 1))
+
+
+def test_vocab_build_encode_save(tmp_path):
+    v = Vocab.build(["The cat sat.", "The dog sat down."], size=3, max_len=4)
+    assert v.itos[:2] == ["<pad>", "<unk>"] and len(v) == 5
+    assert tokenize("Don't stop-it, 3.5!") == ["Don't", "stop-it", ",", "3", ".", "5", "!"]
+    ids, lengths = v.batch(["The cat sat on the mat.", ""])
+    assert ids.shape == (2, 4) and lengths.tolist() == [4, 1]
+    v.save(tmp_path / "v.json")
+    w = Vocab.load(tmp_path / "v.json")
+    assert w.itos == v.itos and w.max_len == 4

@@ -1,0 +1,141 @@
+import math
+
+import pytest
+import torch
+
+from nlp_qt.model import ModelConfig, QuickThought
+from nlp_qt.objectives import compute_loss, score_matrix
+from nlp_qt.vocab import Vocab
+
+DOCS = torch.tensor([0, 0, 0, 1, 1, 2, 3, 3, 3, 3, 4, 4])
+
+
+def _uv(seed=0, n=12, d=8, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (scale * torch.randn(n, d, generator=g)).requires_grad_(), scale * torch.randn(n, d, generator=g)
+
+
+def _s2v_reference(u, v, docs, self_zero=False):
+    """Loop version of QT's loss: soft targets 0.5/0.5 (1 on a lone neighbour)."""
+    s = u @ v.T
+    total, count = 0.0, 0
+    for i in range(len(docs)):
+        nbs = [j for j in (i - 1, i + 1) if 0 <= j < len(docs) and docs[j] == docs[i]]
+        if not nbs:
+            continue
+        row = s[i].clone()
+        row[i] = 0.0 if self_zero else -math.inf
+        logp = torch.log_softmax(row, 0)
+        total = total - sum(logp[j] for j in nbs) / len(nbs)
+        count += 1
+    return total / count
+
+
+def test_qt_matches_loop_reference_and_drops_isolated():
+    u, v = _uv()
+    assert torch.allclose(compute_loss(u, v, DOCS, objective="qt"), _s2v_reference(u, v, DOCS), atol=1e-6)
+    assert torch.allclose(compute_loss(u, v, DOCS, objective="qt", self_score="zero"),
+                          _s2v_reference(u, v, DOCS, self_zero=True), atol=1e-6)
+
+
+@pytest.mark.parametrize("floor", ["none", "min_negative"])
+def test_debiased_tau0_equals_qt_loss_and_gradient(floor):
+    u, v = _uv(1, scale=2.0)
+    v.requires_grad_()
+    a = compute_loss(u, v, DOCS, objective="qt")
+    ga = torch.autograd.grad(a, (u, v))
+    b = compute_loss(u, v, DOCS, objective="debiased", tau_plus=0.0, log_floor=floor)
+    gb = torch.autograd.grad(b, (u, v))
+    assert torch.allclose(a, b, atol=1e-5)
+    for x, y in zip(ga, gb):
+        assert torch.allclose(x, y, atol=1e-5)
+
+
+def test_debiased_and_hard_differ_and_hard_beta0_is_debiased():
+    u, v = _uv(2)
+    d = compute_loss(u, v, DOCS, objective="debiased", tau_plus=0.1)
+    h0 = compute_loss(u, v, DOCS, objective="hard", tau_plus=0.1, beta=0.0)
+    h1 = compute_loss(u, v, DOCS, objective="hard", tau_plus=0.1, beta=1.0)
+    q = compute_loss(u, v, DOCS, objective="qt")
+    assert torch.allclose(d, h0, atol=1e-6)
+    assert not torch.allclose(d, q) and not torch.allclose(h1, d)
+
+
+def test_floor_min_negative_is_used_for_unbounded_scores():
+    # tau_plus close to 1 drives the unfloored estimate below 0: g is clamped at the smallest
+    # negative exp-score of each turn's anchor (min over both turns), so the loss stays finite
+    u, v = _uv(3, n=6)
+    docs = torch.zeros(6, dtype=torch.long)
+    loss = compute_loss(u, v, docs, objective="debiased", tau_plus=0.95)
+    s = (u @ v.T).detach()
+    total = 0.0
+    for i in range(6):
+        pos_idx = [j for j in (i - 1, i + 1) if 0 <= j < 6]
+        negs_per_turn = [[s[i, k] for k in range(6) if k not in (i, j)] for j in pos_idx]
+        floor = min(min(x) for x in negs_per_turn)
+        mean_pos = sum(torch.exp(s[i, j]) for j in pos_idx) / len(pos_idx)
+        li = 0.0
+        for j, negs in zip(pos_idx, negs_per_turn):
+            n = len(negs)
+            g = (sum(torch.exp(x) for x in negs) / n - 0.95 * mean_pos) / 0.05
+            g = max(g, torch.exp(floor))
+            li += -torch.log(torch.exp(s[i, j]) / (torch.exp(s[i, j]) + n * g))
+        total += li / len(pos_idx)
+    assert torch.allclose(loss.detach(), total / 6, atol=1e-4)
+    assert torch.isfinite(compute_loss(u, v, docs, objective="debiased", tau_plus=0.95, log_floor="none"))
+
+
+def test_anchor_subsets_match_full_batch():
+    # what each process computes with gathered candidates: local anchors, global positions
+    u, v = _uv(4)
+    docs = torch.tensor([0] * 12)
+    full = compute_loss(u, v, docs, objective="debiased", tau_plus=0.05)
+    halves = [compute_loss(u[i:i + 6], v, docs, torch.arange(i, i + 6), "debiased", 0.05) for i in (0, 6)]
+    assert torch.allclose(full, sum(halves) / 2, atol=1e-6)
+
+
+def test_bad_arguments():
+    u, v = _uv()
+    with pytest.raises(ValueError, match="objective"):
+        compute_loss(u, v, DOCS, objective="nope")
+    with pytest.raises(ValueError, match="self_score"):
+        compute_loss(u, v, DOCS, objective="debiased", self_score="zero")
+    with pytest.raises(ValueError, match="no sentence"):
+        compute_loss(u, v, torch.arange(12), objective="qt")
+    with pytest.raises(ValueError, match="doc_ids"):
+        compute_loss(u, v, DOCS[:5])
+    with pytest.raises(ValueError, match="temperature"):
+        score_matrix(u, v, 0.0)
+
+
+@pytest.mark.parametrize("objective,tau", [("qt", 0.0), ("debiased", 0.01), ("hard", 0.01)])
+def test_loss_lowers_on_a_fixed_batch(objective, tau):
+    torch.manual_seed(0)
+    sents = [f"sentence number {i} talks about topic {i % 3} and word{i}." for i in range(16)]
+    vocab = Vocab.build(sents, 100, 16)
+    model = QuickThought(ModelConfig(len(vocab), 16, 16))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-2)
+    ids, lengths = vocab.batch(sents)
+    docs = torch.tensor([0] * 8 + [1] * 8)
+    losses = []
+    for _ in range(60):
+        u, v = model(ids, lengths)
+        loss = compute_loss(u, v, docs, objective=objective, tau_plus=tau)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_model_embedding_halves_are_unit_norm():
+    model = QuickThought(ModelConfig(20, 8, 6, bidirectional=True))
+    ids = torch.tensor([[2, 3, 4], [5, 6, 0]])
+    e = model.embed(ids, torch.tensor([3, 2]))
+    assert e.shape == (2, 12)
+    assert torch.allclose(e[:, :6].norm(dim=1), torch.ones(2)) and torch.allclose(e[:, 6:].norm(dim=1), torch.ones(2))
+    # padding does not change a sentence's encoding
+    e2 = model.embed(torch.tensor([[5, 6]]), torch.tensor([2]))
+    assert torch.allclose(e[1], e2[0], atol=1e-6)
+    with pytest.raises(ValueError, match="even"):
+        ModelConfig(20, 8, 7)

@@ -1,0 +1,37 @@
+"""Smoke tests of scripts/bench_qt.py and scripts/qt_table2.py at tiny sizes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+def test_bench_qt_json_fields():
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/bench_qt.py"), "--json", "--sizes", "small", "--batch", "32",
+         "--steps", "1", "--tasks", "MR", "--kfold", "2"],
+        capture_output=True, text=True, timeout=300, check=True, env=ENV)
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(rows) == 1
+    row = rows[0]
+    for key in ("model_size", "batch", "sentences_per_s", "eval_s_per_task", "ratio_debiased_vs_qt"):
+        assert key in row
+    assert row["batch"] == 32 and set(row["sentences_per_s"]) == {"qt", "debiased"}
+    assert set(row["eval_s_per_task"]) == {"MR"}
+
+
+def test_qt_table2_tiny(tmp_path):
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
+         "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "0", "--tau-plus", "0.01",
+         "--max-steps", "1", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300",
+         "--kfold", "2", "--out", str(tmp_path / "t2")],
+        capture_output=True, text=True, timeout=300, check=True, env=ENV)
+    assert "| biased (QT) (ours, 1 seeds) |" in res.stdout and "(paper)" in res.stdout
+    summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
+    assert set(summary) == {"biased (QT)", "debiased τ⁺=0.01"}
+    assert 0 <= summary["biased (QT)"]["MR"]["mean"] <= 100

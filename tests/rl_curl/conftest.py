@@ -1,0 +1,25 @@
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # Tiny networks: one thread is fastest and avoids thrashing when other jobs share the cores.
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny_config(**kw):
+    from rl_curl.config import Config
+
+    base = dict(num_filters=4, num_layers=2, hidden_dim=16, feature_dim=8, image_size=20, crop_size=16,
+                batch_size=8, replay_capacity=500, seed_steps=5, eval_episodes=1, progress=False, torch_threads=1)
+    base.update(kw)
+    return Config(**base)

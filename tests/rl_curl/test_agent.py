@@ -1,0 +1,142 @@
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from rl_curl.agent import CurlAgent, auxiliary_loss, contrastive_logits
+from shared_losses import BilinearScore
+
+from .conftest import tiny_config
+
+OBS = (9, 20, 20)
+
+
+def batch(B=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"obs": torch.randint(0, 256, (B, *OBS), dtype=torch.uint8, generator=g),
+            "next_obs": torch.randint(0, 256, (B, *OBS), dtype=torch.uint8, generator=g),
+            "action": torch.rand(B, 2, generator=g) * 2 - 1, "reward": torch.rand(B, 1, generator=g),
+            "not_done": torch.ones(B, 1)}
+
+
+def agent(**kw):
+    torch.manual_seed(0)
+    return CurlAgent(OBS, 2, tiny_config(**kw).resolved())
+
+
+CASES = [("curl", 0.0, 1), ("curl", 0.0, 2), ("debiased", 0.05, 1), ("debiased", 0.1, 2),
+         ("hard", 0.1, 1), ("hard", 0.05, 2), ("none", 0.0, 1)]
+
+
+@pytest.mark.parametrize("aux,tau_plus,m", CASES)
+def test_update_runs_for_every_aux_loss(aux, tau_plus, m):
+    ag = agent(aux=aux, tau_plus=tau_plus, positives=m)
+    before = copy.deepcopy(ag.state_dict())
+    for step in range(2):
+        metrics = ag.update(batch(), step)
+    assert all(torch.isfinite(v) for v in metrics.values())
+    assert ("aux_loss" in metrics) == (aux != "none")
+    changed = {k for k, v in ag.state_dict().items() if not torch.equal(v, before[k])}
+    assert any(k.startswith("critic_target.encoder") for k in changed)  # momentum encoder moved
+    assert "log_alpha" in changed and any(k.startswith("actor.trunk") for k in changed)
+    assert ("score.W" in changed) == (aux != "none")
+
+
+@pytest.mark.parametrize("aux,tau_plus,m", [c for c in CASES if c[0] != "none"])
+def test_aux_loss_decreases_on_a_fixed_batch(aux, tau_plus, m):
+    ag = agent(aux=aux, tau_plus=tau_plus, positives=m, encoder_lr=3e-3)
+    b = batch(B=16)
+    torch.manual_seed(1)
+    anchor = b["obs"][:, :, 2:18, 2:18]
+    keys = [b["obs"][:, :, 1:17, 3:19], b["obs"][:, :, 3:19, 1:17]][:m]
+    losses = []
+    for _ in range(30):
+        h = ag.critic.encoder.trunk(anchor)
+        losses.append(ag.update_aux(h, keys)["aux_loss"].item())
+    assert losses[-1] < 0.8 * losses[0], losses
+
+
+def logits(B=6, M=1, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    score = BilinearScore(5)
+    with torch.no_grad():
+        score.W.copy_(torch.randn(5, 5, generator=g) * 3)
+    z_a = torch.randn(B, 5, generator=g, requires_grad=True)
+    z_k = [torch.randn(B, 5, generator=g) for _ in range(M)]
+    return score, z_a, z_k
+
+
+@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize("floor", ["min-negative", "none"])
+def test_debiased_with_tau_plus_zero_equals_curl(m, floor):
+    score, z_a, z_k = logits(M=m)
+    grads = []
+    for aux in ("curl", "debiased", "hard"):
+        z_a.grad, score.W.grad = None, None
+        pos, neg = contrastive_logits(z_a, z_k, score)
+        kw = {"beta": 0.0} if aux == "hard" else {}
+        loss = auxiliary_loss(pos, neg, aux, tau_plus=0.0, log_floor=floor, **kw)
+        loss.backward()
+        grads.append((loss.detach(), z_a.grad.clone(), score.W.grad.clone()))
+    for other in grads[1:]:
+        for x, y in zip(grads[0], other):
+            torch.testing.assert_close(x, y, rtol=1e-6, atol=1e-6)
+
+
+def test_curl_equals_official_cross_entropy_form():
+    score, z_a, z_k = logits(B=7)
+    pos, neg = contrastive_logits(z_a, z_k, score)
+    ours = auxiliary_loss(pos, neg, "curl")
+    full = z_a @ score.W @ z_k[0].T
+    official = F.cross_entropy(full - full.max(1, keepdim=True).values, torch.arange(7))
+    torch.testing.assert_close(ours, official, rtol=1e-6, atol=1e-6)
+
+
+def test_m2_layout_positives_and_negatives():
+    score, z_a, z_k = logits(B=4, M=2)
+    pos, neg = contrastive_logits(z_a, z_k, score, subtract_row_max=False)
+    assert pos.shape == (4, 2) and neg.shape == (4, 8)
+    assert (torch.isinf(neg).sum(1) == 2).all()  # own two keys are not negatives: N = 2 (B - 1)
+    torch.testing.assert_close(pos[:, 1], (z_a @ score.W @ z_k[1].T).diagonal())
+
+
+def test_row_max_shift_leaves_debiased_loss_unchanged():
+    score, z_a, z_k = logits(B=6, M=2)
+    for aux in ("debiased", "hard"):
+        a = auxiliary_loss(*contrastive_logits(z_a, z_k, score, True), aux, tau_plus=0.1)
+        b = auxiliary_loss(*contrastive_logits(z_a, z_k, score, False), aux, tau_plus=0.1)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_min_negative_floor_binds_when_debiasing_overshoots():
+    # Positives far larger than negatives with a big tau_plus: the estimator goes negative, so g is
+    # the floor e^{min negative logit} and loss_i = -log(e^p / (e^p + N e^{min q})).
+    pos = torch.tensor([[5.0], [4.0]])
+    neg = torch.tensor([[0.0, -1.0, -2.0], [1.0, 0.5, float("-inf")]])
+    loss = auxiliary_loss(pos, neg, "debiased", tau_plus=0.5, log_floor="min-negative")
+    expected = torch.stack([-(5 - torch.logaddexp(torch.tensor(5.0), torch.log(torch.tensor(3.0)) - 2)),
+                            -(4 - torch.logaddexp(torch.tensor(4.0), torch.log(torch.tensor(2.0)) + 0.5))]).mean()
+    torch.testing.assert_close(loss, expected)
+
+
+def test_unknown_aux_is_refused():
+    score, z_a, z_k = logits()
+    with pytest.raises(ValueError, match="unknown auxiliary loss"):
+        auxiliary_loss(*contrastive_logits(z_a, z_k, score), "infonce")
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="positives"):
+        tiny_config(positives=3).resolved()
+    with pytest.raises(ValueError, match="tau_plus"):
+        tiny_config(aux="curl", tau_plus=0.1).resolved()
+
+
+def test_update_under_bf16_autocast():
+    ag = agent(aux="debiased", tau_plus=0.1, positives=2)
+    ag.autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)
+    for step in range(2):
+        metrics = ag.update(batch(), step)
+    assert all(torch.isfinite(v) and v.dtype == torch.float32 for v in metrics.values())
+    assert ag.act(batch()["obs"][0]).shape == (2,)

@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+
+from rl_curl.env import make, valid_tasks
+
+
+def test_unknown_task_lists_valid_names():
+    with pytest.raises(ValueError) as err:
+        make("cartpole-swingupp")
+    assert "cartpole-swingup" in str(err.value) and "walker-walk" in str(err.value)
+
+
+def test_all_table3_tasks_are_valid():
+    names = valid_tasks()
+    for t in ["cartpole-swingup", "walker-walk", "cheetah-run", "finger-spin", "reacher-easy", "ball_in_cup-catch"]:
+        assert t in names
+
+
+def test_shapes_dtypes_and_reset_stack():
+    env = make("cartpole-swingup", seed=0, image_size=24, frame_stack=3)
+    assert env.action_repeat == 8 and env.max_episode_steps == 125
+    obs, _ = env.reset(seed=1)
+    assert obs.shape == (9, 24, 24) and obs.dtype == np.uint8
+    assert env.observation_space.contains(obs)
+    assert np.array_equal(obs[:3], obs[3:6]) and np.array_equal(obs[3:6], obs[6:])
+    assert env.action_space.low.min() == -1 and env.action_space.high.max() == 1
+    nxt, r, term, trunc, _ = env.step(env.action_space.sample())
+    assert nxt.shape == obs.shape and isinstance(r, float) and not term and not trunc
+    assert np.array_equal(nxt[:3], obs[3:6]) and np.array_equal(nxt[3:6], obs[6:])  # the stack shifts
+
+
+def rollout(env, seed, actions):
+    obs, _ = env.reset(seed=seed)
+    out = [obs]
+    rewards = []
+    for a in actions:
+        obs, r, *_ = env.step(a)
+        out.append(obs)
+        rewards.append(r)
+    return np.stack(out), np.array(rewards)
+
+
+def test_seeding_is_deterministic():
+    actions = np.linspace(-1, 1, 4)[:, None]
+    a = rollout(make("cartpole-swingup", seed=3, image_size=16), 7, actions)
+    b = rollout(make("cartpole-swingup", seed=5, image_size=16), 7, actions)
+    c = rollout(make("cartpole-swingup", seed=3, image_size=16), 8, actions)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert not np.array_equal(a[0], c[0])
+
+
+def test_action_repeat_sums_rewards_and_repeats_physics():
+    actions = [np.array([0.7]), np.array([-0.4])]
+    env2 = make("cartpole-swingup", seed=0, action_repeat=2, image_size=16)
+    env1 = make("cartpole-swingup", seed=0, action_repeat=1, image_size=16)
+    obs2, r2 = rollout(env2, 11, actions)
+    obs1, r1 = rollout(env1, 11, [a for a in actions for _ in range(2)])
+    np.testing.assert_allclose(r2, r1.reshape(2, 2).sum(1), rtol=1e-12)
+    assert np.array_equal(obs2[-1][-3:], obs1[-1][-3:])
+    assert env1.max_episode_steps == 1000 and env2.max_episode_steps == 500
+
+
+def test_bad_action_is_refused():
+    env = make("cartpole-swingup", image_size=16)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="finite"):
+        env.step(np.array([np.nan]))

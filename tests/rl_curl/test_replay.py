@@ -1,0 +1,96 @@
+import numpy as np
+import pytest
+
+from rl_curl.replay import FrameReplay
+
+K, C, H = 3, 3, 4
+
+
+def frame(uid: int) -> np.ndarray:
+    f = np.zeros((C, H, H), dtype=np.uint8)
+    f[0, 0, 0], f[0, 0, 1] = uid % 256, (uid // 256) % 256
+    return f
+
+
+def fill(replay, lengths, rng):
+    """Feed episodes of the given lengths; return the reference transitions in order."""
+    ref, uid = [], 1
+    for length in lengths:
+        frames = [frame(uid)] * K  # reset stack repeats the first frame
+        uid += 1
+        obs = np.concatenate(frames)
+        replay.start_episode(obs)
+        for t in range(length):
+            frames = frames[1:] + [frame(uid)]
+            uid += 1
+            nxt = np.concatenate(frames)
+            a, r, d = rng.uniform(-1, 1, 2), float(rng.normal()), t == length - 1 and length % 2 == 0
+            replay.add(a, r, nxt, d)
+            ref.append((obs, a, r, nxt, d))
+            obs = nxt
+    return ref
+
+
+def check_all(replay, ref):
+    n = len(replay)
+    assert 0 < n <= replay.capacity
+    for back in range(1, n + 1):
+        idx = np.array([(replay.added - back) % replay.capacity])
+        obs, nxt = replay.stacks(idx)
+        o, a, r, x, d = ref[-back]
+        assert np.array_equal(obs[0], o) and np.array_equal(nxt[0], x)
+        np.testing.assert_allclose(replay.actions[idx[0]], a, rtol=1e-6)
+        assert replay.rewards[idx[0]] == np.float32(r) and replay.not_dones[idx[0]] == (0.0 if d else 1.0)
+
+
+def test_stacks_exact_across_episodes_no_wrap():
+    rb = FrameReplay(100, (K * C, H, H), 2, K, seed=0)
+    ref = fill(rb, [5, 1, 7, 2], np.random.default_rng(0))
+    assert len(rb) == 15
+    check_all(rb, ref)
+
+
+@pytest.mark.parametrize("lengths", [[7] * 20, [1] * 40, [3, 30, 2, 1, 50, 4]])
+def test_stacks_exact_after_wraparound(lengths):
+    rb = FrameReplay(20, (K * C, H, H), 2, K, seed=0)
+    ref = fill(rb, lengths, np.random.default_rng(1))
+    assert rb.added == sum(lengths) > rb.capacity
+    check_all(rb, ref)  # every sampleable transition is exact (stale ones are excluded)
+    valid = {(rb.added - b) % rb.capacity for b in range(1, len(rb) + 1)}
+    assert set(rb.sample_indices(500).tolist()) <= valid
+
+
+def test_sample_batch_types():
+    rb = FrameReplay(50, (K * C, H, H), 2, K, seed=0)
+    fill(rb, [10], np.random.default_rng(2))
+    b = rb.sample(8)
+    assert b["obs"].shape == (8, K * C, H, H) and str(b["obs"].dtype) == "torch.uint8"
+    assert b["reward"].shape == (8, 1) and b["not_done"].shape == (8, 1) and b["action"].shape == (8, 2)
+
+
+def test_memory_at_most_a_fifth_of_obs_and_next_obs():
+    rb = FrameReplay(1000, (9, 100, 100), 6, 3)
+    assert rb.bytes_per_transition() <= 2 * 9 * 100 * 100 / 5
+
+
+def test_state_dict_round_trip_continues_identically():
+    rb = FrameReplay(20, (K * C, H, H), 2, K, seed=5)
+    fill(rb, [6, 9, 4], np.random.default_rng(3))
+    state = rb.state_dict()
+    other = FrameReplay(20, (K * C, H, H), 2, K, seed=99)
+    other.load_state_dict(state)
+    a, b = rb.sample(6), other.sample(6)
+    for k in a:
+        assert (a[k] == b[k]).all()
+    with pytest.raises(ValueError, match="capacity"):
+        FrameReplay(30, (K * C, H, H), 2, K).load_state_dict(state)
+
+
+def test_bad_input():
+    rb = FrameReplay(20, (K * C, H, H), 2, K)
+    with pytest.raises(RuntimeError, match="start_episode"):
+        rb.add(np.zeros(2), 0.0, np.zeros((K * C, H, H), np.uint8), False)
+    with pytest.raises(ValueError, match="uint8"):
+        rb.start_episode(np.zeros((K * C, H, H), np.float32))
+    with pytest.raises(ValueError, match="empty"):
+        rb.sample(2)

@@ -1,0 +1,77 @@
+import csv
+import shutil
+
+import pytest
+import torch
+
+from rl_curl.train import run
+from shared_losses.runtime import CheckpointError
+
+from .conftest import tiny_config
+
+# action_repeat 50 makes a cartpole episode 20 agent steps long (1000 / 50).
+BASE = dict(task="cartpole-swingup", action_repeat=50, seed_steps=5, eval_every=10_000, log_every=100)
+
+
+def cfg(tmp_path, name, **kw):
+    return tiny_config(out_dir=str(tmp_path / name), **{**BASE, **kw})
+
+
+def agent_state(out):
+    return torch.load(out / "checkpoint" / "custom_checkpoint_0.pkl", weights_only=False)
+
+
+def test_short_run_writes_csv_checkpoint_plot(tmp_path):
+    summary = run(cfg(tmp_path, "a", env_steps=1000, eval_every=500, aux="debiased", tau_plus=0.05, save_video=True))
+    out = tmp_path / "a"
+    for f in ["config.json", "log.csv", "eval.csv", "curve.png", "summary.json", "eval.mp4", "checkpoint/COMPLETE"]:
+        assert (out / f).exists(), f
+    rows = list(csv.DictReader(open(out / "eval.csv")))
+    assert [int(r["env_step"]) for r in rows] == [500, 1000]
+    log = list(csv.DictReader(open(out / "log.csv")))
+    assert any(r.get("aux_loss") for r in log) and any(r.get("episode_return") for r in log)
+    assert summary["env_steps"] == 1000 and list(out.glob("tb/events*"))
+
+
+def test_resume_continues_exactly(tmp_path):
+    # Uninterrupted: 2 episodes (checkpoint after the first). Interrupted: stop after 1, resume.
+    run(cfg(tmp_path, "full", env_steps=2000, checkpoint_every=1000))
+    run(cfg(tmp_path, "part", env_steps=1000, checkpoint_every=1000))
+    run(cfg(tmp_path, "part", env_steps=2000, checkpoint_every=1000, resume=True))
+    a, b = agent_state(tmp_path / "full"), agent_state(tmp_path / "part")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    for i in range(1, 6):  # every optimiser state too
+        sa = torch.load(tmp_path / "full/checkpoint" / f"custom_checkpoint_{i}.pkl", weights_only=False)
+        sb = torch.load(tmp_path / "part/checkpoint" / f"custom_checkpoint_{i}.pkl", weights_only=False)
+        for p in sa["state"]:
+            for k in sa["state"][p]:
+                assert torch.equal(sa["state"][p][k], sb["state"][p][k])
+
+
+def test_corrupt_or_mismatched_checkpoint_is_refused(tmp_path):
+    run(cfg(tmp_path, "c", env_steps=1000))
+    out = tmp_path / "c"
+    with pytest.raises(CheckpointError, match="different configuration"):
+        run(cfg(tmp_path, "c", env_steps=2000, resume=True, num_filters=6))
+    with pytest.raises(CheckpointError, match="aux"):
+        run(cfg(tmp_path, "c", env_steps=2000, resume=True, aux="debiased", tau_plus=0.1))
+    shutil.copytree(out / "checkpoint", tmp_path / "backup")
+    (out / "checkpoint" / "extra.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        run(cfg(tmp_path, "c", env_steps=2000, resume=True))
+    (out / "checkpoint" / "COMPLETE").unlink()
+    with pytest.raises(CheckpointError, match="incomplete"):
+        run(cfg(tmp_path, "c", env_steps=2000, resume=True))
+
+
+def test_evaluate_loads_the_checkpoint(tmp_path):
+    from rl_curl.evaluate import EvalArgs, main
+
+    run(cfg(tmp_path, "e", env_steps=1000, eval_every=1000))
+    res = main(EvalArgs(run_dir=str(tmp_path / "e"), episodes=1))
+    last = list(csv.DictReader(open(tmp_path / "e" / "eval.csv")))[-1]
+    assert res["return_mean"] == pytest.approx(float(last["eval_return_mean"]), rel=1e-6)
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        main(EvalArgs(run_dir=str(tmp_path / "nothing")))
