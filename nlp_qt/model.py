@@ -86,19 +86,9 @@ def save_model(model: QuickThought, vocab, directory: str | os.PathLike, extra: 
     vocab.save(tmp / "vocab.json")
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(tmp / "model.safetensors"))
-    old = directory.with_name(f".{directory.name}.old")
-    if directory.exists():
-        import shutil
+    from shared_losses.runtime import replace_directory
 
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(directory, old)
-    os.replace(tmp, directory)
-    if old.exists():
-        import shutil
-
-        shutil.rmtree(old)
-    return directory
+    return replace_directory(tmp, directory)
 
 
 def is_qt_model_dir(path: str | os.PathLike) -> bool:

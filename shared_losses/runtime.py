@@ -48,7 +48,6 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = directory.with_name(f".{directory.name}.tmp")
-    old = directory.with_name(f".{directory.name}.old")
     if _is_main(accelerator) and tmp.exists():
         shutil.rmtree(tmp)
     _wait(accelerator)
@@ -63,14 +62,24 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
             os.fsync(fh.fileno())
         meta = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "keys": sorted(state)}
         (tmp / MARKER).write_text(json.dumps(meta))
-        if directory.exists():
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(directory, old)
-        os.replace(tmp, directory)
+        replace_directory(tmp, directory)
+    _wait(accelerator)
+    return directory
+
+
+def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> Path:
+    """Move the complete folder ``tmp`` to ``directory``, replacing an older one: the old folder
+    is first renamed to ``.NAME.old`` (which :func:`resolve_checkpoint` falls back to if we are cut
+    off between the two renames) and removed only once the new one is in place."""
+    tmp, directory = Path(tmp), Path(directory)
+    old = directory.with_name(f".{directory.name}.old")
+    if directory.exists():
         if old.exists():
             shutil.rmtree(old)
-    _wait(accelerator)
+        os.replace(directory, old)
+    os.replace(tmp, directory)
+    if old.exists():
+        shutil.rmtree(old)
     return directory
 
 
