@@ -31,6 +31,8 @@ DEFAULT_LR = 1e-3
 def task_default(task: str, key: str) -> float:
     """The per-task default ``key`` ("action_repeat" or "lr") of ``task``."""
     fallback = {"action_repeat": DEFAULT_ACTION_REPEAT, "lr": DEFAULT_LR}[key]
+    if task.startswith("gym:") and key == "action_repeat":
+        return 1  # a generic gymnasium environment: no action repeat unless asked for
     return TASK_DEFAULTS.get(task, {}).get(key, fallback)
 
 
@@ -39,7 +41,7 @@ class Config:
     """Train SAC + CURL (or the debiased / hard-negative auxiliary loss) on a DeepMind Control task from pixels."""
 
     task: str = "cartpole-swingup"
-    """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch."""
+    """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for any gymnasium environment with a bounded continuous action space (rendered to pixels)."""
     seed: int = 0
     """Random seed (networks, replay sampling, crops, random actions, environment episodes)."""
     out_dir: str = ""
@@ -61,7 +63,7 @@ class Config:
 
     # --- environment ---------------------------------------------------------------------------
     action_repeat: int | None = None
-    """Action repeat; None = the task's value (8 cartpole; 2 finger, walker; 4 cheetah, reacher, ball_in_cup)."""
+    """Action repeat; None = the task's value (8 cartpole; 2 finger, walker; 4 cheetah, reacher, ball_in_cup; 4 other DMC tasks; 1 gym: environments)."""
     frame_stack: int = 3
     """Number of stacked RGB frames in an observation."""
     image_size: int = 100
@@ -147,7 +149,8 @@ class Config:
         if c.action_repeat is None:
             c.action_repeat = int(task_default(c.task, "action_repeat"))
         if not c.out_dir:
-            c.out_dir = f"runs/rl_curl/{c.task}/{c.aux}/seed{c.seed}"
+            task_dir = c.task.replace("gym:", "gym-").replace(":", "-").replace("/", "-")
+            c.out_dir = f"runs/rl_curl/{task_dir}/{c.aux}/seed{c.seed}"
         if c.lr is None:
             c.lr = float(task_default(c.task, "lr"))
         c.validate()

@@ -5,6 +5,11 @@ uint8 (channels-first, oldest frame first) and actions in ``[-1, 1]``. At reset 
 repeated ``frame_stack`` times (as dm_control / CURL frame stacking does). DeepMind Control
 episodes never terminate; they are truncated after 1000 simulator steps (``1000 / action_repeat``
 agent steps), reported as ``truncated=True``.
+
+Any other gymnasium environment with a bounded continuous action space works through
+``make("gym:ENV_ID")`` (:class:`GymPixels`): its rendered frames (or its image observations) are
+resized, stacked and paired with actions rescaled to ``[-1, 1]`` the same way. ``ENV_ID`` is what
+``gymnasium.make`` takes, including ``"my_package.my_module:MyEnv-v0"`` to import a registering module.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ def valid_tasks() -> list[str]:
 def parse_task(task: str) -> tuple[str, str]:
     names = valid_tasks()
     if task not in names:
-        raise ValueError(f"unknown DeepMind Control task {task!r}; valid tasks are: {', '.join(names)}")
+        raise ValueError(f"unknown DeepMind Control task {task!r}; valid tasks are: {', '.join(names)} "
+                         f"(other gymnasium environments: 'gym:ENV_ID')")
     domain, name = task.split("-", 1)
     return domain, name
 
@@ -105,7 +111,105 @@ class DMCPixels(gym.Env):
         self._env.close()
 
 
+GYM_PREFIX = "gym:"
+
+
+def _to_unit_box(space, what: str):
+    """Bounds of a gymnasium Box action space, refusing what SAC's tanh policy cannot drive."""
+    if not isinstance(space, gym.spaces.Box):
+        raise ValueError(f"{what}: the agent needs a continuous Box action space, got {space}")
+    low, high = np.asarray(space.low, dtype=np.float64), np.asarray(space.high, dtype=np.float64)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)):
+        raise ValueError(f"{what}: the action space must be bounded (finite low < high), got {space}")
+    return low, high
+
+
+class GymPixels(gym.Env):
+    """Any gymnasium environment seen from pixels, with action repeat and frame stacking.
+
+    Frames are the environment's observations when those are ``(H, W, 3)`` uint8 images, otherwise
+    ``env.render()`` with ``render_mode="rgb_array"``; each is resized to ``image_size`` (PIL
+    bilinear) and stacked channels-first, oldest first, like :class:`DMCPixels`. Actions in
+    ``[-1, 1]`` are mapped linearly onto the environment's Box bounds. ``terminated`` and
+    ``truncated`` are passed through (a terminal state is not bootstrapped; a time limit is).
+    """
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, env_id: str, seed: int = 0, action_repeat: int = 1, frame_stack: int = 3,
+                 image_size: int = 100, **make_kwargs):
+        if action_repeat < 1 or frame_stack < 1 or image_size < 1:
+            raise ValueError(f"action_repeat, frame_stack and image_size must be >= 1, got "
+                             f"{action_repeat}, {frame_stack}, {image_size}")
+        try:
+            self._env = gym.make(env_id, render_mode="rgb_array", **make_kwargs)
+        except gym.error.Error as e:  # NameNotFound, VersionNotFound, ... (also a module that fails to register)
+            raise ValueError(f"unknown gymnasium environment {env_id!r}: {e}") from e
+        what = f"gymnasium environment {env_id!r}"
+        self._low, self._high = _to_unit_box(self._env.action_space, what)
+        space = self._env.observation_space
+        self._image_obs = (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8
+                           and len(space.shape) == 3 and space.shape[-1] == 3)
+        self.task, self.action_repeat, self.frame_stack, self.image_size = GYM_PREFIX + env_id, action_repeat, frame_stack, image_size
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=self._env.action_space.shape, dtype=np.float32)
+        self.observation_space = gym.spaces.Box(0, 255, shape=(3 * frame_stack, image_size, image_size), dtype=np.uint8)
+        self._frames: deque = deque(maxlen=frame_stack)
+        self._seed = seed
+        self._what = what
+
+    def _frame(self, obs) -> np.ndarray:
+        frame = obs if self._image_obs else self._env.render()
+        frame = np.asarray(frame)
+        if frame.ndim != 3 or frame.shape[-1] != 3:
+            raise ValueError(f"{self._what}: expected RGB frames of shape (H, W, 3), got {frame.shape}")
+        if frame.dtype != np.uint8:
+            frame = np.clip(frame, 0, 255).astype(np.uint8)
+        if frame.shape[:2] != (self.image_size, self.image_size):
+            from PIL import Image
+
+            frame = np.asarray(Image.fromarray(frame).resize((self.image_size, self.image_size), Image.BILINEAR))
+        return np.ascontiguousarray(frame.transpose(2, 0, 1))
+
+    def _obs(self) -> np.ndarray:
+        return np.concatenate(list(self._frames), axis=0)
+
+    def reset(self, *, seed: int | None = None, options=None):
+        super().reset(seed=seed)
+        if seed is None and self._seed is not None:
+            seed, self._seed = self._seed, None  # the constructor's seed seeds the first episode
+        obs, info = self._env.reset(seed=seed, options=options)
+        frame = self._frame(obs)
+        for _ in range(self.frame_stack):
+            self._frames.append(frame)
+        return self._obs(), info
+
+    def step(self, action):
+        action = np.asarray(action, dtype=np.float64).reshape(self.action_space.shape)
+        if not np.all(np.isfinite(action)):
+            raise ValueError(f"action must be finite, got {action}")
+        scaled = self._low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
+        scaled = scaled.astype(self._env.action_space.dtype)
+        reward, terminated, truncated, info = 0.0, False, False, {}
+        for _ in range(self.action_repeat):
+            obs, r, terminated, truncated, info = self._env.step(scaled)
+            reward += float(r)
+            if terminated or truncated:
+                break
+        self._frames.append(self._frame(obs))
+        return self._obs(), reward, bool(terminated), bool(truncated), info
+
+    def render(self):
+        return self._frames[-1].transpose(1, 2, 0).copy()
+
+    def close(self):
+        self._env.close()
+
+
 def make(task: str, seed: int = 0, action_repeat: int | None = None, frame_stack: int = 3,
-         image_size: int = 100) -> DMCPixels:
-    """A pixel DeepMind Control env; ``task`` like ``cartpole-swingup`` (unknown names list the valid ones)."""
+         image_size: int = 100) -> gym.Env:
+    """A pixel environment: a DeepMind Control task like ``cartpole-swingup`` (unknown names list the
+    valid ones), or ``gym:ENV_ID`` for any gymnasium environment with a bounded Box action space."""
+    if task.startswith(GYM_PREFIX):
+        return GymPixels(task[len(GYM_PREFIX):], seed=seed, action_repeat=action_repeat or 1,
+                         frame_stack=frame_stack, image_size=image_size)
     return DMCPixels(task, seed=seed, action_repeat=action_repeat, frame_stack=frame_stack, image_size=image_size)
