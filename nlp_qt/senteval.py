@@ -340,14 +340,31 @@ def format_table(results: dict, name: str = "model") -> str:
     return head + "\n| " + name + " | " + " | ".join(cell(c) for c in cols) + " |"
 
 
-def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS) -> Path:
-    """Fetch SentEval's data into ``data`` (SentEval's data/downstream layout). Needs internet."""
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS, urls: dict | None = None) -> Path:
+    """Fetch SentEval's data into ``data`` (SentEval's data/downstream layout). Needs internet.
+
+    Follows SentEval's ``data/get_transfer_data.bash``: MR, CR, SUBJ and MPQA come from one zip;
+    TREC from its authors' site with backticks and single quotes removed; MRPC's two files. Each
+    file is written whole (temporary name, then rename), so an interrupted download leaves no
+    half-written file behind. ``urls`` replaces :data:`DOWNLOADS` (mirrors, tests).
+    """
     root = Path(data)
     root.mkdir(parents=True, exist_ok=True)
+    urls = DOWNLOADS if urls is None else urls
+    unknown = [t for t in tasks if t not in TASK_FILES]
+    if unknown:
+        raise ValueError(f"unknown SentEval task(s) {unknown}; known: {', '.join(ALL_TASKS)}")
 
-    def get(urls: Sequence[str]) -> bytes:
+    def get(mirrors: Sequence[str]) -> bytes:
         errors = []
-        for url in urls:
+        for url in mirrors:
             try:
                 with urllib.request.urlopen(url, timeout=60) as r:
                     return r.read()
@@ -356,15 +373,24 @@ def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS) -> Path:
         raise ConnectionError("could not download (offline?): " + "; ".join(errors))
 
     if any(t in BINARY_TASKS for t in tasks):
-        with zipfile.ZipFile(io.BytesIO(get(DOWNLOADS["binary"]))) as z:
+        with zipfile.ZipFile(io.BytesIO(get(urls["binary"]))) as z:
+            names = z.namelist()
             for member, target in _ZIP_MEMBERS.items():
-                if target.split("/")[0] in tasks:
-                    (root / target).parent.mkdir(parents=True, exist_ok=True)
-                    (root / target).write_bytes(z.read(member))
-    for target, url in DOWNLOADS.items():
+                if target.split("/")[0] not in tasks:
+                    continue
+                # the zip's top folder has varied between mirrors: match on the last two path parts
+                tail = "/".join(member.split("/")[-2:])
+                found = [n for n in names if n == member or n.endswith("/" + tail)]
+                if not found:
+                    raise SentEvalDataError(f"{urls['binary'][0]}: the archive has no {tail} (members: "
+                                            f"{', '.join(names[:10])}{', ...' if len(names) > 10 else ''})")
+                _write_atomic(root / target, z.read(found[0]))
+    for target, mirrors in urls.items():
         if target != "binary" and target.split("/")[0] in tasks:
-            (root / target).parent.mkdir(parents=True, exist_ok=True)
-            (root / target).write_bytes(get(url))
+            raw = get(mirrors)
+            if target.startswith("TREC/"):
+                raw = raw.replace(b"`", b"").replace(b"'", b"")  # as SentEval's get_transfer_data.bash does
+            _write_atomic(root / target, raw)
     return root
 
 
@@ -375,7 +401,10 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         p.add_argument("--data", required=True, help="target folder (becomes SentEval's data/downstream)")
         p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS)
         a = p.parse_args(argv[1:])
-        print(f"SentEval data in {download(a.data, a.tasks)}")
+        try:
+            print(f"SentEval data in {download(a.data, a.tasks)}")
+        except (ConnectionError, SentEvalDataError) as err:
+            raise SystemExit(f"error: {err}") from err
         return None
     p = argparse.ArgumentParser(
         prog="python -m nlp_qt.senteval",

@@ -113,3 +113,40 @@ def test_cli_with_sentence_transformers_model_json(tmp_path, capsys):
 def test_table_layout():
     t = se.format_table({"MR": {"acc": 76.8}, "MRPC": {"acc": 73.6, "f1": 81.8}}, "qt")
     assert "| qt | 76.80 | - | - | - | - | 73.60 | 81.80 |" in t
+
+
+def test_download_follows_senteval_layout_from_mirrors(tmp_path):
+    """`download` on local file:// mirrors: the zip's members land in data/downstream, TREC loses
+    backticks and quotes (as SentEval's script does), a dead first mirror falls through to the next."""
+    import io
+    import zipfile
+
+    src = _write_task_folder(tmp_path / "src")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:  # a top folder other than data/, as some mirrors have
+        for member, target in se._ZIP_MEMBERS.items():
+            z.writestr("NB_ACL12/" + "/".join(member.split("/")[1:]), (src / target).read_bytes())
+    (tmp_path / "binary.zip").write_bytes(buf.getvalue())
+    trec = src / "TREC" / "train_5500.label"
+    trec.write_text(trec.read_text().replace("sub ", "sub ``quoted'' it's ", 1))
+    dead = (tmp_path / "missing").as_uri()
+    urls = {"binary": (dead, (tmp_path / "binary.zip").as_uri())}
+    urls.update({t: (dead, (src / t).as_uri()) for t in se.DOWNLOADS if t != "binary"})
+    root = se.download(tmp_path / "got", urls=urls)
+    for task in se.ALL_TASKS:
+        for f in se.TASK_FILES[task]:
+            assert (root / f).is_file(), f
+    assert (root / "MR" / "rt-polarity.pos").read_bytes() == (src / "MR" / "rt-polarity.pos").read_bytes()
+    first = (root / "TREC" / "train_5500.label").read_text().splitlines()[0]
+    assert "`" not in first and "'" not in first and "quoted its" in first
+    res = se.evaluate(_keyword_encoder, root, ["MR", "TREC"], kfold=3)
+    assert res["MR"]["acc"] > 95
+    assert not list(root.rglob("*.partial"))
+
+
+def test_download_offline_says_so(tmp_path, capsys):
+    dead = (tmp_path / "nothing.zip").as_uri()
+    with pytest.raises(ConnectionError, match="offline"):
+        se.download(tmp_path / "d", ["MR"], urls={"binary": (dead,)})
+    with pytest.raises(ValueError, match="unknown SentEval task"):
+        se.download(tmp_path / "d", ["SST"])
