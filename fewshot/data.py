@@ -37,14 +37,17 @@ def _check_columns(columns, text_column, label_column, source):
 
 
 def load_local(path: str, text_column: str, label_column: str, positive_label: str):
-    """A local GLUE-style .tsv (header row), .csv, or .jsonl/.json (one object per line) file."""
+    """A local GLUE-style .tsv (header row, no quoting), .csv, or .jsonl/.json (one object per line) file."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"data file not found: {p}")
     suffix = p.suffix.lower()
     if suffix in (".tsv", ".csv"):
-        with open(p, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=csv.QUOTE_MINIMAL)
+        # GLUE's TSV files are not quoted (a sentence may start with or contain a lone `"`), so a
+        # .tsv is read without quote handling, as GLUE's own readers do; a .csv uses CSV quoting.
+        quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
+        with open(p, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
             _check_columns(reader.fieldnames or [], text_column, label_column, str(p))
             rows = list(reader)
     elif suffix in (".jsonl", ".json"):

@@ -216,3 +216,13 @@ def test_shipped_offline_datasets_load():
     assert len(x) == len(y) > 300 and set(y) == {0, 1} and all(t.strip() for t in x)
     x, y = load_reuters("train")
     assert len(x) == len(y) > 300 and set(y) == {0, 1}
+
+
+def test_glue_tsv_with_lone_quotes_and_bom(tmp_path):
+    """GLUE's TSVs are unquoted: a sentence that starts with or contains a lone `"` stays one row."""
+    p = tmp_path / "train.tsv"
+    p.write_text('\ufeffsentence\tlabel\n" the film is a gem\t1\nit \'s "great \t1\na dull , "lifeless mess\t0\n'
+                 'a mess\t0\n', encoding="utf-8")
+    texts, labels = load_local(str(p), "sentence", "label", "1")
+    assert texts == ['" the film is a gem', 'it \'s "great ', 'a dull , "lifeless mess', "a mess"]
+    assert labels == [1, 1, 0, 0]
