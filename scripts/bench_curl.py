@@ -10,14 +10,24 @@ Baselines measured in the same run:
 
     .venv/bin/python scripts/bench_curl.py                 # table
     .venv/bin/python scripts/bench_curl.py --json          # one JSON object per batch size
+    .venv/bin/python scripts/bench_curl.py --official ~/src/curl   # also time the official code
+
+``--official PATH`` takes a checkout of MishaLaskin/curl (``git clone https://github.com/MishaLaskin/curl``;
+nothing of it is copied into this repository) and times its ``CurlSacAgent.update(replay_buffer, L,
+step)`` with its own ``ReplayBuffer.sample_cpc`` at the SPEC settings, same batch and device, in the
+same run, interleaved with ours. The JSON rows then carry ``official_update_ms`` and
+``ours_over_official`` (the issue's target is at most 0.5). If ``skimage`` or ``gym`` are not
+installed, numpy's ``sliding_window_view`` and gymnasium stand in for the two names it imports.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +63,10 @@ class Args:
     """auto (GPU if available) or a torch device string."""
     baseline: bool = True
     """Also time the official-style baseline update in the same run."""
+    official: str = ""
+    """Path to a checkout of MishaLaskin/curl: also time its update in this run (see the module docstring)."""
+    repeats: int = 1
+    """Interleaved repetitions of (official, ours) timings per batch with --official; medians are reported."""
     json: bool = False
     """Print one JSON object per line (fields batch, update_ms, replay_bytes_per_transition, env_steps_per_s, ...)."""
 
@@ -144,6 +158,79 @@ def time_baseline(cfg, agent, device, updates, rng) -> float:
     return (time.perf_counter() - t) / updates * 1000
 
 
+def load_official(path: str):
+    """``(CurlSacAgent, ReplayBuffer)`` from a MishaLaskin/curl checkout at ``path``."""
+    root = Path(path).expanduser()
+    missing = [f for f in ("curl_sac.py", "utils.py", "encoder.py") if not (root / f).is_file()]
+    if missing:
+        raise SystemExit(f"--official {root}: not a checkout of MishaLaskin/curl (missing {', '.join(missing)}); "
+                         "get it with `git clone https://github.com/MishaLaskin/curl`")
+    try:
+        importlib.import_module("skimage.util.shape")
+    except ImportError:  # the official utils.py only needs view_as_windows with step 1
+        def view_as_windows(arr, window_shape, step=1):
+            if step != 1:
+                raise NotImplementedError("stand-in view_as_windows supports step=1 only")
+            return np.lib.stride_tricks.sliding_window_view(arr, tuple(window_shape))
+
+        shape = types.ModuleType("skimage.util.shape")
+        shape.view_as_windows = view_as_windows
+        for name in ("skimage", "skimage.util"):
+            sys.modules.setdefault(name, types.ModuleType(name))
+        sys.modules["skimage.util.shape"] = shape
+    try:
+        importlib.import_module("gym")
+    except ImportError:  # only used for its FrameStack wrapper class, which the timing does not touch
+        import gymnasium
+
+        sys.modules["gym"] = gymnasium
+    sys.path.insert(0, str(root))
+    try:
+        curl_sac, utils = importlib.import_module("curl_sac"), importlib.import_module("utils")
+    finally:
+        sys.path.remove(str(root))
+    return curl_sac.CurlSacAgent, utils.ReplayBuffer
+
+
+class _NoLog:
+    """Accepts every logging call of the official agent (log, log_histogram, ...) and drops it."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+def make_official(agent_cls, buffer_cls, cfg: Config, device, rng):
+    """The official agent at the SPEC settings of ``cfg`` and its replay filled with random frames."""
+    agent = agent_cls(
+        obs_shape=(9, cfg.crop_size, cfg.crop_size), action_shape=(1,), device=device, hidden_dim=cfg.hidden_dim,
+        discount=cfg.discount, init_temperature=cfg.init_temperature, alpha_lr=cfg.alpha_lr, alpha_beta=cfg.alpha_beta1,
+        actor_lr=cfg.lr, actor_beta=cfg.actor_beta1, actor_log_std_min=cfg.log_std_min, actor_log_std_max=cfg.log_std_max,
+        actor_update_freq=cfg.actor_update_every, critic_lr=cfg.lr, critic_beta=cfg.actor_beta1,
+        critic_tau=cfg.critic_tau, critic_target_update_freq=cfg.target_update_every, encoder_type="pixel",
+        encoder_feature_dim=cfg.feature_dim, encoder_lr=cfg.encoder_lr, encoder_tau=cfg.encoder_tau,
+        num_layers=cfg.num_layers, num_filters=cfg.num_filters, log_interval=100, detach_encoder=False,
+        curl_latent_dim=128)
+    n = max(2 * cfg.batch_size, 600)
+    buf = buffer_cls(obs_shape=(9, cfg.image_size, cfg.image_size), action_shape=(1,), capacity=n,
+                     batch_size=cfg.batch_size, device=device, image_size=cfg.crop_size)
+    for _ in range(n):
+        buf.add(rng.integers(0, 256, (9, cfg.image_size, cfg.image_size), dtype=np.uint8), rng.uniform(-1, 1, 1), 0.0,
+                rng.integers(0, 256, (9, cfg.image_size, cfg.image_size), dtype=np.uint8), False)
+    return agent, buf
+
+
+def time_official(agent, buf, device, updates) -> float:
+    # the same step numbers as time_ours, so both run the actor and target updates equally often
+    for s in range(2):
+        agent.update(buf, _NoLog(), s)
+    sync(device)
+    t = time.perf_counter()
+    for s in range(updates):
+        agent.update(buf, _NoLog(), s)
+    sync(device)
+    return (time.perf_counter() - t) / updates * 1000
+
+
 def env_rate(task: str, steps: int) -> tuple[float, int]:
     env = make(task, seed=0)
     env.reset(seed=0)
@@ -162,6 +249,7 @@ def main(args: Args) -> None:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
+    official_classes = load_official(args.official) if args.official else None
     rng = np.random.default_rng(0)
     big = FrameReplay(100_000, (9, 100, 100), 6, 3)  # zero pages: not touched, not resident
     replay_bpt = big.bytes_per_transition()
@@ -175,19 +263,34 @@ def main(args: Args) -> None:
         agent.make_optimizers()
         replay = FrameReplay(max(2 * batch, 600), (9, cfg.image_size, cfg.image_size), 1, 3, seed=0)
         fill(replay, replay.capacity, rng)
-        ours = time_ours(cfg, agent, replay, device, args.updates)
+        official = None
+        if args.official:
+            agent_cls, buffer_cls = official_classes
+            off_agent, off_buf = make_official(agent_cls, buffer_cls, cfg, device, rng)
+            pairs = [(time_official(off_agent, off_buf, device, args.updates),
+                      time_ours(cfg, agent, replay, device, args.updates)) for _ in range(max(1, args.repeats))]
+            official, ours = float(np.median([p[0] for p in pairs])), float(np.median([p[1] for p in pairs]))
+            del off_agent, off_buf
+        else:
+            ours = time_ours(cfg, agent, replay, device, args.updates)
         base = time_baseline(cfg, agent, device, args.updates, rng) if args.baseline else float("nan")
-        row = {"batch": batch, "update_ms": round(ours, 2), "baseline_update_ms": round(base, 2),
-               "speedup_vs_baseline": round(base / ours, 3), "replay_bytes_per_transition": round(replay_bpt, 1),
+        row = {"batch": batch, "update_ms": round(ours, 2),
+               "baseline_update_ms": round(base, 2) if args.baseline else None,
+               "speedup_vs_baseline": round(base / ours, 3) if args.baseline else None, "replay_bytes_per_transition": round(replay_bpt, 1),
                "obs_next_obs_bytes_per_transition": stacks_bpt, "replay_memory_ratio": round(stacks_bpt / replay_bpt, 2),
                "env_steps_per_s": round(env_sps, 1), "action_repeat": ar, "task": args.task,
                "device": str(device), "threads": torch.get_num_threads()}
+        if official is not None:
+            row.update(official_update_ms=round(official, 2), ours_over_official=round(ours / official, 3))
         if args.json:
             print(json.dumps(row), flush=True)
         else:
-            print(f"batch {batch}: update {ours:.1f} ms (official-style baseline {base:.1f} ms, x{base / ours:.2f}); "
+            baseline = f" (official-style baseline {base:.1f} ms, x{base / ours:.2f})" if args.baseline else ""
+            print(f"batch {batch}: update {ours:.1f} ms{baseline}; "
                   f"replay {replay_bpt:.0f} B/transition vs {stacks_bpt} for obs+next_obs (x{stacks_bpt / replay_bpt:.2f} less); "
-                  f"{args.task}: {env_sps:.0f} env steps/s with rendering (action repeat {ar}) on {device}", flush=True)
+                  f"{args.task}: {env_sps:.0f} env steps/s with rendering (action repeat {ar}) on {device}"
+                  + (f"; official MishaLaskin/curl update {official:.1f} ms, ours/official {ours / official:.2f}"
+                     if official is not None else ""), flush=True)
 
 
 if __name__ == "__main__":

@@ -55,3 +55,69 @@ def test_bench_json_fields():
     for key in ("batch", "update_ms", "replay_bytes_per_transition", "env_steps_per_s"):
         assert key in rows[0]
     assert rows[0]["batch"] == 8 and rows[0]["replay_bytes_per_transition"] <= 2 * 9 * 100 * 100 / 5
+
+
+FAKE_CURL_SAC = '''
+import utils  # noqa: F401  (the official module imports utils and encoder too)
+from encoder import make_encoder  # noqa: F401
+CALLS = []
+class CurlSacAgent:
+    def __init__(self, **kw):
+        CALLS.append(("init", kw))
+    def update(self, replay_buffer, L, step):
+        replay_buffer.sample_cpc()
+        L.log("train/batch_reward", 0.0, step)
+        L.log_histogram("train/x", None, step)  # the harness must swallow every logging call
+        CALLS.append(("update", step))
+'''
+FAKE_UTILS = '''
+import gym  # noqa: F401
+from skimage.util.shape import view_as_windows
+import numpy as np
+class ReplayBuffer:
+    def __init__(self, obs_shape, action_shape, capacity, batch_size, device, image_size=84, transform=None):
+        self.obs, self.batch_size, self.image_size = [], batch_size, image_size
+    def add(self, obs, action, reward, next_obs, done):
+        self.obs.append(obs)
+    def sample_cpc(self):
+        imgs = np.stack(self.obs[: self.batch_size]).transpose(0, 2, 3, 1)
+        w = view_as_windows(imgs, (1, self.image_size, self.image_size, 1))[..., 0, :, :, 0]
+        return w[np.arange(len(imgs)), 0, 0]
+'''
+
+
+@pytest.fixture
+def restore_modules():
+    names = ("curl_sac", "utils", "encoder", "gym", "skimage", "skimage.util", "skimage.util.shape")
+    before = {n: sys.modules.get(n) for n in names}
+    yield
+    for n, m in before.items():
+        if m is None:
+            sys.modules.pop(n, None)
+        else:
+            sys.modules[n] = m
+
+
+def test_bench_official_harness_on_a_stand_in_checkout(tmp_path, restore_modules):
+    """--official drives a MishaLaskin/curl checkout's agent and replay; here a stand-in with the same
+    interface (the real code is not in this repository), so the plumbing is tested."""
+    import bench_curl
+
+    (tmp_path / "curl_sac.py").write_text(FAKE_CURL_SAC)
+    (tmp_path / "utils.py").write_text(FAKE_UTILS)
+    (tmp_path / "encoder.py").write_text("def make_encoder(*a, **k):\n    return None\n")
+    agent_cls, buffer_cls = bench_curl.load_official(str(tmp_path))
+    import numpy as np
+    import torch
+    from rl_curl.config import Config
+
+    cfg = Config(batch_size=4, image_size=100).resolved()
+    agent, buf = bench_curl.make_official(agent_cls, buffer_cls, cfg, torch.device("cpu"), np.random.default_rng(0))
+    assert bench_curl.time_official(agent, buf, torch.device("cpu"), 3) >= 0
+    calls = sys.modules["curl_sac"].CALLS
+    init = dict(calls[0][1])
+    assert init["hidden_dim"] == 1024 and init["num_filters"] == 32 and init["encoder_tau"] == 0.05
+    assert init["obs_shape"] == (9, 84, 84) and init["critic_target_update_freq"] == 2
+    assert [c[1] for c in calls[1:]] == [0, 1, 0, 1, 2]  # 2 warm-up + 3 timed, same step numbers as ours
+    with pytest.raises(SystemExit, match="MishaLaskin/curl"):
+        bench_curl.load_official(str(tmp_path / "nowhere"))
