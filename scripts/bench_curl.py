@@ -22,6 +22,7 @@ installed, numpy's ``sliding_window_view`` and gymnasium stand in for the two na
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -30,6 +31,7 @@ import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -61,6 +63,8 @@ class Args:
     """torch CPU threads (0 = default)."""
     device: str = "auto"
     """auto (GPU if available) or a torch device string."""
+    mixed_precision: Literal["no", "bf16"] = "no"
+    """Time our update under bf16 autocast (as `rl_curl.train --mixed-precision bf16`); the baselines stay float32."""
     baseline: bool = True
     """Also time the official-style baseline update in the same run."""
     official: str = ""
@@ -261,6 +265,11 @@ def main(args: Args) -> None:
         torch.manual_seed(0)
         agent = CurlAgent((9, cfg.image_size, cfg.image_size), 1, cfg).to(device)
         agent.make_optimizers()
+        ours_agent = agent
+        if args.mixed_precision == "bf16":  # a separate agent, so the float32 baseline is untouched
+            ours_agent = CurlAgent((9, cfg.image_size, cfg.image_size), 1, cfg).to(device)
+            ours_agent.make_optimizers()
+            ours_agent.autocast = functools.partial(torch.autocast, device.type, dtype=torch.bfloat16)
         replay = FrameReplay(max(2 * batch, 600), (9, cfg.image_size, cfg.image_size), 1, 3, seed=0)
         fill(replay, replay.capacity, rng)
         official = None
@@ -268,18 +277,18 @@ def main(args: Args) -> None:
             agent_cls, buffer_cls = official_classes
             off_agent, off_buf = make_official(agent_cls, buffer_cls, cfg, device, rng)
             pairs = [(time_official(off_agent, off_buf, device, args.updates),
-                      time_ours(cfg, agent, replay, device, args.updates)) for _ in range(max(1, args.repeats))]
+                      time_ours(cfg, ours_agent, replay, device, args.updates)) for _ in range(max(1, args.repeats))]
             official, ours = float(np.median([p[0] for p in pairs])), float(np.median([p[1] for p in pairs]))
             del off_agent, off_buf
         else:
-            ours = time_ours(cfg, agent, replay, device, args.updates)
+            ours = time_ours(cfg, ours_agent, replay, device, args.updates)
         base = time_baseline(cfg, agent, device, args.updates, rng) if args.baseline else float("nan")
         row = {"batch": batch, "update_ms": round(ours, 2),
                "baseline_update_ms": round(base, 2) if args.baseline else None,
                "speedup_vs_baseline": round(base / ours, 3) if args.baseline else None, "replay_bytes_per_transition": round(replay_bpt, 1),
                "obs_next_obs_bytes_per_transition": stacks_bpt, "replay_memory_ratio": round(stacks_bpt / replay_bpt, 2),
                "env_steps_per_s": round(env_sps, 1), "action_repeat": ar, "task": args.task,
-               "device": str(device), "threads": torch.get_num_threads()}
+               "device": str(device), "threads": torch.get_num_threads(), "mixed_precision": args.mixed_precision}
         if official is not None:
             row.update(official_update_ms=round(official, 2), ours_over_official=round(ours / official, 3))
         if args.json:

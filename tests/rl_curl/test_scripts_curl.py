@@ -48,13 +48,15 @@ def test_table3_dry_run_and_bad_objective(tmp_path, capsys):
 
 def test_bench_json_fields():
     res = subprocess.run([sys.executable, str(ROOT / "scripts/bench_curl.py"), "--json", "--batches", "8",
-                          "--updates", "1", "--env-agent-steps", "2", "--threads", "1", "--device", "cpu"],
+                          "--updates", "1", "--env-agent-steps", "2", "--threads", "1", "--device", "cpu",
+                          "--mixed-precision", "bf16"],
                          capture_output=True, text=True, timeout=300, check=True, cwd=ROOT)
     rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 1
     for key in ("batch", "update_ms", "replay_bytes_per_transition", "env_steps_per_s"):
         assert key in rows[0]
     assert rows[0]["batch"] == 8 and rows[0]["replay_bytes_per_transition"] <= 2 * 9 * 100 * 100 / 5
+    assert rows[0]["mixed_precision"] == "bf16" and rows[0]["update_ms"] > 0 and rows[0]["baseline_update_ms"] > 0
 
 
 FAKE_CURL_SAC = '''
