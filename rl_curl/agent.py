@@ -26,7 +26,7 @@ from shared_losses import (
 
 from .augment import center_crop, random_crop
 from .config import Config
-from .networks import Actor, ConvTrunk, Critic, Encoder, weight_init
+from .networks import Actor, ConvTrunk, Critic, Encoder, ScaledPixels, weight_init
 
 
 def contrastive_logits(z_anchor: torch.Tensor, z_keys: list[torch.Tensor], score: BilinearScore,
@@ -108,11 +108,13 @@ class CurlAgent(nn.Module):
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, float]:
         """One full update at agent step ``step``: critic, actor + alpha (every k), targets (every k), aux (every k)."""
         c = self.cfg
-        obs = random_crop(batch["obs"], c.crop_size)
-        next_obs = random_crop(batch["next_obs"], c.crop_size)
+        # Each crop is converted to float once and read by every trunk that needs it (obs: critic
+        # before and after its step; next_obs: actor and target; keys: the momentum encoder).
+        obs = ScaledPixels(random_crop(batch["obs"], c.crop_size))
+        next_obs = ScaledPixels(random_crop(batch["next_obs"], c.crop_size))
         run_actor = step % c.actor_update_every == 0
         run_aux = c.aux != "none" and step % c.aux_update_every == 0
-        keys = [random_crop(batch["obs"], c.crop_size) for _ in range(c.positives)] if run_aux else []
+        keys = [ScaledPixels(random_crop(batch["obs"], c.crop_size)) for _ in range(c.positives)] if run_aux else []
         metrics = self.update_critic(obs, batch["action"], batch["reward"], next_obs, batch["not_done"])
         # The critic's conv features of obs after the critic step, shared (exactly) by the actor
         # update (detached) and the auxiliary loss (with gradients): neither step changes the trunk

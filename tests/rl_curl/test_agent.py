@@ -140,3 +140,17 @@ def test_update_under_bf16_autocast():
         metrics = ag.update(batch(), step)
     assert all(torch.isfinite(v) and v.dtype == torch.float32 for v in metrics.values())
     assert ag.act(batch()["obs"][0]).shape == (2,)
+
+
+def test_scaled_pixels_are_bit_identical_to_converting_in_the_trunk():
+    """The update converts each crop once (ScaledPixels) for several trunks: same bits as obs.float() / 255."""
+    from rl_curl.networks import ConvTrunk, ScaledPixels, scale_pixels
+
+    torch.manual_seed(0)
+    x = torch.randint(0, 256, (3, 9, 20, 20), dtype=torch.uint8)
+    ref = x.float() / 255.0
+    got = scale_pixels(x)
+    assert torch.equal(got, ref) and got.is_contiguous(memory_format=torch.channels_last)
+    trunk = ConvTrunk(9, 20, num_filters=4, num_layers=2)
+    assert torch.equal(trunk(ScaledPixels(x)), trunk(x))
+    assert torch.equal(trunk(x), trunk(x.float()))  # float pixels in 0..255 read the same as uint8
