@@ -41,10 +41,30 @@ def parse_task(task: str) -> tuple[str, str]:
     return domain, name
 
 
-class DMCPixels(gym.Env):
-    """A DeepMind Control task rendered from pixels, with action repeat and frame stacking."""
+class _StackedPixels(gym.Env):
+    """What both pixel environments share: the frame stack, the observation, render, action mapping."""
 
     metadata = {"render_modes": ["rgb_array"]}
+    _frames: deque
+    _low: np.ndarray
+    _high: np.ndarray
+
+    def _obs(self) -> np.ndarray:
+        return np.concatenate(list(self._frames), axis=0)
+
+    def _env_action(self, action) -> np.ndarray:
+        """``action`` in [-1, 1] (clipped) mapped linearly onto the wrapped environment's bounds."""
+        action = np.asarray(action, dtype=np.float64).reshape(self.action_space.shape)
+        if not np.all(np.isfinite(action)):
+            raise ValueError(f"action must be finite, got {action}")
+        return self._low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
+
+    def render(self):
+        return self._frames[-1].transpose(1, 2, 0).copy()
+
+
+class DMCPixels(_StackedPixels):
+    """A DeepMind Control task rendered from pixels, with action repeat and frame stacking."""
 
     def __init__(self, task: str, seed: int = 0, action_repeat: int | None = None, frame_stack: int = 3,
                  image_size: int = 100, camera_id: int | None = None):
@@ -72,9 +92,6 @@ class DMCPixels(gym.Env):
         frame = self._env.physics.render(height=self.image_size, width=self.image_size, camera_id=self.camera_id)
         return np.ascontiguousarray(frame.transpose(2, 0, 1))
 
-    def _obs(self) -> np.ndarray:
-        return np.concatenate(list(self._frames), axis=0)
-
     def reset(self, *, seed: int | None = None, options=None):
         super().reset(seed=seed)
         if seed is not None:  # a fresh task RNG makes the episode a function of the seed alone
@@ -87,11 +104,7 @@ class DMCPixels(gym.Env):
         return self._obs(), {}
 
     def step(self, action):
-        action = np.asarray(action, dtype=np.float64).reshape(self.action_space.shape)
-        if not np.all(np.isfinite(action)):
-            raise ValueError(f"action must be finite, got {action}")
-        # [-1, 1] -> the task's own bounds (all of dm_control's are [-1, 1] today).
-        scaled = self._low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
+        scaled = self._env_action(action)  # the task's own bounds (all of dm_control's are [-1, 1] today)
         reward, last = 0.0, False
         for _ in range(self.action_repeat):
             ts = self._env.step(scaled)
@@ -103,9 +116,6 @@ class DMCPixels(gym.Env):
         self._steps += 1
         truncated = last or self._steps >= self.max_episode_steps
         return self._obs(), float(reward), False, truncated, {}
-
-    def render(self):
-        return self._frames[-1].transpose(1, 2, 0).copy()
 
     def close(self):
         self._env.close()
@@ -124,7 +134,7 @@ def _to_unit_box(space, what: str):
     return low, high
 
 
-class GymPixels(gym.Env):
+class GymPixels(_StackedPixels):
     """Any gymnasium environment seen from pixels, with action repeat and frame stacking.
 
     Frames are the environment's observations when those are ``(H, W, 3)`` uint8 images, otherwise
@@ -133,8 +143,6 @@ class GymPixels(gym.Env):
     ``[-1, 1]`` are mapped linearly onto the environment's Box bounds. ``terminated`` and
     ``truncated`` are passed through (a terminal state is not bootstrapped; a time limit is).
     """
-
-    metadata = {"render_modes": ["rgb_array"]}
 
     def __init__(self, env_id: str, seed: int = 0, action_repeat: int = 1, frame_stack: int = 3,
                  image_size: int = 100, **make_kwargs):
@@ -170,9 +178,6 @@ class GymPixels(gym.Env):
             frame = np.asarray(Image.fromarray(frame).resize((self.image_size, self.image_size), Image.BILINEAR))
         return np.ascontiguousarray(frame.transpose(2, 0, 1))
 
-    def _obs(self) -> np.ndarray:
-        return np.concatenate(list(self._frames), axis=0)
-
     def reset(self, *, seed: int | None = None, options=None):
         super().reset(seed=seed)
         if seed is None and self._seed is not None:
@@ -184,11 +189,7 @@ class GymPixels(gym.Env):
         return self._obs(), info
 
     def step(self, action):
-        action = np.asarray(action, dtype=np.float64).reshape(self.action_space.shape)
-        if not np.all(np.isfinite(action)):
-            raise ValueError(f"action must be finite, got {action}")
-        scaled = self._low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
-        scaled = scaled.astype(self._env.action_space.dtype)
+        scaled = self._env_action(action).astype(self._env.action_space.dtype)
         reward, terminated, truncated, info = 0.0, False, False, {}
         for _ in range(self.action_repeat):
             obs, r, terminated, truncated, info = self._env.step(scaled)
@@ -197,9 +198,6 @@ class GymPixels(gym.Env):
                 break
         self._frames.append(self._frame(obs))
         return self._obs(), reward, bool(terminated), bool(truncated), info
-
-    def render(self):
-        return self._frames[-1].transpose(1, 2, 0).copy()
 
     def close(self):
         self._env.close()
