@@ -89,15 +89,21 @@ def fill(replay: FrameReplay, n: int, rng) -> None:
         obs = nxt
 
 
-def time_ours(cfg, agent, replay, device, updates) -> float:
+def ms_per_update(update, device, updates) -> float:
+    """Mean ms of ``update(step)`` over steps 0..updates-1, after warm-up steps 0 and 1. Every timed
+    implementation runs the same step numbers, so actor and target updates happen equally often."""
     for s in range(2):
-        agent.update(replay.sample(cfg.batch_size, device), s)
+        update(s)
     sync(device)
     t = time.perf_counter()
     for s in range(updates):
-        agent.update(replay.sample(cfg.batch_size, device), s)
+        update(s)
     sync(device)
     return (time.perf_counter() - t) / updates * 1000
+
+
+def time_ours(cfg, agent, replay, device, updates) -> float:
+    return ms_per_update(lambda s: agent.update(replay.sample(cfg.batch_size, device), s), device, updates)
 
 
 def numpy_crop(imgs: np.ndarray, size: int, rng) -> np.ndarray:
@@ -152,14 +158,8 @@ def time_baseline(cfg, agent, device, updates, rng) -> float:
     obses = rng.integers(0, 256, (n, 9, cfg.image_size, cfg.image_size), dtype=np.uint8)
     next_obses = rng.integers(0, 256, (n, 9, cfg.image_size, cfg.image_size), dtype=np.uint8)
     actions = rng.uniform(-1, 1, (n, agent.action_dim)).astype(np.float32)
-    for s in range(2):
-        baseline_update(agent, obses, next_obses, actions, cfg, device, s, rng)
-    sync(device)
-    t = time.perf_counter()
-    for s in range(updates):
-        baseline_update(agent, obses, next_obses, actions, cfg, device, s, rng)
-    sync(device)
-    return (time.perf_counter() - t) / updates * 1000
+    return ms_per_update(lambda s: baseline_update(agent, obses, next_obses, actions, cfg, device, s, rng),
+                         device, updates)
 
 
 def load_official(path: str):
@@ -224,15 +224,8 @@ def make_official(agent_cls, buffer_cls, cfg: Config, device, rng):
 
 
 def time_official(agent, buf, device, updates) -> float:
-    # the same step numbers as time_ours, so both run the actor and target updates equally often
-    for s in range(2):
-        agent.update(buf, _NoLog(), s)
-    sync(device)
-    t = time.perf_counter()
-    for s in range(updates):
-        agent.update(buf, _NoLog(), s)
-    sync(device)
-    return (time.perf_counter() - t) / updates * 1000
+    log = _NoLog()
+    return ms_per_update(lambda s: agent.update(buf, log, s), device, updates)
 
 
 def env_rate(task: str, steps: int) -> tuple[float, int]:
@@ -273,7 +266,7 @@ def main(args: Args) -> None:
         replay = FrameReplay(max(2 * batch, 600), (9, cfg.image_size, cfg.image_size), 1, 3, seed=0)
         fill(replay, replay.capacity, rng)
         official = None
-        if args.official:
+        if official_classes is not None:
             agent_cls, buffer_cls = official_classes
             off_agent, off_buf = make_official(agent_cls, buffer_cls, cfg, device, rng)
             pairs = [(time_official(off_agent, off_buf, device, args.updates),
