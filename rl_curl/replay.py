@@ -91,21 +91,32 @@ class FrameReplay:
         pick = self.rng.integers(stale, n, size=batch_size)
         return (self.added - n + pick) % self.capacity
 
-    def stacks(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``obs`` and ``next_obs`` uint8 stacks ``[B, k * c, H, W]`` of transitions ``idx``."""
+    def _gather(self, idx: np.ndarray) -> np.ndarray:
+        """The ``k + 1`` frames ``[B, k+1, c, H, W]`` of transitions ``idx`` (obs's oldest to next_obs's newest), one gather."""
         span = self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]
-        frames = self.frames[span % self.frame_capacity]  # [B, k+1, c, H, W], one gather
+        return self.frames[span % self.frame_capacity]
+
+    def stacks(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``obs`` and ``next_obs`` uint8 stacks ``[B, k * c, H, W]`` of transitions ``idx`` (views of one gather)."""
+        frames = self._gather(idx)
         B = len(idx)
         obs = frames[:, :-1].reshape(B, *self.obs_shape)
         next_obs = frames[:, 1:].reshape(B, *self.obs_shape)
         return obs, next_obs
 
     def sample(self, batch_size: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-        """A uniform batch: uint8 ``obs``, ``next_obs`` and float ``action``, ``reward`` [B,1], ``not_done`` [B,1]."""
+        """A uniform batch: uint8 ``obs``, ``next_obs`` and float ``action``, ``reward`` [B,1], ``not_done`` [B,1].
+
+        The ``k + 1`` frames of each transition are gathered once into one contiguous array and moved to
+        ``device`` in one copy; ``obs`` and ``next_obs`` are then overlapping views of it there (no copy).
+        Sending the two stacks separately would first copy each into contiguous memory and move
+        ``2k`` frames per transition instead of ``k + 1``.
+        """
         idx = self.sample_indices(batch_size)
-        obs, next_obs = self.stacks(idx)
+        frames = torch.from_numpy(self._gather(idx)).to(device)  # [B, k+1, c, H, W]
+        obs, next_obs = frames[:, :-1].flatten(1, 2), frames[:, 1:].flatten(1, 2)  # views [B, k*c, H, W]
         to = lambda a: torch.as_tensor(a).to(device, non_blocking=True)  # noqa: E731
-        return {"obs": to(obs), "next_obs": to(next_obs), "action": to(self.actions[idx]),
+        return {"obs": obs, "next_obs": next_obs, "action": to(self.actions[idx]),
                 "reward": to(self.rewards[idx][:, None]), "not_done": to(self.not_dones[idx][:, None])}
 
     def bytes_per_transition(self) -> float:

@@ -68,6 +68,20 @@ def test_sample_batch_types():
     assert b["reward"].shape == (8, 1) and b["not_done"].shape == (8, 1) and b["action"].shape == (8, 2)
 
 
+def test_sample_stacks_are_views_of_one_gather():
+    """obs and next_obs of a batch hold the exact stacks, as overlapping views of one [B, k+1, c, H, W] copy."""
+    rb = FrameReplay(50, (K * C, H, H), 2, K, seed=3)
+    fill(rb, [7, 12], np.random.default_rng(4))
+    state = rb.rng.bit_generator.state
+    idx = rb.sample_indices(16)
+    rb.rng.bit_generator.state = state  # sample() makes the same draw
+    b = rb.sample(16)
+    obs, nxt = rb.stacks(idx)
+    assert np.array_equal(b["obs"].numpy(), obs) and np.array_equal(b["next_obs"].numpy(), nxt)
+    assert b["obs"].untyped_storage().data_ptr() == b["next_obs"].untyped_storage().data_ptr()
+    assert b["obs"].untyped_storage().nbytes() == 16 * (K + 1) * C * H * H
+
+
 def test_memory_at_most_a_fifth_of_obs_and_next_obs():
     rb = FrameReplay(1000, (9, 100, 100), 6, 3)
     assert rb.bytes_per_transition() <= 2 * 9 * 100 * 100 / 5
