@@ -9,6 +9,11 @@ whose oldest frame has been overwritten is never sampled.
 
 Per transition this costs one frame (plus ``k - 1`` frames per episode and a 10 % frame margin)
 instead of the ``2k`` frames of storing ``obs`` and ``next_obs``.
+
+The frame ring lives in host memory (numpy) by default. With ``device=`` it is a torch tensor on that
+device instead (e.g. the training GPU): each new frame is copied there once when it is added, and a
+sampled batch is gathered on the device, so sampling moves no frames from the host. Everything else
+(indices, sampling RNG, checkpoint format) is the same, so the two give identical batches.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import torch
 
 class FrameReplay:
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3,
-                 seed: int = 0):
+                 seed: int = 0, device: torch.device | str | None = None):
         if len(obs_shape) != 3 or obs_shape[0] % frame_stack:
             raise ValueError(f"obs_shape must be (channels * frame_stack, H, W) with channels divisible by "
                              f"frame_stack={frame_stack}, got {obs_shape}")
@@ -29,7 +34,11 @@ class FrameReplay:
         self.obs_shape = tuple(obs_shape)
         self.frame_shape = (obs_shape[0] // frame_stack, *obs_shape[1:])
         self.frame_capacity = capacity + capacity // 10 + 2 * frame_stack
-        self.frames = np.zeros((self.frame_capacity, *self.frame_shape), dtype=np.uint8)
+        self.device = None if device is None else torch.device(device)
+        if self.device is None:
+            self.frames = np.zeros((self.frame_capacity, *self.frame_shape), dtype=np.uint8)
+        else:
+            self.frames = torch.zeros((self.frame_capacity, *self.frame_shape), dtype=torch.uint8, device=self.device)
         self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
         self.rewards = np.zeros((capacity,), dtype=np.float32)
         self.not_dones = np.zeros((capacity,), dtype=np.float32)
@@ -41,6 +50,8 @@ class FrameReplay:
 
     # ------------------------------------------------------------------------------------------
     def _write_frame(self, frame: np.ndarray) -> None:
+        if self.device is not None:
+            frame = torch.from_numpy(np.ascontiguousarray(frame)).to(self.device)
         self.frames[self.frames_written % self.frame_capacity] = frame
         self.frames_written += 1
 
@@ -91,14 +102,19 @@ class FrameReplay:
         pick = self.rng.integers(stale, n, size=batch_size)
         return (self.added - n + pick) % self.capacity
 
-    def _gather(self, idx: np.ndarray) -> np.ndarray:
-        """The ``k + 1`` frames ``[B, k+1, c, H, W]`` of transitions ``idx`` (obs's oldest to next_obs's newest), one gather."""
-        span = self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]
-        return self.frames[span % self.frame_capacity]
+    def _gather(self, idx: np.ndarray) -> np.ndarray | torch.Tensor:
+        """The ``k + 1`` frames ``[B, k+1, c, H, W]`` of transitions ``idx`` (obs's oldest to next_obs's newest),
+        one gather where the ring lives (numpy array on the host, tensor on ``device``)."""
+        span = (self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]) % self.frame_capacity
+        if self.device is None:
+            return self.frames[span]
+        return self.frames[torch.from_numpy(span).to(self.device)]
 
     def stacks(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs`` and ``next_obs`` uint8 stacks ``[B, k * c, H, W]`` of transitions ``idx`` (views of one gather)."""
         frames = self._gather(idx)
+        if self.device is not None:
+            frames = frames.cpu().numpy()
         B = len(idx)
         obs = frames[:, :-1].reshape(B, *self.obs_shape)
         next_obs = frames[:, 1:].reshape(B, *self.obs_shape)
@@ -107,20 +123,27 @@ class FrameReplay:
     def sample(self, batch_size: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
         """A uniform batch: uint8 ``obs``, ``next_obs`` and float ``action``, ``reward`` [B,1], ``not_done`` [B,1].
 
-        The ``k + 1`` frames of each transition are gathered once into one contiguous array and moved to
-        ``device`` in one copy; ``obs`` and ``next_obs`` are then overlapping views of it there (no copy).
+        The ``k + 1`` frames of each transition are gathered once into one contiguous array (on the ring's
+        device) and moved to ``device`` in one copy if they are not there already; ``obs`` and ``next_obs``
+        are then overlapping views of it (no copy).
         Sending the two stacks separately would first copy each into contiguous memory and move
         ``2k`` frames per transition instead of ``k + 1``.
         """
         idx = self.sample_indices(batch_size)
-        frames = torch.from_numpy(self._gather(idx)).to(device)  # [B, k+1, c, H, W]
+        frames = self._gather(idx)
+        frames = (torch.from_numpy(frames) if self.device is None else frames).to(device)  # [B, k+1, c, H, W]
         obs, next_obs = frames[:, :-1].flatten(1, 2), frames[:, 1:].flatten(1, 2)  # views [B, k*c, H, W]
         to = lambda a: torch.as_tensor(a).to(device, non_blocking=True)  # noqa: E731
         return {"obs": obs, "next_obs": next_obs, "action": to(self.actions[idx]),
                 "reward": to(self.rewards[idx][:, None]), "not_done": to(self.not_dones[idx][:, None])}
 
+    def _host_frames(self, n: int) -> np.ndarray:
+        """A host copy of the first ``n`` slots of the frame ring (checkpoints are always numpy)."""
+        return self.frames[:n].copy() if self.device is None else self.frames[:n].to("cpu", copy=True).numpy()
+
     def bytes_per_transition(self) -> float:
-        total = sum(a.nbytes for a in (self.frames, self.actions, self.rewards, self.not_dones, self.next_frame))
+        frames = self.frames.nbytes if self.device is None else self.frames.numel() * self.frames.element_size()
+        total = frames + sum(a.nbytes for a in (self.actions, self.rewards, self.not_dones, self.next_frame))
         return total / self.capacity
 
     # ------------------------------------------------------------------------------------------
@@ -128,7 +151,7 @@ class FrameReplay:
         """Everything needed to continue exactly (arrays trimmed to what was written)."""
         nf, nt = min(self.frames_written, self.frame_capacity), min(self.added, self.capacity)
         return {"capacity": self.capacity, "obs_shape": self.obs_shape, "action_dim": self.action_dim, "k": self.k,
-                "frames": self.frames[:nf].copy(), "actions": self.actions[:nt].copy(),
+                "frames": self._host_frames(nf), "actions": self.actions[:nt].copy(),
                 "rewards": self.rewards[:nt].copy(), "not_dones": self.not_dones[:nt].copy(),
                 "next_frame": self.next_frame[:nt].copy(), "frames_written": self.frames_written,
                 "added": self.added, "episode_open": self._episode_open, "rng": self.rng.bit_generator.state}
@@ -140,7 +163,9 @@ class FrameReplay:
             raise ValueError(f"replay state is for (capacity, obs_shape, action_dim, frame_stack)={theirs}, "
                              f"this buffer is {mine}")
         nf, nt = len(state["frames"]), len(state["actions"])
-        self.frames[:nf], self.actions[:nt] = state["frames"], state["actions"]
+        frames = np.asarray(state["frames"])
+        self.frames[:nf] = frames if self.device is None else torch.from_numpy(frames).to(self.device)
+        self.actions[:nt] = state["actions"]
         self.rewards[:nt], self.not_dones[:nt], self.next_frame[:nt] = state["rewards"], state["not_dones"], state["next_frame"]
         self.frames_written, self.added = int(state["frames_written"]), int(state["added"])
         self._episode_open = bool(state["episode_open"])

@@ -29,7 +29,7 @@ from .env import make
 
 # Fields that may change between a run and its resumption; every other field must match.
 RESUMABLE_FIELDS = {"out_dir", "resume", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
-                    "log_every", "checkpoint_every", "device", "torch_threads"}
+                    "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device"}
 EVAL_SEED_OFFSET = 1_000_003
 
 
@@ -97,7 +97,8 @@ def run(cfg: Config) -> dict:
 
     env, agent = build(cfg, accelerator.device)
     agent.autocast = accelerator.autocast
-    replay = FrameReplay(cfg.replay_capacity, env.observation_space.shape, agent.action_dim, cfg.frame_stack, cfg.seed)
+    replay = FrameReplay(cfg.replay_capacity, env.observation_space.shape, agent.action_dim, cfg.frame_stack, cfg.seed,
+                         device=accelerator.device if cfg.replay_on_device else None)
     action_rng = np.random.default_rng(cfg.seed)
     accelerator.register_for_checkpointing(agent, *agent.optimizers().values())
     if cfg.save_replay:

@@ -65,6 +65,8 @@ class Args:
     """auto (GPU if available) or a torch device string."""
     mixed_precision: Literal["no", "bf16"] = "no"
     """Time our update under bf16 autocast (as `rl_curl.train --mixed-precision bf16`); the baselines stay float32."""
+    replay_on_device: bool = False
+    """Keep our replay's frames on the timed device (as `rl_curl.train --replay-on-device`)."""
     baseline: bool = True
     """Also time the official-style baseline update in the same run."""
     official: str = ""
@@ -263,7 +265,8 @@ def main(args: Args) -> None:
             ours_agent = CurlAgent((9, cfg.image_size, cfg.image_size), 1, cfg).to(device)
             ours_agent.make_optimizers()
             ours_agent.autocast = functools.partial(torch.autocast, device.type, dtype=torch.bfloat16)
-        replay = FrameReplay(max(2 * batch, 600), (9, cfg.image_size, cfg.image_size), 1, 3, seed=0)
+        replay = FrameReplay(max(2 * batch, 600), (9, cfg.image_size, cfg.image_size), 1, 3, seed=0,
+                             device=device if args.replay_on_device else None)
         fill(replay, replay.capacity, rng)
         official = None
         if official_classes is not None:
@@ -281,7 +284,8 @@ def main(args: Args) -> None:
                "speedup_vs_baseline": round(base / ours, 3) if args.baseline else None, "replay_bytes_per_transition": round(replay_bpt, 1),
                "obs_next_obs_bytes_per_transition": stacks_bpt, "replay_memory_ratio": round(stacks_bpt / replay_bpt, 2),
                "env_steps_per_s": round(env_sps, 1), "action_repeat": ar, "task": args.task,
-               "device": str(device), "threads": torch.get_num_threads(), "mixed_precision": args.mixed_precision}
+               "device": str(device), "threads": torch.get_num_threads(), "mixed_precision": args.mixed_precision,
+               "replay_on_device": args.replay_on_device}
         if official is not None:
             row.update(official_update_ms=round(official, 2), ours_over_official=round(ours / official, 3))
         if args.json:

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from rl_curl.replay import FrameReplay
 
@@ -108,3 +109,26 @@ def test_bad_input():
         rb.start_episode(np.zeros((K * C, H, H), np.float32))
     with pytest.raises(ValueError, match="empty"):
         rb.sample(2)
+
+
+def test_ring_on_a_torch_device_gives_identical_batches_and_checkpoints():
+    """device= keeps the frames in a torch tensor (here on the CPU, as on a GPU): same stacks, batches,
+    state and bytes as the host ring, and the checkpoints load into each other."""
+    host, dev = (FrameReplay(20, (K * C, H, H), 2, K, seed=7, device=d) for d in (None, "cpu"))
+    ref = fill(host, [6, 9, 4, 8], np.random.default_rng(5))
+    fill(dev, [6, 9, 4, 8], np.random.default_rng(5))
+    assert isinstance(dev.frames, torch.Tensor) and dev.frames.dtype == torch.uint8
+    check_all(dev, ref)
+    assert dev.bytes_per_transition() == host.bytes_per_transition()
+    a, b = host.sample(12), dev.sample(12)
+    for k in a:
+        assert torch.equal(a[k], b[k])
+    sh, sd = host.state_dict(), dev.state_dict()
+    assert isinstance(sd["frames"], np.ndarray) and np.array_equal(sh["frames"], sd["frames"])
+    sd["frames"][0] += 1  # the state is a copy: changing it leaves the ring alone
+    assert not np.array_equal(sd["frames"][0], dev.frames[0].numpy())
+    other = FrameReplay(20, (K * C, H, H), 2, K, seed=0, device="cpu")
+    other.load_state_dict(sh)
+    a, b = host.sample(5), other.sample(5)
+    for k in a:
+        assert torch.equal(a[k], b[k])

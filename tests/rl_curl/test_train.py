@@ -34,10 +34,12 @@ def test_short_run_writes_csv_checkpoint_plot(tmp_path):
 
 
 def test_resume_continues_exactly(tmp_path):
-    # Uninterrupted: 2 episodes (checkpoint after the first). Interrupted: stop after 1, resume.
+    # Uninterrupted: 2 episodes (checkpoint after the first). Interrupted: stop after 1, resume. The
+    # resumed half keeps its replay frames in a torch tensor (--replay-on-device; the CPU here): the
+    # host-ring checkpoint loads into it and the run continues exactly.
     run(cfg(tmp_path, "full", env_steps=2000, checkpoint_every=1000))
     run(cfg(tmp_path, "part", env_steps=1000, checkpoint_every=1000))
-    run(cfg(tmp_path, "part", env_steps=2000, checkpoint_every=1000, resume=True))
+    run(cfg(tmp_path, "part", env_steps=2000, checkpoint_every=1000, resume=True, replay_on_device=True))
     a, b = agent_state(tmp_path / "full"), agent_state(tmp_path / "part")
     assert a.keys() == b.keys()
     for k in a:
