@@ -93,8 +93,21 @@ def table3(root: str | Path, env_step: int = 100_000) -> str:
     return "\n".join(lines)
 
 
+def mean_curve(runs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``steps, mean, std, n`` over seeds at every evaluation step any of ``runs`` reached: the mean and
+    (population) std of the seeds evaluated at that step, and how many they were. Seeds that stopped
+    early or evaluated at other steps simply drop out where they have no evaluation."""
+    steps = np.unique(np.concatenate([r["steps"] for r in runs]))
+    mean, std, n = (np.zeros(len(steps)) for _ in range(3))
+    for i, s in enumerate(steps):
+        v = np.array([r["returns"][r["steps"] == s][-1] for r in runs if (r["steps"] == s).any()])
+        mean[i], std[i], n[i] = v.mean(), v.std(), len(v)
+    return steps, mean, std, n.astype(int)
+
+
 def plot_grid(root: str | Path, png: str | Path) -> Path:
-    """Learning curves per task, mean over seeds per objective."""
+    """Learning curves per task: per objective, the mean over seeds with a ±std band where at least two
+    seeds were evaluated; where fewer seeds got that far the line is dashed (see ``mean_curve``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -108,11 +121,20 @@ def plot_grid(root: str | Path, png: str | Path) -> Path:
         for r in runs:
             if r["cfg"]["task"] == task:
                 groups.setdefault(objective_label(r["cfg"]), []).append(r)
+        partial = False
         for label, rs in groups.items():
-            n = min(len(r["steps"]) for r in rs)
-            y = np.stack([r["returns"][:n] for r in rs])
-            ax.plot(rs[0]["steps"][:n], y.mean(0), label=label)
-            ax.fill_between(rs[0]["steps"][:n], y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.15)
+            x, m, sd, n = mean_curve(rs)
+            full = n == len(rs)
+            partial |= not full.all()
+            line, = ax.plot(np.where(full, x, np.nan), np.where(full, m, np.nan), label=f"{label} ({len(rs)} seeds)")
+            if not full.all():  # fewer seeds: dashed, joined to the last point with every seed
+                k = max(int(np.argmin(full)) - 1, 0)
+                ax.plot(x[k:], m[k:], ls="--", color=line.get_color())
+            band = n >= 2
+            ax.fill_between(x, np.where(band, m - sd, np.nan), np.where(band, m + sd, np.nan), alpha=0.15,
+                            color=line.get_color())
+        if partial:
+            ax.plot([], [], ls="--", color="gray", label="dashed: fewer seeds evaluated")
         ax.set_title(task)
         ax.set_xlabel("environment steps")
         ax.set_ylabel("evaluation return")

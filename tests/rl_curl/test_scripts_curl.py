@@ -3,6 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,12 +26,13 @@ def test_table3_aggregates_mean_std_in_paper_layout(tmp_path):
         fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, s, [100, r])
         fake_run(tmp_path, "cartpole-swingup", "debiased", 0.05, 1, s, [100, r + 30])
     fake_run(tmp_path, "walker-walk", "curl", 0.0, 1, 0, [400])  # not at 100k yet: not counted
+    fake_run(tmp_path, "walker-walk", "curl", 0.0, 1, 1, [300, 500, 700])  # unequal lengths: plotted; 1 seed at 100k
     code = curl_table3.main(curl_table3.Args(out=str(tmp_path), aggregate_only=True))
     md = (tmp_path / "table3.md").read_text()
     assert code == 0
     lines = md.splitlines()
     assert "| objective | cartpole swingup | walker walk |" in lines
-    assert "| biased (CURL) | 850±41 | – |" in lines
+    assert "| biased (CURL) | 850±41 | 500±0 (n=1) |" in lines
     assert "| debiased τ⁺=0.05, M=1 | 880±41 | – |" in lines
     assert (tmp_path / "curves.png").exists()
 
@@ -123,3 +125,18 @@ def test_bench_official_harness_on_a_stand_in_checkout(tmp_path, restore_modules
     assert [c[1] for c in calls[1:]] == [0, 1, 0, 1, 2]  # 2 warm-up + 3 timed, same step numbers as ours
     with pytest.raises(SystemExit, match="MishaLaskin/curl"):
         bench_curl.load_official(str(tmp_path / "nowhere"))
+
+
+def test_mean_curve_keeps_seeds_that_got_further():
+    """Seeds of unequal length (one stopped early, one evaluated at other steps): the curve runs to the
+    furthest evaluation, each point averages the seeds evaluated there, and n says how many."""
+    from rl_curl.report import mean_curve
+
+    a = {"steps": np.array([10, 20, 30, 40]), "returns": np.array([1.0, 2.0, 3.0, 5.0])}
+    b = {"steps": np.array([10, 20]), "returns": np.array([3.0, 6.0])}
+    c = {"steps": np.array([15, 20]), "returns": np.array([7.0, 10.0])}
+    steps, mean, std, n = mean_curve([a, b, c])
+    assert steps.tolist() == [10, 15, 20, 30, 40]
+    assert n.tolist() == [2, 1, 3, 1, 1]
+    np.testing.assert_allclose(mean, [2.0, 7.0, 6.0, 3.0, 5.0])
+    np.testing.assert_allclose(std, [1.0, 0.0, np.std([2.0, 6.0, 10.0]), 0.0, 0.0])
