@@ -142,8 +142,7 @@ class FrameReplay:
         return self.frames[:n].copy() if self.device is None else self.frames[:n].to("cpu", copy=True).numpy()
 
     def bytes_per_transition(self) -> float:
-        frames = self.frames.nbytes if self.device is None else self.frames.numel() * self.frames.element_size()
-        total = frames + sum(a.nbytes for a in (self.actions, self.rewards, self.not_dones, self.next_frame))
+        total = sum(a.nbytes for a in (self.frames, self.actions, self.rewards, self.not_dones, self.next_frame))
         return total / self.capacity
 
     # ------------------------------------------------------------------------------------------
