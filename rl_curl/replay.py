@@ -49,10 +49,12 @@ class FrameReplay:
         self.rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------------------------------
+    def _to_ring(self, a: np.ndarray) -> np.ndarray | torch.Tensor:
+        """A host array as the ring holds its data: itself for the numpy ring, a tensor on ``device`` otherwise."""
+        return a if self.device is None else torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
     def _write_frame(self, frame: np.ndarray) -> None:
-        if self.device is not None:
-            frame = torch.from_numpy(np.ascontiguousarray(frame)).to(self.device)
-        self.frames[self.frames_written % self.frame_capacity] = frame
+        self.frames[self.frames_written % self.frame_capacity] = self._to_ring(frame)
         self.frames_written += 1
 
     def _split(self, obs: np.ndarray) -> np.ndarray:
@@ -106,9 +108,7 @@ class FrameReplay:
         """The ``k + 1`` frames ``[B, k+1, c, H, W]`` of transitions ``idx`` (obs's oldest to next_obs's newest),
         one gather where the ring lives (numpy array on the host, tensor on ``device``)."""
         span = (self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]) % self.frame_capacity
-        if self.device is None:
-            return self.frames[span]
-        return self.frames[torch.from_numpy(span).to(self.device)]
+        return self.frames[self._to_ring(span)]
 
     def stacks(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs`` and ``next_obs`` uint8 stacks ``[B, k * c, H, W]`` of transitions ``idx`` (views of one gather)."""
@@ -162,8 +162,7 @@ class FrameReplay:
             raise ValueError(f"replay state is for (capacity, obs_shape, action_dim, frame_stack)={theirs}, "
                              f"this buffer is {mine}")
         nf, nt = len(state["frames"]), len(state["actions"])
-        frames = np.asarray(state["frames"])
-        self.frames[:nf] = frames if self.device is None else torch.from_numpy(frames).to(self.device)
+        self.frames[:nf] = self._to_ring(np.asarray(state["frames"]))
         self.actions[:nt] = state["actions"]
         self.rewards[:nt], self.not_dones[:nt], self.next_frame[:nt] = state["rewards"], state["not_dones"], state["next_frame"]
         self.frames_written, self.added = int(state["frames_written"]), int(state["added"])
