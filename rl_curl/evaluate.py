@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import tyro
 
-from shared_losses.runtime import CheckpointError, resolve_checkpoint
+from shared_losses.runtime import CheckpointError, load_checkpoint, resolve_checkpoint
 
 from .config import Config
 
@@ -34,7 +34,7 @@ class EvalArgs:
 
 def load_agent(run_dir: str | Path, device: str = "cpu"):
     """The agent of ``run_dir``'s checkpoint and its resolved config."""
-    from .train import build
+    from .train import build, check_checkpoint_format
 
     run_dir = Path(run_dir)
     cfg_path = run_dir / "config.json"
@@ -42,6 +42,7 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
         raise FileNotFoundError(f"{cfg_path} not found: is {run_dir} a rl_curl training directory?")
     cfg = Config(**json.loads(cfg_path.read_text())).resolved()
     ckpt = resolve_checkpoint(run_dir / "checkpoint")
+    check_checkpoint_format(load_checkpoint(None, ckpt), ckpt)
     env, agent = build(cfg, device)
     env.close()
     try:

@@ -31,6 +31,21 @@ from .env import make
 RESUMABLE_FIELDS = {"out_dir", "resume", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
                     "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device"}
 EVAL_SEED_OFFSET = 1_000_003
+# Layout of the saved agent. 2: the encoder's linear layer reads the conv features in (row, column,
+# channel) order (d44f4a3). Checkpoints without this field are format 1, (channel, row, column):
+# they load without a shape error but mean another model, so they are refused.
+CHECKPOINT_FORMAT = 2
+
+
+def check_checkpoint_format(extra: dict, path) -> None:
+    """Refuse a checkpoint whose agent layout is not this code's (see CHECKPOINT_FORMAT)."""
+    fmt = extra.get("format", 1)
+    if fmt != CHECKPOINT_FORMAT:
+        raise CheckpointError(
+            f"checkpoint {path} has agent format {fmt}, this rl_curl reads format {CHECKPOINT_FORMAT} "
+            "(format 1 flattened the conv features in (channel, row, column) order, so its encoder weights "
+            "would load without error but compute something else); start a new run or use the rl_curl "
+            "version that wrote it")
 
 
 def config_signature(cfg: Config) -> dict:
@@ -107,6 +122,7 @@ def run(cfg: Config) -> dict:
     step, episode, next_ckpt, resumed = 0, 0, cfg.checkpoint_every, False
     if cfg.resume and ckpt_dir.exists():
         extra = load_checkpoint(accelerator, ckpt_dir)
+        check_checkpoint_format(extra, ckpt_dir)
         theirs, mine = extra.get("signature", {}), config_signature(cfg)
         diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
         if diff:
@@ -124,7 +140,7 @@ def run(cfg: Config) -> dict:
     seed_until = cfg.seed_steps if cfg.save_replay or not resumed else step + cfg.seed_steps
 
     def save():
-        save_checkpoint(accelerator, ckpt_dir, {"step": step, "episode": episode, "next_ckpt": next_ckpt,
+        save_checkpoint(accelerator, ckpt_dir, {"format": CHECKPOINT_FORMAT, "step": step, "episode": episode, "next_ckpt": next_ckpt,
                                                 "action_rng": action_rng.bit_generator.state,
                                                 "signature": config_signature(cfg), "config": dataclasses.asdict(cfg)})
 

@@ -59,6 +59,20 @@ def test_corrupt_or_mismatched_checkpoint_is_refused(tmp_path):
         run(cfg(tmp_path, "c", env_steps=2000, resume=True, num_filters=6))
     with pytest.raises(CheckpointError, match="aux"):
         run(cfg(tmp_path, "c", env_steps=2000, resume=True, aux="debiased", tau_plus=0.1))
+    # A checkpoint of the old agent layout (no "format": flatten order (channel, row, column)) loads
+    # without a shape error, so it must be refused by its format, in training and in evaluation.
+    extra_path = out / "checkpoint" / "extra.pt"
+    good = extra_path.read_bytes()
+    extra = torch.load(extra_path, weights_only=False)
+    assert extra.pop("format") == 2
+    torch.save(extra, extra_path)
+    with pytest.raises(CheckpointError, match="agent format 1"):
+        run(cfg(tmp_path, "c", env_steps=2000, resume=True))
+    from rl_curl.evaluate import load_agent
+    with pytest.raises(CheckpointError, match="agent format 1"):
+        load_agent(out)
+    extra_path.write_bytes(good)
+    load_agent(out)
     shutil.copytree(out / "checkpoint", tmp_path / "backup")
     (out / "checkpoint" / "extra.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError, match="corrupt"):
