@@ -37,8 +37,10 @@ def contrastive_logits(z_anchor: torch.Tensor, z_keys: list[torch.Tensor], score
     logits = torch.cat([score(z_anchor, z) for z in z_keys], dim=1)  # [B, M*B]
     if subtract_row_max:  # official CURL; every loss here is invariant to a per-row shift
         logits = logits - logits.max(dim=1, keepdim=True).values.detach()
+    # The diagonal of each [B, B] block, read as a view: a boolean-mask index would need a device
+    # sync (its size is data-dependent) on every update.
+    pos = logits.view(B, M, B).diagonal(dim1=0, dim2=2).t()
     own = torch.eye(B, dtype=torch.bool, device=logits.device).repeat(1, M)
-    pos = logits[own].view(B, M)
     neg = logits.masked_fill(own, float("-inf"))
     return pos, neg
 

@@ -43,7 +43,8 @@ def check_beta(beta: float) -> float:
     return beta
 
 
-def check_float_tensor(name: str, t: torch.Tensor, dims: tuple[int, ...]) -> None:
+def check_float_tensor(name: str, t: torch.Tensor, dims: tuple[int, ...], nan: bool = True) -> None:
+    """Type, rank, dtype and non-empty checks; with ``nan`` also a NaN check (one device sync)."""
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dim() not in dims:
@@ -53,7 +54,7 @@ def check_float_tensor(name: str, t: torch.Tensor, dims: tuple[int, ...]) -> Non
         raise ValueError(f"{name} must be a floating-point tensor, got {t.dtype}")
     if t.shape[0] == 0:
         raise ValueError(f"{name} is an empty batch (shape {tuple(t.shape)})")
-    if torch.isnan(t).any():
+    if nan and torch.isnan(t).any():
         raise ValueError(f"{name} contains NaN")
 
 

@@ -98,7 +98,9 @@ def test_m2_layout_positives_and_negatives():
     pos, neg = contrastive_logits(z_a, z_k, score, subtract_row_max=False)
     assert pos.shape == (4, 2) and neg.shape == (4, 8)
     assert (torch.isinf(neg).sum(1) == 2).all()  # own two keys are not negatives: N = 2 (B - 1)
-    torch.testing.assert_close(pos[:, 1], (z_a @ score.W @ z_k[1].T).diagonal())
+    for m in range(2):
+        torch.testing.assert_close(pos[:, m], (z_a @ score.W @ z_k[m].T).diagonal())
+        torch.testing.assert_close(neg[:, 4 * m:4 * m + 4], (z_a @ score.W @ z_k[m].T).fill_diagonal_(-torch.inf))
 
 
 def test_row_max_shift_leaves_debiased_loss_unchanged():
