@@ -47,6 +47,10 @@ class FrameReplay:
         self.added = 0            # absolute count of transitions ever added
         self._episode_open = False
         self.rng = np.random.default_rng(seed)
+        # Host ring, GPU training: batches are gathered into one reused (pinned) staging buffer and
+        # copied asynchronously; the event marks when the last copy out of it has finished.
+        self._staging: torch.Tensor | None = None
+        self._staging_copied = None
 
     # ------------------------------------------------------------------------------------------
     def _to_ring(self, a: np.ndarray) -> np.ndarray | torch.Tensor:
@@ -110,6 +114,23 @@ class FrameReplay:
         span = (self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]) % self.frame_capacity
         return self.frames[self._to_ring(span)]
 
+    def _gather_staged(self, idx: np.ndarray) -> torch.Tensor:
+        """:meth:`_gather` of the host ring into a reused staging buffer (pinned when CUDA is available).
+
+        A fresh 61 MB array per batch (B = 512) costs its page faults on every sample: on our 2-core
+        CPU, 48 ms for the numpy gather against 21 ms for this one into a reused buffer. The buffer is
+        only overwritten once the previous copy out of it has finished (``_staging_copied``)."""
+        B, k1 = len(idx), self.k + 1
+        if self._staging_copied is not None:
+            self._staging_copied.synchronize()
+            self._staging_copied = None
+        if self._staging is None or self._staging.shape[0] != B * k1:
+            self._staging = torch.empty((B * k1, *self.frame_shape), dtype=torch.uint8,
+                                        pin_memory=torch.cuda.is_available())
+        span = (self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]) % self.frame_capacity
+        torch.index_select(torch.from_numpy(self.frames), 0, torch.from_numpy(span.reshape(-1)), out=self._staging)
+        return self._staging.view(B, k1, *self.frame_shape)
+
     def stacks(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``obs`` and ``next_obs`` uint8 stacks ``[B, k * c, H, W]`` of transitions ``idx`` (views of one gather)."""
         frames = self._gather(idx)
@@ -130,8 +151,14 @@ class FrameReplay:
         ``2k`` frames per transition instead of ``k + 1``.
         """
         idx = self.sample_indices(batch_size)
-        frames = self._gather(idx)
-        frames = (torch.from_numpy(frames) if self.device is None else frames).to(device)  # [B, k+1, c, H, W]
+        device = torch.device(device)
+        if self.device is None and device.type == "cuda":  # host ring -> GPU: staged, asynchronous copy
+            frames = self._gather_staged(idx).to(device, non_blocking=True)
+            self._staging_copied = torch.cuda.Event()
+            self._staging_copied.record()
+        else:  # a fresh array: the caller may keep this batch
+            frames = self._gather(idx)
+            frames = (torch.from_numpy(frames) if self.device is None else frames).to(device)  # [B, k+1, c, H, W]
         obs, next_obs = frames[:, :-1].flatten(1, 2), frames[:, 1:].flatten(1, 2)  # views [B, k*c, H, W]
         to = lambda a: torch.as_tensor(a).to(device, non_blocking=True)  # noqa: E731
         return {"obs": obs, "next_obs": next_obs, "action": to(self.actions[idx]),

@@ -108,6 +108,17 @@ def time_ours(cfg, agent, replay, device, updates) -> float:
     return ms_per_update(lambda s: agent.update(replay.sample(cfg.batch_size, device), s), device, updates)
 
 
+def ms_per_sample(replay, batch, device, samples: int = 10) -> float:
+    """Mean ms of one replay batch delivered on ``device`` (gather + copy), the host-side part of an update."""
+    replay.sample(batch, device)
+    sync(device)
+    t = time.perf_counter()
+    for _ in range(samples):
+        replay.sample(batch, device)
+    sync(device)
+    return (time.perf_counter() - t) / samples * 1000
+
+
 def numpy_crop(imgs: np.ndarray, size: int, rng) -> np.ndarray:
     """Official-style crop: sliding windows over the batch, one random window per image (CPU numpy)."""
     n, limit = imgs.shape[0], imgs.shape[-1] - size
@@ -279,7 +290,8 @@ def main(args: Args) -> None:
         else:
             ours = time_ours(cfg, ours_agent, replay, device, args.updates)
         base = time_baseline(cfg, agent, device, args.updates, rng) if args.baseline else float("nan")
-        row = {"batch": batch, "update_ms": round(ours, 2),
+        sample_ms = ms_per_sample(replay, batch, device)
+        row = {"batch": batch, "update_ms": round(ours, 2), "replay_sample_ms": round(sample_ms, 2),
                "baseline_update_ms": round(base, 2) if args.baseline else None,
                "speedup_vs_baseline": round(base / ours, 3) if args.baseline else None, "replay_bytes_per_transition": round(replay_bpt, 1),
                "obs_next_obs_bytes_per_transition": stacks_bpt, "replay_memory_ratio": round(stacks_bpt / replay_bpt, 2),
@@ -292,7 +304,7 @@ def main(args: Args) -> None:
             print(json.dumps(row), flush=True)
         else:
             baseline = f" (official-style baseline {base:.1f} ms, x{base / ours:.2f})" if args.baseline else ""
-            print(f"batch {batch}: update {ours:.1f} ms{baseline}; "
+            print(f"batch {batch}: update {ours:.1f} ms{baseline}, of which replay sample {sample_ms:.1f} ms; "
                   f"replay {replay_bpt:.0f} B/transition vs {stacks_bpt} for obs+next_obs (x{stacks_bpt / replay_bpt:.2f} less); "
                   f"{args.task}: {env_sps:.0f} env steps/s with rendering (action repeat {ar}) on {device}"
                   + (f"; official MishaLaskin/curl update {official:.1f} ms, ours/official {ours / official:.2f}"

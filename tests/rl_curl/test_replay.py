@@ -83,6 +83,20 @@ def test_sample_stacks_are_views_of_one_gather():
     assert b["obs"].untyped_storage().nbytes() == 16 * (K + 1) * C * H * H
 
 
+def test_staged_gather_matches_the_fresh_gather_and_cpu_batches_stay_independent():
+    """The reused staging buffer of the host-ring -> GPU path holds exactly the frames of a fresh gather,
+    across reuses and batch-size changes; CPU batches never share it (a kept batch is not overwritten)."""
+    rb = FrameReplay(40, (K * C, H, H), 2, K, seed=5)
+    fill(rb, [9, 30, 14], np.random.default_rng(6))  # wraps around
+    for B in (16, 16, 5, 16):
+        idx = rb.sample_indices(B)
+        assert np.array_equal(rb._gather_staged(idx).numpy(), rb._gather(idx))
+    first = rb.sample(16)
+    kept = first["obs"].clone()
+    rb.sample(16)
+    assert torch.equal(first["obs"], kept)
+
+
 def test_memory_at_most_a_fifth_of_obs_and_next_obs():
     rb = FrameReplay(1000, (9, 100, 100), 6, 3)
     assert rb.bytes_per_transition() <= 2 * 9 * 100 * 100 / 5

@@ -59,6 +59,7 @@ def test_bench_json_fields():
         assert key in rows[0]
     assert rows[0]["batch"] == 8 and rows[0]["replay_bytes_per_transition"] <= 2 * 9 * 100 * 100 / 5
     assert rows[0]["mixed_precision"] == "bf16" and rows[0]["update_ms"] > 0 and rows[0]["baseline_update_ms"] > 0
+    assert 0 < rows[0]["replay_sample_ms"] < rows[0]["update_ms"]
 
 
 FAKE_CURL_SAC = '''
