@@ -155,7 +155,7 @@ class FrameReplay:
         if self.device is None and device.type == "cuda":  # host ring -> GPU: staged, asynchronous copy
             frames = self._gather_staged(idx).to(device, non_blocking=True)
             self._staging_copied = torch.cuda.Event()
-            self._staging_copied.record()
+            self._staging_copied.record(torch.cuda.current_stream(device))
         else:  # a fresh array: the caller may keep this batch
             frames = self._gather(idx)
             frames = (torch.from_numpy(frames) if self.device is None else frames).to(device)  # [B, k+1, c, H, W]
