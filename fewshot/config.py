@@ -70,7 +70,7 @@ class FewShotConfig:
     output_dir: str = "runs/fewshot"
     """Folder for config.json, sample.json, log.csv, TensorBoard events (tb/), checkpoint/ and metrics.json."""
     resume: bool = False
-    """Continue from output_dir/checkpoint."""
+    """Continue from output_dir/checkpoint (setting `pnu` only)."""
     checkpoint_every: int = 100
     """Write an atomic checkpoint every this many steps (and at the end)."""
     gather_negatives: bool = False

@@ -37,7 +37,14 @@ def _check_columns(columns, text_column, label_column, source):
 
 
 def load_local(path: str, text_column: str, label_column: str, positive_label: str):
-    """A local GLUE-style .tsv (header row, no quoting), .csv, or .jsonl/.json (one object per line) file."""
+    """A local GLUE-style .tsv (header row, no quoting), .csv, or .jsonl/.json (one object per line;
+    a .json may also be one array of objects) file."""
+    texts, raw = _read_local(path, text_column, label_column)
+    return texts, _binary(raw, positive_label, str(path))
+
+
+def _read_local(path: str, text_column: str, label_column: str):
+    """(texts, raw label values) of the rows with a non-empty text and label."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"data file not found: {p}")
@@ -52,19 +59,30 @@ def load_local(path: str, text_column: str, label_column: str, positive_label: s
             rows = list(reader)
     elif suffix in (".jsonl", ".json"):
         rows = []
-        with open(p, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
+        with open(p, encoding="utf-8-sig") as fh:  # -sig: files saved with a BOM (Windows editors)
+            lines = fh.readlines()
+        if suffix == ".json" and "".join(lines).lstrip().startswith("["):  # a JSON array of objects
+            try:
+                rows = json.loads("".join(lines))
+            except json.JSONDecodeError as err:
+                raise DataError(f"{p}:{err.lineno}: not valid JSON ({err.msg})") from err
+        else:
+            for n, line in enumerate(lines, 1):
                 if line.strip():
                     try:
                         rows.append(json.loads(line))
                     except json.JSONDecodeError as err:
                         raise DataError(f"{p}:{n}: not valid JSON ({err.msg})") from err
+        if not all(isinstance(r, dict) for r in rows):
+            raise DataError(f"{p}: each record must be a JSON object with the columns as keys "
+                            "(one object per line, or a .json array of objects)")
         _check_columns(rows[0].keys() if rows else [], text_column, label_column, str(p))
     else:
         raise DataError(f"{p}: unsupported file type {suffix!r}; use .tsv, .csv, .jsonl or .json")
     rows = [r for r in rows if r.get(text_column) not in (None, "") and r.get(label_column) not in (None, "")]
-    texts = [str(r[text_column]) for r in rows]
-    return texts, _binary([r[label_column] for r in rows], positive_label, str(p))
+    if not rows:
+        raise DataError(f"{p}: no rows with a non-empty {text_column!r} and {label_column!r}")
+    return [str(r[text_column]) for r in rows], [r[label_column] for r in rows]
 
 
 def load_sst2(split: str):
@@ -123,9 +141,17 @@ def load_splits(cfg):
         return (*load_reuters("train"), *load_reuters("validation"))
     if cfg.eval_file is None:
         raise DataError("a local --dataset needs --eval-file (a labeled evaluation file with the same columns)")
-    train = load_local(cfg.dataset, cfg.text_column, cfg.label_column, cfg.positive_label)
-    evals = load_local(cfg.eval_file, cfg.text_column, cfg.label_column, cfg.positive_label)
-    return (*train, *evals)
+    train_x, train_raw = _read_local(cfg.dataset, cfg.text_column, cfg.label_column)
+    eval_x, eval_raw = _read_local(cfg.eval_file, cfg.text_column, cfg.label_column)
+    train_y = _binary(train_raw, cfg.positive_label, cfg.dataset)
+    # The evaluation labels must come from the training file's two values (an evaluation file may
+    # hold one class only); a value the training file lacks would silently count as negative.
+    known = {str(v) for v in train_raw}
+    unknown = sorted({str(v) for v in eval_raw} - known)
+    if unknown:
+        raise DataError(f"{cfg.eval_file}: label value(s) {unknown[:10]} do not occur in the training file "
+                        f"{cfg.dataset} (its labels: {sorted(known)})")
+    return train_x, train_y, eval_x, [int(str(v) == cfg.positive_label) for v in eval_raw]
 
 
 @dataclass

@@ -31,7 +31,21 @@ def _from_pretrained(loader, name: str, what: str):
 def load_tokenizer(name: str):
     from transformers import AutoTokenizer
 
-    return _from_pretrained(AutoTokenizer, resolve_encoder(name), "tokenizer")
+    path = resolve_encoder(name)
+    tok = _from_pretrained(AutoTokenizer, path, "tokenizer")
+    if not set(tok.get_vocab()) - set(tok.all_special_tokens):
+        # transformers builds an empty-vocabulary tokenizer from a folder that holds only the model
+        # (config + weights): every word would become <unk> or vanish, silently.
+        raise ValueError(f"the tokenizer of {path!r} has no vocabulary besides its special tokens: the folder "
+                         "lacks the tokenizer files (tokenizer.json, vocab.txt, vocab.json + merges.txt, ...). "
+                         "Save them into it with AutoTokenizer.from_pretrained(<original>).save_pretrained(folder).")
+    if tok.pad_token is None:
+        # batches are padded; padded positions are masked out, so any existing token can serve
+        fallback = tok.eos_token or tok.sep_token or tok.unk_token
+        if fallback is None:
+            raise ValueError(f"the tokenizer of {path!r} has no pad, eos, sep or unk token to pad batches with")
+        tok.pad_token = fallback
+    return tok
 
 
 class FewShotModel(nn.Module):

@@ -41,6 +41,9 @@ def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, pr
 def run_pu(cfg, model=None, tokenizer=None) -> dict:
     from .train import forward_views, prepare, tokenize
 
+    if cfg.resume:
+        raise ValueError("--resume is not supported with --setting pu (the PU pipeline is short and "
+                         "always runs from the start); drop --resume")
     run = prepare(cfg, model, tokenizer)
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
     train_x, eval_x, eval_y, prior, prior_source = run.train_x, run.eval_x, run.eval_y, run.prior, run.prior_source

@@ -41,8 +41,12 @@ class Batches:
         out = []
         while len(out) < self.batch_size:
             if self.pos == len(self.order):
-                self.order, self.pos = self.rng.permutation(self.indices), 0
-            take = min(self.batch_size - len(out), len(self.order) - self.pos)
+                # a new pass: examples already in this batch go to the back of the new order, so a
+                # batch straddling two passes holds no example twice (each pass still sees all once)
+                order = self.rng.permutation(self.indices)
+                taken = np.isin(order, out)
+                self.order, self.pos = np.concatenate([order[~taken], order[taken]]), 0
+            take = min(self.batch_size - len(out), len(self.order) - self.pos, len(self.indices) - len(out))
             out.extend(self.order[self.pos:self.pos + take].tolist())
             self.pos += take
             if len(out) >= len(self.indices):
@@ -107,6 +111,8 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
     """Output folder, accelerator, data and few-shot sample, model on its device, prior; writes
     config.json (with the prior used) and sample.json."""
     out = Path(cfg.output_dir)
+    if cfg.resume:  # before anything is written into the run's folder
+        check_resume_config(cfg, load_checkpoint(None, out / "checkpoint")["config"])
     out.mkdir(parents=True, exist_ok=True)
     acc = make_accelerator(cfg)
     train_x, train_y, eval_x, eval_y = load_splits(cfg)
@@ -122,6 +128,18 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
         write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
         write_json_atomic(out / "sample.json", sample.to_json())
     return run
+
+
+RESUME_FREE = {"resume", "steps", "eval_every", "checkpoint_every", "output_dir"}  # may change when resuming
+
+
+def check_resume_config(cfg: FewShotConfig, saved: dict) -> None:
+    current = dataclasses.asdict(cfg)
+    changed = sorted(k for k in set(saved) | set(current) if k not in RESUME_FREE and saved.get(k) != current.get(k))
+    if changed:
+        raise ValueError("the checkpoint in output_dir was written with a different configuration ("
+                         + ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in changed)
+                         + "); use a new --output-dir or the same options")
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
@@ -157,10 +175,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     step, history = 0, []
     if cfg.resume:
         state = load_checkpoint(acc, out / "checkpoint")
-        free = {"resume", "steps", "eval_every", "checkpoint_every"}  # may change when resuming
-        if {k: v for k, v in state["config"].items() if k not in free} != {k: v for k, v in dataclasses.asdict(cfg).items() if k not in free}:
-            raise ValueError("the checkpoint in output_dir was written with a different configuration; "
-                             "use a new --output-dir or the same options")
+        check_resume_config(cfg, state["config"])
         step, history = state["step"], state["history"]
         lab_batches.load_state_dict(state["labeled_batches"])
         unl_batches.load_state_dict(state["unlabeled_batches"])

@@ -1,0 +1,110 @@
+"""fewshot on unusual-but-realistic input: batch sampling, data files, tokenizer folders, resume."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from fewshot.config import FewShotConfig
+from fewshot.data import DataError, load_local, load_splits
+from fewshot.model import load_tokenizer
+from fewshot.train import Batches, tokenize, train
+
+from .conftest import make_texts, write_tsv
+
+
+def test_batches_never_repeat_an_example_within_a_batch():
+    # N = 20 labeled with batches of 16 (the defaults): every second batch straddles two passes
+    b = Batches(np.arange(20), 16, seed=0)
+    seen = []
+    for _ in range(50):
+        x = b.next()
+        assert len(x) == 16 and len(set(x.tolist())) == 16
+        seen += x.tolist()
+    assert np.bincount(seen).tolist() == [40] * 20  # 40 full passes: each example once per pass
+    small = Batches(np.arange(5), 10, seed=0)  # batch larger than the pool: the pool once
+    for _ in range(5):
+        assert sorted(small.next().tolist()) == [0, 1, 2, 3, 4]
+
+
+def test_json_files_with_bom_as_array_or_bad_records(tmp_path):
+    bom = tmp_path / "a.jsonl"
+    bom.write_text('\ufeff{"text": "good", "label": 1}\r\n{"text": "bad", "label": 0}\r\n', encoding="utf-8")
+    assert load_local(str(bom), "text", "label", "1") == (["good", "bad"], [1, 0])
+    arr = tmp_path / "b.json"
+    arr.write_text(json.dumps([{"text": "good", "label": "pos"}, {"text": "bad", "label": "neg"}], indent=1))
+    assert load_local(str(arr), "text", "label", "pos") == (["good", "bad"], [1, 0])
+    one_line = tmp_path / "c.json"
+    one_line.write_text(json.dumps([{"text": "good", "label": 1}, {"text": "bad", "label": 0}]))
+    assert load_local(str(one_line), "text", "label", "1") == (["good", "bad"], [1, 0])
+    lists = tmp_path / "d.jsonl"
+    lists.write_text('["good", 1]\n["bad", 0]\n')
+    with pytest.raises(DataError, match="JSON object"):
+        load_local(str(lists), "text", "label", "1")
+    header_only = tmp_path / "e.tsv"
+    header_only.write_text("sentence\tlabel\n\t1\n")
+    with pytest.raises(DataError, match="no rows"):
+        load_local(str(header_only), "sentence", "label", "1")
+
+
+def test_eval_labels_must_be_training_labels(tmp_path):
+    train_file = write_tsv(tmp_path / "train.tsv", make_texts(20, 0))  # labels 0 / 1
+    only_neg = write_tsv(tmp_path / "neg.tsv", [(t, 0) for t, _ in make_texts(6, 1)])
+    _, _, x, y = load_splits(FewShotConfig(dataset=train_file, eval_file=only_neg))
+    assert len(x) == 6 and y == [0] * 6  # one class in the evaluation file is fine
+    other = write_tsv(tmp_path / "other.tsv", [(t, 1 + i % 2) for i, (t, _) in enumerate(make_texts(6, 1))])
+    with pytest.raises(DataError, match=r"\['2'\] do not occur in the training file"):
+        load_splits(FewShotConfig(dataset=train_file, eval_file=other))  # '2' would count as negative
+
+
+def _tiny_bert(folder):
+    from transformers import BertConfig, BertModel
+
+    BertModel(BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=32)).save_pretrained(folder)
+
+
+def test_model_only_folder_is_refused_as_tokenizer(tmp_path):
+    # transformers builds a tokenizer with only special tokens from config.json alone: all text -> [UNK]
+    _tiny_bert(tmp_path / "model_only")
+    with pytest.raises(ValueError, match="no vocabulary"):
+        load_tokenizer(str(tmp_path / "model_only"))
+
+
+def test_tokenizer_without_pad_token_can_pad(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "good": 3, "movie": 4}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]",
+                            sep_token="[SEP]").save_pretrained(tmp_path / "nopad")
+    t = load_tokenizer(str(tmp_path / "nopad"))
+    ids, mask = tokenize(t, ["good movie", "good"], 8, "cpu")
+    assert ids.shape == (2, 2) and mask.tolist() == [[1, 1], [1, 0]]
+
+
+def _cfg(tiny_encoder, easy_task, out, **kw):
+    train_file, dev = easy_task
+    base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=10, n_unlabeled=20, steps=2,
+                batch_labeled=5, batch_unlabeled=5, max_length=16, pooling="mean", proj_dim=8, eval_every=2,
+                checkpoint_every=2, output_dir=str(out), cpu=True)
+    return FewShotConfig(**(base | kw))
+
+
+def test_resume_in_moved_folder_and_refused_resume_leaves_folder_untouched(tiny_encoder, easy_task, tmp_path):
+    train(_cfg(tiny_encoder, easy_task, tmp_path / "a"))
+    shutil.copytree(tmp_path / "a", tmp_path / "b")  # a run folder copied elsewhere resumes there
+    train(_cfg(tiny_encoder, easy_task, tmp_path / "b", steps=3, resume=True))
+    assert json.loads((tmp_path / "b" / "metrics.json").read_text())["steps"] == 3
+    before = {f: (tmp_path / "b" / f).read_text() for f in ("config.json", "sample.json")}
+    with pytest.raises(ValueError, match=r"different configuration \(lam: 0.9 -> 0.5, seed: 0 -> 7\)"):
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "b", steps=4, lam=0.5, seed=7, resume=True))
+    assert {f: (tmp_path / "b" / f).read_text() for f in before} == before
+
+
+def test_pu_setting_refuses_resume(tiny_encoder, easy_task, tmp_path):
+    with pytest.raises(ValueError, match="not supported with --setting pu"):
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", resume=True))
+    assert not (tmp_path / "pu" / "checkpoint").exists()
