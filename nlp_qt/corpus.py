@@ -118,7 +118,10 @@ def split_sentences(text: str) -> list[str]:
 def _text_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    # hidden files and anything under a hidden folder (.git/, .ipynb_checkpoints/) are not corpus text
+    files = sorted(
+        p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
     files = [p for p in files if p.suffix.lower() in TEXT_SUFFIXES or p.suffix.lower() == ".txt"]
     if not files:
         raise CorpusError(f"corpus folder {path} has no text files (*.txt or files without a suffix)")
@@ -210,6 +213,24 @@ def iter_text_sentences(
         )
 
 
+def _is_saved_dataset(path: Path) -> bool:
+    """A folder written by ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk``."""
+    return path.is_dir() and any((path / n).exists() for n in ("dataset_info.json", "state.json", "dataset_dict.json"))
+
+
+def _rows(ds, source: str, stats: CorpusStats):
+    """Rows of a streamed dataset; a read/parse failure (not UTF-8, malformed JSON) becomes a
+    :class:`CorpusError` naming the source (datasets cannot skip a bad row)."""
+    try:
+        yield from ds
+    except Exception as err:  # noqa: BLE001 - arrow / json / decode errors come in many types
+        raise CorpusError(
+            f"could not read {source!r} after {stats.lines} rows ({type(err).__name__}: {err}); "
+            "datasets sources must be valid UTF-8 and well-formed (bad rows cannot be skipped; plain-text "
+            "corpora skip and count bad lines)"
+        ) from err
+
+
 def _load_datasets_stream(source: str, text_field: str, split: str):
     """A streamed :mod:`datasets` iterable for a local data file/folder or a hub name."""
     import datasets
@@ -217,11 +238,15 @@ def _load_datasets_stream(source: str, text_field: str, split: str):
     path = Path(source.removeprefix("hf:"))
     try:
         if not source.startswith("hf:") and path.exists():
-            if path.is_dir() and (path / "dataset_info.json").exists() or (path / "state.json").exists():
+            if _is_saved_dataset(path):
                 ds = datasets.load_from_disk(str(path))
                 if isinstance(ds, datasets.DatasetDict):
+                    if split not in ds:
+                        raise CorpusError(f"dataset {path} has splits {sorted(ds)}, not {split!r}")
                     ds = ds[split]
                 return ds.to_iterable_dataset()
+            if path.is_file() and path.stat().st_size == 0:
+                raise CorpusError(f"corpus file {path} is empty")
             builder = DATASETS_SUFFIXES.get(path.suffix.lower())
             if builder is None:
                 raise CorpusError(f"cannot tell the format of {path}: use .json/.jsonl/.csv/.parquet or plain text")
@@ -231,6 +256,8 @@ def _load_datasets_stream(source: str, text_field: str, split: str):
     except CorpusError:
         raise
     except Exception as err:  # noqa: BLE001 - hub / network failures come in many types
+        if not source.startswith("hf:") and path.exists():  # a local file: no point hinting at the hub
+            raise CorpusError(f"could not load {path} with datasets ({type(err).__name__}: {err})") from err
         raise CorpusError(
             f"could not load dataset {source!r} with datasets.load_dataset ({type(err).__name__}: {err}). "
             "Offline? Hub corpora such as BookCorpus need internet access (or HF_HUB_OFFLINE unset and a "
@@ -252,7 +279,7 @@ def iter_dataset_sentences(
     stats = stats if stats is not None else CorpusStats()
     ds = _load_datasets_stream(source, text_field, split)
     doc, last_key = 0, object()
-    for row in ds:
+    for row in _rows(ds, source, stats):
         stats.lines += 1
         if text_field not in row:
             raise CorpusError(f"dataset {source!r} has no column {text_field!r}; columns: {sorted(row)}")
@@ -290,7 +317,7 @@ def is_plain_text(source: str) -> bool:
     if source.startswith("hf:") or not path.exists():
         return False
     if path.is_dir():
-        return not ((path / "dataset_info.json").exists() or (path / "state.json").exists())
+        return not _is_saved_dataset(path)
     return path.suffix.lower() not in DATASETS_SUFFIXES
 
 

@@ -174,7 +174,7 @@ def _best_C(X, y, Cs, k: int, seed: int) -> tuple[float, float]:
     scores = []
     for C in Cs:
         accs = [(_logreg(C, seed).fit(X[tr], y[tr]).predict(X[te]) == y[te]).mean() for tr, te in splits]
-        scores.append(100.0 * float(np.mean(accs)))
+        scores.append(float(round(100.0 * np.mean(accs), 2)))  # SentEval rounds (numpy) before its argmax
     i = int(np.argmax(scores))
     return Cs[i], scores[i]
 
@@ -200,9 +200,9 @@ def eval_kfold(X: np.ndarray, y: np.ndarray, k: int = 10, inner_k: int | None = 
     for tr, te in outer.split(X, y):
         C, dev = _best_C(X[tr], y[tr], list(Cs), inner_k, seed)
         clf = _logreg(C, seed).fit(X[tr], y[tr])
-        accs.append(100.0 * float((clf.predict(X[te]) == y[te]).mean()))
+        accs.append(round(100.0 * float((clf.predict(X[te]) == y[te]).mean()), 2))  # as SentEval, per fold
         devs.append(dev)
-    return {"acc": round(float(np.mean(accs)), 2), "devacc": round(float(np.mean(devs)), 2), "n": int(len(y))}
+    return {"acc": float(round(np.mean(accs), 2)), "devacc": float(round(np.mean(devs), 2)), "n": int(len(y))}
 
 
 def eval_train_test(Xtr, ytr, Xte, yte, k: int = 10, seed: int = SEED, Cs: Sequence[float] = C_TRAIN_TEST,
@@ -264,6 +264,11 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128) -> tupl
     path = Path(model)
     if path.is_dir() and not is_qt_model_dir(path) and is_qt_model_dir(path / "model"):
         path = path / "model"
+    if path.is_dir() and not is_qt_model_dir(path) and (path / "checkpoint").is_dir() and not (path / "model").exists():
+        raise FileNotFoundError(
+            f"{path} is an nlp_qt run folder without model/: it is written when training ends (still running, "
+            "or stopped before its end? rerun the same training command to resume and finish it)"
+        )
     if is_qt_model_dir(path):
         qt, vocab = load_model(path, device)
         encode = make_qt_encoder(qt, vocab, device, batch_size)
@@ -294,6 +299,17 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128) -> tupl
 # ------------------------------------------------------------------------------------------------
 
 
+def _senteval_order(*keys) -> np.ndarray:
+    """The order SentEval puts a task's examples in before encoding and cross-validation: a
+    stable sort by (token counts, label). Its folds are drawn over that order, so ours must be too
+    to give the same numbers on the same embeddings."""
+    return np.array(sorted(range(len(keys[0])), key=lambda i: tuple(k[i] for k in keys)), dtype=int)
+
+
+def _ntok(texts: list[str]) -> list[int]:
+    return [len(t.split()) for t in texts]
+
+
 def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int = 10,
              inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False) -> dict:
     """Run the tasks; ``{task: {"acc", "devacc", "n", ...}}``."""
@@ -308,13 +324,22 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         t0 = time.perf_counter()
         if t in BINARY_TASKS:
             texts, y = load_binary(root, t)
+            order = _senteval_order(_ntok(texts), y)
+            texts, y = [texts[i] for i in order], y[order]
             res = eval_kfold(encode(texts), y, kfold, inner_kfold, seed, task=t)
         elif t == "TREC":
             d = load_trec(root)
+            for s in ("train", "test"):
+                order = _senteval_order(_ntok(d[s][0]), d[s][1])
+                d[s] = ([d[s][0][i] for i in order], d[s][1][order])
             res = eval_train_test(encode(d["train"][0]), d["train"][1], encode(d["test"][0]), d["test"][1],
                                   kfold, seed, task=t)
         else:
             d = load_mrpc(root)
+            for s in ("train", "test"):
+                a, b, y = d[s]
+                order = _senteval_order(_ntok(a), _ntok(b), y)
+                d[s] = ([a[i] for i in order], [b[i] for i in order], y[order])
             feats = {s: mrpc_features(encode(d[s][0]), encode(d[s][1])) for s in ("train", "test")}
             res = eval_train_test(feats["train"], d["train"][2], feats["test"], d["test"][2], kfold, seed,
                                   f1=True, task=t)

@@ -29,14 +29,15 @@ from shared_losses.runtime import CsvLogger, load_checkpoint, save_checkpoint, w
 from .config import Config
 from .corpus import CorpusStats, contiguous_batches, iter_corpus
 from .model import ModelConfig, QuickThought, save_model
-from .objectives import compute_loss
+from .objectives import compute_loss, neighbours
 from .vocab import Vocab
 
 # Fields that must agree between a run and the checkpoint it resumes from.
 _RESUME_KEYS = (
     "corpus", "text_field", "doc_field", "doc_boundary", "one_sentence_per_line", "max_sentences", "vocab_size",
     "max_len", "lowercase", "word_dim", "encoder_dim", "bidirectional", "objective", "tau_plus", "beta",
-    "temperature", "log_floor", "self_score", "batch_size", "lr", "seed",
+    "temperature", "log_floor", "self_score", "batch_size", "lr", "seed", "clip_norm", "clip_mode",
+    "gather_across_processes", "mixed_precision",
 )
 
 
@@ -109,6 +110,8 @@ def train(cfg: Config) -> dict:
     if resuming and cfg_path.exists():
         old = json.loads(cfg_path.read_text())
         diff = {k: (old.get(k), getattr(cfg, k)) for k in _RESUME_KEYS if old.get(k) != getattr(cfg, k)}
+        if old.get("num_processes", world) != world:  # the global batch (and so the skipped data) would change
+            diff["num_processes"] = (old.get("num_processes"), world)
         if diff:
             raise ValueError(
                 f"cannot resume from {ckpt_dir}: configuration differs in {diff} (old, new); "
@@ -174,10 +177,14 @@ def train(cfg: Config) -> dict:
                 u, v_all = model(ids, lengths)
                 doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
                 anchor_pos = None
-            loss = compute_loss(
-                u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
-                cfg.log_floor, cfg.self_score,
-            )
+            nb = neighbours(doc_ids, torch.arange(len(u), device=u.device) if anchor_pos is None else anchor_pos)
+            if (nb.has_prev | nb.has_next).any():
+                loss = compute_loss(
+                    u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
+                    cfg.log_floor, cfg.self_score,
+                )
+            else:  # only one-sentence documents here: nothing to learn; a zero loss keeps processes in step
+                loss = (u.sum() + v_all.sum()) * 0.0
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"non-finite loss {loss.item()} at step {step}")
             optimizer.zero_grad(set_to_none=True)

@@ -122,3 +122,43 @@ def test_vocab_build_encode_save(tmp_path):
     v.save(tmp_path / "v.json")
     w = Vocab.load(tmp_path / "v.json")
     assert w.itos == v.itos and w.max_len == 4
+
+
+def test_datasetdict_saved_to_disk_is_read_as_a_dataset(tmp_path):
+    """`load_dataset(...).save_to_disk(d)` writes a DatasetDict (dataset_dict.json + split folders);
+    it was taken for a plain-text folder and refused ("no text files")."""
+    import datasets
+
+    rows = [{"text": "A one."}, {"text": "A two."}, {"text": "A three."}]
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "dd"))
+    assert [s for _, s in iter_corpus(str(tmp_path / "dd"))] == ["A one.", "A two.", "A three."]
+    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "dt"))
+    with pytest.raises(CorpusError, match="splits"):
+        list(iter_corpus(str(tmp_path / "dt")))
+
+
+def test_hidden_folders_inside_a_corpus_folder_are_skipped(tmp_path):
+    (tmp_path / "book.txt").write_text("The real text. It has two sentences.\n")
+    (tmp_path / ".git" / "logs").mkdir(parents=True)
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / ".git" / "logs" / "HEAD").write_text("0000 1111 A U <a@b.c> 1700000000 +0100\tcommit: Init.\n")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / ".ipynb_checkpoints" / "book-checkpoint.txt").write_text("An old copy. Of the text.\n")
+    stats = CorpusStats()
+    assert [s for _, s in iter_text_sentences(tmp_path, stats)] == ["The real text.", "It has two sentences."]
+    assert stats.files == 1
+
+
+def test_bad_rows_of_a_datasets_file_give_a_corpus_error_naming_it(tmp_path):
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"text": "Caf\xe9 au lait."}\n{"text": "Fine."}\n')
+    with pytest.raises(CorpusError, match="latin.jsonl.*UTF-8"):
+        list(iter_corpus(str(latin)))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"text": "ok."}\n{"text": oops\n')
+    with pytest.raises(CorpusError, match="broken.jsonl"):
+        list(iter_corpus(str(broken)))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(CorpusError, match="empty"):
+        list(iter_corpus(str(empty)))

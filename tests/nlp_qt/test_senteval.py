@@ -150,3 +150,64 @@ def test_download_offline_says_so(tmp_path, capsys):
         se.download(tmp_path / "d", ["MR"], urls={"binary": (dead,)})
     with pytest.raises(ValueError, match="unknown SentEval task"):
         se.download(tmp_path / "d", ["SST"])
+
+
+def _senteval_reference(samples, labels, feats, k):
+    """The protocol of facebookresearch/SentEval's binary tasks (scikit-learn path), restated in a few
+    lines of our own: stable sort by (token count, label); outer and inner StratifiedKFold (seed 1111);
+    the C with the best rounded inner accuracy; per-fold test accuracies rounded, then averaged."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold
+
+    order = sorted(range(len(samples)), key=lambda i: (len(samples[i].split()), labels[i]))
+    X, y = feats(samples)[order], np.array(labels)[order]
+    skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=1111)
+    dev, test = [], []
+    for tr, te in skf.split(X, y):
+        scores = []
+        for reg in se.C_BINARY:
+            inner = [LogisticRegression(C=reg, random_state=1111, max_iter=1000).fit(X[tr][a], y[tr][a])
+                     .score(X[tr][b], y[tr][b]) for a, b in skf.split(X[tr], y[tr])]
+            scores.append(round(100 * np.mean(inner), 2))
+        dev.append(np.max(scores))
+        clf = LogisticRegression(C=se.C_BINARY[int(np.argmax(scores))], random_state=1111, max_iter=1000)
+        test.append(round(100 * clf.fit(X[tr], y[tr]).score(X[te], y[te]), 2))
+    return round(np.mean(test), 2), round(np.mean(dev), 2)
+
+
+def test_binary_task_matches_senteval_fold_order(tmp_path):
+    """SentEval sorts a task's examples by (length, label) before drawing its folds; on the same
+    embeddings our numbers must equal its numbers (file order gave other folds, other numbers)."""
+    rng = np.random.default_rng(3)
+    words = ["good", "bad", "plot", "film", "actor", "scene", "long", "dull", "fun"]
+    pos = [" ".join(rng.choice(words, size=rng.integers(2, 12))) for _ in range(60)]
+    neg = [" ".join(rng.choice(words, size=rng.integers(2, 12))) for _ in range(60)]
+    (tmp_path / "MR").mkdir()
+    (tmp_path / "MR" / "rt-polarity.pos").write_text("\n".join(pos) + "\n", encoding="latin-1")
+    (tmp_path / "MR" / "rt-polarity.neg").write_text("\n".join(neg) + "\n", encoding="latin-1")
+
+    def feats(sents):  # a weak, noisy, deterministic per-sentence feature
+        return np.array([[s.count("good") - s.count("bad") + np.random.default_rng(len(s) * 7 + sum(map(ord, s)))
+                          .normal(0, 1.5), np.random.default_rng(sum(map(ord, s))).normal()] for s in sents])
+
+    res = se.evaluate(feats, tmp_path, ["MR"], kfold=3)["MR"]
+    acc, dev = _senteval_reference(pos + neg, [1] * 60 + [0] * 60, feats, 3)
+    assert (res["acc"], res["devacc"]) == (acc, dev)
+
+
+def test_unfinished_run_or_corrupt_model_gives_a_clear_error(tmp_path):
+    import torch
+
+    from nlp_qt.model import ModelConfig, QuickThought, save_model
+    from nlp_qt.vocab import Vocab
+
+    run = tmp_path / "run"
+    (run / "checkpoint").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"corpus": "books/", "batch_size": 400}))
+    with pytest.raises(FileNotFoundError, match="without model/"):
+        se.load_encoder(str(run))
+    torch.manual_seed(0)
+    save_model(QuickThought(ModelConfig(10, 4, 4)), Vocab(["a", "b"]), run / "model")
+    (run / "model" / "model.safetensors").write_bytes(b"\x10\x00\x00")
+    with pytest.raises(ValueError, match="corrupt"):
+        se.load_encoder(str(run))

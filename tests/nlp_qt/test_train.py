@@ -122,3 +122,28 @@ def test_two_processes_with_gathered_candidates_match_single_process(tmp_path):
     b = load_file(str(tmp_path / "multi/model/model.safetensors"))
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
     assert json.loads((tmp_path / "multi/summary.json").read_text())["sentences_seen"] == 32
+
+
+def test_resume_refuses_changed_clipping_or_process_count(tmp_path):
+    """Settings that change the updates (clipping) or the data each step reads (process count)
+    are part of the resume check, not silently taken over."""
+    train(_cfg(tmp_path, "rc", max_steps=2))
+    with pytest.raises(ValueError, match="clip_mode"):
+        train(_cfg(tmp_path, "rc", max_steps=4, clip_mode="global"))
+    with pytest.raises(ValueError, match="clip_norm"):
+        train(_cfg(tmp_path, "rc", max_steps=4, clip_norm=1.0))
+    cfg_path = tmp_path / "rc" / "config.json"
+    cfg_path.write_text(json.dumps({**json.loads(cfg_path.read_text()), "num_processes": 2}))
+    with pytest.raises(ValueError, match="num_processes"):
+        train(_cfg(tmp_path, "rc", max_steps=4))
+
+
+def test_batch_of_one_sentence_documents_does_not_stop_training(tmp_path):
+    """A batch in which every sentence is its own document (e.g. a run of one-line documents) has
+    no positives; training goes on instead of failing there (and again on every resume)."""
+    many = " ".join(f"Sentence {i} of the long document is here." for i in range(8))
+    lines = [many] + [f"Lonely line {i} stands alone." for i in range(8)] + [many.replace("long", "other")]
+    (tmp_path / "lines.txt").write_text("\n".join(lines) + "\n")
+    s = train(_cfg(tmp_path, "lone", corpus=str(tmp_path / "lines.txt"), doc_boundary="line", objective="debiased",
+                   tau_plus=0.01))
+    assert s["step"] == 3 and s["final_loss"] > 0
