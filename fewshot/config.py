@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, Optional
 
@@ -66,7 +67,9 @@ class FewShotConfig:
     eval_every: int = 50
     """Evaluate on the evaluation split every this many steps (reported, never used for selection)."""
     max_eval: Optional[int] = None
-    """Evaluate on at most this many examples (None: all)."""
+    """Evaluate on at most this many examples (None: all): a uniform random subset drawn from `seed`
+    (not the first rows: files are often sorted by label), kept in the file's order. It has its own
+    random generator, so it changes nothing else in the run."""
     output_dir: str = "runs/fewshot"
     """Folder for config.json, sample.json, log.csv, TensorBoard events (tb/), checkpoint/ and metrics.json."""
     resume: bool = False
@@ -80,3 +83,21 @@ class FewShotConfig:
     """Mixed precision through accelerate (GPU)."""
     cpu: bool = False
     """Force CPU even when a GPU is present."""
+
+    def validate(self) -> None:
+        """Refuse obviously invalid numbers (called before anything is written)."""
+
+        def need(ok: bool, option: str, rule: str) -> None:
+            if not ok:
+                raise ValueError(f"--{option.replace('_', '-')} must be {rule}, got {getattr(self, option)}")
+
+        for option in ("steps", "batch_unlabeled"):
+            need(getattr(self, option) >= 0, option, ">= 0")
+        for option in ("batch_labeled", "max_length", "proj_dim", "eval_every", "checkpoint_every"):
+            need(getattr(self, option) >= 1, option, ">= 1")
+        need(self.max_eval is None or self.max_eval >= 1, "max_eval", ">= 1 (or unset for all examples)")
+        need(math.isfinite(self.lr) and self.lr > 0, "lr", "a positive number")
+        need(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", ">= 0")
+        need(math.isfinite(self.temperature) and self.temperature > 0, "temperature", "a positive number")
+        need(0.0 <= self.lam <= 1.0, "lam", "in [0, 1]")
+        need(self.prior is None or 0.0 <= self.prior <= 1.0, "prior", "in [0, 1]")

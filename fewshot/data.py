@@ -9,6 +9,7 @@ import csv
 import importlib.util
 import io
 import json
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,19 @@ def load_local(path: str, text_column: str, label_column: str, positive_label: s
     return texts, _binary(raw, positive_label, str(path))
 
 
+def _not_utf8(p: Path) -> DataError:
+    """The error for a file that is not UTF-8, with the first bad byte's offset and line."""
+    raw = p.read_bytes()
+    try:
+        raw.decode("utf-8")
+        where = ""
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        where = f" (byte {err.start}, line {line}: {raw[err.start:err.start + 1]!r})"
+    return DataError(f"{p}: not UTF-8{where}; the file must be UTF-8. Convert it, e.g. from Latin-1: "
+                     f"iconv -f latin1 -t utf-8 {p} > {p.with_name(p.stem + '.utf8' + p.suffix)}")
+
+
 def _read_local(path: str, text_column: str, label_column: str):
     """(texts, raw label values) of the rows with a non-empty text and label."""
     p = Path(path)
@@ -53,14 +67,20 @@ def _read_local(path: str, text_column: str, label_column: str):
         # GLUE's TSV files are not quoted (a sentence may start with or contain a lone `"`), so a
         # .tsv is read without quote handling, as GLUE's own readers do; a .csv uses CSV quoting.
         quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
-        with open(p, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
-            _check_columns(reader.fieldnames or [], text_column, label_column, str(p))
-            rows = list(reader)
+        try:
+            with open(p, newline="", encoding="utf-8-sig") as fh:
+                reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
+                _check_columns(reader.fieldnames or [], text_column, label_column, str(p))
+                rows = list(reader)
+        except UnicodeDecodeError as err:
+            raise _not_utf8(p) from err
     elif suffix in (".jsonl", ".json"):
         rows = []
-        with open(p, encoding="utf-8-sig") as fh:  # -sig: files saved with a BOM (Windows editors)
-            lines = fh.readlines()
+        try:
+            with open(p, encoding="utf-8-sig") as fh:  # -sig: files saved with a BOM (Windows editors)
+                lines = fh.readlines()
+        except UnicodeDecodeError as err:
+            raise _not_utf8(p) from err
         if suffix == ".json" and "".join(lines).lstrip().startswith("["):  # a JSON array of objects
             try:
                 rows = json.loads("".join(lines))
@@ -79,9 +99,13 @@ def _read_local(path: str, text_column: str, label_column: str):
         _check_columns(rows[0].keys() if rows else [], text_column, label_column, str(p))
     else:
         raise DataError(f"{p}: unsupported file type {suffix!r}; use .tsv, .csv, .jsonl or .json")
+    n_rows = len(rows)
     rows = [r for r in rows if r.get(text_column) not in (None, "") and r.get(label_column) not in (None, "")]
     if not rows:
         raise DataError(f"{p}: no rows with a non-empty {text_column!r} and {label_column!r}")
+    if len(rows) < n_rows:
+        warnings.warn(f"{p}: skipped {n_rows - len(rows)} of {n_rows} rows with an empty {text_column!r} "
+                      f"or {label_column!r}", stacklevel=3)
     return [str(r[text_column]) for r in rows], [r[label_column] for r in rows]
 
 

@@ -7,6 +7,7 @@ import os
 import torch.nn as nn
 
 MINILM = "minilm"
+NO_LIMIT = int(1e20)  # transformers' LARGE_INTEGER: a model_max_length above it means "not set" (int(1e30))
 
 
 def resolve_encoder(name: str) -> str:
@@ -46,6 +47,23 @@ def load_tokenizer(name: str):
             raise ValueError(f"the tokenizer of {path!r} has no pad, eos, sep or unk token to pad batches with")
         tok.pad_token = fallback
     return tok
+
+
+def max_tokens(encoder: nn.Module, tokenizer) -> int | None:
+    """Most tokens per example the encoder takes (None: unknown): the tokenizer's model_max_length
+    when it is set, and the position embeddings (config.max_position_embeddings; RoBERTa-style
+    embeddings number positions from padding_idx + 1, so roberta-base's 514 hold 512 tokens)."""
+    limits = []
+    n = getattr(tokenizer, "model_max_length", None)
+    if isinstance(n, int) and 0 < n < NO_LIMIT:
+        limits.append(n)
+    n = getattr(getattr(encoder, "config", None), "max_position_embeddings", None)
+    if isinstance(n, int) and n > 0:
+        emb = getattr(encoder, "embeddings", None)
+        if hasattr(emb, "create_position_ids_from_input_ids") and getattr(emb, "padding_idx", None) is not None:
+            n -= emb.padding_idx + 1  # fairseq numbering (RobertaEmbeddings and its copies)
+        limits.append(n)
+    return min(limits) if limits else None
 
 
 class FewShotModel(nn.Module):

@@ -22,7 +22,7 @@ from shared_losses.runtime import CsvLogger, load_checkpoint, save_checkpoint, w
 
 from .config import FewShotConfig
 from .data import load_splits, sample_fewshot
-from .model import FewShotModel, load_tokenizer
+from .model import FewShotModel, load_tokenizer, max_tokens
 from .objectives import fewshot_loss, roles_from_labels
 from .prior import elkan_noto_prior
 
@@ -110,24 +110,39 @@ class Run:
 def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> Run:
     """Output folder, accelerator, data and few-shot sample, model on its device, prior; writes
     config.json (with the prior used) and sample.json."""
+    cfg.validate()  # before anything is written into the run's folder
     out = Path(cfg.output_dir)
-    if cfg.resume:  # before anything is written into the run's folder
+    if cfg.resume:
         check_resume_config(cfg, load_checkpoint(None, out / "checkpoint")["config"])
-    out.mkdir(parents=True, exist_ok=True)
     acc = make_accelerator(cfg)
     train_x, train_y, eval_x, eval_y = load_splits(cfg)
     sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
-    if cfg.max_eval is not None:
-        eval_x, eval_y = eval_x[: cfg.max_eval], eval_y[: cfg.max_eval]
+    eval_x, eval_y = eval_subset(eval_x, eval_y, cfg.max_eval, cfg.seed)
     torch.manual_seed(cfg.seed)
     tokenizer = tokenizer or load_tokenizer(cfg.encoder)
     model = (model or FewShotModel(cfg.encoder, cfg.pooling, cfg.proj_dim)).to(acc.device)
+    limit = max_tokens(model.encoder, tokenizer)
+    if limit is not None and cfg.max_length > limit:
+        raise ValueError(f"--max-length {cfg.max_length} exceeds what the encoder {cfg.encoder!r} takes: "
+                         f"{limit} tokens (its position embeddings / tokenizer limit); use --max-length {limit} or less")
     run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
+    out.mkdir(parents=True, exist_ok=True)
     if acc.is_main_process:
         write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
         write_json_atomic(out / "sample.json", sample.to_json())
     return run
+
+
+def eval_subset(eval_x, eval_y, max_eval, seed):
+    """At most ``max_eval`` evaluation examples: a uniform draw (the first rows of a file sorted by
+    label would bias the score), kept in file order. Its own generator (a child of ``seed``), so the
+    draw consumes no randomness of the few-shot sample, the batches or torch."""
+    if max_eval is None or max_eval >= len(eval_x):
+        return eval_x, eval_y
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    keep = np.sort(rng.choice(len(eval_x), size=max_eval, replace=False))
+    return [eval_x[i] for i in keep], [eval_y[i] for i in keep]
 
 
 RESUME_FREE = {"resume", "steps", "eval_every", "checkpoint_every", "output_dir"}  # may change when resuming
@@ -143,9 +158,7 @@ def check_resume_config(cfg: FewShotConfig, saved: dict) -> None:
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
-    if cfg.prior is not None:
-        if not 0.0 <= cfg.prior <= 1.0:
-            raise ValueError(f"--prior must be in [0, 1], got {cfg.prior}")
+    if cfg.prior is not None:  # in [0, 1]: FewShotConfig.validate
         return float(cfg.prior), "given"
     if cfg.estimate_prior:
         pos = sample.labeled[train_y[sample.labeled] == 1]

@@ -43,7 +43,7 @@ def tiny_encoder(tmp_path_factory):
     fast.save_pretrained(folder)
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=32)
+                     intermediate_size=64, max_position_embeddings=64)  # the default --max-length fits
     BertModel(cfg).save_pretrained(folder)
     return str(folder)
 

@@ -2,14 +2,16 @@
 
 import json
 import shutil
+import warnings
 
 import numpy as np
 import pytest
+import torch
 
 from fewshot.config import FewShotConfig
 from fewshot.data import DataError, load_local, load_splits
-from fewshot.model import load_tokenizer
-from fewshot.train import Batches, tokenize, train
+from fewshot.model import load_tokenizer, max_tokens
+from fewshot.train import Batches, prepare, tokenize, train
 
 from .conftest import make_texts, write_tsv
 
@@ -108,3 +110,78 @@ def test_pu_setting_refuses_resume(tiny_encoder, easy_task, tmp_path):
     with pytest.raises(ValueError, match="not supported with --setting pu"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", resume=True))
     assert not (tmp_path / "pu" / "checkpoint").exists()
+
+
+def test_max_eval_is_a_seeded_random_subset_in_file_order(tiny_encoder, easy_task, tmp_path):
+    # an evaluation file sorted by label: its first 10 rows are all negatives
+    dev = write_tsv(tmp_path / "sorted.tsv", sorted(make_texts(40, 1), key=lambda r: r[1]))
+    cfg = lambda out, **kw: _cfg(tiny_encoder, (easy_task[0], dev), tmp_path / out, **kw)  # noqa: E731
+    full, a, again = prepare(cfg("full")), prepare(cfg("a", max_eval=10)), prepare(cfg("again", max_eval=10))
+    assert len(a.eval_y) == 10 and set(a.eval_y) == {0, 1} and a.eval_x == again.eval_x  # seeded
+    rows = iter(zip(full.eval_x, full.eval_y))
+    assert all(r in rows for r in zip(a.eval_x, a.eval_y))  # a subsequence: the file's order is kept
+    assert prepare(cfg("seed1", max_eval=10, seed=1)).eval_x != a.eval_x
+    assert prepare(cfg("all", max_eval=40)).eval_x == full.eval_x
+    # its own generator: the few-shot sample, the heads' initialisation and the prior do not change
+    assert a.sample.to_json() == full.sample.to_json() and a.prior == full.prior
+    assert all(torch.equal(v, full.model.state_dict()[k]) for k, v in a.model.state_dict().items())
+
+
+@pytest.mark.parametrize("option, value", [
+    ("eval_every", 0), ("eval_every", -5), ("checkpoint_every", 0), ("checkpoint_every", -1), ("steps", -1),
+    ("batch_labeled", 0), ("batch_unlabeled", -1), ("lr", -1e-5), ("lr", float("nan")), ("weight_decay", -0.1),
+    ("max_length", 0), ("max_eval", 0), ("proj_dim", 0), ("temperature", 0.0), ("lam", 1.5), ("prior", 1.2)])
+def test_invalid_numeric_options_are_refused_before_anything_is_written(tiny_encoder, easy_task, tmp_path, option, value):
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=f"--{option.replace('_', '-')} must be"):
+        train(_cfg(tiny_encoder, easy_task, out, **{option: value}))
+    assert not out.exists()
+
+
+def test_max_length_beyond_the_position_embeddings_is_refused(tiny_encoder, easy_task, tmp_path):
+    # the tiny BERT has 64 position embeddings; its tokenizer sets no model_max_length (int(1e30))
+    with pytest.raises(ValueError, match=r"--max-length 65 exceeds .* 64 tokens"):
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "a", max_length=65))
+    assert not (tmp_path / "a").exists()
+    prepare(_cfg(tiny_encoder, easy_task, tmp_path / "b", max_length=64))
+    from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
+
+    small = dict(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    tok = load_tokenizer(tiny_encoder)
+    # RoBERTa's positions start after its padding index (roberta-base: 514 embeddings, 512 tokens)
+    for enc, limit in [(BertModel(BertConfig(max_position_embeddings=32, **small)), 32),
+                       (RobertaModel(RobertaConfig(max_position_embeddings=34, pad_token_id=1, **small)), 32)]:
+        assert max_tokens(enc, tok) == limit
+        enc(torch.full((1, limit), 5))  # the limit is exact: one token more breaks the model
+        with pytest.raises(Exception):
+            enc(torch.full((1, limit + 1), 5))
+        tok.model_max_length = 20  # a tokenizer's own (smaller) limit counts too
+        assert max_tokens(enc, tok) == 20
+        tok.model_max_length = int(1e30)
+
+
+def test_non_utf8_file_names_the_file_and_position(tmp_path):
+    for name, text, line in [("latin1.tsv", "sentence\tlabel\ngood film\t1\nun film tr\u00e8s mauvais\t0\n", 3),
+                             ("latin1.jsonl", '{"sentence": "good", "label": 1}\n{"sentence": "tr\u00e8s", "label": 0}\n', 2)]:
+        f = tmp_path / name
+        f.write_bytes(text.encode("latin-1"))
+        pos = text.index("\u00e8")  # one byte per character in Latin-1
+        with pytest.raises(DataError, match=rf"{name}: not UTF-8 \(byte {pos}, line {line}: b'\\xe8'\); the file "
+                                            r"must be UTF-8.*iconv -f latin1 -t utf-8"):
+            load_local(str(f), "sentence", "label", "1")
+
+
+def test_rows_with_empty_text_or_label_are_dropped_with_a_warning(tmp_path):
+    train_file = tmp_path / "train.tsv"
+    train_file.write_text("sentence\tlabel\ngood\t1\n\t0\nbad\t\nfine\t1\nawful\t0\n")
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text('{"sentence": "good", "label": 1}\n{"sentence": "", "label": 0}\n{"sentence": "bad", "label": 0}\n')
+    with pytest.warns(UserWarning) as record:
+        got = load_splits(FewShotConfig(dataset=str(train_file), eval_file=str(dev)))
+    assert got == (["good", "fine", "awful"], [1, 1, 0], ["good", "bad"], [1, 0])
+    messages = [str(w.message) for w in record]
+    assert any(str(train_file) in m and "skipped 2 of 5 rows" in m for m in messages)
+    assert any(str(dev) in m and "skipped 1 of 3 rows" in m for m in messages)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing dropped: no warning
+        load_local(write_tsv(tmp_path / "clean.tsv", make_texts(6, 0)), "sentence", "label", "1")
