@@ -65,20 +65,34 @@ ABBREVIATIONS = {
 
 # A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace,
 # then (optionally opening quotes/brackets and) an upper-case letter or a digit.
-_BOUNDARY = re.compile(r"([.!?]+|\.\.\.|…)([\"'”’)\]]*)(\s+)(?=[\"'“‘(\[]*[A-Z0-9])")
+# A match starts only at the first mark of a run of marks, and takes the run whole (possessive), so
+# a long run of "!" or "." costs linear time, not quadratic; the boundaries found are the same.
+_BOUNDARY = re.compile(r"((?<![.!?])[.!?]++|…)([\"'”’)\]]*)(\s+)(?=[\"'“‘(\[]*[A-Z0-9])")
 _WS = re.compile(r"\s+")
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.")
+_LONGEST_WORD = 64  # a longer run of letters and dots before a '.' is never an abbreviation
 
 
-def _is_abbreviation(text_before: str) -> bool:
-    """True if the word ending at ``text_before`` (which ends just before a '.') is an
-    abbreviation or a single-letter initial, so the '.' does not end the sentence."""
-    m = re.search(r"([A-Za-z][A-Za-z.]*)$", text_before)
-    if not m:
+def _is_abbreviation(text: str, start: int, end: int) -> bool:
+    """True if the word of ``text[start:end]`` that ends at ``end`` (just before a '.') is an
+    abbreviation or a single-letter initial, so the '.' does not end the sentence.
+
+    The word is the run of ASCII letters and dots before ``end``, from its first letter. It is read
+    by stepping back at most ``_LONGEST_WORD`` characters: linear time, also on degenerate lines."""
+    i = end
+    while i > start and text[i - 1] in _WORD_CHARS:
+        i -= 1
+        if end - i > _LONGEST_WORD:
+            return False
+    run = text[i:end]
+    first = next((k for k, c in enumerate(run) if c != "."), None)
+    if first is None:
         return False
-    word = m.group(1).lower().rstrip(".")
+    word_raw = run[first:]
+    word = word_raw.lower().rstrip(".")
     if word in ABBREVIATIONS:
         return True
-    if len(word) == 1 and m.group(1)[0].isupper():  # initials: "J. R. R. Tolkien"
+    if len(word) == 1 and word_raw[0].isupper():  # initials: "J. R. R. Tolkien"
         return True
     return bool(re.fullmatch(r"(?:[a-z]\.)+[a-z]", word))  # "u.s.a" style
 
@@ -97,7 +111,7 @@ def split_sentences(text: str) -> list[str]:
     out, start = [], 0
     for m in _BOUNDARY.finditer(text):
         punct = m.group(1)
-        if punct == "." and _is_abbreviation(text[start : m.start(1)]):
+        if punct == "." and _is_abbreviation(text, start, m.start(1)):
             continue
         end = m.end(2)
         piece = text[start:end].strip()

@@ -162,3 +162,13 @@ def test_bad_rows_of_a_datasets_file_give_a_corpus_error_naming_it(tmp_path):
     empty.write_text("")
     with pytest.raises(CorpusError, match="empty"):
         list(iter_corpus(str(empty)))
+
+
+def test_degenerate_lines_split_like_ordinary_text():
+    """Long runs of abbreviations, initials or marks (linear-time splitting; these were quadratic)."""
+    assert split_sentences("Mr. " * 3000 + "Smith left. He came back.") == ["Mr. " * 2999 + "Mr. Smith left.", "He came back."]
+    assert split_sentences("J. " * 3000 + "Doe") == [("J. " * 3000 + "Doe").strip()]
+    assert split_sentences("!" * 5000 + "a") == ["!" * 5000 + "a"]
+    assert split_sentences("Wait" + "." * 5000 + " Then!!! So?! Yes") == ["Wait" + "." * 5000, "Then!!!", "So?!", "Yes"]
+    long_word = "a" * 100 + "mr"
+    assert split_sentences(f"The {long_word}. Next one.") == [f"The {long_word}.", "Next one."]
