@@ -179,13 +179,20 @@ def _best_C(X, y, Cs, k: int, seed: int) -> tuple[float, float]:
     return Cs[i], scores[i]
 
 
-def _check_folds(y: np.ndarray, k: int, task: str) -> None:
+def _check_folds(y: np.ndarray, k: int, task: str, inner_k: int | None = None) -> None:
+    if k < 2 or (inner_k is not None and inner_k < 2):
+        raise ValueError(f"task {task}: --kfold and --inner-kfold must be >= 2, got {k} and {inner_k}")
     counts = np.bincount(y)
     counts = counts[counts > 0]
     if len(counts) < 2:
         raise ValueError(f"task {task}: only one class present")
     if counts.min() < k:
         raise ValueError(f"task {task}: a class has {counts.min()} examples, fewer than k = {k} folds; lower --kfold")
+    # the inner CV runs on an outer training part: at least c - ceil(c / k) examples of each class
+    least = int(counts.min() - -(-counts.min() // k))
+    if inner_k is not None and least < inner_k:
+        raise ValueError(f"task {task}: an outer training part can hold only {least} examples of a class, fewer "
+                         f"than the {inner_k} inner folds; lower --inner-kfold")
 
 
 def eval_kfold(X: np.ndarray, y: np.ndarray, k: int = 10, inner_k: int | None = None, seed: int = SEED,
@@ -194,7 +201,7 @@ def eval_kfold(X: np.ndarray, y: np.ndarray, k: int = 10, inner_k: int | None = 
     from sklearn.model_selection import StratifiedKFold
 
     inner_k = inner_k or k
-    _check_folds(y, k, task)
+    _check_folds(y, k, task, inner_k)
     outer = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
     accs, devs = [], []
     for tr, te in outer.split(X, y):

@@ -211,3 +211,13 @@ def test_unfinished_run_or_corrupt_model_gives_a_clear_error(tmp_path):
     (run / "model" / "model.safetensors").write_bytes(b"\x10\x00\x00")
     with pytest.raises(ValueError, match="corrupt"):
         se.load_encoder(str(run))
+
+
+def test_too_many_inner_folds_are_refused_with_the_option_name():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(24, 3)), np.array([0] * 18 + [1] * 6)
+    with pytest.raises(ValueError, match="lower --inner-kfold"):  # outer parts hold >= 4 of class 1
+        se.eval_kfold(X, y, k=3, inner_k=5)
+    assert se.eval_kfold(X, y, k=3, inner_k=4)["n"] == 24
+    with pytest.raises(ValueError, match="must be >= 2"):
+        se.eval_kfold(X, y, k=1)
