@@ -33,7 +33,8 @@ def promote(t: torch.Tensor) -> torch.Tensor:
 def log_mean_exp(x: torch.Tensor, count: torch.Tensor | float, dim: int = -1) -> torch.Tensor:
     """``log( (1/count) * sum exp(x) )`` along ``dim``; ``-inf`` entries contribute nothing."""
     if isinstance(count, torch.Tensor):
-        return torch.logsumexp(x, dim=dim) - torch.log(count)
+        # an integer count would be logged in the default dtype (float32) even for float64 x
+        return torch.logsumexp(x, dim=dim) - torch.log(count.to(x.dtype))
     return torch.logsumexp(x, dim=dim) - math.log(count)
 
 
@@ -99,7 +100,7 @@ def debiased_terms(
     if beta:
         log_neg_mean = torch.logsumexp((1.0 + beta) * neg, dim=-1) - torch.logsumexp(beta * neg, dim=-1)
     elif consume_neg and not per_turn:
-        log_neg_mean = logsumexp_inplace(neg) - (torch.log(n_neg) if isinstance(n_neg, torch.Tensor) else math.log(n_neg))
+        log_neg_mean = logsumexp_inplace(neg) - (torch.log(n_neg.to(neg.dtype)) if isinstance(n_neg, torch.Tensor) else math.log(n_neg))
     else:
         log_neg_mean = log_mean_exp(neg, n_neg, dim=-1)
     if not per_turn:

@@ -8,7 +8,9 @@ hands each process its own slice. (We use our own autograd function rather than
 gradients for non-contiguous incoming gradients in our tests.) Each process then computes the loss of its *local*
 anchors against the global candidates, averaged over its local anchors. Under DDP / accelerate,
 which average parameter gradients over processes, this gives exactly the gradient of
-single-process training on the concatenated batch (tested with two gloo processes).
+single-process training on the concatenated batch (tested with two gloo processes). That holds for
+``reduction="mean"``: with ``"sum"`` each process sums over its local anchors and the averaging
+divides the single-process gradient of the summed loss by the number of processes.
 
 All processes must contribute the same number of rows (``all_gather`` needs equal shapes).
 """

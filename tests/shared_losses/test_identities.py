@@ -60,8 +60,7 @@ def test_punce_all_labeled_is_supcon():
     feats, src, lab = _pu_batch([1, -1, 1, -1, 1], seed=3)
     for prior in (0.0, 0.5, 1.0):
         assert torch.allclose(S.punce_loss(feats, src, lab, prior, 0.5), S.supcon_loss(feats, lab, 0.5), rtol=1e-12)
-    pu_only = torch.ones_like(lab)
-    pu_only[: len(lab) // 2 - 1] = 1
+    pu_only = torch.ones_like(lab)  # only positives labeled, none unlabeled or negative
     assert torch.allclose(S.punce_loss(feats, src, pu_only, 0.3, 0.5), S.supcon_loss(feats, pu_only, 0.5), rtol=1e-12)
 
 
