@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 # SPEC section 6: action repeat 8 cartpole; 2 finger spin, walker; 4 cheetah, reacher, ball_in_cup.
-# Learning rate 1e-3 except 2e-4 for cheetah. Other tasks fall back to DEFAULT_ACTION_REPEAT.
+# Learning rate 1e-3 except 2e-4 for cheetah. Other tasks of these domains take their domain's values;
+# tasks of other domains fall back to DEFAULT_ACTION_REPEAT and DEFAULT_LR.
 TASK_DEFAULTS: dict[str, dict[str, float]] = {
     "cartpole-swingup": {"action_repeat": 8, "lr": 1e-3},
     "cartpole-balance": {"action_repeat": 8, "lr": 1e-3},
@@ -33,7 +34,14 @@ def task_default(task: str, key: str) -> float:
     fallback = {"action_repeat": DEFAULT_ACTION_REPEAT, "lr": DEFAULT_LR}[key]
     if task.startswith("gym:") and key == "action_repeat":
         return 1  # a generic gymnasium environment: no action repeat unless asked for
-    return TASK_DEFAULTS.get(task, {}).get(key, fallback)
+    if task in TASK_DEFAULTS:
+        return TASK_DEFAULTS[task].get(key, fallback)
+    # Other tasks of a listed domain (cartpole-swingup_sparse, finger-turn_easy, ...) take its value.
+    domain = task.split("-", 1)[0]
+    for name, values in TASK_DEFAULTS.items():
+        if name.split("-", 1)[0] == domain:
+            return values.get(key, fallback)
+    return fallback
 
 
 @dataclass
@@ -93,7 +101,7 @@ class Config:
     alpha_beta1: float = 0.5
     """Adam beta1 of the temperature optimiser."""
     actor_beta1: float = 0.9
-    """Adam beta1 of the actor, critic and auxiliary optimisers."""
+    """Adam beta1 of the actor and critic optimisers (the encoder and auxiliary optimisers keep Adam's default 0.9, as in the official code)."""
     init_temperature: float = 0.1
     """Initial entropy temperature alpha."""
     critic_tau: float = 0.01
@@ -173,6 +181,9 @@ class Config:
         need(self.frame_stack >= 1, f"frame_stack must be >= 1, got {self.frame_stack}")
         need(self.replay_capacity > self.batch_size, "replay_capacity must exceed batch_size")
         need(self.env_steps > 0 and self.eval_every > 0 and self.eval_episodes >= 1, "env_steps, eval_every, eval_episodes must be positive")
+        need(self.log_every >= 1 and self.seed_steps >= 1, "log_every and seed_steps must be >= 1 (updates sample the replay)")
+        need(min(self.actor_update_every, self.target_update_every, self.aux_update_every) >= 1,
+             "actor_update_every, target_update_every and aux_update_every must be >= 1")
         need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
         need(self.num_layers >= 1 and self.num_filters >= 1, "num_layers and num_filters must be >= 1")
 

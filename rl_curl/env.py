@@ -82,6 +82,11 @@ class DMCPixels(_StackedPixels):
         self._env = suite.load(domain, name, task_kwargs={"random": seed})
         spec = self._env.action_spec()
         self._low, self._high = spec.minimum.astype(np.float64), spec.maximum.astype(np.float64)
+        # dm_control gives actuators without a control range bounds of +-mjMAXVAL (1e10; the lqr
+        # tasks): mapping [-1, 1] onto those would send actions of order 1e9.
+        if not np.all(np.maximum(np.abs(self._low), np.abs(self._high)) < 1e10):
+            raise ValueError(f"DeepMind Control task {task!r} has unbounded actions (actuators without a control "
+                             f"range: bounds {spec.minimum} .. {spec.maximum}); the agent needs a bounded action space")
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=spec.shape, dtype=np.float32)
         self.observation_space = gym.spaces.Box(0, 255, shape=(3 * frame_stack, image_size, image_size), dtype=np.uint8)
         self._frames: deque = deque(maxlen=frame_stack)

@@ -20,12 +20,13 @@ def weight_init(m: nn.Module) -> None:
         nn.init.orthogonal_(m.weight.data[:, :, mid, mid], gain=nn.init.calculate_gain("relu"))
 
 
-def conv_output_size(size: int, num_layers: int) -> int:
-    size = (size - 3) // 2 + 1
+def conv_output_size(image_size: int, num_layers: int) -> int:
+    size = (image_size - 3) // 2 + 1
     for _ in range(num_layers - 1):
         size = size - 2
     if size < 1:
-        raise ValueError(f"image of {size} pixels is too small for {num_layers} conv layers")
+        raise ValueError(f"image of {image_size} pixels (crop_size) is too small for {num_layers} conv layers "
+                         f"(it needs at least {4 * num_layers - 1})")
     return size
 
 

@@ -61,8 +61,13 @@ def collect(root: str | Path) -> list[dict]:
 
 
 def score_at(run: dict, env_step: int) -> float | None:
-    """The evaluation at ``env_step`` (the last one at or before it; None if the run has not got there)."""
-    ok = run["steps"] <= env_step
+    """The evaluation at ``env_step`` (the last one at or before it; None if the run has not got there).
+
+    A run counts environment steps in whole agent steps, so its evaluation "at" ``env_step`` is logged at
+    ``env_step`` rounded up to its action repeat (a 100k run with action repeat 3 ends, and makes its
+    final evaluation, at 100002): that step is what "at or before" is measured against."""
+    repeat = int(run["cfg"].get("action_repeat") or 1)
+    ok = run["steps"] <= -(-env_step // repeat) * repeat
     if not ok.any() or run["steps"].max() < env_step:
         return None
     return float(run["returns"][ok][-1])

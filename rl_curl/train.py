@@ -21,7 +21,8 @@ import torch
 import tyro
 from tqdm import tqdm
 
-from shared_losses.runtime import CheckpointError, CsvLogger, load_checkpoint, save_checkpoint, write_json_atomic
+from shared_losses.runtime import (CheckpointError, CsvLogger, load_checkpoint, resolve_checkpoint, save_checkpoint,
+                                   write_json_atomic)
 
 from .agent import CurlAgent
 from .config import Config
@@ -50,6 +51,18 @@ def check_checkpoint_format(extra: dict, path) -> None:
 
 def config_signature(cfg: Config) -> dict:
     return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RESUMABLE_FIELDS}
+
+
+def has_checkpoint(ckpt_dir: Path) -> bool:
+    """Whether there is a checkpoint to resume from (or a damaged one for load_checkpoint to name), including
+    the previous one that a save cut off between its two renames leaves as ``.checkpoint.old``."""
+    try:
+        resolve_checkpoint(ckpt_dir)
+    except FileNotFoundError:
+        return False
+    except CheckpointError:
+        pass
+    return True
 
 
 def episode_seed(cfg: Config, episode: int) -> int:
@@ -120,14 +133,17 @@ def run(cfg: Config) -> dict:
         accelerator.register_for_checkpointing(replay)
 
     step, episode, next_ckpt, resumed = 0, 0, cfg.checkpoint_every, False
-    if cfg.resume and ckpt_dir.exists():
-        extra = load_checkpoint(accelerator, ckpt_dir)
+    if cfg.resume and has_checkpoint(ckpt_dir):
+        # Counters and configuration first, so that a mismatch is refused naming its fields before
+        # accelerate tries to load models, optimisers or a replay of another shape.
+        extra = load_checkpoint(None, ckpt_dir)
         check_checkpoint_format(extra, ckpt_dir)
         theirs, mine = extra.get("signature", {}), config_signature(cfg)
         diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
         if diff:
             raise CheckpointError(f"checkpoint {ckpt_dir} was written with a different configuration; differing "
                                   f"fields: " + ", ".join(f"{k} (checkpoint {theirs.get(k)!r}, now {mine.get(k)!r})" for k in diff))
+        load_checkpoint(accelerator, ckpt_dir)
         step, episode, next_ckpt = extra["step"], extra["episode"], extra["next_ckpt"]
         action_rng.bit_generator.state = extra["action_rng"]
         resumed = True
@@ -153,6 +169,9 @@ def run(cfg: Config) -> dict:
         tb.add_scalar("eval/return", row["eval_return_mean"], step * ar)
         return row["eval_return_mean"]
 
+    # Resuming a finished run: its final evaluation and checkpoint are already written.
+    finished = resumed and step >= cfg.agent_steps and bool(eval_log.rows) \
+        and float(eval_log.rows[-1]["env_step"]) == step * ar
     obs, ep_return, metrics, last_eval = None, 0.0, {}, math.nan
     bar = tqdm(total=cfg.agent_steps, initial=step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.aux}", unit="step")
     while step < cfg.agent_steps:
@@ -189,8 +208,13 @@ def run(cfg: Config) -> dict:
                 next_ckpt = (env_step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
                 save()
     bar.close()
-    last_eval = do_eval(final=True)
-    save()
+    if finished:
+        last_eval = float(eval_log.rows[-1]["eval_return_mean"])
+        if cfg.save_video:  # the final evaluation's first episode, without logging it again
+            evaluate(agent, cfg, 1, out / "eval.mp4")
+    else:
+        last_eval = do_eval(final=True)
+        save()
     tb.close()
     env.close()
     plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task} {cfg.aux}")

@@ -156,3 +156,36 @@ def test_scaled_pixels_are_bit_identical_to_converting_in_the_trunk():
     trunk = ConvTrunk(9, 20, num_filters=4, num_layers=2)
     assert torch.equal(trunk(ScaledPixels(x)), trunk(x))
     assert torch.equal(trunk(x), trunk(x.float()))  # float pixels in 0..255 read the same as uint8
+
+
+@pytest.mark.parametrize("field", ["log_every", "seed_steps", "actor_update_every", "target_update_every",
+                                   "aux_update_every"])
+def test_config_refuses_zero_periods(field):
+    """0 used to pass validation and stop the run later (ZeroDivisionError, or sampling an empty replay)."""
+    with pytest.raises(ValueError, match=field):
+        tiny_config(**{field: 0}).resolved()
+
+
+def test_too_small_crop_names_its_size():
+    from rl_curl.networks import ConvTrunk
+
+    with pytest.raises(ValueError, match="image of 8 pixels .* 4 conv layers .* at least 15"):
+        ConvTrunk(9, 8, num_filters=4, num_layers=4)
+    ConvTrunk(9, 15, num_filters=4, num_layers=4)
+
+
+def test_actor_beta1_help_says_which_optimisers_it_sets():
+    """--help said actor_beta1 also set the auxiliary optimisers; as in the official code they keep 0.9."""
+    import ast
+    import inspect
+
+    import rl_curl.config as config_module
+
+    body = next(n for n in ast.parse(inspect.getsource(config_module)).body
+                if isinstance(n, ast.ClassDef) and n.name == "Config").body
+    i = next(i for i, n in enumerate(body) if isinstance(n, ast.AnnAssign) and n.target.id == "actor_beta1")
+    doc = body[i + 1].value.value
+    ag = agent(actor_beta1=0.5)
+    assert ag.actor_opt.defaults["betas"][0] == ag.critic_opt.defaults["betas"][0] == 0.5
+    assert ag.aux_opt.defaults["betas"][0] == ag.encoder_opt.defaults["betas"][0] == 0.9
+    assert "actor and critic optimisers" in doc and "keep Adam's default 0.9" in doc

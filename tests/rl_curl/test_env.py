@@ -65,3 +65,23 @@ def test_bad_action_is_refused():
     env.reset(seed=0)
     with pytest.raises(ValueError, match="finite"):
         env.step(np.array([np.nan]))
+
+
+def test_unbounded_dmc_actions_are_refused():
+    """lqr's actuators have no control range: dm_control bounds them by +-1e10, which the [-1, 1] mapping
+    turned into actions of order 1e9 (rewards around -1e18) instead of a clear refusal."""
+    with pytest.raises(ValueError, match="unbounded actions"):
+        make("lqr-lqr_2_1", image_size=8)
+
+
+def test_action_repeat_defaults_follow_the_domain():
+    """--help: 8 cartpole; 2 finger, walker; 4 cheetah, reacher, ball_in_cup; 4 others; 1 gym:. Tasks of
+    those domains not listed by name (cartpole-swingup_sparse, finger-turn_easy) used to get 4."""
+    from rl_curl.config import task_default
+
+    expected = {"cartpole-swingup": 8, "cartpole-swingup_sparse": 8, "cartpole-two_poles": 8, "finger-spin": 2,
+                "finger-turn_easy": 2, "walker-run": 2, "reacher-hard": 4, "hopper-hop": 4, "humanoid-walk": 4,
+                "gym:Pendulum-v1": 1}
+    assert {t: task_default(t, "action_repeat") for t in expected} == expected
+    assert task_default("cheetah-run", "lr") == 2e-4 and task_default("walker-run", "lr") == 1e-3
+    assert make("cartpole-balance_sparse", image_size=8).action_repeat == 8

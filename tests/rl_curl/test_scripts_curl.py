@@ -141,3 +141,17 @@ def test_mean_curve_keeps_seeds_that_got_further():
     assert n.tolist() == [2, 1, 3, 1, 1]
     np.testing.assert_allclose(mean, [2.0, 7.0, 6.0, 3.0, 5.0])
     np.testing.assert_allclose(std, [1.0, 0.0, np.std([2.0, 6.0, 10.0]), 0.0, 0.0])
+
+
+def test_table3_takes_the_final_evaluation_of_a_run_whose_repeat_overshoots(tmp_path):
+    """With action repeat 3 a 100k run ends (and evaluates) at 100002: that is its score at 100k, not the
+    evaluation at 90k."""
+    from rl_curl.report import table3
+
+    d = tmp_path / "walker-walk" / "curl" / "seed0"
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({"task": "walker-walk", "aux": "curl", "tau_plus": 0.0,
+                                               "positives": 1, "beta": 1.0, "action_repeat": 3}))
+    (d / "eval.csv").write_text("env_step,episode,eval_return_mean,eval_return_std\n"
+                                "90000,0,100,0\n100002,0,700,0\n")
+    assert "| biased (CURL) | 700±0 (n=1) |" in table3(tmp_path, 100_000).splitlines()

@@ -91,3 +91,37 @@ def test_evaluate_loads_the_checkpoint(tmp_path):
     assert res["return_mean"] == pytest.approx(float(last["eval_return_mean"]), rel=1e-6)
     with pytest.raises(FileNotFoundError, match="config.json"):
         main(EvalArgs(run_dir=str(tmp_path / "nothing")))
+
+
+def test_resume_of_a_finished_run_adds_nothing(tmp_path):
+    """--resume on a finished run used to evaluate again (a duplicate final row in eval.csv) and rewrite the
+    checkpoint; it now only reports the summary (and writes the video if asked for)."""
+    first = run(cfg(tmp_path, "f", env_steps=1000, eval_every=500))
+    out = tmp_path / "f"
+    eval_csv, stamp = (out / "eval.csv").read_text(), (out / "checkpoint" / "COMPLETE").read_text()
+    again = run(cfg(tmp_path, "f", env_steps=1000, eval_every=500, resume=True, save_video=True))
+    assert (out / "eval.csv").read_text() == eval_csv
+    assert (out / "checkpoint" / "COMPLETE").read_text() == stamp
+    assert again == first and (out / "eval.mp4").exists()
+
+
+def test_resume_refusal_names_save_replay(tmp_path):
+    """A checkpoint without the replay (--no-save-replay) resumed with it used to fail inside accelerate
+    ("Number of custom checkpoints ... does not match"); the differing field is named instead."""
+    run(cfg(tmp_path, "r", env_steps=1000, save_replay=False))
+    with pytest.raises(CheckpointError, match=r"save_replay \(checkpoint False, now True\)"):
+        run(cfg(tmp_path, "r", env_steps=2000, resume=True))
+    with pytest.raises(CheckpointError, match=r"num_filters \(checkpoint 4, now 6\)"):
+        run(cfg(tmp_path, "r", env_steps=2000, resume=True, save_replay=False, num_filters=6))
+
+
+def test_resume_finds_a_checkpoint_left_as_old(tmp_path):
+    """A save cut off between its two renames leaves only .checkpoint.old (which resolve_checkpoint reads):
+    --resume used to start from scratch (deleting the logs, then the old checkpoint) instead of using it."""
+    run(cfg(tmp_path, "o", env_steps=1000))
+    out = tmp_path / "o"
+    (out / "checkpoint").rename(out / ".checkpoint.old")
+    with pytest.raises(CheckpointError, match="aux"):  # it is found: a changed objective is refused
+        run(cfg(tmp_path, "o", env_steps=2000, resume=True, aux="debiased", tau_plus=0.1))
+    summary = run(cfg(tmp_path, "o", env_steps=1000, resume=True))
+    assert summary["env_steps"] == 1000 and len(list(csv.DictReader(open(out / "eval.csv")))) == 1
