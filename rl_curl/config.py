@@ -53,7 +53,7 @@ class Config:
     seed: int = 0
     """Random seed (networks, replay sampling, crops, random actions, environment episodes)."""
     out_dir: str = ""
-    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/AUX/seedSEED)."""
+    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ...). A folder that already holds a run is only continued with --resume, never overwritten."""
 
     # --- auxiliary objective -------------------------------------------------------------------
     aux: Literal["curl", "debiased", "hard", "none"] = "curl"
@@ -153,6 +153,18 @@ class Config:
     torch_threads: int = 0
     """CPU threads for torch (0 = torch's default); 1 avoids thrashing when other jobs share few cores."""
 
+    def objective_name(self) -> str:
+        """The auxiliary objective with the settings that tell its variants apart, as a folder name:
+        curl, none, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1 ..."""
+        name = self.aux
+        if self.aux in ("debiased", "hard"):
+            name += f"-tau{self.tau_plus:g}"
+        if self.aux != "none" and self.positives != 1:
+            name += f"-M{self.positives}"
+        if self.aux == "hard":
+            name += f"-beta{self.beta:g}"
+        return name
+
     def resolved(self) -> "Config":
         """A copy with the per-task defaults filled in and every field checked."""
         c = dataclasses.replace(self)
@@ -160,7 +172,7 @@ class Config:
             c.action_repeat = int(task_default(c.task, "action_repeat"))
         if not c.out_dir:
             task_dir = c.task.replace("gym:", "gym-").replace(":", "-").replace("/", "-")
-            c.out_dir = f"runs/rl_curl/{task_dir}/{c.aux}/seed{c.seed}"
+            c.out_dir = f"runs/rl_curl/{task_dir}/{c.objective_name()}/seed{c.seed}"
         if c.lr is None:
             c.lr = float(task_default(c.task, "lr"))
         c.validate()

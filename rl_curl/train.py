@@ -117,8 +117,11 @@ def run(cfg: Config) -> dict:
         raise ValueError("rl_curl trains one agent per process on one device; launch several seeds with "
                          "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")
     out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     ckpt_dir = out / "checkpoint"
+    if not cfg.resume and has_checkpoint(ckpt_dir):
+        raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
+                              "choose another --out-dir (or delete that folder) to start a new one; nothing was changed")
+    out.mkdir(parents=True, exist_ok=True)
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
     set_seed(cfg.seed)
@@ -151,7 +154,8 @@ def run(cfg: Config) -> dict:
     ar = cfg.action_repeat
     log = CsvLogger(out / "log.csv", resume_step=step * ar if resumed else None, step_key="env_step")
     eval_log = CsvLogger(out / "eval.csv", resume_step=step * ar if resumed else None, step_key="env_step")
-    tb = SummaryWriter(str(out / "tb"))
+    # On resume, TensorBoard drops the events logged after the checkpoint (they are redone), as the CSVs do.
+    tb = SummaryWriter(str(out / "tb"), purge_step=step * ar + 1 if resumed else None)
     # Seed steps are counted from the start of the run; a resume without the replay refills it first.
     seed_until = cfg.seed_steps if cfg.save_replay or not resumed else step + cfg.seed_steps
 

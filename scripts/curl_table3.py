@@ -52,7 +52,8 @@ class Args:
     gpus: list[int] = field(default_factory=list)
     """GPU ids to spread runs over (round robin via CUDA_VISIBLE_DEVICES); empty = leave it as is."""
     extra: list[str] = field(default_factory=list)
-    """Extra arguments passed to every `python -m rl_curl.train` (e.g. --extra --save-replay False)."""
+    """Extra arguments passed to every `python -m rl_curl.train`, written with '=' because they start with
+    dashes: --extra=--no-save-replay (repeat --extra=... for several)."""
     aggregate_only: bool = False
     """Only build table3.md and curves.png from the runs already under OUT."""
     dry_run: bool = False
@@ -114,6 +115,9 @@ def main(args: Args) -> int:
         with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
             rcs = list(pool.map(lambda ij: launch(ij[0], *ij[1], args.gpus), enumerate(jobs)))
         failures = sum(rc != 0 for rc in rcs)
+    if args.aggregate_only and not any(Path(args.out).glob("*/*/seed*/config.json")):
+        raise SystemExit(f"--aggregate-only: no runs under {args.out} (expected TASK/OBJECTIVE/seedN/config.json); "
+                         "check --out")
     md = table3(args.out, args.env_steps)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "table3.md").write_text(f"Score at {args.env_steps} environment steps, mean ± std over seeds\n\n{md}\n")

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 OUT="${1:-runs/demo/rl_curl}"
+rm -rf "$OUT"  # a fresh demo each time (rl_curl.train never overwrites an existing run without --resume)
 .venv/bin/python -m rl_curl.train \
   --task cartpole-swingup --aux debiased --tau-plus 0.05 --positives 1 --seed 0 \
   --out-dir "$OUT" --env-steps 4000 --seed-steps 100 --eval-every 2000 --eval-episodes 2 \

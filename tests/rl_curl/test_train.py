@@ -125,3 +125,45 @@ def test_resume_finds_a_checkpoint_left_as_old(tmp_path):
         run(cfg(tmp_path, "o", env_steps=2000, resume=True, aux="debiased", tau_plus=0.1))
     summary = run(cfg(tmp_path, "o", env_steps=1000, resume=True))
     assert summary["env_steps"] == 1000 and len(list(csv.DictReader(open(out / "eval.csv")))) == 1
+
+
+def test_existing_run_is_not_overwritten_without_resume(tmp_path):
+    run(cfg(tmp_path, "x", env_steps=1000))
+    out = tmp_path / "x"
+    before = {p: p.read_bytes() for p in [out / "eval.csv", out / "log.csv", out / "checkpoint" / "extra.pt"]}
+    with pytest.raises(FileExistsError, match="--resume"):
+        run(cfg(tmp_path, "x", env_steps=2000))
+    assert all(p.read_bytes() == b for p, b in before.items())
+
+
+def test_default_out_dir_names_the_objective_variant():
+    from rl_curl.config import Config
+
+    def out(**kw):
+        return Config(task="cartpole-swingup", **kw).resolved().out_dir
+
+    assert out() == "runs/rl_curl/cartpole-swingup/curl/seed0"
+    assert out(aux="debiased", tau_plus=0.05) == "runs/rl_curl/cartpole-swingup/debiased-tau0.05/seed0"
+    assert out(aux="debiased", tau_plus=0.1, positives=2, seed=3) == "runs/rl_curl/cartpole-swingup/debiased-tau0.1-M2/seed3"
+    assert out(aux="hard", tau_plus=0.1, beta=0.5) == "runs/rl_curl/cartpole-swingup/hard-tau0.1-beta0.5/seed0"
+    assert len({out(aux="debiased", tau_plus=t, positives=m) for t in (0.01, 0.05, 0.1) for m in (1, 2)}) == 6
+
+
+def test_tensorboard_drops_events_redone_after_a_resume(tmp_path):
+    """A run cut off after logging past its last checkpoint redoes those steps on resume; TensorBoard must
+    not show them twice (as log.csv and eval.csv do not)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run(cfg(tmp_path, "p", env_steps=1000, checkpoint_every=1000))
+    out = tmp_path / "p"
+    shutil.copytree(out / "checkpoint", tmp_path / "ckpt1000")
+    run(cfg(tmp_path, "p", env_steps=2000, checkpoint_every=1000, eval_every=500, resume=True))
+    shutil.rmtree(out / "checkpoint")  # as if cut off after logging up to 2000 but before its checkpoint
+    shutil.copytree(tmp_path / "ckpt1000", out / "checkpoint")
+    run(cfg(tmp_path, "p", env_steps=2000, checkpoint_every=1000, eval_every=500, resume=True))
+    acc = EventAccumulator(str(out / "tb"))
+    acc.Reload()
+    for tag in ("train/episode_return", "eval/return"):
+        steps = [e.step for e in acc.Scalars(tag)]
+        assert len(steps) == len(set(steps)), (tag, steps)
+    assert [e.step for e in acc.Scalars("eval/return")] == [1000, 1500, 2000]
