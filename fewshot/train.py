@@ -114,6 +114,9 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
     out = Path(cfg.output_dir)
     if cfg.resume:
         check_resume_config(cfg, load_checkpoint(None, out / "checkpoint")["config"])
+    elif (out / "checkpoint").exists() or (out / ".checkpoint.old").exists():
+        raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
+                              "choose another --output-dir (or delete that folder) to start a new one; nothing was changed")
     acc = make_accelerator(cfg)
     train_x, train_y, eval_x, eval_y = load_splits(cfg)
     sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 OUT=${OUT:-runs/demo/fewshot}
+rm -rf "$OUT"  # a fresh demo each time (fewshot.train never overwrites an existing run without --resume)
 common=(--encoder minilm --dataset drugreview --pooling mean --n-labeled 20 --n-unlabeled 500
         --steps 40 --batch-labeled 8 --batch-unlabeled 16 --lr 5e-5 --eval-every 20 --seed 0)
 for obj in ce ce+punce; do

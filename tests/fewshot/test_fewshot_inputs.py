@@ -104,6 +104,10 @@ def test_resume_in_moved_folder_and_refused_resume_leaves_folder_untouched(tiny_
     with pytest.raises(ValueError, match=r"different configuration \(lam: 0.9 -> 0.5, seed: 0 -> 7\)"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "b", steps=4, lam=0.5, seed=7, resume=True))
     assert {f: (tmp_path / "b" / f).read_text() for f in before} == before
+    with pytest.raises(FileExistsError, match="--resume"):  # never overwritten without --resume
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "b", steps=4))
+    assert {f: (tmp_path / "b" / f).read_text() for f in before} == before
+    assert json.loads((tmp_path / "b" / "metrics.json").read_text())["steps"] == 3
 
 
 def test_pu_setting_refuses_resume(tiny_encoder, easy_task, tmp_path):
