@@ -132,10 +132,12 @@ def train(cfg: Config) -> dict:
     model, optimizer = accelerator.prepare(model, optimizer)
 
     step, epoch, batch_in_epoch, sentences_seen = 0, 0, 0, 0
+    no_neighbour_batches = 0  # batches whose anchors had no neighbour in their document (nothing to learn)
     if resuming:
         state = load_checkpoint(accelerator, ckpt_dir)
         step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         sentences_seen = state["sentences_seen"]
+        no_neighbour_batches = state.get("no_neighbour_batches", 0)
         if main:
             print(f"resumed from {ckpt_dir} at step {step} (epoch {epoch}, batch {batch_in_epoch})")
     logger = CsvLogger(out / "log.csv", resume_step=step if resuming else None) if main else None
@@ -148,7 +150,8 @@ def train(cfg: Config) -> dict:
     def checkpoint():
         save_checkpoint(
             accelerator, ckpt_dir,
-            {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen},
+            {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen,
+             "no_neighbour_batches": no_neighbour_batches},
         )
 
     global_bs = cfg.batch_size * world
@@ -178,7 +181,8 @@ def train(cfg: Config) -> dict:
                 doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
                 anchor_pos = None
             nb = neighbours(doc_ids, torch.arange(len(u), device=u.device) if anchor_pos is None else anchor_pos)
-            if (nb.has_prev | nb.has_next).any():
+            has_anchor = bool((nb.has_prev | nb.has_next).any())
+            if has_anchor:
                 loss = compute_loss(
                     u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
                     cfg.log_floor, cfg.self_score,
@@ -190,7 +194,10 @@ def train(cfg: Config) -> dict:
             optimizer.zero_grad(set_to_none=True)
             accelerator.backward(loss)
             grad_norm = _clip(model, cfg, accelerator)
-            optimizer.step()
+            if has_anchor or world > 1:  # processes must step together; their averaged gradient is real
+                optimizer.step()
+            else:  # a zero gradient would still move Adam's parameters by its momentum: skip the step
+                no_neighbour_batches += 1
             step += 1
             batch_in_epoch += 1
             sentences_seen += global_bs
@@ -223,6 +230,7 @@ def train(cfg: Config) -> dict:
     summary = {
         "step": step, "epoch": epoch, "sentences_seen": sentences_seen, "final_loss": last_loss,
         "corpus_stats_last_pass": stats.as_dict(), "vocab_size": len(vocab),
+        "no_neighbour_batches": no_neighbour_batches,
     }
     if main:
         unwrapped = accelerator.unwrap_model(model)
@@ -232,6 +240,9 @@ def train(cfg: Config) -> dict:
         logger.close()
         if stats.undecodable_lines:
             print(f"corpus: skipped {stats.undecodable_lines} lines that are not UTF-8 (e.g. {stats.examples[:3]})")
+        if no_neighbour_batches:
+            print(f"warning: {no_neighbour_batches} of {step} batches had no sentence with a neighbour in its own "
+                  "document (one-sentence documents?); their optimiser step was skipped. Check --doc-boundary.")
         print(f"done: {step} steps, {sentences_seen} sentences; model in {out / 'model'}")
     accelerator.wait_for_everyone()
     return summary

@@ -147,3 +147,19 @@ def test_batch_of_one_sentence_documents_does_not_stop_training(tmp_path):
     s = train(_cfg(tmp_path, "lone", corpus=str(tmp_path / "lines.txt"), doc_boundary="line", objective="debiased",
                    tau_plus=0.01))
     assert s["step"] == 3 and s["final_loss"] > 0
+
+    # Two batches of a real document, then two of one-sentence documents: those two are skipped (an
+    # Adam step on a zero gradient would still move the weights by its momentum), so the model equals
+    # the one trained on the first two batches only.
+    doc = " ".join(f"Sentence {i} of the long document is here." for i in range(16))
+    (tmp_path / "mixed.txt").write_text("\n".join([doc] + [f"Lonely line {i} stands alone." for i in range(16)]) + "\n")
+    kw = dict(corpus=str(tmp_path / "mixed.txt"), doc_boundary="line", epochs=1, max_steps=None)
+    s = train(_cfg(tmp_path, "all", **kw))
+    assert s["step"] == 4 and s["no_neighbour_batches"] == 2
+    train(_cfg(tmp_path, "first2", **{**kw, "max_steps": 2}))
+    import torch
+
+    from nlp_qt.model import load_model
+
+    a, b = load_model(tmp_path / "all" / "model")[0], load_model(tmp_path / "first2" / "model")[0]
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
