@@ -155,7 +155,11 @@ class GymPixels(_StackedPixels):
             raise ValueError(f"action_repeat, frame_stack and image_size must be >= 1, got "
                              f"{action_repeat}, {frame_stack}, {image_size}")
         try:
-            self._env = gym.make(env_id, render_mode="rgb_array", **make_kwargs)
+            try:  # render at the target size where the env takes one (MuJoCo envs: 480x480 by default, ~10x slower)
+                sized = {"width": image_size, "height": image_size}
+                self._env = gym.make(env_id, render_mode="rgb_array", **{**sized, **make_kwargs})
+            except TypeError:  # this environment has no width/height arguments
+                self._env = gym.make(env_id, render_mode="rgb_array", **make_kwargs)
         except gym.error.Error as e:  # NameNotFound, VersionNotFound, ... (also a module that fails to register)
             raise ValueError(f"unknown gymnasium environment {env_id!r}: {e}") from e
         what = f"gymnasium environment {env_id!r}"

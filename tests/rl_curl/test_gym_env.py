@@ -61,3 +61,16 @@ def test_short_training_run_on_a_gym_env(tmp_path):
     rows = list(csv.DictReader(open(out / "eval.csv")))
     assert [int(r["env_step"]) for r in rows] == [60, 120]
     assert (out / "curve.png").exists() and (out / "checkpoint" / "COMPLETE").exists()
+
+
+def test_mujoco_gym_env_renders_at_the_target_size():
+    """gymnasium's MuJoCo envs take width/height: frames are rendered at image_size (as DMC frames are),
+    not at 480x480 and then resized."""
+    pytest.importorskip("mujoco")
+    env = make("gym:HalfCheetah-v5", seed=0, image_size=24)
+    try:
+        assert (env._env.unwrapped.width, env._env.unwrapped.height) == (24, 24)
+        obs, _ = env.reset()
+        assert obs.shape == (9, 24, 24) and obs.dtype == np.uint8 and obs.std() > 0
+    finally:
+        env.close()
