@@ -41,7 +41,11 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
     if not cfg_path.exists():
         raise FileNotFoundError(f"{cfg_path} not found: is {run_dir} a rl_curl training directory?")
     cfg = Config(**json.loads(cfg_path.read_text())).resolved()
-    ckpt = resolve_checkpoint(run_dir / "checkpoint")
+    try:
+        ckpt = resolve_checkpoint(run_dir / "checkpoint")
+    except FileNotFoundError as err:
+        raise FileNotFoundError(f"{run_dir} has no checkpoint/ yet: a run writes one every --checkpoint-every "
+                                "environment steps and at its end; evaluate it after that") from err
     check_checkpoint_format(load_checkpoint(None, ckpt), ckpt)
     env, agent = build(cfg, device)
     env.close()

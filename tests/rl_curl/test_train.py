@@ -91,6 +91,9 @@ def test_evaluate_loads_the_checkpoint(tmp_path):
     assert res["return_mean"] == pytest.approx(float(last["eval_return_mean"]), rel=1e-6)
     with pytest.raises(FileNotFoundError, match="config.json"):
         main(EvalArgs(run_dir=str(tmp_path / "nothing")))
+    shutil.copytree(tmp_path / "e", tmp_path / "early", ignore=shutil.ignore_patterns("checkpoint"))
+    with pytest.raises(FileNotFoundError, match="no checkpoint/ yet"):  # a run that has not saved one
+        main(EvalArgs(run_dir=str(tmp_path / "early")))
 
 
 def test_resume_of_a_finished_run_adds_nothing(tmp_path):
