@@ -65,7 +65,8 @@ class FewShotConfig:
     proj_dim: int = 128
     """Size of the projection head that feeds the contrastive term."""
     eval_every: int = 50
-    """Evaluate on the evaluation split every this many steps (reported, never used for selection)."""
+    """Evaluate on the evaluation split every this many steps (reported, never used for selection;
+    setting `pnu` only: the `pu` pipeline evaluates its probes before and after training)."""
     max_eval: Optional[int] = None
     """Evaluate on at most this many examples (None: all): a uniform random subset drawn from `seed`
     (not the first rows: files are often sorted by label), kept in the file's order. It has its own
@@ -75,10 +76,10 @@ class FewShotConfig:
     resume: bool = False
     """Continue from output_dir/checkpoint (setting `pnu` only)."""
     checkpoint_every: int = 100
-    """Write an atomic checkpoint every this many steps (and at the end)."""
+    """Write an atomic checkpoint every this many steps (and at the end; setting `pnu` only)."""
     gather_negatives: bool = False
     """With several processes (accelerate launch), use the views of every process as contrastive
-    candidates (SPEC section 5); otherwise each process contrasts within its own batch."""
+    candidates (SPEC section 5); otherwise each process contrasts within its own batch. Setting `pnu` only."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """Mixed precision through accelerate (GPU)."""
     cpu: bool = False

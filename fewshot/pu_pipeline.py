@@ -44,6 +44,9 @@ def run_pu(cfg, model=None, tokenizer=None) -> dict:
     if cfg.resume:
         raise ValueError("--resume is not supported with --setting pu (the PU pipeline is short and "
                          "always runs from the start); drop --resume")
+    if cfg.gather_negatives:
+        raise ValueError("--gather-negatives is not supported with --setting pu (each process contrasts "
+                         "within its own batch there); drop it")
     run = prepare(cfg, model, tokenizer)
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
     train_x, eval_x, eval_y, prior, prior_source = run.train_x, run.eval_x, run.eval_y, run.prior, run.prior_source

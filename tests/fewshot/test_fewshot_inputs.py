@@ -113,6 +113,8 @@ def test_resume_in_moved_folder_and_refused_resume_leaves_folder_untouched(tiny_
 def test_pu_setting_refuses_resume(tiny_encoder, easy_task, tmp_path):
     with pytest.raises(ValueError, match="not supported with --setting pu"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", resume=True))
+    with pytest.raises(ValueError, match="--gather-negatives is not supported with --setting pu"):
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", gather_negatives=True))
     assert not (tmp_path / "pu" / "checkpoint").exists()
 
 
