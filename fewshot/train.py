@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.runtime import CsvLogger, load_checkpoint, save_checkpoint, write_json_atomic
+from shared_losses.runtime import CsvLogger, checkpoint_exists, load_checkpoint, save_checkpoint, write_json_atomic
 
 from .config import FewShotConfig
 from .data import load_splits, sample_fewshot
@@ -114,7 +114,7 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
     out = Path(cfg.output_dir)
     if cfg.resume:
         check_resume_config(cfg, load_checkpoint(None, out / "checkpoint")["config"])
-    elif (out / "checkpoint").exists() or (out / ".checkpoint.old").exists():
+    elif checkpoint_exists(out / "checkpoint"):
         raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
                               "choose another --output-dir (or delete that folder) to start a new one; nothing was changed")
     acc = make_accelerator(cfg)

@@ -24,7 +24,7 @@ import tyro
 from tqdm.auto import tqdm
 
 from shared_losses import gather_with_grad
-from shared_losses.runtime import CsvLogger, load_checkpoint, save_checkpoint, write_json_atomic
+from shared_losses.runtime import CsvLogger, checkpoint_exists, load_checkpoint, save_checkpoint, write_json_atomic
 
 from .config import Config
 from .corpus import CorpusStats, contiguous_batches, iter_corpus
@@ -106,7 +106,7 @@ def train(cfg: Config) -> dict:
 
     # --- configuration and vocabulary (reused on resume) ---------------------------------------
     cfg_path = out / "config.json"
-    resuming = cfg.resume and (ckpt_dir.exists() or ckpt_dir.with_name(".checkpoint.old").exists())
+    resuming = cfg.resume and checkpoint_exists(ckpt_dir)
     if resuming and cfg_path.exists():
         old = json.loads(cfg_path.read_text())
         diff = {k: (old.get(k), getattr(cfg, k)) for k in _RESUME_KEYS if old.get(k) != getattr(cfg, k)}

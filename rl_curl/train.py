@@ -21,7 +21,7 @@ import torch
 import tyro
 from tqdm import tqdm
 
-from shared_losses.runtime import (CheckpointError, CsvLogger, load_checkpoint, resolve_checkpoint, save_checkpoint,
+from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, load_checkpoint, save_checkpoint,
                                    write_json_atomic)
 
 from .agent import CurlAgent
@@ -51,18 +51,6 @@ def check_checkpoint_format(extra: dict, path) -> None:
 
 def config_signature(cfg: Config) -> dict:
     return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RESUMABLE_FIELDS}
-
-
-def has_checkpoint(ckpt_dir: Path) -> bool:
-    """Whether there is a checkpoint to resume from (or a damaged one for load_checkpoint to name), including
-    the previous one that a save cut off between its two renames leaves as ``.checkpoint.old``."""
-    try:
-        resolve_checkpoint(ckpt_dir)
-    except FileNotFoundError:
-        return False
-    except CheckpointError:
-        pass
-    return True
 
 
 def episode_seed(cfg: Config, episode: int) -> int:
@@ -118,7 +106,7 @@ def run(cfg: Config) -> dict:
                          "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")
     out = Path(cfg.out_dir)
     ckpt_dir = out / "checkpoint"
-    if not cfg.resume and has_checkpoint(ckpt_dir):
+    if not cfg.resume and checkpoint_exists(ckpt_dir):
         raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
                               "choose another --out-dir (or delete that folder) to start a new one; nothing was changed")
     out.mkdir(parents=True, exist_ok=True)
@@ -136,7 +124,7 @@ def run(cfg: Config) -> dict:
         accelerator.register_for_checkpointing(replay)
 
     step, episode, next_ckpt, resumed = 0, 0, cfg.checkpoint_every, False
-    if cfg.resume and has_checkpoint(ckpt_dir):
+    if cfg.resume and checkpoint_exists(ckpt_dir):
         # Counters and configuration first, so that a mismatch is refused naming its fields before
         # accelerate tries to load models, optimisers or a replay of another shape.
         extra = load_checkpoint(None, ckpt_dir)

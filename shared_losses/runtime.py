@@ -72,7 +72,7 @@ def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> P
     is first renamed to ``.NAME.old`` (which :func:`resolve_checkpoint` falls back to if we are cut
     off between the two renames) and removed only once the new one is in place."""
     tmp, directory = Path(tmp), Path(directory)
-    old = directory.with_name(f".{directory.name}.old")
+    old = _previous(directory)
     if directory.exists():
         if old.exists():
             shutil.rmtree(old)
@@ -83,11 +83,24 @@ def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> P
     return directory
 
 
+def _previous(directory: Path) -> Path:
+    """Where :func:`replace_directory` keeps the previous checkpoint while it swaps in a new one."""
+    return directory.with_name(f".{directory.name}.old")
+
+
+def checkpoint_exists(directory: str | os.PathLike) -> bool:
+    """Whether there is a checkpoint at ``directory`` to resume from (or a damaged one, for
+    :func:`resolve_checkpoint` to name), counting the previous one that a save cut off between its
+    two renames leaves as ``.NAME.old``."""
+    directory = Path(directory)
+    return directory.exists() or (_previous(directory) / MARKER).exists()
+
+
 def resolve_checkpoint(directory: str | os.PathLike) -> Path:
     """The usable checkpoint at ``directory`` (or the previous one, if a save was cut off between
     its two renames); raises FileNotFoundError / CheckpointError with a clear message."""
     directory = Path(directory)
-    old = directory.with_name(f".{directory.name}.old")
+    old = _previous(directory)
     if not directory.exists() and (old / MARKER).exists():
         return old
     if not directory.exists():

@@ -5,7 +5,8 @@ import csv
 import pytest
 import torch
 
-from shared_losses.runtime import CheckpointError, CsvLogger, load_checkpoint, save_checkpoint, write_json_atomic
+from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, load_checkpoint, save_checkpoint,
+                                   write_json_atomic)
 
 
 def _setup(seed=0):
@@ -55,7 +56,11 @@ def test_interrupted_swap_falls_back_to_previous(tmp_path):
     acc, model, opt = _setup()
     save_checkpoint(acc, tmp_path / "ckpt", {"step": 5})
     (tmp_path / "ckpt").rename(tmp_path / ".ckpt.old")  # as if cut off between the two renames
+    assert checkpoint_exists(tmp_path / "ckpt")
     assert load_checkpoint(acc, tmp_path / "ckpt")["step"] == 5
+    assert not checkpoint_exists(tmp_path / "other")
+    (tmp_path / "half").mkdir()  # a damaged checkpoint exists too (resolve_checkpoint names the problem)
+    assert checkpoint_exists(tmp_path / "half")
 
 
 def test_missing_corrupt_and_mismatched_checkpoints(tmp_path):
