@@ -108,11 +108,14 @@ class FrameReplay:
         pick = self.rng.integers(stale, n, size=batch_size)
         return (self.added - n + pick) % self.capacity
 
+    def _span(self, idx: np.ndarray) -> np.ndarray:
+        """Ring slots ``[B, k+1]`` of the frames of transitions ``idx``, obs's oldest to next_obs's newest."""
+        return (self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]) % self.frame_capacity
+
     def _gather(self, idx: np.ndarray) -> np.ndarray | torch.Tensor:
         """The ``k + 1`` frames ``[B, k+1, c, H, W]`` of transitions ``idx`` (obs's oldest to next_obs's newest),
         one gather where the ring lives (numpy array on the host, tensor on ``device``)."""
-        span = (self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]) % self.frame_capacity
-        return self.frames[self._to_ring(span)]
+        return self.frames[self._to_ring(self._span(idx))]
 
     def _gather_staged(self, idx: np.ndarray) -> torch.Tensor:
         """:meth:`_gather` of the host ring into a reused staging buffer (pinned when CUDA is available).
@@ -128,8 +131,8 @@ class FrameReplay:
         if self._staging is None or self._staging.shape[0] != B * k1:
             self._staging = torch.empty((B * k1, *self.frame_shape), dtype=torch.uint8,
                                         pin_memory=torch.cuda.is_available())
-        span = (self.next_frame[idx][:, None] - self.k + np.arange(self.k + 1)[None, :]) % self.frame_capacity
-        torch.index_select(torch.from_numpy(self.frames), 0, torch.from_numpy(span.reshape(-1)), out=self._staging)
+        torch.index_select(torch.from_numpy(self.frames), 0, torch.from_numpy(self._span(idx).reshape(-1)),
+                           out=self._staging)
         return self._staging.view(B, k1, *self.frame_shape)
 
     def stacks(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

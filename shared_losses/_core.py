@@ -30,12 +30,17 @@ def promote(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def log_count(count: torch.Tensor | float, dtype: torch.dtype) -> torch.Tensor | float:
+    """``log(count)`` of a per-row count tensor (in ``dtype``: an integer count would otherwise be
+    logged in the default float32, even for float64 logits) or of a plain number."""
+    if isinstance(count, torch.Tensor):
+        return torch.log(count.to(dtype))
+    return math.log(count)
+
+
 def log_mean_exp(x: torch.Tensor, count: torch.Tensor | float, dim: int = -1) -> torch.Tensor:
     """``log( (1/count) * sum exp(x) )`` along ``dim``; ``-inf`` entries contribute nothing."""
-    if isinstance(count, torch.Tensor):
-        # an integer count would be logged in the default dtype (float32) even for float64 x
-        return torch.logsumexp(x, dim=dim) - torch.log(count.to(x.dtype))
-    return torch.logsumexp(x, dim=dim) - math.log(count)
+    return torch.logsumexp(x, dim=dim) - log_count(count, x.dtype)
 
 
 class _LogSumExpInPlace(torch.autograd.Function):
@@ -100,7 +105,7 @@ def debiased_terms(
     if beta:
         log_neg_mean = torch.logsumexp((1.0 + beta) * neg, dim=-1) - torch.logsumexp(beta * neg, dim=-1)
     elif consume_neg and not per_turn:
-        log_neg_mean = logsumexp_inplace(neg) - (torch.log(n_neg.to(neg.dtype)) if isinstance(n_neg, torch.Tensor) else math.log(n_neg))
+        log_neg_mean = logsumexp_inplace(neg) - log_count(n_neg, neg.dtype)
     else:
         log_neg_mean = log_mean_exp(neg, n_neg, dim=-1)
     if not per_turn:
@@ -129,13 +134,10 @@ def debiased_terms(
         else:
             log_g = log_g.clamp(min=float(log_floor))
 
-    if isinstance(n_neg, torch.Tensor):
-        n_neg_t = n_neg.to(log_g.dtype)
-        if n_neg_t.dim() == 1 and not per_turn:
-            n_neg_t = n_neg_t.unsqueeze(1)
-        log_ng = torch.log(n_neg_t) + log_g
-    else:
-        log_ng = math.log(n_neg) + log_g
+    log_n = log_count(n_neg, log_g.dtype)
+    if isinstance(log_n, torch.Tensor) and log_n.dim() == 1 and not per_turn:
+        log_n = log_n.unsqueeze(1)
+    log_ng = log_n + log_g
 
     if pos_present is None:
         return F.softplus(log_ng - pos).mean(dim=1)
