@@ -58,6 +58,12 @@ def auxiliary_loss(pos: torch.Tensor, neg: torch.Tensor, aux: str, tau_plus: flo
     raise ValueError(f"unknown auxiliary loss {aux!r}; choose curl, debiased, hard or none")
 
 
+def full(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in at least float32: autocast's bf16 outputs go up to float32 for the losses; float32 and
+    float64 stay as they are."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
 class CurlAgent(nn.Module):
     """All learned state of the agent (critic, target critic, actor, W, log alpha) in one module."""
 
@@ -65,9 +71,10 @@ class CurlAgent(nn.Module):
         super().__init__()
         self.cfg, self.action_dim = cfg, action_dim
         trunk = ConvTrunk(obs_shape[0], cfg.crop_size, cfg.num_filters, cfg.num_layers)
-        self.critic = Critic(Encoder(trunk, cfg.feature_dim), action_dim, cfg.hidden_dim)
+        self.critic = Critic(Encoder(trunk, cfg.feature_dim, cfg.encoder_tanh), action_dim, cfg.hidden_dim)
         # The actor shares the critic's conv trunk (gradients stopped there) and has its own head.
-        self.actor = Actor(Encoder(trunk, cfg.feature_dim), action_dim, cfg.hidden_dim, cfg.log_std_min, cfg.log_std_max)
+        self.actor = Actor(Encoder(trunk, cfg.feature_dim, cfg.encoder_tanh), action_dim, cfg.hidden_dim,
+                           cfg.log_std_min, cfg.log_std_max)
         self.apply(weight_init)
         trunk.to(memory_format=torch.channels_last)
         self.critic_target = copy.deepcopy(self.critic)  # its encoder is CURL's momentum key encoder
@@ -114,13 +121,14 @@ class CurlAgent(nn.Module):
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, float]:
         """One full update at agent step ``step``: critic, actor + alpha (every k), targets (every k), aux (every k)."""
         c = self.cfg
+        dtype = self.log_alpha.dtype  # float32, or float64 for exact comparisons
         # Each crop is converted to float once and read by every trunk that needs it (obs: critic
         # before and after its step; next_obs: actor and target; keys: the momentum encoder).
-        obs = ScaledPixels(random_crop(batch["obs"], c.crop_size))
-        next_obs = ScaledPixels(random_crop(batch["next_obs"], c.crop_size))
+        obs = ScaledPixels(random_crop(batch["obs"], c.crop_size), dtype)
+        next_obs = ScaledPixels(random_crop(batch["next_obs"], c.crop_size), dtype)
         run_actor = step % c.actor_update_every == 0
         run_aux = c.aux != "none" and step % c.aux_update_every == 0
-        keys = [ScaledPixels(random_crop(batch["obs"], c.crop_size)) for _ in range(c.positives)] if run_aux else []
+        keys = [ScaledPixels(random_crop(batch["obs"], c.crop_size), dtype) for _ in range(c.positives)] if run_aux else []
         metrics = self.update_critic(obs, batch["action"], batch["reward"], next_obs, batch["not_done"])
         # The critic's conv features of obs after the critic step, shared (exactly) by the actor
         # update (detached) and the auxiliary loss (with gradients): neither step changes the trunk
@@ -139,29 +147,26 @@ class CurlAgent(nn.Module):
         with torch.no_grad(), self.autocast():
             _, next_pi, next_log_pi, _ = self.actor(next_obs)
             tq1, tq2 = self.critic_target(next_obs, next_pi)
-            target_v = torch.min(tq1, tq2).float() - self.alpha.detach() * next_log_pi.float()
+            target_v = full(torch.min(tq1, tq2)) - self.alpha.detach() * full(next_log_pi)
             target_q = reward + not_done * self.cfg.discount * target_v
         with self.autocast():
             q1, q2 = self.critic(obs, action)
-        loss = F.mse_loss(q1.float(), target_q) + F.mse_loss(q2.float(), target_q)
+        loss = F.mse_loss(full(q1), target_q) + F.mse_loss(full(q2), target_q)
         self.critic_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.critic_opt.step()
         return {"critic_loss": loss.detach()}
 
-    def _head(self, encoder: Encoder, h: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(encoder.ln(encoder.fc(h)))
-
     def update_actor_and_alpha(self, h: torch.Tensor) -> dict[str, float]:
         """Actor and temperature from the detached conv features ``h`` of the critic's crop of obs."""
         actor_params = self.actor_opt.param_groups[0]["params"]
         with self.autocast():
-            _, pi, log_pi, _ = self.actor.from_features(self._head(self.actor.encoder, h))
+            _, pi, log_pi, _ = self.actor.from_features(self.actor.encoder.head(h))
             with torch.no_grad():
-                z = self._head(self.critic.encoder, h)
+                z = self.critic.encoder.head(h)
             q = torch.cat([z, pi], dim=-1)
-            actor_q = torch.min(self.critic.q1(q), self.critic.q2(q)).float()
-        log_pi = log_pi.float()
+            actor_q = full(torch.min(self.critic.q1(q), self.critic.q2(q)))
+        log_pi = full(log_pi)
         actor_loss = (self.alpha.detach() * log_pi - actor_q).mean()
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward(inputs=actor_params)  # the critic is not updated here: skip its weight gradients
@@ -185,9 +190,9 @@ class CurlAgent(nn.Module):
         """Auxiliary loss from the anchors' conv features ``h`` and the uint8 key crops."""
         c = self.cfg
         with self.autocast():
-            z_a = self._head(self.critic.encoder, h).float()
+            z_a = full(self.critic.encoder.head(h))
             with torch.no_grad():
-                z_k = [self.critic_target.encoder(k).float() for k in keys]
+                z_k = [full(self.critic_target.encoder(k)) for k in keys]
         pos, neg = contrastive_logits(z_a, z_k, self.score, c.subtract_row_max)
         return auxiliary_loss(pos, neg, c.aux, c.tau_plus, c.beta, c.log_floor)
 

@@ -53,7 +53,7 @@ class Config:
     seed: int = 0
     """Random seed (networks, replay sampling, crops, random actions, environment episodes)."""
     out_dir: str = ""
-    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ...). A folder that already holds a run is only continued with --resume, never overwritten."""
+    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh). A folder that already holds a run is only continued with --resume, never overwritten."""
 
     # --- auxiliary objective -------------------------------------------------------------------
     aux: Literal["curl", "debiased", "hard", "none"] = "curl"
@@ -122,6 +122,8 @@ class Config:
     """Encoder conv layers (3x3; stride 2 then 1)."""
     feature_dim: int = 50
     """Encoder output features (also the size of the bilinear W: feature_dim x feature_dim)."""
+    encoder_tanh: bool = True
+    """tanh on the encoder's LayerNorm output (SPEC section 6, the CURL paper's text). The official MishaLaskin/curl code leaves it out (its actor and critic encoders use output_logits=True): --no-encoder-tanh matches that code update for update (scripts/check_official_curl.py)."""
     hidden_dim: int = 1024
     """Hidden width of the actor and critic MLPs."""
     log_std_min: float = -10.0
@@ -172,7 +174,8 @@ class Config:
             c.action_repeat = int(task_default(c.task, "action_repeat"))
         if not c.out_dir:
             task_dir = c.task.replace("gym:", "gym-").replace(":", "-").replace("/", "-")
-            c.out_dir = f"runs/rl_curl/{task_dir}/{c.objective_name()}/seed{c.seed}"
+            variant = c.objective_name() + ("" if c.encoder_tanh else "-notanh")
+            c.out_dir = f"runs/rl_curl/{task_dir}/{variant}/seed{c.seed}"
         if c.lr is None:
             c.lr = float(task_default(c.task, "lr"))
         c.validate()

@@ -30,13 +30,13 @@ def conv_output_size(image_size: int, num_layers: int) -> int:
     return size
 
 
-def scale_pixels(obs: torch.Tensor) -> torch.Tensor:
-    """Pixels ``[B, C, H, W]`` (uint8, or float in 0..255) as float32 in [0, 1], channels-last.
+def scale_pixels(obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Pixels ``[B, C, H, W]`` (uint8, or float in 0..255) as ``dtype`` in [0, 1], channels-last.
 
     One converting copy straight into the channels-last buffer and an in-place division: the same
-    values as ``obs.float() / 255`` bit for bit, with one large allocation instead of three.
+    values as ``obs.to(dtype) / 255`` bit for bit, with one large allocation instead of three.
     """
-    out = torch.empty(obs.shape, dtype=torch.float32, device=obs.device, memory_format=torch.channels_last)
+    out = torch.empty(obs.shape, dtype=dtype, device=obs.device, memory_format=torch.channels_last)
     out.copy_(obs)
     return out.div_(255.0)
 
@@ -47,8 +47,8 @@ class ScaledPixels:
 
     __slots__ = ("data",)
 
-    def __init__(self, obs: torch.Tensor):
-        self.data = scale_pixels(obs)
+    def __init__(self, obs: torch.Tensor, dtype: torch.dtype = torch.float32):
+        self.data = scale_pixels(obs, dtype)
 
 
 class ConvTrunk(nn.Module):
@@ -64,7 +64,7 @@ class ConvTrunk(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         # channels-last activations (and weights, set by the agent): ~20 % faster convs on CPU, and
         # the layout tensor cores want on GPU.
-        h = obs.data if isinstance(obs, ScaledPixels) else scale_pixels(obs)
+        h = obs.data if isinstance(obs, ScaledPixels) else scale_pixels(obs, self.convs[0].weight.dtype)
         for conv in self.convs:
             h = torch.relu_(conv(h))  # in place: a conv's backward does not need its output
         # Features in (row, column, channel) order: a free view of channels-last activations. Flattening
@@ -74,20 +74,30 @@ class ConvTrunk(nn.Module):
 
 
 class Encoder(nn.Module):
-    """Conv trunk -> linear to ``feature_dim`` -> LayerNorm -> tanh; ``detach`` stops gradients at the trunk."""
+    """Conv trunk -> linear to ``feature_dim`` -> LayerNorm -> tanh; ``detach`` stops gradients at the trunk.
 
-    def __init__(self, trunk: ConvTrunk, feature_dim: int = 50):
+    ``tanh=False`` leaves out the final tanh, as the official CURL code does (its actor and critic
+    encoders are built with ``output_logits=True``); SPEC section 6 and the CURL paper's text have it.
+    """
+
+    def __init__(self, trunk: ConvTrunk, feature_dim: int = 50, tanh: bool = True):
         super().__init__()
         self.trunk = trunk
         self.fc = nn.Linear(trunk.out_dim, feature_dim)
         self.ln = nn.LayerNorm(feature_dim)
         self.feature_dim = feature_dim
+        self.tanh = tanh
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """Features from the conv trunk's output ``h``: linear, LayerNorm, tanh (if enabled)."""
+        z = self.ln(self.fc(h))
+        return torch.tanh(z) if self.tanh else z
 
     def forward(self, obs: torch.Tensor, detach: bool = False) -> torch.Tensor:
         h = self.trunk(obs)
         if detach:
             h = h.detach()
-        return torch.tanh(self.ln(self.fc(h)))
+        return self.head(h)
 
 
 def mlp(inp: int, hidden: int, out: int) -> nn.Sequential:

@@ -31,6 +31,8 @@ from .env import make
 # Fields that may change between a run and its resumption; every other field must match.
 RESUMABLE_FIELDS = {"out_dir", "resume", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
                     "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device"}
+# Fields added after checkpoints were first written, with the value every older checkpoint implies.
+LEGACY_SIGNATURE = {"encoder_tanh": True}
 EVAL_SEED_OFFSET = 1_000_003
 # Layout of the saved agent. 2: the encoder's linear layer reads the conv features in (row, column,
 # channel) order (d44f4a3). Checkpoints without this field are format 1, (channel, row, column):
@@ -51,6 +53,16 @@ def check_checkpoint_format(extra: dict, path) -> None:
 
 def config_signature(cfg: Config) -> dict:
     return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RESUMABLE_FIELDS}
+
+
+def check_signature(extra: dict, cfg: Config, path) -> None:
+    """Refuse a checkpoint written with another configuration, naming every differing field. Fields
+    added since a checkpoint was written count with the value its code implied (LEGACY_SIGNATURE)."""
+    theirs, mine = {**LEGACY_SIGNATURE, **extra.get("signature", {})}, config_signature(cfg)
+    diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
+    if diff:
+        raise CheckpointError(f"checkpoint {path} was written with a different configuration; differing "
+                              f"fields: " + ", ".join(f"{k} (checkpoint {theirs.get(k)!r}, now {mine.get(k)!r})" for k in diff))
 
 
 def episode_seed(cfg: Config, episode: int) -> int:
@@ -129,11 +141,7 @@ def run(cfg: Config) -> dict:
         # accelerate tries to load models, optimisers or a replay of another shape.
         extra = load_checkpoint(None, ckpt_dir)
         check_checkpoint_format(extra, ckpt_dir)
-        theirs, mine = extra.get("signature", {}), config_signature(cfg)
-        diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
-        if diff:
-            raise CheckpointError(f"checkpoint {ckpt_dir} was written with a different configuration; differing "
-                                  f"fields: " + ", ".join(f"{k} (checkpoint {theirs.get(k)!r}, now {mine.get(k)!r})" for k in diff))
+        check_signature(extra, cfg, ckpt_dir)
         load_checkpoint(accelerator, ckpt_dir)
         step, episode, next_ckpt = extra["step"], extra["episode"], extra["next_ckpt"]
         action_rng.bit_generator.state = extra["action_rng"]

@@ -220,10 +220,10 @@ class _NoLog:
         return lambda *args, **kwargs: None
 
 
-def make_official(agent_cls, buffer_cls, cfg: Config, device, rng, capacity: int = 0):
+def make_official(agent_cls, buffer_cls, cfg: Config, device, rng, capacity: int = 0, action_shape=(1,)):
     """The official agent at the SPEC settings of ``cfg`` and its replay filled with random frames."""
     agent = agent_cls(
-        obs_shape=(9, cfg.crop_size, cfg.crop_size), action_shape=(1,), device=device, hidden_dim=cfg.hidden_dim,
+        obs_shape=(9, cfg.crop_size, cfg.crop_size), action_shape=action_shape, device=device, hidden_dim=cfg.hidden_dim,
         discount=cfg.discount, init_temperature=cfg.init_temperature, alpha_lr=cfg.alpha_lr, alpha_beta=cfg.alpha_beta1,
         actor_lr=cfg.lr, actor_beta=cfg.actor_beta1, actor_log_std_min=cfg.log_std_min, actor_log_std_max=cfg.log_std_max,
         actor_update_freq=cfg.actor_update_every, critic_lr=cfg.lr, critic_beta=cfg.actor_beta1,
@@ -232,10 +232,10 @@ def make_official(agent_cls, buffer_cls, cfg: Config, device, rng, capacity: int
         num_layers=cfg.num_layers, num_filters=cfg.num_filters, log_interval=100, detach_encoder=False,
         curl_latent_dim=128)
     n = capacity or max(2 * cfg.batch_size, 600)
-    buf = buffer_cls(obs_shape=(9, cfg.image_size, cfg.image_size), action_shape=(1,), capacity=n,
+    buf = buffer_cls(obs_shape=(9, cfg.image_size, cfg.image_size), action_shape=action_shape, capacity=n,
                      batch_size=cfg.batch_size, device=device, image_size=cfg.crop_size)
     for _ in range(n):
-        buf.add(rng.integers(0, 256, (9, cfg.image_size, cfg.image_size), dtype=np.uint8), rng.uniform(-1, 1, 1), 0.0,
+        buf.add(rng.integers(0, 256, (9, cfg.image_size, cfg.image_size), dtype=np.uint8), rng.uniform(-1, 1, action_shape), 0.0,
                 rng.integers(0, 256, (9, cfg.image_size, cfg.image_size), dtype=np.uint8), False)
     return agent, buf
 

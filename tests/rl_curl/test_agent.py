@@ -189,3 +189,32 @@ def test_actor_beta1_help_says_which_optimisers_it_sets():
     assert ag.actor_opt.defaults["betas"][0] == ag.critic_opt.defaults["betas"][0] == 0.5
     assert ag.aux_opt.defaults["betas"][0] == ag.encoder_opt.defaults["betas"][0] == 0.9
     assert "actor and critic optimisers" in doc and "keep Adam's default 0.9" in doc
+
+
+def test_encoder_tanh_switch():
+    """encoder_tanh=False leaves LayerNorm's output as it is (the official code's output_logits=True)."""
+    with_tanh, without = agent(), agent(encoder_tanh=False)
+    without.load_state_dict(with_tanh.state_dict())
+    x = batch()["obs"][:, :, :16, :16]
+    z_plain = without.critic.encoder(x)
+    ln = with_tanh.critic.encoder.ln(with_tanh.critic.encoder.fc(with_tanh.critic.encoder.trunk(x)))
+    torch.testing.assert_close(z_plain, ln)
+    torch.testing.assert_close(with_tanh.critic.encoder(x), torch.tanh(ln))
+    assert z_plain.abs().max() > 1  # LayerNorm output is not bounded by 1
+    for enc in (without.actor.encoder, without.critic_target.encoder):
+        assert not enc.tanh
+
+
+def test_float64_agent_stays_float64():
+    """A float64 agent computes in float64 end to end (crops, losses, parameters): the exact
+    comparisons with the official update rely on it."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        ag = agent(aux="debiased", tau_plus=0.1, positives=2)
+    finally:
+        torch.set_default_dtype(old)
+    for step in range(2):
+        metrics = ag.update(batch(), step)
+    assert all(v.dtype == torch.float64 for v in metrics.values())
+    assert {p.dtype for p in ag.parameters()} == {torch.float64}

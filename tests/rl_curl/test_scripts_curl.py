@@ -158,3 +158,14 @@ def test_table3_takes_the_final_evaluation_of_a_run_whose_repeat_overshoots(tmp_
     (d / "eval.csv").write_text("env_step,episode,eval_return_mean,eval_return_std\n"
                                 "90000,0,100,0\n100002,0,700,0\n")
     assert "| biased (CURL) | 700±0 (n=1) |" in table3(tmp_path, 100_000).splitlines()
+
+
+def test_check_official_help_and_missing_checkout(tmp_path):
+    """The update-for-update check needs the official code, which is not here: its --help explains,
+    and a path that is not a checkout says what to fetch."""
+    script = ROOT / "scripts" / "check_official_curl.py"
+    res = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert res.returncode == 0 and "--official" in res.stdout and "float64" in res.stdout
+    res = subprocess.run([sys.executable, str(script), "--official", str(tmp_path)], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert res.returncode != 0 and "not a checkout of MishaLaskin/curl" in res.stderr

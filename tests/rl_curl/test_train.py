@@ -150,6 +150,22 @@ def test_default_out_dir_names_the_objective_variant():
     assert out(aux="debiased", tau_plus=0.1, positives=2, seed=3) == "runs/rl_curl/cartpole-swingup/debiased-tau0.1-M2/seed3"
     assert out(aux="hard", tau_plus=0.1, beta=0.5) == "runs/rl_curl/cartpole-swingup/hard-tau0.1-beta0.5/seed0"
     assert len({out(aux="debiased", tau_plus=t, positives=m) for t in (0.01, 0.05, 0.1) for m in (1, 2)}) == 6
+    assert out(encoder_tanh=False) == "runs/rl_curl/cartpole-swingup/curl-notanh/seed0"
+
+
+def test_checkpoint_signature_of_older_code_implies_the_encoder_tanh(tmp_path):
+    """Checkpoints written before encoder_tanh existed were made with the tanh: they resume under the
+    default and are refused, naming the field, under --no-encoder-tanh."""
+    from rl_curl.train import check_signature, config_signature
+
+    c = cfg(tmp_path, "s").resolved()
+    old = {k: v for k, v in config_signature(c).items() if k != "encoder_tanh"}
+    check_signature({"signature": old}, c, "ckpt")
+    no_tanh = cfg(tmp_path, "s", encoder_tanh=False).resolved()
+    with pytest.raises(CheckpointError, match=r"encoder_tanh \(checkpoint True, now False\)"):
+        check_signature({"signature": old}, no_tanh, "ckpt")
+    with pytest.raises(CheckpointError, match="encoder_tanh"):
+        check_signature({"signature": config_signature(c)}, no_tanh, "ckpt")
 
 
 def test_tensorboard_drops_events_redone_after_a_resume(tmp_path):
