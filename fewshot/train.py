@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.runtime import CsvLogger, checkpoint_exists, load_checkpoint, save_checkpoint, write_json_atomic
+from shared_losses.runtime import (CsvLogger, checkpoint_exists, config_changes, load_checkpoint, save_checkpoint,
+                                   write_json_atomic)
 
 from .config import FewShotConfig
 from .data import load_splits, sample_fewshot
@@ -152,11 +153,10 @@ RESUME_FREE = {"resume", "steps", "eval_every", "checkpoint_every", "output_dir"
 
 
 def check_resume_config(cfg: FewShotConfig, saved: dict) -> None:
-    current = dataclasses.asdict(cfg)
-    changed = sorted(k for k in set(saved) | set(current) if k not in RESUME_FREE and saved.get(k) != current.get(k))
+    changed = config_changes(saved, dataclasses.asdict(cfg), free=RESUME_FREE)
     if changed:
         raise ValueError("the checkpoint in output_dir was written with a different configuration ("
-                         + ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in changed)
+                         + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
                          + "); use a new --output-dir or the same options")
 
 

@@ -24,7 +24,8 @@ import tyro
 from tqdm.auto import tqdm
 
 from shared_losses import gather_with_grad
-from shared_losses.runtime import CsvLogger, checkpoint_exists, load_checkpoint, save_checkpoint, write_json_atomic
+from shared_losses.runtime import (CsvLogger, checkpoint_exists, config_changes, load_checkpoint, save_checkpoint,
+                                   write_json_atomic)
 
 from .config import Config
 from .corpus import CorpusStats, contiguous_batches, iter_corpus
@@ -32,13 +33,9 @@ from .model import ModelConfig, QuickThought, save_model
 from .objectives import compute_loss, neighbours
 from .vocab import Vocab
 
-# Fields that must agree between a run and the checkpoint it resumes from.
-_RESUME_KEYS = (
-    "corpus", "text_field", "doc_field", "doc_boundary", "one_sentence_per_line", "max_sentences", "vocab_size",
-    "max_len", "lowercase", "word_dim", "encoder_dim", "bidirectional", "objective", "tau_plus", "beta",
-    "temperature", "log_floor", "self_score", "batch_size", "lr", "seed", "clip_norm", "clip_mode",
-    "gather_across_processes", "mixed_precision",
-)
+# Fields a resumed run may change; every other field (new ones included) must agree with the checkpoint's
+# run. vocab_sentences: the vocabulary is read back from vocab.json on resume.
+RESUME_FREE = {"output_dir", "resume", "epochs", "max_steps", "log_every", "checkpoint_every", "vocab_sentences"}
 
 
 def validate(cfg: Config) -> None:
@@ -109,9 +106,10 @@ def train(cfg: Config) -> dict:
     resuming = cfg.resume and checkpoint_exists(ckpt_dir)
     if resuming and cfg_path.exists():
         old = json.loads(cfg_path.read_text())
-        diff = {k: (old.get(k), getattr(cfg, k)) for k in _RESUME_KEYS if old.get(k) != getattr(cfg, k)}
-        if old.get("num_processes", world) != world:  # the global batch (and so the skipped data) would change
-            diff["num_processes"] = (old.get("num_processes"), world)
+        # num_processes: the global batch (and so the data skipped on resume) depends on it.
+        changes = config_changes(old, {**dataclasses.asdict(cfg), "num_processes": world}, free=RESUME_FREE,
+                                 legacy={"num_processes": world})
+        diff = {k: (was, now) for k, was, now in changes}
         if diff:
             raise ValueError(
                 f"cannot resume from {ckpt_dir}: configuration differs in {diff} (old, new); "

@@ -24,7 +24,7 @@ import torch
 
 class FrameReplay:
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3,
-                 seed: int = 0, device: torch.device | str | None = None):
+                 seed: int | np.random.SeedSequence = 0, device: torch.device | str | None = None):
         if len(obs_shape) != 3 or obs_shape[0] % frame_stack:
             raise ValueError(f"obs_shape must be (channels * frame_stack, H, W) with channels divisible by "
                              f"frame_stack={frame_stack}, got {obs_shape}")

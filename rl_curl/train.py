@@ -21,8 +21,8 @@ import torch
 import tyro
 from tqdm import tqdm
 
-from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, load_checkpoint, save_checkpoint,
-                                   write_json_atomic)
+from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, config_changes, load_checkpoint,
+                                   save_checkpoint, write_json_atomic)
 
 from .agent import CurlAgent
 from .config import Config
@@ -58,11 +58,19 @@ def config_signature(cfg: Config) -> dict:
 def check_signature(extra: dict, cfg: Config, path) -> None:
     """Refuse a checkpoint written with another configuration, naming every differing field. Fields
     added since a checkpoint was written count with the value its code implied (LEGACY_SIGNATURE)."""
-    theirs, mine = {**LEGACY_SIGNATURE, **extra.get("signature", {})}, config_signature(cfg)
-    diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
-    if diff:
+    changes = config_changes(extra.get("signature", {}), config_signature(cfg), free=RESUMABLE_FIELDS,
+                             legacy=LEGACY_SIGNATURE)
+    if changes:
         raise CheckpointError(f"checkpoint {path} was written with a different configuration; differing "
-                              f"fields: " + ", ".join(f"{k} (checkpoint {theirs.get(k)!r}, now {mine.get(k)!r})" for k in diff))
+                              f"fields: " + ", ".join(f"{k} (checkpoint {old!r}, now {new!r})" for k, old, new in changes))
+
+
+def stream_seeds(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
+    """Independent seeds of the replay's sampling and of the seed-step actions. Both generators used to
+    take ``seed`` itself, so they drew the same raw stream: the first batch's indices were a function
+    of the first random actions."""
+    replay, action = np.random.SeedSequence(seed).spawn(2)
+    return replay, action
 
 
 def episode_seed(cfg: Config, episode: int) -> int:
@@ -128,9 +136,10 @@ def run(cfg: Config) -> dict:
 
     env, agent = build(cfg, accelerator.device)
     agent.autocast = accelerator.autocast
-    replay = FrameReplay(cfg.replay_capacity, env.observation_space.shape, agent.action_dim, cfg.frame_stack, cfg.seed,
+    replay_seed, action_seed = stream_seeds(cfg.seed)
+    replay = FrameReplay(cfg.replay_capacity, env.observation_space.shape, agent.action_dim, cfg.frame_stack, replay_seed,
                          device=accelerator.device if cfg.replay_on_device else None)
-    action_rng = np.random.default_rng(cfg.seed)
+    action_rng = np.random.default_rng(action_seed)
     accelerator.register_for_checkpointing(agent, *agent.optimizers().values())
     if cfg.save_replay:
         accelerator.register_for_checkpointing(replay)

@@ -186,3 +186,16 @@ def test_tensorboard_drops_events_redone_after_a_resume(tmp_path):
         steps = [e.step for e in acc.Scalars(tag)]
         assert len(steps) == len(set(steps)), (tag, steps)
     assert [e.step for e in acc.Scalars("eval/return")] == [1000, 1500, 2000]
+
+
+def test_replay_and_action_generators_draw_independent_streams():
+    import numpy as np
+
+    from rl_curl.train import stream_seeds
+
+    for seed in (0, 1, 12345):
+        replay, action = (np.random.default_rng(s).bit_generator.random_raw(64) for s in stream_seeds(seed))
+        assert not np.intersect1d(replay, action).size
+        again = [np.random.default_rng(s).bit_generator.random_raw(64) for s in stream_seeds(seed)]
+        np.testing.assert_array_equal(again[0], replay)  # still a function of the seed alone
+    assert not np.array_equal(*(np.random.default_rng(stream_seeds(s)[0]).bit_generator.random_raw(8) for s in (0, 1)))

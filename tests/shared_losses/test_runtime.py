@@ -5,8 +5,8 @@ import csv
 import pytest
 import torch
 
-from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, load_checkpoint, save_checkpoint,
-                                   write_json_atomic)
+from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, config_changes, load_checkpoint,
+                                   save_checkpoint, write_json_atomic)
 
 
 def _setup(seed=0):
@@ -100,3 +100,16 @@ def test_csv_logger_resume_truncates(tmp_path):
 def test_write_json_atomic(tmp_path):
     write_json_atomic(tmp_path / "a" / "m.json", {"acc": 1.5})
     assert (tmp_path / "a" / "m.json").read_text().strip().startswith("{")
+
+
+def test_config_changes_checks_every_field_but_the_free_ones():
+    saved = {"lr": 0.001, "steps": 100, "sizes": [4, 8], "old_only": 1}
+    current = {"lr": 0.002, "steps": 200, "sizes": (4, 8), "new_field": "x"}
+    # tuples equal the lists a JSON file gives back; fields on one side only count as changed
+    assert config_changes(saved, current, free={"steps"}) == [
+        ("lr", 0.001, 0.002), ("new_field", None, "x"), ("old_only", 1, None)]
+    assert config_changes(saved, current, free={"steps", "lr", "new_field", "old_only"}) == []
+    # a field missing from an older saved configuration takes the value it had implicitly
+    assert config_changes({"a": 1}, {"a": 1, "flag": True}, legacy={"flag": True}) == []
+    assert config_changes({"a": 1}, {"a": 1, "flag": False}, legacy={"flag": True}) == [("flag", True, False)]
+    assert config_changes({"a": 1, "flag": False}, {"a": 1, "flag": False}, legacy={"flag": True}) == []
