@@ -148,6 +148,8 @@ class Config:
     """Write an MP4 of the first episode of the final evaluation."""
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU."""
+    cudnn_benchmark: bool = True
+    """On a CUDA device, let cuDNN time its convolution algorithms once per input shape and keep the fastest (torch.backends.cudnn.benchmark; the shapes here are fixed, so the search is paid once). No effect on CPU."""
     mixed_precision: Literal["no", "bf16"] = "no"
     """Mixed precision (bf16 autocast through accelerate) of the forward passes; losses are float32 inside."""
     progress: bool = True

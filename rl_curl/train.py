@@ -30,7 +30,7 @@ from .env import make
 
 # Fields that may change between a run and its resumption; every other field must match.
 RESUMABLE_FIELDS = {"out_dir", "resume", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
-                    "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device"}
+                    "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark"}
 # Fields added after checkpoints were first written, with the value every older checkpoint implies.
 LEGACY_SIGNATURE = {"encoder_tanh": True}
 EVAL_SEED_OFFSET = 1_000_003
@@ -132,6 +132,8 @@ def run(cfg: Config) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
+    if accelerator.device.type == "cuda":
+        torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
     set_seed(cfg.seed)
 
     env, agent = build(cfg, accelerator.device)

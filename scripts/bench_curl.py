@@ -22,6 +22,7 @@ installed, numpy's ``sliding_window_view`` and gymnasium stand in for the two na
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -67,6 +68,9 @@ class Args:
     """Time our update under bf16 autocast (as `rl_curl.train --mixed-precision bf16`); the baselines stay float32."""
     replay_on_device: bool = False
     """Keep our replay's frames on the timed device (as `rl_curl.train --replay-on-device`)."""
+    cudnn_benchmark: bool = True
+    """Time our update with cuDNN's algorithm search on (as `rl_curl.train`, whose default it is). The official
+    code does not set it, so its update is always timed with torch's default (off). No effect on CPU."""
     baseline: bool = True
     """Also time the official-style baseline update in the same run."""
     official: str = ""
@@ -108,8 +112,20 @@ def ms_per_update(update, device, updates) -> float:
     return (time.perf_counter() - t) / updates * 1000
 
 
-def time_ours(cfg, agent, replay, device, updates) -> float:
-    return ms_per_update(lambda s: agent.update(replay.sample(cfg.batch_size, device), s), device, updates)
+@contextlib.contextmanager
+def cudnn_benchmark(on: bool):
+    """``torch.backends.cudnn.benchmark`` set to ``on`` inside the block (nothing else), restored after it."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = on
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+def time_ours(cfg, agent, replay, device, updates, benchmark: bool = True) -> float:
+    with cudnn_benchmark(benchmark):
+        return ms_per_update(lambda s: agent.update(replay.sample(cfg.batch_size, device), s), device, updates)
 
 
 def ms_per_sample(replay, batch, device, samples: int = 10) -> float:
@@ -242,7 +258,8 @@ def make_official(agent_cls, buffer_cls, cfg: Config, device, rng, capacity: int
 
 def time_official(agent, buf, device, updates) -> float:
     log = _NoLog()
-    return ms_per_update(lambda s: agent.update(buf, log, s), device, updates)
+    with cudnn_benchmark(False):  # the official code leaves torch's default
+        return ms_per_update(lambda s: agent.update(buf, log, s), device, updates)
 
 
 def env_rate(task: str, steps: int) -> tuple[float, int]:
@@ -288,11 +305,12 @@ def main(args: Args) -> None:
             agent_cls, buffer_cls = official_classes
             off_agent, off_buf = make_official(agent_cls, buffer_cls, cfg, device, rng, args.replay_capacity)
             pairs = [(time_official(off_agent, off_buf, device, args.updates),
-                      time_ours(cfg, ours_agent, replay, device, args.updates)) for _ in range(max(1, args.repeats))]
+                      time_ours(cfg, ours_agent, replay, device, args.updates, args.cudnn_benchmark))
+                     for _ in range(max(1, args.repeats))]
             official, ours = float(np.median([p[0] for p in pairs])), float(np.median([p[1] for p in pairs]))
             del off_agent, off_buf
         else:
-            ours = time_ours(cfg, ours_agent, replay, device, args.updates)
+            ours = time_ours(cfg, ours_agent, replay, device, args.updates, args.cudnn_benchmark)
         base = time_baseline(cfg, agent, device, args.updates, rng) if args.baseline else float("nan")
         sample_ms = ms_per_sample(replay, batch, device)
         row = {"batch": batch, "update_ms": round(ours, 2), "replay_sample_ms": round(sample_ms, 2),
@@ -301,7 +319,8 @@ def main(args: Args) -> None:
                "obs_next_obs_bytes_per_transition": stacks_bpt, "replay_memory_ratio": round(stacks_bpt / replay_bpt, 2),
                "env_steps_per_s": round(env_sps, 1), "action_repeat": ar, "task": args.task,
                "device": str(device), "threads": torch.get_num_threads(), "mixed_precision": args.mixed_precision,
-               "replay_on_device": args.replay_on_device, "replay_capacity": replay.capacity}
+               "replay_on_device": args.replay_on_device, "replay_capacity": replay.capacity,
+               "cudnn_benchmark": args.cudnn_benchmark}
         if official is not None:
             row.update(official_update_ms=round(official, 2), ours_over_official=round(ours / official, 3))
         if args.json:

@@ -63,6 +63,22 @@ def test_bench_json_fields():
     assert rows[0]["batch"] == 8 and rows[0]["replay_bytes_per_transition"] <= 2 * 9 * 100 * 100 / 5
     assert rows[0]["mixed_precision"] == "bf16" and rows[0]["update_ms"] > 0 and rows[0]["baseline_update_ms"] > 0
     assert 0 < rows[0]["replay_sample_ms"] < rows[0]["update_ms"]
+    assert rows[0]["cudnn_benchmark"] is True
+
+
+def test_bench_sets_cudnn_benchmark_only_inside_a_timing():
+    """Ours is timed with cuDNN's algorithm search (rl_curl.train's default), the official code with
+    torch's default; the flag is restored afterwards, also after an error."""
+    import torch
+    from bench_curl import cudnn_benchmark
+
+    before = torch.backends.cudnn.benchmark
+    with cudnn_benchmark(not before):
+        assert torch.backends.cudnn.benchmark is (not before)
+    assert torch.backends.cudnn.benchmark is before
+    with pytest.raises(RuntimeError), cudnn_benchmark(not before):
+        raise RuntimeError
+    assert torch.backends.cudnn.benchmark is before
 
 
 FAKE_CURL_SAC = '''
