@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from shared_losses.runtime import (CsvLogger, checkpoint_exists, config_changes, load_checkpoint, save_checkpoint,
-                                   write_json_atomic)
+                                   tensorboard_writer, write_json_atomic)
 
 from .config import FewShotConfig
 from .data import load_splits, sample_fewshot
@@ -196,7 +196,8 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         lab_batches.load_state_dict(state["labeled_batches"])
         unl_batches.load_state_dict(state["unlabeled_batches"])
     log = CsvLogger(out / "log.csv", resume_step=step if cfg.resume else None)
-    tb = _tensorboard(out / "tb") if acc.is_main_process else None
+    tb = tensorboard_writer(out / "tb", resume_step=step if cfg.resume else None,
+                            config=dataclasses.asdict(cfg)) if acc.is_main_process else None
 
     def checkpoint():
         save_checkpoint(acc, out / "checkpoint", {
@@ -260,12 +261,6 @@ def forward_views(model, ids, mask, objective):
     return logits[:n], list(z.split(n))
 
 
-def _tensorboard(path):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:  # tensorboard is a dependency, but logging must never stop a run
-        return None
-    return SummaryWriter(str(path))
 
 
 def main(argv=None):

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from shared_losses import gather_with_grad
 from shared_losses.runtime import (CsvLogger, checkpoint_exists, config_changes, load_checkpoint, save_checkpoint,
-                                   write_json_atomic)
+                                   tensorboard_writer, write_json_atomic)
 
 from .config import Config
 from .corpus import CorpusStats, contiguous_batches, iter_corpus
@@ -141,9 +141,8 @@ def train(cfg: Config) -> dict:
     logger = CsvLogger(out / "log.csv", resume_step=step if resuming else None) if main else None
     tb = None
     if main:
-        from torch.utils.tensorboard import SummaryWriter
-
-        tb = SummaryWriter(str(out / "tb"))
+        tb = tensorboard_writer(out / "tb", resume_step=step if resuming else None,
+                                config={**dataclasses.asdict(cfg), "num_processes": world})
 
     def checkpoint():
         save_checkpoint(

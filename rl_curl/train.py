@@ -22,7 +22,7 @@ import tyro
 from tqdm import tqdm
 
 from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, config_changes, load_checkpoint,
-                                   save_checkpoint, write_json_atomic)
+                                   save_checkpoint, tensorboard_writer, write_json_atomic)
 
 from .agent import CurlAgent
 from .config import Config
@@ -114,7 +114,6 @@ def run(cfg: Config) -> dict:
     """Train (or resume) one run; returns a summary with the final evaluation."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
-    from torch.utils.tensorboard import SummaryWriter
 
     from .replay import FrameReplay
     from .report import plot_curve
@@ -162,7 +161,7 @@ def run(cfg: Config) -> dict:
     log = CsvLogger(out / "log.csv", resume_step=step * ar if resumed else None, step_key="env_step")
     eval_log = CsvLogger(out / "eval.csv", resume_step=step * ar if resumed else None, step_key="env_step")
     # On resume, TensorBoard drops the events logged after the checkpoint (they are redone), as the CSVs do.
-    tb = SummaryWriter(str(out / "tb"), purge_step=step * ar + 1 if resumed else None)
+    tb = tensorboard_writer(out / "tb", resume_step=step * ar if resumed else None, config=dataclasses.asdict(cfg))
     # Seed steps are counted from the start of the run; a resume without the replay refills it first.
     seed_until = cfg.seed_steps if cfg.save_replay or not resumed else step + cfg.seed_steps
 

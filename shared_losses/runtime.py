@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -146,6 +147,41 @@ def config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], free: I
     new = json.loads(json.dumps(dict(current)))
     return [(k, old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
             if k not in free and old.get(k) != new.get(k)]
+
+
+def config_markdown(config: Mapping[str, Any]) -> str:
+    """A run configuration as a two-column Markdown table (TensorBoard's text tab renders it)."""
+    def cell(v: Any) -> str:
+        return repr(v).replace("|", "\\|").replace("\n", " ")
+    return "| field | value |\n|---|---|\n" + "\n".join(f"| {k} | {cell(v)} |" for k, v in config.items())
+
+
+class _NoWriter:
+    """Stands in for a SummaryWriter when tensorboard is missing: every call does nothing."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+def tensorboard_writer(directory: str | os.PathLike, resume_step: int | None = None,
+                       config: Mapping[str, Any] | None = None):
+    """A ``SummaryWriter`` on ``directory`` for a fresh or a resumed run. If tensorboard is not
+    installed, a writer that drops everything (with one warning): logging never stops a run.
+
+    ``resume_step``: the step of the checkpoint a run resumes from. The interrupted run may have logged
+    steps after it, which the resumed run logs again; TensorBoard hides those older events
+    (``purge_step = resume_step + 1``), as :class:`CsvLogger` drops their rows. ``config``: written once,
+    on a fresh run, as a Markdown table under the text tag ``config``.
+    """
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        warnings.warn("tensorboard is not installed: no TensorBoard events are written (log.csv has the same numbers)")
+        return _NoWriter()
+    tb = SummaryWriter(str(directory), purge_step=None if resume_step is None else resume_step + 1)
+    if config is not None and resume_step is None:
+        tb.add_text("config", config_markdown(config), 0)
+    return tb
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:

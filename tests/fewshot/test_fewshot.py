@@ -165,6 +165,27 @@ def test_resume_is_exact(tiny_encoder, easy_task, tmp_path):
         train(other)
 
 
+def test_tensorboard_has_no_duplicate_steps_after_a_cut_off_resume(tiny_encoder, easy_task, tmp_path):
+    """Steps logged after the last checkpoint by a run that was cut off are logged again on resume;
+    TensorBoard shows each once (as log.csv does)."""
+    import shutil
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    kw = dict(eval_every=100, checkpoint_every=2)
+    train(_cfg(tiny_encoder, easy_task, tmp_path, steps=2, **kw))
+    run = tmp_path / "run"
+    shutil.copytree(run / "checkpoint", tmp_path / "ckpt2")
+    train(_cfg(tiny_encoder, easy_task, tmp_path, steps=4, resume=True, **kw))
+    shutil.rmtree(run / "checkpoint")
+    shutil.copytree(tmp_path / "ckpt2", run / "checkpoint")
+    train(_cfg(tiny_encoder, easy_task, tmp_path, steps=4, resume=True, **kw))
+    acc = EventAccumulator(str(run / "tb"))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("loss")] == [1, 2, 3, 4]
+    assert len(acc.Tensors("config/text_summary")) == 1
+
+
 def test_pu_pipeline_runs(tiny_encoder, easy_task, tmp_path):
     cfg = _cfg(tiny_encoder, easy_task, tmp_path, setting="pu", n_labeled=30, n_unlabeled=100, steps=5)
     m = train(cfg)

@@ -163,3 +163,23 @@ def test_batch_of_one_sentence_documents_does_not_stop_training(tmp_path):
 
     a, b = load_model(tmp_path / "all" / "model")[0], load_model(tmp_path / "first2" / "model")[0]
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_tensorboard_has_no_duplicate_steps_after_a_cut_off_resume(tmp_path):
+    """A run cut off after logging past its last checkpoint logs those steps again on resume; TensorBoard
+    must show each step once, as log.csv does, and the run's configuration once."""
+    import shutil
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train(_cfg(tmp_path, "tb", max_steps=2))  # checkpoint at step 2
+    out = tmp_path / "tb"
+    shutil.copytree(out / "checkpoint", tmp_path / "ckpt2")
+    train(_cfg(tmp_path, "tb", max_steps=4))  # logs 3, 4 (and checkpoints 4) ...
+    shutil.rmtree(out / "checkpoint")  # ... but is "cut off" before that checkpoint
+    shutil.copytree(tmp_path / "ckpt2", out / "checkpoint")
+    train(_cfg(tmp_path, "tb", max_steps=4))  # logs 3, 4 again
+    acc = EventAccumulator(str(out / "tb"))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("train/loss")] == [1, 2, 3, 4]
+    assert len(acc.Tensors("config/text_summary")) == 1

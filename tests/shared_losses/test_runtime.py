@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, config_changes, load_checkpoint,
-                                   save_checkpoint, write_json_atomic)
+                                   save_checkpoint, tensorboard_writer, write_json_atomic)
 
 
 def _setup(seed=0):
@@ -113,3 +113,28 @@ def test_config_changes_checks_every_field_but_the_free_ones():
     assert config_changes({"a": 1}, {"a": 1, "flag": True}, legacy={"flag": True}) == []
     assert config_changes({"a": 1}, {"a": 1, "flag": False}, legacy={"flag": True}) == [("flag", True, False)]
     assert config_changes({"a": 1, "flag": False}, {"a": 1, "flag": False}, legacy={"flag": True}) == []
+
+
+def tb_events(directory):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(directory))
+    acc.Reload()
+    return acc
+
+
+def test_tensorboard_writer_hides_redone_steps_and_records_the_config(tmp_path):
+    tb = tensorboard_writer(tmp_path, config={"lr": 0.1, "name": "a|b"})
+    for step in range(1, 6):  # a run that checkpointed at step 3 and was cut off after logging step 5
+        tb.add_scalar("loss", float(step), step)
+    tb.close()
+    tb = tensorboard_writer(tmp_path, resume_step=3, config={"lr": 0.1})  # resumed: steps 4 and 5 again
+    for step in (4, 5, 6):
+        tb.add_scalar("loss", 10.0 * step, step)
+    tb.close()
+    acc = tb_events(tmp_path)
+    assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 40.0), (5, 50.0), (6, 60.0)]
+    texts = acc.Tensors("config/text_summary")
+    assert len(texts) == 1  # written by the fresh run only
+    table = texts[0].tensor_proto.string_val[0].decode()
+    assert "| lr | 0.1 |" in table and "'a\\|b'" in table
