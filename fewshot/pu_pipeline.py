@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from shared_losses import punce_loss
-from shared_losses.runtime import CsvLogger, save_checkpoint, write_json_atomic
+from shared_losses.runtime import CsvLogger, save_checkpoint, tensorboard_writer, write_json_atomic
 
 from .objectives import multiview
 from .pu import RISKS, train_probe
@@ -39,7 +39,7 @@ def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, pr
 
 
 def run_pu(cfg, model=None, tokenizer=None) -> dict:
-    from .train import forward_views, prepare, tokenize
+    from .train import forward_views, prepare, process_share, tokenize
 
     if cfg.resume:
         raise ValueError("--resume is not supported with --setting pu (the PU pipeline is short and "
@@ -60,11 +60,17 @@ def run_pu(cfg, model=None, tokenizer=None) -> dict:
     model, opt = acc.prepare(model, opt)
     raw = acc.unwrap_model(model)
     rng = np.random.default_rng(cfg.seed)
-    log = CsvLogger(out / "log.csv")
+    main = acc.is_main_process
+    log = CsvLogger(out / "log.csv") if main else None
+    tb = tensorboard_writer(out / "tb", config=dataclasses.asdict(cfg)) if main else None
     model.train()
-    for step in tqdm(range(1, cfg.steps + 1), desc="puNCE (PU) encoder", unit="step", disable=not acc.is_main_process):
-        idx = np.concatenate([rng.choice(sample.labeled, min(cfg.batch_labeled, len(sample.labeled)), replace=False),
-                              rng.choice(sample.unlabeled, min(cfg.batch_unlabeled, len(sample.unlabeled)), replace=False)])
+    # Global batches (the same draw on every process), each process training on its share.
+    world, rank = acc.num_processes, acc.process_index
+    n_lab, n_unl = min(cfg.batch_labeled * world, len(sample.labeled)), min(cfg.batch_unlabeled * world, len(sample.unlabeled))
+    bar = tqdm(range(1, cfg.steps + 1), desc="puNCE (PU) encoder", unit="step", disable=not main)
+    for step in bar:
+        idx = np.concatenate([process_share(rng.choice(sample.labeled, n_lab, replace=False), world, rank),
+                              process_share(rng.choice(sample.unlabeled, n_unl, replace=False), world, rank)])
         roles = torch.from_numpy(np.isin(idx, sample.labeled).astype(np.int64)).to(device)  # +1 labeled, 0 unlabeled
         ids, mask = tokenize(tokenizer, [train_x[i] for i in idx], cfg.max_length, device)
         with acc.autocast():
@@ -74,8 +80,11 @@ def run_pu(cfg, model=None, tokenizer=None) -> dict:
         opt.zero_grad(set_to_none=True)
         acc.backward(loss)
         opt.step()
-        log.log({"step": step, "punce": loss.item()})
-    save_checkpoint(acc, out / "checkpoint", {"step": cfg.steps, "config": dataclasses.asdict(cfg)})
+        if main:
+            log.log({"step": step, "punce": loss.item()})
+            tb.add_scalar("punce", loss.item(), step)
+            bar.set_postfix(punce=f"{loss.item():.3f}", refresh=False)
+    save_checkpoint(acc, out / "checkpoint", {"step": cfg.steps, "config": {**dataclasses.asdict(cfg), "num_processes": world}})
     trained = _probe_accuracies(raw, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device)
     metrics = {
         "eval_accuracy": trained["nnpu"], "objective": "punce(pu)+nnpu-probe", "setting": "pu",
@@ -83,5 +92,7 @@ def run_pu(cfg, model=None, tokenizer=None) -> dict:
         "dataset": cfg.dataset, "prior": prior, "prior_source": prior_source, "steps": cfg.steps,
         "probes": {"pretrained_encoder": baseline, "punce_encoder": trained}, "train_seconds": time.time() - t0,
     }
-    write_json_atomic(out / "metrics.json", metrics)
+    if main:
+        write_json_atomic(out / "metrics.json", metrics)
+        tb.close()
     return metrics

@@ -62,6 +62,15 @@ class Batches:
         self.order, self.pos = s["order"], s["pos"]
 
 
+def process_share(batch: np.ndarray, world: int, rank: int) -> np.ndarray:
+    """Process ``rank``'s part of a global batch: ``world`` disjoint, contiguous parts whose sizes differ by
+    at most one. Every process draws the same global batch (same seed), so together they train on it
+    once, never on copies of one batch (which ``--gather-negatives`` would contrast as negatives). When
+    the global batch divides evenly, averaging the processes' losses (as DDP averages gradients) gives
+    the global batch's loss; otherwise the shares' means are averaged with equal weights."""
+    return np.array_split(batch, world)[rank]
+
+
 def tokenize(tokenizer, texts, max_length, device):
     enc = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
     return enc["input_ids"].to(device), enc["attention_mask"].to(device)
@@ -87,8 +96,13 @@ def evaluate(model, tokenizer, texts, labels, cfg, device) -> float:
 
 def make_accelerator(cfg):
     from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
 
-    return Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu)
+    # Some parameters get no gradient in some settings (the encoder's pooler, which the cls / mean
+    # pooling does not read; the projection head under `ce`; the classifier in the PU pipeline), and
+    # DDP refuses that unless told to look for them.
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+    return Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu, kwargs_handlers=[ddp])
 
 
 @dataclasses.dataclass
@@ -113,12 +127,18 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
     config.json (with the prior used) and sample.json."""
     cfg.validate()  # before anything is written into the run's folder
     out = Path(cfg.output_dir)
-    if cfg.resume:
-        check_resume_config(cfg, load_checkpoint(None, out / "checkpoint")["config"])
+    saved = load_checkpoint(None, out / "checkpoint")["config"] if cfg.resume else None
+    if saved is not None:
+        check_resume_config(cfg, saved)
     elif checkpoint_exists(out / "checkpoint"):
         raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
                               "choose another --output-dir (or delete that folder) to start a new one; nothing was changed")
     acc = make_accelerator(cfg)
+    if saved is not None:  # the process count sets the global batch, and so what the samplers' states mean
+        check_resume_config(cfg, saved, acc.num_processes)
+    if cfg.n_labeled < acc.num_processes:
+        raise ValueError(f"--n-labeled {cfg.n_labeled} is smaller than the number of processes ({acc.num_processes}): "
+                         "each process takes its share of every batch and needs at least one labeled example")
     train_x, train_y, eval_x, eval_y = load_splits(cfg)
     sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
     eval_x, eval_y = eval_subset(eval_x, eval_y, cfg.max_eval, cfg.seed)
@@ -152,8 +172,11 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
 RESUME_FREE = {"resume", "steps", "eval_every", "checkpoint_every", "output_dir"}  # may change when resuming
 
 
-def check_resume_config(cfg: FewShotConfig, saved: dict) -> None:
-    changed = config_changes(saved, dataclasses.asdict(cfg), free=RESUME_FREE)
+def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = None) -> None:
+    """Refuse to resume a run saved with other options (``world``: the process count, checked when known)."""
+    free = RESUME_FREE | ({"num_processes"} if world is None else set())
+    changed = config_changes(saved, {**dataclasses.asdict(cfg), "num_processes": world}, free=free,
+                             legacy={"num_processes": world})
     if changed:
         raise ValueError("the checkpoint in output_dir was written with a different configuration ("
                          + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
@@ -185,13 +208,15 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     model, opt = acc.prepare(model, opt)
     raw = acc.unwrap_model(model)
-    lab_batches = Batches(sample.labeled, min(cfg.batch_labeled, cfg.n_labeled), cfg.seed)
-    unl_batches = Batches(sample.unlabeled, 0 if cfg.objective == "ce" else cfg.batch_unlabeled, cfg.seed + 1)
+    # Global batches (the same draw on every process), each process training on its share.
+    world, rank = acc.num_processes, acc.process_index
+    lab_batches = Batches(sample.labeled, min(cfg.batch_labeled * world, cfg.n_labeled), cfg.seed)
+    unl_batches = Batches(sample.unlabeled, 0 if cfg.objective == "ce" else cfg.batch_unlabeled * world, cfg.seed + 1)
 
     step, history = 0, []
     if cfg.resume:
         state = load_checkpoint(acc, out / "checkpoint")
-        check_resume_config(cfg, state["config"])
+        check_resume_config(cfg, state["config"], world)
         step, history = state["step"], state["history"]
         lab_batches.load_state_dict(state["labeled_batches"])
         unl_batches.load_state_dict(state["unlabeled_batches"])
@@ -201,7 +226,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
 
     def checkpoint():
         save_checkpoint(acc, out / "checkpoint", {
-            "step": step, "history": history, "config": dataclasses.asdict(cfg),
+            "step": step, "history": history, "config": {**dataclasses.asdict(cfg), "num_processes": world},
             "labeled_batches": lab_batches.state_dict(), "unlabeled_batches": unl_batches.state_dict()})
 
     model.train()
@@ -209,7 +234,8 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
                disable=not acc.is_main_process)
     t0 = time.time()
     while step < cfg.steps:
-        idx = np.concatenate([lab_batches.next(), unl_batches.next()])
+        idx = np.concatenate([process_share(lab_batches.next(), world, rank),
+                              process_share(unl_batches.next(), world, rank)])
         labeled = torch.from_numpy(np.isin(idx, sample.labeled)).to(device)
         labels = torch.from_numpy(train_y[idx]).long().to(device)
         ids, mask = tokenize(tokenizer, [train_x[i] for i in idx], cfg.max_length, device)
@@ -223,7 +249,10 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         acc.backward(loss)
         opt.step()
         step += 1
-        row = {"step": step, "loss": loss.item(), **{k: v.item() for k, v in parts.items()}}
+        # Logged: the mean over processes, i.e. the loss of the global batch (each process's loss is the
+        # mean over its share; DDP averages the gradients the same way).
+        mean = (lambda t: acc.reduce(t.detach(), reduction="mean").item()) if world > 1 else (lambda t: t.item())
+        row = {"step": step, "loss": mean(loss), **{k: mean(v) for k, v in parts.items()}}
         if step % cfg.eval_every == 0 or step == cfg.steps:
             row["eval_accuracy"] = evaluate(raw, tokenizer, eval_x, eval_y, cfg, device)
             history.append({"step": step, "eval_accuracy": row["eval_accuracy"]})

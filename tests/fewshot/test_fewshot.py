@@ -1,6 +1,7 @@
 """fewshot: loss wiring, sampling, prior estimation, nnPU risk, short runs, resume, bad data."""
 
 import csv
+import dataclasses
 import json
 import math
 
@@ -247,3 +248,97 @@ def test_glue_tsv_with_lone_quotes_and_bom(tmp_path):
     texts, labels = load_local(str(p), "sentence", "label", "1")
     assert texts == ['" the film is a gem', 'it \'s "great ', 'a dull , "lifeless mess', "a mess"]
     assert labels == [1, 1, 0, 0]
+
+
+def test_process_share_splits_a_global_batch():
+    from fewshot.train import process_share
+
+    batch = np.arange(10, 21)
+    for world in (1, 2, 3, 4):
+        parts = [process_share(batch, world, r) for r in range(world)]
+        np.testing.assert_array_equal(np.concatenate(parts), batch)  # disjoint, and together the whole batch
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1
+
+
+def test_resume_checks_the_process_count(tiny_encoder, easy_task, tmp_path):
+    from fewshot.train import check_resume_config
+
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path)
+    saved = {**dataclasses.asdict(cfg), "num_processes": 2}
+    with pytest.raises(ValueError, match="num_processes: 2 -> 1"):
+        check_resume_config(cfg, saved, world=1)
+    check_resume_config(cfg, saved, world=2)
+    check_resume_config(cfg, saved)  # process count not known yet: checked later
+    check_resume_config(cfg, dataclasses.asdict(cfg), world=3)  # checkpoints from before the field: accepted
+
+
+@pytest.mark.parametrize("setting", ["pnu", "pu"])
+def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_task, tmp_path, setting):
+    """Two CPU processes: every step's global batch is split between them (they used to train on
+    copies of one batch, which --gather-negatives then contrasted as negatives of each other); one
+    log row per step, one metrics.json."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(torchrun):
+        pytest.skip("torchrun not available")
+    train_file, dev = easy_task
+    out = tmp_path / "multi"
+    args = ["--encoder", str(tiny_encoder), "--dataset", str(train_file), "--eval-file", str(dev), "--setting", setting,
+            "--n-labeled", "20", "--n-unlabeled", "40", "--steps", "3", "--batch-labeled", "4", "--batch-unlabeled", "6",
+            "--max-length", "16", "--pooling", "mean", "--proj-dim", "16", "--eval-every", "3", "--checkpoint-every", "3",
+            "--cpu", "--output-dir", str(out)]
+    if setting == "pnu":
+        args += ["--objective", "ce+punce", "--gather-negatives"]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *args],
+                         capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = list(csv.DictReader(open(out / "log.csv")))
+    assert [int(r["step"]) for r in rows] == [1, 2, 3]
+    assert 0 <= json.loads((out / "metrics.json").read_text())["eval_accuracy"] <= 100
+    saved = torch.load(out / "checkpoint" / "extra.pt", weights_only=False)
+    assert saved["config"]["num_processes"] == 2
+
+
+def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_task, tmp_path):
+    """2 processes x (4 labeled + 6 unlabeled) with --gather-negatives train exactly like 1 process x
+    (8 + 12): the same global batches, CE averaged over processes, puNCE on gathered candidates
+    (dropout off, so both runs are deterministic)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(torchrun):
+        pytest.skip("torchrun not available")
+    encoder = tmp_path / "no_dropout"
+    shutil.copytree(tiny_encoder, encoder)
+    config = json.loads((encoder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (encoder / "config.json").write_text(json.dumps(config))
+    train_file, dev = easy_task
+    common = ["--encoder", str(encoder), "--dataset", str(train_file), "--eval-file", str(dev), "--objective", "ce+punce",
+              "--n-labeled", "20", "--n-unlabeled", "40", "--steps", "3", "--max-length", "16", "--pooling", "mean",
+              "--proj-dim", "16", "--lr", "3e-3", "--eval-every", "3", "--checkpoint-every", "3", "--cpu"]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    single = subprocess.run([sys.executable, "-m", "fewshot.train", *common, "--batch-labeled", "8",
+                             "--batch-unlabeled", "12", "--output-dir", str(tmp_path / "one")],
+                            capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
+    assert single.returncode == 0, single.stderr[-3000:]
+    multi = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *common, "--batch-labeled", "4",
+                            "--batch-unlabeled", "6", "--gather-negatives", "--output-dir", str(tmp_path / "two")],
+                           capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
+    assert multi.returncode == 0, multi.stderr[-3000:]
+    a = load_file(str(tmp_path / "one" / "checkpoint" / "model.safetensors"))
+    b = load_file(str(tmp_path / "two" / "checkpoint" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
+    losses = lambda d: [float(r["loss"]) for r in csv.DictReader(open(tmp_path / d / "log.csv"))]  # noqa: E731
+    np.testing.assert_allclose(losses("one"), losses("two"), rtol=1e-5)
