@@ -74,6 +74,8 @@ class Config:
     """Action repeat; None = the task's value (8 cartpole; 2 finger, walker; 4 cheetah, reacher, ball_in_cup; 4 other DMC tasks; 1 gym: environments)."""
     frame_stack: int = 3
     """Number of stacked RGB frames in an observation."""
+    camera_id: int = 0
+    """Camera of the DeepMind Control renders: 0 for every task, as the official CURL code (dmc2gym's default); DrQ and later work use 2 for quadruped. -1 is MuJoCo's free camera. Not used by gym: environments."""
     image_size: int = 100
     """Rendered frame size (pixels, square)."""
     crop_size: int = 84
@@ -188,6 +190,7 @@ class Config:
             if not ok:
                 raise ValueError(f"invalid config: {msg}")
 
+        need(0 <= self.seed < 2**32, f"seed must be in [0, 2**32) (numpy's and the environments' generators), got {self.seed}")
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
         need(self.aux in ("debiased", "hard") or self.tau_plus == 0.0,

@@ -77,9 +77,14 @@ class DMCPixels(_StackedPixels):
             raise ValueError(f"action_repeat, frame_stack and image_size must be >= 1, got "
                              f"{action_repeat}, {frame_stack}, {image_size}")
         self.task, self.action_repeat, self.frame_stack, self.image_size = task, action_repeat, frame_stack, image_size
-        # CURL renders from camera 0, except quadruped (camera 2).
-        self.camera_id = (2 if domain == "quadruped" else 0) if camera_id is None else camera_id
+        # The official CURL code renders every task from camera 0 (dmc2gym's default); DrQ and later
+        # work use camera 2 for quadruped: --camera-id 2.
+        self.camera_id = 0 if camera_id is None else camera_id
         self._env = suite.load(domain, name, task_kwargs={"random": seed})
+        n_cam = self._env.physics.model.ncam
+        if not -1 <= self.camera_id < n_cam:
+            raise ValueError(f"camera_id {self.camera_id} does not exist in {task!r}: its model has cameras "
+                             f"0..{n_cam - 1} (and -1, MuJoCo's free camera)")
         spec = self._env.action_spec()
         self._low, self._high = spec.minimum.astype(np.float64), spec.maximum.astype(np.float64)
         # dm_control gives actuators without a control range bounds of +-mjMAXVAL (1e10; the lqr
@@ -213,10 +218,11 @@ class GymPixels(_StackedPixels):
 
 
 def make(task: str, seed: int = 0, action_repeat: int | None = None, frame_stack: int = 3,
-         image_size: int = 100) -> gym.Env:
+         image_size: int = 100, camera_id: int | None = None) -> gym.Env:
     """A pixel environment: a DeepMind Control task like ``cartpole-swingup`` (unknown names list the
     valid ones), or ``gym:ENV_ID`` for any gymnasium environment with a bounded Box action space."""
     if task.startswith(GYM_PREFIX):
         return GymPixels(task[len(GYM_PREFIX):], seed=seed, action_repeat=action_repeat or 1,
                          frame_stack=frame_stack, image_size=image_size)
-    return DMCPixels(task, seed=seed, action_repeat=action_repeat, frame_stack=frame_stack, image_size=image_size)
+    return DMCPixels(task, seed=seed, action_repeat=action_repeat, frame_stack=frame_stack, image_size=image_size,
+                     camera_id=camera_id)

@@ -64,7 +64,10 @@ def main(args: EvalArgs | None = None) -> dict:
         raise ValueError(f"episodes must be >= 1, got {args.episodes}")
     agent, cfg = load_agent(args.run_dir, args.device)
     video = Path(args.run_dir) / "evaluate.mp4" if args.video else None
-    returns = evaluate(agent, cfg, args.episodes, video)
+    # The initial states of the evaluation at the checkpoint's step: re-evaluating a finished run's
+    # checkpoint replays its final evaluation's episodes (numbers equal up to device and precision).
+    env_step = load_checkpoint(None, resolve_checkpoint(Path(args.run_dir) / "checkpoint"))["step"] * cfg.action_repeat
+    returns = evaluate(agent, cfg, args.episodes, video, env_step=env_step)
     result = {"task": cfg.task, "aux": cfg.aux, "episodes": args.episodes,
               "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns}
     print(json.dumps(result))

@@ -33,7 +33,6 @@ RESUMABLE_FIELDS = {"out_dir", "resume", "progress", "save_video", "env_steps", 
                     "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark"}
 # Fields added after checkpoints were first written, with the value every older checkpoint implies.
 LEGACY_SIGNATURE = {"encoder_tanh": True}
-EVAL_SEED_OFFSET = 1_000_003
 # Layout of the saved agent. 2: the encoder's linear layer reads the conv features in (row, column,
 # channel) order (d44f4a3). Checkpoints without this field are format 1, (channel, row, column):
 # they load without a shape error but mean another model, so they are refused.
@@ -73,13 +72,32 @@ def stream_seeds(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSeque
     return replay, action
 
 
+def derived_seed(*key: int) -> int:
+    """A 32-bit seed that depends on the integers ``key`` alone (numpy's SeedSequence hash): valid for any
+    run seed (environment RNGs take seeds below 2**32) and distinct across purposes and indices."""
+    return int(np.random.SeedSequence(list(key)).generate_state(1)[0])
+
+
+# The first key after the run's seed names what a derived seed is for.
+TRAIN_EPISODE, EVAL_ENV, EVAL_EPISODE = 1, 2, 3
+
+
 def episode_seed(cfg: Config, episode: int) -> int:
-    return cfg.seed * 100_003 + episode
+    """Seed of training episode ``episode``: a function of the run's seed and the index alone, so a
+    resumed run replays nothing and continues with the episodes the uninterrupted run would have had."""
+    return derived_seed(cfg.seed, TRAIN_EPISODE, episode)
+
+
+def eval_episode_seed(cfg: Config, env_step: int, episode: int) -> int:
+    """Seed of evaluation episode ``episode`` of the evaluation at ``env_step``: every evaluation draws
+    fresh initial states (as the official code's, which evaluates on its running training
+    environment), and re-evaluating a checkpoint at its step gives that evaluation's episodes again."""
+    return derived_seed(cfg.seed, EVAL_EPISODE, env_step, episode)
 
 
 def build(cfg: Config, device) -> tuple:
     env = make(cfg.task, seed=cfg.seed, action_repeat=cfg.action_repeat, frame_stack=cfg.frame_stack,
-               image_size=cfg.image_size)
+               image_size=cfg.image_size, camera_id=cfg.camera_id)
     obs_shape = env.observation_space.shape
     action_dim = int(np.prod(env.action_space.shape))
     agent = CurlAgent(obs_shape, action_dim, cfg).to(device)
@@ -87,13 +105,15 @@ def build(cfg: Config, device) -> tuple:
     return env, agent
 
 
-def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | None = None) -> list[float]:
-    """Returns of ``episodes`` deterministic episodes on a separately seeded environment."""
-    env = make(cfg.task, seed=cfg.seed + EVAL_SEED_OFFSET, action_repeat=cfg.action_repeat,
-               frame_stack=cfg.frame_stack, image_size=cfg.image_size)
+def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | None = None,
+             env_step: int = 0) -> list[float]:
+    """Returns of ``episodes`` deterministic episodes (mean action) on a separate environment, from the
+    initial states of the evaluation at ``env_step`` (see :func:`eval_episode_seed`)."""
+    env = make(cfg.task, seed=derived_seed(cfg.seed, EVAL_ENV), action_repeat=cfg.action_repeat,
+               frame_stack=cfg.frame_stack, image_size=cfg.image_size, camera_id=cfg.camera_id)
     returns, frames = [], []
     for e in range(episodes):
-        obs, _ = env.reset(seed=EVAL_SEED_OFFSET + cfg.seed * 1000 + e)
+        obs, _ = env.reset(seed=eval_episode_seed(cfg, env_step, e))
         total, done = 0.0, False
         while not done:
             obs, r, term, trunc, _ = env.step(agent.act(obs))
@@ -166,13 +186,14 @@ def run(cfg: Config) -> dict:
     seed_until = cfg.seed_steps if cfg.save_replay or not resumed else step + cfg.seed_steps
 
     def save():
+        tb.flush()  # events up to the checkpoint must be on disk before it: a resume does not log them again
         save_checkpoint(accelerator, ckpt_dir, {"format": CHECKPOINT_FORMAT, "step": step, "episode": episode, "next_ckpt": next_ckpt,
                                                 "action_rng": action_rng.bit_generator.state,
                                                 "signature": config_signature(cfg), "config": dataclasses.asdict(cfg)})
 
     def do_eval(final: bool = False) -> float:
         video = out / "eval.mp4" if (final and cfg.save_video) else None
-        returns = evaluate(agent, cfg, cfg.eval_episodes, video)
+        returns = evaluate(agent, cfg, cfg.eval_episodes, video, env_step=step * ar)
         row = {"env_step": step * ar, "episode": episode, "eval_return_mean": float(np.mean(returns)),
                "eval_return_std": float(np.std(returns))}
         eval_log.log(row)
@@ -221,7 +242,7 @@ def run(cfg: Config) -> dict:
     if finished:
         last_eval = float(eval_log.rows[-1]["eval_return_mean"])
         if cfg.save_video:  # the final evaluation's first episode, without logging it again
-            evaluate(agent, cfg, 1, out / "eval.mp4")
+            evaluate(agent, cfg, 1, out / "eval.mp4", env_step=step * ar)
     else:
         last_eval = do_eval(final=True)
         save()

@@ -85,3 +85,12 @@ def test_action_repeat_defaults_follow_the_domain():
     assert {t: task_default(t, "action_repeat") for t in expected} == expected
     assert task_default("cheetah-run", "lr") == 2e-4 and task_default("walker-run", "lr") == 1e-3
     assert make("cartpole-balance_sparse", image_size=8).action_repeat == 8
+
+
+def test_camera_is_curls_and_checked():
+    """Camera 0 for every task, as the official CURL code (dmc2gym's default); a camera the model does not
+    have is refused by name instead of failing at the first render."""
+    assert make("cartpole-swingup", image_size=8).camera_id == 0
+    assert make("cartpole-swingup", image_size=8, camera_id=1).camera_id == 1
+    with pytest.raises(ValueError, match="camera_id 7 does not exist"):
+        make("cartpole-swingup", image_size=8, camera_id=7)

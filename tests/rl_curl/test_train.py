@@ -199,3 +199,27 @@ def test_replay_and_action_generators_draw_independent_streams():
         again = [np.random.default_rng(s).bit_generator.random_raw(64) for s in stream_seeds(seed)]
         np.testing.assert_array_equal(again[0], replay)  # still a function of the seed alone
     assert not np.array_equal(*(np.random.default_rng(stream_seeds(s)[0]).bit_generator.random_raw(8) for s in (0, 1)))
+
+
+def test_seeds_of_any_run_seed_are_valid_and_distinct():
+    """Episode seeds used to be seed * 100003 + episode, which numpy's RandomState refuses from run seed
+    42949 on (2**32 / 100003). Derived seeds stay 32-bit for every run seed; evaluations draw fresh
+    initial states each time, reproducible from (seed, env step, episode)."""
+    import numpy as np
+
+    from rl_curl.config import Config
+    from rl_curl.env import make
+    from rl_curl.train import episode_seed, eval_episode_seed
+
+    big = Config(seed=2**32 - 1).resolved()
+    env = make("cartpole-swingup", seed=big.seed, image_size=8)
+    env.reset(seed=episode_seed(big, 12345))  # raised "Seed must be between 0 and 2**32 - 1" before
+    with pytest.raises(ValueError, match="seed must be in"):
+        Config(seed=2**32).resolved()
+    c = Config(seed=0)
+    train_seeds = {episode_seed(c, e) for e in range(200)}
+    eval_seeds = {eval_episode_seed(c, s, e) for s in (1000, 2000) for e in range(10)}
+    assert len(train_seeds) == 200 and len(eval_seeds) == 20 and not train_seeds & eval_seeds
+    assert eval_episode_seed(c, 1000, 3) == eval_episode_seed(Config(seed=0), 1000, 3)
+    assert all(0 <= s < 2**32 for s in train_seeds | eval_seeds)
+    assert isinstance(np.random.RandomState(max(train_seeds)), np.random.RandomState)
