@@ -225,6 +225,8 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
                             config=dataclasses.asdict(cfg)) if acc.is_main_process else None
 
     def checkpoint():
+        if tb is not None:  # events up to the checkpoint on disk first: a resume does not log them again
+            tb.flush()
         save_checkpoint(acc, out / "checkpoint", {
             "step": step, "history": history, "config": {**dataclasses.asdict(cfg), "num_processes": world},
             "labeled_batches": lab_batches.state_dict(), "unlabeled_batches": unl_batches.state_dict()})

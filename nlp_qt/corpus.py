@@ -55,13 +55,19 @@ class CorpusStats:
 # Sentence splitting
 # ------------------------------------------------------------------------------------------------
 
+# Abbreviations in any case ("Mr.", "etc.", "vs.").
 ABBREVIATIONS = {
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "etc", "e.g", "i.e", "cf", "al",
-    "no", "vol", "fig", "figs", "eq", "eqs", "sec", "ch", "pp", "p", "ed", "eds", "inc", "ltd", "co",
-    "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-    "gen", "col", "capt", "lt", "sgt", "rev", "hon", "approx", "dept", "est", "u.s", "u.k", "a.m",
-    "p.m", "ave", "blvd", "rd",
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "etc", "e.g", "i.e", "cf",
+    "inc", "ltd", "corp", "approx", "dept", "u.s", "u.k", "a.m", "p.m", "ave", "blvd", "rd",
 }
+# Abbreviations that are also ordinary lower-case words ("he said no.", "a p.", "the co."): only
+# when capitalised ("Gen.", "Co.", "Mar.") or before a number ("no. 5", "p. 12", "Fig. 3").
+CAPITALISED_ABBREVIATIONS = {
+    "no", "vol", "fig", "figs", "eq", "eqs", "sec", "ch", "pp", "p", "ed", "eds", "co", "gen", "col",
+    "capt", "lt", "sgt", "rev", "hon", "est", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+    "sept", "oct", "nov", "dec",
+}
+NUMBERED_ABBREVIATIONS = {"no", "vol", "fig", "figs", "eq", "eqs", "sec", "ch", "pp", "p"}
 
 # A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace,
 # then (optionally opening quotes/brackets and) an upper-case letter or a digit.
@@ -73,9 +79,10 @@ _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.")
 _LONGEST_WORD = 64  # a longer run of letters and dots before a '.' is never an abbreviation
 
 
-def _is_abbreviation(text: str, start: int, end: int) -> bool:
+def _is_abbreviation(text: str, start: int, end: int, next_char: str = "") -> bool:
     """True if the word of ``text[start:end]`` that ends at ``end`` (just before a '.') is an
-    abbreviation or a single-letter initial, so the '.' does not end the sentence.
+    abbreviation or a single-letter initial, so the '.' does not end the sentence. ``next_char``:
+    the first character after the whitespace that follows the '.'.
 
     The word is the run of ASCII letters and dots before ``end``, from its first letter. It is read
     by stepping back at most ``_LONGEST_WORD`` characters: linear time, also on degenerate lines."""
@@ -91,6 +98,12 @@ def _is_abbreviation(text: str, start: int, end: int) -> bool:
     word_raw = run[first:]
     word = word_raw.lower().rstrip(".")
     if word in ABBREVIATIONS:
+        return True
+    if word in CAPITALISED_ABBREVIATIONS and word_raw[0].isupper():
+        return True
+    if word in NUMBERED_ABBREVIATIONS and next_char.isdigit():
+        return True
+    if word == "al" and text[max(start, i - 3):i] == "et ":  # "et al."
         return True
     if len(word) == 1 and word_raw[0].isupper():  # initials: "J. R. R. Tolkien"
         return True
@@ -111,7 +124,7 @@ def split_sentences(text: str) -> list[str]:
     out, start = [], 0
     for m in _BOUNDARY.finditer(text):
         punct = m.group(1)
-        if punct == "." and _is_abbreviation(text, start, m.start(1)):
+        if punct == "." and _is_abbreviation(text, start, m.start(1), text[m.end(3):m.end(3) + 1]):
             continue
         end = m.end(2)
         piece = text[start:end].strip()

@@ -159,10 +159,29 @@ def load_mrpc(root: Path) -> dict:
 # ------------------------------------------------------------------------------------------------
 
 
-def _logreg(C: float, seed: int):
-    from sklearn.linear_model import LogisticRegression
+class _SentEvalLogReg:
+    """SentEval's classifier: scikit-learn's ``LogisticRegression(C, random_state=seed)`` with the
+    defaults of the versions SentEval was run with (liblinear, one-vs-rest for several classes, 100
+    iterations). Current scikit-learn defaults to lbfgs (multinomial) and no longer lets liblinear
+    take several classes itself, so several classes go through ``OneVsRestClassifier``."""
 
-    return LogisticRegression(C=C, random_state=seed, max_iter=1000)
+    def __init__(self, C: float, seed: int):
+        self.C, self.seed = C, seed
+
+    def fit(self, X, y):
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.multiclass import OneVsRestClassifier
+
+        lr = LogisticRegression(C=self.C, solver="liblinear", max_iter=100, random_state=self.seed)
+        self.model = (OneVsRestClassifier(lr) if len(np.unique(y)) > 2 else lr).fit(X, y)
+        return self
+
+    def predict(self, X):
+        return self.model.predict(X)
+
+
+def _logreg(C: float, seed: int) -> _SentEvalLogReg:
+    return _SentEvalLogReg(C, seed)
 
 
 def _best_C(X, y, Cs, k: int, seed: int) -> tuple[float, float]:

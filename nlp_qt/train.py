@@ -71,11 +71,15 @@ def build_vocab(cfg: Config) -> Vocab:
 
 
 def _clip(model, cfg: Config, accelerator) -> float:
+    """Gradient norm before clipping, then clipping (per tensor as S2V, or global). Under fp16 the
+    gradients are unscaled first (once), so both act on the true gradient, not the loss-scaled one."""
+    if getattr(accelerator, "scaler", None) is not None:
+        accelerator.unscale_gradients()
     params = [p for p in model.parameters() if p.grad is not None]
     total = torch.norm(torch.stack([p.grad.detach().float().norm() for p in params])).item()
     if cfg.clip_norm > 0:
         if cfg.clip_mode == "global":
-            accelerator.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            torch.nn.utils.clip_grad_norm_(params, cfg.clip_norm)
         else:
             for p in params:
                 torch.nn.utils.clip_grad_norm_([p], cfg.clip_norm)
@@ -145,6 +149,8 @@ def train(cfg: Config) -> dict:
                                 config={**dataclasses.asdict(cfg), "num_processes": world})
 
     def checkpoint():
+        if tb is not None:  # events up to the checkpoint on disk first: a resume does not log them again
+            tb.flush()
         save_checkpoint(
             accelerator, ckpt_dir,
             {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen,
@@ -178,12 +184,18 @@ def train(cfg: Config) -> dict:
                 doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
                 anchor_pos = None
             nb = neighbours(doc_ids, torch.arange(len(u), device=u.device) if anchor_pos is None else anchor_pos)
-            has_anchor = bool((nb.has_prev | nb.has_next).any())
-            if has_anchor:
+            n_local = (nb.has_prev | nb.has_next).sum()  # anchors with a neighbour: the loss is their mean
+            n_global = int(accelerator.reduce(n_local.float(), reduction="sum").item()) if world > 1 else int(n_local)
+            if n_local > 0:
                 loss = compute_loss(
                     u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
                     cfg.log_floor, cfg.self_score,
                 )
+                if world > 1:
+                    # This process's share of the global anchors: DDP averages the processes' gradients
+                    # (and the gather sums them), so the step is that of one mean over all anchors, as on
+                    # one process, also when document ends leave the processes different anchor counts.
+                    loss = loss * (float(n_local) * world / n_global)
             else:  # only one-sentence documents here: nothing to learn; a zero loss keeps processes in step
                 loss = (u.sum() + v_all.sum()) * 0.0
             if not torch.isfinite(loss):
@@ -191,10 +203,12 @@ def train(cfg: Config) -> dict:
             optimizer.zero_grad(set_to_none=True)
             accelerator.backward(loss)
             grad_norm = _clip(model, cfg, accelerator)
-            if has_anchor or world > 1:  # processes must step together; their averaged gradient is real
+            if n_global > 0:
                 optimizer.step()
-            else:  # a zero gradient would still move Adam's parameters by its momentum: skip the step
+            else:  # a zero gradient would still move Adam's parameters by its momentum: every process skips
                 no_neighbour_batches += 1
+                if getattr(accelerator, "scaler", None) is not None:
+                    accelerator.scaler.update()  # close the unscale_ of _clip, as a step would
             step += 1
             batch_in_epoch += 1
             sentences_seen += global_bs

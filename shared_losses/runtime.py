@@ -170,15 +170,19 @@ def tensorboard_writer(directory: str | os.PathLike, resume_step: int | None = N
 
     ``resume_step``: the step of the checkpoint a run resumes from. The interrupted run may have logged
     steps after it, which the resumed run logs again; TensorBoard hides those older events
-    (``purge_step = resume_step + 1``), as :class:`CsvLogger` drops their rows. ``config``: written once,
-    on a fresh run, as a Markdown table under the text tag ``config``.
+    (``purge_step = resume_step + 1``), as :class:`CsvLogger` drops their rows. A fresh run
+    (``resume_step=None``) hides every older event in ``directory`` (a run stopped before its first
+    checkpoint and started again), as :class:`CsvLogger` starts its file anew. ``config``: written
+    once, on a fresh run, as a Markdown table under the text tag ``config``. Flush the writer before
+    writing a checkpoint: events it still buffers would be lost with the process, and a resumed run
+    does not log those steps again.
     """
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         warnings.warn("tensorboard is not installed: no TensorBoard events are written (log.csv has the same numbers)")
         return _NoWriter()
-    tb = SummaryWriter(str(directory), purge_step=None if resume_step is None else resume_step + 1)
+    tb = SummaryWriter(str(directory), purge_step=0 if resume_step is None else resume_step + 1)
     if config is not None and resume_step is None:
         tb.add_text("config", config_markdown(config), 0)
     return tb

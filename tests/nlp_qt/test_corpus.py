@@ -20,6 +20,11 @@ def test_split_sentences_rules():
     assert split_sentences("  \n ") == []
     assert split_sentences("no final stop") == ["no final stop"]
     assert split_sentences("See e.g. this one. And that.") == ["See e.g. this one.", "And that."]
+    # Abbreviations that are also lower-case words end a sentence unless capitalised or before a number
+    assert split_sentences("The answer was no. She cried. He was in the co. Then left.") == [
+        "The answer was no.", "She cried.", "He was in the co.", "Then left."]
+    assert split_sentences("See no. 5 and p. 12 of the book. Gen. Lee and Co. Ltd. came. Smith et al. Found it.") == [
+        "See no. 5 and p. 12 of the book.", "Gen. Lee and Co. Ltd. came.", "Smith et al. Found it."]
 
 
 def test_folder_documents_in_order_and_wrapped_lines(tmp_path):

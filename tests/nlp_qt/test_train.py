@@ -1,4 +1,7 @@
+import csv
 import json
+
+import numpy as np
 
 import pytest
 from safetensors.torch import load_file
@@ -183,3 +186,74 @@ def test_tensorboard_has_no_duplicate_steps_after_a_cut_off_resume(tmp_path):
     acc.Reload()
     assert [e.step for e in acc.Scalars("train/loss")] == [1, 2, 3, 4]
     assert len(acc.Tensors("config/text_summary")) == 1
+
+
+def test_two_processes_with_unequal_anchor_counts_match_single_process(tmp_path):
+    """Process 0 gets an 8-sentence document (8 anchors), process 1 six one-sentence documents and a
+    2-sentence one (2 anchors). Each process's loss is weighted by its share of the global anchors, so
+    2 processes x 8 sentences still train exactly like 1 process x 16 (a plain mean of the processes'
+    means gave process 1's two anchors the weight of eight)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(torchrun):
+        pytest.skip("torchrun not available")
+    corpus = tmp_path / "uneven"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("".join(f"The long story goes on with part {i} of the tale.\n" for i in range(8)))
+    for j in range(6):
+        (corpus / f"b{j}.txt").write_text(f"A lone remark number {j} about the dog.\n")
+    (corpus / "c.txt").write_text("The cat sat down.\nThe bird flew off.\n")
+    common = ["--corpus", str(corpus), "--one-sentence-per-line", "True", "--word-dim", "8", "--encoder-dim", "8",
+              "--vocab-size", "200", "--max-len", "12", "--epochs", "2", "--lr", "1e-2", "--objective", "debiased",
+              "--tau-plus", "0.01", "--clip-mode", "global", "--log-every", "1", "--checkpoint-every", "100"]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
+    single = subprocess.run([sys.executable, "-m", "nlp_qt.train", *common, "--batch-size", "16",
+                             "--output-dir", str(tmp_path / "single")],
+                            capture_output=True, text=True, timeout=240, env=env, cwd=os.getcwd())
+    assert single.returncode == 0, single.stderr[-3000:]
+    multi = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "nlp_qt.train", *common, "--batch-size", "8",
+                            "--gather-across-processes", "--output-dir", str(tmp_path / "multi")],
+                           capture_output=True, text=True, timeout=240, env=env, cwd=os.getcwd())
+    assert multi.returncode == 0, multi.stderr[-3000:]
+    assert json.loads((tmp_path / "multi/summary.json").read_text())["step"] == 2
+    a = load_file(str(tmp_path / "single/model/model.safetensors"))
+    b = load_file(str(tmp_path / "multi/model/model.safetensors"))
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
+    rows = lambda d: [float(r["loss"]) for r in csv.DictReader(open(tmp_path / d / "log.csv"))]  # noqa: E731
+    np.testing.assert_allclose(rows("single"), rows("multi"), rtol=1e-5)
+
+
+def test_clip_unscales_fp16_gradients_once_before_norm_and_clipping():
+    """Under fp16 the gradients are loss-scaled: the reported norm and the clipping must act on the
+    unscaled ones (they clipped each tensor to 5 in scaled units), and unscale_ may run only once per
+    step (global clipping through accelerate unscaled a second time and raised)."""
+    import torch
+
+    from nlp_qt.train import _clip
+
+    class FakeAccelerator:
+        scaler, calls = object(), 0
+
+        def __init__(self, model, scale):
+            self.model, self.scale = model, scale
+
+        def unscale_gradients(self):
+            self.calls += 1
+            if self.calls > 1:
+                raise RuntimeError("unscale_() has already been called on this optimizer since the last update()")
+            for p in self.model.parameters():
+                p.grad /= self.scale
+
+    for mode in ("per_tensor", "global"):
+        model = torch.nn.Linear(3, 1)
+        model.weight.grad = torch.full_like(model.weight, 1024.0 * 2.0)  # scaled by 1024; true value 2
+        model.bias.grad = torch.full_like(model.bias, 1024.0 * 0.5)
+        acc = FakeAccelerator(model, 1024.0)
+        norm = _clip(model, Config(corpus="x", clip_norm=5.0, clip_mode=mode), acc)
+        assert acc.calls == 1
+        assert norm == pytest.approx((3 * 4.0 + 0.25) ** 0.5)  # the unscaled norm, 3.5: under 5, no clipping
+        assert torch.allclose(model.weight.grad, torch.full_like(model.weight, 2.0))

@@ -138,3 +138,22 @@ def test_tensorboard_writer_hides_redone_steps_and_records_the_config(tmp_path):
     assert len(texts) == 1  # written by the fresh run only
     table = texts[0].tensor_proto.string_val[0].decode()
     assert "| lr | 0.1 |" in table and "'a\\|b'" in table
+
+
+def test_a_fresh_run_hides_the_events_of_one_started_before_in_its_folder(tmp_path):
+    """A run stopped before its first checkpoint and started again (fresh, not resumed) logs its steps
+    anew; CsvLogger starts its file anew, and TensorBoard must not show the old steps beside them."""
+    for value in (1.0, 2.0):
+        tb = tensorboard_writer(tmp_path, config={"try": value})
+        for step in (1, 2, 3):
+            tb.add_scalar("loss", value, step)
+        tb.close()
+    acc = tb_events(tmp_path)
+    assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(1, 2.0), (2, 2.0), (3, 2.0)]
+    # TensorBoard itself reads through the plugin accumulator, which purges text (tensor) events too
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+
+    plugin = EventAccumulator(str(tmp_path))
+    plugin.Reload()
+    texts = plugin.Tensors("config/text_summary")
+    assert len(texts) == 1 and b"| try | 2.0 |" in texts[0].tensor_proto.string_val[0]
