@@ -135,11 +135,13 @@ def train(cfg: Config) -> dict:
 
     step, epoch, batch_in_epoch, sentences_seen = 0, 0, 0, 0
     no_neighbour_batches = 0  # batches whose anchors had no neighbour in their document (nothing to learn)
+    last_loss = float("nan")
     if resuming:
         state = load_checkpoint(accelerator, ckpt_dir)
         step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         sentences_seen = state["sentences_seen"]
         no_neighbour_batches = state.get("no_neighbour_batches", 0)
+        last_loss = state.get("last_loss", last_loss)  # a finished run resumed keeps its final loss
         if main:
             print(f"resumed from {ckpt_dir} at step {step} (epoch {epoch}, batch {batch_in_epoch})")
     logger = CsvLogger(out / "log.csv", resume_step=step if resuming else None) if main else None
@@ -154,7 +156,7 @@ def train(cfg: Config) -> dict:
         save_checkpoint(
             accelerator, ckpt_dir,
             {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen,
-             "no_neighbour_batches": no_neighbour_batches},
+             "no_neighbour_batches": no_neighbour_batches, "last_loss": last_loss},
         )
 
     global_bs = cfg.batch_size * world
@@ -163,7 +165,6 @@ def train(cfg: Config) -> dict:
     bar = tqdm(total=cfg.max_steps, initial=step, disable=not main, unit="step", dynamic_ncols=True,
                mininterval=0.1 if sys.stderr.isatty() else 10.0)
     t0, s0 = time.perf_counter(), sentences_seen
-    last_loss = float("nan")
     while epoch < cfg.epochs and not done:
         stats = CorpusStats()
         batches = contiguous_batches(sentence_stream(cfg, stats), global_bs)

@@ -1,8 +1,8 @@
 """Word tokenizer and vocabulary built from the corpus, saved with the model (``vocab.json``).
 
 Tokenisation is a rule tokenizer close to NLTK's ``word_tokenize`` for English (words with inner
-apostrophes/hyphens, numbers, and each punctuation mark on its own); case-sensitive by default, as
-in QT. Id 0 is padding, id 1 is ``<unk>``; the other ids are the ``size`` most frequent words
+apostrophes/hyphens, numbers, clitics split off as ``do n't`` / ``it 's``, and each punctuation mark
+on its own); case-sensitive by default, as in QT. Id 0 is padding, id 1 is ``<unk>``; the other ids are the ``size`` most frequent words
 (ties broken by first occurrence, so the vocabulary is deterministic).
 """
 
@@ -18,22 +18,42 @@ from typing import Iterable
 import torch
 
 PAD, UNK = "<pad>", "<unk>"
-_TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F]+(?:['’\-][A-Za-z0-9\u00C0-\u024F]+)*|n't|'[a-z]+|[^\sA-Za-z0-9]")
+_TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F]+(?:['’\-][A-Za-z0-9\u00C0-\u024F]+)*|n't|'[A-Za-z]+|[^\sA-Za-z0-9]")
+# English clitics split off as NLTK's word_tokenize and the PTB tokenizer do ("don't" -> "do n't",
+# "it's" -> "it 's"): SentEval's files are PTB-tokenized, so training text must be split the same way
+# for its words to meet the evaluation's.
+_NOT = re.compile(r"(?i)([a-z])(n['’]t)\b")
+_CLITIC = re.compile(r"(?i)([a-z0-9])(['’](?:s|re|ve|ll|d|m))\b")
 
 
-def tokenize(sentence: str, lowercase: bool = False) -> list[str]:
-    """Split a sentence into word and punctuation tokens."""
+# Version 2 splits clitics off; version 1 (vocabularies saved before 2026-11-23, which have no
+# "tokenizer" field) kept "don't" and "it's" whole. A model is always read with the tokenizer it was
+# trained with.
+TOKENIZER_VERSION = 2
+
+
+def tokenize(sentence: str, lowercase: bool = False, version: int = TOKENIZER_VERSION) -> list[str]:
+    """Split a sentence into word and punctuation tokens (clitics such as n't and 's apart)."""
     if lowercase:
         sentence = sentence.lower()
+    if version == 1:
+        return _TOKEN.findall(sentence)
+    if version != TOKENIZER_VERSION:
+        raise ValueError(f"unknown tokenizer version {version} (this nlp_qt knows 1 and {TOKENIZER_VERSION})")
+    sentence = _NOT.sub(lambda m: f"{m.group(1)} {m.group(2)[0]}'t", sentence)  # curly apostrophe -> '
+    sentence = _CLITIC.sub(lambda m: f"{m.group(1)} '{m.group(2)[1:]}", sentence)
     return _TOKEN.findall(sentence)
 
 
 class Vocab:
     """Word <-> id mapping plus the tokenizer settings that go with it."""
 
-    def __init__(self, words: list[str], max_len: int = 50, lowercase: bool = False):
+    def __init__(self, words: list[str], max_len: int = 50, lowercase: bool = False,
+                 tokenizer: int = TOKENIZER_VERSION):
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
+        tokenize("", version=tokenizer)  # refuses an unknown version
+        self.tokenizer = tokenizer
         self.itos = [PAD, UNK] + [w for w in words if w not in (PAD, UNK)]
         self.stoi = {w: i for i, w in enumerate(self.itos)}
         self.max_len = max_len
@@ -60,7 +80,7 @@ class Vocab:
         return cls(words, max_len, lowercase)
 
     def encode(self, sentence: str) -> list[int]:
-        ids = [self.stoi.get(t, 1) for t in tokenize(sentence, self.lowercase)[: self.max_len]]
+        ids = [self.stoi.get(t, 1) for t in tokenize(sentence, self.lowercase, self.tokenizer)[: self.max_len]]
         return ids or [1]  # an empty sentence becomes a single <unk> so every row has length >= 1
 
     def batch(self, sentences: list[str], device=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,7 +98,8 @@ class Vocab:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps({"itos": self.itos, "max_len": self.max_len, "lowercase": self.lowercase}))
+        tmp.write_text(json.dumps({"itos": self.itos, "max_len": self.max_len, "lowercase": self.lowercase,
+                                   "tokenizer": self.tokenizer}))
         os.replace(tmp, path)
 
     @classmethod
@@ -87,4 +108,4 @@ class Vocab:
         if not path.exists():
             raise FileNotFoundError(f"vocabulary file not found: {path}")
         data = json.loads(path.read_text())
-        return cls(data["itos"][2:], data["max_len"], data["lowercase"])
+        return cls(data["itos"][2:], data["max_len"], data["lowercase"], data.get("tokenizer", 1))

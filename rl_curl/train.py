@@ -6,7 +6,10 @@
 Reads top to bottom like the official loop: act (random during the seed steps), update, step the
 environment, store, log; evaluate every ``eval_every`` environment steps; checkpoint at an episode
 end after every ``checkpoint_every`` environment steps, so a resumed run starts a fresh episode whose
-seed depends only on its index and continues exactly as the uninterrupted run would.
+seed depends only on its index and continues exactly as the uninterrupted run would. One exception:
+the final checkpoint is written when ``env_steps`` is reached, which can be mid-episode (never with
+the DMC defaults, whose episodes divide 100k steps); extending such a run with ``--resume
+--env-steps N`` restarts that episode from its start instead of continuing it.
 """
 
 from __future__ import annotations

@@ -121,12 +121,35 @@ def test_contiguous_batches_have_no_false_neighbours(tmp_path):
 def test_vocab_build_encode_save(tmp_path):
     v = Vocab.build(["The cat sat.", "The dog sat down."], size=3, max_len=4)
     assert v.itos[:2] == ["<pad>", "<unk>"] and len(v) == 5
-    assert tokenize("Don't stop-it, 3.5!") == ["Don't", "stop-it", ",", "3", ".", "5", "!"]
+    assert tokenize("Don't stop-it, 3.5!") == ["Do", "n't", "stop-it", ",", "3", ".", "5", "!"]
+    # clitics apart, as NLTK's word_tokenize and SentEval's PTB-tokenized files have them
+    assert tokenize("I can't say it's John's; we'll see, I'm sure they’d won’t.") == [
+        "I", "ca", "n't", "say", "it", "'s", "John", "'s", ";", "we", "'ll", "see", ",", "I", "'m", "sure",
+        "they", "'d", "wo", "n't", "."]
+    assert tokenize("do n't it 's") == ["do", "n't", "it", "'s"]  # already split text stays as it is
+    assert tokenize("rock'n'roll at 5 o'clock") == ["rock'n'roll", "at", "5", "o'clock"]
     ids, lengths = v.batch(["The cat sat on the mat.", ""])
     assert ids.shape == (2, 4) and lengths.tolist() == [4, 1]
     v.save(tmp_path / "v.json")
     w = Vocab.load(tmp_path / "v.json")
     assert w.itos == v.itos and w.max_len == 4
+
+
+def test_vocabulary_keeps_the_tokenizer_it_was_built_with(tmp_path):
+    """A vocabulary saved before clitics were split (no "tokenizer" field) still tokenizes as it did
+    when its model was trained; a new one records version 2."""
+    import json
+
+    new = Vocab.build(["I don't know."], size=10)
+    new.save(tmp_path / "new.json")
+    assert json.loads((tmp_path / "new.json").read_text())["tokenizer"] == 2
+    assert Vocab.load(tmp_path / "new.json").encode("don't") == [new.stoi["do"], new.stoi["n't"]]
+    (tmp_path / "old.json").write_text(json.dumps({"itos": ["<pad>", "<unk>", "I", "don't", "know", "."],
+                                                   "max_len": 50, "lowercase": False}))
+    old = Vocab.load(tmp_path / "old.json")
+    assert old.tokenizer == 1 and old.encode("I don't know.") == [2, 3, 4, 5]
+    with pytest.raises(ValueError, match="unknown tokenizer version 7"):
+        Vocab(["a"], tokenizer=7)
 
 
 def test_datasetdict_saved_to_disk_is_read_as_a_dataset(tmp_path):

@@ -257,3 +257,11 @@ def test_clip_unscales_fp16_gradients_once_before_norm_and_clipping():
         assert acc.calls == 1
         assert norm == pytest.approx((3 * 4.0 + 0.25) ** 0.5)  # the unscaled norm, 3.5: under 5, no clipping
         assert torch.allclose(model.weight.grad, torch.full_like(model.weight, 2.0))
+
+
+def test_resuming_a_finished_run_keeps_its_final_loss(tmp_path):
+    import math
+
+    first = train(_cfg(tmp_path, "fin", max_steps=2))
+    again = train(_cfg(tmp_path, "fin", max_steps=2))  # resume=True by default: nothing left to do
+    assert again["step"] == 2 and math.isfinite(again["final_loss"]) and again["final_loss"] == first["final_loss"]
