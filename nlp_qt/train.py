@@ -186,21 +186,26 @@ def train(cfg: Config) -> dict:
                 anchor_pos = None
             nb = neighbours(doc_ids, torch.arange(len(u), device=u.device) if anchor_pos is None else anchor_pos)
             n_local = (nb.has_prev | nb.has_next).sum()  # anchors with a neighbour: the loss is their mean
-            n_global = int(accelerator.reduce(n_local.float(), reduction="sum").item()) if world > 1 else int(n_local)
             if n_local > 0:
                 loss = compute_loss(
                     u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
                     cfg.log_floor, cfg.self_score,
                 )
-                if world > 1:
-                    # This process's share of the global anchors: DDP averages the processes' gradients
-                    # (and the gather sums them), so the step is that of one mean over all anchors, as on
-                    # one process, also when document ends leave the processes different anchor counts.
-                    loss = loss * (float(n_local) * world / n_global)
             else:  # only one-sentence documents here: nothing to learn; a zero loss keeps processes in step
                 loss = (u.sum() + v_all.sum()) * 0.0
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"non-finite loss {loss.item()} at step {step}")
+            # One exchange between processes: the global anchor count and whether any loss is not finite
+            # (all processes then stop together; one stopping alone left the others waiting forever).
+            flags = torch.stack([n_local.float(), (~torch.isfinite(loss.detach())).float()])
+            if world > 1:
+                flags = accelerator.reduce(flags, reduction="sum")
+            n_global, non_finite = int(flags[0].item()), bool(flags[1].item())
+            if non_finite:
+                raise FloatingPointError(f"non-finite loss at step {step} (this process: {loss.item()})")
+            if world > 1 and n_local > 0:
+                # This process's share of the global anchors: DDP averages the processes' gradients (and
+                # the gather sums them), so the step is that of one mean over all anchors, as on one
+                # process, also when document ends leave the processes different anchor counts.
+                loss = loss * (float(n_local) * world / n_global)
             optimizer.zero_grad(set_to_none=True)
             accelerator.backward(loss)
             grad_norm = _clip(model, cfg, accelerator)

@@ -265,3 +265,13 @@ def test_resuming_a_finished_run_keeps_its_final_loss(tmp_path):
     first = train(_cfg(tmp_path, "fin", max_steps=2))
     again = train(_cfg(tmp_path, "fin", max_steps=2))  # resume=True by default: nothing left to do
     assert again["step"] == 2 and math.isfinite(again["final_loss"]) and again["final_loss"] == first["final_loss"]
+
+
+def test_non_finite_loss_stops_the_run(tmp_path, monkeypatch):
+    import torch
+
+    import nlp_qt.train as qt_train
+
+    monkeypatch.setattr(qt_train, "compute_loss", lambda u, *a, **k: u.sum() * torch.tensor(float("nan")))
+    with pytest.raises(FloatingPointError, match="non-finite loss at step 0"):
+        train(_cfg(tmp_path, "nan", max_steps=2))
