@@ -273,18 +273,14 @@ def test_resume_checks_the_process_count(tiny_encoder, easy_task, tmp_path):
 
 
 @pytest.mark.parametrize("setting", ["pnu", "pu"])
-def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_task, tmp_path, setting):
+def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_task, tmp_path, setting, torchrun):
     """Two CPU processes: every step's global batch is split between them (they used to train on
     copies of one batch, which --gather-negatives then contrasted as negatives of each other); one
     log row per step, one metrics.json."""
     import os
-    import shutil
     import subprocess
     import sys
 
-    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
-    if not os.path.exists(torchrun):
-        pytest.skip("torchrun not available")
     train_file, dev = easy_task
     out = tmp_path / "multi"
     args = ["--encoder", str(tiny_encoder), "--dataset", str(train_file), "--eval-file", str(dev), "--setting", setting,
@@ -304,7 +300,7 @@ def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_ta
     assert saved["config"]["num_processes"] == 2
 
 
-def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_task, tmp_path):
+def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_task, tmp_path, torchrun):
     """2 processes x (4 labeled + 6 unlabeled) with --gather-negatives train exactly like 1 process x
     (8 + 12): the same global batches, CE averaged over processes, puNCE on gathered candidates
     (dropout off, so both runs are deterministic)."""
@@ -315,9 +311,6 @@ def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_
 
     from safetensors.torch import load_file
 
-    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
-    if not os.path.exists(torchrun):
-        pytest.skip("torchrun not available")
     encoder = tmp_path / "no_dropout"
     shutil.copytree(tiny_encoder, encoder)
     config = json.loads((encoder / "config.json").read_text())

@@ -98,16 +98,12 @@ def test_senteval_cli_on_our_checkpoint(tmp_path, capsys):
         se.load_encoder(str(tmp_path / "data"))
 
 
-def test_two_processes_with_gathered_candidates_match_single_process(tmp_path):
+def test_two_processes_with_gathered_candidates_match_single_process(tmp_path, torchrun):
     """2 CPU processes x 8 sentences with --gather-across-processes == 1 process x 16 sentences."""
     import os
-    import shutil
     import subprocess
     import sys
 
-    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
-    if not os.path.exists(torchrun):
-        pytest.skip("torchrun not available")
     corpus = _corpus(tmp_path)
     common = ["--corpus", str(corpus), "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200",
               "--max-steps", "2", "--lr", "1e-2", "--objective", "debiased", "--tau-plus", "0.01",
@@ -188,19 +184,15 @@ def test_tensorboard_has_no_duplicate_steps_after_a_cut_off_resume(tmp_path):
     assert len(acc.Tensors("config/text_summary")) == 1
 
 
-def test_two_processes_with_unequal_anchor_counts_match_single_process(tmp_path):
+def test_two_processes_with_unequal_anchor_counts_match_single_process(tmp_path, torchrun):
     """Process 0 gets an 8-sentence document (8 anchors), process 1 six one-sentence documents and a
     2-sentence one (2 anchors). Each process's loss is weighted by its share of the global anchors, so
     2 processes x 8 sentences still train exactly like 1 process x 16 (a plain mean of the processes'
     means gave process 1's two anchors the weight of eight)."""
     import os
-    import shutil
     import subprocess
     import sys
 
-    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
-    if not os.path.exists(torchrun):
-        pytest.skip("torchrun not available")
     corpus = tmp_path / "uneven"
     corpus.mkdir()
     (corpus / "a.txt").write_text("".join(f"The long story goes on with part {i} of the tale.\n" for i in range(8)))

@@ -40,21 +40,8 @@ class Transcription:
         self.tanh, self.L = tanh, c.num_layers
         sd = {k: v.detach().clone() for k, v in ours.state_dict().items()}
         self.hw = int(math.isqrt(ours.critic.encoder.trunk.out_dim // c.num_filters))
-        p = {}
-        for net, src in (("critic", "critic"), ("target", "critic_target")):
-            for i in range(self.L):
-                p[f"{net}.conv{i}.w"] = sd[f"{src}.encoder.trunk.convs.{i}.weight"].contiguous()
-                p[f"{net}.conv{i}.b"] = sd[f"{src}.encoder.trunk.convs.{i}.bias"]
-            for q in ("q1", "q2"):
-                for j in (0, 2, 4):
-                    p[f"{net}.{q}.{j}.w"], p[f"{net}.{q}.{j}.b"] = sd[f"{src}.{q}.{j}.weight"], sd[f"{src}.{q}.{j}.bias"]
-        for net, src in (("critic", "critic"), ("target", "critic_target"), ("actor", "actor")):
-            p[f"{net}.fc.w"] = self.to_nchw(sd[f"{src}.encoder.fc.weight"])
-            p[f"{net}.fc.b"] = sd[f"{src}.encoder.fc.bias"]
-            p[f"{net}.ln.w"], p[f"{net}.ln.b"] = sd[f"{src}.encoder.ln.weight"], sd[f"{src}.encoder.ln.bias"]
-        for j in (0, 2, 4):
-            p[f"actor.mlp.{j}.w"], p[f"actor.mlp.{j}.b"] = sd[f"actor.trunk.{j}.weight"], sd[f"actor.trunk.{j}.bias"]
-        p["W"], p["log_alpha"] = sd["score.W"], sd["log_alpha"]
+        p = {name: (self.to_nchw(sd[ours_name]) if name.endswith(".fc.w") else sd[ours_name].contiguous())
+             for name, ours_name in self.names().items()}
         self.p = {k: v.clone().requires_grad_(not k.startswith("target.")) for k, v in p.items()}
         P = self.p
         conv = [P[f"critic.conv{i}.{x}"] for i in range(self.L) for x in "wb"]
@@ -163,24 +150,28 @@ class Transcription:
             out["aux_loss"] = aux.item()
         return out
 
-    def ours_layout(self) -> dict[str, torch.Tensor]:
-        """Every transcribed parameter under our state_dict name and layout."""
-        P, out = self.p, {}
+    def names(self) -> dict[str, str]:
+        """Transcription parameter name -> our state_dict name."""
+        out = {}
         for net, dst in (("critic", "critic"), ("target", "critic_target")):
             for i in range(self.L):
-                out[f"{dst}.encoder.trunk.convs.{i}.weight"] = P[f"{net}.conv{i}.w"]
-                out[f"{dst}.encoder.trunk.convs.{i}.bias"] = P[f"{net}.conv{i}.b"]
+                out[f"{net}.conv{i}.w"] = f"{dst}.encoder.trunk.convs.{i}.weight"
+                out[f"{net}.conv{i}.b"] = f"{dst}.encoder.trunk.convs.{i}.bias"
             for q in ("q1", "q2"):
                 for j in (0, 2, 4):
-                    out[f"{dst}.{q}.{j}.weight"], out[f"{dst}.{q}.{j}.bias"] = P[f"{net}.{q}.{j}.w"], P[f"{net}.{q}.{j}.b"]
+                    out[f"{net}.{q}.{j}.w"], out[f"{net}.{q}.{j}.b"] = f"{dst}.{q}.{j}.weight", f"{dst}.{q}.{j}.bias"
         for net, dst in (("critic", "critic"), ("target", "critic_target"), ("actor", "actor")):
-            out[f"{dst}.encoder.fc.weight"] = self.to_ours(P[f"{net}.fc.w"])
-            out[f"{dst}.encoder.fc.bias"] = P[f"{net}.fc.b"]
-            out[f"{dst}.encoder.ln.weight"], out[f"{dst}.encoder.ln.bias"] = P[f"{net}.ln.w"], P[f"{net}.ln.b"]
+            for part in ("fc", "ln"):
+                out[f"{net}.{part}.w"], out[f"{net}.{part}.b"] = f"{dst}.encoder.{part}.weight", f"{dst}.encoder.{part}.bias"
         for j in (0, 2, 4):
-            out[f"actor.trunk.{j}.weight"], out[f"actor.trunk.{j}.bias"] = P[f"actor.mlp.{j}.w"], P[f"actor.mlp.{j}.b"]
-        out["score.W"], out["log_alpha"] = P["W"], P["log_alpha"]
-        return {k: v.detach() for k, v in out.items()}
+            out[f"actor.mlp.{j}.w"], out[f"actor.mlp.{j}.b"] = f"actor.trunk.{j}.weight", f"actor.trunk.{j}.bias"
+        out["W"], out["log_alpha"] = "score.W", "log_alpha"
+        return out
+
+    def ours_layout(self) -> dict[str, torch.Tensor]:
+        """Every transcribed parameter under our state_dict name and layout."""
+        return {ours_name: (self.to_ours(self.p[name]) if name.endswith(".fc.w") else self.p[name]).detach()
+                for name, ours_name in self.names().items()}
 
 
 @pytest.mark.parametrize("tanh", [False, True])
