@@ -220,7 +220,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         step, history = state["step"], state["history"]
         lab_batches.load_state_dict(state["labeled_batches"])
         unl_batches.load_state_dict(state["unlabeled_batches"])
-    log = CsvLogger(out / "log.csv", resume_step=step if cfg.resume else None)
+    log = CsvLogger(out / "log.csv", resume_step=step if cfg.resume else None) if acc.is_main_process else None
     tb = tensorboard_writer(out / "tb", resume_step=step if cfg.resume else None,
                             config=dataclasses.asdict(cfg)) if acc.is_main_process else None
 
@@ -231,6 +231,9 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
             "step": step, "history": history, "config": {**dataclasses.asdict(cfg), "num_processes": world},
             "labeled_batches": lab_batches.state_dict(), "unlabeled_batches": unl_batches.state_dict()})
 
+    # Logged: the mean over processes, i.e. the loss of the global batch (each process's loss is the
+    # mean over its share; DDP averages the gradients the same way).
+    mean = (lambda t: acc.reduce(t.detach(), reduction="mean").item()) if world > 1 else (lambda t: t.item())
     model.train()
     bar = tqdm(total=cfg.steps, initial=step, desc=f"{cfg.objective} N={cfg.n_labeled}", unit="step",
                disable=not acc.is_main_process)
@@ -251,9 +254,6 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         acc.backward(loss)
         opt.step()
         step += 1
-        # Logged: the mean over processes, i.e. the loss of the global batch (each process's loss is the
-        # mean over its share; DDP averages the gradients the same way).
-        mean = (lambda t: acc.reduce(t.detach(), reduction="mean").item()) if world > 1 else (lambda t: t.item())
         row = {"step": step, "loss": mean(loss), **{k: mean(v) for k, v in parts.items()}}
         if step % cfg.eval_every == 0 or step == cfg.steps:
             row["eval_accuracy"] = evaluate(raw, tokenizer, eval_x, eval_y, cfg, device)
