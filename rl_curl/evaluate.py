@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,8 @@ def main(args: EvalArgs | None = None) -> dict:
     if args.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {args.episodes}")
     agent, cfg = load_agent(args.run_dir, args.device)
+    if cfg.mixed_precision == "bf16":  # act as the run's own evaluations did: under bf16 autocast
+        agent.autocast = functools.partial(torch.autocast, torch.device(args.device).type, dtype=torch.bfloat16)
     video = Path(args.run_dir) / "evaluate.mp4" if args.video else None
     # The initial states of the evaluation at the checkpoint's step: re-evaluating a finished run's
     # checkpoint replays its final evaluation's episodes (numbers equal up to device and precision).

@@ -96,6 +96,23 @@ def test_evaluate_loads_the_checkpoint(tmp_path):
         main(EvalArgs(run_dir=str(tmp_path / "early")))
 
 
+def test_evaluate_replays_a_bf16_runs_final_evaluation(tmp_path):
+    """rl_curl.evaluate acts as the run's own evaluations did: under bf16 autocast for a bf16 run (it
+    used to act in float32), on the episodes of the evaluation at the checkpoint's step."""
+    from accelerate.state import AcceleratorState
+
+    from rl_curl.evaluate import EvalArgs, main
+
+    AcceleratorState._reset_state(True)  # accelerate keeps one precision per process: this test needs bf16
+    try:
+        run(cfg(tmp_path, "b", env_steps=1000, eval_every=1000, mixed_precision="bf16", device="cpu"))
+    finally:
+        AcceleratorState._reset_state(True)
+    res = main(EvalArgs(run_dir=str(tmp_path / "b"), episodes=1))
+    last = list(csv.DictReader(open(tmp_path / "b" / "eval.csv")))[-1]
+    assert res["return_mean"] == float(last["eval_return_mean"])
+
+
 def test_resume_of_a_finished_run_adds_nothing(tmp_path):
     """--resume on a finished run used to evaluate again (a duplicate final row in eval.csv) and rewrite the
     checkpoint; it now only reports the summary (and writes the video if asked for)."""
