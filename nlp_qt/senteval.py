@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import sys
 import time
 import urllib.request
@@ -398,11 +399,71 @@ def _write_atomic(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
+def cat_v(raw: bytes) -> bytes:
+    """``raw`` as ``cat -v`` prints it: control bytes as ``^X``, DEL as ``^?``, bytes from 128 as ``M-``
+    followed by the same notation for the byte minus 128; tab and newline stay. SentEval passes the
+    MR/CR/SUBJ/MPQA files through it (so its files are ASCII, an accented letter becoming e.g. ``M-i``)."""
+    def show(b: int, keep=(9, 10)) -> str:
+        if b >= 128:
+            return "M-" + show(b - 128, keep=())  # tab and newline too: 137 is M-^I
+        if b == 127:
+            return "^?"
+        if b < 32 and b not in keep:
+            return "^" + chr(b + 64)
+        return chr(b)
+    return "".join(show(b) for b in raw).encode("ascii")
+
+
+# The Penn Treebank tokenizer rules (the sed script SentEval applies after cat -v), in their order.
+_PTB_RULES = [
+    (re.compile(r'^"'), "`` "),
+    (re.compile(r'([ (\[{<])"'), r"\1 `` "),
+    (re.compile(r"\.\.\."), " ... "),
+    (re.compile(r"[,;:@#$%&]"), r" \g<0> "),
+    (re.compile(r"""([^.])([.])([\])}>"']*) *$"""), r"\1 \2\3 "),
+    (re.compile(r"[?!]"), r" \g<0> "),
+    (re.compile(r"[\]\[(){}<>]"), r" \g<0> "),
+    (re.compile(r"--"), " -- "),
+    (re.compile(r"^(.*)$"), r" \1 "),
+    (re.compile(r'"'), " '' "),
+    (re.compile(r"([^'])' "), r"\1 ' "),
+    (re.compile(r"'([sSmMdD]) "), r" '\1 "),
+    *[(re.compile(clitic + " "), f" {clitic} ") for clitic in ("'ll", "'re", "'ve", "n't", "'LL", "'RE", "'VE", "N'T")],
+    (re.compile(r" ([Cc])annot "), r" \1an not "),
+    (re.compile(r" ([Dd])'ye "), r" \1' ye "),
+    (re.compile(r" ([Gg])imme "), r" \1im me "),
+    (re.compile(r" ([Gg])onna "), r" \1on na "),
+    (re.compile(r" ([Gg])otta "), r" \1ot ta "),
+    (re.compile(r" ([Ll])emme "), r" \1em me "),
+    (re.compile(r" ([Mm])ore'n "), r" \1ore 'n "),
+    (re.compile(r" '([Tt])is "), r" '\1 is "),
+    (re.compile(r" '([Tt])was "), r" '\1 was "),
+    (re.compile(r" ([Ww])anna "), r" \1an na "),
+    (re.compile(r"  +"), " "),
+    (re.compile(r"^ +"), ""),
+]
+
+
+def ptb_tokenize(text: str) -> str:
+    """``text`` through the Penn Treebank tokenizer rules line by line, as ``sed -f tokenizer.sed``
+    in SentEval's get_transfer_data.bash (each output line keeps the trailing space sed leaves)."""
+    if not text:
+        return ""
+    ends_with_newline = text.endswith("\n")
+    out = []
+    for line in (text[:-1] if ends_with_newline else text).split("\n"):
+        for pattern, repl in _PTB_RULES:
+            line = pattern.sub(repl, line)
+        out.append(line)
+    return "\n".join(out) + ("\n" if ends_with_newline else "")  # sed keeps a missing final newline missing
+
+
 def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS, urls: dict | None = None) -> Path:
     """Fetch SentEval's data into ``data`` (SentEval's data/downstream layout). Needs internet.
 
-    Follows SentEval's ``data/get_transfer_data.bash``: MR, CR, SUBJ and MPQA come from one zip;
-    TREC from its authors' site with backticks and single quotes removed; MRPC's two files. Each
+    Follows SentEval's ``data/get_transfer_data.bash``: MR, CR, SUBJ and MPQA come from one zip and
+    go through ``cat -v`` and the PTB tokenizer (:func:`cat_v`, :func:`ptb_tokenize`); TREC from its
+    authors' site with backticks and single quotes removed; MRPC's two files. Each
     file is written whole (temporary name, then rename), so an interrupted download leaves no
     half-written file behind. ``urls`` replaces :data:`DOWNLOADS` (mirrors, tests).
     """
@@ -435,7 +496,8 @@ def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS, urls: dict | No
                 if not found:
                     raise SentEvalDataError(f"{urls['binary'][0]}: the archive has no {tail} (members: "
                                             f"{', '.join(names[:10])}{', ...' if len(names) > 10 else ''})")
-                _write_atomic(root / target, z.read(found[0]))
+                # as get_transfer_data.bash: cat -v, then the PTB tokenizer
+                _write_atomic(root / target, ptb_tokenize(cat_v(z.read(found[0])).decode("ascii")).encode("ascii"))
     for target, mirrors in urls.items():
         if target != "binary" and target.split("/")[0] in tasks:
             raw = get(mirrors)

