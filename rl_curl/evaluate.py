@@ -34,7 +34,7 @@ class EvalArgs:
 
 
 def load_agent(run_dir: str | Path, device: str = "cpu"):
-    """The agent of ``run_dir``'s checkpoint and its resolved config."""
+    """The agent of ``run_dir``'s checkpoint, its resolved config and the checkpoint's environment step."""
     from .train import build, check_checkpoint_format
 
     run_dir = Path(run_dir)
@@ -47,14 +47,15 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
     except FileNotFoundError as err:
         raise FileNotFoundError(f"{run_dir} has no checkpoint/ yet: a run writes one every --checkpoint-every "
                                 "environment steps and at its end; evaluate it after that") from err
-    check_checkpoint_format(load_checkpoint(None, ckpt), ckpt)
+    extra = load_checkpoint(None, ckpt)
+    check_checkpoint_format(extra, ckpt)
     env, agent = build(cfg, device)
     env.close()
     try:
         agent.load_state_dict(torch.load(ckpt / "custom_checkpoint_0.pkl", map_location=device, weights_only=False))
     except Exception as err:  # noqa: BLE001
         raise CheckpointError(f"checkpoint {ckpt} does not hold this run's agent ({err})") from err
-    return agent, cfg
+    return agent, cfg, extra["step"] * cfg.action_repeat
 
 
 def main(args: EvalArgs | None = None) -> dict:
@@ -63,13 +64,12 @@ def main(args: EvalArgs | None = None) -> dict:
     args = args or tyro.cli(EvalArgs)
     if args.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {args.episodes}")
-    agent, cfg = load_agent(args.run_dir, args.device)
+    agent, cfg, env_step = load_agent(args.run_dir, args.device)
     if cfg.mixed_precision == "bf16":  # act as the run's own evaluations did: under bf16 autocast
         agent.autocast = functools.partial(torch.autocast, torch.device(args.device).type, dtype=torch.bfloat16)
     video = Path(args.run_dir) / "evaluate.mp4" if args.video else None
     # The initial states of the evaluation at the checkpoint's step: re-evaluating a finished run's
     # checkpoint replays its final evaluation's episodes (numbers equal up to device and precision).
-    env_step = load_checkpoint(None, resolve_checkpoint(Path(args.run_dir) / "checkpoint"))["step"] * cfg.action_repeat
     returns = evaluate(agent, cfg, args.episodes, video, env_step=env_step)
     result = {"task": cfg.task, "aux": cfg.aux, "episodes": args.episodes,
               "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns}
