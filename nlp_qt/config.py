@@ -12,9 +12,9 @@ class Config:
     (DCL) or hard-negative objective. Defaults are QT's reference configuration."""
 
     corpus: str = ""
-    """Training corpus: a plain-text file or folder (files in sorted order), a local .jsonl/.csv/
-    .parquet file or `save_to_disk` folder, or a hub dataset `hf:NAME` (e.g. hf:bookcorpus; needs
-    internet)."""
+    """Training corpus: a plain-text file or folder (files in sorted order; .gz/.bz2/.xz read
+    directly), a local .jsonl/.csv/.parquet file or `save_to_disk` folder, or a hub dataset `hf:NAME`
+    (e.g. hf:bookcorpus; needs internet)."""
     output_dir: str = "runs/nlp_qt"
     """Run directory: config.json, vocab.json, checkpoint/, model/ (for evaluation), log.csv, tb/."""
     text_field: str = "text"

@@ -4,15 +4,18 @@ A corpus is read as a stream of ``(doc_id, sentence)`` pairs in corpus order; no
 memory beyond the current paragraph, so corpora larger than memory work. Sources:
 
 * a local plain-text file or a folder of them (files sorted by path, recursively; each file is one
-  document, or blank lines / every line separate documents, see ``doc_boundary``);
-* a local ``.json`` / ``.jsonl`` / ``.csv`` / ``.parquet`` file, or a dataset saved with
+  document, or blank lines / every line separate documents, see ``doc_boundary``); gzip, bz2 and xz
+  files (``book.txt.gz``) are decompressed, UTF-16 files with a byte-order mark decoded;
+* a local ``.json`` / ``.jsonl`` / ``.csv`` / ``.parquet`` file (also ``.jsonl.gz`` etc.), or a dataset saved with
   ``save_to_disk``, read with :mod:`datasets` (``text_field``; ``doc_field`` names a column whose
   change marks a new document, e.g. a book id);
 * a Hugging Face hub name such as ``bookcorpus`` (``hf:bookcorpus``), streamed with
   ``datasets.load_dataset(..., streaming=True)``; offline this fails with a clear message.
 
 Empty lines and lines that are not valid UTF-8 are skipped and counted (:class:`CorpusStats`),
-never a crash.
+never a crash. A :class:`CorpusError` names the file that cannot be text: a zip or tar archive, a truncated
+compressed file, or a million characters without a blank line and almost no sentence end (one
+sentence per line read without ``one_sentence_per_line``).
 
 :func:`contiguous_batches` cuts the stream into batches of consecutive sentences; neighbours are
 only ever sentences of the same document (``doc_ids`` travel with every batch), so a document
@@ -21,6 +24,10 @@ boundary inside a batch never creates a false neighbour -- unlike S2V, which ign
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
+import lzma
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -29,6 +36,15 @@ from typing import Iterable, Iterator
 
 TEXT_SUFFIXES = {".txt", ".text", ".md", ""}
 DATASETS_SUFFIXES = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+# Compressed files are read through (``book.txt.gz``, ``rows.jsonl.xz``); recognised by their first bytes.
+COMPRESSED = {".gz": (b"\x1f\x8b", gzip.open), ".bz2": (b"BZh", bz2.open), ".xz": (b"\xfd7zXZ\x00", lzma.open)}
+ARCHIVES = {b"PK\x03\x04": "zip", b"7z\xbc\xaf": "7z"}  # several files in one: refused with a message
+
+
+def _format_suffix(path: Path) -> str:
+    """The suffix that says the format, under a compression suffix: ``.txt`` for ``book.txt.gz``."""
+    suffix = path.suffix.lower()
+    return Path(path.stem).suffix.lower() if suffix in COMPRESSED else suffix
 
 
 class CorpusError(ValueError):
@@ -61,9 +77,10 @@ ABBREVIATIONS = {
     "inc", "ltd", "corp", "approx", "dept", "u.s", "u.k", "a.m", "p.m", "ave", "blvd", "rd",
 }
 # Abbreviations that are also ordinary lower-case words ("he said no.", "a p.", "the co."): only
-# when capitalised ("Gen.", "Co.", "Mar.") or before a number ("no. 5", "p. 12", "Fig. 3").
+# when capitalised ("Gen.", "Co.", "Mar.") or before a number ("no. 5", "p. 12", "Fig. 3"). "No."
+# is only an abbreviation before a number: in dialogue ('"No." He left.') it ends a sentence.
 CAPITALISED_ABBREVIATIONS = {
-    "no", "vol", "fig", "figs", "eq", "eqs", "sec", "ch", "pp", "p", "ed", "eds", "co", "gen", "col",
+    "vol", "fig", "figs", "eq", "eqs", "sec", "ch", "pp", "p", "ed", "eds", "co", "gen", "col",
     "capt", "lt", "sgt", "rev", "hon", "est", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
     "sept", "oct", "nov", "dec",
 }
@@ -75,6 +92,7 @@ NUMBERED_ABBREVIATIONS = {"no", "vol", "fig", "figs", "eq", "eqs", "sec", "ch", 
 # a long run of "!" or "." costs linear time, not quadratic; the boundaries found are the same.
 _BOUNDARY = re.compile(r"((?<![.!?])[.!?]++|…)([\"'”’)\]]*)(\s+)(?=[\"'“‘(\[]*[A-Z0-9])")
 _WS = re.compile(r"\s+")
+PARAGRAPH_CHARS = 1_000_000  # a paragraph this long (no blank line) is split before its end
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.")
 _LONGEST_WORD = 64  # a longer run of letters and dots before a '.' is never an abbreviation
 
@@ -149,17 +167,36 @@ def _text_files(path: Path) -> list[Path]:
     files = sorted(
         p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
     )
-    files = [p for p in files if p.suffix.lower() in TEXT_SUFFIXES or p.suffix.lower() == ".txt"]
+    files = [p for p in files if _format_suffix(p) in TEXT_SUFFIXES]
     if not files:
-        raise CorpusError(f"corpus folder {path} has no text files (*.txt or files without a suffix)")
+        raise CorpusError(f"corpus folder {path} has no text files (*.txt, *.txt.gz or files without a suffix)")
     return files
+
+
+def _open_text_file(path: Path):
+    """``path`` opened in binary mode; gzip, bz2 and xz files (recognised by content) decompressed."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    for magic, kind in ARCHIVES.items():
+        if head.startswith(magic):
+            raise CorpusError(f"{path} is a {kind} archive: unpack it (gzip, bz2 and xz files are read directly)")
+    for magic, opener in COMPRESSED.values():
+        if head.startswith(magic) and (magic != b"BZh" or head[3:4].isdigit()):  # bzip2: "BZh" + block size
+            return opener(path, "rb")
+    return open(path, "rb")
 
 
 def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
     """Decoded, stripped lines of a file; ``None`` stands for an empty line (a paragraph break).
-    Undecodable lines are counted and skipped (they do not break a paragraph)."""
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
+    Undecodable lines are counted and skipped (they do not break a paragraph). UTF-16 with a
+    byte-order mark (Windows editors' "Unicode") is decoded as such."""
+    with _open_text_file(path) as fh:
+        lines, head = fh, _first_bytes(fh, path)
+        if head[257:262] == b"ustar":  # also inside .tar.gz
+            raise CorpusError(f"{path} is a tar archive: unpack it (gzip, bz2 and xz files are read directly)")
+        if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            lines = (line.encode("utf-8") for line in io.TextIOWrapper(fh, encoding="utf-16", errors="replace"))
+        for lineno, raw in enumerate(_read_or_fail(lines, path), 1):
             stats.lines += 1
             try:
                 line = raw.decode("utf-8")
@@ -174,6 +211,30 @@ def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
                 yield None
                 continue
             yield line
+
+
+_READ_ERRORS = (EOFError, OSError, lzma.LZMAError)  # a truncated or corrupt compressed file
+
+
+def _unreadable(path: Path, err: Exception) -> CorpusError:
+    return CorpusError(f"could not read {path} ({type(err).__name__}: {err}); is the file complete?")
+
+
+def _read_or_fail(lines, path: Path) -> Iterator[bytes]:
+    try:
+        yield from lines
+    except _READ_ERRORS as err:
+        raise _unreadable(path, err) from err
+
+
+def _first_bytes(fh, path: Path) -> bytes:
+    """The first bytes of ``fh`` (enough to see a tar header), which is left at its start."""
+    try:
+        head = fh.read(262)
+        fh.seek(0)
+    except _READ_ERRORS as err:
+        raise _unreadable(path, err) from err
+    return head
 
 
 def iter_text_sentences(
@@ -204,10 +265,12 @@ def iter_text_sentences(
             stats.documents += 1
         pending = False
         para: list[str] = []
+        para_chars = carried = 0
         for line in _iter_text_file(file, stats):
             if line is None:
                 pieces = split_sentences(" ".join(para))
                 para.clear()
+                para_chars = carried = 0
                 for s in pieces:
                     stats.sentences += 1
                     has_content = True
@@ -224,7 +287,22 @@ def iter_text_sentences(
                 pieces = split_sentences(line)
             else:
                 para.append(line)
-                continue
+                para_chars += len(line) + 1
+                if para_chars <= max(PARAGRAPH_CHARS, 2 * carried):
+                    continue
+                # A long run without a blank line: split it now and carry its last (perhaps unfinished)
+                # sentence on, so memory stays bounded; the sentences are the same.
+                pieces = split_sentences(" ".join(para))
+                if para_chars > 10_000 * len(pieces):  # prose has about 100 characters a sentence
+                    raise CorpusError(
+                        f"{file}: {para_chars} characters without a blank line hold only {len(pieces)} sentence(s) "
+                        "the splitter recognises (it needs '.', '!' or '?' before a capital letter). One sentence "
+                        "per line, such as the lower-cased BookCorpus release? pass --one-sentence-per-line True "
+                        "(one paragraph per line: --doc-boundary line)"
+                    )
+                para[:] = pieces[-1:]
+                carried = para_chars = len(pieces[-1])
+                pieces = pieces[:-1]
             for s in pieces:
                 stats.sentences += 1
                 has_content = True
@@ -274,7 +352,7 @@ def _load_datasets_stream(source: str, text_field: str, split: str):
                 return ds.to_iterable_dataset()
             if path.is_file() and path.stat().st_size == 0:
                 raise CorpusError(f"corpus file {path} is empty")
-            builder = DATASETS_SUFFIXES.get(path.suffix.lower())
+            builder = DATASETS_SUFFIXES.get(_format_suffix(path))
             if builder is None:
                 raise CorpusError(f"cannot tell the format of {path}: use .json/.jsonl/.csv/.parquet or plain text")
             return datasets.load_dataset(builder, data_files=str(path), split=split, streaming=True)
@@ -345,7 +423,7 @@ def is_plain_text(source: str) -> bool:
         return False
     if path.is_dir():
         return not _is_saved_dataset(path)
-    return path.suffix.lower() not in DATASETS_SUFFIXES
+    return _format_suffix(path) not in DATASETS_SUFFIXES
 
 
 def iter_corpus(

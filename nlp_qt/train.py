@@ -51,6 +51,16 @@ def validate(cfg: Config) -> None:
         raise ValueError("self_score zero is only defined for objective qt")
     if cfg.epochs < 1 or cfg.lr <= 0 or cfg.log_every < 1 or cfg.checkpoint_every < 1:
         raise ValueError("epochs, lr, log_every and checkpoint_every must be positive")
+    # checked here, before the vocabulary pass over the corpus, not at the first step or never
+    if not cfg.temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {cfg.temperature}")
+    if cfg.clip_norm < 0:
+        raise ValueError(f"clip_norm must be >= 0 (0 disables clipping), got {cfg.clip_norm}")
+    if cfg.max_steps is not None and cfg.max_steps < 0:
+        raise ValueError(f"max_steps must be >= 0, got {cfg.max_steps}")
+    for name in ("max_sentences", "vocab_sentences"):
+        if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be >= 1 (or None for the whole corpus), got {getattr(cfg, name)}")
 
 
 def sentence_stream(cfg: Config, stats: CorpusStats | None = None):

@@ -2,19 +2,22 @@
 
 Trains `qt` and `debiased` with tau+ in --tau-plus (default 0.005 0.01) for each seed (default 3
 seeds), evaluates each model with the SentEval protocol, and prints the mean (and std) over seeds
-in Table 2's layout next to the paper's numbers. Runs are resumable: finished evaluations are
-reused, interrupted trainings resume from their checkpoints.
+in Table 2's layout next to the paper's numbers. Runs are resumable: interrupted trainings resume
+from their checkpoints; a finished evaluation is reused only when the training configuration,
+--data and --kfold are the same and it covers --tasks (a longer --max-steps or --epochs continues
+the training and evaluates again).
 
 Paper setting (needs a GPU and BookCorpus):
     .venv/bin/python scripts/qt_table2.py --corpus hf:bookcorpus --data data/downstream --out runs/table2
 Quick CPU check on the embedded data (stand-in tasks; NOT comparable with the paper):
-    .venv/bin/python scripts/qt_table2.py --corpus nlp_qt/data/corpus --data nlp_qt/data/senteval_demo \
+    .venv/bin/python scripts/qt_table2.py --corpus nlp_qt/data/corpus_docstrings --data nlp_qt/data/senteval_demo \
         --tasks MR CR TREC MRPC --epochs 2 --batch-size 100 --word-dim 64 --encoder-dim 256 --lr 2e-3 --kfold 5
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -71,14 +74,17 @@ def main() -> None:
         for seed in a.seeds:
             run = out / f"{objective}_tau{tau:g}_seed{seed}"
             done = run / "senteval.json"
-            if not done.exists():
-                cfg = Config(corpus=a.corpus, output_dir=str(run), objective=objective, tau_plus=tau, seed=seed,
-                             epochs=a.epochs, max_steps=a.max_steps, batch_size=a.batch_size, word_dim=a.word_dim,
-                             encoder_dim=a.encoder_dim, vocab_size=a.vocab_size, lr=a.lr)
-                train(cfg)
+            cfg = Config(corpus=a.corpus, output_dir=str(run), objective=objective, tau_plus=tau, seed=seed,
+                         epochs=a.epochs, max_steps=a.max_steps, batch_size=a.batch_size, word_dim=a.word_dim,
+                         encoder_dim=a.encoder_dim, vocab_size=a.vocab_size, lr=a.lr)
+            # what the cached evaluation must have been made with to be reused
+            key = {"config": dataclasses.asdict(cfg), "kfold": a.kfold, "data": str(Path(a.data).resolve())}
+            cached = json.loads(done.read_text()) if done.exists() else {}
+            if {k: cached.get(k) for k in key} != key or not set(a.tasks) <= set(cached.get("results", {})):
+                train(cfg)  # resumes (or only reloads) a run already there
                 encode, _ = load_encoder(str(run / "model"), a.device)
                 res = evaluate(encode, a.data, a.tasks, kfold=a.kfold)
-                write_json_atomic(done, {"results": res, "kfold": a.kfold, "tasks": a.tasks})
+                write_json_atomic(done, {"results": res, "tasks": a.tasks, **key})
             per_seed.append(json.loads(done.read_text())["results"])
         table[name] = per_seed
     summary = {}

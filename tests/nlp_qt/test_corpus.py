@@ -25,6 +25,10 @@ def test_split_sentences_rules():
         "The answer was no.", "She cried.", "He was in the co.", "Then left."]
     assert split_sentences("See no. 5 and p. 12 of the book. Gen. Lee and Co. Ltd. came. Smith et al. Found it.") == [
         "See no. 5 and p. 12 of the book.", "Gen. Lee and Co. Ltd. came.", "Smith et al. Found it."]
+    # "No." in dialogue (BookCorpus is fiction) ends a sentence; "No. 5" does not
+    text = "\u201cAre you coming?\u201d \u201cNo.\u201d She shook her head. No. Not now. See No. 5 here."
+    assert split_sentences(text) == [
+        "\u201cAre you coming?\u201d", "\u201cNo.\u201d", "She shook her head.", "No.", "Not now.", "See No. 5 here."]
 
 
 def test_folder_documents_in_order_and_wrapped_lines(tmp_path):
@@ -200,3 +204,64 @@ def test_degenerate_lines_split_like_ordinary_text():
     assert split_sentences("Wait" + "." * 5000 + " Then!!! So?! Yes") == ["Wait" + "." * 5000, "Then!!!", "So?!", "Yes"]
     long_word = "a" * 100 + "mr"
     assert split_sentences(f"The {long_word}. Next one.") == [f"The {long_word}.", "Next one."]
+
+
+def test_compressed_and_utf16_files_are_read_as_text(tmp_path):
+    """A gzip file was read as raw bytes (its short byte runs that happen to be valid UTF-8 became
+    "sentences"; otherwise "no usable sentences"), a folder's *.txt.gz files were skipped, a .jsonl.gz
+    went to the plain-text reader, and a UTF-16 file (Windows "Unicode") gave NUL-riddled sentences."""
+    import bz2
+    import gzip
+    import lzma
+    import zipfile
+
+    books = tmp_path / "books"
+    books.mkdir()
+    (books / "a.txt.gz").write_bytes(gzip.compress(b"Gzipped book. It has two sentences.\n"))
+    (books / "b.txt").write_bytes("A Windows book.\r\nSaved as \u201cUnicode\u201d.\r\n".encode("utf-16"))
+    (books / "c.txt.bz2").write_bytes(bz2.compress(b"A bzip2 book. Also two.\n"))
+    (books / "d").write_bytes(lzma.compress(b"An xz book without a suffix.\n"))
+    stats = CorpusStats()
+    assert list(iter_corpus(str(books), stats)) == [
+        (0, "Gzipped book."), (0, "It has two sentences."), (1, "A Windows book."), (1, "Saved as \u201cUnicode\u201d."),
+        (2, "A bzip2 book."), (2, "Also two."), (3, "An xz book without a suffix."),
+    ]
+    assert stats.undecodable_lines == 0 and stats.files == 4
+    rows = tmp_path / "rows.jsonl.gz"
+    rows.write_bytes(gzip.compress(b'{"text": "Row one.", "book": 1}\n{"text": "Row two.", "book": 2}\n'))
+    assert list(iter_corpus(str(rows), doc_field="book")) == [(0, "Row one."), (1, "Row two.")]
+    cut = tmp_path / "cut.txt.gz"
+    cut.write_bytes(gzip.compress("".join(f"Line {i} of a long book.\n" for i in range(5000)).encode())[:2000])
+    with pytest.raises(CorpusError, match="cut.txt.gz.*complete"):
+        list(iter_corpus(str(cut)))
+    with zipfile.ZipFile(tmp_path / "books.zip", "w") as z:
+        z.writestr("a.txt", "A zipped book. It is not read.\n")
+    with pytest.raises(CorpusError, match="books.zip is a zip archive"):
+        list(iter_corpus(str(tmp_path / "books.zip")))
+    import tarfile
+
+    with tarfile.open(tmp_path / "books1.tar.gz", "w:gz") as t:  # as books1 of the Pile ships
+        t.add(books / "a.txt.gz", "a.txt.gz")
+    with pytest.raises(CorpusError, match="books1.tar.gz is a tar archive"):
+        list(iter_corpus(str(tmp_path / "books1.tar.gz")))
+
+
+def test_text_without_blank_lines_is_split_as_it_streams(tmp_path, monkeypatch):
+    """A file without blank lines was one paragraph held whole: the lower-cased, one-sentence-per-line
+    BookCorpus release read without --one-sentence-per-line became a single "sentence" of the whole
+    file (2.5 GB for the real one). Long paragraphs are now split as they grow (same sentences), and
+    text with almost no sentence ends is refused with the option to use."""
+    import nlp_qt.corpus as corpus
+
+    prose = tmp_path / "prose.txt"
+    prose.write_text("".join(f"Line {i} starts here and\nends on the next line. Mr. Smith said no. "
+                             f"He left at {i} p.m. Then\n" for i in range(200)))
+    whole = list(iter_corpus(str(prose)))
+    monkeypatch.setattr(corpus, "PARAGRAPH_CHARS", 100)
+    assert list(iter_corpus(str(prose))) == whole and len(whole) > 400
+    release = tmp_path / "books_large_p1.txt"
+    release.write_text("".join(f"he looked at her and said nothing , number {i} .\n" for i in range(600)))
+    monkeypatch.setattr(corpus, "PARAGRAPH_CHARS", 20_000)
+    with pytest.raises(CorpusError, match="books_large_p1.txt.*--one-sentence-per-line"):
+        list(iter_corpus(str(release)))
+    assert len(list(iter_corpus(str(release), one_sentence_per_line=True))) == 600

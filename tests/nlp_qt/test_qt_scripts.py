@@ -35,3 +35,26 @@ def test_qt_table2_tiny(tmp_path):
     summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
     assert set(summary) == {"biased (QT)", "debiased τ⁺=0.01"}
     assert 0 <= summary["biased (QT)"]["MR"]["mean"] <= 100
+
+
+def test_qt_table2_reevaluates_when_tasks_or_training_change(tmp_path):
+    """A cached senteval.json was reused whatever the new --tasks, --kfold or --max-steps: asking for
+    CR after an MR-only sweep printed '-', and a longer --max-steps neither trained nor evaluated again."""
+    base = [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
+            "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--seeds", "0", "--tau-plus", "0.01",
+            "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300", "--kfold", "2",
+            "--out", str(tmp_path / "t2")]
+    subprocess.run(base + ["--tasks", "MR", "--max-steps", "1"], capture_output=True, timeout=300, check=True, env=ENV)
+    subprocess.run(base + ["--tasks", "MR", "CR", "--max-steps", "2"], capture_output=True, timeout=300, check=True,
+                   env=ENV)
+    summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
+    assert set(summary["biased (QT)"]) == {"MR", "CR"}
+    assert json.loads((tmp_path / "t2/qt_tau0_seed0/model/config.json").read_text())["step"] == 2
+
+
+def test_qt_table2_docstring_example_paths_exist():
+    """The quick CPU check named a corpus folder that does not exist (nlp_qt/data/corpus)."""
+    doc = (ROOT / "scripts/qt_table2.py").read_text().split('"""')[1]
+    command = doc.split("Quick CPU check")[1].split("\n\n")[0].split()
+    for flag in ("--corpus", "--data"):
+        assert (ROOT / command[command.index(flag) + 1]).exists(), f"{flag} of the docstring's example does not exist"

@@ -75,6 +75,19 @@ def test_bad_config_and_corpus_errors(tmp_path):
         train(_cfg(tmp_path, "y", batch_size=1000))
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("temperature", 0.0, "temperature must be > 0"), ("clip_norm", -1.0, "clip_norm must be >= 0"),
+    ("max_steps", -1, "max_steps must be >= 0"), ("max_sentences", 0, "max_sentences must be >= 1"),
+    ("vocab_sentences", 0, "vocab_sentences must be >= 1"),
+])
+def test_bad_values_are_refused_before_reading_the_corpus(tmp_path, field, value, message):
+    """These failed only at the first step after the vocabulary pass (temperature), said "the corpus
+    has no tokens" (max/vocab_sentences 0), or were taken silently (no clipping; 0 steps and a model)."""
+    with pytest.raises(ValueError, match=message):
+        train(_cfg(tmp_path, "bad", **{field: value}))
+    assert not (tmp_path / "bad").exists()
+
+
 def test_cli_help_documents_fields():
     import subprocess
     import sys
