@@ -26,7 +26,8 @@ def _binary(raw_labels, positive_label: str, source: str) -> list[int]:
     if len(values) > 2:
         raise DataError(f"{source}: labels must be binary, found {len(values)} values: {values[:10]}")
     if positive_label not in values:
-        raise DataError(f"{source}: positive_label {positive_label!r} not among the label values {values}")
+        raise DataError(f"{source}: positive_label {positive_label!r} not among the label values {values}; "
+                        "set --positive-label to the positive class's value")
     return [int(str(v) == positive_label) for v in raw_labels]
 
 
@@ -62,6 +63,10 @@ def _read_local(path: str, text_column: str, label_column: str):
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"data file not found: {p}")
+    if p.is_dir():  # e.g. GLUE's SST-2/ folder
+        files = sorted(f.name for f in p.iterdir() if f.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json"))
+        raise DataError(f"{p} is a folder; pass one data file (--dataset for training, --eval-file for evaluation)"
+                        + (f"; it holds {files[:10]}" if files else ""))
     suffix = p.suffix.lower()
     if suffix in (".tsv", ".csv"):
         # GLUE's TSV files are not quoted (a sentence may start with or contain a lone `"`), so a
@@ -97,6 +102,11 @@ def _read_local(path: str, text_column: str, label_column: str):
             raise DataError(f"{p}: each record must be a JSON object with the columns as keys "
                             "(one object per line, or a .json array of objects)")
         _check_columns(rows[0].keys() if rows else [], text_column, label_column, str(p))
+        nested = next((c for r in rows for c in (text_column, label_column) if isinstance(r.get(c), (dict, list))), None)
+        if nested is not None:
+            raise DataError(f"{p}: {nested!r} holds a JSON object or array, not one value per record: the file looks "
+                            "column-oriented (pandas' default DataFrame.to_json). Write one object per record, e.g. "
+                            "df.to_json(path, orient='records', lines=True)")
     else:
         raise DataError(f"{p}: unsupported file type {suffix!r}; use .tsv, .csv, .jsonl or .json")
     n_rows = len(rows)
@@ -163,6 +173,9 @@ def load_splits(cfg):
         return (*load_drugreview("train"), *load_drugreview("test"))
     if cfg.dataset == "reuters":
         return (*load_reuters("train"), *load_reuters("validation"))
+    if not Path(cfg.dataset).exists():  # checked first: a mistyped name must not ask for --eval-file
+        raise FileNotFoundError(f"--dataset {cfg.dataset!r} is neither a named dataset (glue/sst2, drugreview, "
+                                "reuters) nor an existing file")
     if cfg.eval_file is None:
         raise DataError("a local --dataset needs --eval-file (a labeled evaluation file with the same columns)")
     train_x, train_raw = _read_local(cfg.dataset, cfg.text_column, cfg.label_column)

@@ -47,6 +47,13 @@ def run_pu(cfg, model=None, tokenizer=None) -> dict:
     if cfg.gather_negatives:
         raise ValueError("--gather-negatives is not supported with --setting pu (each process contrasts "
                          "within its own batch there); drop it")
+    if cfg.objective != "ce+punce":
+        raise ValueError(f"--objective {cfg.objective} does not apply to --setting pu: its encoder is always trained with "
+                         "puNCE (PU form), and its baselines are the PN / uPU / nnPU probes on the untouched encoder; "
+                         "drop --objective")
+    if cfg.n_unlabeled < 1:
+        raise ValueError(f"--n-unlabeled must be >= 1 with --setting pu (the puNCE prior and the PU probes need "
+                         f"unlabeled examples), got {cfg.n_unlabeled}")
     run = prepare(cfg, model, tokenizer)
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
     train_x, eval_x, eval_y, prior, prior_source = run.train_x, run.eval_x, run.eval_y, run.prior, run.prior_source

@@ -127,9 +127,13 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
     config.json (with the prior used) and sample.json."""
     cfg.validate()  # before anything is written into the run's folder
     out = Path(cfg.output_dir)
-    saved = load_checkpoint(None, out / "checkpoint")["config"] if cfg.resume else None
+    state = load_checkpoint(None, out / "checkpoint") if cfg.resume else None
+    saved = state["config"] if state is not None else None
     if saved is not None:
         check_resume_config(cfg, saved)
+        if cfg.steps < state["step"]:  # the loop would not run, and metrics.json would pair the new count with the old model
+            raise ValueError(f"--steps {cfg.steps} is below the {state['step']} steps the checkpoint in {out} has already "
+                             f"trained: a resume only continues a run (pass --steps {state['step']} or more)")
     elif checkpoint_exists(out / "checkpoint"):
         raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
                               "choose another --output-dir (or delete that folder) to start a new one; nothing was changed")

@@ -2,7 +2,8 @@
 """Run the puNCE Table 5 grid (objective x N x seeds) and aggregate it in the paper's layout.
 
 Each run is `fewshot.train` with its own output folder (runs/<out>/<objective>/N<n>/seed<s>); a
-finished run (metrics.json present) is skipped, so an interrupted sweep continues where it stopped.
+finished run (metrics.json present) is skipped, so an interrupted sweep continues where it stopped; a
+finished run made with other options (steps, lr, encoder, data, ...) is refused, never counted in the table.
 The table reports the plain mean ± std over all seeds (no best-k-of-n selection; see FEWSHOT.md on
 why the paper's baseline numbers are inflated by one) and a plot of accuracy vs N.
 
@@ -13,6 +14,7 @@ why the paper's baseline numbers are inflated by one) and a plot of accuracy vs 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -24,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from fewshot.config import FewShotConfig  # noqa: E402
 from fewshot.objectives import OBJECTIVES  # noqa: E402
 from fewshot.train import train  # noqa: E402
+from shared_losses.runtime import config_changes  # noqa: E402
 
 PAPER = {  # puNCE Table 5 (RoBERTa, SST-2), mean ± std
     20: {"ce": "85.92±2.11", "ce+scl": "88.18±3.30", "ce+punce": "91.15±1.75"},
@@ -46,11 +49,38 @@ def aggregate(out: Path, objectives, ns, seeds):
     return table
 
 
+def run_config(args, obj, n, s, run_dir) -> FewShotConfig:
+    return FewShotConfig(encoder=args.encoder, dataset=args.dataset, eval_file=args.eval_file,
+                         text_column=args.text_column, label_column=args.label_column,
+                         positive_label=args.positive_label, objective=obj, n_labeled=n,
+                         n_unlabeled=args.n_unlabeled, seed=s, steps=args.steps, pooling=args.pooling, lr=args.lr,
+                         eval_every=args.steps, output_dir=str(run_dir), resume=(run_dir / "checkpoint").exists())
+
+
+def check_finished(run_dir: Path, cfg: FewShotConfig) -> None:
+    """Refuse a finished run made with other options than the sweep asks for: it would be skipped and
+    counted in a table whose header names the current options."""
+    f = run_dir / "config.json"
+    if not f.exists():
+        raise SystemExit(f"{run_dir} has metrics.json but no config.json: cannot tell which options it was run with")
+    # a field that runs from older versions lack had its default value then
+    changed = config_changes(json.loads(f.read_text()), dataclasses.asdict(cfg), legacy=dataclasses.asdict(FewShotConfig()),
+                             free={"resume", "output_dir", "prior_used", "prior_source"})
+    if changed:
+        raise SystemExit(f"{run_dir} was run with other options ("
+                         + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
+                         + "); pass the same options, or use another --out for the new ones")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--encoder", default="roberta-base", help="HF encoder name or folder ('minilm' = offline MiniLM)")
     p.add_argument("--dataset", default="glue/sst2", help="glue/sst2, drugreview, reuters or a local file")
     p.add_argument("--eval-file", default=None, help="evaluation file for a local dataset")
+    p.add_argument("--text-column", default=FewShotConfig.text_column, help="text column of a local dataset")
+    p.add_argument("--label-column", default=FewShotConfig.label_column, help="label column of a local dataset")
+    p.add_argument("--positive-label", default=FewShotConfig.positive_label,
+                   help="label value of the positive class in a local dataset")
     p.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=OBJECTIVES)
     p.add_argument("--ns", type=int, nargs="+", default=[20, 100, 1000], help="labeled sizes N")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -59,22 +89,19 @@ def main(argv=None):
     p.add_argument("--pooling", default="cls", choices=["cls", "mean"])
     p.add_argument("--lr", type=float, default=FewShotConfig.lr)
     p.add_argument("--out", default="runs/table5", help="sweep folder")
-    p.add_argument("--aggregate-only", action="store_true", help="only rebuild the table and plot")
+    p.add_argument("--aggregate-only", action="store_true",
+                   help="only rebuild the table and plot (pass the sweep's options: finished runs are checked against them)")
     args = p.parse_args(argv)
     out = Path(args.out)
 
-    if not args.aggregate_only:
-        for n in args.ns:
-            for obj in args.objectives:
-                for s in args.seeds:
-                    run_dir = out / obj / f"N{n}" / f"seed{s}"
-                    if (run_dir / "metrics.json").exists():
-                        continue
-                    cfg = FewShotConfig(encoder=args.encoder, dataset=args.dataset, eval_file=args.eval_file,
-                                        objective=obj, n_labeled=n, n_unlabeled=args.n_unlabeled, seed=s,
-                                        steps=args.steps, pooling=args.pooling, lr=args.lr,
-                                        eval_every=args.steps, output_dir=str(run_dir),
-                                        resume=(run_dir / "checkpoint").exists())
+    for n in args.ns:
+        for obj in args.objectives:
+            for s in args.seeds:
+                run_dir = out / obj / f"N{n}" / f"seed{s}"
+                cfg = run_config(args, obj, n, s, run_dir)
+                if (run_dir / "metrics.json").exists():
+                    check_finished(run_dir, cfg)
+                elif not args.aggregate_only:
                     print(f"== {obj} N={n} seed={s}", flush=True)
                     train(cfg)
 

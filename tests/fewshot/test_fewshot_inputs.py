@@ -101,7 +101,7 @@ def test_resume_in_moved_folder_and_refused_resume_leaves_folder_untouched(tiny_
     train(_cfg(tiny_encoder, easy_task, tmp_path / "b", steps=3, resume=True))
     assert json.loads((tmp_path / "b" / "metrics.json").read_text())["steps"] == 3
     before = {f: (tmp_path / "b" / f).read_text() for f in ("config.json", "sample.json")}
-    with pytest.raises(ValueError, match=r"different configuration \(lam: 0.9 -> 0.5, seed: 0 -> 7\)"):
+    with pytest.raises(ValueError, match=r"different configuration \(lam: 0.1 -> 0.5, seed: 0 -> 7\)"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "b", steps=4, lam=0.5, seed=7, resume=True))
     assert {f: (tmp_path / "b" / f).read_text() for f in before} == before
     with pytest.raises(FileExistsError, match="--resume"):  # never overwritten without --resume
@@ -116,6 +116,11 @@ def test_pu_setting_refuses_resume(tiny_encoder, easy_task, tmp_path):
     with pytest.raises(ValueError, match="--gather-negatives is not supported with --setting pu"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", gather_negatives=True))
     assert not (tmp_path / "pu" / "checkpoint").exists()
+    with pytest.raises(ValueError, match="--objective ce does not apply to --setting pu"):  # was: silently puNCE
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", objective="ce"))
+    with pytest.raises(ValueError, match="--n-unlabeled must be >= 1 with --setting pu"):  # was: torch.cat() of nothing
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", n_unlabeled=0))
+    assert not (tmp_path / "pu").exists()
 
 
 def test_max_eval_is_a_seeded_random_subset_in_file_order(tiny_encoder, easy_task, tmp_path):
@@ -191,3 +196,48 @@ def test_rows_with_empty_text_or_label_are_dropped_with_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing dropped: no warning
         load_local(write_tsv(tmp_path / "clean.tsv", make_texts(6, 0)), "sentence", "label", "1")
+
+
+def test_mistyped_dataset_name_and_data_folder_are_named(tmp_path):
+    # `sst2` used to be taken for a local file and answered with "a local --dataset needs --eval-file"
+    with pytest.raises(FileNotFoundError, match=r"'sst2' is neither a named dataset \(glue/sst2, drugreview"):
+        load_splits(FewShotConfig(dataset="sst2"))
+    glue = tmp_path / "SST-2"  # GLUE's folder passed instead of its files
+    glue.mkdir()
+    write_tsv(glue / "train.tsv", make_texts(10, 0))
+    write_tsv(glue / "dev.tsv", make_texts(10, 1))
+    with pytest.raises(DataError, match=r"SST-2 is a folder; pass one data file .*\['dev.tsv', 'train.tsv'\]"):
+        load_splits(FewShotConfig(dataset=str(glue), eval_file=str(glue / "dev.tsv")))
+
+
+def test_elkan_noto_too_few_labeled_positives_says_positives():
+    # with --n-labeled 6 a PNU draw may hold 3 positives: "need >= 4 labeled, got 3" read as a contradiction
+    from fewshot.prior import elkan_noto_prior
+
+    with pytest.raises(ValueError, match="needs >= 4 labeled positives and >= 2 unlabeled examples, got 3 and 50"):
+        elkan_noto_prior(np.zeros((3, 2)), np.zeros((50, 2)))
+
+
+def test_column_oriented_json_is_named(tmp_path):
+    # pandas' DataFrame.to_json default (orient="columns"): used to fail with a wall of dict text as "label values"
+    f = tmp_path / "train.json"
+    f.write_text(json.dumps({"sentence": {"0": "a fine film", "1": "dull"}, "label": {"0": 1, "1": 0}}))
+    with pytest.raises(DataError, match=r"'sentence' holds a JSON object or array.*orient='records', lines=True"):
+        load_local(str(f), "sentence", "label", "1")
+
+
+def test_string_labels_without_positive_label_name_the_option(tmp_path):
+    f = tmp_path / "reviews.csv"  # labels as the text "positive" / "negative", the default --positive-label is "1"
+    f.write_text('review,sentiment\n"fine, really",positive\n"dull, slow",negative\n')
+    with pytest.raises(DataError, match=r"\['negative', 'positive'\]; set --positive-label"):
+        load_local(str(f), "review", "sentiment", "1")
+    assert load_local(str(f), "review", "sentiment", "positive") == (["fine, really", "dull, slow"], [1, 0])
+
+
+def test_resume_with_fewer_steps_than_trained_is_refused(tiny_encoder, easy_task, tmp_path):
+    # used to rewrite metrics.json with "steps": 1 for the model trained 2 steps
+    train(_cfg(tiny_encoder, easy_task, tmp_path / "r"))
+    before = {f: (tmp_path / "r" / f).read_text() for f in ("config.json", "metrics.json", "log.csv")}
+    with pytest.raises(ValueError, match="--steps 1 is below the 2 steps"):
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "r", steps=1, resume=True))
+    assert {f: (tmp_path / "r" / f).read_text() for f in before} == before
