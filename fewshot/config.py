@@ -28,7 +28,8 @@ class FewShotConfig:
     """The label value (as text) of the positive class; the other value is the negative class."""
     objective: Literal["ce", "ce+scl", "ce+punce"] = "ce+punce"
     """`ce`: cross-entropy on labeled examples; `ce+scl`: + SupCon over the labeled views (Gunel et
-    al. 2021); `ce+punce`: + puNCE in PNU form over labeled and unlabeled views."""
+    al. 2021); `ce+punce`: + puNCE in PNU form over labeled and unlabeled views. Setting `pnu` only (`pu`
+    always trains the encoder with puNCE, PU form, and refuses another objective)."""
     setting: Literal["pnu", "pu"] = "pnu"
     """`pnu`: few-shot fine-tuning with N labeled (both classes) + U unlabeled (Table 5).
     `pu`: the PU pipeline: N labeled positives + U unlabeled; puNCE (PU form) trains the encoder,
@@ -39,8 +40,9 @@ class FewShotConfig:
     """U unlabeled training examples (labels hidden from the learner; the paper: 500)."""
     seed: int = 0
     """Decides the sampled examples, the initialisation of the heads and the dropout masks."""
-    lam: float = 0.9
-    """Loss = lam * CE + (1 - lam) * CL (public Gunel et al. reproductions use 0.9)."""
+    lam: float = 0.1
+    """Loss = lam * CE + (1 - lam) * CL (puNCE's form). Gunel et al. write (1 - l) * CE + l * SCL and
+    public reproductions of theirs use l = 0.9 on SCL, which is lam = 0.1 here."""
     temperature: float = 0.3
     """Temperature of the contrastive term (Gunel et al. reproductions: 0.3)."""
     prior: Optional[float] = None

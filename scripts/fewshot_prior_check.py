@@ -1,0 +1,93 @@
+#!/usr/bin/env python
+"""Check the class-prior estimator (fewshot/prior.py) against known priors: mean ± std over seeds.
+
+Synthetic case: labeled positives P ~ N(mu, I) (n_P rows), unlabeled U = round(pi n_U) rows from
+N(mu, I) and the rest from N(0, I), mu = (delta, 0, ..., 0). The "true" prior is the drawn fraction.
+Optionally, real features: ``--features F.npy --labels y.npy`` (one row per example, labels in {0, 1});
+each seed draws a PU sample with ``fewshot.data.sample_fewshot`` and the truth is the positive
+fraction of its unlabeled part.
+
+    python scripts/fewshot_prior_check.py                       # the table in docs/results.md
+    python scripts/fewshot_prior_check.py --dims 384 --n-p 100 --n-u 500 --pis 0.5 --seeds 0 1
+    PYTHONPATH=/tmp/old python scripts/fewshot_prior_check.py --estimator old_prior:elkan_noto_prior
+
+``--estimator module:function`` swaps in another estimator with the same signature (a past version).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def synthetic(d: int, n_p: int, n_u: int, pi: float, delta: float, seed: int):
+    rng = np.random.default_rng(1000 + seed)
+    mu = np.zeros(d)
+    mu[0] = delta
+    k = int(round(pi * n_u))
+    P = rng.normal(size=(n_p, d)) + mu
+    U = np.concatenate([rng.normal(size=(k, d)) + mu, rng.normal(size=(n_u - k, d))])
+    return P, U, k / n_u
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--estimator", default="fewshot.prior:elkan_noto_prior")
+    ap.add_argument("--dims", type=int, nargs="+", default=[4, 384])
+    ap.add_argument("--n-p", type=int, nargs="+", default=[50, 100])
+    ap.add_argument("--n-u", type=int, nargs="+", default=[300, 500])
+    ap.add_argument("--pis", type=float, nargs="+", default=[0.2, 0.5, 0.7])
+    ap.add_argument("--delta", type=float, default=3.0, help="distance between the class means (unit variances)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    ap.add_argument("--features", help=".npy features of real data (rows = examples)")
+    ap.add_argument("--labels", help=".npy 0/1 labels matching --features")
+    ap.add_argument("--real-n", type=int, nargs="+", default=[50, 100], help="labeled positives drawn from real data")
+    ap.add_argument("--real-u", type=int, nargs="+", default=[300], help="unlabeled examples drawn from real data")
+    args = ap.parse_args(argv)
+    module, name = args.estimator.split(":")
+    estimate = getattr(importlib.import_module(module), name)
+
+    print("| data | d | n_P | n_U | true pi | estimate (mean ± std) | error | s/call |")
+    print("|---|---|---|---|---|---|---|---|")
+
+    def row(data, d, n_p, n_u, draws):
+        truth, est, t0 = [], [], time.perf_counter()
+        for P, U, t, seed in draws:
+            truth.append(t)
+            est.append(estimate(P, U, seed=seed))
+        dt = (time.perf_counter() - t0) / len(est)
+        truth, est = np.array(truth), np.array(est)
+        print(f"| {data} | {d} | {n_p} | {n_u} | {truth.mean():.2f} | {est.mean():.3f} ± {est.std():.3f} "
+              f"| {(est - truth).mean():+.3f} | {dt:.2f} |", flush=True)
+
+    for d in args.dims:
+        for n_p in args.n_p:
+            for n_u in args.n_u:
+                for pi in args.pis:
+                    row(f"Gaussians, delta {args.delta:g}", d, n_p, n_u,
+                        ((*synthetic(d, n_p, n_u, pi, args.delta, s), s) for s in args.seeds))
+    if args.features:
+        from fewshot.data import sample_fewshot
+
+        F = np.load(args.features).astype(np.float64)
+        y = np.asarray(np.load(args.labels)).astype(np.int64)
+
+        def real(n, u, seed):
+            smp = sample_fewshot(y, n, u, seed, "pu")
+            pos = smp.labeled[y[smp.labeled] == 1]
+            return F[pos], F[smp.unlabeled], float(y[smp.unlabeled].mean()), seed
+
+        for n in args.real_n:
+            for u in args.real_u:
+                row(os.path.basename(args.features), F.shape[1], n, u, (real(n, u, s) for s in args.seeds))
+
+
+if __name__ == "__main__":
+    main()
