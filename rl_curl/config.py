@@ -195,6 +195,10 @@ class Config:
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
         need(self.aux in ("debiased", "hard") or self.tau_plus == 0.0,
              f"tau_plus={self.tau_plus} only applies to aux=debiased or hard, not aux={self.aux}")
+        need(self.beta >= 0.0, f"beta must be >= 0 (0 = the debiased loss), got {self.beta}")
+        need(self.aux == "hard" or self.beta == 1.0, f"beta={self.beta} only applies to aux=hard, not aux={self.aux}")
+        need(self.aux != "none" or self.positives == 1,
+             f"positives={self.positives} only applies to an auxiliary loss, not aux=none (pixel SAC)")
         need(self.crop_size <= self.image_size, f"crop_size {self.crop_size} > image_size {self.image_size}")
         need(self.action_repeat is None or self.action_repeat >= 1, f"action_repeat must be >= 1, got {self.action_repeat}")
         need(self.batch_size >= 2, f"batch_size must be >= 2 (the other samples are the negatives), got {self.batch_size}")

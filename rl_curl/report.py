@@ -47,6 +47,13 @@ def objective_label(cfg: dict) -> str:
     return f"{name} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
 
 
+def objective_order(cfg: dict) -> tuple:
+    """Where an objective's row goes in DCL Table 3's order: biased (CURL), then debiased (and hard) by M,
+    then tau+ (then beta); pixel SAC last."""
+    rank = {"curl": 0, "debiased": 1, "hard": 2}.get(cfg["aux"], 3)
+    return (rank, cfg.get("positives", 1), cfg.get("beta", 1.0), cfg.get("tau_plus", 0.0))
+
+
 def collect(root: str | Path) -> list[dict]:
     """Every run under ``root`` (a directory holding config.json and eval.csv)."""
     runs = []
@@ -74,22 +81,22 @@ def score_at(run: dict, env_step: int) -> float | None:
 
 
 def table3(root: str | Path, env_step: int = 100_000) -> str:
-    """Markdown table: objectives x tasks, mean ± std (population std over seeds, n shown if < 3)."""
+    """Markdown table: objectives (in the paper's order) x tasks, mean ± std (population std over seeds,
+    n shown if < 3)."""
     runs = collect(root)
     cells: dict[tuple[str, str], list[float]] = {}
-    objectives: list[str] = []
+    objectives: dict[str, tuple] = {}  # label -> its place in the table (objective_order)
     tasks = [t for t in TABLE3_TASKS if any(r["cfg"]["task"] == t for r in runs)]
     tasks += sorted({r["cfg"]["task"] for r in runs} - set(tasks))
     for r in runs:
         s = score_at(r, env_step)
         label = objective_label(r["cfg"])
-        if label not in objectives:
-            objectives.append(label)
+        objectives.setdefault(label, objective_order(r["cfg"]))
         if s is not None:
             cells.setdefault((label, r["cfg"]["task"]), []).append(s)
     lines = ["| objective | " + " | ".join(t.replace("-", " ") for t in tasks) + " |",
              "|---" * (len(tasks) + 1) + "|"]
-    for o in objectives:
+    for o in sorted(objectives, key=objectives.__getitem__):
         row = []
         for t in tasks:
             v = cells.get((o, t), [])

@@ -151,6 +151,10 @@ def run(cfg: Config) -> dict:
     if not cfg.resume and checkpoint_exists(ckpt_dir):
         raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
                               "choose another --out-dir (or delete that folder) to start a new one; nothing was changed")
+    if not checkpoint_exists(ckpt_dir) and (out / "summary.json").exists():  # a finished run, checkpoint deleted
+        raise FileExistsError(f"{out} holds a finished run (summary.json) but no checkpoint/ to continue it from, so "
+                              "starting there would overwrite its logs: choose another --out-dir (or delete that "
+                              "folder) to start a new run; nothing was changed")
     out.mkdir(parents=True, exist_ok=True)
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
@@ -168,7 +172,7 @@ def run(cfg: Config) -> dict:
     if cfg.save_replay:
         accelerator.register_for_checkpointing(replay)
 
-    step, episode, next_ckpt, resumed = 0, 0, cfg.checkpoint_every, False
+    step, episode, next_ckpt, resumed, metrics = 0, 0, cfg.checkpoint_every, False, {}
     if cfg.resume and checkpoint_exists(ckpt_dir):
         # Counters and configuration first, so that a mismatch is refused naming its fields before
         # accelerate tries to load models, optimisers or a replay of another shape.
@@ -178,6 +182,9 @@ def run(cfg: Config) -> dict:
         load_checkpoint(accelerator, ckpt_dir)
         step, episode, next_ckpt = extra["step"], extra["episode"], extra["next_ckpt"]
         action_rng.bit_generator.state = extra["action_rng"]
+        # The latest value of each metric, for the next log row (see below); none while a resume without
+        # the replay refills it (no updates then, so nothing new to log).
+        metrics = extra.get("metrics", {}) if cfg.save_replay else {}
         resumed = True
     write_json_atomic(out / "config.json", dataclasses.asdict(cfg))
     ar = cfg.action_repeat
@@ -192,6 +199,7 @@ def run(cfg: Config) -> dict:
         tb.flush()  # events up to the checkpoint must be on disk before it: a resume does not log them again
         save_checkpoint(accelerator, ckpt_dir, {"format": CHECKPOINT_FORMAT, "step": step, "episode": episode, "next_ckpt": next_ckpt,
                                                 "action_rng": action_rng.bit_generator.state,
+                                                "metrics": {k: float(v) for k, v in metrics.items()},
                                                 "signature": config_signature(cfg), "config": dataclasses.asdict(cfg)})
 
     def do_eval(final: bool = False) -> float:
@@ -206,7 +214,7 @@ def run(cfg: Config) -> dict:
     # Resuming a finished run: its final evaluation and checkpoint are already written.
     finished = resumed and step >= cfg.agent_steps and bool(eval_log.rows) \
         and float(eval_log.rows[-1]["env_step"]) == step * ar
-    obs, ep_return, metrics, last_eval = None, 0.0, {}, math.nan
+    obs, ep_return, last_eval = None, 0.0, math.nan
     bar = tqdm(total=cfg.agent_steps, initial=step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.aux}", unit="step")
     while step < cfg.agent_steps:
         if obs is None:
@@ -218,7 +226,9 @@ def run(cfg: Config) -> dict:
         else:
             action = agent.act(obs, sample=True)
         if step >= seed_until:
-            metrics = agent.update(replay.sample(cfg.batch_size, accelerator.device), step)
+            # The latest value of every metric: the actor and alpha update every actor_update_every steps,
+            # and a log row taking only the last update's would never show them when that one is odd.
+            metrics = {**metrics, **agent.update(replay.sample(cfg.batch_size, accelerator.device), step)}
         next_obs, reward, terminated, truncated, _ = env.step(action)
         replay.add(action, reward, next_obs, terminated)
         obs, ep_return, step = next_obs, ep_return + reward, step + 1

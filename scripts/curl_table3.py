@@ -20,6 +20,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import tyro
 
@@ -51,7 +52,7 @@ class Args:
     """Runs at once on this machine."""
     gpus: list[int] = field(default_factory=list)
     """GPU ids to spread runs over (round robin via CUDA_VISIBLE_DEVICES); empty = leave it as is."""
-    extra: list[str] = field(default_factory=list)
+    extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     """Extra arguments passed to every `python -m rl_curl.train`, written with '=' because they start with
     dashes: --extra=--no-save-replay (repeat --extra=... for several)."""
     aggregate_only: bool = False
@@ -60,10 +61,26 @@ class Args:
     """Print the training commands instead of running them."""
 
 
+def _number(text: str, value: str, name: str, ok, kind=float):
+    """``value`` of objective ``text`` as ``kind``, refused (naming ``name``) unless ``ok`` of it holds."""
+    try:
+        v = kind(value)
+    except ValueError:
+        v = None
+    if v is None or not ok(v):
+        raise ValueError(f"objective {text!r}: {name} = {value!r} is not valid")
+    return v
+
+
 def parse_objective(text: str) -> list[str]:
     parts = text.split(":")
     if parts[0] in ("curl", "none") and len(parts) == 1:
         return ["--aux", parts[0]]
+    if parts[0] in ("debiased", "hard") and len(parts) in (3, 4):  # checked here, not in every run of the grid
+        _number(text, parts[1], "TAU_PLUS (must be in [0, 1))", lambda v: 0 <= v < 1)
+        _number(text, parts[2], "M (must be 1 or 2)", lambda v: v in (1, 2), int)
+        if len(parts) == 4:
+            _number(text, parts[3], "BETA (must be >= 0)", lambda v: v >= 0)
     if parts[0] == "debiased" and len(parts) == 3:
         return ["--aux", "debiased", "--tau-plus", parts[1], "--positives", parts[2]]
     if parts[0] == "hard" and len(parts) == 4:
@@ -104,6 +121,12 @@ def launch(job_index: int, out: Path, cmd: list[str], gpus: list[int]) -> int:
 def main(args: Args) -> int:
     for obj in args.objectives:
         parse_objective(obj)
+    if not args.aggregate_only:
+        from rl_curl.env import parse_task
+
+        for task in args.tasks:  # an unknown name lists the valid ones
+            if not task.startswith("gym:"):
+                parse_task(task)
     failures = 0
     if not args.aggregate_only:
         jobs = [(o, c) for o, c in commands(args) if not finished(o, args.env_steps)]

@@ -6,8 +6,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
-OUT="${1:-runs/demo/rl_curl}"
-rm -rf "$OUT"  # a fresh demo each time (rl_curl.train never overwrites an existing run without --resume)
+DEFAULT_OUT=runs/demo/rl_curl
+OUT="${1:-$DEFAULT_OUT}"
+# A fresh demo each time (rl_curl.train never overwrites an existing run without --resume), but only a
+# folder that is the demo's own (the default, or one marked by an earlier demo) or empty is deleted.
+if [ "$OUT" != "$DEFAULT_OUT" ] && [ -d "$OUT" ] && [ ! -e "$OUT/.rl_curl_demo" ] && [ -n "$(ls -A "$OUT")" ]; then
+  echo "demo_rl_curl.sh: $OUT exists and was not made by this demo; not deleting it (give a new or empty folder)" >&2
+  exit 1
+fi
+rm -rf "$OUT"
+mkdir -p "$OUT" && touch "$OUT/.rl_curl_demo"
 .venv/bin/python -m rl_curl.train \
   --task cartpole-swingup --aux debiased --tau-plus 0.05 --positives 1 --seed 0 \
   --out-dir "$OUT" --env-steps 4000 --seed-steps 100 --eval-every 2000 --eval-episodes 2 \

@@ -185,3 +185,60 @@ def test_check_official_help_and_missing_checkout(tmp_path):
     res = subprocess.run([sys.executable, str(script), "--official", str(tmp_path)], capture_output=True, text=True,
                          timeout=120, cwd=ROOT)
     assert res.returncode != 0 and "not a checkout of MishaLaskin/curl" in res.stderr
+
+
+def test_table3_extra_is_repeatable(tmp_path, capsys):
+    """--help says to repeat --extra=... for several training arguments; tyro used to keep only the last
+    one (a grid run with --extra=--seed-steps=20 --extra=--image-size=48 trained at image size 100 with
+    1000 seed steps)."""
+    import curl_table3
+    import tyro
+
+    args = tyro.cli(curl_table3.Args, args=["--out", str(tmp_path), "--tasks", "cartpole-swingup", "--seeds", "0",
+                                            "--objectives", "curl", "--extra=--seed-steps=20",
+                                            "--extra=--image-size=48", "--dry-run"])
+    assert args.extra == ["--seed-steps=20", "--image-size=48"]
+    curl_table3.main(args)
+    assert capsys.readouterr().out.split()[-2:] == ["--seed-steps=20", "--image-size=48"]
+
+
+def test_table3_rows_follow_the_papers_order(tmp_path):
+    """DCL Table 3 lists biased, then debiased M=1 (tau+ 0.01, 0.05, 0.1), then M=2 (0.01, 0.1); rows used
+    to come in folder-name order (debiased 0.01 M=2 before 0.05 M=1)."""
+    from rl_curl.report import table3
+
+    for aux, tau, m in [("none", 0.0, 1), ("debiased", 0.1, 2), ("debiased", 0.01, 2), ("debiased", 0.1, 1),
+                        ("debiased", 0.05, 1), ("debiased", 0.01, 1), ("curl", 0.0, 1)]:
+        fake_run(tmp_path, "cartpole-swingup", aux, tau, m, 0, [100, 200])
+    rows = [line.split(" | ")[0].lstrip("| ") for line in table3(tmp_path, 100_000).splitlines()[2:]]
+    assert rows == ["biased (CURL)", "debiased τ⁺=0.01, M=1", "debiased τ⁺=0.05, M=1", "debiased τ⁺=0.1, M=1",
+                    "debiased τ⁺=0.01, M=2", "debiased τ⁺=0.1, M=2", "pixel SAC (no aux)"]
+
+
+def test_demo_refuses_to_delete_a_folder_it_did_not_make(tmp_path):
+    """demo_rl_curl.sh OUT starts by deleting OUT; given a folder of real runs (say runs/rl_curl) it used to
+    delete them all. It now deletes only a folder that a previous demo made (or an empty one)."""
+    keep = tmp_path / "runs" / "cartpole-swingup" / "curl" / "seed0" / "eval.csv"
+    keep.parent.mkdir(parents=True)
+    keep.write_text("env_step,eval_return_mean\n100000,850\n")
+    try:
+        res = subprocess.run(["bash", str(ROOT / "scripts" / "demo_rl_curl.sh"), str(tmp_path / "runs")],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+    except subprocess.TimeoutExpired:  # it went on to train (in a deleted folder)
+        res = None
+    assert keep.exists()
+    assert res is not None and res.returncode != 0 and "not made by this demo" in res.stderr
+
+
+def test_table3_refuses_bad_objectives_and_tasks_before_launching(tmp_path):
+    """A mistyped M, tau+ or task used to launch every run of the grid, each failing in its train.log."""
+    import curl_table3
+
+    for obj, msg in [("debiased:0.1:3", r"M \(must be 1 or 2\)"), ("debiased:abc:1", "TAU_PLUS"),
+                     ("hard:0.1:1:-1", "BETA"), ("debiased:1.5:1", "TAU_PLUS")]:
+        with pytest.raises(ValueError, match=msg):
+            curl_table3.parse_objective(obj)
+    with pytest.raises(ValueError, match="unknown DeepMind Control task 'cartpole-swingupp'"):
+        curl_table3.main(curl_table3.Args(out=str(tmp_path), tasks=["cartpole-swingupp"], dry_run=True))
+    assert curl_table3.parse_objective("hard:0.1:2:0") == ["--aux", "hard", "--tau-plus", "0.1", "--positives", "2",
+                                                            "--beta", "0"]

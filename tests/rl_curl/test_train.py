@@ -240,3 +240,49 @@ def test_seeds_of_any_run_seed_are_valid_and_distinct():
     assert eval_episode_seed(c, 1000, 3) == eval_episode_seed(Config(seed=0), 1000, 3)
     assert all(0 <= s < 2**32 for s in train_seeds | eval_seeds)
     assert isinstance(np.random.RandomState(max(train_seeds)), np.random.RandomState)
+
+
+def test_actor_and_alpha_metrics_are_logged_when_the_log_step_falls_on_a_critic_only_update(tmp_path):
+    """The actor and temperature update every 2 agent steps; a log row used to hold only the metrics of the
+    update just before it, so when that update was odd (walker, finger, cheetah, reacher, ball_in_cup at
+    their defaults) actor_loss, alpha and entropy were never logged. Each row now has the latest value of
+    every metric, and a resumed run logs the same rows (the latest values are in the checkpoint)."""
+    # action repeat 40: 25-step episodes, so the checkpoint after the first is at an odd step; a log row
+    # every agent step.
+    kw = dict(action_repeat=40, log_every=40, checkpoint_every=1000)
+    run(cfg(tmp_path, "full", env_steps=2000, **kw))
+    rows = [r for r in csv.DictReader(open(tmp_path / "full" / "log.csv")) if r.get("critic_loss")]
+    # seed_steps 5: the first update (step 5) is odd, so only the first row comes before any actor update
+    assert len(rows) > 2 and all(r.get("alpha") and r.get("actor_loss") and r.get("entropy") for r in rows[1:])
+    run(cfg(tmp_path, "part", env_steps=1000, **kw))
+    run(cfg(tmp_path, "part", env_steps=2000, resume=True, **kw))
+    assert (tmp_path / "part" / "log.csv").read_text() == (tmp_path / "full" / "log.csv").read_text()
+
+
+def test_finished_run_without_its_checkpoint_is_not_overwritten(tmp_path):
+    """Checkpoints hold the replay (3.4 GB a run at the defaults), so users delete them once a run is done.
+    Such a folder used to be started afresh, with or without --resume (curl_table3.py always passes it),
+    deleting its eval.csv and log.csv; it is refused, naming the missing checkpoint."""
+    run(cfg(tmp_path, "d", env_steps=1000))
+    out = tmp_path / "d"
+    shutil.rmtree(out / "checkpoint")
+    before = {p: p.read_bytes() for p in [out / "eval.csv", out / "log.csv", out / "summary.json"]}
+    for resume in (False, True):
+        with pytest.raises(FileExistsError, match="no checkpoint"):
+            run(cfg(tmp_path, "d", env_steps=2000, resume=resume))
+    assert all(p.read_bytes() == b for p, b in before.items())
+
+
+def test_options_of_another_objective_are_refused_up_front():
+    """--beta only acts on aux=hard and --positives not on aux=none: both used to be ignored silently (a
+    "--aux debiased --beta 0.5" run was plain debiased, in the debiased folder), and a negative beta
+    failed only at the first update, after the seed steps."""
+    from rl_curl.config import Config
+
+    for kw, msg in [(dict(aux="debiased", tau_plus=0.1, beta=0.5), "beta=0.5 only applies to aux=hard"),
+                    (dict(aux="none", positives=2), "positives=2 .*aux=none"),
+                    (dict(aux="hard", tau_plus=0.1, beta=-1.0), "beta must be >= 0")]:
+        with pytest.raises(ValueError, match=msg):
+            Config(**kw).resolved()
+    Config(aux="hard", tau_plus=0.1, beta=0.0, positives=2).resolved()
+    Config(aux="curl", positives=2).resolved()
