@@ -39,12 +39,22 @@ def plot_curve(eval_csv: str | Path, png: str | Path, title: str = "") -> Path:
 
 
 def objective_label(cfg: dict) -> str:
+    """The row of a run in the table (and its line in the plots). Runs that differ in the objective, its
+    number of positives or the encoder's tanh get different rows, never one averaged cell."""
     if cfg["aux"] == "curl":
-        return "biased (CURL)"
-    if cfg["aux"] == "none":
-        return "pixel SAC (no aux)"
-    name = "debiased" if cfg["aux"] == "debiased" else f"hard β={cfg['beta']:g}"
-    return f"{name} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
+        label = "biased (CURL)" + (f", M={cfg['positives']}" if cfg.get("positives", 1) != 1 else "")
+    elif cfg["aux"] == "none":
+        label = "pixel SAC (no aux)"
+    else:
+        name = "debiased" if cfg["aux"] == "debiased" else f"hard β={cfg['beta']:g}"
+        label = f"{name} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
+    return label + ("" if cfg.get("encoder_tanh", True) else ", no tanh")
+
+
+def table3_tasks(runs: list[dict]) -> list[str]:
+    """The tasks of ``runs``: Table 3's in the paper's order, then any others sorted by name."""
+    tasks = [t for t in TABLE3_TASKS if any(r["cfg"]["task"] == t for r in runs)]
+    return tasks + sorted({r["cfg"]["task"] for r in runs} - set(tasks))
 
 
 def objective_order(cfg: dict) -> tuple:
@@ -86,8 +96,7 @@ def table3(root: str | Path, env_step: int = 100_000) -> str:
     runs = collect(root)
     cells: dict[tuple[str, str], list[float]] = {}
     objectives: dict[str, tuple] = {}  # label -> its place in the table (objective_order)
-    tasks = [t for t in TABLE3_TASKS if any(r["cfg"]["task"] == t for r in runs)]
-    tasks += sorted({r["cfg"]["task"] for r in runs} - set(tasks))
+    tasks = table3_tasks(runs)
     for r in runs:
         s = score_at(r, env_step)
         label = objective_label(r["cfg"])
@@ -126,7 +135,7 @@ def plot_grid(root: str | Path, png: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     runs = collect(root)
-    tasks = sorted({r["cfg"]["task"] for r in runs})
+    tasks = table3_tasks(runs)
     fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.5 * max(1, len(tasks)), 3.5), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         groups: dict[str, list[dict]] = {}

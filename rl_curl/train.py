@@ -139,7 +139,7 @@ def run(cfg: Config) -> dict:
     from accelerate.utils import set_seed
 
     from .replay import FrameReplay
-    from .report import plot_curve
+    from .report import objective_label, plot_curve
 
     cfg = cfg.resolved()
     accelerator = Accelerator(cpu=cfg.device == "cpu", mixed_precision=cfg.mixed_precision)
@@ -261,7 +261,7 @@ def run(cfg: Config) -> dict:
         save()
     tb.close()
     env.close()
-    plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task} {cfg.aux}")
+    plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {objective_label(dataclasses.asdict(cfg))}")
     summary = {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,
                "seed": cfg.seed, "env_steps": step * ar, "final_eval_return": last_eval}
     write_json_atomic(out / "summary.json", summary)

@@ -242,3 +242,24 @@ def test_table3_refuses_bad_objectives_and_tasks_before_launching(tmp_path):
         curl_table3.main(curl_table3.Args(out=str(tmp_path), tasks=["cartpole-swingupp"], dry_run=True))
     assert curl_table3.parse_objective("hard:0.1:2:0") == ["--aux", "hard", "--tau-plus", "0.1", "--positives", "2",
                                                             "--beta", "0"]
+
+
+def test_table3_keeps_curl_m2_and_no_tanh_runs_in_rows_of_their_own(tmp_path):
+    """CURL with two positives and runs without the encoder tanh used to share the "biased (CURL)" row,
+    so a mixed --out root averaged different configurations into one cell."""
+    from rl_curl.report import table3, table3_tasks
+
+    fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, 0, [100, 800])
+    fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 2, 0, [100, 600])
+    fake_run(tmp_path, "walker-walk", "curl", 0.0, 1, 0, [100, 500])
+    notanh = tmp_path / "cartpole-swingup" / "curl_0.0_1" / "seed1"
+    fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, 1, [100, 400])
+    cfg = json.loads((notanh / "config.json").read_text())
+    (notanh / "config.json").write_text(json.dumps({**cfg, "encoder_tanh": False}))
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table3(tmp_path, 100_000).splitlines()[2:]}
+    assert set(rows) == {"biased (CURL)", "biased (CURL), M=2", "biased (CURL), no tanh"}
+    assert "| 800±0 (n=1) |" in rows["biased (CURL)"] and "| 600±0 (n=1) |" in rows["biased (CURL), M=2"]
+    assert "| 400±0 (n=1) |" in rows["biased (CURL), no tanh"]
+    # the curves' panels follow the table's (the paper's) task order, not the alphabet
+    from rl_curl.report import collect
+    assert table3_tasks(collect(tmp_path)) == ["cartpole-swingup", "walker-walk"]
