@@ -188,7 +188,8 @@ def _open_text_file(path: Path):
 
 def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
     """Decoded, stripped lines of a file; ``None`` stands for an empty line (a paragraph break).
-    Undecodable lines are counted and skipped (they do not break a paragraph). UTF-16 with a
+    Undecodable lines are counted and skipped; each yields ``""``, which ends the paragraph (the
+    text on either side is never joined into one sentence) but is not a blank line. UTF-16 with a
     byte-order mark (Windows editors' "Unicode") is decoded as such."""
     with _open_text_file(path) as fh:
         lines, head = fh, _first_bytes(fh, path)
@@ -204,6 +205,7 @@ def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
                 stats.undecodable_lines += 1
                 if len(stats.examples) < 5:
                     stats.examples.append(f"{path}:{lineno}")
+                yield ""
                 continue
             line = line.replace("\ufeff", "").strip()
             if not line:
@@ -267,7 +269,7 @@ def iter_text_sentences(
         para: list[str] = []
         para_chars = carried = 0
         for line in _iter_text_file(file, stats):
-            if line is None:
+            if not line:  # a blank line (None) or a skipped undecodable one (""): the paragraph ends
                 pieces = split_sentences(" ".join(para))
                 para.clear()
                 para_chars = carried = 0
@@ -275,7 +277,8 @@ def iter_text_sentences(
                     stats.sentences += 1
                     has_content = True
                     yield doc, s
-                pending = doc_boundary == "blank_line" and has_content
+                if line is None:
+                    pending = doc_boundary == "blank_line" and has_content
                 continue
             if (pending or doc_boundary == "line") and has_content:
                 doc, has_content = doc + 1, False

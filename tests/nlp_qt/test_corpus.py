@@ -265,3 +265,15 @@ def test_text_without_blank_lines_is_split_as_it_streams(tmp_path, monkeypatch):
     with pytest.raises(CorpusError, match="books_large_p1.txt.*--one-sentence-per-line"):
         list(iter_corpus(str(release)))
     assert len(list(iter_corpus(str(release), one_sentence_per_line=True))) == 600
+
+
+def test_a_skipped_undecodable_line_ends_the_paragraph(tmp_path):
+    """A Latin-1 line inside a wrapped paragraph used to be dropped and the text around it joined:
+    'He walked into the little down by the window.' became one training sentence."""
+    f = tmp_path / "latin1.txt"
+    f.write_bytes(b"He walked into the little\ncaf\xe9 on the corner and sat\ndown by the window.\n\nNext one.\n")
+    stats = CorpusStats()
+    got = list(iter_text_sentences(f, stats, doc_boundary="blank_line"))
+    assert [s for _, s in got] == ["He walked into the little", "down by the window.", "Next one."]
+    assert [d for d, _ in got] == [0, 0, 1]  # not a document boundary: only the blank line is
+    assert stats.undecodable_lines == 1 and stats.examples == [f"{f}:2"]
