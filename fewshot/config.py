@@ -55,7 +55,8 @@ class FewShotConfig:
     batch_labeled: int = 16
     """Labeled examples per step and process (with several processes, the global batch of batch_labeled x processes, capped at N, is split between them)."""
     batch_unlabeled: int = 32
-    """Unlabeled examples per step and process (none are used with `ce`); split like batch_labeled."""
+    """Unlabeled examples per step and process (only `ce+punce` uses them; `ce` and `ce+scl` draw none);
+    split like batch_labeled."""
     lr: float = 1e-5
     """AdamW learning rate for the encoder and heads."""
     weight_decay: float = 0.01

@@ -215,7 +215,9 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     # Global batches (the same draw on every process), each process training on its share.
     world, rank = acc.num_processes, acc.process_index
     lab_batches = Batches(sample.labeled, min(cfg.batch_labeled * world, cfg.n_labeled), cfg.seed)
-    unl_batches = Batches(sample.unlabeled, 0 if cfg.objective == "ce" else cfg.batch_unlabeled * world, cfg.seed + 1)
+    # Only puNCE reads unlabeled examples (CE and SupCon need labels): the others draw none, so no
+    # step encodes examples that no term of its loss sees.
+    unl_batches = Batches(sample.unlabeled, cfg.batch_unlabeled * world if cfg.objective == "ce+punce" else 0, cfg.seed + 1)
 
     step, history = 0, []
     if cfg.resume:

@@ -36,7 +36,7 @@ def measure(objective, encoder, seq_len, n_lab, n_unl, steps, pooling):
     torch.manual_seed(0)
     model = FewShotModel(encoder, pooling, 128).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    n = n_lab + (n_unl if objective != "ce" else 0)
+    n = n_lab + (n_unl if objective == "ce+punce" else 0)  # as fewshot.train: only puNCE reads unlabeled examples
     vocab = model.encoder.config.vocab_size
     ids = torch.randint(5, vocab - 1, (n, seq_len), device=device)
     mask = torch.ones_like(ids)
@@ -51,7 +51,7 @@ def measure(objective, encoder, seq_len, n_lab, n_unl, steps, pooling):
         t0 = time.perf_counter()
         logits, zs = forward_views(model, ids, mask, objective)
         z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
-        loss, _ = fewshot_loss(objective, logits, z1, z2, labels, roles, 0.9, 0.3, 0.5)
+        loss, _ = fewshot_loss(objective, logits, z1, z2, labels, roles, 0.1, 0.3, 0.5)
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -391,3 +391,22 @@ def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
     losses = lambda d: [float(r["loss"]) for r in csv.DictReader(open(tmp_path / d / "log.csv"))]  # noqa: E731
     np.testing.assert_allclose(losses("one"), losses("two"), rtol=1e-5)
+
+
+@pytest.mark.parametrize("objective,unlabeled_per_step", [("ce", 0), ("ce+scl", 0), ("ce+punce", 20)])
+def test_only_punce_steps_encode_unlabeled_examples(tiny_encoder, easy_task, tmp_path, monkeypatch, objective,
+                                                     unlabeled_per_step):
+    """ce+scl used to draw and encode 20 unlabeled examples a step (both dropout views) and then drop them
+    from SupCon: twice the encoder work for nothing."""
+    import fewshot.train as ft
+
+    sizes = []
+    real = ft.tokenize
+
+    def counting(tokenizer, texts, *args, **kw):
+        sizes.append(len(texts))
+        return real(tokenizer, texts, *args, **kw)
+
+    monkeypatch.setattr(ft, "tokenize", counting)
+    train(_cfg(tiny_encoder, easy_task, tmp_path, objective=objective, steps=2, eval_every=2, checkpoint_every=2))
+    assert sizes[:2] == [10 + unlabeled_per_step] * 2  # batch_labeled 10 (+ batch_unlabeled 20 for puNCE)
