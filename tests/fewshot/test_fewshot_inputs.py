@@ -241,3 +241,21 @@ def test_resume_with_fewer_steps_than_trained_is_refused(tiny_encoder, easy_task
     with pytest.raises(ValueError, match="--steps 1 is below the 2 steps"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "r", steps=1, resume=True))
     assert {f: (tmp_path / "r" / f).read_text() for f in before} == before
+
+
+def test_parquet_files_as_the_hub_ships_glue(tmp_path):
+    """glue/sst2 on the hub is Parquet (columns sentence, label, idx); such a file used to be refused as an
+    unsupported file type."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = make_texts(8, 0)
+    pq.write_table(pa.table({"sentence": [t for t, _ in rows], "label": [y for _, y in rows],
+                             "idx": list(range(len(rows)))}), tmp_path / "train-00000-of-00001.parquet")
+    texts, labels = load_local(str(tmp_path / "train-00000-of-00001.parquet"), "sentence", "label", "1")
+    assert texts == [t for t, _ in rows] and labels == [y for _, y in rows]
+    with pytest.raises(DataError, match=r"column\(s\) \['text'\] not found; available columns: \['sentence', 'label', 'idx'\]"):
+        load_local(str(tmp_path / "train-00000-of-00001.parquet"), "text", "label", "1")
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(DataError, match="not a readable Parquet file"):
+        load_local(str(tmp_path / "broken.parquet"), "sentence", "label", "1")
