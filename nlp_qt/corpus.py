@@ -429,6 +429,24 @@ def is_plain_text(source: str) -> bool:
     return _format_suffix(path) not in DATASETS_SUFFIXES
 
 
+def corpus_fingerprint(source: str) -> dict | None:
+    """What a resume checks to know it reads the corpus it stopped in: the number of files under a
+    local ``source`` (a file, a text folder or a saved dataset; hidden paths ignored), their total size and
+    a digest of their relative paths and sizes. ``None`` for a hub dataset, which cannot be checked cheaply."""
+    import hashlib
+
+    path = Path(source)
+    if source.startswith("hf:") or not path.exists():
+        return None
+    files = [path] if path.is_file() else sorted(
+        f for f in path.rglob("*") if f.is_file() and not any(part.startswith(".") for part in f.relative_to(path).parts))
+    digest = hashlib.sha256()
+    sizes = [f.stat().st_size for f in files]
+    for f, size in zip(files, sizes):
+        digest.update(f"{f.relative_to(path).as_posix() if f != path else f.name}\0{size}\n".encode())
+    return {"files": len(files), "bytes": sum(sizes), "digest": digest.hexdigest()}
+
+
 def iter_corpus(
     source: str,
     stats: CorpusStats | None = None,

@@ -28,7 +28,7 @@ from shared_losses.runtime import (CsvLogger, checkpoint_exists, config_changes,
                                    tensorboard_writer, write_json_atomic)
 
 from .config import Config
-from .corpus import CorpusStats, contiguous_batches, iter_corpus
+from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
 from .model import ModelConfig, QuickThought, save_model
 from .objectives import compute_loss, neighbours
 from .vocab import Vocab
@@ -146,8 +146,17 @@ def train(cfg: Config) -> dict:
     step, epoch, batch_in_epoch, sentences_seen = 0, 0, 0, 0
     no_neighbour_batches = 0  # batches whose anchors had no neighbour in their document (nothing to learn)
     last_loss = float("nan")
+    fingerprint = corpus_fingerprint(cfg.corpus)
     if resuming:
         state = load_checkpoint(accelerator, ckpt_dir)
+        was = state.get("corpus")  # absent in checkpoints written before the check existed
+        if was is not None and fingerprint is not None and was != fingerprint:
+            raise ValueError(
+                f"cannot resume from {ckpt_dir}: the corpus {cfg.corpus} changed since the checkpoint "
+                f"({was['files']} files, {was['bytes']} bytes then; {fingerprint['files']} files, "
+                f"{fingerprint['bytes']} bytes now), so skipping the batches already used would misalign the "
+                "rest; resume with the corpus as it was, or start a new --output-dir"
+            )
         step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         sentences_seen = state["sentences_seen"]
         no_neighbour_batches = state.get("no_neighbour_batches", 0)
@@ -166,7 +175,7 @@ def train(cfg: Config) -> dict:
         save_checkpoint(
             accelerator, ckpt_dir,
             {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen,
-             "no_neighbour_batches": no_neighbour_batches, "last_loss": last_loss},
+             "no_neighbour_batches": no_neighbour_batches, "last_loss": last_loss, "corpus": fingerprint},
         )
 
     global_bs = cfg.batch_size * world

@@ -62,6 +62,18 @@ def test_resume_with_other_config_is_refused(tmp_path):
         train(_cfg(tmp_path, "r", max_steps=4, objective="debiased", tau_plus=0.01))
 
 
+def test_resume_refuses_a_corpus_that_changed(tmp_path):
+    """A resume skips the batches it already used by count; files added to (or grown in) the corpus
+    folder used to shift the rest silently."""
+    train(_cfg(tmp_path, "c", max_steps=2))
+    extra = tmp_path / "corpus" / "book0a.txt"  # sorts before book1: every later batch would move
+    extra.write_text("An added book begins here. It has two sentences.\n")
+    with pytest.raises(ValueError, match=r"the corpus .* changed since the checkpoint \(4 files, \d+ bytes then; 5 files"):
+        train(_cfg(tmp_path, "c", max_steps=4))
+    extra.unlink()
+    assert train(_cfg(tmp_path, "c", max_steps=4))["step"] == 4
+
+
 def test_bad_config_and_corpus_errors(tmp_path):
     from nlp_qt.corpus import CorpusError
 
