@@ -21,14 +21,28 @@ class DataError(ValueError):
     """Bad data: missing columns, non-binary labels, too few examples."""
 
 
+def _label_text(v) -> str:
+    """A label value as the text --positive-label is compared with; JSON booleans as JSON writes them."""
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def _positive_text(positive_label: str, raw_labels) -> str:
+    """--positive-label for boolean labels may also be spelt as Python prints them (True / False)."""
+    if positive_label in ("True", "False") and any(isinstance(v, bool) for v in raw_labels):
+        return positive_label.lower()
+    return positive_label
+
+
 def _binary(raw_labels, positive_label: str, source: str) -> list[int]:
-    values = sorted({str(v) for v in raw_labels})
+    positive_label = _positive_text(positive_label, raw_labels)
+    raw_labels = [_label_text(v) for v in raw_labels]
+    values = sorted(set(raw_labels))
     if len(values) > 2:
         raise DataError(f"{source}: labels must be binary, found {len(values)} values: {values[:10]}")
     if positive_label not in values:
         raise DataError(f"{source}: positive_label {positive_label!r} not among the label values {values}; "
                         "set --positive-label to the positive class's value")
-    return [int(str(v) == positive_label) for v in raw_labels]
+    return [int(v == positive_label) for v in raw_labels]
 
 
 def _check_columns(columns, text_column, label_column, source):
@@ -192,12 +206,13 @@ def load_splits(cfg):
     train_y = _binary(train_raw, cfg.positive_label, cfg.dataset)
     # The evaluation labels must come from the training file's two values (an evaluation file may
     # hold one class only); a value the training file lacks would silently count as negative.
-    known = {str(v) for v in train_raw}
-    unknown = sorted({str(v) for v in eval_raw} - known)
+    known = {_label_text(v) for v in train_raw}
+    unknown = sorted({_label_text(v) for v in eval_raw} - known)
     if unknown:
         raise DataError(f"{cfg.eval_file}: label value(s) {unknown[:10]} do not occur in the training file "
                         f"{cfg.dataset} (its labels: {sorted(known)})")
-    return train_x, train_y, eval_x, [int(str(v) == cfg.positive_label) for v in eval_raw]
+    positive = _positive_text(cfg.positive_label, train_raw)
+    return train_x, train_y, eval_x, [int(_label_text(v) == positive) for v in eval_raw]
 
 
 @dataclass

@@ -96,7 +96,8 @@ def run_pu(cfg, model=None, tokenizer=None) -> dict:
     metrics = {
         "eval_accuracy": trained["nnpu"], "objective": "punce(pu)+nnpu-probe", "setting": "pu",
         "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
-        "dataset": cfg.dataset, "prior": prior, "prior_source": prior_source, "steps": cfg.steps,
+        "dataset": cfg.dataset, "eval_file": cfg.eval_file, "temperature": cfg.temperature, "prior": prior,
+        "prior_source": prior_source, "steps": cfg.steps,
         "probes": {"pretrained_encoder": baseline, "punce_encoder": trained}, "train_seconds": time.time() - t0,
     }
     if main:

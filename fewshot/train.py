@@ -277,8 +277,9 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     bar.close()
     metrics = {
         "eval_accuracy": history[-1]["eval_accuracy"] if history else evaluate(raw, tokenizer, eval_x, eval_y, cfg, device),
-        "objective": cfg.objective, "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed,
-        "encoder": cfg.encoder, "dataset": cfg.dataset, "prior": prior, "prior_source": run.prior_source,
+        "objective": cfg.objective, "setting": cfg.setting, "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled,
+        "seed": cfg.seed, "encoder": cfg.encoder, "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam,
+        "temperature": cfg.temperature, "prior": prior, "prior_source": run.prior_source,
         "steps": cfg.steps, "n_eval": len(eval_y), "history": history, "train_seconds": time.time() - t0,
         "eval_split": "labeled validation split (GLUE test labels are hidden)" if cfg.dataset == "glue/sst2" else "eval file / test split",
     }

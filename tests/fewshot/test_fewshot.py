@@ -198,7 +198,7 @@ def test_short_run_beats_chance_and_writes_outputs(tiny_encoder, easy_task, tmp_
     assert m["eval_accuracy"] > 75.0, m  # chance is 50 %
     out = tmp_path / "run"
     saved = json.loads((out / "metrics.json").read_text())
-    for key in ("eval_accuracy", "objective", "n_labeled", "seed", "encoder"):
+    for key in ("eval_accuracy", "objective", "setting", "n_labeled", "seed", "encoder", "eval_file", "lam"):
         assert key in saved
     assert (out / "checkpoint" / "COMPLETE").exists() and (out / "log.csv").exists()
     assert any(p.name.startswith("events") for p in (out / "tb").iterdir())

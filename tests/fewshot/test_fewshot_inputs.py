@@ -259,3 +259,15 @@ def test_parquet_files_as_the_hub_ships_glue(tmp_path):
     (tmp_path / "broken.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(DataError, match="not a readable Parquet file"):
         load_local(str(tmp_path / "broken.parquet"), "sentence", "label", "1")
+
+
+def test_json_boolean_labels_take_the_json_spelling(tmp_path):
+    """{"label": true} used to need --positive-label True (Python's spelling of the parsed value)."""
+    f = tmp_path / "bools.jsonl"
+    rows = make_texts(6, 0)
+    f.write_text("".join(json.dumps({"sentence": t, "label": bool(y)}) + "\n" for t, y in rows))
+    texts, labels = load_local(str(f), "sentence", "label", "true")
+    assert labels == [y for _, y in rows]
+    assert load_local(str(f), "sentence", "label", "True")[1] == labels  # Python's spelling still works
+    with pytest.raises(DataError, match=r"not among the label values \['false', 'true'\]"):
+        load_local(str(f), "sentence", "label", "1")
