@@ -267,7 +267,7 @@ def test_bad_data_errors(tmp_path):
         load_local(str(j), "sentence", "label", "1")
     with pytest.raises(FileNotFoundError):
         load_local(str(tmp_path / "nope.tsv"), "sentence", "label", "1")
-    bad_type = tmp_path / "x.parquet"
+    bad_type = tmp_path / "x.xlsx"  # (.parquet, the earlier example here, is read now)
     bad_type.write_text("x")
     with pytest.raises(DataError, match="unsupported"):
         load_local(str(bad_type), "sentence", "label", "1")
