@@ -126,8 +126,9 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
             accelerator.load_state(str(path))
         except Exception as err:  # noqa: BLE001
             raise CheckpointError(
-                f"checkpoint {path} does not match this run's models/optimisers ({type(err).__name__}: {err}); "
-                "was it written with a different configuration?"
+                f"checkpoint {path} could not be loaded into this run's models/optimisers ({type(err).__name__}: "
+                f"{err}); was it written with a different configuration, or is one of its files damaged "
+                "(e.g. truncated by a full disk or a copy that did not finish)?"
             ) from err
     return state
 

@@ -82,6 +82,12 @@ def test_missing_corrupt_and_mismatched_checkpoints(tmp_path):
     with pytest.raises(CheckpointError, match="different configuration"):
         load_checkpoint(acc3, tmp_path / "ckpt2")
     del other
+    # a truncated model file: the message names damage as a cause, not only another configuration
+    save_checkpoint(acc, tmp_path / "ckpt4", {"step": 1})
+    weights = tmp_path / "ckpt4" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match=r"damaged \(e.g. truncated"):
+        load_checkpoint(acc, tmp_path / "ckpt4")
 
 
 def test_csv_logger_resume_truncates(tmp_path):
