@@ -122,6 +122,15 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
     except Exception as err:  # noqa: BLE001 - report any unpickling failure as corruption
         raise CheckpointError(f"checkpoint {path}: {EXTRA} is unreadable ({err}); the file is corrupt") from err
     if accelerator is not None:
+        # accelerate skips an unreadable random-state file with a log line, and the run would go on
+        # with other random numbers: read it here first, so a damaged one is refused like the rest.
+        rng_file = path / f"random_states_{accelerator.process_index}.pkl"
+        if rng_file.exists():
+            try:
+                torch.load(rng_file, map_location="cpu", weights_only=False)
+            except Exception as err:  # noqa: BLE001
+                raise CheckpointError(f"checkpoint {path}: {rng_file.name} is unreadable ({err}); the file is damaged "
+                                      "(e.g. truncated), so the run could not continue exactly") from err
         try:
             accelerator.load_state(str(path))
         except Exception as err:  # noqa: BLE001

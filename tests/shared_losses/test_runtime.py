@@ -88,6 +88,12 @@ def test_missing_corrupt_and_mismatched_checkpoints(tmp_path):
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     with pytest.raises(CheckpointError, match=r"damaged \(e.g. truncated"):
         load_checkpoint(acc, tmp_path / "ckpt4")
+    # a truncated random-state file: accelerate only logs it and goes on with other random numbers
+    save_checkpoint(acc, tmp_path / "ckpt5", {"step": 1})
+    rng = tmp_path / "ckpt5" / f"random_states_{acc.process_index}.pkl"
+    rng.write_bytes(rng.read_bytes()[: rng.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match=r"random_states_0.pkl is unreadable .*could not continue exactly"):
+        load_checkpoint(acc, tmp_path / "ckpt5")
 
 
 def test_csv_logger_resume_truncates(tmp_path):
