@@ -68,7 +68,8 @@ class DebiasedMultipleNegativesRankingLoss(nn.Module):
             docs = torch.cat(cols, dim=0)
             offset = rank * b
             del anchors_all
-        logits = _cos_sim(anchors, docs).float() * self.scale  # [b, C]
+        # float32 before the normalisation: bf16/fp16 cosines are off by ~1e-3, times scale in the logits
+        logits = _cos_sim(anchors.float(), docs.float()) * self.scale  # [b, C]
         rows = torch.arange(b, device=logits.device)
         pos_idx = rows + offset
         pos = logits[rows, pos_idx].unsqueeze(1)

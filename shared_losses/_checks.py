@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -31,20 +33,20 @@ def check_prior(prior: float) -> float:
 
 def check_temperature(temperature: float) -> float:
     temperature = float(temperature)
-    if not temperature > 0.0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not 0.0 < temperature < float("inf"):
+        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
     return temperature
 
 
 def check_beta(beta: float) -> float:
     beta = float(beta)
-    if beta < 0.0:
-        raise ValueError(f"beta (hard-negative concentration) must be >= 0, got {beta}")
+    if not 0.0 <= beta < float("inf"):
+        raise ValueError(f"beta (hard-negative concentration) must be finite and >= 0, got {beta}")
     return beta
 
 
 def check_float_tensor(name: str, t: torch.Tensor, dims: tuple[int, ...], nan: bool = True) -> None:
-    """Type, rank, dtype and non-empty checks; with ``nan`` also a NaN check (one device sync)."""
+    """Type, rank, dtype and non-empty checks; with ``nan`` also a NaN / inf check (one device sync)."""
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dim() not in dims:
@@ -54,8 +56,8 @@ def check_float_tensor(name: str, t: torch.Tensor, dims: tuple[int, ...], nan: b
         raise ValueError(f"{name} must be a floating-point tensor, got {t.dtype}")
     if t.shape[0] == 0:
         raise ValueError(f"{name} is an empty batch (shape {tuple(t.shape)})")
-    if nan and torch.isnan(t).any():
-        raise ValueError(f"{name} contains NaN")
+    if nan and not torch.isfinite(t).all():
+        raise ValueError(f"{name} contains NaN or inf")
 
 
 def check_same_device(**tensors: torch.Tensor) -> None:
@@ -75,7 +77,11 @@ def check_int_vector(name: str, t: torch.Tensor, n: int) -> None:
 
 
 def check_log_floor(log_floor, batch: int, device: torch.device) -> None:
-    if log_floor is None or isinstance(log_floor, (int, float)):
+    if log_floor is None:
+        return
+    if isinstance(log_floor, (int, float)):
+        if math.isnan(log_floor) or log_floor == float("inf"):
+            raise ValueError(f"log_floor must be a number or -inf, got {log_floor}")
         return
     if not isinstance(log_floor, torch.Tensor):
         raise ValueError(f"log_floor must be None, a float or a [B] tensor, got {type(log_floor).__name__}")

@@ -62,13 +62,18 @@ def _prepare_logits(pos_logits, neg_logits, log_floor):
     present = pos > NEG_INF
     n_present = present.sum(1)
     n_neg = (neg > NEG_INF).sum(-1)
+    bad_floor = torch.zeros((), dtype=torch.bool, device=pos.device)
+    if isinstance(log_floor, torch.Tensor):
+        bad_floor = log_floor.isnan().any() | (log_floor == float("inf")).any()
     flags = torch.stack([
         pos.isnan().any(), neg.isnan().any(),
         (pos == float("inf")).any() | (neg == float("inf")).any(),
         (n_present == 0).any(), (n_neg == 0).any(),
-        present.all(), (n_neg == neg.shape[-1]).all(),
+        present.all(), (n_neg == neg.shape[-1]).all(), bad_floor,
     ]).tolist()
-    pos_nan, neg_nan, has_inf, no_pos, no_neg, all_present, all_neg = flags
+    pos_nan, neg_nan, has_inf, no_pos, no_neg, all_present, all_neg, floor_bad = flags
+    if floor_bad:
+        raise ValueError("log_floor contains NaN or +inf")
     if pos_nan:
         raise ValueError("pos_logits contains NaN")
     if neg_nan:
@@ -292,8 +297,8 @@ def debiased_nce(
     beta = C.check_beta(beta)
     temperature = C.check_temperature(temperature)
     stacked = _stack_views(views, more_views)
-    if torch.isnan(stacked).any():
-        raise ValueError("views contain NaN")
+    if not torch.isfinite(stacked).all():
+        raise ValueError("views contain NaN or inf")
     pos, neg, n_neg = _multiview_terms(stacked, temperature, similarity, gather_distributed)
     if n_neg == 0:
         raise ValueError("need at least 2 samples in the batch to have negatives")

@@ -223,7 +223,8 @@ class CsvLogger:
             with open(self.path, newline="") as fh:
                 reader = csv.DictReader(fh)
                 self.fields = list(reader.fieldnames or [])
-                self.rows = [r for r in reader if step_key not in r or float(r[step_key]) <= resume_step]
+                # a row logged without step_key reads back with "" there: keep it, like a file without the column
+                self.rows = [r for r in reader if r.get(step_key) in (None, "") or float(r[step_key]) <= resume_step]
             self._rewrite()
         elif self.path.exists():
             self.path.unlink()

@@ -55,3 +55,16 @@ def test_bad_arguments(model):
         DebiasedMultipleNegativesRankingLoss(model, tau_plus=1.0)
     with pytest.raises(ValueError, match="scale"):
         DebiasedMultipleNegativesRankingLoss(model, scale=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_embeddings_scored_in_float32(dtype):
+    # bf16 cosines are off by ~1e-3 (x scale in the logits); SPEC 1: losses in float32 or wider
+    torch.manual_seed(0)
+    a = torch.randn(32, 384)
+    emb = [a.to(dtype), (0.15 * a + torch.randn(32, 384)).to(dtype)]
+    loss_fn = DebiasedMultipleNegativesRankingLoss(None, scale=20.0, tau_plus=0.1)
+    got = loss_fn.compute_loss_from_embeddings(emb)
+    ref = loss_fn.compute_loss_from_embeddings([e.double() for e in emb])
+    assert got.dtype == torch.float32
+    assert abs(got.item() - ref.item()) < 1e-5

@@ -188,6 +188,15 @@ BAD = [
     (lambda: S.punce_loss(torch.randn(0, 3), torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long), 0.5), "empty"),
     (lambda: S.supcon_loss(torch.randn(3, 3), torch.tensor([0, 1, 1])), "no positive"),
     (lambda: S.supcon_loss(torch.randn(3, 3), torch.tensor([0.0, 1.0, 1.0])), "integer"),
+    # non-finite inputs and hyperparameters used to give a silent 0 / NaN loss
+    (lambda: S.hard_negative_nce_from_logits(torch.randn(3, 1), torch.randn(3, 4), 0.1, float("nan")), "beta"),
+    (lambda: S.hard_negative_nce(torch.randn(4, 2, 8), beta=float("inf")), "beta"),
+    (lambda: S.debiased_nce(torch.randn(4, 2, 8), temperature=math.inf), "temperature"),
+    (lambda: S.debiased_nce(torch.randn(4, 8), torch.full((4, 8), math.inf)), "inf"),
+    (lambda: S.supcon_loss(torch.full((4, 3), math.inf), torch.tensor([0, 0, 1, 1])), "inf"),
+    (lambda: S.punce_loss(torch.full((4, 3), math.inf), torch.tensor([0, 0, 1, 1]), torch.tensor([1, 1, 0, 0]), 0.5), "inf"),
+    (lambda: S.debiased_nce_from_logits(torch.randn(2, 1), torch.randn(2, 5), 0.1, float("nan")), "log_floor"),
+    (lambda: S.debiased_nce_from_logits(torch.randn(2, 1), torch.randn(2, 5), 0.1, torch.tensor([0.0, math.nan])), "log_floor"),
 ]
 
 

@@ -109,6 +109,16 @@ def test_csv_logger_resume_truncates(tmp_path):
     assert rows[-1]["loss"] == "9.0"
 
 
+def test_csv_logger_resume_keeps_rows_logged_without_a_step(tmp_path):
+    path = tmp_path / "log.csv"
+    log = CsvLogger(path)
+    log.log({"step": 1, "loss": 0.5})
+    log.log({"note": "eval"})  # no step: read back as "" in the step column
+    log.log({"step": 2, "loss": 0.4})
+    CsvLogger(path, resume_step=1)
+    assert [r["step"] for r in csv.DictReader(open(path))] == ["1", ""]
+
+
 def test_write_json_atomic(tmp_path):
     write_json_atomic(tmp_path / "a" / "m.json", {"acc": 1.5})
     assert (tmp_path / "a" / "m.json").read_text().strip().startswith("{")
