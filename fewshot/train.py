@@ -1,7 +1,7 @@
 """Few-shot fine-tuning with CE (+ SupCon / puNCE), and the PU pipeline.
 
     python -m fewshot.train --help
-    python -m fewshot.train --encoder minilm --dataset drugreview --objective ce+punce --n-labeled 20
+    python -m fewshot.train --encoder minilm --pooling mean --dataset drugreview --objective ce+punce --n-labeled 20
     accelerate launch -m fewshot.train --encoder roberta-base --dataset glue/sst2 --n-labeled 100
 
 Writes into --output-dir: config.json, sample.json (the drawn indices), log.csv, tb/ (TensorBoard),

@@ -512,7 +512,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     if argv and argv[0] == "download":
         p = argparse.ArgumentParser(prog="python -m nlp_qt.senteval download", description="Fetch SentEval data.")
         p.add_argument("--data", required=True, help="target folder (becomes SentEval's data/downstream)")
-        p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS)
+        p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS,
+                       help="tasks to fetch (default: all six)")
         a = p.parse_args(argv[1:])
         try:
             print(f"SentEval data in {download(a.data, a.tasks)}")
@@ -525,13 +526,19 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         "Subcommand `download --data DIR` fetches the data.",
     )
     p.add_argument("--model", required=True, help="nlp_qt run/model folder, or a sentence-transformers model path/name")
-    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS)
-    p.add_argument("--data", required=True, help="SentEval data/downstream folder")
-    p.add_argument("--kfold", type=int, default=10, help="folds (outer and inner; SentEval: 10)")
-    p.add_argument("--inner-kfold", type=int, default=None, help="inner folds for model selection (default: --kfold)")
-    p.add_argument("--seed", type=int, default=SEED)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS,
+                   help="tasks to evaluate (default: all six)")
+    p.add_argument("--data", required=True,
+                   help="SentEval data/downstream folder (its parent data/ or the SentEval root also work)")
+    p.add_argument("--kfold", type=int, default=10,
+                   help="folds: outer CV of MR/CR/SUBJ/MPQA and the C-selection CV of TREC/MRPC (SentEval and "
+                   "default: 10)")
+    p.add_argument("--inner-kfold", type=int, default=None,
+                   help="inner folds for choosing C on MR/CR/SUBJ/MPQA (default: --kfold)")
+    p.add_argument("--seed", type=int, default=SEED,
+                   help="seed of the fold shuffles and of LogisticRegression (default: SentEval's %(default)s)")
+    p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: %(default)s)")
+    p.add_argument("--device", default="cpu", help="torch device used to encode, e.g. cuda (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print one JSON object {task: metrics}")
     p.add_argument("--output", default=None, help="also write the results JSON here")
     a = p.parse_args(argv)

@@ -143,7 +143,7 @@ class Config:
     checkpoint_every: int = 10_000
     """Write an atomic checkpoint at the first episode end after every this many environment steps (0 = only at the end)."""
     save_replay: bool = True
-    """Include the replay buffer in checkpoints (needed for an exact resume; ~3.4 GB at 100k transitions of 100x100)."""
+    """Include the replay buffer in checkpoints (needed for an exact resume; about 3.3 GB at 100k transitions of 100x100)."""
     resume: bool = False
     """Continue from out_dir/checkpoint if it exists (refused with a clear error if it is from another configuration)."""
     save_video: bool = False

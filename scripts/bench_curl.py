@@ -74,7 +74,9 @@ class Args:
     baseline: bool = True
     """Also time the official-style baseline update in the same run."""
     official: str = ""
-    """Path to a checkout of MishaLaskin/curl: also time its update in this run (see the module docstring)."""
+    """Path to a checkout of MishaLaskin/curl: also time its update in this run (git clone
+    https://github.com/MishaLaskin/curl; its CurlSacAgent.update and ReplayBuffer.sample_cpc are timed
+    interleaved with ours; JSON rows gain official_update_ms and ours_over_official)."""
     replay_capacity: int = 0
     """Transitions in the timed replays, ours and the official one (0 = max(2 x batch, 600): small and cache-friendly).
     Sampling from a full-size buffer costs more (cache and TLB misses, a fresh batch array): set e.g. 20000 on a

@@ -64,13 +64,17 @@ def measure(objective, encoder, seq_len, n_lab, n_unl, steps, pooling):
     return {"examples_per_s": n / statistics.median(times), "peak_mb": peak, "batch": n, "device": device}
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the docstring's layout and shows every option's default."""
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
     p.add_argument("--encoder", default="minilm", help="HF encoder name or folder ('minilm' = offline MiniLM)")
-    p.add_argument("--pooling", default="mean", choices=["cls", "mean"])
-    p.add_argument("--seq-lens", type=int, nargs="+", default=[64, 128])
-    p.add_argument("--batch-labeled", type=int, default=16)
-    p.add_argument("--batch-unlabeled", type=int, default=32)
+    p.add_argument("--pooling", default="mean", choices=["cls", "mean"], help="as fewshot.train --pooling")
+    p.add_argument("--seq-lens", type=int, nargs="+", default=[64, 128], help="sequence lengths (tokens) to time")
+    p.add_argument("--batch-labeled", type=int, default=16, help="labeled examples per step")
+    p.add_argument("--batch-unlabeled", type=int, default=32, help="unlabeled examples per step (ce+punce)")
     p.add_argument("--steps", type=int, default=5, help="timed steps (median reported) after one warm-up")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)

@@ -99,8 +99,12 @@ def run_child(impl, batch, dim, temperature, tau_plus, repeats):
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the docstring's layout and shows every option's default."""
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
     p.add_argument("--batches", type=int, nargs="+", default=[256, 1024, 4096], help="samples B (2B views)")
     p.add_argument("--dim", type=int, default=128, help="embedding size d")
     p.add_argument("--temperatures", type=float, nargs="+", default=[0.5, 0.01], help="temperatures t")

@@ -1,7 +1,8 @@
 """Speed of nlp_qt: training sentences/s and SentEval-protocol evaluation seconds per task.
 
 For each model size (QT's default 620-d words / 1200-d GRUs, and a small 64 / 256 one) on the same
-data (the embedded licence corpus; the embedded SentEval-format demo tasks), measures:
+data (the embedded docstring corpus, nlp_qt/data/corpus_docstrings; the embedded SentEval-format
+demo tasks, nlp_qt/data/senteval_demo), measures:
 
 * training sentences/s of the `qt` objective (the baseline, measured in the same run) and of the
   `debiased` objective (tau+ = 0.01), and their ratio (debiased / qt);
@@ -56,15 +57,18 @@ def train_rate(model, vocab, batches, objective, tau_plus, steps, warmup=1):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--json", action="store_true")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--json", action="store_true", help="one JSON object per model size and line")
     p.add_argument("--steps", type=int, default=2, help="timed training steps per objective (after 1 warm-up)")
     p.add_argument("--batch", type=int, default=400, help="sentences per batch (QT: 400)")
-    p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
-    p.add_argument("--tasks", nargs="+", default=["MR", "MRPC"])
-    p.add_argument("--kfold", type=int, default=3)
-    p.add_argument("--corpus", default=str(ROOT / "nlp_qt/data/corpus_docstrings"))
-    p.add_argument("--data", default=str(ROOT / "nlp_qt/data/senteval_demo"))
+    p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES),
+                   help="model sizes: default = QT's 620-d words / 1200-d GRUs, small = 64 / 256")
+    p.add_argument("--tasks", nargs="+", default=["MR", "MRPC"], help="SentEval tasks to time")
+    p.add_argument("--kfold", type=int, default=3, help="SentEval folds (10 in the real protocol)")
+    p.add_argument("--corpus", default=str(ROOT / "nlp_qt/data/corpus_docstrings"),
+                   help="training corpus (as nlp_qt.train --corpus)")
+    p.add_argument("--data", default=str(ROOT / "nlp_qt/data/senteval_demo"), help="SentEval-format data folder")
     a = p.parse_args()
     torch.manual_seed(0)
     sents = list(iter_corpus(a.corpus))

@@ -37,15 +37,20 @@ def synthetic(d: int, n_p: int, n_u: int, pi: float, delta: float, seed: int):
     return P, U, k / n_u
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the docstring's layout and shows every option's default."""
+
+
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--estimator", default="fewshot.prior:elkan_noto_prior")
-    ap.add_argument("--dims", type=int, nargs="+", default=[4, 384])
-    ap.add_argument("--n-p", type=int, nargs="+", default=[50, 100])
-    ap.add_argument("--n-u", type=int, nargs="+", default=[300, 500])
-    ap.add_argument("--pis", type=float, nargs="+", default=[0.2, 0.5, 0.7])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    ap.add_argument("--estimator", default="fewshot.prior:elkan_noto_prior", help="estimator as module:function")
+    ap.add_argument("--dims", type=int, nargs="+", default=[4, 384], help="dimensions of the synthetic Gaussians")
+    ap.add_argument("--n-p", type=int, nargs="+", default=[50, 100], help="labeled positives n_P (synthetic)")
+    ap.add_argument("--n-u", type=int, nargs="+", default=[300, 500], help="unlabeled examples n_U (synthetic)")
+    ap.add_argument("--pis", type=float, nargs="+", default=[0.2, 0.5, 0.7], help="true priors pi (synthetic)")
     ap.add_argument("--delta", type=float, default=3.0, help="distance between the class means (unit variances)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4],
+                    help="seeds per setting (mean ± std over them)")
     ap.add_argument("--features", help=".npy features of real data (rows = examples)")
     ap.add_argument("--labels", help=".npy 0/1 labels matching --features")
     ap.add_argument("--real-n", type=int, nargs="+", default=[50, 100], help="labeled positives drawn from real data")

@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """Run the puNCE Table 5 grid (objective x N x seeds) and aggregate it in the paper's layout.
 
-Each run is `fewshot.train` with its own output folder (runs/<out>/<objective>/N<n>/seed<s>); a
+Each run is `fewshot.train` with its own output folder (<out>/<objective>/N<n>/seed<s>, --out default runs/table5); a
 finished run (metrics.json present) is skipped, so an interrupted sweep continues where it stopped; a
 finished run made with other options (steps, lr, encoder, data, ...) is refused, never counted in the table.
-The table reports the plain mean ± std over all seeds (no best-k-of-n selection; see FEWSHOT.md on
-why the paper's baseline numbers are inflated by one) and a plot of accuracy vs N.
+The table reports the plain mean ± std over all seeds (no best-k-of-n selection; see FEWSHOT.md, the project's notes
+(not in this repository), on why the paper's baseline numbers are inflated by one) and a plot of accuracy vs N.
 
     python scripts/fewshot_table5.py --encoder roberta-base --dataset glue/sst2          # the paper (GPU)
-    python scripts/fewshot_table5.py --encoder minilm --dataset drugreview --ns 20 100 --seeds 0 1 --steps 100
+    python scripts/fewshot_table5.py --encoder minilm --pooling mean --dataset drugreview --ns 20 100 --seeds 0 1 --steps 100
 """
 
 from __future__ import annotations
@@ -72,8 +72,12 @@ def check_finished(run_dir: Path, cfg: FewShotConfig) -> None:
                          + "); pass the same options, or use another --out for the new ones")
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the docstring's layout and shows every option's default."""
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
     p.add_argument("--encoder", default="roberta-base", help="HF encoder name or folder ('minilm' = offline MiniLM)")
     p.add_argument("--dataset", default="glue/sst2", help="glue/sst2, drugreview, reuters or a local file")
     p.add_argument("--eval-file", default=None, help="evaluation file for a local dataset")
@@ -81,13 +85,15 @@ def main(argv=None):
     p.add_argument("--label-column", default=FewShotConfig.label_column, help="label column of a local dataset")
     p.add_argument("--positive-label", default=FewShotConfig.positive_label,
                    help="label value of the positive class in a local dataset")
-    p.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=OBJECTIVES)
+    p.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=OBJECTIVES,
+                   help="objectives of the grid")
     p.add_argument("--ns", type=int, nargs="+", default=[20, 100, 1000], help="labeled sizes N")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    p.add_argument("--n-unlabeled", type=int, default=500)
-    p.add_argument("--steps", type=int, default=FewShotConfig.steps)
-    p.add_argument("--pooling", default="cls", choices=["cls", "mean"])
-    p.add_argument("--lr", type=float, default=FewShotConfig.lr)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds per (objective, N)")
+    p.add_argument("--n-unlabeled", type=int, default=500, help="unlabeled examples U per run")
+    p.add_argument("--steps", type=int, default=FewShotConfig.steps, help="optimisation steps per run")
+    p.add_argument("--pooling", default="cls", choices=["cls", "mean"],
+                   help="sentence vector: first token (RoBERTa) or mean over tokens (use mean for minilm)")
+    p.add_argument("--lr", type=float, default=FewShotConfig.lr, help="AdamW learning rate")
     p.add_argument("--out", default="runs/table5", help="sweep folder")
     p.add_argument("--aggregate-only", action="store_true",
                    help="only rebuild the table and plot (pass the sweep's options: finished runs are checked against them)")

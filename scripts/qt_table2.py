@@ -49,21 +49,25 @@ def metric(res: dict, col: str):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpus", required=True)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--corpus", required=True, 
+                   help="training corpus, as nlp_qt.train --corpus (the paper: hf:bookcorpus)")
     p.add_argument("--data", required=True, help="SentEval data/downstream folder")
-    p.add_argument("--out", default="runs/qt_table2")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--tau-plus", type=float, nargs="+", default=[0.005, 0.01])
-    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS)
-    p.add_argument("--kfold", type=int, default=10)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=400)
-    p.add_argument("--word-dim", type=int, default=620)
-    p.add_argument("--encoder-dim", type=int, default=1200)
-    p.add_argument("--vocab-size", type=int, default=50000)
-    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--out", default="runs/qt_table2", 
+                   help="sweep folder (one run folder per objective, tau+ and seed; table2.md, table2.json)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds per objective")
+    p.add_argument("--tau-plus", type=float, nargs="+", default=[0.005, 0.01], help="tau+ values of the debiased runs")
+    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS, help="SentEval tasks")
+    p.add_argument("--kfold", type=int, default=10, help="SentEval folds (as nlp_qt.senteval --kfold)")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the corpus per run")
+    p.add_argument("--max-steps", type=int, default=None, 
+                   help="stop each run after this many optimiser steps (None: no limit)")
+    p.add_argument("--batch-size", type=int, default=400, help="consecutive sentences per batch")
+    p.add_argument("--word-dim", type=int, default=620, help="word embedding size")
+    p.add_argument("--encoder-dim", type=int, default=1200, help="sentence vector size of each encoder")
+    p.add_argument("--vocab-size", type=int, default=50000, help="vocabulary size")
+    p.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
     p.add_argument("--device", default="cpu", help="device for encoding during evaluation")
     a = p.parse_args()
     out = Path(a.out)
