@@ -313,4 +313,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from shared_losses.cli import run_cli
+
+    run_cli(main)

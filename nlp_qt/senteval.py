@@ -562,8 +562,6 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (SentEvalDataError, FileNotFoundError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    from shared_losses.cli import run_cli
+
+    run_cli(main)  # SentEvalDataError is a FileNotFoundError: one line, exit status 2

@@ -290,4 +290,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from shared_losses.cli import run_cli
+
+    run_cli(main)

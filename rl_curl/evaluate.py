@@ -78,4 +78,6 @@ def main(args: EvalArgs | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from shared_losses.cli import run_cli
+
+    run_cli(main)

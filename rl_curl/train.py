@@ -274,4 +274,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from shared_losses.cli import run_cli
+
+    run_cli(main)
