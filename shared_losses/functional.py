@@ -169,8 +169,8 @@ def log_floor_min_negative(neg_logits: torch.Tensor) -> torch.Tensor:
 
     For dot-product or bilinear scores there is no ``e^{-1/t}`` bound; the smallest observed
     ``e^{q}`` is a lower bound on the sample mean of the negatives and keeps g > 0. Detached: the
-    floor is a constant of the step, like the paper's. Returns ``[B]`` (for ``[B, N]``) or
-    ``[B, M]`` (for per-turn ``[B, M, N]``) -- pass the ``[B]`` form, or reduce with ``.min(1)``.
+    floor is a constant of the step, like the paper's. Returns ``[B]``: for per-turn negatives
+    ``[B, M, N]`` the smallest over all of an anchor's turns (one floor per anchor, as the losses take).
     """
     neg = neg_logits.detach()
     masked = torch.where(neg > NEG_INF, neg, torch.full_like(neg, float("inf")))
