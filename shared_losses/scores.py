@@ -6,15 +6,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import _checks as C
+
 
 def cosine_scores(a: torch.Tensor, b: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """``[Ba, Bb]`` matrix of ``cos(a_i, b_j) / t`` (SimCLR, DCL, puNCE)."""
-    return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / temperature
+    return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / C.check_temperature(temperature)
 
 
 def dot_scores(a: torch.Tensor, b: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """``[Ba, Bb]`` matrix of ``a_i^T b_j / t`` (quick-thought uses t = 1, no normalisation)."""
-    return a @ b.T / temperature
+    return a @ b.T / C.check_temperature(temperature)
 
 
 class BilinearScore(nn.Module):

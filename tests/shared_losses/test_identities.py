@@ -209,3 +209,14 @@ def test_bad_input_names_the_problem(call, words):
 def test_meta_device_mismatch_is_reported():
     with pytest.raises(ValueError, match="device"):
         S.debiased_nce_from_logits(torch.randn(2, 1), torch.randn(2, 5, device="meta"))
+
+
+@pytest.mark.parametrize("t", [0.0, -0.5, float("inf"), float("nan")])
+def test_score_functions_refuse_a_bad_temperature(t):
+    """cosine_scores / dot_scores with t = 0 gave +-inf logits, and a negative t flipped every score."""
+    from shared_losses.scores import cosine_scores, dot_scores
+
+    a = torch.randn(3, 4)
+    for score in (cosine_scores, dot_scores):
+        with pytest.raises(ValueError, match="temperature must be finite and > 0"):
+            score(a, a, t)
