@@ -160,14 +160,20 @@ def split_sentences(text: str) -> list[str]:
 # ------------------------------------------------------------------------------------------------
 
 
+def _visible_files(path: Path) -> list[Path]:
+    """``path`` itself, or the files under the folder ``path`` in sorted order; hidden files and anything
+    under a hidden folder (.git/, .ipynb_checkpoints/) are not corpus data."""
+    if path.is_file():
+        return [path]
+    return sorted(
+        p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
+
+
 def _text_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    # hidden files and anything under a hidden folder (.git/, .ipynb_checkpoints/) are not corpus text
-    files = sorted(
-        p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
-    )
-    files = [p for p in files if _format_suffix(p) in TEXT_SUFFIXES]
+    files = [p for p in _visible_files(path) if _format_suffix(p) in TEXT_SUFFIXES]
     if not files:
         raise CorpusError(f"corpus folder {path} has no text files (*.txt, *.txt.gz or files without a suffix)")
     return files
@@ -438,8 +444,7 @@ def corpus_fingerprint(source: str) -> dict | None:
     path = Path(source)
     if source.startswith("hf:") or not path.exists():
         return None
-    files = [path] if path.is_file() else sorted(
-        f for f in path.rglob("*") if f.is_file() and not any(part.startswith(".") for part in f.relative_to(path).parts))
+    files = _visible_files(path)
     digest = hashlib.sha256()
     sizes = [f.stat().st_size for f in files]
     for f, size in zip(files, sizes):

@@ -25,6 +25,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from shared_losses.cli import HelpFormatter  # noqa: E402
 
 
 def measure(objective, encoder, seq_len, n_lab, n_unl, steps, pooling):
@@ -64,12 +65,8 @@ def measure(objective, encoder, seq_len, n_lab, n_unl, steps, pooling):
     return {"examples_per_s": n / statistics.median(times), "peak_mb": peak, "batch": n, "device": device}
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the docstring's layout and shows every option's default."""
-
-
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--encoder", default="minilm", help="HF encoder name or folder ('minilm' = offline MiniLM)")
     p.add_argument("--pooling", default="mean", choices=["cls", "mean"], help="as fewshot.train --pooling")
     p.add_argument("--seq-lens", type=int, nargs="+", default=[64, 128], help="sequence lengths (tokens) to time")

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from shared_losses.cli import HelpFormatter  # noqa: E402
 
 
 def exp_space_debiased(z1, z2, temperature, tau_plus):
@@ -99,12 +100,8 @@ def run_child(impl, batch, dim, temperature, tau_plus, repeats):
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the docstring's layout and shows every option's default."""
-
-
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--batches", type=int, nargs="+", default=[256, 1024, 4096], help="samples B (2B views)")
     p.add_argument("--dim", type=int, default=128, help="embedding size d")
     p.add_argument("--temperatures", type=float, nargs="+", default=[0.5, 0.01], help="temperatures t")

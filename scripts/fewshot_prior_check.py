@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from shared_losses.cli import HelpFormatter  # noqa: E402
 
 
 def synthetic(d: int, n_p: int, n_u: int, pi: float, delta: float, seed: int):
@@ -37,12 +38,8 @@ def synthetic(d: int, n_p: int, n_u: int, pi: float, delta: float, seed: int):
     return P, U, k / n_u
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the docstring's layout and shows every option's default."""
-
-
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("--estimator", default="fewshot.prior:elkan_noto_prior", help="estimator as module:function")
     ap.add_argument("--dims", type=int, nargs="+", default=[4, 384], help="dimensions of the synthetic Gaussians")
     ap.add_argument("--n-p", type=int, nargs="+", default=[50, 100], help="labeled positives n_P (synthetic)")

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from shared_losses.cli import HelpFormatter  # noqa: E402
 
 from fewshot.config import FewShotConfig  # noqa: E402
 from fewshot.objectives import OBJECTIVES  # noqa: E402
@@ -72,12 +73,8 @@ def check_finished(run_dir: Path, cfg: FewShotConfig) -> None:
                          + "); pass the same options, or use another --out for the new ones")
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the docstring's layout and shows every option's default."""
-
-
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--encoder", default="roberta-base", help="HF encoder name or folder ('minilm' = offline MiniLM)")
     p.add_argument("--dataset", default="glue/sst2", help="glue/sst2, drugreview, reuters or a local file")
     p.add_argument("--eval-file", default=None, help="evaluation file for a local dataset")

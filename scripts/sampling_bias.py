@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from shared_losses.cli import HelpFormatter  # noqa: E402
 
 from shared_losses import debiased_nce, debiased_nce_from_logits  # noqa: E402
 from shared_losses.runtime import write_json_atomic  # noqa: E402
@@ -162,12 +163,8 @@ def run(seed: int, s: Setting, objectives=OBJECTIVES, progress=None) -> dict:
     return {name: linear_probe(probe_world, nets[name], s) for name in objectives}
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the docstring's layout and shows every option's default."""
-
-
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (>= 3 for mean ± std)")
     p.add_argument("--steps", type=int, default=Setting.steps, help="training steps per objective")
     p.add_argument("--batch", type=int, default=Setting.batch, help="samples per batch (2B views)")

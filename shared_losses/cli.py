@@ -10,6 +10,7 @@ argparse's status for a usage error. Anything else (a bug, an out-of-memory) kee
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Any, Callable
@@ -26,3 +27,7 @@ def run_cli(main: Callable[[], Any]) -> Any:
         print(f"error: {err}", file=sys.stderr)
         print("(CONTRASTIVE_SUITE_TRACEBACK=1 shows where it was raised)", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """argparse help for the scripts: keeps the module docstring's layout and shows every option's default."""
