@@ -26,10 +26,17 @@ class FewShotConfig:
     """Column holding the binary label (local files)."""
     positive_label: str = "1"
     """The label value (as text) of the positive class; the other value is the negative class."""
-    objective: Literal["ce", "ce+scl", "ce+punce"] = "ce+punce"
-    """`ce`: cross-entropy on labeled examples; `ce+scl`: + SupCon over the labeled views (Gunel et
-    al. 2021); `ce+punce`: + puNCE in PNU form over labeled and unlabeled views. Setting `pnu` only (`pu`
-    always trains the encoder with puNCE, PU form, and refuses another objective)."""
+    preset: Optional[Literal["cpu", "paper"]] = None
+    """Defaults for the training protocol (steps, batches, lr, lam, temperature, head, train-layers,
+    max-length): `paper` = the RoBERTa settings below (reproductions of Gunel et al. / puNCE, GPU);
+    `cpu` = the protocol chosen on development splits for MiniLM on 2 CPU cores (docs/fewshot.md).
+    Options given explicitly win over the preset."""
+    objective: Literal["probe", "setfit", "ce", "ce+scl", "ce+punce"] = "ce+punce"
+    """`probe`: frozen encoder, logistic regression on the N labeled sentence vectors (no training
+    steps; baseline); `setfit`: SetFit with its own defaults on the same sample (optional extra
+    `.[setfit]`; a sentence-transformers encoder); `ce`: cross-entropy on labeled examples; `ce+scl`: + SupCon over the labeled
+    views (Gunel et al. 2021); `ce+punce`: + puNCE in PNU form over labeled and unlabeled views.
+    Setting `pnu` only (`pu` always trains the encoder with puNCE, PU form, and refuses another objective)."""
     setting: Literal["pnu", "pu"] = "pnu"
     """`pnu`: few-shot fine-tuning with N labeled (both classes) + U unlabeled (Table 5).
     `pu`: the PU pipeline: N labeled positives + U unlabeled; puNCE (PU form) trains the encoder,
@@ -65,6 +72,21 @@ class FewShotConfig:
     """Tokens per example (truncation)."""
     pooling: Literal["cls", "mean"] = "cls"
     """Sentence vector: first token (RoBERTa/BERT `<s>`/`[CLS]`) or mean over tokens (MiniLM)."""
+    head: Literal["linear", "logreg"] = "linear"
+    """Classifier used for evaluation. `linear`: the linear head trained by the CE term. `logreg`: after
+    training, a logistic regression (scikit-learn, L2 strength --probe-c) fitted on the N labeled
+    examples' L2-normalised sentence vectors replaces it (SetFit's head). `probe` always uses logreg."""
+    probe_c: float = 1.0
+    """Inverse L2 strength C of the logistic-regression head (`probe`, `--head logreg`)."""
+    train_layers: Optional[int] = None
+    """Train only the top K transformer layers (and the heads); the embeddings and lower layers stay
+    frozen (less backward work on a CPU; fewer weights moved by 20 labels). None: the whole encoder."""
+    eval_split: Literal["eval", "dev"] = "eval"
+    """`eval`: score on the evaluation split (test file / validation split). `dev`: hold out
+    --dev-fraction of the *training* pool (a fixed draw, the same for every seed) and score there;
+    the few-shot sample is drawn from the rest. Use `dev` to choose hyperparameters, never `eval`."""
+    dev_fraction: float = 0.3
+    """Share of the training pool held out as the development split with `--eval-split dev`."""
     proj_dim: int = 128
     """Size of the projection head that feeds the contrastive term."""
     eval_every: int = 50
@@ -105,3 +127,26 @@ class FewShotConfig:
         need(math.isfinite(self.temperature) and self.temperature > 0, "temperature", "a positive number")
         need(0.0 <= self.lam <= 1.0, "lam", "in [0, 1]")
         need(self.prior is None or 0.0 <= self.prior <= 1.0, "prior", "in [0, 1]")
+        need(math.isfinite(self.probe_c) and self.probe_c > 0, "probe_c", "a positive number")
+        need(self.train_layers is None or self.train_layers >= 0, "train_layers", ">= 0 (or unset for all layers)")
+        need(0.0 < self.dev_fraction < 1.0, "dev_fraction", "in (0, 1)")
+
+
+#: Protocol presets (``--preset``): the fields each one sets; options given explicitly win.
+PRESETS: dict[str, dict] = {
+    # The settings of public reproductions of Gunel et al. / puNCE Table 5 with RoBERTa (GPU).
+    "paper": dict(steps=200, batch_labeled=16, batch_unlabeled=32, lr=1e-5, lam=0.1, temperature=0.3,
+                  head="linear", train_layers=None, max_length=64),
+    # Chosen on development splits carved from the training pools of drugreview and reuters
+    # (docs/results.md, "fewshot: choosing the CPU protocol"); never on an evaluation split.
+    "cpu": dict(steps=40, batch_labeled=8, batch_unlabeled=16, lr=5e-5, lam=0.1, temperature=0.3,
+                head="linear", train_layers=None, max_length=64),
+}
+
+
+def preset_config(preset: str | None = None, **overrides) -> FewShotConfig:
+    """A FewShotConfig with ``preset``'s values, then ``overrides`` (what the CLI does with --preset)."""
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    fields = {**(PRESETS[preset] if preset else {}), **overrides}
+    return FewShotConfig(preset=preset, **fields)

@@ -6,6 +6,7 @@ Every loader returns ``(texts, labels)`` with labels in {0, 1} (1 = the positive
 from __future__ import annotations
 
 import csv
+import gzip
 import importlib.util
 import io
 import json
@@ -61,7 +62,7 @@ def load_local(path: str, text_column: str, label_column: str, positive_label: s
 
 def _not_utf8(p: Path) -> DataError:
     """The error for a file that is not UTF-8, with the first bad byte's offset and line."""
-    raw = p.read_bytes()
+    raw = gzip.decompress(p.read_bytes()) if p.suffix.lower() == ".gz" else p.read_bytes()
     try:
         raw.decode("utf-8")
         where = ""
@@ -81,13 +82,17 @@ def _read_local(path: str, text_column: str, label_column: str):
         files = sorted(f.name for f in p.iterdir() if f.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json", ".parquet"))
         raise DataError(f"{p} is a folder; pass one data file (--dataset for training, --eval-file for evaluation)"
                         + (f"; it holds {files[:10]}" if files else ""))
-    suffix = p.suffix.lower()
+    gz = p.suffix.lower() == ".gz"  # a gzip-compressed .tsv/.csv/.jsonl/.json (as shipped in fewshot/data)
+    suffix = Path(p.stem).suffix.lower() if gz else p.suffix.lower()
+
+    def open_text(**kw):
+        return gzip.open(p, "rt", **kw) if gz else open(p, **kw)
     if suffix in (".tsv", ".csv"):
         # GLUE's TSV files are not quoted (a sentence may start with or contain a lone `"`), so a
         # .tsv is read without quote handling, as GLUE's own readers do; a .csv uses CSV quoting.
         quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
         try:
-            with open(p, newline="", encoding="utf-8-sig") as fh:
+            with open_text(newline="", encoding="utf-8-sig") as fh:
                 reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
                 _check_columns(reader.fieldnames or [], text_column, label_column, str(p))
                 rows = list(reader)
@@ -96,7 +101,7 @@ def _read_local(path: str, text_column: str, label_column: str):
     elif suffix in (".jsonl", ".json"):
         rows = []
         try:
-            with open(p, encoding="utf-8-sig") as fh:  # -sig: files saved with a BOM (Windows editors)
+            with open_text(encoding="utf-8-sig") as fh:  # -sig: files saved with a BOM (Windows editors)
                 lines = fh.readlines()
         except UnicodeDecodeError as err:
             raise _not_utf8(p) from err
@@ -121,7 +126,7 @@ def _read_local(path: str, text_column: str, label_column: str):
             raise DataError(f"{p}: {nested!r} holds a JSON object or array, not one value per record: the file looks "
                             "column-oriented (pandas' default DataFrame.to_json). Write one object per record, e.g. "
                             "df.to_json(path, orient='records', lines=True)")
-    elif suffix == ".parquet":  # how the hub ships GLUE (glue/sst2/train-*.parquet)
+    elif suffix == ".parquet" and not gz:  # how the hub ships GLUE (glue/sst2/train-*.parquet)
         import pyarrow.parquet as pq
 
         try:
@@ -131,7 +136,8 @@ def _read_local(path: str, text_column: str, label_column: str):
         _check_columns(table.column_names, text_column, label_column, str(p))
         rows = table.select([text_column, label_column]).to_pylist()
     else:
-        raise DataError(f"{p}: unsupported file type {suffix!r}; use .tsv, .csv, .jsonl, .json or .parquet")
+        raise DataError(f"{p}: unsupported file type {p.suffix.lower() if not gz else suffix + '.gz'!r}; use .tsv, .csv, "
+                        ".jsonl, .json (each also gzip-compressed, .gz) or .parquet")
     n_rows = len(rows)
     rows = [r for r in rows if r.get(text_column) not in (None, "") and r.get(label_column) not in (None, "")]
     if not rows:
@@ -181,11 +187,25 @@ def load_drugreview(split: str):
     return texts, labels
 
 
-def load_reuters(split: str):
-    """Reuters-21578 paragraphs, topic acq (1) vs crude (0), shipped in fewshot/data (see
-    fewshot/data/build_reuters_acq_crude.py for provenance); split by document."""
-    name = "reuters_acq_crude_train.tsv" if split == "train" else "reuters_acq_crude_validation.tsv"
-    return load_local(str(Path(__file__).parent / "data" / name), "sentence", "label", "1")
+#: Data sets shipped in fewshot/data (provenance, licence and rebuild script beside each): name ->
+#: (file stem, what label 1 means). Split by document/product/movie (see the build scripts).
+SHIPPED = {
+    "reuters": ("reuters_acq_crude", "topic acq (vs crude)"),
+    "rotten_tomatoes": ("rotten_tomatoes", "critic's verdict fresh (vs rotten)"),
+    "fine_foods": ("fine_foods", "5-star review (vs fewer stars)"),
+}
+NAMED = ("glue/sst2", "drugreview", *SHIPPED)
+
+
+def load_shipped(name: str, split: str):
+    """A data set shipped in fewshot/data: ``split`` is ``train`` or ``validation`` (the held-out split)."""
+    stem = SHIPPED[name][0]
+    folder = Path(__file__).parent / "data"
+    part = "train" if split == "train" else "validation"
+    path = next((f for f in (folder / f"{stem}_{part}.tsv", folder / f"{stem}_{part}.tsv.gz") if f.exists()), None)
+    if path is None:
+        raise DataError(f"the shipped data file {stem}_{part}.tsv(.gz) is missing from {folder}: reinstall the suite")
+    return load_local(str(path), "sentence", "label", "1")
 
 
 def load_splits(cfg):
@@ -194,11 +214,11 @@ def load_splits(cfg):
         return (*load_sst2("train"), *load_sst2("validation"))
     if cfg.dataset == "drugreview":
         return (*load_drugreview("train"), *load_drugreview("test"))
-    if cfg.dataset == "reuters":
-        return (*load_reuters("train"), *load_reuters("validation"))
+    if cfg.dataset in SHIPPED:
+        return (*load_shipped(cfg.dataset, "train"), *load_shipped(cfg.dataset, "validation"))
     if not Path(cfg.dataset).exists():  # checked first: a mistyped name must not ask for --eval-file
-        raise FileNotFoundError(f"--dataset {cfg.dataset!r} is neither a named dataset (glue/sst2, drugreview, "
-                                "reuters) nor an existing file")
+        raise FileNotFoundError(f"--dataset {cfg.dataset!r} is neither a named dataset ({', '.join(NAMED)}) "
+                                "nor an existing file")
     if cfg.eval_file is None:
         raise DataError("a local --dataset needs --eval-file (a labeled evaluation file with the same columns)")
     train_x, train_raw = _read_local(cfg.dataset, cfg.text_column, cfg.label_column)

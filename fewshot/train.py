@@ -21,7 +21,7 @@ from tqdm import tqdm
 from shared_losses.runtime import (CsvLogger, checkpoint_exists, config_changes, load_checkpoint, save_checkpoint,
                                    tensorboard_writer, write_json_atomic)
 
-from .config import FewShotConfig
+from .config import PRESETS, FewShotConfig, preset_config
 from .data import load_splits, sample_fewshot
 from .model import FewShotModel, load_tokenizer, max_tokens
 from .objectives import fewshot_loss, roles_from_labels
@@ -89,11 +89,6 @@ def embed_all(model, tokenizer, texts, max_length, device, batch_size=64):
     return torch.cat(feats), torch.cat(logits)
 
 
-def evaluate(model, tokenizer, texts, labels, cfg, device) -> float:
-    _, logits = embed_all(model, tokenizer, texts, cfg.max_length, device)
-    return float((logits.argmax(1).numpy() == np.asarray(labels)).mean() * 100.0)
-
-
 def make_accelerator(cfg):
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs
@@ -134,6 +129,9 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
         if cfg.steps < state["step"]:  # the loop would not run, and metrics.json would pair the new count with the old model
             raise ValueError(f"--steps {cfg.steps} is below the {state['step']} steps the checkpoint in {out} has already "
                              f"trained: a resume only continues a run (pass --steps {state['step']} or more)")
+    elif (out / "metrics.json").exists() and not checkpoint_exists(out / "checkpoint"):
+        raise FileExistsError(f"{out} already holds a finished run (metrics.json) without a checkpoint to resume: "
+                              "choose another --output-dir (or delete that folder); nothing was changed")
     elif checkpoint_exists(out / "checkpoint"):
         raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
                               "choose another --output-dir (or delete that folder) to start a new one; nothing was changed")
@@ -144,11 +142,15 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
         raise ValueError(f"--n-labeled {cfg.n_labeled} is smaller than the number of processes ({acc.num_processes}): "
                          "each process takes its share of every batch and needs at least one labeled example")
     train_x, train_y, eval_x, eval_y = load_splits(cfg)
+    if cfg.eval_split == "dev":
+        train_x, train_y, eval_x, eval_y = dev_split(train_x, train_y, cfg.dev_fraction)
     sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
     eval_x, eval_y = eval_subset(eval_x, eval_y, cfg.max_eval, cfg.seed)
     torch.manual_seed(cfg.seed)
     tokenizer = tokenizer or load_tokenizer(cfg.encoder)
     model = (model or FewShotModel(cfg.encoder, cfg.pooling, cfg.proj_dim)).to(acc.device)
+    if cfg.train_layers is not None:
+        freeze_lower_layers(model.encoder, cfg.train_layers)
     limit = max_tokens(model.encoder, tokenizer)
     if limit is not None and cfg.max_length > limit:
         raise ValueError(f"--max-length {cfg.max_length} exceeds what the encoder {cfg.encoder!r} takes: "
@@ -160,6 +162,98 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
         write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
         write_json_atomic(out / "sample.json", sample.to_json())
     return run
+
+
+#: The development split's draw is fixed (not --seed): every seed and every setting is scored on the same rows.
+DEV_SEED = 20261123
+
+
+def dev_split(train_x, train_y, fraction: float):
+    """(pool_x, pool_y, dev_x, dev_y): ``fraction`` of the training pool held out as a development
+    split (a uniform draw with a fixed seed; file order kept), for choosing hyperparameters without
+    the evaluation split. The few-shot sample is then drawn from the pool."""
+    n = len(train_x)
+    n_dev = int(round(fraction * n))
+    if n_dev < 1 or n - n_dev < 2:
+        raise ValueError(f"--dev-fraction {fraction} of {n} training examples leaves no development split or no pool")
+    is_dev = np.zeros(n, dtype=bool)
+    is_dev[np.random.default_rng(DEV_SEED).choice(n, size=n_dev, replace=False)] = True
+    train_y = np.asarray(train_y)
+    return ([x for x, d in zip(train_x, is_dev) if not d], train_y[~is_dev].tolist(),
+            [x for x, d in zip(train_x, is_dev) if d], train_y[is_dev].tolist())
+
+
+def transformer_layers(encoder):
+    """The encoder's stack of transformer layers (BERT/RoBERTa/MiniLM: ``encoder.layer``; DistilBERT:
+    ``transformer.layer``; others: the first ModuleList of the model's direct children' children)."""
+    for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):
+        obj = encoder
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        if isinstance(obj, torch.nn.ModuleList):
+            return obj
+    raise ValueError(f"--train-layers: cannot find the transformer layers of {type(encoder).__name__} "
+                     "(looked for encoder.layer, transformer.layer, layers, encoder.layers); drop --train-layers")
+
+
+def freeze_lower_layers(encoder, k: int) -> None:
+    """Only the top ``k`` transformer layers of ``encoder`` keep requires_grad (the heads are not
+    part of ``encoder`` and always train); embeddings, lower layers and pooler are frozen."""
+    layers = transformer_layers(encoder)
+    if k > len(layers):
+        raise ValueError(f"--train-layers {k} exceeds the encoder's {len(layers)} layers")
+    for p in encoder.parameters():
+        p.requires_grad_(False)
+    for layer in list(layers)[len(layers) - k:]:
+        for p in layer.parameters():
+            p.requires_grad_(True)
+
+
+def majority_rates(train_y, sample, eval_y) -> dict:
+    """The majority-class baselines (%): the evaluation split's own majority rate, and the accuracy of
+    predicting the labeled sample's majority class (ties: positive)."""
+    ev = np.asarray(eval_y)
+    lab_major = int(np.asarray(train_y)[sample.labeled].mean() >= 0.5)
+    return {"majority_accuracy": float(max(ev.mean(), 1 - ev.mean()) * 100.0),
+            "labeled_majority_accuracy": float((ev == lab_major).mean() * 100.0)}
+
+
+#: --probe-c values scored side by side on the development split (``head_accuracies``)
+DEV_PROBE_CS = (1.0, 10.0, 100.0, 1000.0)
+
+
+def logreg_accuracy(feats_labeled, y_labeled, feats_eval, eval_y, c: float, seed: int) -> float:
+    """Accuracy (%) of a logistic regression fitted on L2-normalised labeled sentence vectors."""
+    from sklearn.linear_model import LogisticRegression
+
+    def unit(f):
+        f = np.asarray(f, dtype=np.float64)
+        return f / np.maximum(np.linalg.norm(f, axis=1, keepdims=True), 1e-12)
+
+    clf = LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(unit(feats_labeled), np.asarray(y_labeled))
+    return float((clf.predict(unit(feats_eval)) == np.asarray(eval_y)).mean() * 100.0)
+
+
+def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device) -> dict:
+    """Evaluation accuracy (%) of both classifiers from one pass over the evaluation split: ``linear``
+    (the CE-trained head; absent for ``probe``, whose head is untrained) and ``logreg``."""
+    fl, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
+    fe, logits = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
+    out = {"logreg": logreg_accuracy(fl.numpy(), np.asarray(train_y)[sample.labeled], fe.numpy(), eval_y,
+                                     cfg.probe_c, cfg.seed)}
+    if cfg.objective != "probe":
+        out["linear"] = float((logits.argmax(1).numpy() == np.asarray(eval_y)).mean() * 100.0)
+    if cfg.eval_split == "dev":  # choosing --probe-c: only ever on the development split
+        for c in DEV_PROBE_CS:
+            out[f"logreg_C{c:g}"] = logreg_accuracy(fl.numpy(), np.asarray(train_y)[sample.labeled], fe.numpy(), eval_y,
+                                                   c, cfg.seed)
+    return out
+
+
+def head_accuracy(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device) -> tuple[float, dict]:
+    """(accuracy with the classifier ``cfg.head`` names (``probe``: always logreg), both heads' accuracies)."""
+    both = head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
+    return both["logreg" if cfg.objective == "probe" else cfg.head], both
 
 
 def eval_subset(eval_x, eval_y, max_eval, seed):
@@ -209,7 +303,9 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
     train_x, train_y, eval_x, eval_y, prior = run.train_x, run.train_y, run.eval_x, run.eval_y, run.prior
     model = run.model
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.objective in ("probe", "setfit"):
+        return run_baseline(cfg, run)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
     model, opt = acc.prepare(model, opt)
     raw = acc.unwrap_model(model)
     # Global batches (the same draw on every process), each process training on its share.
@@ -262,8 +358,8 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         step += 1
         row = {"step": step, "loss": mean(loss), **{k: mean(v) for k, v in parts.items()}}
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            row["eval_accuracy"] = evaluate(raw, tokenizer, eval_x, eval_y, cfg, device)
-            history.append({"step": step, "eval_accuracy": row["eval_accuracy"]})
+            row["eval_accuracy"], both = head_accuracy(raw, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
+            history.append({"step": step, "eval_accuracy": row["eval_accuracy"], "head_accuracies": both})
         if acc.is_main_process:
             log.log(row)
             if tb is not None:
@@ -275,18 +371,53 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
             checkpoint()
     bar.close()
-    metrics = {
-        "eval_accuracy": history[-1]["eval_accuracy"] if history else evaluate(raw, tokenizer, eval_x, eval_y, cfg, device),
-        "objective": cfg.objective, "setting": cfg.setting, "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled,
-        "seed": cfg.seed, "encoder": cfg.encoder, "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam,
-        "temperature": cfg.temperature, "prior": prior, "prior_source": run.prior_source,
-        "steps": cfg.steps, "n_eval": len(eval_y), "history": history, "train_seconds": time.time() - t0,
-        "eval_split": "labeled validation split (GLUE test labels are hidden)" if cfg.dataset == "glue/sst2" else "eval file / test split",
-    }
+    if history and history[-1]["step"] == step:
+        final, both = history[-1]["eval_accuracy"], history[-1].get("head_accuracies", {})
+    else:  # no step trained (--steps 0), or a resumed run whose history predates the last step
+        final, both = head_accuracy(raw, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
+    metrics = run_metrics(cfg, run, final, both, history, time.time() - t0)
     if acc.is_main_process:
         write_json_atomic(out / "metrics.json", metrics)
         if tb is not None:
             tb.close()
+    return metrics
+
+
+def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, train_seconds: float) -> dict:
+    """metrics.json: the same keys for every objective (``probe`` included)."""
+    if cfg.eval_split == "dev":
+        split = f"DEVELOPMENT split: {cfg.dev_fraction} of the training pool (for choosing hyperparameters)"
+    elif cfg.dataset == "glue/sst2":
+        split = "labeled validation split (GLUE test labels are hidden)"
+    else:
+        split = "eval file / test split"
+    return {
+        "eval_accuracy": eval_accuracy, "head_accuracies": heads,
+        **majority_rates(run.train_y, run.sample, run.eval_y),
+        "objective": cfg.objective, "setting": cfg.setting, "preset": cfg.preset, "head": cfg.head,
+        "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
+        "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
+        "prior": run.prior, "prior_source": run.prior_source, "steps": 0 if cfg.objective in ("probe", "setfit") else cfg.steps,
+        "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
+    }
+
+
+def run_baseline(cfg: FewShotConfig, run: Run) -> dict:
+    """The baselines, on the same sample as the trained objectives for the same seed. ``probe``: the
+    frozen encoder, logistic regression on the N labeled examples' sentence vectors; ``setfit``:
+    SetFit with its defaults (:mod:`fewshot.setfit_baseline`)."""
+    t0 = time.time()
+    if cfg.objective == "setfit":
+        from .setfit_baseline import run_setfit
+
+        acc_, seconds = run_setfit(cfg, run)
+        metrics = run_metrics(cfg, run, acc_, {"setfit": acc_}, [], seconds)
+    else:
+        acc_, both = head_accuracy(run.model, run.tokenizer, cfg, run.train_x, run.train_y, run.sample, run.eval_x,
+                                   run.eval_y, run.acc.device)
+        metrics = run_metrics(cfg, run, acc_, both, [], time.time() - t0)
+    if run.acc.is_main_process:
+        write_json_atomic(run.out / "metrics.json", metrics)
     return metrics
 
 
@@ -301,12 +432,24 @@ def forward_views(model, ids, mask, objective):
 
 
 
+def _preset_arg(argv):
+    """The --preset value on the command line (None if absent), read before tyro parses the rest so
+    the preset's values become the defaults that explicit options override."""
+    import argparse
+    import sys
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    known, _ = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
+    return known.preset
+
+
 def main(argv=None):
     import tyro
 
-    cfg = tyro.cli(FewShotConfig, args=argv, description=__doc__)
+    cfg = tyro.cli(FewShotConfig, args=argv, description=__doc__, default=preset_config(_preset_arg(argv)))
     metrics = train(cfg)
-    keys = [k for k in ("eval_accuracy", "objective", "n_labeled", "seed", "prior") if k in metrics]
+    keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "n_labeled", "seed", "prior") if k in metrics]
     print({k: metrics[k] for k in keys})
     if "probes" in metrics:
         print(metrics["probes"])

@@ -1,33 +1,51 @@
 #!/usr/bin/env python
-"""Run the puNCE Table 5 grid (objective x N x seeds) and aggregate it in the paper's layout.
+"""Run the puNCE Table 5 grid (method x N x seeds), aggregate it, and compare the methods seed by seed.
 
-Each run is `fewshot.train` with its own output folder (<out>/<objective>/N<n>/seed<s>, --out default runs/table5); a
-finished run (metrics.json present) is skipped, so an interrupted sweep continues where it stopped; a
-finished run made with other options (steps, lr, encoder, data, ...) is refused, never counted in the table.
-The table reports the plain mean ± std over all seeds (no best-k-of-n selection; see FEWSHOT.md, the project's notes
-(not in this repository), on why the paper's baseline numbers are inflated by one) and a plot of accuracy vs N.
+Methods: `majority` (the evaluation split's majority-class rate, read from the other runs' metrics.json:
+no run of its own), `probe` (frozen encoder + logistic regression), `ce`, `ce+scl`, `ce+punce` (exact
+prior) and `ce+punce-est` (ce+punce with the prior estimated by Elkan-Noto). Each run is `fewshot.train`
+with its own output folder, <out>/<method>/N<n>/seed<s> (--out default runs/table5). A finished run
+(metrics.json present) is skipped, so an interrupted sweep continues where it stopped; a finished run
+made with other options (steps, lr, encoder, data, preset, --set ...) is refused, never counted.
 
-    python scripts/fewshot_table5.py --encoder roberta-base --dataset glue/sst2          # the paper (GPU)
-    python scripts/fewshot_table5.py --encoder minilm --pooling mean --dataset drugreview --ns 20 100 --seeds 0 1 --steps 100
+The same seed draws the same labeled and unlabeled sample for every method, so methods are compared
+by paired differences per seed: mean, a 95% CI by paired t and by paired bootstrap over the seeds, and
+how many seeds each wins. The table reports the plain mean ± sample std over all seeds (no best-k-of-n
+selection; the paper's baseline numbers are best 3 of 10). Written to <out>/table5.md, table5.json
+(every number) and table5.png.
+
+--preset picks the training protocol (fewshot.config.PRESETS); options given explicitly (--steps,
+--lr, --set KEY=VALUE for any FewShotConfig field) override it. Choose hyperparameters with
+--eval-split dev (a development split held out of the training pool), never on the evaluation split.
+
+    python scripts/fewshot_table5.py --preset paper --encoder roberta-base --dataset glue/sst2       # the paper (GPU)
+    python scripts/fewshot_table5.py --preset cpu --encoder minilm --pooling mean --dataset drugreview --ns 20 100 --seeds 0 1 2
+    python scripts/fewshot_table5.py --preset cpu --encoder minilm --pooling mean --dataset drugreview --eval-split dev \\
+        --methods ce ce+punce --set lr=1e-4 --set lam=0.3 --out runs/dev_lr1e-4_lam0.3                # one grid point
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
+import math
 import os
 import statistics
 import sys
+import time
+import types
+import typing
 from pathlib import Path
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from shared_losses.cli import HelpFormatter  # noqa: E402
+import numpy as np
 
-from fewshot.config import FewShotConfig  # noqa: E402
-from fewshot.objectives import OBJECTIVES  # noqa: E402
-from fewshot.train import train  # noqa: E402
-from shared_losses.runtime import config_changes  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
+
+from fewshot.config import PRESETS, FewShotConfig, preset_config  # noqa: E402
+from shared_losses.runtime import config_changes, write_json_atomic  # noqa: E402
 
 PAPER = {  # puNCE Table 5 (RoBERTa, SST-2), mean ± std
     20: {"ce": "85.92±2.11", "ce+scl": "88.18±3.30", "ce+punce": "91.15±1.75"},
@@ -35,122 +53,531 @@ PAPER = {  # puNCE Table 5 (RoBERTa, SST-2), mean ± std
     1000: {"ce": "94.03±0.64", "ce+scl": "94.11±0.53", "ce+punce": "94.58±0.79"},
 }
 
+#: The config fields that make each method (the runs of `majority` are those of the others).
+RUN_METHODS: dict[str, dict] = {
+    "probe": {"objective": "probe"},
+    "ce": {"objective": "ce"},
+    "ce+scl": {"objective": "ce+scl"},
+    "ce+punce": {"objective": "ce+punce", "estimate_prior": False},
+    "ce+punce-est": {"objective": "ce+punce", "estimate_prior": True},
+    "setfit": {"objective": "setfit"},  # optional extra (pip install -e ".[setfit]"); not in the default methods
+}
+METHODS = ("majority", *RUN_METHODS)
+DEFAULT_METHODS = [m for m in METHODS if m != "setfit"]
+#: Methods compared against every other one by paired differences (when they ran).
+ANCHORS = ("ce+punce", "ce+punce-est")
 
-def aggregate(out: Path, objectives, ns, seeds):
-    table = {}
-    for n in ns:
-        for obj in objectives:
-            accs = []
-            for s in seeds:
-                f = out / obj / f"N{n}" / f"seed{s}" / "metrics.json"
-                if f.exists():
-                    accs.append(json.loads(f.read_text())["eval_accuracy"])
-            if accs:
-                table[(n, obj)] = (statistics.mean(accs), statistics.stdev(accs) if len(accs) > 1 else 0.0, len(accs))
-    return table
+#: FewShotConfig fields the sweep sets itself (--set refuses them, naming what to use instead).
+SWEEP_FIELDS = {
+    "objective": "--methods", "estimate_prior": "--methods (ce+punce-est)", "n_labeled": "--ns", "seed": "--seeds",
+    "output_dir": "--out", "resume": "nothing (a run with a checkpoint is resumed)", "preset": "--preset",
+    "setting": "nothing (Table 5 is the pnu setting; the PU pipeline is `python -m fewshot.train --setting pu`)",
+}
+#: argparse dest -> FewShotConfig field of the sweep's own options (default None: only given ones are passed).
+OPTION_FIELDS = ("encoder", "dataset", "eval_file", "text_column", "label_column", "positive_label", "n_unlabeled",
+                 "steps", "pooling", "lr", "eval_split", "dev_fraction", "max_eval")
+
+# Two-sided 95% critical values of Student's t, df 1..30 (used when scipy is missing).
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
-def run_config(args, obj, n, s, run_dir) -> FewShotConfig:
-    return FewShotConfig(encoder=args.encoder, dataset=args.dataset, eval_file=args.eval_file,
-                         text_column=args.text_column, label_column=args.label_column,
-                         positive_label=args.positive_label, objective=obj, n_labeled=n,
-                         n_unlabeled=args.n_unlabeled, seed=s, steps=args.steps, pooling=args.pooling, lr=args.lr,
-                         eval_every=args.steps, output_dir=str(run_dir), resume=(run_dir / "checkpoint").exists())
+# ----------------------------------------------------------------------------------------- statistics
+
+def t_critical(df: int, use_scipy: bool = True) -> float:
+    """The two-sided 95% critical value of Student's t with ``df`` degrees of freedom: scipy's when it
+    is importable, otherwise the table for df 1..30 and a Cornish-Fisher expansion beyond it."""
+    if df < 1:
+        raise ValueError(f"t needs df >= 1, got {df}")
+    if use_scipy:
+        try:
+            from scipy import stats
+
+            return float(stats.t.ppf(0.975, df))
+        except ImportError:
+            pass
+    if df <= len(T975):
+        return T975[df - 1]
+    z = 1.959963984540054
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
-def check_finished(run_dir: Path, cfg: FewShotConfig) -> None:
+def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_scipy: bool = True) -> dict:
+    """Paired comparison of two methods' accuracies ``{seed: accuracy}`` over the seeds both have
+    (the same seed draws the same sample for every method): per-seed differences a - b, their mean and
+    sample std, a 95% CI by paired t and by paired bootstrap (``n_boot`` resamples of the seeds with
+    replacement, numpy generator seeded ``rng_seed``, percentile interval), and wins/losses/ties of a.
+    A CI needs two seeds (None otherwise; the bootstrap interval of one seed would be a point)."""
+    seeds = sorted(set(a) & set(b))
+    d = np.array([float(a[s]) - float(b[s]) for s in seeds], dtype=np.float64)
+    n = len(seeds)
+    res = {"seeds": seeds, "diffs": d.tolist(), "n_seeds": n, "mean": None, "std": None, "sem": None, "t_crit": None,
+           "t_ci": None, "bootstrap_ci": None, "n_boot": n_boot, "rng_seed": rng_seed,
+           "wins": int((d > 0).sum()), "losses": int((d < 0).sum()), "ties": int((d == 0).sum())}
+    if n == 0:
+        return res
+    res["mean"] = float(d.mean())
+    if n >= 2:
+        sd = float(d.std(ddof=1))
+        sem = sd / math.sqrt(n)
+        tc = t_critical(n - 1, use_scipy)
+        res.update(std=sd, sem=sem, t_crit=tc, t_ci=[res["mean"] - tc * sem, res["mean"] + tc * sem])
+        rng = np.random.default_rng(rng_seed)
+        means = d[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
+        lo, hi = np.percentile(means, [2.5, 97.5])
+        res["bootstrap_ci"] = [float(lo), float(hi)]
+    return res
+
+
+def summarize(per_seed: dict) -> dict:
+    """Mean and sample std (None with one seed) of ``{seed: accuracy}``."""
+    vals = [per_seed[s] for s in sorted(per_seed)]
+    return {"per_seed": {s: per_seed[s] for s in sorted(per_seed)}, "n_runs": len(vals),
+            "mean": statistics.mean(vals) if vals else None,
+            "std": statistics.stdev(vals) if len(vals) > 1 else None}
+
+
+# ----------------------------------------------------------------------------------------- --set
+
+def _field_types() -> dict:
+    return typing.get_type_hints(FewShotConfig)
+
+
+def parse_value(name: str, text: str, tp):
+    """``text`` read as a value of the FewShotConfig field ``name`` of type ``tp`` (int, float, bool,
+    str, a Literal, or Optional[...] of those, where none/null means None)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [t for t in typing.get_args(tp) if t is not type(None)]
+        if type(None) in typing.get_args(tp) and text.strip().lower() in ("none", "null"):
+            return None
+        if len(inner) != 1:
+            raise ValueError(f"--set {name}: cannot parse a value of type {tp}")
+        return parse_value(name, text, inner[0])
+    if origin is typing.Literal:
+        choices = typing.get_args(tp)
+        if text not in choices:
+            raise ValueError(f"--set {name}={text}: must be one of {', '.join(map(str, choices))}")
+        return text
+    if tp is bool:
+        low = text.strip().lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"--set {name}={text}: must be true or false")
+    if tp is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"--set {name}={text}: must be an integer") from None
+    if tp is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"--set {name}={text}: must be a number") from None
+    if tp is str:
+        return text
+    raise ValueError(f"--set {name}: cannot parse a value of type {tp}")
+
+
+def parse_set(items) -> dict:
+    """``["lr=1e-4", "train-layers=2", ...]`` -> ``{"lr": 0.0001, "train_layers": 2}``, each value parsed
+    with its FewShotConfig field's type. Refuses unknown fields (naming close ones), fields the sweep
+    sets itself, and a field given twice."""
+    fields = _field_types()
+    out: dict = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        key, text = item.split("=", 1)
+        name = key.strip().lstrip("-").replace("-", "_")
+        if name not in fields:
+            close = difflib.get_close_matches(name, list(fields), n=3)
+            raise ValueError(f"--set {key}: FewShotConfig has no field {name!r}"
+                             + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        if name in SWEEP_FIELDS:
+            raise ValueError(f"--set {name}: the sweep sets it; use {SWEEP_FIELDS[name]}")
+        if name in out:
+            raise ValueError(f"--set {name} given twice")
+        out[name] = parse_value(name, text, fields[name])
+    return out
+
+
+# ----------------------------------------------------------------------------------------- runs
+
+def run_dir(out: Path, method: str, n: int, seed: int) -> Path:
+    return Path(out) / method / f"N{n}" / f"seed{seed}"
+
+
+def run_config(preset, overrides: dict, method: str, n: int, seed: int, folder: Path) -> FewShotConfig:
+    """The FewShotConfig of one run: ``preset``'s values, then ``overrides`` (the options the user gave),
+    then the method's fields, N, the seed and the folder. Evaluated only at the end (eval_every = steps)
+    unless --set eval_every says otherwise."""
+    fields = {**overrides, **RUN_METHODS[method], "n_labeled": n, "seed": seed, "output_dir": str(folder),
+              "resume": (Path(folder) / "checkpoint").exists()}
+    cfg = preset_config(preset, **fields)
+    if "eval_every" not in overrides:
+        cfg = dataclasses.replace(cfg, eval_every=max(cfg.steps, 1))
+    return cfg
+
+
+def check_finished(folder: Path, cfg: FewShotConfig) -> None:
     """Refuse a finished run made with other options than the sweep asks for: it would be skipped and
     counted in a table whose header names the current options."""
-    f = run_dir / "config.json"
+    f = Path(folder) / "config.json"
     if not f.exists():
-        raise SystemExit(f"{run_dir} has metrics.json but no config.json: cannot tell which options it was run with")
+        raise SystemExit(f"{folder} has metrics.json but no config.json: cannot tell which options it was run with")
     # a field that runs from older versions lack had its default value then
     changed = config_changes(json.loads(f.read_text()), dataclasses.asdict(cfg), legacy=dataclasses.asdict(FewShotConfig()),
                              free={"resume", "output_dir", "prior_used", "prior_source"})
     if changed:
-        raise SystemExit(f"{run_dir} was run with other options ("
+        raise SystemExit(f"{folder} was run with other options ("
                          + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
                          + "); pass the same options, or use another --out for the new ones")
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    p.add_argument("--encoder", default="roberta-base", help="HF encoder name or folder ('minilm' = offline MiniLM)")
-    p.add_argument("--dataset", default="glue/sst2", help="glue/sst2, drugreview, reuters or a local file")
-    p.add_argument("--eval-file", default=None, help="evaluation file for a local dataset")
-    p.add_argument("--text-column", default=FewShotConfig.text_column, help="text column of a local dataset")
-    p.add_argument("--label-column", default=FewShotConfig.label_column, help="label column of a local dataset")
-    p.add_argument("--positive-label", default=FewShotConfig.positive_label,
-                   help="label value of the positive class in a local dataset")
-    p.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=OBJECTIVES,
-                   help="objectives of the grid")
-    p.add_argument("--ns", type=int, nargs="+", default=[20, 100, 1000], help="labeled sizes N")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds per (objective, N)")
-    p.add_argument("--n-unlabeled", type=int, default=500, help="unlabeled examples U per run")
-    p.add_argument("--steps", type=int, default=FewShotConfig.steps, help="optimisation steps per run")
-    p.add_argument("--pooling", default="cls", choices=["cls", "mean"],
-                   help="sentence vector: first token (RoBERTa) or mean over tokens (use mean for minilm)")
-    p.add_argument("--lr", type=float, default=FewShotConfig.lr, help="AdamW learning rate")
-    p.add_argument("--out", default="runs/table5", help="sweep folder")
-    p.add_argument("--aggregate-only", action="store_true",
-                   help="only rebuild the table and plot (pass the sweep's options: finished runs are checked against them)")
-    args = p.parse_args(argv)
-    out = Path(args.out)
+def read_metrics(out: Path, methods, ns, seeds) -> dict:
+    """``{method: {n: {seed: metrics}}}`` of the finished runs of the run methods in ``methods``."""
+    found: dict = {}
+    for m in methods:
+        if m not in RUN_METHODS:
+            continue
+        for n in ns:
+            for s in seeds:
+                f = run_dir(out, m, n, s) / "metrics.json"
+                if f.exists():
+                    found.setdefault(m, {}).setdefault(n, {})[s] = json.loads(f.read_text())
+    return found
 
-    for n in args.ns:
-        for obj in args.objectives:
-            for s in args.seeds:
-                run_dir = out / obj / f"N{n}" / f"seed{s}"
-                cfg = run_config(args, obj, n, s, run_dir)
-                if (run_dir / "metrics.json").exists():
-                    check_finished(run_dir, cfg)
-                elif not args.aggregate_only:
-                    print(f"== {obj} N={n} seed={s}", flush=True)
-                    train(cfg)
 
-    table = aggregate(out, args.objectives, args.ns, args.seeds)
-    lines = [f"Accuracy (%) on the evaluation split, mean ± std over seeds {args.seeds}; encoder {args.encoder}, "
-             f"data {args.dataset}, U = {args.n_unlabeled}, {args.steps} steps", "",
-             "| labeled N | " + " | ".join(args.objectives) + " |", "|---|" + "---|" * len(args.objectives)]
-    for n in args.ns:
-        cells = []
-        for obj in args.objectives:
-            if (n, obj) in table:
-                m, sd, k = table[(n, obj)]
-                cells.append(f"{m:.2f}±{sd:.2f}" + (f" ({k} runs)" if k != len(args.seeds) else ""))
+def majority_from_runs(metrics: dict, ns, seeds) -> tuple[dict, list]:
+    """``({n: {seed: majority_accuracy}}, warnings)``: per (N, seed), the majority-class rate recorded by
+    any finished run of that (N, seed) (they are all scored on the same rows and should agree)."""
+    table: dict = {}
+    warnings = []
+    for n in ns:
+        for s in seeds:
+            rates = {m: by_n[n][s]["majority_accuracy"] for m, by_n in metrics.items()
+                     if s in by_n.get(n, {}) and by_n[n][s].get("majority_accuracy") is not None}
+            if rates:
+                first = next(iter(rates.values()))
+                table.setdefault(n, {})[s] = first
+                if any(abs(r - first) > 1e-9 for r in rates.values()):
+                    warnings.append(f"N={n} seed={s}: the runs disagree on the majority rate {rates}")
+    return table, warnings
+
+
+def aggregate(out: Path, methods, ns, seeds) -> dict:
+    """Every number of the table: per method and N the per-seed accuracies, mean, std, mean train
+    seconds and priors, and the paired comparisons of each anchor (ce+punce, ce+punce-est) against the
+    other methods, per N."""
+    sources = [m for m in methods if m in RUN_METHODS] or list(RUN_METHODS)
+    metrics = read_metrics(out, sources, ns, seeds)
+    majority, warnings = majority_from_runs(metrics, ns, seeds)
+    acc: dict = {}  # method -> n -> seed -> accuracy
+    results: dict = {}
+    for m in methods:
+        results[m] = {}
+        for n in ns:
+            if m == "majority":
+                per = dict(majority.get(n, {}))
+                extra = {}
             else:
-                cells.append("—")
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    if args.dataset == "glue/sst2":
-        lines += ["", "Paper (puNCE Table 5, RoBERTa; CE and CE+SCL from Gunel et al., best 3 of 10 runs):"]
-        lines += [f"| {n} | " + " | ".join(PAPER.get(n, {}).get(o, "—") for o in args.objectives) + " |" for n in args.ns]
-    text = "\n".join(lines)
-    print(text)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "table5.md").write_text(text + "\n")
+                runs = metrics.get(m, {}).get(n, {})
+                per = {s: r["eval_accuracy"] for s, r in runs.items()}
+                secs = [r["train_seconds"] for r in runs.values() if r.get("train_seconds") is not None]
+                extra = {"train_seconds_mean": statistics.mean(secs) if secs else None,
+                         "train_seconds": {s: r.get("train_seconds") for s, r in runs.items()},
+                         "prior": {s: r.get("prior") for s, r in runs.items()},
+                         "prior_source": {s: r.get("prior_source") for s, r in runs.items()},
+                         "n_eval": {s: r.get("n_eval") for s, r in runs.items()}}
+            if per:
+                acc.setdefault(m, {})[n] = per
+                results[m][n] = {**summarize(per), **extra}
+    paired = []
+    done = set()
+    for anchor in ANCHORS:
+        if anchor not in acc:
+            continue
+        for other in methods:
+            if other == anchor or other not in acc or frozenset((anchor, other)) in done:
+                continue
+            done.add(frozenset((anchor, other)))
+            for n in ns:
+                if n in acc[anchor] and n in acc[other]:
+                    st = paired_stats(acc[anchor][n], acc[other][n])
+                    if st["n_seeds"]:
+                        paired.append({"n_labeled": n, "a": anchor, "b": other, **st})
+    order = {m: i for i, m in enumerate(methods)}
+    paired.sort(key=lambda p: (ANCHORS.index(p["a"]), p["n_labeled"], order[p["b"]]))  # per anchor, per N
+    return {"results": results, "paired": paired, "warnings": warnings}
+
+
+# ----------------------------------------------------------------------------------------- output
+
+def _fmt_ci(ci) -> str:
+    return "—" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def _cell(r: dict | None, n_seeds: int) -> str:
+    if r is None:
+        return "—"
+    s = f"{r['mean']:.2f}" + (f"±{r['std']:.2f}" if r["std"] is not None else "")
+    return s + (f" ({r['n_runs']} runs)" if r["n_runs"] != n_seeds else "")
+
+
+def split_words(header: dict) -> str:
+    if header["eval_split"] == "dev":
+        return (f"**DEVELOPMENT split** ({header['dev_fraction']:g} of the training pool held out; for choosing "
+                "hyperparameters, NOT evaluation-split results)")
+    if header["dataset"] == "glue/sst2":
+        return "evaluation split (GLUE SST-2 labeled validation split)"
+    return "evaluation split (eval file / test split)"
+
+
+def render_markdown(header: dict, agg: dict, methods, ns, seeds) -> str:
+    res, paired = agg["results"], agg["paired"]
+    title = "DEVELOPMENT-SPLIT sweep" if header["eval_split"] == "dev" else "Table 5"
+    lines = [f"# {title}: {header['dataset']}, encoder {header['encoder']}", ""]
+    if header["eval_split"] == "dev":
+        lines += ["**DEVELOPMENT SPLIT** — these numbers are scored on rows held out of the training pool, for "
+                  "choosing hyperparameters; they are not evaluation-split results.", ""]
+    shown = {"dataset", "encoder", "eval_split", "dev_fraction", "steps", "n_unlabeled", "lr", "pooling", "max_eval"}
+    extra = {k: v for k, v in header["overrides"].items() if k not in shown}
+    sub = f" (at most {header['max_eval']} examples per seed)" if header.get("max_eval") else ""
+    lines += [f"Accuracy (%) on the {split_words(header)}{sub}; mean ± sample std over seeds {list(seeds)}. "
+              f"Preset {header['preset'] or 'none'}, {header['steps']} steps (probe: none), U = {header['n_unlabeled']}, "
+              f"lr {header['lr']:g}, batches {header['batch_labeled']}+{header['batch_unlabeled']}, pooling "
+              f"{header['pooling']}, head {header['head']}."
+              + (" Options set: " + ", ".join(f"{k}={v!r}" for k, v in extra.items()) + "." if extra else ""),
+              "", "| labeled N | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for n in ns:
+        lines.append(f"| {n} | " + " | ".join(_cell(res[m].get(n), len(seeds)) for m in methods) + " |")
+    if header["dataset"] == "glue/sst2" and header["eval_split"] == "eval":
+        lines += ["", "Paper (puNCE Table 5, RoBERTa; CE and CE+SCL from Gunel et al., best 3 of 10 runs):",
+                  "", "| labeled N | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+        lines += [f"| {n} | " + " | ".join(PAPER.get(n, {}).get(m, "—") for m in methods) + " |" for n in ns]
+    lines += ["", "## Per seed", "", "| N | method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean train s |",
+              "|---|---|" + "---|" * (len(seeds) + 1)]
+    for n in ns:
+        for m in methods:
+            r = res[m].get(n)
+            if r is None:
+                continue
+            cells = [f"{r['per_seed'][s]:.2f}" if s in r["per_seed"] else "—" for s in seeds]
+            secs = r.get("train_seconds_mean")
+            lines.append(f"| {n} | {m} | " + " | ".join(cells) + f" | {'—' if secs is None else f'{secs:.1f}'} |")
+    prior_lines = []
+    for n in ns:  # the estimated prior against the exact one, same sample
+        est, exact = res.get("ce+punce-est", {}).get(n), res.get("ce+punce", {}).get(n)
+        if est and exact:
+            common = [s for s in sorted(set(est["prior"]) & set(exact["prior"]))
+                      if est["prior"][s] is not None and exact["prior"][s] is not None]
+            if common:
+                err = statistics.mean(abs(est["prior"][s] - exact["prior"][s]) for s in common)
+                prior_lines.append(f"- N={n}: mean |estimated − exact| {err:.3f} over {len(common)} seeds; estimated "
+                                   f"{[round(est['prior'][s], 3) for s in common]}, exact "
+                                   f"{[round(exact['prior'][s], 3) for s in common]}")
+    if prior_lines:
+        lines += ["", "Prior π of ce+punce-est (Elkan-Noto) against the exact one of ce+punce (same sample):", ""]
+        lines += prior_lines
+    lines += ["", "## Paired differences (same seed = same labeled and unlabeled sample)", "",
+              "Difference A − B in accuracy points over the seeds both ran; 95% CI by paired t and by paired bootstrap "
+              f"(10,000 resamples of the seeds, rng seed 0, percentile); wins = seeds where A > B. With few seeds the "
+              "bootstrap interval is too narrow (it never leaves the range of the observed differences): read the t "
+              "interval.", "",
+              "| N | A − B | seeds | per-seed differences | mean | 95% CI (t) | 95% CI (bootstrap) | A wins |",
+              "|---|---|---|---|---|---|---|---|"]
+    for p in paired:
+        diffs = ", ".join(f"{d:+.2f}" for d in p["diffs"])
+        ties = f", {p['ties']} tied" if p["ties"] else ""
+        lines.append(f"| {p['n_labeled']} | {p['a']} − {p['b']} | {p['n_seeds']} | {diffs} | {p['mean']:+.2f} | {_fmt_ci(p['t_ci'])} | "
+                     f"{_fmt_ci(p['bootstrap_ci'])} | {p['wins']}/{p['n_seeds']}{ties} |")
+    if not paired:
+        lines.append("| — | (no pairs: ce+punce or ce+punce-est and another method need a common seed) | | | | | | |")
+    if agg["warnings"]:
+        lines += ["", "Warnings:"] + [f"- {w}" for w in agg["warnings"]]
+    return "\n".join(lines)
+
+
+def to_json(header: dict, agg: dict, methods, ns, seeds) -> dict:
+    return {"header": header, "methods": list(methods), "ns": list(ns), "seeds": list(seeds),
+            "results": {m: {str(n): r for n, r in by_n.items()} for m, by_n in agg["results"].items()},
+            "paired": agg["paired"], "warnings": agg["warnings"]}
+
+
+def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
+    """table5.png: accuracy vs N per method (left) and ce+punce's paired differences with their t CI
+    (right). False when matplotlib is missing."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        for obj in args.objectives:
-            pts = [(n, *table[(n, obj)][:2]) for n in args.ns if (n, obj) in table]
-            if pts:
-                xs, ms, sds = zip(*pts)
-                ax.errorbar(xs, ms, yerr=sds, marker="o", capsize=3, label=obj)
-        ax.set_xscale("log")
-        ax.set_xlabel("labeled examples N")
-        ax.set_ylabel("accuracy (%)")
-        ax.legend()
-        ax.set_title(f"{args.dataset}, {os.path.basename(args.encoder)}")
-        fig.tight_layout()
-        fig.savefig(out / "table5.png", dpi=120)
-        print(f"plot: {out / 'table5.png'}")
     except ImportError:
-        pass
+        return False
+    res = agg["results"]
+    colors = {m: f"C{i}" for i, m in enumerate(METHODS)}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [1, 1.15]})
+    for m in methods:
+        pts = [(n, res[m][n]["mean"], res[m][n]["std"] or 0.0) for n in ns if n in res[m]]
+        if not pts:
+            continue
+        xs, ms, sds = zip(*pts)
+        if m == "majority":
+            left.plot(xs, ms, linestyle="--", marker="s", color="gray", label="majority class")
+        else:
+            left.errorbar(xs, ms, yerr=sds, marker="o", capsize=3, color=colors[m], label=m)
+    if len(ns) > 1 and max(ns) / min(ns) >= 10:
+        left.set_xscale("log")
+    left.set_xticks(list(ns))
+    left.set_xticklabels([str(n) for n in ns])
+    left.set_xlabel("labeled examples N")
+    left.set_ylabel("accuracy (%), mean ± std over seeds")
+    left.set_title("accuracy vs N")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+
+    anchor = next((a for a in ANCHORS if any(p["a"] == a for p in agg["paired"])), None)
+    rows = [p for p in agg["paired"] if p["a"] == anchor]
+    rows.sort(key=lambda p: (p["n_labeled"], list(methods).index(p["b"])))
+    if rows:
+        ys = list(range(len(rows)))[::-1]
+        for y, p in zip(ys, rows):
+            ci = p["t_ci"]
+            err = None if ci is None else [[p["mean"] - ci[0]], [ci[1] - p["mean"]]]
+            right.errorbar([p["mean"]], [y], xerr=err, marker="o", capsize=4,
+                           color="gray" if p["b"] == "majority" else colors[p["b"]])
+        right.set_yticks(ys)
+        right.set_yticklabels([f"N={p['n_labeled']} vs {p['b']} ({p['wins']}/{p['n_seeds']} wins)" for p in rows], fontsize=8)
+        right.axvline(0.0, color="black", linewidth=1)
+        right.set_xlabel(f"{anchor} − method (accuracy points), mean and 95% paired-t CI")
+        right.set_title(f"paired differences of {anchor} (same seeds)")
+        right.grid(axis="x", alpha=0.3)
+    else:
+        right.text(0.5, 0.5, "no paired comparisons\n(ce+punce and another method on common seeds)",
+                   ha="center", va="center", transform=right.transAxes)
+        right.set_axis_off()
+    split = ("DEVELOPMENT split" if header["eval_split"] == "dev" else "evaluation split")
+    fig.suptitle(f"{header['dataset']}, {os.path.basename(str(header['encoder']).rstrip('/'))}, preset "
+                 f"{header['preset'] or 'none'}, {header['steps']} steps, U={header['n_unlabeled']}, {split}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def header_of(cfg: FewShotConfig, overrides: dict) -> dict:
+    h = {k: getattr(cfg, k) for k in ("dataset", "encoder", "eval_file", "eval_split", "dev_fraction", "preset", "steps",
+                                      "n_unlabeled", "lr", "batch_labeled", "batch_unlabeled", "lam", "temperature",
+                                      "pooling", "head", "max_eval", "max_length", "train_layers")}
+    return {**h, "overrides": dict(overrides)}
+
+
+# ----------------------------------------------------------------------------------------- CLI
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    unset = " (unset: the preset's value where it sets one, else FewShotConfig's: {})"
+    p.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                   help="training protocol defaults (fewshot.config.PRESETS); options given explicitly override it")
+    p.add_argument("--encoder", default=None, help="HF encoder name or folder ('minilm' = offline MiniLM)"
+                   + unset.format(FewShotConfig.encoder))
+    p.add_argument("--dataset", default=None, help="glue/sst2, drugreview, reuters, rotten_tomatoes, fine_foods or a local file"
+                   + unset.format(FewShotConfig.dataset))
+    p.add_argument("--eval-file", default=None, help="evaluation file for a local dataset")
+    p.add_argument("--text-column", default=None, help="text column of a local dataset" + unset.format(FewShotConfig.text_column))
+    p.add_argument("--label-column", default=None, help="label column of a local dataset"
+                   + unset.format(FewShotConfig.label_column))
+    p.add_argument("--positive-label", default=None, help="label value of the positive class in a local dataset"
+                   + unset.format(FewShotConfig.positive_label))
+    p.add_argument("--methods", "--objectives", dest="methods", nargs="+", default=DEFAULT_METHODS, choices=METHODS,
+                   metavar="METHOD", help=f"methods of the grid, of {', '.join(METHODS)} (--objectives: the old name; setfit needs the "
+                   "optional extra .[setfit] and is not in the default)")
+    p.add_argument("--ns", type=int, nargs="+", default=[20, 100, 1000], help="labeled sizes N")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds per (method, N)")
+    p.add_argument("--n-unlabeled", type=int, default=None, help="unlabeled examples U per run" + unset.format(FewShotConfig.n_unlabeled))
+    p.add_argument("--steps", type=int, default=None, help="optimisation steps per run" + unset.format(FewShotConfig.steps))
+    p.add_argument("--pooling", default=None, choices=["cls", "mean"],
+                   help="sentence vector: first token (RoBERTa) or mean over tokens (use mean for minilm)"
+                   + unset.format(FewShotConfig.pooling))
+    p.add_argument("--lr", type=float, default=None, help="AdamW learning rate" + unset.format(FewShotConfig.lr))
+    p.add_argument("--eval-split", default=None, choices=["eval", "dev"],
+                   help="`dev`: score on a development split held out of the training pool (choose hyperparameters "
+                        "there, never on `eval`)" + unset.format(FewShotConfig.eval_split))
+    p.add_argument("--dev-fraction", type=float, default=None, help="share of the training pool held out with --eval-split dev"
+                   + unset.format(FewShotConfig.dev_fraction))
+    p.add_argument("--max-eval", type=int, default=None, help="score on at most this many evaluation examples (None: all)")
+    p.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE",
+                   help="set any FewShotConfig field (repeatable), parsed with its type (none/null for None), e.g. "
+                        "--set lr=1e-4 --set train_layers=2 --set head=logreg")
+    p.add_argument("--out", default="runs/table5", help="sweep folder")
+    p.add_argument("--aggregate-only", action="store_true",
+                   help="only rebuild the table and plot (pass the sweep's options: finished runs are checked against them)")
+    return p
+
+
+def overrides_of(p: argparse.ArgumentParser, args) -> dict:
+    """The FewShotConfig fields the user gave: the sweep's own options that are not None, and --set."""
+    given = {k: getattr(args, k) for k in OPTION_FIELDS if getattr(args, k) is not None}
+    try:
+        sets = parse_set(args.set_)
+    except ValueError as err:
+        p.error(str(err))
+    both = sorted(set(given) & set(sets))
+    if both:
+        p.error(f"--set {both[0]} repeats the option --{both[0].replace('_', '-')}: give it once")
+    over = {**given, **sets}
+    if "ce+punce-est" in args.methods and over.get("prior") is not None:
+        p.error("--set prior gives every run that prior, so ce+punce-est would not estimate it: drop one of them")
+    return over
+
+
+def main(argv=None):
+    p = build_parser()
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    methods = list(dict.fromkeys(args.methods))
+    overrides = overrides_of(p, args)
+    run_methods = [m for m in methods if m in RUN_METHODS]
+    checked = run_methods or list(RUN_METHODS)  # `majority` alone reads any finished run, checked as well
+
+    todo, finished = [], 0
+    for n in args.ns:
+        for m in checked:
+            for s in args.seeds:
+                folder = run_dir(out, m, n, s)
+                cfg = run_config(args.preset, overrides, m, n, s, folder)
+                cfg.validate()  # a bad option fails here, before hours of runs
+                if (folder / "metrics.json").exists():
+                    check_finished(folder, cfg)
+                    finished += 1
+                elif m in run_methods:
+                    todo.append((m, n, s, cfg))
+    if not args.aggregate_only and todo:
+        from fewshot.train import train
+
+        print(f"{len(todo)} runs to do ({finished} finished earlier, skipped)", flush=True)
+        for k, (m, n, s, cfg) in enumerate(todo, 1):
+            t0 = time.perf_counter()
+            metrics = train(cfg)
+            print(f"[{k}/{len(todo)}] {m} N={n} seed={s}: acc {metrics['eval_accuracy']:.2f} "
+                  f"({time.perf_counter() - t0:.1f} s)", flush=True)
+
+    ref = run_config(args.preset, overrides, run_methods[0] if run_methods else "ce+punce", args.ns[0], args.seeds[0], out)
+    header = header_of(ref, overrides)
+    agg = aggregate(out, methods, args.ns, args.seeds)
+    text = render_markdown(header, agg, methods, args.ns, args.seeds)
+    print(text)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table5.md").write_text(text + "\n")
+    write_json_atomic(out / "table5.json", to_json(header, agg, methods, args.ns, args.seeds))
+    if plot(out / "table5.png", header, agg, methods, args.ns):
+        print(f"plot: {out / 'table5.png'}")
+    else:
+        print("(matplotlib missing: no plot)")
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

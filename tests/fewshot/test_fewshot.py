@@ -288,12 +288,18 @@ def test_sst2_offline_error_says_offline(monkeypatch):
 
 
 def test_shipped_offline_datasets_load():
-    from fewshot.data import load_drugreview, load_reuters
+    from fewshot.data import SHIPPED, load_drugreview, load_shipped
 
     x, y = load_drugreview("test")
     assert len(x) == len(y) > 300 and set(y) == {0, 1} and all(t.strip() for t in x)
-    x, y = load_reuters("train")
-    assert len(x) == len(y) > 300 and set(y) == {0, 1}
+    sizes = {"reuters": (346, 118), "rotten_tomatoes": (8430, 4322), "fine_foods": (3972, 1000)}
+    assert set(SHIPPED) == set(sizes)
+    for name, (n_train, n_val) in sizes.items():
+        x, y = load_shipped(name, "train")
+        xv, yv = load_shipped(name, "validation")
+        assert (len(x), len(xv)) == (n_train, n_val) and set(y) == set(yv) == {0, 1}
+        assert all(t.strip() and "\t" not in t for t in x + xv)
+        assert not set(x) & set(xv), name  # split by document/product/movie: no text in both
 
 
 def test_glue_tsv_with_lone_quotes_and_bom(tmp_path):

@@ -13,13 +13,14 @@ def test_table5_sweep_tiny(tiny_encoder, easy_task, tmp_path):
     out = tmp_path / "sweep"
     cmd = [sys.executable, str(ROOT / "scripts/fewshot_table5.py"), "--encoder", tiny_encoder, "--dataset", train,
            "--eval-file", dev, "--ns", "10", "--seeds", "0", "1", "--steps", "2", "--n-unlabeled", "20",
-           "--pooling", "mean", "--out", str(out)]
+           "--pooling", "mean", "--methods", "ce", "ce+scl", "ce+punce", "--out", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     assert "| 10 |" in res.stdout
     assert len(list(out.glob("*/N*/seed*/metrics.json"))) == 6
-    assert (out / "table5.png").exists()
+    assert "[6/6] ce+punce N=10 seed=1: acc " in res.stdout
+    assert (out / "table5.png").exists() and (out / "table5.json").exists()
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)  # finished runs are skipped
-    assert "== " not in again.stdout
+    assert "runs to do" not in again.stdout and "[1/" not in again.stdout
 
 
 def test_bench_fewshot_json(tiny_encoder):
@@ -27,7 +28,7 @@ def test_bench_fewshot_json(tiny_encoder):
            "--batch-labeled", "4", "--batch-unlabeled", "4", "--steps", "1", "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     rows = [json.loads(x) for x in res.stdout.splitlines()]
-    assert [(r["seq_len"], r["objective"]) for r in rows] == [(8, "ce"), (8, "ce+punce"), (16, "ce"), (16, "ce+punce")]
+    assert [(r["seq_len"], r["objective"]) for r in rows] == [(s, o) for s in (8, 16) for o in ("probe", "ce", "ce+punce")]
     for r in rows:
         assert {"seq_len", "batch", "examples_per_s", "peak_mb"} <= set(r) and r["examples_per_s"] > 0
 
@@ -53,6 +54,6 @@ def test_table5_sweep_local_columns_and_refuses_runs_made_with_other_options(tin
     other = [("3" if a == "1" and cmd[i - 1] == "--steps" else a) for i, a in enumerate(cmd)]
     for extra in ([], ["--aggregate-only"]):
         res = subprocess.run(other + extra, capture_output=True, text=True, timeout=600)
-        assert res.returncode != 0 and "steps: 1 -> 3" in res.stderr and "== " not in res.stdout
+        assert res.returncode != 0 and "steps: 1 -> 3" in res.stderr and "runs to do" not in res.stdout
     again = subprocess.run(cmd + ["--aggregate-only"], capture_output=True, text=True, timeout=600, check=True)
     assert "| 10 |" in again.stdout

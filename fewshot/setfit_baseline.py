@@ -1,0 +1,37 @@
+"""SetFit (Tunstall et al. 2022) as a baseline on the same encoder and few-shot sample: contrastive
+fine-tuning of the sentence-transformers body on pairs of the N labeled examples, then a logistic
+regression head; SetFit's own defaults (`setfit.TrainingArguments()`), seeded with --seed.
+
+Optional: needs ``pip install -e ".[setfit]"`` (setfit 1.2). The encoder must be a
+sentence-transformers folder or hub name (its own pooling and normalisation are used; --pooling is
+not read). Unlabeled examples are not used (SetFit has no use for them).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+import numpy as np
+
+
+def run_setfit(cfg, run) -> tuple[float, float]:
+    """(evaluation accuracy in %, training seconds) of SetFit trained on ``run.sample.labeled``."""
+    try:
+        from datasets import Dataset
+        from setfit import SetFitModel, Trainer, TrainingArguments
+    except ImportError as err:
+        raise ValueError("--objective setfit needs the optional package setfit: pip install -e \".[setfit]\"") from err
+    from .model import resolve_encoder
+
+    lab = run.sample.labeled
+    train_ds = Dataset.from_dict({"text": [run.train_x[i] for i in lab], "label": run.train_y[lab].tolist()})
+    t0 = time.time()
+    model = SetFitModel.from_pretrained(resolve_encoder(cfg.encoder), device=str(run.acc.device))
+    with tempfile.TemporaryDirectory() as tmp:  # SetFit's trainer writes checkpoints we do not keep
+        args = TrainingArguments(output_dir=tmp, seed=cfg.seed, max_length=cfg.max_length, show_progress_bar=False,
+                                 report_to="none")
+        Trainer(model=model, args=args, train_dataset=train_ds).train()
+    seconds = time.time() - t0
+    pred = np.asarray(model.predict(list(run.eval_x), batch_size=64, show_progress_bar=False))
+    return float((pred.astype(int) == np.asarray(run.eval_y)).mean() * 100.0), seconds

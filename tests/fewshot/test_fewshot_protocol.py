@@ -1,0 +1,138 @@
+"""fewshot baselines and protocol options: the probe objective, majority rates, the logreg head,
+--train-layers, the development split and --preset."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fewshot.config import PRESETS, FewShotConfig, preset_config
+from fewshot.data import sample_fewshot
+from fewshot.model import FewShotModel, load_tokenizer
+from fewshot.train import (dev_split, embed_all, freeze_lower_layers, logreg_accuracy, main, majority_rates, prepare,
+                           train)
+
+from .conftest import make_texts
+
+
+def _cfg(tiny_encoder, easy_task, tmp_path, **kw):
+    train_file, dev = easy_task
+    base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=20, n_unlabeled=100,
+                steps=20, batch_labeled=10, batch_unlabeled=20, lr=3e-3, max_length=16, pooling="mean",
+                proj_dim=16, eval_every=20, checkpoint_every=20, output_dir=str(tmp_path / "run"), cpu=True)
+    base.update(kw)
+    return FewShotConfig(**base)
+
+
+def test_probe_is_logistic_regression_on_the_frozen_encoder(tiny_encoder, easy_task, tmp_path):
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, objective="probe", probe_c=10.0, seed=3)
+    m = train(cfg)
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert saved["eval_accuracy"] == m["eval_accuracy"] and saved["objective"] == "probe" and saved["steps"] == 0
+    assert set(m["head_accuracies"]) == {"logreg"}  # an untrained linear head is not a baseline
+    # the same number from a plain transcription: pretrained weights (seed-independent), the seed's sample
+    run = prepare(_cfg(tiny_encoder, easy_task, tmp_path, objective="probe", seed=3, output_dir=str(tmp_path / "x")))
+    fl, _ = embed_all(run.model, run.tokenizer, [run.train_x[i] for i in run.sample.labeled], 16, "cpu")
+    fe, _ = embed_all(run.model, run.tokenizer, run.eval_x, 16, "cpu")
+    from sklearn.linear_model import LogisticRegression
+
+    unit = lambda f: f / np.linalg.norm(f, axis=1, keepdims=True)  # noqa: E731
+    clf = LogisticRegression(C=10.0, max_iter=2000).fit(unit(fl.double().numpy()), run.train_y[run.sample.labeled])
+    want = (clf.predict(unit(fe.double().numpy())) == np.asarray(run.eval_y)).mean() * 100
+    assert m["eval_accuracy"] == pytest.approx(want)
+    # the encoder was not changed by the probe
+    enc = FewShotModel(tiny_encoder, "mean", 16).encoder.state_dict()
+    assert all(torch.equal(v, enc[k]) for k, v in run.model.encoder.state_dict().items())
+    # a finished probe folder (metrics.json, no checkpoint) is refused, untouched
+    before = (tmp_path / "run" / "metrics.json").read_bytes()
+    with pytest.raises(FileExistsError, match="finished run"):
+        train(cfg)
+    assert (tmp_path / "run" / "metrics.json").read_bytes() == before
+
+
+def test_every_objective_records_majority_and_both_heads(tiny_encoder, easy_task, tmp_path):
+    for obj in ("ce", "ce+scl", "ce+punce"):
+        m = train(_cfg(tiny_encoder, easy_task, tmp_path, objective=obj, head="logreg", probe_c=100.0,
+                       output_dir=str(tmp_path / obj)))
+        assert m["eval_accuracy"] == m["head_accuracies"]["logreg"] and "linear" in m["head_accuracies"]
+        assert m["majority_accuracy"] == pytest.approx(50.0)  # the easy task's evaluation split is balanced
+        assert m["eval_accuracy"] > 75.0, (obj, m)  # learns the easy task through the logreg head
+        assert not any(k.startswith("logreg_C") for k in m["head_accuracies"])  # C sweeps only on the dev split
+
+
+def test_majority_rates():
+    class S:
+        labeled = np.array([0, 1, 2])
+    rates = majority_rates(np.array([1, 1, 0, 0]), S, [0, 0, 0, 1])
+    assert rates == {"majority_accuracy": 75.0, "labeled_majority_accuracy": 25.0}
+
+
+def test_logreg_accuracy_separable():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 5)) + np.where(np.arange(40)[:, None] % 2 == 0, 3.0, -3.0) * np.eye(5)[0]
+    y = (np.arange(40) % 2 == 0).astype(int)
+    assert logreg_accuracy(x[:20], y[:20], x[20:], y[20:], 100.0, 0) == 100.0
+
+
+def test_train_layers_freezes_all_but_the_top(tiny_encoder, easy_task, tmp_path):
+    model = FewShotModel(tiny_encoder, "mean", 16)
+    freeze_lower_layers(model.encoder, 0)
+    assert not any(p.requires_grad for p in model.encoder.parameters())
+    assert all(p.requires_grad for p in model.classifier.parameters())
+    with pytest.raises(ValueError, match="exceeds"):
+        freeze_lower_layers(model.encoder, 5)
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, objective="ce+punce", train_layers=1, steps=3, eval_every=3)
+    model = FewShotModel(tiny_encoder, "mean", 16)
+    frozen = {k: v.clone() for k, v in model.encoder.embeddings.state_dict().items()}
+    layer0 = {k: v.clone() for k, v in model.encoder.encoder.layer[0].state_dict().items()}
+    train(cfg, model, load_tokenizer(tiny_encoder))
+    assert all(torch.equal(v, model.encoder.embeddings.state_dict()[k]) for k, v in frozen.items())
+    assert not all(torch.equal(v, model.encoder.encoder.layer[0].state_dict()[k]) for k, v in layer0.items())
+
+
+def test_dev_split_is_fixed_disjoint_and_never_the_eval_split(tiny_encoder, easy_task, tmp_path):
+    xs = [f"s{i}" for i in range(100)]
+    ys = [i % 2 for i in range(100)]
+    px, py, dx, dy = dev_split(xs, ys, 0.3)
+    assert len(dx) == 30 and len(px) == 70 and not set(px) & set(dx)
+    assert dev_split(xs, ys, 0.3)[2] == dx  # the same rows every time, whatever the seed
+    assert all(int(x[1:]) % 2 == y for x, y in zip(dx, dy))
+    with pytest.raises(ValueError, match="dev-fraction"):
+        dev_split(xs[:2], ys[:2], 0.5)
+    with pytest.raises(ValueError, match="dev_fraction|dev-fraction"):
+        _cfg(tiny_encoder, easy_task, tmp_path, dev_fraction=1.0).validate()
+    # a run on the dev split scores training-pool rows only, and sweeps --probe-c there
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, objective="probe", eval_split="dev", n_unlabeled=50)
+    run = prepare(cfg)
+    train_rows = [t for t, _ in make_texts(200, 0)]
+    assert len(run.eval_x) == 60 and len(run.train_x) == 140
+    assert sorted(run.eval_x + run.train_x) == sorted(train_rows)
+    m = train(_cfg(tiny_encoder, easy_task, tmp_path, objective="probe", eval_split="dev", n_unlabeled=50,
+                   output_dir=str(tmp_path / "dev")))
+    assert "DEVELOPMENT" in m["eval_split"] and "logreg_C100" in m["head_accuracies"]
+
+
+def test_same_sample_for_every_objective():
+    y = np.arange(300) % 3 == 0
+    a = sample_fewshot(y.astype(int), 20, 100, 4)
+    b = sample_fewshot(y.astype(int), 20, 0, 4)  # probe, ce and ce+scl draw the same labeled set
+    assert np.array_equal(a.labeled, b.labeled)
+
+
+def test_preset_sets_defaults_and_explicit_options_win(tiny_encoder, easy_task, tmp_path, monkeypatch):
+    cfg = preset_config("paper", steps=7)
+    assert cfg.preset == "paper" and cfg.steps == 7 and cfg.lr == PRESETS["paper"]["lr"]
+    assert preset_config("cpu").steps == PRESETS["cpu"]["steps"]
+    with pytest.raises(ValueError, match="preset"):
+        preset_config("gpu")
+    seen = {}
+    monkeypatch.setattr("fewshot.train.train", lambda c: seen.setdefault("cfg", c) and {})
+    train_file, dev = easy_task
+    main(["--preset", "cpu", "--dataset", train_file, "--eval-file", dev, "--lr", "0.123"])
+    got = seen["cfg"]
+    assert got.preset == "cpu" and got.lr == 0.123
+    assert all(getattr(got, k) == v for k, v in PRESETS["cpu"].items() if k != "lr")
+    seen.clear()
+    main(["--dataset", train_file, "--eval-file", dev])
+    assert seen["cfg"].preset is None and seen["cfg"].steps == FewShotConfig().steps
