@@ -420,16 +420,21 @@ def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
     res = agg["results"]
     colors = {m: f"C{i}" for i, m in enumerate(METHODS)}
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), gridspec_kw={"width_ratios": [1, 1.15]})
+    log_x = len(ns) > 1 and max(ns) / min(ns) >= 10
+    shown = [m for m in methods if any(n in res[m] for n in ns)]
     for m in methods:
         pts = [(n, res[m][n]["mean"], res[m][n]["std"] or 0.0) for n in ns if n in res[m]]
         if not pts:
             continue
         xs, ms, sds = zip(*pts)
+        # side by side at each N, so error bars of methods with close means stay apart
+        off = (shown.index(m) - (len(shown) - 1) / 2) * 0.04
+        xs = [x * (1 + off) if log_x else x + off * (max(ns) - min(ns) + 10) for x in xs]
         if m == "majority":
             left.plot(xs, ms, linestyle="--", marker="s", color="gray", label="majority class")
         else:
             left.errorbar(xs, ms, yerr=sds, marker="o", capsize=3, color=colors[m], label=m)
-    if len(ns) > 1 and max(ns) / min(ns) >= 10:
+    if log_x:
         left.set_xscale("log")
     left.set_xticks(list(ns))
     left.set_xticklabels([str(n) for n in ns])
@@ -544,9 +549,9 @@ def main(argv=None):
     checked = run_methods or list(RUN_METHODS)  # `majority` alone reads any finished run, checked as well
 
     todo, finished = [], 0
-    for n in args.ns:
-        for m in checked:
-            for s in args.seeds:
+    for n in args.ns:  # seed-major: an interrupted sweep leaves whole seeds (every method on the same sample)
+        for s in args.seeds:
+            for m in checked:
                 folder = run_dir(out, m, n, s)
                 cfg = run_config(args.preset, overrides, m, n, s, folder)
                 cfg.validate()  # a bad option fails here, before hours of runs

@@ -136,3 +136,15 @@ def test_preset_sets_defaults_and_explicit_options_win(tiny_encoder, easy_task, 
     seen.clear()
     main(["--dataset", train_file, "--eval-file", dev])
     assert seen["cfg"].preset is None and seen["cfg"].steps == FewShotConfig().steps
+
+
+def test_setfit_baseline_runs_on_the_same_sample(tiny_encoder, easy_task, tmp_path):
+    pytest.importorskip("setfit")  # the optional extra; scripts/setup.sh installs it, so CI runs this
+    m = train(_cfg(tiny_encoder, easy_task, tmp_path, objective="setfit", max_length=16))
+    assert m["objective"] == "setfit" and m["steps"] == 0 and 0.0 <= m["eval_accuracy"] <= 100.0
+    assert m["head_accuracies"] == {"setfit": m["eval_accuracy"]}
+    sample = json.loads((tmp_path / "run" / "sample.json").read_text())
+    probe = train(_cfg(tiny_encoder, easy_task, tmp_path, objective="probe", output_dir=str(tmp_path / "probe")))
+    assert json.loads((tmp_path / "probe" / "sample.json").read_text())["labeled"] == sample["labeled"]
+    assert probe["majority_accuracy"] == m["majority_accuracy"]
+    assert not (tmp_path / "checkpoints").exists()
