@@ -137,8 +137,8 @@ PRESETS: dict[str, dict] = {
     # The settings of public reproductions of Gunel et al. / puNCE Table 5 with RoBERTa (GPU).
     "paper": dict(steps=200, batch_labeled=16, batch_unlabeled=32, lr=1e-5, lam=0.1, temperature=0.3,
                   head="linear", probe_c=1.0, train_layers=None, max_length=64),
-    # Chosen on development splits carved from the training pools of drugreview and reuters
-    # (docs/results.md, "fewshot: choosing the CPU protocol"); never on an evaluation split.
+    # Chosen on development splits carved from the training pools of drugreview, reuters and rotten_tomatoes
+    # (docs/results.md, "Is CE + puNCE any good at CPU scale?", step 1); never on an evaluation split.
     # lam 0.5 beat 0.1 there (0.9 was tried on rotten_tomatoes only, level with 0.5); lr 2e-5, --train-layers 2
     # and the logreg head did not help; --probe-c 100 (C = 1 predicts the majority class on every dev split).
     # steps and batches were not varied (CPU time); they are the earlier demo's.

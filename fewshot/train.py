@@ -184,8 +184,8 @@ def dev_split(train_x, train_y, fraction: float):
 
 
 def transformer_layers(encoder):
-    """The encoder's stack of transformer layers (BERT/RoBERTa/MiniLM: ``encoder.layer``; DistilBERT:
-    ``transformer.layer``; others: the first ModuleList of the model's direct children' children)."""
+    """The encoder's stack of transformer layers: the first ModuleList among ``encoder.layer``
+    (BERT/RoBERTa/MiniLM), ``transformer.layer`` (DistilBERT), ``layers`` and ``encoder.layers``."""
     for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):
         obj = encoder
         for part in path.split("."):
@@ -239,14 +239,13 @@ def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eva
     (the CE-trained head; absent for ``probe``, whose head is untrained) and ``logreg``."""
     fl, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
     fe, logits = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
-    out = {"logreg": logreg_accuracy(fl.numpy(), np.asarray(train_y)[sample.labeled], fe.numpy(), eval_y,
-                                     cfg.probe_c, cfg.seed)}
+    fl, fe, yl = fl.numpy(), fe.numpy(), np.asarray(train_y)[sample.labeled]
+    out = {"logreg": logreg_accuracy(fl, yl, fe, eval_y, cfg.probe_c, cfg.seed)}
     if cfg.objective != "probe":
         out["linear"] = float((logits.argmax(1).numpy() == np.asarray(eval_y)).mean() * 100.0)
     if cfg.eval_split == "dev":  # choosing --probe-c: only ever on the development split
         for c in DEV_PROBE_CS:
-            out[f"logreg_C{c:g}"] = logreg_accuracy(fl.numpy(), np.asarray(train_y)[sample.labeled], fe.numpy(), eval_y,
-                                                   c, cfg.seed)
+            out[f"logreg_C{c:g}"] = logreg_accuracy(fl, yl, fe, eval_y, c, cfg.seed)
     return out
 
 

@@ -14,15 +14,12 @@ from fewshot.train import (dev_split, embed_all, freeze_lower_layers, logreg_acc
                            train)
 
 from .conftest import make_texts
+from .test_fewshot import _cfg as base_cfg
 
 
 def _cfg(tiny_encoder, easy_task, tmp_path, **kw):
-    train_file, dev = easy_task
-    base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=20, n_unlabeled=100,
-                steps=20, batch_labeled=10, batch_unlabeled=20, lr=3e-3, max_length=16, pooling="mean",
-                proj_dim=16, eval_every=20, checkpoint_every=20, output_dir=str(tmp_path / "run"), cpu=True)
-    base.update(kw)
-    return FewShotConfig(**base)
+    """test_fewshot's tiny run, shortened to 20 steps."""
+    return base_cfg(tiny_encoder, easy_task, tmp_path, **{"steps": 20, "eval_every": 20, "checkpoint_every": 20, **kw})
 
 
 def test_probe_is_logistic_regression_on_the_frozen_encoder(tiny_encoder, easy_task, tmp_path):
