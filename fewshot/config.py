@@ -99,7 +99,11 @@ class FewShotConfig:
     output_dir: str = "runs/fewshot"
     """Folder for config.json, sample.json, log.csv, TensorBoard events (tb/), checkpoint/ and metrics.json."""
     resume: bool = False
-    """Continue from OUTPUT_DIR/checkpoint (setting `pnu` only)."""
+    """Continue the run in OUTPUT_DIR from its checkpoint (setting `pnu` only; a finished run is left as it
+    is; a missing or empty folder starts a new run)."""
+    overwrite: bool = False
+    """Move the run already in OUTPUT_DIR aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a
+    new one there."""
     checkpoint_every: int = 100
     """Write an atomic checkpoint every this many steps (and at the end; setting `pnu` only)."""
     gather_negatives: bool = False

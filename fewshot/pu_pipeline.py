@@ -38,7 +38,7 @@ def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, pr
     return out
 
 
-def run_pu(cfg, model=None, tokenizer=None) -> dict:
+def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
     from .train import forward_views, prepare, process_share, tokenize
 
     if cfg.resume:
@@ -54,7 +54,7 @@ def run_pu(cfg, model=None, tokenizer=None) -> dict:
     if cfg.n_unlabeled < 1:
         raise ValueError(f"--n-unlabeled must be >= 1 with --setting pu (the puNCE prior and the PU probes need "
                          f"unlabeled examples), got {cfg.n_unlabeled}")
-    run = prepare(cfg, model, tokenizer)
+    run = prepare(cfg, model, tokenizer, folder)
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
     train_x, eval_x, eval_y, prior, prior_source = run.train_x, run.eval_x, run.eval_y, run.prior, run.prior_source
     model = run.model

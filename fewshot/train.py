@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.runtime import (CsvLogger, checkpoint_exists, config_changes, load_checkpoint, save_checkpoint,
+from shared_losses.runtime import (CsvLogger, RunFolder, RunInterrupted, StopSignals, checkpoint_exists,
+                                   claim_run_folder, config_changes, load_checkpoint, print_run_result, save_checkpoint,
                                    tensorboard_writer, write_json_atomic)
 
 from .config import PRESETS, FewShotConfig, preset_config
@@ -115,26 +116,68 @@ class Run:
     tokenizer: object
     prior: float = 0.5
     prior_source: str = ""
+    resuming: bool = False  # continuing from the checkpoint in out
 
 
-def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> Run:
+def claim(cfg: FewShotConfig) -> RunFolder:
+    """The folder rules (:func:`shared_losses.runtime.claim_run_folder`) for ``cfg.output_dir``, read-only."""
+    return claim_run_folder(cfg.output_dir, "fewshot", resume=cfg.resume, overwrite=cfg.overwrite)
+
+
+def finished_metrics(cfg: FewShotConfig, folder: RunFolder) -> dict | None:
+    """The metrics of the finished run that ``--resume`` points at when ``cfg`` asks it for no more
+    training (its checkpoint is at --steps; a baseline has none), else None: such a run is left exactly
+    as it is. A run made with other options is refused, as is a finished run whose checkpoint is gone."""
+    out = folder.path
+    if not (folder.resuming and (out / "metrics.json").exists()):
+        return None
+    if checkpoint_exists(out / "checkpoint"):
+        state = load_checkpoint(None, out / "checkpoint")
+        check_resume_config(cfg, state["config"])
+        check_steps(cfg, state["step"], out)
+        return read_json(out / "metrics.json") if state["step"] == cfg.steps else None
+    if (out / "config.json").exists():
+        check_resume_config(cfg, read_json(out / "config.json"))
+    metrics = read_json(out / "metrics.json")
+    # baselines keep no checkpoint: metrics.json is the finished run
+    if cfg.objective in ("probe", "setfit") or metrics.get("steps", -1) >= cfg.steps:
+        return metrics
+    raise FileExistsError(f"{out} holds a finished run of {metrics.get('steps')} steps (metrics.json) but no checkpoint/ "
+                          f"to continue it to --steps {cfg.steps} from: pass --overwrite (moves it aside) to start a "
+                          "new run, or another --output-dir; nothing was changed")
+
+
+def check_steps(cfg: FewShotConfig, trained: int, out: Path) -> None:
+    """A resume only continues a run: fewer --steps than its checkpoint has trained are refused (the
+    loop would not run, and metrics.json would pair the new count with the old model)."""
+    if cfg.steps < trained:
+        raise ValueError(f"--steps {cfg.steps} is below the {trained} steps the checkpoint in {out} has already "
+                         f"trained: a resume only continues a run (pass --steps {trained} or more)")
+
+
+def read_json(path: Path) -> dict:
+    import json
+
+    try:
+        return json.loads(Path(path).read_text())
+    except ValueError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); the run's file is damaged") from err
+
+
+def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None,
+            folder: RunFolder | None = None) -> Run:
     """Output folder, accelerator, data and few-shot sample, model on its device, prior; writes
-    config.json (with the prior used) and sample.json."""
+    config.json (with the prior used) and sample.json. ``folder``: what :func:`claim` decided (claimed
+    here when None)."""
     cfg.validate()  # before anything is written into the run's folder
     out = Path(cfg.output_dir)
-    state = load_checkpoint(None, out / "checkpoint") if cfg.resume else None
+    folder = folder or claim(cfg)
+    resuming = folder.resuming and checkpoint_exists(out / "checkpoint")
+    state = load_checkpoint(None, out / "checkpoint") if resuming else None
     saved = state["config"] if state is not None else None
     if saved is not None:
         check_resume_config(cfg, saved)
-        if cfg.steps < state["step"]:  # the loop would not run, and metrics.json would pair the new count with the old model
-            raise ValueError(f"--steps {cfg.steps} is below the {state['step']} steps the checkpoint in {out} has already "
-                             f"trained: a resume only continues a run (pass --steps {state['step']} or more)")
-    elif (out / "metrics.json").exists() and not checkpoint_exists(out / "checkpoint"):
-        raise FileExistsError(f"{out} already holds a finished run (metrics.json) without a checkpoint to resume: "
-                              "choose another --output-dir (or delete that folder); nothing was changed")
-    elif checkpoint_exists(out / "checkpoint"):
-        raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
-                              "choose another --output-dir (or delete that folder) to start a new one; nothing was changed")
+        check_steps(cfg, state["step"], out)
     acc = make_accelerator(cfg)
     if saved is not None:  # the process count sets the global batch, and so what the samplers' states mean
         check_resume_config(cfg, saved, acc.num_processes)
@@ -155,9 +198,11 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
     if limit is not None and cfg.max_length > limit:
         raise ValueError(f"--max-length {cfg.max_length} exceeds what the encoder {cfg.encoder!r} takes: "
                          f"{limit} tokens (its position embeddings / tokenizer limit); use --max-length {limit} or less")
-    run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer)
+    run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer, resuming=resuming)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
-    out.mkdir(parents=True, exist_ok=True)
+    acc.wait_for_everyone()  # every process has read the folder before the main one changes it
+    folder.open(is_main=acc.is_main_process)
+    acc.wait_for_everyone()
     if acc.is_main_process:
         write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
         write_json_atomic(out / "sample.json", sample.to_json())
@@ -266,7 +311,8 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
     return [eval_x[i] for i in keep], [eval_y[i] for i in keep]
 
 
-RESUME_FREE = {"resume", "steps", "eval_every", "checkpoint_every", "output_dir"}  # may change when resuming
+# may change when resuming (prior_used/prior_source: what config.json adds to the options)
+RESUME_FREE = {"resume", "overwrite", "steps", "eval_every", "checkpoint_every", "output_dir", "prior_used", "prior_source"}
 
 
 def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = None) -> None:
@@ -277,7 +323,7 @@ def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = Non
     if changed:
         raise ValueError("the checkpoint in output_dir was written with a different configuration ("
                          + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
-                         + "); use a new --output-dir or the same options")
+                         + "); use the same options, a new --output-dir, or --overwrite (moves that run aside)")
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
@@ -294,11 +340,17 @@ def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None
 
 
 def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> dict:
+    cfg.validate()
+    folder = claim(cfg)
+    done = finished_metrics(cfg, folder)
+    if done is not None:
+        print(f"{folder.path} already holds this run, finished; nothing to do (pass a larger --steps to train on)")
+        return done
     if cfg.setting == "pu":
         from .pu_pipeline import run_pu
 
-        return run_pu(cfg, model, tokenizer)
-    run = prepare(cfg, model, tokenizer)
+        return run_pu(cfg, model, tokenizer, folder)
+    run = prepare(cfg, model, tokenizer, folder)
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
     train_x, train_y, eval_x, eval_y, prior = run.train_x, run.train_y, run.eval_x, run.eval_y, run.prior
     model = run.model
@@ -315,14 +367,14 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     unl_batches = Batches(sample.unlabeled, cfg.batch_unlabeled * world if cfg.objective == "ce+punce" else 0, cfg.seed + 1)
 
     step, history = 0, []
-    if cfg.resume:
+    if run.resuming:
         state = load_checkpoint(acc, out / "checkpoint")
         check_resume_config(cfg, state["config"], world)
         step, history = state["step"], state["history"]
         lab_batches.load_state_dict(state["labeled_batches"])
         unl_batches.load_state_dict(state["unlabeled_batches"])
-    log = CsvLogger(out / "log.csv", resume_step=step if cfg.resume else None) if acc.is_main_process else None
-    tb = tensorboard_writer(out / "tb", resume_step=step if cfg.resume else None,
+    log = CsvLogger(out / "log.csv", resume_step=step if run.resuming else None) if acc.is_main_process else None
+    tb = tensorboard_writer(out / "tb", resume_step=step if run.resuming else None,
                             config=dataclasses.asdict(cfg)) if acc.is_main_process else None
 
     def checkpoint():
@@ -339,36 +391,44 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     bar = tqdm(total=cfg.steps, initial=step, desc=f"{cfg.objective} N={cfg.n_labeled}", unit="step",
                disable=not acc.is_main_process)
     t0 = time.time()
-    while step < cfg.steps:
-        idx = np.concatenate([process_share(lab_batches.next(), world, rank),
-                              process_share(unl_batches.next(), world, rank)])
-        labeled = torch.from_numpy(np.isin(idx, sample.labeled)).to(device)
-        labels = torch.from_numpy(train_y[idx]).long().to(device)
-        ids, mask = tokenize(tokenizer, [train_x[i] for i in idx], cfg.max_length, device)
-        with acc.autocast():
-            logits, zs = forward_views(model, ids, mask, cfg.objective)
-            z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
-            roles = roles_from_labels(labels, labeled)
-            loss, parts = fewshot_loss(cfg.objective, logits.float(), z1, z2, labels, roles, cfg.lam,
-                                       cfg.temperature, prior, cfg.gather_negatives)
-        opt.zero_grad(set_to_none=True)
-        acc.backward(loss)
-        opt.step()
-        step += 1
-        row = {"step": step, "loss": mean(loss), **{k: mean(v) for k, v in parts.items()}}
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            row["eval_accuracy"], both = head_accuracy(raw, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
-            history.append({"step": step, "eval_accuracy": row["eval_accuracy"], "head_accuracies": both})
-        if acc.is_main_process:
-            log.log(row)
-            if tb is not None:
-                for k, v in row.items():
-                    if k != "step":
-                        tb.add_scalar(k, v, step)
-        bar.update(1)
-        bar.set_postfix(loss=f"{row['loss']:.3f}", **({"acc": f"{row['eval_accuracy']:.1f}"} if "eval_accuracy" in row else {}))
-        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-            checkpoint()
+    with StopSignals() as stop:  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130
+        while step < cfg.steps:
+            idx = np.concatenate([process_share(lab_batches.next(), world, rank),
+                                  process_share(unl_batches.next(), world, rank)])
+            labeled = torch.from_numpy(np.isin(idx, sample.labeled)).to(device)
+            labels = torch.from_numpy(train_y[idx]).long().to(device)
+            ids, mask = tokenize(tokenizer, [train_x[i] for i in idx], cfg.max_length, device)
+            with acc.autocast():
+                logits, zs = forward_views(model, ids, mask, cfg.objective)
+                z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
+                roles = roles_from_labels(labels, labeled)
+                loss, parts = fewshot_loss(cfg.objective, logits.float(), z1, z2, labels, roles, cfg.lam,
+                                           cfg.temperature, prior, cfg.gather_negatives)
+            opt.zero_grad(set_to_none=True)
+            acc.backward(loss)
+            opt.step()
+            step += 1
+            row = {"step": step, "loss": mean(loss), **{k: mean(v) for k, v in parts.items()}}
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                row["eval_accuracy"], both = head_accuracy(raw, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
+                history.append({"step": step, "eval_accuracy": row["eval_accuracy"], "head_accuracies": both})
+            if acc.is_main_process:
+                log.log(row)
+                if tb is not None:
+                    for k, v in row.items():
+                        if k != "step":
+                            tb.add_scalar(k, v, step)
+            bar.update(1)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", **({"acc": f"{row['eval_accuracy']:.1f}"} if "eval_accuracy" in row else {}))
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                checkpoint()
+            if stop_requested(stop, acc) and step < cfg.steps:
+                if step % cfg.checkpoint_every != 0:
+                    checkpoint()
+                bar.close()
+                if tb is not None:
+                    tb.close()
+                raise RunInterrupted(f"step {step} (checkpoint written to {out / 'checkpoint'})")
     bar.close()
     if history and history[-1]["step"] == step:
         final, both = history[-1]["eval_accuracy"], history[-1].get("head_accuracies", {})
@@ -380,6 +440,14 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         if tb is not None:
             tb.close()
     return metrics
+
+
+def stop_requested(stop: StopSignals, acc) -> bool:
+    """Whether any process got SIGINT/SIGTERM: all processes must stop after the same step."""
+    if acc.num_processes == 1:
+        return stop.requested
+    flag = torch.tensor([float(stop.requested)], device=acc.device)
+    return bool(acc.reduce(flag, reduction="sum").item())
 
 
 def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, train_seconds: float) -> dict:
@@ -448,10 +516,9 @@ def main(argv=None):
 
     cfg = tyro.cli(FewShotConfig, args=argv, description=__doc__, default=preset_config(_preset_arg(argv)))
     metrics = train(cfg)
-    keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "n_labeled", "seed", "prior") if k in metrics]
-    print({k: metrics[k] for k in keys})
-    if "probes" in metrics:
-        print(metrics["probes"])
+    keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "n_labeled", "seed", "prior", "probes")
+            if k in metrics]
+    print_run_result("fewshot", cfg.output_dir, metrics.get("steps", 0), {k: metrics[k] for k in keys})
 
 
 if __name__ == "__main__":

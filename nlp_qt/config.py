@@ -83,5 +83,9 @@ class Config:
     """Steps between CSV/TensorBoard rows."""
     checkpoint_every: int = 1000
     """Steps between checkpoints (one is also written at the end)."""
-    resume: bool = True
-    """Resume from output_dir/checkpoint if it exists."""
+    resume: bool = False
+    """Continue the run in output_dir from its checkpoint (a finished run is left as it is; a missing or
+    empty folder starts a new run)."""
+    overwrite: bool = False
+    """Move the run already in output_dir aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a
+    new one there."""

@@ -24,7 +24,8 @@ import tyro
 from tqdm.auto import tqdm
 
 from shared_losses import gather_with_grad
-from shared_losses.runtime import (CsvLogger, checkpoint_exists, config_changes, load_checkpoint, save_checkpoint,
+from shared_losses.runtime import (CsvLogger, RunInterrupted, StopSignals, checkpoint_exists, claim_run_folder,
+                                   config_changes, load_checkpoint, print_run_result, save_checkpoint,
                                    tensorboard_writer, write_json_atomic)
 
 from .config import Config
@@ -35,7 +36,7 @@ from .vocab import Vocab
 
 # Fields a resumed run may change; every other field (new ones included) must agree with the checkpoint's
 # run. vocab_sentences: the vocabulary is read back from vocab.json on resume.
-RESUME_FREE = {"output_dir", "resume", "epochs", "max_steps", "log_every", "checkpoint_every", "vocab_sentences"}
+RESUME_FREE = {"output_dir", "resume", "overwrite", "epochs", "max_steps", "log_every", "checkpoint_every", "vocab_sentences"}
 
 
 def validate(cfg: Config) -> None:
@@ -96,6 +97,20 @@ def _clip(model, cfg: Config, accelerator) -> float:
     return total
 
 
+def finished_summary(cfg: Config, out: Path) -> dict | None:
+    """The summary of the finished run in ``out`` if ``cfg`` asks it for no more training (its
+    checkpoint already reached --max-steps or --epochs), else None."""
+    summary_path = out / "summary.json"
+    if not (summary_path.exists() and (out / "model").is_dir()):
+        return None
+    state = load_checkpoint(None, out / "checkpoint")
+    if cfg.max_steps is not None and state["step"] >= cfg.max_steps:
+        return json.loads(summary_path.read_text())
+    if state["epoch"] >= cfg.epochs:
+        return json.loads(summary_path.read_text())
+    return None
+
+
 def train(cfg: Config) -> dict:
     """Run (or resume) training; returns a summary dict (also written to ``summary.json``)."""
     from accelerate import Accelerator
@@ -103,6 +118,7 @@ def train(cfg: Config) -> dict:
 
     validate(cfg)
     out = Path(cfg.output_dir)
+    folder = claim_run_folder(out, "nlp_qt", resume=cfg.resume, overwrite=cfg.overwrite)  # every process, before any writes
     accelerator = Accelerator(mixed_precision=cfg.mixed_precision)
     main = accelerator.is_main_process
     world, rank = accelerator.num_processes, accelerator.process_index
@@ -117,7 +133,7 @@ def train(cfg: Config) -> dict:
 
     # --- configuration and vocabulary (reused on resume) ---------------------------------------
     cfg_path = out / "config.json"
-    resuming = cfg.resume and checkpoint_exists(ckpt_dir)
+    resuming = folder.resuming and checkpoint_exists(ckpt_dir)
     if resuming and cfg_path.exists():
         old = json.loads(cfg_path.read_text())
         # num_processes: the global batch (and so the data skipped on resume) depends on it.
@@ -127,11 +143,19 @@ def train(cfg: Config) -> dict:
         if diff:
             raise ValueError(
                 f"cannot resume from {ckpt_dir}: configuration differs in {diff} (old, new); "
-                "use another --output-dir or --no-resume"
+                "use the same options, another --output-dir, or --overwrite (moves this run aside)"
             )
+    if resuming:
+        done_summary = finished_summary(cfg, out)
+        if done_summary is not None:  # a finished run is left exactly as it is
+            if main:
+                print(f"{out} already holds this run, finished at step {done_summary['step']}; nothing to do "
+                      "(pass a larger --max-steps or --epochs to train on)")
+            return done_summary
+    accelerator.wait_for_everyone()  # every process has read the folder before the main one changes it
+    folder.open(is_main=main)
     vocab_path = out / "vocab.json"
     if main:
-        out.mkdir(parents=True, exist_ok=True)
         if not (resuming and vocab_path.exists()):
             build_vocab(cfg).save(vocab_path)
         write_json_atomic(cfg_path, {**dataclasses.asdict(cfg), "num_processes": world})
@@ -184,83 +208,93 @@ def train(cfg: Config) -> dict:
     bar = tqdm(total=cfg.max_steps, initial=step, disable=not main, unit="step", dynamic_ncols=True,
                mininterval=0.1 if sys.stderr.isatty() else 10.0)
     t0, s0 = time.perf_counter(), sentences_seen
-    while epoch < cfg.epochs and not done:
-        stats = CorpusStats()
-        batches = contiguous_batches(sentence_stream(cfg, stats), global_bs)
-        for _ in itertools.islice(batches, batch_in_epoch):  # skip what a resumed run already used
-            pass
-        for batch in batches:
-            model.train()
-            lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size
-            if cfg.gather_across_processes:
-                ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
-                u, v = model(ids, lengths)
-                v_all, _, _ = gather_with_grad(v)
-                doc_ids = torch.tensor(batch.doc_ids, device=accelerator.device)
-                anchor_pos = torch.arange(lo, hi, device=accelerator.device)
+    with StopSignals() as stop:  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130
+        while epoch < cfg.epochs and not done:
+            stats = CorpusStats()
+            batches = contiguous_batches(sentence_stream(cfg, stats), global_bs)
+            for _ in itertools.islice(batches, batch_in_epoch):  # skip what a resumed run already used
+                pass
+            for batch in batches:
+                model.train()
+                lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size
+                if cfg.gather_across_processes:
+                    ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
+                    u, v = model(ids, lengths)
+                    v_all, _, _ = gather_with_grad(v)
+                    doc_ids = torch.tensor(batch.doc_ids, device=accelerator.device)
+                    anchor_pos = torch.arange(lo, hi, device=accelerator.device)
+                else:
+                    ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
+                    u, v_all = model(ids, lengths)
+                    doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
+                    anchor_pos = None
+                nb = neighbours(doc_ids, torch.arange(len(u), device=u.device) if anchor_pos is None else anchor_pos)
+                n_local = (nb.has_prev | nb.has_next).sum()  # anchors with a neighbour: the loss is their mean
+                if n_local > 0:
+                    loss = compute_loss(
+                        u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
+                        cfg.log_floor, cfg.self_score,
+                    )
+                else:  # only one-sentence documents here: nothing to learn; a zero loss keeps processes in step
+                    loss = (u.sum() + v_all.sum()) * 0.0
+                # One exchange between processes: the global anchor count and whether any loss is not finite
+                # (all processes then stop together; one stopping alone left the others waiting forever).
+                flags = torch.stack([n_local.float(), (~torch.isfinite(loss.detach())).float(),
+                                     torch.tensor(float(stop.requested), device=n_local.device)])
+                if world > 1:
+                    flags = accelerator.reduce(flags, reduction="sum")
+                n_global, non_finite = int(flags[0].item()), bool(flags[1].item())
+                stop_now = bool(flags[2].item())  # every process stops after the same step
+                if non_finite:
+                    raise FloatingPointError(f"non-finite loss at step {step} (this process: {loss.item()})")
+                if world > 1 and n_local > 0:
+                    # This process's share of the global anchors: DDP averages the processes' gradients (and
+                    # the gather sums them), so the step is that of one mean over all anchors, as on one
+                    # process, also when document ends leave the processes different anchor counts.
+                    loss = loss * (float(n_local) * world / n_global)
+                optimizer.zero_grad(set_to_none=True)
+                accelerator.backward(loss)
+                grad_norm = _clip(model, cfg, accelerator)
+                if n_global > 0:
+                    optimizer.step()
+                else:  # a zero gradient would still move Adam's parameters by its momentum: every process skips
+                    no_neighbour_batches += 1
+                    if getattr(accelerator, "scaler", None) is not None:
+                        accelerator.scaler.update()  # close the unscale_ of _clip, as a step would
+                step += 1
+                batch_in_epoch += 1
+                sentences_seen += global_bs
+                # logged loss: mean over processes (each process's loss covers its own anchors)
+                last_loss = (accelerator.reduce(loss.detach(), reduction="mean") if world > 1 else loss.detach()).item()
+                rate = (sentences_seen - s0) / max(time.perf_counter() - t0, 1e-9)
+                bar.update(1)
+                bar.set_postfix(loss=f"{last_loss:.4f}", sent_per_s=f"{rate:.0f}", epoch=epoch, refresh=False)
+                if main and (step % cfg.log_every == 0 or step == 1):
+                    row = {"step": step, "epoch": epoch, "loss": last_loss, "grad_norm": grad_norm,
+                           "sentences": sentences_seen, "sentences_per_s": rate}
+                    logger.log(row)
+                    for k in ("loss", "grad_norm", "sentences_per_s"):
+                        tb.add_scalar(f"train/{k}", row[k], step)
+                if step % cfg.checkpoint_every == 0:
+                    checkpoint()
+                if stop_now or (world == 1 and stop.requested):
+                    if step % cfg.checkpoint_every != 0:
+                        checkpoint()
+                    bar.close()
+                    if main:
+                        tb.close()
+                    raise RunInterrupted(f"step {step} (checkpoint written to {ckpt_dir})")
+                if cfg.max_steps is not None and step >= cfg.max_steps:
+                    done = True
+                    break
             else:
-                ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
-                u, v_all = model(ids, lengths)
-                doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
-                anchor_pos = None
-            nb = neighbours(doc_ids, torch.arange(len(u), device=u.device) if anchor_pos is None else anchor_pos)
-            n_local = (nb.has_prev | nb.has_next).sum()  # anchors with a neighbour: the loss is their mean
-            if n_local > 0:
-                loss = compute_loss(
-                    u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
-                    cfg.log_floor, cfg.self_score,
-                )
-            else:  # only one-sentence documents here: nothing to learn; a zero loss keeps processes in step
-                loss = (u.sum() + v_all.sum()) * 0.0
-            # One exchange between processes: the global anchor count and whether any loss is not finite
-            # (all processes then stop together; one stopping alone left the others waiting forever).
-            flags = torch.stack([n_local.float(), (~torch.isfinite(loss.detach())).float()])
-            if world > 1:
-                flags = accelerator.reduce(flags, reduction="sum")
-            n_global, non_finite = int(flags[0].item()), bool(flags[1].item())
-            if non_finite:
-                raise FloatingPointError(f"non-finite loss at step {step} (this process: {loss.item()})")
-            if world > 1 and n_local > 0:
-                # This process's share of the global anchors: DDP averages the processes' gradients (and
-                # the gather sums them), so the step is that of one mean over all anchors, as on one
-                # process, also when document ends leave the processes different anchor counts.
-                loss = loss * (float(n_local) * world / n_global)
-            optimizer.zero_grad(set_to_none=True)
-            accelerator.backward(loss)
-            grad_norm = _clip(model, cfg, accelerator)
-            if n_global > 0:
-                optimizer.step()
-            else:  # a zero gradient would still move Adam's parameters by its momentum: every process skips
-                no_neighbour_batches += 1
-                if getattr(accelerator, "scaler", None) is not None:
-                    accelerator.scaler.update()  # close the unscale_ of _clip, as a step would
-            step += 1
-            batch_in_epoch += 1
-            sentences_seen += global_bs
-            # logged loss: mean over processes (each process's loss covers its own anchors)
-            last_loss = (accelerator.reduce(loss.detach(), reduction="mean") if world > 1 else loss.detach()).item()
-            rate = (sentences_seen - s0) / max(time.perf_counter() - t0, 1e-9)
-            bar.update(1)
-            bar.set_postfix(loss=f"{last_loss:.4f}", sent_per_s=f"{rate:.0f}", epoch=epoch, refresh=False)
-            if main and (step % cfg.log_every == 0 or step == 1):
-                row = {"step": step, "epoch": epoch, "loss": last_loss, "grad_norm": grad_norm,
-                       "sentences": sentences_seen, "sentences_per_s": rate}
-                logger.log(row)
-                for k in ("loss", "grad_norm", "sentences_per_s"):
-                    tb.add_scalar(f"train/{k}", row[k], step)
-            if step % cfg.checkpoint_every == 0:
-                checkpoint()
-            if cfg.max_steps is not None and step >= cfg.max_steps:
-                done = True
-                break
-        else:
-            epoch += 1
-            batch_in_epoch = 0
-            if step == 0 and stats.sentences < global_bs:
-                raise ValueError(
-                    f"corpus has {stats.sentences} sentences, fewer than one batch of {global_bs}; "
-                    "lower --batch-size"
-                )
+                epoch += 1
+                batch_in_epoch = 0
+                if step == 0 and stats.sentences < global_bs:
+                    raise ValueError(
+                        f"corpus has {stats.sentences} sentences, fewer than one batch of {global_bs}; "
+                        "lower --batch-size"
+                    )
     bar.close()
     checkpoint()
     summary = {
@@ -286,7 +320,9 @@ def train(cfg: Config) -> dict:
 
 def main(argv=None) -> None:
     cfg = tyro.cli(Config, args=argv)
-    train(cfg)
+    summary = train(cfg)
+    print_run_result("nlp_qt", cfg.output_dir, summary["step"],
+                     {k: summary.get(k) for k in ("final_loss", "sentences_seen", "vocab_size")})
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ class Config:
     seed: int = 0
     """Random seed (networks, replay sampling, crops, random actions, environment episodes)."""
     out_dir: str = ""
-    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh). A folder that already holds a run is only continued with --resume, never overwritten."""
+    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh). A folder that holds a run is continued only with --resume and moved aside (never deleted) only with --overwrite; a non-empty folder that holds no run is refused."""
 
     # --- auxiliary objective -------------------------------------------------------------------
     aux: Literal["curl", "debiased", "hard", "none"] = "curl"
@@ -145,7 +145,9 @@ class Config:
     save_replay: bool = True
     """Include the replay buffer in checkpoints (needed for an exact resume; about 3.3 GB at 100k transitions of 100x100)."""
     resume: bool = False
-    """Continue from out_dir/checkpoint if it exists (refused with a clear error if it is from another configuration)."""
+    """Continue the run in out_dir from its checkpoint (refused with a clear error if it is from another configuration; a finished run is left as it is; a missing or empty folder starts a new run)."""
+    overwrite: bool = False
+    """Move the run already in out_dir aside (to OUT_DIR.replaced-<time>, never deleted) and start a new one there."""
     save_video: bool = False
     """Write an MP4 of the first episode of the final evaluation."""
     device: Literal["auto", "cpu"] = "auto"

@@ -24,15 +24,16 @@ import torch
 import tyro
 from tqdm import tqdm
 
-from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, config_changes, load_checkpoint,
-                                   save_checkpoint, tensorboard_writer, write_json_atomic)
+from shared_losses.runtime import (CheckpointError, CsvLogger, RunInterrupted, StopSignals, checkpoint_exists,
+                                   claim_run_folder, config_changes, load_checkpoint, print_run_result, save_checkpoint,
+                                   tensorboard_writer, write_json_atomic)
 
 from .agent import CurlAgent
 from .config import Config
 from .env import make
 
 # Fields that may change between a run and its resumption; every other field must match.
-RESUMABLE_FIELDS = {"out_dir", "resume", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
+RESUMABLE_FIELDS = {"out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
                     "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark"}
 # Fields added after checkpoints were first written, with the value every older checkpoint implies.
 LEGACY_SIGNATURE = {"encoder_tanh": True}
@@ -148,14 +149,23 @@ def run(cfg: Config) -> dict:
                          "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")
     out = Path(cfg.out_dir)
     ckpt_dir = out / "checkpoint"
-    if not cfg.resume and checkpoint_exists(ckpt_dir):
-        raise FileExistsError(f"{out} already holds a run (it has a checkpoint): pass --resume to continue it, or "
-                              "choose another --out-dir (or delete that folder) to start a new one; nothing was changed")
-    if not checkpoint_exists(ckpt_dir) and (out / "summary.json").exists():  # a finished run, checkpoint deleted
+    folder = claim_run_folder(out, "rl_curl", resume=cfg.resume, overwrite=cfg.overwrite, option="--out-dir")
+    resuming = folder.resuming and checkpoint_exists(ckpt_dir)
+    if folder.resuming and not checkpoint_exists(ckpt_dir) and (out / "summary.json").exists():  # checkpoint deleted
         raise FileExistsError(f"{out} holds a finished run (summary.json) but no checkpoint/ to continue it from, so "
-                              "starting there would overwrite its logs: choose another --out-dir (or delete that "
-                              "folder) to start a new run; nothing was changed")
-    out.mkdir(parents=True, exist_ok=True)
+                              "starting there would overwrite its logs: pass --overwrite (moves it aside) or choose "
+                              "another --out-dir to start a new run; nothing was changed")
+    if resuming:
+        # Counters and configuration first, so that a mismatch is refused naming its fields before
+        # accelerate tries to load models, optimisers or a replay of another shape.
+        extra = load_checkpoint(None, ckpt_dir)
+        check_checkpoint_format(extra, ckpt_dir)
+        check_signature(extra, cfg, ckpt_dir)
+        if extra["step"] >= cfg.agent_steps and (out / "summary.json").exists() and not cfg.save_video:
+            print(f"{out} already holds this run, finished at {extra['step'] * cfg.action_repeat} environment steps; "
+                  "nothing to do (pass a larger --env-steps to train on)")
+            return json.loads((out / "summary.json").read_text())
+    folder.open()
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
     if accelerator.device.type == "cuda":
@@ -173,12 +183,7 @@ def run(cfg: Config) -> dict:
         accelerator.register_for_checkpointing(replay)
 
     step, episode, next_ckpt, resumed, metrics = 0, 0, cfg.checkpoint_every, False, {}
-    if cfg.resume and checkpoint_exists(ckpt_dir):
-        # Counters and configuration first, so that a mismatch is refused naming its fields before
-        # accelerate tries to load models, optimisers or a replay of another shape.
-        extra = load_checkpoint(None, ckpt_dir)
-        check_checkpoint_format(extra, ckpt_dir)
-        check_signature(extra, cfg, ckpt_dir)
+    if resuming:
         load_checkpoint(accelerator, ckpt_dir)
         step, episode, next_ckpt = extra["step"], extra["episode"], extra["next_ckpt"]
         action_rng.bit_generator.state = extra["action_rng"]
@@ -216,41 +221,51 @@ def run(cfg: Config) -> dict:
         and float(eval_log.rows[-1]["env_step"]) == step * ar
     obs, ep_return, last_eval = None, 0.0, math.nan
     bar = tqdm(total=cfg.agent_steps, initial=step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.aux}", unit="step")
-    while step < cfg.agent_steps:
-        if obs is None:
-            obs, _ = env.reset(seed=episode_seed(cfg, episode))
-            replay.start_episode(obs)
-            ep_return = 0.0
-        if step < seed_until:
-            action = action_rng.uniform(-1.0, 1.0, size=agent.action_dim).astype(np.float32)
-        else:
-            action = agent.act(obs, sample=True)
-        if step >= seed_until:
-            # The latest value of every metric: the actor and alpha update every actor_update_every steps,
-            # and a log row taking only the last update's would never show them when that one is odd.
-            metrics = {**metrics, **agent.update(replay.sample(cfg.batch_size, accelerator.device), step)}
-        next_obs, reward, terminated, truncated, _ = env.step(action)
-        replay.add(action, reward, next_obs, terminated)
-        obs, ep_return, step = next_obs, ep_return + reward, step + 1
-        bar.update(1)
-        env_step = step * ar
-        if metrics and (env_step // cfg.log_every) != ((step - 1) * ar // cfg.log_every):
-            row = {"env_step": env_step, "episode": episode, **{k: float(v) for k, v in metrics.items()}}
-            log.log(row)
-            for k, v in row.items():
-                if k not in ("env_step", "episode"):
-                    tb.add_scalar(f"train/{k}", v, env_step)
-        if (env_step // cfg.eval_every) != ((step - 1) * ar // cfg.eval_every) and step < cfg.agent_steps:
-            last_eval = do_eval()
-            bar.set_postfix(eval_return=f"{last_eval:.1f}")
-        if terminated or truncated:
-            tb.add_scalar("train/episode_return", ep_return, env_step)
-            log.log({"env_step": env_step, "episode": episode, "episode_return": ep_return})
-            episode += 1
-            obs = None
-            if cfg.checkpoint_every > 0 and env_step >= next_ckpt:
-                next_ckpt = (env_step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-                save()
+    stop = StopSignals("stopping at the end of the current episode and writing a checkpoint (Ctrl-C again to stop at "
+                       "once, losing the steps since the last checkpoint)")
+    with stop:  # Ctrl-C / SIGTERM: finish the episode (checkpoints are taken between episodes), exit 130
+        while step < cfg.agent_steps:
+            if obs is None:
+                obs, _ = env.reset(seed=episode_seed(cfg, episode))
+                replay.start_episode(obs)
+                ep_return = 0.0
+            if step < seed_until:
+                action = action_rng.uniform(-1.0, 1.0, size=agent.action_dim).astype(np.float32)
+            else:
+                action = agent.act(obs, sample=True)
+            if step >= seed_until:
+                # The latest value of every metric: the actor and alpha update every actor_update_every steps,
+                # and a log row taking only the last update's would never show them when that one is odd.
+                metrics = {**metrics, **agent.update(replay.sample(cfg.batch_size, accelerator.device), step)}
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            replay.add(action, reward, next_obs, terminated)
+            obs, ep_return, step = next_obs, ep_return + reward, step + 1
+            bar.update(1)
+            env_step = step * ar
+            if metrics and (env_step // cfg.log_every) != ((step - 1) * ar // cfg.log_every):
+                row = {"env_step": env_step, "episode": episode, **{k: float(v) for k, v in metrics.items()}}
+                log.log(row)
+                for k, v in row.items():
+                    if k not in ("env_step", "episode"):
+                        tb.add_scalar(f"train/{k}", v, env_step)
+            if (env_step // cfg.eval_every) != ((step - 1) * ar // cfg.eval_every) and step < cfg.agent_steps:
+                last_eval = do_eval()
+                bar.set_postfix(eval_return=f"{last_eval:.1f}")
+            if terminated or truncated:
+                tb.add_scalar("train/episode_return", ep_return, env_step)
+                log.log({"env_step": env_step, "episode": episode, "episode_return": ep_return})
+                episode += 1
+                obs = None
+                if cfg.checkpoint_every > 0 and env_step >= next_ckpt:
+                    next_ckpt = (env_step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+                    save()
+                elif stop.requested and step < cfg.agent_steps:
+                    save()
+                if stop.requested and step < cfg.agent_steps:
+                    bar.close()
+                    tb.close()
+                    env.close()
+                    raise RunInterrupted(f"environment step {env_step} (checkpoint written to {ckpt_dir})")
     bar.close()
     if finished:
         last_eval = float(eval_log.rows[-1]["eval_return_mean"])
@@ -269,8 +284,9 @@ def run(cfg: Config) -> dict:
 
 
 def main() -> None:
-    summary = run(tyro.cli(Config))
-    print(json.dumps(summary))
+    cfg = tyro.cli(Config)
+    summary = run(cfg)
+    print_run_result("rl_curl", cfg.resolved().out_dir, summary["env_steps"], summary)
 
 
 if __name__ == "__main__":

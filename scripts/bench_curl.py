@@ -95,7 +95,7 @@ def sync(device):
 def fill(replay: FrameReplay, n: int, rng) -> None:
     obs = rng.integers(0, 256, replay.obs_shape, dtype=np.uint8)
     replay.start_episode(obs)
-    for t in range(n):
+    for _ in range(n):
         nxt = np.concatenate([obs[3:], rng.integers(0, 256, (3, *obs.shape[1:]), dtype=np.uint8)])
         replay.add(rng.uniform(-1, 1, replay.action_dim), 0.0, nxt, False)
         obs = nxt

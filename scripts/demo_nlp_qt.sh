@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 OUT=${OUT:-runs/demo/nlp_qt}
-rm -rf "$OUT"  # a fresh demo each time (nlp_qt.train would resume the runs already there, vocabulary included)
+rm -rf "$OUT"  # a fresh demo each time (nlp_qt.train refuses a folder that already holds a run)
 DATA=nlp_qt/data/senteval_demo
 common=(--corpus nlp_qt/data/corpus_docstrings --batch-size 100 --word-dim 64 --encoder-dim 256
         --vocab-size 20000 --lr 2e-3 --log-every 10 --checkpoint-every 50 --seed 0)

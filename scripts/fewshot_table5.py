@@ -70,7 +70,7 @@ ANCHORS = ("ce+punce", "ce+punce-est")
 #: FewShotConfig fields the sweep sets itself (--set refuses them, naming what to use instead).
 SWEEP_FIELDS = {
     "objective": "--methods", "estimate_prior": "--methods (ce+punce-est)", "n_labeled": "--ns", "seed": "--seeds",
-    "output_dir": "--out", "resume": "nothing (a run with a checkpoint is resumed)", "preset": "--preset",
+    "output_dir": "--out", "resume": "nothing (an interrupted run is always continued)", "preset": "--preset",
     "setting": "nothing (Table 5 is the pnu setting; the PU pipeline is `python -m fewshot.train --setting pu`)",
 }
 #: argparse dest -> FewShotConfig field of the sweep's own options (default None: only given ones are passed).
@@ -215,7 +215,7 @@ def run_config(preset, overrides: dict, method: str, n: int, seed: int, folder: 
     then the method's fields, N, the seed and the folder. Evaluated only at the end (eval_every = steps)
     unless --set eval_every says otherwise."""
     fields = {**overrides, **RUN_METHODS[method], "n_labeled": n, "seed": seed, "output_dir": str(folder),
-              "resume": (Path(folder) / "checkpoint").exists()}
+              "resume": True}  # a missing folder starts a new run; an interrupted one continues
     cfg = preset_config(preset, **fields)
     if "eval_every" not in overrides:
         cfg = dataclasses.replace(cfg, eval_every=max(cfg.steps, 1))
@@ -384,7 +384,7 @@ def render_markdown(header: dict, agg: dict, methods, ns, seeds) -> str:
         lines += prior_lines
     lines += ["", "## Paired differences (same seed = same labeled and unlabeled sample)", "",
               "Difference A − B in accuracy points over the seeds both ran; 95% CI by paired t and by paired bootstrap "
-              f"(10,000 resamples of the seeds, rng seed 0, percentile); wins = seeds where A > B. With few seeds the "
+              "(10,000 resamples of the seeds, rng seed 0, percentile); wins = seeds where A > B. With few seeds the "
               "bootstrap interval is too narrow (it never leaves the range of the observed differences): read the t "
               "interval.", "",
               "| N | A − B | seeds | per-seed differences | mean | 95% CI (t) | 95% CI (bootstrap) | A wins |",

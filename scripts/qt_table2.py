@@ -51,17 +51,17 @@ def metric(res: dict, col: str):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--corpus", required=True, 
+    p.add_argument("--corpus", required=True,
                    help="training corpus, as nlp_qt.train --corpus (the paper: hf:bookcorpus)")
     p.add_argument("--data", required=True, help="SentEval data/downstream folder")
-    p.add_argument("--out", default="runs/qt_table2", 
+    p.add_argument("--out", default="runs/qt_table2",
                    help="sweep folder (one run folder per objective, tau+ and seed; table2.md, table2.json)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds per objective")
     p.add_argument("--tau-plus", type=float, nargs="+", default=[0.005, 0.01], help="tau+ values of the debiased runs")
     p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS, help="SentEval tasks")
     p.add_argument("--kfold", type=int, default=10, help="SentEval folds (as nlp_qt.senteval --kfold)")
     p.add_argument("--epochs", type=int, default=1, help="passes over the corpus per run")
-    p.add_argument("--max-steps", type=int, default=None, 
+    p.add_argument("--max-steps", type=int, default=None,
                    help="stop each run after this many optimiser steps (None: no limit)")
     p.add_argument("--batch-size", type=int, default=400, help="consecutive sentences per batch")
     p.add_argument("--word-dim", type=int, default=620, help="word embedding size")
@@ -80,12 +80,12 @@ def main() -> None:
             done = run / "senteval.json"
             cfg = Config(corpus=a.corpus, output_dir=str(run), objective=objective, tau_plus=tau, seed=seed,
                          epochs=a.epochs, max_steps=a.max_steps, batch_size=a.batch_size, word_dim=a.word_dim,
-                         encoder_dim=a.encoder_dim, vocab_size=a.vocab_size, lr=a.lr)
+                         encoder_dim=a.encoder_dim, vocab_size=a.vocab_size, lr=a.lr, resume=True)
             # what the cached evaluation must have been made with to be reused
             key = {"config": dataclasses.asdict(cfg), "kfold": a.kfold, "data": str(Path(a.data).resolve())}
             cached = json.loads(done.read_text()) if done.exists() else {}
             if {k: cached.get(k) for k in key} != key or not set(a.tasks) <= set(cached.get("results", {})):
-                train(cfg)  # resumes (or only reloads) a run already there
+                train(cfg)  # continues a run already there (a finished one is left as it is)
                 encode, _ = load_encoder(str(run / "model"), a.device)
                 res = evaluate(encode, a.data, a.tasks, kfold=a.kfold)
                 write_json_atomic(done, {"results": res, "tasks": a.tasks, **key})

@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MUJOCO_GL="${MUJOCO_GL:-egl}"
+.venv/bin/ruff check .  # the linter (configured in pyproject.toml) runs with the tests
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?

@@ -5,6 +5,8 @@ missing or existing path, a corrupt checkpoint or data file: ``ValueError`` and 
 as ``CheckpointError``, ``CorpusError`` and ``DataError``, ``FileNotFoundError``,
 ``FileExistsError``) are printed as ``error: ...`` on stderr and the process exits with status 2,
 argparse's status for a usage error. Anything else (a bug, an out-of-memory) keeps its traceback.
+A run stopped by SIGINT/SIGTERM (:class:`shared_losses.runtime.RunInterrupted`: it wrote a checkpoint
+first) prints one line, ``interrupted at ...; continue with --resume``, and exits with status 130.
 ``CONTRASTIVE_SUITE_TRACEBACK=1`` shows the traceback for user errors too.
 """
 
@@ -19,8 +21,13 @@ USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryErro
 
 
 def run_cli(main: Callable[[], Any]) -> Any:
+    from .runtime import RunInterrupted
+
     try:
         return main()
+    except RunInterrupted as err:  # SIGINT/SIGTERM: the run wrote its checkpoint and stopped
+        print(str(err), file=sys.stderr)
+        raise SystemExit(130) from None
     except USER_ERRORS as err:
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise

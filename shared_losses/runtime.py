@@ -13,6 +13,7 @@ mid-save never leaves a half-written checkpoint where the last good one was.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -250,3 +251,192 @@ class CsvLogger:
 
     def close(self) -> None:  # kept for symmetry with other loggers; every row is already on disk
         pass
+
+
+# ------------------------------------------------------------------------------------- run folders
+
+RUN_FILE = "run.json"
+#: Keys of config.json that only a run of that application writes: how a run folder written before
+#: run.json existed is recognised (a user's own config.json has not all of them).
+LEGACY_CONFIG_KEYS = {
+    "nlp_qt": {"corpus", "objective", "tau_plus", "vocab_size", "encoder_dim"},
+    "fewshot": {"objective", "n_labeled", "n_unlabeled", "encoder", "lam"},
+    "rl_curl": {"task", "aux", "action_repeat", "tau_plus", "frame_stack"},
+}
+
+
+class RunFolderError(FileExistsError):
+    """The output folder cannot be used as asked (it holds a run, another application's run, or files
+    that are not a run); nothing in it was changed."""
+
+
+def run_application(folder: str | os.PathLike) -> str | None:
+    """Which application's run ``folder`` holds: the ``application`` of its ``run.json``, or for a run
+    written before run.json existed, the application whose config.json keys it has ("unknown" for a
+    folder with only a checkpoint); None if it holds no run."""
+    folder = Path(folder)
+    marker = folder / RUN_FILE
+    if marker.is_file():
+        try:
+            return str(json.loads(marker.read_text())["application"])
+        except (ValueError, KeyError, TypeError) as err:
+            raise RunFolderError(f"{marker} is damaged ({type(err).__name__}: {err}); it should name the application "
+                                 "whose run the folder holds. Fix or remove that file; nothing was changed") from err
+    config = folder / "config.json"
+    if config.is_file():
+        try:
+            keys = set(json.loads(config.read_text()))
+        except (ValueError, TypeError):  # not our JSON object: a user's file
+            keys = set()
+        for app, wanted in LEGACY_CONFIG_KEYS.items():
+            if wanted <= keys:
+                return app
+    if checkpoint_exists(folder / "checkpoint"):
+        return "unknown"
+    return None
+
+
+def _aside_name(folder: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate = folder.with_name(f"{folder.name}.replaced-{stamp}")
+    k = 1
+    while candidate.exists():
+        k += 1
+        candidate = folder.with_name(f"{folder.name}.replaced-{stamp}-{k}")
+    return candidate
+
+
+@dataclasses.dataclass
+class RunFolder:
+    """What :func:`claim_run_folder` decided for an output folder; ``open()`` carries it out.
+
+    ``action``: ``"new"`` (missing or empty folder), ``"resume"`` (a run of this application, with
+    ``--resume``) or ``"replace"`` (a run, with ``--overwrite``: moved aside to ``moved_to``, never
+    deleted, and a new run started in the emptied name).
+    """
+
+    path: Path
+    application: str
+    action: str
+    moved_to: Path | None = None
+
+    @property
+    def resuming(self) -> bool:
+        return self.action == "resume"
+
+    def open(self, is_main: bool = True, announce: bool = True) -> "RunFolder":
+        """Move an old run aside (``replace``), create the folder and write ``run.json`` for a new run.
+        Call it on the main process only (``is_main``), after every process has called
+        :func:`claim_run_folder` and before any of them writes into the folder."""
+        if not is_main:
+            return self
+        if self.action == "replace":
+            os.replace(self.path, self.moved_to)
+            if announce:
+                print(f"--overwrite: moved the previous run in {self.path} to {self.moved_to}")
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.action != "resume" or not (self.path / RUN_FILE).exists():
+            write_json_atomic(self.path / RUN_FILE, {"application": self.application, "format": 1,
+                                                     "created": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        return self
+
+
+def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool = False, overwrite: bool = False,
+                     option: str = "--output-dir") -> RunFolder:
+    """Apply the folder rules every trainer shares, without touching anything (see :meth:`RunFolder.open`):
+
+    - a missing or empty folder starts a new run (``--resume`` there has nothing to continue: a new run);
+    - a folder holding a run of this application is continued with ``resume`` and moved aside with
+      ``overwrite``; with neither it is refused with a message naming both;
+    - a folder holding another application's run is refused (``overwrite`` included: move it yourself);
+    - a non-empty folder that holds no run is refused and left untouched, ``overwrite`` included.
+
+    Raises :class:`RunFolderError` (one line, naming the folder and the way out) when refused.
+    """
+    folder = Path(path)
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite exclude each other: continue the run in "
+                         f"{folder} (--resume) or move it aside and start a new one (--overwrite)")
+    if folder.exists() and not folder.is_dir():
+        raise RunFolderError(f"{option} {folder} is a file, not a folder; choose a folder (nothing was changed)")
+    if not folder.exists() or not any(folder.iterdir()):
+        return RunFolder(folder, application, "new")
+    owner = run_application(folder)
+    if owner is None:
+        names = sorted(p.name for p in folder.iterdir())
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise RunFolderError(f"{option} {folder} is not empty ({shown}) and holds no run: a new run starts only in a "
+                             "missing or empty folder; choose another one (nothing was changed)")
+    if owner not in (application, "unknown"):
+        raise RunFolderError(f"{option} {folder} holds a run of {owner}, not of {application}: choose another folder "
+                             f"(nothing was changed)")
+    if resume:
+        return RunFolder(folder, application, "resume")
+    if overwrite:
+        return RunFolder(folder, application, "replace", moved_to=_aside_name(folder))
+    raise RunFolderError(f"{option} {folder} already holds a run of {application}: pass --resume to continue it, or "
+                         "--overwrite to move it aside (to a .replaced-<time> folder next to it) and start a new "
+                         "one; nothing was changed")
+
+
+# ------------------------------------------------------------------------------------- interrupts
+
+class RunInterrupted(Exception):
+    """A run stopped on SIGINT/SIGTERM after writing a checkpoint; ``run_cli`` prints ``str(self)``
+    and exits with status 130."""
+
+    def __init__(self, where: str, option: str = "--resume"):
+        super().__init__(f"interrupted at {where}; continue with {option}")
+        self.where = where
+
+
+class StopSignals:
+    """Turns SIGINT (Ctrl-C) and SIGTERM into a request the training loop honours between steps.
+
+    Used as ``with StopSignals() as stop: ... if stop.requested: checkpoint, raise RunInterrupted``.
+    The first signal sets ``requested`` (and prints one line saying the run stops after its step);
+    a second SIGINT raises KeyboardInterrupt at once, as usual. Outside the main thread (where
+    handlers cannot be installed) it does nothing. Several processes must agree on stopping at the
+    same step: combine ``requested`` across them (e.g. a sum in a reduce the loop already does).
+    """
+
+    def __init__(self, message: str = "stopping after the current step and writing a checkpoint "
+                                      "(Ctrl-C again to stop at once, losing the steps since the last checkpoint)"):
+        self.requested = False
+        self.message = message
+        self._old: dict = {}
+
+    def _handle(self, signum, frame):
+        import signal
+        import sys
+
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if not self.requested:
+            print(f"\n{signal.Signals(signum).name}: {self.message}", file=sys.stderr, flush=True)
+        self.requested = True
+
+    def __enter__(self) -> "StopSignals":
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import signal
+
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+
+
+def print_run_result(application: str, output_dir: str | os.PathLike, step: int, result: Mapping[str, Any]) -> dict:
+    """The last line of every run, the same keys in every application: one JSON object with
+    ``application``, ``output_dir``, ``step`` (the run's final step, in the unit of its step option)
+    and ``result`` (its headline numbers). Returns the object."""
+    line = {"application": application, "output_dir": str(output_dir), "step": int(step), "result": dict(result)}
+    print(json.dumps(line, default=str), flush=True)
+    return line

@@ -341,7 +341,6 @@ def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_ta
     log row per step, one metrics.json."""
     import os
     import subprocess
-    import sys
 
     train_file, dev = easy_task
     out = tmp_path / "multi"

@@ -43,7 +43,7 @@ def test_probe_is_logistic_regression_on_the_frozen_encoder(tiny_encoder, easy_t
     assert all(torch.equal(v, enc[k]) for k, v in run.model.encoder.state_dict().items())
     # a finished probe folder (metrics.json, no checkpoint) is refused, untouched
     before = (tmp_path / "run" / "metrics.json").read_bytes()
-    with pytest.raises(FileExistsError, match="finished run"):
+    with pytest.raises(FileExistsError, match="already holds a run of fewshot: pass --resume"):
         train(cfg)
     assert (tmp_path / "run" / "metrics.json").read_bytes() == before
 

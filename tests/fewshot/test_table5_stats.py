@@ -144,7 +144,7 @@ def test_run_config_preset_then_explicit_options(tmp_path):
     assert cfg.steps == PRESETS["cpu"]["steps"] and cfg.batch_labeled == PRESETS["cpu"]["batch_labeled"]
     assert cfg.lr == 2e-4 and cfg.max_eval == 50 and cfg.preset == "cpu"
     assert cfg.objective == "ce+punce" and cfg.estimate_prior is True and cfg.n_labeled == 20 and cfg.seed == 3
-    assert cfg.eval_every == cfg.steps and cfg.resume is False
+    assert cfg.eval_every == cfg.steps and cfg.resume is True  # a missing folder starts a new run, an interrupted one continues
     assert t5.run_config("cpu", {"steps": 7}, "ce+punce", 20, 0, tmp_path / "r").estimate_prior is False
     assert t5.run_config("cpu", {"steps": 7}, "ce", 20, 0, tmp_path / "r").steps == 7
     assert t5.run_config(None, {"eval_every": 5}, "ce", 20, 0, tmp_path / "r").eval_every == 5

@@ -14,7 +14,7 @@ def _write_task_folder(root, n=60, seed=0):
     def sent(w):
         return f"{w} " + " ".join(rng.choice(["x", "y", "z", "w"], size=5))
 
-    for task, (d, p, q) in se.BINARY_TASKS.items():
+    for d, p, q in se.BINARY_TASKS.values():
         (root / d).mkdir(parents=True)
         (root / d / p).write_text("\n".join(sent("alpha") for _ in range(n)) + "\n", encoding="latin-1")
         (root / d / q).write_text("\n".join(sent("beta") for _ in range(n)) + "\n\n", encoding="latin-1")

@@ -24,7 +24,7 @@ def _corpus(tmp_path):
 def _cfg(tmp_path, out, **kw):
     base = dict(corpus=str(_corpus(tmp_path) if not (tmp_path / "corpus").exists() else tmp_path / "corpus"),
                 output_dir=str(tmp_path / out), batch_size=8, word_dim=8, encoder_dim=8, vocab_size=200,
-                max_len=12, log_every=1, checkpoint_every=2, lr=1e-2)
+                max_len=12, log_every=1, checkpoint_every=2, lr=1e-2, resume=True)
     base.update(kw)
     return Config(**base)
 
@@ -127,7 +127,6 @@ def test_two_processes_with_gathered_candidates_match_single_process(tmp_path, t
     """2 CPU processes x 8 sentences with --gather-across-processes == 1 process x 16 sentences."""
     import os
     import subprocess
-    import sys
 
     corpus = _corpus(tmp_path)
     common = ["--corpus", str(corpus), "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200",
@@ -280,7 +279,7 @@ def test_resuming_a_finished_run_keeps_its_final_loss(tmp_path):
     import math
 
     first = train(_cfg(tmp_path, "fin", max_steps=2))
-    again = train(_cfg(tmp_path, "fin", max_steps=2))  # resume=True by default: nothing left to do
+    again = train(_cfg(tmp_path, "fin", max_steps=2))  # --resume: nothing left to do
     assert again["step"] == 2 and math.isfinite(again["final_loss"]) and again["final_loss"] == first["final_loss"]
 
 

@@ -262,13 +262,13 @@ def test_actor_and_alpha_metrics_are_logged_when_the_log_step_falls_on_a_critic_
 def test_finished_run_without_its_checkpoint_is_not_overwritten(tmp_path):
     """Checkpoints hold the replay (3.4 GB a run at the defaults), so users delete them once a run is done.
     Such a folder used to be started afresh, with or without --resume (curl_table3.py always passes it),
-    deleting its eval.csv and log.csv; it is refused, naming the missing checkpoint."""
+    deleting its eval.csv and log.csv; it is refused, naming the missing checkpoint under --resume."""
     run(cfg(tmp_path, "d", env_steps=1000))
     out = tmp_path / "d"
     shutil.rmtree(out / "checkpoint")
     before = {p: p.read_bytes() for p in [out / "eval.csv", out / "log.csv", out / "summary.json"]}
-    for resume in (False, True):
-        with pytest.raises(FileExistsError, match="no checkpoint"):
+    for resume, message in ((False, "already holds a run of rl_curl: pass --resume"), (True, "no checkpoint")):
+        with pytest.raises(FileExistsError, match=message):
             run(cfg(tmp_path, "d", env_steps=2000, resume=resume))
     assert all(p.read_bytes() == b for p, b in before.items())
 

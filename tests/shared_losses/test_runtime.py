@@ -179,3 +179,57 @@ def test_a_fresh_run_hides_the_events_of_one_started_before_in_its_folder(tmp_pa
     plugin.Reload()
     texts = plugin.Tensors("config/text_summary")
     assert len(texts) == 1 and b"| try | 2.0 |" in texts[0].tensor_proto.string_val[0]
+
+
+# ------------------------------------------------------------------------------------- run folders
+
+def test_claim_run_folder_decisions(tmp_path):
+    import json
+
+    from shared_losses.runtime import RUN_FILE, RunFolderError, claim_run_folder, run_application
+
+    assert claim_run_folder(tmp_path / "missing", "nlp_qt").action == "new"
+    (tmp_path / "empty").mkdir()
+    assert claim_run_folder(tmp_path / "empty", "nlp_qt", resume=True).action == "new"
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(RunFolderError, match="is a file, not a folder"):
+        claim_run_folder(tmp_path / "afile", "nlp_qt")
+
+    # runs written before run.json existed are recognised by their config.json keys, each by its application
+    for app, keys in {"nlp_qt": ["corpus", "objective", "tau_plus", "vocab_size", "encoder_dim", "lr"],
+                      "fewshot": ["objective", "n_labeled", "n_unlabeled", "encoder", "lam"],
+                      "rl_curl": ["task", "aux", "action_repeat", "tau_plus", "frame_stack", "seed"]}.items():
+        old = tmp_path / f"old_{app}"
+        old.mkdir()
+        (old / "config.json").write_text(json.dumps(dict.fromkeys(keys, 1)))
+        assert run_application(old) == app
+        assert claim_run_folder(old, app, resume=True).action == "resume"
+        with pytest.raises(RunFolderError, match=f"holds a run of {app}, not of"):
+            claim_run_folder(old, "nlp_qt" if app != "nlp_qt" else "fewshot", resume=True)
+    # a user's config.json with some of those keys, or not a JSON object, is not a run
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "config.json").write_text(json.dumps({"objective": "x", "lr": 1}))
+    assert run_application(tmp_path / "user") is None
+    (tmp_path / "user" / "config.json").write_text("[1, 2]")
+    assert run_application(tmp_path / "user") is None
+
+    # a damaged run.json is named, not guessed around
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / RUN_FILE).write_text("{not json")
+    with pytest.raises(RunFolderError, match="run.json is damaged"):
+        claim_run_folder(tmp_path / "bad", "nlp_qt", resume=True)
+
+
+def test_overwrite_moves_aside_under_a_new_name_each_time(tmp_path):
+    from shared_losses.runtime import RUN_FILE, claim_run_folder
+
+    out = tmp_path / "run"
+    claim_run_folder(out, "fewshot").open()
+    for i in range(3):
+        (out / "mark.txt").write_text(str(i))
+        folder = claim_run_folder(out, "fewshot", overwrite=True)
+        assert folder.action == "replace" and not folder.moved_to.exists()
+        folder.open(announce=False)
+        assert sorted(p.name for p in out.iterdir()) == [RUN_FILE]
+    aside = sorted(p for p in tmp_path.iterdir() if p.name != "run")
+    assert len(aside) == 3 and sorted((p / "mark.txt").read_text() for p in aside) == ["0", "1", "2"]

@@ -1,0 +1,58 @@
+from fewshot.train import train
+
+from ..folder_rules import check_folder_rules
+from .test_fewshot import _cfg
+
+
+def test_fewshot_follows_the_folder_rules(tiny_encoder, easy_task, tmp_path):
+    def run(folder, **flags):
+        return train(_cfg(tiny_encoder, easy_task, tmp_path, steps=2, eval_every=2, checkpoint_every=2,
+                          output_dir=str(folder), **flags))
+
+    check_folder_rules(tmp_path, "fewshot", run, other_app="nlp_qt")
+
+
+def test_fewshot_probe_follows_the_folder_rules(tiny_encoder, easy_task, tmp_path):
+    """The probe keeps no checkpoint: its metrics.json is the finished run."""
+    def run(folder, **flags):
+        return train(_cfg(tiny_encoder, easy_task, tmp_path, objective="probe", output_dir=str(folder), **flags))
+
+    check_folder_rules(tmp_path, "fewshot", run, other_app="rl_curl")
+
+
+def test_fewshot_ctrl_c_checkpoints_the_step_and_resumes_exactly(tiny_encoder, easy_task, tmp_path, monkeypatch,
+                                                                   capsys):
+    import csv
+    import json
+
+    import fewshot.train as fs_train
+
+    from ..folder_rules import check_interrupt_exits_130, interrupt_on_call
+
+    kw = dict(steps=6, eval_every=3, checkpoint_every=4)
+    train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "full"), **kw))
+    # Ctrl-C during step 2 (checkpoints every 4): step 2 finishes, is checkpointed, the run stops
+    interrupt_on_call(monkeypatch, fs_train, "fewshot_loss", at=2)
+    check_interrupt_exits_130(capsys, lambda: train(_cfg(tiny_encoder, easy_task, tmp_path,
+                                                         output_dir=str(tmp_path / "cut"), **kw)), where="step 2")
+    monkeypatch.undo()
+    assert not (tmp_path / "cut" / "metrics.json").exists()
+    from shared_losses.runtime import load_checkpoint
+
+    assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 2
+    train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "cut"), resume=True, **kw))
+    rows = {name: list(csv.DictReader(open(tmp_path / name / "log.csv"))) for name in ("full", "cut")}
+    assert rows["full"] == rows["cut"]
+    metrics = {name: json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("full", "cut")}
+    assert metrics["full"]["eval_accuracy"] == metrics["cut"]["eval_accuracy"]
+    assert metrics["full"]["history"] == metrics["cut"]["history"]
+
+
+def test_fewshot_ends_with_the_common_json_line(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys):
+    from fewshot.train import main
+
+    from ..folder_rules import check_final_json_line
+
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, steps=2, eval_every=2, output_dir=str(tmp_path / "j"))
+    line = check_final_json_line(monkeypatch, capsys, main, cfg, "fewshot", 2)
+    assert {"eval_accuracy", "majority_accuracy"} <= set(line["result"])
