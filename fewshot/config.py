@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
+
+from tyro.conf import arg
 
 
 @dataclass
@@ -57,7 +59,7 @@ class FewShotConfig:
     set, known for benchmark data, SPEC section 4) or estimated when `--estimate-prior` is set."""
     estimate_prior: bool = False
     """Estimate pi with the Elkan-Noto estimator on the encoder's features instead of using labels."""
-    steps: int = 200
+    steps: Annotated[int, arg(aliases=("--max-steps",))] = 200
     """Optimisation steps; each sees a batch of labeled and a batch of unlabeled examples."""
     batch_labeled: int = 16
     """Labeled examples per step and process (with several processes, the global batch of batch-labeled x processes, capped at N, is split between them)."""
@@ -104,9 +106,11 @@ class FewShotConfig:
     overwrite: bool = False
     """Move the run already in OUTPUT_DIR aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a
     new one there."""
+    progress: bool = True
+    """Show a progress bar (tqdm, on stderr)."""
     checkpoint_every: int = 100
     """Write an atomic checkpoint every this many steps (and at the end; setting `pnu` only)."""
-    gather_negatives: bool = False
+    gather_negatives: Annotated[bool, arg(aliases=("--gather-across-processes",))] = False
     """With several processes (accelerate launch), use the views of every process as contrastive
     candidates (SPEC section 5); otherwise each process contrasts within its own batch. Setting `pnu` only."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"

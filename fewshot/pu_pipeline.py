@@ -45,7 +45,7 @@ def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
         raise ValueError("--resume is not supported with --setting pu (the PU pipeline is short and "
                          "always runs from the start); drop --resume")
     if cfg.gather_negatives:
-        raise ValueError("--gather-negatives is not supported with --setting pu (each process contrasts "
+        raise ValueError("--gather-across-processes is not supported with --setting pu (each process contrasts "
                          "within its own batch there); drop it")
     if cfg.objective != "ce+punce":
         raise ValueError(f"--objective {cfg.objective} does not apply to --setting pu: its encoder is always trained with "

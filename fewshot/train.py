@@ -66,7 +66,7 @@ class Batches:
 def process_share(batch: np.ndarray, world: int, rank: int) -> np.ndarray:
     """Process ``rank``'s part of a global batch: ``world`` disjoint, contiguous parts whose sizes differ by
     at most one. Every process draws the same global batch (same seed), so together they train on it
-    once, never on copies of one batch (which ``--gather-negatives`` would contrast as negatives). When
+    once, never on copies of one batch (which ``--gather-across-processes`` would contrast as negatives). When
     the global batch divides evenly, averaging the processes' losses (as DDP averages gradients) gives
     the global batch's loss; otherwise the shares' means are averaged with equal weights."""
     return np.array_split(batch, world)[rank]
@@ -143,16 +143,16 @@ def finished_metrics(cfg: FewShotConfig, folder: RunFolder) -> dict | None:
     if cfg.objective in ("probe", "setfit") or metrics.get("steps", -1) >= cfg.steps:
         return metrics
     raise FileExistsError(f"{out} holds a finished run of {metrics.get('steps')} steps (metrics.json) but no checkpoint/ "
-                          f"to continue it to --steps {cfg.steps} from: pass --overwrite (moves it aside) to start a "
+                          f"to continue it to --max-steps {cfg.steps} from: pass --overwrite (moves it aside) to start a "
                           "new run, or another --output-dir; nothing was changed")
 
 
 def check_steps(cfg: FewShotConfig, trained: int, out: Path) -> None:
-    """A resume only continues a run: fewer --steps than its checkpoint has trained are refused (the
+    """A resume only continues a run: fewer --max-steps than its checkpoint has trained are refused (the
     loop would not run, and metrics.json would pair the new count with the old model)."""
     if cfg.steps < trained:
-        raise ValueError(f"--steps {cfg.steps} is below the {trained} steps the checkpoint in {out} has already "
-                         f"trained: a resume only continues a run (pass --steps {trained} or more)")
+        raise ValueError(f"--max-steps {cfg.steps} is below the {trained} steps the checkpoint in {out} has already "
+                         f"trained: a resume only continues a run (pass --max-steps {trained} or more)")
 
 
 def read_json(path: Path) -> dict:
@@ -312,7 +312,7 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
 
 
 # may change when resuming (prior_used/prior_source: what config.json adds to the options)
-RESUME_FREE = {"resume", "overwrite", "steps", "eval_every", "checkpoint_every", "output_dir", "prior_used", "prior_source"}
+RESUME_FREE = {"resume", "overwrite", "progress", "steps", "eval_every", "checkpoint_every", "output_dir", "prior_used", "prior_source"}
 
 
 def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = None) -> None:
@@ -344,7 +344,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     folder = claim(cfg)
     done = finished_metrics(cfg, folder)
     if done is not None:
-        print(f"{folder.path} already holds this run, finished; nothing to do (pass a larger --steps to train on)")
+        print(f"{folder.path} already holds this run, finished; nothing to do (pass a larger --max-steps to train on)")
         return done
     if cfg.setting == "pu":
         from .pu_pipeline import run_pu
@@ -389,7 +389,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     mean = (lambda t: acc.reduce(t.detach(), reduction="mean").item()) if world > 1 else (lambda t: t.item())
     model.train()
     bar = tqdm(total=cfg.steps, initial=step, desc=f"{cfg.objective} N={cfg.n_labeled}", unit="step",
-               disable=not acc.is_main_process)
+               disable=not (acc.is_main_process and cfg.progress))
     t0 = time.time()
     with StopSignals() as stop:  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130
         while step < cfg.steps:

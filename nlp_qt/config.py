@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
+
+from tyro.conf import arg
 
 
 @dataclass
@@ -17,7 +19,7 @@ class Config:
     a hub dataset `hf:NAME` (e.g. hf:bookcorpus; needs internet)."""
     output_dir: str = "runs/nlp_qt"
     """Run directory: config.json, vocab.json, checkpoint/, model/ (for evaluation), log.csv, tb/, summary.json."""
-    text_field: str = "text"
+    text_field: Annotated[str, arg(aliases=("--text-column",))] = "text"
     """Column with the text (datasets sources)."""
     doc_field: Optional[str] = None
     """Column whose change starts a new document (datasets sources), e.g. a book id."""
@@ -33,7 +35,7 @@ class Config:
     """Vocabulary size (most frequent words; plus <pad> and <unk>)."""
     vocab_sentences: Optional[int] = 5_000_000
     """Sentences scanned to build the vocabulary (None: the whole corpus)."""
-    max_len: int = 50
+    max_len: Annotated[int, arg(aliases=("--max-length",))] = 50
     """Maximum sentence length in tokens (longer ones are cut)."""
     lowercase: bool = False
     """Lower-case text before tokenising (QT is case-sensitive)."""
@@ -89,3 +91,5 @@ class Config:
     overwrite: bool = False
     """Move the run already in output_dir aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a
     new one there."""
+    progress: bool = True
+    """Show a progress bar (tqdm, on stderr)."""

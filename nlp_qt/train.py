@@ -36,7 +36,7 @@ from .vocab import Vocab
 
 # Fields a resumed run may change; every other field (new ones included) must agree with the checkpoint's
 # run. vocab_sentences: the vocabulary is read back from vocab.json on resume.
-RESUME_FREE = {"output_dir", "resume", "overwrite", "epochs", "max_steps", "log_every", "checkpoint_every", "vocab_sentences"}
+RESUME_FREE = {"output_dir", "resume", "overwrite", "progress", "epochs", "max_steps", "log_every", "checkpoint_every", "vocab_sentences"}
 
 
 def validate(cfg: Config) -> None:
@@ -205,7 +205,7 @@ def train(cfg: Config) -> dict:
     global_bs = cfg.batch_size * world
     stats = CorpusStats()
     done = cfg.max_steps is not None and step >= cfg.max_steps
-    bar = tqdm(total=cfg.max_steps, initial=step, disable=not main, unit="step", dynamic_ncols=True,
+    bar = tqdm(total=cfg.max_steps, initial=step, disable=not (main and cfg.progress), unit="step", dynamic_ncols=True,
                mininterval=0.1 if sys.stderr.isatty() else 10.0)
     t0, s0 = time.perf_counter(), sentences_seen
     with StopSignals() as stop:  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
+
+from tyro.conf import arg
 
 # SPEC section 6: action repeat 8 cartpole; 2 finger spin, walker; 4 cheetah, reacher, ball_in_cup.
 # Learning rate 1e-3 except 2e-4 for cheetah. Other tasks of these domains take their domain's values;
@@ -52,7 +54,7 @@ class Config:
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for any gymnasium environment with a bounded continuous action space (rendered to pixels)."""
     seed: int = 0
     """Random seed (networks, replay sampling, crops, random actions, environment episodes)."""
-    out_dir: str = ""
+    out_dir: Annotated[str, arg(aliases=("--output-dir",))] = ""
     """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh). A folder that holds a run is continued only with --resume and moved aside (never deleted) only with --overwrite; a non-empty folder that holds no run is refused."""
 
     # --- auxiliary objective -------------------------------------------------------------------

@@ -149,12 +149,12 @@ def run(cfg: Config) -> dict:
                          "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")
     out = Path(cfg.out_dir)
     ckpt_dir = out / "checkpoint"
-    folder = claim_run_folder(out, "rl_curl", resume=cfg.resume, overwrite=cfg.overwrite, option="--out-dir")
+    folder = claim_run_folder(out, "rl_curl", resume=cfg.resume, overwrite=cfg.overwrite, option="--output-dir")
     resuming = folder.resuming and checkpoint_exists(ckpt_dir)
     if folder.resuming and not checkpoint_exists(ckpt_dir) and (out / "summary.json").exists():  # checkpoint deleted
         raise FileExistsError(f"{out} holds a finished run (summary.json) but no checkpoint/ to continue it from, so "
                               "starting there would overwrite its logs: pass --overwrite (moves it aside) or choose "
-                              "another --out-dir to start a new run; nothing was changed")
+                              "another --output-dir to start a new run; nothing was changed")
     if resuming:
         # Counters and configuration first, so that a mismatch is refused naming its fields before
         # accelerate tries to load models, optimisers or a replay of another shape.

@@ -96,7 +96,7 @@ def commands(args: Args) -> list[tuple[Path, list[str]]]:
             for seed in args.seeds:
                 out = Path(args.out) / task / obj.replace(":", "_") / f"seed{seed}"
                 cmd = [sys.executable, "-m", "rl_curl.train", "--task", task, *flags, "--seed", str(seed),
-                       "--out-dir", str(out), "--env-steps", str(args.env_steps), "--batch-size", str(args.batch_size),
+                       "--output-dir", str(out), "--env-steps", str(args.env_steps), "--batch-size", str(args.batch_size),
                        "--resume", "--no-progress", *args.extra]
                 jobs.append((out, cmd))
     return jobs

@@ -18,7 +18,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT" && touch "$OUT/.rl_curl_demo"
 .venv/bin/python -m rl_curl.train \
   --task cartpole-swingup --aux debiased --tau-plus 0.05 --positives 1 --seed 0 \
-  --out-dir "$OUT" --env-steps 4000 --seed-steps 100 --eval-every 2000 --eval-episodes 2 \
+  --output-dir "$OUT" --env-steps 4000 --seed-steps 100 --eval-every 2000 --eval-episodes 2 \
   --image-size 64 --crop-size 56 --num-filters 16 --hidden-dim 256 --batch-size 64 \
   --replay-capacity 10000 --log-every 400 --checkpoint-every 2000 --torch-threads 1 --save-video
 .venv/bin/python -m rl_curl.evaluate --run-dir "$OUT" --episodes 2

@@ -387,7 +387,7 @@ def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_
                             capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert single.returncode == 0, single.stderr[-3000:]
     multi = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *common, "--batch-labeled", "4",
-                            "--batch-unlabeled", "6", "--gather-negatives", "--output-dir", str(tmp_path / "two")],
+                            "--batch-unlabeled", "6", "--gather-across-processes", "--output-dir", str(tmp_path / "two")],
                            capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert multi.returncode == 0, multi.stderr[-3000:]
     a = load_file(str(tmp_path / "one" / "checkpoint" / "model.safetensors"))

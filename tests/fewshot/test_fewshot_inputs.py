@@ -113,7 +113,7 @@ def test_resume_in_moved_folder_and_refused_resume_leaves_folder_untouched(tiny_
 def test_pu_setting_refuses_resume(tiny_encoder, easy_task, tmp_path):
     with pytest.raises(ValueError, match="not supported with --setting pu"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", resume=True))
-    with pytest.raises(ValueError, match="--gather-negatives is not supported with --setting pu"):
+    with pytest.raises(ValueError, match="--gather-across-processes is not supported with --setting pu"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", gather_negatives=True))
     assert not (tmp_path / "pu" / "checkpoint").exists()
     with pytest.raises(ValueError, match="--objective ce does not apply to --setting pu"):  # was: silently puNCE
@@ -238,7 +238,7 @@ def test_resume_with_fewer_steps_than_trained_is_refused(tiny_encoder, easy_task
     # used to rewrite metrics.json with "steps": 1 for the model trained 2 steps
     train(_cfg(tiny_encoder, easy_task, tmp_path / "r"))
     before = {f: (tmp_path / "r" / f).read_text() for f in ("config.json", "metrics.json", "log.csv")}
-    with pytest.raises(ValueError, match="--steps 1 is below the 2 steps"):
+    with pytest.raises(ValueError, match="--max-steps 1 is below the 2 steps"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "r", steps=1, resume=True))
     assert {f: (tmp_path / "r" / f).read_text() for f in before} == before
 
