@@ -19,11 +19,10 @@ from shared_losses.runtime import CsvLogger, save_checkpoint, tensorboard_writer
 
 from .objectives import multiview
 from .pu import RISKS, train_probe
+from .run import embed_all, forward_views, prepare, process_share, tokenize
 
 
 def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device):
-    from .train import embed_all
-
     fp, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
     fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
     fe, _ = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
@@ -39,8 +38,6 @@ def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, pr
 
 
 def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
-    from .train import forward_views, prepare, process_share, tokenize
-
     if cfg.resume:
         raise ValueError("--resume is not supported with --setting pu (the PU pipeline is short and "
                          "always runs from the start); drop --resume")

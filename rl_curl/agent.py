@@ -17,17 +17,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from shared_losses import (
-    BilinearScore,
-    debiased_nce_from_logits,
-    hard_negative_nce_from_logits,
-    info_nce_from_logits,
-    log_floor_min_negative,
-)
+from shared_losses import BilinearScore
 
 from .augment import center_crop, random_crop
 from .config import Config
 from .networks import Actor, ConvTrunk, Critic, Encoder, ScaledPixels, weight_init
+from .objectives import auxiliary_loss  # noqa: F401  (the loss of each --aux: rl_curl.objectives)
 
 
 def contrastive_logits(z_anchor: torch.Tensor, z_keys: list[torch.Tensor], score: BilinearScore,
@@ -43,19 +38,6 @@ def contrastive_logits(z_anchor: torch.Tensor, z_keys: list[torch.Tensor], score
     own = torch.eye(B, dtype=torch.bool, device=logits.device).repeat(1, M)
     neg = logits.masked_fill(own, float("-inf"))
     return pos, neg
-
-
-def auxiliary_loss(pos: torch.Tensor, neg: torch.Tensor, aux: str, tau_plus: float = 0.0, beta: float = 1.0,
-                   log_floor: str = "min-negative") -> torch.Tensor:
-    """The auxiliary objective ``aux`` on bilinear logits; the floor is each anchor's smallest negative logit."""
-    floor = log_floor_min_negative(neg) if log_floor == "min-negative" else None
-    if aux == "curl":
-        return info_nce_from_logits(pos, neg)
-    if aux == "debiased":
-        return debiased_nce_from_logits(pos, neg, tau_plus=tau_plus, log_floor=floor)
-    if aux == "hard":
-        return hard_negative_nce_from_logits(pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor)
-    raise ValueError(f"unknown auxiliary loss {aux!r}; choose curl, debiased, hard or none")
 
 
 def full(x: torch.Tensor) -> torch.Tensor:

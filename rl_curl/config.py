@@ -12,6 +12,11 @@ from typing import Annotated, Literal
 
 from tyro.conf import arg
 
+from .objectives import OBJECTIVES, check_fields, folder_name
+
+#: the --aux choices: the objectives' table (rl_curl.objectives)
+AuxName = Literal[tuple(OBJECTIVES)]
+
 # SPEC section 6: action repeat 8 cartpole; 2 finger spin, walker; 4 cheetah, reacher, ball_in_cup.
 # Learning rate 1e-3 except 2e-4 for cheetah. Other tasks of these domains take their domain's values;
 # tasks of other domains fall back to DEFAULT_ACTION_REPEAT and DEFAULT_LR.
@@ -58,7 +63,7 @@ class Config:
     """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh). A folder that holds a run is continued only with --resume and moved aside (never deleted) only with --overwrite; a non-empty folder that holds no run is refused."""
 
     # --- auxiliary objective -------------------------------------------------------------------
-    aux: Literal["curl", "debiased", "hard", "none"] = "curl"
+    aux: AuxName = "curl"
     """Auxiliary loss: curl (InfoNCE, the baseline), debiased (DCL), hard (hard-negative DCL), none (pixel SAC)."""
     tau_plus: float = 0.0
     """Class prior tau+ of the debiased / hard losses (DCL Table 3 uses 0.01, 0.05, 0.1); 0 = no debiasing."""
@@ -166,14 +171,7 @@ class Config:
     def objective_name(self) -> str:
         """The auxiliary objective with the settings that tell its variants apart, as a folder name:
         curl, none, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1 ..."""
-        name = self.aux
-        if self.aux in ("debiased", "hard"):
-            name += f"-tau{self.tau_plus:g}"
-        if self.aux != "none" and self.positives != 1:
-            name += f"-M{self.positives}"
-        if self.aux == "hard":
-            name += f"-beta{self.beta:g}"
-        return name
+        return folder_name(self.aux, self.tau_plus, self.positives, self.beta)
 
     def resolved(self) -> "Config":
         """A copy with the per-task defaults filled in and every field checked."""
@@ -197,12 +195,8 @@ class Config:
         need(0 <= self.seed < 2**32, f"seed must be in [0, 2**32) (numpy's and the environments' generators), got {self.seed}")
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
-        need(self.aux in ("debiased", "hard") or self.tau_plus == 0.0,
-             f"tau_plus={self.tau_plus} only applies to aux=debiased or hard, not aux={self.aux}")
         need(self.beta >= 0.0, f"beta must be >= 0 (0 = the debiased loss), got {self.beta}")
-        need(self.aux == "hard" or self.beta == 1.0, f"beta={self.beta} only applies to aux=hard, not aux={self.aux}")
-        need(self.aux != "none" or self.positives == 1,
-             f"positives={self.positives} only applies to an auxiliary loss, not aux=none (pixel SAC)")
+        check_fields(self.aux, {"tau_plus": self.tau_plus, "positives": self.positives, "beta": self.beta})
         need(self.crop_size <= self.image_size, f"crop_size {self.crop_size} > image_size {self.image_size}")
         need(self.action_repeat is None or self.action_repeat >= 1, f"action_repeat must be >= 1, got {self.action_repeat}")
         need(self.batch_size >= 2, f"batch_size must be >= 2 (the other samples are the negatives), got {self.batch_size}")

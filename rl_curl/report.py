@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import objectives
+
 TABLE3_TASKS = ["finger-spin", "cartpole-swingup", "reacher-easy", "cheetah-run", "walker-walk", "ball_in_cup-catch"]
 
 
@@ -39,16 +41,8 @@ def plot_curve(eval_csv: str | Path, png: str | Path, title: str = "") -> Path:
 
 
 def objective_label(cfg: dict) -> str:
-    """The row of a run in the table (and its line in the plots). Runs that differ in the objective, its
-    number of positives or the encoder's tanh get different rows, never one averaged cell."""
-    if cfg["aux"] == "curl":
-        label = "biased (CURL)" + (f", M={cfg['positives']}" if cfg.get("positives", 1) != 1 else "")
-    elif cfg["aux"] == "none":
-        label = "pixel SAC (no aux)"
-    else:
-        name = "debiased" if cfg["aux"] == "debiased" else f"hard β={cfg['beta']:g}"
-        label = f"{name} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
-    return label + ("" if cfg.get("encoder_tanh", True) else ", no tanh")
+    """The row of a run in the table (and its line in the plots): :func:`rl_curl.objectives.label`."""
+    return objectives.label(cfg)
 
 
 def table3_tasks(runs: list[dict]) -> list[str]:
@@ -58,10 +52,8 @@ def table3_tasks(runs: list[dict]) -> list[str]:
 
 
 def objective_order(cfg: dict) -> tuple:
-    """Where an objective's row goes in DCL Table 3's order: biased (CURL), then debiased (and hard) by M,
-    then tau+ (then beta); pixel SAC last."""
-    rank = {"curl": 0, "debiased": 1, "hard": 2}.get(cfg["aux"], 3)
-    return (rank, cfg.get("positives", 1), cfg.get("beta", 1.0), cfg.get("tau_plus", 0.0))
+    """Where an objective's row goes in DCL Table 3's order: :func:`rl_curl.objectives.order`."""
+    return objectives.order(cfg)
 
 
 def collect(root: str | Path) -> list[dict]:

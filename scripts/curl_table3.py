@@ -6,7 +6,8 @@ parallel, then a mean ± std table in the paper's layout (table3.md) and learnin
     .venv/bin/python scripts/curl_table3.py --aggregate-only --out runs/table3         # only the table
     .venv/bin/python scripts/curl_table3.py --dry-run                                  # print the commands
 
-Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA``.
+Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA`` (the table of
+objectives is ``rl_curl.objectives``).
 Every run resumes from its checkpoint if it was interrupted, and a finished run is skipped, so the
 command can simply be started again. Each run's stdout/stderr go to ``<run dir>/train.log``.
 """
@@ -27,6 +28,7 @@ import tyro
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rl_curl import objectives  # noqa: E402
 from rl_curl.report import TABLE3_TASKS, plot_grid, table3  # noqa: E402
 
 TABLE3_OBJECTIVES = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2", "debiased:0.1:2"]
@@ -41,7 +43,7 @@ class Args:
     tasks: list[str] = field(default_factory=lambda: list(TABLE3_TASKS))
     """Tasks (DCL Table 3: finger-spin cartpole-swingup reacher-easy cheetah-run walker-walk ball_in_cup-catch)."""
     objectives: list[str] = field(default_factory=lambda: list(TABLE3_OBJECTIVES))
-    """Objectives: curl | none | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA."""
+    """Objectives: curl | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA | none (rl_curl.objectives)."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """Seeds per (task, objective)."""
     env_steps: int = 100_000
@@ -61,31 +63,9 @@ class Args:
     """Print the training commands instead of running them."""
 
 
-def _number(text: str, value: str, name: str, ok, kind=float):
-    """``value`` of objective ``text`` as ``kind``, refused (naming ``name``) unless ``ok`` of it holds."""
-    try:
-        v = kind(value)
-    except ValueError:
-        v = None
-    if v is None or not ok(v):
-        raise ValueError(f"objective {text!r}: {name} = {value!r} is not valid")
-    return v
-
-
 def parse_objective(text: str) -> list[str]:
-    parts = text.split(":")
-    if parts[0] in ("curl", "none") and len(parts) == 1:
-        return ["--aux", parts[0]]
-    if parts[0] in ("debiased", "hard") and len(parts) in (3, 4):  # checked here, not in every run of the grid
-        _number(text, parts[1], "TAU_PLUS (must be in [0, 1))", lambda v: 0 <= v < 1)
-        _number(text, parts[2], "M (must be 1 or 2)", lambda v: v in (1, 2), int)
-        if len(parts) == 4:
-            _number(text, parts[3], "BETA (must be >= 0)", lambda v: v >= 0)
-    if parts[0] == "debiased" and len(parts) == 3:
-        return ["--aux", "debiased", "--tau-plus", parts[1], "--positives", parts[2]]
-    if parts[0] == "hard" and len(parts) == 4:
-        return ["--aux", "hard", "--tau-plus", parts[1], "--positives", parts[2], "--beta", parts[3]]
-    raise ValueError(f"objective {text!r} is not one of curl | none | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA")
+    """The rl_curl.train options of an objective spec (checked here, not in every run of the grid)."""
+    return objectives.cli_flags(objectives.parse_spec(text))
 
 
 def commands(args: Args) -> list[tuple[Path, list[str]]]:

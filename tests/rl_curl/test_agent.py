@@ -124,7 +124,7 @@ def test_min_negative_floor_binds_when_debiasing_overshoots():
 
 def test_unknown_aux_is_refused():
     score, z_a, z_k = logits()
-    with pytest.raises(ValueError, match="unknown auxiliary loss"):
+    with pytest.raises(ValueError, match="unknown auxiliary objective .infonce."):
         auxiliary_loss(*contrastive_logits(z_a, z_k, score), "infonce")
 
 

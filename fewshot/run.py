@@ -1,0 +1,366 @@
+"""What both training paths of a few-shot run share (:mod:`fewshot.train` for CE / SupCon / puNCE and
+the baselines, :mod:`fewshot.pu_pipeline` for the PU setting): the output folder's rules, the
+accelerator, data, development split and few-shot sample, the model and its frozen layers, the prior,
+batching across processes, encoding, the heads' evaluation and ``metrics.json``'s common keys."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from shared_losses.runtime import (RunFolder, StopSignals, checkpoint_exists, claim_run_folder, config_changes,
+                                   load_checkpoint, write_json_atomic)
+
+from .config import FewShotConfig
+from .data import load_splits, sample_fewshot
+from .model import FewShotModel, load_tokenizer, max_tokens
+from .prior import elkan_noto_prior
+
+
+class Batches:
+    """Endless shuffled batches of indices with a numpy Generator whose state is checkpointed."""
+
+    def __init__(self, indices, batch_size: int, seed: int):
+        self.indices, self.batch_size = np.asarray(indices), batch_size
+        self.rng = np.random.default_rng(seed)
+        self.order, self.pos = self.rng.permutation(self.indices), 0
+
+    def next(self):
+        if self.batch_size == 0 or len(self.indices) == 0:
+            return self.indices[:0]
+        out = []
+        while len(out) < self.batch_size:
+            if self.pos == len(self.order):
+                # a new pass: examples already in this batch go to the back of the new order, so a
+                # batch straddling two passes holds no example twice (each pass still sees all once)
+                order = self.rng.permutation(self.indices)
+                taken = np.isin(order, out)
+                self.order, self.pos = np.concatenate([order[~taken], order[taken]]), 0
+            take = min(self.batch_size - len(out), len(self.order) - self.pos, len(self.indices) - len(out))
+            out.extend(self.order[self.pos:self.pos + take].tolist())
+            self.pos += take
+            if len(out) >= len(self.indices):
+                break  # never repeat an example inside one batch
+        return np.asarray(out)
+
+    def state_dict(self):
+        return {"rng": self.rng.bit_generator.state, "order": self.order, "pos": self.pos}
+
+    def load_state_dict(self, s):
+        self.rng.bit_generator.state = s["rng"]
+        self.order, self.pos = s["order"], s["pos"]
+
+
+def process_share(batch: np.ndarray, world: int, rank: int) -> np.ndarray:
+    """Process ``rank``'s part of a global batch: ``world`` disjoint, contiguous parts whose sizes differ by
+    at most one. Every process draws the same global batch (same seed), so together they train on it
+    once, never on copies of one batch (which ``--gather-across-processes`` would contrast as negatives). When
+    the global batch divides evenly, averaging the processes' losses (as DDP averages gradients) gives
+    the global batch's loss; otherwise the shares' means are averaged with equal weights."""
+    return np.array_split(batch, world)[rank]
+
+
+def tokenize(tokenizer, texts, max_length, device):
+    enc = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+@torch.no_grad()
+def embed_all(model, tokenizer, texts, max_length, device, batch_size=64):
+    model.eval()
+    feats, logits = [], []
+    for i in range(0, len(texts), batch_size):
+        ids, mask = tokenize(tokenizer, texts[i:i + batch_size], max_length, device)
+        h = model.embed(ids, mask)
+        feats.append(h.float().cpu())
+        logits.append(model.classifier(h).float().cpu())
+    model.train()
+    return torch.cat(feats), torch.cat(logits)
+
+
+def make_accelerator(cfg):
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    # Some parameters get no gradient in some settings (the encoder's pooler, which the cls / mean
+    # pooling does not read; the projection head under `ce`; the classifier in the PU pipeline), and
+    # DDP refuses that unless told to look for them.
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+    return Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu, kwargs_handlers=[ddp])
+
+
+@dataclasses.dataclass
+class Run:
+    """Everything a run needs, prepared once (tests pass a tiny model and tokenizer in)."""
+
+    out: Path
+    acc: object
+    train_x: list
+    train_y: np.ndarray
+    eval_x: list
+    eval_y: list
+    sample: object
+    model: FewShotModel
+    tokenizer: object
+    prior: float = 0.5
+    prior_source: str = ""
+    resuming: bool = False  # continuing from the checkpoint in out
+
+
+def claim(cfg: FewShotConfig) -> RunFolder:
+    """The folder rules (:func:`shared_losses.runtime.claim_run_folder`) for ``cfg.output_dir``, read-only."""
+    return claim_run_folder(cfg.output_dir, "fewshot", resume=cfg.resume, overwrite=cfg.overwrite)
+
+
+def finished_metrics(cfg: FewShotConfig, folder: RunFolder) -> dict | None:
+    """The metrics of the finished run that ``--resume`` points at when ``cfg`` asks it for no more
+    training (its checkpoint is at --steps; a baseline has none), else None: such a run is left exactly
+    as it is. A run made with other options is refused, as is a finished run whose checkpoint is gone."""
+    out = folder.path
+    if not (folder.resuming and (out / "metrics.json").exists()):
+        return None
+    if checkpoint_exists(out / "checkpoint"):
+        state = load_checkpoint(None, out / "checkpoint")
+        check_resume_config(cfg, state["config"])
+        check_steps(cfg, state["step"], out)
+        return read_json(out / "metrics.json") if state["step"] == cfg.steps else None
+    if (out / "config.json").exists():
+        check_resume_config(cfg, read_json(out / "config.json"))
+    metrics = read_json(out / "metrics.json")
+    # baselines keep no checkpoint: metrics.json is the finished run
+    if cfg.objective in ("probe", "setfit") or metrics.get("steps", -1) >= cfg.steps:
+        return metrics
+    raise FileExistsError(f"{out} holds a finished run of {metrics.get('steps')} steps (metrics.json) but no checkpoint/ "
+                          f"to continue it to --max-steps {cfg.steps} from: pass --overwrite (moves it aside) to start a "
+                          "new run, or another --output-dir; nothing was changed")
+
+
+def check_steps(cfg: FewShotConfig, trained: int, out: Path) -> None:
+    """A resume only continues a run: fewer --max-steps than its checkpoint has trained are refused (the
+    loop would not run, and metrics.json would pair the new count with the old model)."""
+    if cfg.steps < trained:
+        raise ValueError(f"--max-steps {cfg.steps} is below the {trained} steps the checkpoint in {out} has already "
+                         f"trained: a resume only continues a run (pass --max-steps {trained} or more)")
+
+
+def read_json(path: Path) -> dict:
+    import json
+
+    try:
+        return json.loads(Path(path).read_text())
+    except ValueError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); the run's file is damaged") from err
+
+
+def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None,
+            folder: RunFolder | None = None) -> Run:
+    """Output folder, accelerator, data and few-shot sample, model on its device, prior; writes
+    config.json (with the prior used) and sample.json. ``folder``: what :func:`claim` decided (claimed
+    here when None)."""
+    cfg.validate()  # before anything is written into the run's folder
+    out = Path(cfg.output_dir)
+    folder = folder or claim(cfg)
+    resuming = folder.resuming and checkpoint_exists(out / "checkpoint")
+    state = load_checkpoint(None, out / "checkpoint") if resuming else None
+    saved = state["config"] if state is not None else None
+    if saved is not None:
+        check_resume_config(cfg, saved)
+        check_steps(cfg, state["step"], out)
+    acc = make_accelerator(cfg)
+    if saved is not None:  # the process count sets the global batch, and so what the samplers' states mean
+        check_resume_config(cfg, saved, acc.num_processes)
+    if cfg.n_labeled < acc.num_processes:
+        raise ValueError(f"--n-labeled {cfg.n_labeled} is smaller than the number of processes ({acc.num_processes}): "
+                         "each process takes its share of every batch and needs at least one labeled example")
+    train_x, train_y, eval_x, eval_y = load_splits(cfg)
+    if cfg.eval_split == "dev":
+        train_x, train_y, eval_x, eval_y = dev_split(train_x, train_y, cfg.dev_fraction)
+    sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
+    eval_x, eval_y = eval_subset(eval_x, eval_y, cfg.max_eval, cfg.seed)
+    torch.manual_seed(cfg.seed)
+    tokenizer = tokenizer or load_tokenizer(cfg.encoder)
+    model = (model or FewShotModel(cfg.encoder, cfg.pooling, cfg.proj_dim)).to(acc.device)
+    if cfg.train_layers is not None:
+        freeze_lower_layers(model.encoder, cfg.train_layers)
+    limit = max_tokens(model.encoder, tokenizer)
+    if limit is not None and cfg.max_length > limit:
+        raise ValueError(f"--max-length {cfg.max_length} exceeds what the encoder {cfg.encoder!r} takes: "
+                         f"{limit} tokens (its position embeddings / tokenizer limit); use --max-length {limit} or less")
+    run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer, resuming=resuming)
+    run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
+    acc.wait_for_everyone()  # every process has read the folder before the main one changes it
+    folder.open(is_main=acc.is_main_process)
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
+        write_json_atomic(out / "sample.json", sample.to_json())
+    return run
+
+
+#: The development split's draw is fixed (not --seed): every seed and every setting is scored on the same rows.
+DEV_SEED = 20261123
+
+
+def dev_split(train_x, train_y, fraction: float):
+    """(pool_x, pool_y, dev_x, dev_y): ``fraction`` of the training pool held out as a development
+    split (a uniform draw with a fixed seed; file order kept), for choosing hyperparameters without
+    the evaluation split. The few-shot sample is then drawn from the pool."""
+    n = len(train_x)
+    n_dev = int(round(fraction * n))
+    if n_dev < 1 or n - n_dev < 2:
+        raise ValueError(f"--dev-fraction {fraction} of {n} training examples leaves no development split or no pool")
+    is_dev = np.zeros(n, dtype=bool)
+    is_dev[np.random.default_rng(DEV_SEED).choice(n, size=n_dev, replace=False)] = True
+    train_y = np.asarray(train_y)
+    return ([x for x, d in zip(train_x, is_dev) if not d], train_y[~is_dev].tolist(),
+            [x for x, d in zip(train_x, is_dev) if d], train_y[is_dev].tolist())
+
+
+def transformer_layers(encoder):
+    """The encoder's stack of transformer layers: the first ModuleList among ``encoder.layer``
+    (BERT/RoBERTa/MiniLM), ``transformer.layer`` (DistilBERT), ``layers`` and ``encoder.layers``."""
+    for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):
+        obj = encoder
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        if isinstance(obj, torch.nn.ModuleList):
+            return obj
+    raise ValueError(f"--train-layers: cannot find the transformer layers of {type(encoder).__name__} "
+                     "(looked for encoder.layer, transformer.layer, layers, encoder.layers); drop --train-layers")
+
+
+def freeze_lower_layers(encoder, k: int) -> None:
+    """Only the top ``k`` transformer layers of ``encoder`` keep requires_grad (the heads are not
+    part of ``encoder`` and always train); embeddings, lower layers and pooler are frozen."""
+    layers = transformer_layers(encoder)
+    if k > len(layers):
+        raise ValueError(f"--train-layers {k} exceeds the encoder's {len(layers)} layers")
+    for p in encoder.parameters():
+        p.requires_grad_(False)
+    for layer in list(layers)[len(layers) - k:]:
+        for p in layer.parameters():
+            p.requires_grad_(True)
+
+
+def majority_rates(train_y, sample, eval_y) -> dict:
+    """The majority-class baselines (%): the evaluation split's own majority rate, and the accuracy of
+    predicting the labeled sample's majority class (ties: positive)."""
+    ev = np.asarray(eval_y)
+    lab_major = int(np.asarray(train_y)[sample.labeled].mean() >= 0.5)
+    return {"majority_accuracy": float(max(ev.mean(), 1 - ev.mean()) * 100.0),
+            "labeled_majority_accuracy": float((ev == lab_major).mean() * 100.0)}
+
+
+#: --probe-c values scored side by side on the development split (``head_accuracies``)
+DEV_PROBE_CS = (1.0, 10.0, 100.0, 1000.0)
+
+
+def logreg_accuracy(feats_labeled, y_labeled, feats_eval, eval_y, c: float, seed: int) -> float:
+    """Accuracy (%) of a logistic regression fitted on L2-normalised labeled sentence vectors."""
+    from sklearn.linear_model import LogisticRegression
+
+    def unit(f):
+        f = np.asarray(f, dtype=np.float64)
+        return f / np.maximum(np.linalg.norm(f, axis=1, keepdims=True), 1e-12)
+
+    clf = LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(unit(feats_labeled), np.asarray(y_labeled))
+    return float((clf.predict(unit(feats_eval)) == np.asarray(eval_y)).mean() * 100.0)
+
+
+def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device) -> dict:
+    """Evaluation accuracy (%) of both classifiers from one pass over the evaluation split: ``linear``
+    (the CE-trained head; absent for ``probe``, whose head is untrained) and ``logreg``."""
+    fl, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
+    fe, logits = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
+    fl, fe, yl = fl.numpy(), fe.numpy(), np.asarray(train_y)[sample.labeled]
+    out = {"logreg": logreg_accuracy(fl, yl, fe, eval_y, cfg.probe_c, cfg.seed)}
+    if cfg.objective != "probe":
+        out["linear"] = float((logits.argmax(1).numpy() == np.asarray(eval_y)).mean() * 100.0)
+    if cfg.eval_split == "dev":  # choosing --probe-c: only ever on the development split
+        for c in DEV_PROBE_CS:
+            out[f"logreg_C{c:g}"] = logreg_accuracy(fl, yl, fe, eval_y, c, cfg.seed)
+    return out
+
+
+def head_accuracy(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device) -> tuple[float, dict]:
+    """(accuracy with the classifier ``cfg.head`` names (``probe``: always logreg), both heads' accuracies)."""
+    both = head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
+    return both["logreg" if cfg.objective == "probe" else cfg.head], both
+
+
+def eval_subset(eval_x, eval_y, max_eval, seed):
+    """At most ``max_eval`` evaluation examples: a uniform draw (the first rows of a file sorted by
+    label would bias the score), kept in file order. Its own generator (a child of ``seed``), so the
+    draw consumes no randomness of the few-shot sample, the batches or torch."""
+    if max_eval is None or max_eval >= len(eval_x):
+        return eval_x, eval_y
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0])
+    keep = np.sort(rng.choice(len(eval_x), size=max_eval, replace=False))
+    return [eval_x[i] for i in keep], [eval_y[i] for i in keep]
+
+
+# may change when resuming (prior_used/prior_source: what config.json adds to the options)
+RESUME_FREE = {"resume", "overwrite", "progress", "steps", "eval_every", "checkpoint_every", "output_dir", "prior_used", "prior_source"}
+
+
+def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = None) -> None:
+    """Refuse to resume a run saved with other options (``world``: the process count, checked when known)."""
+    free = RESUME_FREE | ({"num_processes"} if world is None else set())
+    changed = config_changes(saved, {**dataclasses.asdict(cfg), "num_processes": world}, free=free,
+                             legacy={"num_processes": world})
+    if changed:
+        raise ValueError("the checkpoint in output_dir was written with a different configuration ("
+                         + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
+                         + "); use the same options, a new --output-dir, or --overwrite (moves that run aside)")
+
+
+def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
+    if cfg.prior is not None:  # in [0, 1]: FewShotConfig.validate
+        return float(cfg.prior), "given"
+    if cfg.estimate_prior:
+        pos = sample.labeled[train_y[sample.labeled] == 1]
+        fp, _ = embed_all(model, tokenizer, [train_x[i] for i in pos], cfg.max_length, device)
+        fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
+        return elkan_noto_prior(fp.numpy(), fu.numpy(), seed=cfg.seed), "elkan-noto"
+    if len(sample.unlabeled) == 0:
+        return 0.5, "no unlabeled data"
+    return float(train_y[sample.unlabeled].mean()), "exact"
+
+
+def stop_requested(stop: StopSignals, acc) -> bool:
+    """Whether any process got SIGINT/SIGTERM: all processes must stop after the same step."""
+    if acc.num_processes == 1:
+        return stop.requested
+    flag = torch.tensor([float(stop.requested)], device=acc.device)
+    return bool(acc.reduce(flag, reduction="sum").item())
+
+
+def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, train_seconds: float) -> dict:
+    """metrics.json: the same keys for every objective (``probe`` included)."""
+    if cfg.eval_split == "dev":
+        split = f"DEVELOPMENT split: {cfg.dev_fraction} of the training pool (for choosing hyperparameters)"
+    elif cfg.dataset == "glue/sst2":
+        split = "labeled validation split (GLUE test labels are hidden)"
+    else:
+        split = "eval file / test split"
+    return {
+        "eval_accuracy": eval_accuracy, "head_accuracies": heads,
+        **majority_rates(run.train_y, run.sample, run.eval_y),
+        "objective": cfg.objective, "setting": cfg.setting, "preset": cfg.preset, "head": cfg.head,
+        "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
+        "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
+        "prior": run.prior, "prior_source": run.prior_source, "steps": 0 if cfg.objective in ("probe", "setfit") else cfg.steps,
+        "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
+    }
+
+
+def forward_views(model, ids, mask, objective):
+    """Logits of the first view and the projections of one (``ce``) or two dropout views, from a
+    single forward pass through the (possibly DDP-wrapped) model."""
+    n_views = 1 if objective == "ce" else 2
+    n = ids.shape[0]
+    logits, z = model(ids.repeat(n_views, 1), mask.repeat(n_views, 1))
+    return logits[:n], list(z.split(n))

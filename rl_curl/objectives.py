@@ -1,0 +1,144 @@
+"""The table of auxiliary objectives: one entry per ``--aux`` value, read by the configuration's
+checks and folder names, the agent's loss, the reports (labels and DCL Table 3's row order) and
+``scripts/curl_table3.py``'s objective specs. An objective is added here, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import torch
+
+from shared_losses import (debiased_nce_from_logits, hard_negative_nce_from_logits, info_nce_from_logits,
+                           log_floor_min_negative)
+
+#: The hyper-parameters an objective may take, with the value that means "not used".
+NEUTRAL = {"tau_plus": 0.0, "positives": 1, "beta": 1.0}
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str  # the --aux value
+    label: str  # display name in tables and plots
+    uses: tuple[str, ...]  # hyper-parameters that apply (others must keep their NEUTRAL value)
+    rank: int  # row order in DCL Table 3 (biased first, pixel SAC last)
+    loss: Callable[..., torch.Tensor] | None  # (pos [B, M], neg [B, N], tau_plus, beta, floor) -> loss
+
+
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
+    Objective("curl", "biased (CURL)", ("positives",), 0,
+              lambda pos, neg, tau_plus, beta, floor: info_nce_from_logits(pos, neg)),
+    Objective("debiased", "debiased", ("tau_plus", "positives"), 1,
+              lambda pos, neg, tau_plus, beta, floor: debiased_nce_from_logits(pos, neg, tau_plus=tau_plus,
+                                                                                log_floor=floor)),
+    Objective("hard", "hard", ("tau_plus", "positives", "beta"), 2,
+              lambda pos, neg, tau_plus, beta, floor: hard_negative_nce_from_logits(
+                  pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor)),
+    Objective("none", "pixel SAC (no aux)", (), 3, None),
+)}
+#: what curl_table3.py --objectives takes: the name, then the used hyper-parameters in this order
+SPEC_FIELDS = ("tau_plus", "positives", "beta")
+
+
+def get(name: str) -> Objective:
+    try:
+        return OBJECTIVES[name]
+    except KeyError:
+        raise ValueError(f"unknown auxiliary objective {name!r}; choose one of {', '.join(OBJECTIVES)}") from None
+
+
+def check_fields(aux: str, fields: Mapping[str, float]) -> None:
+    """Refuse a hyper-parameter that the objective does not use (it would be silently ignored)."""
+    obj = get(aux)
+    for field, neutral in NEUTRAL.items():
+        if field not in obj.uses and fields.get(field, neutral) != neutral:
+            users = [o.name for o in OBJECTIVES.values() if field in o.uses]
+            raise ValueError(f"invalid config: {field}={fields[field]} only applies to aux={' or '.join(users)}, "
+                             f"not aux={aux}" + (" (pixel SAC)" if aux == "none" else ""))
+
+
+def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float = 1.0) -> str:
+    """The objective with the settings that tell its variants apart, as a folder name: curl, none,
+    debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1 ..."""
+    uses = get(aux).uses
+    name = aux
+    if "tau_plus" in uses:
+        name += f"-tau{tau_plus:g}"
+    if "positives" in uses and positives != 1:
+        name += f"-M{positives}"
+    if "beta" in uses:
+        name += f"-beta{beta:g}"
+    return name
+
+
+def label(cfg: Mapping) -> str:
+    """The row of a run in the table (and its line in the plots). Runs that differ in the objective, its
+    number of positives or the encoder's tanh get different rows, never one averaged cell."""
+    obj = get(cfg["aux"])
+    if obj.name == "hard":
+        text = f"hard β={cfg['beta']:g} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
+    elif "tau_plus" in obj.uses:
+        text = f"{obj.label} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
+    else:
+        text = obj.label + (f", M={cfg['positives']}" if cfg.get("positives", 1) != 1 else "")
+    return text + ("" if cfg.get("encoder_tanh", True) else ", no tanh")
+
+
+def order(cfg: Mapping) -> tuple:
+    """Where an objective's row goes in DCL Table 3's order: biased (CURL), then debiased (and hard) by M,
+    then tau+ (then beta); pixel SAC last."""
+    rank = OBJECTIVES[cfg["aux"]].rank if cfg["aux"] in OBJECTIVES else len(OBJECTIVES)
+    return (rank, cfg.get("positives", 1), cfg.get("beta", 1.0), cfg.get("tau_plus", 0.0))
+
+
+def spec_syntax() -> str:
+    """``curl | none | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA`` (curl's M is left out: always 1 there)."""
+    parts = []
+    for obj in OBJECTIVES.values():
+        fields = [f for f in SPEC_FIELDS if f in obj.uses and "tau_plus" in obj.uses]
+        parts.append(":".join([obj.name] + [{"tau_plus": "TAU_PLUS", "positives": "M", "beta": "BETA"}[f]
+                                            for f in fields]))
+    return " | ".join(parts)
+
+
+def parse_spec(text: str) -> dict:
+    """``debiased:0.05:1`` -> {"aux": "debiased", "tau_plus": 0.05, "positives": 1}; each value checked."""
+    name, *values = text.split(":")
+    obj = OBJECTIVES.get(name)
+    fields = [f for f in SPEC_FIELDS if obj is not None and f in obj.uses and "tau_plus" in obj.uses]
+    if obj is None or len(values) != len(fields):
+        raise ValueError(f"objective {text!r} is not one of {spec_syntax()}")
+    out: dict = {"aux": name}
+    checks = {"tau_plus": ("TAU_PLUS (must be in [0, 1))", float, lambda v: 0 <= v < 1),
+              "positives": ("M (must be 1 or 2)", int, lambda v: v in (1, 2)),
+              "beta": ("BETA (must be >= 0)", float, lambda v: v >= 0)}
+    for field, value in zip(fields, values):
+        what, cast, ok = checks[field]
+        try:
+            v = cast(value)
+        except ValueError:
+            v = None
+        if v is None or not ok(v):
+            raise ValueError(f"objective {text!r}: {what} = {value!r} is not valid")
+        out[field] = v
+    return out
+
+
+def cli_flags(spec: Mapping) -> list[str]:
+    """The rl_curl.train options of a parsed spec."""
+    flags = ["--aux", spec["aux"]]
+    for field in SPEC_FIELDS:
+        if field in spec:
+            value = spec[field]
+            flags += [f"--{field.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
+    return flags
+
+
+def auxiliary_loss(pos: torch.Tensor, neg: torch.Tensor, aux: str, tau_plus: float = 0.0, beta: float = 1.0,
+                   log_floor: str = "min-negative") -> torch.Tensor:
+    """The auxiliary objective ``aux`` on bilinear logits; the floor is each anchor's smallest negative logit."""
+    obj = get(aux)
+    if obj.loss is None:
+        raise ValueError(f"aux={aux} has no auxiliary loss")
+    floor = log_floor_min_negative(neg) if log_floor == "min-negative" else None
+    return obj.loss(pos, neg, tau_plus, beta, floor)

@@ -1,0 +1,53 @@
+"""The table of auxiliary objectives (rl_curl.objectives) is what every other place reads."""
+
+import typing
+
+import pytest
+
+from rl_curl import objectives as O
+from rl_curl.config import Config
+from rl_curl.report import objective_label, objective_order
+
+from .conftest import tiny_config
+
+
+def test_the_cli_choices_are_the_table():
+    hints = typing.get_type_hints(Config, include_extras=True)
+    assert set(typing.get_args(hints["aux"])) == set(O.OBJECTIVES)
+
+
+@pytest.mark.parametrize("spec,folder,label", [
+    ("curl", "curl", "biased (CURL)"),
+    ("none", "none", "pixel SAC (no aux)"),
+    ("debiased:0.05:1", "debiased-tau0.05", "debiased τ⁺=0.05, M=1"),
+    ("debiased:0.1:2", "debiased-tau0.1-M2", "debiased τ⁺=0.1, M=2"),
+    ("hard:0.1:1:0.5", "hard-tau0.1-beta0.5", "hard β=0.5 τ⁺=0.1, M=1"),
+])
+def test_spec_folder_and_label_agree_for_each_objective(spec, folder, label):
+    fields = O.parse_spec(spec)
+    cfg = tiny_config(**{k: v for k, v in fields.items()}, task="cartpole-swingup").resolved()
+    assert cfg.objective_name() == folder and f"/{folder}/seed0" in cfg.out_dir
+    assert objective_label({**O.NEUTRAL, **fields}) == label
+    assert O.cli_flags(fields)[:2] == ["--aux", fields["aux"]]
+
+
+def test_rows_follow_dcl_table3_order():
+    rows = [O.parse_spec(s) for s in ("none", "debiased:0.1:2", "hard:0.1:1:1", "debiased:0.01:1", "curl")]
+    ordered = sorted(rows, key=lambda r: objective_order({**O.NEUTRAL, **r}))
+    assert [r["aux"] for r in ordered] == ["curl", "debiased", "debiased", "hard", "none"]
+
+
+@pytest.mark.parametrize("aux,field,value,message", [
+    ("curl", "tau_plus", 0.1, "tau_plus=0.1 only applies to aux=debiased or hard, not aux=curl"),
+    ("debiased", "beta", 0.5, "beta=0.5 only applies to aux=hard, not aux=debiased"),
+    ("none", "positives", 2, "positives=2 only applies to aux=curl or debiased or hard, not aux=none (pixel SAC)"),
+])
+def test_a_hyperparameter_the_objective_ignores_is_refused(aux, field, value, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        tiny_config(aux=aux, **{field: value}).resolved()
+
+
+@pytest.mark.parametrize("spec", ["infonce", "debiased", "debiased:2:1", "debiased:0.1:3", "hard:0.1:1", "curl:1"])
+def test_bad_specs_are_refused(spec):
+    with pytest.raises(ValueError, match="objective|unknown"):
+        O.parse_spec(spec)
