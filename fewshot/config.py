@@ -56,7 +56,8 @@ class FewShotConfig:
     """Temperature of the contrastive term (Gunel et al. reproductions: 0.3)."""
     prior: Optional[float] = None
     """pi = p(y=+1 | unlabeled) for puNCE. None: exact (the positive fraction of the drawn unlabeled
-    set, known for benchmark data, SPEC section 4) or estimated when `--estimate-prior` is set."""
+    set, known for benchmark data: puNCE appendix A.1.1, docs/equations.md section 5) or estimated when
+    `--estimate-prior` is set."""
     estimate_prior: bool = False
     """Estimate pi with the Elkan-Noto estimator on the encoder's features instead of using labels."""
     steps: Annotated[int, arg(aliases=("--max-steps",))] = 200
@@ -112,7 +113,7 @@ class FewShotConfig:
     """Write an atomic checkpoint every this many steps (and at the end; setting `pnu` only)."""
     gather_negatives: Annotated[bool, arg(aliases=("--gather-across-processes",))] = False
     """With several processes (accelerate launch), use the views of every process as contrastive
-    candidates (SPEC section 5); otherwise each process contrasts within its own batch. Setting `pnu` only."""
+    candidates (docs/equations.md section 6); otherwise each process contrasts within its own batch. Setting `pnu` only."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """Mixed precision through accelerate (GPU)."""
     cpu: bool = False

@@ -1,4 +1,4 @@
-"""The class prior pi = p(y = +1 | unlabeled) that puNCE needs (SPEC section 4).
+"""The class prior pi = p(y = +1 | unlabeled) that puNCE needs (puNCE eq. 8-10; docs/equations.md section 5).
 
 * :func:`exact_prior`: appendix A.1.1, when the true counts are known (benchmark data).
 * :func:`elkan_noto_prior`: mixture-proportion estimation under "labeled completely at random"

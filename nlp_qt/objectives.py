@@ -1,4 +1,4 @@
-"""The one place where the quick-thought training loss is chosen (SPEC section 7).
+"""The one place where the quick-thought training loss is chosen (docs/equations.md section 8).
 
 Scores: ``S[i, c] = f(s_i)^T g(s_c) / temperature`` for anchor i against every candidate c of the
 (possibly gathered) batch of consecutive sentences. Positives of anchor i: the previous and next

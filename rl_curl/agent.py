@@ -1,4 +1,4 @@
-"""SAC + CURL (SPEC section 6): critic, actor on the detached critic encoder, temperature, momentum key
+"""SAC + CURL (docs/equations.md section 7): critic, actor on the detached critic encoder, temperature, momentum key
 encoder, bilinear ``W``, and the auxiliary contrastive objective, all losses from ``shared_losses``.
 
 The whole objective is in :func:`contrastive_logits` and :func:`auxiliary_loss`:

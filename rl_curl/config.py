@@ -1,7 +1,8 @@
 """Configuration of a CURL run: one dataclass, parsed with ``tyro.cli(Config)`` so ``--help`` documents itself.
 
 Per-task settings (action repeat, learning rate) live in :data:`TASK_DEFAULTS` as data; a field
-left at ``None`` takes the task's value (SPEC section 6, from the CURL paper and official code).
+left at ``None`` takes the task's value (the CURL paper's settings, Srinivas, Laskin & Abbeel 2020,
+appendix hyper-parameter tables, and the official MishaLaskin/curl code).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from .objectives import OBJECTIVES, check_fields, folder_name
 #: the --aux choices: the objectives' table (rl_curl.objectives)
 AuxName = Literal[tuple(OBJECTIVES)]
 
-# SPEC section 6: action repeat 8 cartpole; 2 finger spin, walker; 4 cheetah, reacher, ball_in_cup.
+# The CURL paper's settings (Srinivas, Laskin & Abbeel 2020, appendix): action repeat 8 cartpole;
+# 2 finger spin, walker; 4 cheetah, reacher, ball_in_cup.
 # Learning rate 1e-3 except 2e-4 for cheetah. Other tasks of these domains take their domain's values;
 # tasks of other domains fall back to DEFAULT_ACTION_REPEAT and DEFAULT_LR.
 TASK_DEFAULTS: dict[str, dict[str, float]] = {
@@ -132,7 +134,7 @@ class Config:
     feature_dim: int = 50
     """Encoder output features (also the size of the bilinear W: feature_dim x feature_dim)."""
     encoder_tanh: bool = True
-    """tanh on the encoder's LayerNorm output (SPEC section 6, the CURL paper's text). The official MishaLaskin/curl code leaves it out (its actor and critic encoders use output_logits=True): --no-encoder-tanh matches that code update for update (scripts/check_official_curl.py)."""
+    """tanh on the encoder's LayerNorm output (the CURL paper's text; docs/equations.md section 7). The official MishaLaskin/curl code leaves it out (its actor and critic encoders use output_logits=True): --no-encoder-tanh matches that code update for update (scripts/check_official_curl.py)."""
     hidden_dim: int = 1024
     """Hidden width of the actor and critic MLPs."""
     log_std_min: float = -10.0

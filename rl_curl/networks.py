@@ -1,4 +1,5 @@
-"""Encoder, actor and twin critic of CURL (SPEC section 6), with sizes as arguments so tests can shrink them."""
+"""Encoder, actor and twin critic of CURL (Srinivas, Laskin & Abbeel 2020; docs/equations.md section 7), with
+sizes as arguments so tests can shrink them (the defaults, the CURL paper's sizes, are in ``rl_curl.config``)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ class Encoder(nn.Module):
     """Conv trunk -> linear to ``feature_dim`` -> LayerNorm -> tanh; ``detach`` stops gradients at the trunk.
 
     ``tanh=False`` leaves out the final tanh, as the official CURL code does (its actor and critic
-    encoders are built with ``output_logits=True``); SPEC section 6 and the CURL paper's text have it.
+    encoders are built with ``output_logits=True``); the CURL paper's text and ``rl_curl.config``'s default have it.
     """
 
     def __init__(self, trunk: ConvTrunk, feature_dim: int = 50, tanh: bool = True):

@@ -1,5 +1,6 @@
 """Benchmark of rl_curl: ms per full update (replay sample + crops + critic + actor + aux + targets) at
-SPEC network sizes, environment steps per second with rendering, replay bytes per transition.
+the CURL paper's network sizes (``rl_curl.config`` defaults), environment steps per second with rendering,
+replay bytes per transition.
 
 Baselines measured in the same run:
 - update: the same networks driven the way the official CURL code drives them (obs and next_obs stacks
@@ -14,8 +15,8 @@ Baselines measured in the same run:
 
 ``--official PATH`` takes a checkout of MishaLaskin/curl (``git clone https://github.com/MishaLaskin/curl``;
 nothing of it is copied into this repository) and times its ``CurlSacAgent.update(replay_buffer, L,
-step)`` with its own ``ReplayBuffer.sample_cpc`` at the SPEC settings, same batch and device, in the
-same run, interleaved with ours. The JSON rows then carry ``official_update_ms`` and
+step)`` with its own ``ReplayBuffer.sample_cpc`` at the CURL paper's settings (``rl_curl.config`` defaults),
+same batch and device, in the same run, interleaved with ours. The JSON rows then carry ``official_update_ms`` and
 ``ours_over_official`` (the issue's target is at most 0.5). If ``skimage`` or ``gym`` are not
 installed, numpy's ``sliding_window_view`` and gymnasium stand in for the two names it imports.
 """
@@ -239,7 +240,8 @@ class _NoLog:
 
 
 def make_official(agent_cls, buffer_cls, cfg: Config, device, rng, capacity: int = 0, action_shape=(1,)):
-    """The official agent at the SPEC settings of ``cfg`` and its replay filled with random frames."""
+    """The official agent at the settings of ``cfg`` (by default the CURL paper's) and its replay filled with
+    random frames."""
     agent = agent_cls(
         obs_shape=(9, cfg.crop_size, cfg.crop_size), action_shape=action_shape, device=device, hidden_dim=cfg.hidden_dim,
         discount=cfg.discount, init_temperature=cfg.init_temperature, alpha_lr=cfg.alpha_lr, alpha_beta=cfg.alpha_beta1,

@@ -10,8 +10,8 @@ encoder, W, log alpha), in our layout, and exits 1 if one exceeds ``--tolerance`
     .venv/bin/python scripts/check_official_curl.py --official ~/src/curl
 
 Our agent is built with ``encoder_tanh=False``: the official code's actor and critic encoders have no
-tanh after their LayerNorm (``output_logits=True``), SPEC section 6 and our default have it. Everything
-else is at the SPEC settings (``Config`` defaults). ``--official`` takes a checkout of MishaLaskin/curl
+tanh after their LayerNorm (``output_logits=True``), the CURL paper's text and our default have it. Everything
+else is at the CURL paper's settings (``rl_curl.config.Config`` defaults). ``--official`` takes a checkout of MishaLaskin/curl
 (``git clone https://github.com/MishaLaskin/curl``); nothing of it is copied into this repository.
 float64 keeps the comparison sharp: in float32 Adam's first steps turn rounding-level gradient
 differences into ``lr``-sized parameter differences wherever a gradient is near zero.
@@ -44,7 +44,7 @@ class Args:
     official: str
     """Path to a checkout of MishaLaskin/curl."""
     batch: int = 16
-    """Batch size (small keeps the float64 run to seconds; the networks are at SPEC size)."""
+    """Batch size (small keeps the float64 run to seconds; the networks are at the CURL paper's size)."""
     updates: int = 6
     """Full updates to compare (steps 0, 1, ...: the actor and target branches run on even steps)."""
     action_dim: int = 2

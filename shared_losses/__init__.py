@@ -1,6 +1,6 @@
 """shared_losses: the one loss core of contrastive-suite.
 
-Every loss of SPEC.md sections 2-5 (InfoNCE, debiased, hard-negative, SupCon, SCL-PU, puNCE),
+Every loss of docs/equations.md sections 2-5 (InfoNCE, debiased, hard-negative, SupCon, SCL-PU, puNCE),
 computed in log space, with score functions, ``nn.Module`` wrappers and gathering of negatives
 across processes. Pure torch; the training helpers in :mod:`shared_losses.runtime` import
 ``accelerate`` only when used.

@@ -101,7 +101,7 @@ def debiased_terms(
         ``-log(e^{p_m} / (e^{p_m} + N g))`` = ``softplus(log N + log g - p_m)``.
     """
     per_turn = neg.dim() == 3
-    # (1/N) sum_n w_n e^{q_n} with w_n = e^{beta q_n} / mean_n e^{beta q_n}  (SPEC 3.1).
+    # (1/N) sum_n w_n e^{q_n} with w_n = e^{beta q_n} / mean_n e^{beta q_n}  (HCL; docs/equations.md section 4).
     if beta:
         log_neg_mean = torch.logsumexp((1.0 + beta) * neg, dim=-1) - torch.logsumexp(beta * neg, dim=-1)
     elif consume_neg and not per_turn:

@@ -1,4 +1,4 @@
-"""Negatives across processes (SPEC section 5).
+"""Negatives across processes (docs/equations.md section 6).
 
 With data-parallel training the candidates of an anchor are the views of the *global* batch.
 :func:`gather_with_grad` concatenates a tensor from every process along dim 0 while keeping the

@@ -1,9 +1,9 @@
-"""The named losses of SPEC.md sections 2-5, as functions.
+"""The named losses of docs/equations.md sections 2-5, as functions.
 
 Logit-level functions take scores already divided by the temperature; ``-inf`` marks an absent
 candidate. Embedding-level functions build the scores themselves (cosine by default) in the
 SimCLR multi-view layout or the puNCE multi-viewed batch, optionally against the candidates of all
-processes (SPEC section 5, :func:`shared_losses.distributed.gather_with_grad`).
+processes (docs/equations.md section 6, :func:`shared_losses.distributed.gather_with_grad`).
 
 References:
     [CPC]   van den Oord, Li, Vinyals. Representation Learning with Contrastive Predictive Coding. 2018.
@@ -97,7 +97,7 @@ def debiased_nce_from_logits(
     log_floor: torch.Tensor | float | None = None,
     reduction: str = "mean",
 ) -> torch.Tensor:
-    r"""Debiased contrastive loss from logits [DCL eq. (7)-(8), SPEC section 3].
+    r"""Debiased contrastive loss from logits [DCL eq. (7)-(8); docs/equations.md section 3].
 
     .. math::
         g_i = \max\Big(\tfrac{1}{\tau^-}\big(\tfrac1N\sum_n e^{q_{in}}
@@ -138,7 +138,7 @@ def hard_negative_nce_from_logits(
     log_floor: torch.Tensor | float | None = None,
     reduction: str = "mean",
 ) -> torch.Tensor:
-    r"""Hard-negative debiased loss [HCL; SPEC section 3.1].
+    r"""Hard-negative debiased loss [HCL section 3; docs/equations.md section 4].
 
     Negatives are reweighted by importance weights ``w_n = e^{beta q_n} / mean_n e^{beta q_n}``
     before debiasing, i.e. ``(1/N) sum_n e^{q_n}`` in g becomes
@@ -283,7 +283,7 @@ def debiased_nce(
         log_floor: ``"auto"`` (default) uses the paper's ``-1/t`` for cosine and
             :func:`log_floor_min_negative` for dot products; or None / a float / a ``[V*B]`` tensor.
         similarity: ``"cosine"`` (unit-normalised, the paper) or ``"dot"``.
-        gather_distributed: negatives from the views of every process (SPEC section 5).
+        gather_distributed: negatives from the views of every process (docs/equations.md section 6).
         beta: hard-negative concentration [HCL]; 0 is plain debiasing.
 
     Returns the mean over anchors (``reduction="none"``: ``[V*B]``, view-major order).
@@ -339,7 +339,7 @@ def hard_negative_nce(
     reduction: str = "mean",
     gather_distributed: bool = False,
 ) -> torch.Tensor:
-    """Hard-negative debiased loss on embeddings [HCL; SPEC 3.1]: :func:`debiased_nce` with beta."""
+    """Hard-negative debiased loss on embeddings [HCL; docs/equations.md section 4]: :func:`debiased_nce` with beta."""
     return debiased_nce(
         views, *more_views, temperature=temperature, tau_plus=tau_plus, log_floor=log_floor,
         similarity=similarity, reduction=reduction, gather_distributed=gather_distributed, beta=beta,
@@ -415,7 +415,7 @@ def punce_weights(
     self_offset: int = 0,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    r"""The ``[n, K]`` positive-weight matrix of puNCE [puNCE eq. (7)-(10); SPEC section 4].
+    r"""The ``[n, K]`` positive-weight matrix of puNCE [puNCE eq. (7)-(10); docs/equations.md section 5].
 
     * labeled anchor (label +1 or -1): SupCon weights ``1/|Q(i)|`` on Q(i) = the other views
       carrying its label (labeled candidates only);
@@ -475,7 +475,7 @@ def punce_loss(
     reduction: str = "mean",
     gather_distributed: bool = False,
 ) -> torch.Tensor:
-    r"""Positive-unlabeled contrastive loss, puNCE [puNCE eq. (7)-(10); SPEC section 4].
+    r"""Positive-unlabeled contrastive loss, puNCE [puNCE eq. (7)-(10); docs/equations.md section 5].
 
     With ``log P_ij = s_ij - log sum_{k != i} e^{s_ik}`` and cosine scores ``s = cos / t``:
 
@@ -494,7 +494,7 @@ def punce_loss(
         labels: ``[n]`` ints: 1 labeled positive, 0 unlabeled, -1 labeled negative.
         prior: pi = p(y=+1 | unlabeled) in [0, 1] (see ``fewshot.prior`` for estimating it).
         temperature: t.
-        gather_distributed: candidates from every process (SPEC section 5).
+        gather_distributed: candidates from every process (docs/equations.md section 6).
     """
     C.check_reduction(reduction)
     prior = C.check_prior(prior)

@@ -64,7 +64,7 @@ class DebiasedNCELoss(_LossModule):
 
 
 class HardNegativeNCELoss(DebiasedNCELoss):
-    """Hard-negative debiased loss (Robinson et al. 2021; SPEC 3.1). beta = 0 is DebiasedNCELoss."""
+    """Hard-negative debiased loss (Robinson et al. 2021; docs/equations.md section 4). beta = 0 is DebiasedNCELoss."""
 
     _config_keys = DebiasedNCELoss._config_keys + ("beta",)
 

@@ -1,4 +1,4 @@
-"""Score functions ``sim(z_i, z_j)`` of SPEC section 1: cosine, dot product, CURL's bilinear form."""
+"""Score functions ``sim(z_i, z_j)`` of docs/equations.md section 1: cosine, dot product, CURL's bilinear form."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def test_bad_arguments(model):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_precision_embeddings_scored_in_float32(dtype):
-    # bf16 cosines are off by ~1e-3 (x scale in the logits); SPEC 1: losses in float32 or wider
+    # bf16 cosines are off by ~1e-3 (x scale in the logits); docs/equations.md section 1: losses in float32 or wider
     torch.manual_seed(0)
     a = torch.randn(32, 384)
     emb = [a.to(dtype), (0.15 * a + torch.randn(32, 384)).to(dtype)]

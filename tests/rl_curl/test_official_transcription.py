@@ -7,7 +7,7 @@ weights, the optimisers over the official parameter lists (the actor's includes 
 CPC optimiser the whole CURL module: W, the critic encoder and the momentum encoder), the actor loss
 back-propagated into everything, soft updates as ``tau * src + (1 - tau) * tgt`` and InfoNCE as
 ``cross_entropy`` over the row-max-shifted bilinear logits. With ``tanh=False`` it is the official
-code's encoder (``output_logits=True``); with ``tanh=True`` the SPEC's.
+code's encoder (``output_logits=True``); with ``tanh=True`` the CURL paper's text (our default).
 """
 
 import math

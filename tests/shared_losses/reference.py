@@ -1,7 +1,7 @@
 """Plain float64 loop transcriptions of the paper equations: the oracle for the loss tests.
 
 Deliberately naive: Python loops, ``math.exp``/``math.log``, one anchor at a time, written from
-SPEC.md / the papers, sharing no code with ``shared_losses``.
+the papers (see docs/equations.md), sharing no code with ``shared_losses``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Independent audit of SPEC sections 2-5: values *and gradients* against float64 loop transcriptions.
+"""Independent audit of docs/equations.md sections 2-6: values *and gradients* against float64 loop transcriptions.
 
-The transcriptions below are written from SPEC.md / the papers with torch float64 *scalar* ops in
+The transcriptions below are written from the papers (docs/equations.md) with torch float64 *scalar* ops in
 Python loops (so autograd can differentiate them), sharing no code with ``shared_losses`` nor with
 ``reference.py``. Inputs are built so that the distinguishing terms matter: the floor binding and
 not binding (both with a positive and with a negative estimator), M = 2 distinct positives, ragged
@@ -28,7 +28,7 @@ D64 = torch.float64
 
 
 def t_debiased(pos, neg, tau_plus=0.0, floor=None, beta=0.0):
-    """DCL eq. (7)-(8) + SPEC 3.1, one anchor and one turn at a time.
+    """DCL eq. (7)-(8) + HCL reweighting (docs/equations.md sections 3-4), one anchor and one turn at a time.
 
     g_im = max( ((1/N) sum_n w_n e^{q_n} - tau+ (1/M) sum_m' e^{p_m'}) / tau-, e^{floor_i} or 0 ),
     w_n = e^{beta q_n} / ((1/N) sum_n' e^{beta q_n'}),  l_i = mean_m -log(e^{p_m} / (e^{p_m} + N g_im)).
@@ -86,7 +86,7 @@ def t_sim(a, b, similarity):
 
 
 def t_multiview(X, t, tau_plus, floor, beta=0.0, similarity="cosine"):
-    """SimCLR layout (SPEC 2-3): anchor (v, b), view-major row v*B + b; positives = the other
+    """SimCLR layout (docs/equations.md sections 2-3): anchor (v, b), view-major row v*B + b; positives = the other
     views of sample b (M = V-1 turns); negatives = every view of every other sample (N = V(B-1)).
     ``floor``: None, a float, or "min" (each anchor's smallest negative score, detached)."""
     B, V, _ = X.shape
@@ -383,7 +383,7 @@ def test_audit_punce_pu_eq8_literal_values_and_grads(prior):
 
 
 def test_audit_punce_weight_matrix_by_hand():
-    """puNCE as per-anchor positive weights (SPEC 4, last bullet), prior 0.3, written out by hand.
+    """puNCE as per-anchor positive weights (docs/equations.md section 5), prior 0.3, written out by hand.
     Rows: s0(+1) s1(-1) s2(U) s3(U) s0 s1 s2 s3 s2 (source 2 has three views)."""
     src = torch.tensor([0, 1, 2, 3, 0, 1, 2, 3, 2])
     lab = torch.tensor([1, -1, 0, 0, 1, -1, 0, 0, 0])
@@ -421,7 +421,7 @@ def test_audit_scl_pu_values_and_grads_and_is_punce_prior0_in_pu():
         X = _leaf(len(UNEQUAL_SRC), 4, seed=131)
         _assert_same(lambda: S.scl_pu_loss(X, src, lab, 0.5, reduction="none"),
                      lambda: t_scl_pu(X, src.tolist(), lab.tolist(), 0.5), [X])
-    # SPEC 4: with no labeled negatives and pi = 0, puNCE is the SCL-PU baseline
+    # puNCE (docs/equations.md section 5): with no labeled negatives and pi = 0, puNCE is the SCL-PU baseline
     lab = torch.tensor([UNEQUAL_PU[s] for s in UNEQUAL_SRC])
     assert torch.allclose(S.punce_loss(X, src, lab, 0.0, 0.5, reduction="none"),
                           S.scl_pu_loss(X, src, lab, 0.5, reduction="none"), rtol=1e-13)

@@ -1,4 +1,4 @@
-"""SPEC section 5: two CPU processes (gloo) give the loss and gradients of one process on the
+"""docs/equations.md section 6: two CPU processes (gloo) give the loss and gradients of one process on the
 whole batch, with negatives gathered across processes and DDP averaging the gradients."""
 
 import os

@@ -1,4 +1,4 @@
-"""The identities of SPEC.md, gradients, low-temperature numerics and bad input."""
+"""The identities of docs/equations.md sections 2-5, gradients, low-temperature numerics and bad input."""
 
 import math
 
