@@ -106,6 +106,62 @@ def table3(root: str | Path, env_step: int = 100_000) -> str:
     return "\n".join(lines)
 
 
+def final_scores(root: str | Path, env_step: int = 100_000) -> dict[str, dict[str, dict[int, float]]]:
+    """``{task: {objective label: {seed: score at env_step}}}`` for every run that got there."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for r in collect(root):
+        s = score_at(r, env_step)
+        if s is not None:
+            out.setdefault(r["cfg"]["task"], {}).setdefault(objective_label(r["cfg"]), {})[int(r["cfg"].get("seed", 0))] = s
+    return out
+
+
+def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biased (CURL)") -> str:
+    """Markdown: per task, every objective's score at ``env_step`` per seed, then its paired difference
+    against ``anchor`` (the same seed gives both runs the same environment seeds and initial weights):
+    mean, sample std, 95 % paired-t and paired-bootstrap intervals and wins/losses over the common seeds.
+    Empty when no run reached ``env_step``."""
+    from shared_losses.stats import paired_stats
+
+    scores = final_scores(root, env_step)
+    runs = collect(root)
+    order = {objective_label(r["cfg"]): objective_order(r["cfg"]) for r in runs}
+    parts = []
+    for task in [t for t in table3_tasks(runs) if t in scores]:
+        cells = scores[task]
+        labels = sorted(cells, key=lambda lab: order.get(lab, (99,)))
+        seeds = sorted({s for v in cells.values() for s in v})
+        lines = [f"#### {task}: score at {env_step} environment steps per seed", "",
+                 "| objective | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± std |",
+                 "|---" * (len(seeds) + 2) + "|"]
+        for lab in labels:
+            v = cells[lab]
+            vals = list(v.values())
+            sd = f"{np.std(vals, ddof=1):.2f}" if len(vals) > 1 else "–"
+            lines.append(f"| {lab} | " + " | ".join(f"{v[s]:.2f}" if s in v else "–" for s in seeds)
+                         + f" | {np.mean(vals):.2f} ± {sd} |")
+        parts.append("\n".join(lines))
+        if anchor in cells:
+            lines = ["", f"Paired differences against {anchor} (objective − {anchor}, same seeds; std is the sample "
+                         "std of the differences)", "",
+                     "| objective | seeds | differences | mean ± std | 95 % t interval | 95 % bootstrap | wins/losses |",
+                     "|---|---|---|---|---|---|---|"]
+            for lab in labels:
+                if lab == anchor:
+                    continue
+                st = paired_stats(cells[lab], cells[anchor])
+                if not st["n_seeds"]:
+                    continue
+                fmt = lambda ci: f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "–"  # noqa: E731
+                sd = f"{st['std']:.2f}" if st["std"] is not None else "–"
+                lines.append(f"| {lab} | {' '.join(map(str, st['seeds']))} | "
+                             + ", ".join(f"{d:+.2f}" for d in st["diffs"])
+                             + f" | {st['mean']:+.2f} ± {sd} | {fmt(st['t_ci'])} | {fmt(st['bootstrap_ci'])} | "
+                             f"{st['wins']}/{st['losses']} |")
+            parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
 def mean_curve(runs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``steps, mean, std, n`` over seeds at every evaluation step any of ``runs`` reached: the mean and
     (population) std of the seeds evaluated at that step, and how many they were. Seeds that stopped

@@ -9,7 +9,8 @@ parallel, then a mean ± std table in the paper's layout (table3.md) and learnin
 Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA`` (the table of
 objectives is ``rl_curl.objectives``).
 Every run resumes from its checkpoint if it was interrupted, and a finished run is skipped, so the
-command can simply be started again. Each run's stdout/stderr go to ``<run dir>/train.log``.
+command can simply be started again. Each run's stdout/stderr go to ``<run dir>.log`` beside its folder (not inside:
+rl_curl.train starts a new run only in a missing or empty folder).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rl_curl import objectives  # noqa: E402
-from rl_curl.report import TABLE3_TASKS, plot_grid, table3  # noqa: E402
+from rl_curl.report import TABLE3_TASKS, paired_table, plot_grid, table3  # noqa: E402
 
 TABLE3_OBJECTIVES = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2", "debiased:0.1:2"]
 
@@ -87,14 +88,21 @@ def finished(out: Path, env_steps: int) -> bool:
     return summary.exists() and json.loads(summary.read_text()).get("env_steps", 0) >= env_steps
 
 
+def run_log(out: Path) -> Path:
+    """Where a run's stdout/stderr go: ``seedS.log`` next to its folder ``seedS``. Inside the folder it would
+    make the folder non-empty before the run starts, and rl_curl.train refuses such a folder."""
+    return out.parent / f"{out.name}.log"
+
+
 def launch(job_index: int, out: Path, cmd: list[str], gpus: list[int]) -> int:
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log_path = run_log(out)
     env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = str(gpus[job_index % len(gpus)])
-    with open(out / "train.log", "a") as log:
+    with open(log_path, "a") as log:
         rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    print(f"{'done' if rc == 0 else f'FAILED (exit {rc}, see {out}/train.log)'}: {out}", flush=True)
+    print(f"{'done' if rc == 0 else f'FAILED (exit {rc}, see {log_path})'}: {out}", flush=True)
     return rc
 
 
@@ -123,12 +131,14 @@ def main(args: Args) -> int:
                          "check --out")
     md = table3(args.out, args.env_steps)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "table3.md").write_text(f"Score at {args.env_steps} environment steps, mean ± std over seeds\n\n{md}\n")
+    paired = paired_table(args.out, args.env_steps)
+    (Path(args.out) / "table3.md").write_text(f"Score at {args.env_steps} environment steps, mean ± std over seeds\n\n{md}\n"
+                                              + (f"\n{paired}\n" if paired else ""))
     try:
         plot_grid(args.out, Path(args.out) / "curves.png")
     except ValueError:
         pass
-    print(md)
+    print(md + (f"\n\n{paired}" if paired else ""))
     return 1 if failures else 0
 
 

@@ -263,3 +263,33 @@ def test_table3_keeps_curl_m2_and_no_tanh_runs_in_rows_of_their_own(tmp_path):
     # the curves' panels follow the table's (the paper's) task order, not the alphabet
     from rl_curl.report import collect
     assert table3_tasks(collect(tmp_path)) == ["cartpole-swingup", "walker-walk"]
+
+
+def test_table3_sweep_launches_real_runs_and_skips_them_when_rerun(tmp_path):
+    """End to end through rl_curl.train: the grid used to write each run's log inside the run folder
+    before starting it, so the folder rules (a new run only in a missing or empty folder) refused every
+    run of a fresh grid with exit 2. Tiny gymnasium task, two objectives, one seed."""
+    import curl_table3
+
+    env = "gym:tests.rl_curl.tiny_pixel_env:TinyDot-v0"
+    extra = ["--num-filters=4", "--num-layers=2", "--hidden-dim=16", "--feature-dim=8", "--image-size=20",
+             "--crop-size=16", "--replay-capacity=200", "--seed-steps=5", "--eval-every=20", "--eval-episodes=1",
+             "--torch-threads=1", "--checkpoint-every=0"]
+    args = curl_table3.Args(out=str(tmp_path), tasks=[env], objectives=["none", "curl"], seeds=[0], env_steps=40,
+                            batch_size=8, parallel=2, extra=extra)
+    assert curl_table3.main(args) == 0
+    for obj in ("none", "curl"):
+        run = tmp_path / env / obj / "seed0"
+        assert json.loads((run / "summary.json").read_text())["env_steps"] >= 40
+        assert (run.parent / "seed0.log").exists() and not (run / "train.log").exists()
+    md = (tmp_path / "table3.md").read_text()
+    from rl_curl.report import final_scores
+
+    sc = final_scores(tmp_path, 40)[env]
+    diff = sc["pixel SAC (no aux)"][0] - sc["biased (CURL)"][0]
+    assert "Paired differences against biased (CURL)" in md
+    assert f"| pixel SAC (no aux) | 0 | {diff:+.2f} | {diff:+.2f} ± – | – | – |" in md
+    stamp = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".md"
+             and p.name != "curves.png"}
+    assert curl_table3.main(args) == 0  # finished runs are skipped, not rerun
+    assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
