@@ -147,12 +147,9 @@ def check_steps(cfg: FewShotConfig, trained: int, out: Path) -> None:
 
 
 def read_json(path: Path) -> dict:
-    import json
+    from shared_losses.runtime import read_json_file
 
-    try:
-        return json.loads(Path(path).read_text())
-    except ValueError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); the run's file is damaged") from err
+    return read_json_file(path, "run's file")
 
 
 def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None,

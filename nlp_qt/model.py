@@ -107,11 +107,13 @@ def load_model(directory: str | os.PathLike, device="cpu"):
         raise FileNotFoundError(
             f"{directory} is not an nlp_qt model directory (expected config.json, vocab.json, model.safetensors)"
         )
+    from shared_losses.runtime import read_json_file
+
+    meta = read_json_file(directory / "config.json", "model's configuration (written by nlp_qt.train)")
+    vocab = Vocab.load(directory / "vocab.json")
     try:
-        meta = json.loads((directory / "config.json").read_text())
         model = QuickThought(ModelConfig(**meta["model"]))
         model.load_state_dict(load_file(str(directory / "model.safetensors")))
-        vocab = Vocab.load(directory / "vocab.json")
     except Exception as err:  # noqa: BLE001 - json / safetensors / shape errors: say which model is broken
         raise ValueError(
             f"{directory}: the nlp_qt model files are corrupt or do not match each other ({type(err).__name__}: {err})"

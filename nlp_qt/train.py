@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import tyro
 from tqdm.auto import tqdm
 
 from shared_losses import gather_with_grad
-from shared_losses.runtime import (CsvLogger, RunInterrupted, StopSignals, checkpoint_exists, claim_run_folder,
+from shared_losses.runtime import (read_json_file, CsvLogger, RunInterrupted, StopSignals, checkpoint_exists, claim_run_folder,
                                    config_changes, load_checkpoint, print_run_result, save_checkpoint,
                                    tensorboard_writer, write_json_atomic)
 
@@ -105,9 +104,9 @@ def finished_summary(cfg: Config, out: Path) -> dict | None:
         return None
     state = load_checkpoint(None, out / "checkpoint")
     if cfg.max_steps is not None and state["step"] >= cfg.max_steps:
-        return json.loads(summary_path.read_text())
+        return read_json_file(summary_path, "run's summary")
     if state["epoch"] >= cfg.epochs:
-        return json.loads(summary_path.read_text())
+        return read_json_file(summary_path, "run's summary")
     return None
 
 
@@ -135,7 +134,7 @@ def train(cfg: Config) -> dict:
     cfg_path = out / "config.json"
     resuming = folder.resuming and checkpoint_exists(ckpt_dir)
     if resuming and cfg_path.exists():
-        old = json.loads(cfg_path.read_text())
+        old = read_json_file(cfg_path, "run's configuration")
         # num_processes: the global batch (and so the data skipped on resume) depends on it.
         changes = config_changes(old, {**dataclasses.asdict(cfg), "num_processes": world}, free=RESUME_FREE,
                                  legacy={"num_processes": world})

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass
@@ -14,7 +15,8 @@ import numpy as np
 import torch
 import tyro
 
-from shared_losses.runtime import CheckpointError, load_checkpoint, resolve_checkpoint
+from shared_losses.runtime import (CheckpointError, check_device, load_checkpoint, read_json_file, resolve_checkpoint,
+                                   run_application)
 
 from .config import Config
 
@@ -41,7 +43,18 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
     cfg_path = run_dir / "config.json"
     if not cfg_path.exists():
         raise FileNotFoundError(f"{cfg_path} not found: is {run_dir} a rl_curl training directory?")
-    cfg = Config(**json.loads(cfg_path.read_text())).resolved()
+    owner = run_application(run_dir)
+    if owner not in ("rl_curl", "unknown"):
+        raise ValueError(f"{run_dir} holds a run of {owner}, not of rl_curl: pass an rl_curl training folder "
+                         "(its config.json names a task and an aux loss)")
+    check_device(str(device))
+    saved = read_json_file(cfg_path, "rl_curl run's configuration")
+    fields = {f.name for f in dataclasses.fields(Config)}
+    unknown = sorted(set(saved) - fields) if isinstance(saved, dict) else None
+    if unknown is None or unknown:
+        raise ValueError(f"{cfg_path} is not an rl_curl configuration (" + ("not a JSON object" if unknown is None else
+                         f"unknown keys {', '.join(unknown[:5])}") + "): is it a run of another application?")
+    cfg = Config(**saved).resolved()
     try:
         ckpt = resolve_checkpoint(run_dir / "checkpoint")
     except FileNotFoundError as err:

@@ -52,6 +52,14 @@ class FrameReplay:
         self._staging: torch.Tensor | None = None
         self._staging_copied = None
 
+    @staticmethod
+    def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3) -> dict:
+        """Bytes a buffer of these sizes allocates: ``{"frames": ..., "other": ...}`` (the frame ring, which
+        may live on the training device, and the per-transition arrays, always on the host)."""
+        frame = (obs_shape[0] // frame_stack) * obs_shape[1] * obs_shape[2]
+        frames = (capacity + capacity // 10 + 2 * frame_stack) * frame
+        return {"frames": frames, "other": capacity * (4 * action_dim + 4 + 4 + 8)}
+
     # ------------------------------------------------------------------------------------------
     def _to_ring(self, a: np.ndarray) -> np.ndarray | torch.Tensor:
         """A host array as the ring holds its data: itself for the numpy ring, a tensor on ``device`` otherwise."""

@@ -15,8 +15,8 @@ the DMC defaults, whose episodes divide 100k steps); extending such a run with `
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,7 @@ import torch
 import tyro
 from tqdm import tqdm
 
-from shared_losses.runtime import (CheckpointError, CsvLogger, RunInterrupted, StopSignals, checkpoint_exists,
+from shared_losses.runtime import (read_json_file, CheckpointError, CsvLogger, RunInterrupted, StopSignals, checkpoint_exists,
                                    claim_run_folder, config_changes, load_checkpoint, print_run_result, save_checkpoint,
                                    tensorboard_writer, write_json_atomic)
 
@@ -41,6 +41,45 @@ LEGACY_SIGNATURE = {"encoder_tanh": True}
 # channel) order (d44f4a3). Checkpoints without this field are format 1, (channel, row, column):
 # they load without a shape error but mean another model, so they are refused.
 CHECKPOINT_FORMAT = 2
+
+
+def available_memory() -> int | None:
+    """Bytes of host memory available to new allocations (Linux MemAvailable), None where unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_replay_memory(cfg: Config, device: torch.device, action_dim: int = 64) -> None:
+    """Refuse, before anything is written, a --replay-capacity whose buffer cannot fit: its frame ring in host
+    memory (or in GPU memory with --replay-on-device) and its per-transition arrays in host memory. The
+    action dimension is not known before the environment is built; 64 bounds every DeepMind Control task."""
+    from .replay import FrameReplay
+
+    obs_shape = (3 * cfg.frame_stack, cfg.image_size, cfg.image_size)
+    need = FrameReplay.estimate_bytes(cfg.replay_capacity, obs_shape, action_dim, cfg.frame_stack)
+    gib = lambda b: f"{b / 2**30:.1f} GiB"  # noqa: E731
+    on_gpu = cfg.replay_on_device and device.type == "cuda"
+    host_need = need["other"] + (0 if on_gpu else need["frames"])
+    host = available_memory()
+    if host is not None and host_need > host:
+        raise ValueError(f"--replay-capacity {cfg.replay_capacity} needs {gib(host_need)} of memory for the replay "
+                         f"({cfg.image_size}x{cfg.image_size} frames) but only {gib(host)} is available; lower "
+                         "--replay-capacity (100000 is the paper's) or --image-size")
+    if on_gpu:
+        free, _ = torch.cuda.mem_get_info(device)
+        if need["frames"] > free:
+            raise ValueError(f"--replay-capacity {cfg.replay_capacity} with --replay-on-device needs "
+                             f"{gib(need['frames'])} of GPU memory for the frames but {gib(free)} is free; lower "
+                             "--replay-capacity or drop --replay-on-device")
 
 
 def check_checkpoint_format(extra: dict, path) -> None:
@@ -164,7 +203,8 @@ def run(cfg: Config) -> dict:
         if extra["step"] >= cfg.agent_steps and (out / "summary.json").exists() and not cfg.save_video:
             print(f"{out} already holds this run, finished at {extra['step'] * cfg.action_repeat} environment steps; "
                   "nothing to do (pass a larger --env-steps to train on)")
-            return json.loads((out / "summary.json").read_text())
+            return read_json_file(out / "summary.json", "run's summary")
+    check_replay_memory(cfg, accelerator.device)
     folder.open()
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)

@@ -16,11 +16,12 @@ def check_reduction(reduction: str) -> None:
 
 def check_tau_plus(tau_plus: float) -> float:
     tau_plus = float(tau_plus)
-    if not 0.0 <= tau_plus < 1.0:
-        raise ValueError(
-            f"tau_plus (the class prior tau+) must be in [0, 1), got {tau_plus}; "
-            "tau+ = 1 would leave no negatives (tau- = 0)."
-        )
+    if math.isnan(tau_plus) or tau_plus < 0.0:
+        raise ValueError(f"tau_plus (the class prior tau+) must be in [0, 1), got {tau_plus}: a prior is a "
+                         "probability, never negative (0 gives InfoNCE)")
+    if tau_plus >= 1.0:
+        raise ValueError(f"tau_plus (the class prior tau+) must be in [0, 1), got {tau_plus}; "
+                         "tau+ >= 1 would leave no negatives (tau- = 1 - tau+ <= 0)")
     return tau_plus
 
 

@@ -440,3 +440,42 @@ def print_run_result(application: str, output_dir: str | os.PathLike, step: int,
     line = {"application": application, "output_dir": str(output_dir), "step": int(step), "result": dict(result)}
     print(json.dumps(line, default=str), flush=True)
     return line
+
+
+# ------------------------------------------------------------------------------------- up-front checks
+
+def check_device(name: str, option: str = "--device") -> torch.device:
+    """``torch.device(name)`` if this machine can use it, else a ValueError of one line naming ``option``:
+    an unknown device type, CUDA asked of a torch built without it or on a machine without a GPU, or a GPU
+    index beyond those visible. Checked before any work starts."""
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(f"{option} {name!r} is not a torch device; use cpu, cuda, cuda:N or mps") from None
+    if dev.type == "cuda":
+        if not torch.backends.cuda.is_built():
+            raise ValueError(f"{option} {name}: this torch ({torch.__version__}) was built without CUDA; "
+                             "use --device cpu, or install a CUDA build of torch")
+        n = torch.cuda.device_count()
+        if n == 0:
+            raise ValueError(f"{option} {name}: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES="
+                             f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); use --device cpu")
+        if dev.index is not None and dev.index >= n:
+            raise ValueError(f"{option} {name}: only {n} CUDA GPU(s) are visible (cuda:0 to cuda:{n - 1})")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{option} {name}: MPS is not available on this machine; use --device cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"{option} {name!r}: only cpu, cuda and mps devices are supported")
+    return dev
+
+
+def read_json_file(path: str | os.PathLike, what: str = "file") -> Any:
+    """The JSON in ``path``; a ValueError naming the file (and ``what`` it should be) if it is damaged."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is damaged (not UTF-8 text: {err.reason}); it should be the {what}") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is damaged (not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}); "
+                         f"it should be the {what}") from None

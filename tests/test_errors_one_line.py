@@ -1,0 +1,79 @@
+"""Issue 16, item 5: bad input that used to end in a traceback or a vague message now gets one `error:` line
+naming the file or option at fault, before any work starts and with nothing written."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*argv, cwd=ROOT):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MUJOCO_GL": "egl"}
+    env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
+    res = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert res.returncode == 2 and "Traceback" not in res.stderr and len(errors) == 1, res.stderr
+    return errors[0]
+
+
+def fake_run(folder: Path, application: str, config: dict | str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"application": application}))
+    (folder / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+    return folder
+
+
+def test_rl_curl_evaluate_names_another_applications_run(tmp_path):
+    run = fake_run(tmp_path / "qt", "nlp_qt", {"objective": "qt", "bidirectional": True})
+    assert "holds a run of nlp_qt, not of rl_curl" in cli("-m", "rl_curl.evaluate", "--run-dir", str(run))
+
+
+@pytest.mark.parametrize("device,words", [("foo", "'foo' is not a torch device"), ("cuda:x", "not a torch device"),
+                                          ("cuda", "CUDA")])
+def test_rl_curl_evaluate_checks_the_device_first(tmp_path, device, words):
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    run = fake_run(tmp_path / "rl", "rl_curl", {"task": "cartpole-swingup"})
+    line = cli("-m", "rl_curl.evaluate", "--run-dir", str(run), "--device", device)
+    assert f"--device {device}" in line.replace("'", "") and words in line
+
+
+def test_rl_curl_evaluate_names_a_damaged_config(tmp_path):
+    run = fake_run(tmp_path / "rl", "rl_curl", '{"task": ')
+    line = cli("-m", "rl_curl.evaluate", "--run-dir", str(run))
+    assert f"{run / 'config.json'} is damaged (not valid JSON" in line
+
+
+def test_rl_curl_train_refuses_a_replay_that_cannot_fit_before_writing(tmp_path):
+    line = cli("-m", "rl_curl.train", "--replay-capacity", "10000000000", "--output-dir", str(tmp_path / "run"))
+    assert "--replay-capacity 10000000000 needs" in line and "GiB" in line and "available" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_replay_estimate_matches_what_the_buffer_allocates():
+    from rl_curl.replay import FrameReplay
+
+    rb = FrameReplay(1000, (9, 20, 20), 6, 3)
+    est = FrameReplay.estimate_bytes(1000, (9, 20, 20), 6, 3)
+    assert est["frames"] == rb.frames.nbytes
+    assert est["other"] == rb.actions.nbytes + rb.rewards.nbytes + rb.not_dones.nbytes + rb.next_frame.nbytes
+
+
+@pytest.mark.parametrize("damaged", ["config.json", "vocab.json"])
+def test_nlp_qt_model_files_are_named_when_damaged(tmp_path, damaged):
+    from nlp_qt.model import ModelConfig, QuickThought, load_model, save_model
+    from nlp_qt.vocab import Vocab
+
+    vocab = Vocab(["the", "cat"], max_len=8, lowercase=False)
+    model = QuickThought(ModelConfig(vocab_size=len(vocab), word_dim=4, encoder_dim=4))
+    folder = save_model(model, vocab, tmp_path / "model")
+    load_model(folder)  # intact: loads
+    (folder / damaged).write_text('{"itos": [')
+    with pytest.raises(ValueError, match=f"{damaged} is damaged \\(not valid JSON"):
+        load_model(folder)
