@@ -1,0 +1,136 @@
+"""Bag-of-words baseline: the mean of word vectors trained on the same corpus as the encoder.
+
+SentEval's BoW baseline averages pretrained GloVe or fastText vectors. Those cannot be fetched
+offline, and vectors trained on billions of words would not say what sentence-level training adds
+on *our* corpus anyway. So the baseline here learns skip-gram word2vec vectors (gensim; negative
+sampling) from exactly the sentences quick-thought trains on, tokenised the same way
+(:func:`nlp_qt.vocab.tokenize`), and a sentence is the mean of its known words' vectors (zeros when
+it has none). Trained quick-thought should beat it; if it does not, the sentence-level objective
+added nothing a word-level one does not learn from the same text.
+
+``python -m nlp_qt.bow --corpus nlp_qt/data/books --output-dir runs/bow --seed 0`` writes
+``word_vectors.npy``, ``words.json`` and ``bow.json`` (the settings); ``nlp_qt.senteval --model`` reads
+that folder. gensim is an optional dependency (``pip install gensim``; set-up installs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+BOW_MARKER = "bow.json"
+
+
+@dataclass
+class BowConfig:
+    corpus: str
+    output_dir: str
+    dim: int = 300
+    window: int = 5
+    min_count: int = 2
+    epochs: int = 5
+    negative: int = 5
+    seed: int = 0
+    lowercase: bool = False
+    max_sentences: int | None = None
+
+
+def is_bow_dir(path: str | os.PathLike) -> bool:
+    return (Path(path) / BOW_MARKER).is_file()
+
+
+def _sentences(cfg: BowConfig) -> list[list[str]]:
+    from .corpus import iter_corpus
+    from .vocab import tokenize
+
+    out = []
+    for i, (_, sentence) in enumerate(iter_corpus(cfg.corpus)):
+        if cfg.max_sentences is not None and i >= cfg.max_sentences:
+            break
+        toks = tokenize(sentence, cfg.lowercase)
+        if toks:
+            out.append(toks)
+    return out
+
+
+def train_bow(cfg: BowConfig) -> Path:
+    """Train word2vec on the corpus and write the baseline's folder (atomically: a temp folder renamed)."""
+    try:
+        from gensim.models import Word2Vec
+    except ImportError as err:
+        raise SystemExit("the bag-of-words baseline needs gensim: pip install gensim") from err
+    out = Path(cfg.output_dir)
+    if out.exists() and any(out.iterdir()):
+        if is_bow_dir(out) and json.loads((out / BOW_MARKER).read_text()).get("config") == asdict(cfg):
+            return out  # already trained with these settings
+        raise SystemExit(f"--output-dir {out} is not empty and holds no bag-of-words baseline with these settings; "
+                         "choose another folder (nothing was changed)")
+    t0 = time.perf_counter()
+    sents = _sentences(cfg)
+    # workers=1: gensim is only deterministic for a seed with one worker thread
+    model = Word2Vec(sentences=sents, vector_size=cfg.dim, window=cfg.window, min_count=cfg.min_count, sg=1,
+                     negative=cfg.negative, epochs=cfg.epochs, seed=cfg.seed, workers=1)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    np.save(tmp / "word_vectors.npy", model.wv.vectors.astype(np.float32))
+    (tmp / "words.json").write_text(json.dumps(list(model.wv.index_to_key)))
+    info = {"config": asdict(cfg), "sentences": len(sents), "words": int(sum(map(len, sents))),
+            "vocabulary": len(model.wv.index_to_key), "seconds": round(time.perf_counter() - t0, 1),
+            "model": "gensim Word2Vec skip-gram, negative sampling"}
+    (tmp / BOW_MARKER).write_text(json.dumps(info, indent=1) + "\n")
+    if out.exists():
+        out.rmdir()  # empty (checked above)
+    tmp.rename(out)
+    return out
+
+
+def load_bow_encoder(path: str | os.PathLike) -> Callable[[Sequence[str]], np.ndarray]:
+    """``encode(sentences) -> [n, dim]``: the mean of the sentence's known words' vectors (zeros if none)."""
+    from .vocab import tokenize
+
+    path = Path(path)
+    info = json.loads((path / BOW_MARKER).read_text())
+    vectors = np.load(path / "word_vectors.npy")
+    index = {w: i for i, w in enumerate(json.loads((path / "words.json").read_text()))}
+    lowercase = bool(info["config"].get("lowercase", False))
+
+    def encode(sentences: Sequence[str]) -> np.ndarray:
+        res = np.zeros((len(sentences), vectors.shape[1]), dtype=np.float32)
+        for k, s in enumerate(sentences):
+            ids = [index[t] for t in tokenize(s, lowercase) if t in index]
+            if ids:
+                res[k] = vectors[ids].mean(axis=0)
+        return res
+
+    return encode
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--corpus", required=True, help="training corpus, as nlp_qt.train --corpus")
+    p.add_argument("--output-dir", required=True, help="folder for word_vectors.npy, words.json, bow.json")
+    for f, d, h in [("dim", 300, "word vector size"), ("window", 5, "context window"),
+                    ("min-count", 2, "ignore rarer words"), ("epochs", 5, "passes over the corpus"),
+                    ("negative", 5, "negative samples per positive"), ("seed", 0, "random seed"),
+                    ("max-sentences", None, "use only the first N sentences")]:
+        p.add_argument(f"--{f}", type=int, default=d, help=h)
+    p.add_argument("--lowercase", action="store_true", help="lower-case before tokenising")
+    a = p.parse_args(argv)
+    cfg = BowConfig(corpus=a.corpus, output_dir=a.output_dir, dim=a.dim, window=a.window, min_count=a.min_count,
+                    epochs=a.epochs, negative=a.negative, seed=a.seed, lowercase=a.lowercase,
+                    max_sentences=a.max_sentences)
+    out = train_bow(cfg)
+    print(json.dumps({"output_dir": str(out), **{k: v for k, v in json.loads((out / BOW_MARKER).read_text()).items()
+                                                  if k != "config"}}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The shipped books corpus (issue 15: at least a million words of contiguous English prose, offline)
+and the bag-of-words baseline (mean of word2vec vectors trained on the same corpus)."""
+
+import json
+import lzma
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nlp_qt.corpus import CorpusStats, iter_corpus
+
+BOOKS = Path(__file__).resolve().parents[2] / "nlp_qt" / "data" / "books"
+
+
+def test_books_corpus_has_a_million_words_in_eight_documents():
+    manifest = json.loads((BOOKS.parent / "books_manifest.json").read_text())
+    files = sorted(BOOKS.glob("*.txt.xz"))
+    assert sorted(p.name for p in BOOKS.iterdir()) == [f.name for f in files]  # nothing else is read as text
+    assert [f.name[: -len(".txt.xz")] for f in files] == sorted(manifest["files"])
+    words = {f.name[: -len(".txt.xz")]: len(lzma.decompress(f.read_bytes()).decode("utf-8").split()) for f in files}
+    assert words == {k: v["words"] for k, v in manifest["files"].items()}
+    assert sum(words.values()) == manifest["words"] >= 1_000_000
+    stats = CorpusStats()
+    docs, n = set(), 0
+    for doc, sentence in iter_corpus(str(BOOKS), stats):
+        docs.add(doc)
+        n += 1
+        assert "gutenberg" not in sentence.lower()
+    assert len(docs) == 8 and stats.undecodable_lines == 0 and n > 40_000
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    text = lzma.decompress((BOOKS / "austen_persuasion.txt.xz").read_bytes()).decode("utf-8")
+    (root / "persuasion.txt").write_text(text[:60_000])
+    return root
+
+
+def test_bow_baseline_is_deterministic_and_averages_known_words(small_corpus, tmp_path):
+    pytest.importorskip("gensim")
+    from nlp_qt.bow import BowConfig, is_bow_dir, load_bow_encoder, train_bow
+
+    cfg = dict(corpus=str(small_corpus), dim=16, epochs=2, min_count=2, seed=3)
+    a = train_bow(BowConfig(output_dir=str(tmp_path / "a"), **cfg))
+    b = train_bow(BowConfig(output_dir=str(tmp_path / "b"), **cfg))
+    assert is_bow_dir(a) and np.array_equal(np.load(a / "word_vectors.npy"), np.load(b / "word_vectors.npy"))
+    assert train_bow(BowConfig(output_dir=str(a), **cfg)) == a  # same settings: reused, not retrained
+    with pytest.raises(SystemExit, match="not empty"):
+        train_bow(BowConfig(output_dir=str(a), **{**cfg, "dim": 8}))
+    words = json.loads((a / "words.json").read_text())
+    vec = np.load(a / "word_vectors.npy")
+    encode = load_bow_encoder(a)
+    out = encode(["Anne was at Kellynch.", "qqqzzz xxyyzz"])
+    known = [w for w in ["Anne", "was", "at", "Kellynch", "."] if w in words]
+    assert len(known) >= 3
+    assert np.allclose(out[0], vec[[words.index(w) for w in known]].mean(axis=0), atol=1e-6)
+    assert out.shape == (2, 16) and not out[1].any()  # no known word: zeros
+
+
+def test_bow_refuses_a_folder_holding_other_files(small_corpus, tmp_path):
+    pytest.importorskip("gensim")
+    from nlp_qt.bow import BowConfig, train_bow
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit, match="not empty"):
+        train_bow(BowConfig(corpus=str(small_corpus), output_dir=str(tmp_path), dim=8, epochs=1))
+    assert (tmp_path / "notes.txt").read_text() == "mine" and len(list(tmp_path.iterdir())) == 1
