@@ -116,8 +116,10 @@ class FewShotConfig:
     candidates (docs/equations.md section 6); otherwise each process contrasts within its own batch. Setting `pnu` only."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """Mixed precision through accelerate (GPU)."""
+    device: Literal["auto", "cpu"] = "auto"
+    """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and nlp_qt)."""
     cpu: bool = False
-    """Force CPU even when a GPU is present."""
+    """Old spelling of --device cpu (kept working)."""
 
     def validate(self) -> None:
         """Refuse obviously invalid numbers (called before anything is written)."""

@@ -89,7 +89,7 @@ def make_accelerator(cfg):
     # pooling does not read; the projection head under `ce`; the classifier in the PU pipeline), and
     # DDP refuses that unless told to look for them.
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
-    return Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu, kwargs_handlers=[ddp])
+    return Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu or cfg.device == "cpu", kwargs_handlers=[ddp])
 
 
 @dataclasses.dataclass
@@ -300,7 +300,7 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
 
 
 # may change when resuming (prior_used/prior_source: what config.json adds to the options)
-RESUME_FREE = {"resume", "overwrite", "progress", "steps", "eval_every", "checkpoint_every", "output_dir", "prior_used", "prior_source"}
+RESUME_FREE = {"resume", "overwrite", "progress", "device", "cpu", "steps", "eval_every", "checkpoint_every", "output_dir", "prior_used", "prior_source"}
 
 
 def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = None) -> None:

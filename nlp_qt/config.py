@@ -78,6 +78,8 @@ class Config:
     """Stop after this many optimiser steps in total (across resumes)."""
     seed: int = 0
     """Random seed (initialisation)."""
+    device: Literal["auto", "cpu"] = "auto"
+    """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and fewshot)."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """accelerate mixed precision."""
 

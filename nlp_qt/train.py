@@ -35,7 +35,7 @@ from .vocab import Vocab
 
 # Fields a resumed run may change; every other field (new ones included) must agree with the checkpoint's
 # run. vocab_sentences: the vocabulary is read back from vocab.json on resume.
-RESUME_FREE = {"output_dir", "resume", "overwrite", "progress", "epochs", "max_steps", "log_every", "checkpoint_every", "vocab_sentences"}
+RESUME_FREE = {"output_dir", "resume", "device", "overwrite", "progress", "epochs", "max_steps", "log_every", "checkpoint_every", "vocab_sentences"}
 
 
 def validate(cfg: Config) -> None:
@@ -118,7 +118,7 @@ def train(cfg: Config) -> dict:
     validate(cfg)
     out = Path(cfg.output_dir)
     folder = claim_run_folder(out, "nlp_qt", resume=cfg.resume, overwrite=cfg.overwrite)  # every process, before any writes
-    accelerator = Accelerator(mixed_precision=cfg.mixed_precision)
+    accelerator = Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu")
     main = accelerator.is_main_process
     world, rank = accelerator.num_processes, accelerator.process_index
     import torch.distributed as dist

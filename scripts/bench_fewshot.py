@@ -166,7 +166,7 @@ def protocol_child(args, overrides, t5):
     print(json.dumps({"wall_s": wall, "train_seconds": metrics.get("train_seconds"), "eval_accuracy": metrics["eval_accuracy"],
                       "steps": 0 if cfg.objective == "probe" else cfg.steps, "batch_labeled": cfg.batch_labeled,
                       "batch_unlabeled": cfg.batch_unlabeled, "max_length": cfg.max_length,
-                      "device": "cuda" if torch.cuda.is_available() and not cfg.cpu else "cpu"}))
+                      "device": "cuda" if torch.cuda.is_available() and not (cfg.cpu or cfg.device == "cpu") else "cpu"}))
 
 
 def protocol_mode(p, args):

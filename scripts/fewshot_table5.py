@@ -169,7 +169,7 @@ def check_finished(folder: Path, cfg: FewShotConfig) -> None:
         raise SystemExit(f"{folder} has metrics.json but no config.json: cannot tell which options it was run with")
     # a field that runs from older versions lack had its default value then
     changed = config_changes(json.loads(f.read_text()), dataclasses.asdict(cfg), legacy=dataclasses.asdict(FewShotConfig()),
-                             free={"resume", "output_dir", "prior_used", "prior_source"})
+                             free={"resume", "output_dir", "prior_used", "prior_source", "device", "cpu"})
     if changed:
         raise SystemExit(f"{folder} was run with other options ("
                          + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)

@@ -19,7 +19,8 @@ def parse(config_cls, args):
 def test_shared_options_have_one_name_in_every_trainer(app):
     cls = APPS[app]
     cfg = parse(cls, ["--output-dir", "runs/x", "--seed", "3", "--resume", "--mixed-precision", "bf16",
-                      "--checkpoint-every", "7", "--no-progress"])
+                      "--checkpoint-every", "7", "--no-progress", "--device", "cpu"])
+    assert cfg.device == "cpu" and parse(cls, []).device == "auto"  # --device in every trainer
     out = cfg.out_dir if app == "rl_curl" else cfg.output_dir
     assert (out, cfg.seed, cfg.resume, cfg.mixed_precision, cfg.checkpoint_every, cfg.progress) == \
         ("runs/x", 3, True, "bf16", 7, False)
@@ -42,3 +43,15 @@ def test_gathering_across_processes_has_one_spelling():
     assert parse(QTConfig, ["--gather-across-processes"]).gather_across_processes is True
     assert parse(FewShotConfig, ["--gather-across-processes"]).gather_negatives is True
     assert parse(FewShotConfig, ["--gather-negatives"]).gather_negatives is True  # the old spelling
+
+
+def test_fewshot_old_cpu_flag_still_forces_the_cpu(monkeypatch):
+    import accelerate
+
+    from fewshot import run
+
+    seen = []
+    monkeypatch.setattr(accelerate, "Accelerator", lambda **kw: seen.append(kw["cpu"]))
+    for args in (["--cpu"], ["--device", "cpu"], []):
+        run.make_accelerator(parse(FewShotConfig, args))
+    assert seen == [True, True, False]
