@@ -430,6 +430,7 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
             order = _senteval_order(_ntok(texts), y)
             texts, y = [texts[i] for i in order], y[order]
             res = eval_kfold(encode(texts), y, kfold, inner_kfold, seed, task=t)
+            scored = y
         elif kind == "train_test":
             d = load_trec(root)
             for s in ("train", "test"):
@@ -437,6 +438,7 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
                 d[s] = ([d[s][0][i] for i in order], d[s][1][order])
             res = eval_train_test(encode(d["train"][0]), d["train"][1], encode(d["test"][0]), d["test"][1],
                                   kfold, seed, task=t)
+            scored = d["test"][1]
         elif kind == "pair":
             d = load_mrpc(root)
             for s in ("train", "test"):
@@ -446,8 +448,11 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
             feats = {s: mrpc_features(encode(d[s][0]), encode(d[s][1])) for s in ("train", "test")}
             res = eval_train_test(feats["train"], d["train"][2], feats["test"], d["test"][2], kfold, seed,
                                   f1=True, task=t)
+            scored = d["test"][2]
         else:  # checked above; never score a task with another task's protocol
             raise ValueError(f"task {t}: unknown kind {kind!r}")
+        # the accuracy of always answering the most frequent class of the scored examples
+        res["majority"] = round(100.0 * np.bincount(np.asarray(scored)).max() / len(scored), 2)
         res["seconds"] = round(time.perf_counter() - t0, 2)
         results[t] = res
         if verbose:

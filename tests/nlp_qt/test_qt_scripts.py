@@ -78,7 +78,9 @@ def test_qt_table2_runs_baselines_and_pairs_seeds(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     data = json.loads((out / "table2.json").read_text())
-    assert set(data["summary"]) == {"biased (QT)", "debiased τ⁺=0.01", "untrained", "bag of words (word2vec)"}
+    assert set(data["summary"]) == {"biased (QT)", "debiased τ⁺=0.01", "untrained", "bag of words (word2vec)",
+                                    "majority class"}
+    assert "| majority class | - |" in res.stdout
     qt, un = (data["summary"][k]["REUTERS"]["per_seed"] for k in ("biased (QT)", "untrained"))
     assert set(qt) == set(un) == {"0", "1"}
     pair = data["paired"]["biased (QT) − untrained"]["REUTERS"]
