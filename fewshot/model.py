@@ -21,7 +21,17 @@ def resolve_encoder(name: str) -> str:
     return name
 
 
+def looks_local(name: str) -> bool:
+    """A name that can only be a local folder: a path starting with ./ ../ / or ~, or with more than one
+    slash (hub ids are NAME or OWNER/NAME)."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
+
+
 def _from_pretrained(loader, name: str, what: str):
+    if looks_local(name) and not os.path.isdir(os.path.expanduser(name)):
+        # the hub's own message ("Repo id must be in the form ...") says nothing about a mistyped path
+        raise ValueError(f"--encoder {name}: no such folder (a local model folder, a hub id such as roberta-base, "
+                         "or minilm)")
     try:
         return loader.from_pretrained(name)
     except (OSError, ValueError) as err:

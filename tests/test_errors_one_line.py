@@ -77,3 +77,11 @@ def test_nlp_qt_model_files_are_named_when_damaged(tmp_path, damaged):
     (folder / damaged).write_text('{"itos": [')
     with pytest.raises(ValueError, match=f"{damaged} is damaged \\(not valid JSON"):
         load_model(folder)
+
+
+def test_fewshot_names_a_missing_local_encoder_folder(tmp_path):
+    missing = tmp_path / "models" / "my-roberta"
+    line = cli("-m", "fewshot.train", "--encoder", str(missing), "--dataset", "reuters", "--n-unlabeled", "100",
+               "--output-dir", str(tmp_path / "run"))
+    assert f"--encoder {missing}: no such folder" in line and "Repo id" not in line
+    assert not (tmp_path / "run").exists()
