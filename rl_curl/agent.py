@@ -93,12 +93,18 @@ class CurlAgent(nn.Module):
     # ---------------------------------------------------------------------------------------------
     @torch.no_grad()
     def act(self, obs, sample: bool = False):
-        """Action in [-1, 1] for one uint8 observation (centre-cropped as in CURL)."""
+        """Actions in [-1, 1] for one uint8 observation ``[C, H, W]`` (returns ``[action_dim]``) or a batch
+        ``[B, C, H, W]`` (returns ``[B, action_dim]``), centre-cropped as in CURL."""
         dev = self.log_alpha.device
-        x = center_crop(torch.as_tensor(obs, device=dev)[None], self.cfg.crop_size)
+        x = torch.as_tensor(obs, device=dev)
+        if x.dim() not in (3, 4):
+            raise ValueError(f"obs must be [C, H, W] or [B, C, H, W], got shape {tuple(x.shape)}")
+        one = x.dim() == 3
+        x = center_crop(x[None] if one else x, self.cfg.crop_size)
         with self.autocast():
             mu, pi, _, _ = self.actor(x, sample=sample)
-        return (pi if sample else mu)[0].float().cpu().numpy()
+        out = (pi if sample else mu).float().cpu().numpy()
+        return out[0] if one else out
 
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, float]:
         """One full update at agent step ``step``: critic, actor + alpha (every k), targets (every k), aux (every k)."""

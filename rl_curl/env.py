@@ -44,7 +44,8 @@ def parse_task(task: str) -> tuple[str, str]:
 class _StackedPixels(gym.Env):
     """What both pixel environments share: the frame stack, the observation, render, action mapping."""
 
-    metadata = {"render_modes": ["rgb_array"]}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+    render_mode: str | None = None
     _frames: deque
     _low: np.ndarray
     _high: np.ndarray
@@ -60,16 +61,25 @@ class _StackedPixels(gym.Env):
         return self._low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
 
     def render(self):
+        """The newest frame as ``[H, W, 3]`` uint8 (what ``render_mode="rgb_array"`` promises)."""
         return self._frames[-1].transpose(1, 2, 0).copy()
+
+
+def _check_render_mode(render_mode: str | None) -> str | None:
+    if render_mode not in (None, "rgb_array"):
+        raise ValueError(f"render_mode {render_mode!r} is not supported; these environments render "
+                         "'rgb_array' frames (or pass None)")
+    return render_mode
 
 
 class DMCPixels(_StackedPixels):
     """A DeepMind Control task rendered from pixels, with action repeat and frame stacking."""
 
     def __init__(self, task: str, seed: int = 0, action_repeat: int | None = None, frame_stack: int = 3,
-                 image_size: int = 100, camera_id: int | None = None):
+                 image_size: int = 100, camera_id: int | None = None, render_mode: str | None = None):
         from dm_control import suite
 
+        self.render_mode = _check_render_mode(render_mode)
         domain, name = parse_task(task)
         if action_repeat is None:
             action_repeat = int(task_default(task, "action_repeat"))
@@ -155,7 +165,8 @@ class GymPixels(_StackedPixels):
     """
 
     def __init__(self, env_id: str, seed: int = 0, action_repeat: int = 1, frame_stack: int = 3,
-                 image_size: int = 100, **make_kwargs):
+                 image_size: int = 100, render_mode: str | None = None, **make_kwargs):
+        self.render_mode = _check_render_mode(render_mode)
         if action_repeat < 1 or frame_stack < 1 or image_size < 1:
             raise ValueError(f"action_repeat, frame_stack and image_size must be >= 1, got "
                              f"{action_repeat}, {frame_stack}, {image_size}")
@@ -218,11 +229,49 @@ class GymPixels(_StackedPixels):
 
 
 def make(task: str, seed: int = 0, action_repeat: int | None = None, frame_stack: int = 3,
-         image_size: int = 100, camera_id: int | None = None) -> gym.Env:
+         image_size: int = 100, camera_id: int | None = None, render_mode: str | None = None) -> gym.Env:
     """A pixel environment: a DeepMind Control task like ``cartpole-swingup`` (unknown names list the
     valid ones), or ``gym:ENV_ID`` for any gymnasium environment with a bounded Box action space."""
     if task.startswith(GYM_PREFIX):
         return GymPixels(task[len(GYM_PREFIX):], seed=seed, action_repeat=action_repeat or 1,
-                         frame_stack=frame_stack, image_size=image_size)
+                         frame_stack=frame_stack, image_size=image_size, render_mode=render_mode)
     return DMCPixels(task, seed=seed, action_repeat=action_repeat, frame_stack=frame_stack, image_size=image_size,
-                     camera_id=camera_id)
+                     camera_id=camera_id, render_mode=render_mode)
+
+
+# Every DeepMind Control suite task of dm-control 1.0.50 (``dm_control.suite.ALL_TASKS``; a test keeps the
+# two equal) except the lqr tasks, whose actuators have no control range (the agent needs bounded actions).
+# Kept here as data so that registering them does not import dm_control (and MuJoCo) with rl_curl.
+DMC_TASKS = (
+    "acrobot-swingup", "acrobot-swingup_sparse", "ball_in_cup-catch", "cartpole-balance", "cartpole-balance_sparse",
+    "cartpole-swingup", "cartpole-swingup_sparse", "cartpole-three_poles", "cartpole-two_poles", "cheetah-run",
+    "dog-fetch", "dog-run", "dog-stand", "dog-trot", "dog-walk", "finger-spin", "finger-turn_easy", "finger-turn_hard",
+    "fish-swim", "fish-upright", "hopper-hop", "hopper-stand", "humanoid-run", "humanoid-run_pure_state",
+    "humanoid-stand", "humanoid-walk", "humanoid_CMU-run", "humanoid_CMU-stand", "humanoid_CMU-walk",
+    "manipulator-bring_ball", "manipulator-bring_peg", "manipulator-insert_ball", "manipulator-insert_peg",
+    "pendulum-swingup", "point_mass-easy", "point_mass-hard", "quadruped-escape", "quadruped-fetch",
+    "quadruped-run", "quadruped-walk", "reacher-easy", "reacher-hard", "stacker-stack_2", "stacker-stack_4",
+    "swimmer-swimmer15", "swimmer-swimmer6", "walker-run", "walker-stand", "walker-walk",
+)
+NAMESPACE = "rl_curl"
+
+
+def gym_id(task: str) -> str:
+    """The gymnasium id of a DeepMind Control task: ``rl_curl/cartpole-swingup-v0``."""
+    return f"{NAMESPACE}/{task}-v0"
+
+
+def register_envs() -> None:
+    """Register every task of :data:`DMC_TASKS` with gymnasium as ``rl_curl/<task>-v0`` (done when rl_curl is
+    imported; calling it again does nothing). ``gymnasium.make(id, **kwargs)`` passes ``seed``,
+    ``action_repeat``, ``frame_stack``, ``image_size``, ``camera_id`` and ``render_mode`` to
+    :class:`DMCPixels`. ``max_episode_steps`` in the spec is 1000 simulator steps at the task's default
+    action repeat (CURL's); with another ``action_repeat`` pass ``max_episode_steps=ceil(1000 / repeat)``
+    too (the environment truncates at 1000 simulator steps by itself either way)."""
+    for task in DMC_TASKS:
+        env_id = gym_id(task)
+        if env_id in gym.registry:
+            continue
+        repeat = int(task_default(task, "action_repeat"))
+        gym.register(id=env_id, entry_point="rl_curl.env:DMCPixels", kwargs={"task": task},
+                     max_episode_steps=-(-1000 // repeat), disable_env_checker=False)

@@ -315,7 +315,11 @@ def run(cfg: Config) -> dict:
         last_eval = do_eval(final=True)
         save()
     tb.close()
+    obs_shape = env.observation_space.shape
     env.close()
+    from .policy import POLICY_FILE, save_policy
+
+    save_policy(agent, cfg, obs_shape, out / POLICY_FILE)  # the trained policy alone (rl_curl.load_policy)
     plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {objective_label(dataclasses.asdict(cfg))}")
     summary = {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,
                "seed": cfg.seed, "env_steps": step * ar, "final_eval_return": last_eval}

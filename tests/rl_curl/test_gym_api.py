@@ -1,0 +1,125 @@
+"""Issue 17, rl_curl: the environments in gymnasium's own tools (registered ids, render_mode, check_env,
+RecordVideo), agent.act on a batch, and a finished run's policy.pt loaded with rl_curl.load_policy."""
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import rl_curl
+from rl_curl.env import DMC_TASKS, gym_id
+from rl_curl.train import run
+
+from .conftest import tiny_config
+
+ENV = "gym:tests.rl_curl.tiny_pixel_env:TinyDot-v0"
+
+
+def test_every_dmc_task_but_lqr_is_registered():
+    from dm_control import suite
+
+    assert set(DMC_TASKS) == {f"{d}-{t}" for d, t in suite.ALL_TASKS if d != "lqr"}
+    for task in DMC_TASKS:
+        assert gym.spec(gym_id(task)).entry_point == "rl_curl.env:DMCPixels"
+    assert gym.spec("rl_curl/walker-walk-v0").max_episode_steps == 500  # action repeat 2
+    assert gym.spec("rl_curl/cartpole-swingup-v0").max_episode_steps == 125  # action repeat 8
+
+
+def test_check_env_passes_with_its_render_checks():
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("rl_curl/cartpole-swingup-v0", render_mode="rgb_array", image_size=24)
+    assert env.render_mode == "rgb_array" and env.spec.max_episode_steps == 125
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    assert not [w for w in caught if "render" in str(w.message).lower()], [str(w.message) for w in caught]
+    obs, _ = env.reset(seed=1)
+    frame = env.render()
+    assert obs.shape == (9, 24, 24) and frame.shape == (24, 24, 3) and frame.dtype == np.uint8
+    assert np.array_equal(frame, obs[-3:].transpose(1, 2, 0))
+    from rl_curl.env import DMCPixels
+
+    # (gymnasium.make answers "human" with its own HumanRendering wrapper around the rgb_array frames)
+    with pytest.raises(ValueError, match="render_mode 'human' is not supported"):
+        DMCPixels("cartpole-swingup", render_mode="human")
+
+
+def test_record_video_works(tmp_path):
+    pytest.importorskip("moviepy")
+    from gymnasium.wrappers import RecordVideo
+
+    env = gym.make("rl_curl/cartpole-swingup-v0", render_mode="rgb_array", image_size=32, max_episode_steps=6)
+    env = RecordVideo(env, str(tmp_path), episode_trigger=lambda e: True, disable_logger=True)
+    env.reset(seed=0)
+    done = False
+    while not done:
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        done = term or trunc
+    env.close()
+    videos = list(tmp_path.glob("*.mp4"))
+    assert len(videos) == 1 and videos[0].stat().st_size > 0
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "r"
+    run(tiny_config(task=ENV, out_dir=str(out), env_steps=40, eval_every=40, aux="curl"))
+    return out
+
+
+def test_act_takes_one_observation_or_a_batch(finished_run):
+    from rl_curl.evaluate import load_agent
+
+    agent, cfg, _ = load_agent(finished_run)
+    obs = np.random.default_rng(0).integers(0, 256, size=(5, *agent_obs_shape(finished_run)), dtype=np.uint8)
+    batch = agent.act(obs)
+    assert batch.shape == (5, agent.action_dim)
+    assert np.allclose(np.stack([agent.act(o) for o in obs]), batch, atol=1e-6)
+    with pytest.raises(ValueError, match=r"obs must be \[C, H, W\] or \[B, C, H, W\]"):
+        agent.act(obs[0, 0])
+
+
+def agent_obs_shape(run_dir):
+    import json
+
+    cfg = json.loads((run_dir / "config.json").read_text())
+    return (3 * cfg["frame_stack"], cfg["image_size"], cfg["image_size"])
+
+
+def test_policy_file_loads_with_weights_only_and_acts_as_the_agent(finished_run, tmp_path):
+    from rl_curl.evaluate import load_agent
+
+    state = torch.load(finished_run / "policy.pt", weights_only=True)
+    assert state["format"] == 1 and state["action_dim"] == 2
+    act = rl_curl.load_policy(finished_run)
+    agent, _, _ = load_agent(finished_run)
+    obs = np.random.default_rng(1).integers(0, 256, size=(4, *agent_obs_shape(finished_run)), dtype=np.uint8)
+    assert np.allclose(act(obs), agent.act(obs), atol=1e-6) and np.allclose(act(obs[0]), agent.act(obs[0]), atol=1e-6)
+    with pytest.raises(ValueError, match="obs must be"):
+        act(obs[:, :3])
+    # the same file from the checkpoint, by rl_curl.export
+    from rl_curl.export import ExportArgs, main
+
+    main(ExportArgs(run_dir=str(finished_run), output=str(tmp_path / "again.pt")))
+    again = torch.load(tmp_path / "again.pt", weights_only=True)
+    assert all(torch.equal(again["actor"][k], state["actor"][k]) for k in state["actor"])
+
+
+def test_policy_bad_input(tmp_path):
+    with pytest.raises(FileNotFoundError, match="policy.pt not found"):
+        rl_curl.load_policy(tmp_path)
+    (tmp_path / "x.pt").write_bytes(b"not a torch file")
+    with pytest.raises(ValueError, match="is not a readable rl_curl policy"):
+        rl_curl.load_policy(tmp_path / "x.pt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "y.pt")
+    with pytest.raises(ValueError, match="is not an rl_curl policy"):
+        rl_curl.load_policy(tmp_path / "y.pt")
+    (tmp_path / "notes.pt").write_text("mine")
+    from rl_curl.export import ExportArgs, main
+
+    with pytest.raises(FileExistsError, match="not an rl_curl policy; nothing was written"):
+        main(ExportArgs(run_dir=str(tmp_path), output=str(tmp_path / "notes.pt")))
+    assert (tmp_path / "notes.pt").read_text() == "mine"
