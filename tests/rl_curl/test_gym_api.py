@@ -123,3 +123,18 @@ def test_policy_bad_input(tmp_path):
     with pytest.raises(FileExistsError, match="not an rl_curl policy; nothing was written"):
         main(ExportArgs(run_dir=str(tmp_path), output=str(tmp_path / "notes.pt")))
     assert (tmp_path / "notes.pt").read_text() == "mine"
+
+
+def test_readme_snippet_runs_as_written(tmp_path, monkeypatch):
+    """The README's "use what you trained" lines, on a tiny cartpole run at the default image size."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    snippet = re.search(r"Use what you trained.*?```python\n(.*?)```", readme, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    run(tiny_config(task="cartpole-swingup", image_size=100, crop_size=84, env_steps=16, eval_every=16,
+                    out_dir="runs/rl_curl/cartpole-swingup/curl/seed0"))
+    scope: dict = {}
+    exec(snippet, scope)  # noqa: S102 - the documented lines themselves
+    assert scope["action"].shape == (1,) and np.all(np.abs(scope["action"]) <= 1)
