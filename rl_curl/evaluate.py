@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import tyro
 
-from shared_losses.runtime import (CheckpointError, check_device, load_checkpoint, read_json_file, resolve_checkpoint,
+from shared_losses.runtime import (ENTRIES, CheckpointError, check_device, checkpoint_entry, load_checkpoint, read_json_file, resolve_checkpoint,
                                    run_application)
 
 from .config import Config
@@ -65,7 +65,9 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
     env, agent = build(cfg, device)
     env.close()
     try:
-        agent.load_state_dict(torch.load(ckpt / "custom_checkpoint_0.pkl", map_location=device, weights_only=False))
+        # by name where the checkpoint has a table of entries; checkpoints written before it hold the agent first
+        entry = checkpoint_entry(ckpt, "agent") if (ckpt / ENTRIES).exists() else ckpt / "custom_checkpoint_0.pkl"
+        agent.load_state_dict(torch.load(entry, map_location=device, weights_only=False))
     except Exception as err:  # noqa: BLE001
         raise CheckpointError(f"checkpoint {ckpt} does not hold this run's agent ({err})") from err
     return agent, cfg, extra["step"] * cfg.action_repeat

@@ -24,7 +24,7 @@ import torch
 import tyro
 from tqdm import tqdm
 
-from shared_losses.runtime import (read_json_file, CheckpointError, CsvLogger, RunInterrupted, StopSignals, checkpoint_exists,
+from shared_losses.runtime import (read_json_file, register_named, CheckpointError, CsvLogger, RunInterrupted, StopSignals, checkpoint_exists,
                                    claim_run_folder, config_changes, load_checkpoint, print_run_result, save_checkpoint,
                                    tensorboard_writer, write_json_atomic)
 
@@ -218,9 +218,9 @@ def run(cfg: Config) -> dict:
     replay = FrameReplay(cfg.replay_capacity, env.observation_space.shape, agent.action_dim, cfg.frame_stack, replay_seed,
                          device=accelerator.device if cfg.replay_on_device else None)
     action_rng = np.random.default_rng(action_seed)
-    accelerator.register_for_checkpointing(agent, *agent.optimizers().values())
+    register_named(accelerator, agent=agent, **agent.optimizers())
     if cfg.save_replay:
-        accelerator.register_for_checkpointing(replay)
+        register_named(accelerator, replay=replay)
 
     step, episode, next_ckpt, resumed, metrics = 0, 0, cfg.checkpoint_every, False, {}
     if resuming:

@@ -26,6 +26,7 @@ import torch
 
 MARKER = "COMPLETE"
 EXTRA = "extra.pt"
+ENTRIES = "entries.json"  # which custom_checkpoint_N.pkl holds what (register_named)
 
 
 class CheckpointError(ValueError):
@@ -39,6 +40,29 @@ def _is_main(accelerator) -> bool:
 def _wait(accelerator) -> None:
     if accelerator is not None:
         accelerator.wait_for_everyone()
+
+
+def register_named(accelerator, **objects) -> None:
+    """``accelerator.register_for_checkpointing`` with names: accelerate stores registered objects as
+    ``custom_checkpoint_N.pkl`` by registration order; the names go into the checkpoint's ``entries.json``
+    (``{"agent": "custom_checkpoint_0.pkl", ...}``), are checked on load (a checkpoint whose entries differ is
+    refused naming them) and let other tools find an entry by name (:func:`checkpoint_entry`)."""
+    names = getattr(accelerator, "_suite_entry_names", [])
+    accelerator.register_for_checkpointing(*objects.values())
+    accelerator._suite_entry_names = names + list(objects)
+
+
+def _entries(accelerator) -> dict[str, str]:
+    return {n: f"custom_checkpoint_{i}.pkl" for i, n in enumerate(getattr(accelerator, "_suite_entry_names", []))}
+
+
+def checkpoint_entry(directory: str | os.PathLike, name: str) -> Path:
+    """The file of the entry ``name`` in a checkpoint written with :func:`register_named`."""
+    path = resolve_checkpoint(directory)
+    entries = read_json_file(path / ENTRIES, "checkpoint's table of entries") if (path / ENTRIES).exists() else {}
+    if name not in entries:
+        raise CheckpointError(f"checkpoint {path} has no entry {name!r} (entries: {', '.join(entries) or 'none'})")
+    return path / entries[name]
 
 
 def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, Any]) -> Path:
@@ -62,6 +86,8 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
             torch.save(state, fh)
             fh.flush()
             os.fsync(fh.fileno())
+        if accelerator is not None and _entries(accelerator):
+            (tmp / ENTRIES).write_text(json.dumps(_entries(accelerator), indent=1))
         meta = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "keys": sorted(state)}
         (tmp / MARKER).write_text(json.dumps(meta))
         replace_directory(tmp, directory)
@@ -132,6 +158,12 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
             except Exception as err:  # noqa: BLE001
                 raise CheckpointError(f"checkpoint {path}: {rng_file.name} is unreadable ({err}); the file is damaged "
                                       "(e.g. truncated), so the run could not continue exactly") from err
+        want = _entries(accelerator)
+        if want and (path / ENTRIES).exists():
+            have = read_json_file(path / ENTRIES, "checkpoint's table of entries")
+            if have != want:
+                raise CheckpointError(f"checkpoint {path} holds the entries {', '.join(have)} but this run registers "
+                                      f"{', '.join(want)}: it was written by another version or configuration")
         try:
             accelerator.load_state(str(path))
         except Exception as err:  # noqa: BLE001

@@ -138,3 +138,26 @@ def test_readme_snippet_runs_as_written(tmp_path, monkeypatch):
     scope: dict = {}
     exec(snippet, scope)  # noqa: S102 - the documented lines themselves
     assert scope["action"].shape == (1,) and np.all(np.abs(scope["action"]) <= 1)
+
+
+def test_checkpoint_entries_are_named(finished_run, tmp_path):
+    """Issue 16: accelerate's custom_checkpoint_N.pkl meant something only by registration order; the
+    checkpoint now says which is which, and a resume refuses a checkpoint whose entries differ."""
+    import json
+    import shutil
+
+    from shared_losses.runtime import CheckpointError, checkpoint_entry
+
+    ckpt = finished_run / "checkpoint"
+    entries = json.loads((ckpt / "entries.json").read_text())
+    assert list(entries)[:6] == ["agent", "critic_opt", "actor_opt", "alpha_opt", "encoder_opt", "aux_opt"]
+    assert entries["agent"] == "custom_checkpoint_0.pkl" and checkpoint_entry(ckpt, "agent") == ckpt / entries["agent"]
+    with pytest.raises(CheckpointError, match="has no entry 'critic'"):
+        checkpoint_entry(ckpt, "critic")
+    copy = tmp_path / "copy"
+    shutil.copytree(finished_run, copy)
+    swapped = dict(entries)
+    swapped["actor_opt"], swapped["critic_opt"] = entries["critic_opt"], entries["actor_opt"]
+    (copy / "checkpoint/entries.json").write_text(json.dumps(dict(reversed(list(swapped.items())))))
+    with pytest.raises(CheckpointError, match="holds the entries .* but this run registers"):
+        run(tiny_config(task=ENV, out_dir=str(copy), env_steps=80, eval_every=40, aux="curl", resume=True))
