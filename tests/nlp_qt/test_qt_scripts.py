@@ -33,7 +33,7 @@ def test_qt_table2_tiny(tmp_path):
         capture_output=True, text=True, timeout=300, check=True, env=ENV)
     assert "| biased (QT) | 0 |" in res.stdout and "| biased (QT) (paper) |" in res.stdout
     summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
-    assert set(summary) == {"biased (QT)", "debiased τ⁺=0.01"}
+    assert set(summary) == {"biased (QT)", "debiased τ⁺=0.01", "majority class"}
     assert 0 <= summary["biased (QT)"]["MR"]["mean"] <= 100
 
 
