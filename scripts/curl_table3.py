@@ -133,7 +133,7 @@ def main(args: Args) -> int:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     paired = paired_table(args.out, args.env_steps)
     (Path(args.out) / "table3.md").write_text(f"Score at {args.env_steps} environment steps, mean ± std over seeds "
-                                              "(population std, n shown below 3 seeds)\n\n{md}\n"
+                                              f"(population std, n shown below 3 seeds)\n\n{md}\n"
                                               + (f"\n{paired}\n" if paired else ""))
     try:
         plot_grid(args.out, Path(args.out) / "curves.png")
