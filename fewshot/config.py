@@ -22,6 +22,13 @@ class FewShotConfig:
     eval_file: Optional[str] = None
     """Evaluation file for a local `--dataset` file (same columns). For glue/sst2 the labeled validation
     split is used (GLUE's test labels are hidden); drugreview and reuters use their own held-out split."""
+    positive_file: Optional[str] = None
+    """Setting `pu` with your own PU data: a file of labeled positives, text only (.txt one per line, or
+    .csv/.tsv/.jsonl with --text-column). Needs --unlabeled-file; then --dataset, --n-labeled and
+    --n-unlabeled are not read (every row is used), the prior is --prior or estimated (Elkan-Noto), and
+    --eval-file (labeled, optional) is the only source of accuracy."""
+    unlabeled_file: Optional[str] = None
+    """Setting `pu`: the unlabeled texts (no labels at all) that go with --positive-file; same formats."""
     text_column: str = "sentence"
     """Column holding the text (local files; glue/sst2 uses `sentence`)."""
     label_column: str = "label"
@@ -73,8 +80,11 @@ class FewShotConfig:
     """AdamW weight decay."""
     max_length: int = 64
     """Tokens per example (truncation)."""
-    pooling: Literal["cls", "mean"] = "cls"
-    """Sentence vector: first token (RoBERTa/BERT `<s>`/`[CLS]`) or mean over tokens (MiniLM)."""
+    pooling: Literal["auto", "cls", "mean", "max"] = "auto"
+    """Sentence vector: first token (RoBERTa/BERT `<s>`/`[CLS]`), mean or max over tokens. `auto`: what a
+    local sentence-transformers folder declares in its Pooling config (MiniLM: mean), else `cls` (the
+    BERT/RoBERTa convention; hub names are not looked up). metrics.json records the pooling used. The
+    default was `cls` before `auto` existed."""
     head: Literal["linear", "logreg"] = "linear"
     """Classifier used for evaluation. `linear`: the linear head trained by the CE term. `logreg`: after
     training, a logistic regression (scikit-learn, L2 strength --probe-c) fitted on the N labeled
@@ -107,6 +117,10 @@ class FewShotConfig:
     overwrite: bool = False
     """Move the run already in OUTPUT_DIR aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a
     new one there."""
+    export: bool = True
+    """At the end, save the classifier as a Hugging Face model in OUTPUT_DIR/model/ (encoder, tokenizer,
+    head, id2label; loads with transformers' pipeline, trust_remote_code=True; docs/fewshot.md). Trained
+    objectives and the PU pipeline; `--no-export` skips it (python -m fewshot.export writes it later)."""
     progress: bool = True
     """Show a progress bar (tqdm, on stderr)."""
     checkpoint_every: int = 100
@@ -141,6 +155,16 @@ class FewShotConfig:
         need(math.isfinite(self.probe_c) and self.probe_c > 0, "probe_c", "a positive number")
         need(self.train_layers is None or self.train_layers >= 0, "train_layers", ">= 0 (or unset for all layers)")
         need(0.0 < self.dev_fraction < 1.0, "dev_fraction", "in (0, 1)")
+        if (self.positive_file is None) != (self.unlabeled_file is None):
+            given = "--positive-file" if self.positive_file is not None else "--unlabeled-file"
+            raise ValueError(f"{given} needs its partner: PU data from files is --positive-file (labeled positives) "
+                             "together with --unlabeled-file (texts without labels)")
+        if self.positive_file is not None:
+            if self.setting != "pu":
+                raise ValueError("--positive-file / --unlabeled-file are PU data: add --setting pu")
+            if self.eval_split == "dev":
+                raise ValueError("--eval-split dev needs labels to hold a development split out of; PU data from files "
+                                 "has none: pass a labeled --eval-file instead")
 
 
 #: Protocol presets (``--preset``): the fields each one sets; options given explicitly win.

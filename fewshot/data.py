@@ -235,6 +235,103 @@ def load_splits(cfg):
     return train_x, train_y, eval_x, [int(_label_text(v) == positive) for v in eval_raw]
 
 
+#: What label 0 and label 1 mean in the named data sets (the exported model's id2label).
+CLASS_NAMES = {
+    "glue/sst2": ("negative", "positive"),
+    "drugreview": ("negative", "positive"),
+    "reuters": ("crude", "acq"),
+    "rotten_tomatoes": ("rotten", "fresh"),
+    "fine_foods": ("fewer than 5 stars", "5 stars"),
+}
+
+
+def class_names(cfg) -> tuple[str, str]:
+    """(name of label 0, name of label 1) for a run's exported model. Label 1 is --positive-label as given
+    (a named data set: its positive class); label 0 is the other value of the training file's labels, or
+    ``not <positive>`` when the data does not name it: setting ``pu`` (the model tells positive from
+    not positive), or a training file that cannot be read any more."""
+    if cfg.dataset in CLASS_NAMES and getattr(cfg, "positive_file", None) is None:
+        neg, pos = CLASS_NAMES[cfg.dataset]
+    else:
+        pos, neg = str(cfg.positive_label), None
+        if cfg.setting != "pu" and Path(cfg.dataset).is_file():
+            try:
+                _, raw = _read_local(cfg.dataset, cfg.text_column, cfg.label_column)
+            except (ValueError, OSError):
+                raw = []
+            positive = _positive_text(cfg.positive_label, raw)
+            others = sorted({_label_text(v) for v in raw} - {positive})
+            neg = others[0] if len(others) == 1 else None
+    if cfg.setting == "pu" or neg is None or neg == pos:
+        neg = f"not {pos}"
+    return neg, pos
+
+
+TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl")
+
+
+def read_texts(path: str, text_column: str = "text", what: str = "input file") -> list[str]:
+    """The texts of a file without labels: .txt (one text per line), .csv / .tsv (a header row; the column
+    ``text_column``), .jsonl (one object per line with ``text_column``, or one JSON string per line). Blank
+    lines and empty texts are skipped. Errors are one line naming the file and what is wrong."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{what} not found: {p}")
+    if p.is_dir():
+        raise DataError(f"{what} {p} is a folder; pass one file ({', '.join(TEXT_SUFFIXES)})")
+    suffix = p.suffix.lower()
+    if suffix not in TEXT_SUFFIXES:
+        raise DataError(f"{what} {p}: unsupported file type {suffix or '(none)'!r}; use {', '.join(TEXT_SUFFIXES)}")
+    try:
+        with open(p, encoding="utf-8-sig", newline="" if suffix in (".csv", ".tsv") else None) as fh:
+            if suffix == ".txt":
+                texts = [line.rstrip("\r\n") for line in fh]
+            elif suffix in (".csv", ".tsv"):
+                reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",",
+                                        quoting=csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL)
+                if text_column not in (reader.fieldnames or []):
+                    raise DataError(f"{what} {p}: no column {text_column!r}; its columns: {list(reader.fieldnames or [])}. "
+                                    "Set --text-column")
+                texts = [row.get(text_column) or "" for row in reader]
+            else:
+                texts = []
+                for n, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        obj = json.loads(line)
+                    except json.JSONDecodeError as err:
+                        raise DataError(f"{what} {p}:{n}: not valid JSON ({err.msg})") from None
+                    if isinstance(obj, str):
+                        texts.append(obj)
+                    elif isinstance(obj, dict) and text_column in obj:
+                        texts.append("" if obj[text_column] is None else str(obj[text_column]))
+                    else:
+                        raise DataError(f"{what} {p}:{n}: expected an object with the key {text_column!r} (or a JSON "
+                                        f"string){'; its keys: ' + str(list(obj)) if isinstance(obj, dict) else ''}. "
+                                        "Set --text-column")
+    except UnicodeDecodeError as err:
+        raise _not_utf8(p) from err
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise DataError(f"{what} {p}: no texts in it")
+    return texts
+
+
+def load_pu_files(cfg):
+    """PU data as users have it: (train_x, train_y, eval_x, eval_y, sample). train_x holds the
+    --positive-file texts (label 1, the labeled set) then the --unlabeled-file texts (label -1: unknown,
+    never read as a class); every row is used. The evaluation split is the labeled --eval-file, or empty."""
+    pos = read_texts(cfg.positive_file, cfg.text_column, "--positive-file")
+    unl = read_texts(cfg.unlabeled_file, cfg.text_column, "--unlabeled-file")
+    eval_x, eval_y = [], []
+    if cfg.eval_file is not None:
+        eval_x, raw = _read_local(cfg.eval_file, cfg.text_column, cfg.label_column)
+        eval_y = _binary(raw, cfg.positive_label, cfg.eval_file)
+    sample = FewShotSample(np.arange(len(pos)), np.arange(len(pos), len(pos) + len(unl)))
+    return pos + unl, [1] * len(pos) + [-1] * len(unl), eval_x, eval_y, sample
+
+
 @dataclass
 class FewShotSample:
     labeled: np.ndarray  # indices into the training set

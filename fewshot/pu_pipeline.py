@@ -18,23 +18,9 @@ from shared_losses import punce_loss
 from shared_losses.runtime import CsvLogger, save_checkpoint, tensorboard_writer, write_json_atomic
 
 from .objectives import multiview
-from .pu import RISKS, train_probe
-from .run import embed_all, forward_views, prepare, process_share, tokenize
-
-
-def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device):
-    fp, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
-    fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
-    fe, _ = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
-    mean, std = fu.mean(0), fu.std(0).clamp(min=1e-6)  # standardise with unlabeled statistics
-    fp, fu, fe = (fp - mean) / std, (fu - mean) / std, (fe - mean) / std
-    out = {}
-    for risk in RISKS:
-        probe = train_probe(fp, fu, prior, risk, seed=cfg.seed)
-        with torch.no_grad():
-            pred = (probe(fe).squeeze(1) > 0).long().numpy()
-        out[risk] = float((pred == np.asarray(eval_y)).mean() * 100.0)
-    return out
+from .pu import RISKS
+from .pu_probes import _probe_accuracies, _probes, fit_pu_head  # noqa: F401 (fit_pu_head: re-exported)
+from .run import forward_views, prepare, process_share, tokenize
 
 
 def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
@@ -48,7 +34,7 @@ def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
         raise ValueError(f"--objective {cfg.objective} does not apply to --setting pu: its encoder is always trained with "
                          "puNCE (PU form), and its baselines are the PN / uPU / nnPU probes on the untouched encoder; "
                          "drop --objective")
-    if cfg.n_unlabeled < 1:
+    if cfg.n_unlabeled < 1 and cfg.positive_file is None:
         raise ValueError(f"--n-unlabeled must be >= 1 with --setting pu (the puNCE prior and the PU probes need "
                          f"unlabeled examples), got {cfg.n_unlabeled}")
     run = prepare(cfg, model, tokenizer, folder)
@@ -58,7 +44,8 @@ def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
     if not 0.0 < prior < 1.0:
         raise ValueError(f"the PU probes need a prior strictly between 0 and 1, got {prior}")
     t0 = time.time()
-    baseline = _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device)
+    # no evaluation split (PU files without --eval-file): the baseline probes would score nothing
+    baseline = _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device) if len(eval_x) else None
 
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     model, opt = acc.prepare(model, opt)
@@ -88,16 +75,33 @@ def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
             log.log({"step": step, "punce": loss.item()})
             tb.add_scalar("punce", loss.item(), step)
             bar.set_postfix(punce=f"{loss.item():.3f}", refresh=False)
-    save_checkpoint(acc, out / "checkpoint", {"step": cfg.steps, "config": {**dataclasses.asdict(cfg), "num_processes": world}})
-    trained = _probe_accuracies(raw, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device)
+    # the probes first: the checkpoint keeps the nnPU probe (the exported head) beside the encoder
+    trained, head = _probes(raw, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device,
+                            risks=RISKS if len(eval_x) else ("nnpu",))
+    save_checkpoint(acc, out / "checkpoint", {"step": cfg.steps, "config": {**dataclasses.asdict(cfg), "num_processes": world},
+                                              "pooling": run.pooling, "pu_head": head})
+    from_files = cfg.positive_file is not None
     metrics = {
-        "eval_accuracy": trained["nnpu"], "objective": "punce(pu)+nnpu-probe", "setting": "pu",
-        "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
-        "dataset": cfg.dataset, "eval_file": cfg.eval_file, "temperature": cfg.temperature, "prior": prior,
-        "prior_source": prior_source, "steps": cfg.steps,
+        "eval_accuracy": trained["nnpu"] if trained is not None else None, "objective": "punce(pu)+nnpu-probe",
+        "setting": "pu", "n_labeled": len(sample.labeled) if from_files else cfg.n_labeled,
+        "n_unlabeled": len(sample.unlabeled) if from_files else cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
+        "dataset": None if from_files else cfg.dataset, "eval_file": cfg.eval_file, "temperature": cfg.temperature,
+        "prior": prior, "prior_source": prior_source, "steps": cfg.steps,
         "probes": {"pretrained_encoder": baseline, "punce_encoder": trained}, "train_seconds": time.time() - t0,
+        "pooling": run.pooling, "pooling_source": run.pooling_source, "n_eval": len(eval_y),
     }
+    if from_files:
+        metrics.update(positive_file=cfg.positive_file, unlabeled_file=cfg.unlabeled_file)
+    if trained is None:
+        metrics["note"] = ("no --eval-file: no accuracy (the PU files have no labels to score on); pass a labeled "
+                           "--eval-file to get one")
     if main:
+        if cfg.export:
+            from .export import export_model
+
+            export_model(cfg, raw, tokenizer, run.pooling, run.pooling_source, out, pu_head=head,
+                         eval_accuracy=metrics["eval_accuracy"], device=device)
+            metrics["model"] = str(out / "model")
         write_json_atomic(out / "metrics.json", metrics)
         tb.close()
     return metrics

