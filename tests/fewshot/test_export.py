@@ -294,3 +294,20 @@ def test_pu_from_files_trains_and_exports_positive_vs_not(tiny_encoder, tmp_path
     with pytest.raises(ValueError, match="--setting pu"):
         _cfg(tiny_encoder, tmp_path, "x", positive_file=common["positive_file"],
              unlabeled_file=common["unlabeled_file"]).validate()
+
+
+def test_docs_pipeline_snippet_runs_as_written(tiny_encoder, tmp_path, monkeypatch):
+    """docs/fewshot.md's "Use what you trained" lines, on a tiny run at the path they name."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "fewshot.md").read_text()
+    snippet = re.search(r"## Use what you trained.*?```python\n(.*?)```", doc, re.S).group(1)
+    work = tmp_path / "work"
+    work.mkdir()
+    train(_cfg(tiny_encoder, tmp_path, "work/runs/fewshot"))
+    monkeypatch.chdir(work)
+    scope: dict = {}
+    exec(snippet, scope)  # noqa: S102 - the documented lines themselves
+    out = scope["clf"](["a gripping, funny film", "two hours I will not get back"], top_k=None)
+    assert len(out) == 2 and all(abs(sum(d["score"] for d in o) - 1) < 1e-5 for o in out)

@@ -53,3 +53,22 @@ def test_load_encoder_api(model_dir):
         enc.encode("one sentence")
     with pytest.raises(FileNotFoundError, match="neither an nlp_qt model"):
         nlp_qt.load_encoder(model_dir.parent.parent)  # a folder that is no model
+
+
+def test_docs_snippet_runs_as_written(model_dir, tmp_path, monkeypatch):
+    """docs/nlp_qt.md's "Use what you trained" lines, on a tiny model at the path they name."""
+    import re
+    import shutil
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "nlp_qt.md").read_text()
+    snippet = re.search(r"## Use what you trained.*?```python\n(.*?)```", doc, re.S).group(1)
+    work = tmp_path / "work"
+    shutil.copytree(model_dir, work / "runs" / "qt" / "model")
+    monkeypatch.chdir(work)
+    scope: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(snippet, scope)  # noqa: S102 - the documented lines themselves
+    assert scope["vectors"].shape == (2, 12)
+    assert np.abs(scope["model"].encode(["A sentence.", "Another one."]) - scope["vectors"]).max() < 1e-6
