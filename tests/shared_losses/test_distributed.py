@@ -56,7 +56,16 @@ def _worker(rank, init_file, out_dir):
 
 @pytest.mark.timeout(120)
 def test_two_processes_equal_one(tmp_path):
-    mp.spawn(_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=WORLD, join=True)
+    # A gloo child has been seen to die of SIGABRT at start-up in 2 of 5 full-suite runs on the 2-core CI
+    # machine (2026-11-24; never in this file run alone; cause not found). A child killed by a signal is
+    # started again once, with a fresh rendezvous file; wrong numbers still fail the asserts below.
+    for attempt in range(2):
+        try:
+            mp.spawn(_worker, args=(str(tmp_path / f"init{attempt}"), str(tmp_path)), nprocs=WORLD, join=True)
+            break
+        except mp.ProcessExitedException as err:
+            if attempt or err.signal_name is None:
+                raise
     per_rank = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
     x, labels = _data()
     for name in ("debiased", "hard", "punce", "supcon"):
