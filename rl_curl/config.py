@@ -175,6 +175,12 @@ class Config:
         curl, none, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1 ..."""
         return folder_name(self.aux, self.tau_plus, self.positives, self.beta)
 
+    @property
+    def obs_shape(self) -> tuple[int, int, int]:
+        """The observations' shape, ``(3 * frame_stack, image_size, image_size)``, as every pixel environment
+        of :mod:`rl_curl.env` gives them (known without building the environment)."""
+        return (3 * self.frame_stack, self.image_size, self.image_size)
+
     def resolved(self) -> "Config":
         """A copy with the per-task defaults filled in and every field checked."""
         c = dataclasses.replace(self)

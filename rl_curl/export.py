@@ -23,7 +23,6 @@ class ExportArgs:
 
 
 def main(args: ExportArgs | None = None) -> dict:
-    from .env import make
     from .evaluate import load_agent
     from .policy import POLICY_FILE, load_policy, save_policy
 
@@ -37,11 +36,7 @@ def main(args: ExportArgs | None = None) -> dict:
         except (ValueError, FileNotFoundError):
             raise FileExistsError(f"--output {out} exists and is not an rl_curl policy; nothing was written") from None
     agent, cfg, env_step = load_agent(args.run_dir, "cpu")
-    env = make(cfg.task, seed=cfg.seed, action_repeat=cfg.action_repeat, frame_stack=cfg.frame_stack,
-               image_size=cfg.image_size, camera_id=cfg.camera_id)
-    shape = env.observation_space.shape
-    env.close()
-    save_policy(agent, cfg, shape, out)
+    save_policy(agent, cfg, cfg.obs_shape, out)  # load_agent built (and closed) the environment already
     result = {"policy": str(out), "env_step": env_step}
     print(result)
     return result

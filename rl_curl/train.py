@@ -64,8 +64,7 @@ def check_replay_memory(cfg: Config, device: torch.device, action_dim: int = 64)
     action dimension is not known before the environment is built; 64 bounds every DeepMind Control task."""
     from .replay import FrameReplay
 
-    obs_shape = (3 * cfg.frame_stack, cfg.image_size, cfg.image_size)
-    need = FrameReplay.estimate_bytes(cfg.replay_capacity, obs_shape, action_dim, cfg.frame_stack)
+    need = FrameReplay.estimate_bytes(cfg.replay_capacity, cfg.obs_shape, action_dim, cfg.frame_stack)
     gib = lambda b: f"{b / 2**30:.1f} GiB"  # noqa: E731
     on_gpu = cfg.replay_on_device and device.type == "cuda"
     host_need = need["other"] + (0 if on_gpu else need["frames"])

