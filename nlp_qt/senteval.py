@@ -397,7 +397,8 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128) -> tupl
     if path.is_dir() and not is_qt_model_dir(path) and (path / "checkpoint").is_dir() and not (path / "model").exists():
         raise FileNotFoundError(
             f"{path} is an nlp_qt run folder without model/: it is written when training ends (still running, "
-            "or stopped before its end? rerun the same training command to resume and finish it)"
+            "or stopped before its end? rerun the same training command to resume and finish it, or write its "
+            f"checkpoint's model with python -m nlp_qt.export --run-dir {path})"
         )
     if is_qt_model_dir(path):
         qt, vocab = load_model(path, device)

@@ -72,3 +72,58 @@ def test_docs_snippet_runs_as_written(model_dir, tmp_path, monkeypatch):
         exec(snippet, scope)  # noqa: S102 - the documented lines themselves
     assert scope["vectors"].shape == (2, 12)
     assert np.abs(scope["model"].encode(["A sentence.", "Another one."]) - scope["vectors"]).max() < 1e-6
+
+
+def _tree(folder):
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_export_of_a_checkpoint_is_a_model_folder_and_refuses_foreign_targets(tmp_path):
+    """nlp_qt.export: any checkpoint becomes a model folder (sentence-transformers too) with the checkpoint's
+    weights; an existing folder that is not this run's export is refused and left as it was."""
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    from nlp_qt.export import main as export_main, ExportArgs
+    from nlp_qt.train import train
+
+    from .test_train import _cfg
+
+    train(_cfg(tmp_path, "run", max_steps=4, progress=False))
+    run = tmp_path / "run"
+    # a run stopped before its end has a checkpoint but no model/: simulate it on a copy
+    cut = tmp_path / "cut"
+    shutil.copytree(run, cut)
+    shutil.rmtree(cut / "model")
+    (cut / "summary.json").unlink()
+    with pytest.raises(FileNotFoundError, match="nlp_qt.export"):
+        nlp_qt.load_encoder(cut)
+    out = export_main(ExportArgs(run_dir=str(cut)))
+    assert out == {"model": str(cut / "model_step4"), "step": 4}
+    want = nlp_qt.load_encoder(run).encode(SENTENCES)  # the finished run's model: the same checkpoint's weights
+    assert np.abs(nlp_qt.load_encoder(cut / "model_step4").encode(SENTENCES) - want).max() < 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st = SentenceTransformer(str(cut / "model_step4"), device="cpu", trust_remote_code=True)
+    assert np.abs(st.encode(SENTENCES) - want).max() < 1e-6
+    export_main(ExportArgs(run_dir=str(cut)))  # its own earlier export is replaced
+
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "config.json").write_text('{"my": "settings"}')
+    before = _tree(foreign)
+    with pytest.raises(FileExistsError, match="not an export of"):
+        export_main(ExportArgs(run_dir=str(cut), output=str(foreign)))
+    before_run = _tree(run / "model")
+    with pytest.raises(FileExistsError, match="not an export of"):
+        export_main(ExportArgs(run_dir=str(cut), output=str(run / "model")))  # another run's model
+    assert _tree(foreign) == before and _tree(run / "model") == before_run
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        export_main(ExportArgs(run_dir=str(tmp_path)))
+    shutil.rmtree(cut / "checkpoint")
+    with pytest.raises(FileNotFoundError, match="checkpoint not found"):
+        export_main(ExportArgs(run_dir=str(cut)))
