@@ -5,11 +5,15 @@ parallel, then a mean ± std table in the paper's layout (table3.md) and learnin
     .venv/bin/python scripts/curl_table3.py --tasks cartpole-swingup --objectives curl debiased:0.05:1
     .venv/bin/python scripts/curl_table3.py --aggregate-only --out runs/table3         # only the table
     .venv/bin/python scripts/curl_table3.py --dry-run                                  # print the commands
+    .venv/bin/python scripts/curl_table3.py --backend ray --gpus-per-run 0.5 --cpus-per-run 4     # on Ray (here)
+    .venv/bin/python scripts/curl_table3.py --backend ray --address auto --gpus-per-run 0.5    # on a Ray cluster
 
 Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA`` (the table of
 objectives is ``rl_curl.objectives``).
 Every run resumes from its checkpoint if it was interrupted, and a finished run is skipped, so the
-command can simply be started again. Each run's stdout/stderr go to ``<run dir>.log`` beside its folder (not inside:
+command can simply be started again. The runs are started by shared_losses.sweep: a local pool (--parallel
+at once) or Ray (--backend ray; a run killed by a signal or a lost node is started again and continues from
+its checkpoint). Each run's stdout/stderr go to ``<run dir>.log`` beside its folder (not inside:
 rl_curl.train starts a new run only in a missing or empty folder).
 """
 
@@ -17,9 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -31,12 +33,13 @@ sys.path.insert(0, str(ROOT))
 
 from rl_curl import objectives  # noqa: E402
 from rl_curl.report import TABLE3_TASKS, paired_table, plot_grid, table3  # noqa: E402
+from shared_losses.sweep import Run, SweepOptions, run_sweep  # noqa: E402
 
 TABLE3_OBJECTIVES = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2", "debiased:0.1:2"]
 
 
 @dataclass
-class Args:
+class Args(SweepOptions):
     """Run and aggregate the DCL Table 3 grid of rl_curl."""
 
     out: str = "runs/table3"
@@ -51,10 +54,9 @@ class Args:
     """Environment steps per run; the table reports the evaluation at this step."""
     batch_size: int = 512
     """Batch size (512 as in the CURL paper's table; the official script used 128 for cartpole)."""
-    parallel: int = 1
-    """Runs at once on this machine."""
     gpus: list[int] = field(default_factory=list)
-    """GPU ids to spread runs over (round robin via CUDA_VISIBLE_DEVICES); empty = leave it as is."""
+    """GPU ids to spread runs over with --backend local (round robin via CUDA_VISIBLE_DEVICES); empty = leave
+    it as is. With --backend ray, use --gpus-per-run (Ray assigns the GPUs)."""
     extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     """Extra arguments passed to every `python -m rl_curl.train`, written with '=' because they start with
     dashes: --extra=--no-save-replay (repeat --extra=... for several)."""
@@ -94,19 +96,22 @@ def run_log(out: Path) -> Path:
     return out.parent / f"{out.name}.log"
 
 
-def launch(job_index: int, out: Path, cmd: list[str], gpus: list[int]) -> int:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log_path = run_log(out)
-    env = dict(os.environ, MUJOCO_GL=os.environ.get("MUJOCO_GL", "egl"))
-    if gpus:
-        env["CUDA_VISIBLE_DEVICES"] = str(gpus[job_index % len(gpus)])
-    with open(log_path, "a") as log:
-        rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    print(f"{'done' if rc == 0 else f'FAILED (exit {rc}, see {log_path})'}: {out}", flush=True)
-    return rc
+def sweep_runs(jobs: list[tuple[Path, list[str]]], args: Args) -> list[Run]:
+    """The grid's runs for shared_losses.sweep (log beside each folder, MUJOCO_GL, the GPU of each run)."""
+    runs = []
+    for i, (out, cmd) in enumerate(jobs):
+        env = {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+        if args.gpus and args.backend == "local":
+            env["CUDA_VISIBLE_DEVICES"] = str(args.gpus[i % len(args.gpus)])
+        runs.append(Run(str(out), cmd, run_log(out), cpus=args.cpus_per_run, gpus=args.gpus_per_run, env=env,
+                        cwd=str(ROOT)))
+    return runs
 
 
 def main(args: Args) -> int:
+    args.validate()
+    if args.gpus and args.backend != "local":
+        raise ValueError("--gpus spreads runs over GPUs of this machine (--backend local); with Ray use --gpus-per-run")
     for obj in args.objectives:
         parse_objective(obj)
     if not args.aggregate_only:
@@ -122,9 +127,9 @@ def main(args: Args) -> int:
             for _, cmd in jobs:
                 print(" ".join(cmd))
             return 0
-        print(f"{len(jobs)} runs to do ({args.parallel} at a time)", flush=True)
-        with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-            rcs = list(pool.map(lambda ij: launch(ij[0], *ij[1], args.gpus), enumerate(jobs)))
+        how = f"{args.parallel} at a time" if args.backend == "local" else f"on Ray, {args.address or 'this machine'}"
+        print(f"{len(jobs)} runs to do ({how})", flush=True)
+        rcs = run_sweep(sweep_runs(jobs, args), args)
         failures = sum(rc != 0 for rc in rcs)
     if args.aggregate_only and not any(Path(args.out).glob("*/*/seed*/config.json")):
         raise SystemExit(f"--aggregate-only: no runs under {args.out} (expected TASK/OBJECTIVE/seedN/config.json); "
@@ -144,4 +149,6 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(tyro.cli(Args)))
+    from shared_losses.cli import run_cli
+
+    sys.exit(run_cli(lambda: main(tyro.cli(Args))))

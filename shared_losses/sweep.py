@@ -1,0 +1,321 @@
+"""One runner for the paper grids (scripts/curl_table3.py, qt_table2.py, fewshot_table5.py): every run of a
+grid is the application's own command line (``python -m rl_curl.train ...``), started on this machine by a
+pool of processes (``--backend local``) or as one Ray task per run (``--backend ray``; ``pip install -e
+".[cluster]"``), on a Ray started here (no ``--address``) or on an existing cluster (``--address auto`` or
+``ray://HOST:PORT``).
+
+* Resources: each run asks for ``--cpus-per-run`` CPUs and ``--gpus-per-run`` GPUs (a fraction such as 0.5
+  shares a GPU); Ray places it and sets ``CUDA_VISIBLE_DEVICES``. The local pool runs ``--parallel`` at once.
+* Fault tolerance: a run whose process dies from a signal (kill -9, out of memory) or whose Ray worker or
+  node is lost is started again, up to ``--retries`` times. Every command a grid launches continues its run
+  from the last checkpoint (the applications' ``--resume``), so a retried run ends as an uninterrupted one
+  would. A run that exits with an error code (bad option, refused folder) is not retried.
+* Progress: one line per finished run, ``[k/n] done: NAME (in progress r, failed f)`` (with Ray, in progress
+  counts the runs waiting for resources too).
+* On a cluster the grid's paths (the code, the output folder) must be the same on every node: a shared file
+  system, or the same checkout and folders on each. Each run starts the Python of the node that runs it when
+  the command names the Python of the launching machine (``sys.executable``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Callable, Literal, Optional, Sequence
+
+BACKENDS = ("local", "ray")
+
+
+class SweepError(ValueError):
+    """A grid that cannot start (bad backend, unreachable cluster, resources it does not have): one line."""
+
+
+@dataclass
+class Run:
+    """One run of a grid: the command, where its output goes, and what it needs."""
+
+    name: str
+    cmd: list[str]
+    log: Path
+    cpus: float = 1.0
+    gpus: float = 0.0
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Optional[str] = None
+
+
+@dataclass
+class SweepOptions:
+    """How a grid runs (the same options in the three grid scripts)."""
+
+    backend: Literal["local", "ray"] = "local"
+    """local: a pool of processes on this machine (--parallel at once); ray: one Ray task per run."""
+    address: Optional[str] = None
+    """Ray cluster to send the grid to: auto (the cluster this machine belongs to) or ray://HOST:PORT or
+    HOST:PORT; none starts Ray on this machine. Only with --backend ray."""
+    parallel: int = 1
+    """Runs at once with --backend local (Ray runs as many as the cluster's resources allow)."""
+    cpus_per_run: float = 1.0
+    """CPUs each run asks Ray for."""
+    gpus_per_run: float = 0.0
+    """GPUs each run asks Ray for (0.5: two runs share one GPU)."""
+    retries: int = 2
+    """Times a run killed by a signal or a lost worker is started again (it continues from its checkpoint)."""
+
+    def validate(self) -> None:
+        if self.backend not in BACKENDS:
+            raise SweepError(f"--backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
+        if self.address and self.backend != "ray":
+            raise SweepError("--address names a Ray cluster: add --backend ray")
+        if self.parallel < 1:
+            raise SweepError(f"--parallel {self.parallel}: must be at least 1")
+        if self.cpus_per_run <= 0 or self.gpus_per_run < 0:
+            raise SweepError("--cpus-per-run must be > 0 and --gpus-per-run >= 0")
+        if self.retries < 0:
+            raise SweepError(f"--retries {self.retries}: must be 0 or more")
+
+
+def add_sweep_arguments(parser: argparse.ArgumentParser, parallel: int = 1) -> None:
+    """The :class:`SweepOptions` as argparse options (for the scripts that use argparse)."""
+    g = parser.add_argument_group("how the grid runs (local pool or Ray)")
+    doc = {f.name: _field_doc(f.name) for f in fields(SweepOptions)}
+    g.add_argument("--backend", choices=BACKENDS, default="local", help=doc["backend"])
+    g.add_argument("--address", default=None, help=doc["address"])
+    g.add_argument("--parallel", type=int, default=parallel, help=doc["parallel"])
+    g.add_argument("--cpus-per-run", type=float, default=1.0, help=doc["cpus_per_run"])
+    g.add_argument("--gpus-per-run", type=float, default=0.0, help=doc["gpus_per_run"])
+    g.add_argument("--retries", type=int, default=2, help=doc["retries"])
+
+
+def _field_doc(name: str) -> str:
+    import inspect
+
+    src = inspect.getsource(SweepOptions)
+    start = src.index(f"    {name}:")
+    doc = src[start:].split('"""')[1]
+    return " ".join(doc.split())
+
+
+def options_of(args) -> SweepOptions:
+    """:class:`SweepOptions` from a parsed namespace or dataclass holding its fields."""
+    return SweepOptions(**{f.name: getattr(args, f.name) for f in fields(SweepOptions) if hasattr(args, f.name)})
+
+
+def dataclass_flags(obj, base=None) -> list[str]:
+    """The tyro command-line flags that turn ``base`` (default: the dataclass's defaults) into ``obj``:
+    ``--field-name VALUE`` for each field that differs (``--flag`` / ``--no-flag`` for booleans, ``None`` for
+    None). Used to launch a configuration as its application's own command line."""
+    base = base if base is not None else type(obj)()
+    out: list[str] = []
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if value == getattr(base, f.name):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            out.append(flag if value else "--no-" + f.name.replace("_", "-"))
+        elif value is None:
+            out += [flag, "None"]
+        elif isinstance(value, (list, tuple)):
+            out += [flag, *map(str, value)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+# ------------------------------------------------------------------------------------------ running
+
+
+def _local_python(cmd: list[str], launcher_python: str) -> list[str]:
+    return [sys.executable, *cmd[1:]] if cmd and cmd[0] == launcher_python else list(cmd)
+
+
+def _start(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str]) -> subprocess.Popen:
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as fh:
+        return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+
+def execute(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str], launcher_python: str = "") -> int:
+    """Run one command to its end (its output appended to ``log``); its exit code (negative: killed by that
+    signal). This is what a Ray task runs on its node."""
+    proc = _start(_local_python(cmd, launcher_python), log, cwd, env)
+    try:
+        return proc.wait()
+    except BaseException:  # the task is cancelled or the worker stops: do not leave the run behind
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+
+
+def _retry_worthy(rc: int) -> bool:
+    """A run killed by a signal (kill -9, the OOM killer; negative code, or 128+N from a shell) is retried;
+    Ctrl-C's 130 from a run that checkpointed and stopped on purpose is not."""
+    return rc < 0 or rc in (128 + signal.SIGKILL, 128 + signal.SIGTERM)
+
+
+class _Progress:
+    def __init__(self, total: int, quiet: bool = False):
+        self.total, self.done, self.failed, self.running = total, 0, 0, 0
+        self.quiet = quiet
+        self.lock = threading.Lock()
+
+    def started(self) -> None:
+        with self.lock:
+            self.running += 1
+
+    def retry(self, run: Run, rc, attempt: int, retries: int) -> None:
+        if not self.quiet:
+            print(f"retrying {run.name} ({rc}; attempt {attempt + 1} of {retries + 1}; it continues from its "
+                  "checkpoint)", flush=True)
+
+    def finished(self, run: Run, rc: int) -> None:
+        with self.lock:
+            self.running -= 1
+            self.done += 1
+            self.failed += rc != 0
+            state = "done" if rc == 0 else f"FAILED (exit {rc}, see {run.log})"
+            line = f"[{self.done}/{self.total}] {state}: {run.name} (in progress {self.running}, failed {self.failed})"
+        if not self.quiet:
+            print(line, flush=True)
+
+
+def run_sweep(runs: Sequence[Run], options: SweepOptions | None = None, quiet: bool = False,
+              on_finish: Callable[[Run, int], None] | None = None) -> list[int]:
+    """Run every run of the grid; their exit codes, in the order given. ``on_finish(run, rc)`` is called in
+    this process as each run ends."""
+    options = options or SweepOptions()
+    options.validate()
+    runs = list(runs)
+    if not runs:
+        return []
+    progress = _Progress(len(runs), quiet)
+    if options.backend == "local":
+        return _run_local(runs, options, progress, on_finish)
+    return _run_ray(runs, options, progress, on_finish)
+
+
+def _run_local(runs, options: SweepOptions, progress: _Progress, on_finish) -> list[int]:
+    def one(run: Run) -> int:
+        progress.started()
+        for attempt in range(options.retries + 1):
+            rc = execute(run.cmd, str(run.log), run.cwd, run.env)
+            if not _retry_worthy(rc) or attempt == options.retries:
+                break
+            progress.retry(run, f"exit {rc}", attempt + 1, options.retries)
+        progress.finished(run, rc)
+        if on_finish is not None:
+            on_finish(run, rc)
+        return rc
+
+    with ThreadPoolExecutor(max_workers=options.parallel) as pool:
+        return list(pool.map(one, runs))
+
+
+# ---------------------------------------------------------------------------------------------- Ray
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, naming the address, when nothing listens there (ray.init would retry for minutes)."""
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1]
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SweepError(f"--address {address!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise SweepError(f"--address {address}: no Ray cluster reachable there ({err.strerror or err}); "
+                         "is `ray start --head` running on that host, and is the port open?") from None
+
+
+def connect_ray(address: str | None = None) -> None:
+    """Connect to the Ray cluster at ``address``, or start one on this machine (None); reuse a connection this
+    process already has."""
+    try:
+        import ray
+    except ImportError:
+        raise SweepError("--backend ray needs Ray: pip install -e \".[cluster]\" (or --backend local)") from None
+    if ray.is_initialized():
+        return
+    if address:
+        _check_reachable(address)
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+                 configure_logging=False)
+    except ConnectionError as err:
+        raise SweepError(f"--address {address}: {str(err).splitlines()[0]} (start one with `ray start --head`)") \
+            from None
+
+
+def check_resources(runs: Sequence[Run]) -> None:
+    """Refuse, before launching, a grid whose runs need more than any node of the cluster has."""
+    import ray
+
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    gpus = max((n.get("GPU", 0.0) for n in nodes), default=0.0)
+    cpus = max((n.get("CPU", 0.0) for n in nodes), default=0.0)
+    need_gpu = max(r.gpus for r in runs)
+    need_cpu = max(r.cpus for r in runs)
+    if need_gpu > gpus:
+        raise SweepError(f"each run asks for {need_gpu:g} GPU(s) but the Ray cluster's nodes have "
+                         f"{gpus:g}{' (no GPU at all)' if gpus == 0 else ''}; use --gpus-per-run 0 or a cluster "
+                         "with GPUs (nothing was launched)")
+    if need_cpu > cpus:
+        raise SweepError(f"each run asks for {need_cpu:g} CPUs but the largest node of the Ray cluster has {cpus:g}; "
+                         "lower --cpus-per-run (nothing was launched)")
+
+
+def _run_ray(runs, options: SweepOptions, progress: _Progress, on_finish) -> list[int]:
+    import ray
+    from ray.exceptions import RayError
+
+    connect_ray(options.address)
+    check_resources(runs)
+    task = ray.remote(execute)
+    launcher = sys.executable
+    attempts = {i: 0 for i in range(len(runs))}
+
+    def submit(i: int):
+        r = runs[i]
+        # max_retries: Ray starts the task again if its worker or node dies; a run killed by a signal is
+        # retried below (the task itself returned its exit code).
+        return task.options(num_cpus=r.cpus, num_gpus=r.gpus, max_retries=options.retries,
+                            retry_exceptions=False).remote(r.cmd, str(r.log), r.cwd, r.env, launcher)
+
+    pending = {}
+    for i in range(len(runs)):
+        pending[submit(i)] = i
+        progress.started()
+    codes: dict[int, int] = {}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        i = pending.pop(ready[0])
+        try:
+            rc = ray.get(ready[0])
+        except RayError as err:  # the task failed for good (Ray's own retries spent)
+            rc, why = -1, type(err).__name__
+        else:
+            why = f"exit {rc}"
+        if _retry_worthy(rc) and attempts[i] < options.retries:
+            attempts[i] += 1
+            progress.retry(runs[i], why, attempts[i], options.retries)
+            pending[submit(i)] = i
+            continue
+        codes[i] = rc
+        progress.finished(runs[i], rc)
+        if on_finish is not None:
+            on_finish(runs[i], rc)
+    return [codes[i] for i in range(len(runs))]
