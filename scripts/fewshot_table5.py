@@ -18,6 +18,10 @@ selection; the paper's baseline numbers are best 3 of 10). Written to <out>/tabl
 --lr, --set KEY=VALUE for any FewShotConfig field) override it. Choose hyperparameters with
 --eval-split dev (a development split held out of the training pool), never on the evaluation split.
 
+Each run is `python -m fewshot.train` with its configuration as options, started by shared_losses.sweep: a
+local pool (--parallel at a time) or Ray (--backend ray [--address auto|ray://HOST:PORT] --gpus-per-run 1);
+its output goes to <run folder>.log beside the folder.
+
     python scripts/fewshot_table5.py --preset paper --encoder roberta-base --dataset glue/sst2       # the paper (GPU)
     python scripts/fewshot_table5.py --preset cpu --encoder minilm --pooling mean --dataset drugreview --ns 20 100 --seeds 0 1 2
     python scripts/fewshot_table5.py --preset cpu --encoder minilm --pooling mean --dataset drugreview --eval-split dev \\
@@ -33,18 +37,19 @@ import json
 import os
 import statistics
 import sys
-import time
 import types
 import typing
 from pathlib import Path
 
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
 
 from fewshot.config import PRESETS, FewShotConfig, preset_config  # noqa: E402
 from shared_losses.runtime import config_changes, write_json_atomic  # noqa: E402
 from shared_losses.stats import paired_stats, summarize, t_critical  # noqa: E402,F401
+from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, options_of, run_sweep  # noqa: E402
 
 PAPER = {  # puNCE Table 5 (RoBERTa, SST-2), mean ± std
     20: {"ce": "85.92±2.11", "ce+scl": "88.18±3.30", "ce+punce": "91.15±1.75"},
@@ -163,6 +168,14 @@ def run_config(preset, overrides: dict, method: str, n: int, seed: int, folder: 
     return cfg
 
 
+def train_command(preset, cfg: FewShotConfig) -> list[str]:
+    """``python -m fewshot.train`` with the options that make ``cfg`` from ``preset``'s defaults (no progress bar:
+    the output goes to a log file)."""
+    cfg = dataclasses.replace(cfg, progress=False)
+    return [sys.executable, "-m", "fewshot.train", *(["--preset", preset] if preset else []),
+            *dataclass_flags(cfg, preset_config(preset))]
+
+
 def check_finished(folder: Path, cfg: FewShotConfig) -> None:
     """Refuse a finished run made with other options than the sweep asks for: it would be skipped and
     counted in a table whose header names the current options."""
@@ -175,7 +188,8 @@ def check_finished(folder: Path, cfg: FewShotConfig) -> None:
     # --pooling auto compares as what it resolves to for the encoder (runs from before auto saved cls or mean)
     saved, current = comparable_configs(json.loads(f.read_text()), cfg)
     changed = config_changes(saved, current, legacy=dataclasses.asdict(FewShotConfig()),
-                             free={"resume", "output_dir", "prior_used", "prior_source", "device", "cpu", "export"})
+                             free={"resume", "output_dir", "prior_used", "prior_source", "device", "cpu", "export",
+                                   "progress"})
     if changed:
         raise SystemExit(f"{folder} was run with other options ("
                          + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
@@ -466,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/table5", help="sweep folder")
     p.add_argument("--aggregate-only", action="store_true",
                    help="only rebuild the table and plot (pass the sweep's options: finished runs are checked against them)")
+    add_sweep_arguments(p)
     return p
 
 
@@ -494,7 +509,7 @@ def main(argv=None):
     run_methods = [m for m in methods if m in RUN_METHODS]
     checked = run_methods or list(RUN_METHODS)  # `majority` alone reads any finished run, checked as well
 
-    todo, finished = [], 0
+    todo, finished, failed = [], 0, 0
     for n in args.ns:  # seed-major: an interrupted sweep leaves whole seeds (every method on the same sample)
         for s in args.seeds:
             for m in checked:
@@ -507,14 +522,26 @@ def main(argv=None):
                 elif m in run_methods:
                     todo.append((m, n, s, cfg))
     if not args.aggregate_only and todo:
-        from fewshot.train import train
+        options = options_of(args)
+        options.validate()
+        how = f"{args.parallel} at a time" if args.backend == "local" else f"on Ray, {args.address or 'this machine'}"
+        print(f"{len(todo)} runs to do ({finished} finished earlier, skipped; {how})", flush=True)
+        runs = []
+        for m, n, s, cfg in todo:
+            folder = Path(cfg.output_dir)
+            runs.append(Run(f"{m} N={n} seed={s}", train_command(args.preset, cfg), folder.parent / f"{folder.name}.log",
+                            cpus=args.cpus_per_run, gpus=args.gpus_per_run, cwd=str(ROOT)))
 
-        print(f"{len(todo)} runs to do ({finished} finished earlier, skipped)", flush=True)
-        for k, (m, n, s, cfg) in enumerate(todo, 1):
-            t0 = time.perf_counter()
-            metrics = train(cfg)
-            print(f"[{k}/{len(todo)}] {m} N={n} seed={s}: acc {metrics['eval_accuracy']:.2f} "
-                  f"({time.perf_counter() - t0:.1f} s)", flush=True)
+        def report(run: Run, rc: int) -> None:
+            metrics = Path(str(run.log)[: -len(".log")]) / "metrics.json"
+            if rc == 0 and metrics.exists():
+                print(f"  {run.name}: acc {json.loads(metrics.read_text())['eval_accuracy']:.2f}", flush=True)
+
+        codes = run_sweep(runs, options, on_finish=report)
+        failed = sum(rc != 0 for rc in codes)
+        if failed:
+            print(f"{failed} of {len(runs)} runs failed (see the .log beside each run folder); the table counts the "
+                  "finished ones", file=sys.stderr)
 
     ref = run_config(args.preset, overrides, run_methods[0] if run_methods else "ce+punce", args.ns[0], args.seeds[0], out)
     header = header_of(ref, overrides)
@@ -528,7 +555,8 @@ def main(argv=None):
         print(f"plot: {out / 'table5.png'}")
     else:
         print("(matplotlib missing: no plot)")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    sys.exit(run_cli(main))

@@ -6,8 +6,9 @@ OUT/debiased_TAU/seedS, OUT/untrained/seedS, OUT/bow/seedS, OUT/minilm; each loa
 protocol, and writes mean ± std over seeds, the per-seed numbers and paired per-seed differences
 (debiased − QT, and each trained encoder against each baseline) to OUT/table2.md and OUT/table2.json.
 Each training is `python -m nlp_qt.train` and each evaluation `python -m nlp_qt.senteval`, started as
-their own processes (--parallel at a time), so a run of the sweep is the run a user would start by
-hand. Baselines (--baselines) run in the same sweep on the same data and protocol:
+their own processes by shared_losses.sweep (a local pool, --parallel at a time, or Ray: --backend ray
+[--address ...]), so a run of the sweep is the run a user would start by hand. The trainings run first,
+then the evaluations that are not cached. Baselines (--baselines) run in the same sweep on the same data and protocol:
 
 * untrained: an encoder of the same shape and seed that saw no training step;
 * bow: the mean of word2vec vectors trained on the same corpus (nlp_qt.bow; needs gensim);
@@ -34,9 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from nlp_qt.senteval import ALL_TASKS, TASKS  # noqa: E402
 from shared_losses.runtime import write_json_atomic  # noqa: E402
 from shared_losses.stats import paired_stats  # noqa: E402
+from shared_losses.sweep import Run, add_sweep_arguments, options_of, run_sweep  # noqa: E402
 
 PAPER = {
     "biased (QT)": [76.8, 81.3, 86.6, 93.4, 89.8, 73.6, 81.8],
@@ -116,10 +116,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--vocab-size", type=int, default=50000, help="vocabulary size")
     p.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
     p.add_argument("--bow-dim", type=int, default=300, help="word vector size of the bow baseline")
-    p.add_argument("--parallel", type=int, default=1, help="trainings/evaluations at once")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads per process (default: CPU cores / --parallel)")
+                   help="torch threads per process (default: CPU cores / --parallel with --backend local, "
+                        "--cpus-per-run with ray)")
     p.add_argument("--device", default="cpu", help="device for encoding during evaluation")
+    add_sweep_arguments(p)
     if argv is None:
         argv = sys.argv[1:]
     pre, _ = p.parse_known_args(argv)
@@ -173,14 +174,22 @@ def jobs(a) -> list[dict]:
 
 
 def _env(a) -> dict:
-    threads = a.threads or max(1, (os.cpu_count() or 1) // max(1, a.parallel))
-    return dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    if a.threads:
+        threads = a.threads
+    elif a.backend == "ray":
+        threads = max(1, int(a.cpus_per_run))
+    else:
+        threads = max(1, (os.cpu_count() or 1) // max(1, a.parallel))
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
 
 
-def run_logged(cmd: list[str], log: Path, env: dict) -> int:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as fh:
-        return subprocess.call(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+def run_log(job: dict) -> Path:
+    """A model's log: ``seedS.log`` beside its folder (inside, it would make a new run's folder non-empty)."""
+    return job["dir"].parent / f"{job['dir'].name}.log"
+
+
+def label(job: dict) -> str:
+    return job["name"] + ("" if job["seed"] is None else f", seed {job['seed']}")
 
 
 def eval_key(a, job: dict) -> dict:
@@ -192,39 +201,63 @@ def eval_key(a, job: dict) -> dict:
             "data": a.data if a.data == "human" else str(Path(a.data).resolve())}
 
 
-def evaluation(a, job: dict, env: dict) -> dict | None:
-    """The job's cached results if they match, else evaluate with nlp_qt.senteval and cache them."""
+def cached_evaluation(a, job: dict) -> dict | None:
+    """The job's cached SentEval results if they were made with its current settings and cover --tasks."""
     done = job["dir"] / "sweep_eval.json"
-    key = eval_key(a, job)
     cached = json.loads(done.read_text()) if done.exists() else {}
+    key = eval_key(a, job)
     if {k: cached.get(k) for k in key} == key and set(a.tasks) <= set(cached.get("results", {})):
         return cached["results"]
-    job["dir"].mkdir(parents=True, exist_ok=True)
-    tmp = job["dir"].parent / f"{job['dir'].name}.senteval.json"
+    return None
+
+
+def eval_output(job: dict) -> Path:
+    return job["dir"].parent / f"{job['dir'].name}.senteval.json"
+
+
+def eval_command(a, job: dict) -> list[str]:
     cmd = [sys.executable, "-m", "nlp_qt.senteval", "--model", str(job["model"]), "--data", a.data, "--tasks",
-           *a.tasks, "--kfold", str(a.kfold), "--device", a.device, "--json", "--output", str(tmp)]
-    if a.inner_kfold:
-        cmd += ["--inner-kfold", str(a.inner_kfold)]
-    rc = run_logged(cmd, job["dir"].parent / f"{job['dir'].name}.log", env)
-    if rc != 0:
-        return None
+           *a.tasks, "--kfold", str(a.kfold), "--device", a.device, "--json", "--output", str(eval_output(job))]
+    return cmd + (["--inner-kfold", str(a.inner_kfold)] if a.inner_kfold else [])
+
+
+def store_evaluation(a, job: dict) -> dict:
+    """Read a finished evaluation's output into the job's cache (sweep_eval.json) and return its results."""
+    tmp = eval_output(job)
     results = json.loads(tmp.read_text())["results"]
-    write_json_atomic(done, {"results": results, **key})
+    job["dir"].mkdir(parents=True, exist_ok=True)
+    write_json_atomic(job["dir"] / "sweep_eval.json", {"results": results, **eval_key(a, job)})
     tmp.unlink()
     return results
 
 
-def run_job(a, job: dict, env: dict) -> dict | None:
-    log = job["dir"].parent / f"{job['dir'].name}.log"
-    if job["train"] is not None:
-        rc = run_logged(job["train"], log, env)
-        if rc != 0:
-            print(f"FAILED training (exit {rc}, see {log}): {job['dir']}", flush=True)
-            return None
-    res = evaluation(a, job, env)
-    print(f"{'done' if res is not None else f'FAILED evaluation (see {log})'}: {job['name']}"
-          + ("" if job["seed"] is None else f", seed {job['seed']}"), flush=True)
-    return res
+def run_all(a, todo: list[dict]) -> list[dict | None]:
+    """Train every model (a finished training returns at once), then evaluate those without a cached
+    evaluation; each step is its application's own command, started by shared_losses.sweep."""
+    options, env = options_of(a), _env(a)
+
+    def sweep_run(name: str, cmd: list[str], job: dict) -> Run:
+        return Run(name, cmd, run_log(job), cpus=a.cpus_per_run, gpus=a.gpus_per_run, env=env, cwd=str(ROOT))
+
+    trainings = [j for j in todo if j["train"] is not None]
+    trained = {id(j): True for j in todo}
+    if trainings:
+        print(f"{len(trainings)} trainings (a finished one returns at once)", flush=True)
+        codes = run_sweep([sweep_run(f"training {label(j)}", j["train"], j) for j in trainings], options)
+        for j, rc in zip(trainings, codes):
+            trained[id(j)] = rc == 0
+    results: dict[int, dict | None] = {}
+    evals = []
+    for j in todo:
+        results[id(j)] = cached_evaluation(a, j) if trained[id(j)] else None
+        if trained[id(j)] and results[id(j)] is None:
+            evals.append(j)
+    if evals:
+        print(f"{len(evals)} evaluations ({len(todo) - len(evals)} cached or failed)", flush=True)
+        codes = run_sweep([sweep_run(f"evaluation {label(j)}", eval_command(a, j), j) for j in evals], options)
+        for j, rc in zip(evals, codes):
+            results[id(j)] = store_evaluation(a, j) if rc == 0 else None
+    return [results[id(j)] for j in todo]
 
 
 def _fmt(m, s):
@@ -307,10 +340,9 @@ def main(argv=None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     todo = jobs(a)
-    env = _env(a)
-    print(f"{len(todo)} models ({a.parallel} at a time); logs beside each run folder in {out}", flush=True)
-    with ThreadPoolExecutor(max_workers=max(1, a.parallel)) as pool:
-        res = list(pool.map(lambda j: run_job(a, j, env), todo))
+    how = f"{a.parallel} at a time" if a.backend == "local" else f"on Ray, {a.address or 'this machine'}"
+    print(f"{len(todo)} models ({how}); logs beside each run folder in {out}", flush=True)
+    res = run_all(a, todo)
     results: dict = {}
     for job, r in zip(todo, res):
         if r is not None:
@@ -326,4 +358,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from shared_losses.cli import run_cli
+
+    sys.exit(run_cli(main))

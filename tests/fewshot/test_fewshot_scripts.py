@@ -13,11 +13,13 @@ def test_table5_sweep_tiny(tiny_encoder, easy_task, tmp_path):
     out = tmp_path / "sweep"
     cmd = [sys.executable, str(ROOT / "scripts/fewshot_table5.py"), "--encoder", tiny_encoder, "--dataset", train,
            "--eval-file", dev, "--ns", "10", "--seeds", "0", "1", "--steps", "2", "--n-unlabeled", "20",
-           "--pooling", "mean", "--methods", "ce", "ce+scl", "ce+punce", "--out", str(out)]
+           "--pooling", "mean", "--methods", "ce", "ce+scl", "ce+punce", "--out", str(out), "--parallel", "2"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     assert "| 10 |" in res.stdout
     assert len(list(out.glob("*/N*/seed*/metrics.json"))) == 6
-    assert "[6/6] ce+punce N=10 seed=1: acc " in res.stdout
+    assert "[6/6] done: " in res.stdout and "(in progress 0, failed 0)" in res.stdout
+    assert "  ce+punce N=10 seed=1: acc " in res.stdout
+    assert (out / "ce+punce" / "N10" / "seed1.log").exists()  # each run's output beside its folder
     assert (out / "table5.png").exists() and (out / "table5.json").exists()
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)  # finished runs are skipped
     assert "runs to do" not in again.stdout and "[1/" not in again.stdout

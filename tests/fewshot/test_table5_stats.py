@@ -270,7 +270,8 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     progress = [line for line in res.stdout.splitlines() if line.startswith("[")]
-    assert len(progress) == 8 and progress[0].startswith("[1/8] probe N=20 seed=0: acc ") and progress[0].endswith(" s)")
+    assert len(progress) == 8 and progress[0] == "[1/8] done: probe N=20 seed=0 (in progress 0, failed 0)"
+    assert "  probe N=20 seed=0: acc " in res.stdout  # each run's accuracy as it finishes
     assert sorted(p.relative_to(out).parts[0] for p in out.glob("*/N*/seed*/metrics.json")) == \
         ["ce"] * 2 + ["ce+punce"] * 2 + ["ce+punce-est"] * 2 + ["probe"] * 2
     cfg = json.loads((out / "ce/N20/seed1/config.json").read_text())
