@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -19,7 +20,8 @@ class ExportArgs:
     run_dir: str
     """Training output directory (holds config.json and checkpoint/)."""
     output: Optional[str] = None
-    """Where to write (default: RUN_DIR/policy.pt). An existing file that is not a policy is never replaced."""
+    """Where to write (default: RUN_DIR/policy.pt). An existing file that is not this run's policy is never
+    replaced."""
 
 
 def main(args: ExportArgs | None = None) -> dict:
@@ -30,12 +32,16 @@ def main(args: ExportArgs | None = None) -> dict:
     out = Path(args.output) if args.output else Path(args.run_dir) / POLICY_FILE
     if out.is_dir():
         raise ValueError(f"--output {out} is a folder; give a file name such as {out / POLICY_FILE}")
+    existing = None
     if out.exists():
         try:
-            load_policy(out)
+            existing = load_policy(out)
         except (ValueError, FileNotFoundError):
             raise FileExistsError(f"--output {out} exists and is not an rl_curl policy; nothing was written") from None
     agent, cfg, env_step = load_agent(args.run_dir, "cpu")
+    if existing is not None and dataclasses.asdict(existing.cfg) != dataclasses.asdict(cfg):
+        raise FileExistsError(f"--output {out} is the policy of another run (made with other settings); pass another "
+                              "--output; nothing was written")
     save_policy(agent, cfg, cfg.obs_shape, out)  # load_agent built (and closed) the environment already
     result = {"policy": str(out), "env_step": env_step}
     print(result)

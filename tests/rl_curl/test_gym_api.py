@@ -106,6 +106,13 @@ def test_policy_file_loads_with_weights_only_and_acts_as_the_agent(finished_run,
     main(ExportArgs(run_dir=str(finished_run), output=str(tmp_path / "again.pt")))
     again = torch.load(tmp_path / "again.pt", weights_only=True)
     assert all(torch.equal(again["actor"][k], state["actor"][k]) for k in state["actor"])
+    main(ExportArgs(run_dir=str(finished_run), output=str(tmp_path / "again.pt")))  # this run's own file: replaced
+    other = dict(state, config={**state["config"], "seed": state["config"]["seed"] + 1})  # another run's policy
+    torch.save(other, tmp_path / "other.pt")
+    before = (tmp_path / "other.pt").read_bytes()
+    with pytest.raises(FileExistsError, match="is the policy of another run"):
+        main(ExportArgs(run_dir=str(finished_run), output=str(tmp_path / "other.pt")))
+    assert (tmp_path / "other.pt").read_bytes() == before
 
 
 def test_policy_bad_input(tmp_path):
