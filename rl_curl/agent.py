@@ -117,6 +117,8 @@ class CurlAgent(nn.Module):
         run_actor = step % c.actor_update_every == 0
         run_aux = c.aux != "none" and step % c.aux_update_every == 0
         keys = [ScaledPixels(random_crop(batch["obs"], c.crop_size), dtype) for _ in range(c.positives)] if run_aux else []
+        if c.update == "fused":
+            return self.update_fused(obs, batch["action"], batch["reward"], next_obs, batch["not_done"], keys, step)
         metrics = self.update_critic(obs, batch["action"], batch["reward"], next_obs, batch["not_done"])
         # The critic's conv features of obs after the critic step, shared (exactly) by the actor
         # update (detached) and the auxiliary loss (with gradients): neither step changes the trunk
@@ -129,6 +131,58 @@ class CurlAgent(nn.Module):
             self.update_targets()
         if run_aux:
             metrics.update(self.update_aux(h, keys))
+        return metrics
+
+    def fused_losses(self, obs, action, reward, next_obs, not_done, keys) -> tuple[dict, torch.Tensor]:
+        """The losses of the fused update (docs/rl_curl.md, "The fused update") from three conv passes:
+        the target trunk on ``next_obs`` (target Q and, through the actor's head, the next action), the
+        online trunk on ``obs`` (critic loss and auxiliary anchors; returned as ``h`` for the actor), the
+        target trunk on all key crops at once. Returns ``({"critic_loss", "aux_loss"?}, h)``."""
+        c = self.cfg
+        with torch.no_grad(), self.autocast():
+            h_next = self.critic_target.encoder.trunk(next_obs)
+            _, next_pi, next_log_pi, _ = self.actor.from_features(self.actor.encoder.head(h_next))
+            tq = torch.cat([self.critic_target.encoder.head(h_next), next_pi], dim=-1)
+            target_v = full(torch.min(self.critic_target.q1(tq), self.critic_target.q2(tq))) \
+                - self.alpha.detach() * full(next_log_pi)
+            target_q = reward + not_done * c.discount * target_v
+        with self.autocast():
+            h = self.critic.encoder.trunk(obs)
+            z = self.critic.encoder.head(h)
+            qa = torch.cat([z, action], dim=-1)
+            q1, q2 = self.critic.q1(qa), self.critic.q2(qa)
+        losses = {"critic_loss": F.mse_loss(full(q1), target_q) + F.mse_loss(full(q2), target_q)}
+        if keys:
+            with torch.no_grad(), self.autocast():
+                k = ScaledPixels.concat(keys) if len(keys) > 1 else keys[0]  # one pass over every view
+                z_k = full(self.critic_target.encoder(k)).chunk(len(keys))
+            pos, neg = contrastive_logits(full(z), list(z_k), self.score, c.subtract_row_max)
+            losses["aux_loss"] = auxiliary_loss(pos, neg, c.aux, c.tau_plus, c.beta, c.log_floor)
+        return losses, h
+
+    def update_fused(self, obs, action, reward, next_obs, not_done, keys, step: int) -> dict[str, float]:
+        """One fused update: critic + auxiliary loss in one backward (the encoder's gradient is
+        grad L_critic + (encoder_lr / lr) grad L_aux, one Adam step with the critic's optimiser; W an Adam
+        step on grad L_aux with the auxiliary optimiser), then the actor and alpha from the detached
+        features of the same pass, then the targets."""
+        c = self.cfg
+        losses, h = self.fused_losses(obs, action, reward, next_obs, not_done, keys)
+        weight = c.encoder_lr / self.critic_opt.param_groups[0]["lr"]
+        total = losses["critic_loss"] + (weight * losses["aux_loss"] if "aux_loss" in losses else 0.0)
+        self.critic_opt.zero_grad(set_to_none=True)
+        self.aux_opt.zero_grad(set_to_none=True)
+        total.backward()
+        self.critic_opt.step()
+        if "aux_loss" in losses:
+            for p in self.critic.encoder.parameters():  # stepped above: the aux optimiser steps W only
+                p.grad = None
+            self.score.W.grad.div_(weight)
+            self.aux_opt.step()
+        metrics = {k: v.detach() for k, v in losses.items()}
+        if step % c.actor_update_every == 0:
+            metrics.update(self.update_actor_and_alpha(h.detach()))
+        if step % c.target_update_every == 0:
+            self.update_targets()
         return metrics
 
     def update_critic(self, obs, action, reward, next_obs, not_done) -> dict[str, float]:

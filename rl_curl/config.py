@@ -62,7 +62,7 @@ class Config:
     seed: int = 0
     """Random seed (networks, replay sampling, crops, random actions, environment episodes)."""
     out_dir: Annotated[str, arg(aliases=("--output-dir",))] = ""
-    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh). A folder that holds a run is continued only with --resume and moved aside (never deleted) only with --overwrite; a non-empty folder that holds no run is refused."""
+    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh and -fused under --update fused). A folder that holds a run is continued only with --resume and moved aside (never deleted) only with --overwrite; a non-empty folder that holds no run is refused."""
 
     # --- auxiliary objective -------------------------------------------------------------------
     aux: AuxName = "curl"
@@ -137,6 +137,8 @@ class Config:
     """tanh on the encoder's LayerNorm output (the CURL paper's text; docs/equations.md section 7). The official MishaLaskin/curl code leaves it out (its actor and critic encoders use output_logits=True): --no-encoder-tanh matches that code update for update (scripts/check_official_curl.py)."""
     hidden_dim: int = 1024
     """Hidden width of the actor and critic MLPs."""
+    update: Literal["official", "fused"] = "official"
+    """The update's schedule. official: MishaLaskin/curl's (critic step, then actor, targets and the auxiliary loss on a fresh pass of the critic's crop). fused: shares conv passes (one online pass of the critic's crop feeds the critic loss, the auxiliary anchors and, detached, the actor; the target encoder's pass of next_obs also gives the next action; one backward for critic + auxiliary loss): about half the convolution work, a different schedule (docs/rl_curl.md, "The fused update")."""
     log_std_min: float = -10.0
     """Lower bound of the actor's log standard deviation."""
     log_std_max: float = 2.0
@@ -188,7 +190,7 @@ class Config:
             c.action_repeat = int(task_default(c.task, "action_repeat"))
         if not c.out_dir:
             task_dir = c.task.replace("gym:", "gym-").replace(":", "-").replace("/", "-")
-            variant = c.objective_name() + ("" if c.encoder_tanh else "-notanh")
+            variant = c.objective_name() + ("" if c.encoder_tanh else "-notanh") + ("-fused" if c.update == "fused" else "")
             c.out_dir = f"runs/rl_curl/{task_dir}/{variant}/seed{c.seed}"
         if c.lr is None:
             c.lr = float(task_default(c.task, "lr"))

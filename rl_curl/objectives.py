@@ -73,7 +73,7 @@ def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float
 
 def label(cfg: Mapping) -> str:
     """The row of a run in the table (and its line in the plots). Runs that differ in the objective, its
-    number of positives or the encoder's tanh get different rows, never one averaged cell."""
+    number of positives, the encoder's tanh or the update's schedule get different rows, never one averaged cell."""
     obj = get(cfg["aux"])
     if obj.name == "hard":
         text = f"hard β={cfg['beta']:g} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
@@ -81,7 +81,8 @@ def label(cfg: Mapping) -> str:
         text = f"{obj.label} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
     else:
         text = obj.label + (f", M={cfg['positives']}" if cfg.get("positives", 1) != 1 else "")
-    return text + ("" if cfg.get("encoder_tanh", True) else ", no tanh")
+    return (text + ("" if cfg.get("encoder_tanh", True) else ", no tanh")
+            + (", fused update" if cfg.get("update", "official") == "fused" else ""))
 
 
 def order(cfg: Mapping) -> tuple:

@@ -36,7 +36,7 @@ from .env import make
 RESUMABLE_FIELDS = {"out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
                     "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark"}
 # Fields added after checkpoints were first written, with the value every older checkpoint implies.
-LEGACY_SIGNATURE = {"encoder_tanh": True}
+LEGACY_SIGNATURE = {"encoder_tanh": True, "update": "official"}
 # Layout of the saved agent. 2: the encoder's linear layer reads the conv features in (row, column,
 # channel) order (d44f4a3). Checkpoints without this field are format 1, (channel, row, column):
 # they load without a shape error but mean another model, so they are refused.

@@ -24,6 +24,7 @@ installed, numpy's ``sliding_window_view`` and gymnasium stand in for the two na
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import json
@@ -74,6 +75,9 @@ class Args:
     code does not set it, so its update is always timed with torch's default (off). No effect on CPU."""
     baseline: bool = True
     """Also time the official-style baseline update in the same run."""
+    fused: bool = True
+    """Also time our --update fused schedule (same networks and replay) in the same run, interleaved with the
+    default one; JSON rows gain fused_update_ms, fused_over_ours and, with --official, fused_over_official."""
     official: str = ""
     """Path to a checkout of MishaLaskin/curl: also time its update in this run (git clone
     https://github.com/MishaLaskin/curl; its CurlSacAgent.update and ReplayBuffer.sample_cpc are timed
@@ -301,6 +305,13 @@ def main(args: Args) -> None:
             ours_agent = CurlAgent((9, cfg.image_size, cfg.image_size), 1, cfg).to(device)
             ours_agent.make_optimizers()
             ours_agent.autocast = functools.partial(torch.autocast, device.type, dtype=torch.bfloat16)
+        fused_agent = None
+        if args.fused:
+            fcfg = dataclasses.replace(cfg, update="fused")
+            torch.manual_seed(0)
+            fused_agent = CurlAgent((9, cfg.image_size, cfg.image_size), 1, fcfg).to(device)
+            fused_agent.make_optimizers()
+            fused_agent.autocast = ours_agent.autocast
         replay = FrameReplay(args.replay_capacity or max(2 * batch, 600), (9, cfg.image_size, cfg.image_size), 1, 3, seed=0,
                              device=device if args.replay_on_device else None)
         fill(replay, replay.capacity, rng)
@@ -309,12 +320,16 @@ def main(args: Args) -> None:
             agent_cls, buffer_cls = official_classes
             off_agent, off_buf = make_official(agent_cls, buffer_cls, cfg, device, rng, args.replay_capacity)
             pairs = [(time_official(off_agent, off_buf, device, args.updates),
-                      time_ours(cfg, ours_agent, replay, device, args.updates, args.cudnn_benchmark))
+                      time_ours(cfg, ours_agent, replay, device, args.updates, args.cudnn_benchmark),
+                      time_ours(cfg, fused_agent, replay, device, args.updates, args.cudnn_benchmark)
+                      if fused_agent is not None else float("nan"))
                      for _ in range(max(1, args.repeats))]
-            official, ours = float(np.median([p[0] for p in pairs])), float(np.median([p[1] for p in pairs]))
+            official, ours, fused = (float(np.median([p[i] for p in pairs])) for i in range(3))
             del off_agent, off_buf
         else:
             ours = time_ours(cfg, ours_agent, replay, device, args.updates, args.cudnn_benchmark)
+            fused = (time_ours(cfg, fused_agent, replay, device, args.updates, args.cudnn_benchmark)
+                     if fused_agent is not None else float("nan"))
         base = time_baseline(cfg, agent, device, args.updates, rng) if args.baseline else float("nan")
         sample_ms = ms_per_sample(replay, batch, device)
         row = {"batch": batch, "update_ms": round(ours, 2), "replay_sample_ms": round(sample_ms, 2),
@@ -327,6 +342,10 @@ def main(args: Args) -> None:
                "cudnn_benchmark": args.cudnn_benchmark}
         if official is not None:
             row.update(official_update_ms=round(official, 2), ours_over_official=round(ours / official, 3))
+        if fused_agent is not None:
+            row.update(fused_update_ms=round(fused, 2), fused_over_ours=round(fused / ours, 3))
+            if official is not None:
+                row.update(fused_over_official=round(fused / official, 3))
         if args.json:
             print(json.dumps(row), flush=True)
         else:
@@ -334,7 +353,9 @@ def main(args: Args) -> None:
             print(f"batch {batch}: update {ours:.1f} ms{baseline}, of which replay sample {sample_ms:.1f} ms; "
                   f"replay {replay_bpt:.0f} B/transition vs {stacks_bpt} for obs+next_obs (x{stacks_bpt / replay_bpt:.2f} less); "
                   f"{args.task}: {env_sps:.0f} env steps/s with rendering (action repeat {ar}) on {device}"
+                  + (f"; --update fused {fused:.1f} ms (fused/ours {fused / ours:.2f})" if fused_agent is not None else "")
                   + (f"; official MishaLaskin/curl update {official:.1f} ms, ours/official {ours / official:.2f}"
+                     + (f", fused/official {fused / official:.2f}" if fused_agent is not None else "")
                      if official is not None else ""), flush=True)
 
 

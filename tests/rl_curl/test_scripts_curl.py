@@ -64,6 +64,7 @@ def test_bench_json_fields():
     assert rows[0]["mixed_precision"] == "bf16" and rows[0]["update_ms"] > 0 and rows[0]["baseline_update_ms"] > 0
     assert 0 < rows[0]["replay_sample_ms"] < rows[0]["update_ms"]
     assert rows[0]["cudnn_benchmark"] is True
+    assert rows[0]["fused_update_ms"] > 0 and rows[0]["fused_over_ours"] > 0  # --update fused timed in the same run
 
 
 def test_bench_sets_cudnn_benchmark_only_inside_a_timing():

@@ -33,13 +33,17 @@ def test_short_run_writes_csv_checkpoint_plot(tmp_path):
     assert summary["env_steps"] == 1000 and list(out.glob("tb/events*"))
 
 
-def test_resume_continues_exactly(tmp_path):
+@pytest.mark.parametrize("update", ["official", "fused"])
+def test_resume_continues_exactly(tmp_path, update):
     # Uninterrupted: 2 episodes (checkpoint after the first). Interrupted: stop after 1, resume. The
     # resumed half keeps its replay frames in a torch tensor (--replay-on-device; the CPU here): the
-    # host-ring checkpoint loads into it and the run continues exactly.
-    run(cfg(tmp_path, "full", env_steps=2000, checkpoint_every=1000))
-    run(cfg(tmp_path, "part", env_steps=1000, checkpoint_every=1000))
-    run(cfg(tmp_path, "part", env_steps=2000, checkpoint_every=1000, resume=True, replay_on_device=True))
+    # host-ring checkpoint loads into it and the run continues exactly. Both update schedules (issue 19).
+    run(cfg(tmp_path, "full", env_steps=2000, checkpoint_every=1000, update=update))
+    run(cfg(tmp_path, "part", env_steps=1000, checkpoint_every=1000, update=update))
+    run(cfg(tmp_path, "part", env_steps=2000, checkpoint_every=1000, resume=True, replay_on_device=True, update=update))
+    with pytest.raises(CheckpointError, match="update"):  # the schedule cannot change on resume
+        run(cfg(tmp_path, "part", env_steps=3000, checkpoint_every=1000, resume=True,
+                update="official" if update == "fused" else "fused"))
     a, b = agent_state(tmp_path / "full"), agent_state(tmp_path / "part")
     assert a.keys() == b.keys()
     for k in a:
