@@ -225,10 +225,28 @@ def tensorboard_writer(directory: str | os.PathLike, resume_step: int | None = N
     except ImportError:
         warnings.warn("tensorboard is not installed: no TensorBoard events are written (log.csv has the same numbers)")
         return _NoWriter()
+    _after_older_event_files(Path(directory))
     tb = SummaryWriter(str(directory), purge_step=0 if resume_step is None else resume_step + 1)
     if config is not None and resume_step is None:
         tb.add_text("config", config_markdown(config), 0)
     return tb
+
+
+def _after_older_event_files(directory: Path) -> None:
+    """Wait (at most about a second) until a new event file will sort after the ones in ``directory``.
+
+    TensorBoard reads a folder's event files in name order, and applies a writer's purge to the files
+    before it. The names are ``events.out.tfevents.<unix seconds>.<host>.<pid>.<writer counter>``: two
+    writers of one process within the same second are ordered by the counter as text, so writer 10 sorted
+    before writer 9 and the older run's events were shown instead of the new run's."""
+    stamps = []
+    for f in directory.glob("events.out.tfevents.*") if directory.is_dir() else ():
+        field = f.name.split(".")[3]
+        if field.isdigit():
+            stamps.append(int(field))
+    deadline = time.monotonic() + 2.0  # a file stamped in the future (another machine's clock): do not wait on it
+    while stamps and int(time.time()) <= max(stamps) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
