@@ -137,11 +137,24 @@ def _local_python(cmd: list[str], launcher_python: str) -> list[str]:
     return [sys.executable, *cmd[1:]] if cmd and cmd[0] == launcher_python else list(cmd)
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): be killed when the process that started it dies. A Ray worker
+    killed while its run trains would otherwise leave the run training on, and the retried task would start
+    a second process on the same run folder."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux/glibc: nothing to set
+        pass
+
+
 def _start(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str]) -> subprocess.Popen:
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as fh:
         return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL,
+                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
 
 
 def execute(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str], launcher_python: str = "") -> int:

@@ -121,3 +121,29 @@ def test_sweep_dataclass_flags_round_trip_through_tyro():
     assert tyro.cli(FewShotConfig, args=flags, default=base) == cfg
     full = dataclass_flags(cfg)  # against the plain defaults
     assert tyro.cli(FewShotConfig, args=full) == cfg
+
+
+def test_sweep_run_dies_with_the_process_that_started_it(tmp_path):
+    """A Ray worker killed mid-run must not leave its run training on (the retried task would start a second
+    process on the same folder): the run's process is killed with the one that started it (Linux)."""
+    import psutil
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux only")
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from shared_losses.sweep import execute; "
+              f"execute([sys.executable, '-c', 'import time; time.sleep(120)'], {str(tmp_path / 'log')!r}, None, {{}})")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        children = []
+        while not children and time.monotonic() < deadline:
+            children = psutil.Process(parent.pid).children()
+            time.sleep(0.05)
+        assert children, "the run's process never started"
+        child = children[0]
+        parent.kill()
+        parent.wait()
+        gone, alive = psutil.wait_procs([child], timeout=10)
+        assert gone and not alive
+    finally:
+        parent.kill()
