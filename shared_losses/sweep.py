@@ -137,16 +137,23 @@ def _local_python(cmd: list[str], launcher_python: str) -> list[str]:
     return [sys.executable, *cmd[1:]] if cmd and cmd[0] == launcher_python else list(cmd)
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec (Linux): be killed when the process that started it dies. A Ray worker
-    killed while its run trains would otherwise leave the run training on, and the retried task would start
-    a second process on the same run folder."""
+def _load_prctl():
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux/glibc: nothing to set
-        pass
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux/glibc
+        return None
+
+
+_PRCTL = _load_prctl() if sys.platform.startswith("linux") else None  # looked up here, not in the forked child
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec (Linux): be killed when the process that started it dies. A Ray worker
+    killed while its run trains would otherwise leave the run training on, and the retried task would start
+    a second process on the same run folder. Only a C call here: no import or lookup between fork and exec."""
+    _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _start(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str]) -> subprocess.Popen:
@@ -154,7 +161,7 @@ def _start(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str]) ->
     with open(log, "a") as fh:
         return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,
-                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                preexec_fn=_die_with_parent if _PRCTL is not None else None)
 
 
 def execute(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str], launcher_python: str = "") -> int:
