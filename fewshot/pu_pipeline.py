@@ -15,7 +15,6 @@ import torch
 from tqdm import tqdm
 
 from shared_losses import punce_loss
-from shared_losses.runtime import CsvLogger, save_checkpoint, tensorboard_writer, write_json_atomic
 
 from .objectives import multiview
 from .pu import RISKS
@@ -23,7 +22,7 @@ from .pu_probes import _probe_accuracies, _probes, fit_pu_head  # noqa: F401 (fi
 from .run import forward_views, prepare, process_share, tokenize
 
 
-def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
+def run_pu(cfg, model=None, tokenizer=None, harness=None) -> dict:
     if cfg.resume:
         raise ValueError("--resume is not supported with --setting pu (the PU pipeline is short and "
                          "always runs from the start); drop --resume")
@@ -37,7 +36,8 @@ def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
     if cfg.n_unlabeled < 1 and cfg.positive_file is None:
         raise ValueError(f"--n-unlabeled must be >= 1 with --setting pu (the puNCE prior and the PU probes need "
                          f"unlabeled examples), got {cfg.n_unlabeled}")
-    run = prepare(cfg, model, tokenizer, folder)
+    run = prepare(cfg, model, tokenizer, harness)
+    harness = run.harness
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
     train_x, eval_x, eval_y, prior, prior_source = run.train_x, run.eval_x, run.eval_y, run.prior, run.prior_source
     model = run.model
@@ -52,8 +52,7 @@ def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
     raw = acc.unwrap_model(model)
     rng = np.random.default_rng(cfg.seed)
     main = acc.is_main_process
-    log = CsvLogger(out / "log.csv") if main else None
-    tb = tensorboard_writer(out / "tb", config=dataclasses.asdict(cfg)) if main else None
+    harness.start_logging(None, config=dataclasses.asdict(cfg))
     model.train()
     # Global batches (the same draw on every process), each process training on its share.
     world, rank = acc.num_processes, acc.process_index
@@ -71,15 +70,15 @@ def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
         opt.zero_grad(set_to_none=True)
         acc.backward(loss)
         opt.step()
+        harness.csv().log({"step": step, "punce": loss.item()})
+        harness.tb.add_scalar("punce", loss.item(), step)
         if main:
-            log.log({"step": step, "punce": loss.item()})
-            tb.add_scalar("punce", loss.item(), step)
             bar.set_postfix(punce=f"{loss.item():.3f}", refresh=False)
     # the probes first: the checkpoint keeps the nnPU probe (the exported head) beside the encoder
     trained, head = _probes(raw, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device,
                             risks=RISKS if len(eval_x) else ("nnpu",))
-    save_checkpoint(acc, out / "checkpoint", {"step": cfg.steps, "config": {**dataclasses.asdict(cfg), "num_processes": world},
-                                              "pooling": run.pooling, "pu_head": head})
+    harness.checkpoint({"step": cfg.steps, "config": {**dataclasses.asdict(cfg), "num_processes": world},
+                        "pooling": run.pooling, "pu_head": head})
     from_files = cfg.positive_file is not None
     metrics = {
         "eval_accuracy": trained["nnpu"] if trained is not None else None, "objective": "punce(pu)+nnpu-probe",
@@ -102,6 +101,4 @@ def run_pu(cfg, model=None, tokenizer=None, folder=None) -> dict:
             export_model(cfg, raw, tokenizer, run.pooling, run.pooling_source, out, pu_head=head,
                          eval_accuracy=metrics["eval_accuracy"], device=device)
             metrics["model"] = str(out / "model")
-        write_json_atomic(out / "metrics.json", metrics)
-        tb.close()
-    return metrics
+    return harness.finish(metrics, "metrics.json")

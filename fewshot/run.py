@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shared_losses.runtime import (RunFolder, StopSignals, checkpoint_exists, claim_run_folder, config_changes,
-                                   load_checkpoint, write_json_atomic)
+from shared_losses.harness import RunHarness, refuse_config_changes
+from shared_losses.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
 from .config import FewShotConfig
 from .data import load_pu_files, load_splits, sample_fewshot
@@ -108,21 +108,23 @@ class Run:
     prior: float = 0.5
     prior_source: str = ""
     resuming: bool = False  # continuing from the checkpoint in out
+    harness: RunHarness | None = None  # the run's folder, loggers, checkpoints and signals
     pooling: str = "cls"  # --pooling resolved (auto -> cls / mean / max)
     pooling_source: str = "--pooling"
 
 
-def claim(cfg: FewShotConfig) -> RunFolder:
-    """The folder rules (:func:`shared_losses.runtime.claim_run_folder`) for ``cfg.output_dir``, read-only."""
-    return claim_run_folder(cfg.output_dir, "fewshot", resume=cfg.resume, overwrite=cfg.overwrite)
+def claim(cfg: FewShotConfig) -> RunHarness:
+    """The run's harness for ``cfg.output_dir``: the folder rules applied, read-only (nothing written yet)."""
+    return RunHarness("fewshot", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
+                      free=FewShotConfig.RESUME_FREE)
 
 
-def finished_metrics(cfg: FewShotConfig, folder: RunFolder) -> dict | None:
+def finished_metrics(cfg: FewShotConfig, harness: RunHarness) -> dict | None:
     """The metrics of the finished run that ``--resume`` points at when ``cfg`` asks it for no more
     training (its checkpoint is at --steps; a baseline has none), else None: such a run is left exactly
     as it is. A run made with other options is refused, as is a finished run whose checkpoint is gone."""
-    out = folder.path
-    if not (folder.resuming and (out / "metrics.json").exists()):
+    out = harness.out
+    if not (harness.folder.resuming and (out / "metrics.json").exists()):
         return None
     if checkpoint_exists(out / "checkpoint"):
         state = load_checkpoint(None, out / "checkpoint")
@@ -155,14 +157,13 @@ def read_json(path: Path) -> dict:
 
 
 def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None,
-            folder: RunFolder | None = None) -> Run:
+            harness: RunHarness | None = None) -> Run:
     """Output folder, accelerator, data and few-shot sample, model on its device, prior; writes
-    config.json (with the prior used) and sample.json. ``folder``: what :func:`claim` decided (claimed
-    here when None)."""
+    config.json (with the prior used) and sample.json. ``harness``: the run's, from :func:`claim`
+    (claimed here when None)."""
     cfg.validate()  # before anything is written into the run's folder
-    out = Path(cfg.output_dir)
-    folder = folder or claim(cfg)
-    resuming = folder.resuming and checkpoint_exists(out / "checkpoint")
+    harness = harness or claim(cfg)
+    out, resuming = harness.out, harness.resuming
     state = load_checkpoint(None, out / "checkpoint") if resuming else None
     saved = state["config"] if state is not None else None
     if saved is not None:
@@ -194,13 +195,11 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
         raise ValueError(f"--max-length {cfg.max_length} exceeds what the encoder {cfg.encoder!r} takes: "
                          f"{limit} tokens (its position embeddings / tokenizer limit); use --max-length {limit} or less")
     run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer, resuming=resuming,
-              pooling=pooling, pooling_source=pooling_source)
+              pooling=pooling, pooling_source=pooling_source, harness=harness)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
-    acc.wait_for_everyone()  # every process has read the folder before the main one changes it
-    folder.open(is_main=acc.is_main_process)
-    acc.wait_for_everyone()
+    harness.open(acc)  # every process has read the folder before the main one changes it
+    harness.write_config(dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
     if acc.is_main_process:
-        write_json_atomic(out / "config.json", dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
         write_json_atomic(out / "sample.json", sample.to_json())
     return run
 
@@ -331,9 +330,7 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
     return [eval_x[i] for i in keep], [eval_y[i] for i in keep]
 
 
-# may change when resuming (prior_used/prior_source: what config.json adds to the options)
-RESUME_FREE = {"resume", "overwrite", "progress", "device", "cpu", "steps", "eval_every", "checkpoint_every", "output_dir",
-               "prior_used", "prior_source", "export"}
+RESUME_FREE = FewShotConfig.RESUME_FREE  # may change when resuming (declared by the configuration)
 
 
 def comparable_configs(saved: dict, cfg: FewShotConfig) -> tuple[dict, dict]:
@@ -353,11 +350,8 @@ def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = Non
     """Refuse to resume a run saved with other options (``world``: the process count, checked when known)."""
     free = RESUME_FREE | ({"num_processes"} if world is None else set())
     saved, current = comparable_configs(saved, cfg)
-    changed = config_changes(saved, {**current, "num_processes": world}, free=free, legacy={"num_processes": world})
-    if changed:
-        raise ValueError("the checkpoint in output_dir was written with a different configuration ("
-                         + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
-                         + "); use the same options, a new --output-dir, or --overwrite (moves that run aside)")
+    refuse_config_changes(saved, {**current, "num_processes": world}, free=free, legacy={"num_processes": world},
+                          where=cfg.output_dir)
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
@@ -371,14 +365,6 @@ def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None
     if len(sample.unlabeled) == 0:
         return 0.5, "no unlabeled data"
     return float(train_y[sample.unlabeled].mean()), "exact"
-
-
-def stop_requested(stop: StopSignals, acc) -> bool:
-    """Whether any process got SIGINT/SIGTERM: all processes must stop after the same step."""
-    if acc.num_processes == 1:
-        return stop.requested
-    flag = torch.tensor([float(stop.requested)], device=acc.device)
-    return bool(acc.reduce(flag, reduction="sum").item())
 
 
 def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, train_seconds: float) -> dict:

@@ -18,8 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.runtime import (CsvLogger, RunInterrupted, StopSignals, load_checkpoint, print_run_result,
-                                   save_checkpoint, tensorboard_writer, write_json_atomic)
+from shared_losses.runtime import load_checkpoint, print_run_result
 
 from .config import PRESETS, FewShotConfig, preset_config
 from .model import FewShotModel
@@ -29,20 +28,20 @@ from .pu_pipeline import run_pu
 from .run import (DEV_PROBE_CS, DEV_SEED, RESUME_FREE, Batches, Run, check_resume_config, check_steps,  # noqa: F401
                   claim, dev_split, embed_all, eval_subset, finished_metrics, forward_views, freeze_lower_layers,
                   head_accuracies, head_accuracy, logreg_accuracy, majority_rates, make_accelerator, prepare,
-                  process_share, read_json, resolve_prior, run_metrics, stop_requested, tokenize,
+                  process_share, read_json, resolve_prior, run_metrics, tokenize,
                   transformer_layers)
 
 
 def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> dict:
     cfg.validate()
-    folder = claim(cfg)
-    done = finished_metrics(cfg, folder)
+    harness = claim(cfg)
+    done = finished_metrics(cfg, harness)
     if done is not None:
-        print(f"{folder.path} already holds this run, finished; nothing to do (pass a larger --max-steps to train on)")
+        print(f"{harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to train on)")
         return done
     if cfg.setting == "pu":
-        return run_pu(cfg, model, tokenizer, folder)
-    run = prepare(cfg, model, tokenizer, folder)
+        return run_pu(cfg, model, tokenizer, harness)
+    run = prepare(cfg, model, tokenizer, harness)
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
     train_x, train_y, eval_x, eval_y, prior = run.train_x, run.train_y, run.eval_x, run.eval_y, run.prior
     model = run.model
@@ -65,16 +64,12 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         step, history = state["step"], state["history"]
         lab_batches.load_state_dict(state["labeled_batches"])
         unl_batches.load_state_dict(state["unlabeled_batches"])
-    log = CsvLogger(out / "log.csv", resume_step=step if run.resuming else None) if acc.is_main_process else None
-    tb = tensorboard_writer(out / "tb", resume_step=step if run.resuming else None,
-                            config=dataclasses.asdict(cfg)) if acc.is_main_process else None
+    harness.start_logging(step if run.resuming else None, config=dataclasses.asdict(cfg))
 
-    def checkpoint():
-        if tb is not None:  # events up to the checkpoint on disk first: a resume does not log them again
-            tb.flush()
-        save_checkpoint(acc, out / "checkpoint", {
-            "step": step, "history": history, "config": {**dataclasses.asdict(cfg), "num_processes": world}, "pooling": run.pooling,
-            "labeled_batches": lab_batches.state_dict(), "unlabeled_batches": unl_batches.state_dict()})
+    def state() -> dict:
+        return {"step": step, "history": history, "config": {**dataclasses.asdict(cfg), "num_processes": world},
+                "pooling": run.pooling, "labeled_batches": lab_batches.state_dict(),
+                "unlabeled_batches": unl_batches.state_dict()}
 
     # Logged: the mean over processes, i.e. the loss of the global batch (each process's loss is the
     # mean over its share; DDP averages the gradients the same way).
@@ -83,7 +78,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     bar = tqdm(total=cfg.steps, initial=step, desc=f"{cfg.objective} N={cfg.n_labeled}", unit="step",
                disable=not (acc.is_main_process and cfg.progress))
     t0 = time.time()
-    with StopSignals() as stop:  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130
+    with harness.signals():  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130
         while step < cfg.steps:
             idx = np.concatenate([process_share(lab_batches.next(), world, rank),
                                   process_share(unl_batches.next(), world, rank)])
@@ -104,23 +99,19 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
             if step % cfg.eval_every == 0 or step == cfg.steps:
                 row["eval_accuracy"], both = head_accuracy(raw, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
                 history.append({"step": step, "eval_accuracy": row["eval_accuracy"], "head_accuracies": both})
-            if acc.is_main_process:
-                log.log(row)
-                if tb is not None:
-                    for k, v in row.items():
-                        if k != "step":
-                            tb.add_scalar(k, v, step)
+            if step % cfg.log_every == 0 or "eval_accuracy" in row or step == cfg.steps:
+                harness.csv().log(row)
+                for k, v in row.items():
+                    if k != "step":
+                        harness.tb.add_scalar(k, v, step)
             bar.update(1)
             bar.set_postfix(loss=f"{row['loss']:.3f}", **({"acc": f"{row['eval_accuracy']:.1f}"} if "eval_accuracy" in row else {}))
-            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-                checkpoint()
-            if stop_requested(stop, acc) and step < cfg.steps:
-                if step % cfg.checkpoint_every != 0:
-                    checkpoint()
+            due = harness.checkpoint_due(step, cfg.checkpoint_every) or step == cfg.steps
+            if due:
+                harness.checkpoint(state())
+            if harness.stop_requested() and step < cfg.steps:
                 bar.close()
-                if tb is not None:
-                    tb.close()
-                raise RunInterrupted(f"step {step} (checkpoint written to {out / 'checkpoint'})")
+                raise harness.interrupted(f"step {step}", None if due else state())
     bar.close()
     if history and history[-1]["step"] == step:
         final, both = history[-1]["eval_accuracy"], history[-1].get("head_accuracies", {})
@@ -134,10 +125,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
             export_model(cfg, raw, tokenizer, run.pooling, run.pooling_source, out, train_x=train_x, train_y=train_y,
                          sample=sample, eval_accuracy=final, device=device)
             metrics["model"] = str(out / "model")
-        write_json_atomic(out / "metrics.json", metrics)
-        if tb is not None:
-            tb.close()
-    return metrics
+    return harness.finish(metrics, "metrics.json")
 
 
 def run_baseline(cfg: FewShotConfig, run: Run) -> dict:
@@ -154,9 +142,7 @@ def run_baseline(cfg: FewShotConfig, run: Run) -> dict:
         acc_, both = head_accuracy(run.model, run.tokenizer, cfg, run.train_x, run.train_y, run.sample, run.eval_x,
                                    run.eval_y, run.acc.device)
         metrics = run_metrics(cfg, run, acc_, both, [], time.time() - t0)
-    if run.acc.is_main_process:
-        write_json_atomic(run.out / "metrics.json", metrics)
-    return metrics
+    return run.harness.finish(metrics, "metrics.json")
 
 
 def _preset_arg(argv):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal, Optional
+from typing import Annotated, ClassVar, Literal, Optional
 
 from tyro.conf import arg
 
@@ -12,6 +12,12 @@ from tyro.conf import arg
 class Config:
     """Pretrain a quick-thought sentence encoder (QT, Logeswaran & Lee 2018) with the QT, debiased
     (DCL) or hard-negative objective. Defaults are QT's reference configuration."""
+
+    #: Fields a resumed run may change; every other field (new ones included) must agree with the run's.
+    #: vocab_sentences: the vocabulary is read back from vocab.json on resume.
+    RESUME_FREE: ClassVar[frozenset] = frozenset({
+        "output_dir", "resume", "device", "overwrite", "progress", "epochs", "max_steps", "log_every", "checkpoint_every",
+        "vocab_sentences"})
 
     corpus: str = ""
     """Training corpus: a plain-text file or folder (files in sorted order; .gz/.bz2/.xz read

@@ -23,9 +23,8 @@ import tyro
 from tqdm.auto import tqdm
 
 from shared_losses import gather_with_grad
-from shared_losses.runtime import (read_json_file, CsvLogger, RunInterrupted, StopSignals, checkpoint_exists, claim_run_folder,
-                                   config_changes, load_checkpoint, print_run_result, save_checkpoint,
-                                   tensorboard_writer, write_json_atomic)
+from shared_losses.harness import RunHarness
+from shared_losses.runtime import load_checkpoint, print_run_result, read_json_file
 
 from .config import Config
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
@@ -33,9 +32,7 @@ from .model import ModelConfig, QuickThought, save_model
 from .objectives import compute_loss, neighbours
 from .vocab import Vocab
 
-# Fields a resumed run may change; every other field (new ones included) must agree with the checkpoint's
-# run. vocab_sentences: the vocabulary is read back from vocab.json on resume.
-RESUME_FREE = {"output_dir", "resume", "device", "overwrite", "progress", "epochs", "max_steps", "log_every", "checkpoint_every", "vocab_sentences"}
+RESUME_FREE = Config.RESUME_FREE  # the fields a resumed run may change (declared by the configuration)
 
 
 def validate(cfg: Config) -> None:
@@ -116,8 +113,8 @@ def train(cfg: Config) -> dict:
     from accelerate.utils import set_seed
 
     validate(cfg)
-    out = Path(cfg.output_dir)
-    folder = claim_run_folder(out, "nlp_qt", resume=cfg.resume, overwrite=cfg.overwrite)  # every process, before any writes
+    # the folder rules, read by every process before any of them writes
+    harness = RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite, free=Config.RESUME_FREE)
     accelerator = Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu")
     main = accelerator.is_main_process
     world, rank = accelerator.num_processes, accelerator.process_index
@@ -128,22 +125,16 @@ def train(cfg: Config) -> dict:
             f"torch.distributed has {dist.get_world_size()} processes but accelerate sees {world} "
             "(on CPU, launch with ACCELERATE_USE_CPU=true torchrun ... or accelerate launch with a multi-CPU config)"
         )
-    ckpt_dir = out / "checkpoint"
+    out, ckpt_dir = harness.out, harness.checkpoint_dir
 
     # --- configuration and vocabulary (reused on resume) ---------------------------------------
+    # num_processes: the global batch (and so the data skipped on resume) depends on it.
+    config = {**dataclasses.asdict(cfg), "num_processes": world}
     cfg_path = out / "config.json"
-    resuming = folder.resuming and checkpoint_exists(ckpt_dir)
+    resuming = harness.resuming
     if resuming and cfg_path.exists():
-        old = read_json_file(cfg_path, "run's configuration")
-        # num_processes: the global batch (and so the data skipped on resume) depends on it.
-        changes = config_changes(old, {**dataclasses.asdict(cfg), "num_processes": world}, free=RESUME_FREE,
-                                 legacy={"num_processes": world})
-        diff = {k: (was, now) for k, was, now in changes}
-        if diff:
-            raise ValueError(
-                f"cannot resume from {ckpt_dir}: configuration differs in {diff} (old, new); "
-                "use the same options, another --output-dir, or --overwrite (moves this run aside)"
-            )
+        harness.legacy = {"num_processes": world}
+        harness.refuse_config_changes(read_json_file(cfg_path, "run's configuration"), config, where=ckpt_dir)
     if resuming:
         done_summary = finished_summary(cfg, out)
         if done_summary is not None:  # a finished run is left exactly as it is
@@ -151,13 +142,11 @@ def train(cfg: Config) -> dict:
                 print(f"{out} already holds this run, finished at step {done_summary['step']}; nothing to do "
                       "(pass a larger --max-steps or --epochs to train on)")
             return done_summary
-    accelerator.wait_for_everyone()  # every process has read the folder before the main one changes it
-    folder.open(is_main=main)
+    harness.open(accelerator)
     vocab_path = out / "vocab.json"
-    if main:
-        if not (resuming and vocab_path.exists()):
-            build_vocab(cfg).save(vocab_path)
-        write_json_atomic(cfg_path, {**dataclasses.asdict(cfg), "num_processes": world})
+    if main and not (resuming and vocab_path.exists()):
+        build_vocab(cfg).save(vocab_path)
+    harness.write_config(config)
     accelerator.wait_for_everyone()
     vocab = Vocab.load(vocab_path)
 
@@ -186,20 +175,11 @@ def train(cfg: Config) -> dict:
         last_loss = state.get("last_loss", last_loss)  # a finished run resumed keeps its final loss
         if main:
             print(f"resumed from {ckpt_dir} at step {step} (epoch {epoch}, batch {batch_in_epoch})")
-    logger = CsvLogger(out / "log.csv", resume_step=step if resuming else None) if main else None
-    tb = None
-    if main:
-        tb = tensorboard_writer(out / "tb", resume_step=step if resuming else None,
-                                config={**dataclasses.asdict(cfg), "num_processes": world})
+    harness.start_logging(step if resuming else None, config=config)
 
-    def checkpoint():
-        if tb is not None:  # events up to the checkpoint on disk first: a resume does not log them again
-            tb.flush()
-        save_checkpoint(
-            accelerator, ckpt_dir,
-            {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen,
-             "no_neighbour_batches": no_neighbour_batches, "last_loss": last_loss, "corpus": fingerprint},
-        )
+    def state() -> dict:
+        return {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen,
+                "no_neighbour_batches": no_neighbour_batches, "last_loss": last_loss, "corpus": fingerprint}
 
     global_bs = cfg.batch_size * world
     stats = CorpusStats()
@@ -207,7 +187,7 @@ def train(cfg: Config) -> dict:
     bar = tqdm(total=cfg.max_steps, initial=step, disable=not (main and cfg.progress), unit="step", dynamic_ncols=True,
                mininterval=0.1 if sys.stderr.isatty() else 10.0)
     t0, s0 = time.perf_counter(), sentences_seen
-    with StopSignals() as stop:  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130
+    with harness.signals() as stop:  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130
         while epoch < cfg.epochs and not done:
             stats = CorpusStats()
             batches = contiguous_batches(sentence_stream(cfg, stats), global_bs)
@@ -268,21 +248,18 @@ def train(cfg: Config) -> dict:
                 rate = (sentences_seen - s0) / max(time.perf_counter() - t0, 1e-9)
                 bar.update(1)
                 bar.set_postfix(loss=f"{last_loss:.4f}", sent_per_s=f"{rate:.0f}", epoch=epoch, refresh=False)
-                if main and (step % cfg.log_every == 0 or step == 1):
+                if step % cfg.log_every == 0 or step == 1:
                     row = {"step": step, "epoch": epoch, "loss": last_loss, "grad_norm": grad_norm,
                            "sentences": sentences_seen, "sentences_per_s": rate}
-                    logger.log(row)
+                    harness.csv().log(row)
                     for k in ("loss", "grad_norm", "sentences_per_s"):
-                        tb.add_scalar(f"train/{k}", row[k], step)
-                if step % cfg.checkpoint_every == 0:
-                    checkpoint()
+                        harness.tb.add_scalar(f"train/{k}", row[k], step)
+                due = harness.checkpoint_due(step, cfg.checkpoint_every)
+                if due:
+                    harness.checkpoint(state())
                 if stop_now or (world == 1 and stop.requested):
-                    if step % cfg.checkpoint_every != 0:
-                        checkpoint()
                     bar.close()
-                    if main:
-                        tb.close()
-                    raise RunInterrupted(f"step {step} (checkpoint written to {ckpt_dir})")
+                    raise harness.interrupted(f"step {step}", None if due else state())
                 if cfg.max_steps is not None and step >= cfg.max_steps:
                     done = True
                     break
@@ -295,7 +272,7 @@ def train(cfg: Config) -> dict:
                         "lower --batch-size"
                     )
     bar.close()
-    checkpoint()
+    harness.checkpoint(state())
     summary = {
         "step": step, "epoch": epoch, "sentences_seen": sentences_seen, "final_loss": last_loss,
         "corpus_stats_last_pass": stats.as_dict(), "vocab_size": len(vocab),
@@ -304,9 +281,8 @@ def train(cfg: Config) -> dict:
     if main:
         unwrapped = accelerator.unwrap_model(model)
         save_model(unwrapped, vocab, out / "model", {"train_config": dataclasses.asdict(cfg), "step": step})
-        write_json_atomic(out / "summary.json", summary)
-        tb.close()
-        logger.close()
+    harness.finish(summary)
+    if main:
         if stats.undecodable_lines:
             print(f"corpus: skipped {stats.undecodable_lines} lines that are not UTF-8 (e.g. {stats.examples[:3]})")
         if no_neighbour_batches:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from tyro.conf import arg
 
@@ -56,6 +56,11 @@ def task_default(task: str, key: str) -> float:
 @dataclass
 class Config:
     """Train SAC + CURL (or the debiased / hard-negative auxiliary loss) on a DeepMind Control task from pixels."""
+
+    #: Fields a resumed run may change; every other field must match the run's (its checkpoint's signature).
+    RESUME_FREE: ClassVar[frozenset] = frozenset({
+        "out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
+        "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark"})
 
     task: str = "cartpole-swingup"
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for any gymnasium environment with a bounded continuous action space (rendered to pixels)."""

@@ -24,17 +24,14 @@ import torch
 import tyro
 from tqdm import tqdm
 
-from shared_losses.runtime import (read_json_file, register_named, CheckpointError, CsvLogger, RunInterrupted, StopSignals, checkpoint_exists,
-                                   claim_run_folder, config_changes, load_checkpoint, print_run_result, save_checkpoint,
-                                   tensorboard_writer, write_json_atomic)
+from shared_losses.harness import RunHarness, refuse_config_changes
+from shared_losses.runtime import CheckpointError, load_checkpoint, print_run_result, read_json_file, register_named
 
 from .agent import CurlAgent
 from .config import Config
 from .env import make
 
-# Fields that may change between a run and its resumption; every other field must match.
-RESUMABLE_FIELDS = {"out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
-                    "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark"}
+RESUMABLE_FIELDS = Config.RESUME_FREE  # fields a resumed run may change (declared by the configuration)
 # Fields added after checkpoints were first written, with the value every older checkpoint implies.
 LEGACY_SIGNATURE = {"encoder_tanh": True, "update": "official"}
 # Layout of the saved agent. 2: the encoder's linear layer reads the conv features in (row, column,
@@ -99,11 +96,8 @@ def config_signature(cfg: Config) -> dict:
 def check_signature(extra: dict, cfg: Config, path) -> None:
     """Refuse a checkpoint written with another configuration, naming every differing field. Fields
     added since a checkpoint was written count with the value its code implied (LEGACY_SIGNATURE)."""
-    changes = config_changes(extra.get("signature", {}), config_signature(cfg), free=RESUMABLE_FIELDS,
-                             legacy=LEGACY_SIGNATURE)
-    if changes:
-        raise CheckpointError(f"checkpoint {path} was written with a different configuration; differing "
-                              f"fields: " + ", ".join(f"{k} (checkpoint {old!r}, now {new!r})" for k, old, new in changes))
+    refuse_config_changes(extra.get("signature", {}), config_signature(cfg), free=RESUMABLE_FIELDS,
+                          legacy=LEGACY_SIGNATURE, where=path)
 
 
 def stream_seeds(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
@@ -185,18 +179,17 @@ def run(cfg: Config) -> dict:
     if accelerator.num_processes > 1:
         raise ValueError("rl_curl trains one agent per process on one device; launch several seeds with "
                          "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")
-    out = Path(cfg.out_dir)
-    ckpt_dir = out / "checkpoint"
-    folder = claim_run_folder(out, "rl_curl", resume=cfg.resume, overwrite=cfg.overwrite, option="--output-dir")
-    resuming = folder.resuming and checkpoint_exists(ckpt_dir)
-    if folder.resuming and not checkpoint_exists(ckpt_dir) and (out / "summary.json").exists():  # checkpoint deleted
+    harness = RunHarness("rl_curl", cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite, free=Config.RESUME_FREE,
+                         legacy=LEGACY_SIGNATURE)
+    out, ckpt_dir, resuming = harness.out, harness.checkpoint_dir, harness.resuming
+    if harness.folder.resuming and not resuming and (out / "summary.json").exists():  # checkpoint deleted
         raise FileExistsError(f"{out} holds a finished run (summary.json) but no checkpoint/ to continue it from, so "
                               "starting there would overwrite its logs: pass --overwrite (moves it aside) or choose "
                               "another --output-dir to start a new run; nothing was changed")
     if resuming:
         # Counters and configuration first, so that a mismatch is refused naming its fields before
         # accelerate tries to load models, optimisers or a replay of another shape.
-        extra = load_checkpoint(None, ckpt_dir)
+        extra = harness.saved_state()
         check_checkpoint_format(extra, ckpt_dir)
         check_signature(extra, cfg, ckpt_dir)
         if extra["step"] >= cfg.agent_steps and (out / "summary.json").exists() and not cfg.save_video:
@@ -204,7 +197,7 @@ def run(cfg: Config) -> dict:
                   "nothing to do (pass a larger --env-steps to train on)")
             return read_json_file(out / "summary.json", "run's summary")
     check_replay_memory(cfg, accelerator.device)
-    folder.open()
+    harness.open(accelerator)
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
     if accelerator.device.type == "cuda":
@@ -230,21 +223,20 @@ def run(cfg: Config) -> dict:
         # the replay refills it (no updates then, so nothing new to log).
         metrics = extra.get("metrics", {}) if cfg.save_replay else {}
         resumed = True
-    write_json_atomic(out / "config.json", dataclasses.asdict(cfg))
+    harness.write_config(dataclasses.asdict(cfg))
     ar = cfg.action_repeat
-    log = CsvLogger(out / "log.csv", resume_step=step * ar if resumed else None, step_key="env_step")
-    eval_log = CsvLogger(out / "eval.csv", resume_step=step * ar if resumed else None, step_key="env_step")
-    # On resume, TensorBoard drops the events logged after the checkpoint (they are redone), as the CSVs do.
-    tb = tensorboard_writer(out / "tb", resume_step=step * ar if resumed else None, config=dataclasses.asdict(cfg))
+    # On resume, the CSVs and TensorBoard drop what was logged after the checkpoint (it is redone).
+    harness.start_logging(step * ar if resumed else None, config=dataclasses.asdict(cfg), csv=("log.csv", "eval.csv"),
+                          step_key="env_step")
+    log, eval_log, tb = harness.csv("log.csv"), harness.csv("eval.csv"), harness.tb
     # Seed steps are counted from the start of the run; a resume without the replay refills it first.
     seed_until = cfg.seed_steps if cfg.save_replay or not resumed else step + cfg.seed_steps
 
     def save():
-        tb.flush()  # events up to the checkpoint must be on disk before it: a resume does not log them again
-        save_checkpoint(accelerator, ckpt_dir, {"format": CHECKPOINT_FORMAT, "step": step, "episode": episode, "next_ckpt": next_ckpt,
-                                                "action_rng": action_rng.bit_generator.state,
-                                                "metrics": {k: float(v) for k, v in metrics.items()},
-                                                "signature": config_signature(cfg), "config": dataclasses.asdict(cfg)})
+        harness.checkpoint({"format": CHECKPOINT_FORMAT, "step": step, "episode": episode, "next_ckpt": next_ckpt,
+                            "action_rng": action_rng.bit_generator.state,
+                            "metrics": {k: float(v) for k, v in metrics.items()},
+                            "signature": config_signature(cfg), "config": dataclasses.asdict(cfg)})
 
     def do_eval(final: bool = False) -> float:
         video = out / "eval.mp4" if (final and cfg.save_video) else None
@@ -260,7 +252,7 @@ def run(cfg: Config) -> dict:
         and float(eval_log.rows[-1]["env_step"]) == step * ar
     obs, ep_return, last_eval = None, 0.0, math.nan
     bar = tqdm(total=cfg.agent_steps, initial=step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.aux}", unit="step")
-    stop = StopSignals("stopping at the end of the current episode and writing a checkpoint (Ctrl-C again to stop at "
+    stop = harness.signals("stopping at the end of the current episode and writing a checkpoint (Ctrl-C again to stop at "
                        "once, losing the steps since the last checkpoint)")
     with stop:  # Ctrl-C / SIGTERM: finish the episode (checkpoints are taken between episodes), exit 130
         while step < cfg.agent_steps:
@@ -302,9 +294,8 @@ def run(cfg: Config) -> dict:
                     save()
                 if stop.requested and step < cfg.agent_steps:
                     bar.close()
-                    tb.close()
                     env.close()
-                    raise RunInterrupted(f"environment step {env_step} (checkpoint written to {ckpt_dir})")
+                    raise harness.interrupted(f"environment step {env_step}")  # the checkpoint is written above
     bar.close()
     if finished:
         last_eval = float(eval_log.rows[-1]["eval_return_mean"])
@@ -313,7 +304,7 @@ def run(cfg: Config) -> dict:
     else:
         last_eval = do_eval(final=True)
         save()
-    tb.close()
+    harness.close()
     obs_shape = env.observation_space.shape
     env.close()
     from .policy import POLICY_FILE, save_policy
@@ -322,8 +313,7 @@ def run(cfg: Config) -> dict:
     plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {objective_label(dataclasses.asdict(cfg))}")
     summary = {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,
                "seed": cfg.seed, "env_steps": step * ar, "final_eval_return": last_eval}
-    write_json_atomic(out / "summary.json", summary)
-    return summary
+    return harness.finish(summary)
 
 
 def main() -> None:

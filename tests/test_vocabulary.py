@@ -19,11 +19,11 @@ def parse(config_cls, args):
 def test_shared_options_have_one_name_in_every_trainer(app):
     cls = APPS[app]
     cfg = parse(cls, ["--output-dir", "runs/x", "--seed", "3", "--resume", "--mixed-precision", "bf16",
-                      "--checkpoint-every", "7", "--no-progress", "--device", "cpu"])
+                      "--checkpoint-every", "7", "--log-every", "5", "--no-progress", "--device", "cpu"])
     assert cfg.device == "cpu" and parse(cls, []).device == "auto"  # --device in every trainer
     out = cfg.out_dir if app == "rl_curl" else cfg.output_dir
-    assert (out, cfg.seed, cfg.resume, cfg.mixed_precision, cfg.checkpoint_every, cfg.progress) == \
-        ("runs/x", 3, True, "bf16", 7, False)
+    assert (out, cfg.seed, cfg.resume, cfg.mixed_precision, cfg.checkpoint_every, cfg.log_every, cfg.progress) == \
+        ("runs/x", 3, True, "bf16", 7, 5, False)
     assert parse(cls, ["--overwrite"]).overwrite is True
     assert parse(cls, []).resume is False  # no trainer continues a run unless asked to
 

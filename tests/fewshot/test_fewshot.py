@@ -415,3 +415,13 @@ def test_only_punce_steps_encode_unlabeled_examples(tiny_encoder, easy_task, tmp
     monkeypatch.setattr(ft, "tokenize", counting)
     train(_cfg(tiny_encoder, easy_task, tmp_path, objective=objective, steps=2, eval_every=2, checkpoint_every=2))
     assert sizes[:2] == [10 + unlabeled_per_step] * 2  # batch_labeled 10 (+ batch_unlabeled 20 for puNCE)
+
+
+def test_log_every_keeps_the_evaluation_and_last_steps(tiny_encoder, easy_task, tmp_path):
+    """--log-every (one vocabulary with the other trainers): a row every N steps, plus every evaluation step
+    and the last step, so no evaluation is missing from log.csv."""
+    train(_cfg(tiny_encoder, easy_task, tmp_path, steps=7, eval_every=3, log_every=2, checkpoint_every=7,
+               objective="ce"))
+    rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
+    assert [int(r["step"]) for r in rows] == [2, 3, 4, 6, 7]
+    assert [int(r["step"]) for r in rows if r["eval_accuracy"]] == [3, 6, 7]

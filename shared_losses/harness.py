@@ -1,0 +1,219 @@
+"""The run harness the three trainers share: one object that owns a run's lifecycle, while each application
+keeps its own state, training step and evaluation (the size of drqv2's ``Workspace``, not a framework).
+
+What the harness owns, in the order a trainer meets it::
+
+    h = RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
+                   free=Config.RESUME_FREE)            # the folder rules, read-only: nothing written yet
+    h.refuse_config_changes(saved, current)            # resume: only the fields the config declares free differ
+    h.open(accelerator)                                # move an old run aside (--overwrite), write run.json
+    h.write_config(config)                             # config.json, the run's configuration snapshot
+    h.start_logging(resume_step, config=config)        # log.csv (and more CSVs) + TensorBoard, trimmed on resume
+    with h.signals():                                  # SIGINT/SIGTERM: a request honoured between steps
+        while ...:
+            ... one training step of the application ...
+            h.csv().log(row); h.tb.add_scalar(...)
+            if h.checkpoint_due(step, cfg.checkpoint_every): h.checkpoint(state)
+            if h.stop_requested():
+                raise h.interrupted(f"step {step}", state)   # checkpoint, close the logs; exit 130 via run_cli
+    h.finish(summary)                                  # summary.json, logs closed
+    print_run_result(...)                              # the one JSON line every run ends with
+
+On processes other than the main one the loggers are stand-ins that drop everything, so a loop logs without
+asking which process it is on; only the main process writes files into the folder, and every process takes
+part in the checkpoint (accelerate saves each process's random state).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import torch
+
+from .runtime import (CheckpointError, CsvLogger, RunFolder, RunInterrupted, StopSignals, _NoWriter, checkpoint_exists,
+                      claim_run_folder, config_changes, load_checkpoint, save_checkpoint, tensorboard_writer,
+                      write_json_atomic)
+
+CHECKPOINT = "checkpoint"
+CONFIG_FILE = "config.json"
+
+
+class ConfigChanged(CheckpointError):
+    """A resumed run's options differ from the run's in fields its configuration does not declare free
+    (a ValueError: one ``error:`` line at the command line)."""
+
+
+def refuse_config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], *, free: Iterable[str] = (),
+                          legacy: Mapping[str, Any] | None = None, where: str | os.PathLike = "the output folder") -> None:
+    """The one refusal of a resume with other options, worded alike in every application: a
+    :class:`ConfigChanged` naming each differing field outside ``free`` as ``field: saved -> now``."""
+    changes = config_changes(saved, current, free=free, legacy=legacy)
+    if changes:
+        fields = ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changes)
+        raise ConfigChanged(f"cannot resume the run in {where}: it was written with a different configuration "
+                            f"({fields}), as the run's value -> this command's; use the same options, another "
+                            "--output-dir, or --overwrite (moves that run aside)")
+
+
+class _NoLogger:
+    """Stands in for a :class:`CsvLogger` on processes that write no files."""
+
+    @property
+    def rows(self) -> list:
+        return []
+
+    def log(self, row: Mapping[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class RunHarness:
+    """The lifecycle of one training run: output folder, configuration snapshot and its check on resume,
+    loggers, checkpoints, SIGINT/SIGTERM and the final summary.
+
+    ``free``: the configuration fields a resumed run may change (every other field, new ones included,
+    must equal the run's); each application's configuration declares them (``RESUME_FREE``). ``legacy``:
+    the value a field missing from an older run's configuration had implicitly.
+    """
+
+    def __init__(self, application: str, output_dir: str | os.PathLike, *, resume: bool = False,
+                 overwrite: bool = False, free: Iterable[str] = (), legacy: Mapping[str, Any] | None = None,
+                 option: str = "--output-dir"):
+        self.application = application
+        self.folder: RunFolder = claim_run_folder(output_dir, application, resume=resume, overwrite=overwrite,
+                                                  option=option)
+        self.out = self.folder.path
+        self.checkpoint_dir = self.out / CHECKPOINT
+        #: continuing a run from its checkpoint (--resume on a folder holding one)
+        self.resuming = self.folder.resuming and checkpoint_exists(self.checkpoint_dir)
+        self.free = set(free)
+        self.legacy = dict(legacy or {})
+        self.accelerator = None
+        self.stop: StopSignals | None = None
+        self._csv: dict[str, CsvLogger] = {}
+        self._tb = None
+
+    # ------------------------------------------------------------------------------ configuration
+
+    def saved_state(self) -> dict | None:
+        """The checkpoint's counters and extra state (no models are loaded) when resuming, else None."""
+        return load_checkpoint(None, self.checkpoint_dir) if self.resuming else None
+
+    def config_changes(self, saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+        """``(field, saved, current)`` for every field outside ``free`` that differs."""
+        return config_changes(saved, current, free=self.free, legacy=self.legacy)
+
+    def refuse_config_changes(self, saved: Mapping[str, Any], current: Mapping[str, Any],
+                              where: str | os.PathLike | None = None) -> None:
+        """Raise :class:`ConfigChanged` (one line naming every differing field, and the ways out) if resuming
+        would change a field the configuration does not declare free."""
+        refuse_config_changes(saved, current, free=self.free, legacy=self.legacy, where=where or self.out)
+
+    # ------------------------------------------------------------------------------ folder
+
+    @property
+    def is_main(self) -> bool:
+        return self.accelerator is None or self.accelerator.is_main_process
+
+    def _wait(self) -> None:
+        if self.accelerator is not None:
+            self.accelerator.wait_for_everyone()
+
+    def open(self, accelerator=None) -> "RunHarness":
+        """Carry out the folder decision: an old run moved aside (--overwrite), the folder created and
+        ``run.json`` written for a new run. Every process must have read the folder before (all of them
+        call this); only the main process changes it."""
+        self.accelerator = accelerator
+        self._wait()
+        self.folder.open(is_main=self.is_main)
+        self._wait()
+        return self
+
+    def write_config(self, config: Mapping[str, Any], name: str = CONFIG_FILE) -> None:
+        """The run's configuration snapshot (main process only)."""
+        if self.is_main:
+            write_json_atomic(self.out / name, dict(config))
+
+    # ------------------------------------------------------------------------------ logging
+
+    def start_logging(self, resume_step: int | None, *, config: Mapping[str, Any] | None = None,
+                      csv: Iterable[str] = ("log.csv",), step_key: str = "step") -> None:
+        """CSV logs (one per name in ``csv``) and a TensorBoard writer in ``tb/``. ``resume_step``: the step
+        of the checkpoint a resumed run starts from (rows and events after it are dropped, they are logged
+        again); None for a new run (older rows and events in the folder are dropped)."""
+        if not self.is_main:
+            return
+        self._csv = {name: CsvLogger(self.out / name, resume_step=resume_step, step_key=step_key) for name in csv}
+        self._tb = tensorboard_writer(self.out / "tb", resume_step=resume_step,
+                                      config=None if config is None else dict(config))
+
+    def csv(self, name: str = "log.csv"):
+        """The CSV logger ``name`` (a stand-in that drops rows on other processes)."""
+        return self._csv.get(name, _NoLogger()) if self.is_main else _NoLogger()
+
+    @property
+    def tb(self):
+        """The TensorBoard writer (a stand-in that drops everything on other processes or before logging starts)."""
+        return self._tb if self._tb is not None else _NoWriter()
+
+    def close(self) -> None:
+        """Close the loggers (every row is already on disk; TensorBoard's buffer is flushed)."""
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        for logger in self._csv.values():
+            logger.close()
+
+    # ------------------------------------------------------------------------------ checkpoints
+
+    @staticmethod
+    def checkpoint_due(step: int, every: int) -> bool:
+        """Whether ``step`` is on the checkpoint cadence (every ``every`` steps; 0 or less: never)."""
+        return every > 0 and step % every == 0
+
+    def checkpoint(self, state: Mapping[str, Any]) -> Path:
+        """Write the checkpoint atomically: the objects registered with the accelerator (named entries, see
+        :func:`shared_losses.runtime.register_named`) and ``state``. TensorBoard's buffer goes to disk first:
+        a resumed run does not log the steps before its checkpoint again."""
+        if self._tb is not None:
+            self._tb.flush()
+        return save_checkpoint(self.accelerator, self.checkpoint_dir, dict(state))
+
+    # ------------------------------------------------------------------------------ interrupts
+
+    def signals(self, message: str | None = None) -> StopSignals:
+        """The SIGINT/SIGTERM handlers for the training loop (``with h.signals(): ...``)."""
+        self.stop = StopSignals() if message is None else StopSignals(message)
+        return self.stop
+
+    def stop_requested(self) -> bool:
+        """Whether any process got SIGINT/SIGTERM: every process stops after the same step."""
+        local = bool(self.stop is not None and self.stop.requested)
+        acc = self.accelerator
+        if acc is None or acc.num_processes == 1:
+            return local
+        flag = torch.tensor([float(local)], device=acc.device)
+        return bool(acc.reduce(flag, reduction="sum").item())
+
+    def interrupted(self, where: str, state: Mapping[str, Any] | None = None) -> RunInterrupted:
+        """Checkpoint ``state`` (None: the loop has just written one), close the logs and return the
+        exception to raise: ``run_cli`` prints "interrupted at WHERE (checkpoint written to ...); continue
+        with --resume" and exits 130."""
+        if state is not None:
+            self.checkpoint(state)
+        self.close()
+        return RunInterrupted(f"{where} (checkpoint written to {self.checkpoint_dir})")
+
+    # ------------------------------------------------------------------------------ the end
+
+    def finish(self, summary: Mapping[str, Any], name: str = "summary.json") -> dict:
+        """Write the run's summary (main process) and close the logs; returns the summary."""
+        summary = dict(summary)
+        if self.is_main:
+            write_json_atomic(self.out / name, summary)
+        self.close()
+        return summary

@@ -1,0 +1,150 @@
+"""The run harness the three trainers share (shared_losses.harness): a tiny training loop written against it
+is interrupted by a real SIGINT, resumed, and must end exactly as the uninterrupted run; its logs keep no row
+twice; its configuration check names the fields; the folder is claimed before anything is written."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from shared_losses.harness import ConfigChanged, RunHarness, refuse_config_changes
+from shared_losses.runtime import RUN_FILE, CheckpointError, RunFolderError, RunInterrupted, load_checkpoint
+
+FREE = {"steps", "resume", "overwrite"}
+
+
+def tiny_run(out, steps=6, resume=False, overwrite=False, interrupt_at=None, lr=0.1, checkpoint_every=4) -> dict:
+    """A loop as the trainers write it: the harness owns the folder, config, logs, checkpoints and signals;
+    the loop owns the model and its step. ``interrupt_at``: send SIGINT to this process during that step."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    config = {"steps": steps, "lr": lr, "resume": resume, "overwrite": overwrite}
+    h = RunHarness("tiny", out, resume=resume, overwrite=overwrite, free=FREE)
+    acc = Accelerator(cpu=True)
+    if h.resuming:
+        h.refuse_config_changes(json.loads((h.out / "config.json").read_text()), config)
+    h.open(acc)
+    h.write_config(config)
+    set_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    model, opt = acc.prepare(model, opt)
+    step = 0
+    if h.resuming:
+        step = h.saved_state()["step"]
+        load_checkpoint(acc, h.checkpoint_dir)
+    h.start_logging(step if h.resuming else None, config=config)
+    with h.signals():
+        while step < steps:
+            x = torch.randn(5, 3)  # the global RNG: restored from the checkpoint on resume
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            if step == interrupt_at:
+                os.kill(os.getpid(), signal.SIGINT)
+            h.csv().log({"step": step, "loss": loss.item()})
+            h.tb.add_scalar("loss", loss.item(), step)
+            due = h.checkpoint_due(step, checkpoint_every)
+            if due:
+                h.checkpoint({"step": step})
+            if h.stop_requested() and step < steps:
+                raise h.interrupted(f"step {step}", None if due else {"step": step})
+    h.checkpoint({"step": step})
+    return h.finish({"step": step, "weight": model.weight.detach().flatten().tolist()})
+
+
+def log_steps(out) -> list[int]:
+    with open(out / "log.csv") as fh:
+        return [int(r["step"]) for r in csv.DictReader(fh)]
+
+
+def test_harness_an_interrupted_and_resumed_run_ends_as_the_uninterrupted_one(tmp_path):
+    whole = tiny_run(tmp_path / "whole")
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RunInterrupted, match=r"interrupted at step 3 \(checkpoint written to .*checkpoint\); "
+                                             r"continue with --resume"):
+        tiny_run(tmp_path / "cut", interrupt_at=3)
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # handlers given back
+    assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 3  # off the cadence: written on stop
+    assert not (tmp_path / "cut" / "summary.json").exists()
+    resumed = tiny_run(tmp_path / "cut", resume=True)
+    assert resumed == whole
+    assert log_steps(tmp_path / "cut") == list(range(1, 7))  # every step logged once
+    assert json.loads((tmp_path / "cut" / "summary.json").read_text()) == whole
+    assert json.loads((tmp_path / "cut" / RUN_FILE).read_text())["application"] == "tiny"
+
+
+def test_harness_a_run_cut_after_its_checkpoint_logs_the_redone_steps_once(tmp_path):
+    """Rows logged after the last checkpoint are redone on resume; the log keeps each step once."""
+    out = tmp_path / "r"
+    with pytest.raises(RunInterrupted):
+        tiny_run(out, interrupt_at=4, steps=6)  # on the cadence: the loop's own checkpoint is the one kept
+    with open(out / "log.csv", "a") as fh:  # a row written after the checkpoint by a run killed later
+        fh.write("5,0.5\n")
+    tiny_run(out, resume=True)
+    assert log_steps(out) == list(range(1, 7))
+
+
+def test_harness_refuses_a_resume_with_other_options_naming_each_field(tmp_path):
+    out = tmp_path / "c"
+    tiny_run(out, steps=2)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(ConfigChanged, match=r"different configuration \(lr: 0.1 -> 0.2\)") as err:
+        tiny_run(out, steps=4, resume=True, lr=0.2)
+    assert isinstance(err.value, CheckpointError) and isinstance(err.value, ValueError)
+    assert "--overwrite" in str(err.value) and "\n" not in str(err.value)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    # a free field may change: the run continues to 4 steps
+    assert tiny_run(out, steps=4, resume=True)["step"] == 4
+
+
+def test_harness_config_check_uses_free_and_legacy_fields():
+    refuse_config_changes({"a": 1, "steps": 3}, {"a": 1, "steps": 9}, free={"steps"})
+    refuse_config_changes({"a": 1}, {"a": 1, "new": True}, legacy={"new": True})  # older run: implied value
+    with pytest.raises(ConfigChanged, match=r"new: False -> True"):
+        refuse_config_changes({"a": 1}, {"a": 1, "new": True}, legacy={"new": False})
+    with pytest.raises(ConfigChanged, match=r"\(a: 1 -> 2, b: None -> 3\)"):
+        refuse_config_changes({"a": 1}, {"a": 2, "b": 3}, where="X")
+
+
+def test_harness_claims_the_folder_before_writing_anything(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(RunFolderError, match="holds no run"):
+        RunHarness("tiny", mine)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    h = RunHarness("tiny", tmp_path / "new")  # read-only until open()
+    assert not (tmp_path / "new").exists() and not h.resuming
+
+
+def test_harness_loggers_are_stand_ins_before_logging_starts_and_off_the_main_process(tmp_path):
+    h = RunHarness("tiny", tmp_path / "x")
+    h.csv().log({"step": 1})
+    h.tb.add_scalar("loss", 1.0, 1)
+    assert h.csv().rows == []
+
+    class NotMain:
+        is_main_process, num_processes = False, 2
+
+        def wait_for_everyone(self):
+            pass
+
+    h.accelerator = NotMain()
+    h.start_logging(None, config={"a": 1})
+    h.write_config({"a": 1})
+    h.finish({"step": 0})
+    assert not (tmp_path / "x").exists()  # only the main process writes into the folder
+
+
+def test_harness_checkpoint_cadence():
+    assert [s for s in range(1, 10) if RunHarness.checkpoint_due(s, 4)] == [4, 8]
+    assert not any(RunHarness.checkpoint_due(s, 0) for s in range(1, 10))
