@@ -128,10 +128,9 @@ class FrameReplay:
     def _gather_staged(self, idx: np.ndarray) -> torch.Tensor:
         """:meth:`_gather` of the host ring into a reused staging buffer (pinned when CUDA is available).
 
-        A fresh 61 MB array per batch (B = 512) costs its page faults on every sample: on our 2-core
-        CPU, 13 ms for the numpy gather against 5 ms for this one into a reused buffer (48 and 21 ms
-        while other jobs shared the cores). The buffer is
-        only overwritten once the previous copy out of it has finished (``_staging_copied``)."""
+        A fresh 61 MB array per batch (B = 512) costs its page faults on every sample; a reused buffer
+        pays them once. The buffer is only overwritten once the previous copy out of it has finished
+        (``_staging_copied``)."""
         B, k1 = len(idx), self.k + 1
         if self._staging_copied is not None:
             self._staging_copied.synchronize()
