@@ -414,8 +414,10 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128) -> tupl
     try:
         st = SentenceTransformer(str(path) if path.exists() else model, device=device)
     except Exception as err:  # noqa: BLE001
+        why = (str(err).strip().splitlines() or [""])[0]  # the hub's messages run over several lines
+        where = "" if path.exists() else " (no such local folder, so it was asked of the hub)"
         raise FileNotFoundError(
-            f"could not load {model!r} as a sentence-transformers model ({type(err).__name__}: {err}); "
+            f"could not load {model!r} as a sentence-transformers model{where}: {type(err).__name__}: {why}; "
             "offline? pass a local model folder"
         ) from err
 

@@ -254,3 +254,12 @@ def test_senteval_names_other_applications_runs_and_missing_folders(tmp_path):
         se.load_encoder(str(run))
     with pytest.raises(FileNotFoundError, match="no such folder"):
         se.load_encoder(str(tmp_path / "runs" / "missing" / "model"))
+
+
+def test_a_name_that_is_no_local_folder_and_not_on_the_hub_gets_one_line(monkeypatch):
+    """'org/name' may be a hub id, so it is asked of the hub; offline, the hub's several-line message used to be
+    passed on whole."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError, match=r"no such local folder.*offline\?") as err:
+        se.load_encoder("no-such-org/no-such-model")
+    assert "\n" not in str(err.value)
