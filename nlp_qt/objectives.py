@@ -26,14 +26,66 @@ batch edge) are dropped from the loss; the loss is the mean over the remaining a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import torch
 import torch.nn.functional as F
 
 from shared_losses import debiased_nce_from_logits, hard_negative_nce_from_logits, log_floor_min_negative
 
-OBJECTIVES = ("qt", "debiased", "hard")
+#: The hyper-parameters an objective may take, with the value that means "not used".
+NEUTRAL = {"tau_plus": 0.0, "beta": 1.0}
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One training objective: what validation, the sweep's folders and the reports read (the loss itself is
+    chosen in :func:`compute_loss`)."""
+
+    name: str  # the --objective value
+    label: str  # its name in tables and plots
+    uses: tuple[str, ...]  # hyper-parameters that apply (the others must keep their NEUTRAL value)
+    rank: int  # row order in DCL Table 2 (biased first)
+
+
+#: Every objective of nlp_qt, in Table 2's order.
+OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
+    Objective("qt", "biased (QT)", (), 0),
+    Objective("debiased", "debiased", ("tau_plus",), 1),
+    Objective("hard", "hard", ("tau_plus", "beta"), 2),
+)}
 NEG_INF = float("-inf")
+
+
+def get(name: str) -> Objective:
+    try:
+        return OBJECTIVES[name]
+    except KeyError:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {name!r}") from None
+
+
+def check_fields(objective: str, fields: Mapping[str, float]) -> None:
+    """Refuse a hyper-parameter that ``objective`` does not use (it would be silently ignored)."""
+    obj = get(objective)
+    for field, neutral in NEUTRAL.items():
+        if field not in obj.uses and fields.get(field, neutral) != neutral:
+            users = [o.name for o in OBJECTIVES.values() if field in o.uses]
+            raise ValueError(f"{field} is only used by objective {' or '.join(users)}; objective {objective} takes "
+                             f"{field} = {neutral:g}, got {fields[field]}")
+
+
+def folder_name(objective: str, tau_plus: float = 0.0, beta: float = 1.0) -> str:
+    """The objective with the settings that tell its variants apart, as a folder name of the Table 2 sweep:
+    qt, debiased_0.01, hard_0.01_b1."""
+    uses = get(objective).uses
+    return objective + (f"_{tau_plus:g}" if "tau_plus" in uses else "") + (f"_b{beta:g}" if "beta" in uses else "")
+
+
+def label(objective: str, tau_plus: float = 0.0, beta: float = 1.0) -> str:
+    """A run's row in the tables: biased (QT), debiased τ⁺=0.01, hard τ⁺=0.01 β=1."""
+    obj = get(objective)
+    return obj.label + (f" τ⁺={tau_plus:g}" if "tau_plus" in obj.uses else "") + (
+        f" β={beta:g}" if "beta" in obj.uses else "")
 
 
 @dataclass
@@ -129,8 +181,7 @@ def compute_loss(
     ``[b]``: the anchors' positions among the candidates (default ``arange(b)``, i.e. the same
     sentences; with candidates gathered across processes, ``rank * b + arange(b)``).
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    get(objective)  # an unknown objective is refused
     if log_floor not in ("min_negative", "none"):
         raise ValueError(f"log_floor must be 'min_negative' or 'none', got {log_floor!r}")
     if self_score != "exclude" and objective != "qt":

@@ -29,7 +29,7 @@ from shared_losses.runtime import load_checkpoint, print_run_result, read_json_f
 from .config import Config
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
 from .model import ModelConfig, QuickThought, save_model
-from .objectives import compute_loss, neighbours
+from .objectives import check_fields, compute_loss, neighbours
 from .vocab import Vocab
 
 RESUME_FREE = Config.RESUME_FREE  # the fields a resumed run may change (declared by the configuration)
@@ -42,8 +42,7 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"batch_size must be >= 2, got {cfg.batch_size}")
     if not 0.0 <= cfg.tau_plus < 1.0:
         raise ValueError(f"tau_plus must be in [0, 1), got {cfg.tau_plus}")
-    if cfg.objective == "qt" and cfg.tau_plus != 0.0:
-        raise ValueError("tau_plus is only used by objectives debiased/hard; objective qt takes tau_plus = 0")
+    check_fields(cfg.objective, {"tau_plus": cfg.tau_plus, "beta": cfg.beta})  # the objectives' table says what applies
     if cfg.self_score == "zero" and cfg.objective != "qt":
         raise ValueError("self_score zero is only defined for objective qt")
     if cfg.epochs < 1 or cfg.lr <= 0 or cfg.log_every < 1 or cfg.checkpoint_every < 1:

@@ -43,6 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from nlp_qt import objectives as O  # noqa: E402
 from nlp_qt.senteval import ALL_TASKS, TASKS  # noqa: E402
 from shared_losses.runtime import write_json_atomic  # noqa: E402
 from shared_losses.stats import paired_stats  # noqa: E402
@@ -142,15 +143,20 @@ def train_command(a, run: Path, objective: str, tau: float, seed: int, max_steps
     return cmd + ([] if max_steps is None else ["--max-steps", str(max_steps)])
 
 
+def trained_variants(a) -> list[tuple[str, str, float]]:
+    """(row label, objective, tau+) of every trained encoder of the sweep: QT, then debiased at each --tau-plus
+    (labels and folder names from nlp_qt.objectives' table)."""
+    return [(O.label("qt"), "qt", 0.0)] + [(O.label("debiased", t), "debiased", t) for t in a.tau_plus]
+
+
 def jobs(a) -> list[dict]:
     """Every model of the sweep: {name, seed, dir, train (command or None), model (what senteval loads), config
     (its settings file, part of the evaluation cache's key)}."""
     out = Path(a.out)
-    variants = [("biased (QT)", "qt", 0.0)] + [(f"debiased τ⁺={t:g}", "debiased", t) for t in a.tau_plus]
     res = []
     for seed in a.seeds:
-        for name, objective, tau in variants:
-            run = out / (objective if objective == "qt" else f"{objective}_{tau:g}") / f"seed{seed}"
+        for name, objective, tau in trained_variants(a):
+            run = out / O.folder_name(objective, tau) / f"seed{seed}"
             res.append(dict(name=name, seed=seed, dir=run, model=run / "model", config=run / "config.json",
                             train=train_command(a, run, objective, tau, seed, a.max_steps)))
         if "untrained" in a.baselines:
@@ -313,9 +319,11 @@ def render(a, results: dict) -> tuple[str, dict]:
             lines.append(f"| {name} | {col} | " + " | ".join(f"{ps[str(s)]:.2f}" if str(s) in ps else "-"
                                                             for s in seeds) + " |")
     # paired differences: every trained objective against QT and against each seeded baseline
-    trained = [n for n in names if n == "biased (QT)" or n.startswith("debiased")]
+    variants = [v[0] for v in trained_variants(a)]
+    biased = variants[0]
+    trained = [n for n in names if n in variants]
     anchors = [n for n in names if n not in trained and list(results[n]) != [None]]
-    pairs = [(n, "biased (QT)") for n in trained if n != "biased (QT)"] + [(n, b) for n in trained for b in anchors]
+    pairs = [(n, biased) for n in trained if n != biased] + [(n, b) for n in trained for b in anchors]
     paired = {}
     if pairs:
         lines += ["", "Paired differences (same seed: same initialisation, same data order; 95 % intervals)", "",

@@ -139,3 +139,41 @@ def test_model_embedding_halves_are_unit_norm():
     assert torch.allclose(e[1], e2[0], atol=1e-6)
     with pytest.raises(ValueError, match="even"):
         ModelConfig(20, 8, 7)
+
+
+def test_the_objectives_table_is_what_the_cli_validation_and_sweep_read(tmp_path):
+    """nlp_qt.objectives.OBJECTIVES is the one table (issue 16, item 4): the CLI's choices, the check of which
+    hyper-parameters apply, the Table 2 sweep's folder names and row labels."""
+    import typing
+
+    from nlp_qt import objectives as O
+    from nlp_qt.config import Config
+    from nlp_qt.train import validate
+
+    hints = typing.get_type_hints(Config, include_extras=True)
+    assert set(typing.get_args(hints["objective"])) == set(O.OBJECTIVES)
+    assert [O.folder_name("qt"), O.folder_name("debiased", 0.01), O.folder_name("hard", 0.1, 2.0)] == \
+        ["qt", "debiased_0.01", "hard_0.1_b2"]
+    assert [O.label("qt"), O.label("debiased", 0.01), O.label("hard", 0.1, 2.0)] == \
+        ["biased (QT)", "debiased τ⁺=0.01", "hard τ⁺=0.1 β=2"]
+    with pytest.raises(ValueError, match="objective must be one of qt, debiased, hard"):
+        O.get("simclr")
+    ok = dict(corpus="c", output_dir=str(tmp_path / "r"))
+    validate(Config(**ok, objective="hard", tau_plus=0.1, beta=2.0))
+    with pytest.raises(ValueError, match="beta is only used by objective hard"):
+        validate(Config(**ok, objective="debiased", tau_plus=0.1, beta=2.0))  # silently ignored before
+    with pytest.raises(ValueError, match="tau_plus is only used by objective debiased or hard"):
+        validate(Config(**ok, objective="qt", tau_plus=0.1))
+
+
+def test_qt_table2_takes_its_folders_and_rows_from_the_table():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("qt_table2", Path(__file__).parents[2] / "scripts" / "qt_table2.py")
+    t2 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(t2)
+    a = t2.parse_args(["--corpus", "c", "--data", "d", "--out", "o", "--seeds", "0", "--tau-plus", "0.01", "0.1"])
+    assert [(j["name"], str(j["dir"])) for j in t2.jobs(a)] == [
+        ("biased (QT)", "o/qt/seed0"), ("debiased τ⁺=0.01", "o/debiased_0.01/seed0"),
+        ("debiased τ⁺=0.1", "o/debiased_0.1/seed0")]
