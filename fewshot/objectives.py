@@ -10,12 +10,44 @@ Roles: +1 labeled positive, -1 labeled negative, 0 unlabeled (the encoding of ``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
 from shared_losses import punce_loss, supcon_loss
 
-OBJECTIVES = ("ce", "ce+scl", "ce+punce")
+
+@dataclass(frozen=True)
+class Objective:
+    """One ``--objective``: what the run, its validation and the sweep read about it."""
+
+    name: str  # the --objective value
+    label: str  # its name in tables and plots
+    trains_encoder: bool  # False: a baseline (no optimiser step, no checkpoint; metrics.json is the run)
+    views: int  # dropout views of each example a training step encodes (0: no training step)
+    reads_unlabeled: bool  # whether a step draws unlabeled examples (only puNCE's term sees them)
+    rank: int  # order in tables: baselines, then CE, then CE + a contrastive term
+
+
+#: Every objective of fewshot.train (setting pnu), in table order.
+ALL_OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
+    Objective("probe", "frozen encoder + logistic regression", False, 0, False, 0),
+    Objective("setfit", "SetFit (its defaults)", False, 0, False, 1),
+    Objective("ce", "CE", True, 1, False, 2),
+    Objective("ce+scl", "CE + SupCon", True, 2, False, 3),
+    Objective("ce+punce", "CE + puNCE", True, 2, True, 4),
+)}
+#: The objectives that train the encoder (the loss below); the others are baselines.
+OBJECTIVES = tuple(n for n, o in ALL_OBJECTIVES.items() if o.trains_encoder)
+BASELINES = tuple(n for n, o in ALL_OBJECTIVES.items() if not o.trains_encoder)
+
+
+def get(name: str) -> Objective:
+    try:
+        return ALL_OBJECTIVES[name]
+    except KeyError:
+        raise ValueError(f"objective must be one of {', '.join(ALL_OBJECTIVES)}, got {name!r}") from None
 
 
 def roles_from_labels(labels: torch.Tensor, labeled: torch.Tensor) -> torch.Tensor:

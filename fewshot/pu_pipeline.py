@@ -64,7 +64,7 @@ def run_pu(cfg, model=None, tokenizer=None, harness=None) -> dict:
         roles = torch.from_numpy(np.isin(idx, sample.labeled).astype(np.int64)).to(device)  # +1 labeled, 0 unlabeled
         ids, mask = tokenize(tokenizer, [train_x[i] for i in idx], cfg.max_length, device)
         with acc.autocast():
-            z1, z2 = forward_views(model, ids, mask, "punce")[1]
+            z1, z2 = forward_views(model, ids, mask, "ce+punce")[1]  # two dropout views, as puNCE
             feats, src, r = multiview(z1, z2, roles)
             loss = punce_loss(feats, src, r, prior, cfg.temperature)
         opt.zero_grad(set_to_none=True)

@@ -16,6 +16,7 @@ from shared_losses.runtime import checkpoint_exists, load_checkpoint, write_json
 
 from .config import FewShotConfig
 from .data import load_pu_files, load_splits, sample_fewshot
+from .objectives import get as get_objective
 from .model import FewShotModel, load_tokenizer, max_tokens, resolve_pooling
 from .prior import elkan_noto_prior
 
@@ -135,7 +136,7 @@ def finished_metrics(cfg: FewShotConfig, harness: RunHarness) -> dict | None:
         check_resume_config(cfg, read_json(out / "config.json"))
     metrics = read_json(out / "metrics.json")
     # baselines keep no checkpoint: metrics.json is the finished run
-    if cfg.objective in ("probe", "setfit") or metrics.get("steps", -1) >= cfg.steps:
+    if not get_objective(cfg.objective).trains_encoder or metrics.get("steps", -1) >= cfg.steps:
         return metrics
     raise FileExistsError(f"{out} holds a finished run of {metrics.get('steps')} steps (metrics.json) but no checkpoint/ "
                           f"to continue it to --max-steps {cfg.steps} from: pass --overwrite (moves it aside) to start a "
@@ -381,7 +382,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         "objective": cfg.objective, "setting": cfg.setting, "preset": cfg.preset, "head": cfg.head,
         "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
         "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
-        "prior": run.prior, "prior_source": run.prior_source, "steps": 0 if cfg.objective in ("probe", "setfit") else cfg.steps,
+        "prior": run.prior, "prior_source": run.prior_source, "steps": cfg.steps if get_objective(cfg.objective).trains_encoder else 0,
         "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
         "pooling": run.pooling, "pooling_source": run.pooling_source,
     }
@@ -390,7 +391,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
 def forward_views(model, ids, mask, objective):
     """Logits of the first view and the projections of one (``ce``) or two dropout views, from a
     single forward pass through the (possibly DDP-wrapped) model."""
-    n_views = 1 if objective == "ce" else 2
+    n_views = get_objective(objective).views
     n = ids.shape[0]
     logits, z = model(ids.repeat(n_views, 1), mask.repeat(n_views, 1))
     return logits[:n], list(z.split(n))

@@ -23,6 +23,7 @@ from shared_losses.runtime import load_checkpoint, print_run_result
 from .config import PRESETS, FewShotConfig, preset_config
 from .model import FewShotModel
 from .objectives import fewshot_loss, roles_from_labels
+from .objectives import get as get_objective
 from .pu_pipeline import run_pu
 # The run's set-up lives in fewshot.run (shared with the PU pipeline); its names stay importable from here.
 from .run import (DEV_PROBE_CS, DEV_SEED, RESUME_FREE, Batches, Run, check_resume_config, check_steps,  # noqa: F401
@@ -45,7 +46,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
     train_x, train_y, eval_x, eval_y, prior = run.train_x, run.train_y, run.eval_x, run.eval_y, run.prior
     model = run.model
-    if cfg.objective in ("probe", "setfit"):
+    if not get_objective(cfg.objective).trains_encoder:
         return run_baseline(cfg, run)
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
     model, opt = acc.prepare(model, opt)
@@ -55,7 +56,8 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
     lab_batches = Batches(sample.labeled, min(cfg.batch_labeled * world, cfg.n_labeled), cfg.seed)
     # Only puNCE reads unlabeled examples (CE and SupCon need labels): the others draw none, so no
     # step encodes examples that no term of its loss sees.
-    unl_batches = Batches(sample.unlabeled, cfg.batch_unlabeled * world if cfg.objective == "ce+punce" else 0, cfg.seed + 1)
+    unl_batches = Batches(sample.unlabeled, cfg.batch_unlabeled * world if get_objective(cfg.objective).reads_unlabeled else 0,
+                          cfg.seed + 1)
 
     step, history = 0, []
     if run.resuming:

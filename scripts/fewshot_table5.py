@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
 
+from fewshot import objectives as FO  # noqa: E402
 from fewshot.config import PRESETS, FewShotConfig, preset_config  # noqa: E402
 from shared_losses.runtime import config_changes, write_json_atomic  # noqa: E402
 from shared_losses.stats import paired_stats, summarize, t_critical  # noqa: E402,F401
@@ -58,14 +59,16 @@ PAPER = {  # puNCE Table 5 (RoBERTa, SST-2), mean ± std
 }
 
 #: The config fields that make each method (the runs of `majority` are those of the others).
-RUN_METHODS: dict[str, dict] = {
-    "probe": {"objective": "probe"},
-    "ce": {"objective": "ce"},
-    "ce+scl": {"objective": "ce+scl"},
-    "ce+punce": {"objective": "ce+punce", "estimate_prior": False},
-    "ce+punce-est": {"objective": "ce+punce", "estimate_prior": True},
-    "setfit": {"objective": "setfit"},  # optional extra (pip install -e ".[setfit]"); not in the default methods
-}
+#: One method per objective of fewshot.objectives' table (in its order), CE + puNCE twice: with the exact prior
+#: and with the estimated one; setfit is an optional extra (pip install -e ".[setfit]"), not in the default methods.
+RUN_METHODS: dict[str, dict] = {}
+for _name in sorted(FO.ALL_OBJECTIVES, key=lambda n: FO.ALL_OBJECTIVES[n].rank):
+    if _name == "ce+punce":
+        RUN_METHODS["ce+punce"] = {"objective": "ce+punce", "estimate_prior": False}
+        RUN_METHODS["ce+punce-est"] = {"objective": "ce+punce", "estimate_prior": True}
+    elif _name != "setfit":
+        RUN_METHODS[_name] = {"objective": _name}
+RUN_METHODS["setfit"] = {"objective": "setfit"}
 METHODS = ("majority", *RUN_METHODS)
 DEFAULT_METHODS = [m for m in METHODS if m != "setfit"]
 #: Methods compared against every other one by paired differences (when they ran).

@@ -425,3 +425,26 @@ def test_log_every_keeps_the_evaluation_and_last_steps(tiny_encoder, easy_task, 
     rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
     assert [int(r["step"]) for r in rows] == [2, 3, 4, 6, 7]
     assert [int(r["step"]) for r in rows if r["eval_accuracy"]] == [3, 6, 7]
+
+
+def test_the_objectives_table_is_what_the_cli_the_run_and_the_sweep_read():
+    """fewshot.objectives.ALL_OBJECTIVES is the one table (issue 16, item 4): the CLI's choices, which
+    objectives are baselines, how many views a step encodes, who draws unlabeled examples, the sweep's methods."""
+    import importlib.util
+    import typing
+    from pathlib import Path
+
+    from fewshot import objectives as O
+
+    hints = typing.get_type_hints(FewShotConfig, include_extras=True)
+    assert set(typing.get_args(hints["objective"])) == set(O.ALL_OBJECTIVES)
+    assert O.BASELINES == ("probe", "setfit") and O.OBJECTIVES == ("ce", "ce+scl", "ce+punce")
+    assert [O.get(n).views for n in O.OBJECTIVES] == [1, 2, 2]
+    assert [n for n in O.ALL_OBJECTIVES if O.get(n).reads_unlabeled] == ["ce+punce"]
+    with pytest.raises(ValueError, match="objective must be one of probe, setfit, ce, ce\\+scl, ce\\+punce"):
+        O.get("punce")
+    spec = importlib.util.spec_from_file_location("t5", Path(__file__).parents[2] / "scripts" / "fewshot_table5.py")
+    t5 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(t5)
+    assert {m["objective"] for m in t5.RUN_METHODS.values()} == set(O.ALL_OBJECTIVES)
+    assert list(t5.RUN_METHODS) == ["probe", "ce", "ce+scl", "ce+punce", "ce+punce-est", "setfit"]
