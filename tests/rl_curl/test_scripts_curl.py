@@ -300,6 +300,7 @@ def test_table3_sweep_launches_real_runs_and_skips_them_when_rerun(tmp_path):
     assert _tree_stamps(tmp_path) == stamp
 
 
+@pytest.mark.timeout(900)  # eight tiny training processes, four through Ray: minutes when other jobs share the cores
 def test_table3_sweep_on_ray_gives_the_local_table_and_starts_nothing_when_rerun(tmp_path, ray_local, capsys):
     """Issue 18: the same 2 x 2 grid (two objectives x two seeds) through a local Ray with 2 CPUs ends with
     the table of --backend local, one progress line per finished run; a second launch starts no run."""
