@@ -15,11 +15,15 @@ if [ "$OUT" != "$DEFAULT_OUT" ] && [ -d "$OUT" ] && [ ! -e "$OUT/.rl_curl_demo" 
   exit 1
 fi
 rm -rf "$OUT"
-mkdir -p "$OUT" && touch "$OUT/.rl_curl_demo"
+# The marker goes in once the run exists: rl_curl.train starts a new run only in a missing or empty folder.
+# RL_DEMO_EXTRA: options appended to the training command (later options win; the tests use a tiny task).
+# shellcheck disable=SC2086
 .venv/bin/python -m rl_curl.train \
   --task cartpole-swingup --aux debiased --tau-plus 0.05 --positives 1 --seed 0 \
   --output-dir "$OUT" --env-steps 4000 --seed-steps 100 --eval-every 2000 --eval-episodes 2 \
   --image-size 64 --crop-size 56 --num-filters 16 --hidden-dim 256 --batch-size 64 \
-  --replay-capacity 10000 --log-every 400 --checkpoint-every 2000 --torch-threads 1 --save-video
-.venv/bin/python -m rl_curl.evaluate --run-dir "$OUT" --episodes 2
+  --replay-capacity 10000 --log-every 400 --checkpoint-every 2000 --torch-threads 1 --save-video \
+  ${RL_DEMO_EXTRA:-}
+touch "$OUT/.rl_curl_demo"
+.venv/bin/python -m rl_curl.evaluate --run-dir "$OUT" --episodes "${RL_DEMO_EVAL_EPISODES:-2}"
 echo "rl_curl demo outputs: $OUT/{log.csv,eval.csv,curve.png,eval.mp4,checkpoint/,tb/}"

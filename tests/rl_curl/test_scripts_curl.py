@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -229,6 +230,21 @@ def test_demo_refuses_to_delete_a_folder_it_did_not_make(tmp_path):
         res = None
     assert keep.exists()
     assert res is not None and res.returncode != 0 and "not made by this demo" in res.stderr
+
+
+def test_demo_trains_evaluates_and_runs_again_in_its_own_folder(tmp_path):
+    """The main job's rl_curl part, end to end (on the tiny task): it wrote its marker into the folder before
+    training, so the folder rules (a new run only in a missing or empty folder) refused every demo."""
+    out = tmp_path / "demo"
+    env = {**os.environ, "RL_DEMO_EVAL_EPISODES": "1",
+           "RL_DEMO_EXTRA": " ".join([f"--task={TINY_ENV}", "--env-steps=20", "--batch-size=8", "--no-save-video",
+                                      "--log-every=10", *TINY_EXTRA])}
+    for _ in range(2):  # a second demo replaces the first one's folder, which it made
+        res = subprocess.run(["bash", str(ROOT / "scripts" / "demo_rl_curl.sh"), str(out)], capture_output=True,
+                             text=True, timeout=240, cwd=ROOT, env=env)
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert json.loads((out / "summary.json").read_text())["env_steps"] >= 20
+        assert (out / ".rl_curl_demo").exists() and (out / "eval.csv").exists()
 
 
 def test_table3_refuses_bad_objectives_and_tasks_before_launching(tmp_path):
