@@ -132,8 +132,8 @@ def train(cfg: Config) -> dict:
     cfg_path = out / "config.json"
     resuming = harness.resuming
     if resuming and cfg_path.exists():
-        harness.legacy = {"num_processes": world}
-        harness.refuse_config_changes(read_json_file(cfg_path, "run's configuration"), config, where=ckpt_dir)
+        harness.refuse_config_changes(read_json_file(cfg_path, "run's configuration"), config, where=ckpt_dir,
+                                      legacy={"num_processes": world})
     if resuming:
         done_summary = finished_summary(cfg, out)
         if done_summary is not None:  # a finished run is left exactly as it is

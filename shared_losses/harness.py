@@ -103,15 +103,13 @@ class RunHarness:
         """The checkpoint's counters and extra state (no models are loaded) when resuming, else None."""
         return load_checkpoint(None, self.checkpoint_dir) if self.resuming else None
 
-    def config_changes(self, saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
-        """``(field, saved, current)`` for every field outside ``free`` that differs."""
-        return config_changes(saved, current, free=self.free, legacy=self.legacy)
-
     def refuse_config_changes(self, saved: Mapping[str, Any], current: Mapping[str, Any],
-                              where: str | os.PathLike | None = None) -> None:
+                              where: str | os.PathLike | None = None, legacy: Mapping[str, Any] | None = None) -> None:
         """Raise :class:`ConfigChanged` (one line naming every differing field, and the ways out) if resuming
-        would change a field the configuration does not declare free."""
-        refuse_config_changes(saved, current, free=self.free, legacy=self.legacy, where=where or self.out)
+        would change a field the configuration does not declare free. ``legacy``: implied values known only
+        now (such as the process count), added to the harness's own."""
+        refuse_config_changes(saved, current, free=self.free, legacy={**self.legacy, **(legacy or {})},
+                              where=where or self.out)
 
     # ------------------------------------------------------------------------------ folder
 
