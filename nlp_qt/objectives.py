@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from shared_losses import debiased_nce_from_logits, hard_negative_nce_from_logits, log_floor_min_negative
+from shared_losses.runtime import unused_setting
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
 NEUTRAL = {"tau_plus": 0.0, "beta": 1.0}
@@ -66,12 +67,12 @@ def get(name: str) -> Objective:
 
 def check_fields(objective: str, fields: Mapping[str, float]) -> None:
     """Refuse a hyper-parameter that ``objective`` does not use (it would be silently ignored)."""
-    obj = get(objective)
-    for field, neutral in NEUTRAL.items():
-        if field not in obj.uses and fields.get(field, neutral) != neutral:
-            users = [o.name for o in OBJECTIVES.values() if field in o.uses]
-            raise ValueError(f"{field} is only used by objective {' or '.join(users)}; objective {objective} takes "
-                             f"{field} = {neutral:g}, got {fields[field]}")
+    get(objective)
+    unused = unused_setting({o.name: o.uses for o in OBJECTIVES.values()}, objective, fields, NEUTRAL)
+    if unused:
+        field, users = unused
+        raise ValueError(f"{field} is only used by objective {' or '.join(users)}; objective {objective} takes "
+                         f"{field} = {NEUTRAL[field]:g}, got {fields[field]}")
 
 
 def folder_name(objective: str, tau_plus: float = 0.0, beta: float = 1.0) -> str:

@@ -51,13 +51,6 @@ class ScaledPixels:
     def __init__(self, obs: torch.Tensor, dtype: torch.dtype = torch.float32):
         self.data = scale_pixels(obs, dtype)
 
-    @classmethod
-    def concat(cls, parts: list["ScaledPixels"]) -> "ScaledPixels":
-        """Several scaled batches as one (along the batch), for one conv pass over all of them."""
-        out = cls.__new__(cls)
-        out.data = torch.cat([p.data for p in parts]).contiguous(memory_format=torch.channels_last)
-        return out
-
 
 class ConvTrunk(nn.Module):
     """4 conv 3x3 layers (stride 2 then 1) with ReLU on uint8 pixels scaled to [0, 1]."""

@@ -11,6 +11,7 @@ import torch
 
 from shared_losses import (debiased_nce_from_logits, hard_negative_nce_from_logits, info_nce_from_logits,
                            log_floor_min_negative)
+from shared_losses.runtime import unused_setting
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
 NEUTRAL = {"tau_plus": 0.0, "positives": 1, "beta": 1.0}
@@ -49,12 +50,12 @@ def get(name: str) -> Objective:
 
 def check_fields(aux: str, fields: Mapping[str, float]) -> None:
     """Refuse a hyper-parameter that the objective does not use (it would be silently ignored)."""
-    obj = get(aux)
-    for field, neutral in NEUTRAL.items():
-        if field not in obj.uses and fields.get(field, neutral) != neutral:
-            users = [o.name for o in OBJECTIVES.values() if field in o.uses]
-            raise ValueError(f"invalid config: {field}={fields[field]} only applies to aux={' or '.join(users)}, "
-                             f"not aux={aux}" + (" (pixel SAC)" if aux == "none" else ""))
+    get(aux)
+    unused = unused_setting({o.name: o.uses for o in OBJECTIVES.values()}, aux, fields, NEUTRAL)
+    if unused:
+        field, users = unused
+        raise ValueError(f"invalid config: {field}={fields[field]} only applies to aux={' or '.join(users)}, "
+                         f"not aux={aux}" + (" (pixel SAC)" if aux == "none" else ""))
 
 
 def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float = 1.0) -> str:
