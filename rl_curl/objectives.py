@@ -72,6 +72,9 @@ def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float
     return name
 
 
+FUSED_LABEL = ", fused update"  # what label() appends for a run of --update fused
+
+
 def label(cfg: Mapping) -> str:
     """The row of a run in the table (and its line in the plots). Runs that differ in the objective, its
     number of positives, the encoder's tanh or the update's schedule get different rows, never one averaged cell."""
@@ -83,14 +86,16 @@ def label(cfg: Mapping) -> str:
     else:
         text = obj.label + (f", M={cfg['positives']}" if cfg.get("positives", 1) != 1 else "")
     return (text + ("" if cfg.get("encoder_tanh", True) else ", no tanh")
-            + (", fused update" if cfg.get("update", "official") == "fused" else ""))
+            + (FUSED_LABEL if cfg.get("update", "official") == "fused" else ""))
 
 
 def order(cfg: Mapping) -> tuple:
     """Where an objective's row goes in DCL Table 3's order: biased (CURL), then debiased (and hard) by M,
-    then tau+ (then beta); pixel SAC last."""
+    then tau+ (then beta); pixel SAC last. A variant without the encoder tanh or with the fused update comes
+    right after its objective."""
     rank = OBJECTIVES[cfg["aux"]].rank if cfg["aux"] in OBJECTIVES else len(OBJECTIVES)
-    return (rank, cfg.get("positives", 1), cfg.get("beta", 1.0), cfg.get("tau_plus", 0.0))
+    return (rank, cfg.get("positives", 1), cfg.get("beta", 1.0), cfg.get("tau_plus", 0.0),
+            cfg.get("encoder_tanh", True) is False, cfg.get("update", "official") == "fused")
 
 
 def spec_syntax() -> str:

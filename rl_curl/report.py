@@ -116,13 +116,32 @@ def final_scores(root: str | Path, env_step: int = 100_000) -> dict[str, dict[st
     return out
 
 
+
+
+def _paired_lines(title: str, pairs: list[tuple[str, str, str]], cells: dict[str, dict[int, float]]) -> str:
+    """One paired-difference table: a row ``name`` per ``(name, a, b)`` with ``a − b`` over their common seeds."""
+    from shared_losses.stats import paired_stats
+
+    lines = ["", title, "", "| objective | seeds | differences | mean ± std | 95 % t interval | 95 % bootstrap | "
+             "wins/losses |", "|---|---|---|---|---|---|---|"]
+    for name, a, b in pairs:
+        st = paired_stats(cells[a], cells[b])
+        if not st["n_seeds"]:
+            continue
+        fmt = lambda ci: f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "–"  # noqa: E731
+        sd = f"{st['std']:.2f}" if st["std"] is not None else "–"
+        lines.append(f"| {name} | {' '.join(map(str, st['seeds']))} | " + ", ".join(f"{d:+.2f}" for d in st["diffs"])
+                     + f" | {st['mean']:+.2f} ± {sd} | {fmt(st['t_ci'])} | {fmt(st['bootstrap_ci'])} | "
+                     f"{st['wins']}/{st['losses']} |")
+    return "\n".join(lines)
+
+
 def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biased (CURL)") -> str:
     """Markdown: per task, every objective's score at ``env_step`` per seed, then its paired difference
     against ``anchor`` (the same seed gives both runs the same environment seeds and initial weights):
     mean, sample std, 95 % paired-t and paired-bootstrap intervals and wins/losses over the common seeds.
+    Runs of the fused update are also paired with their official-schedule runs (same objective and seeds).
     Empty when no run reached ``env_step``."""
-    from shared_losses.stats import paired_stats
-
     scores = final_scores(root, env_step)
     runs = collect(root)
     order = {objective_label(r["cfg"]): objective_order(r["cfg"]) for r in runs}
@@ -142,23 +161,13 @@ def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biase
                          + f" | {np.mean(vals):.2f} ± {sd} |")
         parts.append("\n".join(lines))
         if anchor in cells:
-            lines = ["", f"Paired differences against {anchor} (objective − {anchor}, same seeds; std is the sample "
-                         "std of the differences)", "",
-                     "| objective | seeds | differences | mean ± std | 95 % t interval | 95 % bootstrap | wins/losses |",
-                     "|---|---|---|---|---|---|---|"]
-            for lab in labels:
-                if lab == anchor:
-                    continue
-                st = paired_stats(cells[lab], cells[anchor])
-                if not st["n_seeds"]:
-                    continue
-                fmt = lambda ci: f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "–"  # noqa: E731
-                sd = f"{st['std']:.2f}" if st["std"] is not None else "–"
-                lines.append(f"| {lab} | {' '.join(map(str, st['seeds']))} | "
-                             + ", ".join(f"{d:+.2f}" for d in st["diffs"])
-                             + f" | {st['mean']:+.2f} ± {sd} | {fmt(st['t_ci'])} | {fmt(st['bootstrap_ci'])} | "
-                             f"{st['wins']}/{st['losses']} |")
-            parts.append("\n".join(lines))
+            parts.append(_paired_lines(f"Paired differences against {anchor} (objective − {anchor}, same seeds; std is "
+                                       "the sample std of the differences)",
+                                       [(lab, lab, anchor) for lab in labels if lab != anchor], cells))
+        schedules = [(base, base + objectives.FUSED_LABEL, base) for base in labels if base + objectives.FUSED_LABEL in cells]
+        if schedules:
+            parts.append(_paired_lines("Fused update against the official schedule (fused − official, same objective "
+                                       "and seeds)", schedules, cells))
     return "\n\n".join(parts)
 
 

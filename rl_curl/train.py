@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -251,6 +252,7 @@ def run(cfg: Config) -> dict:
     finished = resumed and step >= cfg.agent_steps and bool(eval_log.rows) \
         and float(eval_log.rows[-1]["env_step"]) == step * ar
     obs, ep_return, last_eval = None, 0.0, math.nan
+    start_step, started = step, time.perf_counter()
     bar = tqdm(total=cfg.agent_steps, initial=step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.aux}", unit="step")
     stop = harness.signals("stopping at the end of the current episode and writing a checkpoint (Ctrl-C again to stop at "
                        "once, losing the steps since the last checkpoint)")
@@ -311,8 +313,11 @@ def run(cfg: Config) -> dict:
 
     save_policy(agent, cfg, obs_shape, out / POLICY_FILE)  # the trained policy alone (rl_curl.load_policy)
     plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {objective_label(dataclasses.asdict(cfg))}")
+    # The wall time of this process's part of the run (training, evaluations and checkpoints): a resumed run
+    # counts from train_from_env_step, the step it resumed at.
     summary = {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,
-               "seed": cfg.seed, "env_steps": step * ar, "final_eval_return": last_eval}
+               "update": cfg.update, "seed": cfg.seed, "env_steps": step * ar, "final_eval_return": last_eval,
+               "train_seconds": round(time.perf_counter() - started, 1), "train_from_env_step": start_step * ar}
     return harness.finish(summary)
 
 

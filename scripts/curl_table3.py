@@ -3,6 +3,7 @@ parallel, then a mean ± std table in the paper's layout (table3.md) and learnin
 
     .venv/bin/python scripts/curl_table3.py --parallel 4 --out runs/table3            # the full grid
     .venv/bin/python scripts/curl_table3.py --tasks cartpole-swingup --objectives curl debiased:0.05:1
+    .venv/bin/python scripts/curl_table3.py --updates official fused --objectives curl   # both update schedules
     .venv/bin/python scripts/curl_table3.py --aggregate-only --out runs/table3         # only the table
     .venv/bin/python scripts/curl_table3.py --dry-run                                  # print the commands
     .venv/bin/python scripts/curl_table3.py --backend ray --gpus-per-run 0.5 --cpus-per-run 4     # on Ray (here)
@@ -24,7 +25,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
@@ -57,9 +58,15 @@ class Args(SweepOptions):
     gpus: list[int] = field(default_factory=list)
     """GPU ids to spread runs over with --backend local (round robin via CUDA_VISIBLE_DEVICES); empty = leave
     it as is. With --backend ray, use --gpus-per-run (Ray assigns the GPUs)."""
+    updates: list[Literal["official", "fused"]] = field(default_factory=lambda: ["official"])
+    """Update schedules to run (rl_curl.train --update): official, fused or both. A fused run goes to
+    OBJECTIVE-fused/seedS and gets rows of its own; with both, table3.md also pairs each fused row with its
+    official-schedule row, seed by seed."""
     extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     """Extra arguments passed to every `python -m rl_curl.train`, written with '=' because they start with
-    dashes: --extra=--no-save-replay (repeat --extra=... for several)."""
+    dashes: --extra=--no-save-replay (repeat --extra=... for several). The options the grid sets itself (task,
+    seed, objective, update, output dir, env steps, batch size) are refused here. A finished run is skipped
+    without comparing its other options, so runs with other --extra settings need another --out."""
     aggregate_only: bool = False
     """Only build table3.md and curves.png from the runs already under OUT."""
     dry_run: bool = False
@@ -71,17 +78,34 @@ def parse_objective(text: str) -> list[str]:
     return objectives.cli_flags(objectives.parse_spec(text))
 
 
+def check_extra(extra: list[str]) -> None:
+    """Options the grid sets itself are refused in --extra: the folder of a run is named from them, so a
+    run made with another value would be taken for this one (and, once finished, skipped)."""
+    own = {"--update": "--updates", "--task": "--tasks", "--seed": "--seeds", "--aux": "--objectives",
+           "--tau-plus": "--objectives", "--positives": "--objectives", "--beta": "--objectives",
+           "--output-dir": "--out", "--env-steps": "--env-steps", "--batch-size": "--batch-size"}
+    for arg in extra:
+        name = arg.split("=", 1)[0].replace("_", "-")
+        if name in own:
+            raise ValueError(f"--extra={arg}: the grid sets {name} itself; use curl_table3's {own[name]} (runs of "
+                             "another value need folders of their own)")
+
+
 def commands(args: Args) -> list[tuple[Path, list[str]]]:
+    check_extra(args.extra)
     jobs = []
     for task in args.tasks:
         for obj in args.objectives:
             flags = parse_objective(obj)
-            for seed in args.seeds:
-                out = Path(args.out) / task / obj.replace(":", "_") / f"seed{seed}"
-                cmd = [sys.executable, "-m", "rl_curl.train", "--task", task, *flags, "--seed", str(seed),
-                       "--output-dir", str(out), "--env-steps", str(args.env_steps), "--batch-size", str(args.batch_size),
-                       "--resume", "--no-progress", *args.extra]
-                jobs.append((out, cmd))
+            for update in args.updates:
+                for seed in args.seeds:
+                    folder = obj.replace(":", "_") + ("-fused" if update == "fused" else "")
+                    out = Path(args.out) / task / folder / f"seed{seed}"
+                    cmd = [sys.executable, "-m", "rl_curl.train", "--task", task, *flags, "--seed", str(seed),
+                           "--output-dir", str(out), "--env-steps", str(args.env_steps),
+                           "--batch-size", str(args.batch_size), "--resume", "--no-progress",
+                           *(["--update", update] if update != "official" else []), *args.extra]
+                    jobs.append((out, cmd))
     return jobs
 
 

@@ -336,3 +336,37 @@ def test_table3_sweep_on_ray_gives_the_local_table_and_starts_nothing_when_rerun
     stamp = _tree_stamps(tmp_path / "ray")
     assert curl_table3.main(args) == 0
     assert "0 runs to do" in capsys.readouterr().out and _tree_stamps(tmp_path / "ray") == stamp
+
+
+def test_table3_runs_fused_updates_in_folders_and_rows_of_their_own(tmp_path, capsys):
+    """--extra=--update=fused used to reuse the official runs' folders: the grid took the finished official
+    runs for the fused ones and started nothing. --updates names the schedules; fused runs get OBJECTIVE-fused
+    folders, rows of their own and a paired table against the official schedule."""
+    import curl_table3
+    from rl_curl.report import paired_table, table3
+
+    args = curl_table3.Args(out=str(tmp_path), tasks=["cartpole-swingup"], seeds=[0], objectives=["curl"],
+                            updates=["official", "fused"], dry_run=True)
+    curl_table3.main(args)
+    cmds = capsys.readouterr().out.splitlines()
+    assert len(cmds) == 2 and "--update" not in cmds[0] and "--update fused" in cmds[1]
+    assert f"{tmp_path}/cartpole-swingup/curl/seed0 " in cmds[0] and "/curl-fused/seed0 " in cmds[1]
+    for bad in ["--update=fused", "--update", "--seed=3", "--output_dir=x"]:
+        with pytest.raises(ValueError, match="the grid sets"):
+            curl_table3.main(curl_table3.Args(out=str(tmp_path), extra=[bad], dry_run=True))
+
+    for s, (off, fus) in enumerate([(800, 780), (850, 870), (900, 860)]):
+        fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, s, [100, off])
+        d = tmp_path / "cartpole-swingup" / "curl-fused" / f"seed{s}"
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps({"task": "cartpole-swingup", "aux": "curl", "tau_plus": 0.0,
+                                                   "positives": 1, "beta": 1.0, "seed": s, "update": "fused"}))
+        (d / "eval.csv").write_text(f"env_step,episode,eval_return_mean,eval_return_std\n50000,0,100,0\n100000,0,{fus},0\n")
+        cfg = json.loads((tmp_path / "cartpole-swingup" / "curl_0.0_1" / f"seed{s}" / "config.json").read_text())
+        (tmp_path / "cartpole-swingup" / "curl_0.0_1" / f"seed{s}" / "config.json").write_text(
+            json.dumps({**cfg, "seed": s}))
+    rows = [line.split(" | ")[0].lstrip("| ") for line in table3(tmp_path, 100_000).splitlines()[2:]]
+    assert rows == ["biased (CURL)", "biased (CURL), fused update"]
+    md = paired_table(tmp_path, 100_000)
+    section = md[md.index("Fused update against the official schedule"):]
+    assert "| biased (CURL) | 0 1 2 | -20.00, +20.00, -40.00 | -13.33 ± 30.55 |" in section

@@ -31,6 +31,7 @@ def test_short_run_writes_csv_checkpoint_plot(tmp_path):
     log = list(csv.DictReader(open(out / "log.csv")))
     assert any(r.get("aux_loss") for r in log) and any(r.get("episode_return") for r in log)
     assert summary["env_steps"] == 1000 and list(out.glob("tb/events*"))
+    assert summary["update"] == "official" and summary["train_from_env_step"] == 0 and summary["train_seconds"] > 0
 
 
 @pytest.mark.parametrize("update", ["official", "fused"])
