@@ -118,6 +118,24 @@ def final_scores(root: str | Path, env_step: int = 100_000) -> dict[str, dict[st
 
 
 
+def wall_minutes(root: str | Path) -> dict[str, dict[str, dict[int, str]]]:
+    """``{task: {objective label: {seed: minutes}}}`` of the finished runs whose summary.json records the wall
+    time (``train_seconds``); a run that was resumed shows the part after its resume, marked
+    "(from step N)"."""
+    out: dict[str, dict[str, dict[int, str]]] = {}
+    for r in collect(root):
+        path = Path(r["dir"]) / "summary.json"
+        summary = json.loads(path.read_text()) if path.exists() else {}
+        if "train_seconds" not in summary:
+            continue
+        text = f"{summary['train_seconds'] / 60:.1f}"
+        if summary.get("train_from_env_step"):
+            text += f" (from step {summary['train_from_env_step']})"
+        cfg = r["cfg"]
+        out.setdefault(cfg["task"], {}).setdefault(objective_label(cfg), {})[int(cfg.get("seed", 0))] = text
+    return out
+
+
 def _paired_lines(title: str, pairs: list[tuple[str, str, str]], cells: dict[str, dict[int, float]]) -> str:
     """One paired-difference table: a row ``name`` per ``(name, a, b)`` with ``a − b`` over their common seeds."""
     from shared_losses.stats import paired_stats
@@ -160,6 +178,13 @@ def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biase
             lines.append(f"| {lab} | " + " | ".join(f"{v[s]:.2f}" if s in v else "–" for s in seeds)
                          + f" | {np.mean(vals):.2f} ± {sd} |")
         parts.append("\n".join(lines))
+        wall = wall_minutes(root).get(task, {})
+        if wall:
+            lines = ["", "Wall time of each run, minutes (summary.json's train_seconds: training, evaluations and "
+                         "checkpoints in the run's process)", "",
+                     "| objective | " + " | ".join(f"seed {s}" for s in seeds) + " |", "|---" * (len(seeds) + 1) + "|"]
+            lines += [f"| {lab} | " + " | ".join(wall.get(lab, {}).get(s, "–") for s in seeds) + " |" for lab in labels]
+            parts.append("\n".join(lines))
         if anchor in cells:
             parts.append(_paired_lines(f"Paired differences against {anchor} (objective − {anchor}, same seeds; std is "
                                        "the sample std of the differences)",

@@ -367,6 +367,11 @@ def test_table3_runs_fused_updates_in_folders_and_rows_of_their_own(tmp_path, ca
             json.dumps({**cfg, "seed": s}))
     rows = [line.split(" | ")[0].lstrip("| ") for line in table3(tmp_path, 100_000).splitlines()[2:]]
     assert rows == ["biased (CURL)", "biased (CURL), fused update"]
+    (tmp_path / "cartpole-swingup" / "curl-fused" / "seed1" / "summary.json").write_text(
+        json.dumps({"train_seconds": 90.0, "train_from_env_step": 0}))
+    (tmp_path / "cartpole-swingup" / "curl-fused" / "seed2" / "summary.json").write_text(
+        json.dumps({"train_seconds": 30.0, "train_from_env_step": 50000}))
     md = paired_table(tmp_path, 100_000)
+    assert "| biased (CURL), fused update | – | 1.5 | 0.5 (from step 50000) |" in md  # wall time per run
     section = md[md.index("Fused update against the official schedule"):]
     assert "| biased (CURL) | 0 1 2 | -20.00, +20.00, -40.00 | -13.33 ± 30.55 |" in section
