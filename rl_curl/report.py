@@ -163,6 +163,7 @@ def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biase
     scores = final_scores(root, env_step)
     runs = collect(root)
     order = {objective_label(r["cfg"]): objective_order(r["cfg"]) for r in runs}
+    walls = wall_minutes(root)
     parts = []
     for task in [t for t in table3_tasks(runs) if t in scores]:
         cells = scores[task]
@@ -178,7 +179,7 @@ def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biase
             lines.append(f"| {lab} | " + " | ".join(f"{v[s]:.2f}" if s in v else "–" for s in seeds)
                          + f" | {np.mean(vals):.2f} ± {sd} |")
         parts.append("\n".join(lines))
-        wall = wall_minutes(root).get(task, {})
+        wall = walls.get(task, {})
         if wall:
             lines = ["", "Wall time of each run, minutes (summary.json's train_seconds: training, evaluations and "
                          "checkpoints in the run's process)", "",
