@@ -313,6 +313,8 @@ def run(cfg: Config) -> dict:
 
     save_policy(agent, cfg, obs_shape, out / POLICY_FILE)  # the trained policy alone (rl_curl.load_policy)
     plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {objective_label(dataclasses.asdict(cfg))}")
+    if finished and (out / "summary.json").exists():  # only the video was asked for: the run's summary stays
+        return harness.finish(read_json_file(out / "summary.json", "run's summary"))
     # The wall time of this process's part of the run (training, evaluations and checkpoints): a resumed run
     # counts from train_from_env_step, the step it resumed at.
     summary = {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,

@@ -1,4 +1,5 @@
 import csv
+import json
 import shutil
 
 import pytest
@@ -128,6 +129,8 @@ def test_resume_of_a_finished_run_adds_nothing(tmp_path):
     assert (out / "eval.csv").read_text() == eval_csv
     assert (out / "checkpoint" / "COMPLETE").read_text() == stamp
     assert again == first and (out / "eval.mp4").exists()
+    # the run's own wall time stays in summary.json (the video pass used to overwrite it with its own)
+    assert json.loads((out / "summary.json").read_text()) == first
 
 
 def test_resume_refusal_names_save_replay(tmp_path):
