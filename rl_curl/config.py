@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar, Literal
 
 from tyro.conf import arg
 
-from .objectives import OBJECTIVES, check_fields, folder_name
+from .objectives import FUSED_FOLDER, OBJECTIVES, check_fields, folder_name
 
 #: the --aux choices: the objectives' table (rl_curl.objectives)
 AuxName = Literal[tuple(OBJECTIVES)]
@@ -195,7 +195,7 @@ class Config:
             c.action_repeat = int(task_default(c.task, "action_repeat"))
         if not c.out_dir:
             task_dir = c.task.replace("gym:", "gym-").replace(":", "-").replace("/", "-")
-            variant = c.objective_name() + ("" if c.encoder_tanh else "-notanh") + ("-fused" if c.update == "fused" else "")
+            variant = c.objective_name() + ("" if c.encoder_tanh else "-notanh") + (FUSED_FOLDER if c.update == "fused" else "")
             c.out_dir = f"runs/rl_curl/{task_dir}/{variant}/seed{c.seed}"
         if c.lr is None:
             c.lr = float(task_default(c.task, "lr"))

@@ -99,7 +99,7 @@ def commands(args: Args) -> list[tuple[Path, list[str]]]:
             flags = parse_objective(obj)
             for update in args.updates:
                 for seed in args.seeds:
-                    folder = obj.replace(":", "_") + ("-fused" if update == "fused" else "")
+                    folder = obj.replace(":", "_") + (objectives.FUSED_FOLDER if update == "fused" else "")
                     out = Path(args.out) / task / folder / f"seed{seed}"
                     cmd = [sys.executable, "-m", "rl_curl.train", "--task", task, *flags, "--seed", str(seed),
                            "--output-dir", str(out), "--env-steps", str(args.env_steps),
