@@ -89,6 +89,13 @@ class Config:
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """accelerate mixed precision."""
 
+    dev_every: int = 0
+    """Hold out every Nth batch of the corpus stream (never trained on; N >= 2) and score the loss on the held-out
+    batches after each epoch: dev_loss in log.csv and summary.json, the check that training has reached a plateau
+    (or overfits). 0: every batch is trained on. The vocabulary is still counted over the whole corpus."""
+    dev_max_batches: int = 50
+    """Score at most this many held-out batches (the first ones of the stream)."""
+
     log_every: int = 50
     """Steps between CSV/TensorBoard rows."""
     checkpoint_every: int = 1000

@@ -54,6 +54,11 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"clip_norm must be >= 0 (0 disables clipping), got {cfg.clip_norm}")
     if cfg.max_steps is not None and cfg.max_steps < 0:
         raise ValueError(f"max_steps must be >= 0, got {cfg.max_steps}")
+    if cfg.dev_every == 1 or cfg.dev_every < 0:
+        raise ValueError(f"dev_every must be 0 (no held-out batches) or >= 2 (every Nth batch held out), got "
+                         f"{cfg.dev_every}")
+    if cfg.dev_max_batches < 1:
+        raise ValueError(f"dev_max_batches must be >= 1, got {cfg.dev_max_batches}")
     for name in ("max_sentences", "vocab_sentences"):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1 (or None for the whole corpus), got {getattr(cfg, name)}")
@@ -90,6 +95,37 @@ def _clip(model, cfg: Config, accelerator) -> float:
             for p in params:
                 torch.nn.utils.clip_grad_norm_([p], cfg.clip_norm)
     return total
+
+
+def is_dev_batch(cfg: Config, index: int) -> bool:
+    """Whether batch ``index`` of an epoch's stream is held out (the last of every ``dev_every``)."""
+    return cfg.dev_every > 0 and index % cfg.dev_every == cfg.dev_every - 1
+
+
+@torch.no_grad()
+def dev_loss(model, vocab, batches, cfg: Config, accelerator) -> float:
+    """Mean training objective over the held-out ``batches`` (each process scores its own block of each batch
+    against that block's candidates; batches whose block has no anchor with a neighbour are left out)."""
+    model.eval()
+    rank = accelerator.process_index
+    total, count = torch.zeros((), device=accelerator.device), torch.zeros((), device=accelerator.device)
+    for batch in batches:
+        lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size
+        if len(batch.sentences[lo:hi]) < 2:
+            continue
+        ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
+        u, v = model(ids, lengths)
+        doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
+        nb = neighbours(doc_ids, torch.arange(len(u), device=u.device))
+        if not bool((nb.has_prev | nb.has_next).any()):
+            continue
+        total += compute_loss(u, v, doc_ids, None, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
+                              cfg.log_floor, cfg.self_score).float()
+        count += 1
+    model.train()
+    if accelerator.num_processes > 1:
+        total, count = accelerator.reduce(total, reduction="sum"), accelerator.reduce(count, reduction="sum")
+    return float(total / count) if count > 0 else float("nan")
 
 
 def finished_summary(cfg: Config, out: Path) -> dict | None:
@@ -156,6 +192,7 @@ def train(cfg: Config) -> dict:
 
     step, epoch, batch_in_epoch, sentences_seen = 0, 0, 0, 0
     no_neighbour_batches = 0  # batches whose anchors had no neighbour in their document (nothing to learn)
+    dev_losses: list[dict] = []  # {"epoch", "step", "dev_loss"} after each epoch (--dev-every)
     last_loss = float("nan")
     fingerprint = corpus_fingerprint(cfg.corpus)
     if resuming:
@@ -171,6 +208,7 @@ def train(cfg: Config) -> dict:
         step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         sentences_seen = state["sentences_seen"]
         no_neighbour_batches = state.get("no_neighbour_batches", 0)
+        dev_losses = list(state.get("dev_losses", []))
         last_loss = state.get("last_loss", last_loss)  # a finished run resumed keeps its final loss
         if main:
             print(f"resumed from {ckpt_dir} at step {step} (epoch {epoch}, batch {batch_in_epoch})")
@@ -178,7 +216,8 @@ def train(cfg: Config) -> dict:
 
     def state() -> dict:
         return {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen,
-                "no_neighbour_batches": no_neighbour_batches, "last_loss": last_loss, "corpus": fingerprint}
+                "no_neighbour_batches": no_neighbour_batches, "last_loss": last_loss, "corpus": fingerprint,
+                "dev_losses": dev_losses}
 
     global_bs = cfg.batch_size * world
     stats = CorpusStats()
@@ -190,9 +229,15 @@ def train(cfg: Config) -> dict:
         while epoch < cfg.epochs and not done:
             stats = CorpusStats()
             batches = contiguous_batches(sentence_stream(cfg, stats), global_bs)
-            for _ in itertools.islice(batches, batch_in_epoch):  # skip what a resumed run already used
-                pass
-            for batch in batches:
+            held_out = []  # this epoch's held-out batches (the same every epoch: the stream is deterministic)
+            for index, batch in enumerate(batches):
+                if is_dev_batch(cfg, index):
+                    if len(held_out) < cfg.dev_max_batches:
+                        held_out.append(batch)
+                    batch_in_epoch = max(batch_in_epoch, index + 1)
+                    continue
+                if index < batch_in_epoch:  # what a resumed run already used
+                    continue
                 model.train()
                 lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size
                 if cfg.gather_across_processes:
@@ -265,6 +310,14 @@ def train(cfg: Config) -> dict:
             else:
                 epoch += 1
                 batch_in_epoch = 0
+                if held_out:
+                    dev_losses.append({"epoch": epoch, "step": step,
+                                       "dev_loss": dev_loss(model, vocab, held_out, cfg, accelerator)})
+                    harness.csv().log(dev_losses[-1])
+                    harness.tb.add_scalar("dev/loss", dev_losses[-1]["dev_loss"], step)
+                    if main:
+                        bar.write(f"epoch {epoch}: dev loss {dev_losses[-1]['dev_loss']:.4f} over "
+                                  f"{len(held_out)} held-out batches")
                 if step == 0 and stats.sentences < global_bs:
                     raise ValueError(
                         f"corpus has {stats.sentences} sentences, fewer than one batch of {global_bs}; "
@@ -277,6 +330,9 @@ def train(cfg: Config) -> dict:
         "corpus_stats_last_pass": stats.as_dict(), "vocab_size": len(vocab),
         "no_neighbour_batches": no_neighbour_batches,
     }
+    if cfg.dev_every:
+        summary["dev_losses"] = dev_losses
+        summary["dev_loss"] = dev_losses[-1]["dev_loss"] if dev_losses else None
     if main:
         unwrapped = accelerator.unwrap_model(model)
         save_model(unwrapped, vocab, out / "model", {"train_config": dataclasses.asdict(cfg), "step": step})

@@ -90,7 +90,8 @@ def test_bad_config_and_corpus_errors(tmp_path):
 @pytest.mark.parametrize("field, value, message", [
     ("temperature", 0.0, "temperature must be > 0"), ("clip_norm", -1.0, "clip_norm must be >= 0"),
     ("max_steps", -1, "max_steps must be >= 0"), ("max_sentences", 0, "max_sentences must be >= 1"),
-    ("vocab_sentences", 0, "vocab_sentences must be >= 1"),
+    ("vocab_sentences", 0, "vocab_sentences must be >= 1"), ("dev_every", 1, "dev_every must be 0"),
+    ("dev_every", -2, "dev_every must be 0"), ("dev_max_batches", 0, "dev_max_batches must be >= 1"),
 ])
 def test_bad_values_are_refused_before_reading_the_corpus(tmp_path, field, value, message):
     """These failed only at the first step after the vocabulary pass (temperature), said "the corpus
@@ -291,3 +292,64 @@ def test_non_finite_loss_stops_the_run(tmp_path, monkeypatch):
     monkeypatch.setattr(qt_train, "compute_loss", lambda u, *a, **k: u.sum() * torch.tensor(float("nan")))
     with pytest.raises(FloatingPointError, match="non-finite loss at step 0"):
         train(_cfg(tmp_path, "nan", max_steps=2))
+
+
+def _dev_loss_by_hand(run, cfg, held_out_indices):
+    """The run's objective on the held-out batches, recomputed from the saved model and the corpus."""
+    import torch
+
+    from nlp_qt.corpus import contiguous_batches
+    from nlp_qt.objectives import compute_loss
+    from nlp_qt.train import sentence_stream
+
+    model, vocab = load_model(run / "model")
+    batches = list(contiguous_batches(sentence_stream(cfg), cfg.batch_size))
+    losses = []
+    with torch.no_grad():
+        for i in held_out_indices:
+            ids, lengths = vocab.batch(batches[i].sentences, "cpu")
+            u, v = model(ids, lengths)
+            losses.append(compute_loss(u, v, torch.tensor(batches[i].doc_ids), None, cfg.objective, cfg.tau_plus,
+                                       cfg.beta, cfg.temperature, cfg.log_floor, cfg.self_score).item())
+    return sum(losses) / len(losses)
+
+
+def test_held_out_batches_are_never_trained_on_and_scored_each_epoch(tmp_path):
+    """--dev-every 3 on 5 batches per epoch: batch 2 is held out (4 steps an epoch, not 5), and the dev loss
+    after the last epoch is the objective of the final model on that batch, recomputed by hand."""
+    cfg = _cfg(tmp_path, "dev", epochs=3, objective="debiased", tau_plus=0.01, dev_every=3)
+    s = train(cfg)
+    assert s["step"] == 3 * 4 and s["epoch"] == 3
+    assert [d["epoch"] for d in s["dev_losses"]] == [1, 2, 3]
+    assert [d["step"] for d in s["dev_losses"]] == [4, 8, 12]
+    assert s["dev_loss"] == s["dev_losses"][-1]["dev_loss"]
+    assert s["dev_loss"] == pytest.approx(_dev_loss_by_hand(tmp_path / "dev", cfg, [2]), rel=1e-5)
+    rows = list(csv.DictReader(open(tmp_path / "dev/log.csv")))
+    dev_rows = [r for r in rows if r["dev_loss"]]
+    assert [int(r["step"]) for r in dev_rows] == [4, 8, 12]
+    assert [float(r["dev_loss"]) for r in dev_rows] == pytest.approx([d["dev_loss"] for d in s["dev_losses"]])
+    # the dev losses differ between epochs: the model moved (a stuck number would pass the checks above)
+    assert len({round(d["dev_loss"], 6) for d in s["dev_losses"]}) == 3
+    # at most dev_max_batches are scored
+    one = train(_cfg(tmp_path, "dev1", epochs=1, dev_every=2, dev_max_batches=1))
+    assert one["step"] == 3  # batches 0, 2, 4 trained; 1 and 3 held out
+    assert one["dev_loss"] == pytest.approx(_dev_loss_by_hand(tmp_path / "dev1", _cfg(tmp_path, "x"), [1]), rel=1e-5)
+    # without --dev-every nothing is held out and nothing reported
+    assert "dev_loss" not in train(_cfg(tmp_path, "nodev", epochs=1))
+
+
+def test_held_out_batches_resume_exactly(tmp_path):
+    """Cut in the second epoch (after a held-out batch of the first and before the epoch's own), resumed: the
+    same weights, dev losses and log as the uninterrupted run."""
+    kw = dict(epochs=2, objective="qt", dev_every=3, checkpoint_every=1)
+    full = train(_cfg(tmp_path, "full", **kw))
+    train(_cfg(tmp_path, "cut", max_steps=6, **kw))
+    cut = train(_cfg(tmp_path, "cut", **kw))
+    assert cut["step"] == full["step"] == 8
+    assert cut["dev_losses"] == full["dev_losses"]
+    a = load_file(str(tmp_path / "full/model/model.safetensors"))
+    b = load_file(str(tmp_path / "cut/model/model.safetensors"))
+    assert all((a[k] == b[k]).all() for k in a)
+    strip = [{k: v for k, v in r.items() if k != "sentences_per_s"} for r in csv.DictReader(open(tmp_path / "full/log.csv"))]
+    strip_cut = [{k: v for k, v in r.items() if k != "sentences_per_s"} for r in csv.DictReader(open(tmp_path / "cut/log.csv"))]
+    assert strip == strip_cut
