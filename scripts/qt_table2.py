@@ -116,6 +116,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--encoder-dim", type=int, default=1200, help="sentence vector size of each encoder")
     p.add_argument("--vocab-size", type=int, default=50000, help="vocabulary size")
     p.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
+    p.add_argument("--dev-every", type=int, default=0,
+                   help="trained runs hold out every Nth batch and score it after each epoch (nlp_qt.train "
+                        "--dev-every); the table then shows each run's held-out loss by epoch. 0: none")
     p.add_argument("--bow-dim", type=int, default=300, help="word vector size of the bow baseline")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per process (default: CPU cores / --parallel with --backend local, "
@@ -140,6 +143,8 @@ def train_command(a, run: Path, objective: str, tau: float, seed: int, max_steps
            str(a.vocab_size), "--lr", str(a.lr), "--resume", "--no-progress"]
     if a.max_sentences is not None:
         cmd += ["--max-sentences", str(a.max_sentences)]
+    if a.dev_every and max_steps != 0:  # the untrained baseline takes no step, so scores nothing
+        cmd += ["--dev-every", str(a.dev_every)]
     return cmd + ([] if max_steps is None else ["--max-steps", str(max_steps)])
 
 
@@ -343,6 +348,27 @@ def render(a, results: dict) -> tuple[str, dict]:
     return "\n".join(lines), {"summary": summary, "paired": paired}
 
 
+def training_table(a, todo: list[dict]) -> tuple[str, dict]:
+    """Markdown and JSON of each trained run's summary.json: steps, final training loss and, with --dev-every,
+    the held-out loss after each epoch (has the run reached a plateau?)."""
+    variants = {v[0] for v in trained_variants(a)}
+    rows, data = [], {}
+    for job in todo:
+        path = job["dir"] / "summary.json"
+        if job["name"] not in variants or not path.exists():
+            continue
+        s = json.loads(path.read_text())
+        dev = [d["dev_loss"] for d in s.get("dev_losses", [])]
+        data[label(job)] = {"step": s.get("step"), "final_loss": s.get("final_loss"), "dev_losses": dev}
+        rows.append(f"| {label(job)} | {s.get('step')} | {s.get('final_loss', float('nan')):.3f} | "
+                    + (" ".join(f"{d:.3f}" for d in dev) or "-") + " |")
+    if not rows:
+        return "", data
+    lines = ["Training (summary.json of each run; held-out loss after each epoch with --dev-every)", "",
+             "| run | steps | final training loss | held-out loss by epoch |", "|---|---|---|---|", *rows]
+    return "\n".join(lines), data
+
+
 def main(argv=None) -> int:
     a = parse_args(argv)
     out = Path(a.out)
@@ -356,6 +382,9 @@ def main(argv=None) -> int:
         if r is not None:
             results.setdefault(job["name"], {})[job["seed"]] = r
     text, data = render(a, results)
+    train_text, data["training"] = training_table(a, todo)
+    if train_text:
+        text += "\n\n" + train_text
     print(text)
     write_json_atomic(out / "table2.json", {"args": vars(a), **data})
     (out / "table2.md").write_text(text + "\n")

@@ -92,3 +92,23 @@ def test_qt_table2_runs_baselines_and_pairs_seeds(tmp_path):
     # a second launch reuses every training and evaluation
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert again.returncode == 0 and json.loads((out / "table2.json").read_text())["summary"] == data["summary"]
+
+
+def test_qt_table2_dev_every_reports_held_out_loss_by_epoch(tmp_path):
+    """--dev-every reaches the trained runs (not the untrained baseline), and the table lists each run's
+    held-out loss after each epoch, read from its summary.json."""
+    out = tmp_path / "t2"
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
+         "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "0", "--tau-plus", "0.01",
+         "--max-sentences", "160", "--epochs", "2", "--dev-every", "2", "--batch-size", "16", "--word-dim", "8",
+         "--encoder-dim", "8", "--vocab-size", "300", "--kfold", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, env=ENV)
+    assert res.returncode == 0, res.stdout + res.stderr
+    training = json.loads((out / "table2.json").read_text())["training"]
+    assert set(training) == {"biased (QT), seed 0", "debiased τ⁺=0.01, seed 0"}
+    summary = json.loads((out / "qt/seed0/summary.json").read_text())
+    assert summary["step"] == 2 * 5  # 10 batches an epoch, every second one held out
+    dev = [d["dev_loss"] for d in summary["dev_losses"]]
+    assert training["biased (QT), seed 0"]["dev_losses"] == dev and len(dev) == 2
+    assert f"| biased (QT), seed 0 | 10 | {summary['final_loss']:.3f} | {dev[0]:.3f} {dev[1]:.3f} |" in res.stdout
