@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # nlp_qt demo, offline on CPU (about 5 minutes on a 2-core machine): the short version of the CPU protocol
-# of scripts/qt_table2.py (--preset demo; the full one is --preset cpu, 3 seeds, about 20 minutes per run).
-#  1. Pretrain a small quick-thought encoder (128-d words, 512-d bidirectional GRUs, batches of 400
-#     consecutive sentences, lr 1e-3) with the QT objective and with the debiased objective (tau+ = 0.01,
-#     M = 2 neighbours), two epochs over the first 10,000 sentences of the shipped books corpus
-#     (Austen, Melville, the KJV New Testament: nlp_qt/data/books), the two side by side.
+# of scripts/qt_table2.py (--preset demo; the full one is --preset cpu, 3 seeds, about 6 minutes per run).
+#  1. Pretrain a small quick-thought encoder (128-d words, a 2000-word vocabulary, 512-d bidirectional GRUs,
+#     batches of 100 consecutive sentences, lr 2e-3) with the QT objective and with the debiased objective
+#     (tau+ = 0.01, M = 2 neighbours), two epochs over the first 10,000 sentences of the shipped books corpus
+#     (Austen, Melville, the KJV New Testament: nlp_qt/data/books), the two side by side; every 20th batch is
+#     held out and its loss printed after each epoch (--dev-every 20).
 #  2. Baselines in the same run: an untrained encoder of the same shape and seed, a bag of words (mean of
 #     word2vec vectors trained on the same 10,000 sentences), the pretrained MiniLM (an upper reference
 #     trained on about a billion sentence pairs), and the majority class.

@@ -112,3 +112,21 @@ def test_qt_table2_dev_every_reports_held_out_loss_by_epoch(tmp_path):
     dev = [d["dev_loss"] for d in summary["dev_losses"]]
     assert training["biased (QT), seed 0"]["dev_losses"] == dev and len(dev) == 2
     assert f"| biased (QT), seed 0 | 10 | {summary['final_loss']:.3f} | {dev[0]:.3f} {dev[1]:.3f} |" in res.stdout
+
+
+def test_qt_table2_presets_hold_out_batches_and_yield_to_explicit_options():
+    """The CPU preset is the setting chosen on held-out batches: it must pass --dev-every to its trained runs,
+    and an explicit option still wins over it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = mod.parse_args(["--preset", "cpu"])
+    assert (a.word_dim, a.encoder_dim, a.vocab_size, a.batch_size, a.lr, a.epochs, a.dev_every) == \
+        (128, 512, 2000, 100, 2e-3, 2, 20)
+    cmd = mod.train_command(a, Path("r"), "qt", 0.0, 0, None)
+    assert cmd[cmd.index("--dev-every") + 1] == "20"
+    assert "--dev-every" not in mod.train_command(a, Path("r"), "qt", 0.0, 0, 0)  # the untrained baseline
+    demo = mod.parse_args(["--preset", "demo", "--epochs", "1"])
+    assert demo.epochs == 1 and demo.max_sentences == 10_000 and demo.dev_every == 20
