@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # nlp_qt demo, offline on CPU (about 5 minutes on a 2-core machine): the short version of the CPU protocol
-# of scripts/qt_table2.py (--preset demo; the full one is --preset cpu, 3 seeds, about 6 minutes per run).
+# of scripts/qt_table2.py (--preset demo; the full one is --preset cpu, 3 seeds, about 7-8 minutes per run).
 #  1. Pretrain a small quick-thought encoder (128-d words, a 2000-word vocabulary, 512-d bidirectional GRUs,
 #     batches of 100 consecutive sentences, lr 2e-3) with the QT objective and with the debiased objective
 #     (tau+ = 0.01, M = 2 neighbours), two epochs over the first 10,000 sentences of the shipped books corpus

@@ -21,7 +21,7 @@ reused only when the run's config, --data, --kfold and --inner-kfold are the sam
 Paper setting (needs a GPU and BookCorpus):
     .venv/bin/python scripts/qt_table2.py --corpus hf:bookcorpus --data data/downstream --out runs/table2
 CPU setting on real data, offline (issue 15): books corpus, human-labeled tasks, baselines, 3 seeds
-(about 6 minutes per training, two at a time, then the evaluations):
+(about 7-8 minutes per training, two at a time, then the evaluations):
     .venv/bin/python scripts/qt_table2.py --preset cpu --out runs/qt_cpu
 Its short version, one seed and two small tasks (what `bash scripts/demo.sh nlp_qt` runs, a few minutes):
     .venv/bin/python scripts/qt_table2.py --preset demo --out runs/demo/nlp_qt
@@ -61,7 +61,7 @@ BASELINES = ("untrained", "bow", "minilm")
 # corpus (--dev-every 20: every 20th batch of 100 sentences never trained on), the setting and epoch with the lowest
 # held-out loss among those tried (docs/results.md, "nlp_qt on real data"). The held-out loss reaches its minimum
 # after 1-2 epochs and rises after it (the 47k-sentence corpus is memorised), so 2 epochs is the plateau, about
-# 6 minutes a run with two side by side. A smaller vocabulary over-fits later. `demo` is the short version the main
+# 7-8 minutes a run with two side by side. A smaller vocabulary over-fits later. `demo` is the short version the main
 # job runs. Explicit options win over a preset.
 _CPU = dict(corpus="nlp_qt/data/books", data="human", tau_plus=[0.01], baselines=list(BASELINES), word_dim=128,
             encoder_dim=512, vocab_size=2000, batch_size=100, lr=2e-3, dev_every=20, kfold=5, inner_kfold=3,
