@@ -110,9 +110,7 @@ def dev_loss(model, vocab, batches, cfg: Config, accelerator) -> float:
     rank = accelerator.process_index
     total, count = torch.zeros((), device=accelerator.device), torch.zeros((), device=accelerator.device)
     for batch in batches:
-        lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size
-        if len(batch.sentences[lo:hi]) < 2:
-            continue
+        lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size  # full batches: contiguous_batches drops the rest
         ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
         u, v = model(ids, lengths)
         doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
