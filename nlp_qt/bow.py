@@ -91,15 +91,37 @@ def train_bow(cfg: BowConfig) -> Path:
     return out
 
 
+def read_word_vectors(path: str | os.PathLike) -> tuple[list[str], np.ndarray, bool]:
+    """``(words, vectors [len(words), dim] float32, lowercase)`` of a folder written by :func:`train_bow`,
+    checked: a clear error names the folder and what is wrong with it."""
+    path = Path(path)
+    need = [path / BOW_MARKER, path / "word_vectors.npy", path / "words.json"]
+    missing = [p.name for p in need if not p.is_file()]
+    if missing:
+        raise ValueError(f"word vectors {path}: no {', '.join(missing)} there; expected a folder written by "
+                         "python -m nlp_qt.bow (bow.json, word_vectors.npy, words.json)")
+    try:
+        info = json.loads((path / BOW_MARKER).read_text())
+        words = json.loads((path / "words.json").read_text())
+        vectors = np.load(path / "word_vectors.npy")
+    except (ValueError, OSError) as err:
+        raise ValueError(f"word vectors {path}: unreadable ({err})") from err
+    if not (isinstance(words, list) and all(isinstance(w, str) for w in words)):
+        raise ValueError(f"word vectors {path}: words.json must be a list of strings")
+    if vectors.ndim != 2 or vectors.shape[0] != len(words):
+        raise ValueError(f"word vectors {path}: word_vectors.npy has shape {vectors.shape}, expected "
+                         f"[{len(words)} words, dim]")
+    if not np.isfinite(vectors).all():
+        raise ValueError(f"word vectors {path}: word_vectors.npy holds non-finite values")
+    return words, vectors.astype(np.float32, copy=False), bool(info.get("config", {}).get("lowercase", False))
+
+
 def load_bow_encoder(path: str | os.PathLike) -> Callable[[Sequence[str]], np.ndarray]:
     """``encode(sentences) -> [n, dim]``: the mean of the sentence's known words' vectors (zeros if none)."""
     from .vocab import tokenize
 
-    path = Path(path)
-    info = json.loads((path / BOW_MARKER).read_text())
-    vectors = np.load(path / "word_vectors.npy")
-    index = {w: i for i, w in enumerate(json.loads((path / "words.json").read_text()))}
-    lowercase = bool(info["config"].get("lowercase", False))
+    words, vectors, lowercase = read_word_vectors(path)
+    index = {w: i for i, w in enumerate(words)}
 
     def encode(sentences: Sequence[str]) -> np.ndarray:
         res = np.zeros((len(sentences), vectors.shape[1]), dtype=np.float32)

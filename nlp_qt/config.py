@@ -52,6 +52,10 @@ class Config:
     """Sentence vector size of each encoder (f and g); the evaluation embedding has twice this."""
     bidirectional: bool = True
     """Bidirectional GRU with encoder_dim/2 units per direction (QT's default)."""
+    word_vectors: Optional[str] = None
+    """Initialise both encoders' word embeddings from pretrained word vectors: a folder written by
+    `python -m nlp_qt.bow` (word2vec on a corpus; its size must equal word_dim). Vocabulary words it lacks keep
+    the uniform init; the vectors are trained on from there. None: uniform init (QT's trained-vocabulary mode)."""
 
     objective: Literal["qt", "debiased", "hard"] = "qt"
     """Loss: qt (S2V softmax, soft targets on both neighbours), debiased (DCL, M = 2), hard (HCL)."""

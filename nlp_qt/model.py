@@ -51,6 +51,25 @@ class GRUEncoder(nn.Module):
         return h.transpose(0, 1).reshape(ids.shape[0], -1)
 
 
+@torch.no_grad()
+def init_word_vectors(model: "QuickThought", itos: list[str], words: list[str], vectors) -> int:
+    """Copy ``vectors[k]`` (the vector of ``words[k]``) into both encoders' embedding row of that word in
+    ``itos`` (the model's vocabulary, row i = ``itos[i]``); <pad> and <unk> and words without a vector keep their
+    rows. Returns how many vocabulary words got a vector."""
+    dim = model.f.embed.weight.shape[1]
+    if vectors.shape[1] != dim:
+        raise ValueError(f"word vectors have {vectors.shape[1]} dimensions, the model's word embeddings {dim}; "
+                         "set --word-dim to the vectors' size")
+    index = {w: k for k, w in enumerate(words)}
+    rows = [(i, index[w]) for i, w in enumerate(itos) if i > 1 and w in index]
+    if rows:
+        dst = torch.tensor([i for i, _ in rows])
+        src = torch.as_tensor(vectors[[k for _, k in rows]], dtype=model.f.embed.weight.dtype)
+        for enc in (model.f, model.g):
+            enc.embed.weight[dst] = src.to(enc.embed.weight.device)
+    return len(rows)
+
+
 class QuickThought(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()

@@ -28,7 +28,7 @@ from shared_losses.runtime import load_checkpoint, print_run_result, read_json_f
 
 from .config import Config
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
-from .model import ModelConfig, QuickThought, save_model
+from .model import ModelConfig, QuickThought, init_word_vectors, save_model
 from .objectives import check_fields, compute_loss, neighbours
 from .vocab import Vocab
 
@@ -59,6 +59,16 @@ def validate(cfg: Config) -> None:
                          f"{cfg.dev_every}")
     if cfg.dev_max_batches < 1:
         raise ValueError(f"dev_max_batches must be >= 1, got {cfg.dev_max_batches}")
+    if cfg.word_vectors is not None:
+        from .bow import read_word_vectors
+
+        words, vectors, lowercase = read_word_vectors(cfg.word_vectors)
+        if vectors.shape[1] != cfg.word_dim:
+            raise ValueError(f"--word-vectors {cfg.word_vectors} has {vectors.shape[1]}-d vectors but --word-dim is "
+                             f"{cfg.word_dim}; set --word-dim {vectors.shape[1]}")
+        if lowercase != cfg.lowercase:
+            raise ValueError(f"--word-vectors {cfg.word_vectors} was trained with lowercase={lowercase}, this run has "
+                             f"--lowercase {cfg.lowercase}: its words would not match the vocabulary's")
     for name in ("max_sentences", "vocab_sentences"):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1 (or None for the whole corpus), got {getattr(cfg, name)}")
@@ -185,6 +195,14 @@ def train(cfg: Config) -> dict:
 
     set_seed(cfg.seed)
     model = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional))
+    covered = None  # vocabulary words initialised from --word-vectors
+    if cfg.word_vectors is not None:
+        from .bow import read_word_vectors
+
+        words, vectors, _ = read_word_vectors(cfg.word_vectors)
+        covered = init_word_vectors(model, vocab.itos, words, vectors)
+        if main:
+            print(f"word vectors: {covered} of {len(vocab) - 2} vocabulary words initialised from {cfg.word_vectors}")
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     model, optimizer = accelerator.prepare(model, optimizer)
 
@@ -328,6 +346,8 @@ def train(cfg: Config) -> dict:
         "corpus_stats_last_pass": stats.as_dict(), "vocab_size": len(vocab),
         "no_neighbour_batches": no_neighbour_batches,
     }
+    if covered is not None:
+        summary["word_vectors_covered"] = covered
     if cfg.dev_every:
         summary["dev_losses"] = dev_losses
         summary["dev_loss"] = dev_losses[-1]["dev_loss"] if dev_losses else None

@@ -122,6 +122,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="trained runs hold out every Nth batch and score it after each epoch (nlp_qt.train "
                         "--dev-every); the table then shows each run's held-out loss by epoch. 0: none")
     p.add_argument("--bow-dim", type=int, default=300, help="word vector size of the bow baseline")
+    p.add_argument("--init-from-bow", action="store_true",
+                   help="the trained and the untrained encoders of seed S start from the bow baseline's word2vec "
+                        "vectors of seed S (nlp_qt.train --word-vectors OUT/bow/seedS; needs --baselines bow and "
+                        "--word-dim equal to --bow-dim); the bow trainings run first")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per process (default: CPU cores / --parallel with --backend local, "
                         "--cpus-per-run with ray)")
@@ -135,6 +139,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if not a.corpus or not a.data:
         p.error("--corpus and --data are required (or --preset cpu)")
+    if a.init_from_bow and "bow" not in a.baselines:
+        p.error("--init-from-bow needs the bow baseline (--baselines ... bow): its vectors are the initialisation")
+    if a.init_from_bow and a.word_dim != a.bow_dim:
+        p.error(f"--init-from-bow needs --word-dim equal to --bow-dim (got {a.word_dim} and {a.bow_dim})")
     return a
 
 
@@ -147,7 +155,13 @@ def train_command(a, run: Path, objective: str, tau: float, seed: int, max_steps
         cmd += ["--max-sentences", str(a.max_sentences)]
     if a.dev_every and max_steps != 0:  # the untrained baseline takes no step, so scores nothing
         cmd += ["--dev-every", str(a.dev_every)]
+    if a.init_from_bow:
+        cmd += ["--word-vectors", str(bow_dir(a, seed))]
     return cmd + ([] if max_steps is None else ["--max-steps", str(max_steps)])
+
+
+def bow_dir(a, seed: int) -> Path:
+    return Path(a.out) / "bow" / f"seed{seed}"
 
 
 def trained_variants(a) -> list[tuple[str, str, float]]:
@@ -171,7 +185,7 @@ def jobs(a) -> list[dict]:
             res.append(dict(name="untrained", seed=seed, dir=run, model=run / "model", config=run / "config.json",
                             train=train_command(a, run, "qt", 0.0, seed, 0)))
         if "bow" in a.baselines:
-            run = out / "bow" / f"seed{seed}"
+            run = bow_dir(a, seed)
             res.append(dict(name="bag of words (word2vec)", seed=seed, dir=run, model=run, config=run / "bow.json",
                             train=[sys.executable, "-m", "nlp_qt.bow", "--corpus", a.corpus, "--output-dir", str(run),
                                    "--dim", str(a.bow_dim), "--seed", str(seed)]
@@ -254,10 +268,15 @@ def run_all(a, todo: list[dict]) -> list[dict | None]:
 
     trainings = [j for j in todo if j["train"] is not None]
     trained = {id(j): True for j in todo}
-    if trainings:
-        print(f"{len(trainings)} trainings (a finished one returns at once)", flush=True)
-        codes = run_sweep([sweep_run(f"training {label(j)}", j["train"], j) for j in trainings], options)
-        for j, rc in zip(trainings, codes):
+    # With --init-from-bow the encoders read the bow vectors of their seed: the bow trainings go first.
+    first = [j for j in trainings if a.init_from_bow and j["config"] is not None and j["config"].name == "bow.json"]
+    ids = {id(j) for j in first}
+    for stage in (first, [j for j in trainings if id(j) not in ids]):
+        if not stage:
+            continue
+        print(f"{len(stage)} trainings (a finished one returns at once)", flush=True)
+        codes = run_sweep([sweep_run(f"training {label(j)}", j["train"], j) for j in stage], options)
+        for j, rc in zip(stage, codes):
             trained[id(j)] = rc == 0
     results: dict[int, dict | None] = {}
     evals = []
@@ -367,6 +386,8 @@ def training_table(a, todo: list[dict]) -> tuple[str, dict]:
     if not rows:
         return "", data
     lines = ["Training (summary.json of each run; held-out loss after each epoch with --dev-every)", "",
+             *(["Word embeddings of the trained and untrained encoders start from the bag of words' word2vec vectors "
+                "of the same seed (--init-from-bow).", ""] if a.init_from_bow else []),
              "| run | steps | final training loss | held-out loss by epoch |", "|---|---|---|---|", *rows]
     return "\n".join(lines), data
 

@@ -130,3 +130,38 @@ def test_qt_table2_presets_hold_out_batches_and_yield_to_explicit_options():
     assert "--dev-every" not in mod.train_command(a, Path("r"), "qt", 0.0, 0, 0)  # the untrained baseline
     demo = mod.parse_args(["--preset", "demo", "--epochs", "1"])
     assert demo.epochs == 1 and demo.max_sentences == 10_000 and demo.dev_every == 20
+
+
+def test_qt_table2_init_from_bow_starts_encoders_from_the_same_seeds_vectors(tmp_path):
+    """--init-from-bow: the bow baseline trains first, and the trained and untrained encoders of seed S start
+    from its seed-S vectors (the untrained encoder's embedding rows are exactly those vectors)."""
+    import importlib.util
+
+    import numpy as np
+    import pytest
+    from safetensors.numpy import load_file
+
+    if importlib.util.find_spec("gensim") is None:
+        pytest.skip("needs gensim (installed by scripts/setup.sh)")
+    out = tmp_path / "t2"
+    cmd = [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
+           "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "1", "--tau-plus", "0.01",
+           "--max-steps", "2", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300",
+           "--kfold", "2", "--baselines", "untrained", "bow", "--bow-dim", "8", "--init-from-bow", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "start from the bag of words' word2vec vectors of the same seed" in res.stdout
+    words = json.loads((out / "bow/seed1/words.json").read_text())
+    vectors = np.load(out / "bow/seed1/word_vectors.npy")
+    for run in ("qt", "debiased_0.01", "untrained"):
+        config = json.loads((out / run / "seed1/config.json").read_text())
+        assert config["word_vectors"] == str(out / "bow/seed1"), run
+        assert json.loads((out / run / "seed1/summary.json").read_text())["word_vectors_covered"] > 50, run
+    itos = json.loads((out / "untrained/seed1/model/vocab.json").read_text())["itos"]
+    emb = load_file(str(out / "untrained/seed1/model/model.safetensors"))["f.embed.weight"]
+    shared = [(i, words.index(w)) for i, w in enumerate(itos) if i > 1 and w in words]
+    assert shared and all(np.array_equal(emb[i], vectors[k]) for i, k in shared)
+    for bad, message in ((["--baselines", "untrained"], "needs the bow baseline"),
+                         (["--bow-dim", "16"], "--word-dim equal to --bow-dim")):
+        res = subprocess.run(cmd + bad, capture_output=True, text=True, timeout=120, env=ENV)
+        assert res.returncode == 2 and message in res.stderr, res.stderr

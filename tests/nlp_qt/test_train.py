@@ -353,3 +353,75 @@ def test_held_out_batches_resume_exactly(tmp_path):
     strip = [{k: v for k, v in r.items() if k != "sentences_per_s"} for r in csv.DictReader(open(tmp_path / "full/log.csv"))]
     strip_cut = [{k: v for k, v in r.items() if k != "sentences_per_s"} for r in csv.DictReader(open(tmp_path / "cut/log.csv"))]
     assert strip == strip_cut
+
+
+def _word_vectors(folder, words, dim, lowercase=False, seed=0):
+    """A folder in nlp_qt.bow's format, written by hand (no gensim needed)."""
+    folder.mkdir()
+    vectors = np.random.default_rng(seed).normal(size=(len(words), dim)).astype(np.float32)
+    np.save(folder / "word_vectors.npy", vectors)
+    (folder / "words.json").write_text(json.dumps(words))
+    (folder / "bow.json").write_text(json.dumps({"config": {"lowercase": lowercase, "dim": dim}}))
+    return vectors
+
+
+def test_word_vectors_initialise_both_encoders_rows_and_nothing_else(tmp_path):
+    import torch
+
+    from nlp_qt.model import QuickThought, ModelConfig, init_word_vectors
+
+    words = ["story", "cat", "Book", "zebra-not-in-corpus", "the"]
+    vectors = _word_vectors(tmp_path / "wv", words, dim=8)
+    untrained = train(_cfg(tmp_path, "init", max_steps=0, word_vectors=str(tmp_path / "wv")))
+    plain = train(_cfg(tmp_path, "plain", max_steps=0))
+    a, vocab = load_model(tmp_path / "init/model")
+    b, _ = load_model(tmp_path / "plain/model")
+    in_vocab = [w for w in words if w in vocab.stoi]
+    assert untrained["word_vectors_covered"] == len(in_vocab) == 4 and "word_vectors_covered" not in plain
+    for enc_a, enc_b in ((a.f, b.f), (a.g, b.g)):
+        wa, wb = enc_a.embed.weight, enc_b.embed.weight
+        for w in in_vocab:  # the word's row is exactly its vector
+            assert torch.equal(wa[vocab.stoi[w]], torch.from_numpy(vectors[words.index(w)]))
+        rest = [i for i, w in enumerate(vocab.itos) if w not in in_vocab]
+        assert 0 in rest and 1 in rest  # <pad> and <unk> keep theirs
+        assert torch.equal(wa[rest], wb[rest])  # same seed: every other row (and the GRUs) as without vectors
+        assert all(torch.equal(p, q) for p, q in zip(enc_a.gru.parameters(), enc_b.gru.parameters()))
+    assert not a.f.embed.weight[0].any()
+    # a training run from the vectors moves them (they are trained on) and resumes exactly
+    full = train(_cfg(tmp_path, "full", max_steps=4, word_vectors=str(tmp_path / "wv")))
+    train(_cfg(tmp_path, "cut", max_steps=2, word_vectors=str(tmp_path / "wv")))
+    cut = train(_cfg(tmp_path, "cut", max_steps=4, word_vectors=str(tmp_path / "wv")))
+    assert full["step"] == cut["step"] == 4 and full["word_vectors_covered"] == cut["word_vectors_covered"] == 4
+    fa = load_file(str(tmp_path / "full/model/model.safetensors"))
+    fb = load_file(str(tmp_path / "cut/model/model.safetensors"))
+    assert all(torch.equal(fa[k], fb[k]) for k in fa)
+    row = vocab.stoi["cat"]
+    assert not torch.equal(fa["f.embed.weight"][row], torch.from_numpy(vectors[1]))
+    with pytest.raises(ValueError, match="word_vectors"):  # a resume with other vectors is refused
+        train(_cfg(tmp_path, "cut", max_steps=6))
+    m = QuickThought(ModelConfig(10, 4, 4))
+    with pytest.raises(ValueError, match="8 dimensions, the model's word embeddings 4"):
+        init_word_vectors(m, ["<pad>", "<unk>", "cat"], ["cat"], vectors[:1])
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (lambda d: (d / "words.json").unlink(), "no words.json there"),
+    (lambda d: (d / "words.json").write_text(json.dumps(["a", "b"])), r"shape \(5, 8\), expected \[2 words"),
+    (lambda d: (d / "words.json").write_text("{not json"), "unreadable"),
+    (lambda d: np.save(d / "word_vectors.npy", np.full((5, 8), np.nan, np.float32)), "non-finite"),
+    (lambda d: None, "has 8-d vectors but --word-dim is 6"),
+])
+def test_bad_word_vectors_are_refused_before_reading_the_corpus(tmp_path, break_it, message):
+    _word_vectors(tmp_path / "wv", ["story", "cat", "Book", "dog", "the"], dim=8)
+    break_it(tmp_path / "wv")
+    with pytest.raises(ValueError, match=message):
+        train(_cfg(tmp_path, "bad", word_dim=6 if "word-dim" in message else 8, word_vectors=str(tmp_path / "wv")))
+    assert not (tmp_path / "bad").exists()
+
+
+def test_word_vectors_with_another_case_rule_are_refused(tmp_path):
+    _word_vectors(tmp_path / "wv", ["story"], dim=8, lowercase=True)
+    with pytest.raises(ValueError, match="lowercase=True"):
+        train(_cfg(tmp_path, "bad", word_vectors=str(tmp_path / "wv")))
+    with pytest.raises(ValueError, match="no bow.json, word_vectors.npy, words.json there"):
+        train(_cfg(tmp_path, "bad", word_vectors=str(tmp_path / "missing")))
