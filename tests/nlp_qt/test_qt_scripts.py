@@ -128,6 +128,12 @@ def test_qt_table2_presets_hold_out_batches_and_yield_to_explicit_options():
     cmd = mod.train_command(a, Path("r"), "qt", 0.0, 0, None)
     assert cmd[cmd.index("--dev-every") + 1] == "20"
     assert "--dev-every" not in mod.train_command(a, Path("r"), "qt", 0.0, 0, 0)  # the untrained baseline
+    w2v = mod.parse_args(["--preset", "cpu-w2v"])
+    assert (w2v.word_dim, w2v.bow_dim, w2v.vocab_size, w2v.epochs, w2v.init_from_bow, w2v.dev_every) == \
+        (300, 300, 20000, 1, True, 20) and "bow" in w2v.baselines and "untrained" in w2v.baselines
+    for untrained_too in (None, 0):
+        cmd = mod.train_command(w2v, Path("r"), "qt", 0.0, 3, untrained_too)
+        assert cmd[cmd.index("--word-vectors") + 1] == str(Path(w2v.out) / "bow" / "seed3")
     demo = mod.parse_args(["--preset", "demo", "--epochs", "1"])
     assert demo.epochs == 1 and demo.max_sentences == 10_000 and demo.dev_every == 20
 
