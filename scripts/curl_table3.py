@@ -65,8 +65,10 @@ class Args(SweepOptions):
     extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     """Extra arguments passed to every `python -m rl_curl.train`, written with '=' because they start with
     dashes: --extra=--no-save-replay (repeat --extra=... for several). The options the grid sets itself (task,
-    seed, objective, update, output dir, env steps, batch size) are refused here. A finished run is skipped
-    without comparing its other options, so runs with other --extra settings need another --out."""
+    seed, objective, update, output dir, env steps, batch size) are refused here. A finished run is skipped only
+    if its config.json has the settings this grid would run it with (fields a resumed run may change aside); a
+    finished run made with other settings (another --extra) stops the grid before anything starts, naming the
+    run and the fields: use another --out for it."""
     aggregate_only: bool = False
     """Only build table3.md and curves.png from the runs already under OUT."""
     dry_run: bool = False
@@ -114,6 +116,40 @@ def finished(out: Path, env_steps: int) -> bool:
     return summary.exists() and json.loads(summary.read_text()).get("env_steps", 0) >= env_steps
 
 
+def changed_settings(out: Path, cmd: list[str]) -> list[tuple[str, object, object]]:
+    """How the run in ``out`` was configured differently from ``cmd`` (its rl_curl.train command), as
+    ``(field, the run's value, the command's value)``; fields a resumed run may change do not count. Empty
+    when the folder has no config.json (rl_curl.train then checks the checkpoint itself)."""
+    import dataclasses
+
+    from rl_curl.config import Config
+    from rl_curl.train import LEGACY_SIGNATURE
+    from shared_losses.runtime import config_changes, read_json_file
+
+    path = out / "config.json"
+    if not path.exists():
+        return []
+    wanted = tyro.cli(Config, args=cmd[3:]).resolved()  # cmd: python -m rl_curl.train ...
+    return config_changes(read_json_file(path, "run's configuration"), dataclasses.asdict(wanted),
+                          free=Config.RESUME_FREE, legacy=LEGACY_SIGNATURE)
+
+
+def to_run(args: Args) -> list[tuple[Path, list[str]]]:
+    """The grid's runs that are not finished. A finished run made with other settings than the grid's is
+    refused (SystemExit naming each such run and field) rather than skipped as if it were this grid's."""
+    jobs, stale = [], []
+    for out, cmd in commands(args):
+        if not finished(out, args.env_steps):
+            jobs.append((out, cmd))
+        elif changes := changed_settings(out, cmd):
+            stale.append(f"{out} ({', '.join(f'{k}: {old!r} -> {new!r}' for k, old, new in changes)})")
+    if stale:
+        raise SystemExit("finished runs under --out were made with other settings than this grid's (the run's value "
+                         "-> the grid's): " + "; ".join(stale) + ". Use another --out for this grid (or the same "
+                         "--extra as those runs); nothing was started")
+    return jobs
+
+
 def run_log(out: Path) -> Path:
     """Where a run's stdout/stderr go: ``seedS.log`` next to its folder ``seedS``. Inside the folder it would
     make the folder non-empty before the run starts, and rl_curl.train refuses such a folder."""
@@ -146,7 +182,7 @@ def main(args: Args) -> int:
                 parse_task(task)
     failures = 0
     if not args.aggregate_only:
-        jobs = [(o, c) for o, c in commands(args) if not finished(o, args.env_steps)]
+        jobs = to_run(args)
         if args.dry_run:
             for _, cmd in jobs:
                 print(" ".join(cmd))

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import subprocess
@@ -313,6 +314,17 @@ def test_table3_sweep_launches_real_runs_and_skips_them_when_rerun(tmp_path):
     assert "| pixel SAC (no aux) | 0 1 | " in md  # both seeds paired
     stamp = _tree_stamps(tmp_path)
     assert curl_table3.main(args) == 0  # finished runs are skipped, not rerun
+    assert _tree_stamps(tmp_path) == stamp
+    # A finished run made with other settings is not taken for this grid's: it used to be skipped silently
+    # (and tabulated as if it had the grid's settings). Fields a resumed run may change still do not count.
+    other = dataclasses.replace(args, extra=[e for e in TINY_EXTRA if not e.startswith("--hidden-dim")]
+                                + ["--hidden-dim=12", "--eval-episodes=2"])
+    with pytest.raises(SystemExit, match=r"curl/seed1 \(hidden_dim: 16 -> 12\).*nothing was started"):
+        curl_table3.main(other)
+    with pytest.raises(SystemExit, match="none/seed0 "):
+        curl_table3.main(dataclasses.replace(other, dry_run=True))
+    assert _tree_stamps(tmp_path) == stamp
+    assert curl_table3.main(dataclasses.replace(args, extra=TINY_EXTRA + ["--eval-episodes=2"])) == 0
     assert _tree_stamps(tmp_path) == stamp
 
 
