@@ -59,19 +59,26 @@ def validate(cfg: Config) -> None:
                          f"{cfg.dev_every}")
     if cfg.dev_max_batches < 1:
         raise ValueError(f"dev_max_batches must be >= 1, got {cfg.dev_max_batches}")
-    if cfg.word_vectors is not None:
-        from .bow import read_word_vectors
-
-        words, vectors, lowercase = read_word_vectors(cfg.word_vectors)
-        if vectors.shape[1] != cfg.word_dim:
-            raise ValueError(f"--word-vectors {cfg.word_vectors} has {vectors.shape[1]}-d vectors but --word-dim is "
-                             f"{cfg.word_dim}; set --word-dim {vectors.shape[1]}")
-        if lowercase != cfg.lowercase:
-            raise ValueError(f"--word-vectors {cfg.word_vectors} was trained with lowercase={lowercase}, this run has "
-                             f"--lowercase {cfg.lowercase}: its words would not match the vocabulary's")
     for name in ("max_sentences", "vocab_sentences"):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1 (or None for the whole corpus), got {getattr(cfg, name)}")
+
+
+def read_checked_word_vectors(cfg: Config):
+    """``(words, vectors)`` of ``--word-vectors``, checked against the run's ``--word-dim`` and ``--lowercase``
+    (read once, before the folder or the corpus is touched); None without the option."""
+    if cfg.word_vectors is None:
+        return None
+    from .bow import read_word_vectors
+
+    words, vectors, lowercase = read_word_vectors(cfg.word_vectors)
+    if vectors.shape[1] != cfg.word_dim:
+        raise ValueError(f"--word-vectors {cfg.word_vectors} has {vectors.shape[1]}-d vectors but --word-dim is "
+                         f"{cfg.word_dim}; set --word-dim {vectors.shape[1]}")
+    if lowercase != cfg.lowercase:
+        raise ValueError(f"--word-vectors {cfg.word_vectors} was trained with lowercase={lowercase}, this run has "
+                         f"--lowercase {cfg.lowercase}: its words would not match the vocabulary's")
+    return words, vectors
 
 
 def sentence_stream(cfg: Config, stats: CorpusStats | None = None):
@@ -156,6 +163,7 @@ def train(cfg: Config) -> dict:
     from accelerate.utils import set_seed
 
     validate(cfg)
+    word_vectors = read_checked_word_vectors(cfg)
     # the folder rules, read by every process before any of them writes
     harness = RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite, free=Config.RESUME_FREE)
     accelerator = Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu")
@@ -196,11 +204,9 @@ def train(cfg: Config) -> dict:
     set_seed(cfg.seed)
     model = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional))
     covered = None  # vocabulary words initialised from --word-vectors
-    if cfg.word_vectors is not None:
-        from .bow import read_word_vectors
-
-        words, vectors, _ = read_word_vectors(cfg.word_vectors)
-        covered = init_word_vectors(model, vocab.itos, words, vectors)
+    if word_vectors is not None:
+        covered = init_word_vectors(model, vocab.itos, *word_vectors)
+        word_vectors = None  # the rows are copied: do not hold the vectors for the whole run
         if main:
             print(f"word vectors: {covered} of {len(vocab) - 2} vocabulary words initialised from {cfg.word_vectors}")
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
