@@ -181,7 +181,8 @@ def trained_variants(a) -> list[tuple[str, str, float]]:
 
 def jobs(a) -> list[dict]:
     """Every model of the sweep: {name, seed, dir, train (command or None), model (what senteval loads), config
-    (its settings file, part of the evaluation cache's key)}."""
+    (its settings file, part of the evaluation cache's key), first (trained in a stage before the others: the bow
+    baseline under --init-from-bow)}."""
     out = Path(a.out)
     res = []
     for seed in a.seeds:
@@ -195,7 +196,9 @@ def jobs(a) -> list[dict]:
                             train=train_command(a, run, "qt", 0.0, seed, 0)))
         if "bow" in a.baselines:
             run = bow_dir(a, seed)
+            # with --init-from-bow the encoders of this seed read these vectors: trained before them
             res.append(dict(name="bag of words (word2vec)", seed=seed, dir=run, model=run, config=run / "bow.json",
+                            first=a.init_from_bow,
                             train=[sys.executable, "-m", "nlp_qt.bow", "--corpus", a.corpus, "--output-dir", str(run),
                                    "--dim", str(a.bow_dim), "--seed", str(seed)]
                             + ([] if a.max_sentences is None else ["--max-sentences", str(a.max_sentences)])))
@@ -277,10 +280,7 @@ def run_all(a, todo: list[dict]) -> list[dict | None]:
 
     trainings = [j for j in todo if j["train"] is not None]
     trained = {id(j): True for j in todo}
-    # With --init-from-bow the encoders read the bow vectors of their seed: the bow trainings go first.
-    first = [j for j in trainings if a.init_from_bow and j["config"] is not None and j["config"].name == "bow.json"]
-    ids = {id(j) for j in first}
-    for stage in (first, [j for j in trainings if id(j) not in ids]):
+    for stage in ([j for j in trainings if j.get("first")], [j for j in trainings if not j.get("first")]):
         if not stage:
             continue
         print(f"{len(stage)} trainings (a finished one returns at once)", flush=True)
