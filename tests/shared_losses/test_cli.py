@@ -2,6 +2,7 @@
 traceback; bugs keep theirs."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,93 @@ def test_run_cli_turns_user_errors_into_one_line(capsys, monkeypatch):
     with pytest.raises(KeyError):
         run_cli(bug)
     assert run_cli(lambda: 7) == 7
+
+
+def _group_up(store):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    assert dist.is_initialized()
+
+
+def test_run_cli_destroys_a_group_of_one_however_the_run_ends(tmp_path, monkeypatch):
+    """A run in a process group of one process (nothing else can be inside a collective) ends with the group
+    destroyed and returns or exits normally: after the run, an interrupt (130) and a user error (2)."""
+    import torch.distributed as dist
+
+    from shared_losses.runtime import RunInterrupted
+
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+
+    def run():
+        _group_up(tmp_path / "a")
+        return 7
+
+    assert run_cli(run) == 7 and not dist.is_initialized()
+    for name, error, code in (("b", RunInterrupted("step 3"), 130), ("c", ValueError("bad input"), 2)):
+        def failing(name=name, error=error):
+            _group_up(tmp_path / name)
+            raise error
+
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli(failing)
+        assert exit_info.value.code == code and not dist.is_initialized()
+
+
+MULTI_PROCESS_SCRIPT = """
+import sys
+import torch
+import torch.distributed as dist
+from shared_losses.cli import run_cli
+from shared_losses.runtime import RunInterrupted
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    for _ in range(20):  # collectives on Python tensors, the last one just before the process ends
+        t = torch.ones(1000) * rank
+        dist.all_reduce(t)
+        parts = [torch.empty(1000) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, t)
+    print(f"rank {rank} done, sum {float(t.sum())}")
+    if sys.argv[1] == "interrupt":
+        raise RunInterrupted("step 20")
+    if sys.argv[1] == "error":
+        raise ValueError("bad input")
+    if sys.argv[1] == "status":  # a main that returns its exit status, as the table scripts do
+        return 3
+
+
+sys.exit(run_cli(main))
+"""
+
+
+def test_processes_of_a_multi_process_run_end_with_their_status_and_output(tmp_path, torchrun):
+    """Two torchrun processes whose last gloo collective comes just before they end. Without run_cli's
+    os._exit, a gloo worker thread can release the collective's tensors while the interpreter finalises and
+    the process aborts (SIGABRT after "terminate called without an active exception"): 17 of 30 such
+    launches aborted on the 2-core machine (2026-11-25). Each launch must end with its status (0 / 130 / 2, or
+    the status main returned),
+    with its output flushed. Repeated, because the abort is a race."""
+    import subprocess
+
+    script = tmp_path / "collectives.py"
+    script.write_text(MULTI_PROCESS_SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    for how, code in [("run", 0)] * 4 + [("interrupt", 130), ("error", 2), ("status", 3)]:
+        res = subprocess.run([torchrun, "--nproc_per_node", "2", str(script), how], capture_output=True, text=True,
+                             timeout=120, env=env, cwd=tmp_path)
+        assert "terminate called" not in res.stderr, res.stderr[-2000:]
+        # both processes write to one pipe, so their lines can interleave
+        assert sorted(re.findall(r"rank \d done, sum [\d.]+", res.stdout)) == \
+            ["rank 0 done, sum 1000.0", "rank 1 done, sum 1000.0"], (how, res.stdout, res.stderr[-2000:])
+        if code == 0:
+            assert res.returncode == 0, res.stderr[-2000:]
+        else:  # torchrun reports a worker's own exit status as a failure of the launch, naming the status
+            assert res.returncode != 0 and f"exitcode  : {code}" in res.stderr, (how, res.stderr[-2000:])
+        if how == "error":
+            assert "error: bad input" in res.stderr
 
 
 @pytest.mark.parametrize("argv,message", [
