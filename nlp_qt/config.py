@@ -52,6 +52,9 @@ class Config:
     """Sentence vector size of each encoder (f and g); the evaluation embedding has twice this."""
     bidirectional: bool = True
     """Bidirectional GRU with encoder_dim/2 units per direction (QT's default)."""
+    encoder: Literal["gru", "bow"] = "gru"
+    """Sentence encoder (both f and g): gru (QT's) or bow, S2V's bag of words: the mean of the sentence's word
+    embeddings, trained by the same objective (encoder_dim must equal word_dim; bidirectional does not apply)."""
     word_vectors: Optional[str] = None
     """Initialise both encoders' word embeddings from pretrained word vectors: a folder written by
     `python -m nlp_qt.bow` (word2vec on a corpus; its size must equal word_dim). Vocabulary words it lacks keep

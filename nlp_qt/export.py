@@ -91,7 +91,7 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None) -> 
     step = int(load_checkpoint(None, ckpt)["step"])
     out = Path(output) if output else run / f"model_step{step}"
     check_target(out, run)
-    qt = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional))
+    qt = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional, cfg.encoder))
     state = load_file(str(ckpt / "model.safetensors"))
     try:
         qt.load_state_dict(state, strict=True)

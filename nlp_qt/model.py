@@ -1,10 +1,13 @@
-"""Quick-thought encoders (Logeswaran & Lee 2018; S2V): two GRU sentence encoders f and g.
+"""Quick-thought encoders (Logeswaran & Lee 2018; S2V): two sentence encoders f and g.
 
 f encodes the input sentence, g the candidates; the score of a pair is ``f(s)^T g(c)``. Each
-encoder has its own word embeddings (uniform in +-0.1, QT's "trained" vocabulary mode) and a
-single-layer GRU; bidirectional by default with ``encoder_dim / 2`` units per direction and the
-two final states concatenated (QT's default sizes: 620-d words, 1200-d sentences). The sentence
-embedding for evaluation is ``[f(s)/||f(s)||; g(s)/||g(s)||]``.
+encoder has its own word embeddings (uniform in +-0.1, QT's "trained" vocabulary mode) and, with
+``encoder="gru"`` (QT's), a single-layer GRU; bidirectional by default with ``encoder_dim / 2`` units
+per direction and the two final states concatenated (QT's default sizes: 620-d words, 1200-d
+sentences). ``encoder="bow"`` is S2V's other encoder, a bag of words: the sentence vector is the mean
+of its words' embeddings (S2V sums them; the mean differs from the sum by the factor 1/length, so only
+the training scores' scale changes, not the normalised evaluation embedding), and ``encoder_dim`` must
+equal ``word_dim``. The sentence embedding for evaluation is ``[f(s)/||f(s)||; g(s)/||g(s)||]``.
 """
 
 from __future__ import annotations
@@ -26,21 +29,34 @@ class ModelConfig:
     word_dim: int = 620
     encoder_dim: int = 1200
     bidirectional: bool = True
+    encoder: str = "gru"  # gru | bow (a model saved before this field existed is a gru)
 
     def __post_init__(self):
         if self.vocab_size < 2 or self.word_dim < 1 or self.encoder_dim < 1:
             raise ValueError(f"invalid model sizes: {self}")
-        if self.bidirectional and self.encoder_dim % 2:
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {self.encoder!r}")
+        if self.encoder == "gru" and self.bidirectional and self.encoder_dim % 2:
             raise ValueError(f"encoder_dim must be even with a bidirectional GRU, got {self.encoder_dim}")
+        if self.encoder == "bow" and self.encoder_dim != self.word_dim:
+            raise ValueError(f"the bow encoder's sentence vector is its mean word embedding, so encoder_dim must equal "
+                             f"word_dim; got encoder_dim {self.encoder_dim}, word_dim {self.word_dim} (set --encoder-dim "
+                             f"{self.word_dim})")
+
+
+def _word_embeddings(cfg: ModelConfig) -> nn.Embedding:
+    """QT's trained vocabulary: uniform in +-0.1, row 0 (<pad>) zero."""
+    embed = nn.Embedding(cfg.vocab_size, cfg.word_dim, padding_idx=0)
+    nn.init.uniform_(embed.weight, -0.1, 0.1)
+    with torch.no_grad():
+        embed.weight[0].zero_()
+    return embed
 
 
 class GRUEncoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.word_dim, padding_idx=0)
-        nn.init.uniform_(self.embed.weight, -0.1, 0.1)
-        with torch.no_grad():
-            self.embed.weight[0].zero_()
+        self.embed = _word_embeddings(cfg)
         hidden = cfg.encoder_dim // 2 if cfg.bidirectional else cfg.encoder_dim
         self.gru = nn.GRU(cfg.word_dim, hidden, batch_first=True, bidirectional=cfg.bidirectional)
 
@@ -49,6 +65,24 @@ class GRUEncoder(nn.Module):
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         _, h = self.gru(packed)  # [directions, B, hidden]
         return h.transpose(0, 1).reshape(ids.shape[0], -1)
+
+
+class BowEncoder(nn.Module):
+    """S2V's bag-of-words encoder (mean instead of sum): ``f(s) = (1/|s|) sum_{w in s} E[w]`` over the
+    sentence's first ``length`` tokens (``<unk>`` included, padding not)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed = _word_embeddings(cfg)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        lengths = lengths.to(ids.device)
+        mask = torch.arange(ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
+        x = self.embed(ids) * mask.unsqueeze(-1).to(self.embed.weight.dtype)
+        return x.sum(dim=1) / lengths.clamp(min=1).unsqueeze(-1).to(x.dtype)
+
+
+ENCODERS = {"gru": GRUEncoder, "bow": BowEncoder}
 
 
 @torch.no_grad()
@@ -74,8 +108,8 @@ class QuickThought(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.f = GRUEncoder(cfg)
-        self.g = GRUEncoder(cfg)
+        self.f = ENCODERS[cfg.encoder](cfg)
+        self.g = ENCODERS[cfg.encoder](cfg)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(f(S), g(S))``, each ``[B, encoder_dim]``."""

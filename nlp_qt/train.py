@@ -57,6 +57,10 @@ def validate(cfg: Config) -> None:
     if cfg.dev_every == 1 or cfg.dev_every < 0:
         raise ValueError(f"dev_every must be 0 (no held-out batches) or >= 2 (every Nth batch held out), got "
                          f"{cfg.dev_every}")
+    if cfg.encoder == "bow" and cfg.encoder_dim != cfg.word_dim:
+        raise ValueError(f"--encoder bow: the sentence vector is the mean word embedding, so --encoder-dim must equal "
+                         f"--word-dim; got --encoder-dim {cfg.encoder_dim}, --word-dim {cfg.word_dim} (set --encoder-dim "
+                         f"{cfg.word_dim})")
     if cfg.dev_max_batches < 1:
         raise ValueError(f"dev_max_batches must be >= 1, got {cfg.dev_max_batches}")
     for name in ("max_sentences", "vocab_sentences"):
@@ -185,7 +189,7 @@ def train(cfg: Config) -> dict:
     resuming = harness.resuming
     if resuming and cfg_path.exists():
         harness.refuse_config_changes(read_json_file(cfg_path, "run's configuration"), config, where=ckpt_dir,
-                                      legacy={"num_processes": world})
+                                      legacy={"num_processes": world, "encoder": "gru"})
     if resuming:
         done_summary = finished_summary(cfg, out)
         if done_summary is not None:  # a finished run is left exactly as it is
@@ -202,7 +206,7 @@ def train(cfg: Config) -> dict:
     vocab = Vocab.load(vocab_path)
 
     set_seed(cfg.seed)
-    model = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional))
+    model = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional, cfg.encoder))
     covered = None  # vocabulary words initialised from --word-vectors
     if word_vectors is not None:
         covered = init_word_vectors(model, vocab.itos, *word_vectors)

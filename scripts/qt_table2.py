@@ -125,6 +125,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=400, help="consecutive sentences per batch")
     p.add_argument("--word-dim", type=int, default=620, help="word embedding size")
     p.add_argument("--encoder-dim", type=int, default=1200, help="sentence vector size of each encoder")
+    p.add_argument("--encoder", choices=["gru", "bow"], default="gru",
+                   help="sentence encoder of the trained and untrained runs (nlp_qt.train --encoder): gru (QT's) or "
+                        "bow (S2V's bag of words, the mean word embedding; --encoder-dim must equal --word-dim)")
     p.add_argument("--vocab-size", type=int, default=50000, help="vocabulary size")
     p.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate")
     p.add_argument("--dev-every", type=int, default=0,
@@ -150,6 +153,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--corpus and --data are required (or --preset cpu)")
     if a.init_from_bow and "bow" not in a.baselines:
         p.error("--init-from-bow needs the bow baseline (--baselines ... bow): its vectors are the initialisation")
+    if a.encoder == "bow" and a.encoder_dim != a.word_dim:
+        p.error(f"--encoder bow needs --encoder-dim equal to --word-dim (got {a.encoder_dim} and {a.word_dim})")
     if a.init_from_bow and a.word_dim != a.bow_dim:
         p.error(f"--init-from-bow needs --word-dim equal to --bow-dim (got {a.word_dim} and {a.bow_dim})")
     return a
@@ -159,7 +164,7 @@ def train_command(a, run: Path, objective: str, tau: float, seed: int, max_steps
     cmd = [sys.executable, "-m", "nlp_qt.train", "--corpus", a.corpus, "--output-dir", str(run), "--objective",
            objective, "--tau-plus", str(tau), "--seed", str(seed), "--epochs", str(a.epochs), "--batch-size",
            str(a.batch_size), "--word-dim", str(a.word_dim), "--encoder-dim", str(a.encoder_dim), "--vocab-size",
-           str(a.vocab_size), "--lr", str(a.lr), "--resume", "--no-progress"]
+           str(a.vocab_size), "--lr", str(a.lr), "--encoder", a.encoder, "--resume", "--no-progress"]
     if a.max_sentences is not None:
         cmd += ["--max-sentences", str(a.max_sentences)]
     if a.dev_every and max_steps != 0:  # the untrained baseline takes no step, so scores nothing

@@ -171,3 +171,24 @@ def test_qt_table2_init_from_bow_starts_encoders_from_the_same_seeds_vectors(tmp
                          (["--bow-dim", "16"], "--word-dim equal to --bow-dim")):
         res = subprocess.run(cmd + bad, capture_output=True, text=True, timeout=120, env=ENV)
         assert res.returncode == 2 and message in res.stderr, res.stderr
+
+
+def test_qt_table2_encoder_bow_trains_every_encoder_of_the_sweep_as_a_bag_of_words(tmp_path):
+    """--encoder bow reaches the trained runs and the untrained baseline (its config.json and model); an
+    --encoder-dim other than --word-dim is refused before anything runs."""
+    out = tmp_path / "t2"
+    cmd = [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
+           "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "0", "--tau-plus", "0.01",
+           "--max-steps", "2", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300",
+           "--kfold", "2", "--baselines", "untrained", "--encoder", "bow", "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for run in ("qt", "debiased_0.01", "untrained"):
+        assert json.loads((out / run / "seed0/config.json").read_text())["encoder"] == "bow", run
+        assert json.loads((out / run / "seed0/model/config.json").read_text())["model"]["encoder"] == "bow", run
+    summary = json.loads((out / "table2.json").read_text())["summary"]
+    assert {"biased (QT)", "debiased τ⁺=0.01", "untrained"} <= set(summary)
+    bad = subprocess.run(cmd[:-2] + ["--encoder-dim", "6", "--out", str(tmp_path / "bad")], capture_output=True,
+                         text=True, timeout=120, env=ENV)
+    assert bad.returncode == 2 and "--encoder bow needs --encoder-dim equal to --word-dim" in bad.stderr, bad.stderr
+    assert not (tmp_path / "bad").exists()
