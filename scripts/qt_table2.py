@@ -26,6 +26,8 @@ CPU setting on real data, offline (issue 15): books corpus, human-labeled tasks,
 The same with the encoders' word embeddings started from the bag of words' word2vec vectors (1 epoch, about
 4.5 minutes per training):
     .venv/bin/python scripts/qt_table2.py --preset cpu-w2v --out runs/qt_cpu_w2v
+The same with S2V's bag-of-words encoder (--encoder bow: the mean word embedding, trained from the word2vec vectors):
+    .venv/bin/python scripts/qt_table2.py --preset cpu-bow --out runs/qt_cpu_bow
 Its short version, one seed and two small tasks (what `bash scripts/demo.sh nlp_qt` runs, a few minutes):
     .venv/bin/python scripts/qt_table2.py --preset demo --out runs/demo/nlp_qt
 Quick CPU check on the embedded data (stand-in tasks; NOT comparable with the paper):
@@ -77,6 +79,11 @@ PRESETS = {
     "cpu": dict(_CPU, tasks=["RT", "FOOD", "DRUG", "REUTERS"], seeds=[0, 1, 2], epochs=2),
     "cpu-w2v": dict(_CPU, tasks=["RT", "FOOD", "DRUG", "REUTERS"], seeds=[0, 1, 2], epochs=1, word_dim=300,
                     bow_dim=300, vocab_size=20000, init_from_bow=True),
+    # cpu-bow: cpu-w2v with S2V's bag-of-words encoder (--encoder bow, 300-d): what the sentence-level objective adds
+    # to the same word2vec vectors. lr, temperature and epochs are those of the lowest held-out loss among the pilots
+    # tried (docs/results.md): lr 2e-3, temperature 1, 4 epochs (lr 1e-2 and temperature 0.1 over-fit after 1-2).
+    "cpu-bow": dict(_CPU, tasks=["RT", "FOOD", "DRUG", "REUTERS"], seeds=[0, 1, 2], epochs=4, word_dim=300,
+                    encoder_dim=300, bow_dim=300, vocab_size=20000, init_from_bow=True, encoder="bow", lr=2e-3),
     "demo": dict(_CPU, tasks=["DRUG", "REUTERS"], seeds=[0], epochs=2, max_sentences=10_000),
 }
 
@@ -105,7 +112,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help="a frozen protocol (cpu: books corpus, human-labeled tasks, baselines, 3 seeds; cpu-w2v: the "
-                        "same with word2vec-initialised word embeddings, --init-from-bow); explicit options win")
+                        "same with word2vec-initialised word embeddings, --init-from-bow; cpu-bow: cpu-w2v with the "
+                        "bag-of-words encoder, --encoder bow); explicit options win")
     p.add_argument("--corpus", help="training corpus, as nlp_qt.train --corpus (the paper: hf:bookcorpus)")
     p.add_argument("--data", help="SentEval data/downstream folder, or 'human' for the human-labeled tasks")
     p.add_argument("--out", default="runs/qt_table2",

@@ -134,6 +134,12 @@ def test_qt_table2_presets_hold_out_batches_and_yield_to_explicit_options():
     for untrained_too in (None, 0):
         cmd = mod.train_command(w2v, Path("r"), "qt", 0.0, 3, untrained_too)
         assert cmd[cmd.index("--word-vectors") + 1] == str(Path(w2v.out) / "bow" / "seed3")
+    bow = mod.parse_args(["--preset", "cpu-bow"])
+    assert (bow.encoder, bow.word_dim, bow.encoder_dim, bow.bow_dim, bow.vocab_size, bow.lr, bow.epochs,
+            bow.init_from_bow, bow.dev_every) == ("bow", 300, 300, 300, 20000, 2e-3, 4, True, 20)
+    cmd = mod.train_command(bow, Path("r"), "qt", 0.0, 2, 0)
+    assert cmd[cmd.index("--encoder") + 1] == "bow" and cmd[cmd.index("--word-vectors") + 1].endswith("seed2")
+    assert mod.train_command(w2v, Path("r"), "qt", 0.0, 0, None)[cmd.index("--encoder") + 1] == "gru"
     demo = mod.parse_args(["--preset", "demo", "--epochs", "1"])
     assert demo.epochs == 1 and demo.max_sentences == 10_000 and demo.dev_every == 20
 
