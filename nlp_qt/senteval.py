@@ -373,9 +373,14 @@ def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128) -> En
     return encode
 
 
-def load_encoder(model: str, device: str = "cpu", batch_size: int = 128) -> tuple[Encoder, str]:
+def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
+                 max_length: int | None = None) -> tuple[Encoder, str]:
     """An ``encode(sentences) -> [n, d] float array`` for an nlp_qt model or a sentence-transformers
-    model; returns it with a short description."""
+    model; returns it with a short description. ``max_length`` (nlp_qt models only): tokens of each text the
+    encoder reads; None keeps the model's own (its training ``--max-length``, 50 by default), 0 reads the whole
+    text, as the bag-of-words baseline does."""
+    if max_length is not None and max_length < 0:
+        raise ValueError(f"max_length must be >= 0 (0: the whole text), got {max_length}")
 
     from .model import is_qt_model_dir, load_model
 
@@ -385,6 +390,8 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128) -> tupl
 
     path = Path(model)
     if is_bow_dir(path):
+        if max_length is not None:
+            raise ValueError("--max-length applies to nlp_qt models only; the bag of words reads the whole text")
         return load_bow_encoder(path), f"bag of words {path} (mean of word2vec vectors)"
     owner = run_application(path) if path.is_dir() else None
     if owner not in (None, "nlp_qt", "unknown"):
@@ -402,8 +409,14 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128) -> tupl
         )
     if is_qt_model_dir(path):
         qt, vocab = load_model(path, device)
+        if max_length is not None:
+            vocab.max_len = max_length or sys.maxsize
         encode = make_qt_encoder(qt, vocab, device, batch_size)
-        return encode, f"nlp_qt model {path} ({2 * qt.cfg.encoder_dim}-d)"
+        cut = "whole texts" if vocab.max_len == sys.maxsize else f"texts cut to {vocab.max_len} tokens"
+        return encode, f"nlp_qt model {path} ({2 * qt.cfg.encoder_dim}-d, {cut})"
+    if max_length is not None:
+        raise ValueError("--max-length applies to nlp_qt models only (a sentence-transformers model keeps its own "
+                         "max_seq_length)")
     if path.exists() and path.is_dir() and not (path / "modules.json").exists() and not (path / "config.json").exists():
         raise FileNotFoundError(
             f"{path} is neither an nlp_qt model (config.json, vocab.json, model.safetensors) nor a "
@@ -798,9 +811,15 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                    help="seed of the fold shuffles and of LogisticRegression (default: SentEval's %(default)s)")
     p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="torch device used to encode, e.g. cuda (default: %(default)s)")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="nlp_qt models only: tokens of each text the encoder reads (default: the model's training "
+                   "--max-length, 50 unless set; longer texts are cut); 0: the whole text, as the bag of words reads "
+                   "it. Reviews (FOOD, DRUG) are often longer than 50 tokens")
     p.add_argument("--json", action="store_true", help="print one JSON object {task: metrics}")
     p.add_argument("--output", default=None, help="also write the results JSON here")
     a = p.parse_args(argv)
+    if a.max_length is not None and a.max_length < 0:  # before the data or the model is read
+        raise ValueError(f"--max-length must be >= 0 (0: the whole text), got {a.max_length}")
     if a.kfold < 2:
         p.error("--kfold must be >= 2")
     if a.inner_kfold is not None and a.inner_kfold < 2:
@@ -815,12 +834,13 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     root = resolve_data_dir(a.data, a.tasks)
     for t in a.tasks:
         _check_files(root, t)
-    encode, desc = load_encoder(a.model, a.device, a.batch_size)
+    encode, desc = load_encoder(a.model, a.device, a.batch_size, a.max_length)
     results = evaluate(encode, root, a.tasks, a.kfold, a.inner_kfold, a.seed, verbose=not a.json)
     if a.output:
         from shared_losses.runtime import write_json_atomic
 
-        write_json_atomic(a.output, {"model": a.model, "kfold": a.kfold, "seed": a.seed, "results": results})
+        write_json_atomic(a.output, {"model": a.model, "kfold": a.kfold, "seed": a.seed, "max_length": a.max_length,
+                                     "results": results})
     if a.json:
         print(json.dumps(results))
     else:

@@ -149,6 +149,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per process (default: CPU cores / --parallel with --backend local, "
                         "--cpus-per-run with ray)")
+    p.add_argument("--eval-max-length", type=int, default=None,
+                   help="tokens of each evaluation text the trained and untrained encoders read (nlp_qt.senteval "
+                        "--max-length): default their training --max-length (50), 0 the whole text as the bag of "
+                        "words reads it")
     p.add_argument("--device", default="cpu", help="device for encoding during evaluation")
     add_sweep_arguments(p)
     if argv is None:
@@ -249,15 +253,18 @@ def eval_key(a, job: dict) -> dict:
     trained run, bow.json of a bag of words; the model path for a pretrained one), --kfold, --inner-kfold, --data."""
     cfg_file = job["config"]
     cfg = json.loads(cfg_file.read_text()) if cfg_file and cfg_file.exists() else {"model": str(job["model"])}
-    return {"config": cfg, "kfold": a.kfold, "inner_kfold": a.inner_kfold,
-            "data": a.data if a.data == "human" else str(Path(a.data).resolve())}
+    key = {"config": cfg, "kfold": a.kfold, "inner_kfold": a.inner_kfold,
+           "data": a.data if a.data == "human" else str(Path(a.data).resolve())}
+    if eval_max_length(a, job) is not None:  # absent when not set, so evaluations cached before the option still count
+        key["max_length"] = eval_max_length(a, job)
+    return key
 
 
 def cached_evaluation(a, job: dict) -> dict | None:
     """The job's cached SentEval results if they were made with its current settings and cover --tasks."""
     done = job["dir"] / "sweep_eval.json"
     cached = json.loads(done.read_text()) if done.exists() else {}
-    key = eval_key(a, job)
+    key = {"max_length": None, **eval_key(a, job)}  # an evaluation of whole texts is no cache for cut ones
     if {k: cached.get(k) for k in key} == key and set(a.tasks) <= set(cached.get("results", {})):
         return cached["results"]
     return None
@@ -267,9 +274,16 @@ def eval_output(job: dict) -> Path:
     return job["dir"].parent / f"{job['dir'].name}.senteval.json"
 
 
+def eval_max_length(a, job: dict) -> int | None:
+    """--eval-max-length for the encoders of the sweep (trained and untrained); None for the bow and MiniLM."""
+    return a.eval_max_length if job["config"] is not None and job["config"].name == "config.json" else None
+
+
 def eval_command(a, job: dict) -> list[str]:
     cmd = [sys.executable, "-m", "nlp_qt.senteval", "--model", str(job["model"]), "--data", a.data, "--tasks",
            *a.tasks, "--kfold", str(a.kfold), "--device", a.device, "--json", "--output", str(eval_output(job))]
+    if eval_max_length(a, job) is not None:
+        cmd += ["--max-length", str(eval_max_length(a, job))]
     return cmd + (["--inner-kfold", str(a.inner_kfold)] if a.inner_kfold else [])
 
 

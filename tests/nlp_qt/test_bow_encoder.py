@@ -143,3 +143,35 @@ def test_a_gru_run_written_before_the_encoder_field_still_resumes(tmp_path):
     del saved["encoder"]
     cfg_path.write_text(json.dumps(saved))
     assert train(_cfg(tmp_path, "old", max_steps=4))["step"] == 4
+
+
+def test_evaluation_reads_whole_texts_with_max_length_0(tmp_path):
+    """nlp_qt.senteval --max-length: by default an nlp_qt model reads the first --max-length tokens of a text (12
+    here), with 0 the whole text (as the bag of words does); the embedding is then that of all the text's words."""
+    from nlp_qt.senteval import load_encoder
+    from nlp_qt.vocab import tokenize
+
+    train(_cfg(tmp_path, "run", encoder="bow", max_steps=2))
+    weights = load_file(str(tmp_path / "run/model/model.safetensors"))
+    _, vocab = load_model(tmp_path / "run/model")
+    long_text = " ".join(["the story of the cat and the dog"] * 4)  # 32 tokens
+    assert vocab.max_len == 12 and len(tokenize(long_text)) == 32
+
+    def reference(n_tokens):
+        ids = np.array([[vocab.stoi.get(t, 1) for t in tokenize(long_text)[:n_tokens]]])
+        parts = [_reference_bow(weights[k].double().numpy(), ids, np.array([ids.shape[1]])) for k in
+                 ("f.embed.weight", "g.embed.weight")]
+        return np.concatenate([p / np.linalg.norm(p) for p in parts], axis=1)[0]
+
+    cut, desc_cut = load_encoder(str(tmp_path / "run"))
+    whole, desc_whole = load_encoder(str(tmp_path / "run"), max_length=0)
+    assert "texts cut to 12 tokens" in desc_cut and "whole texts" in desc_whole
+    assert np.abs(cut([long_text])[0] - reference(12)).max() < 1e-5
+    assert np.abs(whole([long_text])[0] - reference(32)).max() < 1e-5
+    assert np.abs(whole([long_text])[0] - cut([long_text])[0]).max() > 1e-3
+    assert np.abs(load_encoder(str(tmp_path / "run"), max_length=20)[0]([long_text])[0] - reference(20)).max() < 1e-5
+    with pytest.raises(ValueError, match="max_length must be >= 0"):
+        load_encoder(str(tmp_path / "run"), max_length=-1)
+    _word_vectors(tmp_path / "wv", ["cat"], dim=8)
+    with pytest.raises(ValueError, match="applies to nlp_qt models only"):
+        load_encoder(str(tmp_path / "wv"), max_length=0)

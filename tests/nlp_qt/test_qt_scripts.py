@@ -198,3 +198,28 @@ def test_qt_table2_encoder_bow_trains_every_encoder_of_the_sweep_as_a_bag_of_wor
                          text=True, timeout=120, env=ENV)
     assert bad.returncode == 2 and "--encoder bow needs --encoder-dim equal to --word-dim" in bad.stderr, bad.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_qt_table2_eval_max_length_reaches_the_encoders_evaluations_only_and_keys_the_cache(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = mod.parse_args(["--preset", "cpu-bow", "--eval-max-length", "0", "--out", str(tmp_path), "--baselines",
+                        "untrained", "bow"])
+    by_name = {(j["name"], j["seed"]): j for j in mod.jobs(a)}
+    for name in ("biased (QT)", "untrained"):
+        cmd = mod.eval_command(a, by_name[(name, 0)])
+        assert cmd[cmd.index("--max-length") + 1] == "0", name
+    assert "--max-length" not in mod.eval_command(a, by_name[("bag of words (word2vec)", 0)])
+    job = by_name[("biased (QT)", 0)]
+    job["dir"].mkdir(parents=True)
+    job["config"].write_text("{}")
+    plain = mod.parse_args(["--preset", "cpu-bow", "--out", str(tmp_path), "--baselines", "untrained", "bow"])
+    results = {t: {"acc": 50.0} for t in a.tasks}
+    (job["dir"] / "sweep_eval.json").write_text(json.dumps({"results": results, **mod.eval_key(a, job)}))
+    assert mod.cached_evaluation(a, job) == results
+    assert mod.cached_evaluation(plain, job) is None  # whole texts are no cache for cut ones, nor the reverse
+    (job["dir"] / "sweep_eval.json").write_text(json.dumps({"results": results, **mod.eval_key(plain, job)}))
+    assert mod.cached_evaluation(plain, job) == results and mod.cached_evaluation(a, job) is None

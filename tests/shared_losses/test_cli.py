@@ -129,6 +129,7 @@ def test_processes_of_a_multi_process_run_end_with_their_status_and_output(tmp_p
     (["-m", "rl_curl.evaluate", "--run-dir", "/nonexistent/run"], "/nonexistent/run"),
     (["-m", "fewshot.train", "--lam", "1.5"], "lam"),
     (["-m", "nlp_qt.train", "--corpus", "/nonexistent/books", "--output-dir", "OUT"], "/nonexistent/books"),
+    (["-m", "nlp_qt.senteval", "--model", "OUT", "--data", "human", "--max-length", "-1"], "--max-length must be >= 0"),
 ])
 def test_entry_points_report_bad_input_in_one_line(tmp_path, argv, message):
     argv = [a.replace("OUT", str(tmp_path / "run")) for a in argv]
