@@ -250,21 +250,20 @@ def label(job: dict) -> str:
 
 def eval_key(a, job: dict) -> dict:
     """What a cached evaluation must have been made with: the model's own settings file (config.json of a
-    trained run, bow.json of a bag of words; the model path for a pretrained one), --kfold, --inner-kfold, --data."""
+    trained run, bow.json of a bag of words; the model path for a pretrained one), --kfold, --inner-kfold, --data,
+    --eval-max-length (the encoders' only)."""
     cfg_file = job["config"]
     cfg = json.loads(cfg_file.read_text()) if cfg_file and cfg_file.exists() else {"model": str(job["model"])}
-    key = {"config": cfg, "kfold": a.kfold, "inner_kfold": a.inner_kfold,
-           "data": a.data if a.data == "human" else str(Path(a.data).resolve())}
-    if eval_max_length(a, job) is not None:  # absent when not set, so evaluations cached before the option still count
-        key["max_length"] = eval_max_length(a, job)
-    return key
+    # max_length None (not set) also matches an evaluation cached before the option existed
+    return {"config": cfg, "kfold": a.kfold, "inner_kfold": a.inner_kfold,
+            "data": a.data if a.data == "human" else str(Path(a.data).resolve()), "max_length": eval_max_length(a, job)}
 
 
 def cached_evaluation(a, job: dict) -> dict | None:
     """The job's cached SentEval results if they were made with its current settings and cover --tasks."""
     done = job["dir"] / "sweep_eval.json"
     cached = json.loads(done.read_text()) if done.exists() else {}
-    key = {"max_length": None, **eval_key(a, job)}  # an evaluation of whole texts is no cache for cut ones
+    key = eval_key(a, job)
     if {k: cached.get(k) for k in key} == key and set(a.tasks) <= set(cached.get("results", {})):
         return cached["results"]
     return None
@@ -282,8 +281,9 @@ def eval_max_length(a, job: dict) -> int | None:
 def eval_command(a, job: dict) -> list[str]:
     cmd = [sys.executable, "-m", "nlp_qt.senteval", "--model", str(job["model"]), "--data", a.data, "--tasks",
            *a.tasks, "--kfold", str(a.kfold), "--device", a.device, "--json", "--output", str(eval_output(job))]
-    if eval_max_length(a, job) is not None:
-        cmd += ["--max-length", str(eval_max_length(a, job))]
+    max_length = eval_max_length(a, job)
+    if max_length is not None:
+        cmd += ["--max-length", str(max_length)]
     return cmd + (["--inner-kfold", str(a.inner_kfold)] if a.inner_kfold else [])
 
 
