@@ -24,10 +24,12 @@ class SentenceEncoder:
         return f"SentenceEncoder({self.description})"
 
 
-def load_encoder(path: str, device: str = "cpu", batch_size: int = 128) -> SentenceEncoder:
+def load_encoder(path: str, device: str = "cpu", batch_size: int = 128,
+                 max_length: int | None = None) -> SentenceEncoder:
     """The encoder in ``path``: an nlp_qt run or its ``model/``, a bag-of-words folder (:mod:`nlp_qt.bow`) or a
-    sentence-transformers model (local folder or hub id). One-line errors name what is missing."""
+    sentence-transformers model (local folder or hub id). An nlp_qt model reads whole texts unless ``max_length``
+    cuts them to their first tokens. One-line errors name what is missing."""
     from .senteval import load_encoder as _load
 
-    encode, desc = _load(str(path), device, batch_size)
+    encode, desc = _load(str(path), device, batch_size, max_length)
     return SentenceEncoder(encode, desc)

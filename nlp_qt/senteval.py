@@ -377,8 +377,9 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
                  max_length: int | None = None) -> tuple[Encoder, str]:
     """An ``encode(sentences) -> [n, d] float array`` for an nlp_qt model or a sentence-transformers
     model; returns it with a short description. ``max_length`` (nlp_qt models only): tokens of each text the
-    encoder reads; None keeps the model's own (its training ``--max-length``, 50 by default), 0 reads the whole
-    text, as the bag-of-words baseline does."""
+    encoder reads, the first ``max_length`` of them; None or 0 (the default): the whole text, as the bag-of-words
+    baseline reads it. A model's training ``--max-length`` (50 by default) cuts the corpus sentences it trained
+    on, not the texts it encodes (until 2026-11-25 it cut those too: pass 50 to reproduce that)."""
     if max_length is not None and max_length < 0:
         raise ValueError(f"max_length must be >= 0 (0: the whole text), got {max_length}")
 
@@ -409,8 +410,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         )
     if is_qt_model_dir(path):
         qt, vocab = load_model(path, device)
-        if max_length is not None:
-            vocab.max_len = max_length or sys.maxsize
+        vocab.max_len = max_length or sys.maxsize
         encode = make_qt_encoder(qt, vocab, device, batch_size)
         cut = "whole texts" if vocab.max_len == sys.maxsize else f"texts cut to {vocab.max_len} tokens"
         return encode, f"nlp_qt model {path} ({2 * qt.cfg.encoder_dim}-d, {cut})"
@@ -812,9 +812,10 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="torch device used to encode, e.g. cuda (default: %(default)s)")
     p.add_argument("--max-length", type=int, default=None,
-                   help="nlp_qt models only: tokens of each text the encoder reads (default: the model's training "
-                   "--max-length, 50 unless set; longer texts are cut); 0: the whole text, as the bag of words reads "
-                   "it. Reviews (FOOD, DRUG) are often longer than 50 tokens")
+                   help="nlp_qt models only: read only the first N tokens of each text (default, or 0: the whole "
+                   "text, as the bag of words reads it). The model's training --max-length cuts its corpus "
+                   "sentences, not these texts; evaluations before 2026-11-25 cut them at it (50): pass 50 to "
+                   "reproduce those")
     p.add_argument("--json", action="store_true", help="print one JSON object {task: metrics}")
     p.add_argument("--output", default=None, help="also write the results JSON here")
     a = p.parse_args(argv)

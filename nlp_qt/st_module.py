@@ -11,11 +11,13 @@ A run's ``model/`` (:func:`nlp_qt.model.save_model`) holds the nlp_qt files (``c
 ``trust_remote_code=True`` for any module class it does not ship, even one imported from an installed
 package such as this one; nothing is downloaded or run from the folder. The module tokenises with the
 run's own vocabulary (:mod:`nlp_qt.vocab`) and returns ``[f/|f|; g/|g|]``, the sentence vector of
-:func:`nlp_qt.senteval.make_qt_encoder`.
+:func:`nlp_qt.senteval.make_qt_encoder`. Like ``nlp_qt.senteval`` it reads whole texts; ``model.max_seq_length = N``
+cuts them to their first N tokens (None: whole texts again).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch
@@ -30,11 +32,16 @@ class QuickThoughtModule(nn.Module):
     def __init__(self, model, vocab):
         super().__init__()
         self.qt, self.vocab = model, vocab
+        # tokens of each text read (None: all); sentence-transformers' model.max_seq_length reads and sets it
+        self.max_seq_length: int | None = None
 
     # sentence-transformers asks its first module to turn texts into tensors
     def tokenize(self, texts, **kwargs) -> dict[str, torch.Tensor]:
+        cut = self.max_seq_length
+        if cut is not None and (isinstance(cut, bool) or not isinstance(cut, int) or cut < 1):
+            raise ValueError(f"max_seq_length must be a positive int or None (whole texts), got {cut!r}")
         texts = [t if isinstance(t, str) else " ".join(map(str, t)) for t in texts]
-        ids, lengths = self.vocab.batch(texts)
+        ids, lengths = self.vocab.batch(texts, max_len=sys.maxsize if cut is None else cut)
         return {"input_ids": ids, "lengths": lengths}
 
     def preprocess(self, inputs, prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
@@ -53,8 +60,8 @@ class QuickThoughtModule(nn.Module):
 
     get_embedding_dimension = get_sentence_embedding_dimension
 
-    def get_max_seq_length(self) -> int:
-        return int(self.vocab.max_len)
+    def get_max_seq_length(self) -> int | None:
+        return self.max_seq_length
 
     @property
     def modalities(self) -> list[str]:

@@ -79,13 +79,15 @@ class Vocab:
         words = [w for w, c in counts.most_common(size) if c >= min_count]
         return cls(words, max_len, lowercase)
 
-    def encode(self, sentence: str) -> list[int]:
-        ids = [self.stoi.get(t, 1) for t in tokenize(sentence, self.lowercase, self.tokenizer)[: self.max_len]]
+    def encode(self, sentence: str, max_len: int | None = None) -> list[int]:
+        """Ids of the sentence's first ``max_len`` tokens (default: the vocabulary's ``max_len``)."""
+        cut = self.max_len if max_len is None else max_len
+        ids = [self.stoi.get(t, 1) for t in tokenize(sentence, self.lowercase, self.tokenizer)[:cut]]
         return ids or [1]  # an empty sentence becomes a single <unk> so every row has length >= 1
 
-    def batch(self, sentences: list[str], device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Padded ids ``[B, L]`` (0 = pad) and lengths ``[B]``."""
-        enc = [self.encode(s) for s in sentences]
+    def batch(self, sentences: list[str], device=None, max_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded ids ``[B, L]`` (0 = pad) and lengths ``[B]``; ``max_len`` as in :meth:`encode`."""
+        enc = [self.encode(s, max_len) for s in sentences]
         lengths = torch.tensor([len(e) for e in enc], dtype=torch.long)
         ids = torch.zeros(len(enc), int(lengths.max()) if enc else 1, dtype=torch.long)
         for i, e in enumerate(enc):

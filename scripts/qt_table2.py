@@ -150,9 +150,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="torch threads per process (default: CPU cores / --parallel with --backend local, "
                         "--cpus-per-run with ray)")
     p.add_argument("--eval-max-length", type=int, default=None,
-                   help="tokens of each evaluation text the trained and untrained encoders read (nlp_qt.senteval "
-                        "--max-length): default their training --max-length (50), 0 the whole text as the bag of "
-                        "words reads it")
+                   help="the trained and untrained encoders read only the first N tokens of each evaluation text "
+                        "(nlp_qt.senteval --max-length); default, or 0: the whole text, as the bag of words reads "
+                        "it. Tables before 2026-11-25 cut at 50: pass 50 to reproduce them")
     p.add_argument("--device", default="cpu", help="device for encoding during evaluation")
     add_sweep_arguments(p)
     if argv is None:
@@ -169,6 +169,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"--encoder bow needs --encoder-dim equal to --word-dim (got {a.encoder_dim} and {a.word_dim})")
     if a.init_from_bow and a.word_dim != a.bow_dim:
         p.error(f"--init-from-bow needs --word-dim equal to --bow-dim (got {a.word_dim} and {a.bow_dim})")
+    if a.eval_max_length is not None and a.eval_max_length < 0:  # before any training, not at the evaluations
+        p.error(f"--eval-max-length must be >= 0 (0: the whole text), got {a.eval_max_length}")
     return a
 
 
@@ -254,7 +256,8 @@ def eval_key(a, job: dict) -> dict:
     --eval-max-length (the encoders' only)."""
     cfg_file = job["config"]
     cfg = json.loads(cfg_file.read_text()) if cfg_file and cfg_file.exists() else {"model": str(job["model"])}
-    # max_length None (not set) also matches an evaluation cached before the option existed
+    # max_length 0 is the whole text; evaluations cached before whole texts became the default carry None (their
+    # texts were cut at 50 tokens) and match no setting now, so they are made again
     return {"config": cfg, "kfold": a.kfold, "inner_kfold": a.inner_kfold,
             "data": a.data if a.data == "human" else str(Path(a.data).resolve()), "max_length": eval_max_length(a, job)}
 
@@ -274,8 +277,9 @@ def eval_output(job: dict) -> Path:
 
 
 def eval_max_length(a, job: dict) -> int | None:
-    """--eval-max-length for the encoders of the sweep (trained and untrained); None for the bow and MiniLM."""
-    return a.eval_max_length if job["config"] is not None and job["config"].name == "config.json" else None
+    """--eval-max-length for the encoders of the sweep (trained and untrained; 0 = the whole text); None for the bow
+    and MiniLM, which take no such option."""
+    return (a.eval_max_length or 0) if job["config"] is not None and job["config"].name == "config.json" else None
 
 
 def eval_command(a, job: dict) -> list[str]:

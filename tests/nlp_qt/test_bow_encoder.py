@@ -145,9 +145,9 @@ def test_a_gru_run_written_before_the_encoder_field_still_resumes(tmp_path):
     assert train(_cfg(tmp_path, "old", max_steps=4))["step"] == 4
 
 
-def test_evaluation_reads_whole_texts_with_max_length_0(tmp_path):
-    """nlp_qt.senteval --max-length: by default an nlp_qt model reads the first --max-length tokens of a text (12
-    here), with 0 the whole text (as the bag of words does); the embedding is then that of all the text's words."""
+def test_evaluation_reads_whole_texts_unless_max_length_cuts_them(tmp_path):
+    """nlp_qt.senteval --max-length: by default (or with 0) an nlp_qt model reads the whole text, as the bag of
+    words does, not only the first training --max-length tokens (12 here); --max-length N reads the first N."""
     from nlp_qt.senteval import load_encoder
     from nlp_qt.vocab import tokenize
 
@@ -163,12 +163,13 @@ def test_evaluation_reads_whole_texts_with_max_length_0(tmp_path):
                  ("f.embed.weight", "g.embed.weight")]
         return np.concatenate([p / np.linalg.norm(p) for p in parts], axis=1)[0]
 
-    cut, desc_cut = load_encoder(str(tmp_path / "run"))
-    whole, desc_whole = load_encoder(str(tmp_path / "run"), max_length=0)
+    cut, desc_cut = load_encoder(str(tmp_path / "run"), max_length=12)
+    whole, desc_whole = load_encoder(str(tmp_path / "run"))
     assert "texts cut to 12 tokens" in desc_cut and "whole texts" in desc_whole
     assert np.abs(cut([long_text])[0] - reference(12)).max() < 1e-5
     assert np.abs(whole([long_text])[0] - reference(32)).max() < 1e-5
     assert np.abs(whole([long_text])[0] - cut([long_text])[0]).max() > 1e-3
+    assert np.array_equal(load_encoder(str(tmp_path / "run"), max_length=0)[0]([long_text]), whole([long_text]))
     assert np.abs(load_encoder(str(tmp_path / "run"), max_length=20)[0]([long_text])[0] - reference(20)).max() < 1e-5
     with pytest.raises(ValueError, match="max_length must be >= 0"):
         load_encoder(str(tmp_path / "run"), max_length=-1)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
@@ -206,20 +208,30 @@ def test_qt_table2_eval_max_length_reaches_the_encoders_evaluations_only_and_key
     spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    a = mod.parse_args(["--preset", "cpu-bow", "--eval-max-length", "0", "--out", str(tmp_path), "--baselines",
-                        "untrained", "bow"])
+    base = ["--preset", "cpu-bow", "--out", str(tmp_path), "--baselines", "untrained", "bow"]
+    a = mod.parse_args(base + ["--eval-max-length", "50"])
+    plain = mod.parse_args(base)  # the default: whole texts
+    zero = mod.parse_args(base + ["--eval-max-length", "0"])
     by_name = {(j["name"], j["seed"]): j for j in mod.jobs(a)}
     for name in ("biased (QT)", "untrained"):
-        cmd = mod.eval_command(a, by_name[(name, 0)])
-        assert cmd[cmd.index("--max-length") + 1] == "0", name
-    assert "--max-length" not in mod.eval_command(a, by_name[("bag of words (word2vec)", 0)])
+        for args, want in ((a, "50"), (plain, "0"), (zero, "0")):
+            cmd = mod.eval_command(args, by_name[(name, 0)])
+            assert cmd[cmd.index("--max-length") + 1] == want, name
+    for args in (a, plain):
+        assert "--max-length" not in mod.eval_command(args, by_name[("bag of words (word2vec)", 0)])
     job = by_name[("biased (QT)", 0)]
     job["dir"].mkdir(parents=True)
     job["config"].write_text("{}")
-    plain = mod.parse_args(["--preset", "cpu-bow", "--out", str(tmp_path), "--baselines", "untrained", "bow"])
     results = {t: {"acc": 50.0} for t in a.tasks}
     (job["dir"] / "sweep_eval.json").write_text(json.dumps({"results": results, **mod.eval_key(a, job)}))
     assert mod.cached_evaluation(a, job) == results
-    assert mod.cached_evaluation(plain, job) is None  # whole texts are no cache for cut ones, nor the reverse
+    assert mod.cached_evaluation(plain, job) is None  # cut texts are no cache for whole ones, nor the reverse
     (job["dir"] / "sweep_eval.json").write_text(json.dumps({"results": results, **mod.eval_key(plain, job)}))
-    assert mod.cached_evaluation(plain, job) == results and mod.cached_evaluation(a, job) is None
+    assert mod.cached_evaluation(plain, job) == results and mod.cached_evaluation(zero, job) == results
+    assert mod.cached_evaluation(a, job) is None
+    # an evaluation cached before whole texts became the default (no max_length: cut at 50) is made again
+    old = {k: v for k, v in mod.eval_key(plain, job).items() if k != "max_length"}
+    (job["dir"] / "sweep_eval.json").write_text(json.dumps({"results": results, **old}))
+    assert mod.cached_evaluation(plain, job) is None and mod.cached_evaluation(a, job) is None
+    with pytest.raises(SystemExit):
+        mod.parse_args(base + ["--eval-max-length", "-1"])

@@ -38,6 +38,17 @@ def test_sentence_transformers_loads_the_model_folder_and_encodes_the_same(model
     assert dim() == 12
     a, b = st.encode(SENTENCES), ours(SENTENCES)
     assert a.shape == (4, 12) and np.abs(a - b).max() < 1e-6
+    # both read whole texts (the last sentence has 19 tokens, the vocabulary's training max_len is 12); a cut set
+    # through sentence-transformers' own property gives what load_encoder(max_length=N) gives
+    assert st.max_seq_length is None
+    st.max_seq_length = 12
+    cut = st.encode(SENTENCES)
+    assert np.abs(cut - load_encoder(str(model_dir), max_length=12)[0](SENTENCES)).max() < 1e-6
+    assert np.abs(cut[3] - a[3]).max() > 1e-3 and np.abs(cut[:3] - a[:3]).max() < 1e-6
+    st.max_seq_length = 0
+    with pytest.raises(ValueError, match="max_seq_length must be a positive int or None"):
+        st.encode(SENTENCES)
+    st.max_seq_length = None
     st.save(str(tmp_path / "saved"))  # save / reload round trip
     again = SentenceTransformer(str(tmp_path / "saved"), device="cpu", trust_remote_code=True).encode(SENTENCES)
     assert np.abs(again - a).max() < 1e-6
