@@ -354,18 +354,21 @@ def mrpc_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 Encoder = Callable[[list[str]], np.ndarray]
 
 
-def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128) -> Encoder:
-    """``encode(sentences)`` with an in-memory :class:`~nlp_qt.model.QuickThought` (``[f/|f|; g/|g|]``)."""
+def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128, max_length: int | None = None) -> Encoder:
+    """``encode(sentences)`` with an in-memory :class:`~nlp_qt.model.QuickThought` (``[f/|f|; g/|g|]``), reading the
+    first ``max_length`` tokens of each text (None or 0: the whole text; the vocabulary's own ``max_len`` cuts only
+    training sentences)."""
     import torch
 
     qt = qt.to(device).eval()
+    cut = max_length or sys.maxsize
 
     def encode(sentences: list[str]) -> np.ndarray:
         res = np.zeros((len(sentences), 2 * qt.cfg.encoder_dim), dtype=np.float32)
         order = np.argsort([len(s) for s in sentences], kind="stable")  # length-sorted batches: less padding
         for i in range(0, len(sentences), batch_size):
             idx = order[i : i + batch_size]
-            ids, lengths = vocab.batch([sentences[j] for j in idx], device)
+            ids, lengths = vocab.batch([sentences[j] for j in idx], device, max_len=cut)
             with torch.no_grad():
                 res[idx] = qt.embed(ids, lengths).float().cpu().numpy()
         return res
@@ -410,9 +413,8 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         )
     if is_qt_model_dir(path):
         qt, vocab = load_model(path, device)
-        vocab.max_len = max_length or sys.maxsize
-        encode = make_qt_encoder(qt, vocab, device, batch_size)
-        cut = "whole texts" if vocab.max_len == sys.maxsize else f"texts cut to {vocab.max_len} tokens"
+        encode = make_qt_encoder(qt, vocab, device, batch_size, max_length)
+        cut = f"texts cut to {max_length} tokens" if max_length else "whole texts"
         return encode, f"nlp_qt model {path} ({2 * qt.cfg.encoder_dim}-d, {cut})"
     if max_length is not None:
         raise ValueError("--max-length applies to nlp_qt models only (a sentence-transformers model keeps its own "
