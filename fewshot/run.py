@@ -14,7 +14,7 @@ import torch
 from shared_losses.harness import RunHarness, refuse_config_changes
 from shared_losses.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
-from .config import FewShotConfig
+from .config import IMAGE_DEFAULTS, FewShotConfig
 from .data import load_pu_files, load_splits, sample_fewshot
 from .objectives import get as get_objective
 from .model import FewShotModel, load_tokenizer, max_tokens, resolve_pooling
@@ -351,8 +351,8 @@ def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = Non
     """Refuse to resume a run saved with other options (``world``: the process count, checked when known)."""
     free = RESUME_FREE | ({"num_processes"} if world is None else set())
     saved, current = comparable_configs(saved, cfg)
-    refuse_config_changes(saved, {**current, "num_processes": world}, free=free, legacy={"num_processes": world},
-                          where=cfg.output_dir)
+    refuse_config_changes(saved, {**current, "num_processes": world}, free=free,
+                          legacy={**IMAGE_DEFAULTS, "num_processes": world}, where=cfg.output_dir)
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:

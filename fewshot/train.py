@@ -21,6 +21,7 @@ from tqdm import tqdm
 from shared_losses.runtime import load_checkpoint, print_run_result
 
 from .config import PRESETS, FewShotConfig, preset_config
+from .images import is_image_dataset
 from .model import FewShotModel
 from .objectives import fewshot_loss, roles_from_labels
 from .objectives import get as get_objective
@@ -36,6 +37,10 @@ from .run import (DEV_PROBE_CS, DEV_SEED, RESUME_FREE, Batches, Run, check_resum
 def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> dict:
     cfg.validate()
     harness = claim(cfg)
+    if is_image_dataset(cfg.dataset):
+        from .image_run import run_images
+
+        return run_images(cfg, harness)
     done = finished_metrics(cfg, harness)
     if done is not None:
         print(f"{harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to train on)")
@@ -155,7 +160,10 @@ def _preset_arg(argv):
 
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset", choices=sorted(PRESETS), default=None)
+    pre.add_argument("--dataset", default=None)
     known, _ = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if known.preset is None and is_image_dataset(known.dataset):
+        return "images"  # image arrays get the setting chosen for them unless another preset is named
     return known.preset
 
 
@@ -164,7 +172,8 @@ def main(argv=None):
 
     cfg = tyro.cli(FewShotConfig, args=argv, description=__doc__, default=preset_config(_preset_arg(argv)))
     metrics = train(cfg)
-    keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "n_labeled", "seed", "prior", "probes")
+    keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "contrastive", "n_labeled", "seed", "prior",
+                        "probes", "run_seconds")
             if k in metrics]
     print_run_result("fewshot", cfg.output_dir, metrics.get("steps", 0), {k: metrics[k] for k in keys})
 

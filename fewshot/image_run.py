@@ -1,0 +1,408 @@
+"""Runs on image arrays: puNCE's PU and PNU experiments on digits (puNCE Tables 1, 2 and 4).
+
+A run has two stages:
+
+1. **Encoder.** ``--contrastive punce | infonce | dcl | scl`` trains the MLP / CNN with that loss on two
+   augmented views of each image of a batch (labeled and unlabeled images together). ``--contrastive none``
+   skips this: the encoder and a linear head are trained end to end on raw pixels instead (PU: one model
+   per risk, PN / uPU / nnPU, on the same batches; PNU: cross-entropy on the labeled images).
+2. **Classifier.** On the frozen encoder, PU: linear probes fitted with the PN, uPU and nnPU risks
+   (:mod:`fewshot.pu`); PNU: a logistic regression on the labeled images' features. The nnPU probe (PU) or
+   the logistic regression (PNU) gives ``eval_accuracy``.
+
+The two priors (exact from the labels unless ``--prior`` / ``--estimate-prior``): puNCE's
+``pi = p(y=+1 | unlabeled)`` over the unlabeled images (the training pool minus the labeled ones); the PU
+risks' ``pi_p = p(y=+1)`` of the whole training pool, whose images all serve as the risks' unlabeled set
+(Kiryo et al.'s case-control set-up: the labeled positives are a uniform draw from the positives, the pool
+is a draw from the data). Each is computed from the other with the counts:
+``pi_p = (n_P + n_U pi) / (n_P + n_U)``.
+
+Data: the seed draws a stratified test split (20 %; none when ``--eval-file`` is given), then
+``--dev-fraction`` of the rest as the development split (scored instead of the test split with
+``--eval-split dev``); the training pool is the remainder either way, so a setting chosen on the development
+split is trained on the same images when scored on the test split.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from shared_losses import debiased_nce, info_nce, punce_loss, scl_pu_loss
+from shared_losses.harness import RunHarness
+from shared_losses.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
+
+from .config import FewShotConfig
+from .data import DataError
+from .images import (Augment, ImageModel, as_images, binary_labels, features, load_images, stratified_split)
+from .prior import elkan_noto_prior
+from .pu import RISKS, pu_risk, train_probe
+
+#: share of each class held out as the test split when no --eval-file is given
+TEST_FRACTION = 0.2
+
+
+@dataclass
+class ImageData:
+    """A run's images: the training pool (``x``, class ids ``cls``, binary ``y``), the evaluation split
+    and the labeled / unlabeled indices into the pool."""
+
+    x: np.ndarray
+    cls: np.ndarray
+    y: np.ndarray
+    eval_x: np.ndarray
+    eval_y: np.ndarray
+    labeled: np.ndarray
+    unlabeled: np.ndarray
+    eval_name: str
+    n_dev: int
+    n_test: int
+
+    @property
+    def pool(self) -> np.ndarray:
+        return np.arange(len(self.x))
+
+
+def image_data(cfg: FewShotConfig) -> ImageData:
+    """Load, split and sample the images of a run (deterministic given the configuration)."""
+    full = load_images(cfg.dataset, "--dataset")
+    yb = binary_labels(full.y, cfg.positive_classes, full.source)
+    ev = None
+    if cfg.eval_file is not None:
+        ev = load_images(cfg.eval_file, "--eval-file")
+        if ev.shape != full.shape:
+            raise DataError(f"--eval-file {cfg.eval_file}: its examples have shape {ev.shape}, the training data's "
+                            f"{full.shape}; they must match")
+        positive = cfg.positive_classes if cfg.positive_classes is not None else (1,)
+        if cfg.positive_classes is None and not set(np.unique(ev.y).tolist()) <= {0, 1}:
+            raise DataError(f"--eval-file {cfg.eval_file}: labels must be 0 / 1 like the training data's")
+        ev_y = np.isin(ev.y, list(positive)).astype(np.int64)
+        test, rest = np.array([], dtype=np.int64), np.arange(len(full.y))
+    else:
+        test, rest = stratified_split(full.y, (TEST_FRACTION,), cfg.seed)
+    dev_rel, pool_rel = stratified_split(full.y[rest], (cfg.dev_fraction,), cfg.seed + 1)
+    dev, pool = rest[dev_rel], rest[pool_rel]
+    if cfg.eval_split == "dev":
+        eval_x, eval_y, name = full.x[dev], yb[dev], f"development split ({len(dev)} images held out of the training data)"
+    elif ev is not None:
+        eval_x, eval_y, name = ev.x, ev_y, f"--eval-file ({len(ev_y)} images)"
+    else:
+        eval_x, eval_y, name = full.x[test], yb[test], f"test split ({len(test)} images, {TEST_FRACTION:.0%} per class)"
+    x, cls, y = full.x[pool], full.y[pool], yb[pool]
+    for part, labels in (("training pool", y), ("evaluation split", eval_y)):
+        if len(labels) == 0 or labels.all() or not labels.any():
+            raise DataError(f"{full.source}: the {part} has {int(labels.sum())} positive and "
+                            f"{int(len(labels) - labels.sum())} negative images; both classes are needed "
+                            "(more images, or other --positive-classes)")
+    labeled = sample_labeled(y, cfg.setting, cfg.n_labeled, cfg.seed)
+    unlabeled = np.setdiff1d(np.arange(len(y)), labeled)
+    if cfg.encoder == "cnn":
+        x, eval_x = as_images(x), as_images(eval_x)
+    return ImageData(x, cls, y, eval_x, eval_y, labeled, unlabeled, name, len(dev), len(test))
+
+
+def sample_labeled(y: np.ndarray, setting: str, n_labeled: int, seed: int) -> np.ndarray:
+    """PU: ``n_labeled`` positives drawn uniformly from the pool's positives. PNU: ``n_labeled`` percent of
+    the pool, drawn per class (both classes in proportion, at least one image each)."""
+    rng = np.random.default_rng(seed + 2)
+    if setting == "pu":
+        pos = np.flatnonzero(y == 1)
+        if n_labeled >= len(pos) + (len(y) == len(pos)):
+            raise DataError(f"--n-labeled {n_labeled}: the training pool has {len(pos)} positive images; label fewer "
+                            "so that some stay unlabeled")
+        return np.sort(rng.choice(pos, size=n_labeled, replace=False))
+    out = []
+    for c in (0, 1):
+        idx = np.flatnonzero(y == c)
+        out.append(rng.choice(idx, size=max(1, int(round(n_labeled / 100 * len(idx)))), replace=False))
+    return np.sort(np.concatenate(out))
+
+
+def priors(cfg: FewShotConfig, data: ImageData) -> tuple[float, float, str]:
+    """(pi = p(y=+1 | unlabeled), pi_p = p(y=+1) of the pool, where pi comes from)."""
+    n_l, n_u = len(data.labeled), len(data.unlabeled)
+    if cfg.prior is not None:
+        pi, source = float(cfg.prior), "given"
+    elif cfg.estimate_prior and cfg.setting == "pu":
+        flat = data.x.reshape(len(data.x), -1)
+        pi, source = elkan_noto_prior(flat[data.labeled], flat[data.unlabeled], seed=cfg.seed), "elkan-noto (pixels)"
+    else:
+        pi, source = (float(data.y[data.unlabeled].mean()) if n_u else 0.0), "exact (labels of the unlabeled images)"
+    lab_pos = float(data.y[data.labeled].sum()) if cfg.setting == "pnu" else float(n_l)
+    return pi, (lab_pos + n_u * pi) / (n_l + n_u), source
+
+
+def batch_sizes(cfg: FewShotConfig, data: ImageData) -> tuple[int, int]:
+    """Labeled and unlabeled images per step. ``--batch-size B`` (the preset's way): a draw of B images from
+    the pool with the labeled ones in their share of it (at least one), as a uniform draw has them on
+    average, the paper's sampling; otherwise ``--batch-labeled`` and ``--batch-unlabeled``. Each capped at
+    what there is."""
+    if cfg.batch_size is not None:
+        n_lab = max(1, int(round(cfg.batch_size * len(data.labeled) / len(data.x))))
+        n_unl = cfg.batch_size - n_lab
+    else:
+        n_lab, n_unl = cfg.batch_labeled, cfg.batch_unlabeled
+    return min(n_lab, len(data.labeled)), min(n_unl, len(data.unlabeled))
+
+
+def learner_names(cfg: FewShotConfig) -> tuple[str, ...]:
+    if cfg.contrastive != "none":
+        return ("encoder",)
+    return RISKS if cfg.setting == "pu" else ("ce",)
+
+
+def contrastive_loss(cfg: FewShotConfig, z: torch.Tensor, roles: torch.Tensor, pi: float) -> torch.Tensor:
+    """The encoder's loss on the projections ``z`` [2B, d] of two views (view-major) with roles +1 / -1
+    (labeled positive / negative) or 0 (unlabeled) per view."""
+    B = z.shape[0] // 2
+    if cfg.contrastive == "infonce":
+        return info_nce(z[:B], z[B:], temperature=cfg.temperature)
+    if cfg.contrastive == "dcl":
+        return debiased_nce(z[:B], z[B:], temperature=cfg.temperature, tau_plus=cfg.tau_plus)
+    src = torch.arange(B).repeat(2)
+    if cfg.contrastive == "scl":
+        return scl_pu_loss(z, src, roles, temperature=cfg.temperature)
+    return punce_loss(z, src, roles, prior=pi, temperature=cfg.temperature)
+
+
+def end_to_end_loss(name: str, logits: torch.Tensor, y: torch.Tensor, n_lab: int, pi_p: float) -> torch.Tensor:
+    """The loss of an end-to-end model (``--contrastive none``) on the head's logits of a batch whose first
+    ``n_lab`` rows are the labeled images: cross-entropy on those, or a PU risk with them as P and the whole
+    batch, a draw from the pool, as U (the case-control set-up of the pool prior ``pi_p``)."""
+    if name == "ce":
+        return F.binary_cross_entropy_with_logits(logits[:n_lab], y[:n_lab].float())
+    return pu_risk(logits[:n_lab], logits, pi_p, name)[0]
+
+
+def finished(cfg: FewShotConfig, harness: RunHarness) -> dict | None:
+    """The metrics of a finished run that --resume asks nothing more of (same options, no more steps)."""
+    from .run import check_resume_config, check_steps, read_json
+
+    out = harness.out
+    if not (harness.folder.resuming and (out / "metrics.json").exists() and checkpoint_exists(out / "checkpoint")):
+        return None
+    state = load_checkpoint(None, out / "checkpoint")
+    check_resume_config(cfg, state["config"])
+    check_steps(cfg, state["step"], out)
+    return read_json(out / "metrics.json") if state["step"] == cfg.steps else None
+
+
+def run_images(cfg: FewShotConfig, harness: RunHarness) -> dict:
+    from .run import Batches, check_resume_config, check_steps, make_accelerator
+
+    done = finished(cfg, harness)
+    if done is not None:
+        print(f"{harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to train on)")
+        return done
+    t_start = time.time()
+    out = harness.out
+    saved = harness.saved_state()
+    if saved is not None:
+        check_resume_config(cfg, saved["config"])
+        check_steps(cfg, saved["step"], out)
+    data = image_data(cfg)
+    pi, pi_p, prior_source = priors(cfg, data)
+    acc = make_accelerator(cfg)
+    if acc.num_processes > 1:
+        raise ValueError("image runs are one process; launch them without accelerate launch / torchrun")
+    device = acc.device
+    names = learner_names(cfg)
+    models, opts = {}, {}
+    for name in names:
+        torch.manual_seed(cfg.seed)  # the same initial weights for every learner of the run
+        models[name] = ImageModel(cfg.encoder, data.x.shape[1:], hidden=cfg.hidden).to(device)
+        opts[name] = torch.optim.AdamW(models[name].parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    prepared = acc.prepare(*[o for n in names for o in (models[n], opts[n])])
+    for k, name in enumerate(names):
+        models[name], opts[name] = prepared[2 * k], prepared[2 * k + 1]
+    harness.open(acc)
+    harness.write_config(dataclasses.asdict(cfg) | {"prior_used": pi, "pool_prior": pi_p, "prior_source": prior_source})
+    write_json_atomic(out / "sample.json", {"labeled": data.labeled.tolist(), "unlabeled": data.unlabeled.tolist()})
+
+    contrastive = cfg.contrastive != "none"
+    n_lab, n_unl = batch_sizes(cfg, data)
+    lab_batches = Batches(data.labeled, n_lab, cfg.seed)
+    # cross-entropy on the labeled images (pnu, no encoder stage) draws no unlabeled ones
+    unl_batches = Batches(data.unlabeled, n_unl if (contrastive or cfg.setting == "pu") else 0, cfg.seed + 1)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    augment = Augment(strength=cfg.augment)
+    step = 0
+    if saved is not None:
+        state = load_checkpoint(acc, out / "checkpoint")
+        step = state["step"]
+        lab_batches.load_state_dict(state["labeled_batches"])
+        unl_batches.load_state_dict(state["unlabeled_batches"])
+        gen.set_state(state["augment_rng"])
+    harness.start_logging(step if saved is not None else None, config=dataclasses.asdict(cfg))
+    x_all = torch.from_numpy(data.x)
+    y_all = torch.from_numpy(np.where(data.y == 1, 1, -1) if cfg.setting == "pnu" else data.y)
+
+    def state() -> dict:
+        return {"step": step, "config": {**dataclasses.asdict(cfg), "num_processes": 1},
+                "labeled_batches": lab_batches.state_dict(), "unlabeled_batches": unl_batches.state_dict(),
+                "augment_rng": gen.get_state()}
+
+    for m in models.values():
+        m.train()
+    desc = f"{cfg.contrastive} {cfg.setting} n={cfg.n_labeled}" + ("%" if cfg.setting == "pnu" else "")
+    bar = tqdm(total=cfg.steps, initial=step, desc=desc, unit="step", disable=not cfg.progress)
+    t0 = time.time()
+    with harness.signals():
+        while step < cfg.steps:
+            li, ui = lab_batches.next(), unl_batches.next()
+            idx = torch.from_numpy(np.concatenate([li, ui]))
+            xb = x_all[idx]
+            row = {"step": step + 1}
+            if contrastive:
+                roles = torch.cat([y_all[torch.from_numpy(li)], torch.zeros(len(ui), dtype=torch.long)])
+                views = torch.cat([augment(xb, gen), augment(xb, gen)]).to(device)
+                _, z, _ = models["encoder"](views)
+                losses = {"encoder": contrastive_loss(cfg, z.float(), roles.repeat(2).to(device), pi)}
+            else:
+                yb = (data.y[np.concatenate([li, ui])] == 1).astype(np.int64)
+                losses = {n: end_to_end_loss(n, models[n](xb.to(device))[2].float(), torch.from_numpy(yb).to(device),
+                                             len(li), pi_p) for n in names}
+            for n in names:
+                opts[n].zero_grad(set_to_none=True)
+                acc.backward(losses[n])
+                opts[n].step()
+                row[f"loss_{n}" if len(names) > 1 else f"loss_{cfg.contrastive}"] = losses[n].item()
+            step += 1
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                harness.csv().log(row)
+                for k, v in row.items():
+                    if k != "step":
+                        harness.tb.add_scalar(k, v, step)
+            bar.update(1)
+            due = harness.checkpoint_due(step, cfg.checkpoint_every) or step == cfg.steps
+            if due:
+                harness.checkpoint(state())
+            if harness.stop_requested() and step < cfg.steps:
+                bar.close()
+                raise harness.interrupted(f"step {step}", None if due else state())
+    bar.close()
+    if step == 0:  # --max-steps 0: the loop wrote no checkpoint; a finished run keeps one (resume finds it done)
+        harness.checkpoint(state())
+    train_seconds = time.time() - t0
+    t1 = time.time()
+    accuracies, head = classify(cfg, data, models, pi_p)
+    probe_seconds = time.time() - t1
+    main_key = "nnpu" if cfg.setting == "pu" else ("logreg" if contrastive else "ce")
+    metrics = {
+        "eval_accuracy": accuracies[main_key], "probes": accuracies, "setting": cfg.setting,
+        "contrastive": cfg.contrastive, "encoder": cfg.encoder, "dataset": cfg.dataset, "eval_file": cfg.eval_file,
+        "positive_classes": list(cfg.positive_classes) if cfg.positive_classes is not None else [1],
+        "n_labeled": len(data.labeled), "n_labeled_option": cfg.n_labeled, "n_unlabeled": len(data.unlabeled),
+        "n_pool": len(data.x), "n_dev": data.n_dev, "n_test": data.n_test, "n_eval": len(data.eval_y),
+        "eval_split": data.eval_name, "seed": cfg.seed, "steps": cfg.steps, "temperature": cfg.temperature,
+        "prior": pi, "pool_prior": pi_p, "prior_source": prior_source, "train_seconds": train_seconds,
+        "probe_seconds": probe_seconds, "run_seconds": time.time() - t_start, "preset": cfg.preset,
+        "majority_accuracy": float(max(data.eval_y.mean(), 1 - data.eval_y.mean()) * 100.0),
+    }
+    if cfg.export:
+        export_images(cfg, models, head, data, metrics, out)
+        metrics["model"] = str(out / "model")
+    return harness.finish(metrics, "metrics.json")
+
+
+def classify(cfg: FewShotConfig, data: ImageData, models: dict, pi_p: float) -> tuple[dict, dict]:
+    """Accuracy (%) on the evaluation split of each classifier of the run, and the head to export
+    (the nnPU / logistic-regression / end-to-end one that gives ``eval_accuracy``)."""
+    ev_y = data.eval_y
+    if cfg.contrastive == "none":
+        out, head = {}, None
+        for name, model in models.items():
+            with torch.no_grad():
+                model.eval()
+                logits = torch.cat([model(torch.from_numpy(data.eval_x[i:i + 1024]).to(next(model.parameters()).device))[2]
+                                    for i in range(0, len(ev_y), 1024)]).float().cpu()
+            out[name] = float(((logits > 0).long().numpy() == ev_y).mean() * 100.0)
+            if name in ("nnpu", "ce"):
+                head = {"learner": name, "weight": model.head.weight.detach().cpu().clone(),
+                        "bias": model.head.bias.detach().cpu().clone(), "mean": None, "std": None}
+        return out, head
+    model = models["encoder"]
+    f_pool, f_eval = features(model, data.x), features(model, data.eval_x)
+    mean, std = f_pool.mean(0), f_pool.std(0).clamp(min=1e-6)  # standardised with the pool's statistics
+    f_pool, f_eval = (f_pool - mean) / std, (f_eval - mean) / std
+    f_lab = f_pool[torch.from_numpy(data.labeled)]
+    if cfg.setting == "pu":
+        out, head = {}, None
+        for risk in RISKS:
+            probe = train_probe(f_lab, f_pool, pi_p, risk, seed=cfg.seed)
+            with torch.no_grad():
+                pred = (probe(f_eval).squeeze(1) > 0).long().numpy()
+            out[risk] = float((pred == ev_y).mean() * 100.0)
+            if risk == "nnpu":
+                head = {"learner": "nnpu probe", "weight": probe.weight.detach().clone(),
+                        "bias": probe.bias.detach().clone(), "mean": mean, "std": std}
+        return out, head
+    from sklearn.linear_model import LogisticRegression
+
+    clf = LogisticRegression(C=cfg.probe_c, max_iter=5000).fit(f_lab.numpy(), data.y[data.labeled])
+    acc_ = float((clf.predict(f_eval.numpy()) == ev_y).mean() * 100.0)
+    head = {"learner": "logistic regression", "weight": torch.from_numpy(clf.coef_).float(),
+            "bias": torch.from_numpy(clf.intercept_).float(), "mean": mean, "std": std}
+    return {"logreg": acc_}, head
+
+
+def export_images(cfg: FewShotConfig, models: dict, head: dict, data: ImageData, metrics: dict, out) -> None:
+    """OUT/model/image_classifier.pt: encoder weights, input shape, positive classes and the linear head;
+    :func:`load_image_classifier` turns it back into a predictor of arrays."""
+    import torch as _t
+
+    model = models["encoder"] if "encoder" in models else models[head["learner"]]
+    folder = out / "model"
+    folder.mkdir(exist_ok=True)
+    payload = {"kind": cfg.encoder, "in_shape": list(data.x.shape[1:]), "hidden": cfg.hidden,
+               "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "head": head,
+               "positive_classes": metrics["positive_classes"], "eval_accuracy": metrics["eval_accuracy"],
+               "contrastive": cfg.contrastive, "setting": cfg.setting}
+    tmp = folder / ".image_classifier.pt.tmp"
+    _t.save(payload, tmp)
+    tmp.replace(folder / "image_classifier.pt")
+
+
+def load_image_classifier(path):
+    """A finished image run's classifier: ``predict(images)`` -> 1 (positive class) / 0 for images shaped
+    like the training data's (uint8 0-255 or float in [0, 1]); ``predict.scores(images)`` gives the logits.
+    ``path``: the run folder, its model/ folder, or the image_classifier.pt file."""
+    from pathlib import Path
+
+    from .images import check_arrays
+
+    p = Path(path)
+    p = p / "model" if (p / "model").is_dir() else p
+    p = p / "image_classifier.pt" if p.is_dir() else p
+    if not p.exists():
+        raise FileNotFoundError(f"no image classifier at {path} (expected RUN/model/image_classifier.pt)")
+    blob = torch.load(p, map_location="cpu", weights_only=False)
+    model = ImageModel(blob["kind"], tuple(blob["in_shape"]), hidden=blob["hidden"])
+    model.load_state_dict(blob["state_dict"])
+    model.eval()
+    head = blob["head"]
+
+    def scores(images) -> np.ndarray:
+        arr = np.asarray(images)
+        x = check_arrays(arr, np.zeros(len(arr), dtype=np.int64), "images").x
+        if blob["kind"] == "cnn":
+            x = as_images(x)
+        if tuple(x.shape[1:]) != tuple(blob["in_shape"]):
+            raise ValueError(f"images of shape {tuple(x.shape[1:])}; this classifier takes {tuple(blob['in_shape'])}")
+        f = features(model, x)
+        if head["mean"] is not None:
+            f = (f - head["mean"]) / head["std"]
+        return (f @ head["weight"].T + head["bias"]).squeeze(1).numpy()
+
+    def predict(images) -> np.ndarray:
+        return (scores(images) > 0).astype(np.int64)
+
+    predict.scores = scores
+    predict.positive_classes = blob["positive_classes"]
+    return predict

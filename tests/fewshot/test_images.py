@@ -1,0 +1,558 @@
+"""fewshot on image arrays (fewshot.images, fewshot.image_run): loading and checking the arrays, the
+positive-class mapping, the augmentation, the MLP / CNN encoders through the PU and PNU pipelines, exact
+resume, the one-line errors, and the command line's preset for image data. Tiny arrays, a few steps each."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fewshot.config import preset_config
+from fewshot.data import DataError
+from fewshot.image_run import TEST_FRACTION, load_image_classifier
+from fewshot.images import (Augment, CNNEncoder, ImageModel, MLPEncoder, binary_labels, check_arrays, features,
+                            load_images, stratified_split)
+from fewshot.train import _preset_arg, train
+
+from ..folder_rules import tree_hash
+
+ROOT = Path(__file__).resolve().parents[2]
+#: six classes of 20 images each; the even ones form the positive class
+N_CLASSES, PER_CLASS, POSITIVE = 6, 20, (0, 2, 4)
+
+
+def make_images(n_per_class=PER_CLASS, classes=N_CLASSES, side=10, channels=None, seed=0):
+    """uint8 images (N, side, side) or (N, side, side, channels): noise plus a bright bar in a row that
+    depends on the class, so that a few steps learn something but not everything."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(classes), n_per_class)
+    shape = (len(y), side, side) + ((channels,) if channels else ())
+    x = rng.integers(0, 140, size=shape)
+    for c in range(classes):
+        x[y == c, c + 1] += 110
+    return np.clip(x, 0, 255).astype(np.uint8), y
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # Tiny networks: one thread is fastest and avoids thrashing when other jobs share the cores (as in
+    # tests/rl_curl/conftest.py; with two threads on busy cores a 4-step run took 15 s instead of 1 s).
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture
+def npz(tmp_path):
+    """An .npz of 120 uint8 10x10 images, six classes; returns (path, x, y)."""
+    x, y = make_images()
+    path = tmp_path / "digits.npz"
+    np.savez(path, x=x, y=y)
+    return str(path), x, y
+
+
+def image_cfg(dataset, out, **overrides):
+    fields = dict(dataset=str(dataset), encoder="mlp", setting="pu", contrastive="punce", n_labeled=8,
+                  positive_classes=POSITIVE, hidden=16, steps=4, batch_size=16, progress=False,
+                  output_dir=str(out))
+    return preset_config("images", **{**fields, **overrides})
+
+
+def one_line(err) -> str:
+    text = str(err.value)
+    assert "\n" not in text, text
+    return text
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+def test_npz_of_each_layout_loads_as_float_images_in_0_1(tmp_path):
+    x, y = make_images(n_per_class=5, classes=2)  # (10, 10, 10) uint8
+    np.savez(tmp_path / "u8.npz", x=x, y=y)
+    s = load_images(str(tmp_path / "u8.npz"))
+    assert s.x.shape == (10, 1, 10, 10) and s.x.dtype == np.float32 and s.shape == (1, 10, 10)
+    np.testing.assert_array_equal(s.x[:, 0], x.astype(np.float32) / 255.0)
+    assert s.y.dtype == np.int64 and s.y.tolist() == y.tolist()
+
+    rgb = np.random.default_rng(1).random((10, 9, 8, 3))  # (N, H, W, C) float64 in [0, 1]
+    np.savez(tmp_path / "rgb.npz", x=rgb, y=y)
+    s = load_images(str(tmp_path / "rgb.npz"))
+    assert s.x.shape == (10, 3, 9, 8) and s.x.dtype == np.float32
+    np.testing.assert_allclose(s.x, rgb.transpose(0, 3, 1, 2).astype(np.float32))
+    assert s.x.flags["C_CONTIGUOUS"]
+
+    flat = np.random.default_rng(2).random((10, 37)).astype(np.float32)  # (N, D)
+    np.savez(tmp_path / "flat.npz", x=flat, y=y)
+    s = load_images(str(tmp_path / "flat.npz"))
+    assert s.x.shape == (10, 37) and s.shape == (37,)
+    np.testing.assert_array_equal(s.x, flat)
+    # float class ids that are whole numbers are fine
+    assert check_arrays(x, y.astype(np.float64), "t").y.dtype == np.int64
+    for layout in (s.x, load_images(str(tmp_path / "u8.npz")).x, load_images(str(tmp_path / "rgb.npz")).x):
+        assert 0.0 <= layout.min() and layout.max() <= 1.0
+
+
+def test_mnist_is_the_shipped_5000_digits():
+    s = load_images("mnist")
+    assert s.x.shape == (5000, 1, 28, 28) and s.x.dtype == np.float32
+    assert np.bincount(s.y).tolist() == [500] * 10
+    assert s.x.min() == 0.0 and s.x.max() == 1.0
+    # uint8 pixels divided by 255: every value is a multiple of 1/255
+    assert np.allclose(np.round(s.x[:50] * 255), s.x[:50] * 255, atol=1e-4)
+
+
+def test_positive_classes_map_exactly_the_named_ids_to_1():
+    y = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 3, 3])
+    assert binary_labels(y, (0, 2, 4, 6, 8), "t").tolist() == [1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0]
+    assert binary_labels(y, (3,), "t").tolist() == [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1]
+    b = np.array([1, 0, 0, 1, 1])
+    assert binary_labels(b, None, "t").tolist() == [1, 0, 0, 1, 1]
+    assert binary_labels(b, (0,), "t").tolist() == [0, 1, 1, 0, 0]  # the named class, even when it is 0
+    with pytest.raises(DataError, match=r"t: 10 class ids.*--positive-classes") as err:
+        binary_labels(y, None, "t")
+    one_line(err)
+
+
+def test_stratified_split_is_disjoint_per_class_and_seeded():
+    y = np.repeat(np.arange(3), 10)
+    a, b, rest = stratified_split(y, (0.2, 0.3), seed=4)
+    assert np.bincount(y[a]).tolist() == [2, 2, 2] and np.bincount(y[b]).tolist() == [3, 3, 3]
+    assert sorted(np.concatenate([a, b, rest]).tolist()) == list(range(30))
+    assert all((p == np.sort(p)).all() for p in (a, b, rest))
+    again = stratified_split(y, (0.2, 0.3), seed=4)
+    assert all((p == q).all() for p, q in zip((a, b, rest), again))
+    assert not (stratified_split(y, (0.2, 0.3), seed=5)[0] == a).all()
+
+
+# ---------------------------------------------------------------------------------------------- views
+
+
+@pytest.mark.parametrize("shape", [(5, 1, 28, 28), (5, 3, 8, 8), (5, 16)])
+def test_augment_keeps_the_shape_and_range_and_follows_the_seed(shape):
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(0))
+    aug = Augment()
+    v1 = aug(x, torch.Generator().manual_seed(1))
+    assert v1.shape == x.shape and v1.dtype == x.dtype
+    assert v1.min() >= 0.0 and v1.max() <= 1.0
+    assert not torch.equal(v1, x)  # a view, not a copy
+    assert torch.equal(v1, aug(x, torch.Generator().manual_seed(1)))
+    assert not torch.equal(v1, aug(x, torch.Generator().manual_seed(2)))
+    # strength 0: the images themselves, and the generator untouched
+    g = torch.Generator().manual_seed(3)
+    state = g.get_state()
+    assert torch.equal(Augment(strength=0.0)(x, g), x) and torch.equal(g.get_state(), state)
+
+
+def test_augment_crops_small_images_less():
+    aug = Augment()
+    assert aug.area_floor(28) == pytest.approx(0.5)
+    assert aug.area_floor(8) == pytest.approx(1 - 0.5 * 8 / 28)  # keeps at least ~86 % of an 8x8 image
+    assert aug.area_floor(8) > aug.area_floor(16) > aug.area_floor(28)
+    assert aug.area_floor(64) == aug.area_floor(28)
+    assert Augment(strength=0.5).area_floor(28) == pytest.approx(0.75)
+    # without jitter or rotation, the crop of a constant image is that constant (no padding pulled in)
+    crop = Augment(rotate=0.0, jitter=0.0)(torch.full((4, 1, 8, 8), 0.5), torch.Generator().manual_seed(0))
+    assert torch.allclose(crop, torch.full_like(crop, 0.5), atol=1e-5)
+
+
+def test_encoders_take_any_size_from_8x8_and_give_features():
+    for shape in [(1, 8, 8), (3, 10, 12), (1, 28, 28)]:
+        x = torch.rand((4,) + shape)
+        assert MLPEncoder(shape, hidden=16)(x).shape == (4, 50)
+        assert CNNEncoder(shape, width=4)(x).shape == (4, 50)
+    with pytest.raises(DataError, match="flat vectors of 64 values: use --encoder mlp"):
+        CNNEncoder((64,))
+    with pytest.raises(ValueError, match="--encoder mlp or cnn, got 'vit'"):
+        ImageModel("vit", (1, 8, 8))
+    torch.manual_seed(0)
+    m = ImageModel("mlp", (1, 8, 8), hidden=16)
+    h, z, logit = m(torch.rand(4, 1, 8, 8))
+    assert h.shape == (4, 50) and z.shape == (4, 50) and logit.shape == (4,)
+    x = np.random.default_rng(0).random((5, 1, 8, 8)).astype(np.float32)
+    f = features(m, x, batch_size=2)  # batches of 2, eval mode: the same as all at once
+    assert f.shape == (5, 50) and m.training
+    assert torch.allclose(f, features(m, x), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------- runs
+
+
+def eval_images(x, y, seed=0):
+    """The test split a run without --eval-file scores (raw arrays) and its binary labels."""
+    test = stratified_split(y, (TEST_FRACTION,), seed)[0]
+    return x[test], np.isin(y[test], POSITIVE).astype(np.int64)
+
+
+RUNS = {
+    "mlp-pu-punce": dict(encoder="mlp", setting="pu", contrastive="punce", n_labeled=8),
+    "cnn-pu-punce": dict(encoder="cnn", setting="pu", contrastive="punce", n_labeled=8),
+    "mlp-pnu-scl": dict(encoder="mlp", setting="pnu", contrastive="scl", n_labeled=20),
+    "cnn-pnu-scl": dict(encoder="cnn", setting="pnu", contrastive="scl", n_labeled=20),
+    # end to end (lr 1e-2: enough for 4 steps to move the head off one class, so the check below bites)
+    "mlp-pu-none": dict(encoder="mlp", setting="pu", contrastive="none", n_labeled=8, lr=1e-2),
+    "cnn-pnu-none": dict(encoder="cnn", setting="pnu", contrastive="none", n_labeled=50, lr=1e-2),
+    "mlp-pu-infonce": dict(encoder="mlp", setting="pu", contrastive="infonce", n_labeled=8),
+    "cnn-pu-dcl": dict(encoder="cnn", setting="pu", contrastive="dcl", n_labeled=8, tau_plus=0.2),
+    "mlp-pnu-punce": dict(encoder="mlp", setting="pnu", contrastive="punce", n_labeled=10),
+}
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_same(npz, tmp_path, name):
+    path, x, y = npz
+    opts = RUNS[name]
+    out = tmp_path / "run"
+    metrics = train(image_cfg(path, out, **opts))
+    on_disk = json.loads((out / "metrics.json").read_text())
+    assert on_disk["eval_accuracy"] == metrics["eval_accuracy"]
+    assert 0.0 <= metrics["eval_accuracy"] <= 100.0
+    assert metrics["contrastive"] == opts["contrastive"] and metrics["encoder"] == opts["encoder"]
+    assert metrics["positive_classes"] == list(POSITIVE) and metrics["preset"] == "images"
+    assert metrics["n_test"] == 24 and metrics["n_eval"] == 24 and metrics["n_pool"] + metrics["n_dev"] == 96
+    if opts["setting"] == "pu":
+        assert set(metrics["probes"]) == {"pn", "upu", "nnpu"}
+        assert metrics["eval_accuracy"] == metrics["probes"]["nnpu"]
+    else:
+        key = "ce" if opts["contrastive"] == "none" else "logreg"
+        assert set(metrics["probes"]) == {key} and metrics["eval_accuracy"] == metrics["probes"][key]
+    assert all(0.0 <= v <= 100.0 for v in metrics["probes"].values())
+
+    config = json.loads((out / "config.json").read_text())
+    assert config["encoder"] == opts["encoder"] and config["positive_classes"] == list(POSITIVE)
+    assert config["hidden"] == 16 and config["temperature"] == 0.5  # the images preset, explicit options on top
+    assert config["lr"] == opts.get("lr", 1e-3)
+    sample = json.loads((out / "sample.json").read_text())
+    labeled, unlabeled = np.array(sample["labeled"]), np.array(sample["unlabeled"])
+    assert not set(labeled) & set(unlabeled) and len(labeled) + len(unlabeled) == metrics["n_pool"]
+    assert metrics["n_labeled"] == len(labeled)
+    # the pool's class ids: the dataset's minus the test and development splits, in order
+    test = stratified_split(y, (TEST_FRACTION,), 0)[0]
+    rest = np.setdiff1d(np.arange(len(y)), test)
+    dev_rel, pool_rel = stratified_split(y[rest], (config["dev_fraction"],), 1)
+    pool_y = np.isin(y[rest[pool_rel]], POSITIVE)
+    if opts["setting"] == "pu":
+        assert len(labeled) == opts["n_labeled"] and pool_y[labeled].all()  # labeled = positives only
+    else:  # a percentage of each class of the pool
+        assert pool_y[labeled].any() and not pool_y[labeled].all()
+        assert len(labeled) == sum(max(1, round(opts["n_labeled"] / 100 * (pool_y == c).sum())) for c in (0, 1))
+    # exact priors: pi over the unlabeled images, pi_p over the whole pool
+    assert metrics["prior"] == pytest.approx(pool_y[unlabeled].mean())
+    assert metrics["pool_prior"] == pytest.approx(pool_y.mean())
+    rows = list(csv.DictReader(open(out / "log.csv")))
+    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4]
+
+    predict = load_image_classifier(out)
+    ex, ey = eval_images(x, y)
+    pred = predict(ex)  # raw uint8 arrays, as a user would pass them
+    assert pred.shape == (24,) and set(pred.tolist()) <= {0, 1}
+    assert float((pred == ey).mean() * 100.0) == pytest.approx(metrics["eval_accuracy"])
+    assert predict.positive_classes == list(POSITIVE)
+    assert (predict.scores(ex) > 0).astype(np.int64).tolist() == pred.tolist()
+    with pytest.raises(ValueError, match="this classifier takes"):
+        predict(np.zeros((2, 12, 12), np.uint8))
+
+
+def test_rgb_and_flat_arrays_run_and_a_square_flat_vector_feeds_the_cnn(tmp_path):
+    x, y = make_images(channels=3, side=8)
+    np.savez(tmp_path / "rgb.npz", x=x.astype(np.float32) / 255.0, y=y)
+    m = train(image_cfg(tmp_path / "rgb.npz", tmp_path / "rgb", encoder="cnn", steps=3))
+    assert 0.0 <= m["eval_accuracy"] <= 100.0
+    flat = x[..., 0].reshape(len(x), 64)
+    np.savez(tmp_path / "flat.npz", x=flat, y=y)
+    for encoder in ("mlp", "cnn"):
+        m = train(image_cfg(tmp_path / "flat.npz", tmp_path / f"flat-{encoder}", encoder=encoder, steps=3))
+        ex, ey = eval_images(flat, y)
+        pred = load_image_classifier(tmp_path / f"flat-{encoder}")(ex)
+        assert float((pred == ey).mean() * 100.0) == pytest.approx(m["eval_accuracy"])
+
+
+def test_eval_file_and_dev_split_choose_what_is_scored(npz, tmp_path):
+    path, _, y = npz
+    ex, ey = make_images(n_per_class=5, seed=5)
+    np.savez(tmp_path / "eval.npz", x=ex, y=ey)
+    m = train(image_cfg(path, tmp_path / "evf", eval_file=str(tmp_path / "eval.npz"), steps=3))
+    assert m["n_test"] == 0 and m["n_eval"] == 30 and m["n_pool"] + m["n_dev"] == 120
+    assert m["eval_split"].startswith("--eval-file")
+    pred = load_image_classifier(tmp_path / "evf")(ex)
+    assert float((pred == np.isin(ey, POSITIVE)).mean() * 100.0) == pytest.approx(m["eval_accuracy"])
+    m = train(image_cfg(path, tmp_path / "dev", eval_split="dev", steps=3))
+    assert m["n_eval"] == m["n_dev"] == 12 and m["n_test"] == 24 and m["eval_split"].startswith("development split")
+    np.savez(tmp_path / "big.npz", x=make_images(side=12)[0], y=y)
+    with pytest.raises(DataError, match=r"big.npz: its examples have shape \(1, 12, 12\), the training data's "
+                                        r"\(1, 10, 10\)") as err:
+        train(image_cfg(path, tmp_path / "bad", eval_file=str(tmp_path / "big.npz")))
+    one_line(err)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_cli_picks_the_images_preset_and_explicit_options_win(npz, tmp_path, capsys):
+    from fewshot.train import main
+
+    assert _preset_arg(["--dataset", "x.npz"]) == "images"
+    assert _preset_arg(["--dataset=runs/X.NPZ"]) == "images"
+    assert _preset_arg(["--dataset", "mnist"]) == "images"
+    assert _preset_arg(["--dataset", "x.npz", "--preset", "cpu"]) == "cpu"
+    assert _preset_arg(["--preset", "paper", "--dataset", "mnist"]) == "paper"
+    assert _preset_arg(["--dataset", "reuters"]) is None
+    path, _, _ = npz
+    out = tmp_path / "cli"
+    main(["--dataset", path, "--encoder", "mlp", "--setting", "pu", "--positive-classes", "0", "2", "4",
+          "--n-labeled", "8", "--hidden", "16", "--max-steps", "3", "--batch-size", "16",
+          "--no-progress", "--output-dir", str(out)])
+    config = json.loads((out / "config.json").read_text())
+    assert config["preset"] == "images" and config["lr"] == 1e-3 and config["temperature"] == 0.5  # the preset
+    assert config["steps"] == 3 and config["batch_size"] == 16 and config["positive_classes"] == [0, 2, 4]
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["step"] == 3 and line["result"]["contrastive"] == "punce"
+    assert set(line["result"]["probes"]) == {"pn", "upu", "nnpu"}
+
+
+# ---------------------------------------------------------------------------------------------- resume
+
+
+def checkpoint_weights(out: Path) -> dict:
+    from safetensors.torch import load_file
+
+    files = sorted((out / "checkpoint").glob("model*.safetensors"))
+    assert files
+    return {f"{f.name}:{k}": v for f in files for k, v in load_file(f).items()}
+
+
+@pytest.mark.parametrize("name", ["mlp-pu-punce", "cnn-pnu-scl", "mlp-pu-none"])
+def test_resumed_image_run_equals_a_straight_one(npz, tmp_path, name):
+    path, _, _ = npz
+    opts = {**RUNS[name], "checkpoint_every": 100}
+    train(image_cfg(path, tmp_path / "full", steps=6, **opts))
+    train(image_cfg(path, tmp_path / "cut", steps=3, **opts))
+    cut = tmp_path / "cut"
+    # a resume that changes an option, or asks for fewer steps than trained, is refused; nothing changes
+    before = tree_hash(cut)
+    with pytest.raises(ValueError, match=r"temperature: 0\.5 -> 0\.7") as err:
+        train(image_cfg(path, cut, steps=6, resume=True, temperature=0.7, **opts))
+    one_line(err)
+    with pytest.raises(ValueError, match="--max-steps 2 is below the 3 steps"):
+        train(image_cfg(path, cut, steps=2, resume=True, **opts))
+    assert tree_hash(cut) == before
+
+    train(image_cfg(path, cut, steps=6, resume=True, **opts))
+    rows = {n: list(csv.DictReader(open(tmp_path / n / "log.csv"))) for n in ("full", "cut")}
+    assert len(rows["full"]) == 6 and rows["full"] == rows["cut"]
+    metrics = {n: json.loads((tmp_path / n / "metrics.json").read_text()) for n in ("full", "cut")}
+    assert metrics["full"]["eval_accuracy"] == metrics["cut"]["eval_accuracy"]
+    assert metrics["full"]["probes"] == metrics["cut"]["probes"] and metrics["cut"]["steps"] == 6
+    full_w, cut_w = checkpoint_weights(tmp_path / "full"), checkpoint_weights(cut)
+    assert full_w.keys() == cut_w.keys() and all(torch.equal(full_w[k], cut_w[k]) for k in full_w)
+    assert json.loads((cut / "sample.json").read_text()) == json.loads((tmp_path / "full" / "sample.json").read_text())
+
+
+def test_resume_of_a_finished_image_run_does_nothing_and_refuses_other_options(npz, tmp_path):
+    path, _, _ = npz
+    out = tmp_path / "run"
+    first = train(image_cfg(path, out, steps=3))
+    finished = tree_hash(out)
+    assert train(image_cfg(path, out, steps=3, resume=True)) == first
+    assert tree_hash(out) == finished
+    for field, value in (("temperature", 0.7), ("augment", 0.5), ("positive_classes", (0, 2)), ("hidden", 8)):
+        with pytest.raises(ValueError, match=f"{field}: ") as err:
+            train(image_cfg(path, out, steps=3, resume=True, **{field: value}))
+        one_line(err)
+        assert tree_hash(out) == finished
+    with pytest.raises(FileExistsError, match=r"--resume.*--overwrite"):
+        train(image_cfg(path, out, steps=3))
+    assert tree_hash(out) == finished
+
+
+def test_resume_of_a_finished_zero_step_image_run_does_nothing(npz, tmp_path):
+    path, _, _ = npz
+    out = tmp_path / "run"
+    first = train(image_cfg(path, out, steps=0))
+    finished = tree_hash(out)
+    assert train(image_cfg(path, out, steps=0, resume=True)) == first
+    assert tree_hash(out) == finished
+
+
+def test_ctrl_c_in_an_image_run_checkpoints_the_step_and_resumes_exactly(npz, tmp_path, monkeypatch, capsys):
+    import fewshot.image_run as image_run
+
+    from ..folder_rules import check_interrupt_exits_130, interrupt_on_call
+
+    path, _, _ = npz
+    kw = dict(steps=5, checkpoint_every=4)
+    train(image_cfg(path, tmp_path / "full", **kw))
+    interrupt_on_call(monkeypatch, image_run, "contrastive_loss", at=2)
+    check_interrupt_exits_130(capsys, lambda: train(image_cfg(path, tmp_path / "cut", **kw)), where="step 2")
+    monkeypatch.undo()
+    assert not (tmp_path / "cut" / "metrics.json").exists()
+    train(image_cfg(path, tmp_path / "cut", resume=True, **kw))
+    rows = {n: list(csv.DictReader(open(tmp_path / n / "log.csv"))) for n in ("full", "cut")}
+    assert rows["full"] == rows["cut"]
+    metrics = {n: json.loads((tmp_path / n / "metrics.json").read_text()) for n in ("full", "cut")}
+    assert metrics["full"]["probes"] == metrics["cut"]["probes"]
+
+
+def test_image_runs_follow_the_folder_rules(npz, tmp_path):
+    from ..folder_rules import check_folder_rules
+
+    path, _, _ = npz
+    data = tmp_path / "data"
+    data.mkdir()
+    dataset = data / "d.npz"
+    Path(path).rename(dataset)
+
+    def run(folder, **flags):
+        return train(image_cfg(dataset, folder, steps=2, **flags))
+
+    check_folder_rules(tmp_path, "fewshot", run, other_app="nlp_qt")
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+BAD_ARRAYS = [
+    (np.zeros((4, 8, 8, 1, 1), np.uint8), np.arange(4), r"x must have shape \(N, H, W\).*got \(4, 8, 8, 1, 1\)"),
+    (np.zeros((4,), np.uint8), np.arange(4), r"x must have shape .*got \(4,\)"),
+    (np.zeros((4, 8, 8), np.uint8), np.zeros((4, 1), np.int64), r"y must have shape \(N,\).*got \(4, 1\)"),
+    (np.zeros((4, 8, 8), np.uint8), np.arange(3), "x holds 4 images but y holds 3 labels"),
+    (np.zeros((0, 8, 8), np.uint8), np.arange(0), "no images"),
+    (np.where(np.arange(4)[:, None, None] == 2, np.nan, 0.5) * np.ones((4, 8, 8)), np.arange(4),
+     r"64 NaN or infinite values \(the first in image 2\)"),
+    (np.full((4, 8, 8), np.inf), np.arange(4), "NaN or infinite"),
+    (np.full((4, 8, 8), 1.5), np.arange(4), r"float pixels must lie in \[0, 1\], found values in \[1.5, 1.5\]"),
+    (np.full((4, 8, 8), 200.0), np.arange(4), r"\[0, 1\].*divide by 255"),
+    (np.full((4, 8, 8), -0.5), np.arange(4), r"float pixels must lie in \[0, 1\]"),
+    (np.full((4, 8, 8), 300, np.int16), np.arange(4), r"integer pixels must lie in 0-255, found values in \[300, 300\]"),
+    (np.full((4, 8, 8), -1, np.int32), np.arange(4), "integer pixels must lie in 0-255"),
+    (np.zeros((4, 7, 8), np.uint8), np.arange(4), "images of 7x8 pixels are too small; 8x8"),
+    (np.zeros((4, 8, 8, 5), np.uint8), np.arange(4), "5 channels; 1 to 4 expected"),
+    (np.zeros((4, 3, 8, 8), np.uint8), np.arange(4), r"8 channels; 1 to 4 expected \(channels first\?"),
+    (np.zeros((4, 8, 8), bool), np.arange(4), "x must hold numbers"),
+    (np.zeros((4, 8, 8), np.uint8), np.array([0, 1, 0.5, 1]), r"y must hold integer class ids.*\[0\.5\]"),
+    (np.zeros((4, 8, 8), np.uint8), np.array([0, 1, np.nan, 1]), "y must hold integer class ids"),
+    (np.zeros((4, 8, 8), np.uint8), np.array(["a", "b", "a", "b"]), "y must hold integer class ids, got dtype <U1"),
+]
+
+
+@pytest.mark.parametrize("x,y,words", BAD_ARRAYS)
+def test_bad_arrays_are_one_line_errors(x, y, words):
+    with pytest.raises(DataError, match=words) as err:
+        check_arrays(x, y, "--dataset my.npz")
+    assert one_line(err).startswith("--dataset my.npz: ")
+
+
+def test_bad_positive_classes_are_one_line_errors():
+    y = np.repeat(np.arange(4), 3)
+    with pytest.raises(DataError, match=r"--positive-classes \[7\] never occur in the labels, whose class ids are "
+                                        r"\[0, 1, 2, 3\]") as err:
+        binary_labels(y, (1, 7), "t")
+    one_line(err)
+    with pytest.raises(DataError, match="negative class is empty") as err:
+        binary_labels(y, (0, 1, 2, 3), "t")
+    one_line(err)
+
+
+def test_bad_files_are_one_line_errors_and_write_nothing(tmp_path):
+    x, y = make_images(n_per_class=4, classes=2)
+    np.savez(tmp_path / "no_y.npz", x=x, labels=y)
+    with pytest.raises(DataError, match=r"needs arrays 'x' \(images\) and 'y'.*missing \['y'\], it holds "
+                                        r"\['x', 'labels'\]") as err:
+        load_images(str(tmp_path / "no_y.npz"))
+    one_line(err)
+    (tmp_path / "text.npz").write_text("label,pixels\n1,0 0 0\n")
+    with pytest.raises(DataError, match=r"--eval-file .*text.npz: not a readable .npz file.*numpy.savez") as err:
+        load_images(str(tmp_path / "text.npz"), "--eval-file")
+    one_line(err)
+    with pytest.raises(FileNotFoundError, match=r"--dataset .*missing.npz: file not found"):
+        load_images(str(tmp_path / "missing.npz"))
+    # through a run: refused before anything is written
+    np.savez(tmp_path / "multi.npz", x=make_images()[0], y=make_images()[1])
+    for dataset, error, words in ((tmp_path / "missing.npz", FileNotFoundError, "file not found"),
+                                  (tmp_path / "no_y.npz", DataError, "missing"),
+                                  (tmp_path / "multi.npz", DataError, "6 class ids .*--positive-classes")):
+        out = tmp_path / "out"
+        with pytest.raises(error, match=words):
+            train(image_cfg(dataset, out, positive_classes=None))
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["empty", "truncated", "npy"])
+def test_damaged_or_wrong_kind_npz_files_are_one_line_errors(tmp_path, kind):
+    path = tmp_path / "bad.npz"
+    if kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        x, y = make_images(n_per_class=4, classes=2)
+        np.savez(path, x=x, y=y)
+        path.write_bytes(path.read_bytes()[:200])
+    else:
+        with open(path, "wb") as fh:
+            np.save(fh, np.zeros((4, 8, 8), np.uint8))
+    with pytest.raises(DataError, match=r"bad.npz: ") as err:
+        load_images(str(path))
+    one_line(err)
+
+
+def test_options_that_do_not_fit_image_data_are_refused_before_writing(npz, tmp_path):
+    path, _, _ = npz
+    out = tmp_path / "out"
+    flat = tmp_path / "flat.npz"
+    x, y = make_images()
+    np.savez(flat, x=x.reshape(len(x), -1)[:, :60], y=y)  # 60 values: not a square
+    small_square = tmp_path / "small.npz"
+    np.savez(small_square, x=x.reshape(len(x), -1)[:, :49], y=y)  # 7x7: too small for the CNN
+    cases = [
+        (dict(dataset=str(flat), encoder="cnn"), DataError, "--encoder cnn needs images; these are flat vectors of 60"),
+        (dict(dataset=str(small_square), encoder="cnn"), DataError, "flat vectors of 49 values"),
+        (dict(encoder="roberta-base"), ValueError, "needs --encoder mlp or --encoder cnn, got 'roberta-base'"),
+        (dict(objective="ce"), ValueError, "--objective ce is for text.*--contrastive"),
+        (dict(setting="pnu", n_labeled=0), ValueError, "percentage of the training pool.*1 to 100, got 0"),
+        (dict(setting="pnu", n_labeled=150), ValueError, "1 to 100, got 150"),
+        (dict(setting="pu", n_labeled=0), ValueError, r"--n-labeled \(n_P labeled positives\) must be >= 1"),
+        (dict(n_labeled=200), DataError, "--n-labeled 200: the training pool has .* positive images"),
+        (dict(batch_size=None, batch_unlabeled=0), ValueError, "--batch-unlabeled must be >= 1"),
+        (dict(batch_size=1), ValueError, r"--batch-size must be >= 2"),
+        (dict(positive_classes=(0, 9)), DataError, r"--positive-classes \[9\] never occur"),
+        (dict(positive_classes=tuple(range(6))), DataError, "negative class is empty"),
+        (dict(gather_negatives=True), ValueError, "--gather-across-processes is not supported"),
+        (dict(augment=-1.0), ValueError, "--augment must be >= 0"),
+        (dict(tau_plus=1.0), ValueError, r"--tau-plus must be in \[0, 1\)"),
+    ]
+    for overrides, error, words in cases:
+        with pytest.raises(error, match=words) as err:
+            train(image_cfg(overrides.pop("dataset", path), out, **overrides))
+        one_line(err)
+        assert not out.exists(), overrides
+
+
+@pytest.mark.parametrize("option,value", [("contrastive", "infonce"), ("contrastive", "none"),
+                                          ("positive_classes", (1,)), ("tau_plus", 0.2), ("augment", 0.5),
+                                          ("hidden", 16), ("batch_size", 16)])
+def test_image_options_on_a_text_dataset_are_refused(tmp_path, option, value):
+    out = tmp_path / "out"
+    cfg = preset_config("cpu", dataset="reuters", encoder="minilm", output_dir=str(out), **{option: value})
+    flag = "--" + option.replace("_", "-")
+    with pytest.raises(ValueError, match=f"{flag} applies to image data.*--dataset reuters is text") as err:
+        train(cfg)
+    one_line(err)
+    assert not out.exists()
+
+
+def test_command_line_error_is_one_line_naming_positive_classes(tmp_path):
+    x, y = make_images()
+    np.savez(tmp_path / "multi.npz", x=x, y=y)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
+    res = subprocess.run([sys.executable, "-m", "fewshot.train", "--dataset", str(tmp_path / "multi.npz"), "--encoder",
+                          "mlp", "--no-progress", "--output-dir", str(tmp_path / "out")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert res.returncode == 2 and "Traceback" not in res.stderr and len(errors) == 1, res.stderr
+    assert "6 class ids" in errors[0] and "--positive-classes" in errors[0] and "multi.npz" in errors[0]
+    assert not (tmp_path / "out").exists()

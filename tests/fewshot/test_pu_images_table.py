@@ -1,0 +1,105 @@
+"""scripts/pu_images_table.py (puNCE Tables 1, 2, 4 and the ceiling on image arrays) and the image runs' batch
+composition, at tiny sizes."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tyro
+
+from fewshot.config import FewShotConfig, preset_config
+from fewshot.image_run import ImageData, batch_sizes
+
+from .test_images import make_images
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("pu_images_table", ROOT / "scripts/pu_images_table.py")
+T = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(T)
+
+
+def _data(n_pool, n_lab, n_unl=None):
+    z = np.zeros(n_pool)
+    return ImageData(np.zeros((n_pool, 4)), z, z, z, z, np.arange(n_lab), np.arange(n_lab, n_pool if n_unl is None
+                                                                                    else n_lab + n_unl), "", 0, 0)
+
+
+def test_batch_holds_the_labeled_images_in_their_share_of_the_pool():
+    cfg = preset_config("images", dataset="mnist", batch_size=256)
+    assert batch_sizes(cfg, _data(3500, 100)) == (7, 249)  # 256 * 100 / 3500 = 7.3
+    assert batch_sizes(cfg, _data(3500, 1000)) == (73, 183)
+    assert batch_sizes(cfg, _data(3500, 3)) == (1, 255)  # at least one labeled image
+    assert batch_sizes(cfg, _data(40, 30)) == (30, 10)  # capped at what there is
+    cfg = preset_config("images", dataset="mnist", batch_size=None, batch_labeled=5, batch_unlabeled=9)
+    assert batch_sizes(cfg, _data(3500, 100)) == (5, 9)
+
+
+def test_the_grid_has_the_runs_each_table_needs():
+    assert T.grid(["2"], [10, 20], [1]) == [("pu", "raw", 10), ("pu", "punce", 10), ("pu", "raw", 20), ("pu", "punce", 20)]
+    assert {m for _, m, _ in T.grid(["1"], [10], [1])} == {"punce", "infonce", "dcl", "scl"}
+    assert T.grid(["4"], [10], [1, 5]) == [("pnu", m, p) for p in (1, 5) for m in T.PNU_METHODS]
+    assert T.grid(["ceiling"], [10], [1]) == [("pnu", "ceiling", 100)]
+    assert len(T.grid(list(T.TABLES), [100, 300, 1000], [1, 5, 10])) == 15 + 12 + 1
+
+
+def test_a_run_command_parses_back_to_its_configuration(tmp_path):
+    cfg = T.run_config({"dataset": "mnist", "positive_classes": (0, 2), "steps": 7}, "pnu", "ceiling", 100, 3,
+                       tmp_path / "r")
+    cmd = T.command(cfg)
+    assert cmd[1:5] == ["-m", "fewshot.train", "--preset", "images"]
+    parsed = tyro.cli(FewShotConfig, args=cmd[5:], default=preset_config("images"))
+    assert parsed == cfg and parsed.contrastive == "none" and parsed.n_labeled == 100 and parsed.resume
+
+
+def test_set_parses_values_and_refuses_unknown_keys():
+    assert T.parse_set(["steps=600", "temperature=0.2", "eval_file=null", "augment=1"]) == {
+        "steps": 600, "temperature": 0.2, "eval_file": None, "augment": 1}
+    with pytest.raises(ValueError, match="KEY=VALUE with KEY a fewshot option"):
+        T.parse_set(["no_such_option=1"])
+
+
+def test_the_grid_runs_tabulates_and_refuses_a_run_made_otherwise(tmp_path):
+    x, y = make_images()
+    data = tmp_path / "d.npz"
+    np.savez(data, x=x, y=y)
+    out = tmp_path / "grid"
+    cmd = [sys.executable, str(ROOT / "scripts/pu_images_table.py"), "--dataset", str(data), "--positive-classes",
+           "0", "2", "4", "--tables", "2", "--n-ps", "6", "--seeds", "0", "1", "--set", "steps=2", "--set",
+           "hidden=16", "--set", "batch_size=16", "--parallel", "2", "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    table = (out / "tables.md").read_text()
+    assert "## Table 2: PU learning" in table and "| nnPU, raw pixels |" in table
+    got = json.loads((out / "tables.json").read_text())
+    rows = {(e["method"], e["n"]): e for e in got["results"]}
+    punce = json.loads((out / "pu/punce/n6/seed1/metrics.json").read_text())
+    assert rows[("punce", 6)]["acc"]["nnpu"]["1"] == punce["probes"]["nnpu"]
+    pairs = {p["comparison"] for p in got["paired"]}
+    assert "puNCE+nnPU − nnpu raw" in pairs and all(p["n_seeds"] == 2 for p in got["paired"])
+    assert (out / "tables.png").stat().st_size > 0
+    # nothing left to do: the finished runs are reused, not trained again
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    assert r.returncode == 0 and "runs to do" not in r.stdout
+    # a finished run made with other settings is refused, naming the field
+    r = subprocess.run(cmd[:-2] + ["--set", "temperature=0.9", "--out", str(out)], capture_output=True, text=True,
+                       env=env, timeout=240)
+    first = r.stderr.splitlines()[0]
+    assert r.returncode == 2 and first.startswith("error: ") and "temperature: 0.5 -> 0.9" in first, r.stderr
+
+
+def test_the_benchmark_times_both_runs_and_reports_ratios():
+    r = subprocess.run([sys.executable, str(ROOT / "scripts/bench_pu_images.py"), "--steps", "2", "--json"],
+                       capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=240)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    for run in ("punce_run", "raw_baselines_run"):
+        m = got[run]
+        assert m["steps"] == 2 and m["wall_s"] >= m["train_s"] + m["probe_s"] > 0 and 0 <= m["eval_accuracy"] <= 100
+    assert got["punce_over_raw"] == pytest.approx(got["punce_run"]["wall_s"] / got["raw_baselines_run"]["wall_s"])
+    assert got["punce_over_budget"] == pytest.approx(got["punce_run"]["wall_s"] / 180.0)
