@@ -259,7 +259,7 @@ PRESETS: dict[str, dict] = {
                 head="linear", probe_c=100.0, train_layers=None, max_length=64),
     # Image arrays (--dataset mnist / an .npz file; chosen automatically for them by the command line).
     # Chosen on the development split of the shipped digits (docs/results.md, "puNCE on real digits").
-    "images": dict(encoder="mlp", steps=300, batch_size=256, hidden=256, lr=1e-3, weight_decay=1e-5,
+    "images": dict(setting="pu", encoder="mlp", steps=300, batch_size=256, hidden=256, lr=1e-3, weight_decay=1e-5,
                    temperature=0.5, augment=1.0, probe_c=1.0, dev_fraction=0.125, checkpoint_every=100),
 }
 

@@ -259,15 +259,18 @@ def plot(path: Path, res: dict, tables, n_ps, percents) -> bool:
             lines = [(m, "pu", m, "nnpu") for m in ("infonce", "dcl", "scl", "punce")]
             xs, title, xlabel = n_ps, "Table 1: contrastive encoders + nnPU probe", "labeled positives n_P"
         else:
-            lines = [(m, "pnu", m, "main") for m in ("infonce", "scl", "punce", "raw")]
+            lines = [(m if m != "raw" else "raw (CE, end to end)", "pnu", m, "main") for m in ("infonce", "scl", "punce", "raw")]
             xs, title, xlabel = percents, "Table 4: PNU, logistic-regression probe", "labeled (%)"
+        colors = {"PN raw": "C4", "uPU raw": "C5", "nnPU raw": "C7", "raw (CE, end to end)": "C7", "infonce": "C0", "dcl": "C1",
+                  "scl": "C2", "punce": "C3", "puNCE + nnPU": "C3"}  # one colour per method in every panel
         for k, (label, setting, method, row) in enumerate(lines):
             pts = [(x, summarize(v)) for x in xs
                    if (v := res.get((setting, method, x), {}).get("acc", {}).get(row))]
             if pts:
                 off = 1 + (k - (len(lines) - 1) / 2) * 0.03
                 ax.errorbar([x * off for x, _ in pts], [s["mean"] for _, s in pts],
-                            yerr=[s["std"] or 0.0 for _, s in pts], marker="o", capsize=3, label=label)
+                            yerr=[s["std"] or 0.0 for _, s in pts], marker="o", capsize=3, label=label,
+                            color=colors.get(label))
         ax.set_xscale("log")
         ax.set_xticks(list(xs))
         ax.set_xticklabels([str(x) for x in xs])

@@ -556,3 +556,18 @@ def test_command_line_error_is_one_line_naming_positive_classes(tmp_path):
     assert res.returncode == 2 and "Traceback" not in res.stderr and len(errors) == 1, res.stderr
     assert "6 class ids" in errors[0] and "--positive-classes" in errors[0] and "multi.npz" in errors[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_the_prior_is_exact_given_or_estimated_and_the_pool_prior_follows_from_it(npz, tmp_path):
+    path, _, _ = npz
+    exact = train(image_cfg(path, tmp_path / "exact", steps=1))
+    given = train(image_cfg(path, tmp_path / "given", steps=1, prior=0.3))
+    est = train(image_cfg(path, tmp_path / "est", steps=1, estimate_prior=True))
+    n_l, n_u = exact["n_labeled"], exact["n_unlabeled"]
+    assert exact["prior_source"].startswith("exact") and given["prior_source"] == "given"
+    assert est["prior_source"] == "elkan-noto (pixels)" and 0.0 <= est["prior"] <= 1.0
+    for m in (exact, given, est):  # pi_p = (n_P + n_U pi) / (n_P + n_U): the positive share of the pool
+        assert m["pool_prior"] == pytest.approx((n_l + n_u * m["prior"]) / (n_l + n_u))
+    assert given["prior"] == 0.3
+    config = json.loads((tmp_path / "est" / "config.json").read_text())
+    assert config["prior_used"] == est["prior"] and config["pool_prior"] == est["pool_prior"]

@@ -103,3 +103,25 @@ def test_the_benchmark_times_both_runs_and_reports_ratios():
         assert m["steps"] == 2 and m["wall_s"] >= m["train_s"] + m["probe_s"] > 0 and 0 <= m["eval_accuracy"] <= 100
     assert got["punce_over_raw"] == pytest.approx(got["punce_run"]["wall_s"] / got["raw_baselines_run"]["wall_s"])
     assert got["punce_over_budget"] == pytest.approx(got["punce_run"]["wall_s"] / 180.0)
+
+
+def test_the_feature_check_reads_a_finished_image_run(tmp_path):
+    from fewshot.train import train
+
+    spec2 = importlib.util.spec_from_file_location("pu_feature_check", ROOT / "scripts/pu_feature_check.py")
+    check = importlib.util.module_from_spec(spec2)
+    spec2.loader.exec_module(check)
+    x, y = make_images()
+    data = tmp_path / "d.npz"
+    np.savez(data, x=x, y=y)
+    run = tmp_path / "run"
+    assert preset_config("images").setting == "pu"  # image data defaults to the PU pipeline; pnu is asked for
+    m = train(preset_config("images", dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, hidden=16, steps=3,
+                            batch_size=16, progress=False, output_dir=str(run)))
+    got = check.check(run)
+    assert got["run_accuracy"] == m["eval_accuracy"] and got["n_labeled"] == 20 and got["setting"] == "pu"
+    assert 0 <= got["all_label_probe"] <= 100 and got["class_gap"] > 0
+    assert 0 <= got["labeled_vs_unlabeled_positives_auc"] <= 1
+    with pytest.raises(FileNotFoundError, match="image_classifier.pt: not found"):
+        (run / "model" / "image_classifier.pt").unlink()
+        check.check(run)
