@@ -151,6 +151,15 @@ def batch_sizes(cfg: FewShotConfig, data: ImageData) -> tuple[int, int]:
     return min(n_lab, len(data.labeled)), min(n_unl, len(data.unlabeled))
 
 
+def steps_from_passes(cfg: FewShotConfig, data: ImageData) -> FewShotConfig:
+    """``--passes P``: the configuration with ``steps = round(P x pool / images per step)`` (at least 1), so
+    that pools of any size are trained for as many passes; unchanged without --passes."""
+    if cfg.passes is None:
+        return cfg
+    n_lab, n_unl = batch_sizes(cfg, data)
+    return dataclasses.replace(cfg, steps=max(1, int(round(cfg.passes * len(data.x) / (n_lab + n_unl)))))
+
+
 def learner_names(cfg: FewShotConfig) -> tuple[str, ...]:
     if cfg.contrastive != "none":
         return ("encoder",)
@@ -196,17 +205,19 @@ def finished(cfg: FewShotConfig, harness: RunHarness) -> dict | None:
 def run_images(cfg: FewShotConfig, harness: RunHarness) -> dict:
     from .run import Batches, check_resume_config, check_steps, make_accelerator
 
+    t_start = time.time()
+    data = image_data(cfg)
+    cfg = steps_from_passes(cfg, data)
     done = finished(cfg, harness)
     if done is not None:
-        print(f"{harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to train on)")
+        print(f"{harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps or --passes "
+              "to train on)")
         return done
-    t_start = time.time()
     out = harness.out
     saved = harness.saved_state()
     if saved is not None:
         check_resume_config(cfg, saved["config"])
         check_steps(cfg, saved["step"], out)
-    data = image_data(cfg)
     pi, pi_p, prior_source = priors(cfg, data)
     acc = make_accelerator(cfg)
     if acc.num_processes > 1:

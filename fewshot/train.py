@@ -167,10 +167,20 @@ def _preset_arg(argv):
     return known.preset
 
 
+def _given(argv, *flags) -> bool:
+    """Whether one of ``flags`` is on the command line (``--flag VALUE`` or ``--flag=VALUE``)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    return any(a == f or a.startswith(f + "=") for a in args for f in flags)
+
+
 def main(argv=None):
     import tyro
 
     cfg = tyro.cli(FewShotConfig, args=argv, description=__doc__, default=preset_config(_preset_arg(argv)))
+    if cfg.passes is not None and _given(argv, "--max-steps", "--steps") and not _given(argv, "--passes"):
+        cfg = dataclasses.replace(cfg, passes=None)  # an explicit step count replaces the preset's passes
     metrics = train(cfg)
     keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "contrastive", "n_labeled", "seed", "prior",
                         "probes", "run_seconds")

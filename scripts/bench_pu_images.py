@@ -34,20 +34,20 @@ def one_run(contrastive: str, args, folder: Path) -> dict:
     cfg = preset_config("images", dataset="mnist", positive_classes=(0, 2, 4, 6, 8), encoder=args.encoder,
                         setting="pu", n_labeled=args.n_labeled, seed=args.seed, contrastive=contrastive,
                         output_dir=str(folder), progress=False, export=False,
-                        **({"steps": args.steps} if args.steps is not None else {}))
+                        **({"steps": args.steps, "passes": None} if args.steps is not None else {}))
     t0 = time.perf_counter()
     m = train(cfg)
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "train_s": m["train_seconds"], "probe_s": m["probe_seconds"],
             "setup_s": wall - m["train_seconds"] - m["probe_seconds"], "eval_accuracy": m["eval_accuracy"],
-            "steps": cfg.steps}
+            "steps": m["steps"]}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--n-labeled", type=int, default=100, help="labeled positives n_P")
     p.add_argument("--encoder", default="mlp", choices=["mlp", "cnn"])
-    p.add_argument("--steps", type=int, default=None, help="encoder steps (default: the images preset's)")
+    p.add_argument("--steps", type=int, default=None, help="encoder steps (default: the images preset's passes)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=1, help="runs of each kind, interleaved (medians reported)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")

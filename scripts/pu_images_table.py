@@ -83,6 +83,8 @@ def run_dir(out: Path, setting: str, method: str, n: int, seed: int) -> Path:
 
 def run_config(base: dict, setting: str, method: str, n: int, seed: int, folder: Path) -> FewShotConfig:
     fields = METHOD_FIELDS["raw" if method == "ceiling" else method]
+    if "steps" in base and "passes" not in base:
+        base = {**base, "passes": None}  # --set steps=N replaces the preset's passes
     return preset_config("images", **{**base, **fields, "setting": setting, "n_labeled": n, "seed": seed,
                                       "output_dir": str(folder), "resume": True, "progress": False})
 
@@ -156,11 +158,13 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
     batch = (f"batches of {header['batch_size']} images with the labeled ones in their share of the pool"
              if header.get("batch_size") else f"batch {header['batch_labeled']} labeled + {header['batch_unlabeled']} "
              "unlabeled")
+    length = (f"{header['passes']:.2f} passes over the pool (300 steps on the 5k digits)" if header.get("passes")
+              else f"{header['steps']} steps")
     get = lambda setting, method, n, row="main": res.get((setting, method, n), {}).get("acc", {}).get(row)  # noqa: E731
     L = [f"# puNCE image tables on {header['dataset']} (positive classes {header['positive_classes']}), "
          f"encoder {header['encoder']}, {header['eval_split']}", "",
          f"Seeds {list(seeds)}; mean ± std over seeds (sample std). Preset `images` with overrides "
-         f"{header['overrides'] or 'none'}: {header['steps']} steps, {batch}, lr {header['lr']}, temperature "
+         f"{header['overrides'] or 'none'}: {length}, {batch}, lr {header['lr']}, temperature "
          f"{header['temperature']}, augment "
          f"{header['augment']}, MLP width {header['hidden']}. The paper's numbers are on 60k MNIST digits with n_P = "
          "1k / 3k / 10k (ours: the 5k digits, about 3.5k in the training pool); Table 4's are CIFAR-10 (the paper "
@@ -353,7 +357,7 @@ def main(argv=None) -> int:
         if failed:
             print(f"{failed} of {len(todo)} runs failed (see the .log beside each run folder)", file=sys.stderr)
     ref = run_config(base, "pu", "punce", args.n_ps[0], args.seeds[0], out)
-    header = {k: getattr(ref, k) for k in ("dataset", "encoder", "steps", "batch_size", "batch_labeled",
+    header = {k: getattr(ref, k) for k in ("dataset", "encoder", "steps", "passes", "batch_size", "batch_labeled",
                                            "batch_unlabeled", "lr", "temperature", "augment", "hidden")}
     header.update(positive_classes=positive, overrides=sets,
                   eval_split="DEVELOPMENT split" if args.eval_split == "dev" else "test split")

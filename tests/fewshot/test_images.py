@@ -60,7 +60,7 @@ def npz(tmp_path):
 
 def image_cfg(dataset, out, **overrides):
     fields = dict(dataset=str(dataset), encoder="mlp", setting="pu", contrastive="punce", n_labeled=8,
-                  positive_classes=POSITIVE, hidden=16, steps=4, batch_size=16, progress=False,
+                  positive_classes=POSITIVE, hidden=16, steps=4, passes=None, batch_size=16, progress=False,
                   output_dir=str(out))
     return preset_config("images", **{**fields, **overrides})
 
@@ -309,6 +309,7 @@ def test_cli_picks_the_images_preset_and_explicit_options_win(npz, tmp_path, cap
           "--no-progress", "--output-dir", str(out)])
     config = json.loads((out / "config.json").read_text())
     assert config["preset"] == "images" and config["lr"] == 1e-3 and config["temperature"] == 0.5  # the preset
+    assert config["passes"] is None  # an explicit --max-steps replaces the preset's passes
     assert config["steps"] == 3 and config["batch_size"] == 16 and config["positive_classes"] == [0, 2, 4]
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["step"] == 3 and line["result"]["contrastive"] == "punce"
@@ -571,3 +572,26 @@ def test_the_prior_is_exact_given_or_estimated_and_the_pool_prior_follows_from_i
     assert given["prior"] == 0.3
     config = json.loads((tmp_path / "est" / "config.json").read_text())
     assert config["prior_used"] == est["prior"] and config["pool_prior"] == est["pool_prior"]
+
+
+def test_passes_set_the_steps_from_the_pool_size(npz, tmp_path, capsys):
+    path, _, _ = npz
+    m = train(image_cfg(path, tmp_path / "p2", passes=2.0))
+    assert m["n_pool"] == 84 and m["steps"] == int(round(2.0 * 84 / 16))  # 84 pool images, 16 per step
+    assert json.loads((tmp_path / "p2" / "config.json").read_text())["steps"] == m["steps"]
+    assert len(list(csv.DictReader(open(tmp_path / "p2" / "log.csv")))) == m["steps"]
+    # resume with more passes trains on; the same passes again does nothing
+    more = train(image_cfg(path, tmp_path / "p2", passes=3.0, resume=True))
+    assert more["steps"] == int(round(3.0 * 84 / 16)) > m["steps"]
+    capsys.readouterr()
+    again = train(image_cfg(path, tmp_path / "p2", passes=3.0, resume=True))
+    assert again == more and "nothing to do" in capsys.readouterr().out
+    # the command line: the preset's passes unless --max-steps is given
+    from fewshot.train import main
+
+    main(["--dataset", path, "--positive-classes", "0", "2", "4", "--n-labeled", "8", "--hidden", "16",
+          "--batch-size", "16", "--no-progress", "--output-dir", str(tmp_path / "cli")])
+    config = json.loads((tmp_path / "cli" / "config.json").read_text())
+    assert config["passes"] == pytest.approx(300 * 256 / 3500) and config["steps"] == int(round(config["passes"] * 84 / 16))
+    with pytest.raises(ValueError, match="--passes must be a positive number"):
+        train(image_cfg(path, tmp_path / "bad", passes=0.0))

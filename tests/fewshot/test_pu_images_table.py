@@ -117,7 +117,7 @@ def test_the_feature_check_reads_a_finished_image_run(tmp_path):
     run = tmp_path / "run"
     assert preset_config("images").setting == "pu"  # image data defaults to the PU pipeline; pnu is asked for
     m = train(preset_config("images", dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, hidden=16, steps=3,
-                            batch_size=16, progress=False, output_dir=str(run)))
+                            passes=None, batch_size=16, progress=False, output_dir=str(run)))
     got = check.check(run)
     assert got["run_accuracy"] == m["eval_accuracy"] and got["n_labeled"] == 20 and got["setting"] == "pu"
     assert 0 <= got["all_label_probe"] <= 100 and got["class_gap"] > 0
