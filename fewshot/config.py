@@ -57,7 +57,8 @@ class FewShotConfig:
     are cropped less)."""
     hidden: int = 256
     """Image data, `--encoder mlp`: units of its two hidden layers (the paper's MNIST MLP: 5000). 256 for CPU
-    time (about a sixth of 1024's); docs/results.md lists what 1024 gave on the development split."""
+    time (about a sixth of 1024's); docs/lab_notes/2026-11-26_pu_images.md lists what 1024 gave on the
+    development split."""
     text_column: str = "sentence"
     """Column holding the text (local files; glue/sst2 uses `sentence`)."""
     label_column: str = "label"
@@ -224,7 +225,6 @@ class FewShotConfig:
                 raise ValueError("--eval-split dev needs labels to hold a development split out of; PU data from files "
                                  "has none: pass a labeled --eval-file instead")
 
-
     def validate_images(self) -> None:
         """The options of a run on image arrays (called by :meth:`validate`)."""
         if self.encoder not in ("mlp", "cnn"):
@@ -267,8 +267,9 @@ PRESETS: dict[str, dict] = {
     # Image arrays (--dataset mnist / an .npz file; chosen automatically for them by the command line).
     # Chosen on the development split of the shipped digits (docs/results.md, "puNCE on real digits").
     # passes: the 300 steps of 256 images chosen on the digits' 3,500-image pool, as passes over any pool.
-    "images": dict(setting="pu", encoder="mlp", steps=300, passes=300 * 256 / 3500, batch_size=256, hidden=256, lr=1e-3, weight_decay=1e-5,
-                   temperature=0.5, augment=1.0, probe_c=1.0, dev_fraction=0.125, checkpoint_every=100),
+    "images": dict(setting="pu", encoder="mlp", steps=300, passes=300 * 256 / 3500, batch_size=256, hidden=256,
+                   lr=1e-3, weight_decay=1e-5, temperature=0.5, augment=1.0, probe_c=1.0, dev_fraction=0.125,
+                   checkpoint_every=100),
 }
 
 

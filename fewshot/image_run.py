@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from shared_losses import debiased_nce, info_nce, punce_loss, scl_pu_loss
 from shared_losses.harness import RunHarness
-from shared_losses.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
+from shared_losses.runtime import load_checkpoint, write_json_atomic
 
 from .config import FewShotConfig
 from .data import DataError
@@ -50,11 +50,10 @@ TEST_FRACTION = 0.2
 
 @dataclass
 class ImageData:
-    """A run's images: the training pool (``x``, class ids ``cls``, binary ``y``), the evaluation split
-    and the labeled / unlabeled indices into the pool."""
+    """A run's images: the training pool (``x``, binary labels ``y``), the evaluation split and the labeled /
+    unlabeled indices into the pool."""
 
     x: np.ndarray
-    cls: np.ndarray
     y: np.ndarray
     eval_x: np.ndarray
     eval_y: np.ndarray
@@ -63,10 +62,6 @@ class ImageData:
     eval_name: str
     n_dev: int
     n_test: int
-
-    @property
-    def pool(self) -> np.ndarray:
-        return np.arange(len(self.x))
 
 
 def image_data(cfg: FewShotConfig) -> ImageData:
@@ -94,7 +89,7 @@ def image_data(cfg: FewShotConfig) -> ImageData:
         eval_x, eval_y, name = ev.x, ev_y, f"--eval-file ({len(ev_y)} images)"
     else:
         eval_x, eval_y, name = full.x[test], yb[test], f"test split ({len(test)} images, {TEST_FRACTION:.0%} per class)"
-    x, cls, y = full.x[pool], full.y[pool], yb[pool]
+    x, y = full.x[pool], yb[pool]
     for part, labels in (("training pool", y), ("evaluation split", eval_y)):
         if len(labels) == 0 or labels.all() or not labels.any():
             raise DataError(f"{full.source}: the {part} has {int(labels.sum())} positive and "
@@ -104,7 +99,7 @@ def image_data(cfg: FewShotConfig) -> ImageData:
     unlabeled = np.setdiff1d(np.arange(len(y)), labeled)
     if cfg.encoder == "cnn":
         x, eval_x = as_images(x), as_images(eval_x)
-    return ImageData(x, cls, y, eval_x, eval_y, labeled, unlabeled, name, len(dev), len(test))
+    return ImageData(x, y, eval_x, eval_y, labeled, unlabeled, name, len(dev), len(test))
 
 
 def sample_labeled(y: np.ndarray, setting: str, n_labeled: int, seed: int) -> np.ndarray:
@@ -189,35 +184,21 @@ def end_to_end_loss(name: str, logits: torch.Tensor, y: torch.Tensor, n_lab: int
     return pu_risk(logits[:n_lab], logits, pi_p, name)[0]
 
 
-def finished(cfg: FewShotConfig, harness: RunHarness) -> dict | None:
-    """The metrics of a finished run that --resume asks nothing more of (same options, no more steps)."""
-    from .run import check_resume_config, check_steps, read_json
-
-    out = harness.out
-    if not (harness.folder.resuming and (out / "metrics.json").exists() and checkpoint_exists(out / "checkpoint")):
-        return None
-    state = load_checkpoint(None, out / "checkpoint")
-    check_resume_config(cfg, state["config"])
-    check_steps(cfg, state["step"], out)
-    return read_json(out / "metrics.json") if state["step"] == cfg.steps else None
-
-
 def run_images(cfg: FewShotConfig, harness: RunHarness) -> dict:
-    from .run import Batches, check_resume_config, check_steps, make_accelerator
+    from .run import Batches, check_resume_config, check_steps, make_accelerator, read_json
 
     t_start = time.time()
     data = image_data(cfg)
     cfg = steps_from_passes(cfg, data)
-    done = finished(cfg, harness)
-    if done is not None:
-        print(f"{harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps or --passes "
-              "to train on)")
-        return done
     out = harness.out
-    saved = harness.saved_state()
+    saved = harness.saved_state()  # --resume on a folder with a checkpoint: same options, no fewer steps
     if saved is not None:
         check_resume_config(cfg, saved["config"])
         check_steps(cfg, saved["step"], out)
+        if saved["step"] == cfg.steps and (out / "metrics.json").exists():
+            print(f"{out} already holds this run, finished; nothing to do (pass a larger --max-steps or --passes "
+                  "to train on)")
+            return read_json(out / "metrics.json")
     pi, pi_p, prior_source = priors(cfg, data)
     acc = make_accelerator(cfg)
     if acc.num_processes > 1:
@@ -286,10 +267,7 @@ def run_images(cfg: FewShotConfig, harness: RunHarness) -> dict:
                 row[f"loss_{n}" if len(names) > 1 else f"loss_{cfg.contrastive}"] = losses[n].item()
             step += 1
             if step % cfg.log_every == 0 or step == cfg.steps:
-                harness.csv().log(row)
-                for k, v in row.items():
-                    if k != "step":
-                        harness.tb.add_scalar(k, v, step)
+                harness.log_row(row)
             bar.update(1)
             due = harness.checkpoint_due(step, cfg.checkpoint_every) or step == cfg.steps
             if due:
@@ -329,10 +307,8 @@ def classify(cfg: FewShotConfig, data: ImageData, models: dict, pi_p: float) -> 
     if cfg.contrastive == "none":
         out, head = {}, None
         for name, model in models.items():
-            with torch.no_grad():
-                model.eval()
-                logits = torch.cat([model(torch.from_numpy(data.eval_x[i:i + 1024]).to(next(model.parameters()).device))[2]
-                                    for i in range(0, len(ev_y), 1024)]).float().cpu()
+            with torch.no_grad():  # the head on the encoder's features (on the CPU, where features() returns them)
+                logits = F.linear(features(model, data.eval_x), model.head.weight.cpu(), model.head.bias.cpu()).squeeze(1)
             out[name] = float(((logits > 0).long().numpy() == ev_y).mean() * 100.0)
             if name in ("nnpu", "ce"):
                 head = {"learner": name, "weight": model.head.weight.detach().cpu().clone(),
@@ -366,8 +342,6 @@ def classify(cfg: FewShotConfig, data: ImageData, models: dict, pi_p: float) -> 
 def export_images(cfg: FewShotConfig, models: dict, head: dict, data: ImageData, metrics: dict, out) -> None:
     """OUT/model/image_classifier.pt: encoder weights, input shape, positive classes and the linear head;
     :func:`load_image_classifier` turns it back into a predictor of arrays."""
-    import torch as _t
-
     model = models["encoder"] if "encoder" in models else models[head["learner"]]
     folder = out / "model"
     folder.mkdir(exist_ok=True)
@@ -376,7 +350,7 @@ def export_images(cfg: FewShotConfig, models: dict, head: dict, data: ImageData,
                "positive_classes": metrics["positive_classes"], "eval_accuracy": metrics["eval_accuracy"],
                "contrastive": cfg.contrastive, "setting": cfg.setting}
     tmp = folder / ".image_classifier.pt.tmp"
-    _t.save(payload, tmp)
+    torch.save(payload, tmp)
     tmp.replace(folder / "image_classifier.pt")
 
 

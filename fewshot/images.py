@@ -80,18 +80,16 @@ def load_images(spec: str, option: str = "--dataset") -> ImageSet:
         raise DataError(f"{option} {p}: holds a single array (.npy), not an .npz with arrays 'x' and 'y'; {how}")
     try:
         keys = list(z.keys())
-        missing = [k for k in ("x", "y") if k not in keys]
-        if missing:
-            raise DataError(f"{option} {p}: needs arrays 'x' (images) and 'y' (class ids); missing {missing}, "
-                            f"it holds {keys}")
-        x, y = z["x"], z["y"]
+        arrays = {k: z[k] for k in ("x", "y") if k in keys}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        if isinstance(err, DataError):
-            raise
         raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
     finally:
         z.close()
-    return check_arrays(x, y, f"{option} {p}")
+    missing = [k for k in ("x", "y") if k not in arrays]
+    if missing:
+        raise DataError(f"{option} {p}: needs arrays 'x' (images) and 'y' (class ids); missing {missing}, it holds "
+                        f"{keys}")
+    return check_arrays(arrays["x"], arrays["y"], f"{option} {p}")
 
 
 def check_arrays(x: np.ndarray, y: np.ndarray, source: str) -> ImageSet:

@@ -107,10 +107,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
                 row["eval_accuracy"], both = head_accuracy(raw, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
                 history.append({"step": step, "eval_accuracy": row["eval_accuracy"], "head_accuracies": both})
             if step % cfg.log_every == 0 or "eval_accuracy" in row or step == cfg.steps:
-                harness.csv().log(row)
-                for k, v in row.items():
-                    if k != "step":
-                        harness.tb.add_scalar(k, v, step)
+                harness.log_row(row)
             bar.update(1)
             bar.set_postfix(loss=f"{row['loss']:.3f}", **({"acc": f"{row['eval_accuracy']:.1f}"} if "eval_accuracy" in row else {}))
             due = harness.checkpoint_due(step, cfg.checkpoint_every) or step == cfg.steps

@@ -12,7 +12,7 @@ What the harness owns, in the order a trainer meets it::
     with h.signals():                                  # SIGINT/SIGTERM: a request honoured between steps
         while ...:
             ... one training step of the application ...
-            h.csv().log(row); h.tb.add_scalar(...)
+            h.log_row(row)                             # log.csv and TensorBoard
             if h.checkpoint_due(step, cfg.checkpoint_every): h.checkpoint(state)
             if h.stop_requested():
                 raise h.interrupted(f"step {step}", state)   # checkpoint, close the logs; exit 130 via run_cli
@@ -148,6 +148,14 @@ class RunHarness:
         self._csv = {name: CsvLogger(self.out / name, resume_step=resume_step, step_key=step_key) for name in csv}
         self._tb = tensorboard_writer(self.out / "tb", resume_step=resume_step,
                                       config=None if config is None else dict(config))
+
+    def log_row(self, row: Mapping[str, Any], step_key: str = "step", name: str = "log.csv") -> None:
+        """One row of ``name`` and the same numbers as TensorBoard scalars at the row's step (every field but
+        ``step_key``)."""
+        self.csv(name).log(row)
+        for k, v in row.items():
+            if k != step_key:
+                self.tb.add_scalar(k, v, row[step_key])
 
     def csv(self, name: str = "log.csv"):
         """The CSV logger ``name`` (a stand-in that drops rows on other processes)."""

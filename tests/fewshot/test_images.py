@@ -39,14 +39,7 @@ def make_images(n_per_class=PER_CLASS, classes=N_CLASSES, side=10, channels=None
     return np.clip(x, 0, 255).astype(np.uint8), y
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny networks: one thread is fastest and avoids thrashing when other jobs share the cores (as in
-    # tests/rl_curl/conftest.py; with two threads on busy cores a 4-step run took 15 s instead of 1 s).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny networks: one thread (tests/conftest.py)
 
 
 @pytest.fixture

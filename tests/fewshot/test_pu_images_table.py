@@ -23,10 +23,11 @@ T = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(T)
 
 
-def _data(n_pool, n_lab, n_unl=None):
+def _data(n_pool, n_lab):
+    """A pool of n_pool images whose first n_lab are labeled (only the sizes matter here)."""
     z = np.zeros(n_pool)
-    return ImageData(np.zeros((n_pool, 4)), z, z, z, z, np.arange(n_lab), np.arange(n_lab, n_pool if n_unl is None
-                                                                                    else n_lab + n_unl), "", 0, 0)
+    return ImageData(x=np.zeros((n_pool, 4)), y=z, eval_x=z, eval_y=z, labeled=np.arange(n_lab),
+                     unlabeled=np.arange(n_lab, n_pool), eval_name="", n_dev=0, n_test=0)
 
 
 def test_batch_holds_the_labeled_images_in_their_share_of_the_pool():

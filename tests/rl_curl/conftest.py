@@ -4,16 +4,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny networks: one thread is fastest and avoids thrashing when other jobs share the cores.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _one_thread(one_torch_thread):
+    """Every rl_curl test runs torch on one thread (tests/conftest.py)."""
     yield
-    torch.set_num_threads(n)
 
 
 def tiny_config(**kw):
