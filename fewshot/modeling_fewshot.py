@@ -42,7 +42,8 @@ class FewShotClassifierConfig(PretrainedConfig):
     model_type = "fewshot_classifier"
 
     def __init__(self, encoder_config: dict | None = None, pooling: str = "cls", normalize: bool = False,
-                 standardize: bool = False, max_seq_length: int | None = None, classifier_dropout: float = 0.1, **kwargs):
+                 standardize: bool = False, max_seq_length: int | None = None, classifier_dropout: float = 0.1,
+                 **kwargs):
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         self.encoder_config = dict(encoder_config or {})

@@ -138,7 +138,8 @@ def main(argv=None):
     probs = predict_proba(model, tokenizer, texts, args.batch_size, device)
     write_predictions(out, texts, probs, model.config.id2label)
     counts = {model.config.id2label[k]: int((probs.argmax(1) == k).sum()) for k in range(probs.shape[1])}
-    print(f"wrote {len(texts)} predictions to {out} ({', '.join(f'{n}: {c}' for n, c in counts.items())}) with {folder}")
+    print(f"wrote {len(texts)} predictions to {out} ({', '.join(f'{n}: {c}' for n, c in counts.items())}) "
+          f"with {folder}")
     return out
 
 

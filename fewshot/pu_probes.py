@@ -23,7 +23,8 @@ def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, devic
     for risk in risks:
         probe = train_probe(fp, fu, prior, risk, seed=cfg.seed)
         if risk == "nnpu":
-            head = {"weight": probe.weight.detach().clone(), "bias": probe.bias.detach().clone(), "mean": mean, "std": std}
+            head = {"weight": probe.weight.detach().clone(), "bias": probe.bias.detach().clone(), "mean": mean,
+                    "std": std}
         if fe is not None:
             with torch.no_grad():
                 pred = (probe((fe - mean) / std).squeeze(1) > 0).long().numpy()
@@ -37,5 +38,5 @@ def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, pr
 
 def fit_pu_head(model, tokenizer, cfg, train_x, sample, prior, device="cpu") -> dict:
     """The nnPU probe of a finished PU run fitted again (for exporting a run from before exports kept it):
-    the same features, standardisation, prior and seed as :func:`run_pu`."""
+    the same features, standardisation, prior and seed as :class:`~fewshot.pu_pipeline.PuApp`."""
     return _probes(model, tokenizer, cfg, train_x, sample, [], [], prior, device, risks=("nnpu",))[1]

@@ -14,7 +14,7 @@ import torch
 from shared_losses.harness import RunHarness, refuse_config_changes
 from shared_losses.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
-from .config import IMAGE_DEFAULTS, FewShotConfig
+from .config import FewShotConfig
 from .data import load_pu_files, load_splits, sample_fewshot
 from .objectives import get as get_objective
 from .model import FewShotModel, load_tokenizer, max_tokens, resolve_pooling
@@ -120,15 +120,16 @@ def claim(cfg: FewShotConfig) -> RunHarness:
                       free=FewShotConfig.RESUME_FREE)
 
 
-def finished_metrics(cfg: FewShotConfig, harness: RunHarness) -> dict | None:
+def finished_metrics(cfg: FewShotConfig, harness: RunHarness, saved: dict | None = None) -> dict | None:
     """The metrics of the finished run that ``--resume`` points at when ``cfg`` asks it for no more
     training (its checkpoint is at --steps; a baseline has none), else None: such a run is left exactly
-    as it is. A run made with other options is refused, as is a finished run whose checkpoint is gone."""
+    as it is. A run made with other options is refused, as is a finished run whose checkpoint is gone.
+    ``saved``: the checkpoint's counters when the caller has read them (read here otherwise)."""
     out = harness.out
     if not (harness.folder.resuming and (out / "metrics.json").exists()):
         return None
     if checkpoint_exists(out / "checkpoint"):
-        state = load_checkpoint(None, out / "checkpoint")
+        state = saved if saved is not None else load_checkpoint(None, out / "checkpoint")
         check_resume_config(cfg, state["config"])
         check_steps(cfg, state["step"], out)
         return read_json(out / "metrics.json") if state["step"] == cfg.steps else None
@@ -138,9 +139,9 @@ def finished_metrics(cfg: FewShotConfig, harness: RunHarness) -> dict | None:
     # baselines keep no checkpoint: metrics.json is the finished run
     if not get_objective(cfg.objective).trains_encoder or metrics.get("steps", -1) >= cfg.steps:
         return metrics
-    raise FileExistsError(f"{out} holds a finished run of {metrics.get('steps')} steps (metrics.json) but no checkpoint/ "
-                          f"to continue it to --max-steps {cfg.steps} from: pass --overwrite (moves it aside) to start a "
-                          "new run, or another --output-dir; nothing was changed")
+    raise FileExistsError(f"{out} holds a finished run of {metrics.get('steps')} steps (metrics.json) but no "
+                          f"checkpoint/ to continue it to --max-steps {cfg.steps} from: pass --overwrite (moves it "
+                          "aside) to start a new run, or another --output-dir; nothing was changed")
 
 
 def check_steps(cfg: FewShotConfig, trained: int, out: Path) -> None:
@@ -158,14 +159,14 @@ def read_json(path: Path) -> dict:
 
 
 def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None,
-            harness: RunHarness | None = None) -> Run:
+            harness: RunHarness | None = None, saved: dict | None = None) -> Run:
     """Output folder, accelerator, data and few-shot sample, model on its device, prior; writes
     config.json (with the prior used) and sample.json. ``harness``: the run's, from :func:`claim`
-    (claimed here when None)."""
+    (claimed here when None); ``saved``: its checkpoint's counters when the caller has read them."""
     cfg.validate()  # before anything is written into the run's folder
     harness = harness or claim(cfg)
     out, resuming = harness.out, harness.resuming
-    state = load_checkpoint(None, out / "checkpoint") if resuming else None
+    state = saved if saved is not None else harness.saved_state()
     saved = state["config"] if state is not None else None
     if saved is not None:
         check_resume_config(cfg, saved)
@@ -185,7 +186,8 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
         raise ValueError(f"the checkpoint in {out} was trained with {state['pooling']} pooling, but --pooling "
                          f"{cfg.pooling} gives {pooling} now ({pooling_source}); pass --pooling {state['pooling']}")
     if model is not None and model.pooling != pooling:
-        raise ValueError(f"the model passed in pools with {model.pooling!r}, but --pooling {cfg.pooling} gives {pooling!r}")
+        raise ValueError(f"the model passed in pools with {model.pooling!r}, but --pooling {cfg.pooling} "
+                         f"gives {pooling!r}")
     torch.manual_seed(cfg.seed)
     tokenizer = tokenizer or load_tokenizer(cfg.encoder)
     model = (model or FewShotModel(cfg.encoder, pooling, cfg.proj_dim)).to(acc.device)
@@ -194,7 +196,8 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
     limit = max_tokens(model.encoder, tokenizer)
     if limit is not None and cfg.max_length > limit:
         raise ValueError(f"--max-length {cfg.max_length} exceeds what the encoder {cfg.encoder!r} takes: "
-                         f"{limit} tokens (its position embeddings / tokenizer limit); use --max-length {limit} or less")
+                         f"{limit} tokens (its position embeddings / tokenizer limit); use --max-length {limit} "
+                         "or less")
     run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer, resuming=resuming,
               pooling=pooling, pooling_source=pooling_source, harness=harness)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
@@ -290,7 +293,8 @@ def fit_logreg(feats_labeled, y_labeled, c: float, seed: int):
     """The logistic-regression head (scikit-learn, L2 strength 1/c) on L2-normalised labeled sentence vectors."""
     from sklearn.linear_model import LogisticRegression
 
-    return LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(unit_rows(feats_labeled), np.asarray(y_labeled))
+    return LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(unit_rows(feats_labeled),
+                                                                         np.asarray(y_labeled))
 
 
 def logreg_accuracy(feats_labeled, y_labeled, feats_eval, eval_y, c: float, seed: int) -> float:
@@ -352,7 +356,7 @@ def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = Non
     free = RESUME_FREE | ({"num_processes"} if world is None else set())
     saved, current = comparable_configs(saved, cfg)
     refuse_config_changes(saved, {**current, "num_processes": world}, free=free,
-                          legacy={**IMAGE_DEFAULTS, "num_processes": world}, where=cfg.output_dir)
+                          legacy={"num_processes": world}, where=cfg.output_dir)
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
@@ -382,7 +386,8 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         "objective": cfg.objective, "setting": cfg.setting, "preset": cfg.preset, "head": cfg.head,
         "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
         "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
-        "prior": run.prior, "prior_source": run.prior_source, "steps": cfg.steps if get_objective(cfg.objective).trains_encoder else 0,
+        "prior": run.prior, "prior_source": run.prior_source,
+        "steps": cfg.steps if get_objective(cfg.objective).trains_encoder else 0,
         "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
         "pooling": run.pooling, "pooling_source": run.pooling_source,
     }

@@ -18,118 +18,163 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.runtime import load_checkpoint, print_run_result
+from shared_losses.loop import TrainingApp
+from shared_losses.loop import run as run_app
+from shared_losses.runtime import print_run_result
 
-from .config import PRESETS, FewShotConfig, preset_config
+from .config import FewShotConfig, from_cli
 from .images import is_image_dataset
 from .model import FewShotModel
 from .objectives import fewshot_loss, roles_from_labels
 from .objectives import get as get_objective
-from .pu_pipeline import run_pu
-# The run's set-up lives in fewshot.run (shared with the PU pipeline); its names stay importable from here.
-from .run import (DEV_PROBE_CS, DEV_SEED, RESUME_FREE, Batches, Run, check_resume_config, check_steps,  # noqa: F401
-                  claim, dev_split, embed_all, eval_subset, finished_metrics, forward_views, freeze_lower_layers,
-                  head_accuracies, head_accuracy, logreg_accuracy, majority_rates, make_accelerator, prepare,
-                  process_share, read_json, resolve_prior, run_metrics, tokenize,
-                  transformer_layers)
+from .pu_pipeline import PuApp
+from .run import (Batches, Run, check_resume_config, claim, finished_metrics, forward_views, head_accuracy, prepare,
+                  process_share, run_metrics, tokenize)
+
+
+class FewShotApp(TrainingApp):
+    """fewshot's parts of the shared loop (:func:`shared_losses.loop.run`) for the trained objectives (CE, SupCon,
+    puNCE): one step per global batch of labeled (+ unlabeled) examples, the heads scored every ``eval_every``
+    steps and at the last one."""
+
+    name, summary_file = "fewshot", "metrics.json"
+
+    def __init__(self, cfg: FewShotConfig, harness, model: FewShotModel | None = None, tokenizer=None):
+        super().__init__(harness)
+        self.cfg, self.model, self.tokenizer, self.history = cfg, model, tokenizer, []
+        self.objective = get_objective(cfg.objective)
+
+    def check_resume(self, saved):
+        done = finished_metrics(self.cfg, self.harness, saved)
+        if done is not None:
+            print(f"{self.harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to "
+                  "train on)")
+        return done
+
+    def build(self, saved):
+        cfg = self.cfg
+        self.run = run = prepare(cfg, self.model, self.tokenizer, self.harness, saved)
+        self.accelerator, self.tokenizer = acc, _ = run.acc, run.tokenizer
+        opt = torch.optim.AdamW([p for p in run.model.parameters() if p.requires_grad], lr=cfg.lr,
+                                weight_decay=cfg.weight_decay)
+        self.model, self.opt = acc.prepare(run.model, opt)
+        self.raw = acc.unwrap_model(self.model)
+        # Global batches (the same draw on every process), each process training on its share.
+        self.world, self.rank = acc.num_processes, acc.process_index
+        self.lab_batches = Batches(run.sample.labeled, min(cfg.batch_labeled * self.world, cfg.n_labeled), cfg.seed)
+        # Only puNCE reads unlabeled examples (CE and SupCon need labels): the others draw none, so no step
+        # encodes examples that no term of its loss sees.
+        self.unl_batches = Batches(run.sample.unlabeled,
+                                   cfg.batch_unlabeled * self.world if self.objective.reads_unlabeled else 0,
+                                   cfg.seed + 1)
+
+    def state(self):
+        return {"step": self.step, "history": self.history,
+                "config": {**dataclasses.asdict(self.cfg), "num_processes": self.world}, "pooling": self.run.pooling,
+                "labeled_batches": self.lab_batches.state_dict(), "unlabeled_batches": self.unl_batches.state_dict()}
+
+    def load_state(self, state):
+        check_resume_config(self.cfg, state["config"], self.world)
+        self.step, self.history = state["step"], state["history"]
+        self.lab_batches.load_state_dict(state["labeled_batches"])
+        self.unl_batches.load_state_dict(state["unlabeled_batches"])
+
+    @property
+    def config(self):
+        return dataclasses.asdict(self.cfg)
+
+    def total_steps(self):
+        return self.cfg.steps
+
+    def progress(self):
+        self.model.train()
+        self.t0 = time.time()
+        return tqdm(total=self.cfg.steps, initial=self.step, desc=f"{self.cfg.objective} N={self.cfg.n_labeled}",
+                    unit="step", disable=not (self.accelerator.is_main_process and self.cfg.progress))
+
+    def train_step(self):
+        cfg, run, acc, device = self.cfg, self.run, self.accelerator, self.accelerator.device
+        idx = np.concatenate([process_share(self.lab_batches.next(), self.world, self.rank),
+                              process_share(self.unl_batches.next(), self.world, self.rank)])
+        labeled = torch.from_numpy(np.isin(idx, run.sample.labeled)).to(device)
+        labels = torch.from_numpy(run.train_y[idx]).long().to(device)
+        ids, mask = tokenize(self.tokenizer, [run.train_x[i] for i in idx], cfg.max_length, device)
+        with acc.autocast():
+            logits, zs = forward_views(self.model, ids, mask, cfg.objective)
+            z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
+            roles = roles_from_labels(labels, labeled)
+            loss, parts = fewshot_loss(cfg.objective, logits.float(), z1, z2, labels, roles, cfg.lam, cfg.temperature,
+                                       run.prior, cfg.gather_negatives)
+        self.opt.zero_grad(set_to_none=True)
+        acc.backward(loss)
+        self.opt.step()
+        self.step += 1
+        # Logged: the mean over processes, i.e. the loss of the global batch (each process's loss is the mean
+        # over its share; DDP averages the gradients the same way).
+        mean = (lambda t: acc.reduce(t.detach(), reduction="mean").item()) if self.world > 1 else (lambda t: t.item())
+        return {"step": self.step, "loss": mean(loss), **{k: mean(v) for k, v in parts.items()}}
+
+    def eval_due(self):
+        return self.step % self.cfg.eval_every == 0 or self.step == self.cfg.steps
+
+    def evaluate(self):
+        run = self.run
+        accuracy, both = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x, run.train_y, run.sample,
+                                       run.eval_x, run.eval_y, self.accelerator.device)
+        self.history.append({"step": self.step, "eval_accuracy": accuracy, "head_accuracies": both})
+        return {"eval_accuracy": accuracy}
+
+    def log(self, row):
+        self.row = row
+        if self.step % self.cfg.log_every == 0 or "eval_accuracy" in row or self.step == self.cfg.steps:
+            self.harness.log_row(row)
+
+    def postfix(self):
+        acc_ = {"acc": f"{self.row['eval_accuracy']:.1f}"} if "eval_accuracy" in self.row else {}
+        return {"loss": f"{self.row['loss']:.3f}", **acc_}
+
+    def checkpoint_due(self):
+        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every) or self.step == self.cfg.steps
+
+    def finish(self):
+        run = self.run
+        if self.history and self.history[-1]["step"] == self.step:
+            self.final, self.both = self.history[-1]["eval_accuracy"], self.history[-1].get("head_accuracies", {})
+        else:  # no step trained (--steps 0), or a resumed run whose history predates the last step
+            self.final, self.both = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x, run.train_y,
+                                                  run.sample, run.eval_x, run.eval_y, self.accelerator.device)
+        self.metrics = run_metrics(self.cfg, run, self.final, self.both, self.history, time.time() - self.t0)
+
+    def export(self):
+        if self.cfg.export:  # RUN/model/ before metrics.json: a finished run has its model
+            from .export import export_model
+
+            run = self.run
+            export_model(self.cfg, self.raw, self.tokenizer, run.pooling, run.pooling_source, run.out,
+                         train_x=run.train_x, train_y=run.train_y, sample=run.sample, eval_accuracy=self.final,
+                         device=self.accelerator.device)
+            self.metrics["model"] = str(run.out / "model")
+
+    def summary(self):
+        return self.metrics
 
 
 def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> dict:
     cfg.validate()
     harness = claim(cfg)
     if is_image_dataset(cfg.dataset):
-        from .image_run import run_images
+        from .image_run import ImageApp
 
-        return run_images(cfg, harness)
+        return run_app(ImageApp(cfg, harness))
+    if cfg.setting == "pu":
+        return run_app(PuApp(cfg, harness, model, tokenizer))
+    if get_objective(cfg.objective).trains_encoder:
+        return run_app(FewShotApp(cfg, harness, model, tokenizer))
     done = finished_metrics(cfg, harness)
     if done is not None:
-        print(f"{harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to train on)")
+        print(f"{harness.out} already holds this run, finished; nothing to do")
         return done
-    if cfg.setting == "pu":
-        return run_pu(cfg, model, tokenizer, harness)
-    run = prepare(cfg, model, tokenizer, harness)
-    out, acc, device, sample, tokenizer = run.out, run.acc, run.acc.device, run.sample, run.tokenizer
-    train_x, train_y, eval_x, eval_y, prior = run.train_x, run.train_y, run.eval_x, run.eval_y, run.prior
-    model = run.model
-    if not get_objective(cfg.objective).trains_encoder:
-        return run_baseline(cfg, run)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay)
-    model, opt = acc.prepare(model, opt)
-    raw = acc.unwrap_model(model)
-    # Global batches (the same draw on every process), each process training on its share.
-    world, rank = acc.num_processes, acc.process_index
-    lab_batches = Batches(sample.labeled, min(cfg.batch_labeled * world, cfg.n_labeled), cfg.seed)
-    # Only puNCE reads unlabeled examples (CE and SupCon need labels): the others draw none, so no
-    # step encodes examples that no term of its loss sees.
-    unl_batches = Batches(sample.unlabeled, cfg.batch_unlabeled * world if get_objective(cfg.objective).reads_unlabeled else 0,
-                          cfg.seed + 1)
-
-    step, history = 0, []
-    if run.resuming:
-        state = load_checkpoint(acc, out / "checkpoint")
-        check_resume_config(cfg, state["config"], world)
-        step, history = state["step"], state["history"]
-        lab_batches.load_state_dict(state["labeled_batches"])
-        unl_batches.load_state_dict(state["unlabeled_batches"])
-    harness.start_logging(step if run.resuming else None, config=dataclasses.asdict(cfg))
-
-    def state() -> dict:
-        return {"step": step, "history": history, "config": {**dataclasses.asdict(cfg), "num_processes": world},
-                "pooling": run.pooling, "labeled_batches": lab_batches.state_dict(),
-                "unlabeled_batches": unl_batches.state_dict()}
-
-    # Logged: the mean over processes, i.e. the loss of the global batch (each process's loss is the
-    # mean over its share; DDP averages the gradients the same way).
-    mean = (lambda t: acc.reduce(t.detach(), reduction="mean").item()) if world > 1 else (lambda t: t.item())
-    model.train()
-    bar = tqdm(total=cfg.steps, initial=step, desc=f"{cfg.objective} N={cfg.n_labeled}", unit="step",
-               disable=not (acc.is_main_process and cfg.progress))
-    t0 = time.time()
-    with harness.signals():  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130
-        while step < cfg.steps:
-            idx = np.concatenate([process_share(lab_batches.next(), world, rank),
-                                  process_share(unl_batches.next(), world, rank)])
-            labeled = torch.from_numpy(np.isin(idx, sample.labeled)).to(device)
-            labels = torch.from_numpy(train_y[idx]).long().to(device)
-            ids, mask = tokenize(tokenizer, [train_x[i] for i in idx], cfg.max_length, device)
-            with acc.autocast():
-                logits, zs = forward_views(model, ids, mask, cfg.objective)
-                z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
-                roles = roles_from_labels(labels, labeled)
-                loss, parts = fewshot_loss(cfg.objective, logits.float(), z1, z2, labels, roles, cfg.lam,
-                                           cfg.temperature, prior, cfg.gather_negatives)
-            opt.zero_grad(set_to_none=True)
-            acc.backward(loss)
-            opt.step()
-            step += 1
-            row = {"step": step, "loss": mean(loss), **{k: mean(v) for k, v in parts.items()}}
-            if step % cfg.eval_every == 0 or step == cfg.steps:
-                row["eval_accuracy"], both = head_accuracy(raw, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
-                history.append({"step": step, "eval_accuracy": row["eval_accuracy"], "head_accuracies": both})
-            if step % cfg.log_every == 0 or "eval_accuracy" in row or step == cfg.steps:
-                harness.log_row(row)
-            bar.update(1)
-            bar.set_postfix(loss=f"{row['loss']:.3f}", **({"acc": f"{row['eval_accuracy']:.1f}"} if "eval_accuracy" in row else {}))
-            due = harness.checkpoint_due(step, cfg.checkpoint_every) or step == cfg.steps
-            if due:
-                harness.checkpoint(state())
-            if harness.stop_requested() and step < cfg.steps:
-                bar.close()
-                raise harness.interrupted(f"step {step}", None if due else state())
-    bar.close()
-    if history and history[-1]["step"] == step:
-        final, both = history[-1]["eval_accuracy"], history[-1].get("head_accuracies", {})
-    else:  # no step trained (--steps 0), or a resumed run whose history predates the last step
-        final, both = head_accuracy(raw, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
-    metrics = run_metrics(cfg, run, final, both, history, time.time() - t0)
-    if acc.is_main_process:
-        if cfg.export:  # RUN/model/ before metrics.json: a finished run has its model
-            from .export import export_model
-
-            export_model(cfg, raw, tokenizer, run.pooling, run.pooling_source, out, train_x=train_x, train_y=train_y,
-                         sample=sample, eval_accuracy=final, device=device)
-            metrics["model"] = str(out / "model")
-    return harness.finish(metrics, "metrics.json")
+    return run_baseline(cfg, prepare(cfg, model, tokenizer, harness))
 
 
 def run_baseline(cfg: FewShotConfig, run: Run) -> dict:
@@ -149,35 +194,8 @@ def run_baseline(cfg: FewShotConfig, run: Run) -> dict:
     return run.harness.finish(metrics, "metrics.json")
 
 
-def _preset_arg(argv):
-    """The --preset value on the command line (None if absent), read before tyro parses the rest so
-    the preset's values become the defaults that explicit options override."""
-    import argparse
-    import sys
-
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--preset", choices=sorted(PRESETS), default=None)
-    pre.add_argument("--dataset", default=None)
-    known, _ = pre.parse_known_args(sys.argv[1:] if argv is None else argv)
-    if known.preset is None and is_image_dataset(known.dataset):
-        return "images"  # image arrays get the setting chosen for them unless another preset is named
-    return known.preset
-
-
-def _given(argv, *flags) -> bool:
-    """Whether one of ``flags`` is on the command line (``--flag VALUE`` or ``--flag=VALUE``)."""
-    import sys
-
-    args = sys.argv[1:] if argv is None else argv
-    return any(a == f or a.startswith(f + "=") for a in args for f in flags)
-
-
 def main(argv=None):
-    import tyro
-
-    cfg = tyro.cli(FewShotConfig, args=argv, description=__doc__, default=preset_config(_preset_arg(argv)))
-    if cfg.passes is not None and _given(argv, "--max-steps", "--steps") and not _given(argv, "--passes"):
-        cfg = dataclasses.replace(cfg, passes=None)  # an explicit step count replaces the preset's passes
+    cfg = from_cli(argv, description=__doc__)  # --preset; images preset for image data; --max-steps drops passes
     metrics = train(cfg)
     keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "contrastive", "n_labeled", "seed", "prior",
                         "probes", "run_seconds")

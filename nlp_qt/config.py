@@ -7,6 +7,35 @@ from typing import Annotated, ClassVar, Literal, Optional
 
 from tyro.conf import arg
 
+from shared_losses.cli import choices_help, config_from_cli
+
+from .objectives import OBJECTIVES, ObjectiveName
+
+# The CPU protocol, chosen without looking at evaluation data: on the held-out batches of the training
+# corpus (--dev-every 20: every 20th batch of 100 sentences never trained on), the setting and epoch with the lowest
+# held-out loss among those tried (docs/results.md, "nlp_qt on real data"): the shipped books corpus, a 2,000-word
+# vocabulary, small GRUs. scripts/qt_table2.py's presets of the same names add the sweep (tasks, seeds, baselines).
+_CPU = dict(corpus="nlp_qt/data/books", word_dim=128, encoder_dim=512, vocab_size=2000, batch_size=100, lr=2e-3,
+            dev_every=20)
+#: Protocol presets (``--preset NAME``): the fields each one sets; options given explicitly win.
+PRESETS: dict[str, dict] = {
+    # The held-out loss reaches its minimum after 1-2 epochs and rises after it (the 47k-sentence corpus is
+    # memorised), so 2 epochs is the plateau, about 7-8 minutes a run with two side by side. A smaller vocabulary
+    # over-fits later.
+    "cpu": dict(_CPU, epochs=2),
+    # cpu with 300-d word embeddings started from word2vec vectors of the same corpus (--word-vectors: a folder of
+    # `python -m nlp_qt.bow`; qt_table2.py --preset cpu-w2v trains them first). Size, vocabulary, lr and epochs are
+    # again those of the lowest held-out loss among the pilots tried: it over-fits in the second epoch.
+    "cpu-w2v": dict(_CPU, epochs=1, word_dim=300, vocab_size=20000),
+    # cpu-w2v with S2V's bag-of-words encoder (300-d): what the sentence-level objective adds to the same word2vec
+    # vectors. lr 2e-3, temperature 1 and 4 epochs had the lowest held-out loss (lr 1e-2 and temperature 0.1
+    # over-fit after 1-2 epochs).
+    "cpu-bow": dict(_CPU, epochs=4, word_dim=300, encoder_dim=300, vocab_size=20000, encoder="bow", lr=2e-3),
+    # the short version the demo runs (scripts/demo_nlp_qt.sh): the first 10,000 sentences.
+    "demo": dict(_CPU, epochs=2, max_sentences=10_000),
+}
+PresetName = Literal[tuple(PRESETS)]
+
 
 @dataclass
 class Config:
@@ -14,10 +43,11 @@ class Config:
     (DCL) or hard-negative objective. Defaults are QT's reference configuration."""
 
     #: Fields a resumed run may change; every other field (new ones included) must agree with the run's.
-    #: vocab_sentences: the vocabulary is read back from vocab.json on resume.
+    #: vocab_sentences: the vocabulary is read back from vocab.json on resume. preset: only a name; the fields it set
+    #: are compared one by one.
     RESUME_FREE: ClassVar[frozenset] = frozenset({
-        "output_dir", "resume", "device", "overwrite", "progress", "epochs", "max_steps", "log_every", "checkpoint_every",
-        "vocab_sentences"})
+        "output_dir", "resume", "device", "overwrite", "progress", "epochs", "max_steps", "log_every",
+        "checkpoint_every", "vocab_sentences", "preset"})
 
     corpus: str = ""
     """Training corpus: a plain-text file or folder (files in sorted order; .gz/.bz2/.xz read
@@ -25,6 +55,11 @@ class Config:
     a hub dataset `hf:NAME` (e.g. hf:bookcorpus; needs internet)."""
     output_dir: str = "runs/nlp_qt"
     """Run directory: config.json, vocab.json, checkpoint/, model/ (for evaluation), log.csv, tb/, summary.json."""
+    preset: Optional[PresetName] = None
+    """A protocol preset (nlp_qt.config.PRESETS, listed above with the options each sets): its values become the
+    defaults, options given explicitly win. cpu: the CPU protocol on the shipped books corpus, chosen on held-out
+    batches (docs/results.md); cpu-w2v: the same with 300-d word embeddings (pass --word-vectors, a folder of
+    `python -m nlp_qt.bow`); cpu-bow: cpu-w2v with the bag-of-words encoder; demo: cpu on the first 10,000 sentences."""
     text_field: Annotated[str, arg(aliases=("--text-column",))] = "text"
     """Column with the text (datasets sources)."""
     doc_field: Optional[str] = None
@@ -60,8 +95,8 @@ class Config:
     `python -m nlp_qt.bow` (word2vec on a corpus; its size must equal word_dim). Vocabulary words it lacks keep
     the uniform init; the vectors are trained on from there. None: uniform init (QT's trained-vocabulary mode)."""
 
-    objective: Literal["qt", "debiased", "hard"] = "qt"
-    """Loss: qt (S2V softmax, soft targets on both neighbours), debiased (DCL, M = 2), hard (HCL)."""
+    objective: ObjectiveName = "qt"
+    """Loss: one of the objectives listed above (nlp_qt.objectives.OBJECTIVES)."""
     tau_plus: float = 0.0
     """Class prior tau+ for debiased/hard (DCL Table 2 uses 0.005 and 0.01)."""
     beta: float = 1.0
@@ -115,3 +150,10 @@ class Config:
     new one there."""
     progress: bool = True
     """Show a progress bar (tqdm, on stderr)."""
+
+
+def from_cli(argv: list[str] | None = None, description: str | None = None) -> Config:
+    """The configuration of ``python -m nlp_qt.train ARGS`` (``argv``: the arguments, default ``sys.argv[1:]``):
+    tyro's parse of :class:`Config` with ``--preset NAME`` (:func:`shared_losses.cli.config_from_cli`)."""
+    return config_from_cli(Config, PRESETS, argv, description,
+                           sections=[choices_help("--objective", OBJECTIVES, "nlp_qt.objectives.OBJECTIVES")])

@@ -166,7 +166,8 @@ def _visible_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     return sorted(
-        p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        p for p in path.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
     )
 
 

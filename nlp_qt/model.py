@@ -40,8 +40,8 @@ class ModelConfig:
             raise ValueError(f"encoder_dim must be even with a bidirectional GRU, got {self.encoder_dim}")
         if self.encoder == "bow" and self.encoder_dim != self.word_dim:
             raise ValueError(f"the bow encoder's sentence vector is its mean word embedding, so encoder_dim must equal "
-                             f"word_dim; got encoder_dim {self.encoder_dim}, word_dim {self.word_dim} (set --encoder-dim "
-                             f"{self.word_dim})")
+                             f"word_dim; got encoder_dim {self.encoder_dim}, word_dim {self.word_dim} "
+                             f"(set --encoder-dim {self.word_dim})")
 
 
 def _word_embeddings(cfg: ModelConfig) -> nn.Embedding:

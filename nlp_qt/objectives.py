@@ -26,7 +26,7 @@ batch edge) are dropped from the loss; the loss is the mean over the remaining a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Literal, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -35,27 +35,60 @@ from shared_losses import debiased_nce_from_logits, hard_negative_nce_from_logit
 from shared_losses.runtime import unused_setting
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
-NEUTRAL = {"tau_plus": 0.0, "beta": 1.0}
+NEUTRAL = {"tau_plus": 0.0, "beta": 1.0, "self_score": "exclude"}
+NEG_INF = float("-inf")
 
 
 @dataclass(frozen=True)
 class Objective:
-    """One training objective: what validation, the sweep's folders and the reports read (the loss itself is
-    chosen in :func:`compute_loss`)."""
+    """One ``--objective``: its loss and what validation, the sweep's folders, ``--help`` and the reports read.
+    The registry's shape is the same in the three applications (rl_curl, nlp_qt and fewshot ``objectives.py``)."""
 
     name: str  # the --objective value
     label: str  # its name in tables and plots
     uses: tuple[str, ...]  # hyper-parameters that apply (the others must keep their NEUTRAL value)
     rank: int  # row order in DCL Table 2 (biased first)
+    # (scores [b, B], neighbours, anchor_pos [b], tau_plus, beta, log_floor, self_score) -> loss: compute_loss's
+    # last step
+    loss: Callable[..., torch.Tensor]
+    help: str = ""  # its line in --help
 
 
-#: Every objective of nlp_qt, in Table 2's order.
+def _qt(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score):
+    return qt_loss(scores, nb, anchor_pos, self_score)
+
+
+def _turns(scores, nb, anchor_pos, log_floor):
+    """The debiased estimators' inputs: per-turn logits of the anchors with a neighbour, and the floor."""
+    keep = nb.has_prev | nb.has_next
+    if not keep.any():
+        raise ValueError("no sentence in this batch has a neighbour in the same document")
+    pos, neg = turn_logits(scores, nb, anchor_pos)
+    pos, neg = pos[keep], neg[keep]
+    return pos, neg, (log_floor_min_negative(neg) if log_floor == "min_negative" else None)
+
+
+def _debiased(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score):
+    pos, neg, floor = _turns(scores, nb, anchor_pos, log_floor)
+    return debiased_nce_from_logits(pos, neg, tau_plus=tau_plus, log_floor=floor)
+
+
+def _hard(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score):
+    pos, neg, floor = _turns(scores, nb, anchor_pos, log_floor)
+    return hard_negative_nce_from_logits(pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor)
+
+
+#: Every objective of nlp_qt, in Table 2's order: the one place an objective is added (docs/adding_a_loss.md).
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
-    Objective("qt", "biased (QT)", (), 0),
-    Objective("debiased", "debiased", ("tau_plus",), 1),
-    Objective("hard", "hard", ("tau_plus", "beta"), 2),
+    Objective("qt", "biased (QT)", ("self_score",), 0, _qt,
+              "QT's objective (S2V): softmax over the candidates, soft targets on both neighbours"),
+    Objective("debiased", "debiased", ("tau_plus",), 1, _debiased, "the debiased loss, DCL, M = 2 (--tau-plus)"),
+    Objective("hard", "hard", ("tau_plus", "beta"), 2, _hard,
+              "the hard-negative debiased loss, HCL (--tau-plus, --beta)"),
 )}
-NEG_INF = float("-inf")
+#: The configuration's --objective type: the registry's names, so a new entry is a new choice.
+ObjectiveName = Literal[tuple(OBJECTIVES)]
+LOG_FLOORS = ("min_negative", "none")
 
 
 def get(name: str) -> Objective:
@@ -71,8 +104,10 @@ def check_fields(objective: str, fields: Mapping[str, float]) -> None:
     unused = unused_setting({o.name: o.uses for o in OBJECTIVES.values()}, objective, fields, NEUTRAL)
     if unused:
         field, users = unused
+        neutral = NEUTRAL[field]
         raise ValueError(f"{field} is only used by objective {' or '.join(users)}; objective {objective} takes "
-                         f"{field} = {NEUTRAL[field]:g}, got {fields[field]}")
+                         f"{field} = {neutral if isinstance(neutral, str) else format(neutral, 'g')}, "
+                         f"got {fields[field]}")
 
 
 def folder_name(objective: str, tau_plus: float = 0.0, beta: float = 1.0) -> str:
@@ -125,7 +160,8 @@ def score_matrix(u: torch.Tensor, v: torch.Tensor, temperature: float = 1.0) -> 
     return (u.to(wide) @ v.to(wide).T) / temperature
 
 
-def qt_loss(scores: torch.Tensor, nb: Neighbours, anchor_pos: torch.Tensor, self_score: str = "exclude") -> torch.Tensor:
+def qt_loss(scores: torch.Tensor, nb: Neighbours, anchor_pos: torch.Tensor,
+            self_score: str = "exclude") -> torch.Tensor:
     """S2V's soft-target softmax cross-entropy, mean over anchors with >= 1 neighbour."""
     b, B = scores.shape
     rows = torch.arange(b, device=scores.device)
@@ -182,12 +218,13 @@ def compute_loss(
     ``[b]``: the anchors' positions among the candidates (default ``arange(b)``, i.e. the same
     sentences; with candidates gathered across processes, ``rank * b + arange(b)``).
     """
-    get(objective)  # an unknown objective is refused
-    if log_floor not in ("min_negative", "none"):
+    obj = get(objective)  # an unknown objective is refused
+    if log_floor not in LOG_FLOORS:
         raise ValueError(f"log_floor must be 'min_negative' or 'none', got {log_floor!r}")
-    if self_score != "exclude" and objective != "qt":
+    if self_score != NEUTRAL["self_score"] and "self_score" not in obj.uses:
+        users = " or ".join(repr(o.name) for o in OBJECTIVES.values() if "self_score" in o.uses)
         raise ValueError(
-            "self_score='zero' (S2V's diagonal kept in the denominator) is only defined for objective 'qt': "
+            f"self_score='zero' (S2V's diagonal kept in the denominator) is only defined for objective {users}: "
             "the debiased estimator needs the sentence itself out of the negatives"
         )
     doc_ids = torch.as_tensor(doc_ids, device=u.device)
@@ -199,14 +236,4 @@ def compute_loss(
         anchor_pos = torch.arange(u.shape[0], device=u.device)
     scores = score_matrix(u, v, temperature)
     nb = neighbours(doc_ids, anchor_pos)
-    if objective == "qt":
-        return qt_loss(scores, nb, anchor_pos, self_score)
-    keep = nb.has_prev | nb.has_next
-    if not keep.any():
-        raise ValueError("no sentence in this batch has a neighbour in the same document")
-    pos, neg = turn_logits(scores, nb, anchor_pos)
-    pos, neg = pos[keep], neg[keep]
-    floor = log_floor_min_negative(neg) if log_floor == "min_negative" else None
-    if objective == "debiased":
-        return debiased_nce_from_logits(pos, neg, tau_plus=tau_plus, log_floor=floor)
-    return hard_negative_nce_from_logits(pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor)
+    return obj.loss(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score)

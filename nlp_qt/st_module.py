@@ -23,8 +23,6 @@ from pathlib import Path
 import torch
 from torch import nn
 
-MODULE_DIR = "0_QuickThought"
-
 
 class QuickThoughtModule(nn.Module):
     """sentence-transformers module wrapping :class:`nlp_qt.model.QuickThought` and its vocabulary."""

@@ -16,24 +16,21 @@ import dataclasses
 import itertools
 import sys
 import time
-from pathlib import Path
 
 import torch
-import tyro
 from tqdm.auto import tqdm
 
 from shared_losses import gather_with_grad
 from shared_losses.harness import RunHarness
-from shared_losses.runtime import load_checkpoint, print_run_result, read_json_file
+from shared_losses.loop import TrainingApp
+from shared_losses.loop import run as run_app
+from shared_losses.runtime import print_run_result, read_json_file
 
-from .config import Config
+from .config import Config, from_cli
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
 from .model import ModelConfig, QuickThought, init_word_vectors, save_model
 from .objectives import check_fields, compute_loss, neighbours
 from .vocab import Vocab
-
-RESUME_FREE = Config.RESUME_FREE  # the fields a resumed run may change (declared by the configuration)
-
 
 def validate(cfg: Config) -> None:
     if not cfg.corpus:
@@ -59,8 +56,8 @@ def validate(cfg: Config) -> None:
                          f"{cfg.dev_every}")
     if cfg.encoder == "bow" and cfg.encoder_dim != cfg.word_dim:
         raise ValueError(f"--encoder bow: the sentence vector is the mean word embedding, so --encoder-dim must equal "
-                         f"--word-dim; got --encoder-dim {cfg.encoder_dim}, --word-dim {cfg.word_dim} (set --encoder-dim "
-                         f"{cfg.word_dim})")
+                         f"--word-dim; got --encoder-dim {cfg.encoder_dim}, --word-dim {cfg.word_dim} "
+                         f"(set --encoder-dim {cfg.word_dim})")
     if cfg.dev_max_batches < 1:
         raise ValueError(f"dev_max_batches must be >= 1, got {cfg.dev_max_batches}")
     for name in ("max_sentences", "vocab_sentences"):
@@ -147,237 +144,261 @@ def dev_loss(model, vocab, batches, cfg: Config, accelerator) -> float:
     return float(total / count) if count > 0 else float("nan")
 
 
-def finished_summary(cfg: Config, out: Path) -> dict | None:
-    """The summary of the finished run in ``out`` if ``cfg`` asks it for no more training (its
-    checkpoint already reached --max-steps or --epochs), else None."""
-    summary_path = out / "summary.json"
-    if not (summary_path.exists() and (out / "model").is_dir()):
+class QuickThoughtApp(TrainingApp):
+    """nlp_qt's parts of the shared loop (:func:`shared_losses.loop.run`): one optimiser step per global batch of
+    consecutive sentences, epoch after epoch over the deterministic corpus stream; at each epoch's end the loss
+    on its held-out batches (``--dev-every``)."""
+
+    name = "nlp_qt"
+
+    def __init__(self, cfg: Config):
+        from accelerate import Accelerator
+
+        validate(cfg)
+        self.word_vectors = read_checked_word_vectors(cfg)
+        # the folder rules, read by every process before any of them writes
+        super().__init__(RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
+                                    free=Config.RESUME_FREE))
+        self.cfg = cfg
+        self.accelerator = acc = Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu")
+        self.main, self.world, self.rank = acc.is_main_process, acc.num_processes, acc.process_index
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() != self.world:
+            raise RuntimeError(
+                f"torch.distributed has {dist.get_world_size()} processes but accelerate sees {self.world} "
+                "(on CPU, launch with ACCELERATE_USE_CPU=true torchrun ... or accelerate launch with a multi-CPU "
+                "config)"
+            )
+        # num_processes: the global batch (and so the data skipped on resume) depends on it.
+        self._config = {**dataclasses.asdict(cfg), "num_processes": self.world}
+        self.global_bs = cfg.batch_size * self.world
+        self.epoch, self.batch_in_epoch, self.sentences_seen, self.no_neighbour_batches = 0, 0, 0, 0
+        self.dev_losses: list[dict] = []  # {"epoch", "step", "dev_loss"} after each epoch (--dev-every)
+        self.last_loss, self.stop_now, self.covered, self.stats = float("nan"), False, None, CorpusStats()
+        self.built = False
+
+    @property
+    def config(self):
+        return self._config
+
+    def check_resume(self, saved):
+        h, cfg = self.harness, self.cfg
+        if saved is None:
+            return None
+        if (h.out / "config.json").exists():
+            h.refuse_config_changes(read_json_file(h.out / "config.json", "run's configuration"), self._config,
+                                    where=h.checkpoint_dir, legacy={"num_processes": self.world})
+        # a finished run that this command asks for no more steps is left exactly as it is
+        if not ((h.out / "summary.json").exists() and (h.out / "model").is_dir()):
+            return None
+        if (cfg.max_steps is not None and saved["step"] >= cfg.max_steps) or saved["epoch"] >= cfg.epochs:
+            summary = read_json_file(h.out / "summary.json", "run's summary")
+            if self.main:
+                print(f"{h.out} already holds this run, finished at step {summary['step']}; nothing to do "
+                      "(pass a larger --max-steps or --epochs to train on)")
+            return summary
         return None
-    state = load_checkpoint(None, out / "checkpoint")
-    if cfg.max_steps is not None and state["step"] >= cfg.max_steps:
-        return read_json_file(summary_path, "run's summary")
-    if state["epoch"] >= cfg.epochs:
-        return read_json_file(summary_path, "run's summary")
-    return None
+
+    def build(self, saved):
+        from accelerate.utils import set_seed
+
+        cfg, acc, out = self.cfg, self.accelerator, self.harness.out
+        self.harness.open(acc)
+        vocab_path = out / "vocab.json"
+        if self.main and not (saved is not None and vocab_path.exists()):
+            build_vocab(cfg).save(vocab_path)
+        self.harness.write_config(self._config)
+        acc.wait_for_everyone()
+        self.vocab = Vocab.load(vocab_path)
+        set_seed(cfg.seed)
+        model = QuickThought(ModelConfig(len(self.vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional,
+                                         cfg.encoder))
+        if self.word_vectors is not None:  # vocabulary words initialised from --word-vectors
+            self.covered = init_word_vectors(model, self.vocab.itos, *self.word_vectors)
+            self.word_vectors = None  # the rows are copied: do not hold the vectors for the whole run
+            if self.main:
+                print(f"word vectors: {self.covered} of {len(self.vocab) - 2} vocabulary words initialised from "
+                      f"{cfg.word_vectors}")
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        self.model, self.optimizer = acc.prepare(model, optimizer)
+        self.fingerprint = corpus_fingerprint(cfg.corpus)
+        self.built = True
+
+    def state(self):
+        return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
+                "sentences_seen": self.sentences_seen, "no_neighbour_batches": self.no_neighbour_batches,
+                "last_loss": self.last_loss, "corpus": self.fingerprint, "dev_losses": self.dev_losses}
+
+    def load_state(self, state):
+        cfg, ckpt_dir = self.cfg, self.harness.checkpoint_dir
+        was = state.get("corpus")
+        if was is not None and self.fingerprint is not None and was != self.fingerprint:
+            raise ValueError(
+                f"cannot resume from {ckpt_dir}: the corpus {cfg.corpus} changed since the checkpoint "
+                f"({was['files']} files, {was['bytes']} bytes then; {self.fingerprint['files']} files, "
+                f"{self.fingerprint['bytes']} bytes now), so skipping the batches already used would misalign the "
+                "rest; resume with the corpus as it was, or start a new --output-dir"
+            )
+        self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
+        self.sentences_seen = state["sentences_seen"]
+        self.no_neighbour_batches = state.get("no_neighbour_batches", 0)
+        self.dev_losses = list(state.get("dev_losses", []))
+        self.last_loss = state.get("last_loss", self.last_loss)  # a finished run resumed keeps its final loss
+        if self.main:
+            print(f"resumed from {ckpt_dir} at step {self.step} (epoch {self.epoch}, batch {self.batch_in_epoch})")
+
+    def done(self):
+        return self.cfg.max_steps is not None and self.step >= self.cfg.max_steps
+
+    def progress(self):
+        self.batches = self.training_batches()
+        self.t0, self.s0 = time.perf_counter(), self.sentences_seen
+        self.bar = tqdm(total=self.cfg.max_steps, initial=self.step, disable=not (self.main and self.cfg.progress),
+                        unit="step", dynamic_ncols=True, mininterval=0.1 if sys.stderr.isatty() else 10.0)
+        return self.bar
+
+    def training_batches(self):
+        """The global batches still to train on, epoch after epoch (the held-out ones and, on resume, those already
+        used are skipped); at each epoch's end the held-out loss is logged."""
+        cfg = self.cfg
+        while self.epoch < cfg.epochs:
+            self.stats = CorpusStats()
+            held_out = []  # this epoch's held-out batches (the same every epoch: the stream is deterministic)
+            for index, batch in enumerate(contiguous_batches(sentence_stream(cfg, self.stats), self.global_bs)):
+                if is_dev_batch(cfg, index):
+                    if len(held_out) < cfg.dev_max_batches:
+                        held_out.append(batch)
+                    self.batch_in_epoch = max(self.batch_in_epoch, index + 1)
+                elif index >= self.batch_in_epoch:  # (a resumed run already used those before)
+                    yield batch
+            self.epoch += 1
+            self.batch_in_epoch = 0
+            if held_out:
+                row = {"epoch": self.epoch, "step": self.step,
+                       "dev_loss": dev_loss(self.model, self.vocab, held_out, cfg, self.accelerator)}
+                self.dev_losses.append(row)
+                self.harness.csv().log(row)
+                self.harness.tb.add_scalar("dev/loss", row["dev_loss"], self.step)
+                if self.main:
+                    self.bar.write(f"epoch {self.epoch}: dev loss {row['dev_loss']:.4f} over {len(held_out)} "
+                                   "held-out batches")
+            if self.step == 0 and self.stats.sentences < self.global_bs:
+                raise ValueError(f"corpus has {self.stats.sentences} sentences, fewer than one batch of "
+                                 f"{self.global_bs}; lower --batch-size")
+
+    def train_step(self):
+        batch = next(self.batches, None)
+        if batch is None:
+            return None
+        cfg, acc, model, world = self.cfg, self.accelerator, self.model, self.world
+        model.train()
+        lo, hi = self.rank * cfg.batch_size, (self.rank + 1) * cfg.batch_size
+        ids, lengths = self.vocab.batch(batch.sentences[lo:hi], acc.device)
+        if cfg.gather_across_processes:
+            u, v = model(ids, lengths)
+            v_all, _, _ = gather_with_grad(v)
+            doc_ids = torch.tensor(batch.doc_ids, device=acc.device)
+            anchor_pos = torch.arange(lo, hi, device=acc.device)
+        else:
+            u, v_all = model(ids, lengths)
+            doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=acc.device)
+            anchor_pos = None
+        nb = neighbours(doc_ids, torch.arange(len(u), device=u.device) if anchor_pos is None else anchor_pos)
+        n_local = (nb.has_prev | nb.has_next).sum()  # anchors with a neighbour: the loss is their mean
+        if n_local > 0:
+            loss = compute_loss(u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
+                                cfg.log_floor, cfg.self_score)
+        else:  # only one-sentence documents here: nothing to learn; a zero loss keeps processes in step
+            loss = (u.sum() + v_all.sum()) * 0.0
+        # One exchange between processes: the global anchor count, whether any loss is not finite (all processes
+        # then stop together; one stopping alone left the others waiting forever) and whether any was asked to stop.
+        flags = torch.stack([n_local.float(), (~torch.isfinite(loss.detach())).float(),
+                             torch.tensor(float(self.harness.stop.requested), device=n_local.device)])
+        if world > 1:
+            flags = acc.reduce(flags, reduction="sum")
+        n_global, non_finite = int(flags[0].item()), bool(flags[1].item())
+        self.stop_now = bool(flags[2].item())  # every process stops after the same step
+        if non_finite:
+            raise FloatingPointError(f"non-finite loss at step {self.step} (this process: {loss.item()})")
+        if world > 1 and n_local > 0:
+            # This process's share of the global anchors: DDP averages the processes' gradients (and the gather
+            # sums them), so the step is that of one mean over all anchors, as on one process, also when
+            # document ends leave the processes different anchor counts.
+            loss = loss * (float(n_local) * world / n_global)
+        self.optimizer.zero_grad(set_to_none=True)
+        acc.backward(loss)
+        grad_norm = _clip(model, cfg, acc)
+        if n_global > 0:
+            self.optimizer.step()
+        else:  # a zero gradient would still move Adam's parameters by its momentum: every process skips
+            self.no_neighbour_batches += 1
+            if getattr(acc, "scaler", None) is not None:
+                acc.scaler.update()  # close the unscale_ of _clip, as a step would
+        self.step += 1
+        self.batch_in_epoch += 1
+        self.sentences_seen += self.global_bs
+        # logged loss: mean over processes (each process's loss covers its own anchors)
+        self.last_loss = (acc.reduce(loss.detach(), reduction="mean") if world > 1 else loss.detach()).item()
+        rate = (self.sentences_seen - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
+        if self.step % cfg.log_every == 0 or self.step == 1:
+            row = {"step": self.step, "epoch": self.epoch, "loss": self.last_loss, "grad_norm": grad_norm,
+                   "sentences": self.sentences_seen, "sentences_per_s": rate}
+            self.harness.csv().log(row)
+            for k in ("loss", "grad_norm", "sentences_per_s"):
+                self.harness.tb.add_scalar(f"train/{k}", row[k], self.step)
+        self.rate = rate
+        return {}  # logged above, every log_every steps (TensorBoard: loss, gradient norm and speed)
+
+    def postfix(self):
+        return {"loss": f"{self.last_loss:.4f}", "sent_per_s": f"{self.rate:.0f}", "epoch": self.epoch}
+
+    def checkpoint_due(self):
+        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every)
+
+    def stop_requested(self):
+        return self.stop_now or (self.world == 1 and self.harness.stop.requested)
+
+    def export(self):
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        save_model(unwrapped, self.vocab, self.harness.out / "model",
+                   {"train_config": dataclasses.asdict(self.cfg), "step": self.step})
+
+    def summary(self):
+        summary = {"step": self.step, "epoch": self.epoch, "sentences_seen": self.sentences_seen,
+                   "final_loss": self.last_loss, "corpus_stats_last_pass": self.stats.as_dict(),
+                   "vocab_size": len(self.vocab), "no_neighbour_batches": self.no_neighbour_batches}
+        if self.covered is not None:
+            summary["word_vectors_covered"] = self.covered
+        if self.cfg.dev_every:
+            summary["dev_losses"] = self.dev_losses
+            summary["dev_loss"] = self.dev_losses[-1]["dev_loss"] if self.dev_losses else None
+        return summary
+
+    def report(self) -> None:
+        """What the user should know about the finished run (main process)."""
+        stats, out = self.stats, self.harness.out
+        if stats.undecodable_lines:
+            print(f"corpus: skipped {stats.undecodable_lines} lines that are not UTF-8 (e.g. {stats.examples[:3]})")
+        if self.no_neighbour_batches:
+            print(f"warning: {self.no_neighbour_batches} of {self.step} batches had no sentence with a neighbour in "
+                  "its own document (one-sentence documents?); their optimiser step was skipped. Check --doc-boundary.")
+        print(f"done: {self.step} steps, {self.sentences_seen} sentences; model in {out / 'model'}")
 
 
 def train(cfg: Config) -> dict:
     """Run (or resume) training; returns a summary dict (also written to ``summary.json``)."""
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-
-    validate(cfg)
-    word_vectors = read_checked_word_vectors(cfg)
-    # the folder rules, read by every process before any of them writes
-    harness = RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite, free=Config.RESUME_FREE)
-    accelerator = Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu")
-    main = accelerator.is_main_process
-    world, rank = accelerator.num_processes, accelerator.process_index
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() != world:
-        raise RuntimeError(
-            f"torch.distributed has {dist.get_world_size()} processes but accelerate sees {world} "
-            "(on CPU, launch with ACCELERATE_USE_CPU=true torchrun ... or accelerate launch with a multi-CPU config)"
-        )
-    out, ckpt_dir = harness.out, harness.checkpoint_dir
-
-    # --- configuration and vocabulary (reused on resume) ---------------------------------------
-    # num_processes: the global batch (and so the data skipped on resume) depends on it.
-    config = {**dataclasses.asdict(cfg), "num_processes": world}
-    cfg_path = out / "config.json"
-    resuming = harness.resuming
-    if resuming and cfg_path.exists():
-        harness.refuse_config_changes(read_json_file(cfg_path, "run's configuration"), config, where=ckpt_dir,
-                                      legacy={"num_processes": world, "encoder": "gru"})
-    if resuming:
-        done_summary = finished_summary(cfg, out)
-        if done_summary is not None:  # a finished run is left exactly as it is
-            if main:
-                print(f"{out} already holds this run, finished at step {done_summary['step']}; nothing to do "
-                      "(pass a larger --max-steps or --epochs to train on)")
-            return done_summary
-    harness.open(accelerator)
-    vocab_path = out / "vocab.json"
-    if main and not (resuming and vocab_path.exists()):
-        build_vocab(cfg).save(vocab_path)
-    harness.write_config(config)
-    accelerator.wait_for_everyone()
-    vocab = Vocab.load(vocab_path)
-
-    set_seed(cfg.seed)
-    model = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional, cfg.encoder))
-    covered = None  # vocabulary words initialised from --word-vectors
-    if word_vectors is not None:
-        covered = init_word_vectors(model, vocab.itos, *word_vectors)
-        word_vectors = None  # the rows are copied: do not hold the vectors for the whole run
-        if main:
-            print(f"word vectors: {covered} of {len(vocab) - 2} vocabulary words initialised from {cfg.word_vectors}")
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    model, optimizer = accelerator.prepare(model, optimizer)
-
-    step, epoch, batch_in_epoch, sentences_seen = 0, 0, 0, 0
-    no_neighbour_batches = 0  # batches whose anchors had no neighbour in their document (nothing to learn)
-    dev_losses: list[dict] = []  # {"epoch", "step", "dev_loss"} after each epoch (--dev-every)
-    last_loss = float("nan")
-    fingerprint = corpus_fingerprint(cfg.corpus)
-    if resuming:
-        state = load_checkpoint(accelerator, ckpt_dir)
-        was = state.get("corpus")  # absent in checkpoints written before the check existed
-        if was is not None and fingerprint is not None and was != fingerprint:
-            raise ValueError(
-                f"cannot resume from {ckpt_dir}: the corpus {cfg.corpus} changed since the checkpoint "
-                f"({was['files']} files, {was['bytes']} bytes then; {fingerprint['files']} files, "
-                f"{fingerprint['bytes']} bytes now), so skipping the batches already used would misalign the "
-                "rest; resume with the corpus as it was, or start a new --output-dir"
-            )
-        step, epoch, batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
-        sentences_seen = state["sentences_seen"]
-        no_neighbour_batches = state.get("no_neighbour_batches", 0)
-        dev_losses = list(state.get("dev_losses", []))
-        last_loss = state.get("last_loss", last_loss)  # a finished run resumed keeps its final loss
-        if main:
-            print(f"resumed from {ckpt_dir} at step {step} (epoch {epoch}, batch {batch_in_epoch})")
-    harness.start_logging(step if resuming else None, config=config)
-
-    def state() -> dict:
-        return {"step": step, "epoch": epoch, "batch_in_epoch": batch_in_epoch, "sentences_seen": sentences_seen,
-                "no_neighbour_batches": no_neighbour_batches, "last_loss": last_loss, "corpus": fingerprint,
-                "dev_losses": dev_losses}
-
-    global_bs = cfg.batch_size * world
-    stats = CorpusStats()
-    done = cfg.max_steps is not None and step >= cfg.max_steps
-    bar = tqdm(total=cfg.max_steps, initial=step, disable=not (main and cfg.progress), unit="step", dynamic_ncols=True,
-               mininterval=0.1 if sys.stderr.isatty() else 10.0)
-    t0, s0 = time.perf_counter(), sentences_seen
-    with harness.signals() as stop:  # Ctrl-C / SIGTERM: finish the step, checkpoint, exit 130
-        while epoch < cfg.epochs and not done:
-            stats = CorpusStats()
-            batches = contiguous_batches(sentence_stream(cfg, stats), global_bs)
-            held_out = []  # this epoch's held-out batches (the same every epoch: the stream is deterministic)
-            for index, batch in enumerate(batches):
-                if is_dev_batch(cfg, index):
-                    if len(held_out) < cfg.dev_max_batches:
-                        held_out.append(batch)
-                    batch_in_epoch = max(batch_in_epoch, index + 1)
-                    continue
-                if index < batch_in_epoch:  # what a resumed run already used
-                    continue
-                model.train()
-                lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size
-                if cfg.gather_across_processes:
-                    ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
-                    u, v = model(ids, lengths)
-                    v_all, _, _ = gather_with_grad(v)
-                    doc_ids = torch.tensor(batch.doc_ids, device=accelerator.device)
-                    anchor_pos = torch.arange(lo, hi, device=accelerator.device)
-                else:
-                    ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
-                    u, v_all = model(ids, lengths)
-                    doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
-                    anchor_pos = None
-                nb = neighbours(doc_ids, torch.arange(len(u), device=u.device) if anchor_pos is None else anchor_pos)
-                n_local = (nb.has_prev | nb.has_next).sum()  # anchors with a neighbour: the loss is their mean
-                if n_local > 0:
-                    loss = compute_loss(
-                        u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
-                        cfg.log_floor, cfg.self_score,
-                    )
-                else:  # only one-sentence documents here: nothing to learn; a zero loss keeps processes in step
-                    loss = (u.sum() + v_all.sum()) * 0.0
-                # One exchange between processes: the global anchor count and whether any loss is not finite
-                # (all processes then stop together; one stopping alone left the others waiting forever).
-                flags = torch.stack([n_local.float(), (~torch.isfinite(loss.detach())).float(),
-                                     torch.tensor(float(stop.requested), device=n_local.device)])
-                if world > 1:
-                    flags = accelerator.reduce(flags, reduction="sum")
-                n_global, non_finite = int(flags[0].item()), bool(flags[1].item())
-                stop_now = bool(flags[2].item())  # every process stops after the same step
-                if non_finite:
-                    raise FloatingPointError(f"non-finite loss at step {step} (this process: {loss.item()})")
-                if world > 1 and n_local > 0:
-                    # This process's share of the global anchors: DDP averages the processes' gradients (and
-                    # the gather sums them), so the step is that of one mean over all anchors, as on one
-                    # process, also when document ends leave the processes different anchor counts.
-                    loss = loss * (float(n_local) * world / n_global)
-                optimizer.zero_grad(set_to_none=True)
-                accelerator.backward(loss)
-                grad_norm = _clip(model, cfg, accelerator)
-                if n_global > 0:
-                    optimizer.step()
-                else:  # a zero gradient would still move Adam's parameters by its momentum: every process skips
-                    no_neighbour_batches += 1
-                    if getattr(accelerator, "scaler", None) is not None:
-                        accelerator.scaler.update()  # close the unscale_ of _clip, as a step would
-                step += 1
-                batch_in_epoch += 1
-                sentences_seen += global_bs
-                # logged loss: mean over processes (each process's loss covers its own anchors)
-                last_loss = (accelerator.reduce(loss.detach(), reduction="mean") if world > 1 else loss.detach()).item()
-                rate = (sentences_seen - s0) / max(time.perf_counter() - t0, 1e-9)
-                bar.update(1)
-                bar.set_postfix(loss=f"{last_loss:.4f}", sent_per_s=f"{rate:.0f}", epoch=epoch, refresh=False)
-                if step % cfg.log_every == 0 or step == 1:
-                    row = {"step": step, "epoch": epoch, "loss": last_loss, "grad_norm": grad_norm,
-                           "sentences": sentences_seen, "sentences_per_s": rate}
-                    harness.csv().log(row)
-                    for k in ("loss", "grad_norm", "sentences_per_s"):
-                        harness.tb.add_scalar(f"train/{k}", row[k], step)
-                due = harness.checkpoint_due(step, cfg.checkpoint_every)
-                if due:
-                    harness.checkpoint(state())
-                if stop_now or (world == 1 and stop.requested):
-                    bar.close()
-                    raise harness.interrupted(f"step {step}", None if due else state())
-                if cfg.max_steps is not None and step >= cfg.max_steps:
-                    done = True
-                    break
-            else:
-                epoch += 1
-                batch_in_epoch = 0
-                if held_out:
-                    dev_losses.append({"epoch": epoch, "step": step,
-                                       "dev_loss": dev_loss(model, vocab, held_out, cfg, accelerator)})
-                    harness.csv().log(dev_losses[-1])
-                    harness.tb.add_scalar("dev/loss", dev_losses[-1]["dev_loss"], step)
-                    if main:
-                        bar.write(f"epoch {epoch}: dev loss {dev_losses[-1]['dev_loss']:.4f} over "
-                                  f"{len(held_out)} held-out batches")
-                if step == 0 and stats.sentences < global_bs:
-                    raise ValueError(
-                        f"corpus has {stats.sentences} sentences, fewer than one batch of {global_bs}; "
-                        "lower --batch-size"
-                    )
-    bar.close()
-    harness.checkpoint(state())
-    summary = {
-        "step": step, "epoch": epoch, "sentences_seen": sentences_seen, "final_loss": last_loss,
-        "corpus_stats_last_pass": stats.as_dict(), "vocab_size": len(vocab),
-        "no_neighbour_batches": no_neighbour_batches,
-    }
-    if covered is not None:
-        summary["word_vectors_covered"] = covered
-    if cfg.dev_every:
-        summary["dev_losses"] = dev_losses
-        summary["dev_loss"] = dev_losses[-1]["dev_loss"] if dev_losses else None
-    if main:
-        unwrapped = accelerator.unwrap_model(model)
-        save_model(unwrapped, vocab, out / "model", {"train_config": dataclasses.asdict(cfg), "step": step})
-    harness.finish(summary)
-    if main:
-        if stats.undecodable_lines:
-            print(f"corpus: skipped {stats.undecodable_lines} lines that are not UTF-8 (e.g. {stats.examples[:3]})")
-        if no_neighbour_batches:
-            print(f"warning: {no_neighbour_batches} of {step} batches had no sentence with a neighbour in its own "
-                  "document (one-sentence documents?); their optimiser step was skipped. Check --doc-boundary.")
-        print(f"done: {step} steps, {sentences_seen} sentences; model in {out / 'model'}")
-    accelerator.wait_for_everyone()
+    app = QuickThoughtApp(cfg)
+    summary = run_app(app)
+    if app.built:
+        if app.main:
+            app.report()
+        app.accelerator.wait_for_everyone()
     return summary
 
 
 def main(argv=None) -> None:
-    cfg = tyro.cli(Config, args=argv)
+    cfg = from_cli(argv)
     summary = train(cfg)
     print_run_result("nlp_qt", cfg.output_dir, summary["step"],
                      {k: summary.get(k) for k in ("final_loss", "sentences_seen", "vocab_size")})

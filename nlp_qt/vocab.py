@@ -2,8 +2,8 @@
 
 Tokenisation is a rule tokenizer close to NLTK's ``word_tokenize`` for English (words with inner
 apostrophes/hyphens, numbers, clitics split off as ``do n't`` / ``it 's``, and each punctuation mark
-on its own); case-sensitive by default, as in QT. Id 0 is padding, id 1 is ``<unk>``; the other ids are the ``size`` most frequent words
-(ties broken by first occurrence, so the vocabulary is deterministic).
+on its own); case-sensitive by default, as in QT. Id 0 is padding, id 1 is ``<unk>``; the other ids are the
+``size`` most frequent words (ties broken by first occurrence, so the vocabulary is deterministic).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ _NOT = re.compile(r"(?i)([a-z])(n['’]t)\b")
 _CLITIC = re.compile(r"(?i)([a-z0-9])(['’](?:s|re|ve|ll|d|m))\b")
 
 
-# Version 2 splits clitics off; version 1 (vocabularies saved before 2026-11-23, which have no
-# "tokenizer" field) kept "don't" and "it's" whole. A model is always read with the tokenizer it was
-# trained with.
+# The tokenizer a vocabulary records ("tokenizer" in vocab.json): version 2 splits clitics off; version 1 keeps
+# "don't" and "it's" whole and is the one a vocab.json without that field is read with. A model is always read
+# with the tokenizer it was trained with.
 TOKENIZER_VERSION = 2
 
 

@@ -116,7 +116,8 @@ class CurlAgent(nn.Module):
         next_obs = ScaledPixels(random_crop(batch["next_obs"], c.crop_size), dtype)
         run_actor = step % c.actor_update_every == 0
         run_aux = c.aux != "none" and step % c.aux_update_every == 0
-        keys = [ScaledPixels(random_crop(batch["obs"], c.crop_size), dtype) for _ in range(c.positives)] if run_aux else []
+        keys = ([ScaledPixels(random_crop(batch["obs"], c.crop_size), dtype) for _ in range(c.positives)]
+                if run_aux else [])
         if c.update == "fused":
             return self.update_fused(obs, batch["action"], batch["reward"], next_obs, batch["not_done"], keys, step)
         metrics = self.update_critic(obs, batch["action"], batch["reward"], next_obs, batch["not_done"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-import torch.nn as nn
 
 
 def random_crop(x: torch.Tensor, size: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -40,14 +39,3 @@ def center_crop(x: torch.Tensor, size: int) -> torch.Tensor:
         raise ValueError(f"crop size {size} is larger than the images ({H}x{W})")
     top, left = (H - size) // 2, (W - size) // 2
     return x[..., top:top + size, left:left + size]
-
-
-class RandomCrop(nn.Module):
-    """``random_crop`` as a module (identity-sized crops are allowed)."""
-
-    def __init__(self, size: int):
-        super().__init__()
-        self.size = size
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return random_crop(x, self.size)

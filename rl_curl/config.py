@@ -9,14 +9,29 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, Optional
 
 from tyro.conf import arg
 
-from .objectives import FUSED_FOLDER, OBJECTIVES, check_fields, folder_name
+from shared_losses.cli import choices_help, config_from_cli
 
-#: the --aux choices: the objectives' table (rl_curl.objectives)
-AuxName = Literal[tuple(OBJECTIVES)]
+from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, check_fields, folder_name
+
+# The small-network protocol of the CPU runs (docs/results.md, "The auxiliary losses on a CPU, 5 seeds" and the
+# sections after it): 64 -> 56 px renders, 16 filters, hidden 256, batch 64, one torch thread per run.
+_SMALL = dict(image_size=64, crop_size=56, num_filters=16, hidden_dim=256, batch_size=64, seed_steps=100,
+              torch_threads=1)
+#: Protocol presets (``--preset NAME``): the fields each one sets; options given explicitly win.
+PRESETS: dict[str, dict] = {
+    # The CPU protocol, fixed before its runs: 24k environment steps, evaluation (3 episodes) every
+    # 4k; the score is the evaluation at 24k steps. About 8-13 minutes a run on one thread (cartpole-swingup).
+    "cpu": dict(_SMALL, env_steps=24_000, eval_every=4000, eval_episodes=3, replay_capacity=24_000, log_every=2000,
+                checkpoint_every=8000),
+    # scripts/demo_rl_curl.sh: a few minutes of the same small networks, with an evaluation video.
+    "demo": dict(_SMALL, env_steps=4000, eval_every=2000, eval_episodes=2, replay_capacity=10_000, log_every=400,
+                 checkpoint_every=2000, save_video=True),
+}
+PresetName = Literal[tuple(PRESETS)]
 
 # The CURL paper's settings (Srinivas, Laskin & Abbeel 2020, appendix): action repeat 8 cartpole;
 # 2 finger spin, walker; 4 cheetah, reacher, ball_in_cup.
@@ -58,20 +73,31 @@ class Config:
     """Train SAC + CURL (or the debiased / hard-negative auxiliary loss) on a DeepMind Control task from pixels."""
 
     #: Fields a resumed run may change; every other field must match the run's (its checkpoint's signature).
+    #: preset: only a name; the fields it set are compared one by one.
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
-        "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark"})
+        "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset"})
 
     task: str = "cartpole-swingup"
-    """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for any gymnasium environment with a bounded continuous action space (rendered to pixels)."""
+    """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for
+    any gymnasium environment with a bounded continuous action space (rendered to pixels)."""
     seed: int = 0
     """Random seed (networks, replay sampling, crops, random actions, environment episodes)."""
     out_dir: Annotated[str, arg(aliases=("--output-dir",))] = ""
-    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty = runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh and -fused under --update fused). A folder that holds a run is continued only with --resume and moved aside (never deleted) only with --overwrite; a non-empty folder that holds no run is refused."""
+    """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty =
+    runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2,
+    hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh and -fused under --update fused). A folder
+    that holds a run is continued only with --resume and moved aside (never deleted) only with --overwrite; a non-empty
+    folder that holds no run is refused."""
+
+    preset: Optional[PresetName] = None
+    """A protocol preset (rl_curl.config.PRESETS, listed above with the options each sets): its values become the
+    defaults, options given explicitly win. cpu: the small-network CPU protocol of docs/results.md (24k environment
+    steps); demo: scripts/demo_rl_curl.sh's few minutes."""
 
     # --- auxiliary objective -------------------------------------------------------------------
     aux: AuxName = "curl"
-    """Auxiliary loss: curl (InfoNCE, the baseline), debiased (DCL), hard (hard-negative DCL), none (pixel SAC)."""
+    """Auxiliary loss: one of the objectives listed above (rl_curl.objectives.OBJECTIVES)."""
     tau_plus: float = 0.0
     """Class prior tau+ of the debiased / hard losses (DCL Table 3 uses 0.01, 0.05, 0.1); 0 = no debiasing."""
     positives: int = 1
@@ -79,17 +105,20 @@ class Config:
     beta: float = 1.0
     """Concentration beta of the hard-negative loss (aux=hard); 0 recovers the debiased loss."""
     log_floor: Literal["min-negative", "none"] = "min-negative"
-    """Floor on g for the unbounded bilinear scores: min-negative = each anchor's smallest negative logit (detached), none = only g >= 0."""
+    """Floor on g for the unbounded bilinear scores: min-negative = each anchor's smallest negative logit (detached),
+    none = only g >= 0."""
     subtract_row_max: bool = True
     """Subtract each row's max from the bilinear logits (official CURL code; leaves every loss here unchanged)."""
 
     # --- environment ---------------------------------------------------------------------------
     action_repeat: int | None = None
-    """Action repeat; None = the task's value (8 cartpole; 2 finger, walker; 4 cheetah, reacher, ball_in_cup; 4 other DMC tasks; 1 gym: environments)."""
+    """Action repeat; None = the task's value (8 cartpole; 2 finger, walker; 4 cheetah, reacher, ball_in_cup; 4 other
+    DMC tasks; 1 gym: environments)."""
     frame_stack: int = 3
     """Number of stacked RGB frames in an observation."""
     camera_id: int = 0
-    """Camera of the DeepMind Control renders: 0 for every task, as the official CURL code (dmc2gym's default); DrQ and later work use 2 for quadruped. -1 is MuJoCo's free camera. Not used by gym: environments."""
+    """Camera of the DeepMind Control renders: 0 for every task, as the official CURL code (dmc2gym's default); DrQ and
+    later work use 2 for quadruped. -1 is MuJoCo's free camera. Not used by gym: environments."""
     image_size: int = 100
     """Rendered frame size (pixels, square)."""
     crop_size: int = 84
@@ -103,7 +132,8 @@ class Config:
     replay_capacity: int = 100_000
     """Replay capacity in transitions (each rendered frame stored once, uint8)."""
     replay_on_device: bool = False
-    """Keep the replay's frames on the training device (GPU memory: about 3.3 GB per 100k transitions of 100x100), so sampling moves no frames from the host. Same batches either way."""
+    """Keep the replay's frames on the training device (GPU memory: about 3.3 GB per 100k transitions of 100x100), so
+    sampling moves no frames from the host. Same batches either way."""
     batch_size: int = 128
     """Batch size of every update (official script: 128 for cartpole; the CURL paper's table: 512)."""
     discount: float = 0.99
@@ -117,7 +147,8 @@ class Config:
     alpha_beta1: float = 0.5
     """Adam beta1 of the temperature optimiser."""
     actor_beta1: float = 0.9
-    """Adam beta1 of the actor and critic optimisers (the encoder and auxiliary optimisers keep Adam's default 0.9, as in the official code)."""
+    """Adam beta1 of the actor and critic optimisers (the encoder and auxiliary optimisers keep Adam's default 0.9, as
+    in the official code)."""
     init_temperature: float = 0.1
     """Initial entropy temperature alpha."""
     critic_tau: float = 0.01
@@ -139,11 +170,17 @@ class Config:
     feature_dim: int = 50
     """Encoder output features (also the size of the bilinear W: feature_dim x feature_dim)."""
     encoder_tanh: bool = True
-    """tanh on the encoder's LayerNorm output (the CURL paper's text; docs/equations.md section 7). The official MishaLaskin/curl code leaves it out (its actor and critic encoders use output_logits=True): --no-encoder-tanh matches that code update for update (scripts/check_official_curl.py)."""
+    """tanh on the encoder's LayerNorm output (the CURL paper's text; docs/equations.md section 7). The official
+    MishaLaskin/curl code leaves it out (its actor and critic encoders use output_logits=True): --no-encoder-tanh
+    matches that code update for update (scripts/check_official_curl.py)."""
     hidden_dim: int = 1024
     """Hidden width of the actor and critic MLPs."""
     update: Literal["official", "fused"] = "official"
-    """The update's schedule. official: MishaLaskin/curl's (critic step, then actor, targets and the auxiliary loss on a fresh pass of the critic's crop). fused: shares conv passes (one online pass of the critic's crop feeds the critic loss, the auxiliary anchors and, detached, the actor; the target encoder's pass of next_obs also gives the next action; one backward for critic + auxiliary loss): about half the convolution work, a different schedule (docs/rl_curl.md, "The fused update")."""
+    """The update's schedule. official: MishaLaskin/curl's (critic step, then actor, targets and the auxiliary loss on a
+    fresh pass of the critic's crop). fused: shares conv passes (one online pass of the critic's crop feeds the critic
+    loss, the auxiliary anchors and, detached, the actor; the target encoder's pass of next_obs also gives the next
+    action; one backward for critic + auxiliary loss): about half the convolution work, a different schedule
+    (docs/rl_curl.md, "The fused update")."""
     log_std_min: float = -10.0
     """Lower bound of the actor's log standard deviation."""
     log_std_max: float = 2.0
@@ -157,11 +194,14 @@ class Config:
     log_every: int = 1000
     """Write training losses to CSV/TensorBoard every this many environment steps."""
     checkpoint_every: int = 10_000
-    """Write an atomic checkpoint at the first episode end after every this many environment steps (0 = only at the end)."""
+    """Write an atomic checkpoint at the first episode end after every this many environment steps (0 = only at the
+    end)."""
     save_replay: bool = True
-    """Include the replay buffer in checkpoints (needed for an exact resume; about 3.3 GB at 100k transitions of 100x100)."""
+    """Include the replay buffer in checkpoints (needed for an exact resume; about 3.3 GB at 100k transitions of
+    100x100)."""
     resume: bool = False
-    """Continue the run in out_dir from its checkpoint (refused with a clear error if it is from another configuration; a finished run is left as it is; a missing or empty folder starts a new run)."""
+    """Continue the run in out_dir from its checkpoint (refused with a clear error if it is from another configuration;
+    a finished run is left as it is; a missing or empty folder starts a new run)."""
     overwrite: bool = False
     """Move the run already in out_dir aside (to OUT_DIR.replaced-<time>, never deleted) and start a new one there."""
     save_video: bool = False
@@ -169,7 +209,8 @@ class Config:
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU."""
     cudnn_benchmark: bool = True
-    """On a CUDA device, let cuDNN time its convolution algorithms once per input shape and keep the fastest (torch.backends.cudnn.benchmark; the shapes here are fixed, so the search is paid once). No effect on CPU."""
+    """On a CUDA device, let cuDNN time its convolution algorithms once per input shape and keep the fastest
+    (torch.backends.cudnn.benchmark; the shapes here are fixed, so the search is paid once). No effect on CPU."""
     mixed_precision: Literal["no", "bf16"] = "no"
     """Mixed precision (bf16 autocast through accelerate) of the forward passes; losses are float32 inside."""
     progress: bool = True
@@ -195,7 +236,8 @@ class Config:
             c.action_repeat = int(task_default(c.task, "action_repeat"))
         if not c.out_dir:
             task_dir = c.task.replace("gym:", "gym-").replace(":", "-").replace("/", "-")
-            variant = c.objective_name() + ("" if c.encoder_tanh else "-notanh") + (FUSED_FOLDER if c.update == "fused" else "")
+            variant = (c.objective_name() + ("" if c.encoder_tanh else "-notanh")
+                       + (FUSED_FOLDER if c.update == "fused" else ""))
             c.out_dir = f"runs/rl_curl/{task_dir}/{variant}/seed{c.seed}"
         if c.lr is None:
             c.lr = float(task_default(c.task, "lr"))
@@ -207,18 +249,23 @@ class Config:
             if not ok:
                 raise ValueError(f"invalid config: {msg}")
 
-        need(0 <= self.seed < 2**32, f"seed must be in [0, 2**32) (numpy's and the environments' generators), got {self.seed}")
+        need(0 <= self.seed < 2**32,
+             f"seed must be in [0, 2**32) (numpy's and the environments' generators), got {self.seed}")
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
         need(self.beta >= 0.0, f"beta must be >= 0 (0 = the debiased loss), got {self.beta}")
         check_fields(self.aux, {"tau_plus": self.tau_plus, "positives": self.positives, "beta": self.beta})
         need(self.crop_size <= self.image_size, f"crop_size {self.crop_size} > image_size {self.image_size}")
-        need(self.action_repeat is None or self.action_repeat >= 1, f"action_repeat must be >= 1, got {self.action_repeat}")
-        need(self.batch_size >= 2, f"batch_size must be >= 2 (the other samples are the negatives), got {self.batch_size}")
+        need(self.action_repeat is None or self.action_repeat >= 1,
+             f"action_repeat must be >= 1, got {self.action_repeat}")
+        need(self.batch_size >= 2,
+             f"batch_size must be >= 2 (the other samples are the negatives), got {self.batch_size}")
         need(self.frame_stack >= 1, f"frame_stack must be >= 1, got {self.frame_stack}")
         need(self.replay_capacity > self.batch_size, "replay_capacity must exceed batch_size")
-        need(self.env_steps > 0 and self.eval_every > 0 and self.eval_episodes >= 1, "env_steps, eval_every, eval_episodes must be positive")
-        need(self.log_every >= 1 and self.seed_steps >= 1, "log_every and seed_steps must be >= 1 (updates sample the replay)")
+        need(self.env_steps > 0 and self.eval_every > 0 and self.eval_episodes >= 1,
+             "env_steps, eval_every, eval_episodes must be positive")
+        need(self.log_every >= 1 and self.seed_steps >= 1,
+             "log_every and seed_steps must be >= 1 (updates sample the replay)")
         need(min(self.actor_update_every, self.target_update_every, self.aux_update_every) >= 1,
              "actor_update_every, target_update_every and aux_update_every must be >= 1")
         need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
@@ -228,3 +275,10 @@ class Config:
     def agent_steps(self) -> int:
         """Agent steps (policy decisions) of the run: env_steps / action_repeat."""
         return -(-self.env_steps // self.action_repeat)
+
+
+def from_cli(argv: list[str] | None = None, description: str | None = None) -> Config:
+    """The configuration of ``python -m rl_curl.train ARGS`` (``argv``: the arguments, default ``sys.argv[1:]``):
+    tyro's parse of :class:`Config` with ``--preset NAME`` (:func:`shared_losses.cli.config_from_cli`)."""
+    return config_from_cli(Config, PRESETS, argv, description,
+                           sections=[choices_help("--aux", OBJECTIVES, "rl_curl.objectives.OBJECTIVES")])

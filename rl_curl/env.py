@@ -183,7 +183,8 @@ class GymPixels(_StackedPixels):
         space = self._env.observation_space
         self._image_obs = (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8
                            and len(space.shape) == 3 and space.shape[-1] == 3)
-        self.task, self.action_repeat, self.frame_stack, self.image_size = GYM_PREFIX + env_id, action_repeat, frame_stack, image_size
+        self.task, self.action_repeat, self.frame_stack, self.image_size = (GYM_PREFIX + env_id, action_repeat,
+                                                                            frame_stack, image_size)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=self._env.action_space.shape, dtype=np.float32)
         self.observation_space = gym.spaces.Box(0, 255, shape=(3 * frame_stack, image_size, image_size), dtype=np.uint8)
         self._frames: deque = deque(maxlen=frame_stack)

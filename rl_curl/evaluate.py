@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import tyro
 
-from shared_losses.runtime import (ENTRIES, CheckpointError, check_device, checkpoint_entry, load_checkpoint, read_json_file, resolve_checkpoint,
-                                   run_application)
+from shared_losses.runtime import (ENTRIES, CheckpointError, check_device, checkpoint_entry, load_checkpoint,
+                                   read_json_file, resolve_checkpoint, run_application)
 
 from .config import Config
 

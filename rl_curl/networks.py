@@ -102,7 +102,8 @@ class Encoder(nn.Module):
 
 
 def mlp(inp: int, hidden: int, out: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(inp, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, out))
+    return nn.Sequential(nn.Linear(inp, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                         nn.Linear(hidden, out))
 
 
 class Actor(nn.Module):

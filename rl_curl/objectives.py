@@ -1,11 +1,12 @@
 """The table of auxiliary objectives: one entry per ``--aux`` value, read by the configuration's
-checks and folder names, the agent's loss, the reports (labels and DCL Table 3's row order) and
-``scripts/curl_table3.py``'s objective specs. An objective is added here, in one place."""
+choices, checks and folder names, the agent's loss, ``--help``, the reports (labels and DCL Table 3's row
+order) and ``scripts/curl_table3.py``'s objective specs. An objective is added here, in one place
+(docs/adding_a_loss.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Literal, Mapping
 
 import torch
 
@@ -19,24 +20,34 @@ NEUTRAL = {"tau_plus": 0.0, "positives": 1, "beta": 1.0}
 
 @dataclass(frozen=True)
 class Objective:
+    """One ``--aux`` value. The registry's shape is the same in the three applications (rl_curl, nlp_qt and
+    fewshot ``objectives.py``): name, label, rank, the loss itself and a line of help, plus what the
+    application's checks read (here ``uses``). The configuration's choices are the registry's keys."""
+
     name: str  # the --aux value
     label: str  # display name in tables and plots
     uses: tuple[str, ...]  # hyper-parameters that apply (others must keep their NEUTRAL value)
     rank: int  # row order in DCL Table 3 (biased first, pixel SAC last)
     loss: Callable[..., torch.Tensor] | None  # (pos [B, M], neg [B, N], tau_plus, beta, floor) -> loss
+    help: str = ""  # its line in --help
 
 
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("curl", "biased (CURL)", ("positives",), 0,
-              lambda pos, neg, tau_plus, beta, floor: info_nce_from_logits(pos, neg)),
+              lambda pos, neg, tau_plus, beta, floor: info_nce_from_logits(pos, neg),
+              "InfoNCE on the bilinear logits (CURL, the baseline)"),
     Objective("debiased", "debiased", ("tau_plus", "positives"), 1,
               lambda pos, neg, tau_plus, beta, floor: debiased_nce_from_logits(pos, neg, tau_plus=tau_plus,
-                                                                                log_floor=floor)),
+                                                                                log_floor=floor),
+              "the debiased loss, DCL (--tau-plus, --positives)"),
     Objective("hard", "hard", ("tau_plus", "positives", "beta"), 2,
               lambda pos, neg, tau_plus, beta, floor: hard_negative_nce_from_logits(
-                  pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor)),
-    Objective("none", "pixel SAC (no aux)", (), 3, None),
+                  pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor),
+              "the hard-negative debiased loss, HCL (--tau-plus, --positives, --beta)"),
+    Objective("none", "pixel SAC (no aux)", (), 3, None, "no auxiliary loss: pixel SAC"),
 )}
+#: The configuration's --aux type: the registry's names, so a new entry is a new choice.
+AuxName = Literal[tuple(OBJECTIVES)]
 #: what curl_table3.py --objectives takes: the name, then the used hyper-parameters in this order
 SPEC_FIELDS = ("tau_plus", "positives", "beta")
 

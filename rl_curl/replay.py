@@ -202,7 +202,8 @@ class FrameReplay:
         nf, nt = len(state["frames"]), len(state["actions"])
         self.frames[:nf] = self._to_ring(np.asarray(state["frames"]))
         self.actions[:nt] = state["actions"]
-        self.rewards[:nt], self.not_dones[:nt], self.next_frame[:nt] = state["rewards"], state["not_dones"], state["next_frame"]
+        self.rewards[:nt], self.not_dones[:nt], self.next_frame[:nt] = (state["rewards"], state["not_dones"],
+                                                                        state["next_frame"])
         self.frames_written, self.added = int(state["frames_written"]), int(state["added"])
         self._episode_open = bool(state["episode_open"])
         self.rng.bit_generator.state = state["rng"]

@@ -101,7 +101,8 @@ def table3(root: str | Path, env_step: int = 100_000) -> str:
         row = []
         for t in tasks:
             v = cells.get((o, t), [])
-            row.append("–" if not v else f"{np.mean(v):.0f}±{np.std(v):.0f}" + ("" if len(v) >= 3 else f" (n={len(v)})"))
+            row.append("–" if not v
+                       else f"{np.mean(v):.0f}±{np.std(v):.0f}" + ("" if len(v) >= 3 else f" (n={len(v)})"))
         lines.append(f"| {o} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -112,7 +113,8 @@ def final_scores(root: str | Path, env_step: int = 100_000) -> dict[str, dict[st
     for r in collect(root):
         s = score_at(r, env_step)
         if s is not None:
-            out.setdefault(r["cfg"]["task"], {}).setdefault(objective_label(r["cfg"]), {})[int(r["cfg"].get("seed", 0))] = s
+            out.setdefault(r["cfg"]["task"], {}).setdefault(
+                objective_label(r["cfg"]), {})[int(r["cfg"].get("seed", 0))] = s
     return out
 
 
@@ -190,7 +192,8 @@ def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biase
             parts.append(_paired_lines(f"Paired differences against {anchor} (objective − {anchor}, same seeds; std is "
                                        "the sample std of the differences)",
                                        [(lab, lab, anchor) for lab in labels if lab != anchor], cells))
-        schedules = [(base, base + objectives.FUSED_LABEL, base) for base in labels if base + objectives.FUSED_LABEL in cells]
+        schedules = [(base, base + objectives.FUSED_LABEL, base) for base in labels
+                     if base + objectives.FUSED_LABEL in cells]
         if schedules:
             parts.append(_paired_lines("Fused update against the official schedule (fused − official, same objective "
                                        "and seeds)", schedules, cells))

@@ -22,22 +22,20 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import tyro
 from tqdm import tqdm
 
 from shared_losses.harness import RunHarness, refuse_config_changes
-from shared_losses.runtime import CheckpointError, load_checkpoint, print_run_result, read_json_file, register_named
+from shared_losses.loop import TrainingApp
+from shared_losses.loop import run as run_app
+from shared_losses.runtime import CheckpointError, print_run_result, read_json_file, register_named
 
 from .agent import CurlAgent
-from .config import Config
+from .config import Config, from_cli
 from .env import make
 
-RESUMABLE_FIELDS = Config.RESUME_FREE  # fields a resumed run may change (declared by the configuration)
-# Fields added after checkpoints were first written, with the value every older checkpoint implies.
-LEGACY_SIGNATURE = {"encoder_tanh": True, "update": "official"}
-# Layout of the saved agent. 2: the encoder's linear layer reads the conv features in (row, column,
-# channel) order (d44f4a3). Checkpoints without this field are format 1, (channel, row, column):
-# they load without a shape error but mean another model, so they are refused.
+# Layout of the saved agent: the encoder's linear layer reads the conv features in (row, column, channel) order.
+# A checkpoint without this field (format 1) flattened them in (channel, row, column) order: its weights load
+# without a shape error but mean another model, so it is refused.
 CHECKPOINT_FORMAT = 2
 
 
@@ -91,20 +89,18 @@ def check_checkpoint_format(extra: dict, path) -> None:
 
 
 def config_signature(cfg: Config) -> dict:
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in RESUMABLE_FIELDS}
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in Config.RESUME_FREE}
 
 
 def check_signature(extra: dict, cfg: Config, path) -> None:
     """Refuse a checkpoint written with another configuration, naming every differing field. Fields
-    added since a checkpoint was written count with the value its code implied (LEGACY_SIGNATURE)."""
-    refuse_config_changes(extra.get("signature", {}), config_signature(cfg), free=RESUMABLE_FIELDS,
-                          legacy=LEGACY_SIGNATURE, where=path)
+    missing from the checkpoint count as differing."""
+    refuse_config_changes(extra.get("signature", {}), config_signature(cfg), free=Config.RESUME_FREE, where=path)
 
 
 def stream_seeds(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
-    """Independent seeds of the replay's sampling and of the seed-step actions. Both generators used to
-    take ``seed`` itself, so they drew the same raw stream: the first batch's indices were a function
-    of the first random actions."""
+    """Independent seeds of the replay's sampling and of the seed-step actions (one seed for both would draw
+    the same raw stream: the first batch's indices would be a function of the first random actions)."""
     replay, action = np.random.SeedSequence(seed).spawn(2)
     return replay, action
 
@@ -167,164 +163,220 @@ def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | No
     return returns
 
 
-def run(cfg: Config) -> dict:
-    """Train (or resume) one run; returns a summary with the final evaluation."""
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
+class CurlApp(TrainingApp):
+    """rl_curl's parts of the shared loop (:func:`shared_losses.loop.run`): one agent step per loop step (a random
+    action during the seed steps, then an update and the policy's action), evaluations every ``eval_every``
+    environment steps, checkpoints and stops only at episode ends."""
 
-    from .replay import FrameReplay
-    from .report import objective_label, plot_curve
+    name, logs, step_key = "rl_curl", ("log.csv", "eval.csv"), "env_step"
+    stop_message = ("stopping at the end of the current episode and writing a checkpoint (Ctrl-C again to stop at "
+                    "once, losing the steps since the last checkpoint)")
 
-    cfg = cfg.resolved()
-    accelerator = Accelerator(cpu=cfg.device == "cpu", mixed_precision=cfg.mixed_precision)
-    if accelerator.num_processes > 1:
-        raise ValueError("rl_curl trains one agent per process on one device; launch several seeds with "
-                         "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")
-    harness = RunHarness("rl_curl", cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite, free=Config.RESUME_FREE,
-                         legacy=LEGACY_SIGNATURE)
-    out, ckpt_dir, resuming = harness.out, harness.checkpoint_dir, harness.resuming
-    if harness.folder.resuming and not resuming and (out / "summary.json").exists():  # checkpoint deleted
-        raise FileExistsError(f"{out} holds a finished run (summary.json) but no checkpoint/ to continue it from, so "
-                              "starting there would overwrite its logs: pass --overwrite (moves it aside) or choose "
-                              "another --output-dir to start a new run; nothing was changed")
-    if resuming:
+    def __init__(self, cfg: Config):
+        super().__init__(RunHarness("rl_curl", cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite,
+                                    free=Config.RESUME_FREE))
+        self.cfg, self.ar = cfg, cfg.action_repeat
+        self.episode, self.next_ckpt, self.metrics, self.resumed = 0, cfg.checkpoint_every, {}, False
+        self.obs, self.ep_return, self.episode_ended, self.ckpt_due = None, 0.0, False, False
+        self.last_eval, self.finished_before = math.nan, False
+
+    def check_resume(self, saved):
+        cfg, out, h = self.cfg, self.harness.out, self.harness
+        if h.folder.resuming and not h.resuming and (out / "summary.json").exists():  # checkpoint deleted
+            raise FileExistsError(f"{out} holds a finished run (summary.json) but no checkpoint/ to continue it from, "
+                                  "so starting there would overwrite its logs: pass --overwrite (moves it aside) or "
+                                  "choose another --output-dir to start a new run; nothing was changed")
+        if saved is None:
+            return None
         # Counters and configuration first, so that a mismatch is refused naming its fields before
         # accelerate tries to load models, optimisers or a replay of another shape.
-        extra = harness.saved_state()
-        check_checkpoint_format(extra, ckpt_dir)
-        check_signature(extra, cfg, ckpt_dir)
-        if extra["step"] >= cfg.agent_steps and (out / "summary.json").exists() and not cfg.save_video:
-            print(f"{out} already holds this run, finished at {extra['step'] * cfg.action_repeat} environment steps; "
-                  "nothing to do (pass a larger --env-steps to train on)")
+        check_checkpoint_format(saved, h.checkpoint_dir)
+        check_signature(saved, cfg, h.checkpoint_dir)
+        if saved["step"] >= cfg.agent_steps and (out / "summary.json").exists() and not cfg.save_video:
+            print(f"{out} already holds this run, finished at {saved['step'] * self.ar} environment steps; nothing to "
+                  "do (pass a larger --env-steps to train on)")
             return read_json_file(out / "summary.json", "run's summary")
-    check_replay_memory(cfg, accelerator.device)
-    harness.open(accelerator)
-    if cfg.torch_threads > 0:
-        torch.set_num_threads(cfg.torch_threads)
-    if accelerator.device.type == "cuda":
-        torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
-    set_seed(cfg.seed)
+        return None
 
-    env, agent = build(cfg, accelerator.device)
-    agent.autocast = accelerator.autocast
-    replay_seed, action_seed = stream_seeds(cfg.seed)
-    replay = FrameReplay(cfg.replay_capacity, env.observation_space.shape, agent.action_dim, cfg.frame_stack, replay_seed,
-                         device=accelerator.device if cfg.replay_on_device else None)
-    action_rng = np.random.default_rng(action_seed)
-    register_named(accelerator, agent=agent, **agent.optimizers())
-    if cfg.save_replay:
-        register_named(accelerator, replay=replay)
+    def build(self, saved):
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
 
-    step, episode, next_ckpt, resumed, metrics = 0, 0, cfg.checkpoint_every, False, {}
-    if resuming:
-        load_checkpoint(accelerator, ckpt_dir)
-        step, episode, next_ckpt = extra["step"], extra["episode"], extra["next_ckpt"]
-        action_rng.bit_generator.state = extra["action_rng"]
-        # The latest value of each metric, for the next log row (see below); none while a resume without
+        from .replay import FrameReplay
+
+        cfg = self.cfg
+        accelerator = Accelerator(cpu=cfg.device == "cpu", mixed_precision=cfg.mixed_precision)
+        if accelerator.num_processes > 1:
+            raise ValueError("rl_curl trains one agent per process on one device; launch several seeds with "
+                             "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")
+        check_replay_memory(cfg, accelerator.device)
+        self.harness.open(accelerator)
+        self.accelerator = accelerator
+        if cfg.torch_threads > 0:
+            torch.set_num_threads(cfg.torch_threads)
+        if accelerator.device.type == "cuda":
+            torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+        set_seed(cfg.seed)
+        self.env, self.agent = build(cfg, accelerator.device)
+        self.agent.autocast = accelerator.autocast
+        self.obs_shape = self.env.observation_space.shape
+        replay_seed, action_seed = stream_seeds(cfg.seed)
+        self.replay = FrameReplay(cfg.replay_capacity, self.obs_shape, self.agent.action_dim, cfg.frame_stack,
+                                  replay_seed, device=accelerator.device if cfg.replay_on_device else None)
+        self.action_rng = np.random.default_rng(action_seed)
+        register_named(accelerator, agent=self.agent, **self.agent.optimizers())
+        if cfg.save_replay:
+            register_named(accelerator, replay=self.replay)
+        self.harness.write_config(dataclasses.asdict(cfg))
+        self.seed_until = cfg.seed_steps
+        self.started = time.perf_counter()
+
+    def state(self):
+        return {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
+                "action_rng": self.action_rng.bit_generator.state,
+                "metrics": {k: float(v) for k, v in self.metrics.items()},
+                "signature": config_signature(self.cfg), "config": dataclasses.asdict(self.cfg)}
+
+    def load_state(self, state):
+        self.step, self.episode, self.next_ckpt = state["step"], state["episode"], state["next_ckpt"]
+        self.action_rng.bit_generator.state = state["action_rng"]
+        # The latest value of each metric, for the next log row (see train_step); none while a resume without
         # the replay refills it (no updates then, so nothing new to log).
-        metrics = extra.get("metrics", {}) if cfg.save_replay else {}
-        resumed = True
-    harness.write_config(dataclasses.asdict(cfg))
-    ar = cfg.action_repeat
-    # On resume, the CSVs and TensorBoard drop what was logged after the checkpoint (it is redone).
-    harness.start_logging(step * ar if resumed else None, config=dataclasses.asdict(cfg), csv=("log.csv", "eval.csv"),
-                          step_key="env_step")
-    log, eval_log, tb = harness.csv("log.csv"), harness.csv("eval.csv"), harness.tb
-    # Seed steps are counted from the start of the run; a resume without the replay refills it first.
-    seed_until = cfg.seed_steps if cfg.save_replay or not resumed else step + cfg.seed_steps
+        self.metrics = state.get("metrics", {}) if self.cfg.save_replay else {}
+        self.resumed = True
+        # Seed steps are counted from the start of the run; a resume without the replay refills it first.
+        if not self.cfg.save_replay:
+            self.seed_until = self.step + self.cfg.seed_steps
 
-    def save():
-        harness.checkpoint({"format": CHECKPOINT_FORMAT, "step": step, "episode": episode, "next_ckpt": next_ckpt,
-                            "action_rng": action_rng.bit_generator.state,
-                            "metrics": {k: float(v) for k, v in metrics.items()},
-                            "signature": config_signature(cfg), "config": dataclasses.asdict(cfg)})
+    @property
+    def config(self):
+        return dataclasses.asdict(self.cfg)
 
-    def do_eval(final: bool = False) -> float:
-        video = out / "eval.mp4" if (final and cfg.save_video) else None
-        returns = evaluate(agent, cfg, cfg.eval_episodes, video, env_step=step * ar)
-        row = {"env_step": step * ar, "episode": episode, "eval_return_mean": float(np.mean(returns)),
+    def total_steps(self):
+        return self.cfg.agent_steps
+
+    def log_resume_step(self):
+        return self.step * self.ar
+
+    def progress(self):
+        # (made once the logs are open.) Resuming a finished run: its final evaluation and checkpoint are already
+        # written.
+        rows = self.harness.csv("eval.csv").rows
+        self.finished_before = (self.resumed and self.step >= self.cfg.agent_steps and bool(rows)
+                                and float(rows[-1]["env_step"]) == self.step * self.ar)
+        self.start_step = self.step
+        return tqdm(total=self.cfg.agent_steps, initial=self.step, disable=not self.cfg.progress,
+                    desc=f"{self.cfg.task} {self.cfg.aux}", unit="step")
+
+    def train_step(self):
+        cfg, agent, step = self.cfg, self.agent, self.step
+        if self.obs is None:
+            self.obs, _ = self.env.reset(seed=episode_seed(cfg, self.episode))
+            self.replay.start_episode(self.obs)
+            self.ep_return = 0.0
+        if step < self.seed_until:
+            action = self.action_rng.uniform(-1.0, 1.0, size=agent.action_dim).astype(np.float32)
+        else:
+            action = agent.act(self.obs, sample=True)
+            # The latest value of every metric: the actor and alpha update every actor_update_every steps,
+            # and a log row taking only the last update's would never show them when that one is odd.
+            self.metrics = {**self.metrics,
+                            **agent.update(self.replay.sample(cfg.batch_size, self.accelerator.device), step)}
+        next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        self.replay.add(action, reward, next_obs, terminated)
+        self.obs, self.ep_return, self.step = next_obs, self.ep_return + reward, step + 1
+        env_step, tb, log = self.step * self.ar, self.harness.tb, self.harness.csv("log.csv")
+        if self.metrics and crossed(env_step, self.ar, cfg.log_every):
+            log.log({"env_step": env_step, "episode": self.episode, **{k: float(v) for k, v in self.metrics.items()}})
+            for k, v in self.metrics.items():
+                tb.add_scalar(f"train/{k}", float(v), env_step)
+        self.step_episode = self.episode  # the episode this step belongs to (an evaluation after it logs it)
+        self.episode_ended = terminated or truncated
+        if self.episode_ended:
+            tb.add_scalar("train/episode_return", self.ep_return, env_step)
+            log.log({"env_step": env_step, "episode": self.episode, "episode_return": self.ep_return})
+            self.episode += 1
+            self.obs = None
+            self.ckpt_due = cfg.checkpoint_every > 0 and env_step >= self.next_ckpt
+            if self.ckpt_due:
+                self.next_ckpt = (env_step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+        return {}  # logged above: rows of metrics every log_every steps, one row per finished episode
+
+    def eval_due(self):
+        return crossed(self.step * self.ar, self.ar, self.cfg.eval_every) and self.step < self.cfg.agent_steps
+
+    def evaluate(self, final: bool = False):
+        cfg, env_step = self.cfg, self.step * self.ar
+        video = self.harness.out / "eval.mp4" if (final and cfg.save_video) else None
+        returns = evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step)
+        row = {"env_step": env_step, "episode": self.episode if final else self.step_episode,
+               "eval_return_mean": float(np.mean(returns)),
                "eval_return_std": float(np.std(returns))}
-        eval_log.log(row)
-        tb.add_scalar("eval/return", row["eval_return_mean"], step * ar)
-        return row["eval_return_mean"]
+        self.harness.csv("eval.csv").log(row)
+        self.harness.tb.add_scalar("eval/return", row["eval_return_mean"], env_step)
+        self.last_eval = row["eval_return_mean"]
+        return {}  # eval.csv, not the training log
 
-    # Resuming a finished run: its final evaluation and checkpoint are already written.
-    finished = resumed and step >= cfg.agent_steps and bool(eval_log.rows) \
-        and float(eval_log.rows[-1]["env_step"]) == step * ar
-    obs, ep_return, last_eval = None, 0.0, math.nan
-    start_step, started = step, time.perf_counter()
-    bar = tqdm(total=cfg.agent_steps, initial=step, disable=not cfg.progress, desc=f"{cfg.task} {cfg.aux}", unit="step")
-    stop = harness.signals("stopping at the end of the current episode and writing a checkpoint (Ctrl-C again to stop at "
-                       "once, losing the steps since the last checkpoint)")
-    with stop:  # Ctrl-C / SIGTERM: finish the episode (checkpoints are taken between episodes), exit 130
-        while step < cfg.agent_steps:
-            if obs is None:
-                obs, _ = env.reset(seed=episode_seed(cfg, episode))
-                replay.start_episode(obs)
-                ep_return = 0.0
-            if step < seed_until:
-                action = action_rng.uniform(-1.0, 1.0, size=agent.action_dim).astype(np.float32)
-            else:
-                action = agent.act(obs, sample=True)
-            if step >= seed_until:
-                # The latest value of every metric: the actor and alpha update every actor_update_every steps,
-                # and a log row taking only the last update's would never show them when that one is odd.
-                metrics = {**metrics, **agent.update(replay.sample(cfg.batch_size, accelerator.device), step)}
-            next_obs, reward, terminated, truncated, _ = env.step(action)
-            replay.add(action, reward, next_obs, terminated)
-            obs, ep_return, step = next_obs, ep_return + reward, step + 1
-            bar.update(1)
-            env_step = step * ar
-            if metrics and (env_step // cfg.log_every) != ((step - 1) * ar // cfg.log_every):
-                row = {"env_step": env_step, "episode": episode, **{k: float(v) for k, v in metrics.items()}}
-                log.log(row)
-                for k, v in row.items():
-                    if k not in ("env_step", "episode"):
-                        tb.add_scalar(f"train/{k}", v, env_step)
-            if (env_step // cfg.eval_every) != ((step - 1) * ar // cfg.eval_every) and step < cfg.agent_steps:
-                last_eval = do_eval()
-                bar.set_postfix(eval_return=f"{last_eval:.1f}")
-            if terminated or truncated:
-                tb.add_scalar("train/episode_return", ep_return, env_step)
-                log.log({"env_step": env_step, "episode": episode, "episode_return": ep_return})
-                episode += 1
-                obs = None
-                if cfg.checkpoint_every > 0 and env_step >= next_ckpt:
-                    next_ckpt = (env_step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-                    save()
-                elif stop.requested and step < cfg.agent_steps:
-                    save()
-                if stop.requested and step < cfg.agent_steps:
-                    bar.close()
-                    env.close()
-                    raise harness.interrupted(f"environment step {env_step}")  # the checkpoint is written above
-    bar.close()
-    if finished:
-        last_eval = float(eval_log.rows[-1]["eval_return_mean"])
-        if cfg.save_video:  # the final evaluation's first episode, without logging it again
-            evaluate(agent, cfg, 1, out / "eval.mp4", env_step=step * ar)
-    else:
-        last_eval = do_eval(final=True)
-        save()
-    harness.close()
-    obs_shape = env.observation_space.shape
-    env.close()
-    from .policy import POLICY_FILE, save_policy
+    def postfix(self):
+        return {} if math.isnan(self.last_eval) else {"eval_return": f"{self.last_eval:.1f}"}
 
-    save_policy(agent, cfg, obs_shape, out / POLICY_FILE)  # the trained policy alone (rl_curl.load_policy)
-    plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {objective_label(dataclasses.asdict(cfg))}")
-    if finished and (out / "summary.json").exists():  # only the video was asked for: the run's summary stays
-        return harness.finish(read_json_file(out / "summary.json", "run's summary"))
-    # The wall time of this process's part of the run (training, evaluations and checkpoints): a resumed run
-    # counts from train_from_env_step, the step it resumed at.
-    summary = {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,
-               "update": cfg.update, "seed": cfg.seed, "env_steps": step * ar, "final_eval_return": last_eval,
-               "train_seconds": round(time.perf_counter() - started, 1), "train_from_env_step": start_step * ar}
-    return harness.finish(summary)
+    def can_checkpoint(self):  # between episodes: a resumed run starts the next episode from its seed
+        return self.episode_ended
+
+    def checkpoint_due(self):
+        return self.ckpt_due
+
+    def stop_requested(self):
+        return self.harness.stop.requested
+
+    def where(self):
+        return f"environment step {self.step * self.ar}"
+
+    def close(self):
+        self.env.close()
+
+    def finish(self):
+        out = self.harness.out
+        if self.finished_before:
+            self.last_eval = float(self.harness.csv("eval.csv").rows[-1]["eval_return_mean"])
+            if self.cfg.save_video:  # the final evaluation's first episode, without logging it again
+                evaluate(self.agent, self.cfg, 1, out / "eval.mp4", env_step=self.step * self.ar)
+        else:
+            self.evaluate(final=True)
+            self.harness.checkpoint(self.state())
+
+    def export(self):
+        from .policy import POLICY_FILE, save_policy
+        from .report import objective_label, plot_curve
+
+        out, cfg = self.harness.out, self.cfg
+        save_policy(self.agent, cfg, self.obs_shape, out / POLICY_FILE)  # the trained policy alone (load_policy)
+        plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {objective_label(dataclasses.asdict(cfg))}")
+
+    def summary(self):
+        out, cfg = self.harness.out, self.cfg
+        if self.finished_before and (out / "summary.json").exists():  # only the video was asked for: it stays
+            return read_json_file(out / "summary.json", "run's summary")
+        # The wall time of this process's part of the run (training, evaluations and checkpoints): a resumed
+        # run counts from train_from_env_step, the step it resumed at.
+        return {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,
+                "update": cfg.update, "seed": cfg.seed, "env_steps": self.step * self.ar,
+                "final_eval_return": self.last_eval, "train_seconds": round(time.perf_counter() - self.started, 1),
+                "train_from_env_step": self.start_step * self.ar}
 
 
-def main() -> None:
-    cfg = tyro.cli(Config)
+def crossed(env_step: int, action_repeat: int, every: int) -> bool:
+    """Whether the agent step that ended at ``env_step`` crossed a multiple of ``every`` environment steps."""
+    return env_step // every != (env_step - action_repeat) // every
+
+
+def run(cfg: Config) -> dict:
+    """Train (or resume) one run; returns a summary with the final evaluation."""
+    return run_app(CurlApp(cfg.resolved()))
+
+
+def main(argv=None) -> None:
+    cfg = from_cli(argv)
     summary = run(cfg)
     print_run_result("rl_curl", cfg.resolved().out_dir, summary["env_steps"], summary)
 

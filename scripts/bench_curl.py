@@ -157,7 +157,8 @@ def baseline_update(agent: CurlAgent, obses, next_obses, actions, cfg, device, s
     idx = rng.integers(0, len(obses), cfg.batch_size)
     o, no = obses[idx], next_obses[idx]
     to = lambda a: torch.as_tensor(np.ascontiguousarray(a)).float().to(device)  # noqa: E731
-    obs, next_obs, pos = to(numpy_crop(o, cfg.crop_size, rng)), to(numpy_crop(no, cfg.crop_size, rng)), to(numpy_crop(o, cfg.crop_size, rng))
+    obs, next_obs, pos = (to(numpy_crop(o, cfg.crop_size, rng)), to(numpy_crop(no, cfg.crop_size, rng)),
+                          to(numpy_crop(o, cfg.crop_size, rng)))
     action = torch.as_tensor(actions[idx]).to(device)
     reward, not_done = torch.zeros(cfg.batch_size, 1, device=device), torch.ones(cfg.batch_size, 1, device=device)
     ag = agent
@@ -247,9 +248,10 @@ def make_official(agent_cls, buffer_cls, cfg: Config, device, rng, capacity: int
     """The official agent at the settings of ``cfg`` (by default the CURL paper's) and its replay filled with
     random frames."""
     agent = agent_cls(
-        obs_shape=(9, cfg.crop_size, cfg.crop_size), action_shape=action_shape, device=device, hidden_dim=cfg.hidden_dim,
-        discount=cfg.discount, init_temperature=cfg.init_temperature, alpha_lr=cfg.alpha_lr, alpha_beta=cfg.alpha_beta1,
-        actor_lr=cfg.lr, actor_beta=cfg.actor_beta1, actor_log_std_min=cfg.log_std_min, actor_log_std_max=cfg.log_std_max,
+        obs_shape=(9, cfg.crop_size, cfg.crop_size), action_shape=action_shape, device=device,
+        hidden_dim=cfg.hidden_dim, discount=cfg.discount, init_temperature=cfg.init_temperature,
+        alpha_lr=cfg.alpha_lr, alpha_beta=cfg.alpha_beta1, actor_lr=cfg.lr, actor_beta=cfg.actor_beta1,
+        actor_log_std_min=cfg.log_std_min, actor_log_std_max=cfg.log_std_max,
         actor_update_freq=cfg.actor_update_every, critic_lr=cfg.lr, critic_beta=cfg.actor_beta1,
         critic_tau=cfg.critic_tau, critic_target_update_freq=cfg.target_update_every, encoder_type="pixel",
         encoder_feature_dim=cfg.feature_dim, encoder_lr=cfg.encoder_lr, encoder_tau=cfg.encoder_tau,
@@ -259,7 +261,8 @@ def make_official(agent_cls, buffer_cls, cfg: Config, device, rng, capacity: int
     buf = buffer_cls(obs_shape=(9, cfg.image_size, cfg.image_size), action_shape=action_shape, capacity=n,
                      batch_size=cfg.batch_size, device=device, image_size=cfg.crop_size)
     for _ in range(n):
-        buf.add(rng.integers(0, 256, (9, cfg.image_size, cfg.image_size), dtype=np.uint8), rng.uniform(-1, 1, action_shape), 0.0,
+        buf.add(rng.integers(0, 256, (9, cfg.image_size, cfg.image_size), dtype=np.uint8),
+                rng.uniform(-1, 1, action_shape), 0.0,
                 rng.integers(0, 256, (9, cfg.image_size, cfg.image_size), dtype=np.uint8), False)
     return agent, buf
 
@@ -312,8 +315,8 @@ def main(args: Args) -> None:
             fused_agent = CurlAgent((9, cfg.image_size, cfg.image_size), 1, fcfg).to(device)
             fused_agent.make_optimizers()
             fused_agent.autocast = ours_agent.autocast
-        replay = FrameReplay(args.replay_capacity or max(2 * batch, 600), (9, cfg.image_size, cfg.image_size), 1, 3, seed=0,
-                             device=device if args.replay_on_device else None)
+        replay = FrameReplay(args.replay_capacity or max(2 * batch, 600), (9, cfg.image_size, cfg.image_size), 1, 3,
+                             seed=0, device=device if args.replay_on_device else None)
         fill(replay, replay.capacity, rng)
         official = None
         if official_classes is not None:
@@ -334,8 +337,10 @@ def main(args: Args) -> None:
         sample_ms = ms_per_sample(replay, batch, device)
         row = {"batch": batch, "update_ms": round(ours, 2), "replay_sample_ms": round(sample_ms, 2),
                "baseline_update_ms": round(base, 2) if args.baseline else None,
-               "speedup_vs_baseline": round(base / ours, 3) if args.baseline else None, "replay_bytes_per_transition": round(replay_bpt, 1),
-               "obs_next_obs_bytes_per_transition": stacks_bpt, "replay_memory_ratio": round(stacks_bpt / replay_bpt, 2),
+               "speedup_vs_baseline": round(base / ours, 3) if args.baseline else None,
+               "replay_bytes_per_transition": round(replay_bpt, 1),
+               "obs_next_obs_bytes_per_transition": stacks_bpt,
+               "replay_memory_ratio": round(stacks_bpt / replay_bpt, 2),
                "env_steps_per_s": round(env_sps, 1), "action_repeat": ar, "task": args.task,
                "device": str(device), "threads": torch.get_num_threads(), "mixed_precision": args.mixed_precision,
                "replay_on_device": args.replay_on_device, "replay_capacity": replay.capacity,
@@ -351,9 +356,11 @@ def main(args: Args) -> None:
         else:
             baseline = f" (official-style baseline {base:.1f} ms, x{base / ours:.2f})" if args.baseline else ""
             print(f"batch {batch}: update {ours:.1f} ms{baseline}, of which replay sample {sample_ms:.1f} ms; "
-                  f"replay {replay_bpt:.0f} B/transition vs {stacks_bpt} for obs+next_obs (x{stacks_bpt / replay_bpt:.2f} less); "
+                  f"replay {replay_bpt:.0f} B/transition vs {stacks_bpt} for obs+next_obs "
+                  f"(x{stacks_bpt / replay_bpt:.2f} less); "
                   f"{args.task}: {env_sps:.0f} env steps/s with rendering (action repeat {ar}) on {device}"
-                  + (f"; --update fused {fused:.1f} ms (fused/ours {fused / ours:.2f})" if fused_agent is not None else "")
+                  + (f"; --update fused {fused:.1f} ms (fused/ours {fused / ours:.2f})"
+                     if fused_agent is not None else "")
                   + (f"; official MishaLaskin/curl update {official:.1f} ms, ours/official {ours / official:.2f}"
                      + (f", fused/official {fused / official:.2f}" if fused_agent is not None else "")
                      if official is not None else ""), flush=True)

@@ -55,7 +55,7 @@ def _table5():
 def measure(objective, encoder, seq_len, n_lab, n_unl, steps, pooling):
     from fewshot.model import FewShotModel
     from fewshot.objectives import fewshot_loss, roles_from_labels
-    from fewshot.train import forward_views
+    from fewshot.run import forward_views
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
@@ -111,16 +111,19 @@ def step_mode(args):
             setattr(args, k, v)
     if args.child:
         obj, seq = args.child
-        print(json.dumps(measure(obj, args.encoder, int(seq), args.batch_labeled, args.batch_unlabeled, args.steps, args.pooling)))
+        print(json.dumps(measure(obj, args.encoder, int(seq), args.batch_labeled, args.batch_unlabeled, args.steps,
+                                 args.pooling)))
         return
     if not args.json:
-        print(f"few-shot training step, encoder {args.encoder}, {args.batch_labeled} labeled + {args.batch_unlabeled} unlabeled"
-              " (probe: its one no-grad forward of the labeled batch + logistic-regression fit, the whole of its training)")
+        print(f"few-shot training step, encoder {args.encoder}, {args.batch_labeled} labeled + "
+              f"{args.batch_unlabeled} unlabeled (probe: its one no-grad forward of the labeled batch + "
+              "logistic-regression fit, the whole of its training)")
         print(f"{'seq':>5} {'objective':>9} {'batch':>6} {'ex/s':>8} {'peak MB':>8} {'time vs ce':>10}")
     for seq in args.seq_lens:
         res = {}
         for obj in STEP_OBJECTIVES:
-            cmd = [sys.executable, __file__, "--child", obj, str(seq), "--encoder", args.encoder, "--pooling", args.pooling,
+            cmd = [sys.executable, __file__, "--child", obj, str(seq), "--encoder", args.encoder,
+                   "--pooling", args.pooling,
                    "--batch-labeled", str(args.batch_labeled), "--batch-unlabeled", str(args.batch_unlabeled),
                    "--steps", str(args.steps)]
             r = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -131,12 +134,14 @@ def step_mode(args):
             m = res[obj]
             # time per step relative to the CE step measured in this run
             ratio = (m["batch"] / m["examples_per_s"]) / (res["ce"]["batch"] / res["ce"]["examples_per_s"])
-            row = {"seq_len": seq, "objective": obj, "batch": m["batch"], "examples_per_s": round(m["examples_per_s"], 2),
-                   "peak_mb": round(m["peak_mb"], 1), "step_time_vs_ce": round(ratio, 3), "device": m["device"]}
+            row = {"seq_len": seq, "objective": obj, "batch": m["batch"],
+                   "examples_per_s": round(m["examples_per_s"], 2), "peak_mb": round(m["peak_mb"], 1),
+                   "step_time_vs_ce": round(ratio, 3), "device": m["device"]}
             if args.json:
                 print(json.dumps(row), flush=True)
             else:
-                print(f"{seq:>5} {obj:>9} {m['batch']:>6} {row['examples_per_s']:>8.2f} {row['peak_mb']:>8.1f} {ratio:>9.2f}x", flush=True)
+                print(f"{seq:>5} {obj:>9} {m['batch']:>6} {row['examples_per_s']:>8.2f} {row['peak_mb']:>8.1f} "
+                      f"{ratio:>9.2f}x", flush=True)
 
 
 def protocol_overrides(p, args, t5) -> dict:
@@ -163,10 +168,12 @@ def protocol_child(args, overrides, t5):
     t0 = time.perf_counter()
     metrics = train(cfg)
     wall = time.perf_counter() - t0
-    print(json.dumps({"wall_s": wall, "train_seconds": metrics.get("train_seconds"), "eval_accuracy": metrics["eval_accuracy"],
+    print(json.dumps({"wall_s": wall, "train_seconds": metrics.get("train_seconds"),
+                      "eval_accuracy": metrics["eval_accuracy"],
                       "steps": 0 if cfg.objective == "probe" else cfg.steps, "batch_labeled": cfg.batch_labeled,
                       "batch_unlabeled": cfg.batch_unlabeled, "max_length": cfg.max_length,
-                      "device": "cuda" if torch.cuda.is_available() and not (cfg.cpu or cfg.device == "cpu") else "cpu"}))
+                      "device": ("cuda" if torch.cuda.is_available() and not (cfg.cpu or cfg.device == "cpu")
+                                 else "cpu")}))
 
 
 def protocol_mode(p, args):
@@ -215,7 +222,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--encoder", default="minilm", help="HF encoder name or folder ('minilm' = offline MiniLM)")
     p.add_argument("--pooling", default="mean", choices=["cls", "mean"], help="as fewshot.train --pooling")
-    p.add_argument("--seq-lens", type=int, nargs="+", default=[64, 128], help="step mode: sequence lengths (tokens) to time")
+    p.add_argument("--seq-lens", type=int, nargs="+", default=[64, 128],
+                   help="step mode: sequence lengths (tokens) to time")
     p.add_argument("--batch-labeled", type=int, default=None,
                    help="labeled examples per step (None: 16 in step mode, the preset's with --protocol)")
     p.add_argument("--batch-unlabeled", type=int, default=None,
@@ -224,7 +232,8 @@ def main(argv=None):
                    help="step mode: timed steps (median reported) after one warm-up (None: 5); --protocol: training "
                         "steps per run (None: the preset's)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.add_argument("--protocol", action="store_true", help="time one whole fewshot.train run per method instead of steps")
+    p.add_argument("--protocol", action="store_true",
+                   help="time one whole fewshot.train run per method instead of steps")
     p.add_argument("--methods", nargs="+", default=list(PROTOCOL_METHODS),
                    choices=["probe", "ce", "ce+scl", "ce+punce", "ce+punce-est"], metavar="METHOD",
                    help="--protocol: methods to run, of probe, ce, ce+scl, ce+punce, ce+punce-est")
@@ -232,9 +241,11 @@ def main(argv=None):
     p.add_argument("--dataset", default="drugreview", help="--protocol: fewshot.train --dataset")
     p.add_argument("--eval-file", default=None, help="--protocol: evaluation file of a local dataset")
     p.add_argument("--n-labeled", type=int, default=20, help="--protocol: labeled examples N")
-    p.add_argument("--n-unlabeled", type=int, default=None, help="--protocol: unlabeled examples U (None: fewshot.train's)")
+    p.add_argument("--n-unlabeled", type=int, default=None,
+                   help="--protocol: unlabeled examples U (None: fewshot.train's)")
     p.add_argument("--seed", type=int, default=0, help="--protocol: seed (the sample; the same for every method)")
-    p.add_argument("--max-eval", type=int, default=None, help="--protocol: score on at most this many examples (None: all)")
+    p.add_argument("--max-eval", type=int, default=None,
+                   help="--protocol: score on at most this many examples (None: all)")
     p.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE",
                    help="--protocol: any other FewShotConfig field, as scripts/fewshot_table5.py --set")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)

@@ -93,7 +93,8 @@ def measure_one(impl, batch, dim, temperature, tau_plus, repeats):
 
 
 def run_child(impl, batch, dim, temperature, tau_plus, repeats):
-    cmd = [sys.executable, __file__, "--child", impl, str(batch), str(dim), str(temperature), str(tau_plus), str(repeats)]
+    cmd = [sys.executable, __file__, "--child", impl, str(batch), str(dim), str(temperature), str(tau_plus),
+           str(repeats)]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"benchmark child failed for {impl} B={batch}:\n{res.stderr}")

@@ -68,8 +68,8 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"one PU run on the 5k digits, n_P={args.n_labeled}, encoder {args.encoder}, {int(med['punce']['steps'])} steps, "
-          f"{out['torch_threads']} torch threads, median of {args.repeats}:")
+    print(f"one PU run on the 5k digits, n_P={args.n_labeled}, encoder {args.encoder}, "
+          f"{int(med['punce']['steps'])} steps, {out['torch_threads']} torch threads, median of {args.repeats}:")
     print("| run | set-up + data (s) | training (s) | probes (s) | whole (s) | accuracy |")
     print("|---|---|---|---|---|---|")
     for name, key in (("puNCE encoder + PN/uPU/nnPU probes", "punce"), ("raw-pixel PN/uPU/nnPU MLPs", "raw")):

@@ -10,9 +10,10 @@ encoder, W, log alpha), in our layout, and exits 1 if one exceeds ``--tolerance`
     .venv/bin/python scripts/check_official_curl.py --official ~/src/curl
 
 Our agent is built with ``encoder_tanh=False``: the official code's actor and critic encoders have no
-tanh after their LayerNorm (``output_logits=True``), the CURL paper's text and our default have it. Everything
-else is at the CURL paper's settings (``rl_curl.config.Config`` defaults). ``--official`` takes a checkout of MishaLaskin/curl
-(``git clone https://github.com/MishaLaskin/curl``); nothing of it is copied into this repository.
+tanh after their LayerNorm (``output_logits=True``), the CURL paper's text and our default have it.
+Everything else is at the CURL paper's settings (``rl_curl.config.Config`` defaults). ``--official``
+takes a checkout of MishaLaskin/curl (``git clone https://github.com/MishaLaskin/curl``); nothing of it
+is copied into this repository.
 float64 keeps the comparison sharp: in float32 Adam's first steps turn rounding-level gradient
 differences into ``lr``-sized parameter differences wherever a gradient is near zero.
 """
@@ -151,7 +152,8 @@ def main(args: Args) -> int:
     for step in range(args.updates):
         shape = (args.batch, 3 * cfg.frame_stack, cfg.image_size, cfg.image_size)
         obs_frames = rng.integers(0, 256, shape, dtype=np.uint8)
-        next_frames = np.concatenate([obs_frames[:, 3:], rng.integers(0, 256, (args.batch, 3, *shape[2:]), dtype=np.uint8)], 1)
+        next_frames = np.concatenate([obs_frames[:, 3:],
+                                      rng.integers(0, 256, (args.batch, 3, *shape[2:]), dtype=np.uint8)], 1)
         obs_c, next_c, pos_c = (crops(f, cfg.crop_size, rng) for f in (obs_frames, next_frames, obs_frames))
         action = torch.as_tensor(rng.uniform(-1, 1, (args.batch, args.action_dim)))
         reward = torch.as_tensor(rng.uniform(0, 1, (args.batch, 1)))
@@ -184,8 +186,10 @@ def main(args: Args) -> int:
             diffs[name] = float((p.detach() - ref).abs().max())
         largest = max(diffs, key=diffs.get)
         worst = max(worst, diffs[largest])
-        losses = ", ".join(f"{k[5:]} {metrics[k[5:]]:.6g} (diff {v:.1e})" for k, v in diffs.items() if k.startswith("loss "))
-        print(f"update {step}: {losses}; largest parameter difference {max(v for k, v in diffs.items() if not k.startswith('loss ')):.2e}"
+        losses = ", ".join(f"{k[5:]} {metrics[k[5:]]:.6g} (diff {v:.1e})" for k, v in diffs.items()
+                           if k.startswith("loss "))
+        print(f"update {step}: {losses}; largest parameter difference "
+              f"{max(v for k, v in diffs.items() if not k.startswith('loss ')):.2e}"
               f" (largest overall: {largest})", flush=True)
     ok = worst <= args.tolerance
     print(f"{'OK' if ok else 'MISMATCH'}: largest difference over {args.updates} updates {worst:.2e} "

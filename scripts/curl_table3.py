@@ -8,6 +8,11 @@ parallel, then a mean ± std table in the paper's layout (table3.md) and learnin
     .venv/bin/python scripts/curl_table3.py --dry-run                                  # print the commands
     .venv/bin/python scripts/curl_table3.py --backend ray --gpus-per-run 0.5 --cpus-per-run 4     # on Ray (here)
     .venv/bin/python scripts/curl_table3.py --backend ray --address auto --gpus-per-run 0.5    # on a Ray cluster
+    .venv/bin/python scripts/curl_table3.py --preset cpu --tasks cartpole-swingup --objectives none curl \
+        debiased:0.05:1 debiased:0.05:2 --parallel 2 --out runs/cpu    # the small-network CPU protocol
+
+``--preset NAME`` (rl_curl.config.PRESETS) is passed to every run, and the preset's --env-steps and --batch-size
+become the grid's defaults; options given explicitly win.
 
 Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA`` (the table of
 objectives is ``rl_curl.objectives``).
@@ -25,7 +30,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 import tyro
 
@@ -33,10 +38,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rl_curl import objectives  # noqa: E402
+from rl_curl.config import PRESETS, PresetName  # noqa: E402
 from rl_curl.report import TABLE3_TASKS, paired_table, plot_grid, table3  # noqa: E402
+from shared_losses.cli import config_from_cli  # noqa: E402
 from shared_losses.sweep import Run, SweepOptions, run_sweep  # noqa: E402
 
-TABLE3_OBJECTIVES = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2", "debiased:0.1:2"]
+TABLE3_OBJECTIVES = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2",
+                     "debiased:0.1:2"]
 
 
 @dataclass
@@ -45,6 +53,9 @@ class Args(SweepOptions):
 
     out: str = "runs/table3"
     """Root directory; each run goes to OUT/TASK/OBJECTIVE/seedS."""
+    preset: Optional[PresetName] = None
+    """A protocol preset of rl_curl.train (rl_curl.config.PRESETS; listed above with the grid options it sets),
+    passed to every run as --preset NAME; its --env-steps and --batch-size become the grid's defaults."""
     tasks: list[str] = field(default_factory=lambda: list(TABLE3_TASKS))
     """Tasks (DCL Table 3: finger-spin cartpole-swingup reacher-easy cheetah-run walker-walk ball_in_cup-catch)."""
     objectives: list[str] = field(default_factory=lambda: list(TABLE3_OBJECTIVES))
@@ -75,6 +86,16 @@ class Args(SweepOptions):
     """Print the training commands instead of running them."""
 
 
+#: The grid's presets: rl_curl.config's, of which the grid sets env_steps and batch_size itself.
+GRID_PRESETS = {name: {k: v for k, v in fields.items() if k in ("env_steps", "batch_size")}
+                for name, fields in PRESETS.items()}
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    """The grid's options, ``--preset NAME`` included (:func:`shared_losses.cli.config_from_cli`)."""
+    return config_from_cli(Args, GRID_PRESETS, argv)
+
+
 def parse_objective(text: str) -> list[str]:
     """The rl_curl.train options of an objective spec (checked here, not in every run of the grid)."""
     return objectives.cli_flags(objectives.parse_spec(text))
@@ -85,7 +106,8 @@ def check_extra(extra: list[str]) -> None:
     run made with another value would be taken for this one (and, once finished, skipped)."""
     own = {"--update": "--updates", "--task": "--tasks", "--seed": "--seeds", "--aux": "--objectives",
            "--tau-plus": "--objectives", "--positives": "--objectives", "--beta": "--objectives",
-           "--output-dir": "--out", "--env-steps": "--env-steps", "--batch-size": "--batch-size"}
+           "--output-dir": "--out", "--env-steps": "--env-steps", "--batch-size": "--batch-size",
+           "--preset": "--preset"}
     for arg in extra:
         name = arg.split("=", 1)[0].replace("_", "-")
         if name in own:
@@ -103,7 +125,8 @@ def commands(args: Args) -> list[tuple[Path, list[str]]]:
                 for seed in args.seeds:
                     folder = obj.replace(":", "_") + (objectives.FUSED_FOLDER if update == "fused" else "")
                     out = Path(args.out) / task / folder / f"seed{seed}"
-                    cmd = [sys.executable, "-m", "rl_curl.train", "--task", task, *flags, "--seed", str(seed),
+                    cmd = [sys.executable, "-m", "rl_curl.train", *(["--preset", args.preset] if args.preset else []),
+                           "--task", task, *flags, "--seed", str(seed),
                            "--output-dir", str(out), "--env-steps", str(args.env_steps),
                            "--batch-size", str(args.batch_size), "--resume", "--no-progress",
                            *(["--update", update] if update != "official" else []), *args.extra]
@@ -122,16 +145,15 @@ def changed_settings(out: Path, cmd: list[str]) -> list[tuple[str, object, objec
     when the folder has no config.json (rl_curl.train then checks the checkpoint itself)."""
     import dataclasses
 
-    from rl_curl.config import Config
-    from rl_curl.train import LEGACY_SIGNATURE
+    from rl_curl.config import Config, from_cli
     from shared_losses.runtime import config_changes, read_json_file
 
     path = out / "config.json"
     if not path.exists():
         return []
-    wanted = tyro.cli(Config, args=cmd[3:]).resolved()  # cmd: python -m rl_curl.train ...
+    wanted = from_cli(cmd[3:]).resolved()  # cmd: python -m rl_curl.train ...
     return config_changes(read_json_file(path, "run's configuration"), dataclasses.asdict(wanted),
-                          free=Config.RESUME_FREE, legacy=LEGACY_SIGNATURE)
+                          free=Config.RESUME_FREE)
 
 
 def to_run(args: Args) -> list[tuple[Path, list[str]]]:
@@ -211,4 +233,4 @@ def main(args: Args) -> int:
 if __name__ == "__main__":
     from shared_losses.cli import run_cli
 
-    sys.exit(run_cli(lambda: main(tyro.cli(Args))))
+    sys.exit(run_cli(lambda: main(parse_args())))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # rl_curl demo: a few minutes of CPU training of SAC + debiased CURL on cartpole-swingup with small
-# networks (64x64 renders cropped to 56, 16 filters, hidden 256, batch 64), then evaluation, a learning
-# curve (curve.png) and an evaluation video (eval.mp4). Offline. Outputs in runs/demo/rl_curl/.
+# networks (rl_curl.config's `demo` preset: 64x64 renders cropped to 56, 16 filters, hidden 256, batch 64;
+# `python -m rl_curl.train --help` lists what it sets), then evaluation, a learning curve (curve.png) and an
+# evaluation video (eval.mp4). Offline. Outputs in runs/demo/rl_curl/.
 # This is a smoke demo: 4000 environment steps is 4% of the paper's 100k, so expect low returns.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,11 +19,8 @@ rm -rf "$OUT"
 # The marker goes in once the run exists: rl_curl.train starts a new run only in a missing or empty folder.
 # RL_DEMO_EXTRA: options appended to the training command (later options win; the tests use a tiny task).
 # shellcheck disable=SC2086
-.venv/bin/python -m rl_curl.train \
-  --task cartpole-swingup --aux debiased --tau-plus 0.05 --positives 1 --seed 0 \
-  --output-dir "$OUT" --env-steps 4000 --seed-steps 100 --eval-every 2000 --eval-episodes 2 \
-  --image-size 64 --crop-size 56 --num-filters 16 --hidden-dim 256 --batch-size 64 \
-  --replay-capacity 10000 --log-every 400 --checkpoint-every 2000 --torch-threads 1 --save-video \
+.venv/bin/python -m rl_curl.train --preset demo \
+  --task cartpole-swingup --aux debiased --tau-plus 0.05 --positives 1 --seed 0 --output-dir "$OUT" \
   ${RL_DEMO_EXTRA:-}
 touch "$OUT/.rl_curl_demo"
 .venv/bin/python -m rl_curl.evaluate --run-dir "$OUT" --episodes "${RL_DEMO_EVAL_EPISODES:-2}"

@@ -23,9 +23,11 @@ local pool (--parallel at a time) or Ray (--backend ray [--address auto|ray://HO
 its output goes to <run folder>.log beside the folder.
 
     python scripts/fewshot_table5.py --preset paper --encoder roberta-base --dataset glue/sst2       # the paper (GPU)
-    python scripts/fewshot_table5.py --preset cpu --encoder minilm --pooling mean --dataset drugreview --ns 20 100 --seeds 0 1 2
-    python scripts/fewshot_table5.py --preset cpu --encoder minilm --pooling mean --dataset drugreview --eval-split dev \\
-        --methods ce ce+punce --set lr=1e-4 --set lam=0.3 --out runs/dev_lr1e-4_lam0.3                # one grid point
+    python scripts/fewshot_table5.py --preset cpu --encoder minilm --pooling mean --dataset drugreview \\
+        --ns 20 100 --seeds 0 1 2
+    python scripts/fewshot_table5.py --preset cpu --encoder minilm --pooling mean --dataset drugreview \\
+        --eval-split dev --methods ce ce+punce --set lr=1e-4 --set lam=0.3 \\
+        --out runs/dev_lr1e-4_lam0.3                                                                 # one grid point
 """
 
 from __future__ import annotations
@@ -309,7 +311,8 @@ def render_markdown(header: dict, agg: dict, methods, ns, seeds) -> str:
     extra = {k: v for k, v in header["overrides"].items() if k not in shown}
     sub = f" (at most {header['max_eval']} examples per seed)" if header.get("max_eval") else ""
     lines += [f"Accuracy (%) on the {split_words(header)}{sub}; mean ± sample std over seeds {list(seeds)}. "
-              f"Preset {header['preset'] or 'none'}, {header['steps']} steps (probe: none), U = {header['n_unlabeled']}, "
+              f"Preset {header['preset'] or 'none'}, {header['steps']} steps (probe: none), "
+              f"U = {header['n_unlabeled']}, "
               f"lr {header['lr']:g}, batches {header['batch_labeled']}+{header['batch_unlabeled']}, pooling "
               f"{header['pooling']}, head {header['head']}."
               + (" Options set: " + ", ".join(f"{k}={v!r}" for k, v in extra.items()) + "." if extra else ""),
@@ -354,7 +357,8 @@ def render_markdown(header: dict, agg: dict, methods, ns, seeds) -> str:
     for p in paired:
         diffs = ", ".join(f"{d:+.2f}" for d in p["diffs"])
         ties = f", {p['ties']} tied" if p["ties"] else ""
-        lines.append(f"| {p['n_labeled']} | {p['a']} − {p['b']} | {p['n_seeds']} | {diffs} | {p['mean']:+.2f} | {_fmt_ci(p['t_ci'])} | "
+        lines.append(f"| {p['n_labeled']} | {p['a']} − {p['b']} | {p['n_seeds']} | {diffs} | {p['mean']:+.2f} | "
+                     f"{_fmt_ci(p['t_ci'])} | "
                      f"{_fmt_ci(p['bootstrap_ci'])} | {p['wins']}/{p['n_seeds']}{ties} |")
     if not paired:
         lines.append("| — | (no pairs: ce+punce or ce+punce-est and another method need a common seed) | | | | | | |")
@@ -417,7 +421,8 @@ def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
             right.errorbar([p["mean"]], [y], xerr=err, marker="o", capsize=4,
                            color="gray" if p["b"] == "majority" else colors[p["b"]])
         right.set_yticks(ys)
-        right.set_yticklabels([f"N={p['n_labeled']} vs {p['b']} ({p['wins']}/{p['n_seeds']} wins)" for p in rows], fontsize=8)
+        right.set_yticklabels([f"N={p['n_labeled']} vs {p['b']} ({p['wins']}/{p['n_seeds']} wins)" for p in rows],
+                              fontsize=8)
         right.axvline(0.0, color="black", linewidth=1)
         right.set_xlabel(f"{anchor} − method (accuracy points), mean and 95% paired-t CI")
         right.set_title(f"paired differences of {anchor} (same seeds)")
@@ -436,9 +441,9 @@ def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
 
 
 def header_of(cfg: FewShotConfig, overrides: dict) -> dict:
-    h = {k: getattr(cfg, k) for k in ("dataset", "encoder", "eval_file", "eval_split", "dev_fraction", "preset", "steps",
-                                      "n_unlabeled", "lr", "batch_labeled", "batch_unlabeled", "lam", "temperature",
-                                      "pooling", "head", "max_eval", "max_length", "train_layers")}
+    h = {k: getattr(cfg, k) for k in ("dataset", "encoder", "eval_file", "eval_split", "dev_fraction", "preset",
+                                      "steps", "n_unlabeled", "lr", "batch_labeled", "batch_unlabeled", "lam",
+                                      "temperature", "pooling", "head", "max_eval", "max_length", "train_layers")}
     return {**h, "overrides": dict(overrides)}
 
 
@@ -451,21 +456,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training protocol defaults (fewshot.config.PRESETS); options given explicitly override it")
     p.add_argument("--encoder", default=None, help="HF encoder name or folder ('minilm' = offline MiniLM)"
                    + unset.format(FewShotConfig.encoder))
-    p.add_argument("--dataset", default=None, help="glue/sst2, drugreview, reuters, rotten_tomatoes, fine_foods or a local file"
-                   + unset.format(FewShotConfig.dataset))
+    p.add_argument("--dataset", default=None, help="glue/sst2, drugreview, reuters, rotten_tomatoes, fine_foods or a "
+                   "local file" + unset.format(FewShotConfig.dataset))
     p.add_argument("--eval-file", default=None, help="evaluation file for a local dataset")
-    p.add_argument("--text-column", default=None, help="text column of a local dataset" + unset.format(FewShotConfig.text_column))
+    p.add_argument("--text-column", default=None, help="text column of a local dataset"
+                   + unset.format(FewShotConfig.text_column))
     p.add_argument("--label-column", default=None, help="label column of a local dataset"
                    + unset.format(FewShotConfig.label_column))
     p.add_argument("--positive-label", default=None, help="label value of the positive class in a local dataset"
                    + unset.format(FewShotConfig.positive_label))
     p.add_argument("--methods", "--objectives", dest="methods", nargs="+", default=DEFAULT_METHODS, choices=METHODS,
-                   metavar="METHOD", help=f"methods of the grid, of {', '.join(METHODS)} (--objectives: the old name; setfit needs the "
-                   "optional extra .[setfit] and is not in the default)")
+                   metavar="METHOD", help=f"methods of the grid, of {', '.join(METHODS)} (--objectives: the old name; "
+                   "setfit needs the optional extra .[setfit] and is not in the default)")
     p.add_argument("--ns", type=int, nargs="+", default=[20, 100, 1000], help="labeled sizes N")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds per (method, N)")
-    p.add_argument("--n-unlabeled", type=int, default=None, help="unlabeled examples U per run" + unset.format(FewShotConfig.n_unlabeled))
-    p.add_argument("--steps", type=int, default=None, help="optimisation steps per run" + unset.format(FewShotConfig.steps))
+    p.add_argument("--n-unlabeled", type=int, default=None, help="unlabeled examples U per run"
+                   + unset.format(FewShotConfig.n_unlabeled))
+    p.add_argument("--steps", type=int, default=None, help="optimisation steps per run"
+                   + unset.format(FewShotConfig.steps))
     p.add_argument("--pooling", default=None, choices=["auto", "cls", "mean", "max"],
                    help="sentence vector: auto (a sentence-transformers folder's own pooling, else the family's: cls), "
                    "first token, mean or max over tokens"
@@ -474,15 +482,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-split", default=None, choices=["eval", "dev"],
                    help="`dev`: score on a development split held out of the training pool (choose hyperparameters "
                         "there, never on `eval`)" + unset.format(FewShotConfig.eval_split))
-    p.add_argument("--dev-fraction", type=float, default=None, help="share of the training pool held out with --eval-split dev"
-                   + unset.format(FewShotConfig.dev_fraction))
-    p.add_argument("--max-eval", type=int, default=None, help="score on at most this many evaluation examples (None: all)")
+    p.add_argument("--dev-fraction", type=float, default=None, help="share of the training pool held out with "
+                   "--eval-split dev" + unset.format(FewShotConfig.dev_fraction))
+    p.add_argument("--max-eval", type=int, default=None,
+                   help="score on at most this many evaluation examples (None: all)")
     p.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE",
                    help="set any FewShotConfig field (repeatable), parsed with its type (none/null for None), e.g. "
                         "--set lr=1e-4 --set train_layers=2 --set head=logreg")
     p.add_argument("--out", default="runs/table5", help="sweep folder")
     p.add_argument("--aggregate-only", action="store_true",
-                   help="only rebuild the table and plot (pass the sweep's options: finished runs are checked against them)")
+                   help="only rebuild the table and plot (pass the sweep's options: finished runs are checked "
+                        "against them)")
     add_sweep_arguments(p)
     return p
 
@@ -532,7 +542,8 @@ def main(argv=None):
         runs = []
         for m, n, s, cfg in todo:
             folder = Path(cfg.output_dir)
-            runs.append(Run(f"{m} N={n} seed={s}", train_command(args.preset, cfg), folder.parent / f"{folder.name}.log",
+            runs.append(Run(f"{m} N={n} seed={s}", train_command(args.preset, cfg),
+                            folder.parent / f"{folder.name}.log",
                             cpus=args.cpus_per_run, gpus=args.gpus_per_run, cwd=str(ROOT)))
 
         def report(run: Run, rc: int) -> None:
@@ -546,7 +557,8 @@ def main(argv=None):
             print(f"{failed} of {len(runs)} runs failed (see the .log beside each run folder); the table counts the "
                   "finished ones", file=sys.stderr)
 
-    ref = run_config(args.preset, overrides, run_methods[0] if run_methods else "ce+punce", args.ns[0], args.seeds[0], out)
+    ref = run_config(args.preset, overrides, run_methods[0] if run_methods else "ce+punce", args.ns[0], args.seeds[0],
+                     out)
     header = header_of(ref, overrides)
     agg = aggregate(out, methods, args.ns, args.seeds)
     text = render_markdown(header, agg, methods, args.ns, args.seeds)

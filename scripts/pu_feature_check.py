@@ -91,7 +91,8 @@ def main(argv=None) -> int:
     print("| run | its accuracy | all-label probe | class gap | labeled vs unlabeled positives (AUC) |")
     print("|---|---|---|---|---|")
     for r in rows:
-        auc = "—" if r["labeled_vs_unlabeled_positives_auc"] is None else f"{r['labeled_vs_unlabeled_positives_auc']:.3f}"
+        auc = ("—" if r["labeled_vs_unlabeled_positives_auc"] is None
+               else f"{r['labeled_vs_unlabeled_positives_auc']:.3f}")
         print(f"| {r['run']} | {r['run_accuracy']:.2f} | {r['all_label_probe']:.2f} | {r['class_gap']:.3f} | {auc} |")
     return 0
 

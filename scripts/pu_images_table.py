@@ -59,8 +59,8 @@ PU_METHODS = ("raw", "punce", "infonce", "dcl", "scl")
 PNU_METHODS = ("raw", "infonce", "scl", "punce")
 TABLES = ("1", "2", "4", "ceiling")
 #: the config fields of each method
-METHOD_FIELDS = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce"}, "infonce": {"contrastive": "infonce"},
-                 "dcl": {"contrastive": "dcl"}, "scl": {"contrastive": "scl"}}
+METHOD_FIELDS = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce"},
+                 "infonce": {"contrastive": "infonce"}, "dcl": {"contrastive": "dcl"}, "scl": {"contrastive": "scl"}}
 #: config.json fields a finished run may differ in from the grid's configuration
 FREE = set(FewShotConfig.RESUME_FREE) | {"pool_prior", "num_processes"}
 
@@ -100,8 +100,8 @@ def check_finished(folder: Path, cfg: FewShotConfig) -> None:
                              dataclasses.asdict(cfg), free=FREE)
     if changes:
         fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
-        raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this grid's); "
-                         "use another --out, or the run's settings")
+        raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "
+                         "grid's); use another --out, or the run's settings")
 
 
 def parse_set(items) -> dict:
@@ -229,7 +229,8 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
             L.append(f"| {p['at']} | {p['comparison']} | {', '.join(f'{d:+.2f}' for d in p['diffs'])} | "
                      f"{p['mean']:+.2f} | {_ci(p['t_ci'])} | {_ci(p['bootstrap_ci'])} | {p['wins']}/{p['n_seeds']} |")
         L.append("")
-    L += ["## Per-seed accuracies and run times", "", "| setting | method | n | row | " + " | ".join(f"seed {s}" for s in seeds)
+    L += ["## Per-seed accuracies and run times", "",
+          "| setting | method | n | row | " + " | ".join(f"seed {s}" for s in seeds)
           + " | mean run time (s) |", "|---|---|---|---|" + "---|" * len(seeds) + "---|"]
     for (setting, method, n), entry in res.items():
         secs = [t for t in entry["seconds"] if t is not None]
@@ -263,10 +264,11 @@ def plot(path: Path, res: dict, tables, n_ps, percents) -> bool:
             lines = [(m, "pu", m, "nnpu") for m in ("infonce", "dcl", "scl", "punce")]
             xs, title, xlabel = n_ps, "Table 1: contrastive encoders + nnPU probe", "labeled positives n_P"
         else:
-            lines = [(m if m != "raw" else "raw (CE, end to end)", "pnu", m, "main") for m in ("infonce", "scl", "punce", "raw")]
+            lines = [(m if m != "raw" else "raw (CE, end to end)", "pnu", m, "main")
+                     for m in ("infonce", "scl", "punce", "raw")]
             xs, title, xlabel = percents, "Table 4: PNU, logistic-regression probe", "labeled (%)"
-        colors = {"PN raw": "C4", "uPU raw": "C5", "nnPU raw": "C7", "raw (CE, end to end)": "C7", "infonce": "C0", "dcl": "C1",
-                  "scl": "C2", "punce": "C3", "puNCE + nnPU": "C3"}  # one colour per method in every panel
+        colors = {"PN raw": "C4", "uPU raw": "C5", "nnPU raw": "C7", "raw (CE, end to end)": "C7", "infonce": "C0",
+                  "dcl": "C1", "scl": "C2", "punce": "C3", "puNCE + nnPU": "C3"}  # one colour per method in every panel
         for k, (label, setting, method, row) in enumerate(lines):
             pts = [(x, summarize(v)) for x in xs
                    if (v := res.get((setting, method, x), {}).get("acc", {}).get(row))]
@@ -323,8 +325,8 @@ def main(argv=None) -> int:
     except ValueError as err:
         p.error(str(err))
     positive = args.positive_classes or ([0, 2, 4, 6, 8] if args.dataset == "mnist" else None)
-    base = {"dataset": args.dataset, "eval_file": args.eval_file, "encoder": args.encoder, "eval_split": args.eval_split,
-            "positive_classes": tuple(positive) if positive else None, **sets}
+    base = {"dataset": args.dataset, "eval_file": args.eval_file, "encoder": args.encoder,
+            "eval_split": args.eval_split, "positive_classes": tuple(positive) if positive else None, **sets}
     runs = grid(args.tables, args.n_ps, args.percents)
     todo, done = [], 0
     for setting, method, n in runs:
@@ -336,7 +338,8 @@ def main(argv=None) -> int:
                 check_finished(folder, cfg)
                 done += 1
             else:
-                todo.append(Run(f"{setting} {method} n={n} seed={s}", command(cfg), folder.parent / f"{folder.name}.log",
+                todo.append(Run(f"{setting} {method} n={n} seed={s}", command(cfg),
+                                folder.parent / f"{folder.name}.log",
                                 cpus=args.cpus_per_run, gpus=args.gpus_per_run, cwd=str(ROOT),
                                 # one thread per CPU the run is given: --parallel runs do not fight over cores
                                 env={"OMP_NUM_THREADS": str(max(1, int(args.cpus_per_run)))}))

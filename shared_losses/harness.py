@@ -1,23 +1,20 @@
-"""The run harness the three trainers share: one object that owns a run's lifecycle, while each application
-keeps its own state, training step and evaluation (the size of drqv2's ``Workspace``, not a framework).
-
-What the harness owns, in the order a trainer meets it::
+"""The run harness the three trainers share: one object that owns a run's folder, configuration snapshot,
+logs, checkpoints and signals. The loop that drives it is :func:`shared_losses.loop.run` (each application
+supplies its parts as a :class:`shared_losses.loop.TrainingApp`); the calls it makes, in order::
 
     h = RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
                    free=Config.RESUME_FREE)            # the folder rules, read-only: nothing written yet
+    h.saved_state()                                    # resume: the checkpoint's counters (read once)
     h.refuse_config_changes(saved, current)            # resume: only the fields the config declares free differ
     h.open(accelerator)                                # move an old run aside (--overwrite), write run.json
     h.write_config(config)                             # config.json, the run's configuration snapshot
     h.start_logging(resume_step, config=config)        # log.csv (and more CSVs) + TensorBoard, trimmed on resume
     with h.signals():                                  # SIGINT/SIGTERM: a request honoured between steps
-        while ...:
-            ... one training step of the application ...
-            h.log_row(row)                             # log.csv and TensorBoard
-            if h.checkpoint_due(step, cfg.checkpoint_every): h.checkpoint(state)
-            if h.stop_requested():
-                raise h.interrupted(f"step {step}", state)   # checkpoint, close the logs; exit 130 via run_cli
+        ... steps ...
+        h.log_row(row)                                 # log.csv and TensorBoard
+        h.checkpoint(state)                            # atomic
+        raise h.interrupted(where, state)              # checkpoint, close the logs; exit 130 via run_cli
     h.finish(summary)                                  # summary.json, logs closed
-    print_run_result(...)                              # the one JSON line every run ends with
 
 On processes other than the main one the loggers are stand-ins that drop everything, so a loop logs without
 asking which process it is on; only the main process writes files into the folder, and every process takes
@@ -46,7 +43,8 @@ class ConfigChanged(CheckpointError):
 
 
 def refuse_config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], *, free: Iterable[str] = (),
-                          legacy: Mapping[str, Any] | None = None, where: str | os.PathLike = "the output folder") -> None:
+                          legacy: Mapping[str, Any] | None = None,
+                          where: str | os.PathLike = "the output folder") -> None:
     """The one refusal of a resume with other options, worded alike in every application: a
     :class:`ConfigChanged` naming each differing field outside ``free`` as ``field: saved -> now``."""
     changes = config_changes(saved, current, free=free, legacy=legacy)

@@ -29,6 +29,7 @@ def fake_run(folder: Path, application: str, config: dict | str) -> Path:
     return folder
 
 
+@pytest.mark.slow  # runs the entry point in a subprocess
 def test_rl_curl_evaluate_names_another_applications_run(tmp_path):
     run = fake_run(tmp_path / "qt", "nlp_qt", {"objective": "qt", "bidirectional": True})
     assert "holds a run of nlp_qt, not of rl_curl" in cli("-m", "rl_curl.evaluate", "--run-dir", str(run))
@@ -36,6 +37,7 @@ def test_rl_curl_evaluate_names_another_applications_run(tmp_path):
 
 @pytest.mark.parametrize("device,words", [("foo", "'foo' is not a torch device"), ("cuda:x", "not a torch device"),
                                           ("cuda", "CUDA")])
+@pytest.mark.slow  # each case runs the entry point in a subprocess
 def test_rl_curl_evaluate_checks_the_device_first(tmp_path, device, words):
     if device == "cuda" and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -44,12 +46,14 @@ def test_rl_curl_evaluate_checks_the_device_first(tmp_path, device, words):
     assert f"--device {device}" in line.replace("'", "") and words in line
 
 
+@pytest.mark.slow  # runs the entry point in a subprocess
 def test_rl_curl_evaluate_names_a_damaged_config(tmp_path):
     run = fake_run(tmp_path / "rl", "rl_curl", '{"task": ')
     line = cli("-m", "rl_curl.evaluate", "--run-dir", str(run))
     assert f"{run / 'config.json'} is damaged (not valid JSON" in line
 
 
+@pytest.mark.slow  # runs the entry point in a subprocess
 def test_rl_curl_train_refuses_a_replay_that_cannot_fit_before_writing(tmp_path):
     line = cli("-m", "rl_curl.train", "--replay-capacity", "10000000000", "--output-dir", str(tmp_path / "run"))
     assert "--replay-capacity 10000000000 needs" in line and "GiB" in line and "available" in line
@@ -79,6 +83,7 @@ def test_nlp_qt_model_files_are_named_when_damaged(tmp_path, damaged):
         load_model(folder)
 
 
+@pytest.mark.slow  # runs the entry point in a subprocess
 def test_fewshot_names_a_missing_local_encoder_folder(tmp_path):
     missing = tmp_path / "models" / "my-roberta"
     line = cli("-m", "fewshot.train", "--encoder", str(missing), "--dataset", "reuters", "--n-unlabeled", "100",

@@ -66,7 +66,8 @@ def test_image_path_end_to_end(tmp_path):
     assert sweep == pytest.approx([1 / 6, 1 / 3, 2 / 3])
     # the sweep's middle value is the debiased M=1 encoder itself; the other two are trained alongside
     assert [row["objective"] for row in res["sweep"]][1] == "debiased_m1"
-    expected = {"biased", "debiased_m1", "debiased_m2", "unbiased", "untrained"} | {row["objective"] for row in res["sweep"]}
+    expected = {"biased", "debiased_m1", "debiased_m2", "unbiased", "untrained"} | {
+        row["objective"] for row in res["sweep"]}
     assert set(res["summary"]) == expected and len(expected) == 7
     for v in res["summary"].values():
         assert len(v["per_seed"]) == 2 and all(0.0 <= a <= 100.0 for a in v["per_seed"])
@@ -116,6 +117,7 @@ def test_synthetic_default_is_unchanged(tmp_path):
     assert "| debiased τ⁺=1/10, M=2 |" in outputs[1]
 
 
+@pytest.mark.slow  # runs scripts/sampling_bias.py in subprocesses
 def test_bad_npz_is_one_error_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "CONTRASTIVE_SUITE_TRACEBACK"}
     np.savez(tmp_path / "bad.npz", x=np.zeros((5, 10, 10), np.float32), y=np.zeros(4, np.int64))

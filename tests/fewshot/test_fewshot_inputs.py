@@ -9,9 +9,11 @@ import pytest
 import torch
 
 from fewshot.config import FewShotConfig
-from fewshot.data import DataError, load_local, load_splits
+from fewshot.data import load_splits
 from fewshot.model import load_tokenizer, max_tokens
-from fewshot.train import Batches, prepare, tokenize, train
+from fewshot.run import Batches, prepare, tokenize
+from fewshot.train import train
+from shared_losses.datasets import DataError, load_local
 
 from .conftest import make_texts, write_tsv
 
@@ -110,9 +112,7 @@ def test_resume_in_moved_folder_and_refused_resume_leaves_folder_untouched(tiny_
     assert json.loads((tmp_path / "b" / "metrics.json").read_text())["steps"] == 3
 
 
-def test_pu_setting_refuses_resume(tiny_encoder, easy_task, tmp_path):
-    with pytest.raises(ValueError, match="not supported with --setting pu"):
-        train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", resume=True))
+def test_pu_setting_refuses_what_it_cannot_do(tiny_encoder, easy_task, tmp_path):
     with pytest.raises(ValueError, match="--gather-across-processes is not supported with --setting pu"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", gather_negatives=True))
     assert not (tmp_path / "pu" / "checkpoint").exists()
@@ -142,7 +142,8 @@ def test_max_eval_is_a_seeded_random_subset_in_file_order(tiny_encoder, easy_tas
     ("eval_every", 0), ("eval_every", -5), ("checkpoint_every", 0), ("checkpoint_every", -1), ("steps", -1),
     ("batch_labeled", 0), ("batch_unlabeled", -1), ("lr", -1e-5), ("lr", float("nan")), ("weight_decay", -0.1),
     ("max_length", 0), ("max_eval", 0), ("proj_dim", 0), ("temperature", 0.0), ("lam", 1.5), ("prior", 1.2)])
-def test_invalid_numeric_options_are_refused_before_anything_is_written(tiny_encoder, easy_task, tmp_path, option, value):
+def test_invalid_numeric_options_are_refused_before_anything_is_written(tiny_encoder, easy_task, tmp_path, option,
+                                                                        value):
     out = tmp_path / "run"
     with pytest.raises(ValueError, match=f"--{option.replace('_', '-')} must be"):
         train(_cfg(tiny_encoder, easy_task, out, **{option: value}))
@@ -173,7 +174,8 @@ def test_max_length_beyond_the_position_embeddings_is_refused(tiny_encoder, easy
 
 def test_non_utf8_file_names_the_file_and_position(tmp_path):
     for name, text, line in [("latin1.tsv", "sentence\tlabel\ngood film\t1\nun film tr\u00e8s mauvais\t0\n", 3),
-                             ("latin1.jsonl", '{"sentence": "good", "label": 1}\n{"sentence": "tr\u00e8s", "label": 0}\n', 2)]:
+                             ("latin1.jsonl",
+                              '{"sentence": "good", "label": 1}\n{"sentence": "tr\u00e8s", "label": 0}\n', 2)]:
         f = tmp_path / name
         f.write_bytes(text.encode("latin-1"))
         pos = text.index("\u00e8")  # one byte per character in Latin-1
@@ -254,7 +256,8 @@ def test_parquet_files_as_the_hub_ships_glue(tmp_path):
                              "idx": list(range(len(rows)))}), tmp_path / "train-00000-of-00001.parquet")
     texts, labels = load_local(str(tmp_path / "train-00000-of-00001.parquet"), "sentence", "label", "1")
     assert texts == [t for t, _ in rows] and labels == [y for _, y in rows]
-    with pytest.raises(DataError, match=r"column\(s\) \['text'\] not found; available columns: \['sentence', 'label', 'idx'\]"):
+    with pytest.raises(DataError, match=r"column\(s\) \['text'\] not found; "
+                                        r"available columns: \['sentence', 'label', 'idx'\]"):
         load_local(str(tmp_path / "train-00000-of-00001.parquet"), "text", "label", "1")
     (tmp_path / "broken.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(DataError, match="not a readable Parquet file"):

@@ -10,8 +10,8 @@ import torch
 from fewshot.config import PRESETS, FewShotConfig, preset_config
 from fewshot.data import sample_fewshot
 from fewshot.model import FewShotModel, load_tokenizer
-from fewshot.train import (dev_split, embed_all, freeze_lower_layers, logreg_accuracy, main, majority_rates, prepare,
-                           train)
+from fewshot.run import dev_split, embed_all, freeze_lower_layers, logreg_accuracy, majority_rates, prepare
+from fewshot.train import main, train
 
 from .conftest import make_texts
 from .test_fewshot import _cfg as base_cfg
@@ -48,6 +48,7 @@ def test_probe_is_logistic_regression_on_the_frozen_encoder(tiny_encoder, easy_t
     assert (tmp_path / "run" / "metrics.json").read_bytes() == before
 
 
+@pytest.mark.slow  # a training run of every objective
 def test_every_objective_records_majority_and_both_heads(tiny_encoder, easy_task, tmp_path):
     for obj in ("ce", "ce+scl", "ce+punce"):
         m = train(_cfg(tiny_encoder, easy_task, tmp_path, objective=obj, head="logreg", probe_c=100.0,

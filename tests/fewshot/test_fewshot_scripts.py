@@ -5,7 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # every test runs a sweep or benchmark script end to end in subprocesses
 
 
 def test_table5_sweep_tiny(tiny_encoder, easy_task, tmp_path):
@@ -30,7 +33,8 @@ def test_bench_fewshot_json(tiny_encoder):
            "--batch-labeled", "4", "--batch-unlabeled", "4", "--steps", "1", "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     rows = [json.loads(x) for x in res.stdout.splitlines()]
-    assert [(r["seq_len"], r["objective"]) for r in rows] == [(s, o) for s in (8, 16) for o in ("probe", "ce", "ce+punce")]
+    assert [(r["seq_len"], r["objective"]) for r in rows] == [(s, o) for s in (8, 16)
+                                                              for o in ("probe", "ce", "ce+punce")]
     for r in rows:
         assert {"seq_len", "batch", "examples_per_s", "peak_mb"} <= set(r) and r["examples_per_s"] > 0
 

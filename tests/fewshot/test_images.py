@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from fewshot.config import preset_config
-from fewshot.data import DataError
 from fewshot.image_run import TEST_FRACTION, load_image_classifier
-from fewshot.images import (Augment, CNNEncoder, ImageModel, MLPEncoder, binary_labels, check_arrays, features,
-                            load_images, stratified_split)
-from fewshot.train import _preset_arg, train
+from fewshot.images import Augment, CNNEncoder, ImageModel, MLPEncoder, binary_labels, features, stratified_split
+from fewshot.config import from_cli
+from fewshot.train import train
+from shared_losses.datasets import DataError, check_arrays, load_images
 
 from ..folder_rules import tree_hash
 
@@ -289,12 +289,12 @@ def test_eval_file_and_dev_split_choose_what_is_scored(npz, tmp_path):
 def test_cli_picks_the_images_preset_and_explicit_options_win(npz, tmp_path, capsys):
     from fewshot.train import main
 
-    assert _preset_arg(["--dataset", "x.npz"]) == "images"
-    assert _preset_arg(["--dataset=runs/X.NPZ"]) == "images"
-    assert _preset_arg(["--dataset", "mnist"]) == "images"
-    assert _preset_arg(["--dataset", "x.npz", "--preset", "cpu"]) == "cpu"
-    assert _preset_arg(["--preset", "paper", "--dataset", "mnist"]) == "paper"
-    assert _preset_arg(["--dataset", "reuters"]) is None
+    assert from_cli(["--dataset", "x.npz"]).preset == "images"
+    assert from_cli(["--dataset=runs/X.NPZ"]).preset == "images"
+    assert from_cli(["--dataset", "mnist"]).preset == "images"
+    assert from_cli(["--dataset", "x.npz", "--preset", "cpu"]).preset == "cpu"
+    assert from_cli(["--preset", "paper", "--dataset", "mnist"]).preset == "paper"
+    assert from_cli(["--dataset", "reuters"]).preset is None
     path, _, _ = npz
     out = tmp_path / "cli"
     main(["--dataset", path, "--encoder", "mlp", "--setting", "pu", "--positive-classes", "0", "2", "4",
@@ -381,7 +381,7 @@ def test_ctrl_c_in_an_image_run_checkpoints_the_step_and_resumes_exactly(npz, tm
     path, _, _ = npz
     kw = dict(steps=5, checkpoint_every=4)
     train(image_cfg(path, tmp_path / "full", **kw))
-    interrupt_on_call(monkeypatch, image_run, "contrastive_loss", at=2)
+    interrupt_on_call(monkeypatch, image_run, "encoder_loss", at=2)
     check_interrupt_exits_130(capsys, lambda: train(image_cfg(path, tmp_path / "cut", **kw)), where="step 2")
     monkeypatch.undo()
     assert not (tmp_path / "cut" / "metrics.json").exists()
@@ -422,7 +422,8 @@ BAD_ARRAYS = [
     (np.full((4, 8, 8), 1.5), np.arange(4), r"float pixels must lie in \[0, 1\], found values in \[1.5, 1.5\]"),
     (np.full((4, 8, 8), 200.0), np.arange(4), r"\[0, 1\].*divide by 255"),
     (np.full((4, 8, 8), -0.5), np.arange(4), r"float pixels must lie in \[0, 1\]"),
-    (np.full((4, 8, 8), 300, np.int16), np.arange(4), r"integer pixels must lie in 0-255, found values in \[300, 300\]"),
+    (np.full((4, 8, 8), 300, np.int16), np.arange(4),
+     r"integer pixels must lie in 0-255, found values in \[300, 300\]"),
     (np.full((4, 8, 8), -1, np.int32), np.arange(4), "integer pixels must lie in 0-255"),
     (np.zeros((4, 7, 8), np.uint8), np.arange(4), "images of 7x8 pixels are too small; 8x8"),
     (np.zeros((4, 8, 8, 5), np.uint8), np.arange(4), "5 channels; 1 to 4 expected"),
@@ -538,6 +539,7 @@ def test_image_options_on_a_text_dataset_are_refused(tmp_path, option, value):
     assert not out.exists()
 
 
+@pytest.mark.slow  # runs the entry point in a subprocess
 def test_command_line_error_is_one_line_naming_positive_classes(tmp_path):
     x, y = make_images()
     np.savez(tmp_path / "multi.npz", x=x, y=y)
@@ -585,6 +587,7 @@ def test_passes_set_the_steps_from_the_pool_size(npz, tmp_path, capsys):
     main(["--dataset", path, "--positive-classes", "0", "2", "4", "--n-labeled", "8", "--hidden", "16",
           "--batch-size", "16", "--no-progress", "--output-dir", str(tmp_path / "cli")])
     config = json.loads((tmp_path / "cli" / "config.json").read_text())
-    assert config["passes"] == pytest.approx(300 * 256 / 3500) and config["steps"] == int(round(config["passes"] * 84 / 16))
+    assert config["passes"] == pytest.approx(300 * 256 / 3500) and config["steps"] == int(
+        round(config["passes"] * 84 / 16))
     with pytest.raises(ValueError, match="--passes must be a positive number"):
         train(image_cfg(path, tmp_path / "bad", passes=0.0))

@@ -41,7 +41,8 @@ def test_batch_holds_the_labeled_images_in_their_share_of_the_pool():
 
 
 def test_the_grid_has_the_runs_each_table_needs():
-    assert T.grid(["2"], [10, 20], [1]) == [("pu", "raw", 10), ("pu", "punce", 10), ("pu", "raw", 20), ("pu", "punce", 20)]
+    assert T.grid(["2"], [10, 20], [1]) == [("pu", "raw", 10), ("pu", "punce", 10),
+                                            ("pu", "raw", 20), ("pu", "punce", 20)]
     assert {m for _, m, _ in T.grid(["1"], [10], [1])} == {"punce", "infonce", "dcl", "scl"}
     assert T.grid(["4"], [10], [1, 5]) == [("pnu", m, p) for p in (1, 5) for m in T.PNU_METHODS]
     assert T.grid(["ceiling"], [10], [1]) == [("pnu", "ceiling", 100)]
@@ -64,6 +65,7 @@ def test_set_parses_values_and_refuses_unknown_keys():
         T.parse_set(["no_such_option=1"])
 
 
+@pytest.mark.slow  # the grid end to end, runs in subprocesses
 def test_the_grid_runs_tabulates_and_refuses_a_run_made_otherwise(tmp_path):
     x, y = make_images()
     data = tmp_path / "d.npz"
@@ -94,6 +96,7 @@ def test_the_grid_runs_tabulates_and_refuses_a_run_made_otherwise(tmp_path):
     assert r.returncode == 2 and first.startswith("error: ") and "temperature: 0.5 -> 0.9" in first, r.stderr
 
 
+@pytest.mark.slow  # runs scripts/bench_pu_images.py in a subprocess
 def test_the_benchmark_times_both_runs_and_reports_ratios():
     r = subprocess.run([sys.executable, str(ROOT / "scripts/bench_pu_images.py"), "--steps", "2", "--json"],
                        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=240)

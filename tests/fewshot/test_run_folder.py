@@ -1,3 +1,5 @@
+import pytest
+
 from fewshot.train import train
 
 from ..folder_rules import check_folder_rules
@@ -20,6 +22,7 @@ def test_fewshot_probe_follows_the_folder_rules(tiny_encoder, easy_task, tmp_pat
     check_folder_rules(tmp_path, "fewshot", run, other_app="rl_curl")
 
 
+@pytest.mark.slow  # interrupted, resumed and straight runs
 def test_fewshot_ctrl_c_checkpoints_the_step_and_resumes_exactly(tiny_encoder, easy_task, tmp_path, monkeypatch,
                                                                    capsys):
     import csv
@@ -56,3 +59,43 @@ def test_fewshot_ends_with_the_common_json_line(tiny_encoder, easy_task, tmp_pat
     cfg = _cfg(tiny_encoder, easy_task, tmp_path, steps=2, eval_every=2, output_dir=str(tmp_path / "j"))
     line = check_final_json_line(monkeypatch, capsys, main, cfg, "fewshot", 2)
     assert {"eval_accuracy", "majority_accuracy"} <= set(line["result"])
+
+
+PU = dict(setting="pu", n_labeled=30, n_unlabeled=100)
+
+
+@pytest.mark.slow  # PU pipeline runs, resumes and refusals of tests/folder_rules.py
+def test_fewshot_pu_pipeline_follows_the_folder_rules(tiny_encoder, easy_task, tmp_path):
+    def run(folder, **flags):
+        return train(_cfg(tiny_encoder, easy_task, tmp_path, steps=2, checkpoint_every=1, output_dir=str(folder),
+                          **PU, **flags))
+
+    check_folder_rules(tmp_path, "fewshot", run, other_app="nlp_qt")
+
+
+@pytest.mark.slow  # interrupted, resumed and straight PU pipeline runs
+def test_fewshot_pu_pipeline_ctrl_c_resumes_exactly(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys):
+    """The PU pipeline stops on Ctrl-C after the step (checkpointed), and --resume gives the run that was not
+    interrupted: the same losses, the same probes (baseline included) and the same metrics."""
+    import csv
+    import json
+
+    import fewshot.pu_pipeline as pu_pipeline
+    from shared_losses.runtime import load_checkpoint
+
+    from ..folder_rules import check_interrupt_exits_130, interrupt_on_call
+
+    kw = dict(steps=5, checkpoint_every=4, **PU)
+    train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "full"), **kw))
+    interrupt_on_call(monkeypatch, pu_pipeline, "punce_loss", at=2)
+    check_interrupt_exits_130(capsys, lambda: train(_cfg(tiny_encoder, easy_task, tmp_path,
+                                                         output_dir=str(tmp_path / "cut"), **kw)), where="step 2")
+    monkeypatch.undo()
+    assert not (tmp_path / "cut" / "metrics.json").exists()
+    assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 2
+    train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "cut"), resume=True, **kw))
+    rows = {name: list(csv.DictReader(open(tmp_path / name / "log.csv"))) for name in ("full", "cut")}
+    assert len(rows["full"]) == 5 and rows["full"] == rows["cut"]
+    metrics = {name: json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("full", "cut")}
+    for key in ("eval_accuracy", "probes", "prior", "steps"):
+        assert metrics["full"][key] == metrics["cut"][key], key

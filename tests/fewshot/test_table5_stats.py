@@ -71,7 +71,8 @@ def test_paired_stats_pairs_only_common_seeds():
     st = t5.paired_stats({0: 90.0, 1: 91.0, 2: 95.0, 7: 99.0}, {1: 90.0, 2: 93.0, 3: 10.0, 0: 88.0})
     assert st["seeds"] == [0, 1, 2] and st["diffs"] == pytest.approx([2.0, 1.0, 2.0]) and st["n_seeds"] == 3
     one = t5.paired_stats({0: 90.0, 5: 1.0}, {0: 85.0})
-    assert one["n_seeds"] == 1 and one["mean"] == pytest.approx(5.0) and one["t_ci"] is None and one["bootstrap_ci"] is None
+    assert one["n_seeds"] == 1 and one["mean"] == pytest.approx(5.0) and one["t_ci"] is None and (
+        one["bootstrap_ci"] is None)
     none = t5.paired_stats({0: 90.0}, {1: 85.0})
     assert none["n_seeds"] == 0 and none["mean"] is None and none["diffs"] == []
 
@@ -127,6 +128,7 @@ def test_set_refuses_a_field_twice():
         t5.parse_set(["lr=1e-4", "lr=2e-4"])
 
 
+@pytest.mark.slow  # runs scripts/fewshot_table5.py in subprocesses
 def test_cli_set_errors_are_usage_errors(tmp_path):
     for extra, message in ((["--set", "nope=1"], "no field 'nope'"),
                            (["--steps", "3", "--set", "steps=4"], "repeats the option --steps"),
@@ -144,7 +146,8 @@ def test_run_config_preset_then_explicit_options(tmp_path):
     assert cfg.steps == PRESETS["cpu"]["steps"] and cfg.batch_labeled == PRESETS["cpu"]["batch_labeled"]
     assert cfg.lr == 2e-4 and cfg.max_eval == 50 and cfg.preset == "cpu"
     assert cfg.objective == "ce+punce" and cfg.estimate_prior is True and cfg.n_labeled == 20 and cfg.seed == 3
-    assert cfg.eval_every == cfg.steps and cfg.resume is True  # a missing folder starts a new run, an interrupted one continues
+    # a missing folder starts a new run, an interrupted one continues
+    assert cfg.eval_every == cfg.steps and cfg.resume is True
     assert t5.run_config("cpu", {"steps": 7}, "ce+punce", 20, 0, tmp_path / "r").estimate_prior is False
     assert t5.run_config("cpu", {"steps": 7}, "ce", 20, 0, tmp_path / "r").steps == 7
     assert t5.run_config(None, {"eval_every": 5}, "ce", 20, 0, tmp_path / "r").eval_every == 5
@@ -194,7 +197,8 @@ def test_aggregate_fake_runs(tmp_path):
     assert res["ce"][20]["train_seconds_mean"] == pytest.approx(11.0)
     pairs = {(p["n_labeled"], p["a"], p["b"]): p for p in agg["paired"]}
     # ce+punce against every other method, ce+punce-est against the rest (ce+punce once, not twice)
-    assert set(pairs) == {(n, "ce+punce", b) for n in (20, 100) for b in ("majority", "probe", "ce", "ce+punce-est")} | {
+    assert set(pairs) == {
+        (n, "ce+punce", b) for n in (20, 100) for b in ("majority", "probe", "ce", "ce+punce-est")} | {
         (n, "ce+punce-est", b) for n in (20, 100) for b in ("majority", "probe", "ce")}
     p = pairs[(20, "ce+punce", "ce")]
     assert p["diffs"] == pytest.approx([3.0, 2.0, 3.0]) and p["wins"] == 3
@@ -215,6 +219,7 @@ def test_majority_only_from_the_runs_of_that_n_and_seed(tmp_path):
     assert agg["warnings"] and "disagree" in agg["warnings"][0]
 
 
+@pytest.mark.slow  # runs scripts/fewshot_table5.py in a subprocess
 def test_aggregate_only_writes_md_json_png(tmp_path):
     fake_runs(tmp_path, overrides={"lr": 2e-4, "dataset": "drugreview", "encoder": "minilm", "pooling": "mean"})
     cmd = [sys.executable, str(SCRIPT), "--aggregate-only", "--preset", "cpu", "--dataset", "drugreview",
@@ -244,6 +249,7 @@ def test_aggregate_only_writes_md_json_png(tmp_path):
     assert res.returncode != 0 and "preset: 'cpu' -> None" in res.stderr
 
 
+@pytest.mark.slow  # runs scripts/fewshot_table5.py in a subprocess
 def test_dev_split_header_is_loud(tmp_path):
     fake_runs(tmp_path, acc={"ce": {20: {0: 70.0, 1: 71.0}}, "ce+punce": {20: {0: 72.0, 1: 70.5}}},
               overrides={"eval_split": "dev", "dev_fraction": 0.25})
@@ -259,6 +265,7 @@ def test_dev_split_header_is_loud(tmp_path):
 
 # ------------------------------------------------------------------------------------ real runs (tiny encoder)
 
+@pytest.mark.slow  # the sweep end to end, trainings in subprocesses
 def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     train, dev = easy_task
     out = tmp_path / "sweep"
@@ -275,7 +282,8 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     assert sorted(p.relative_to(out).parts[0] for p in out.glob("*/N*/seed*/metrics.json")) == \
         ["ce"] * 2 + ["ce+punce"] * 2 + ["ce+punce-est"] * 2 + ["probe"] * 2
     cfg = json.loads((out / "ce/N20/seed1/config.json").read_text())
-    assert (cfg["preset"], cfg["steps"], cfg["lr"], cfg["batch_unlabeled"], cfg["max_length"]) == ("cpu", 2, 5e-5, 8, 16)
+    assert (cfg["preset"], cfg["steps"], cfg["lr"], cfg["batch_unlabeled"], cfg["max_length"]) == (
+        "cpu", 2, 5e-5, 8, 16)
     data = json.loads((out / "table5.json").read_text())
     assert data["results"]["majority"]["20"]["per_seed"] == {"0": 50.0, "1": 50.0}  # the balanced easy task
     for m in ("probe", "ce", "ce+punce", "ce+punce-est"):
@@ -283,13 +291,15 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     assert set(data["results"]["ce+punce"]["20"]["prior_source"].values()) == {"exact"}
     assert set(data["results"]["ce+punce-est"]["20"]["prior_source"].values()) == {"elkan-noto"}
     assert json.loads((out / "ce+punce-est/N20/seed0/config.json").read_text())["estimate_prior"] is True
-    assert {(p["a"], p["b"]) for p in data["paired"]} == {("ce+punce", b) for b in ("majority", "probe", "ce", "ce+punce-est")} | {
+    assert {(p["a"], p["b"]) for p in data["paired"]} == {
+        ("ce+punce", b) for b in ("majority", "probe", "ce", "ce+punce-est")} | {
         ("ce+punce-est", b) for b in ("majority", "probe", "ce")}
     assert (out / "table5.png").exists() and (out / "table5.md").exists()
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)  # finished runs are skipped
     assert not any(line.startswith("[") for line in again.stdout.splitlines())
 
 
+@pytest.mark.slow  # runs a benchmark script in a subprocess
 def test_bench_protocol_json(tiny_encoder, easy_task):
     train, dev = easy_task
     cmd = [sys.executable, str(ROOT / "scripts/bench_fewshot.py"), "--protocol", "--encoder", tiny_encoder,

@@ -100,7 +100,8 @@ def test_bow_run_trains_resumes_exactly_and_loads_everywhere(tmp_path):
     ids, lengths = vocab.batch(SENTENCES)
     f = _reference_bow(a["f.embed.weight"].double().numpy(), ids.numpy(), lengths.numpy())
     g = _reference_bow(a["g.embed.weight"].double().numpy(), ids.numpy(), lengths.numpy())
-    want = np.concatenate([f / np.linalg.norm(f, axis=1, keepdims=True), g / np.linalg.norm(g, axis=1, keepdims=True)], 1)
+    want = np.concatenate([f / np.linalg.norm(f, axis=1, keepdims=True),
+                           g / np.linalg.norm(g, axis=1, keepdims=True)], 1)
     assert np.abs(nlp_qt.load_encoder(tmp_path / "full").encode(SENTENCES) - want).max() < 1e-5
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -128,7 +129,8 @@ def test_a_model_saved_before_the_encoder_field_loads_as_a_gru(tmp_path):
     from nlp_qt.vocab import Vocab
 
     vocab = Vocab("a b c".split(), max_len=5, lowercase=False)
-    path = save_model(QuickThought(ModelConfig(vocab_size=len(vocab), word_dim=4, encoder_dim=4)), vocab, tmp_path / "m")
+    path = save_model(QuickThought(ModelConfig(vocab_size=len(vocab), word_dim=4, encoder_dim=4)), vocab,
+                      tmp_path / "m")
     meta = json.loads((path / "config.json").read_text())
     del meta["model"]["encoder"]
     (path / "config.json").write_text(json.dumps(meta))
@@ -136,13 +138,14 @@ def test_a_model_saved_before_the_encoder_field_loads_as_a_gru(tmp_path):
     assert model.cfg.encoder == "gru" and hasattr(model.f, "gru")
 
 
-def test_a_gru_run_written_before_the_encoder_field_still_resumes(tmp_path):
+def test_a_run_whose_configuration_lacks_a_field_is_refused_naming_it(tmp_path):
     train(_cfg(tmp_path, "old", max_steps=2))
     cfg_path = tmp_path / "old/config.json"
     saved = json.loads(cfg_path.read_text())
     del saved["encoder"]
     cfg_path.write_text(json.dumps(saved))
-    assert train(_cfg(tmp_path, "old", max_steps=4))["step"] == 4
+    with pytest.raises(ValueError, match="encoder: None -> 'gru'"):
+        train(_cfg(tmp_path, "old", max_steps=4))
 
 
 def test_evaluation_reads_whole_texts_unless_max_length_cuts_them(tmp_path):

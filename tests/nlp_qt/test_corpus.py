@@ -198,7 +198,8 @@ def test_bad_rows_of_a_datasets_file_give_a_corpus_error_naming_it(tmp_path):
 
 def test_degenerate_lines_split_like_ordinary_text():
     """Long runs of abbreviations, initials or marks (linear-time splitting; these were quadratic)."""
-    assert split_sentences("Mr. " * 3000 + "Smith left. He came back.") == ["Mr. " * 2999 + "Mr. Smith left.", "He came back."]
+    assert split_sentences("Mr. " * 3000 + "Smith left. He came back.") == ["Mr. " * 2999 + "Mr. Smith left.",
+                                                                            "He came back."]
     assert split_sentences("J. " * 3000 + "Doe") == [("J. " * 3000 + "Doe").strip()]
     assert split_sentences("!" * 5000 + "a") == ["!" * 5000 + "a"]
     assert split_sentences("Wait" + "." * 5000 + " Then!!! So?! Yes") == ["Wait" + "." * 5000, "Then!!!", "So?!", "Yes"]
@@ -223,8 +224,9 @@ def test_compressed_and_utf16_files_are_read_as_text(tmp_path):
     (books / "d").write_bytes(lzma.compress(b"An xz book without a suffix.\n"))
     stats = CorpusStats()
     assert list(iter_corpus(str(books), stats)) == [
-        (0, "Gzipped book."), (0, "It has two sentences."), (1, "A Windows book."), (1, "Saved as \u201cUnicode\u201d."),
-        (2, "A bzip2 book."), (2, "Also two."), (3, "An xz book without a suffix."),
+        (0, "Gzipped book."), (0, "It has two sentences."), (1, "A Windows book."),
+        (1, "Saved as \u201cUnicode\u201d."), (2, "A bzip2 book."), (2, "Also two."),
+        (3, "An xz book without a suffix."),
     ]
     assert stats.undecodable_lines == 0 and stats.files == 4
     rows = tmp_path / "rows.jsonl.gz"

@@ -177,3 +177,66 @@ def test_qt_table2_takes_its_folders_and_rows_from_the_table():
     assert [(j["name"], str(j["dir"])) for j in t2.jobs(a)] == [
         ("biased (QT)", "o/qt/seed0"), ("debiased τ⁺=0.01", "o/debiased_0.01/seed0"),
         ("debiased τ⁺=0.1", "o/debiased_0.1/seed0")]
+
+
+def test_the_cli_choices_are_the_registry_in_its_order_and_help_lists_them(capsys):
+    """--objective's type is built from nlp_qt.objectives.OBJECTIVES, and --help lists each entry's help line."""
+    import typing
+
+    from nlp_qt import objectives as O
+    from nlp_qt.config import Config, from_cli
+
+    assert typing.get_args(typing.get_type_hints(Config, include_extras=True)["objective"]) == tuple(O.OBJECTIVES)
+    with pytest.raises(SystemExit):
+        from_cli(["--help"])
+    out = capsys.readouterr().out
+    assert "{" + ",".join(O.OBJECTIVES) + "}" in out
+    for obj in O.OBJECTIVES.values():
+        assert obj.help and obj.help in out
+
+
+def test_self_score_is_a_setting_of_the_registry():
+    """self_score zero applies to the objectives whose entry uses it (qt): check_fields refuses it elsewhere."""
+    from nlp_qt import objectives as O
+
+    O.check_fields("qt", {"tau_plus": 0.0, "beta": 1.0, "self_score": "zero"})
+    with pytest.raises(ValueError, match="self_score is only used by objective qt; objective hard takes "
+                                         "self_score = exclude, got zero"):
+        O.check_fields("hard", {"tau_plus": 0.1, "beta": 1.0, "self_score": "zero"})
+
+
+def test_a_new_registry_entry_is_a_new_objective_with_its_loss(tmp_path):
+    """Adding an objective is one entry of OBJECTIVES: the copy below has one more (twice the debiased loss), and
+    the command line, --help, validation, the sweep's folder names and compute_loss all take it."""
+    from ..registry_entry import run_with_entry
+
+    out = run_with_entry(tmp_path, "nlp_qt", "OBJECTIVES", '''
+        Objective("toy", "toy", ("tau_plus",), 9, lambda *args: 2 * _debiased(*args),'''
+        ''' "a toy loss: twice the debiased one")
+        ''', '''
+        import contextlib, io, torch, nlp_qt
+        from nlp_qt import objectives as O
+        from nlp_qt.config import from_cli
+        from nlp_qt.train import validate
+
+        cfg = from_cli(["--objective", "toy", "--tau-plus", "0.1", "--corpus", "c", "--output-dir", "r"])
+        validate(cfg)
+        assert cfg.objective == "toy" and O.folder_name("toy", 0.1) == "toy_0.1" and O.label("toy", 0.1) == "toy τ⁺=0.1"
+        try:
+            validate(from_cli(["--objective", "toy", "--beta", "2", "--corpus", "c", "--output-dir", "r"]))
+        except ValueError as err:
+            assert "beta is only used by objective hard" in str(err), err
+        else:
+            raise AssertionError("beta was not refused")
+        help_text = io.StringIO()
+        with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
+            from_cli(["--help"])
+        assert "{qt,debiased,hard,toy}" in help_text.getvalue()
+        assert "a toy loss: twice the debiased one" in help_text.getvalue()
+        torch.manual_seed(0)
+        u, v, docs = torch.randn(8, 4), torch.randn(8, 4), torch.tensor([0, 0, 0, 1, 1, 1, 1, 2])
+        got = O.compute_loss(u, v, docs, objective="toy", tau_plus=0.1)
+        assert torch.equal(got, 2 * O.compute_loss(u, v, docs, objective="debiased", tau_plus=0.1))
+        print(nlp_qt.__file__)
+        ''')
+    assert "nlp_qt/__init__.py" in out

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
+@pytest.mark.slow  # runs scripts/bench_qt.py in a subprocess
 def test_bench_qt_json_fields():
     res = subprocess.run(
         [sys.executable, str(ROOT / "scripts/bench_qt.py"), "--json", "--sizes", "small", "--batch", "32",
@@ -26,6 +27,7 @@ def test_bench_qt_json_fields():
     assert set(row["eval_s_per_task"]) == {"MR"}
 
 
+@pytest.mark.slow  # the sweep end to end: trainings and evaluations in subprocesses
 def test_qt_table2_tiny(tmp_path):
     res = subprocess.run(
         [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
@@ -39,6 +41,7 @@ def test_qt_table2_tiny(tmp_path):
     assert 0 <= summary["biased (QT)"]["MR"]["mean"] <= 100
 
 
+@pytest.mark.slow  # the sweep end to end, twice, in subprocesses
 def test_qt_table2_reevaluates_when_tasks_or_training_change(tmp_path):
     """A cached senteval.json was reused whatever the new --tasks, --kfold or --max-steps: asking for
     CR after an MR-only sweep printed '-', and a longer --max-steps neither trained nor evaluated again."""
@@ -62,6 +65,7 @@ def test_qt_table2_docstring_example_paths_exist():
         assert (ROOT / command[command.index(flag) + 1]).exists(), f"{flag} of the docstring's example does not exist"
 
 
+@pytest.mark.slow  # the sweep end to end with its baselines, in subprocesses
 def test_qt_table2_runs_baselines_and_pairs_seeds(tmp_path):
     """Issue 15: baselines in the same sweep (untrained encoder of the same shape and seed, bag of words of
     word2vec vectors trained on the same corpus), per-seed numbers and paired differences per seed."""
@@ -96,6 +100,7 @@ def test_qt_table2_runs_baselines_and_pairs_seeds(tmp_path):
     assert again.returncode == 0 and json.loads((out / "table2.json").read_text())["summary"] == data["summary"]
 
 
+@pytest.mark.slow  # the sweep end to end, in subprocesses
 def test_qt_table2_dev_every_reports_held_out_loss_by_epoch(tmp_path):
     """--dev-every reaches the trained runs (not the untrained baseline), and the table lists each run's
     held-out loss after each epoch, read from its summary.json."""
@@ -146,6 +151,7 @@ def test_qt_table2_presets_hold_out_batches_and_yield_to_explicit_options():
     assert demo.epochs == 1 and demo.max_sentences == 10_000 and demo.dev_every == 20
 
 
+@pytest.mark.slow  # the sweep end to end, in subprocesses
 def test_qt_table2_init_from_bow_starts_encoders_from_the_same_seeds_vectors(tmp_path):
     """--init-from-bow: the bow baseline trains first, and the trained and untrained encoders of seed S start
     from its seed-S vectors (the untrained encoder's embedding rows are exactly those vectors)."""
@@ -181,6 +187,7 @@ def test_qt_table2_init_from_bow_starts_encoders_from_the_same_seeds_vectors(tmp
         assert res.returncode == 2 and message in res.stderr, res.stderr
 
 
+@pytest.mark.slow  # the sweep end to end, in subprocesses
 def test_qt_table2_encoder_bow_trains_every_encoder_of_the_sweep_as_a_bag_of_words(tmp_path):
     """--encoder bow reaches the trained runs and the untrained baseline (its config.json and model); an
     --encoder-dim other than --word-dim is refused before anything runs."""

@@ -14,7 +14,8 @@ def model():
 
 
 # hard in-batch negatives, so that the loss (and its gradient) is far from 0
-PAIRS = [("A man is eating food.", "A man is eating a piece of bread."), ("A man is eating pasta.", "A man is eating food."),
+PAIRS = [("A man is eating food.", "A man is eating a piece of bread."),
+         ("A man is eating pasta.", "A man is eating food."),
          ("A plane takes off.", "An airplane is departing."), ("An airplane lands.", "A plane takes off.")]
 
 

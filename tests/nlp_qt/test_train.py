@@ -15,7 +15,8 @@ def _corpus(tmp_path):
     d = tmp_path / "corpus"
     d.mkdir()
     for b in range(3):
-        text = " ".join(f"Book {b} tells part {i} of the story about the {['cat', 'dog', 'bird'][i % 3]}." for i in range(14))
+        text = " ".join(f"Book {b} tells part {i} of the story about the {['cat', 'dog', 'bird'][i % 3]}."
+                        for i in range(14))
         (d / f"book{b}.txt").write_text(text + "\n")
     (d / "book3.txt").write_bytes(b"A good line here.\n\xff\xfe broken\nAnother good line.\n")
     return d
@@ -68,7 +69,8 @@ def test_resume_refuses_a_corpus_that_changed(tmp_path):
     train(_cfg(tmp_path, "c", max_steps=2))
     extra = tmp_path / "corpus" / "book0a.txt"  # sorts before book1: every later batch would move
     extra.write_text("An added book begins here. It has two sentences.\n")
-    with pytest.raises(ValueError, match=r"the corpus .* changed since the checkpoint \(4 files, \d+ bytes then; 5 files"):
+    with pytest.raises(ValueError, match=r"the corpus .* changed since the checkpoint "
+                                         r"\(4 files, \d+ bytes then; 5 files"):
         train(_cfg(tmp_path, "c", max_steps=4))
     extra.unlink()
     assert train(_cfg(tmp_path, "c", max_steps=4))["step"] == 4
@@ -101,6 +103,7 @@ def test_bad_values_are_refused_before_reading_the_corpus(tmp_path, field, value
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow  # runs the entry point in a subprocess
 def test_cli_help_documents_fields():
     import subprocess
     import sys
@@ -124,6 +127,7 @@ def test_senteval_cli_on_our_checkpoint(tmp_path, capsys):
         se.load_encoder(str(tmp_path / "data"))
 
 
+@pytest.mark.slow  # torchrun: two processes
 def test_two_processes_with_gathered_candidates_match_single_process(tmp_path, torchrun):
     """2 CPU processes x 8 sentences with --gather-across-processes == 1 process x 16 sentences."""
     import os
@@ -209,6 +213,7 @@ def test_tensorboard_has_no_duplicate_steps_after_a_cut_off_resume(tmp_path):
     assert len(acc.Tensors("config/text_summary")) == 1
 
 
+@pytest.mark.slow  # torchrun: two processes
 def test_two_processes_with_unequal_anchor_counts_match_single_process(tmp_path, torchrun):
     """Process 0 gets an 8-sentence document (8 anchors), process 1 six one-sentence documents and a
     2-sentence one (2 anchors). Each process's loss is weighted by its share of the global anchors, so
@@ -350,8 +355,10 @@ def test_held_out_batches_resume_exactly(tmp_path):
     a = load_file(str(tmp_path / "full/model/model.safetensors"))
     b = load_file(str(tmp_path / "cut/model/model.safetensors"))
     assert all((a[k] == b[k]).all() for k in a)
-    strip = [{k: v for k, v in r.items() if k != "sentences_per_s"} for r in csv.DictReader(open(tmp_path / "full/log.csv"))]
-    strip_cut = [{k: v for k, v in r.items() if k != "sentences_per_s"} for r in csv.DictReader(open(tmp_path / "cut/log.csv"))]
+    strip = [{k: v for k, v in r.items() if k != "sentences_per_s"}
+             for r in csv.DictReader(open(tmp_path / "full/log.csv"))]
+    strip_cut = [{k: v for k, v in r.items() if k != "sentences_per_s"}
+                 for r in csv.DictReader(open(tmp_path / "cut/log.csv"))]
     assert strip == strip_cut
 
 

@@ -30,7 +30,8 @@ def agent64(**kw):
 
 def trunk(P, prefix, x, layers):
     for i in range(layers):
-        x = F.relu(F.conv2d(x, P[f"{prefix}.convs.{i}.weight"], P[f"{prefix}.convs.{i}.bias"], stride=2 if i == 0 else 1))
+        x = F.relu(F.conv2d(x, P[f"{prefix}.convs.{i}.weight"], P[f"{prefix}.convs.{i}.bias"],
+                            stride=2 if i == 0 else 1))
     return x.permute(0, 2, 3, 1).reshape(x.shape[0], -1)
 
 
@@ -192,6 +193,8 @@ def test_fused_runs_have_their_own_folder_and_row():
     from rl_curl.objectives import label
 
     cfg = tiny_config(update="fused").resolved()
-    assert cfg.out_dir.endswith("/curl-fused/seed0") or "-fused" in cfg.out_dir
+    official = tiny_config().resolved()
+    assert cfg.out_dir.endswith("/curl-fused/seed0") and official.out_dir.endswith("/curl/seed0")
+    assert cfg.out_dir == official.out_dir.replace("/curl/seed0", "/curl-fused/seed0")  # same task, same seed
     assert label({"aux": "curl", "positives": 1, "update": "fused"}) == "biased (CURL), fused update"
     assert label({"aux": "curl", "positives": 1}) == "biased (CURL)"

@@ -51,3 +51,52 @@ def test_a_hyperparameter_the_objective_ignores_is_refused(aux, field, value, me
 def test_bad_specs_are_refused(spec):
     with pytest.raises(ValueError, match="objective|unknown"):
         O.parse_spec(spec)
+
+
+def test_the_cli_choices_are_the_registry_in_its_order_and_help_lists_them(capsys):
+    """--aux's type is built from rl_curl.objectives.OBJECTIVES, and --help lists each entry's help line."""
+    from rl_curl.config import from_cli
+
+    assert typing.get_args(typing.get_type_hints(Config, include_extras=True)["aux"]) == tuple(O.OBJECTIVES)
+    with pytest.raises(SystemExit):
+        from_cli(["--help"])
+    out = capsys.readouterr().out
+    assert "{" + ",".join(O.OBJECTIVES) + "}" in out
+    for obj in O.OBJECTIVES.values():
+        assert obj.help and obj.help in out
+
+
+def test_a_new_registry_entry_is_a_new_aux_with_its_loss(tmp_path):
+    """Adding an objective is one entry of OBJECTIVES: the copy below has one more (twice the debiased loss), and
+    the command line, --help, validation, folder names, specs and the agent's loss all take it."""
+    from ..registry_entry import run_with_entry
+
+    out = run_with_entry(tmp_path, "rl_curl", "OBJECTIVES", '''
+        Objective("toy", "toy", ("tau_plus", "positives"), 9,
+                  lambda pos, neg, tau_plus, beta, floor: 2 * debiased_nce_from_logits(pos, neg, tau_plus=tau_plus,
+                                                                                        log_floor=floor),
+                  "a toy loss: twice the debiased one")''', '''
+        import contextlib, io, torch, rl_curl
+        from rl_curl import objectives as O
+        from rl_curl.config import from_cli
+
+        cfg = from_cli(["--aux", "toy", "--tau-plus", "0.1", "--preset", "cpu"]).resolved()
+        assert cfg.aux == "toy" and cfg.image_size == 64 and "/toy-tau0.1/seed0" in cfg.out_dir
+        try:
+            from_cli(["--aux", "toy", "--beta", "2"]).resolved()
+        except ValueError as err:
+            assert "beta=2.0 only applies to aux=hard, not aux=toy" in str(err), err
+        else:
+            raise AssertionError("beta was not refused")
+        assert O.cli_flags(O.parse_spec("toy:0.1:2")) == ["--aux", "toy", "--tau-plus", "0.1", "--positives", "2"]
+        help_text = io.StringIO()
+        with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
+            from_cli(["--help"])
+        assert "{curl,debiased,hard,none,toy}" in help_text.getvalue()
+        assert "a toy loss: twice the debiased one" in help_text.getvalue()
+        torch.manual_seed(0)
+        pos, neg = torch.randn(6, 1), torch.randn(6, 5)
+        assert torch.equal(O.auxiliary_loss(pos, neg, "toy", 0.1), 2 * O.auxiliary_loss(pos, neg, "debiased", 0.1))
+        print(rl_curl.__file__)
+        ''')
+    assert "rl_curl/__init__.py" in out

@@ -69,7 +69,8 @@ class Transcription:
     def conv(self, net, x):
         h = x / 255.0
         for i in range(self.L):
-            h = torch.relu(F.conv2d(h, self.p[f"{net}.conv{i}.w"], self.p[f"{net}.conv{i}.b"], stride=2 if i == 0 else 1))
+            h = torch.relu(F.conv2d(h, self.p[f"{net}.conv{i}.w"], self.p[f"{net}.conv{i}.b"],
+                                    stride=2 if i == 0 else 1))
         return h.reshape(h.shape[0], -1)
 
     def encode(self, conv_net, head_net, x, detach=False):
@@ -77,7 +78,8 @@ class Transcription:
         if detach:
             h = h.detach()
         ln_w, ln_b = self.p[f"{head_net}.ln.w"], self.p[f"{head_net}.ln.b"]
-        z = F.layer_norm(F.linear(h, self.p[f"{head_net}.fc.w"], self.p[f"{head_net}.fc.b"]), (ln_w.numel(),), ln_w, ln_b)
+        z = F.layer_norm(F.linear(h, self.p[f"{head_net}.fc.w"], self.p[f"{head_net}.fc.b"]), (ln_w.numel(),),
+                         ln_w, ln_b)
         return torch.tanh(z) if self.tanh else z
 
     def mlp(self, prefix, x):
@@ -162,7 +164,8 @@ class Transcription:
                     out[f"{net}.{q}.{j}.w"], out[f"{net}.{q}.{j}.b"] = f"{dst}.{q}.{j}.weight", f"{dst}.{q}.{j}.bias"
         for net, dst in (("critic", "critic"), ("target", "critic_target"), ("actor", "actor")):
             for part in ("fc", "ln"):
-                out[f"{net}.{part}.w"], out[f"{net}.{part}.b"] = f"{dst}.encoder.{part}.weight", f"{dst}.encoder.{part}.bias"
+                out[f"{net}.{part}.w"], out[f"{net}.{part}.b"] = (f"{dst}.encoder.{part}.weight",
+                                                                  f"{dst}.encoder.{part}.bias")
         for j in (0, 2, 4):
             out[f"actor.mlp.{j}.w"], out[f"actor.mlp.{j}.b"] = f"actor.trunk.{j}.weight", f"actor.trunk.{j}.bias"
         out["W"], out["log_alpha"] = "score.W", "log_alpha"
@@ -197,7 +200,8 @@ def test_update_equals_official_transcription(float64, monkeypatch, tanh):
         queue = [obs_c, next_c, pos_c]
         monkeypatch.setattr(agent_module, "random_crop", lambda x, size, generator=None: queue.pop(0))
         torch.manual_seed(100 + step)
-        got = ours.update({"obs": frames, "next_obs": nxt, "action": action, "reward": reward, "not_done": not_done}, step)
+        got = ours.update({"obs": frames, "next_obs": nxt, "action": action, "reward": reward, "not_done": not_done},
+                          step)
         assert not queue
         assert set(got) >= set(expect)
         for k, v in expect.items():

@@ -1,9 +1,12 @@
+import pytest
+
 from rl_curl.train import run as train
 
 from ..folder_rules import check_folder_rules
 from .test_train import cfg
 
 
+@pytest.mark.slow  # runs, resumes and refusals of tests/folder_rules.py
 def test_rl_curl_follows_the_folder_rules(tmp_path):
     def run(folder, **flags):
         return train(cfg(tmp_path, folder.name, env_steps=1000, **flags))
@@ -11,6 +14,7 @@ def test_rl_curl_follows_the_folder_rules(tmp_path):
     check_folder_rules(tmp_path, "rl_curl", run, other_app="fewshot")
 
 
+@pytest.mark.slow  # interrupted, resumed and straight runs
 def test_rl_curl_ctrl_c_finishes_the_episode_checkpoints_and_resumes_exactly(tmp_path, monkeypatch, capsys):
     import torch
 

@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,7 @@ def test_table3_dry_run_and_bad_objective(tmp_path, capsys):
     assert not (tmp_path / "typo").exists()
 
 
+@pytest.mark.slow  # runs scripts/bench_curl.py in a subprocess
 def test_bench_json_fields():
     res = subprocess.run([sys.executable, str(ROOT / "scripts/bench_curl.py"), "--json", "--batches", "8",
                           "--updates", "1", "--env-agent-steps", "2", "--threads", "1", "--device", "cpu",
@@ -126,7 +128,7 @@ def restore_modules():
             sys.modules[n] = m
 
 
-def test_bench_official_harness_on_a_stand_in_checkout(tmp_path, restore_modules):
+def test_bench_official_harness_on_a_stand_in_checkout(tmp_path, restore_modules, monkeypatch):
     """--official drives a MishaLaskin/curl checkout's agent and replay; here a stand-in with the same
     interface (the real code is not in this repository), so the plumbing is tested."""
     import bench_curl
@@ -141,8 +143,11 @@ def test_bench_official_harness_on_a_stand_in_checkout(tmp_path, restore_modules
 
     cfg = Config(batch_size=4, image_size=100).resolved()
     agent, buf = bench_curl.make_official(agent_cls, buffer_cls, cfg, torch.device("cpu"), np.random.default_rng(0))
-    assert bench_curl.time_official(agent, buf, torch.device("cpu"), 3) >= 0
     calls = sys.modules["curl_sac"].CALLS
+    # a clock that reads 7 ms per update made so far: the mean over the 3 timed updates, warm-up excluded, in ms
+    clock = types.SimpleNamespace(perf_counter=lambda: 7e-3 * sum(c[0] == "update" for c in calls))
+    monkeypatch.setattr(bench_curl, "time", clock)
+    assert bench_curl.time_official(agent, buf, torch.device("cpu"), 3) == pytest.approx(7.0)
     init = dict(calls[0][1])
     assert init["hidden_dim"] == 1024 and init["num_filters"] == 32 and init["encoder_tau"] == 0.05
     assert init["obs_shape"] == (9, 84, 84) and init["critic_target_update_freq"] == 2
@@ -180,6 +185,7 @@ def test_table3_takes_the_final_evaluation_of_a_run_whose_repeat_overshoots(tmp_
     assert "| biased (CURL) | 700±0 (n=1) |" in table3(tmp_path, 100_000).splitlines()
 
 
+@pytest.mark.slow  # runs scripts/check_official_curl.py in subprocesses
 def test_check_official_help_and_missing_checkout(tmp_path):
     """The update-for-update check needs the official code, which is not here: its --help explains,
     and a path that is not a checkout says what to fetch."""
@@ -219,6 +225,7 @@ def test_table3_rows_follow_the_papers_order(tmp_path):
                     "debiased τ⁺=0.01, M=2", "debiased τ⁺=0.1, M=2", "pixel SAC (no aux)"]
 
 
+@pytest.mark.slow  # runs scripts/demo_rl_curl.sh
 def test_demo_refuses_to_delete_a_folder_it_did_not_make(tmp_path):
     """demo_rl_curl.sh OUT starts by deleting OUT; given a folder of real runs (say runs/rl_curl) it used to
     delete them all. It now deletes only a folder that a previous demo made (or an empty one)."""
@@ -234,6 +241,7 @@ def test_demo_refuses_to_delete_a_folder_it_did_not_make(tmp_path):
     assert res is not None and res.returncode != 0 and "not made by this demo" in res.stderr
 
 
+@pytest.mark.slow  # runs scripts/demo_rl_curl.sh end to end, twice
 def test_demo_trains_evaluates_and_runs_again_in_its_own_folder(tmp_path):
     """The main job's rl_curl part, end to end (on the tiny task): it wrote its marker into the folder before
     training, so the folder rules (a new run only in a missing or empty folder) refused every demo."""
@@ -302,6 +310,7 @@ def _tree_stamps(root):
             and p.name != "curves.png"}
 
 
+@pytest.mark.slow  # the sweep end to end: training processes
 def test_table3_sweep_launches_real_runs_and_skips_them_when_rerun(tmp_path):
     """End to end through rl_curl.train: the grid used to write each run's log inside the run folder
     before starting it, so the folder rules (a new run only in a missing or empty folder) refused every
@@ -337,6 +346,7 @@ def test_table3_sweep_launches_real_runs_and_skips_them_when_rerun(tmp_path):
 
 
 @pytest.mark.timeout(900)  # eight tiny training processes, four through Ray: minutes when other jobs share the cores
+@pytest.mark.slow  # Ray, and training processes
 def test_table3_sweep_on_ray_gives_the_local_table_and_starts_nothing_when_rerun(tmp_path, ray_local, capsys):
     """Issue 18: the same 2 x 2 grid (two objectives x two seeds) through a local Ray with 2 CPUs ends with
     the table of --backend local, one progress line per finished run; a second launch starts no run."""
@@ -384,7 +394,8 @@ def test_table3_runs_fused_updates_in_folders_and_rows_of_their_own(tmp_path, ca
         d.mkdir(parents=True)
         (d / "config.json").write_text(json.dumps({"task": "cartpole-swingup", "aux": "curl", "tau_plus": 0.0,
                                                    "positives": 1, "beta": 1.0, "seed": s, "update": "fused"}))
-        (d / "eval.csv").write_text(f"env_step,episode,eval_return_mean,eval_return_std\n50000,0,100,0\n100000,0,{fus},0\n")
+        (d / "eval.csv").write_text(f"env_step,episode,eval_return_mean,eval_return_std\n"
+                                    f"50000,0,100,0\n100000,0,{fus},0\n")
         cfg = json.loads((tmp_path / "cartpole-swingup" / "curl_0.0_1" / f"seed{s}" / "config.json").read_text())
         (tmp_path / "cartpole-swingup" / "curl_0.0_1" / f"seed{s}" / "config.json").write_text(
             json.dumps({**cfg, "seed": s}))

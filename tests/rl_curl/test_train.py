@@ -35,7 +35,7 @@ def test_short_run_writes_csv_checkpoint_plot(tmp_path):
     assert summary["update"] == "official" and summary["train_from_env_step"] == 0 and summary["train_seconds"] > 0
 
 
-@pytest.mark.parametrize("update", ["official", "fused"])
+@pytest.mark.parametrize("update", ["official", pytest.param("fused", marks=pytest.mark.slow)])  # fused: full suite
 def test_resume_continues_exactly(tmp_path, update):
     # Uninterrupted: 2 episodes (checkpoint after the first). Interrupted: stop after 1, resume. The
     # resumed half keeps its replay frames in a torch tensor (--replay-on-device; the CPU here): the
@@ -102,6 +102,7 @@ def test_evaluate_loads_the_checkpoint(tmp_path):
         main(EvalArgs(run_dir=str(tmp_path / "early")))
 
 
+@pytest.mark.slow  # a bf16 run, then its evaluation
 def test_evaluate_replays_a_bf16_runs_final_evaluation(tmp_path):
     """rl_curl.evaluate acts as the run's own evaluations did: under bf16 autocast for a bf16 run (it
     used to act in float32), on the episodes of the evaluation at the checkpoint's step."""
@@ -119,6 +120,7 @@ def test_evaluate_replays_a_bf16_runs_final_evaluation(tmp_path):
     assert res["return_mean"] == float(last["eval_return_mean"])
 
 
+@pytest.mark.slow  # a run, then its resume writing a video
 def test_resume_of_a_finished_run_adds_nothing(tmp_path):
     """--resume on a finished run used to evaluate again (a duplicate final row in eval.csv) and rewrite the
     checkpoint; it now only reports the summary (and writes the video if asked for)."""
@@ -172,27 +174,29 @@ def test_default_out_dir_names_the_objective_variant():
 
     assert out() == "runs/rl_curl/cartpole-swingup/curl/seed0"
     assert out(aux="debiased", tau_plus=0.05) == "runs/rl_curl/cartpole-swingup/debiased-tau0.05/seed0"
-    assert out(aux="debiased", tau_plus=0.1, positives=2, seed=3) == "runs/rl_curl/cartpole-swingup/debiased-tau0.1-M2/seed3"
+    assert out(aux="debiased", tau_plus=0.1, positives=2, seed=3) == (
+        "runs/rl_curl/cartpole-swingup/debiased-tau0.1-M2/seed3")
     assert out(aux="hard", tau_plus=0.1, beta=0.5) == "runs/rl_curl/cartpole-swingup/hard-tau0.1-beta0.5/seed0"
     assert len({out(aux="debiased", tau_plus=t, positives=m) for t in (0.01, 0.05, 0.1) for m in (1, 2)}) == 6
     assert out(encoder_tanh=False) == "runs/rl_curl/cartpole-swingup/curl-notanh/seed0"
 
 
-def test_checkpoint_signature_of_older_code_implies_the_encoder_tanh(tmp_path):
-    """Checkpoints written before encoder_tanh existed were made with the tanh: they resume under the
-    default and are refused, naming the field, under --no-encoder-tanh."""
+def test_checkpoint_signature_is_checked_field_by_field(tmp_path):
+    """A checkpoint resumes under the options it was written with; another value, or a field the checkpoint
+    lacks, is refused naming the field."""
     from rl_curl.train import check_signature, config_signature
 
     c = cfg(tmp_path, "s").resolved()
-    old = {k: v for k, v in config_signature(c).items() if k != "encoder_tanh"}
-    check_signature({"signature": old}, c, "ckpt")
+    check_signature({"signature": config_signature(c)}, c, "ckpt")
     no_tanh = cfg(tmp_path, "s", encoder_tanh=False).resolved()
     with pytest.raises(CheckpointError, match=r"encoder_tanh: True -> False"):
-        check_signature({"signature": old}, no_tanh, "ckpt")
-    with pytest.raises(CheckpointError, match="encoder_tanh"):
         check_signature({"signature": config_signature(c)}, no_tanh, "ckpt")
+    lacking = {k: v for k, v in config_signature(c).items() if k != "encoder_tanh"}
+    with pytest.raises(CheckpointError, match="encoder_tanh"):
+        check_signature({"signature": lacking}, c, "ckpt")
 
 
+@pytest.mark.slow  # three runs: 1000 steps, resumed to 2000, resumed again from the 1000-step checkpoint
 def test_tensorboard_drops_events_redone_after_a_resume(tmp_path):
     """A run cut off after logging past its last checkpoint redoes those steps on resume; TensorBoard must
     not show them twice (as log.csv and eval.csv do not)."""
@@ -247,9 +251,15 @@ def test_seeds_of_any_run_seed_are_valid_and_distinct():
     assert len(train_seeds) == 200 and len(eval_seeds) == 20 and not train_seeds & eval_seeds
     assert eval_episode_seed(c, 1000, 3) == eval_episode_seed(Config(seed=0), 1000, 3)
     assert all(0 <= s < 2**32 for s in train_seeds | eval_seeds)
-    assert isinstance(np.random.RandomState(max(train_seeds)), np.random.RandomState)
+    # 32-bit for any run seed, the first one the old formula broke (42949) and the largest included
+    for run_seed in (0, 42949, 2**32 - 1):
+        r = Config(seed=run_seed)
+        derived = [episode_seed(r, e) for e in (0, 199, 10**6)] + [eval_episode_seed(r, 10**6, e) for e in (0, 9)]
+        assert all(0 <= s < 2**32 for s in derived), (run_seed, derived)
+        np.random.RandomState(max(derived))  # numpy's legacy generator takes them
 
 
+@pytest.mark.slow  # a 2000-step run, and a run resumed after 1000 steps
 def test_actor_and_alpha_metrics_are_logged_when_the_log_step_falls_on_a_critic_only_update(tmp_path):
     """The actor and temperature update every 2 agent steps; a log row used to hold only the metrics of the
     update just before it, so when that update was odd (walker, finger, cheetah, reacher, ball_in_cup at

@@ -30,7 +30,8 @@ def debiased(pos, neg, tau_plus=0.0, log_floor=None, beta=0.0):
                 neg_mean = sum(math.exp(q) for q in qs) / N
             pos_mean = sum(math.exp(x) for x in ps) / len(ps)
             g = (neg_mean - tau_plus * pos_mean) / (1.0 - tau_plus)
-            g = max(g, math.exp(log_floor[i] if isinstance(log_floor, list) else log_floor)) if log_floor is not None else max(g, 0.0)
+            g = (max(g, math.exp(log_floor[i] if isinstance(log_floor, list) else log_floor))
+                 if log_floor is not None else max(g, 0.0))
             turns.append(-math.log(math.exp(p) / (math.exp(p) + N * g)))
         out.append(sum(turns) / len(turns))
     return out

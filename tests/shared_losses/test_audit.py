@@ -494,7 +494,8 @@ def test_audit_gather_scaling_simulated(monkeypatch):
             x, temperature=0.4, tau_plus=0.2, beta=1.0, reduction=r, gather_distributed=g), cos)),
         "info_nce": multiview(mv(lambda x, g, r="none": S.info_nce(
             x, temperature=0.4, reduction=r, gather_distributed=g), cos)),
-        "punce": labelled(lambda f, s, l, g, r="none": S.punce_loss(f, s, l, 0.3, 0.4, reduction=r, gather_distributed=g)),
+        "punce": labelled(lambda f, s, l, g, r="none": S.punce_loss(
+            f, s, l, 0.3, 0.4, reduction=r, gather_distributed=g)),
         "scl_pu": labelled(lambda f, s, l, g, r="none": S.scl_pu_loss(f, s, l, 0.4, reduction=r, gather_distributed=g)),
         "supcon": labelled(lambda f, s, l, g, r="none": S.supcon_loss(
             f, l, 0.4, reduction=r, source_ids=s, gather_distributed=g)),

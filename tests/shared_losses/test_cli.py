@@ -97,6 +97,7 @@ sys.exit(run_cli(main))
 """
 
 
+@pytest.mark.slow  # torchrun: a multi-process launch
 def test_processes_of_a_multi_process_run_end_with_their_status_and_output(tmp_path, torchrun):
     """Two torchrun processes whose last gloo collective comes just before they end. Without run_cli's
     os._exit, a gloo worker thread can release the collective's tensors while the interpreter finalises and
@@ -131,6 +132,7 @@ def test_processes_of_a_multi_process_run_end_with_their_status_and_output(tmp_p
     (["-m", "nlp_qt.train", "--corpus", "/nonexistent/books", "--output-dir", "OUT"], "/nonexistent/books"),
     (["-m", "nlp_qt.senteval", "--model", "OUT", "--data", "human", "--max-length", "-1"], "--max-length must be >= 0"),
 ])
+@pytest.mark.slow  # each case runs an entry point in a subprocess
 def test_entry_points_report_bad_input_in_one_line(tmp_path, argv, message):
     argv = [a.replace("OUT", str(tmp_path / "run")) for a in argv]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MUJOCO_GL": "egl"}

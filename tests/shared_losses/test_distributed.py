@@ -11,6 +11,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import shared_losses as S
 
+pytestmark = pytest.mark.slow  # two processes (torch.multiprocessing, gloo)
+
 WORLD, B, V, D_IN, D = 2, 5, 2, 7, 4
 
 

@@ -41,7 +41,8 @@ def test_debiased_matches_loop(B, M, N, tau_plus, log_floor):
     assert got32.dtype == torch.float32
     assert _rel(got32, ref) < 1e-4
     assert math.isclose(S.debiased_nce_from_logits(pos, neg, tau_plus, floor).item(), sum(ref) / B, rel_tol=1e-9)
-    assert math.isclose(S.debiased_nce_from_logits(pos, neg, tau_plus, floor, reduction="sum").item(), sum(ref), rel_tol=1e-9)
+    assert math.isclose(S.debiased_nce_from_logits(pos, neg, tau_plus, floor, reduction="sum").item(), sum(ref),
+                        rel_tol=1e-9)
 
 
 @pytest.mark.parametrize("tau_plus", [0.0, 0.1])

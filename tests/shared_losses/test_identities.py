@@ -16,7 +16,8 @@ def _emb(B, V, d=8, seed=0, dtype=torch.float64):
 
 def test_debiased_tau0_is_infonce_logits():
     g = torch.Generator().manual_seed(0)
-    pos, neg = torch.randn(10, 1, generator=g, dtype=torch.float64), torch.randn(10, 30, generator=g, dtype=torch.float64)
+    pos, neg = (torch.randn(10, 1, generator=g, dtype=torch.float64),
+                torch.randn(10, 30, generator=g, dtype=torch.float64))
     # InfoNCE as a cross-entropy with the positive in column 0
     ce = F.cross_entropy(torch.cat([pos, neg], 1), torch.zeros(10, dtype=torch.long))
     assert torch.allclose(S.debiased_nce_from_logits(pos, neg, 0.0), ce, rtol=1e-12)
@@ -171,22 +172,27 @@ BAD = [
     (lambda: S.debiased_nce_from_logits(torch.randn(2, 1), torch.tensor([[0.0, float("nan")], [0.0, 1.0]])),
      "neg_logits contains NaN"),
     (lambda: S.hard_negative_nce_from_logits(torch.randn(2, 1), torch.tensor([[0.0, math.inf], [0.0, 1.0]])), r"\+inf"),
-    (lambda: S.debiased_nce_from_logits(torch.tensor([[0.0], [-math.inf]]), torch.randn(2, 5)), "anchor 1 has no positive"),
+    (lambda: S.debiased_nce_from_logits(torch.tensor([[0.0], [-math.inf]]), torch.randn(2, 5)),
+     "anchor 1 has no positive"),
     (lambda: S.debiased_nce(torch.randn(4, 8), torch.randn(5, 8)), "shape"),
     (lambda: S.debiased_nce(torch.randn(4, 1, 8)), "2 views"),
     (lambda: S.debiased_nce(torch.randn(1, 2, 8)), "2 samples"),
     (lambda: S.debiased_nce(torch.randn(4, 2, 8), temperature=0.0), "temperature"),
     # a negative tau+ used to be told that "tau+ = 1 would leave no negatives"
-    (lambda: S.debiased_nce(torch.randn(4, 2, 8), tau_plus=-0.1), r"got -0\.1: a prior is a probability, never negative"),
+    (lambda: S.debiased_nce(torch.randn(4, 2, 8), tau_plus=-0.1),
+     r"got -0\.1: a prior is a probability, never negative"),
     (lambda: S.debiased_nce(torch.randn(4, 2, 8), tau_plus=float("nan")), "never negative"),
     (lambda: S.debiased_nce(torch.randn(4, 2, 8), tau_plus=1.0), "would leave no negatives"),
     (lambda: S.punce_loss(torch.randn(4, 3), torch.tensor([0, 0, 1, 1]), torch.tensor([1, 1, 0, 0]), 1.5), "prior"),
     (lambda: S.punce_loss(torch.randn(4, 3), torch.tensor([0, 0, 1, 1]), torch.tensor([1, 1, 0, 2]), 0.5), "labels"),
-    (lambda: S.punce_loss(torch.randn(4, 3), torch.tensor([0, 0, 1, 1]), torch.tensor([1, 0, 0, 0]), 0.5), "different labels"),
-    (lambda: S.punce_loss(torch.randn(4, 3), torch.tensor([0, 1, 2, 2]), torch.tensor([1, -1, 0, 0]), 0.5), "no positive"),
+    (lambda: S.punce_loss(torch.randn(4, 3), torch.tensor([0, 0, 1, 1]), torch.tensor([1, 0, 0, 0]), 0.5),
+     "different labels"),
+    (lambda: S.punce_loss(torch.randn(4, 3), torch.tensor([0, 1, 2, 2]), torch.tensor([1, -1, 0, 0]), 0.5),
+     "no positive"),
     (lambda: S.punce_loss(torch.randn(3, 3), torch.tensor([0, 0, 1]), torch.tensor([1, 1, 0]), 0.5), "no other view"),
     (lambda: S.punce_loss(torch.randn(4, 3), torch.tensor([0, 0, 1]), torch.tensor([1, 1, 0, 0]), 0.5), "source_ids"),
-    (lambda: S.punce_loss(torch.randn(0, 3), torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long), 0.5), "empty"),
+    (lambda: S.punce_loss(torch.randn(0, 3), torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long),
+                          0.5), "empty"),
     (lambda: S.supcon_loss(torch.randn(3, 3), torch.tensor([0, 1, 1])), "no positive"),
     (lambda: S.supcon_loss(torch.randn(3, 3), torch.tensor([0.0, 1.0, 1.0])), "integer"),
     # non-finite inputs and hyperparameters used to give a silent 0 / NaN loss
@@ -195,9 +201,11 @@ BAD = [
     (lambda: S.debiased_nce(torch.randn(4, 2, 8), temperature=math.inf), "temperature"),
     (lambda: S.debiased_nce(torch.randn(4, 8), torch.full((4, 8), math.inf)), "inf"),
     (lambda: S.supcon_loss(torch.full((4, 3), math.inf), torch.tensor([0, 0, 1, 1])), "inf"),
-    (lambda: S.punce_loss(torch.full((4, 3), math.inf), torch.tensor([0, 0, 1, 1]), torch.tensor([1, 1, 0, 0]), 0.5), "inf"),
+    (lambda: S.punce_loss(torch.full((4, 3), math.inf), torch.tensor([0, 0, 1, 1]), torch.tensor([1, 1, 0, 0]), 0.5),
+     "inf"),
     (lambda: S.debiased_nce_from_logits(torch.randn(2, 1), torch.randn(2, 5), 0.1, float("nan")), "log_floor"),
-    (lambda: S.debiased_nce_from_logits(torch.randn(2, 1), torch.randn(2, 5), 0.1, torch.tensor([0.0, math.nan])), "log_floor"),
+    (lambda: S.debiased_nce_from_logits(torch.randn(2, 1), torch.randn(2, 5), 0.1, torch.tensor([0.0, math.nan])),
+     "log_floor"),
 ]
 
 

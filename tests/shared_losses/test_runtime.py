@@ -155,7 +155,8 @@ def test_tensorboard_writer_hides_redone_steps_and_records_the_config(tmp_path):
         tb.add_scalar("loss", 10.0 * step, step)
     tb.close()
     acc = tb_events(tmp_path)
-    assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 40.0), (5, 50.0), (6, 60.0)]
+    assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(1, 1.0), (2, 2.0), (3, 3.0),
+                                                                (4, 40.0), (5, 50.0), (6, 60.0)]
     texts = acc.Tensors("config/text_summary")
     assert len(texts) == 1  # written by the fresh run only
     table = texts[0].tensor_proto.string_val[0].decode()

@@ -35,6 +35,7 @@ def _kill_when_checkpointed(out: Path, timeout: float = 120.0) -> bool:
     return False
 
 
+@pytest.mark.slow  # Ray
 def test_sweep_on_ray_retries_a_run_killed_mid_run_and_it_ends_as_an_uninterrupted_run(tmp_path, ray_local, capsys):
     """A run whose process is killed with kill -9 after its first checkpoint is started again by the sweep,
     continues from that checkpoint, and ends with the weights of the same run left alone."""
@@ -73,6 +74,7 @@ def test_sweep_runs_not_killed_by_a_signal_are_not_retried_and_codes_keep_their_
     assert (tmp_path / "r1.log").read_text() == "run 1\n"
 
 
+@pytest.mark.slow  # Ray, in a subprocess
 def test_sweep_refuses_an_unreachable_ray_address_in_seconds_with_one_line(tmp_path):
     """An --address where nothing listens fails fast, naming it; no run is started."""
     t0 = time.monotonic()
@@ -84,6 +86,7 @@ def test_sweep_refuses_an_unreachable_ray_address_in_seconds_with_one_line(tmp_p
     assert "Traceback" not in res.stderr and not (tmp_path / "grid" / "cartpole-swingup").exists()
 
 
+@pytest.mark.slow  # Ray (starts the local cluster)
 def test_sweep_asking_for_gpus_on_a_ray_cluster_without_any_says_so_before_launching(tmp_path, ray_local):
     sys.path.insert(0, str(ROOT / "scripts"))
     import curl_table3
@@ -123,6 +126,7 @@ def test_sweep_dataclass_flags_round_trip_through_tyro():
     assert tyro.cli(FewShotConfig, args=full) == cfg
 
 
+@pytest.mark.slow  # process trees in subprocesses
 def test_sweep_run_dies_with_the_process_that_started_it(tmp_path):
     """A Ray worker killed mid-run must not leave its run training on (the retried task would start a second
     process on the same folder): the run's process is killed with the one that started it (Linux)."""

