@@ -36,7 +36,6 @@ from tqdm import tqdm
 
 from shared_losses.datasets import DataError, load_images
 from shared_losses.harness import RunHarness
-from shared_losses.loop import TrainingApp
 from shared_losses.runtime import write_json_atomic
 
 from .config import FewShotConfig
@@ -44,6 +43,7 @@ from .images import Augment, ImageModel, as_images, binary_labels, features, str
 from .objectives import encoder_loss
 from .prior import elkan_noto_prior
 from .pu import RISKS, pu_risk, train_probe
+from .run import Batches, FewShotRunApp, check_resume_config, check_steps, make_accelerator, read_json
 
 #: share of each class held out as the test split when no --eval-file is given
 TEST_FRACTION = 0.2
@@ -172,24 +172,19 @@ def end_to_end_loss(name: str, logits: torch.Tensor, y: torch.Tensor, n_lab: int
     return pu_risk(logits[:n_lab], logits, pi_p, name)[0]
 
 
-class ImageApp(TrainingApp):
+class ImageApp(FewShotRunApp):
     """The image runs' parts of the shared loop (:func:`shared_losses.loop.run`): per step one batch of labeled +
     unlabeled images, two augmented views through the encoder (``--contrastive``) or each end-to-end learner
     (``none``); at the end the classifiers of :func:`classify`."""
 
-    name, summary_file = "fewshot", "metrics.json"
-
     def __init__(self, cfg: FewShotConfig, harness: RunHarness):
-        super().__init__(harness)
-        self.t_start = time.time()
-        self.data = image_data(cfg)
-        self.cfg = steps_from_passes(cfg, self.data)
+        t_start, data = time.time(), image_data(cfg)
+        super().__init__(steps_from_passes(cfg, data), harness)
+        self.t_start, self.data = t_start, data
         self.names = learner_names(self.cfg)
         self.contrastive = self.cfg.contrastive != "none"
 
     def check_resume(self, saved):
-        from .run import check_resume_config, check_steps, read_json
-
         cfg, out = self.cfg, self.harness.out
         if saved is None:
             return None
@@ -202,8 +197,6 @@ class ImageApp(TrainingApp):
         return None
 
     def build(self, saved):
-        from .run import Batches, make_accelerator
-
         cfg, data, names = self.cfg, self.data, self.names
         self.pi, self.pi_p, self.prior_source = priors(cfg, data)
         acc = make_accelerator(cfg)
@@ -244,13 +237,6 @@ class ImageApp(TrainingApp):
         self.unl_batches.load_state_dict(state["unlabeled_batches"])
         self.gen.set_state(state["augment_rng"])
 
-    @property
-    def config(self):
-        return dataclasses.asdict(self.cfg)
-
-    def total_steps(self):
-        return self.cfg.steps
-
     def progress(self):
         cfg = self.cfg
         for m in self.models.values():
@@ -286,9 +272,6 @@ class ImageApp(TrainingApp):
     def log(self, row):
         if self.step % self.cfg.log_every == 0 or self.step == self.cfg.steps:
             self.harness.log_row(row)
-
-    def checkpoint_due(self):
-        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every) or self.step == self.cfg.steps
 
     def finish(self):
         cfg, data = self.cfg, self.data

@@ -15,20 +15,17 @@ import torch
 from tqdm import tqdm
 
 from shared_losses import punce_loss
-from shared_losses.loop import TrainingApp
 
 from .objectives import DEFAULT_OBJECTIVE, multiview
 from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
-from .run import check_resume_config, finished_metrics, forward_views, prepare, process_share, tokenize
+from .run import FewShotRunApp, check_resume_config, forward_views, prepare, process_share, tokenize
 
 
-class PuApp(TrainingApp):
+class PuApp(FewShotRunApp):
     """The PU pipeline's parts of the shared loop (:func:`shared_losses.loop.run`): the encoder trained with puNCE
     (PU form) one batch of labeled + unlabeled examples per step; at the end the PN / uPU / nnPU probes on its
     frozen features (and, before training, on the pretrained encoder's: the baseline)."""
-
-    name, summary_file = "fewshot", "metrics.json"
 
     def __init__(self, cfg, harness, model=None, tokenizer=None):
         if cfg.gather_negatives:
@@ -41,15 +38,8 @@ class PuApp(TrainingApp):
         if cfg.n_unlabeled < 1 and cfg.positive_file is None:
             raise ValueError(f"--n-unlabeled must be >= 1 with --setting pu (the puNCE prior and the PU probes need "
                              f"unlabeled examples), got {cfg.n_unlabeled}")
-        super().__init__(harness)
-        self.cfg, self.model, self.tokenizer = cfg, model, tokenizer
-
-    def check_resume(self, saved):
-        done = finished_metrics(self.cfg, self.harness, saved)
-        if done is not None:
-            print(f"{self.harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to "
-                  "train on)")
-        return done
+        super().__init__(cfg, harness)
+        self.model, self.tokenizer = model, tokenizer
 
     def build(self, saved):
         cfg = self.cfg
@@ -84,13 +74,6 @@ class PuApp(TrainingApp):
         self.step, self.baseline = state["step"], state["baseline"]
         self.rng.bit_generator.state = state["rng"]
 
-    @property
-    def config(self):
-        return dataclasses.asdict(self.cfg)
-
-    def total_steps(self):
-        return self.cfg.steps
-
     def progress(self):
         self.model.train()
         return tqdm(total=self.cfg.steps, initial=self.step, desc="puNCE (PU) encoder", unit="step",
@@ -118,9 +101,6 @@ class PuApp(TrainingApp):
 
     def postfix(self):
         return {"punce": f"{self.loss:.3f}"}
-
-    def checkpoint_due(self):
-        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every)
 
     def finish(self):
         # the probes first: the checkpoint keeps the nnPU probe (the exported head) beside the encoder

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from shared_losses.harness import RunHarness, refuse_config_changes
+from shared_losses.loop import TrainingApp
 from shared_losses.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
 from .config import FewShotConfig
@@ -142,6 +143,36 @@ def finished_metrics(cfg: FewShotConfig, harness: RunHarness, saved: dict | None
     raise FileExistsError(f"{out} holds a finished run of {metrics.get('steps')} steps (metrics.json) but no "
                           f"checkpoint/ to continue it to --max-steps {cfg.steps} from: pass --overwrite (moves it "
                           "aside) to start a new run, or another --output-dir; nothing was changed")
+
+
+class FewShotRunApp(TrainingApp):
+    """What fewshot's trained runs (text: :class:`fewshot.train.FewShotApp`; PU: :class:`fewshot.pu_pipeline.PuApp`;
+    images: :class:`fewshot.image_run.ImageApp`) share in the loop (:func:`shared_losses.loop.run`): metrics.json,
+    ``--max-steps`` steps, a checkpoint every ``checkpoint_every`` steps and at the last one, and the check of a
+    resume (:func:`finished_metrics`)."""
+
+    name, summary_file = "fewshot", "metrics.json"
+
+    def __init__(self, cfg: FewShotConfig, harness: RunHarness):
+        super().__init__(harness)
+        self.cfg = cfg
+
+    @property
+    def config(self):
+        return dataclasses.asdict(self.cfg)
+
+    def total_steps(self):
+        return self.cfg.steps
+
+    def check_resume(self, saved):
+        done = finished_metrics(self.cfg, self.harness, saved)
+        if done is not None:
+            print(f"{self.harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to "
+                  "train on)")
+        return done
+
+    def checkpoint_due(self):
+        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every) or self.step == self.cfg.steps
 
 
 def check_steps(cfg: FewShotConfig, trained: int, out: Path) -> None:

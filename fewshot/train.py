@@ -18,7 +18,6 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.loop import TrainingApp
 from shared_losses.loop import run as run_app
 from shared_losses.runtime import print_run_result
 
@@ -28,28 +27,19 @@ from .model import FewShotModel
 from .objectives import fewshot_loss, roles_from_labels
 from .objectives import get as get_objective
 from .pu_pipeline import PuApp
-from .run import (Batches, Run, check_resume_config, claim, finished_metrics, forward_views, head_accuracy, prepare,
-                  process_share, run_metrics, tokenize)
+from .run import (Batches, FewShotRunApp, Run, check_resume_config, claim, finished_metrics, forward_views,
+                  head_accuracy, prepare, process_share, run_metrics, tokenize)
 
 
-class FewShotApp(TrainingApp):
+class FewShotApp(FewShotRunApp):
     """fewshot's parts of the shared loop (:func:`shared_losses.loop.run`) for the trained objectives (CE, SupCon,
     puNCE): one step per global batch of labeled (+ unlabeled) examples, the heads scored every ``eval_every``
     steps and at the last one."""
 
-    name, summary_file = "fewshot", "metrics.json"
-
     def __init__(self, cfg: FewShotConfig, harness, model: FewShotModel | None = None, tokenizer=None):
-        super().__init__(harness)
-        self.cfg, self.model, self.tokenizer, self.history = cfg, model, tokenizer, []
+        super().__init__(cfg, harness)
+        self.model, self.tokenizer, self.history = model, tokenizer, []
         self.objective = get_objective(cfg.objective)
-
-    def check_resume(self, saved):
-        done = finished_metrics(self.cfg, self.harness, saved)
-        if done is not None:
-            print(f"{self.harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to "
-                  "train on)")
-        return done
 
     def build(self, saved):
         cfg = self.cfg
@@ -78,13 +68,6 @@ class FewShotApp(TrainingApp):
         self.step, self.history = state["step"], state["history"]
         self.lab_batches.load_state_dict(state["labeled_batches"])
         self.unl_batches.load_state_dict(state["unlabeled_batches"])
-
-    @property
-    def config(self):
-        return dataclasses.asdict(self.cfg)
-
-    def total_steps(self):
-        return self.cfg.steps
 
     def progress(self):
         self.model.train()
@@ -132,9 +115,6 @@ class FewShotApp(TrainingApp):
     def postfix(self):
         acc_ = {"acc": f"{self.row['eval_accuracy']:.1f}"} if "eval_accuracy" in self.row else {}
         return {"loss": f"{self.row['loss']:.3f}", **acc_}
-
-    def checkpoint_due(self):
-        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every) or self.step == self.cfg.steps
 
     def finish(self):
         run = self.run
