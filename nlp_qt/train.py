@@ -291,7 +291,37 @@ class QuickThoughtApp(TrainingApp):
         batch = next(self.batches, None)
         if batch is None:
             return None
-        cfg, acc, model, world = self.cfg, self.accelerator, self.model, self.world
+        cfg, acc = self.cfg, self.accelerator
+        loss, n_global = self.exchange(*self.batch_loss(batch))
+        self.optimizer.zero_grad(set_to_none=True)
+        acc.backward(loss)
+        grad_norm = _clip(self.model, cfg, acc)
+        if n_global > 0:
+            self.optimizer.step()
+        else:  # a zero gradient would still move Adam's parameters by its momentum: every process skips
+            self.no_neighbour_batches += 1
+            if getattr(acc, "scaler", None) is not None:
+                acc.scaler.update()  # close the unscale_ of _clip, as a step would
+        self.step += 1
+        self.batch_in_epoch += 1
+        self.sentences_seen += self.global_bs
+        # logged loss: mean over processes (each process's loss covers its own anchors)
+        self.last_loss = (acc.reduce(loss.detach(), reduction="mean") if self.world > 1 else loss.detach()).item()
+        self.rate = (self.sentences_seen - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
+        if self.step % cfg.log_every and self.step != 1:
+            return {}
+        return {"step": self.step, "epoch": self.epoch, "loss": self.last_loss, "grad_norm": grad_norm,
+                "sentences": self.sentences_seen, "sentences_per_s": self.rate}
+
+    def log(self, row):  # TensorBoard: the loss, the gradient norm and the speed
+        if row:
+            self.harness.csv().log(row)
+            for k in ("loss", "grad_norm", "sentences_per_s"):
+                self.harness.tb.add_scalar(f"train/{k}", row[k], self.step)
+
+    def batch_loss(self, batch):
+        """(this process's loss on its block of the global batch, its count of anchors with a neighbour)."""
+        cfg, acc, model = self.cfg, self.accelerator, self.model
         model.train()
         lo, hi = self.rank * cfg.batch_size, (self.rank + 1) * cfg.batch_size
         ids, lengths = self.vocab.batch(batch.sentences[lo:hi], acc.device)
@@ -306,49 +336,29 @@ class QuickThoughtApp(TrainingApp):
             anchor_pos = None
         nb = neighbours(doc_ids, torch.arange(len(u), device=u.device) if anchor_pos is None else anchor_pos)
         n_local = (nb.has_prev | nb.has_next).sum()  # anchors with a neighbour: the loss is their mean
-        if n_local > 0:
-            loss = compute_loss(u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
-                                cfg.log_floor, cfg.self_score)
-        else:  # only one-sentence documents here: nothing to learn; a zero loss keeps processes in step
-            loss = (u.sum() + v_all.sum()) * 0.0
-        # One exchange between processes: the global anchor count, whether any loss is not finite (all processes
-        # then stop together; one stopping alone left the others waiting forever) and whether any was asked to stop.
+        if n_local == 0:  # only one-sentence documents here: nothing to learn; a zero loss keeps processes in step
+            return (u.sum() + v_all.sum()) * 0.0, n_local
+        return compute_loss(u, v_all, doc_ids, anchor_pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
+                            cfg.log_floor, cfg.self_score), n_local
+
+    def exchange(self, loss, n_local):
+        """One exchange between processes: the global anchor count, whether any loss is not finite (all processes
+        then stop together; one stopping alone left the others waiting forever) and whether any was asked to
+        stop. Returns (the loss weighted by this process's share of the anchors, the global anchor count)."""
+        world = self.world
         flags = torch.stack([n_local.float(), (~torch.isfinite(loss.detach())).float(),
                              torch.tensor(float(self.harness.stop.requested), device=n_local.device)])
         if world > 1:
-            flags = acc.reduce(flags, reduction="sum")
+            flags = self.accelerator.reduce(flags, reduction="sum")
         n_global, non_finite = int(flags[0].item()), bool(flags[1].item())
         self.stop_now = bool(flags[2].item())  # every process stops after the same step
         if non_finite:
             raise FloatingPointError(f"non-finite loss at step {self.step} (this process: {loss.item()})")
         if world > 1 and n_local > 0:
-            # This process's share of the global anchors: DDP averages the processes' gradients (and the gather
-            # sums them), so the step is that of one mean over all anchors, as on one process, also when
-            # document ends leave the processes different anchor counts.
+            # DDP averages the processes' gradients (and the gather sums them), so the step is that of one mean
+            # over all anchors, as on one process, also when document ends leave the processes different counts.
             loss = loss * (float(n_local) * world / n_global)
-        self.optimizer.zero_grad(set_to_none=True)
-        acc.backward(loss)
-        grad_norm = _clip(model, cfg, acc)
-        if n_global > 0:
-            self.optimizer.step()
-        else:  # a zero gradient would still move Adam's parameters by its momentum: every process skips
-            self.no_neighbour_batches += 1
-            if getattr(acc, "scaler", None) is not None:
-                acc.scaler.update()  # close the unscale_ of _clip, as a step would
-        self.step += 1
-        self.batch_in_epoch += 1
-        self.sentences_seen += self.global_bs
-        # logged loss: mean over processes (each process's loss covers its own anchors)
-        self.last_loss = (acc.reduce(loss.detach(), reduction="mean") if world > 1 else loss.detach()).item()
-        rate = (self.sentences_seen - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
-        if self.step % cfg.log_every == 0 or self.step == 1:
-            row = {"step": self.step, "epoch": self.epoch, "loss": self.last_loss, "grad_norm": grad_norm,
-                   "sentences": self.sentences_seen, "sentences_per_s": rate}
-            self.harness.csv().log(row)
-            for k in ("loss", "grad_norm", "sentences_per_s"):
-                self.harness.tb.add_scalar(f"train/{k}", row[k], self.step)
-        self.rate = rate
-        return {}  # logged above, every log_every steps (TensorBoard: loss, gradient norm and speed)
+        return loss, n_global
 
     def postfix(self):
         return {"loss": f"{self.last_loss:.4f}", "sent_per_s": f"{self.rate:.0f}", "epoch": self.epoch}
