@@ -6,8 +6,10 @@
 Input: .txt (one text per line; blank lines skipped), .csv / .tsv (a header row; --text-column, default
 `text`) or .jsonl (objects with --text-column, or one JSON string per line). Output, one row per text
 in input order: .jsonl ({"text", "label", "score", "probabilities": {label: p}}) or .csv (text, label,
-score, then one `p(<label>)` column per class). The numbers are those of transformers' text-classification
-pipeline on the folder (truncation=True): softmax over the two logits, the label with the larger one.
+score, then one `p(<label>)` column per class); an existing output file is refused unless --overwrite is
+given, and the file is written to a temporary sibling and renamed into place. The numbers are those of
+transformers' text-classification pipeline on the folder (truncation=True): softmax over the two logits,
+the label with the larger one.
 """
 
 from __future__ import annotations
@@ -90,21 +92,25 @@ def write_predictions(path: Path, texts, probs: torch.Tensor, id2label: dict) ->
     names = [id2label[i] for i in range(probs.shape[1])]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        if path.suffix.lower() == ".jsonl":
-            for text, p in zip(texts, probs.tolist()):
-                k = max(range(len(p)), key=p.__getitem__)
-                fh.write(json.dumps({"text": text, "label": names[k], "score": p[k],
-                                     "probabilities": dict(zip(names, p))}, ensure_ascii=False) + "\n")
-        else:
-            w = csv.writer(fh)
-            w.writerow(["text", "label", "score", *(f"p({n})" for n in names)])
-            for text, p in zip(texts, probs.tolist()):
-                k = max(range(len(p)), key=p.__getitem__)
-                w.writerow([text, names[k], p[k], *p])
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            if path.suffix.lower() == ".jsonl":
+                for text, p in zip(texts, probs.tolist()):
+                    k = max(range(len(p)), key=p.__getitem__)
+                    fh.write(json.dumps({"text": text, "label": names[k], "score": p[k],
+                                         "probabilities": dict(zip(names, p))}, ensure_ascii=False) + "\n")
+            else:
+                w = csv.writer(fh)
+                w.writerow(["text", "label", "score", *(f"p({n})" for n in names)])
+                for text, p in zip(texts, probs.tolist()):
+                    k = max(range(len(p)), key=p.__getitem__)
+                    w.writerow([text, names[k], p[k], *p])
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # the write failed: drop the partial file, the old one stays as it was
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def main(argv=None):
@@ -119,13 +125,20 @@ def main(argv=None):
     p.add_argument("--model", required=True, help="a fewshot run folder (uses its model/) or an exported model folder")
     p.add_argument("--input", required=True, help="texts: .txt (one per line), .csv/.tsv or .jsonl")
     p.add_argument("--text-column", default="text", help="column (.csv/.tsv) or key (.jsonl) holding the text")
-    p.add_argument("--output", required=True, help="predictions: .jsonl or .csv")
+    p.add_argument("--output", required=True,
+                   help="predictions: .jsonl or .csv (an existing file is refused unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="let --output replace an existing file (written to a temporary file, then renamed)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N, mps)")
     args = p.parse_args(argv)
     out = Path(args.output)
     if out.suffix.lower() not in OUTPUT_SUFFIXES:
         raise ValueError(f"--output {out}: write .jsonl or .csv (got {out.suffix or 'no suffix'})")
+    if out.is_dir():
+        raise ValueError(f"--output {out} is a folder; give a file name, e.g. {out / 'predictions.jsonl'}")
+    if out.exists() and not args.overwrite:  # before the model or the texts are read
+        raise FileExistsError(f"--output {out} exists; pass --overwrite to replace it")
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     device = check_device(args.device)

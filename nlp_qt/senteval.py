@@ -797,11 +797,14 @@ def _build_human_cache(root: Path, tasks: Sequence[str]) -> Path:
     return root
 
 
-def _check_output(path: str) -> None:
-    """Refuse an --output that cannot be written before any work is done (the results would be lost)."""
+def _check_output(path: str, overwrite: bool = False) -> None:
+    """Refuse an --output that cannot be written, or that exists without ``overwrite``, before any work is done
+    (the results would be lost, or earlier ones replaced silently)."""
     out = Path(path)
     if out.is_dir():
         raise ValueError(f"--output {out} is a folder; give a file name, e.g. {out / 'senteval.json'}")
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"--output {out} exists; pass --overwrite to replace it")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise ValueError(f"--output {out}: the folder {parent} does not exist")
@@ -869,7 +872,10 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                    "text, as the bag of words reads it). The model's training --max-length cuts its corpus "
                    "sentences, not these texts")
     p.add_argument("--json", action="store_true", help="print one JSON object {task: metrics}")
-    p.add_argument("--output", default=None, help="also write the results JSON here")
+    p.add_argument("--output", default=None,
+                   help="also write the results JSON here (an existing file is refused unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="let --output replace an existing file (written to a temporary file, then renamed)")
     a = p.parse_args(argv)
     if a.max_length is not None and a.max_length < 0:  # before the data or the model is read
         raise ValueError(f"--max-length must be >= 0 (0: the whole text), got {a.max_length}")
@@ -883,7 +889,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
 
     check_device(a.device)
     if a.output:
-        _check_output(a.output)
+        _check_output(a.output, a.overwrite)
     root = resolve_data_dir(a.data, a.tasks)
     for t in a.tasks:
         _check_files(root, t)

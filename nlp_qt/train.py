@@ -42,12 +42,13 @@ def validate(cfg: Config) -> None:
     check_fields(cfg.objective, {"tau_plus": cfg.tau_plus, "beta": cfg.beta})  # the objectives' table says what applies
     if cfg.self_score == "zero" and cfg.objective != "qt":
         raise ValueError("self_score zero is only defined for objective qt")
-    if cfg.epochs < 1 or cfg.lr <= 0 or cfg.log_every < 1 or cfg.checkpoint_every < 1:
-        raise ValueError("epochs, lr, log_every and checkpoint_every must be positive")
+    if cfg.epochs < 1 or not cfg.lr > 0 or cfg.log_every < 1 or cfg.checkpoint_every < 1:  # `not >`: NaN fails
+        raise ValueError(f"epochs, lr, log_every and checkpoint_every must be positive, got epochs {cfg.epochs}, "
+                         f"lr {cfg.lr}, log_every {cfg.log_every}, checkpoint_every {cfg.checkpoint_every}")
     # checked here, before the vocabulary pass over the corpus, not at the first step or never
-    if not cfg.temperature > 0:
+    if not cfg.temperature > 0:  # written with `not` so that NaN fails too
         raise ValueError(f"temperature must be > 0, got {cfg.temperature}")
-    if cfg.clip_norm < 0:
+    if not cfg.clip_norm >= 0:  # NaN fails too
         raise ValueError(f"clip_norm must be >= 0 (0 disables clipping), got {cfg.clip_norm}")
     if cfg.max_steps is not None and cfg.max_steps < 0:
         raise ValueError(f"max_steps must be >= 0, got {cfg.max_steps}")

@@ -270,6 +270,9 @@ class Config:
              "actor_update_every, target_update_every and aux_update_every must be >= 1")
         need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
         need(self.num_layers >= 1 and self.num_filters >= 1, "num_layers and num_filters must be >= 1")
+        for name in ("discount", "critic_tau", "encoder_tau"):  # written so that NaN fails too
+            value = getattr(self, name)
+            need(0.0 < value <= 1.0, f"--{name.replace('_', '-')} must be in (0, 1], got {value}")
 
     @property
     def agent_steps(self) -> int:

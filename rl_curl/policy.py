@@ -65,6 +65,10 @@ class Policy:
         if x.dim() not in (3, 4) or tuple(x.shape[-3:]) != self.obs_shape:
             raise ValueError(f"obs must be [C, H, W] or [B, C, H, W] with [C, H, W] = {list(self.obs_shape)} (the "
                              f"run's observations), got shape {tuple(x.shape)}")
+        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            bad = int((~torch.isfinite(x)).sum())
+            raise ValueError(f"obs holds {bad} NaN or inf value(s): a policy acts on finite pixel values (uint8 "
+                             "0-255, as the run's environment gives them)")
         one = x.dim() == 3
         mu, _, _, _ = self.actor(center_crop(x[None] if one else x, self.cfg.crop_size), sample=False)
         out = mu.float().cpu().numpy()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import os
 import shutil
 import time
@@ -262,12 +263,18 @@ def _after_older_event_files(directory: Path) -> None:
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Write ``obj`` as indented JSON to ``path`` via a temporary file and a rename."""
+    """Write ``obj`` as indented JSON to ``path`` via a temporary file and a rename; a write that fails leaves
+    the old file as it was and no temporary file."""
     path = Path(path)
+    text = json.dumps(obj, indent=2, sort_keys=True, default=str)  # an object that cannot be written fails here
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class CsvLogger:
@@ -500,8 +507,20 @@ def print_run_result(application: str, output_dir: str | os.PathLike, step: int,
     ``application``, ``output_dir``, ``step`` (the run's final step, in the unit of its step option)
     and ``result`` (its headline numbers). Returns the object."""
     line = {"application": application, "output_dir": str(output_dir), "step": int(step), "result": dict(result)}
-    print(json.dumps(line, default=str), flush=True)
+    print(json.dumps(_finite_or_null(line), default=str, allow_nan=False), flush=True)
     return line
+
+
+def _finite_or_null(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (in dicts, lists and tuples, at any depth) as None, so that
+    ``json.dumps(..., allow_nan=False)`` writes strict JSON (null, not the NaN / Infinity no JSON parser takes)."""
+    if isinstance(value, float):  # numpy's float64 included
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_null(v) for v in value]
+    return value
 
 
 # ------------------------------------------------------------------------------------- up-front checks

@@ -189,6 +189,44 @@ def test_predict_cli(tiny_encoder, tmp_path):
     predict(["--model", str(run), "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "c.csv")])
     assert len(list(csv.DictReader(open(tmp_path / "c.csv")))) == 3
 
+    # an existing --output is refused, untouched, unless --overwrite replaces it; no temporary file stays behind
+    (tmp_path / "c.csv").write_bytes(b"keep me\n")
+    with pytest.raises(FileExistsError, match="--overwrite") as err:
+        predict(["--model", str(run), "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "c.csv")])
+    assert str(tmp_path / "c.csv") in str(err.value)
+    assert (tmp_path / "c.csv").read_bytes() == b"keep me\n"
+    predict(["--model", str(run), "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "c.csv"),
+             "--overwrite"])
+    assert len(list(csv.DictReader(open(tmp_path / "c.csv")))) == 3
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_predict_refuses_an_existing_output_before_loading_anything(tmp_path, capsys):
+    from fewshot.predict import main as predict
+
+    out = tmp_path / "preds.jsonl"
+    out.write_bytes(b'{"earlier": 1}\n')
+    # the model folder and the input do not exist: the refusal comes before either is read
+    with pytest.raises(FileExistsError, match="--overwrite") as err:
+        predict(["--model", str(tmp_path / "no_model"), "--input", str(tmp_path / "no.txt"), "--output", str(out)])
+    assert str(out) in str(err.value) and len(str(err.value).splitlines()) == 1
+    assert out.read_bytes() == b'{"earlier": 1}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["preds.jsonl"]
+    with pytest.raises(SystemExit):
+        predict(["--help"])
+    assert "--overwrite" in capsys.readouterr().out
+
+
+def test_write_predictions_that_fail_leave_the_old_file_and_no_temporary_file(tmp_path):
+    from fewshot.predict import write_predictions
+
+    out = tmp_path / "preds.jsonl"
+    out.write_bytes(b"old\n")
+    with pytest.raises(TypeError):  # the second text cannot be written as JSON: the write stops half-way
+        write_predictions(out, ["good", object()], torch.tensor([[0.2, 0.8], [0.6, 0.4]]), {0: "neg", 1: "pos"})
+    assert out.read_bytes() == b"old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["preds.jsonl"]
+
 
 @pytest.mark.slow  # runs the entry point in subprocesses
 def test_predict_cli_errors_are_one_line(tiny_encoder, tmp_path):

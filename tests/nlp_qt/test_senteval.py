@@ -237,3 +237,27 @@ def test_too_many_inner_folds_are_refused_with_the_option_name():
     assert se.eval_kfold(X, y, k=3, inner_k=4)["n"] == 24
     with pytest.raises(ValueError, match="must be >= 2"):
         se.eval_kfold(X, y, k=1)
+
+
+def test_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, monkeypatch):
+    out = tmp_path / "res.json"
+    out.write_bytes(b"earlier results\n")
+    # neither the model nor the data exist: the refusal comes before either is read
+    with pytest.raises(FileExistsError, match="--overwrite") as err:
+        se.main(["--model", str(tmp_path / "no_model"), "--data", str(tmp_path / "no_data"), "--tasks", "MR",
+                 "--output", str(out)])
+    assert str(out) in str(err.value) and len(str(err.value).splitlines()) == 1
+    assert out.read_bytes() == b"earlier results\n"
+
+    root = _write_task_folder(tmp_path / "data", n=12)
+    monkeypatch.setattr(se, "load_encoder", lambda *a, **k: (_keyword_encoder, "keyword encoder"))
+    res = se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--kfold", "2", "--json",
+                   "--output", str(out), "--overwrite"])
+    assert json.loads(out.read_text())["results"]["MR"]["acc"] == res["MR"]["acc"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "res.json"]  # no temporary file left
+
+
+def test_overwrite_is_documented_in_help(capsys):
+    with pytest.raises(SystemExit):
+        se.main(["--help"])
+    assert "--overwrite" in capsys.readouterr().out

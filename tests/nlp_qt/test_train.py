@@ -432,3 +432,14 @@ def test_word_vectors_with_another_case_rule_are_refused(tmp_path):
         train(_cfg(tmp_path, "bad", word_vectors=str(tmp_path / "wv")))
     with pytest.raises(ValueError, match="no bow.json, word_vectors.npy, words.json there"):
         train(_cfg(tmp_path, "bad", word_vectors=str(tmp_path / "missing")))
+
+
+@pytest.mark.parametrize("field, message", [
+    ("clip_norm", r"clip_norm must be >= 0 .*got nan"), ("temperature", "temperature must be > 0, got nan"),
+    ("lr", "lr, .*must be positive, got .*lr nan"),
+])
+def test_nan_values_are_refused_before_reading_the_corpus(tmp_path, field, message):
+    """Issue 34: `x < 0` lets NaN through (--clip-norm nan clipped every gradient to NaN); refused up front."""
+    with pytest.raises(ValueError, match=message):
+        train(_cfg(tmp_path, "bad", **{field: float("nan")}))
+    assert not (tmp_path / "bad").exists()

@@ -132,6 +132,24 @@ def test_policy_bad_input(tmp_path):
     assert (tmp_path / "notes.pt").read_text() == "mine"
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("batch", [False, True])
+def test_policy_refuses_observations_with_nan_or_inf(tmp_path, bad, batch):
+    """Issue 34: a float observation with NaN or inf gave NaN actions silently; refused in one line."""
+    from rl_curl.agent import CurlAgent
+    from rl_curl.policy import save_policy
+
+    cfg = tiny_config().resolved()
+    shape = cfg.obs_shape
+    save_policy(CurlAgent(shape, 2, cfg), cfg, shape, tmp_path / "policy.pt")
+    act = rl_curl.load_policy(tmp_path)
+    obs = np.full((2, *shape) if batch else shape, 128.0, dtype=np.float32)
+    assert np.isfinite(act(obs)).all()
+    obs[(0,) * obs.ndim] = bad
+    with pytest.raises(ValueError, match=r"^obs holds 1 NaN or inf value\(s\)"):
+        act(obs)
+
+
 def test_readme_snippet_runs_as_written(tmp_path, monkeypatch):
     """The README's "use what you trained" lines, on a tiny cartpole run at the default image size."""
     import re

@@ -304,3 +304,19 @@ def test_options_of_another_objective_are_refused_up_front():
             Config(**kw).resolved()
     Config(aux="hard", tau_plus=0.1, beta=0.0, positives=2).resolved()
     Config(aux="curl", positives=2).resolved()
+
+
+@pytest.mark.parametrize("field, option", [
+    ("discount", "--discount"), ("critic_tau", "--critic-tau"), ("encoder_tau", "--encoder-tau")])
+@pytest.mark.parametrize("value", [0.0, -0.5, 1.5, float("nan"), float("inf")])
+def test_rates_outside_0_1_are_refused_before_the_run_folder(tmp_path, field, option, value):
+    """Issue 34: a discount or a soft-update rate outside (0, 1] (NaN included) used to train on, diverging or
+    never updating the targets; refused in one line naming the option, the value and the range, no folder made."""
+    with pytest.raises(ValueError, match=rf"^invalid config: {option} must be in \(0, 1\], got {value}$"):
+        run(cfg(tmp_path, "bad", env_steps=100, **{field: value}))
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("field", ["discount", "critic_tau", "encoder_tau"])
+def test_rate_of_one_is_allowed(field):
+    tiny_config(**{field: 1.0}).resolved()

@@ -246,3 +246,45 @@ def test_unused_setting_names_the_field_and_its_users():
     assert unused_setting(uses, "plain", {}, neutral) is None  # so are fields left out
     assert unused_setting(uses, "plain", {"tau_plus": 0.1}, neutral) == ("tau_plus", ["debiased", "hard"])
     assert unused_setting(uses, "debiased", {"tau_plus": 0.1, "beta": 0.5}, neutral) == ("beta", ["hard"])
+
+
+@pytest.mark.parametrize("result, written", [
+    ({"return": float("nan")}, {"return": None}),
+    ({"return": float("inf"), "loss": -float("inf"), "ok": 1.5}, {"return": None, "loss": None, "ok": 1.5}),
+    ({"curve": [1.0, float("nan"), (float("inf"), 2)]}, {"curve": [1.0, None, [None, 2]]}),
+    ({"eval": {"mean": float("nan"), "n": 3, "name": "x"}}, {"eval": {"mean": None, "n": 3, "name": "x"}}),
+    ({"flag": True, "none": None}, {"flag": True, "none": None}),
+])
+def test_run_result_line_is_strict_json(capsys, result, written):
+    """Issue 34: the last line of a run is read by other programs; json.dumps wrote NaN / Infinity, which no
+    strict JSON parser takes. Non-finite numbers are written as null."""
+    import json
+
+    from shared_losses.runtime import print_run_result
+
+    print_run_result("app", "runs/x", 7, result)
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    parsed = json.loads(line, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c} in {line}"))
+    assert parsed == {"application": "app", "output_dir": "runs/x", "step": 7, "result": written}
+
+
+def test_write_json_atomic_that_fails_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from shared_losses.runtime import write_json_atomic
+
+    target = tmp_path / "summary.json"
+    write_json_atomic(target, {"a": 1})
+    before = target.read_bytes()
+    real = Path.write_text
+
+    def half_written(self, text, *args, **kwargs):
+        real(self, text[:3], *args, **kwargs)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Path, "write_text", half_written)
+    with pytest.raises(OSError, match="disk full"):
+        write_json_atomic(target, {"a": 2})
+    monkeypatch.undo()
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
