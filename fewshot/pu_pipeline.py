@@ -102,6 +102,9 @@ class PuApp(FewShotRunApp):
     def postfix(self):
         return {"punce": f"{self.loss:.3f}"}
 
+    def checkpoint_due(self):  # the last step's checkpoint is finish()'s, written after the probes with their head
+        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every)
+
     def finish(self):
         # the probes first: the checkpoint keeps the nnPU probe (the exported head) beside the encoder
         run, cfg = self.run, self.cfg

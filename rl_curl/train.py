@@ -229,7 +229,7 @@ class CurlApp(TrainingApp):
             register_named(accelerator, replay=self.replay)
         self.harness.write_config(dataclasses.asdict(cfg))
         self.seed_until = cfg.seed_steps
-        self.started = time.perf_counter()
+        self.started, self.start_step = time.perf_counter(), 0
 
     def state(self):
         return {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
@@ -243,7 +243,7 @@ class CurlApp(TrainingApp):
         # The latest value of each metric, for the next log row (see train_step); none while a resume without
         # the replay refills it (no updates then, so nothing new to log).
         self.metrics = state.get("metrics", {}) if self.cfg.save_replay else {}
-        self.resumed = True
+        self.resumed, self.start_step = True, self.step
         # Seed steps are counted from the start of the run; a resume without the replay refills it first.
         if not self.cfg.save_replay:
             self.seed_until = self.step + self.cfg.seed_steps
@@ -259,12 +259,6 @@ class CurlApp(TrainingApp):
         return self.step * self.ar
 
     def progress(self):
-        # (made once the logs are open.) Resuming a finished run: its final evaluation and checkpoint are already
-        # written.
-        rows = self.harness.csv("eval.csv").rows
-        self.finished_before = (self.resumed and self.step >= self.cfg.agent_steps and bool(rows)
-                                and float(rows[-1]["env_step"]) == self.step * self.ar)
-        self.start_step = self.step
         return tqdm(total=self.cfg.agent_steps, initial=self.step, disable=not self.cfg.progress,
                     desc=f"{self.cfg.task} {self.cfg.aux}", unit="step")
 
@@ -336,7 +330,10 @@ class CurlApp(TrainingApp):
         self.env.close()
 
     def finish(self):
-        out = self.harness.out
+        out, rows = self.harness.out, self.harness.csv("eval.csv").rows
+        # Resuming a finished run (nothing left to train): its final evaluation and checkpoint are already written.
+        self.finished_before = (self.resumed and self.step == self.start_step >= self.cfg.agent_steps and bool(rows)
+                                and float(rows[-1]["env_step"]) == self.step * self.ar)
         if self.finished_before:
             self.last_eval = float(self.harness.csv("eval.csv").rows[-1]["eval_return_mean"])
             if self.cfg.save_video:  # the final evaluation's first episode, without logging it again

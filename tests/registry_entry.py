@@ -14,7 +14,10 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import typing
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,3 +36,18 @@ def run_with_entry(tmp_path: Path, package: str, registry: str, entry: str, code
     assert res.returncode == 0, res.stderr[-3000:]
     assert f"{copy / package}" in res.stdout, "the copy was not the package imported"
     return res.stdout
+
+
+def check_choices_and_help(capsys, config_cls, from_cli, registries: dict[str, dict]) -> None:
+    """Each configuration field named in ``registries`` has its registry's keys, in order, as its choices, and
+    ``--help`` lists those choices and every entry's help line."""
+    hints = typing.get_type_hints(config_cls, include_extras=True)
+    for field, registry in registries.items():
+        assert typing.get_args(hints[field]) == tuple(registry), field
+    with pytest.raises(SystemExit):
+        from_cli(["--help"])
+    out = capsys.readouterr().out
+    for registry in registries.values():
+        assert "{" + ",".join(registry) + "}" in out
+        for entry in registry.values():
+            assert entry.help and entry.help in out

@@ -22,31 +22,39 @@ def test_fewshot_probe_follows_the_folder_rules(tiny_encoder, easy_task, tmp_pat
     check_folder_rules(tmp_path, "fewshot", run, other_app="rl_curl")
 
 
-@pytest.mark.slow  # interrupted, resumed and straight runs
-def test_fewshot_ctrl_c_checkpoints_the_step_and_resumes_exactly(tiny_encoder, easy_task, tmp_path, monkeypatch,
-                                                                   capsys):
+def cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, module, name, **kw):
+    """A straight run in full/, and in cut/ one Ctrl-C during the 2nd call of ``module.name`` (step 2: it finishes,
+    is checkpointed, the run exits 130 with no metrics.json) then --resume; returns both runs' log.csv rows and
+    metrics.json, by folder name."""
     import csv
     import json
 
-    import fewshot.train as fs_train
+    from shared_losses.runtime import load_checkpoint
 
     from ..folder_rules import check_interrupt_exits_130, interrupt_on_call
 
-    kw = dict(steps=6, eval_every=3, checkpoint_every=4)
     train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "full"), **kw))
-    # Ctrl-C during step 2 (checkpoints every 4): step 2 finishes, is checkpointed, the run stops
-    interrupt_on_call(monkeypatch, fs_train, "fewshot_loss", at=2)
+    interrupt_on_call(monkeypatch, module, name, at=2)
     check_interrupt_exits_130(capsys, lambda: train(_cfg(tiny_encoder, easy_task, tmp_path,
                                                          output_dir=str(tmp_path / "cut"), **kw)), where="step 2")
     monkeypatch.undo()
     assert not (tmp_path / "cut" / "metrics.json").exists()
-    from shared_losses.runtime import load_checkpoint
-
     assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 2
     train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "cut"), resume=True, **kw))
     rows = {name: list(csv.DictReader(open(tmp_path / name / "log.csv"))) for name in ("full", "cut")}
-    assert rows["full"] == rows["cut"]
     metrics = {name: json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("full", "cut")}
+    return rows, metrics
+
+
+@pytest.mark.slow  # interrupted, resumed and straight runs
+def test_fewshot_ctrl_c_checkpoints_the_step_and_resumes_exactly(tiny_encoder, easy_task, tmp_path, monkeypatch,
+                                                                   capsys):
+    import fewshot.train as fs_train
+
+    # checkpoints every 4: the stop at step 2 writes its own
+    rows, metrics = cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, fs_train, "fewshot_loss",
+                                   steps=6, eval_every=3, checkpoint_every=4)
+    assert rows["full"] == rows["cut"]
     assert metrics["full"]["eval_accuracy"] == metrics["cut"]["eval_accuracy"]
     assert metrics["full"]["history"] == metrics["cut"]["history"]
 
@@ -77,25 +85,10 @@ def test_fewshot_pu_pipeline_follows_the_folder_rules(tiny_encoder, easy_task, t
 def test_fewshot_pu_pipeline_ctrl_c_resumes_exactly(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys):
     """The PU pipeline stops on Ctrl-C after the step (checkpointed), and --resume gives the run that was not
     interrupted: the same losses, the same probes (baseline included) and the same metrics."""
-    import csv
-    import json
-
     import fewshot.pu_pipeline as pu_pipeline
-    from shared_losses.runtime import load_checkpoint
 
-    from ..folder_rules import check_interrupt_exits_130, interrupt_on_call
-
-    kw = dict(steps=5, checkpoint_every=4, **PU)
-    train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "full"), **kw))
-    interrupt_on_call(monkeypatch, pu_pipeline, "punce_loss", at=2)
-    check_interrupt_exits_130(capsys, lambda: train(_cfg(tiny_encoder, easy_task, tmp_path,
-                                                         output_dir=str(tmp_path / "cut"), **kw)), where="step 2")
-    monkeypatch.undo()
-    assert not (tmp_path / "cut" / "metrics.json").exists()
-    assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 2
-    train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "cut"), resume=True, **kw))
-    rows = {name: list(csv.DictReader(open(tmp_path / name / "log.csv"))) for name in ("full", "cut")}
+    rows, metrics = cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, pu_pipeline, "punce_loss",
+                                   steps=5, checkpoint_every=4, **PU)
     assert len(rows["full"]) == 5 and rows["full"] == rows["cut"]
-    metrics = {name: json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("full", "cut")}
     for key in ("eval_accuracy", "probes", "prior", "steps"):
         assert metrics["full"][key] == metrics["cut"][key], key

@@ -57,13 +57,9 @@ def test_the_cli_choices_are_the_registry_in_its_order_and_help_lists_them(capsy
     """--aux's type is built from rl_curl.objectives.OBJECTIVES, and --help lists each entry's help line."""
     from rl_curl.config import from_cli
 
-    assert typing.get_args(typing.get_type_hints(Config, include_extras=True)["aux"]) == tuple(O.OBJECTIVES)
-    with pytest.raises(SystemExit):
-        from_cli(["--help"])
-    out = capsys.readouterr().out
-    assert "{" + ",".join(O.OBJECTIVES) + "}" in out
-    for obj in O.OBJECTIVES.values():
-        assert obj.help and obj.help in out
+    from ..registry_entry import check_choices_and_help
+
+    check_choices_and_help(capsys, Config, from_cli, {"aux": O.OBJECTIVES})
 
 
 def test_a_new_registry_entry_is_a_new_aux_with_its_loss(tmp_path):
