@@ -19,14 +19,14 @@ PRESETS: dict[str, dict] = {
     "paper": dict(steps=200, batch_labeled=16, batch_unlabeled=32, lr=1e-5, lam=0.1, temperature=0.3,
                   head="linear", probe_c=1.0, train_layers=None, max_length=64),
     # Chosen on development splits carved from the training pools of drugreview, reuters and rotten_tomatoes
-    # (docs/results.md, "Is CE + puNCE any good at CPU scale?", step 1); never on an evaluation split.
+    # (docs/lab_notes/2026-11-26_results_history_losses_fewshot.md, "step 1"); never on an evaluation split.
     # lam 0.5 beat 0.1 there (0.9 was tried on rotten_tomatoes only, level with 0.5); lr 2e-5, --train-layers 2
     # and the logreg head did not help; --probe-c 100 (C = 1 predicts the majority class on every dev split).
     # steps and batches were not varied (CPU time); they are the earlier demo's.
     "cpu": dict(steps=40, batch_labeled=8, batch_unlabeled=16, lr=5e-5, lam=0.5, temperature=0.3,
                 head="linear", probe_c=100.0, train_layers=None, max_length=64),
     # Image arrays (--dataset mnist / an .npz file; chosen automatically for them by the command line).
-    # Chosen on the development split of the shipped digits (docs/results.md, "puNCE on real digits").
+    # Chosen on the development split of the shipped digits (docs/lab_notes/2026-11-26_pu_images.md).
     # passes: the 300 steps of 256 images chosen on the digits' 3,500-image pool, as passes over any pool.
     "images": dict(setting="pu", encoder="mlp", steps=300, passes=300 * 256 / 3500, batch_size=256, hidden=256,
                    lr=1e-3, weight_decay=1e-5, temperature=0.5, augment=1.0, probe_c=1.0, dev_fraction=0.125,
@@ -37,10 +37,13 @@ PresetName = Literal[tuple(PRESETS)]
 
 @dataclass
 class FewShotConfig:
+    """Options of a few-shot run (``python -m fewshot.train``): data, encoder, objective, sample, optimisation,
+    run folder; ``validate()`` refuses impossible values before anything is written."""
+
     #: Fields a resumed run may change (prior_used / prior_source: what config.json adds to the options).
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "resume", "overwrite", "progress", "device", "cpu", "steps", "eval_every", "log_every", "checkpoint_every",
-        "output_dir", "prior_used", "prior_source", "export", "passes"})
+        "output_dir", "prior_used", "prior_source", "export", "passes", "report_to"})
 
     encoder: str = "roberta-base"
     """Hugging Face encoder: a hub name (needs internet) or a local folder (works offline). The
@@ -87,9 +90,18 @@ class FewShotConfig:
     text_column: str = "sentence"
     """Column holding the text (local files; glue/sst2 uses `sentence`)."""
     label_column: str = "label"
-    """Column holding the binary label (local files)."""
+    """Column holding the label (local files): two values, or more with --positive-label (one against the
+    rest) or --label-map. Numbers compare by value: 5, "5" and 5.0 are one value."""
     positive_label: str = "1"
-    """The label value (as text) of the positive class; the other value is the negative class."""
+    """The label value of the positive class; every other value is the negative class (on a column of more
+    than two values, e.g. --label-column stars --positive-label 5: 5 stars against the rest; the default 1
+    is not read so: such a column without --positive-label or --label-map is refused). A value the training
+    file lacks is refused, naming the values it holds."""
+    label_map: Optional[str] = None
+    """Which label values are 0 (negative) and which 1 (positive), for any other grouping: VALUE=0|1 pairs
+    separated by commas (`--label-map 1=0,2=0,4=1,5=1`) or a JSON object (`'{"very good": 1, "bad": 0}'`).
+    Rows whose value is not in the map are dropped, training and evaluation files alike (a warning counts
+    them per value). Replaces --positive-label (give one of the two)."""
     preset: Optional[PresetName] = None
     """Defaults for the training protocol (fewshot.config.PRESETS, listed above with the options each sets):
     `paper` = the RoBERTa settings (reproductions of Gunel et al. / puNCE, GPU); `cpu` = the protocol chosen on
@@ -197,6 +209,10 @@ class FewShotConfig:
     `pnu` only."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """Mixed precision through accelerate (GPU)."""
+    report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)
+    """Where the training scalars go besides log.csv: tensorboard (tb/ in the run folder), wandb, mlflow (through
+    accelerate's trackers; their usual environment variables apply, e.g. WANDB_MODE=offline,
+    MLFLOW_TRACKING_URI), or none. Several may be given."""
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and nlp_qt)."""
     cpu: bool = False
@@ -253,6 +269,9 @@ class FewShotConfig:
         if self.encoder not in ("mlp", "cnn"):
             raise ValueError(f"image data (--dataset {self.dataset}) needs --encoder mlp or --encoder cnn, got "
                              f"{self.encoder!r}")
+        if self.label_map is not None:
+            raise ValueError("--label-map is for the label column of text files; image data names its positive "
+                             "class ids with --positive-classes")
         if self.objective != DEFAULT_OBJECTIVE:
             raise ValueError(f"--objective {self.objective} is for text; image runs choose the encoder's loss with "
                              f"--contrastive ({', '.join(ENCODER_LOSSES)}): drop --objective")

@@ -13,50 +13,58 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_losses.datasets import (TEXT_SETS, DataError, binarize, label_text, load_text_set, not_utf8_error,
-                                    positive_text, read_local)
+from shared_losses.datasets import (TEXT_SETS, DataError, LabelRule, label_values, load_text_set, not_utf8_error,
+                                    read_local)
 
 
 def load_splits(cfg):
     """(train_texts, train_labels, eval_texts, eval_labels) for a FewShotConfig."""
     if cfg.dataset in TEXT_SETS:
+        if getattr(cfg, "label_map", None) is not None:
+            raise DataError(f"--label-map is for the label column of your own files; --dataset {cfg.dataset} has its "
+                            f"own two classes ({' / '.join(TEXT_SETS[cfg.dataset].classes)}): drop --label-map")
         return load_text_set(cfg.dataset)
     if not Path(cfg.dataset).exists():  # checked first: a mistyped name must not ask for --eval-file
         raise FileNotFoundError(f"--dataset {cfg.dataset!r} is neither a named dataset ({', '.join(TEXT_SETS)}) "
                                 "nor an existing file")
     if cfg.eval_file is None:
         raise DataError("a local --dataset needs --eval-file (a labeled evaluation file with the same columns)")
+    rule = label_rule(cfg)
     train_x, train_raw = read_local(cfg.dataset, cfg.text_column, cfg.label_column)
     eval_x, eval_raw = read_local(cfg.eval_file, cfg.text_column, cfg.label_column)
-    train_y = binarize(train_raw, cfg.positive_label, cfg.dataset)
-    # The evaluation labels must come from the training file's two values (an evaluation file may
-    # hold one class only); a value the training file lacks would silently count as negative.
-    known = {label_text(v) for v in train_raw}
-    unknown = sorted({label_text(v) for v in eval_raw} - known)
-    if unknown:
-        raise DataError(f"{cfg.eval_file}: label value(s) {unknown[:10]} do not occur in the training file "
-                        f"{cfg.dataset} (its labels: {sorted(known)})")
-    positive = positive_text(cfg.positive_label, train_raw)
-    return train_x, train_y, eval_x, [int(label_text(v) == positive) for v in eval_raw]
+    kept, train_y = rule.apply(train_raw, cfg.dataset)
+    note = rule.describe(train_raw, train_y)
+    if note:
+        print(f"{cfg.dataset}: {note}")
+    # The evaluation file gets the training file's rule. Its values must be the training file's (it may
+    # hold one class only): a value the training file lacks would silently count as negative; with
+    # --label-map the map says where every value goes.
+    kept_eval, eval_y = rule.apply(eval_raw, cfg.eval_file, known=label_values(train_raw),
+                                   known_from=f"the training file {cfg.dataset}")
+    return [train_x[i] for i in kept], train_y, [eval_x[i] for i in kept_eval], eval_y
+
+
+def label_rule(cfg) -> LabelRule:
+    """How a run's label column becomes {0, 1}: --label-map, else --positive-label (one value against the rest)."""
+    return LabelRule.of(cfg.positive_label, getattr(cfg, "label_map", None))
 
 
 def class_names(cfg) -> tuple[str, str]:
-    """(name of label 0, name of label 1) for a run's exported model. Label 1 is --positive-label as given
-    (a named data set: its positive class); label 0 is the other value of the training file's labels, or
-    ``not <positive>`` when the data does not name it: setting ``pu`` (the model tells positive from
-    not positive), or a training file that cannot be read any more."""
+    """(name of label 0, name of label 1) for a run's exported model. Label 1 is --positive-label as the data
+    spells it (a named data set: its positive class; --label-map: the values it sends to 1, joined by ``/``);
+    label 0 is the other value of the training file's labels (--label-map: the values sent to 0), or
+    ``not <positive>`` when the data does not name it: setting ``pu`` (the model tells positive from not
+    positive), one value against several, or a training file that cannot be read any more."""
     if cfg.dataset in TEXT_SETS and getattr(cfg, "positive_file", None) is None:
         neg, pos = TEXT_SETS[cfg.dataset].classes
     else:
-        pos, neg = str(cfg.positive_label), None
+        raw = []
         if cfg.setting != "pu" and Path(cfg.dataset).is_file():
             try:
                 _, raw = read_local(cfg.dataset, cfg.text_column, cfg.label_column)
             except (ValueError, OSError):
                 raw = []
-            positive = positive_text(cfg.positive_label, raw)
-            others = sorted({label_text(v) for v in raw} - {positive})
-            neg = others[0] if len(others) == 1 else None
+        neg, pos = label_rule(cfg).names(raw)
     if cfg.setting == "pu" or neg is None or neg == pos:
         neg = f"not {pos}"
     return neg, pos
@@ -122,7 +130,8 @@ def load_pu_files(cfg):
     eval_x, eval_y = [], []
     if cfg.eval_file is not None:
         eval_x, raw = read_local(cfg.eval_file, cfg.text_column, cfg.label_column)
-        eval_y = binarize(raw, cfg.positive_label, cfg.eval_file)
+        kept, eval_y = label_rule(cfg).apply(raw, cfg.eval_file, need_both=False)  # may hold one class
+        eval_x = [eval_x[i] for i in kept]
     sample = FewShotSample(np.arange(len(pos)), np.arange(len(pos), len(pos) + len(unl)))
     return pos + unl, [1] * len(pos) + [-1] * len(unl), eval_x, eval_y, sample
 

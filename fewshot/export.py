@@ -11,7 +11,9 @@ The folder holds the trained encoder, its tokenizer (``model_max_length`` = the 
 classification head the run's evaluation used, ``config.json`` (``id2label`` / ``label2id``, the pooling)
 and ``modeling_fewshot.py`` (:mod:`fewshot.modeling_fewshot`, named in ``auto_map``: the stock
 ``*ForSequenceClassification`` heads cannot express fewshot's pooling, hence ``trust_remote_code=True``),
-plus ``fewshot_export.json`` (which run it came from). Its predictions are the run's evaluation's: the
+plus ``fewshot_export.json`` (which run it came from) and ``sentence-transformers/``: the trained encoder alone
+as a sentence-transformers folder (``SentenceTransformer(path).encode(texts)`` gives the sentence vectors the
+run's heads read; :func:`save_sentence_transformer`). Its predictions are the run's evaluation's: the
 same argmax, and the probabilities (softmax over the two logits) to float precision. The head:
 
 * ``ce``, ``ce+scl``, ``ce+punce`` with ``--head linear`` (the default): the CE-trained linear head;
@@ -44,9 +46,48 @@ from .model import FewShotModel, load_tokenizer, resolve_pooling
 
 MODEL_DIR = "model"
 MARKER = "fewshot_export.json"
+#: the trained encoder as a sentence-transformers folder, inside the exported model folder
+ST_DIR = "sentence-transformers"
+#: fewshot's pooling -> the sentence-transformers Pooling module's mode (its classic config keys, which
+#: sentence-transformers 2.x to 6.x read, and fewshot's --pooling auto too)
+ST_POOLING_KEYS = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens",
+                   "max": "pooling_mode_max_tokens"}
 AUTO_MAP = {"AutoConfig": "modeling_fewshot.FewShotClassifierConfig",
             "AutoModelForSequenceClassification": "modeling_fewshot.FewShotForSequenceClassification"}
 MODELING_FILE = Path(__file__).with_name("modeling_fewshot.py")
+
+
+def safetensors_problem(path) -> str | None:
+    """What is wrong with a .safetensors file, or None when it is whole: an 8-byte header length, a JSON header,
+    and tensors whose data ends exactly at the end of the file. A file cut short (a copy or a write that
+    stopped) fails the last test; safetensors itself answers with a traceback ("incomplete metadata, file not
+    fully covered")."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            return f"{size} bytes: too short to hold a header"
+        n = int.from_bytes(head, "little")
+        if n > size - 8:
+            return f"its header needs {n + 8} bytes, the file holds {size}"
+        try:
+            header = json.loads(fh.read(n))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, UnicodeDecodeError, AttributeError, TypeError, KeyError, IndexError):
+            return "its header is not a safetensors header"
+    if 8 + n + end != size:
+        return f"the file holds {size} bytes, its header describes {8 + n + end}"
+    return None
+
+
+def check_safetensors(path, what: str, remedy: str) -> None:
+    """Refuse a damaged .safetensors file with one line naming it (``what``: the option or folder it came
+    through; ``remedy``: what to do)."""
+    problem = safetensors_problem(path)
+    if problem is not None:
+        raise ValueError(f"{what}: {path} is damaged ({problem}): not a complete safetensors file, e.g. cut short "
+                         f"while it was copied or written; {remedy}")
 
 
 def head_kind(cfg: FewShotConfig) -> str:
@@ -119,9 +160,59 @@ def to_hf_model(model: FewShotModel, pooling: str, weight, bias, names: tuple[st
     return hf.eval()
 
 
+def set_max_length(folder: Path, max_length: int) -> None:
+    """The saved tokenizer's ``model_max_length``: texts are cut where the run cut them (with truncation=True)."""
+    tok_cfg = folder / "tokenizer_config.json"
+    meta = json.loads(tok_cfg.read_text(encoding="utf-8")) if tok_cfg.exists() else {}
+    meta["model_max_length"] = int(max_length)
+    tok_cfg.write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for key, package in (("sentence_transformers", "sentence-transformers"), ("transformers", "transformers"),
+                         ("pytorch", "torch")):
+        try:
+            out[key] = version(package)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def save_sentence_transformer(encoder, tokenizer, folder: Path, pooling: str, max_length: int) -> Path:
+    """``encoder`` (a transformers model) and ``tokenizer`` as a sentence-transformers folder: a Transformer
+    module (``max_seq_length`` = the run's --max-length) and a Pooling module with the run's pooling, in the
+    classic layout (modules.json, sentence_bert_config.json, 1_Pooling/config.json) that sentence-transformers
+    2.x to 6.x load. ``SentenceTransformer(folder).encode(texts)`` gives the sentence vectors the run's heads
+    read (:meth:`fewshot.model.FewShotModel.embed`), not normalised (``normalize_embeddings=True`` for unit
+    vectors); SetFit loads it too (``SetFitModel.from_pretrained(folder)``), and fewshot's ``--pooling auto``
+    reads its pooling when it is passed as ``--encoder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    encoder.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    set_max_length(folder, max_length)
+    (folder / "1_Pooling").mkdir()
+    dim = int(encoder.config.hidden_size)
+    modes = {key: name == pooling for name, key in ST_POOLING_KEYS.items()}
+    write = lambda name, obj: (folder / name).write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    modes["pooling_mode_mean_sqrt_len_tokens"] = False
+    write("1_Pooling/config.json", {"word_embedding_dimension": dim, **modes})
+    write("modules.json", [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])
+    write("sentence_bert_config.json", {"max_seq_length": int(max_length), "do_lower_case": False})
+    write("config_sentence_transformers.json", {"__version__": _versions(), "prompts": {}, "default_prompt_name": None,
+                                                "similarity_fn_name": "cosine"})
+    return folder
+
+
 def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path:
-    """Write ``hf``, ``tokenizer``, modeling_fewshot.py and the marker into a temporary sibling folder and
-    rename it into ``out_dir`` (:func:`shared_losses.runtime.replace_directory`)."""
+    """Write ``hf``, ``tokenizer``, modeling_fewshot.py, the encoder as a sentence-transformers folder
+    (``sentence-transformers/``, :func:`save_sentence_transformer`) and the marker into a temporary sibling
+    folder and rename it into ``out_dir`` (:func:`shared_losses.runtime.replace_directory`)."""
     from shared_losses.runtime import replace_directory
 
     out_dir = Path(out_dir)
@@ -137,16 +228,14 @@ def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path
     hf_logging.disable_progress_bar()  # "Writing model shards": noise at the end of a run's output
     try:
         hf.save_pretrained(tmp)
+        save_sentence_transformer(hf.encoder, tokenizer, tmp / ST_DIR, hf.config.pooling, hf.config.max_seq_length)
     finally:
         if bar:
             hf_logging.enable_progress_bar()
     tokenizer.save_pretrained(tmp)
     # the pipeline cuts texts where the run did when called with truncation=True (set here, on the saved
     # copy: the run's tokenizer object is left as it is)
-    tok_cfg = tmp / "tokenizer_config.json"
-    meta = json.loads(tok_cfg.read_text(encoding="utf-8")) if tok_cfg.exists() else {}
-    meta["model_max_length"] = int(hf.config.max_seq_length)
-    tok_cfg.write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
+    set_max_length(tmp, hf.config.max_seq_length)
     shutil.copyfile(MODELING_FILE, tmp / "modeling_fewshot.py")
     (tmp / MARKER).write_text(json.dumps({"run": str(Path(run_dir).resolve()), **info,
                                           "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2, default=str))
@@ -181,7 +270,8 @@ def export_model(cfg: FewShotConfig, model: FewShotModel, tokenizer, pooling: st
             "pooling_source": pooling_source, "max_length": cfg.max_length, "encoder": cfg.encoder,
             "labels": {"0": names[0], "1": names[1]}, "eval_accuracy": eval_accuracy,
             "load_with": "transformers.pipeline('text-classification', model=FOLDER, trust_remote_code=True, "
-                         "truncation=True)"}
+                         "truncation=True)",
+            "sentence_transformer": f"sentence_transformers.SentenceTransformer(FOLDER/{ST_DIR}): the encoder"}
     return save_folder(hf, tokenizer, out_dir, run_dir, info)
 
 
@@ -239,6 +329,7 @@ def export_run(run_dir, out_dir=None) -> Path:
         weights = path / "model.safetensors"
         if not weights.is_file():
             raise FileNotFoundError(f"{path} has no model.safetensors")
+        check_safetensors(weights, f"the checkpoint of {run_dir}", "the trained model cannot be read back")
         try:
             model.load_state_dict(load_file(str(weights)), strict=True)
         except RuntimeError as err:

@@ -82,17 +82,77 @@ def looks_local(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
 
 
-def _from_pretrained(loader, name: str, what: str):
-    if looks_local(name) and not os.path.isdir(os.path.expanduser(name)):
-        # the hub's own message ("Repo id must be in the form ...") says nothing about a mistyped path
-        raise ValueError(f"--encoder {name}: no such folder (a local model folder, a hub id such as roberta-base, "
-                         "or minilm)")
+#: what --encoder takes, for the errors
+ENCODER_KINDS = "a local model folder (config.json, weights, tokenizer files), a hub id such as roberta-base, or minilm"
+
+
+def _first_line(err: BaseException) -> str:
+    return next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+
+
+def _hub_offline() -> bool:
     try:
-        return loader.from_pretrained(name)
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except (ImportError, AttributeError):
+        return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
+
+
+def _cause_names(err: BaseException) -> set[str]:
+    """The class names of ``err`` and the errors it was raised from (huggingface_hub's errors name the case)."""
+    names, seen = set(), set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        names.update(c.__name__ for c in type(err).__mro__)
+        err = err.__cause__ or err.__context__
+    return names
+
+
+#: files that make a folder a tokenizer's, besides config.json
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt", "spiece.model",
+                   "sentencepiece.bpe.model", "tokenizer.model")
+
+
+def check_model_folder(name: str, path: str, what: str = "encoder") -> None:
+    """Refuse a folder that holds no model (no config.json; for the tokenizer: nor any tokenizer file) with one
+    line, before transformers answers with a message about tokenizers and sentencepiece."""
+    wanted = ("config.json",) + (TOKENIZER_FILES if what == "tokenizer" else ())
+    if any(os.path.isfile(os.path.join(path, f)) for f in wanted):
+        return
+    files = sorted(os.listdir(path))
+    holds = "it is empty" if not files else f"it holds {files[:8]}{' ...' if len(files) > 8 else ''}"
+    raise ValueError(f"--encoder {name}: the folder is not a model: it has no config.json ({holds}); pass "
+                     f"{ENCODER_KINDS}")
+
+
+def _from_pretrained(loader, name: str, what: str):
+    path = os.path.expanduser(name)
+    if looks_local(name) and not os.path.isdir(path):
+        # the hub's own message ("Repo id must be in the form ...") says nothing about a mistyped path
+        raise ValueError(f"--encoder {name}: no such folder; pass {ENCODER_KINDS}")
+    local = os.path.isdir(path)
+    if local:
+        check_model_folder(name, path, what)
+    try:
+        return loader.from_pretrained(path if local else name)
     except (OSError, ValueError) as err:
-        hint = "" if os.path.isdir(name) else (" Offline? Pass a local folder (e.g. --encoder minilm) or set "
-                                               "HF_HUB_OFFLINE=0 with internet.")
-        raise ValueError(f"could not load the {what} {name!r}: {err}.{hint}") from err
+        # transformers' messages run to several lines; the command line shows one (shared_losses.cli.run_cli)
+        causes = _cause_names(err)
+        if local:
+            raise ValueError(f"--encoder {name}: could not load the {what} from the folder ({_first_line(err)}); "
+                             f"is it a model folder? Pass {ENCODER_KINDS}") from err
+        if "RepositoryNotFoundError" in causes or "is not a valid model identifier" in str(err):
+            raise ValueError(f"--encoder {name} is not a model: no such local folder, and no model of that name on "
+                             f"the Hugging Face hub; pass {ENCODER_KINDS}") from err
+        if "LocalEntryNotFoundError" in causes or "OfflineModeIsEnabled" in causes:
+            why = ("Offline: the Hugging Face hub could not be reached (HF_HUB_OFFLINE=1)" if _hub_offline() else
+                   "Offline? The Hugging Face hub could not be reached")
+            raise ValueError(f"--encoder {name} is not a model here: no such local folder, and not in the local "
+                             f"hub cache. {why}; pass a local model folder (e.g. --encoder minilm), or a hub id with "
+                             "internet access") from err
+        raise ValueError(f"--encoder {name}: could not load the {what} ({_first_line(err)}); pass "
+                         f"{ENCODER_KINDS}") from err
 
 
 def load_tokenizer(name: str):

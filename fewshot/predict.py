@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .export import MODEL_DIR
+from .export import MODEL_DIR, check_safetensors
 
 MODEL_TYPE = "fewshot_classifier"
 OUTPUT_SUFFIXES = (".jsonl", ".csv")
@@ -59,19 +59,31 @@ def model_folder(path) -> Path:
 def load_classifier(path, device="cpu"):
     """(model, tokenizer) of an exported folder (or a run's model/), with this package's copy of the model
     code (nothing from the folder is executed)."""
+    from safetensors import SafetensorError
     from transformers import AutoTokenizer
 
     from .modeling_fewshot import FewShotForSequenceClassification
 
     folder = model_folder(path)
+    check_safetensors(folder / "model.safetensors", f"--model {folder}",
+                      "export the run again (python -m fewshot.export --run RUN) or copy the folder again")
     try:
         model = FewShotForSequenceClassification.from_pretrained(str(folder))
+    except (OSError, ValueError, RuntimeError, SafetensorError) as err:
+        raise ValueError(f"--model {folder}: the model files could not be loaded ({type(err).__name__}: "
+                         f"{first_line(err)})") from None
+    try:
         # config= : the folder's own config.json would make AutoTokenizer ask about its custom code
         tokenizer = AutoTokenizer.from_pretrained(str(folder), config=model.config)
-    except (OSError, ValueError, RuntimeError) as err:
-        raise ValueError(f"--model {folder}: the model files could not be loaded ({type(err).__name__}: "
-                         f"{str(err).splitlines()[0] if str(err) else ''})") from None
+    except Exception as err:  # noqa: BLE001 - the tokenizers library raises bare Exceptions for damaged files
+        raise ValueError(f"--model {folder}: its tokenizer files could not be loaded (damaged? {type(err).__name__}: "
+                         f"{first_line(err)})") from None
     return model.to(device).eval(), tokenizer
+
+
+def first_line(err: BaseException) -> str:
+    """The first non-empty line of an error's message (transformers' errors run to several lines)."""
+    return next((line.strip() for line in str(err).splitlines() if line.strip()), "")
 
 
 @torch.no_grad()

@@ -11,8 +11,8 @@
   unlabeled indicator, known): a g evaluated on the points it was fitted on separates them in high
   dimension (g(U) ~ 0) and drives the estimate to ~0.
 
-  Known limitation (docs/results.md, "Class-prior estimation"): e1 assumes the classifier is
-  confident on positives (p(y=1|x) ~ 1 where labeled points lie). When the learned g is weak -- few
+  Known limitation (docs/results/fewshot.md, "How close is the Elkan-Noto estimate"): e1 assumes the
+  classifier is confident on positives (p(y=1|x) ~ 1 where labeled points lie). When the learned g is weak -- few
   labeled points in high dimension, or classes the features barely separate -- ``c`` is
   underestimated and pi overestimated (towards 1 when labeled and unlabeled look alike).
 """

@@ -5,6 +5,7 @@ batching across processes, encoding, the heads' evaluation and ``metrics.json``'
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -83,15 +84,32 @@ def embed_all(model, tokenizer, texts, max_length, device, batch_size=64):
     return torch.cat(feats), torch.cat(logits)
 
 
+@contextlib.contextmanager
+def quiet_loading(quiet: bool):
+    """``--no-progress`` also silences transformers' own bars ("Loading weights") while the encoder loads."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    if quiet:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if quiet and was:
+            hf_logging.enable_progress_bar()
+
+
 def make_accelerator(cfg):
-    from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs
+
+    from shared_losses.runtime import make_accelerator as accelerator_for
 
     # Some parameters get no gradient in some settings (the encoder's pooler, which the cls / mean
     # pooling does not read; the projection head under `ce`; the classifier in the PU pipeline), and
     # DDP refuses that unless told to look for them.
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
-    return Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu or cfg.device == "cpu", kwargs_handlers=[ddp])
+    return accelerator_for(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu or cfg.device == "cpu",
+                           report_to=cfg.report_to, kwargs_handlers=[ddp])
 
 
 @dataclasses.dataclass
@@ -220,8 +238,9 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
         raise ValueError(f"the model passed in pools with {model.pooling!r}, but --pooling {cfg.pooling} "
                          f"gives {pooling!r}")
     torch.manual_seed(cfg.seed)
-    tokenizer = tokenizer or load_tokenizer(cfg.encoder)
-    model = (model or FewShotModel(cfg.encoder, pooling, cfg.proj_dim)).to(acc.device)
+    with quiet_loading(not cfg.progress):
+        tokenizer = tokenizer or load_tokenizer(cfg.encoder)
+        model = (model or FewShotModel(cfg.encoder, pooling, cfg.proj_dim)).to(acc.device)
     if cfg.train_layers is not None:
         freeze_lower_layers(model.encoder, cfg.train_layers)
     limit = max_tokens(model.encoder, tokenizer)

@@ -140,6 +140,8 @@ class FewShotApp(FewShotRunApp):
 
 
 def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> dict:
+    """Train (or resume) the run ``cfg`` describes, or run its baseline (probe, SetFit); returns metrics.json's
+    content. ``model`` / ``tokenizer``: a model to start from instead of loading ``cfg.encoder`` (tests)."""
     cfg.validate()
     harness = claim(cfg)
     if is_image_dataset(cfg.dataset):

@@ -16,9 +16,10 @@ class SentenceEncoder:
         self._encode, self.description = encode, description
 
     def encode(self, sentences):
-        if isinstance(sentences, str):
-            raise TypeError("encode takes a list of sentences; wrap a single one in a list")
-        return self._encode(list(sentences))
+        """Vectors [len(sentences), dim] (numpy) of a list of strings; a TypeError names a bad item."""
+        from .modeling_qt import check_texts
+
+        return self._encode(check_texts(sentences))  # a TypeError naming what is expected and the bad item
 
     def __repr__(self) -> str:
         return f"SentenceEncoder({self.description})"

@@ -30,6 +30,8 @@ BOW_MARKER = "bow.json"
 
 @dataclass
 class BowConfig:
+    """Options of the word2vec bag-of-words baseline (``python -m nlp_qt.bow``)."""
+
     corpus: str
     output_dir: str
     dim: int = 300

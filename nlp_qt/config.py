@@ -13,8 +13,9 @@ from .objectives import OBJECTIVES, ObjectiveName
 
 # The CPU protocol, chosen without looking at evaluation data: on the held-out batches of the training
 # corpus (--dev-every 20: every 20th batch of 100 sentences never trained on), the setting and epoch with the lowest
-# held-out loss among those tried (docs/results.md, "nlp_qt on real data"): the shipped books corpus, a 2,000-word
-# vocabulary, small GRUs. scripts/qt_table2.py's presets of the same names add the sweep (tasks, seeds, baselines).
+# held-out loss among those tried (docs/results/nlp_qt.md; the pilots in
+# docs/lab_notes/2026-11-26_results_history_nlp_qt_rl_curl.md): the shipped books corpus, a 2,000-word vocabulary,
+# small GRUs. scripts/qt_table2.py's presets of the same names add the sweep (tasks, seeds, baselines).
 _CPU = dict(corpus="nlp_qt/data/books", word_dim=128, encoder_dim=512, vocab_size=2000, batch_size=100, lr=2e-3,
             dev_every=20)
 #: Protocol presets (``--preset NAME``): the fields each one sets; options given explicitly win.
@@ -47,7 +48,7 @@ class Config:
     #: are compared one by one.
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "output_dir", "resume", "device", "overwrite", "progress", "epochs", "max_steps", "log_every",
-        "checkpoint_every", "vocab_sentences", "preset"})
+        "checkpoint_every", "vocab_sentences", "preset", "report_to"})
 
     corpus: str = ""
     """Training corpus: a plain-text file or folder (files in sorted order; .gz/.bz2/.xz read
@@ -58,7 +59,7 @@ class Config:
     preset: Optional[PresetName] = None
     """A protocol preset (nlp_qt.config.PRESETS, listed above with the options each sets): its values become the
     defaults, options given explicitly win. cpu: the CPU protocol on the shipped books corpus, chosen on held-out
-    batches (docs/results.md); cpu-w2v: the same with 300-d word embeddings (pass --word-vectors, a folder of
+    batches (docs/results/nlp_qt.md); cpu-w2v: the same with 300-d word embeddings (pass --word-vectors, a folder of
     `python -m nlp_qt.bow`); cpu-bow: cpu-w2v with the bag-of-words encoder; demo: cpu on the first 10,000 sentences."""
     text_field: Annotated[str, arg(aliases=("--text-column",))] = "text"
     """Column with the text (datasets sources)."""
@@ -130,6 +131,10 @@ class Config:
     """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and fewshot)."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """accelerate mixed precision."""
+    report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)
+    """Where the training scalars go besides log.csv: tensorboard (tb/ in the run folder), wandb, mlflow (through
+    accelerate's trackers; their usual environment variables apply, e.g. WANDB_MODE=offline,
+    MLFLOW_TRACKING_URI), or none. Several may be given."""
 
     dev_every: int = 0
     """Hold out every Nth batch of the corpus stream (never trained on; N >= 2) and score the loss on the held-out

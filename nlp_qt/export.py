@@ -1,21 +1,39 @@
-"""An nlp_qt model folder (also a sentence-transformers folder) from any checkpoint of a run, finished or not:
+"""An nlp_qt model folder (also a sentence-transformers folder that needs no nlp_qt) from any checkpoint of a run,
+finished or not, or a sentence-transformers folder of standard modules from a bag-of-words baseline:
 
     python -m nlp_qt.export --run-dir runs/qt                    # writes runs/qt/model_step<N>/
     python -m nlp_qt.export --run-dir runs/qt --output my_encoder
+    python -m nlp_qt.export --run-dir runs/w2v                   # a python -m nlp_qt.bow folder: runs/w2v/model/
 
 A finished run already has ``RUN/model/`` (written when training ends); this command is for a run that was
 stopped before its end (Ctrl-C, a killed job), or for keeping the weights of a checkpoint before the run
 goes on. It reads ``RUN/config.json``, ``RUN/vocab.json`` and the model weights in ``RUN/checkpoint/`` and
 writes the same files as training's end does (``config.json``, ``vocab.json``, ``model.safetensors``,
-``modules.json``): ``nlp_qt.load_encoder``, ``nlp_qt.senteval --model`` and
-``SentenceTransformer(path, trust_remote_code=True)`` load it. The folder's ``config.json`` names the run and
-the step. A target that exists and is not empty is refused unless it is an export of this same run (then it
-is replaced); the folder is written beside its target and renamed into place.
+``modules.json``) plus ``modeling_qt.py``, the sentence-transformers module's code (:mod:`nlp_qt.modeling_qt`,
+self-contained), which ``modules.json`` names: ``nlp_qt.load_encoder``, ``nlp_qt.senteval --model`` and
+``SentenceTransformer(path, trust_remote_code=True)`` load it, the last one also where nlp_qt is not installed. The
+folder's ``config.json`` names the run and the step.
+
+A bag-of-words folder (``python -m nlp_qt.bow``: the mean of the known words' word2vec vectors) becomes a
+sentence-transformers folder of its standard modules only, loaded without ``trust_remote_code`` or nlp_qt:
+``WordEmbeddings`` (a ``tokenizers`` word-level tokenizer whose normalizer and pre-tokenizer reproduce
+:func:`nlp_qt.vocab.tokenize`, unknown words mapped to ``<unk>``), ``WordWeights`` (weight 0 for ``<unk>``, 1 for
+every word) and ``Pooling`` (mean): the mean over the known words, zeros when there is none, as
+:func:`nlp_qt.bow.load_bow_encoder` computes it. The tokenizations differ only on inputs no English text holds:
+clitics glued to each other (``it’s’s``, ``x'ſ'd``) and, in a lower-cased folder, letters that Unicode added after
+the version of the exporting Python (14.0 for Python 3.11); the tests compare them on random strings.
+
+A target that exists and is not empty is refused: an earlier export of the same run is replaced only with
+``--overwrite``, anything else never (nothing is written). The folder is written beside its target and renamed
+into place.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import shutil
+import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional
@@ -28,10 +46,13 @@ class ExportArgs:
     """Write a run's checkpoint as an nlp_qt / sentence-transformers model folder."""
 
     run_dir: str
-    """Training output directory (holds config.json, vocab.json and checkpoint/)."""
+    """Training output directory (holds config.json, vocab.json and checkpoint/), or a bag-of-words folder
+    written by python -m nlp_qt.bow (bow.json, words.json, word_vectors.npy)."""
     output: Optional[str] = None
-    """Folder to write (default: RUN_DIR/model_step<N>, N the checkpoint's step). Must be new, empty, or an
-    earlier export of this run."""
+    """Folder to write (default: RUN_DIR/model_step<N>, N the checkpoint's step; RUN_DIR/model for a bag of
+    words). Must be new or empty, or an earlier export of this run with --overwrite."""
+    overwrite: bool = False
+    """Replace an earlier export of this run in --output (a folder holding anything else is never replaced)."""
 
 
 def _run_settings(run: Path):
@@ -58,41 +79,62 @@ def _run_settings(run: Path):
     return cfg, Vocab.load(run / "vocab.json"), ckpt
 
 
-def check_target(out: Path, run: Path) -> None:
-    """Refuse a target holding anything but an earlier export of ``run`` (nothing is written)."""
+BOW_MARKER = "nlp_qt_export.json"  # in a bag-of-words export: which folder it came from
+
+
+def _exported_from(out: Path):
+    """The run an export folder names (``exported_from`` in its config.json or its bag-of-words marker), or None."""
+    for name in ("config.json", BOW_MARKER):
+        if (out / name).is_file():
+            try:
+                meta = json.loads((out / name).read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if isinstance(meta, dict) and meta.get("exported_from"):
+                return meta["exported_from"]
+    return None
+
+
+def check_target(out: Path, run: Path, overwrite: bool = False) -> None:
+    """Refuse a target holding anything but an earlier export of ``run``, and that one without ``overwrite``
+    (nothing is written)."""
     if not out.exists():
         return
     if not out.is_dir():
         raise FileExistsError(f"--output {out} is a file, not a folder to export into (nothing was written)")
     if not any(out.iterdir()):
         return
-    meta = {}
-    if (out / "config.json").is_file():
-        try:
-            meta = json.loads((out / "config.json").read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            meta = {}
-    if isinstance(meta, dict) and meta.get("exported_from") == str(run.resolve()):
-        return
-    raise FileExistsError(f"--output {out} already holds files that are not an export of {run}; pass a new or empty "
-                          "folder (nothing was written)")
+    if _exported_from(out) != str(run.resolve()):
+        raise FileExistsError(f"--output {out} already holds files that are not an export of {run}; pass a new or "
+                              "empty folder (nothing was written; --overwrite replaces only an earlier export of "
+                              "the same run)")
+    if not overwrite:
+        raise FileExistsError(f"--output {out} already holds an export of {run}; pass --overwrite to replace it, or "
+                              "another --output (nothing was written)")
 
 
-def export_checkpoint(run_dir: str | Path, output: str | Path | None = None) -> dict:
+def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, overwrite: bool = False) -> dict:
     """Write the model of ``run_dir``'s checkpoint to ``output``; returns ``{"model": path, "step": N}``."""
     from safetensors.torch import load_file
 
-    from shared_losses.runtime import CheckpointError, load_checkpoint
+    from shared_losses.runtime import CheckpointError, load_checkpoint, replace_directory
 
     from .model import ModelConfig, QuickThought, save_model
+    from .st_module import write_sentence_transformers_files
 
     run = Path(run_dir)
     cfg, vocab, ckpt = _run_settings(run)
     step = int(load_checkpoint(None, ckpt)["step"])
     out = Path(output) if output else run / f"model_step{step}"
-    check_target(out, run)
+    check_target(out, run, overwrite)
     qt = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional, cfg.encoder))
-    state = load_file(str(ckpt / "model.safetensors"))
+    weights = ckpt / "model.safetensors"
+    try:
+        state = load_file(str(weights))
+    except Exception as err:  # noqa: BLE001 - safetensors' errors for a truncated or overwritten file
+        why = (str(err).strip().splitlines() or [""])[0]
+        raise CheckpointError(f"{weights} is damaged (e.g. truncated by a full disk or a copy that did not finish) "
+                              f"and cannot be read: {type(err).__name__}: {why}") from None
     try:
         qt.load_state_dict(state, strict=True)
     except RuntimeError as err:
@@ -100,14 +142,136 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None) -> 
                               f"({str(err).splitlines()[0]})") from None
     import dataclasses
 
-    save_model(qt.eval(), vocab, out, {"train_config": dataclasses.asdict(cfg), "step": step,
-                                       "exported_from": str(run.resolve())})
+    # written beside the target, completed there (the module's code, modules.json) and renamed into place
+    staging = save_model(qt.eval(), vocab, out.with_name(f".{out.name}.export"),
+                         {"train_config": dataclasses.asdict(cfg), "step": step, "exported_from": str(run.resolve())})
+    write_sentence_transformers_files(staging)
+    replace_directory(staging, out)
     return {"model": str(out), "step": step}
+
+
+# --- the bag-of-words baseline as standard sentence-transformers modules -------------------------------------------
+
+UNK_TOKEN = "<unk>"  # the word-level tokenizer's id 0: weight 0, a zero vector (nlp_qt.vocab.tokenize never yields it)
+
+
+@functools.lru_cache(maxsize=None)
+def _class_of(predicate_name: str) -> str:
+    """An Oniguruma character class of the code points for which ``str.<predicate_name>()`` (or, for "word",
+    Python's ``\\w``: ``isalnum()`` or ``_``) holds: the exporting Python's Unicode tables, written out, so the
+    tokenizer does not depend on the Unicode version of the ``tokenizers`` build that reads it."""
+    def pred(ch: str) -> bool:
+        return ch.isalnum() or ch == "_" if predicate_name == "word" else getattr(ch, predicate_name)()
+
+    parts, start = [], None
+    for c in range(0x110001):
+        if c < 0x110000 and pred(chr(c)):
+            start = c if start is None else start
+        elif start is not None:
+            parts.append(f"\\x{{{start:x}}}" + (f"-\\x{{{c - 1:x}}}" if c - 1 > start else ""))
+            start = None
+    return "[" + "".join(parts) + "]"
+
+
+def bow_tokenizer(words: list[str], lowercase: bool):
+    """A ``tokenizers`` word-level tokenizer that splits a text as :func:`nlp_qt.vocab.tokenize` (version 2) does
+    and maps each token to its row in ``words`` + 1 (id 0: ``<unk>``)."""
+    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
+    from tokenizers.models import WordLevel
+
+    from .vocab import TOKENIZER_VERSION
+
+    if TOKENIZER_VERSION != 2:  # the rules below are version 2's; a new version needs them rewritten
+        raise NotImplementedError(f"the bag-of-words export reproduces tokenizer version 2, not {TOKENIZER_VERSION}")
+    vocab = {UNK_TOKEN: 0}
+    for w in words:
+        vocab.setdefault(w, len(vocab))
+    tok = Tokenizer(WordLevel(vocab, unk_token=UNK_TOKEN))
+    word = _class_of("word")
+    letter = "A-Za-z\u0130\u0131\u017f\u212a"  # Python's (?i)[a-z]: the ASCII letters and İ ı ſ K (Kelvin)
+    rules = []
+    if lowercase:
+        # str.lower() maps a word-final capital sigma to ς; the Lowercase normalizer, letter by letter, to σ
+        ignorable = r"\p{Case_Ignorable}"
+        after_cased = "|".join(r"\p{Cased}" + ignorable * k for k in range(4))
+        rules += [normalizers.Replace(Regex(f"(?<={after_cased})\u03a3(?!{ignorable}*\\p{{Cased}})"), "\u03c2"),
+                  normalizers.Lowercase()]
+    # vocab._NOT: "don't" -> "do n't", "DON’T" -> "DO N't" (the apostrophe straight, the t lower-case)
+    rules += [normalizers.Replace(Regex(f"(?<=[{letter}]){n}['\u2019][tT](?!{word})"), f" {n}'t") for n in "nN"]
+    # vocab._CLITIC: "it’s" -> "it 's", "we'RE" -> "we 'RE"
+    clitic = "(?:[sS\u017f]|[rR][eE]|[vV][eE]|[lL][lL]|[dD]|[mM])"
+    rules.append(normalizers.Replace(Regex(f"(?<=[{letter}0-9])['\u2019](?={clitic}(?!{word}))"), " '"))
+    tok.normalizer = normalizers.Sequence(rules)
+    # vocab._TOKEN.findall: whitespace (Python's) apart, then its alternatives in order; every other character
+    # is a token of its own, so the pieces between matches are empty
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(_class_of("isspace") + "+"), "removed"),
+        pre_tokenizers.Split(Regex("[A-Za-z0-9\u00c0-\u024f]+(?:['\u2019\\-][A-Za-z0-9\u00c0-\u024f]+)*"
+                                   "|n't|'[A-Za-z]+|[^A-Za-z0-9]"), "isolated"),
+    ])
+    return tok
+
+
+def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite: bool = False) -> dict:
+    """Write the bag-of-words baseline in ``bow_dir`` as a sentence-transformers folder of standard modules
+    (WordEmbeddings, WordWeights, mean Pooling) to ``output`` (default BOW_DIR/model); returns
+    ``{"model": path, "words": N}``."""
+    import warnings
+
+    import numpy as np
+
+    from shared_losses.runtime import replace_directory
+
+    from .bow import read_word_vectors
+
+    run = Path(bow_dir)
+    words, vectors, lowercase = read_word_vectors(run)  # names a missing or damaged file in one line
+    out = Path(output) if output else run / "model"
+    check_target(out, run, overwrite)
+    from sentence_transformers import SentenceTransformer
+    from transformers import PreTrainedTokenizerFast
+
+    try:  # sentence-transformers 6; sentence_transformers.models is its deprecated alias
+        from sentence_transformers.sentence_transformer.modules import Pooling, WordEmbeddings, WordWeights
+    except ImportError:  # pragma: no cover - older sentence-transformers
+        from sentence_transformers.models import Pooling, WordEmbeddings, WordWeights
+
+    tok = bow_tokenizer(words, lowercase)
+    rows = {w: i for i, w in enumerate(words)}  # a repeated word: its last row, as nlp_qt.bow's index takes it
+    itos = [w for w, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+    table = np.zeros((len(itos), vectors.shape[1]), dtype=np.float32)
+    table[1:] = vectors[[rows[w] for w in itos[1:]]]
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=sys.maxsize)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st = SentenceTransformer(modules=[WordEmbeddings(fast, table, max_seq_length=sys.maxsize),
+                                          WordWeights(itos, {UNK_TOKEN: 0.0}, 1.0),
+                                          Pooling(vectors.shape[1], "mean")], device="cpu")
+    staging = out.with_name(f".{out.name}.export")
+    if staging.exists():
+        shutil.rmtree(staging)
+    st.save(str(staging), create_model_card=False)
+    # transformers 5 names its fast tokenizer class TokenizersBackend; the older name loads in 4.x too
+    meta_file = staging / "tokenizer_config.json"
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    meta["tokenizer_class"] = "PreTrainedTokenizerFast"
+    meta_file.write_text(json.dumps(meta, indent=2))
+    (staging / BOW_MARKER).write_text(json.dumps({
+        "exported_from": str(run.resolve()), "kind": "bag of words (nlp_qt.bow)", "words": len(words),
+        "dim": int(vectors.shape[1]), "lowercase": lowercase,
+        "load_with": "sentence_transformers.SentenceTransformer(FOLDER)"}, indent=2))
+    replace_directory(staging, out)
+    return {"model": str(out), "words": len(words)}
 
 
 def main(args: ExportArgs | None = None) -> dict:
     args = args or tyro.cli(ExportArgs)
-    result = export_checkpoint(args.run_dir, args.output)
+    from .bow import is_bow_dir
+
+    if is_bow_dir(args.run_dir):
+        result = export_bow(args.run_dir, args.output, args.overwrite)
+    else:
+        result = export_checkpoint(args.run_dir, args.output, args.overwrite)
     print(json.dumps(result))
     return result
 

@@ -139,10 +139,11 @@ def save_model(model: QuickThought, vocab, directory: str | os.PathLike, extra: 
     vocab.save(tmp / "vocab.json")
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(tmp / "model.safetensors"))
-    # The same folder is a sentence-transformers model (nlp_qt.st_module): one module, this folder itself.
-    (tmp / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "",
-                                                    "type": "nlp_qt.st_module.QuickThoughtModule"}], indent=2))
-    (tmp / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "SentenceTransformer"}))
+    # The same folder is a sentence-transformers model that carries its module's code (modeling_qt.py), so it
+    # loads without nlp_qt: SentenceTransformer(path, trust_remote_code=True).
+    from .st_module import write_sentence_transformers_files
+
+    write_sentence_transformers_files(tmp)
     from shared_losses.runtime import replace_directory
 
     return replace_directory(tmp, directory)

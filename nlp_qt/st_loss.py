@@ -52,10 +52,12 @@ class DebiasedMultipleNegativesRankingLoss(nn.Module):
         self.gather_across_devices = gather_across_devices
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        """Encode each column (anchor, positive[, negatives]) with the model and return the debiased loss."""
         embeddings = [self.model(f)["sentence_embedding"] for f in sentence_features]
         return self.compute_loss_from_embeddings(embeddings, labels)
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> Tensor:
+        """The loss of embeddings already computed: anchors against the positives and the batch's other candidates."""
         if len(embeddings) < 2:
             raise ValueError("need (anchor, positive[, negatives...]) columns, got fewer than 2")
         anchors = embeddings[0]
@@ -77,10 +79,12 @@ class DebiasedMultipleNegativesRankingLoss(nn.Module):
         return debiased_nce_from_logits(pos, neg, tau_plus=self.tau_plus, log_floor=-self.scale)
 
     def get_config_dict(self) -> dict[str, Any]:
+        """The loss's settings, as sentence-transformers records them in a model card."""
         return {"scale": self.scale, "tau_plus": self.tau_plus, "gather_across_devices": self.gather_across_devices}
 
     @property
     def citation(self) -> str:
+        """BibTeX of the debiased contrastive loss (Chuang et al., 2020)."""
         return (
             "@inproceedings{chuang2020debiased, title={Debiased Contrastive Learning}, author={Chuang, Ching-Yao "
             "and Robinson, Joshua and Lin, Yen-Chen and Torralba, Antonio and Jegelka, Stefanie}, "

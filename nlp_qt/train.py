@@ -24,7 +24,7 @@ from shared_losses import gather_with_grad
 from shared_losses.harness import RunHarness
 from shared_losses.loop import TrainingApp
 from shared_losses.loop import run as run_app
-from shared_losses.runtime import print_run_result, read_json_file
+from shared_losses.runtime import CheckpointError, make_accelerator, print_run_result, read_json_file
 
 from .config import Config, from_cli
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
@@ -153,23 +153,22 @@ class QuickThoughtApp(TrainingApp):
     name = "nlp_qt"
 
     def __init__(self, cfg: Config):
-        from accelerate import Accelerator
-
         validate(cfg)
         self.word_vectors = read_checked_word_vectors(cfg)
         # the folder rules, read by every process before any of them writes
         super().__init__(RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
                                     free=Config.RESUME_FREE))
         self.cfg = cfg
-        self.accelerator = acc = Accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu")
+        self.accelerator = acc = make_accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu",
+                                                  report_to=cfg.report_to)
         self.main, self.world, self.rank = acc.is_main_process, acc.num_processes, acc.process_index
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() != self.world:
             raise RuntimeError(
                 f"torch.distributed has {dist.get_world_size()} processes but accelerate sees {self.world} "
-                "(on CPU, launch with ACCELERATE_USE_CPU=true torchrun ... or accelerate launch with a multi-CPU "
-                "config)"
+                "(on CPU: accelerate launch --multi_gpu --num_processes N -m nlp_qt.train --device cpu ..., or "
+                "torchrun --nproc_per_node N -m nlp_qt.train --device cpu ...)"
             )
         # num_processes: the global batch (and so the data skipped on resume) depends on it.
         self._config = {**dataclasses.asdict(cfg), "num_processes": self.world}
@@ -187,9 +186,18 @@ class QuickThoughtApp(TrainingApp):
         h, cfg = self.harness, self.cfg
         if saved is None:
             return None
+        # the options the run was trained with: the checkpoint's own record and config.json, both checked
+        records = [saved["config"]] if "config" in saved else []
         if (h.out / "config.json").exists():
-            h.refuse_config_changes(read_json_file(h.out / "config.json", "run's configuration"), self._config,
-                                    where=h.checkpoint_dir, legacy={"num_processes": self.world})
+            records.append(read_json_file(h.out / "config.json", "run's configuration"))
+        if not records:
+            raise CheckpointError(f"cannot resume the run in {h.out}: its config.json is missing and its checkpoint "
+                                  "(written before checkpoints kept their options) does not say how it was trained, "
+                                  "so other options could not be refused; put config.json back, or start a new run "
+                                  "(--overwrite moves this one aside); nothing was changed")
+        for trained_with in records:
+            h.refuse_config_changes(trained_with, self._config, where=h.checkpoint_dir,
+                                    legacy={"num_processes": self.world})
         # a finished run that this command asks for no more steps is left exactly as it is
         if not ((h.out / "summary.json").exists() and (h.out / "model").is_dir()):
             return None
@@ -229,7 +237,8 @@ class QuickThoughtApp(TrainingApp):
     def state(self):
         return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                 "sentences_seen": self.sentences_seen, "no_neighbour_batches": self.no_neighbour_batches,
-                "last_loss": self.last_loss, "corpus": self.fingerprint, "dev_losses": self.dev_losses}
+                "last_loss": self.last_loss, "corpus": self.fingerprint, "dev_losses": self.dev_losses,
+                "config": self._config}
 
     def load_state(self, state):
         cfg, ckpt_dir = self.cfg, self.harness.checkpoint_dir

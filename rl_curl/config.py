@@ -17,8 +17,8 @@ from shared_losses.cli import choices_help, config_from_cli
 
 from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, check_fields, folder_name
 
-# The small-network protocol of the CPU runs (docs/results.md, "The auxiliary losses on a CPU, 5 seeds" and the
-# sections after it): 64 -> 56 px renders, 16 filters, hidden 256, batch 64, one torch thread per run.
+# The small-network protocol of the CPU runs (docs/results/rl_curl.md, "Auxiliary losses on cartpole-swingup, CPU,
+# 5 seeds" and the sections after it): 64 -> 56 px renders, 16 filters, hidden 256, batch 64, one torch thread per run.
 _SMALL = dict(image_size=64, crop_size=56, num_filters=16, hidden_dim=256, batch_size=64, seed_steps=100,
               torch_threads=1)
 #: Protocol presets (``--preset NAME``): the fields each one sets; options given explicitly win.
@@ -76,7 +76,8 @@ class Config:
     #: preset: only a name; the fields it set are compared one by one.
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
-        "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset"})
+        "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
+        "report_to"})
 
     task: str = "cartpole-swingup"
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for
@@ -92,8 +93,8 @@ class Config:
 
     preset: Optional[PresetName] = None
     """A protocol preset (rl_curl.config.PRESETS, listed above with the options each sets): its values become the
-    defaults, options given explicitly win. cpu: the small-network CPU protocol of docs/results.md (24k environment
-    steps); demo: scripts/demo_rl_curl.sh's few minutes."""
+    defaults, options given explicitly win. cpu: the small-network CPU protocol of docs/results/rl_curl.md (24k
+    environment steps); demo: scripts/demo_rl_curl.sh's few minutes."""
 
     # --- auxiliary objective -------------------------------------------------------------------
     aux: AuxName = "curl"
@@ -213,6 +214,10 @@ class Config:
     (torch.backends.cudnn.benchmark; the shapes here are fixed, so the search is paid once). No effect on CPU."""
     mixed_precision: Literal["no", "bf16"] = "no"
     """Mixed precision (bf16 autocast through accelerate) of the forward passes; losses are float32 inside."""
+    report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)
+    """Where the training scalars go besides log.csv: tensorboard (tb/ in the run folder), wandb, mlflow (through
+    accelerate's trackers; their usual environment variables apply, e.g. WANDB_MODE=offline,
+    MLFLOW_TRACKING_URI), or none. Several may be given."""
     progress: bool = True
     """Show a tqdm progress bar."""
     torch_threads: int = 0
@@ -245,6 +250,7 @@ class Config:
         return c
 
     def validate(self) -> None:
+        """Refuse impossible values (a ValueError of one line naming the option) before anything is built or written."""
         def need(ok: bool, msg: str) -> None:
             if not ok:
                 raise ValueError(f"invalid config: {msg}")

@@ -44,6 +44,9 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
     if not cfg_path.exists():
         raise FileNotFoundError(f"{cfg_path} not found: is {run_dir} a rl_curl training directory?")
     owner = run_application(run_dir)
+    if owner is None:
+        raise ValueError(f"{run_dir} holds no run (no run.json, and its config.json is not an rl_curl run's): pass "
+                         "an rl_curl training folder (the --out-dir of python -m rl_curl.train)")
     if owner not in ("rl_curl", "unknown"):
         raise ValueError(f"{run_dir} holds a run of {owner}, not of rl_curl: pass an rl_curl training folder "
                          "(its config.json names a task and an aux loss)")

@@ -27,7 +27,8 @@ from tqdm import tqdm
 from shared_losses.harness import RunHarness, refuse_config_changes
 from shared_losses.loop import TrainingApp
 from shared_losses.loop import run as run_app
-from shared_losses.runtime import CheckpointError, print_run_result, read_json_file, register_named
+from shared_losses.runtime import (CheckpointError, make_accelerator, print_run_result, read_json_file,
+                                   register_named)
 
 from .agent import CurlAgent
 from .config import Config, from_cli
@@ -199,13 +200,13 @@ class CurlApp(TrainingApp):
         return None
 
     def build(self, saved):
-        from accelerate import Accelerator
         from accelerate.utils import set_seed
 
         from .replay import FrameReplay
 
         cfg = self.cfg
-        accelerator = Accelerator(cpu=cfg.device == "cpu", mixed_precision=cfg.mixed_precision)
+        accelerator = make_accelerator(cpu=cfg.device == "cpu", mixed_precision=cfg.mixed_precision,
+                                       report_to=cfg.report_to)
         if accelerator.num_processes > 1:
             raise ValueError("rl_curl trains one agent per process on one device; launch several seeds with "
                              "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")

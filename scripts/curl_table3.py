@@ -190,18 +190,47 @@ def sweep_runs(jobs: list[tuple[Path, list[str]]], args: Args) -> list[Run]:
     return runs
 
 
-def main(args: Args) -> int:
+def check_grid(args: Args) -> None:
+    """The grid's options, checked before anything runs or is written (a ValueError: one line through run_cli,
+    exit status 2): the grid's own (empty lists, --env-steps, --gpus, the objectives), then, unless
+    --aggregate-only, the task names and, unless --dry-run (it only prints the commands), every run's rl_curl.train
+    configuration, parsed and checked by the trainer itself (rl_curl.config: --seeds, --batch-size, --extra ...), so
+    a bad value stops the grid here rather than in its first run. --aggregate-only needs runs under --out."""
     args.validate()
     if args.gpus and args.backend != "local":
         raise ValueError("--gpus spreads runs over GPUs of this machine (--backend local); with Ray use --gpus-per-run")
+    for option in ("tasks", "objectives", "seeds", "updates"):
+        if not getattr(args, option):
+            raise ValueError(f"--{option} is empty: the grid would run nothing")
+    if args.env_steps < 1:
+        raise ValueError(f"--env-steps must be >= 1 (the step the table reports), got {args.env_steps}")
+    if any(g < 0 for g in args.gpus):
+        raise ValueError(f"--gpus takes GPU ids (0, 1, ...), got {' '.join(map(str, args.gpus))}")
     for obj in args.objectives:
         parse_objective(obj)
-    if not args.aggregate_only:
-        from rl_curl.env import parse_task
+    if args.aggregate_only:
+        if not any(Path(args.out).glob("*/*/seed*/eval.csv")):
+            raise ValueError(f"--aggregate-only: no runs under {args.out} (expected TASK/OBJECTIVE/seedN/eval.csv); "
+                             "check --out")
+        return
+    from rl_curl.config import from_cli
+    from rl_curl.env import parse_task
 
-        for task in args.tasks:  # an unknown name lists the valid ones
-            if not task.startswith("gym:"):
-                parse_task(task)
+    for task in args.tasks:  # an unknown name lists the valid ones
+        if not task.startswith("gym:"):
+            parse_task(task)
+    check_extra(args.extra)
+    if args.dry_run:  # only prints the commands: nothing runs, so nothing is spent on a run that would fail
+        return
+    for out, cmd in commands(args):
+        try:
+            from_cli(cmd[3:]).resolved()  # cmd: python -m rl_curl.train ...
+        except ValueError as err:
+            raise ValueError(f"{err} (rl_curl.train's check of the grid's run {out})") from None
+
+
+def main(args: Args) -> int:
+    check_grid(args)
     failures = 0
     if not args.aggregate_only:
         jobs = to_run(args)
@@ -213,9 +242,6 @@ def main(args: Args) -> int:
         print(f"{len(jobs)} runs to do ({how})", flush=True)
         rcs = run_sweep(sweep_runs(jobs, args), args)
         failures = sum(rc != 0 for rc in rcs)
-    if args.aggregate_only and not any(Path(args.out).glob("*/*/seed*/config.json")):
-        raise SystemExit(f"--aggregate-only: no runs under {args.out} (expected TASK/OBJECTIVE/seedN/config.json); "
-                         "check --out")
     md = table3(args.out, args.env_steps)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     paired = paired_table(args.out, args.env_steps)

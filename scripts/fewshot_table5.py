@@ -513,6 +513,38 @@ def overrides_of(p: argparse.ArgumentParser, args) -> dict:
     return over
 
 
+def check_run(cfg: FewShotConfig) -> None:
+    """What FewShotConfig.validate leaves to the run's data step (fewshot.data.sample_fewshot's rule for the pnu
+    setting of Table 5), checked before anything starts: the seed, N and U of a run."""
+    from fewshot.images import is_image_dataset
+
+    if cfg.seed < 0:
+        raise ValueError(f"--seeds must be >= 0 (numpy's generators), got {cfg.seed}")
+    if not is_image_dataset(cfg.dataset) and cfg.n_labeled < 2:  # image data: validate_images checks it
+        raise ValueError(f"--ns must be >= 2 (the labeled sample holds both classes), got {cfg.n_labeled}")
+    if cfg.n_unlabeled < 0:
+        raise ValueError(f"--n-unlabeled must be >= 0, got {cfg.n_unlabeled}")
+
+
+def check_data(cfg: FewShotConfig) -> None:
+    """A local text --dataset / --eval-file read by fewshot.data.load_splits, the runs' own loader, as the runs
+    will read it (they run in the repository root): a missing file, a missing --eval-file, an unknown column or
+    label fails here, not in every run. Named sets (glue/sst2 may need the hub) and image data are left to the
+    runs."""
+    import contextlib
+
+    from fewshot.data import load_splits
+    from fewshot.images import is_image_dataset
+    from shared_losses.datasets import TEXT_SETS
+
+    if cfg.dataset in TEXT_SETS or is_image_dataset(cfg.dataset):
+        return
+    with contextlib.chdir(ROOT):
+        if Path(cfg.dataset).exists() and cfg.eval_file is not None and not Path(cfg.eval_file).is_file():
+            raise FileNotFoundError(f"--eval-file {cfg.eval_file}: no such file")  # the loader does not name it
+        load_splits(cfg)
+
+
 def main(argv=None):
     p = build_parser()
     args = p.parse_args(argv)
@@ -521,6 +553,8 @@ def main(argv=None):
     overrides = overrides_of(p, args)
     run_methods = [m for m in methods if m in RUN_METHODS]
     checked = run_methods or list(RUN_METHODS)  # `majority` alone reads any finished run, checked as well
+    options = options_of(args)
+    options.validate()
 
     todo, finished, failed = [], 0, 0
     for n in args.ns:  # seed-major: an interrupted sweep leaves whole seeds (every method on the same sample)
@@ -529,14 +563,17 @@ def main(argv=None):
                 folder = run_dir(out, m, n, s)
                 cfg = run_config(args.preset, overrides, m, n, s, folder)
                 cfg.validate()  # a bad option fails here, before hours of runs
+                check_run(cfg)
                 if (folder / "metrics.json").exists():
                     check_finished(folder, cfg)
                     finished += 1
                 elif m in run_methods:
                     todo.append((m, n, s, cfg))
+    if args.aggregate_only and not finished:
+        raise ValueError(f"--aggregate-only: no finished runs under {out} (expected METHOD/N<n>/seed<s>/metrics.json "
+                         "for the --methods, --ns and --seeds given); check --out")
     if not args.aggregate_only and todo:
-        options = options_of(args)
-        options.validate()
+        check_data(todo[0][3])
         how = f"{args.parallel} at a time" if args.backend == "local" else f"on Ray, {args.address or 'this machine'}"
         print(f"{len(todo)} runs to do ({finished} finished earlier, skipped; {how})", flush=True)
         runs = []

@@ -316,6 +316,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_data(args) -> None:
+    """An .npz --dataset / --eval-file read by shared_losses.datasets.load_images, the runs' own loader, as the runs
+    will read it (they run in the repository root): a missing or unreadable file fails here, not in every run.
+    The shipped sets (mnist) are left to the runs."""
+    import contextlib
+
+    from shared_losses.datasets import IMAGE_DATASETS, load_images
+
+    with contextlib.chdir(ROOT):
+        if args.dataset not in IMAGE_DATASETS:
+            load_images(args.dataset, "--dataset")
+        if args.eval_file is not None:
+            load_images(args.eval_file, "--eval-file")
+
+
 def main(argv=None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
@@ -327,13 +342,23 @@ def main(argv=None) -> int:
     positive = args.positive_classes or ([0, 2, 4, 6, 8] if args.dataset == "mnist" else None)
     base = {"dataset": args.dataset, "eval_file": args.eval_file, "encoder": args.encoder,
             "eval_split": args.eval_split, "positive_classes": tuple(positive) if positive else None, **sets}
+    options_of(args).validate()
+    for s in args.seeds:  # the runs' splits and samples are numpy generators of the seed
+        if s < 0:
+            raise ValueError(f"--seeds must be >= 0 (numpy's generators), got {s}")
     runs = grid(args.tables, args.n_ps, args.percents)
     todo, done = [], 0
     for setting, method, n in runs:
         for s in args.seeds:
             folder = run_dir(out, setting, method, n, s)
             cfg = run_config(base, setting, method, n, s, folder)
-            cfg.validate()  # a bad option fails here, before the grid starts
+            try:
+                cfg.validate()  # a bad option fails here, before the grid starts
+            except ValueError as err:
+                given = "--n-ps" if setting == "pu" else "--percents" if method != "ceiling" else "the ceiling"
+                source = f"; its --n-labeled {n} comes from {given}" if "--n-labeled" in str(err) else ""
+                raise ValueError(f"{err} (fewshot's check of the grid's run {setting}/{method}/n{n}/seed{s}"
+                                 f"{source})") from None
             if (folder / "metrics.json").exists():
                 check_finished(folder, cfg)
                 done += 1
@@ -343,10 +368,13 @@ def main(argv=None) -> int:
                                 cpus=args.cpus_per_run, gpus=args.gpus_per_run, cwd=str(ROOT),
                                 # one thread per CPU the run is given: --parallel runs do not fight over cores
                                 env={"OMP_NUM_THREADS": str(max(1, int(args.cpus_per_run)))}))
+    if args.aggregate_only and not done:
+        raise ValueError(f"--aggregate-only: no finished runs under {out} (expected SETTING/METHOD/n<k>/seed<s>/"
+                         "metrics.json for the --tables, --n-ps, --percents and --seeds given); check --out")
     failed = 0
     if todo and not args.aggregate_only:
+        check_data(args)
         options = options_of(args)
-        options.validate()
         print(f"{len(todo)} runs to do ({done} finished earlier, skipped)", flush=True)
 
         def report(run: Run, rc: int) -> None:

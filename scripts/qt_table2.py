@@ -421,11 +421,49 @@ def training_table(a, todo: list[dict]) -> tuple[str, dict]:
     return "\n".join(lines), data
 
 
+def check_sweep(a, todo: list[dict]) -> None:
+    """Every option checked before anything is written or started (a ValueError: one line through run_cli, exit
+    status 2), not at the first training or after the trainings at the evaluations: the corpus and the SentEval
+    data as the runs will read them (they run in the repository root: nlp_qt.corpus's and nlp_qt.senteval's own
+    checks), every training's configuration by nlp_qt.train's own check (--tau-plus, --lr, --epochs,
+    --batch-size ...), then what no trainer checks: seeds, sizes, folds, threads and the sweep's options."""
+    import contextlib
+
+    from nlp_qt.config import from_cli
+    from nlp_qt.corpus import iter_corpus
+    from nlp_qt.senteval import _check_files, resolve_data_dir
+    from nlp_qt.train import validate
+
+    options_of(a).validate()
+    for seed in a.seeds:
+        if seed < 0:
+            raise ValueError(f"--seeds must be >= 0 (numpy's generators), got {seed}")
+    for option, least in (("kfold", 2), ("inner_kfold", 2), ("word_dim", 1), ("encoder_dim", 1), ("vocab_size", 1),
+                          ("bow_dim", 1), ("threads", 1)):
+        value = getattr(a, option)
+        if value is not None and value < least:
+            raise ValueError(f"--{option.replace('_', '-')} must be >= {least}, got {value}")
+    with contextlib.chdir(ROOT):  # where the trainings and evaluations run (a relative path is read from there)
+        iter_corpus(a.corpus)  # not read yet: a missing local corpus is refused here (hf:NAME is not looked up)
+        if a.data != "human":  # the human-labeled tasks are built from shipped data on first use
+            root = resolve_data_dir(a.data, a.tasks)
+            for task in a.tasks:
+                _check_files(root, task)
+    for job in todo:
+        cmd = job["train"]
+        if cmd is not None and cmd[2] == "nlp_qt.train":
+            try:
+                validate(from_cli(cmd[3:]))
+            except ValueError as err:
+                raise ValueError(f"{err} (nlp_qt.train's check of the sweep's run {job['dir']})") from None
+
+
 def main(argv=None) -> int:
     a = parse_args(argv)
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     todo = jobs(a)
+    check_sweep(a, todo)
+    out.mkdir(parents=True, exist_ok=True)
     how = f"{a.parallel} at a time" if a.backend == "local" else f"on Ray, {a.address or 'this machine'}"
     print(f"{len(todo)} models ({how}); logs beside each run folder in {out}", flush=True)
     res = run_all(a, todo)

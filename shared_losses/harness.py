@@ -24,14 +24,16 @@ part in the checkpoint (accelerate saves each process's random state).
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import torch
 
-from .runtime import (CheckpointError, CsvLogger, RunFolder, RunInterrupted, StopSignals, _NoWriter, checkpoint_exists,
-                      claim_run_folder, config_changes, load_checkpoint, save_checkpoint, tensorboard_writer,
-                      write_json_atomic)
+from .runtime import (CheckpointError, CsvLogger, RunFolder, RunInterrupted, StopSignals, _NoWriter,
+                      checkpoint_application, checkpoint_exists, claim_run_folder, config_changes, load_checkpoint,
+                      save_checkpoint, tensorboard_writer, write_json_atomic)
 
 CHECKPOINT = "checkpoint"
 CONFIG_FILE = "config.json"
@@ -53,6 +55,27 @@ def refuse_config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], 
         raise ConfigChanged(f"cannot resume the run in {where}: it was written with a different configuration "
                             f"({fields}), as the run's value -> this command's; use the same options, another "
                             "--output-dir, or --overwrite (moves that run aside)")
+
+
+class _Scalars:
+    """The scalar writer a run logs through: TensorBoard (or a stand-in) and the accelerate trackers of
+    ``--report-to`` (wandb, mlflow) alike; everything else goes to TensorBoard's writer."""
+
+    def __init__(self, tb, accelerator):
+        self._writer, self._accelerator = tb, accelerator
+
+    def add_scalar(self, tag: str, value: Any, step: int) -> None:
+        self._writer.add_scalar(tag, value, step)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            self._accelerator.log({tag: float(value)}, step=int(step))
+
+    def __getattr__(self, name):
+        return getattr(self._writer, name)
+
+
+def tracker_config(config: Mapping[str, Any]) -> dict:
+    """A run's configuration as the trackers take it: values that are not numbers, strings or booleans as text."""
+    return {k: v if isinstance(v, (int, float, str, bool)) or v is None else str(v) for k, v in config.items()}
 
 
 class _NoLogger:
@@ -91,15 +114,30 @@ class RunHarness:
         self.free = set(free)
         self.legacy = dict(legacy or {})
         self.accelerator = None
+        #: the folder existed before this run (new runs only: an empty one is emptied again, not removed)
+        self._existed = self.out.exists()
+        self._opened = False
+        #: config.json held back until the checkpoint has loaded (see :meth:`hold_config`)
+        self._hold, self._held_config = False, None
         self.stop: StopSignals | None = None
         self._csv: dict[str, CsvLogger] = {}
         self._tb = None
+        self._tracking = False  # accelerate's trackers (--report-to wandb / mlflow) were started
 
     # ------------------------------------------------------------------------------ configuration
 
     def saved_state(self) -> dict | None:
-        """The checkpoint's counters and extra state (no models are loaded) when resuming, else None."""
-        return load_checkpoint(None, self.checkpoint_dir) if self.resuming else None
+        """The checkpoint's counters and extra state (no models are loaded) when resuming, else None. A
+        checkpoint another application wrote is refused (a :class:`CheckpointError`) before anything reads it."""
+        if not self.resuming:
+            return None
+        state = load_checkpoint(None, self.checkpoint_dir)
+        owner = checkpoint_application(state)
+        if owner is not None and owner != self.application:
+            raise CheckpointError(f"{self.checkpoint_dir} is not a checkpoint of {self.application}: it was written by "
+                                  f"{owner}. Resume it with {owner}, or start a new {self.application} run in another "
+                                  "folder; nothing was changed")
+        return state
 
     def refuse_config_changes(self, saved: Mapping[str, Any], current: Mapping[str, Any],
                               where: str | os.PathLike | None = None, legacy: Mapping[str, Any] | None = None) -> None:
@@ -113,6 +151,7 @@ class RunHarness:
 
     @property
     def is_main(self) -> bool:
+        """Whether this is the process that writes files (the only one, or rank 0)."""
         return self.accelerator is None or self.accelerator.is_main_process
 
     def _wait(self) -> None:
@@ -126,26 +165,73 @@ class RunHarness:
         self.accelerator = accelerator
         self._wait()
         self.folder.open(is_main=self.is_main)
+        self._opened = True
         self._wait()
         return self
 
     def write_config(self, config: Mapping[str, Any], name: str = CONFIG_FILE) -> None:
-        """The run's configuration snapshot (main process only)."""
-        if self.is_main:
+        """The run's configuration snapshot (main process only); held back, while :meth:`hold_config` is in
+        force, until :meth:`release_config`."""
+        if self._hold:
+            self._held_config = (dict(config), name)
+        elif self.is_main:
             write_json_atomic(self.out / name, dict(config))
+
+    def hold_config(self) -> None:
+        """Hold the configuration snapshot back until :meth:`release_config`: the loop does so while a resumed
+        run loads its checkpoint, so a resume that fails (a damaged file, other options) leaves config.json as
+        the run wrote it."""
+        self._hold = True
+
+    def release_config(self) -> None:
+        """Write the snapshot :meth:`write_config` held back (if any) and stop holding."""
+        self._hold = False
+        if self._held_config is not None:
+            config, name = self._held_config
+            self._held_config = None
+            self.write_config(config, name)
+
+    def abandon(self) -> None:
+        """Undo the start of a new run that failed before its first step (bad input found once the folder was
+        made): the folder is removed (emptied, if it existed empty before), and with ``--overwrite`` the run that
+        was moved aside is put back, so nothing that counts as a run is left. A resumed run's folder is never
+        touched. Main process only."""
+        folder = self.folder
+        if not (self._opened and self.is_main) or folder.action == "resume":
+            return
+        self.close()
+        if self.out.is_dir():
+            shutil.rmtree(self.out)
+        if self._existed and folder.action == "new":
+            self.out.mkdir()
+        if folder.action == "replace" and folder.moved_to is not None and folder.moved_to.exists():
+            os.replace(folder.moved_to, self.out)
+            print(f"the new run did not start: the previous run is back in {self.out}", file=sys.stderr)
+        self._opened = False
 
     # ------------------------------------------------------------------------------ logging
 
     def start_logging(self, resume_step: int | None, *, config: Mapping[str, Any] | None = None,
-                      csv: Iterable[str] = ("log.csv",), step_key: str = "step") -> None:
-        """CSV logs (one per name in ``csv``) and a TensorBoard writer in ``tb/``. ``resume_step``: the step
-        of the checkpoint a resumed run starts from (rows and events after it are dropped, they are logged
-        again); None for a new run (older rows and events in the folder are dropped)."""
+                      csv: Iterable[str] = ("log.csv",), step_key: str = "step",
+                      report_to: Iterable[str] = ("tensorboard",)) -> None:
+        """CSV logs (one per name in ``csv``) and the trackers of ``report_to``: a TensorBoard writer in ``tb/``
+        and those accelerate drives (wandb, mlflow: the accelerator's ``log_with``, see
+        :func:`shared_losses.runtime.make_accelerator`), each given ``config``. ``resume_step``: the step of the
+        checkpoint a resumed run starts from (CSV rows and TensorBoard events after it are dropped, they are
+        logged again; a wandb or mlflow run is a new run of the tracker, named after the folder); None for a new
+        run (older rows and events in the folder are dropped)."""
+        acc = self.accelerator
+        if acc is not None and getattr(acc, "log_with", None):
+            acc.init_trackers(self.application, config=None if config is None else tracker_config(config),
+                              init_kwargs={"wandb": {"dir": str(self.out), "name": self.out.name},
+                                           "mlflow": {"run_name": self.out.name}})
+            self._tracking = True
         if not self.is_main:
             return
         self._csv = {name: CsvLogger(self.out / name, resume_step=resume_step, step_key=step_key) for name in csv}
-        self._tb = tensorboard_writer(self.out / "tb", resume_step=resume_step,
-                                      config=None if config is None else dict(config))
+        if "tensorboard" in tuple(report_to):
+            self._tb = tensorboard_writer(self.out / "tb", resume_step=resume_step,
+                                          config=None if config is None else dict(config))
 
     def log_row(self, row: Mapping[str, Any], step_key: str = "step", name: str = "log.csv") -> None:
         """One row of ``name`` and the same numbers as TensorBoard scalars at the row's step (every field but
@@ -161,14 +247,22 @@ class RunHarness:
 
     @property
     def tb(self):
-        """The TensorBoard writer (a stand-in that drops everything on other processes or before logging starts)."""
-        return self._tb if self._tb is not None else _NoWriter()
+        """The scalar writer: TensorBoard's (a stand-in that drops everything on other processes, before logging
+        starts or without --report-to tensorboard), which also logs every scalar to the wandb / mlflow trackers
+        of --report-to."""
+        writer = self._tb if self._tb is not None else _NoWriter()
+        return _Scalars(writer, self.accelerator) if self._tracking else writer
 
     def close(self) -> None:
         """Close the loggers (every row is already on disk; TensorBoard's buffer is flushed)."""
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._tracking:  # each tracker's finish() (not end_training(), which would end the process group)
+            for tracker in self.accelerator.trackers:
+                tracker.finish()
+            self.accelerator.trackers = []
+            self._tracking = False
         for logger in self._csv.values():
             logger.close()
 
@@ -185,7 +279,7 @@ class RunHarness:
         a resumed run does not log the steps before its checkpoint again."""
         if self._tb is not None:
             self._tb.flush()
-        return save_checkpoint(self.accelerator, self.checkpoint_dir, dict(state))
+        return save_checkpoint(self.accelerator, self.checkpoint_dir, {**state, "application": self.application})
 
     # ------------------------------------------------------------------------------ interrupts
 

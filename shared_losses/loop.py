@@ -4,10 +4,12 @@ drqv2's ``Workspace`` owns its loop and each agent supplies ``act`` / ``update``
 nothing itself (the application's :class:`~shared_losses.harness.RunHarness` did, read-only, before any work)
 and then, in order::
 
-    saved = harness.saved_state()          # the checkpoint's counters, read once (None for a new run)
+    saved = harness.saved_state()          # the checkpoint's counters, read once (None for a new run); another
+                                           # application's checkpoint refused
     app.check_resume(saved)                # other options refused; a finished run: its summary, nothing touched
-    app.build(saved)                       # data, models, optimisers; the folder opened, config.json written
+    app.build(saved)                       # data, models, optimisers; the folder opened
     app.load_state(checkpoint)             # resume: models, optimisers, random states, counters
+    harness.release_config()               # config.json, only now: a resume that failed left it as it was
     harness.start_logging(...)             # log.csv (+ more), TensorBoard, trimmed after the checkpoint
     while not app.done():                  # under SIGINT / SIGTERM handlers
         row = app.train_step()             # None: nothing was left to train (an epoch-based stream ran out)
@@ -18,6 +20,10 @@ and then, in order::
     app.finish()                           # final evaluation and checkpoint
     app.export()                           # the trained model (main process)
     harness.finish(app.summary())          # summary.json / metrics.json, logs closed
+
+A new run that fails before its first step (bad input found once the folder was made, such as a corpus
+smaller than one batch) leaves no run behind: :meth:`~shared_losses.harness.RunHarness.abandon` removes the
+folder (and puts back a run that ``--overwrite`` moved aside). A resumed run's folder is never removed.
 
 An application is a :class:`TrainingApp` subclass: ``build``, ``state``, ``load_state`` and ``train_step`` are
 required, everything else has a default that fits a plain step-counted run.
@@ -30,7 +36,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .harness import RunHarness
-from .runtime import load_checkpoint
+from .runtime import RunInterrupted, load_checkpoint
 
 
 class TrainingApp:
@@ -55,7 +61,8 @@ class TrainingApp:
     # ------------------------------------------------------------------------------ required
 
     def build(self, saved: dict | None) -> None:
-        """Data, models and optimisers; ``harness.open(accelerator)`` and the configuration snapshot.
+        """Data, models and optimisers; ``harness.open(accelerator)`` and the configuration snapshot
+        (``harness.write_config``: the loop holds it back until the checkpoint has loaded).
         ``saved``: the checkpoint's counters when resuming (already checked by :meth:`check_resume`), else None."""
         raise NotImplementedError
 
@@ -85,11 +92,17 @@ class TrainingApp:
         """The configuration TensorBoard records beside the scalars."""
         return None
 
+    def report_to(self) -> tuple[str, ...]:
+        """The trackers the run logs to (``--report-to``: the configuration's ``report_to``, else TensorBoard)."""
+        cfg = getattr(self, "cfg", None)
+        return tuple(getattr(cfg, "report_to", ("tensorboard",)))
+
     def total_steps(self) -> int | None:
         """Steps the run trains in all (the progress bar's total; None: unknown)."""
         return None
 
     def done(self) -> bool:
+        """Whether the run has trained all its steps (the loop then ends)."""
         total = self.total_steps()
         return total is not None and self.step >= total
 
@@ -98,6 +111,7 @@ class TrainingApp:
         return self.step
 
     def eval_due(self) -> bool:
+        """Whether to evaluate after the step just taken."""
         return False
 
     def evaluate(self) -> dict:
@@ -118,6 +132,7 @@ class TrainingApp:
         return True
 
     def checkpoint_due(self) -> bool:
+        """Whether to write a checkpoint after the step just taken."""
         return False
 
     def stop_requested(self) -> bool:
@@ -143,6 +158,7 @@ class TrainingApp:
         """The trained model into the run folder (called on the main process only)."""
 
     def summary(self) -> dict:
+        """The run's summary (written to ``summary_file`` and returned by :func:`run`)."""
         raise NotImplementedError
 
 
@@ -153,16 +169,26 @@ def run(app: TrainingApp) -> dict:
     done = app.check_resume(saved)
     if done is not None:
         return done
-    app.build(saved)
-    if saved is not None:
-        app.load_state(load_checkpoint(harness.accelerator, harness.checkpoint_dir))
-    harness.start_logging(app.log_resume_step() if saved is not None else None, config=app.config, csv=app.logs,
-                          step_key=app.step_key)
-    bar = app.progress()
+    first = app.step
+    started = False  # a step was trained (or a checkpoint written): from then on the folder holds a run
+    try:
+        harness.hold_config()
+        app.build(saved)
+        if saved is not None:
+            app.load_state(load_checkpoint(harness.accelerator, harness.checkpoint_dir))
+            first = app.step
+        harness.release_config()
+        harness.start_logging(app.log_resume_step() if saved is not None else None, config=app.config,
+                              csv=app.logs, step_key=app.step_key, report_to=app.report_to())
+        bar = app.progress()
+    except BaseException:
+        harness.abandon()
+        raise
     try:
         with harness.signals(app.stop_message):  # Ctrl-C / SIGTERM: stop at the next checkpoint, exit 130
             while not app.done():
                 row = app.train_step()
+                started = started or app.step != first
                 if row is None:
                     break
                 if app.eval_due():
@@ -179,6 +205,10 @@ def run(app: TrainingApp) -> dict:
                     harness.checkpoint(app.state())
                 if not app.done() and app.stop_requested():
                     raise harness.interrupted(app.where(), None if written else app.state())
+    except BaseException as err:
+        if not (started or isinstance(err, RunInterrupted)):  # failed on its first step: bad input, no run
+            harness.abandon()
+        raise
     finally:
         bar.close()
         app.close()

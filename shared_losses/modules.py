@@ -37,6 +37,7 @@ class InfoNCELoss(_LossModule):
         self.similarity, self.gather_distributed = similarity, gather_distributed
 
     def forward(self, views, *more_views) -> torch.Tensor:
+        """The loss of the inputs: :func:`shared_losses.functional.info_nce` with this module's settings."""
         return Fn.info_nce(views, *more_views, temperature=self.temperature, similarity=self.similarity,
                            gather_distributed=self.gather_distributed)
 
@@ -58,6 +59,7 @@ class DebiasedNCELoss(_LossModule):
         self.log_floor, self.similarity, self.gather_distributed = log_floor, similarity, gather_distributed
 
     def forward(self, views, *more_views) -> torch.Tensor:
+        """The loss of the inputs: :func:`shared_losses.functional.debiased_nce` with this module's settings."""
         return Fn.debiased_nce(views, *more_views, temperature=self.temperature, tau_plus=self.tau_plus,
                                log_floor=self.log_floor, similarity=self.similarity,
                                gather_distributed=self.gather_distributed)
@@ -74,6 +76,7 @@ class HardNegativeNCELoss(DebiasedNCELoss):
         self.beta = C.check_beta(beta)
 
     def forward(self, views, *more_views) -> torch.Tensor:
+        """The loss of the inputs: :func:`shared_losses.functional.hard_negative_nce` with this module's settings."""
         return Fn.hard_negative_nce(views, *more_views, temperature=self.temperature, tau_plus=self.tau_plus,
                                     beta=self.beta, log_floor=self.log_floor, similarity=self.similarity,
                                     gather_distributed=self.gather_distributed)
@@ -91,6 +94,8 @@ class DebiasedNCEFromLogits(_LossModule):
         self.beta = C.check_beta(beta)
 
     def forward(self, pos_logits, neg_logits, log_floor=None) -> torch.Tensor:
+        """The loss of scores already divided by the temperature: the debiased (or, with ``beta``, hard-negative)
+        estimator of :func:`shared_losses.functional.debiased_nce_from_logits`."""
         if self.beta:
             return Fn.hard_negative_nce_from_logits(pos_logits, neg_logits, self.tau_plus, self.beta, log_floor)
         return Fn.debiased_nce_from_logits(pos_logits, neg_logits, self.tau_plus, log_floor)
@@ -109,6 +114,7 @@ class SupConLoss(_LossModule):
         self.gather_distributed = gather_distributed
 
     def forward(self, features, labels, source_ids=None) -> torch.Tensor:
+        """The loss of the inputs: :func:`shared_losses.functional.supcon_loss` with this module's settings."""
         return Fn.supcon_loss(features, labels, self.temperature, source_ids=source_ids,
                               gather_distributed=self.gather_distributed)
 
@@ -127,6 +133,7 @@ class PUNCELoss(_LossModule):
         self.gather_distributed = gather_distributed
 
     def forward(self, features, source_ids, labels) -> torch.Tensor:
+        """The loss of the inputs: :func:`shared_losses.functional.punce_loss` with this module's settings."""
         return Fn.punce_loss(features, source_ids, labels, self.prior, self.temperature,
                              gather_distributed=self.gather_distributed)
 
@@ -142,5 +149,6 @@ class SCLPULoss(_LossModule):
         self.gather_distributed = gather_distributed
 
     def forward(self, features, source_ids, labels) -> torch.Tensor:
+        """The loss of the inputs: :func:`shared_losses.functional.scl_pu_loss` with this module's settings."""
         return Fn.scl_pu_loss(features, source_ids, labels, self.temperature,
                               gather_distributed=self.gather_distributed)

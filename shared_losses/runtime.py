@@ -308,6 +308,7 @@ class CsvLogger:
         os.replace(tmp, self.path)
 
     def log(self, row: dict[str, Any]) -> None:
+        """Append ``row`` (tensors as numbers); a new column rewrites the file with the wider header."""
         row = {k: (v.item() if isinstance(v, torch.Tensor) else v) for k, v in row.items()}
         self.rows.append(row)
         new = [k for k in row if k not in self.fields]
@@ -319,6 +320,7 @@ class CsvLogger:
             csv.DictWriter(fh, fieldnames=self.fields).writerow(row)
 
     def close(self) -> None:  # kept for symmetry with other loggers; every row is already on disk
+        """Nothing to do: every row is on disk when :meth:`log` returns."""
         pass
 
 
@@ -332,6 +334,27 @@ LEGACY_CONFIG_KEYS = {
     "fewshot": {"objective", "n_labeled", "n_unlabeled", "encoder", "lam"},
     "rl_curl": {"task", "aux", "action_repeat", "tau_plus", "frame_stack"},
 }
+
+
+#: How a checkpoint written before checkpoints named their application shows whose it is: the state keys
+#: only that application's counters have (checked in this order).
+LEGACY_CHECKPOINT_KEYS = (
+    ("rl_curl", {"episode", "signature"}),
+    ("nlp_qt", {"epoch", "batch_in_epoch"}),
+    ("fewshot", {"config"}),
+)
+
+
+def checkpoint_application(state: Mapping[str, Any]) -> str | None:
+    """The application whose run wrote the checkpoint ``state`` (its extra state): the ``application``
+    the harness records in it, or for an older checkpoint the one whose counters it has (None: unknown)."""
+    if "application" in state:
+        return str(state["application"])
+    keys = set(state)
+    for app, wanted in LEGACY_CHECKPOINT_KEYS:
+        if wanted <= keys:
+            return app
+    return None
 
 
 class RunFolderError(FileExistsError):
@@ -391,6 +414,7 @@ class RunFolder:
 
     @property
     def resuming(self) -> bool:
+        """Whether the folder holds a run of this application that is continued."""
         return self.action == "resume"
 
     def open(self, is_main: bool = True, announce: bool = True) -> "RunFolder":
@@ -505,8 +529,12 @@ class StopSignals:
 def print_run_result(application: str, output_dir: str | os.PathLike, step: int, result: Mapping[str, Any]) -> dict:
     """The last line of every run, the same keys in every application: one JSON object with
     ``application``, ``output_dir``, ``step`` (the run's final step, in the unit of its step option)
-    and ``result`` (its headline numbers). Returns the object."""
+    and ``result`` (its headline numbers), printed by the main process only. Returns the object."""
     line = {"application": application, "output_dir": str(output_dir), "step": int(step), "result": dict(result)}
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
+        return line  # one line per run, from the main process
     print(json.dumps(_finite_or_null(line), default=str, allow_nan=False), flush=True)
     return line
 
@@ -548,6 +576,53 @@ def check_device(name: str, option: str = "--device") -> torch.device:
     elif dev.type not in ("cpu", "cuda", "mps"):
         raise ValueError(f"{option} {name!r}: only cpu, cuda and mps devices are supported")
     return dev
+
+
+#: What ``--report-to`` takes: TensorBoard (the suite's own writer, which a resumed run trims), the experiment
+#: trackers accelerate drives (``log_with``), or none (log.csv only).
+TRACKERS = ("tensorboard", "wandb", "mlflow", "none")
+ACCELERATE_TRACKERS = ("wandb", "mlflow")
+
+
+def check_report_to(report_to: Iterable[str]) -> tuple[str, ...]:
+    """The trackers ``--report-to`` names, checked (known names, ``none`` alone, the packages importable);
+    returns them without ``none``. A ValueError of one line otherwise."""
+    import importlib.util
+
+    names = tuple(report_to)
+    unknown = [n for n in names if n not in TRACKERS]
+    if unknown:
+        raise ValueError(f"--report-to {' '.join(unknown)}: unknown tracker; choose from {', '.join(TRACKERS)}")
+    if "none" in names and len(names) > 1:
+        raise ValueError(f"--report-to {' '.join(names)}: 'none' logs to no tracker and cannot be combined")
+    for name in names:
+        if name in ACCELERATE_TRACKERS and importlib.util.find_spec(name) is None:
+            package = "mlflow-skinny" if name == "mlflow" else name
+            raise ValueError(f"--report-to {name}: the {name} package is not installed here; pip install {package} "
+                             "(or contrastive-suite[trackers]), or leave it out")
+    return tuple(n for n in names if n != "none")
+
+
+def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Iterable[str] = ("tensorboard",),
+                     **kwargs):
+    """The ``accelerate.Accelerator`` of a training run, with the experiment trackers of ``report_to`` (wandb,
+    mlflow: accelerate's ``log_with``; TensorBoard is the harness's own writer). Refuses what accelerate would
+    otherwise accept silently: ``--mixed-precision fp16`` on a CPU (accelerate then runs float32 and says
+    nothing; bf16 autocast works there) and a launch of several processes that runs this one alone
+    (:func:`shared_losses.distributed.check_launch`, e.g. ``accelerate launch --cpu --num_processes 2``).
+    Raises a ValueError of one line before anything is written."""
+    from accelerate import Accelerator
+
+    log_with = [n for n in check_report_to(report_to) if n in ACCELERATE_TRACKERS]
+    gpu = torch.cuda.is_available() or (torch.backends.mps.is_available() and torch.backends.mps.is_built())
+    if mixed_precision == "fp16" and (cpu or not gpu):
+        raise ValueError("--mixed-precision fp16 needs a GPU: on the CPU accelerate would run float32 without "
+                         "saying so; use --mixed-precision bf16 (CPU autocast) or no")
+    accelerator = Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=log_with or None, **kwargs)
+    from .distributed import check_launch
+
+    check_launch(accelerator.num_processes)  # a launch asked for several processes but this one runs alone
+    return accelerator
 
 
 def read_json_file(path: str | os.PathLike, what: str = "file") -> Any:

@@ -34,9 +34,11 @@ class BilinearScore(nn.Module):
         self.W = nn.Parameter(torch.rand(dim, dim))
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Scores ``a W b^T`` of every row of ``a`` [N, dim] against every row of ``b`` [M, dim]: [N, M]."""
         if a.shape[-1] != self.dim or b.shape[-1] != self.dim:
             raise ValueError(f"BilinearScore({self.dim}) got features of size {a.shape[-1]} and {b.shape[-1]}")
         return a @ (self.W @ b.T)
 
     def extra_repr(self) -> str:
+        """The feature size, for ``print(module)``."""
         return f"dim={self.dim}"

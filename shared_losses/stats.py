@@ -1,5 +1,5 @@
 """Statistics the sweep scripts share: mean ± std over seeds and paired per-seed differences with
-95 % confidence intervals (paired t and paired bootstrap).
+95 % confidence intervals (paired t and paired bootstrap), both from :mod:`scipy.stats`.
 
 A "seed" pairs runs: the same seed gives every method the same data sample (fewshot) or the same
 environment seeds and initial weights (rl_curl, nlp_qt), so methods are compared seed by seed.
@@ -7,42 +7,52 @@ environment seeds and initial weights (rl_curl, nlp_qt), so methods are compared
 
 from __future__ import annotations
 
+import inspect
 import math
 import statistics
+import warnings
 
 import numpy as np
+from scipy import stats as _sp
 
-# Two-sided 95% critical values of Student's t, df 1..30 (used when scipy is missing).
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+#: The keyword that seeds ``scipy.stats.bootstrap``: ``rng`` from scipy 1.15, ``random_state`` before it.
+_BOOTSTRAP_SEED_KW = "rng" if "rng" in inspect.signature(_sp.bootstrap).parameters else "random_state"
 
 
 def t_critical(df: int, use_scipy: bool = True) -> float:
-    """The two-sided 95% critical value of Student's t with ``df`` degrees of freedom: scipy's when it
-    is importable, otherwise the table for df 1..30 and a Cornish-Fisher expansion beyond it."""
-    if df < 1:
+    """The two-sided 95% critical value of Student's t with ``df`` degrees of freedom
+    (``scipy.stats.t.ppf(0.975, df)``). ``use_scipy`` is accepted for old callers and ignored (deprecated):
+    scipy is a dependency, the hand-written table it used to switch to is gone."""
+    if not df >= 1:  # written with `not` so that NaN fails too
         raise ValueError(f"t needs df >= 1, got {df}")
-    if use_scipy:
-        try:
-            from scipy import stats
-
-            return float(stats.t.ppf(0.975, df))
-        except ImportError:
-            pass
-    if df <= len(T975):
-        return T975[df - 1]
-    z = 1.959963984540054
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+    return float(_sp.t.ppf(0.975, df))
 
 
 def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_scipy: bool = True) -> dict:
     """Paired comparison of two methods' accuracies ``{seed: accuracy}`` over the seeds both have
     (the same seed draws the same sample for every method): per-seed differences a - b, their mean and
-    sample std, a 95% CI by paired t and by paired bootstrap (``n_boot`` resamples of the seeds with
-    replacement, numpy generator seeded ``rng_seed``, percentile interval), and wins/losses/ties of a.
-    A CI needs two seeds (None otherwise; the bootstrap interval of one seed would be a point)."""
+    sample std, a 95% CI by paired t and by paired bootstrap, and wins/losses/ties of a.
+
+    * t interval: ``scipy.stats.ttest_rel(a, b).confidence_interval(0.95)`` (``t_crit``: the t quantile it uses).
+    * bootstrap interval: ``scipy.stats.bootstrap`` of the mean of the differences (a one-sample bootstrap of
+      the per-seed differences, i.e. the seeds resampled in pairs), ``n_boot`` resamples, generator
+      ``numpy.random.default_rng(rng_seed)`` (the same seed gives the same interval), **percentile** method:
+      kept (rather than scipy's default BCa) so the intervals stay comparable with the tables made before
+      scipy did the computation (the same resamples, the same interval). With few seeds it is too narrow: it
+      never leaves the range of the observed differences; read the t interval.
+
+    Edge cases: no common seed: mean and intervals None; one seed: the mean, no std and no interval (None);
+    all differences equal (zero variance): both intervals are the point ``[mean, mean]`` (scipy would
+    divide 0 by 0); a difference that is not finite (NaN, inf: a broken run) is a ``ValueError`` naming the
+    seeds, not a table of NaN. ``use_scipy`` is accepted for old callers and ignored (deprecated)."""
     seeds = sorted(set(a) & set(b))
-    d = np.array([float(a[s]) - float(b[s]) for s in seeds], dtype=np.float64)
+    va = np.array([float(a[s]) for s in seeds], dtype=np.float64)
+    vb = np.array([float(b[s]) for s in seeds], dtype=np.float64)
+    d = va - vb
+    bad = [s for s, x, y in zip(seeds, va, vb) if not (math.isfinite(x) and math.isfinite(y))]
+    if bad:
+        raise ValueError("paired statistics need finite values; not finite at seed(s) "
+                         + ", ".join(f"{s} ({a[s]!r} - {b[s]!r})" for s in bad))
     n = len(seeds)
     res = {"seeds": seeds, "diffs": d.tolist(), "n_seeds": n, "mean": None, "std": None, "sem": None, "t_crit": None,
            "t_ci": None, "bootstrap_ci": None, "n_boot": n_boot, "rng_seed": rng_seed,
@@ -50,15 +60,19 @@ def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_
     if n == 0:
         return res
     res["mean"] = float(d.mean())
-    if n >= 2:
-        sd = float(d.std(ddof=1))
-        sem = sd / math.sqrt(n)
-        tc = t_critical(n - 1, use_scipy)
-        res.update(std=sd, sem=sem, t_crit=tc, t_ci=[res["mean"] - tc * sem, res["mean"] + tc * sem])
-        rng = np.random.default_rng(rng_seed)
-        means = d[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)
-        lo, hi = np.percentile(means, [2.5, 97.5])
-        res["bootstrap_ci"] = [float(lo), float(hi)]
+    if n < 2:
+        return res
+    sd = float(d.std(ddof=1))
+    res.update(std=sd, sem=sd / math.sqrt(n), t_crit=t_critical(n - 1))
+    if np.all(d == d[0]):  # zero variance: the intervals are the point itself
+        res.update(t_ci=[res["mean"], res["mean"]], bootstrap_ci=[res["mean"], res["mean"]])
+        return res
+    with warnings.catch_warnings():  # nearly equal differences: a correct interval, a confusing warning
+        warnings.filterwarnings("ignore", message="Precision loss occurred", category=RuntimeWarning)
+        t_ci = _sp.ttest_rel(va, vb).confidence_interval(0.95)
+    boot = _sp.bootstrap((d,), np.mean, n_resamples=n_boot, confidence_level=0.95, method="percentile",
+                         **{_BOOTSTRAP_SEED_KW: np.random.default_rng(rng_seed)}).confidence_interval
+    res.update(t_ci=[float(t_ci.low), float(t_ci.high)], bootstrap_ci=[float(boot.low), float(boot.high)])
     return res
 
 

@@ -132,3 +132,35 @@ def check_final_json_line(monkeypatch, capsys, main: Callable[[], object], cfg, 
     assert set(line) == {"application", "output_dir", "step", "result"}
     assert line["application"] == app and line["step"] == step and isinstance(line["result"], dict)
     return line
+
+
+def check_second_ctrl_c_stops_at_once(monkeypatch, capsys, module, name: str, at: int,
+                                      start: Callable[[], object]) -> str:
+    """Two Ctrl-C during the ``at``-th call of ``module.name`` (the second one before the step could finish):
+    through the command-line wrapper the run stops at once with one line, status 130, no traceback, and the
+    signal handlers given back. Returns stderr."""
+    import os
+    import signal
+
+    from shared_losses.cli import run_cli
+
+    real, calls = getattr(module, name), [0]
+
+    def wrapper(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == at:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(start)
+    monkeypatch.undo()
+    assert exit_info.value.code == 130
+    err = capsys.readouterr().err
+    assert "stopped at once (Ctrl-C)" in err and "--resume" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    return err

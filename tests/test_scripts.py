@@ -1,4 +1,4 @@
-"""Smoke tests of the loss-core scripts at tiny sizes (the real runs are in docs/results.md)."""
+"""Smoke tests of the loss-core scripts at tiny sizes (real runs: docs/results/losses.md, docs/results/fewshot.md)."""
 
 import json
 import subprocess

@@ -51,7 +51,8 @@ def test_fewshot_old_cpu_flag_still_forces_the_cpu(monkeypatch):
     from fewshot import run
 
     seen = []
-    monkeypatch.setattr(accelerate, "Accelerator", lambda **kw: seen.append(kw["cpu"]))
+    one_process = type("OneProcess", (), {"num_processes": 1})()  # what make_accelerator's launch check reads
+    monkeypatch.setattr(accelerate, "Accelerator", lambda **kw: seen.append(kw["cpu"]) or one_process)
     for args in (["--cpu"], ["--device", "cpu"], []):
         run.make_accelerator(parse(FewShotConfig, args))
     assert seen == [True, True, False]

@@ -123,7 +123,8 @@ def test_elkan_noto_high_dimension_tracks_the_prior():
     # A classifier scored on the points it was fitted on separates them in 384-d: g(U) ~ 0 gave ~0.02-0.07
     # whatever the truth. With out-of-fold g the estimate follows pi but stays biased upwards (the learned
     # g is weak, so e1 underestimates c): over 5 seeds x {50, 100} x {300, 500} x {0.2, 0.5, 0.7}
-    # (docs/results.md) the error ranged over +0.03 .. +0.62, and est(0.7) - est(0.2) was at least 0.16
+    # (docs/lab_notes/2026-11-26_results_history_losses_fewshot.md) the error ranged over +0.03 .. +0.62, and
+    # est(0.7) - est(0.2) was at least 0.16
     # (mean 0.30; the old code: mean 0.02, smallest -0.005). So: never well below the truth, and
     # clearly responsive to it.
     est = {pi: elkan_noto_prior(*_gaussian_pu(384, 100, 500, pi, seed=1), seed=1) for pi in (0.2, 0.7)}
@@ -147,7 +148,7 @@ def test_elkan_noto_is_deterministic_given_seed():
 
 @pytest.mark.slow  # runs scripts/fewshot_prior_check.py in a subprocess
 def test_prior_check_script_prints_a_row(tmp_path):
-    # scripts/fewshot_prior_check.py (the docs/results.md table): synthetic and --features rows
+    # scripts/fewshot_prior_check.py (the docs/results/fewshot.md table): synthetic and --features rows
     import subprocess
     import sys
     from pathlib import Path

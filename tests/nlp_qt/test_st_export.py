@@ -121,7 +121,12 @@ def test_export_of_a_checkpoint_is_a_model_folder_and_refuses_foreign_targets(tm
         warnings.simplefilter("ignore")
         st = SentenceTransformer(str(cut / "model_step4"), device="cpu", trust_remote_code=True)
     assert np.abs(st.encode(SENTENCES) - want).max() < 1e-6
-    export_main(ExportArgs(run_dir=str(cut)))  # its own earlier export is replaced
+    before_export = _tree(cut / "model_step4")
+    with pytest.raises(FileExistsError, match="pass --overwrite"):  # its own earlier export: only with --overwrite
+        export_main(ExportArgs(run_dir=str(cut)))
+    assert _tree(cut / "model_step4") == before_export
+    export_main(ExportArgs(run_dir=str(cut), overwrite=True))
+    assert _tree(cut / "model_step4") == before_export  # the same checkpoint: the same files
 
     foreign = tmp_path / "mine"
     foreign.mkdir()

@@ -50,7 +50,7 @@ def test_table3_dry_run_and_bad_objective(tmp_path, capsys):
     assert len(out) == 2 and "--tau-plus 0.1 --positives 2" in out[1] and "--resume" in out[0]
     with pytest.raises(ValueError, match="objective"):
         curl_table3.main(curl_table3.Args(objectives=["debiased:0.1"], dry_run=True))
-    with pytest.raises(SystemExit, match="no runs under"):  # a mistyped --out is not an empty table
+    with pytest.raises(ValueError, match="no runs under"):  # a mistyped --out is not an empty table
         curl_table3.main(curl_table3.Args(out=str(tmp_path / "typo"), aggregate_only=True))
     assert not (tmp_path / "typo").exists()
 

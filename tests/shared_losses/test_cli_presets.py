@@ -132,7 +132,7 @@ def test_every_trainer_declares_its_presets_beside_its_configuration(app, capsys
 
 
 def test_rl_curl_presets_are_the_protocols_that_were_command_lines():
-    """rl_curl's CPU protocol (docs/results.md, issue 15) and its demo (scripts/demo_rl_curl.sh) were command
+    """rl_curl's CPU protocol (docs/results/rl_curl.md, issue 15) and its demo (scripts/demo_rl_curl.sh) were command
     lines; their presets give the same configuration, and explicit options still win."""
     from rl_curl.config import Config, from_cli
 

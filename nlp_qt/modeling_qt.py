@@ -1,0 +1,273 @@
+"""A quick-thought encoder as a sentence-transformers module that needs no nlp_qt: the code an exported model folder
+carries with it.
+
+:mod:`nlp_qt.export` copies this file, unchanged, into every model folder it writes, as ``modeling_qt.py``, and its
+``modules.json`` names ``modeling_qt.QuickThoughtModule``, so the folder loads where nlp_qt is not installed:
+
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer("runs/qt/model_step4000", trust_remote_code=True)
+    vectors = model.encode(["A sentence.", "Another one."])   # nlp_qt's own vectors, [f/|f|; g/|g|]
+
+``trust_remote_code=True`` lets sentence-transformers import this file from the folder (it does so for every
+module class it does not ship). Self-contained on purpose: Python's standard library, torch and safetensors
+(a dependency of sentence-transformers) only. It reads the folder's nlp_qt files (``config.json``: the model's
+sizes; ``vocab.json``: the words and the tokenizer settings; ``model.safetensors``: the weights of both encoders
+f and g) and computes what :func:`nlp_qt.senteval.make_qt_encoder` computes: the same tokenizer
+(:func:`nlp_qt.vocab.tokenize`, copied here; a test checks the copy against the original), the same ids, the same
+GRU or bag-of-words encoders, the same ``[f/|f|; g/|g|]``. Texts are read whole; ``model.max_seq_length = N``
+cuts them to their first N tokens (None: whole texts again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+MODULE_FILE = "modeling_qt.py"  # this file's name in a model folder
+MODULE_TYPE = "modeling_qt.QuickThoughtModule"  # what modules.json names
+
+# --- tokenizer: a copy of nlp_qt.vocab (tests/nlp_qt/test_export_travel.py checks it against the original) -------
+
+PAD, UNK = "<pad>", "<unk>"
+_TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F]+(?:['’\-][A-Za-z0-9\u00C0-\u024F]+)*|n't|'[A-Za-z]+|[^\sA-Za-z0-9]")
+_NOT = re.compile(r"(?i)([a-z])(n['’]t)\b")
+_CLITIC = re.compile(r"(?i)([a-z0-9])(['’](?:s|re|ve|ll|d|m))\b")
+TOKENIZER_VERSION = 2
+
+
+def tokenize(sentence: str, lowercase: bool = False, version: int = TOKENIZER_VERSION) -> list[str]:
+    """Word and punctuation tokens, clitics (n't, 's, ...) apart: :func:`nlp_qt.vocab.tokenize`."""
+    if lowercase:
+        sentence = sentence.lower()
+    if version == 1:
+        return _TOKEN.findall(sentence)
+    if version != TOKENIZER_VERSION:
+        raise ValueError(f"unknown tokenizer version {version} (this modeling_qt.py knows 1 and {TOKENIZER_VERSION})")
+    sentence = _NOT.sub(lambda m: f"{m.group(1)} {m.group(2)[0]}'t", sentence)
+    sentence = _CLITIC.sub(lambda m: f"{m.group(1)} '{m.group(2)[1:]}", sentence)
+    return _TOKEN.findall(sentence)
+
+
+def check_texts(texts, what: str = "encode") -> list[str]:
+    """``texts`` as a list of str, or a TypeError that says what was expected and names the first bad item's
+    position and type. A single str is refused (iterating it would encode its characters one by one)."""
+    if isinstance(texts, str):
+        raise TypeError(f"{what} expects a list of sentences (strings), got a single string; wrap it in a list: "
+                        f"{what}([text])")
+    if isinstance(texts, (bytes, bytearray)) or not hasattr(texts, "__iter__") or isinstance(texts, dict):
+        raise TypeError(f"{what} expects a list of sentences (strings), got {type(texts).__name__}")
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            hint = "; decode bytes to str first" if isinstance(t, (bytes, bytearray)) else ""
+            raise TypeError(f"{what} expects a list of sentences (strings): item {i} is {type(t).__name__} "
+                            f"({_short(t)}){hint}")
+    return texts
+
+
+def _short(value, n: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+class Vocab:
+    """Word ids of a model folder's ``vocab.json`` (:class:`nlp_qt.vocab.Vocab`'s reading side)."""
+
+    def __init__(self, words: list[str], max_len: int = 50, lowercase: bool = False,
+                 tokenizer: int = TOKENIZER_VERSION):
+        tokenize("", version=tokenizer)  # refuses an unknown version
+        self.tokenizer = tokenizer
+        self.itos = [PAD, UNK] + [w for w in words if w not in (PAD, UNK)]
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+        self.max_len = max_len
+        self.lowercase = lowercase
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, sentence: str, max_len: int | None = None) -> list[int]:
+        cut = self.max_len if max_len is None else max_len
+        ids = [self.stoi.get(t, 1) for t in tokenize(sentence, self.lowercase, self.tokenizer)[:cut]]
+        return ids or [1]  # an empty text is one <unk>
+
+    def batch(self, sentences: list[str], max_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        enc = [self.encode(s, max_len) for s in sentences]
+        lengths = torch.tensor([len(e) for e in enc], dtype=torch.long)
+        ids = torch.zeros(len(enc), int(lengths.max()) if enc else 1, dtype=torch.long)
+        for i, e in enumerate(enc):
+            ids[i, : len(e)] = torch.tensor(e, dtype=torch.long)
+        return ids, lengths
+
+    def to_json(self) -> dict:
+        return {"itos": self.itos, "max_len": self.max_len, "lowercase": self.lowercase, "tokenizer": self.tokenizer}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Vocab":
+        return cls(data["itos"][2:], data["max_len"], data["lowercase"], data.get("tokenizer", 1))
+
+
+# --- the encoders: nlp_qt.model's modules, with the same parameter names ------------------------------------------
+
+ENCODER_TYPES = ("gru", "bow")
+
+
+class GRUEncoder(nn.Module):
+    def __init__(self, cfg: dict):
+        super().__init__()
+        self.embed = nn.Embedding(cfg["vocab_size"], cfg["word_dim"], padding_idx=0)
+        hidden = cfg["encoder_dim"] // 2 if cfg["bidirectional"] else cfg["encoder_dim"]
+        self.gru = nn.GRU(cfg["word_dim"], hidden, batch_first=True, bidirectional=cfg["bidirectional"])
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        packed = pack_padded_sequence(self.embed(ids), lengths.cpu(), batch_first=True, enforce_sorted=False)
+        _, h = self.gru(packed)  # [directions, B, hidden]
+        return h.transpose(0, 1).reshape(ids.shape[0], -1)
+
+
+class BowEncoder(nn.Module):
+    """The mean of the embeddings of the text's tokens (``<unk>`` included, padding not)."""
+
+    def __init__(self, cfg: dict):
+        super().__init__()
+        self.embed = nn.Embedding(cfg["vocab_size"], cfg["word_dim"], padding_idx=0)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        lengths = lengths.to(ids.device)
+        mask = torch.arange(ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
+        x = self.embed(ids) * mask.unsqueeze(-1).to(self.embed.weight.dtype)
+        return x.sum(dim=1) / lengths.clamp(min=1).unsqueeze(-1).to(x.dtype)
+
+
+class QuickThought(nn.Module):
+    """Encoders f and g; :meth:`embed` is the evaluation vector ``[f/|f|; g/|g|]``."""
+
+    def __init__(self, cfg: dict):
+        super().__init__()
+        cfg = {"bidirectional": True, "encoder": "gru", **cfg}
+        if cfg["encoder"] not in ENCODER_TYPES:
+            raise ValueError(f"encoder must be one of {', '.join(ENCODER_TYPES)}, got {cfg['encoder']!r}")
+        self.cfg = cfg
+        kind = GRUEncoder if cfg["encoder"] == "gru" else BowEncoder
+        self.f, self.g = kind(cfg), kind(cfg)
+
+    @torch.no_grad()
+    def embed(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        u, v = self.f(ids, lengths), self.g(ids, lengths)
+        return torch.cat([F.normalize(u, dim=-1), F.normalize(v, dim=-1)], dim=-1)
+
+
+def load_folder(path: str | os.PathLike) -> tuple[QuickThought, Vocab]:
+    """``(model, vocab)`` from a folder holding ``config.json``, ``vocab.json`` and ``model.safetensors``; a
+    missing or damaged file is a ValueError that names it."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    for name in ("config.json", "vocab.json", "model.safetensors"):
+        if not (path / name).is_file():
+            raise ValueError(f"{path} is not a quick-thought model folder: it has no {name}")
+    parts = {}
+    for name in ("config.json", "vocab.json"):
+        try:
+            parts[name] = json.loads((path / name).read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path / name} is damaged (not valid JSON: {err})") from None
+    try:
+        model = QuickThought(parts["config.json"]["model"])
+        vocab = Vocab.from_json(parts["vocab.json"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: config.json or vocab.json is not a quick-thought model's "
+                         f"({type(err).__name__}: {err})") from None
+    try:
+        state = load_file(str(path / "model.safetensors"))
+    except Exception as err:  # noqa: BLE001 - safetensors' own errors: a truncated or overwritten file
+        raise ValueError(f"{path / 'model.safetensors'} is damaged ({type(err).__name__}: {err})") from None
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise ValueError(f"{path / 'model.safetensors'} does not match {path / 'config.json'} "
+                         f"({str(err).splitlines()[0]})") from None
+    return model.eval(), vocab
+
+
+class QuickThoughtModule(nn.Module):
+    """sentence-transformers module: tokenises with the model's vocabulary and returns ``[f/|f|; g/|g|]``."""
+
+    save_in_root = True  # the module's files are the folder's own (sentence-transformers' save writes them there)
+
+    def __init__(self, model: QuickThought, vocab: Vocab):
+        super().__init__()
+        self.qt, self.vocab = model, vocab
+        # tokens of each text read (None: all); sentence-transformers' model.max_seq_length reads and sets it
+        self.max_seq_length: int | None = None
+
+    def tokenize(self, texts, **kwargs) -> dict[str, torch.Tensor]:
+        cut = self.max_seq_length
+        if cut is not None and (isinstance(cut, bool) or not isinstance(cut, int) or cut < 1):
+            raise ValueError(f"max_seq_length must be a positive int or None (whole texts), got {cut!r}")
+        strings = []
+        for t in texts:
+            if isinstance(t, (list, tuple)) and all(isinstance(w, str) for w in t):
+                t = " ".join(t)  # a text given as its words
+            if not isinstance(t, str):
+                raise TypeError(f"QuickThoughtModule encodes texts (str), got {type(t).__name__} ({_short(t)})")
+            strings.append(t)
+        ids, lengths = self.vocab.batch(strings, max_len=sys.maxsize if cut is None else cut)
+        return {"input_ids": ids, "lengths": lengths}
+
+    def preprocess(self, inputs, prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
+        if prompt:
+            inputs = [prompt + t for t in inputs]
+        return self.tokenize(inputs)
+
+    def forward(self, features: dict, **kwargs) -> dict:
+        ids = features["input_ids"]
+        features["sentence_embedding"] = self.qt.embed(ids, features["lengths"].to(torch.long).cpu())
+        return features
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return 2 * self.qt.cfg["encoder_dim"]
+
+    get_embedding_dimension = get_sentence_embedding_dimension
+
+    def get_max_seq_length(self) -> int | None:
+        return self.max_seq_length
+
+    @property
+    def modalities(self) -> list[str]:
+        return ["text"]
+
+    def save(self, output_path: str, *args, **kwargs) -> None:
+        """The folder's nlp_qt files and this code (``modeling_qt.py``): sentence-transformers then names
+        ``modeling_qt.QuickThoughtModule`` in modules.json when this class was loaded from a folder's copy."""
+        from safetensors.torch import save_file
+
+        out = Path(output_path)
+        out.mkdir(parents=True, exist_ok=True)
+        cfg = {k: self.qt.cfg[k] for k in ("vocab_size", "word_dim", "encoder_dim", "bidirectional", "encoder")}
+        (out / "config.json").write_text(json.dumps({"type": "nlp_qt.QuickThought", "model": cfg}, indent=2))
+        (out / "vocab.json").write_text(json.dumps(self.vocab.to_json()))
+        state = {k: v.detach().cpu().contiguous() for k, v in self.qt.state_dict().items()}
+        save_file(state, str(out / "model.safetensors"))
+        source = Path(__file__).resolve()
+        if source != (out / MODULE_FILE).resolve():
+            shutil.copyfile(source, out / MODULE_FILE)
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
+             local_files_only: bool = False, **kwargs) -> "QuickThoughtModule":
+        path = Path(model_name_or_path, subfolder)
+        if not path.is_dir():  # a hub repository: sentence-transformers fetches its files
+            from sentence_transformers.util import load_dir_path
+
+            path = Path(load_dir_path(model_name_or_path, subfolder=subfolder, token=token, cache_folder=cache_folder,
+                                      revision=revision, local_files_only=local_files_only))
+        return cls(*load_folder(path))

@@ -1,0 +1,359 @@
+"""Issue 34, nlp_qt: exports that travel, and one-line refusals.
+
+* ``python -m nlp_qt.export`` writes a quick-thought folder that carries its module's code (``modeling_qt.py``):
+  ``SentenceTransformer(path, trust_remote_code=True)`` loads it in a process where nlp_qt (and the rest of the
+  suite) cannot be imported, and encodes exactly as nlp_qt does;
+* a bag-of-words baseline (``python -m nlp_qt.bow``) exports as standard sentence-transformers modules that load
+  with neither ``trust_remote_code`` nor nlp_qt, and encode as nlp_qt.bow does: the tokenizer that does it
+  reproduces :func:`nlp_qt.vocab.tokenize`, checked on random strings;
+* a damaged checkpoint, an existing export and bad ``encode`` inputs end in one line that says what is wrong.
+"""
+
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import nlp_qt
+from nlp_qt import modeling_qt
+from nlp_qt.export import ExportArgs, bow_tokenizer, main as export_main
+from nlp_qt.train import train
+from nlp_qt.vocab import tokenize
+
+from .test_train import _cfg, _word_vectors
+
+SENTENCES = ["The whale swam on.", "It's the story of a cat, don't you think?", "unknownword zzz", "",
+             "Call me Ishmael, said he, and went on his way across the wide grey sea of the book.",
+             "DON’T stop: it’s we'RE and the cat's book-shelf ; «quoted» — 3.5 kg", "the the the",
+             "Book 1 tells part 3"]
+# words of the hand-made bag-of-words folders: clitics, punctuation and capitals included, so that the tokenizer's
+# every rule decides which rows a sentence averages
+BOW_WORDS = ["the", "The", "cat", "story", "of", "a", "'s", "n't", "do", "It", "it", ",", ".", "?", "Book", "book",
+             "book-shelf", "we", "'RE", "N't", "DO", "stop", ":", "3", "«", "tells", "part", "1", "whale", "sea"]
+
+# The child process: nlp_qt and the rest of the suite cannot be imported in it (a meta path finder refuses them,
+# ahead of the editable install's finder), and it says so before loading anything.
+CHILD = r'''
+import importlib.abc, json, sys, warnings
+SUITE = ("nlp_qt", "shared_losses", "fewshot", "rl_curl")
+
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in SUITE:
+            raise ModuleNotFoundError(f"blocked: {name}")
+        return None
+
+sys.meta_path.insert(0, Refuse())
+try:
+    import nlp_qt  # noqa: F401
+except ImportError:
+    pass
+else:
+    raise SystemExit("nlp_qt is importable in the child process")
+warnings.simplefilter("ignore")
+import numpy as np
+from sentence_transformers import SentenceTransformer
+
+job = json.loads(open(sys.argv[1]).read())
+out = {}
+for name, spec in job["models"].items():
+    if spec["trust"]:
+        try:
+            SentenceTransformer(spec["path"], device="cpu")
+        except ValueError as err:
+            assert "trust_remote_code" in str(err), err
+        else:
+            raise SystemExit(f"{name} loaded without trust_remote_code")
+    st = SentenceTransformer(spec["path"], device="cpu", trust_remote_code=spec["trust"])
+    vectors = st.encode(job["sentences"], convert_to_numpy=True)
+    np.save(f"{job['out']}/{name}.npy", vectors)
+    if spec.get("resave"):  # sentence-transformers' own save of the loaded model travels too
+        st.save(spec["resave"])
+        again = SentenceTransformer(spec["resave"], device="cpu", trust_remote_code=True)
+        np.save(f"{job['out']}/{name}_resaved.npy", again.encode(job["sentences"], convert_to_numpy=True))
+    out[name] = sorted(m.__module__ for m in st)
+print(json.dumps({"modules": out, "blocked": [m for m in sys.modules if m.split(".")[0] in SUITE]}))
+'''
+
+
+def _tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _run_child(job: dict, tmp: Path) -> dict:
+    (tmp / "child.py").write_text(CHILD)
+    (tmp / "job.json").write_text(json.dumps(job))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp / "hf"),
+               HF_MODULES_CACHE=str(tmp / "hf_modules"), TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    res = subprocess.run([sys.executable, "-I", str(tmp / "child.py"), str(tmp / "job.json")], cwd=tmp, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def travelled(tmp_path_factory):
+    """Tiny trained runs (GRU and bag-of-words encoders) and two bag-of-words baselines, exported; their vectors
+    from nlp_qt in this process and from sentence-transformers in a process without nlp_qt."""
+    tmp = tmp_path_factory.mktemp("travel")
+    folders, models = {}, {}
+    for encoder in ("gru", "bow"):
+        train(_cfg(tmp, encoder, encoder=encoder, max_steps=4, progress=False))
+        folders[encoder] = Path(export_main(ExportArgs(run_dir=str(tmp / encoder)))["model"])
+        models[encoder] = {"path": str(folders[encoder]), "trust": True}
+    models["gru"]["resave"] = str(tmp / "gru_resaved")
+    for name, lowercase in (("w2v", False), ("w2v_lower", True)):
+        _word_vectors(tmp / name, BOW_WORDS if not lowercase else sorted({w.lower() for w in BOW_WORDS}), dim=6,
+                      lowercase=lowercase, seed=len(name))
+        folders[name] = Path(export_main(ExportArgs(run_dir=str(tmp / name)))["model"])
+        models[name] = {"path": str(folders[name]), "trust": False}
+    (tmp / "vectors").mkdir()
+    child = _run_child({"models": models, "sentences": SENTENCES, "out": str(tmp / "vectors")}, tmp)
+    theirs = {p.stem: torch.from_numpy(np.load(p)) for p in (tmp / "vectors").glob("*.npy")}
+    ours = {name: torch.from_numpy(nlp_qt.load_encoder(tmp / name if name.startswith("w2v") else folders[name])
+                                   .encode(SENTENCES)) for name in models}
+    return {"tmp": tmp, "folders": folders, "child": child, "theirs": theirs, "ours": ours}
+
+
+@pytest.mark.parametrize("encoder", ["gru", "bow"])
+def test_exported_run_loads_without_nlp_qt_and_encodes_as_nlp_qt(travelled, encoder):
+    folder = travelled["folders"][encoder]
+    assert (folder / "modeling_qt.py").read_bytes() == Path(modeling_qt.__file__).read_bytes()
+    assert json.loads((folder / "modules.json").read_text())[0]["type"] == "modeling_qt.QuickThoughtModule"
+    assert travelled["child"]["blocked"] == []
+    [module] = travelled["child"]["modules"][encoder]  # the folder's copy, imported by transformers
+    assert module.startswith("transformers_modules.") and module.endswith(".modeling_qt")
+    ours, theirs = travelled["ours"][encoder], travelled["theirs"][encoder]
+    assert ours.shape == (len(SENTENCES), 16) and torch.allclose(theirs, ours, rtol=0, atol=1e-6)
+    # the finished run's own model/ (training's end: the same weights) gives the same vectors in nlp_qt
+    finished = torch.from_numpy(nlp_qt.load_encoder(travelled["tmp"] / encoder).encode(SENTENCES))
+    assert torch.allclose(finished, ours, rtol=0, atol=1e-6)
+
+
+def test_sentence_transformers_save_of_a_travelled_model_travels_too(travelled):
+    resaved = travelled["tmp"] / "gru_resaved"
+    assert json.loads((resaved / "modules.json").read_text())[0] == {"idx": 0, "name": "0", "path": "",
+                                                                    "type": "modeling_qt.QuickThoughtModule"}
+    assert (resaved / "modeling_qt.py").read_bytes() == Path(modeling_qt.__file__).read_bytes()
+    assert torch.allclose(travelled["theirs"]["gru_resaved"], travelled["ours"]["gru"], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["w2v", "w2v_lower"])
+def test_bag_of_words_exports_as_standard_modules_that_encode_as_nlp_qt_bow(travelled, name):
+    folder = travelled["folders"][name]
+    types = [m["type"] for m in json.loads((folder / "modules.json").read_text())]
+    assert [t.rsplit(".", 1)[1] for t in types] == ["WordEmbeddings", "WordWeights", "Pooling"]
+    assert all(t.startswith("sentence_transformers.") for t in types) and not list(folder.rglob("*.py"))
+    assert travelled["child"]["modules"][name] == sorted(
+        f"sentence_transformers.sentence_transformer.modules.{m}" for m in ("word_embeddings", "word_weights",
+                                                                              "pooling"))
+    ours, theirs = travelled["ours"][name], travelled["theirs"][name]
+    assert torch.allclose(theirs, ours, rtol=0, atol=1e-6)
+    assert not ours[3].any() and not ours[2].any()  # "" and a sentence of unknown words: zeros in both
+    assert ours[0].any() and ours[5].any()
+
+
+def test_bag_of_words_vectors_are_the_mean_of_the_known_words(travelled):
+    """The exported sentence vector, by hand: the mean of the rows of the words nlp_qt.vocab.tokenize finds."""
+    tmp = travelled["tmp"]
+    words = json.loads((tmp / "w2v" / "words.json").read_text())
+    vectors = np.load(tmp / "w2v" / "word_vectors.npy").astype(np.float64)
+    sentence = SENTENCES[5]
+    known = [t for t in tokenize(sentence) if t in words]
+    assert {"DO", "N't", "'s", "we", "'RE", "book-shelf", "«", "3"} <= set(known)  # every rule was needed
+    want = vectors[[words.index(t) for t in known]].mean(axis=0)
+    assert np.abs(travelled["theirs"]["w2v"][5].numpy() - want).max() < 1e-6
+
+
+def _random_texts(seed: int, n: int) -> list[str]:
+    """Random strings over the characters the tokenizer's rules turn on (apostrophes, clitic letters, Python's
+    case-insensitive extras İ ı ſ K, exotic whitespace, case-ignorable marks, Σ), plus any assigned character."""
+    rng = random.Random(seed)
+    tricky = list("aAnNtTsSdDmMrReEvVlL0 '’-.,:_ʹ") + ["\t", "\x1c", "\u00a0", "\u2028", "é", "À", "ɐ", "Σ", "σ",
+                                                     "İ", "ı", "ſ", "K", "²", "ँ", "‿", "ß", "\u0301"]
+    out = []
+    for _ in range(n):
+        chars = []
+        for _ in range(rng.randint(0, 14)):
+            if rng.random() < 0.8:
+                chars.append(rng.choice(tricky))
+            else:
+                c = chr(rng.randint(0x20, 0x2FFFF))
+                while unicodedata.category(c) in ("Cn", "Cs"):
+                    c = chr(rng.randint(0x20, 0x2FFFF))
+                chars.append(c)
+        out.append("".join(chars))
+    return out
+
+
+# A clitic glued to the next clitic (it’s’s): Python's substitution has consumed the letter before the second one,
+# a lookbehind has not. The one documented difference besides letters newer than the exporting Python's Unicode.
+_CHAIN = re.compile(r"(?i)['’](?:s|re|ve|ll|d|m)['’]")
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_bag_of_words_tokenizer_splits_as_nlp_qt_vocab_tokenize(lowercase):
+    tok = bow_tokenizer(["a"], lowercase)
+    texts = _random_texts(int(lowercase), 20000) + SENTENCES
+    texts += ["Don't you DON'T it’s I’dn’t rock’n’roll, the cat's. 3'S  x\x1cy", "ΑΣ. ΑΣ'Α A'Σ ΣΑ", "n't 's"]
+    differ = [t for t in texts
+              if [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(t))]
+              != tokenize(t, lowercase)]
+    assert all(_CHAIN.search(t) for t in differ), differ[:5]
+    assert len(differ) < 20
+
+
+def test_modeling_qt_tokenizer_is_nlp_qt_vocab_tokenizer():
+    from nlp_qt import vocab
+
+    for name in ("_TOKEN", "_NOT", "_CLITIC"):
+        assert getattr(modeling_qt, name).pattern == getattr(vocab, name).pattern
+    assert (modeling_qt.TOKENIZER_VERSION, modeling_qt.PAD, modeling_qt.UNK) == (vocab.TOKENIZER_VERSION, vocab.PAD,
+                                                                                 vocab.UNK)
+    for text in _random_texts(7, 3000):
+        for version in (1, 2):
+            assert modeling_qt.tokenize(text, True, version) == tokenize(text, True, version)
+            assert modeling_qt.tokenize(text, False, version) == tokenize(text, False, version)
+
+
+def test_modeling_qt_imports_nothing_of_the_suite():
+    import ast
+
+    tree = ast.parse(Path(modeling_qt.__file__).read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level]  # no relative import
+    allowed = {"__future__", "json", "os", "re", "shutil", "sys", "pathlib", "torch", "torch.nn", "torch.nn.functional",
+               "torch.nn.utils.rnn", "safetensors.torch", "sentence_transformers.util"}
+    assert names <= allowed, names - allowed
+
+
+# --- refusals ---------------------------------------------------------------------------------------------------
+
+def _cli(*args, cwd=None):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
+    return subprocess.run([sys.executable, "-m", "nlp_qt.export", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=300)
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.fixture
+def small_run(tmp_path):
+    train(_cfg(tmp_path, "run", max_steps=2, progress=False))
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize("damaged", ["model.safetensors", "extra.pt"])
+def test_export_of_a_truncated_checkpoint_is_one_line_naming_the_file(small_run, damaged):
+    _truncate(small_run / "checkpoint" / damaged)
+    before = _tree(small_run)
+    res = _cli("--run-dir", str(small_run))
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and str(small_run / "checkpoint") in errors[0] and damaged in errors[0]
+    assert re.search(r"damaged|corrupt", errors[0])
+    assert _tree(small_run) == before and not list(small_run.glob("*model_step*"))
+
+
+def test_export_of_a_damaged_bag_of_words_is_one_line(tmp_path):
+    _word_vectors(tmp_path / "w2v", BOW_WORDS, dim=4)
+    _truncate(tmp_path / "w2v" / "word_vectors.npy")
+    res = _cli("--run-dir", str(tmp_path / "w2v"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert [line for line in res.stderr.splitlines() if line.startswith("error: ")] == [
+        f"error: word vectors {tmp_path / 'w2v'}: unreadable ("
+        + res.stderr.split("unreadable (", 1)[1].split("\n")[0]]
+    assert not (tmp_path / "w2v" / "model").exists()
+
+
+def test_export_never_replaces_an_export_without_overwrite(small_run, tmp_path):
+    first = Path(export_main(ExportArgs(run_dir=str(small_run)))["model"])
+    before = _tree(first)
+    with pytest.raises(FileExistsError, match="already holds an export of .*pass --overwrite"):
+        export_main(ExportArgs(run_dir=str(small_run)))
+    res = _cli("--run-dir", str(small_run))
+    assert res.returncode == 2 and "pass --overwrite" in res.stderr and "Traceback" not in res.stderr
+    assert _tree(first) == before
+    (first / "notes.txt").write_text("mine")  # a file of the user's in an old export: --overwrite replaces the folder
+    assert export_main(ExportArgs(run_dir=str(small_run), overwrite=True))["model"] == str(first)
+    assert not (first / "notes.txt").exists() and _tree(first) == before
+    # --overwrite never replaces what is not an export of this run
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "modules.json").write_text("[]")
+    with pytest.raises(FileExistsError, match="not an export of"):
+        export_main(ExportArgs(run_dir=str(small_run), output=str(foreign), overwrite=True))
+    assert _tree(foreign) == {"modules.json": hashlib.sha256(b"[]").hexdigest()}
+    # the same for a bag of words
+    _word_vectors(tmp_path / "w2v", BOW_WORDS, dim=4)
+    bow_model = Path(export_main(ExportArgs(run_dir=str(tmp_path / "w2v")))["model"])
+    bow_before = _tree(bow_model)
+    with pytest.raises(FileExistsError, match="pass --overwrite"):
+        export_main(ExportArgs(run_dir=str(tmp_path / "w2v")))
+    assert _tree(bow_model) == bow_before
+    export_main(ExportArgs(run_dir=str(tmp_path / "w2v"), overwrite=True))
+    assert _tree(bow_model) == bow_before
+
+
+# --- encode's inputs --------------------------------------------------------------------------------------------
+
+def test_check_texts_names_the_bad_item():
+    with pytest.raises(TypeError, match=r"expects a list of sentences \(strings\): item 0 is NoneType \(None\)"):
+        modeling_qt.check_texts([None, 3])
+    with pytest.raises(TypeError, match=r"item 2 is int \(3\)"):
+        modeling_qt.check_texts(["a", "b", 3])
+    with pytest.raises(TypeError, match="item 1 is bytes .*decode bytes to str"):
+        modeling_qt.check_texts(["a", b"b"])
+    with pytest.raises(TypeError, match="got a single string; wrap it in a list"):
+        modeling_qt.check_texts("one sentence")
+    for bad in (None, 5, b"bytes", {"a": 1}):
+        with pytest.raises(TypeError, match=f"got {type(bad).__name__}"):
+            modeling_qt.check_texts(bad)
+    assert modeling_qt.check_texts([]) == [] and modeling_qt.check_texts(s for s in ("a", "b")) == ["a", "b"]
+    assert modeling_qt.check_texts(("a",)) == ["a"] and modeling_qt.check_texts(np.array(["a", "b"])) == ["a", "b"]
+
+
+def test_sentence_transformers_encode_of_a_non_text_says_what_it_expects(small_run):
+    import warnings
+
+    from sentence_transformers import SentenceTransformer
+
+    folder = export_main(ExportArgs(run_dir=str(small_run)))["model"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st = SentenceTransformer(folder, device="cpu", trust_remote_code=True)
+    with pytest.raises(TypeError, match=r"QuickThoughtModule encodes texts \(str\), got NoneType \(None\)"):
+        st.encode(["a", None])
+    assert st.encode([]).size == 0 and st.encode("one sentence").shape == (16,)
+    assert np.abs(st.encode([["the", "cat"]]) - st.encode(["the cat"])).max() == 0  # a text given as its words
+
+
+def test_load_encoder_encode_of_empty_and_iterable_inputs(small_run):
+    enc = nlp_qt.load_encoder(small_run)
+    assert enc.encode([]).shape == (0, 16)
+    assert np.array_equal(enc.encode(s for s in ["a b", "c"]), enc.encode(["a b", "c"]))
+    with pytest.raises(TypeError, match="list of sentences"):
+        enc.encode("one sentence")
+
+
+def test_load_encoder_encode_names_the_bad_item(small_run):
+    enc = nlp_qt.load_encoder(small_run)
+    with pytest.raises(TypeError, match=r"item 0 is NoneType \(None\)"):
+        enc.encode([None, 3])

@@ -1,0 +1,186 @@
+"""The bad-input battery of issue 34, kept in the suite: each row is a command line (an application's entry point,
+run in this process through the same ``run_cli`` the command uses), the exit status it must end with, a fragment
+its one ``error:`` line must hold, and the files it must leave alone: every file under the case's folder (the
+inputs it was given, runs and results written before) must be byte-identical afterwards, and no new file may
+appear. A row fails on a traceback, on a second error line, or on any change in the folder.
+
+Placeholders in a row's arguments: ``{tmp}`` is the case's folder; ``{qt_run}`` a finished tiny nlp_qt run
+(copied into the case's folder), ``{corpus}`` its corpus, ``{results}`` and ``{predictions}`` earlier
+results files.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from .folder_rules import tree_hash
+
+
+def _write_corpus(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for b in range(3):
+        text = " ".join(f"Book {b} tells part {i} of the story about the {['cat', 'dog', 'bird'][i % 3]}."
+                        for i in range(14))
+        (folder / f"book{b}.txt").write_text(text + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def qt_run(tmp_path_factory) -> Path:
+    """A finished 2-step nlp_qt run (tiny model), trained once for the module."""
+    from nlp_qt.config import Config
+    from nlp_qt.train import train
+
+    root = tmp_path_factory.mktemp("battery")
+    corpus = _write_corpus(root / "corpus")
+    train(Config(corpus=str(corpus), output_dir=str(root / "run"), batch_size=8, word_dim=8, encoder_dim=8,
+                 vocab_size=200, max_len=12, log_every=1, checkpoint_every=2, max_steps=2, progress=False))
+    return root / "run"
+
+
+# --- what some rows do to their copy of the run before the command ----------------------------------------------
+
+def _foreign_checkpoint(run: Path) -> None:
+    """An rl_curl checkpoint's extra state in place of the nlp_qt one."""
+    torch.save({"format": 2, "step": 20, "episode": 1, "signature": {}, "config": {}, "application": "rl_curl"},
+               run / "checkpoint" / "extra.pt")
+
+
+def _truncated_model(run: Path) -> None:
+    model = run / "checkpoint" / "model.safetensors"
+    model.write_bytes(model.read_bytes()[:100])
+
+
+def _exported(run: Path) -> None:
+    from nlp_qt.export import export_checkpoint
+
+    export_checkpoint(run)
+
+
+def _no_config_json(run: Path) -> None:
+    (run / "config.json").unlink()
+
+
+def _tiny_corpus(run: Path) -> None:
+    (run / "tiny.txt").write_text("Only one sentence here. And a second one.\n")
+
+
+def _stars(run: Path) -> None:
+    """A review file whose label column holds 1 to 5 stars, and a folder that holds no model."""
+    words = ["awful", "poor", "fine", "good", "great"]
+    rows = [f"review {i} says {words[i % 5]} things\t{i % 5 + 1}" for i in range(40)]
+    (run.parent / "stars.tsv").write_text("review\tstars\n" + "\n".join(rows) + "\n")
+    (run.parent / "no_model").mkdir()
+    (run.parent / "no_model" / "notes.txt").write_text("not a model\n")
+
+
+def _not_a_run(folder: Path) -> None:
+    for p in list(folder.iterdir()):
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    (folder / "config.json").write_text(json.dumps({"learning_rate": 0.1}))
+
+
+QT_TRAIN = ["--corpus", "{corpus}", "--output-dir", "{tmp}/new", "--batch-size", "8", "--word-dim", "8",
+            "--encoder-dim", "8", "--vocab-size", "200", "--max-len", "12", "--max-steps", "2", "--no-progress"]
+QT_RESUME = ["--corpus", "{corpus}", "--output-dir", "{qt_run}", "--batch-size", "8", "--word-dim", "8",
+             "--encoder-dim", "8", "--vocab-size", "200", "--max-len", "12", "--max-steps", "4", "--no-progress",
+             "--checkpoint-every", "2", "--log-every", "1", "--resume"]
+
+FEWSHOT = ["--dataset", "{tmp}/stars.tsv", "--eval-file", "{tmp}/stars.tsv", "--text-column", "review",
+           "--label-column", "stars", "--n-labeled", "4", "--n-unlabeled", "10", "--steps", "1", "--output-dir",
+           "{tmp}/new", "--device", "cpu", "--no-progress"]
+
+#: (id, module, arguments, exit status, fragment of the error line, what is done to the run copy first)
+BATTERY = [
+    ("rl_curl discount above 1", "rl_curl.train", ["--discount", "1.5", "--out-dir", "{tmp}/new"], 2,
+     "--discount", None),
+    ("rl_curl critic-tau NaN", "rl_curl.train", ["--critic-tau", "nan", "--out-dir", "{tmp}/new"], 2,
+     "--critic-tau", None),
+    ("rl_curl encoder-tau 0", "rl_curl.train", ["--encoder-tau", "0", "--out-dir", "{tmp}/new"], 2,
+     "--encoder-tau", None),
+    ("nlp_qt clip-norm NaN", "nlp_qt.train", [*QT_TRAIN, "--clip-norm", "nan"], 2, "clip", None),
+    ("nlp_qt fp16 on the CPU", "nlp_qt.train", [*QT_TRAIN, "--mixed-precision", "fp16", "--device", "cpu"], 2,
+     "--mixed-precision fp16 needs a GPU", None),
+    ("nlp_qt report-to none and wandb", "nlp_qt.train", [*QT_TRAIN, "--report-to", "none", "wandb"], 2,
+     "cannot be combined", None),
+    ("nlp_qt tau+ of 1", "nlp_qt.train", [*QT_TRAIN, "--objective", "debiased", "--tau-plus", "1"], 2,
+     "tau", None),
+    ("nlp_qt resume of another application's checkpoint", "nlp_qt.train", QT_RESUME, 2,
+     "is not a checkpoint of nlp_qt: it was written by rl_curl", _foreign_checkpoint),
+    ("nlp_qt resume from a truncated model file", "nlp_qt.train", QT_RESUME, 2,
+     "could not be loaded", _truncated_model),
+    ("nlp_qt resume without config.json, other objective", "nlp_qt.train",
+     [*QT_RESUME, "--objective", "debiased", "--tau-plus", "0.01"], 2, "different configuration", _no_config_json),
+    ("nlp_qt run folder that is not empty and holds no run", "nlp_qt.train",
+     [*QT_TRAIN[:2], "--output-dir", "{qt_run}"], 2, "holds no run", _not_a_run),
+    ("nlp_qt new run on a corpus smaller than a batch: no run left", "nlp_qt.train",
+     ["--corpus", "{qt_run}/tiny.txt", *QT_TRAIN[2:]], 2, "fewer than one batch", _tiny_corpus),
+    ("fewshot encoder folder that holds no model", "fewshot.train",
+     [*FEWSHOT, "--encoder", "{tmp}/no_model", "--positive-label", "5"], 2, "the folder is not a model", _stars),
+    ("fewshot encoder that is neither a folder nor cached", "fewshot.train",
+     [*FEWSHOT, "--encoder", "NOT_A_MODEL", "--positive-label", "5"], 2, "is not a model here", _stars),
+    ("fewshot five star values without --positive-label or --label-map", "fewshot.train",
+     [*FEWSHOT, "--encoder", "{tmp}/no_model"], 2, "--label-map", _stars),
+    ("fewshot positive label absent from the column", "fewshot.train",
+     [*FEWSHOT, "--encoder", "{tmp}/no_model", "--positive-label", "6"], 2, "is not among the label values", _stars),
+    ("fewshot label map to a value other than 0 or 1", "fewshot.train",
+     [*FEWSHOT, "--encoder", "{tmp}/no_model", "--label-map", "1=0,2=0,4=1,5=one"], 2, "goes to 'one'", _stars),
+    ("nlp_qt.export of a truncated checkpoint", "nlp_qt.export", ["--run-dir", "{qt_run}"], 2,
+     "model.safetensors is damaged", _truncated_model),
+    ("nlp_qt.export onto an earlier export", "nlp_qt.export", ["--run-dir", "{qt_run}"], 2,
+     "--overwrite", _exported),
+    ("senteval output exists", "nlp_qt.senteval",
+     ["--model", "{tmp}/no_model", "--data", "{tmp}/no_data", "--tasks", "MR", "--output", "{results}"], 2,
+     "--overwrite", None),
+    ("predict output exists", "fewshot.predict",
+     ["--model", "{tmp}/no_model", "--input", "{tmp}/no_input.txt", "--output", "{predictions}"], 2,
+     "--overwrite", None),
+    ("rl_curl.evaluate on a folder that holds no run", "rl_curl.evaluate", ["--run-dir", "{qt_run}"], 2,
+     "holds no run", _not_a_run),
+    ("rl_curl.evaluate on an nlp_qt run", "rl_curl.evaluate", ["--run-dir", "{qt_run}"], 2,
+     "holds a run of nlp_qt, not of rl_curl", None),
+]
+
+
+def run_command(module: str, argv: list[str], monkeypatch, capsys) -> tuple[int, str]:
+    """(exit status, stderr) of ``python -m module *argv``, run in this process through its ``run_cli``."""
+    from shared_losses.cli import run_cli
+
+    monkeypatch.setattr(sys, "argv", [module, *argv])
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+    main = importlib.import_module(module).main
+    try:
+        run_cli(main)
+        code = 0
+    except SystemExit as exit_info:
+        code = exit_info.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", BATTERY, ids=[row[0] for row in BATTERY])
+def test_battery(case, qt_run, tmp_path, monkeypatch, capsys):
+    _, module, argv, status, fragment, prepare = case
+    run = tmp_path / "qt_run"
+    shutil.copytree(qt_run, run)
+    if prepare is not None:
+        prepare(run)
+    (tmp_path / "results.json").write_bytes(b'{"earlier": "results"}\n')
+    (tmp_path / "predictions.jsonl").write_bytes(b'{"earlier": "predictions"}\n')
+    places = {"tmp": tmp_path, "qt_run": run, "corpus": qt_run.parent / "corpus", "results": tmp_path / "results.json",
+              "predictions": tmp_path / "predictions.jsonl"}
+    argv = [a.format(**places) for a in argv]
+    before, entries = tree_hash(tmp_path), sorted(p.name for p in tmp_path.iterdir())
+    code, err = run_command(module, argv, monkeypatch, capsys)
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == status, err[-3000:]
+    assert "Traceback" not in err and len(errors) == 1, err[-3000:]
+    assert fragment in errors[0], errors[0]
+    assert tree_hash(tmp_path) == before  # nothing changed, nothing added (no new run folder, no result file)
+    assert sorted(p.name for p in tmp_path.iterdir()) == entries
