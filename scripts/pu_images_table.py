@@ -106,17 +106,23 @@ def check_finished(folder: Path, cfg: FewShotConfig) -> None:
 
 def parse_set(items) -> dict:
     """--set KEY=VALUE pairs, each value read as JSON when it parses (numbers, true/false, null), else text."""
-    known = {f.name for f in dataclasses.fields(FewShotConfig)}
+    known = {f.name: str(f.type) for f in dataclasses.fields(FewShotConfig)}
     out = {}
     for item in items:
         key, sep, text = item.partition("=")
         key = key.replace("-", "_")
         if not sep or key not in known:
             raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY a fewshot option (e.g. --set lr=1e-3)")
+        if text in ("None", "none"):  # Python's spelling of null
+            out[key] = None
+            continue
         try:
             out[key] = json.loads(text)
         except json.JSONDecodeError:
             out[key] = text
+        numeric = ("float" in known[key] or "int" in known[key]) and "str" not in known[key]
+        if numeric and (isinstance(out[key], (str, bool)) or not isinstance(out[key], (int, float))):
+            raise ValueError(f"--set {item!r}: {key} takes a number ({known[key]}), got {text!r}")
     return out
 
 
