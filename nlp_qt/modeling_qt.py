@@ -13,7 +13,7 @@ module class it does not ship). Self-contained on purpose: Python's standard lib
 (a dependency of sentence-transformers) only. It reads the folder's nlp_qt files (``config.json``: the model's
 sizes; ``vocab.json``: the words and the tokenizer settings; ``model.safetensors``: the weights of both encoders
 f and g) and computes what :func:`nlp_qt.senteval.make_qt_encoder` computes: the same tokenizer
-(:func:`nlp_qt.vocab.tokenize`, copied here; a test checks the copy against the original), the same ids, the same
+(defined here; :mod:`nlp_qt.vocab` imports it, so both tokenize alike), the same ids, the same
 GRU or bag-of-words encoders, the same ``[f/|f|; g/|g|]``. Texts are read whole; ``model.max_seq_length = N``
 cuts them to their first N tokens (None: whole texts again).
 """
@@ -35,23 +35,29 @@ from torch.nn.utils.rnn import pack_padded_sequence
 MODULE_FILE = "modeling_qt.py"  # this file's name in a model folder
 MODULE_TYPE = "modeling_qt.QuickThoughtModule"  # what modules.json names
 
-# --- tokenizer: a copy of nlp_qt.vocab (tests/nlp_qt/test_export_travel.py checks it against the original) -------
+# --- the tokenizer of nlp_qt (nlp_qt.vocab imports it from here) --------------------------------------------------
 
 PAD, UNK = "<pad>", "<unk>"
 _TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F]+(?:['’\-][A-Za-z0-9\u00C0-\u024F]+)*|n't|'[A-Za-z]+|[^\sA-Za-z0-9]")
+# English clitics split off as NLTK's word_tokenize and the PTB tokenizer do ("don't" -> "do n't",
+# "it's" -> "it 's"): SentEval's files are PTB-tokenized, so training text must be split the same way
+# for its words to meet the evaluation's.
 _NOT = re.compile(r"(?i)([a-z])(n['’]t)\b")
 _CLITIC = re.compile(r"(?i)([a-z0-9])(['’](?:s|re|ve|ll|d|m))\b")
+# The tokenizer a vocabulary records ("tokenizer" in vocab.json): version 2 splits clitics off; version 1 keeps
+# "don't" and "it's" whole and is the one a vocab.json without that field is read with. A model is always read
+# with the tokenizer it was trained with.
 TOKENIZER_VERSION = 2
 
 
 def tokenize(sentence: str, lowercase: bool = False, version: int = TOKENIZER_VERSION) -> list[str]:
-    """Word and punctuation tokens, clitics (n't, 's, ...) apart: :func:`nlp_qt.vocab.tokenize`."""
+    """Split a sentence into word and punctuation tokens (clitics such as n't and 's apart)."""
     if lowercase:
         sentence = sentence.lower()
     if version == 1:
         return _TOKEN.findall(sentence)
     if version != TOKENIZER_VERSION:
-        raise ValueError(f"unknown tokenizer version {version} (this modeling_qt.py knows 1 and {TOKENIZER_VERSION})")
+        raise ValueError(f"unknown tokenizer version {version} (this tokenizer knows 1 and {TOKENIZER_VERSION})")
     sentence = _NOT.sub(lambda m: f"{m.group(1)} {m.group(2)[0]}'t", sentence)
     sentence = _CLITIC.sub(lambda m: f"{m.group(1)} '{m.group(2)[1:]}", sentence)
     return _TOKEN.findall(sentence)

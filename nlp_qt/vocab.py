@@ -10,39 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
 import torch
 
-PAD, UNK = "<pad>", "<unk>"
-_TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F]+(?:['’\-][A-Za-z0-9\u00C0-\u024F]+)*|n't|'[A-Za-z]+|[^\sA-Za-z0-9]")
-# English clitics split off as NLTK's word_tokenize and the PTB tokenizer do ("don't" -> "do n't",
-# "it's" -> "it 's"): SentEval's files are PTB-tokenized, so training text must be split the same way
-# for its words to meet the evaluation's.
-_NOT = re.compile(r"(?i)([a-z])(n['’]t)\b")
-_CLITIC = re.compile(r"(?i)([a-z0-9])(['’](?:s|re|ve|ll|d|m))\b")
-
-
-# The tokenizer a vocabulary records ("tokenizer" in vocab.json): version 2 splits clitics off; version 1 keeps
-# "don't" and "it's" whole and is the one a vocab.json without that field is read with. A model is always read
-# with the tokenizer it was trained with.
-TOKENIZER_VERSION = 2
-
-
-def tokenize(sentence: str, lowercase: bool = False, version: int = TOKENIZER_VERSION) -> list[str]:
-    """Split a sentence into word and punctuation tokens (clitics such as n't and 's apart)."""
-    if lowercase:
-        sentence = sentence.lower()
-    if version == 1:
-        return _TOKEN.findall(sentence)
-    if version != TOKENIZER_VERSION:
-        raise ValueError(f"unknown tokenizer version {version} (this nlp_qt knows 1 and {TOKENIZER_VERSION})")
-    sentence = _NOT.sub(lambda m: f"{m.group(1)} {m.group(2)[0]}'t", sentence)  # curly apostrophe -> '
-    sentence = _CLITIC.sub(lambda m: f"{m.group(1)} '{m.group(2)[1:]}", sentence)
-    return _TOKEN.findall(sentence)
+# The tokenizer itself lives in nlp_qt/modeling_qt.py, the self-contained module an exported model folder
+# carries, so that the folder tokenizes exactly as nlp_qt does: one definition for both.
+from .modeling_qt import _CLITIC, _NOT, _TOKEN, PAD, TOKENIZER_VERSION, UNK, tokenize  # noqa: F401
 
 
 class Vocab:

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*argv, cwd=ROOT):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MUJOCO_GL": "egl"}
+    """The one `error:` line of a command that must fail with status 2 (offline, no traceback)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "MUJOCO_GL": "egl"}
     env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
     res = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]

@@ -3,9 +3,6 @@
 columns that cannot be made binary each end in one `error:` line and exit status 2, with nothing written."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,19 +12,9 @@ from fewshot.export import export_run, safetensors_problem
 from fewshot.model import FewShotModel, load_tokenizer
 from fewshot.predict import load_classifier
 
+from ..test_errors_one_line import cli
 from .conftest import make_texts, write_tsv
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def cli(*argv, cwd=ROOT) -> str:
-    """The one `error:` line of a command that must fail with status 2 (offline, no traceback)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
-    res = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
-    assert res.returncode == 2 and "Traceback" not in res.stderr and len(errors) == 1, res.stderr
-    return errors[0]
 
 
 @pytest.fixture
