@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite. This is the README's test command and what CI runs.
-# Extra arguments go to pytest: `bash scripts/test.sh -m "not slow"` is the fast tier (under 2 minutes on 2 cores),
+# Extra arguments go to pytest: `bash scripts/test.sh -m "not slow"` is the fast tier (about 2.5 minutes on 2 cores),
 # which leaves out the tests marked slow (wheel builds, Ray, multi-process launches, scripts and runs end to end)
 # and still imports every module of the four packages (tests/test_fast_tier.py checks it).
 set -euo pipefail
