@@ -77,7 +77,7 @@ class Config:
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
-        "report_to"})
+        "report_to", "eval_parallel", "sync_timing"})
 
     task: str = "cartpole-swingup"
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for
@@ -191,7 +191,12 @@ class Config:
     eval_every: int = 10_000
     """Evaluate every this many environment steps (and at the end)."""
     eval_episodes: int = 10
-    """Episodes per evaluation (deterministic policy: the mean action)."""
+    """Episodes per evaluation (deterministic policy: the mean action). They run side by side, one environment each,
+    and the policy acts on all of them in one batched forward pass per step."""
+    eval_parallel: bool = False
+    """Step the evaluation's environments in worker processes (one per episode, started once per run), so that their
+    physics and rendering use several CPU cores: the same returns as in this process, faster where cores are free
+    (a GPU machine), only more memory on a laptop."""
     log_every: int = 1000
     """Write training losses to CSV/TensorBoard every this many environment steps."""
     checkpoint_every: int = 10_000
@@ -222,6 +227,10 @@ class Config:
     """Show a tqdm progress bar."""
     torch_threads: int = 0
     """CPU threads for torch (0 = torch's default); 1 avoids thrashing when other jobs share few cores."""
+    sync_timing: bool = False
+    """Wait for the GPU at the end of each timed part of a step, so that summary.json's time_seconds puts the GPU's
+    time where it is spent (updates) rather than where the host next waits for it (acting). Slows a CUDA run a little
+    (the environment no longer steps while the update runs); no effect on CPU."""
 
     def objective_name(self) -> str:
         """The auxiliary objective with the settings that tell its variants apart, as a folder name:

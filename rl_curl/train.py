@@ -112,6 +112,10 @@ def derived_seed(*key: int) -> int:
     return int(np.random.SeedSequence(list(key)).generate_state(1)[0])
 
 
+#: The parts of a training step whose seconds summary.json's time_seconds reports (plus "other"). Without
+#: --sync-timing a CUDA update's GPU time shows up where the host next waits for it: in "act" of the next step.
+TIMED_PARTS = ("act", "replay_sample", "update", "env", "replay_add", "eval")
+
 # The first key after the run's seed names what a derived seed is for.
 TRAIN_EPISODE, EVAL_ENV, EVAL_EPISODE = 1, 2, 3
 
@@ -139,24 +143,81 @@ def build(cfg: Config, device) -> tuple:
     return env, agent
 
 
+class EvalEnvs:
+    """The environments of an evaluation, one per episode, stepped side by side: the policy acts on every running
+    episode in one batched forward pass per step (one transfer to the device and back, not one per episode).
+
+    In this process by default; with ``parallel`` each environment lives in a worker process of its own (gymnasium's
+    ``AsyncVectorEnv``, spawned once and reused by every evaluation of the run), so that physics and rendering use
+    several CPU cores. Both give the same returns: the same environments, reset with the same seeds, and the policy
+    sees the same batches (the episodes still running, in order)."""
+
+    def __init__(self, cfg: Config, episodes: int, parallel: bool = False):
+        kwargs = dict(task=cfg.task, seed=derived_seed(cfg.seed, EVAL_ENV), action_repeat=cfg.action_repeat,
+                      frame_stack=cfg.frame_stack, image_size=cfg.image_size, camera_id=cfg.camera_id)
+        self.episodes, self.vec, self.envs = episodes, None, []
+        if parallel and episodes > 1:
+            import functools
+
+            import gymnasium as gym
+
+            self.vec = gym.vector.AsyncVectorEnv([functools.partial(make, **kwargs)] * episodes, context="spawn")
+        else:
+            self.envs = [make(**kwargs) for _ in range(episodes)]
+
+    def run(self, agent: CurlAgent, seeds: list[int], video: bool = False) -> tuple[list[float], list[np.ndarray]]:
+        """Returns of one episode per environment from the initial states ``seeds``, and the first episode's frames
+        (``[H, W, 3]`` uint8, what ``env.render()`` gives) when ``video``."""
+        n = len(seeds)
+        if n != self.episodes:
+            raise ValueError(f"{n} seeds for {self.episodes} evaluation environments")
+        if self.vec is not None:
+            obs, _ = self.vec.reset(seed=list(seeds))
+        else:
+            obs = np.stack([env.reset(seed=s)[0] for env, s in zip(self.envs, seeds)])
+        totals, running, frames = np.zeros(n), np.ones(n, dtype=bool), []
+        while running.any():
+            idx = np.flatnonzero(running)
+            acts = agent.act(obs[idx])
+            if self.vec is not None:  # every worker steps; the results of finished episodes are ignored
+                full = np.zeros((n, *acts.shape[1:]), dtype=acts.dtype)
+                full[idx] = acts
+                nxt, rew, term, trunc, _ = self.vec.step(full)
+                ended = np.logical_or(term, trunc)
+            else:
+                nxt, rew, ended = obs.copy(), np.zeros(n), np.zeros(n, dtype=bool)
+                for a, i in zip(acts, idx):
+                    nxt[i], rew[i], t, u, _ = self.envs[i].step(a)
+                    ended[i] = t or u
+            totals[idx] += rew[idx]
+            if video and running[0]:
+                frames.append(np.ascontiguousarray(nxt[0][-3:].transpose(1, 2, 0)))
+            obs = np.where(running[:, None, None, None], nxt, obs)
+            running[idx] = ~ended[idx]
+        return [float(t) for t in totals], frames
+
+    def close(self) -> None:
+        if self.vec is not None:
+            self.vec.close()
+        for env in self.envs:
+            env.close()
+        self.vec, self.envs = None, []
+
+
 def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | None = None,
-             env_step: int = 0) -> list[float]:
-    """Returns of ``episodes`` deterministic episodes (mean action) on a separate environment, from the
-    initial states of the evaluation at ``env_step`` (see :func:`eval_episode_seed`)."""
-    env = make(cfg.task, seed=derived_seed(cfg.seed, EVAL_ENV), action_repeat=cfg.action_repeat,
-               frame_stack=cfg.frame_stack, image_size=cfg.image_size, camera_id=cfg.camera_id)
-    returns, frames = [], []
-    for e in range(episodes):
-        obs, _ = env.reset(seed=eval_episode_seed(cfg, env_step, e))
-        total, done = 0.0, False
-        while not done:
-            obs, r, term, trunc, _ = env.step(agent.act(obs))
-            total += r
-            done = term or trunc
-            if video_path is not None and e == 0:
-                frames.append(env.render())
-        returns.append(total)
-    env.close()
+             env_step: int = 0, envs: EvalEnvs | None = None) -> list[float]:
+    """Returns of ``episodes`` deterministic episodes (mean action) on separate environments (:class:`EvalEnvs`;
+    ``envs`` reuses a run's, else they are made for this call and closed), from the initial states of the
+    evaluation at ``env_step`` (see :func:`eval_episode_seed`)."""
+    own = envs is None
+    if own:
+        envs = EvalEnvs(cfg, episodes, cfg.eval_parallel)
+    try:
+        returns, frames = envs.run(agent, [eval_episode_seed(cfg, env_step, e) for e in range(episodes)],
+                                   video=video_path is not None)
+    finally:
+        if own:
+            envs.close()
     if video_path is not None and frames:
         import imageio.v2 as imageio
 
@@ -180,6 +241,9 @@ class CurlApp(TrainingApp):
         self.episode, self.next_ckpt, self.metrics, self.resumed = 0, cfg.checkpoint_every, {}, False
         self.obs, self.ep_return, self.episode_ended, self.ckpt_due = None, 0.0, False, False
         self.last_eval, self.finished_before = math.nan, False
+        self.eval_envs: EvalEnvs | None = None
+        # Seconds spent in each part of this process's steps (summary.json's time_seconds; see --sync-timing).
+        self.times = dict.fromkeys(TIMED_PARTS, 0.0)
 
     def check_resume(self, saved):
         cfg, out, h = self.cfg, self.harness.out, self.harness
@@ -231,6 +295,8 @@ class CurlApp(TrainingApp):
         self.harness.write_config(dataclasses.asdict(cfg))
         self.seed_until = cfg.seed_steps
         self.started, self.start_step = time.perf_counter(), 0
+        cuda = accelerator.device.type == "cuda" and cfg.sync_timing
+        self.sync = (lambda: torch.cuda.synchronize(accelerator.device)) if cuda else (lambda: None)
 
     def state(self):
         return {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
@@ -269,16 +335,30 @@ class CurlApp(TrainingApp):
             self.obs, _ = self.env.reset(seed=episode_seed(cfg, self.episode))
             self.replay.start_episode(self.obs)
             self.ep_return = 0.0
+        times, clock = self.times, time.perf_counter
         if step < self.seed_until:
             action = self.action_rng.uniform(-1.0, 1.0, size=agent.action_dim).astype(np.float32)
         else:
+            t0 = clock()
             action = agent.act(self.obs, sample=True)
+            t1 = clock()
+            batch = self.replay.sample(cfg.batch_size, self.accelerator.device)
+            self.sync()
+            t2 = clock()
             # The latest value of every metric: the actor and alpha update every actor_update_every steps,
             # and a log row taking only the last update's would never show them when that one is odd.
-            self.metrics = {**self.metrics,
-                            **agent.update(self.replay.sample(cfg.batch_size, self.accelerator.device), step)}
+            self.metrics = {**self.metrics, **agent.update(batch, step)}
+            self.sync()
+            t3 = clock()
+            times["act"] += t1 - t0
+            times["replay_sample"] += t2 - t1
+            times["update"] += t3 - t2
+        t0 = clock()
         next_obs, reward, terminated, truncated, _ = self.env.step(action)
+        t1 = clock()
         self.replay.add(action, reward, next_obs, terminated)
+        times["env"] += t1 - t0
+        times["replay_add"] += clock() - t1
         self.obs, self.ep_return, self.step = next_obs, self.ep_return + reward, step + 1
         env_step, tb, log = self.step * self.ar, self.harness.tb, self.harness.csv("log.csv")
         if self.metrics and crossed(env_step, self.ar, cfg.log_every):
@@ -303,7 +383,13 @@ class CurlApp(TrainingApp):
     def evaluate(self, final: bool = False):
         cfg, env_step = self.cfg, self.step * self.ar
         video = self.harness.out / "eval.mp4" if (final and cfg.save_video) else None
-        returns = evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step)
+        t0 = time.perf_counter()
+        if self.eval_envs is None or self.eval_envs.episodes != cfg.eval_episodes:
+            if self.eval_envs is not None:
+                self.eval_envs.close()
+            self.eval_envs = EvalEnvs(cfg, cfg.eval_episodes, cfg.eval_parallel)
+        returns = evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step, envs=self.eval_envs)
+        self.times["eval"] += time.perf_counter() - t0
         row = {"env_step": env_step, "episode": self.episode if final else self.step_episode,
                "eval_return_mean": float(np.mean(returns)),
                "eval_return_std": float(np.std(returns))}
@@ -327,7 +413,7 @@ class CurlApp(TrainingApp):
     def where(self):
         return f"environment step {self.step * self.ar}"
 
-    def close(self):
+    def close(self):  # the evaluation's environments stay open for finish()'s final evaluation
         self.env.close()
 
     def finish(self):
@@ -340,7 +426,12 @@ class CurlApp(TrainingApp):
             if self.cfg.save_video:  # the final evaluation's first episode, without logging it again
                 evaluate(self.agent, self.cfg, 1, out / "eval.mp4", env_step=self.step * self.ar)
         else:
-            self.evaluate(final=True)
+            try:
+                self.evaluate(final=True)
+            finally:
+                if self.eval_envs is not None:
+                    self.eval_envs.close()
+                    self.eval_envs = None
             self.harness.checkpoint(self.state())
 
     def export(self):
@@ -357,10 +448,16 @@ class CurlApp(TrainingApp):
             return read_json_file(out / "summary.json", "run's summary")
         # The wall time of this process's part of the run (training, evaluations and checkpoints): a resumed
         # run counts from train_from_env_step, the step it resumed at.
+        total = time.perf_counter() - self.started
+        times = {k: round(v, 2) for k, v in self.times.items()}
+        times["other"] = round(total - sum(self.times.values()), 2)  # checkpoints, logs, the loop, start-up
         return {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,
                 "update": cfg.update, "seed": cfg.seed, "env_steps": self.step * self.ar,
-                "final_eval_return": self.last_eval, "train_seconds": round(time.perf_counter() - self.started, 1),
-                "train_from_env_step": self.start_step * self.ar}
+                "final_eval_return": self.last_eval, "train_seconds": round(total, 1),
+                "train_from_env_step": self.start_step * self.ar,
+                "env_steps_per_second": (round((self.step - self.start_step) * self.ar / total, 1) if total > 0
+                                         else None),
+                "time_seconds": times, "time_synced": bool(self.cfg.sync_timing)}
 
 
 def crossed(env_step: int, action_repeat: int, every: int) -> bool:

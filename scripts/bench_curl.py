@@ -12,6 +12,14 @@ Baselines measured in the same run:
     .venv/bin/python scripts/bench_curl.py                 # table
     .venv/bin/python scripts/bench_curl.py --json          # one JSON object per batch size
     .venv/bin/python scripts/bench_curl.py --official ~/src/curl   # also time the official code
+    .venv/bin/python scripts/bench_curl.py --eval-episodes 10 --batches   # one evaluation, three ways (below)
+
+``--eval-episodes N`` also times one evaluation of N deterministic episodes (the agent at the paper's sizes, on the
+timed device) three ways, in the same run: one episode after another on one environment, the policy acting on one
+observation at a time (the baseline: how rl_curl evaluated before 2026-11-26); side by side in this process
+(``rl_curl.train.EvalEnvs``: one environment per episode, one batched forward pass per step, the default); and side
+by side in worker processes (``--eval-parallel``). The JSON row (``"what": "evaluation"``) has the seconds of each
+and their ratios to the baseline.
 
 ``--official PATH`` takes a checkout of MishaLaskin/curl (``git clone https://github.com/MishaLaskin/curl``;
 nothing of it is copied into this repository) and times its ``CurlSacAgent.update(replay_buffer, L,
@@ -88,6 +96,8 @@ class Args:
     machine with the memory (the official buffer holds 180 KB per transition, ours 33 KB)."""
     repeats: int = 1
     """Interleaved repetitions of (official, ours) timings per batch with --official; medians are reported."""
+    eval_episodes: int = 0
+    """Also time one evaluation of this many episodes three ways (see above); 0 = not."""
     json: bool = False
     """Print one JSON object per line (fields batch, update_ms, replay_bytes_per_transition, env_steps_per_s, ...)."""
 
@@ -286,6 +296,61 @@ def env_rate(task: str, steps: int) -> tuple[float, int]:
     return steps * env.action_repeat / dt, env.action_repeat
 
 
+def eval_one_at_a_time(agent: CurlAgent, cfg: Config, seeds: list[int]) -> list[float]:
+    """The baseline evaluation: one environment, the episodes one after another, one observation per forward."""
+    from rl_curl.train import EVAL_ENV, derived_seed
+
+    env = make(cfg.task, seed=derived_seed(cfg.seed, EVAL_ENV), action_repeat=cfg.action_repeat,
+               frame_stack=cfg.frame_stack, image_size=cfg.image_size, camera_id=cfg.camera_id)
+    returns = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        total, done = 0.0, False
+        while not done:
+            obs, r, term, trunc, _ = env.step(agent.act(obs))
+            total, done = total + r, term or trunc
+        returns.append(total)
+    env.close()
+    return returns
+
+
+def time_evaluation(args: Args, device) -> dict:
+    """Seconds of one evaluation of ``args.eval_episodes`` episodes: one at a time, side by side here, in workers.
+    The side-by-side runs are timed without starting their environments (a run starts them once); the workers'
+    start-up is reported apart."""
+    from rl_curl.train import EvalEnvs, eval_episode_seed
+
+    cfg = Config(task=args.task).resolved()
+    probe = make(cfg.task, seed=0)
+    action_dim = int(np.prod(probe.action_space.shape))
+    probe.close()
+    torch.manual_seed(0)
+    agent = CurlAgent((3 * cfg.frame_stack, cfg.image_size, cfg.image_size), action_dim, cfg).to(device)
+    seeds = [eval_episode_seed(cfg, 0, e) for e in range(args.eval_episodes)]
+    t = time.perf_counter()
+    serial = eval_one_at_a_time(agent, cfg, seeds)
+    sync(device)
+    t_serial = time.perf_counter() - t
+    row = {"what": "evaluation", "task": args.task, "episodes": args.eval_episodes, "device": str(device),
+           "threads": torch.get_num_threads(), "one_at_a_time_s": round(t_serial, 2)}
+    for name, parallel in (("side_by_side", False), ("workers", True)):
+        t = time.perf_counter()
+        envs = EvalEnvs(cfg, args.eval_episodes, parallel)
+        start = time.perf_counter() - t
+        try:
+            t = time.perf_counter()
+            returns, _ = envs.run(agent, seeds)
+            sync(device)
+            took = time.perf_counter() - t
+        finally:
+            envs.close()
+        row[f"{name}_s"] = round(took, 2)
+        row[f"{name}_start_s"] = round(start, 2)
+        row[f"{name}_over_one_at_a_time"] = round(took / t_serial, 3)
+        row[f"{name}_max_return_diff"] = float(np.max(np.abs(np.array(returns) - np.array(serial))))
+    return row
+
+
 def main(args: Args) -> None:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -364,6 +429,18 @@ def main(args: Args) -> None:
                   + (f"; official MishaLaskin/curl update {official:.1f} ms, ours/official {ours / official:.2f}"
                      + (f", fused/official {fused / official:.2f}" if fused_agent is not None else "")
                      if official is not None else ""), flush=True)
+    if args.eval_episodes > 0:
+        row = time_evaluation(args, device)
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            print(f"evaluation of {row['episodes']} episodes of {row['task']} on {row['device']}: one at a time "
+                  f"{row['one_at_a_time_s']:.2f} s; side by side {row['side_by_side_s']:.2f} s "
+                  f"(x{row['side_by_side_over_one_at_a_time']:.3f}); in workers {row['workers_s']:.2f} s "
+                  f"(x{row['workers_over_one_at_a_time']:.3f}, their start {row['workers_start_s']:.2f} s once per "
+                  "run); "
+                  f"largest return difference to one at a time: {row['side_by_side_max_return_diff']:.3g} / "
+                  f"{row['workers_max_return_diff']:.3g}", flush=True)
 
 
 if __name__ == "__main__":

@@ -320,3 +320,52 @@ def test_rates_outside_0_1_are_refused_before_the_run_folder(tmp_path, field, op
 @pytest.mark.parametrize("field", ["discount", "critic_tau", "encoder_tau"])
 def test_rate_of_one_is_allowed(field):
     tiny_config(**{field: 1.0}).resolved()
+
+
+@pytest.mark.slow  # starts three worker processes
+def test_evaluation_episodes_side_by_side_in_workers_or_here_give_the_same_returns(tmp_path):
+    """EvalEnvs steps one environment per episode side by side (one batched forward per step): in worker processes
+    (--eval-parallel) the returns equal those in this process, and each episode's return is the one a separate
+    environment gives from its seed when the policy sees the same batch."""
+    import numpy as np
+
+    from rl_curl.evaluate import load_agent
+    from rl_curl.train import EvalEnvs, eval_episode_seed, evaluate
+
+    run(cfg(tmp_path, "ev", env_steps=1000, eval_every=1000))
+    agent, c, step = load_agent(tmp_path / "ev")
+    here = evaluate(agent, c, 3, env_step=step)
+    seeds = [eval_episode_seed(c, step, e) for e in range(3)]
+    workers = EvalEnvs(c, 3, parallel=True)
+    try:
+        assert workers.vec is not None
+        first, frames = workers.run(agent, seeds, video=True)
+        again, _ = workers.run(agent, seeds)  # the workers are reused: same seeds, same returns
+    finally:
+        workers.close()
+    assert first == here and again == here
+    assert len(frames) == 20 and frames[0].shape == (c.image_size, c.image_size, 3)  # 1000 / action repeat 50
+    assert len(set(here)) == 3  # three different initial states
+
+    class Logged:  # the agent, recording what the policy was asked
+        def __init__(self):
+            self.batches = []
+
+        def act(self, obs):
+            self.batches.append(np.array(obs))
+            return agent.act(obs)
+
+    spy = Logged()
+    EvalEnvs(c, 3).run(spy, seeds)
+    assert all(b.shape[0] == 3 for b in spy.batches) and len(spy.batches) == 20
+    with pytest.raises(ValueError, match="2 seeds for 3"):
+        EvalEnvs(c, 3).run(agent, seeds[:2])
+
+
+def test_summary_reports_where_the_time_went(tmp_path):
+    s = run(cfg(tmp_path, "t", env_steps=1000, eval_every=500))
+    parts = s["time_seconds"]
+    assert set(parts) == {"act", "replay_sample", "update", "env", "replay_add", "eval", "other"}
+    assert all(v >= 0 for k, v in parts.items() if k != "other") and parts["update"] > 0 and parts["eval"] > 0
+    assert sum(parts.values()) == pytest.approx(s["train_seconds"], abs=0.2)
+    assert s["env_steps_per_second"] > 0 and s["time_synced"] is False
