@@ -20,8 +20,10 @@ def one_torch_thread():
 @pytest.fixture
 def torchrun() -> str:
     """Path of torch's ``torchrun`` launcher (installed with torch next to this Python) for the tests
-    that train with two CPU processes."""
-    path = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
+    that train with two CPU processes. The one next to this Python first: a ``torchrun`` found first on PATH
+    can belong to another Python (a pyenv shim did, 2026-11-26) that lacks this project's packages."""
+    here = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    path = here if os.path.exists(here) else shutil.which("torchrun") or here
     if not os.path.exists(path):
         pytest.skip("torchrun not available")
     return path
