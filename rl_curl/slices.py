@@ -1,0 +1,519 @@
+"""DCL Table 3 from GPU slices: the run folders that short GPU "slices" bring back, read and tabulated.
+
+A slice runs a few rl_curl training runs at once under a hard deadline and brings back one folder per run;
+the folders accumulate in one results folder (``docs/data/table3_gpu/``) over many sessions. This module
+reads whatever seeds are there and writes the table (``python scripts/table3_gpu.py tabulate ROOT``):
+
+* :func:`read_runs`: every run folder (a subfolder of the results folder holding ``slice.json``);
+* :func:`tabulate`: the Markdown (per task: the cells beside the papers' numbers, every seed, the paired
+  differences against CURL and the list of folders); :func:`plot`: the learning curves;
+  :func:`write_report`: both, into the results folder;
+* :func:`import_pack`: a slice's tarball of run folders moved into the results folder, checked first.
+
+A run folder holds ``slice.json`` (the slice driver's record of the run: task, objective in the grid's
+spelling, seed, the target and reached environment steps, finished, GPU, commit, date, wall time ...),
+rl_curl's ``config.json`` and ``eval.csv`` (and ``log.csv``, ``summary.json``). The folder's name is not
+parsed: everything is read from the files. A run counts (is *finished*) when slice.json says it finished
+and eval.csv has its evaluation at the target step; any other run counts nowhere in the statistics and is
+shown with the steps it reached and its last evaluation. A seed run twice is never averaged: the earliest
+finished folder (by date, then folder name) is used and the others are listed as not used.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+
+from shared_losses.runtime import read_json_file
+
+from . import objectives, report
+
+#: What the table is about: DCL Table 3's score is the evaluation at 100k environment steps ...
+TARGET_STEP = 100_000
+#: ... and the target of these slices is 5 finished seeds per cell (DCL's table had 3 runs).
+TARGET_SEEDS = 5
+#: The row every other objective is compared with, seed by seed.
+ANCHOR = "biased (CURL)"
+#: Where the table and the curves go inside the results folder (write_report).
+TABLE_FILE, CURVES_FILE = "table3_gpu.md", "curves.png"
+#: slice.json keys the table needs; the driver writes more (exit_code, wall_seconds, gpu ...), read if present.
+SLICE_KEYS = ("task", "objective", "seed", "env_steps_target", "env_steps_reached", "finished", "date", "commit")
+
+DCL_SOURCE = "DCL Table 3"
+CURL_SOURCE = "CURL paper (100k)"
+
+# DCL Table 3 (SPEC.md section 6): score at 100k environment steps, mean ± std over 3 runs; rows by their grid
+# spelling, columns in the paper's task order (rl_curl.report.TABLE3_TASKS).
+_DCL_ROWS = {
+    "curl": (310, 33, 850, 20, 918, 96, 266, 41, 623, 120, 928, 47),
+    "debiased:0.01:1": (324, 34, 843, 30, 927, 99, 310, 12, 626, 82, 937, 9),
+    "debiased:0.05:1": (308, 57, 866, 7, 916, 114, 284, 20, 613, 22, 945, 13),
+    "debiased:0.1:1": (364, 36, 860, 4, 868, 177, 302, 29, 594, 33, 951, 11),
+    "debiased:0.01:2": (330, 10, 858, 10, 754, 179, 286, 20, 746, 93, 949, 5),
+    "debiased:0.1:2": (381, 24, 864, 6, 904, 117, 303, 5, 671, 75, 957, 5),
+}
+
+
+def spec_config(spec: str, **cfg) -> dict:
+    """The config fields that :func:`rl_curl.objectives.label` and ``order`` read, of a grid spelling
+    (``debiased:0.05:1``): the parsed values over the neutral ones, then ``cfg``."""
+    return {"aux": "curl", **objectives.NEUTRAL, **objectives.parse_spec(spec), **cfg}
+
+
+def _paper() -> tuple[dict, dict]:
+    paper: dict[str, dict[str, list[dict]]] = {}
+    order: dict[str, tuple] = {}
+    for spec, row in _DCL_ROWS.items():
+        cfg = spec_config(spec)
+        label = objectives.label(cfg)
+        order[label] = objectives.order(cfg)
+        for i, task in enumerate(report.TABLE3_TASKS):
+            paper.setdefault(task, {})[label] = [{"source": DCL_SOURCE, "mean": float(row[2 * i]),
+                                                   "std": float(row[2 * i + 1])}]
+    # CURL paper (Srinivas, Laskin & Abbeel 2020), its 100k-step table as quoted in the project's issue: only the
+    # cartpole-swingup number is carried here.
+    paper["cartpole-swingup"][objectives.label(spec_config("curl"))].append(
+        {"source": CURL_SOURCE, "mean": 582.0, "std": 146.0})
+    return paper, order
+
+
+#: The papers' numbers beside ours: ``{task: {row label: [{"source", "mean", "std"}, ...]}}``, the row label as
+#: :func:`rl_curl.objectives.label` writes it ("biased (CURL)", "debiased τ⁺=0.05, M=1" ...). DCL Table 3 for
+#: every task and row; the CURL paper's 100k number for cartpole-swingup's biased (CURL) only.
+PAPER, PAPER_ORDER = _paper()
+
+
+def paper_number(task: str, label: str, source: str) -> dict | None:
+    """``{"source", "mean", "std"}`` of ``source`` for that cell, or None."""
+    return next((p for p in PAPER.get(task, {}).get(label, []) if p["source"] == source), None)
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def _read_eval(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        return report.read_eval(path)
+    except (KeyError, ValueError, TypeError, UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"{path} is damaged (not an eval.csv with env_step and eval_return_mean: "
+                         f"{type(err).__name__} {err})") from None
+
+
+def _check_config(path: Path, cfg: dict, info: dict, spec: dict) -> None:
+    """config.json must be the run slice.json describes (a folder put together by hand or mixed up is refused)."""
+    if not isinstance(cfg, dict) or "aux" not in cfg:
+        raise ValueError(f"{path} is not an rl_curl config (no aux)")
+    for key in ("task", "seed"):
+        if key in cfg and cfg[key] != info[key]:
+            raise ValueError(f"{path} says {key}={cfg[key]!r} but slice.json says {info[key]!r}")
+    for key, value in spec.items():
+        have = cfg.get(key, objectives.NEUTRAL.get(key))
+        same = have == value if isinstance(value, str) else (have is not None and math.isclose(have, value))
+        if not same:
+            raise ValueError(f"{path} says {key}={have!r} but slice.json's objective is {info['objective']!r}")
+
+
+def read_run(folder: str | Path) -> dict:
+    """One run folder (holding slice.json): a dict with
+
+    * ``dir``, ``name``: the folder; ``slice``: slice.json as written; ``cfg``: config.json (or, without it, the
+      fields of slice.json's objective, task and seed) with its action repeat resolved;
+    * ``task``, ``objective`` (the grid spelling), ``label`` and ``order`` (its row and the row's place,
+      :mod:`rl_curl.objectives`), ``seed``, ``target`` (env_steps_target), ``reached`` (env_steps_reached),
+      ``date``, ``commit``;
+    * ``steps``, ``returns``: eval.csv (empty arrays without it: the run never evaluated);
+      ``last_eval``: ``(env_step, return)`` of its last evaluation or None;
+    * ``finished``: slice.json says finished and eval.csv has the evaluation at the target (as
+      :func:`rl_curl.report.score_at` finds it: the step counted in whole agent steps); ``score``: that
+      evaluation's mean return, None unless finished; ``note``: why a run that says finished is not, or "".
+
+    A damaged or incomplete slice.json, config.json or eval.csv is a ValueError naming the file."""
+    folder = Path(folder)
+    slice_path = folder / "slice.json"
+    info = read_json_file(slice_path, "slice driver's record of the run")
+    if not isinstance(info, dict):
+        raise ValueError(f"{slice_path} is not a JSON object")
+    missing = [k for k in SLICE_KEYS if k not in info]
+    if missing:
+        raise ValueError(f"{slice_path} lacks {', '.join(missing)}")
+    try:
+        spec = objectives.parse_spec(str(info["objective"]))
+    except ValueError as err:
+        raise ValueError(f"{slice_path}: {err}") from None
+    for key in ("seed", "env_steps_target", "env_steps_reached"):
+        if not isinstance(info[key], int) or isinstance(info[key], bool):
+            raise ValueError(f"{slice_path}: {key} = {info[key]!r} is not an integer")
+    if not isinstance(info["finished"], bool):
+        raise ValueError(f"{slice_path}: finished = {info['finished']!r} is not true or false")
+    cfg_path = folder / "config.json"
+    if cfg_path.exists():
+        cfg = read_json_file(cfg_path, "rl_curl config of the run")
+        _check_config(cfg_path, cfg, info, spec)
+        cfg = {**cfg, "task": info["task"], "seed": info["seed"]}
+    else:
+        cfg = spec_config(info["objective"], task=info["task"], seed=info["seed"])
+    if not cfg.get("action_repeat"):
+        from .config import task_default
+
+        cfg["action_repeat"] = int(task_default(info["task"], "action_repeat"))
+    eval_path = folder / "eval.csv"
+    steps, returns = _read_eval(eval_path) if eval_path.exists() else (np.zeros(0), np.zeros(0))
+    run = {"dir": folder, "name": folder.name, "slice": info, "cfg": cfg, "task": info["task"],
+           "objective": info["objective"], "label": objectives.label(cfg), "order": objectives.order(cfg),
+           "seed": info["seed"], "target": info["env_steps_target"], "reached": info["env_steps_reached"],
+           "date": str(info["date"]), "commit": str(info["commit"]), "steps": steps, "returns": returns,
+           "last_eval": (int(steps[-1]), float(returns[-1])) if len(steps) else None}
+    at_target = report.score_at(run, run["target"])
+    run["finished"] = info["finished"] and at_target is not None
+    run["score"] = at_target if run["finished"] else None
+    run["note"] = ""
+    if info["finished"] and at_target is None:
+        run["note"] = f"slice.json says finished but eval.csv has no evaluation at {run['target']:,}"
+    return run
+
+
+def read_runs(root: str | Path) -> list[dict]:
+    """Every run under ``root``: its subfolders holding slice.json (:func:`read_run`), sorted by folder name.
+    Other subfolders and files (the table, the curves) are left alone. A root with no run folders gives []."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results folder {root} does not exist (or is not a folder)")
+    return [read_run(d) for d in sorted(root.iterdir()) if d.is_dir() and (d / "slice.json").is_file()]
+
+
+def assign(runs: list[dict], env_step: int = TARGET_STEP) -> list[dict]:
+    """Mark which runs the statistics use (``run["used"]``) and why not (``run["not_used"]``, "" if used or
+    simply unfinished): a finished run whose target is ``env_step``, unless an earlier finished folder (by date,
+    then folder name) has the same task, row and seed: that seed was run twice, the earliest counts."""
+    first: dict[tuple, dict] = {}
+    for r in sorted(runs, key=lambda r: (r["date"], r["name"])):
+        r["used"], r["not_used"] = False, ""
+        if r["target"] != env_step:
+            r["not_used"] = f"not used: target {r['target']:,}, the table is at {env_step:,}"
+        elif r["finished"]:
+            key = (r["task"], r["label"], r["seed"])
+            if key in first:
+                r["not_used"] = f"not used: duplicate of seed {r['seed']} ({first[key]['name']} is used)"
+            else:
+                first[key], r["used"] = r, True
+    return runs
+
+
+# ---------------------------------------------------------------------------------------------- the table
+
+
+def _num(x: float) -> str:
+    return f"{x:g}" if float(x).is_integer() else f"{x:.2f}"
+
+
+def _paper_text(task: str, label: str, source: str) -> str:
+    p = paper_number(task, label, source)
+    return f"{_num(p['mean'])} ± {_num(p['std'])}" if p else "–"
+
+
+def _mean_std(values: list[float]) -> str:
+    if not values:
+        return "–"
+    sd = f"{np.std(values, ddof=1):.2f}" if len(values) > 1 else "–"
+    return f"{np.mean(values):.2f} ± {sd}"
+
+
+def _interval(ci: list[float] | None) -> str:
+    return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "–"
+
+
+def _unfinished_text(r: dict) -> str:
+    last = (f"last eval {r['last_eval'][1]:.2f} at {r['last_eval'][0]:,}" if r["last_eval"] else "no evaluation")
+    return f"unfinished (reached {r['reached']:,}; {last})"
+
+
+def _number(info: dict, key: str, scale: float = 1.0) -> str:
+    """slice.json's ``key`` (times ``scale``) for the runs list: integers as they are, others to 0.1; "–" if absent."""
+    x = info.get(key)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return "–"
+    return str(x) if isinstance(x, int) and scale == 1 else f"{x * scale:.1f}"
+
+
+def _rows(task: str, runs: list[dict]) -> list[str]:
+    """The task's rows in DCL Table 3's order: those with runs, and (for DCL's tasks) the paper's rows."""
+    order = {**{lab: PAPER_ORDER[lab] for lab in PAPER.get(task, {})}, **{r["label"]: r["order"] for r in runs}}
+    return sorted(order, key=order.__getitem__)
+
+
+def _cell_state(runs: list[dict], label: str, seed: int) -> str:
+    """"missing", "finished" or "unfinished (reached N)" of one (row, seed), for the unpaired-seeds line."""
+    mine = [r for r in runs if r["label"] == label and r["seed"] == seed]
+    if any(r["used"] for r in mine):
+        return "finished"
+    if not mine:
+        return "missing"
+    return "unfinished (reached " + " / ".join(f"{r['reached']:,}" for r in mine) + ")"
+
+
+def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: int) -> tuple[list[str], dict]:
+    from shared_losses.stats import paired_stats
+
+    rows = _rows(task, runs)
+    cells = {lab: {r["seed"]: r["score"] for r in runs if r["used"] and r["label"] == lab} for lab in rows}
+    with_runs = [lab for lab in rows if any(r["label"] == lab for r in runs)]
+    seeds = sorted({r["seed"] for r in runs})
+    out = [f"## {task}", "",
+           f"Score at {env_step:,} environment steps. n: finished seeds (target {TARGET_SEEDS}); ours: mean ± sample "
+           f"std over them; {DCL_SOURCE}: mean ± std over 3 runs as published; {CURL_SOURCE}: CURL's own table.", "",
+           f"| objective | n | ours (mean ± std) | {DCL_SOURCE} | {CURL_SOURCE} |", "|---|---|---|---|---|"]
+    for lab in rows:
+        v = [cells[lab][s] for s in sorted(cells[lab])]
+        out.append(f"| {lab} | {len(v)} | {_mean_std(v)} | {_paper_text(task, lab, DCL_SOURCE)} | "
+                   f"{_paper_text(task, lab, CURL_SOURCE)} |")
+    short = [f"{lab} ({len(cells[lab])})" for lab in with_runs if len(cells[lab]) < TARGET_SEEDS]
+    if short:
+        out += ["", f"**Under {TARGET_SEEDS} finished seeds:** " + ", ".join(short) + "."]
+
+    out += ["", f"### Per seed: score at {env_step:,}", ""]
+    if seeds:
+        out += ["| objective | " + " | ".join(f"seed {s}" for s in seeds) + " |", "|---" * (len(seeds) + 1) + "|"]
+        for lab in with_runs:
+            texts = []
+            for s in seeds:
+                if s in cells[lab]:
+                    texts.append(f"{cells[lab][s]:.2f}")
+                    continue
+                unfinished = [r for r in runs if r["label"] == lab and r["seed"] == s and not r["finished"]]
+                texts.append("; ".join(map(_unfinished_text, unfinished)) if unfinished else "missing")
+            out.append(f"| {lab} | " + " | ".join(texts) + " |")
+    else:
+        out.append(f"No run of this task has the target {env_step:,}.")
+
+    out += ["", f"### Paired differences against {ANCHOR} (objective − {ANCHOR}, same seed)", ""]
+    others = [lab for lab in with_runs if lab != ANCHOR]
+    if ANCHOR not in with_runs:
+        out.append(f"No {ANCHOR} run of this task: nothing to pair with.")
+    elif not others:
+        out.append(f"No other objective than {ANCHOR} has a run of this task.")
+    else:
+        out += ["Std: sample std of the differences; intervals: 95 % paired t and paired bootstrap "
+                "(shared_losses.stats.paired_stats: 10,000 resamples, percentile, too narrow with few seeds).", "",
+                "| objective | pairs | seeds | differences | mean ± std | 95 % t interval | 95 % bootstrap | "
+                "wins/losses |", "|---|---|---|---|---|---|---|---|"]
+        unpaired = []
+        for lab in others:
+            st = paired_stats(cells[lab], cells[ANCHOR])
+            mean = "–" if st["mean"] is None else f"{st['mean']:+.2f} ± " + (
+                "–" if st["std"] is None else f"{st['std']:.2f}")
+            out.append(f"| {lab} | {st['n_seeds']} | {' '.join(map(str, st['seeds'])) or '–'} | "
+                       + (", ".join(f"{d:+.2f}" for d in st["diffs"]) or "–")
+                       + f" | {mean} | {_interval(st['t_ci'])} | {_interval(st['bootstrap_ci'])} | "
+                       f"{st['wins']}/{st['losses']} |")
+            for s in seeds:
+                if s not in st["seeds"]:
+                    why = [f"{x} {state}" for x in (lab, ANCHOR)
+                           if (state := _cell_state(runs, x, s)) != "finished"]
+                    unpaired.append(f"{lab} seed {s} ({'; '.join(why)})")
+        out += ["", "Not paired: " + ("; ".join(unpaired) if unpaired else "none (every seed finished in both).")]
+
+    out += ["", "### Runs", "",
+            "| folder | objective | seed | status | GPU | commit | date | wall min | env steps/s | runs together | "
+            "note |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted((r for r in all_runs if r["task"] == task),
+                    key=lambda r: (r["order"], r["seed"], r["date"], r["name"])):
+        info = r["slice"]
+        status = "finished" if r["finished"] else f"reached {r['reached']:,}"
+        note = "; ".join(x for x in (r["not_used"], r["note"],
+                                     f"exit code {info['exit_code']}" if info.get("exit_code") not in (0, None) else "")
+                         if x) or ""
+        out.append(f"| {r['name']} | {r['objective']} | {r['seed']} | {status} | {info.get('gpu', '–')} | "
+                   f"{r['commit'][:7]} | {r['date']} | {_number(info, 'wall_seconds', 1 / 60)} | "
+                   f"{_number(info, 'env_steps_per_second')} | {_number(info, 'runs_together')} | {note} |")
+    return out, {lab: len(cells[lab]) for lab in rows}
+
+
+def tabulate(root: str | Path, env_step: int = TARGET_STEP) -> str:
+    """The Markdown report of the run folders under ``root`` (see the module's docstring): a header with the
+    finished seeds of every cell, then per task (DCL Table 3's order, then others by name) the cells beside
+    the papers' numbers, every seed, the paired differences against biased (CURL) and the folders.
+    Runs whose target is not ``env_step`` are only listed."""
+    runs = assign(read_runs(root), env_step)
+    on_target = [r for r in runs if r["target"] == env_step]
+    head = [f"# DCL Table 3 on GPU slices: score at {env_step:,} environment steps", "",
+            f"Generated by `python scripts/table3_gpu.py tabulate {root}` from the run folders in that folder; "
+            "rewritten on every run, do not edit. A run counts when it finished: slice.json says so and eval.csv "
+            f"has its evaluation at {env_step:,} (mean return of the evaluation episodes). Target: "
+            f"{TARGET_SEEDS} finished seeds per cell."]
+    if not runs:
+        return "\n".join(head + ["", f"No runs yet: no run folder (a subfolder holding slice.json) in {root}."]) + "\n"
+    tasks = report.table3_tasks(runs)
+    sections, counts = [], {}
+    for task in tasks:
+        lines, counts[task] = _task_section(task, [r for r in on_target if r["task"] == task], runs, env_step)
+        sections.append("\n".join(lines))
+    order = {lab: o for t in tasks for lab, o in ({**{lab: PAPER_ORDER[lab] for lab in PAPER.get(t, {})},
+                                                   **{r["label"]: r["order"] for r in runs if r["task"] == t}}).items()}
+    labels = sorted(order, key=order.__getitem__)
+    cells = [(t, lab) for t in tasks for lab in labels if lab in counts[t]]
+    under = sum(counts[t][lab] < TARGET_SEEDS for t, lab in cells)
+    head += ["", "Finished seeds per cell:", "",
+             "| objective | " + " | ".join(tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
+    for lab in labels:
+        head.append(f"| {lab} | " + " | ".join(
+            "" if lab not in counts[t] else str(counts[t][lab]) + (" (under 5)" if counts[t][lab] < TARGET_SEEDS
+                                                                    else "") for t in tasks) + " |")
+    head += ["", (f"**{under} of {len(cells)} cells have fewer than {TARGET_SEEDS} finished seeds**: their mean ± std "
+                  "is not yet the comparison this table is for." if under
+                  else f"Every cell has {TARGET_SEEDS} or more finished seeds.")]
+    return "\n\n".join(["\n".join(head)] + sections) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- the curves
+
+
+def plot(root: str | Path, png: str | Path, env_step: int = TARGET_STEP) -> Path:
+    """Learning curves, one subplot per task: per objective, the mean over its finished seeds (those the
+    table uses) with a ±std band (sample std, where two or more seeds have the evaluation), a thin line per
+    seed (dashed: unfinished), and DCL Table 3's number (★, with its std) and the CURL paper's (×) at the
+    target step. Duplicates that are not used and runs of another target are left out. With no run: an
+    empty figure saying so."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in assign(read_runs(root), env_step)
+            if r["target"] == env_step and (r["used"] or not r["finished"])]
+    tasks = report.table3_tasks(runs)
+    cols = min(3, max(1, len(tasks)))
+    nrows = max(1, -(-len(tasks) // cols))
+    fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.8 * nrows), squeeze=False)
+    labels = sorted({r["label"]: r["order"] for r in runs}.items(), key=lambda kv: kv[1])
+    colors = {lab: plt.cm.tab10(i % 10) for i, (lab, _) in enumerate(labels)}
+    for ax in axes.flat[len(tasks):]:
+        ax.axis("off")
+    if not tasks:
+        axes[0, 0].text(0.5, 0.5, f"no runs yet in\n{root}", ha="center", va="center", transform=axes[0, 0].transAxes)
+    for ax, task in zip(axes.flat, tasks):
+        mine = [r for r in runs if r["task"] == task]
+        for lab, _ in labels:
+            rs = [r for r in mine if r["label"] == lab]
+            if not rs:
+                continue
+            color = colors[lab]
+            for r in rs:
+                if len(r["steps"]):
+                    ax.plot(r["steps"], r["returns"], color=color, lw=0.7, alpha=0.45,
+                            ls="-" if r["finished"] else "--")
+            done = [r for r in rs if r["used"]]
+            if done:
+                x = np.unique(np.concatenate([r["steps"] for r in done]))
+                vals = [[r["returns"][r["steps"] == s][-1] for r in done if (r["steps"] == s).any()] for s in x]
+                m = np.array([np.mean(v) for v in vals])
+                sd = np.array([np.std(v, ddof=1) if len(v) > 1 else np.nan for v in vals])
+                ax.plot(x, m, color=color, lw=2, label=f"{lab} ({len(done)} finished)")
+                ax.fill_between(x, m - sd, m + sd, color=color, alpha=0.15)
+            else:
+                ax.plot([], [], color=color, ls="--", label=f"{lab} (0 finished)")
+            for source, marker in ((DCL_SOURCE, "*"), (CURL_SOURCE, "x")):
+                p = paper_number(task, lab, source)
+                if p:
+                    ax.errorbar([env_step], [p["mean"]], yerr=[p["std"]], color=color, marker=marker, ms=10,
+                                capsize=3, lw=1)
+        ax.plot([], [], "k*", label=f"{DCL_SOURCE} (± std)")
+        if any(paper_number(task, lab, CURL_SOURCE) for lab, _ in labels):
+            ax.plot([], [], "kx", label=CURL_SOURCE)
+        if not all(r["finished"] for r in mine):
+            ax.plot([], [], color="gray", lw=0.7, ls="--", label="unfinished seed")
+        ax.set_title(task)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("evaluation return")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return Path(png)
+
+
+def write_report(root: str | Path, env_step: int = TARGET_STEP) -> tuple[Path, Path]:
+    """Write ``root/table3_gpu.md`` (:func:`tabulate`) and ``root/curves.png`` (:func:`plot`); both paths."""
+    root = Path(root)
+    md = root / TABLE_FILE
+    text = tabulate(root, env_step)
+    md.write_text(text, encoding="utf-8")
+    return md, plot(root, root / CURVES_FILE, env_step)
+
+
+# ---------------------------------------------------------------------------------------------- importing
+
+
+def _check_members(tar_path: Path, members: list[tarfile.TarInfo]) -> list[str]:
+    """The top-level folders of the archive; a ValueError naming the first member that is not a regular file or
+    folder inside one (links, devices, absolute paths, ``..``, files at the top)."""
+    tops: list[str] = []
+    for m in members:
+        parts = [p for p in PurePosixPath(m.name).parts if p != "."]
+        if m.name.startswith(("/", "\\")) or PurePosixPath(m.name).is_absolute() or ".." in parts or (
+                parts and ":" in parts[0]):
+            raise ValueError(f"{tar_path}: member {m.name!r} is an absolute path or leaves the folder (..); refused")
+        if not (m.isfile() or m.isdir()):
+            raise ValueError(f"{tar_path}: member {m.name!r} is not a regular file or folder (a link or device); "
+                             "refused")
+        if not parts:
+            continue  # the archive's "." itself
+        if len(parts) == 1 and not m.isdir():
+            raise ValueError(f"{tar_path}: member {m.name!r} is not inside a run folder; refused")
+        if parts[0] not in tops:
+            tops.append(parts[0])
+    return tops
+
+
+def import_pack(tar_path: str | Path, into: str | Path) -> list[Path]:
+    """Unpack a slice's tarball (top-level entries: run folders) into the results folder ``into``; the new
+    folders, sorted. Everything is checked before anything lands in ``into``: only regular files and folders
+    inside a top-level folder (no links, devices, absolute paths or ``..``), no run folder that ``into``
+    already has (a slice's folder is never overwritten: rename or remove it first), and each folder must be a
+    readable run (:func:`read_run`: slice.json, config.json, eval.csv). The archive is unpacked into a temporary
+    folder next to ``into`` and its run folders are then moved in; on a refusal (ValueError, one line)
+    ``into`` is left as it was."""
+    tar_path, into = Path(tar_path), Path(into)
+    try:
+        tar = tarfile.open(tar_path, "r:*")
+    except (tarfile.TarError, OSError) as err:
+        raise ValueError(f"{tar_path} is not a readable tar archive ({err})") from None
+    with tar:
+        tops = _check_members(tar_path, tar.getmembers())
+        if not tops:
+            raise ValueError(f"{tar_path} holds no run folder")
+        there = [t for t in tops if os.path.lexists(into / t)]
+        if there:
+            raise ValueError(f"{tar_path}: run folder {there[0]} already exists in {into}; nothing imported")
+        into.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{into.name}.import-", dir=into.parent))
+        try:
+            tar.extractall(tmp, filter="data")
+            for t in tops:
+                if not (tmp / t / "slice.json").is_file():
+                    raise ValueError(f"{tar_path}: run folder {t} has no slice.json; nothing imported")
+                try:
+                    read_run(tmp / t)
+                except ValueError as err:
+                    raise ValueError(f"{tar_path}: {str(err).replace(str(tmp) + os.sep, '')}; nothing imported") \
+                        from None
+            into.mkdir(parents=True, exist_ok=True)
+            new: list[Path] = []
+            try:
+                for t in tops:  # same file system (tmp is next to into); refuses a folder that appeared meanwhile
+                    os.rename(tmp / t, into / t)
+                    new.append(into / t)
+            except OSError as err:
+                for path in new:  # put back what was moved: all or nothing
+                    os.rename(path, tmp / path.name)
+                raise ValueError(f"{tar_path}: could not move {t} into {into} ({err}); nothing imported") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return sorted(new)

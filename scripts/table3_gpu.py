@@ -1,0 +1,473 @@
+"""DCL Table 3 from short GPU slices: run a few rl_curl runs at once under a hard deadline, pack them, and later
+import the packs into ``docs/data/table3_gpu/`` and tabulate whatever seeds exist.
+
+    python scripts/table3_gpu.py run --seeds 0 1 --deadline 480 --pack OUT_FOLDER     # on the GPU machine
+    python scripts/table3_gpu.py import OUT_FOLDER                                     # here: unpack into docs/data
+    python scripts/table3_gpu.py tabulate                                              # table3_gpu.md + curves.png
+
+``run`` is what ``scripts/gpu_table3.sh`` calls on a bare GPU machine after installing the carried wheels (see
+docs/clusters.md, "DCL Table 3 in GPU slices"). It starts every (task, objective, seed) run of the slice at once on
+the one GPU, each the same ``python -m rl_curl.train`` command as ``scripts/curl_table3.py`` would run (the paper's
+100k environment steps, the task's action repeat, 10 evaluation episodes every 10k steps, batch 512), and stops
+them at the deadline: Ctrl-C, so that each stops at its next episode end, then a kill after ``--grace`` seconds. A
+run that did not reach its last step is packed as *unfinished* with the step it reached, never as a result.
+With ``--solo-env-steps N`` it first times one shorter run alone (``--sync-timing``: where its time goes).
+
+The pack (``--pack``: at most 8 files, the device tool's limit) holds ``table3_runs.tar.gz`` (one folder per run:
+config.json, eval.csv, log.csv, summary.json when finished, slice.json, train.log), ``throughput.json`` (env steps
+per second of each run alone and together, the solo run's time per part of a step) and ``slice.txt`` (what was
+printed at the end).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+DEFAULT_RESULTS = ROOT / "docs" / "data" / "table3_gpu"
+PACK_FILES = ("table3_runs.tar.gz", "throughput.json", "slice.txt")
+#: Options every slice run gets: no progress bar, no replay in checkpoints (3.3 GB that would never come back),
+#: checkpoints only at the end, the evaluation's episodes in worker processes (the GPU machine's 16 cores).
+RUN_FLAGS = ("--no-save-replay", "--checkpoint-every", "0", "--eval-parallel", "--torch-threads", "2")
+
+
+@dataclass
+class RunArgs:
+    """Run one slice: every (task, objective, seed) at once on this machine's GPU, under a hard deadline, then pack
+    the run folders for the trip back."""
+
+    pack: str
+    """Folder for the pack (on the device machine: $OUT). Created; files of an earlier pack there are replaced."""
+    tasks: list[str] = field(default_factory=lambda: ["cartpole-swingup"])
+    """Tasks (their action repeat is the task's: 8 cartpole, 4 reacher and ball_in_cup)."""
+    objectives: list[str] = field(default_factory=lambda: ["curl", "debiased:0.05:1"])
+    """Objectives: curl | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA | none (DCL Table 3's debiased row that beats
+    CURL on cartpole: debiased:0.05:1)."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """Seeds; every objective runs every seed (the same seed: the same initial weights and environment episodes)."""
+    env_steps: int = 100_000
+    """Environment steps per run (DCL Table 3 reports the evaluation at 100k)."""
+    batch_size: int = 512
+    """Batch size (the CURL paper's table; the official script used 128 for cartpole)."""
+    deadline: float = 480.0
+    """Seconds from the start of the runs until they are told to stop (Ctrl-C: each stops at its next episode end
+    and writes a checkpoint), not counting --solo-env-steps's run."""
+    grace: float = 45.0
+    """Seconds a run has after the deadline's Ctrl-C before it is killed."""
+    solo_env_steps: int = 0
+    """Before the slice, time one run of this many environment steps alone (the first task, objective and seed; with
+    --sync-timing, so its summary says where the time goes). 0 = no solo run. Not a result: it goes only into
+    throughput.json."""
+    solo_deadline: float = 150.0
+    """Seconds the solo run may take before it is stopped (its numbers are then not reported)."""
+    work: str = ""
+    """Where the runs' folders go (empty = a fresh temporary folder)."""
+    commit: str = ""
+    """The code's commit, recorded with each run (empty = `git rev-parse HEAD` where there is a .git, else
+    unknown). The device machine gets a copy of the working tree without .git: pass it on the command line."""
+    date: str = ""
+    """The date recorded with each run (empty = today, UTC)."""
+    extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
+    """Extra options for every rl_curl.train, written with '=' (--extra=--no-encoder-tanh); the slice sets task, seed,
+    objective, output folder, env steps and batch size itself."""
+    poll: float = 2.0
+    """Seconds between looks at the runs (their exit, their progress)."""
+
+
+@dataclass
+class ImportArgs:
+    """Copy a slice's pack (the folder the device tool brought back, or its table3_runs.tar.gz) into the results
+    folder: every run folder (refused, with nothing written, if one of that name is there already) and the
+    throughput record under slices/."""
+
+    pack: Annotated[str, tyro.conf.Positional]
+    """The pack: a folder holding table3_runs.tar.gz (and throughput.json), or the .tar.gz itself."""
+    into: str = str(DEFAULT_RESULTS)
+    """The results folder (one subfolder per run)."""
+    tabulate: bool = True
+    """Rewrite the results folder's table3_gpu.md and curves.png afterwards."""
+
+
+@dataclass
+class TabulateArgs:
+    """Write RESULTS/table3_gpu.md (mean ± std at the target step, per-seed numbers, paired differences against
+    CURL, the papers' numbers, runs) and RESULTS/curves.png from every run folder there."""
+
+    results: Annotated[str, tyro.conf.Positional] = str(DEFAULT_RESULTS)
+    """The results folder (one subfolder per run)."""
+
+
+# --------------------------------------------------------------------------------------------------------- run
+def gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+
+
+def gpu_tag(name: str) -> str:
+    """A short name for folder names: H100, H200, A100 ... or the name's letters and digits."""
+    m = re.search(r"\b([A-Z]\d{2,4}[A-Z]?)\b", name)
+    return m.group(1) if m else (re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-") or "unknown")
+
+
+def code_commit(given: str) -> str:
+    if given:
+        return given
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip() or "unknown"
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run_name(task: str, objective: str, seed: int, tag: str, commit: str, date: str) -> str:
+    return f"{task}__{objective.replace(':', '_')}__seed{seed}__{tag}__{commit[:7]}__{date}"
+
+
+def slice_commands(args: RunArgs, work: Path) -> list[dict]:
+    """The slice's runs: ``{task, objective, seed, out, cmd}``, each command curl_table3's for that run plus
+    :data:`RUN_FLAGS` and --extra, checked by rl_curl.train's own parsing before anything starts."""
+    import curl_table3
+
+    from rl_curl.config import from_cli
+
+    grid = curl_table3.Args(out=str(work), tasks=list(args.tasks), objectives=list(args.objectives),
+                            seeds=list(args.seeds), env_steps=args.env_steps, batch_size=args.batch_size,
+                            extra=[*RUN_FLAGS, *args.extra])
+    curl_table3.check_extra(args.extra)
+    keys = [(task, obj, seed) for task in args.tasks for obj in args.objectives for seed in args.seeds]
+    jobs = []
+    for (task, obj, seed), (out, cmd) in zip(keys, curl_table3.commands(grid), strict=True):
+        try:
+            from_cli(cmd[3:]).resolved()
+        except ValueError as err:
+            raise ValueError(f"{err} (rl_curl.train's check of the slice's run {task} {obj} seed {seed})") from None
+        jobs.append({"task": task, "objective": obj, "seed": seed, "out": out, "cmd": cmd})
+    return jobs
+
+
+def check_run_args(args: RunArgs) -> None:
+    for option in ("tasks", "objectives", "seeds"):
+        if not getattr(args, option):
+            raise ValueError(f"--{option} is empty: the slice would run nothing")
+    if len(set(args.seeds)) != len(args.seeds):
+        raise ValueError(f"--seeds lists a seed twice: {' '.join(map(str, args.seeds))}")
+    for name in ("deadline", "grace", "poll", "solo_deadline"):
+        value = getattr(args, name)
+        if not value > 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be > 0 seconds, got {value}")
+    if args.env_steps < 1 or args.solo_env_steps < 0:
+        raise ValueError(f"--env-steps must be >= 1 and --solo-env-steps >= 0, got {args.env_steps} and "
+                         f"{args.solo_env_steps}")
+    if args.date and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.date):
+        raise ValueError(f"--date must be YYYY-MM-DD, got {args.date!r}")
+
+
+def reached(out: Path) -> int:
+    """The last environment step a run logged (log.csv, eval.csv or summary.json), 0 before its first row."""
+    best = 0
+    for name in ("log.csv", "eval.csv"):
+        path = out / name
+        if path.exists():
+            lines = [ln for ln in path.read_text().splitlines()[1:] if ln.strip()]
+            for line in lines[-3:]:
+                try:
+                    best = max(best, int(float(line.split(",", 1)[0])))
+                except ValueError:
+                    pass
+    summary = out / "summary.json"
+    if summary.exists():
+        try:
+            best = max(best, int(json.loads(summary.read_text()).get("env_steps", 0)))
+        except (ValueError, TypeError):
+            pass
+    return best
+
+
+def finished(out: Path, target: int) -> bool:
+    summary = out / "summary.json"
+    if not summary.exists():
+        return False
+    try:
+        return int(json.loads(summary.read_text()).get("env_steps", 0)) >= target
+    except (ValueError, TypeError):
+        return False
+
+
+class Launched:
+    """One run's process: started in a session of its own (so a kill reaches its evaluation workers too)."""
+
+    def __init__(self, job: dict, env: dict):
+        self.job, self.out = job, Path(job["out"])
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.out.parent / f"{self.out.name}.log"
+        self.log = open(self.log_path, "w")
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(job["cmd"], stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+                                     start_new_session=True)
+        self.end: float | None = None
+        self.samples: list[tuple[float, int]] = [(0.0, 0)]
+        self.stopped_at_deadline = False
+
+    def poll(self) -> bool:
+        """Whether the run is still going (and record its progress)."""
+        self.samples.append((time.monotonic() - self.start, reached(self.out)))
+        if self.end is None and self.proc.poll() is not None:
+            self.end = time.monotonic()
+            self.log.close()
+        return self.end is None
+
+    def interrupt(self) -> None:
+        if self.end is None:
+            self.stopped_at_deadline = True
+            try:
+                self.proc.send_signal(signal.SIGINT)  # the run's own process: it stops at the next episode end
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        if self.end is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+            self.poll()
+
+    @property
+    def wall(self) -> float:
+        return (self.end if self.end is not None else time.monotonic()) - self.start
+
+
+def run_all(jobs: list[dict], deadline: float, grace: float, poll: float, label: str) -> list[Launched]:
+    """Start ``jobs`` at once; Ctrl-C the ones still going at ``deadline`` seconds, kill them ``grace`` later."""
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "PYTHONUNBUFFERED": "1"}
+    runs = [Launched(job, env) for job in jobs]
+    print(f"[{label}] {len(runs)} run(s) started; deadline {deadline:.0f} s", flush=True)
+    t0, told, last_print = time.monotonic(), None, 0.0
+    while any([r.poll() for r in runs]):  # a list: every run is polled (its progress recorded) each time
+        now = time.monotonic() - t0
+        if told is None and now >= deadline:
+            print(f"[{label}] deadline: stopping {sum(r.end is None for r in runs)} run(s) at their next episode end",
+                  flush=True)
+            for r in runs:
+                r.interrupt()
+            told = now
+        if told is not None and now >= told + grace:
+            for r in runs:
+                r.kill()
+            break
+        if now - last_print >= 60:
+            last_print = now
+            print(f"[{label}] {now:6.0f} s: " + ", ".join(f"{r.job['objective']} s{r.job['seed']} {reached(r.out)}"
+                                                          for r in runs), flush=True)
+        time.sleep(poll)
+    for r in runs:
+        r.poll()
+    return runs
+
+
+def rate(run: Launched) -> float | None:
+    """Environment steps per second between the run's first logged step and its last (start-up excluded)."""
+    pts = [(t, s) for t, s in run.samples if s > 0]
+    if len(pts) < 2 or pts[-1][1] == pts[0][1]:
+        return None
+    (t0, s0), (t1, s1) = pts[0], pts[-1]
+    for t, s in pts:  # the first time the last step was seen
+        if s == s1:
+            t1 = t
+            break
+    return round((s1 - s0) / (t1 - t0), 1) if t1 > t0 else None
+
+
+def together_rate(runs: list[Launched]) -> float | None:
+    """Environment steps per second of all runs together while every one of them was running: the sum of their
+    progress between the first and the last poll at which all had logged and none had ended."""
+    n = min(len(r.samples) for r in runs)
+    idx = [i for i in range(n) if all(r.samples[i][1] > 0 for r in runs)
+           and all(r.end is None or r.samples[i][0] < r.end - r.start for r in runs)]
+    if len(idx) < 2:
+        return None
+    a, b = idx[0], idx[-1]
+    dt_ = max(r.samples[b][0] for r in runs) - min(r.samples[a][0] for r in runs)
+    steps = sum(r.samples[b][1] - r.samples[a][1] for r in runs)
+    return round(steps / dt_, 1) if dt_ > 0 else None
+
+
+def write_slice_info(r: Launched, args: RunArgs, info: dict) -> dict:
+    target = args.env_steps
+    done = finished(r.out, target)
+    summary = json.loads((r.out / "summary.json").read_text()) if done else {}
+    return {"task": r.job["task"], "objective": r.job["objective"], "seed": r.job["seed"],
+            "env_steps_target": target, "env_steps_reached": reached(r.out), "finished": done,
+            "stopped_at_deadline": r.stopped_at_deadline and not done, "exit_code": r.proc.returncode,
+            "wall_seconds": round(r.wall, 1),
+            "env_steps_per_second": summary.get("env_steps_per_second", rate(r)),
+            "final_eval_return": summary.get("final_eval_return"), **info,
+            "batch_size": args.batch_size, "command": r.job["cmd"][1:]}
+
+
+def pack_runs(runs: list[Launched], args: RunArgs, info: dict, pack: Path) -> list[dict]:
+    """Write table3_runs.tar.gz: one folder per run with its small files and slice.json."""
+    staging = pack / ".staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    rows = []
+    for r in runs:
+        meta = write_slice_info(r, args, info)
+        name = run_name(meta["task"], meta["objective"], meta["seed"], info["gpu_tag"], info["commit"], info["date"])
+        d = staging / name
+        d.mkdir(parents=True)
+        for f in ("config.json", "eval.csv", "log.csv", "summary.json"):
+            if (r.out / f).exists():
+                shutil.copy2(r.out / f, d / f)
+        if r.log_path.exists():  # the end of what the run printed (errors, its last lines)
+            lines = r.log_path.read_text(errors="replace").splitlines()
+            (d / "train.log").write_text("\n".join(lines[-300:]) + "\n")
+        (d / "slice.json").write_text(json.dumps(meta, indent=1) + "\n")
+        rows.append({"name": name, **meta})
+    tmp = pack / "table3_runs.tar.gz.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for d in sorted(staging.iterdir()):
+            tar.add(d, arcname=d.name)
+    os.replace(tmp, pack / "table3_runs.tar.gz")
+    shutil.rmtree(staging)
+    return rows
+
+
+def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
+    """One shorter run alone, with --sync-timing: its env steps/s and time per part of a step (summary.json)."""
+    solo = dataclasses.replace(args, tasks=args.tasks[:1], objectives=args.objectives[:1], seeds=args.seeds[:1],
+                               env_steps=args.solo_env_steps, extra=[*args.extra, "--sync-timing"])
+    job = slice_commands(solo, work / "solo")[0]
+    (r,) = run_all([job], args.solo_deadline, args.grace, args.poll, "solo")
+    if not finished(r.out, args.solo_env_steps):
+        print(f"[solo] did not finish in {args.solo_deadline:.0f} s (reached {reached(r.out)}); not reported",
+              flush=True)
+        return {"finished": False, "env_steps_reached": reached(r.out), "wall_seconds": round(r.wall, 1),
+                "exit_code": r.proc.returncode}
+    summary = json.loads((r.out / "summary.json").read_text())
+    return {"finished": True, "task": job["task"], "objective": job["objective"], "seed": job["seed"],
+            "env_steps": args.solo_env_steps, "wall_seconds": round(r.wall, 1),
+            "env_steps_per_second": summary.get("env_steps_per_second"),
+            "train_seconds": summary.get("train_seconds"), "time_seconds": summary.get("time_seconds"),
+            "command": job["cmd"][1:]}
+
+
+def run_slice(args: RunArgs) -> int:
+    check_run_args(args)
+    pack = Path(args.pack)
+    work = Path(args.work) if args.work else Path(os.environ.get("TMPDIR", "/tmp")) / f"table3_gpu_{os.getpid()}"
+    jobs = slice_commands(args, work / "runs")  # every run's options checked before anything starts
+    if any(Path(j["out"]).exists() and any(Path(j["out"]).iterdir()) for j in jobs):
+        raise ValueError(f"{work / 'runs'} already holds runs: a slice starts its runs afresh; pass another --work")
+    pack.mkdir(parents=True, exist_ok=True)
+    name = gpu_name()
+    info = {"gpu": name, "gpu_tag": gpu_tag(name), "commit": code_commit(args.commit),
+            "date": args.date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
+            "runs_together": len(jobs), "host_cpus": os.cpu_count()}
+    print(f"slice: {len(jobs)} runs on {name}, commit {info['commit'][:12]}, {info['date']}", flush=True)
+    solo = solo_timing(args, work, info) if args.solo_env_steps else None
+    runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice")
+    rows = pack_runs(runs, args, info, pack)
+    throughput = {**info, "deadline": args.deadline, "solo": solo,
+                  "together_env_steps_per_second": together_rate(runs),
+                  "runs": [{"name": row["name"], "env_steps_reached": row["env_steps_reached"],
+                            "finished": row["finished"], "wall_seconds": row["wall_seconds"],
+                            "env_steps_per_second": rate(r),
+                            "time_seconds": (json.loads((r.out / "summary.json").read_text()).get("time_seconds")
+                                             if row["finished"] else None),
+                            "progress": r.samples[::max(1, len(r.samples) // 60)]}
+                           for row, r in zip(rows, runs)]}
+    (pack / "throughput.json").write_text(json.dumps(throughput, indent=1) + "\n")
+    lines = [f"slice of {info['date']} on {name} (commit {info['commit'][:12]}), {len(runs)} runs together, "
+             f"deadline {args.deadline:.0f} s"]
+    if solo and solo.get("finished"):
+        lines.append(f"alone: {solo['env_steps_per_second']} env steps/s over {solo['env_steps']} steps; seconds per "
+                     f"part: {json.dumps(solo['time_seconds'])}")
+    lines.append(f"together: {throughput['together_env_steps_per_second']} env steps/s in all")
+    for row in rows:
+        state = ("finished" if row["finished"] else
+                 f"UNFINISHED (reached {row['env_steps_reached']}, exit {row['exit_code']})")
+        score = f", final eval {row['final_eval_return']:.2f}" if row["finished"] else ""
+        lines.append(f"  {row['name']}: {state} in {row['wall_seconds']:.0f} s{score}")
+    text = "\n".join(lines)
+    (pack / "slice.txt").write_text(text + "\n")
+    print(text, flush=True)
+    crashed = [row for row in rows if not row["finished"] and not row["stopped_at_deadline"]]
+    return 1 if crashed else 0
+
+
+# ------------------------------------------------------------------------------------------- import, tabulate
+def import_slice(args: ImportArgs) -> int:
+    from rl_curl.slices import import_pack, write_report
+
+    src = Path(args.pack)
+    tar = src / "table3_runs.tar.gz" if src.is_dir() else src
+    if not tar.is_file():
+        raise FileNotFoundError(f"{tar} not found: pass the folder the slice packed (holding table3_runs.tar.gz) or "
+                                "the .tar.gz itself")
+    into = Path(args.into)
+    into.mkdir(parents=True, exist_ok=True)
+    new = import_pack(tar, into)
+    throughput = tar.parent / "throughput.json"
+    if throughput.exists():
+        meta = json.loads(throughput.read_text())
+        dest = into / "slices" / f"{meta.get('date', 'unknown')}__{meta.get('gpu_tag', 'gpu')}__" \
+                                 f"{str(meta.get('commit', 'unknown'))[:7]}__throughput.json"
+        dest.parent.mkdir(exist_ok=True)
+        k = 1
+        while dest.exists():
+            k += 1
+            dest = dest.with_name(dest.name.replace("__throughput", f"__{k}__throughput"))
+        shutil.copy2(throughput, dest)
+        for extra in ("slice.txt",):
+            if (tar.parent / extra).exists():
+                shutil.copy2(tar.parent / extra, dest.with_name(dest.name.replace("throughput.json", extra)))
+    print(f"imported {len(new)} run folder(s) into {into}: " + ", ".join(p.name for p in new))
+    if args.tabulate:
+        md, png = write_report(into)
+        print(f"wrote {md} and {png}")
+    return 0
+
+
+def tabulate(args: TabulateArgs) -> int:
+    from rl_curl.slices import write_report
+
+    md, png = write_report(Path(args.results))
+    print(md.read_text())
+    print(f"wrote {md} and {png}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    cmd = tyro.extras.subcommand_cli_from_dict({"run": RunArgs, "import": ImportArgs, "tabulate": TabulateArgs},
+                                               args=argv, description=__doc__)
+    if isinstance(cmd, RunArgs):
+        return run_slice(cmd)
+    if isinstance(cmd, ImportArgs):
+        return import_slice(cmd)
+    return tabulate(cmd)
+
+
+if __name__ == "__main__":
+    from shared_losses.cli import run_cli
+
+    sys.exit(run_cli(main))

@@ -1,0 +1,122 @@
+"""The GPU-slice driver (scripts/gpu_table3.sh -> scripts/table3_gpu.py run) on its CPU path: tiny networks, a short
+deadline; then the pack's import and tabulation (rl_curl.slices)."""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+# action repeat 50: a cartpole episode is 20 agent steps (1000 environment steps)
+TINY = ["--extra=--num-filters=4", "--extra=--num-layers=2", "--extra=--hidden-dim=16", "--extra=--feature-dim=8",
+        "--extra=--image-size=20", "--extra=--crop-size=16", "--extra=--seed-steps=5", "--extra=--eval-every=1000",
+        "--extra=--eval-episodes=2", "--extra=--replay-capacity=500", "--extra=--action-repeat=50",
+        "--extra=--log-every=100", "--extra=--torch-threads=1"]
+
+
+def slice_cmd(pack, work, *args):
+    env = {**os.environ, "PYTHON": sys.executable, "OUT": str(pack), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    return subprocess.run(["bash", str(ROOT / "scripts/gpu_table3.sh"), "--work", str(work), "--commit", "abc1234def",
+                           "--date", "2026-11-27", "--batch-size", "8", *TINY, *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def unpack(pack, dest):
+    with tarfile.open(pack / "table3_runs.tar.gz") as tar:
+        tar.extractall(dest, filter="data")
+    return {p.name: json.loads((p / "slice.json").read_text()) for p in dest.iterdir()}
+
+
+@pytest.mark.slow  # two slices of tiny training runs in subprocesses (about a minute)
+def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
+    import table3_gpu
+
+    from rl_curl.slices import import_pack, read_runs, tabulate
+
+    # A slice whose runs finish well inside the deadline, with the solo timing run first.
+    done = slice_cmd(tmp_path / "pack1", tmp_path / "work1", "--seeds", "0", "--env-steps", "2000", "--deadline",
+                     "300", "--solo-env-steps", "1000")
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted(p.name for p in (tmp_path / "pack1").iterdir())
+    assert files == sorted(table3_gpu.PACK_FILES) and len(files) <= 8  # the device tool brings back 8 files at most
+    runs = unpack(tmp_path / "pack1", tmp_path / "x1")
+    assert sorted(runs) == ["cartpole-swingup__curl__seed0__cpu__abc1234__2026-11-27",
+                            "cartpole-swingup__debiased_0.05_1__seed0__cpu__abc1234__2026-11-27"]
+    for name, meta in runs.items():
+        assert meta["finished"] and meta["env_steps_reached"] == 2000 and meta["exit_code"] == 0
+        assert meta["commit"] == "abc1234def" and meta["runs_together"] == 2 and meta["gpu"] == "cpu"
+        for f in ("config.json", "eval.csv", "log.csv", "summary.json", "train.log"):
+            assert (tmp_path / "x1" / name / f).exists(), f
+        cfg = json.loads((tmp_path / "x1" / name / "config.json").read_text())
+        assert cfg["eval_parallel"] and cfg["batch_size"] == 8 and not cfg["save_replay"]
+    thr = json.loads((tmp_path / "pack1" / "throughput.json").read_text())
+    assert thr["solo"]["finished"] and thr["solo"]["time_seconds"]["update"] > 0
+    assert set(thr["solo"]["time_seconds"]) >= {"act", "update", "env", "eval", "replay_sample", "replay_add"}
+    assert "--sync-timing" in thr["solo"]["command"] and len(thr["runs"]) == 2
+    assert "together:" in (tmp_path / "pack1" / "slice.txt").read_text()
+
+    # A slice whose runs cannot finish: stopped at the deadline, packed as unfinished with the step they reached.
+    cut = slice_cmd(tmp_path / "pack2", tmp_path / "work2", "--seeds", "1", "--objectives", "curl", "--env-steps",
+                    "400000", "--deadline", "12", "--grace", "60")
+    assert cut.returncode == 0, cut.stdout + cut.stderr  # a run stopped at the deadline is not a failure
+    (meta,) = unpack(tmp_path / "pack2", tmp_path / "x2").values()
+    assert not meta["finished"] and meta["stopped_at_deadline"] and meta["exit_code"] == 130
+    assert 0 < meta["env_steps_reached"] < 400000 and meta["final_eval_return"] is None
+    assert "UNFINISHED (reached" in cut.stdout
+
+    # Both packs into one results folder: the finished pair is tabulated, the unfinished run shown as such.
+    results = tmp_path / "results"
+    results.mkdir()
+    import_pack(tmp_path / "pack1" / "table3_runs.tar.gz", results)
+    import_pack(tmp_path / "pack2" / "table3_runs.tar.gz", results)
+    assert len(read_runs(results)) == 3
+    md = tabulate(results, env_step=2000)
+    assert "| biased (CURL) | 1 |" in md and "| debiased τ⁺=0.05, M=1 | 1 |" in md  # one finished seed each
+    assert f"reached {meta['env_steps_reached']:,}" in md  # the unfinished run: listed, in no statistic
+
+
+def test_slice_options_are_checked_before_anything_runs(tmp_path):
+    import table3_gpu
+    from table3_gpu import RunArgs, check_run_args, slice_commands
+
+    with pytest.raises(ValueError, match="--seeds is empty"):
+        check_run_args(RunArgs(pack=str(tmp_path), seeds=[]))
+    with pytest.raises(ValueError, match="lists a seed twice"):
+        check_run_args(RunArgs(pack=str(tmp_path), seeds=[1, 1]))
+    with pytest.raises(ValueError, match="--deadline must be > 0"):
+        check_run_args(RunArgs(pack=str(tmp_path), deadline=0))
+    with pytest.raises(ValueError, match="--date must be YYYY-MM-DD"):
+        check_run_args(RunArgs(pack=str(tmp_path), date="27.11.2026"))
+    with pytest.raises(ValueError, match="sets --seed itself"):
+        slice_commands(RunArgs(pack=str(tmp_path), extra=["--seed=3"]), tmp_path)
+    with pytest.raises(ValueError, match="TAU_PLUS"):  # the objective parser, before any run starts
+        slice_commands(RunArgs(pack=str(tmp_path), objectives=["debiased:1.5:1"]), tmp_path)
+    with pytest.raises(ValueError, match="crop_size 200 > image_size 100"):  # rl_curl.train's own check
+        slice_commands(RunArgs(pack=str(tmp_path), extra=["--crop-size=200"]), tmp_path)
+    jobs = slice_commands(RunArgs(pack=str(tmp_path), seeds=[0, 1]), tmp_path)
+    assert [(j["objective"], j["seed"]) for j in jobs] == [("curl", 0), ("curl", 1), ("debiased:0.05:1", 0),
+                                                           ("debiased:0.05:1", 1)]
+    cmd = jobs[2]["cmd"]
+    assert cmd[cmd.index("--env-steps") + 1] == "100000" and cmd[cmd.index("--batch-size") + 1] == "512"
+    assert "--eval-parallel" in cmd and "--no-save-replay" in cmd and "--tau-plus" in cmd
+    assert not (tmp_path / "pack").exists() and not list(tmp_path.iterdir())  # nothing written
+    assert table3_gpu.gpu_tag("NVIDIA H100 80GB HBM3") == "H100" and table3_gpu.gpu_tag("NVIDIA H200") == "H200"
+    assert table3_gpu.gpu_tag("cpu") == "cpu"
+
+
+def test_slice_script_without_its_packages_or_wheels_says_what_to_do(tmp_path):
+    """On a machine lacking dm_control and with no .whl/ to install it from, the script stops naming the fix."""
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\nexit 1\n")  # an interpreter that imports nothing
+    fake.chmod(0o755)
+    if (ROOT / ".whl").exists():
+        pytest.skip(".whl/ exists in this checkout (the script would try to install from it)")
+    res = subprocess.run(["bash", str(ROOT / "scripts/gpu_table3.sh")], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHON": str(fake), "OUT": str(tmp_path / "out")}, timeout=60)
+    assert res.returncode == 2 and "fetch_gpu_deps.py" in res.stderr and not (tmp_path / "out").exists()

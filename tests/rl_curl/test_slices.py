@@ -1,0 +1,275 @@
+"""rl_curl.slices: the slices' run folders read, tabulated, plotted and imported (hand-made folders, no training)."""
+
+import io
+import json
+import tarfile
+
+import numpy as np
+import pytest
+
+from rl_curl import objectives, slices
+from shared_losses.stats import paired_stats
+
+DEBIASED = "debiased τ⁺=0.05, M=1"
+
+
+def write_run(root, objective="curl", seed=0, score=850.0, task="cartpole-swingup", reached=100_000,
+              finished=None, date="2026-11-27", suffix="", evaluated=True, **extra):
+    """A run folder as the slice driver writes it: slice.json, config.json (resolved as rl_curl writes it) and
+    eval.csv with an evaluation every 10k steps up to ``reached``, rising linearly to ``score`` at 100k."""
+    finished = reached >= 100_000 if finished is None else finished
+    name = f"{task}__{objective.replace(':', '_')}__seed{seed}__H100__218da0f__{date}{suffix}"
+    folder = root / name
+    folder.mkdir(parents=True)
+    info = {"task": task, "objective": objective, "seed": seed, "env_steps_target": 100_000,
+            "env_steps_reached": reached, "finished": finished, "exit_code": 0 if finished else 124,
+            "wall_seconds": 291.4, "env_steps_per_second": 343.2, "gpu": "NVIDIA H100 80GB HBM3",
+            "commit": "218da0f0123456789", "date": date, "runs_together": 4, "batch_size": 512,
+            "command": ["python", "-m", "rl_curl.train"], **extra}
+    (folder / "slice.json").write_text(json.dumps(info))
+    cfg = {"task": task, "seed": seed, "encoder_tanh": True, "update": "official", "batch_size": 512,
+           "env_steps": 100_000, "action_repeat": 8, **slices.spec_config(objective)}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    if evaluated:
+        rows = ["env_step,episode,eval_return_mean,eval_return_std"]
+        rows += [f"{s},{s // 1000},{score * s / 100_000!r},1.5" for s in range(10_000, reached + 1, 10_000)]
+        (folder / "eval.csv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+def line_of(text, start):
+    """The first line of ``text`` starting with ``start``."""
+    return next(line for line in text.splitlines() if line.startswith(start))
+
+
+def test_paper_numbers_are_keyed_by_the_row_labels_and_appear(tmp_path):
+    assert slices.PAPER["cartpole-swingup"]["biased (CURL)"] == [
+        {"source": "DCL Table 3", "mean": 850.0, "std": 20.0}, {"source": "CURL paper (100k)", "mean": 582.0,
+                                                                 "std": 146.0}]
+    assert set(slices.PAPER) == {"finger-spin", "cartpole-swingup", "reacher-easy", "cheetah-run", "walker-walk",
+                                 "ball_in_cup-catch"}
+    assert list(slices.PAPER["walker-walk"]) == ["biased (CURL)", "debiased τ⁺=0.01, M=1", DEBIASED,
+                                                 "debiased τ⁺=0.1, M=1", "debiased τ⁺=0.01, M=2",
+                                                 "debiased τ⁺=0.1, M=2"]
+    assert slices.paper_number("walker-walk", "debiased τ⁺=0.01, M=2", "DCL Table 3")["mean"] == 746
+    assert slices.paper_number("cartpole-swingup", DEBIASED, "CURL paper (100k)") is None
+    write_run(tmp_path, "curl", 0, 840.0)
+    write_run(tmp_path, "debiased:0.05:1", 0, 860.0)
+    text = slices.tabulate(tmp_path)
+    assert line_of(text, "| biased (CURL) | 1 |") == "| biased (CURL) | 1 | 840.00 ± – | 850 ± 20 | 582 ± 146 |"
+    assert line_of(text, f"| {DEBIASED} | 1 |") == f"| {DEBIASED} | 1 | 860.00 ± – | 866 ± 7 | – |"
+    # DCL's other rows are shown (n = 0) so that the paper's numbers and the missing cells are visible
+    assert "| debiased τ⁺=0.1, M=2 | 0 | – | 864 ± 6 | – |" in text
+
+
+def test_a_cell_of_three_finished_seeds(tmp_path):
+    for seed, score in enumerate([840.0, 850.0, 860.0]):
+        write_run(tmp_path, "curl", seed, score)
+    runs = slices.read_runs(tmp_path)
+    assert [r["score"] for r in runs] == [840.0, 850.0, 860.0]
+    assert all(r["finished"] and r["label"] == "biased (CURL)" and r["reached"] == 100_000 for r in runs)
+    assert runs[0]["last_eval"] == (100_000, 840.0) and len(runs[0]["steps"]) == 10
+    text = slices.tabulate(tmp_path)
+    assert line_of(text, "| biased (CURL) | 3 |").startswith("| biased (CURL) | 3 | 850.00 ± 10.00 |")
+    assert "| seed 0 | seed 1 | seed 2 |" in text and "| biased (CURL) | 840.00 | 850.00 | 860.00 |" in text
+    assert "**Under 5 finished seeds:** biased (CURL) (3)." in text
+    assert text.startswith("# DCL Table 3 on GPU slices: score at 100,000 environment steps")
+    assert f"`python scripts/table3_gpu.py tabulate {tmp_path}`" in text
+    assert "| biased (CURL) | 3 (under 5) |" in text and "have fewer than 5 finished seeds" in text
+    assert "No biased (CURL) run" not in text and "No other objective than biased (CURL)" in text
+
+
+def test_paired_differences_are_paired_stats_and_skip_missing_and_unfinished_seeds(tmp_path):
+    curl = {0: 840.0, 1: 850.0, 2: 860.0, 4: 830.0}
+    deb = {0: 860.0, 1: 855.0, 3: 870.0, 4: 845.0}
+    for seed, score in curl.items():
+        write_run(tmp_path, "curl", seed, score)
+    write_run(tmp_path, "curl", 3, 800.0, reached=73_000)  # deadline hit: reached 73k, last eval at 70k
+    for seed, score in deb.items():
+        write_run(tmp_path, "debiased:0.05:1", seed, score)  # seed 2: no folder
+    runs = {(r["objective"], r["seed"]): r for r in slices.read_runs(tmp_path)}
+    cut = runs[("curl", 3)]
+    assert not cut["finished"] and cut["score"] is None and cut["reached"] == 73_000
+    assert cut["last_eval"] == (70_000, pytest.approx(560.0))
+    text = slices.tabulate(tmp_path)
+    assert line_of(text, "| biased (CURL) | 4 |").startswith("| biased (CURL) | 4 | 845.00 ± 12.91 |")
+    assert line_of(text, f"| {DEBIASED} | 4 |").startswith(f"| {DEBIASED} | 4 | 857.50 ± 10.41 |")
+    assert line_of(text, "| biased (CURL) | 840.00") == (
+        "| biased (CURL) | 840.00 | 850.00 | 860.00 | unfinished (reached 73,000; last eval 560.00 at 70,000) | "
+        "830.00 |")
+    assert line_of(text, f"| {DEBIASED} | 860.00") == f"| {DEBIASED} | 860.00 | 855.00 | missing | 870.00 | 845.00 |"
+    st = paired_stats(deb, curl)  # the finished seeds: seed 3 of curl counts nowhere
+    assert st["seeds"] == [0, 1, 4] and st["diffs"] == [20.0, 5.0, 15.0]
+    row = line_of(text, f"| {DEBIASED} | 3 | 0 1 4 |")
+    assert row == (f"| {DEBIASED} | 3 | 0 1 4 | +20.00, +5.00, +15.00 | {st['mean']:+.2f} ± {st['std']:.2f} | "
+                   f"[{st['t_ci'][0]:+.2f}, {st['t_ci'][1]:+.2f}] | "
+                   f"[{st['bootstrap_ci'][0]:+.2f}, {st['bootstrap_ci'][1]:+.2f}] | 3/0 |")
+    assert line_of(text, "Not paired: ") == (
+        f"Not paired: {DEBIASED} seed 2 ({DEBIASED} missing); "
+        f"{DEBIASED} seed 3 (biased (CURL) unfinished (reached 73,000))")
+    runs_line = line_of(text, f"| {cut['name']} |")
+    assert "| curl | 3 | reached 73,000 | NVIDIA H100 80GB HBM3 | 218da0f | 2026-11-27 | 4.9 | 343.2 | 4 |" \
+        in runs_line and "exit code 124" in runs_line
+
+
+def test_a_seed_run_twice_uses_the_earliest_and_lists_the_other(tmp_path):
+    late = write_run(tmp_path, "curl", 0, 900.0, date="2026-11-28")
+    early = write_run(tmp_path, "curl", 0, 840.0, date="2026-11-27")
+    write_run(tmp_path, "curl", 0, 100.0, date="2026-11-26", reached=30_000)  # an unfinished try: just listed
+    write_run(tmp_path, "curl", 1, 860.0)
+    text = slices.tabulate(tmp_path)
+    assert line_of(text, "| biased (CURL) | 2 |").startswith("| biased (CURL) | 2 | 850.00 ± 14.14 |")
+    assert "| biased (CURL) | 840.00 | 860.00 |" in text
+    assert line_of(text, f"| {late.name} |").endswith(f"| not used: duplicate of seed 0 ({early.name} is used) |")
+    assert line_of(text, f"| {early.name} |").endswith("| 4 |  |")
+    assert "reached 30,000" in text and text.count("not used") == 1
+
+
+def test_a_run_that_says_finished_without_the_final_evaluation_is_unfinished(tmp_path):
+    folder = write_run(tmp_path, "curl", 0, 850.0, reached=90_000, finished=True)
+    run, = slices.read_runs(tmp_path)
+    assert not run["finished"] and run["score"] is None
+    text = slices.tabulate(tmp_path)
+    assert "slice.json says finished but eval.csv has no evaluation at 100,000" in line_of(text, f"| {folder.name}")
+    assert "| biased (CURL) | 0 | – |" in text
+
+
+def test_a_run_that_never_evaluated(tmp_path):
+    write_run(tmp_path, "curl", 2, reached=4_000, evaluated=False)
+    run, = slices.read_runs(tmp_path)
+    assert not run["finished"] and run["last_eval"] is None and len(run["steps"]) == 0
+    assert "unfinished (reached 4,000; no evaluation)" in slices.tabulate(tmp_path)
+
+
+def test_empty_and_nonexistent_roots(tmp_path):
+    (tmp_path / "not_a_run").mkdir()  # no slice.json: ignored
+    assert slices.read_runs(tmp_path) == []
+    text = slices.tabulate(tmp_path)
+    assert "No runs yet" in text and "##" not in text
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        slices.read_runs(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError):
+        slices.tabulate(tmp_path / "nowhere")
+
+
+def test_damaged_slice_json_is_a_value_error_naming_the_file(tmp_path):
+    folder = write_run(tmp_path, "curl", 0)
+    (folder / "slice.json").write_text('{"task": "cartpole-swingup", ')
+    with pytest.raises(ValueError, match=r"slice\.json is damaged") as err:
+        slices.read_runs(tmp_path)
+    assert str(folder / "slice.json") in str(err.value) and "\n" not in str(err.value)
+    (folder / "slice.json").write_text(json.dumps({"task": "cartpole-swingup", "objective": "curl", "seed": 0}))
+    with pytest.raises(ValueError, match="slice.json lacks env_steps_target, env_steps_reached, finished, date"):
+        slices.read_runs(tmp_path)
+
+
+def test_a_config_that_is_not_the_slices_run_is_refused(tmp_path):
+    folder = write_run(tmp_path, "debiased:0.05:1", 0)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "tau_plus": 0.1}))
+    with pytest.raises(ValueError, match=r"config\.json says tau_plus=0.1 but slice.json's objective is "
+                                         r"'debiased:0.05:1'"):
+        slices.read_runs(tmp_path)
+    (folder / "config.json").unlink()  # without config.json the row comes from slice.json's objective
+    assert slices.read_runs(tmp_path)[0]["label"] == DEBIASED
+
+
+def test_other_tasks_come_after_dcls_in_their_order(tmp_path):
+    write_run(tmp_path, "curl", 0, task="walker-walk")
+    write_run(tmp_path, "curl", 0, task="cartpole-balance")
+    write_run(tmp_path, "none", 0, task="cartpole-swingup")
+    text = slices.tabulate(tmp_path)
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
+    assert sections == ["## cartpole-swingup", "## walker-walk", "## cartpole-balance"]
+    assert "| objective | cartpole-swingup | walker-walk | cartpole-balance |" in text
+    assert "| pixel SAC (no aux) | 1 (under 5) |  |  |" in text
+    assert "No biased (CURL) run of this task: nothing to pair with." in text
+
+
+def test_write_report_and_plot(tmp_path):
+    md, png = slices.write_report(tmp_path)  # no runs: an empty figure with a note
+    assert md == tmp_path / "table3_gpu.md" and png == tmp_path / "curves.png" and png.stat().st_size > 0
+    for seed, score in enumerate([840.0, 850.0]):
+        write_run(tmp_path, "curl", seed, score)
+    write_run(tmp_path, "debiased:0.05:1", 0, 860.0)
+    write_run(tmp_path, "debiased:0.05:1", 1, 0.0, reached=50_000)
+    write_run(tmp_path, "curl", 0, 100.0, task="reacher-easy")
+    md, png = slices.write_report(tmp_path)
+    assert md.read_text(encoding="utf-8") == slices.tabulate(tmp_path)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(slices.read_runs(tmp_path)) == 5  # the report's files are not run folders
+
+
+# ---------------------------------------------------------------------------------------------- import_pack
+
+
+def make_pack(path, src, names):
+    with tarfile.open(path, "w:gz") as tar:
+        for name in names:
+            tar.add(src / name, arcname=name)
+    return path
+
+
+def add_member(path, info, data=b""):
+    with tarfile.open(path, "w:gz") as tar:
+        tar.addfile(info, io.BytesIO(data) if data else None)
+    return path
+
+
+def test_import_pack_round_trip(tmp_path):
+    src = tmp_path / "slice_out"
+    a, b = write_run(src, "curl", 0, 840.0), write_run(src, "debiased:0.05:1", 0, 860.0, reached=60_000)
+    pack = make_pack(tmp_path / "slice.tar.gz", src, [a.name, b.name])
+    into = tmp_path / "results"
+    assert slices.import_pack(pack, into) == sorted([into / a.name, into / b.name])
+    assert (into / a.name / "eval.csv").read_text() == (a / "eval.csv").read_text()
+    assert [r["name"] for r in slices.read_runs(into)] == sorted([a.name, b.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "slice.tar.gz", "slice_out"]  # no temp left
+    # again: the folders exist, nothing is written
+    c = write_run(src, "curl", 1, 850.0)
+    pack = make_pack(tmp_path / "again.tar.gz", src, [c.name, a.name])
+    before = sorted(p.relative_to(into) for p in into.rglob("*"))
+    with pytest.raises(ValueError, match=f"run folder {a.name} already exists in .*results; nothing imported"):
+        slices.import_pack(pack, into)
+    assert sorted(p.relative_to(into) for p in into.rglob("*")) == before and not (into / c.name).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again.tar.gz", "results", "slice.tar.gz", "slice_out"]
+
+
+def test_import_pack_refuses_unsafe_members(tmp_path):
+    into = tmp_path / "results"
+    evil = tarfile.TarInfo("../evil/slice.json")
+    evil.size = 2
+    with pytest.raises(ValueError, match=r"'\.\./evil/slice\.json' is an absolute path or leaves the folder"):
+        slices.import_pack(add_member(tmp_path / "evil.tar.gz", evil, b"{}"), into)
+    link = tarfile.TarInfo("run/slice.json")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    with pytest.raises(ValueError, match="'run/slice.json' is not a regular file or folder"):
+        slices.import_pack(add_member(tmp_path / "link.tar.gz", link), into)
+    top = tarfile.TarInfo("slice.json")
+    top.size = 2
+    with pytest.raises(ValueError, match="'slice.json' is not inside a run folder"):
+        slices.import_pack(add_member(tmp_path / "top.tar.gz", top, b"{}"), into)
+    absolute = tarfile.TarInfo("/tmp/run/slice.json")
+    absolute.size = 2
+    with pytest.raises(ValueError, match="is an absolute path"):
+        slices.import_pack(add_member(tmp_path / "abs.tar.gz", absolute, b"{}"), into)
+    src = tmp_path / "src"
+    bad = write_run(src, "curl", 0)
+    (bad / "slice.json").write_text("not json")
+    with pytest.raises(ValueError, match=f"{bad.name}/slice.json is damaged.*; nothing imported"):
+        slices.import_pack(make_pack(tmp_path / "bad.tar.gz", src, [bad.name]), into)
+    (src / "no_slice").mkdir()
+    with pytest.raises(ValueError, match="run folder no_slice has no slice.json"):
+        slices.import_pack(make_pack(tmp_path / "none.tar.gz", src, ["no_slice"]), into)
+    (tmp_path / "plain.tar.gz").write_bytes(b"not a tarball")
+    with pytest.raises(ValueError, match="not a readable tar archive"):
+        slices.import_pack(tmp_path / "plain.tar.gz", into)
+    assert not into.exists() and not (tmp_path / "evil").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".results.import-")]
+
+
+def test_labels_and_orders_match_the_objectives_table():
+    cfg = slices.spec_config("debiased:0.1:2")
+    assert objectives.label(cfg) == "debiased τ⁺=0.1, M=2" and slices.PAPER_ORDER[objectives.label(cfg)] == \
+        objectives.order(cfg)
+    assert np.isclose(slices.paper_number("finger-spin", "debiased τ⁺=0.1, M=2", "DCL Table 3")["std"], 24)
