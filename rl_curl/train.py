@@ -133,7 +133,17 @@ def eval_episode_seed(cfg: Config, env_step: int, episode: int) -> int:
     return derived_seed(cfg.seed, EVAL_EPISODE, env_step, episode)
 
 
+def import_compiler_first() -> None:
+    """Import torch's compiler stack (``torch._dynamo``, and with it Triton where torch has it) before an environment
+    loads its EGL driver. The optimisers import it anyway, but after the environment: with a CUDA build of torch
+    (Triton bundles LLVM) and Mesa's EGL (llvmpipe loads the system's libLLVM), importing Triton second crashed the
+    process with a segmentation fault (seen 2026-11-26: torch 2.13.0+cu130, triton 3.7.1, Mesa EGL, Python 3.12).
+    In that order the two load side by side."""
+    import torch._dynamo  # noqa: F401
+
+
 def build(cfg: Config, device) -> tuple:
+    import_compiler_first()
     env = make(cfg.task, seed=cfg.seed, action_repeat=cfg.action_repeat, frame_stack=cfg.frame_stack,
                image_size=cfg.image_size, camera_id=cfg.camera_id)
     obs_shape = env.observation_space.shape

@@ -352,6 +352,9 @@ def time_evaluation(args: Args, device) -> dict:
 
 
 def main(args: Args) -> None:
+    from rl_curl.train import import_compiler_first
+
+    import_compiler_first()  # before the environment timing loads EGL (rl_curl.train.import_compiler_first)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else

@@ -369,3 +369,29 @@ def test_summary_reports_where_the_time_went(tmp_path):
     assert all(v >= 0 for k, v in parts.items() if k != "other") and parts["update"] > 0 and parts["eval"] > 0
     assert sum(parts.values()) == pytest.approx(s["train_seconds"], abs=0.2)
     assert s["env_steps_per_second"] > 0 and s["time_synced"] is False
+
+
+def test_build_imports_torchs_compiler_before_the_environment_loads_egl(tmp_path):
+    """Triton (in CUDA builds of torch) imported after Mesa's EGL crashed the process (a segfault; see
+    rl_curl.train.import_compiler_first): build() imports torch._dynamo before dm_control's renderer, in a fresh
+    process where neither is loaded yet."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+seen = []
+class Order:
+    def find_spec(self, name, path=None, target=None):
+        if name in ("torch._dynamo", "dm_control._render") and name not in seen:
+            seen.append(name)
+        return None
+sys.meta_path.insert(0, Order())
+from rl_curl.config import Config
+from rl_curl.train import build
+build(Config(num_filters=4, num_layers=2, hidden_dim=16, feature_dim=8, image_size=20, crop_size=16).resolved(), "cpu")
+print(seen)
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "['torch._dynamo', 'dm_control._render']"
