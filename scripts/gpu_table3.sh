@@ -38,13 +38,13 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # rl_curl and shared_losses without installing the project
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 "$PY" - <<'PYEOF' || { echo "gpu_table3.sh: the environment does not render; see above" >&2; exit 2; }
-import time, torch, mujoco, dm_control
+import time, importlib.metadata, torch, mujoco
 from rl_curl.env import make
 t = time.perf_counter(); env = make("cartpole-swingup", seed=0); env.reset(seed=0)
 for _ in range(50):
     env.step(env.action_space.sample())
 print(f"python ok: torch {torch.__version__} (cuda {torch.cuda.is_available()}), mujoco {mujoco.__version__}, "
-      f"dm_control {dm_control.__version__ if hasattr(dm_control, '__version__') else '?'}; 50 agent steps of "
+      f"dm-control {importlib.metadata.version('dm-control')}; 50 agent steps of "
       f"cartpole rendered in {time.perf_counter() - t:.2f} s")
 PYEOF
 exec "$PY" scripts/table3_gpu.py run --pack "${OUT:-table3_pack}" "$@"

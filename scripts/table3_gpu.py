@@ -259,7 +259,10 @@ class Launched:
 
 def run_all(jobs: list[dict], deadline: float, grace: float, poll: float, label: str) -> list[Launched]:
     """Start ``jobs`` at once; Ctrl-C the ones still going at ``deadline`` seconds, kill them ``grace`` later."""
-    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "PYTHONUNBUFFERED": "1"}
+    # PYTHONFAULTHANDLER: a run that dies of a signal (a segfault in a native library) leaves its Python stack in
+    # its log, which the pack brings back (train.log).
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "PYTHONUNBUFFERED": "1",
+           "PYTHONFAULTHANDLER": "1"}
     runs = [Launched(job, env) for job in jobs]
     print(f"[{label}] {len(runs)} run(s) started; deadline {deadline:.0f} s", flush=True)
     t0, told, last_print = time.monotonic(), None, 0.0
@@ -359,10 +362,13 @@ def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
     job = slice_commands(solo, work / "solo")[0]
     (r,) = run_all([job], args.solo_deadline, args.grace, args.poll, "solo")
     if not finished(r.out, args.solo_env_steps):
-        print(f"[solo] did not finish in {args.solo_deadline:.0f} s (reached {reached(r.out)}); not reported",
-              flush=True)
+        why = (f"stopped at its deadline, {args.solo_deadline:.0f} s" if r.stopped_at_deadline
+               else f"failed with exit code {r.proc.returncode}")
+        print(f"[solo] {why} (reached {reached(r.out)}); not reported; the end of its log:", flush=True)
+        tail = r.log_path.read_text(errors="replace").splitlines()[-40:] if r.log_path.exists() else []
+        print("\n".join("    " + line for line in tail[-15:]), flush=True)
         return {"finished": False, "env_steps_reached": reached(r.out), "wall_seconds": round(r.wall, 1),
-                "exit_code": r.proc.returncode}
+                "exit_code": r.proc.returncode, "stopped_at_deadline": r.stopped_at_deadline, "log_tail": tail}
     summary = json.loads((r.out / "summary.json").read_text())
     return {"finished": True, "task": job["task"], "objective": job["objective"], "seed": job["seed"],
             "env_steps": args.solo_env_steps, "wall_seconds": round(r.wall, 1),
@@ -402,6 +408,8 @@ def run_slice(args: RunArgs) -> int:
     if solo and solo.get("finished"):
         lines.append(f"alone: {solo['env_steps_per_second']} env steps/s over {solo['env_steps']} steps; seconds per "
                      f"part: {json.dumps(solo['time_seconds'])}")
+    elif solo:
+        lines.append(f"alone: the solo run did not finish (exit {solo['exit_code']}; throughput.json has its log)")
     lines.append(f"together: {throughput['together_env_steps_per_second']} env steps/s in all")
     for row in rows:
         state = ("finished" if row["finished"] else
