@@ -312,7 +312,7 @@ def together_rate(runs: list[Launched]) -> float | None:
     a, b = idx[0], idx[-1]
     dt_ = max(r.samples[b][0] for r in runs) - min(r.samples[a][0] for r in runs)
     steps = sum(r.samples[b][1] - r.samples[a][1] for r in runs)
-    return round(steps / dt_, 1) if dt_ > 0 else None
+    return round(steps / dt_, 1) if dt_ > 0 and steps > 0 else None  # None: no progress seen between two polls
 
 
 def write_slice_info(r: Launched, args: RunArgs, info: dict) -> dict:
@@ -379,8 +379,11 @@ def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
 
 def run_slice(args: RunArgs) -> int:
     check_run_args(args)
-    pack = Path(args.pack)
-    work = Path(args.work) if args.work else Path(os.environ.get("TMPDIR", "/tmp")) / f"table3_gpu_{os.getpid()}"
+    # Absolute: the runs start in the repository's root (python -m rl_curl.train), this process reads their folders
+    # from wherever it was started.
+    pack = Path(args.pack).resolve()
+    work = (Path(args.work) if args.work else Path(os.environ.get("TMPDIR", "/tmp")) / f"table3_gpu_{os.getpid()}"
+            ).resolve()
     jobs = slice_commands(args, work / "runs")  # every run's options checked before anything starts
     if any(Path(j["out"]).exists() and any(Path(j["out"]).iterdir()) for j in jobs):
         raise ValueError(f"{work / 'runs'} already holds runs: a slice starts its runs afresh; pass another --work")

@@ -20,11 +20,11 @@ TINY = ["--extra=--num-filters=4", "--extra=--num-layers=2", "--extra=--hidden-d
         "--extra=--log-every=100", "--extra=--torch-threads=1"]
 
 
-def slice_cmd(pack, work, *args):
+def slice_cmd(pack, work, *args, cwd=ROOT):
     env = {**os.environ, "PYTHON": sys.executable, "OUT": str(pack), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
     return subprocess.run(["bash", str(ROOT / "scripts/gpu_table3.sh"), "--work", str(work), "--commit", "abc1234def",
                            "--date", "2026-11-27", "--batch-size", "8", *TINY, *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def unpack(pack, dest):
@@ -39,9 +39,10 @@ def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
 
     from rl_curl.slices import import_pack, read_runs, tabulate
 
-    # A slice whose runs finish well inside the deadline, with the solo timing run first.
-    done = slice_cmd(tmp_path / "pack1", tmp_path / "work1", "--seeds", "0", "--env-steps", "2000", "--deadline",
-                     "300", "--solo-env-steps", "1000")
+    # A slice whose runs finish well inside the deadline, with the solo timing run first; its --work is relative to
+    # where the script is started (the runs themselves start in the repository's root).
+    done = slice_cmd(tmp_path / "pack1", "work1", "--seeds", "0", "--env-steps", "2000", "--deadline",
+                     "300", "--solo-env-steps", "1000", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     files = sorted(p.name for p in (tmp_path / "pack1").iterdir())
     assert files == sorted(table3_gpu.PACK_FILES) and len(files) <= 8  # the device tool brings back 8 files at most
