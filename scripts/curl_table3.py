@@ -230,6 +230,7 @@ def check_grid(args: Args) -> None:
 
 
 def main(args: Args) -> int:
+    args.out = str(Path(args.out).resolve())  # --out is the caller's, for runs and tables alike
     check_grid(args)
     failures = 0
     if not args.aggregate_only:

@@ -52,7 +52,7 @@ from fewshot import objectives as FO  # noqa: E402
 from fewshot.config import PRESETS, FewShotConfig, preset_config  # noqa: E402
 from shared_losses.runtime import config_changes, write_json_atomic  # noqa: E402
 from shared_losses.stats import paired_stats, summarize, t_critical  # noqa: E402,F401
-from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, options_of, run_sweep  # noqa: E402
+from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep  # noqa: E402
 
 PAPER = {  # puNCE Table 5 (RoBERTa, SST-2), mean ± std
     20: {"ce": "85.92±2.11", "ce+scl": "88.18±3.30", "ce+punce": "91.15±1.75"},
@@ -548,6 +548,9 @@ def check_data(cfg: FewShotConfig) -> None:
 def main(argv=None):
     p = build_parser()
     args = p.parse_args(argv)
+    args.out = str(Path(args.out).resolve())  # --out is the caller's, for runs and tables alike
+    for name in ("encoder", "dataset", "eval_file"):  # and so are the inputs it names
+        setattr(args, name, from_caller(getattr(args, name)))
     out = Path(args.out)
     methods = list(dict.fromkeys(args.methods))
     overrides = overrides_of(p, args)

@@ -44,7 +44,7 @@ from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
 from fewshot.config import FewShotConfig, preset_config  # noqa: E402
 from shared_losses.runtime import config_changes, read_json_file, write_json_atomic  # noqa: E402
 from shared_losses.stats import paired_stats, summarize  # noqa: E402
-from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, options_of, run_sweep  # noqa: E402
+from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep  # noqa: E402
 
 #: puNCE's numbers (PU MNIST odd/even, MLP, n_P = 1k / 3k / 10k of 60k; Table 4: PNU CIFAR-10, All-Conv, 1/5/10 %)
 PAPER = {
@@ -340,6 +340,8 @@ def check_data(args) -> None:
 def main(argv=None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
+    args.out = str(Path(args.out).resolve())  # --out is the caller's, for runs and tables alike
+    args.dataset, args.eval_file = from_caller(args.dataset), from_caller(args.eval_file)  # and its inputs
     out = Path(args.out)
     try:
         sets = parse_set(args.set_)

@@ -53,7 +53,7 @@ from nlp_qt.config import PRESETS as TRAIN_PRESETS  # noqa: E402
 from nlp_qt.senteval import ALL_TASKS, TASKS  # noqa: E402
 from shared_losses.runtime import write_json_atomic  # noqa: E402
 from shared_losses.stats import paired_stats  # noqa: E402
-from shared_losses.sweep import Run, add_sweep_arguments, options_of, run_sweep  # noqa: E402
+from shared_losses.sweep import Run, add_sweep_arguments, from_caller, options_of, run_sweep  # noqa: E402
 
 PAPER = {
     "biased (QT)": [76.8, 81.3, 86.6, 93.4, 89.8, 73.6, 81.8],
@@ -460,6 +460,8 @@ def check_sweep(a, todo: list[dict]) -> None:
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    a.out = str(Path(a.out).resolve())  # --out is the caller's, for runs and tables alike
+    a.corpus, a.data = from_caller(a.corpus), from_caller(a.data)  # and so are the inputs it names
     out = Path(a.out)
     todo = jobs(a)
     check_sweep(a, todo)

@@ -103,6 +103,16 @@ def _field_doc(name: str) -> str:
     return " ".join(doc.split())
 
 
+def from_caller(value: Optional[str]) -> Optional[str]:
+    """A grid script's path option as its runs will read it. The runs start in the repository's root, so a relative
+    path that exists from the caller's folder is made absolute (the caller's meaning); anything else (a name such as
+    mnist, glue/sst2, minilm or hf:NAME, an absolute path, or a path relative to the repository's root that the
+    caller's folder does not have) is left as it is."""
+    if not value or os.path.isabs(value) or not os.path.exists(value):
+        return value
+    return os.path.abspath(value)
+
+
 def options_of(args) -> SweepOptions:
     """:class:`SweepOptions` from a parsed namespace or dataclass holding its fields."""
     return SweepOptions(**{f.name: getattr(args, f.name) for f in fields(SweepOptions) if hasattr(args, f.name)})

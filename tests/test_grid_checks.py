@@ -61,11 +61,11 @@ CASES = [
 IDS = [f"{k}-{s}:{' '.join(a[-2:] if len(a) > 1 else a)}" for k, (s, a, _) in enumerate(CASES)]
 
 
-def run_script(script: str, args: list[str]) -> subprocess.CompletedProcess:
+def run_script(script: str, args: list[str], cwd=ROOT) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "CONTRASTIVE_SUITE_TRACEBACK"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     return subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), *args], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT, env=env)
+                          text=True, timeout=120, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +110,35 @@ def test_aggregate_only_on_an_existing_folder_without_runs(tmp_path, script):
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert f"no runs under {tmp_path}" in res.stderr or f"no finished runs under {tmp_path}" in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stray"]  # no table written
+
+
+@pytest.mark.slow  # the grid scripts run as commands (subprocesses)
+@pytest.mark.parametrize("script", ["curl_table3", "fewshot_table5", "pu_images_table"])
+def test_a_relative_out_is_the_callers_folder_for_runs_and_tables(tmp_path, script):
+    """The runs start in the repository's root; a relative --out used to put the run folders there and the tables
+    in the caller's folder. It is now the caller's for both (resolved before anything uses it)."""
+    if script == "curl_table3":
+        res = run_script(script, ["--tasks", "cartpole-swingup", "--objectives", "curl", "--seeds", "0", "--dry-run",
+                                  "--out", "rel/grid"], cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert f"--output-dir {tmp_path / 'rel/grid/cartpole-swingup/curl/seed0'}" in res.stdout
+    else:
+        res = run_script(script, [*(T5_BASE if script == "fewshot_table5" else []), "--aggregate-only", "--out",
+                                  "rel/grid"], cwd=tmp_path)
+        assert res.returncode == 2 and f"no finished runs under {tmp_path / 'rel/grid'}" in res.stderr, res.stderr
+    assert not (ROOT / "rel").exists()
+
+
+@pytest.mark.slow  # the grid scripts run as commands (subprocesses)
+def test_a_relative_input_is_read_from_the_callers_folder(tmp_path):
+    """qt_table2's runs start in the repository's root: a corpus given relative to the caller's folder is passed to
+    them as an absolute path (the sweep then stops at the next check, the missing SentEval folder, not at the
+    corpus)."""
+    (tmp_path / "corpus.txt").write_text("One sentence here.\nAnother one follows.\nAnd a third.\n")
+    res = run_script("qt_table2", ["--corpus", "corpus.txt", "--data", "no_such_senteval", "--tasks", "MR", "--out",
+                                   "grid"], cwd=tmp_path)
+    assert res.returncode == 2 and "SentEval data folder not found" in res.stderr, res.stderr
+    assert "corpus not found" not in res.stderr and not (tmp_path / "grid").exists()
 
 
 @pytest.mark.slow  # the grid scripts run as commands (subprocesses)

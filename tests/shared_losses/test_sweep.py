@@ -151,3 +151,16 @@ def test_sweep_run_dies_with_the_process_that_started_it(tmp_path):
         assert gone and not alive
     finally:
         parent.kill()
+
+
+def test_from_caller_makes_existing_relative_paths_absolute(tmp_path, monkeypatch):
+    """A grid script's input path as its runs (started in the repository's root) will read it."""
+    from shared_losses.sweep import from_caller
+
+    (tmp_path / "data.csv").write_text("x")
+    (tmp_path / "folder").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert from_caller("data.csv") == str(tmp_path / "data.csv")
+    assert from_caller("folder") == str(tmp_path / "folder")
+    for kept in ("mnist", "glue/sst2", "hf:bookcorpus", "minilm", "/abs/missing.csv", "", None):
+        assert from_caller(kept) == kept  # names, absolute paths and what the caller's folder lacks stay as given
