@@ -193,23 +193,29 @@ def reached(out: Path) -> int:
                     best = max(best, int(float(line.split(",", 1)[0])))
                 except ValueError:
                     pass
-    summary = out / "summary.json"
-    if summary.exists():
-        try:
-            best = max(best, int(json.loads(summary.read_text()).get("env_steps", 0)))
-        except (ValueError, TypeError):
-            pass
-    return best
+    return max(best, summary_steps(out))
+
+
+def read_summary(out: Path) -> dict:
+    """A run's summary.json; {} before the run has finished (or where it cannot be read: the pack must still be made).
+    Unlike curl_table3.finished, which refuses a damaged summary, nothing here raises."""
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def summary_steps(out: Path) -> int:
+    """The environment steps a run's summary.json says it finished at (0 without one)."""
+    try:
+        return int(read_summary(out).get("env_steps", 0))
+    except (ValueError, TypeError):
+        return 0
 
 
 def finished(out: Path, target: int) -> bool:
-    summary = out / "summary.json"
-    if not summary.exists():
-        return False
-    try:
-        return int(json.loads(summary.read_text()).get("env_steps", 0)) >= target
-    except (ValueError, TypeError):
-        return False
+    return summary_steps(out) >= target
 
 
 class Launched:
@@ -318,7 +324,7 @@ def together_rate(runs: list[Launched]) -> float | None:
 def write_slice_info(r: Launched, args: RunArgs, info: dict) -> dict:
     target = args.env_steps
     done = finished(r.out, target)
-    summary = json.loads((r.out / "summary.json").read_text()) if done else {}
+    summary = read_summary(r.out) if done else {}
     return {"task": r.job["task"], "objective": r.job["objective"], "seed": r.job["seed"],
             "env_steps_target": target, "env_steps_reached": reached(r.out), "finished": done,
             "stopped_at_deadline": r.stopped_at_deadline and not done, "exit_code": r.proc.returncode,
@@ -369,7 +375,7 @@ def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
         print("\n".join("    " + line for line in tail[-15:]), flush=True)
         return {"finished": False, "env_steps_reached": reached(r.out), "wall_seconds": round(r.wall, 1),
                 "exit_code": r.proc.returncode, "stopped_at_deadline": r.stopped_at_deadline, "log_tail": tail}
-    summary = json.loads((r.out / "summary.json").read_text())
+    summary = read_summary(r.out)
     return {"finished": True, "task": job["task"], "objective": job["objective"], "seed": job["seed"],
             "env_steps": args.solo_env_steps, "wall_seconds": round(r.wall, 1),
             "env_steps_per_second": summary.get("env_steps_per_second"),
@@ -401,8 +407,7 @@ def run_slice(args: RunArgs) -> int:
                   "runs": [{"name": row["name"], "env_steps_reached": row["env_steps_reached"],
                             "finished": row["finished"], "wall_seconds": row["wall_seconds"],
                             "env_steps_per_second": rate(r),
-                            "time_seconds": (json.loads((r.out / "summary.json").read_text()).get("time_seconds")
-                                             if row["finished"] else None),
+                            "time_seconds": read_summary(r.out).get("time_seconds") if row["finished"] else None,
                             "progress": r.samples[::max(1, len(r.samples) // 60)]}
                            for row, r in zip(rows, runs)]}
     (pack / "throughput.json").write_text(json.dumps(throughput, indent=1) + "\n")
