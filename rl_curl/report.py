@@ -200,15 +200,16 @@ def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biase
     return "\n\n".join(parts)
 
 
-def mean_curve(runs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``steps, mean, std, n`` over seeds at every evaluation step any of ``runs`` reached: the mean and
-    (population) std of the seeds evaluated at that step, and how many they were. Seeds that stopped
-    early or evaluated at other steps simply drop out where they have no evaluation."""
+def mean_curve(runs: list[dict], ddof: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``steps, mean, std, n`` over seeds at every evaluation step any of ``runs`` reached: the mean and std
+    (population std; ``ddof=1``: the sample std, NaN where only one seed has the step) of the seeds evaluated at
+    that step, and how many they were. Seeds that stopped early or evaluated at other steps simply drop out where
+    they have no evaluation."""
     steps = np.unique(np.concatenate([r["steps"] for r in runs]))
     mean, std, n = (np.zeros(len(steps)) for _ in range(3))
     for i, s in enumerate(steps):
         v = np.array([r["returns"][r["steps"] == s][-1] for r in runs if (r["steps"] == s).any()])
-        mean[i], std[i], n[i] = v.mean(), v.std(), len(v)
+        mean[i], std[i], n[i] = v.mean(), v.std(ddof=ddof) if len(v) > ddof else np.nan, len(v)
     return steps, mean, std, n.astype(int)
 
 

@@ -410,10 +410,7 @@ def plot(root: str | Path, png: str | Path, env_step: int = TARGET_STEP) -> Path
                             ls="-" if r["finished"] else "--")
             done = [r for r in rs if r["used"]]
             if done:
-                x = np.unique(np.concatenate([r["steps"] for r in done]))
-                vals = [[r["returns"][r["steps"] == s][-1] for r in done if (r["steps"] == s).any()] for s in x]
-                m = np.array([np.mean(v) for v in vals])
-                sd = np.array([np.std(v, ddof=1) if len(v) > 1 else np.nan for v in vals])
+                x, m, sd, _ = report.mean_curve(done, ddof=1)
                 ax.plot(x, m, color=color, lw=2, label=f"{lab} ({len(done)} finished)")
                 ax.fill_between(x, m - sd, m + sd, color=color, alpha=0.15)
             else:
