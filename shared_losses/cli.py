@@ -48,26 +48,32 @@ def run_cli(main: Callable[[], Any]) -> Any:
     try:
         result = main()
     except RunInterrupted as err:  # SIGINT/SIGTERM: the run wrote its checkpoint and stopped
-        print(str(err), file=sys.stderr)
+        _to_stderr(str(err))
         end_process(130)
         raise SystemExit(130) from None
     except KeyboardInterrupt:  # a second Ctrl-C (or one before the training loop): stop at once
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
-        print("\nstopped at once (Ctrl-C): work since the last checkpoint is lost; a run continues from its last "
-              "checkpoint with --resume", file=sys.stderr)
+        _to_stderr("\nstopped at once (Ctrl-C): work since the last checkpoint is lost; a run continues from its last "
+                   "checkpoint with --resume")
         end_process(130)
         raise SystemExit(130) from None
     except USER_ERRORS as err:
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
-        print(f"error: {err}", file=sys.stderr)
-        print("(CONTRASTIVE_SUITE_TRACEBACK=1 shows where it was raised)", file=sys.stderr)
+        _to_stderr(f"error: {err}\n(CONTRASTIVE_SUITE_TRACEBACK=1 shows where it was raised)")
         end_process(2)
         raise SystemExit(2) from None
     # a main that returns its exit status (the table scripts: ``sys.exit(run_cli(main))``) keeps it
     end_process(result if isinstance(result, int) and not isinstance(result, bool) else 0)
     return result
+
+
+def _to_stderr(text: str) -> None:
+    """Write ``text`` and its newline to stderr in one call: ``print`` writes the newline separately (stderr writes
+    through), so the processes of one launch sharing a pipe could run their lines together."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def _group_size() -> int:

@@ -37,6 +37,41 @@ def test_run_cli_turns_user_errors_into_one_line(capsys, monkeypatch):
     assert run_cli(lambda: 7) == 7
 
 
+class _Writes:
+    """A stderr that records each write call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def write(self, text):
+        self.calls.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("raised", [ValueError("bad value"), "interrupted"])
+def test_run_cli_writes_each_message_with_its_newline_in_one_call(monkeypatch, raised):
+    """The processes of one launch share a pipe and stderr writes through: a message and its newline written apart
+    (``print``) let another process's line land between them (seen in CI: two error lines run together)."""
+    from shared_losses.runtime import RunInterrupted
+
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+    writes = _Writes()
+    monkeypatch.setattr(sys, "stderr", writes)
+
+    def main():
+        raise raised if isinstance(raised, Exception) else RunInterrupted("step 3")
+
+    with pytest.raises(SystemExit):
+        run_cli(main)
+    assert len(writes.calls) == 1 and writes.calls[0].endswith("\n"), writes.calls
+    first = writes.calls[0].splitlines()[0]
+    expected = "error: bad value" if isinstance(raised, Exception) else "interrupted at step 3; continue with --resume"
+    assert first == expected
+
+
 def _group_up(store):
     import torch.distributed as dist
 
