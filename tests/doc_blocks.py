@@ -735,7 +735,9 @@ class Runner:
     that may share so are one group (:meth:`groups`), run one after the other in one lane; :meth:`run_all` runs
     the groups of shell blocks in ``jobs`` lanes at once (a command uses one core: ``OMP_NUM_THREADS=1``)."""
 
-    def __init__(self, base: Path, cache: Path, blocks: list[Block] = (), timeout: float = 280):
+    # A block's commands together, as a hang guard. docs/nlp_qt.md's quick start took 102 s alone and 192 s with the
+    # suite's other worker beside it (2026-11-26, 2 cores): the limit leaves room for a slower machine.
+    def __init__(self, base: Path, cache: Path, blocks: list[Block] = (), timeout: float = 600):
         self.base, self.cache, self.timeout = Path(base), Path(cache), timeout
         self.snapshots = self.base / "snapshots"
         self.shared = shared_prefixes(list(blocks))

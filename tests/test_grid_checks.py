@@ -86,6 +86,7 @@ def refused(tmp_path_factory) -> dict:
 
 
 @pytest.mark.slow  # the grid scripts run as commands (subprocesses)
+@pytest.mark.timeout(900)  # the first case's setup runs all 31 commands: 41 s alone, 173 s beside the other worker
 @pytest.mark.parametrize("case_id, fragments", [(i, c[2]) for i, c in zip(IDS, CASES)], ids=IDS)
 def test_bad_option_is_refused_before_anything_runs(refused, case_id, fragments):
     tmp, res = refused[case_id]

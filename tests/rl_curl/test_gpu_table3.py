@@ -62,9 +62,10 @@ def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
     assert "--sync-timing" in thr["solo"]["command"] and len(thr["runs"]) == 2
     assert "together:" in (tmp_path / "pack1" / "slice.txt").read_text()
 
-    # A slice whose runs cannot finish: stopped at the deadline, packed as unfinished with the step they reached.
+    # A slice whose runs cannot finish: stopped at the deadline, packed as unfinished with the step they reached
+    # (20 s: enough to start and log a step with the suite's other worker beside it).
     cut = slice_cmd(tmp_path / "pack2", tmp_path / "work2", "--seeds", "1", "--objectives", "curl", "--env-steps",
-                    "400000", "--deadline", "12", "--grace", "60")
+                    "400000", "--deadline", "20", "--grace", "60")
     assert cut.returncode == 0, cut.stdout + cut.stderr  # a run stopped at the deadline is not a failure
     (meta,) = unpack(tmp_path / "pack2", tmp_path / "x2").values()
     assert not meta["finished"] and meta["stopped_at_deadline"] and meta["exit_code"] == 130
