@@ -6,7 +6,7 @@
 # The tests run in TEST_WORKERS processes (default 2, pytest-xdist), a test file to a process (module fixtures and
 # the doc examples' lanes stay in one process); TEST_WORKERS=0 runs them in this process, one after the other
 # (what `pytest --pdb` and print-debugging want). On 2 cores, 2 workers took the suite from 23 min 20 s to
-# 16 min 42 s (2026-11-26, docs/lab_notes/2026-11-26_suite_time.md).
+# 16 min 42 s (2026-11-26; a clean-clone .ci/run: 15 min 50 s of pytest; docs/lab_notes/2026-11-26_suite_time.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${TEST_WORKERS:-2}
