@@ -6,7 +6,7 @@ import pytest
 
 # The longest test files (2026-11-26, 2 cores: each 40 s to 6 min), sent first: the suite runs a file to a worker
 # (scripts/test.sh: pytest-xdist, --dist loadfile), and a long file handed out last leaves the other worker idle
-# while it runs. Order within a file is kept; a name that no longer exists is ignored.
+# while it runs. Order within a file is kept (tests/test_suite_runner.py checks that the names exist).
 LONG_FILES_FIRST = (
     "tests/test_doc_examples.py",
     "tests/nlp_qt/test_qt_scripts.py",
