@@ -94,14 +94,21 @@ class RunArgs:
 
 @dataclass
 class ImportArgs:
-    """Copy a slice's pack (the folder the device tool brought back, or its table3_runs.tar.gz) into the results
-    folder: every run folder (refused, with nothing written, if one of that name is there already) and the
-    throughput record under slices/."""
+    """Copy a slice's pack (the folder a GPU machine's command brought back, or its table3_runs.tar.gz) into the
+    results folder, all or nothing: every run folder (refused, with nothing written, if one of that name is there
+    already) and the pack's records (throughput.json, slice.txt, and update_bench.json, selftest.txt, profile.txt,
+    dmon.txt, README.md where the pack has them) under slices/. Everything in the pack is checked before anything
+    is written: the archive read to its end, no links, '..', duplicate members or reserved folder names, every run
+    readable, throughput.json's date, GPU tag and commit plain names. A pack of records alone (a timing, no runs)
+    is imported too."""
 
     pack: Annotated[str, tyro.conf.Positional]
-    """The pack: a folder holding table3_runs.tar.gz (and throughput.json), or the .tar.gz itself."""
+    """The pack: a folder holding table3_runs.tar.gz and/or throughput.json, or the .tar.gz itself."""
     into: str = str(DEFAULT_RESULTS)
     """The results folder (one subfolder per run)."""
+    label: str = ""
+    """A word added to the records' file names under slices/ (e.g. solo_defaults), to tell apart packs of the same
+    date, GPU and commit."""
     tabulate: bool = True
     """Rewrite the results folder's table3_gpu.md and curves.png afterwards."""
 
@@ -433,32 +440,14 @@ def run_slice(args: RunArgs) -> int:
 
 # ------------------------------------------------------------------------------------------- import, tabulate
 def import_slice(args: ImportArgs) -> int:
-    from rl_curl.slices import import_pack, write_report
+    from rl_curl.slices import import_slice_pack, write_report
 
-    src = Path(args.pack)
-    tar = src / "table3_runs.tar.gz" if src.is_dir() else src
-    if not tar.is_file():
-        raise FileNotFoundError(f"{tar} not found: pass the folder the slice packed (holding table3_runs.tar.gz) or "
-                                "the .tar.gz itself")
     into = Path(args.into)
-    into.mkdir(parents=True, exist_ok=True)
-    new = import_pack(tar, into)
-    throughput = tar.parent / "throughput.json"
-    if throughput.exists():
-        meta = json.loads(throughput.read_text())
-        dest = into / "slices" / f"{meta.get('date', 'unknown')}__{meta.get('gpu_tag', 'gpu')}__" \
-                                 f"{str(meta.get('commit', 'unknown'))[:7]}__throughput.json"
-        dest.parent.mkdir(exist_ok=True)
-        k = 1
-        while dest.exists():
-            k += 1
-            dest = dest.with_name(dest.name.replace("__throughput", f"__{k}__throughput"))
-        shutil.copy2(throughput, dest)
-        for extra in ("slice.txt",):
-            if (tar.parent / extra).exists():
-                shutil.copy2(tar.parent / extra, dest.with_name(dest.name.replace("throughput.json", extra)))
-    print(f"imported {len(new)} run folder(s) into {into}: " + ", ".join(p.name for p in new))
-    if args.tabulate:
+    new, records = import_slice_pack(args.pack, into, args.label)
+    print(f"imported {len(new)} run folder(s) into {into}" + (": " + ", ".join(p.name for p in new) if new else ""))
+    if records:
+        print(f"kept {len(records)} record(s) under {into / 'slices'}: " + ", ".join(p.name for p in records))
+    if args.tabulate and new:
         md, png = write_report(into)
         print(f"wrote {md} and {png}")
     return 0

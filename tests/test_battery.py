@@ -12,6 +12,7 @@ results files.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import shutil
 import sys
@@ -87,6 +88,98 @@ def _not_a_run(folder: Path) -> None:
     (folder / "config.json").write_text(json.dumps({"learning_rate": 0.1}))
 
 
+def _pack(folder: Path, throughput, runs=("curl",), archive=None) -> None:
+    """A GPU slice's pack in ``folder``: throughput.json (``throughput``: an object, or text as is), slice.txt and,
+    unless ``archive`` is given (bytes, or a function of the run folders writing the archive), table3_runs.tar.gz
+    of one tiny run folder per objective in ``runs``."""
+    import tarfile
+
+    from rl_curl import slices
+
+    folder.mkdir()
+    src = folder / "src"
+    names = []
+    for i, objective in enumerate(runs):
+        run = src / f"cartpole-swingup__{objective}__seed{i}__H200__b3b304f__2026-11-27"
+        run.mkdir(parents=True)
+        info = {"task": "cartpole-swingup", "objective": objective, "seed": i, "env_steps_target": 100_000,
+                "env_steps_reached": 20_000, "finished": False, "date": "2026-11-27", "commit": "b3b304f"}
+        (run / "slice.json").write_text(json.dumps(info))
+        (run / "config.json").write_text(json.dumps({"task": "cartpole-swingup", "seed": i, "action_repeat": 8,
+                                                     **slices.spec_config(objective)}))
+        (run / "eval.csv").write_text("env_step,episode,eval_return_mean,eval_return_std\n10000,10,100.0,1.0\n")
+        names.append(run)
+    tar = folder / "table3_runs.tar.gz"
+    if callable(archive):
+        archive(tar, names)
+    elif archive is not None:
+        tar.write_bytes(archive)
+    else:
+        with tarfile.open(tar, "w:gz") as t:
+            for run in names:
+                t.add(run, arcname=run.name)
+    shutil.rmtree(src)
+    text = throughput if isinstance(throughput, str) else json.dumps(throughput)
+    (folder / "throughput.json").write_text(text)
+    (folder / "slice.txt").write_text("slice\n")
+
+
+GOOD_META = {"date": "2026-11-27", "gpu_tag": "H200", "commit": "b3b304f3c5f6"}
+
+
+def _pack_date_is_a_path(run: Path) -> None:
+    _pack(run.parent / "pack", {"date": str(run.parent / "victim"), "gpu_tag": "x", "commit": "y"})
+
+
+def _pack_date_climbs_out(run: Path) -> None:
+    _pack(run.parent / "pack", {"date": "../../X", "gpu_tag": "x", "commit": "y"})
+
+
+def _pack_truncated(run: Path) -> None:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for i in range(4):
+            data = bytes(range(256)) * 400 * (i + 1)
+            info = tarfile.TarInfo(f"run{i}/big.bin")
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    _pack(run.parent / "pack", GOOD_META, archive=buf.getvalue()[: len(buf.getvalue()) // 2])
+
+
+def _pack_throughput_list(run: Path) -> None:
+    _pack(run.parent / "pack", "[1, 2, 3]")
+
+
+def _pack_throughput_not_json(run: Path) -> None:
+    _pack(run.parent / "pack", "{not json")
+
+
+def _pack_run_named_curves(run: Path) -> None:
+    import tarfile
+
+    def archive(tar, runs):
+        with tarfile.open(tar, "w:gz") as t:
+            t.add(runs[0], arcname="curves.png")
+
+    _pack(run.parent / "pack", GOOD_META, archive=archive)
+
+
+def _pack_run_twice(run: Path) -> None:
+    import tarfile
+
+    def archive(tar, runs):
+        with tarfile.open(tar, "w:gz") as t:
+            t.add(runs[0], arcname=runs[0].name)
+            t.add(runs[1] / "slice.json", arcname=f"{runs[0].name}/slice.json")
+
+    _pack(run.parent / "pack", GOOD_META, runs=("curl", "curl"), archive=archive)
+
+
+IMPORT = ["import", "{tmp}/pack", "--into", "{tmp}/results", "--no-tabulate"]
+
 QT_TRAIN = ["--corpus", "{corpus}", "--output-dir", "{tmp}/new", "--batch-size", "8", "--word-dim", "8",
             "--encoder-dim", "8", "--vocab-size", "200", "--max-len", "12", "--max-steps", "2", "--no-progress"]
 QT_RESUME = ["--corpus", "{corpus}", "--output-dir", "{qt_run}", "--batch-size", "8", "--word-dim", "8",
@@ -146,6 +239,20 @@ BATTERY = [
      "holds no run", _not_a_run),
     ("rl_curl.evaluate on an nlp_qt run", "rl_curl.evaluate", ["--run-dir", "{qt_run}"], 2,
      "holds a run of nlp_qt, not of rl_curl", None),
+    # issue 46, items 6 and 7: a GPU slice's pack is untrusted input; nothing is written unless all of it is sound
+    ("slice import: a date that is a path", "scripts/table3_gpu.py", IMPORT, 2, "is not a date", _pack_date_is_a_path),
+    ("slice import: a date that climbs out", "scripts/table3_gpu.py", IMPORT, 2, "'../../X' is not a date",
+     _pack_date_climbs_out),
+    ("slice import: a truncated archive", "scripts/table3_gpu.py", IMPORT, 2, "is truncated or damaged",
+     _pack_truncated),
+    ("slice import: throughput.json holds a list", "scripts/table3_gpu.py", IMPORT, 2, "not an object",
+     _pack_throughput_list),
+    ("slice import: throughput.json is not JSON", "scripts/table3_gpu.py", IMPORT, 2,
+     "throughput.json is damaged (not valid JSON", _pack_throughput_not_json),
+    ("slice import: a run folder named curves.png", "scripts/table3_gpu.py", IMPORT, 2,
+     "run folder name 'curves.png' is not allowed", _pack_run_named_curves),
+    ("slice import: one run folder twice", "scripts/table3_gpu.py", IMPORT, 2, "appears twice in the archive",
+     _pack_run_twice),
 ]
 
 
@@ -155,7 +262,14 @@ def run_command(module: str, argv: list[str], monkeypatch, capsys) -> tuple[int,
 
     monkeypatch.setattr(sys, "argv", [module, *argv])
     monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
-    main = importlib.import_module(module).main
+    if module.endswith(".py"):  # a script of the repository, loaded from its file
+        spec = importlib.util.spec_from_file_location(Path(module).stem, Path(__file__).parents[1] / module)
+        script = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, spec.name, script)  # dataclasses look their module up there
+        spec.loader.exec_module(script)
+        main = script.main
+    else:
+        main = importlib.import_module(module).main
     try:
         run_cli(main)
         code = 0

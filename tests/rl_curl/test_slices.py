@@ -273,3 +273,116 @@ def test_labels_and_orders_match_the_objectives_table():
     assert objectives.label(cfg) == "debiased τ⁺=0.1, M=2" and slices.PAPER_ORDER[objectives.label(cfg)] == \
         objectives.order(cfg)
     assert np.isclose(slices.paper_number("finger-spin", "debiased τ⁺=0.1, M=2", "DCL Table 3")["std"], 24)
+
+
+# ------------------------------------------------------------------------ a whole pack, every part of it hostile
+
+
+def write_pack(folder, runs=(("curl", 0),), throughput=None, extra_records=()):
+    """A pack folder as a slice writes it: table3_runs.tar.gz of the runs, throughput.json, slice.txt."""
+    folder.mkdir(parents=True, exist_ok=True)
+    src = folder / "src"
+    names = [write_run(src, obj, seed).name for obj, seed in runs]
+    if names:
+        make_pack(folder / "table3_runs.tar.gz", src, names)
+    meta = {"date": "2026-11-27", "gpu_tag": "H200", "commit": "b3b304f3c5f6", "gpu": "NVIDIA H200"}
+    text = json.dumps(meta if throughput is None else throughput) if not isinstance(throughput, str) else throughput
+    (folder / "throughput.json").write_text(text)
+    (folder / "slice.txt").write_text("slice of 2026-11-27\n")
+    for name in extra_records:
+        (folder / name).write_text(f"{name}\n")
+    return folder
+
+
+def tree(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else None
+
+
+def test_a_whole_pack_is_imported_with_its_records(tmp_path):
+    pack = write_pack(tmp_path / "pack", runs=(("curl", 0), ("debiased:0.05:1", 0)),
+                      extra_records=("dmon.txt", "update_bench.json", "notes.txt"))
+    into = tmp_path / "results"
+    new, records = slices.import_slice_pack(pack, into)
+    assert len(new) == 2 and all((p / "slice.json").is_file() for p in new)
+    assert [p.name for p in records] == ["2026-11-27__H200__b3b304f__throughput.json",
+                                         "2026-11-27__H200__b3b304f__slice.txt",
+                                         "2026-11-27__H200__b3b304f__update_bench.json",
+                                         "2026-11-27__H200__b3b304f__dmon.txt"]  # notes.txt is not a record
+    # the same records again (another pack of that date, GPU and commit): numbered, never over the first
+    again = write_pack(tmp_path / "again", runs=(), throughput=None)
+    new2, records2 = slices.import_slice_pack(again, into, label="solo_defaults")
+    assert new2 == [] and [p.name for p in records2] == ["2026-11-27__H200__b3b304f__solo_defaults__throughput.json",
+                                                          "2026-11-27__H200__b3b304f__solo_defaults__slice.txt"]
+    new3, records3 = slices.import_slice_pack(again, into)
+    assert records3[0].name == "2026-11-27__H200__b3b304f__2__throughput.json"
+
+
+@pytest.mark.parametrize("throughput, message", [
+    ({"date": "/some/dir/victim", "gpu_tag": "x", "commit": "y"}, "date = '/some/dir/victim' is not a date"),
+    ({"date": "../../X", "gpu_tag": "x", "commit": "y"}, "is not a date"),
+    ({"date": "2026-13-45", "gpu_tag": "x", "commit": "y"}, "is not a date"),
+    ({"date": "2026-11-27", "gpu_tag": "../x", "commit": "y"}, "gpu_tag = '../x' is not a plain name"),
+    ({"date": "2026-11-27", "gpu_tag": "H200", "commit": "a/../../b"}, "commit = 'a/../../b' is not a plain name"),
+    ({"date": "2026-11-27", "gpu_tag": "H200", "commit": 7}, "commit = 7 is not a plain name"),
+    ({"date": "2026-11-27", "commit": "abc"}, "gpu_tag = None"),
+    ([1, 2], "holds a JSON list, not an object"),
+    ("{not json", "throughput.json is damaged (not valid JSON"),
+])
+def test_a_hostile_throughput_record_is_refused_before_anything_is_written(tmp_path, throughput, message):
+    pack = write_pack(tmp_path / "pack", throughput=throughput)
+    victim = tmp_path / "some" / "dir"
+    into = tmp_path / "results"
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        slices.import_slice_pack(pack, into)
+    assert not into.exists() and not victim.exists()  # no empty results folder, nothing outside it
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".results.import-")]
+
+
+def test_hostile_archives_are_refused_whole(tmp_path):
+    into = tmp_path / "results"
+    into.mkdir()
+    write_run(into, "curl", 5)
+    before = tree(into)
+    # truncated archive: refused naming it, not an EOFError traceback
+    pack = write_pack(tmp_path / "trunc", runs=(("curl", 0), ("curl", 1), ("curl", 2)))
+    data = (pack / "table3_runs.tar.gz").read_bytes()
+    (pack / "table3_runs.tar.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="table3_runs.tar.gz is truncated or damaged"):
+        slices.import_slice_pack(pack, into)
+    # a run folder named like the report's files
+    src = tmp_path / "src"
+    run = write_run(src, "curl", 0)
+    for reserved in ("curves.png", "table3_gpu.md", "slices"):
+        pack = tmp_path / f"reserved_{reserved}"
+        write_pack(pack, runs=())
+        with tarfile.open(pack / "table3_runs.tar.gz", "w:gz") as tar:
+            tar.add(run, arcname=reserved)
+        with pytest.raises(ValueError, match=f"run folder name '{reserved}' is not allowed"):
+            slices.import_slice_pack(pack, into)
+    # the same folder twice: the second copy would replace the first
+    other = write_run(src, "curl", 1)
+    pack = write_pack(tmp_path / "twice", runs=())
+    with tarfile.open(pack / "table3_runs.tar.gz", "w:gz") as tar:
+        tar.add(run, arcname=run.name)
+        tar.add(other / "slice.json", arcname=f"{run.name}/slice.json")
+    with pytest.raises(ValueError, match="appears twice in the archive"):
+        slices.import_slice_pack(pack, into)
+    # a good archive beside a damaged throughput.json: the runs are not moved in
+    pack = write_pack(tmp_path / "late", runs=(("curl", 3),), throughput=[1])
+    with pytest.raises(ValueError, match="not an object"):
+        slices.import_slice_pack(pack, into)
+    assert tree(into) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".results.import-")]
+
+
+def test_a_pack_of_neither_runs_nor_records_and_a_results_path_that_is_a_file(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds neither table3_runs.tar.gz nor throughput.json"):
+        slices.import_slice_pack(tmp_path / "empty", tmp_path / "results")
+    with pytest.raises(FileNotFoundError, match="not found"):
+        slices.import_slice_pack(tmp_path / "nothing", tmp_path / "results")
+    pack = write_pack(tmp_path / "pack")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match="exists and is not a folder"):
+        slices.import_slice_pack(pack, tmp_path / "afile")
+    assert (tmp_path / "afile").read_text() == "x"
