@@ -66,6 +66,13 @@ class CurlAgent(nn.Module):
         self.log_alpha = nn.Parameter(torch.tensor(float(cfg.init_temperature)).log())
         self.target_entropy = -float(action_dim)
         self.autocast = contextlib.nullcontext
+        # The losses' value checks would read the host: a device sync in every update, which a CUDA graph cannot
+        # hold and which stops the CPU from running ahead of the GPU. Off: a bad value shows as a non-finite loss
+        # instead, recorded on the device in ``nonfinite`` and read by check_finite() (the training loop does, when
+        # it logs, evaluates or checkpoints). True: the losses raise at once, at the cost of that sync.
+        self.host_checks = False
+        # Not in the state dict (checkpoints stay as they were); moves with the agent.
+        self.register_buffer("nonfinite", torch.zeros((), dtype=torch.bool), persistent=False)
         self.make_optimizers()
 
     def make_optimizers(self) -> None:
@@ -85,6 +92,24 @@ class CurlAgent(nn.Module):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"critic_opt": self.critic_opt, "actor_opt": self.actor_opt, "alpha_opt": self.alpha_opt,
                 "encoder_opt": self.encoder_opt, "aux_opt": self.aux_opt}
+
+    def set_capturable(self, on: bool) -> None:
+        """Adam steps that a CUDA graph can capture (``capturable``: the step count and every decision stay on the
+        device), or the default. The same arithmetic; a loaded checkpoint brings its own setting, so this is set
+        after loading."""
+        for opt in self.optimizers().values():
+            for group in opt.param_groups:
+                group["capturable"] = on
+
+    def watch(self, metrics: dict[str, torch.Tensor]) -> None:
+        """Record on the device, without reading it, whether any of this update's losses is not finite; the flag stays
+        set until :meth:`check_finite` reads it."""
+        bad = torch.stack([v.detach().float() for v in metrics.values()]).isfinite().all().logical_not()
+        self.nonfinite.logical_or_(bad)
+
+    def check_finite(self) -> bool:
+        """Whether every update since the agent was made had finite losses (reads the device flag: one sync)."""
+        return not bool(self.nonfinite)
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -119,7 +144,9 @@ class CurlAgent(nn.Module):
         keys = ([ScaledPixels(random_crop(batch["obs"], c.crop_size), dtype) for _ in range(c.positives)]
                 if run_aux else [])
         if c.update == "fused":
-            return self.update_fused(obs, batch["action"], batch["reward"], next_obs, batch["not_done"], keys, step)
+            metrics = self.update_fused(obs, batch["action"], batch["reward"], next_obs, batch["not_done"], keys, step)
+            self.watch(metrics)
+            return metrics
         metrics = self.update_critic(obs, batch["action"], batch["reward"], next_obs, batch["not_done"])
         # The critic's conv features of obs after the critic step, shared (exactly) by the actor
         # update (detached) and the auxiliary loss (with gradients): neither step changes the trunk
@@ -132,6 +159,7 @@ class CurlAgent(nn.Module):
             self.update_targets()
         if run_aux:
             metrics.update(self.update_aux(h, keys))
+        self.watch(metrics)
         return metrics
 
     def fused_losses(self, obs, action, reward, next_obs, not_done, keys) -> tuple[dict, torch.Tensor]:
@@ -159,7 +187,7 @@ class CurlAgent(nn.Module):
                 # at batch 128 (its activations no longer fit in the cache).
                 z_k = [full(self.critic_target.encoder(k)) for k in keys]
             pos, neg = contrastive_logits(full(z), z_k, self.score, c.subtract_row_max)
-            losses["aux_loss"] = auxiliary_loss(pos, neg, c.aux, c.tau_plus, c.beta, c.log_floor)
+            losses["aux_loss"] = auxiliary_loss(pos, neg, c.aux, c.tau_plus, c.beta, c.log_floor, self.host_checks)
         return losses, h
 
     def update_fused(self, obs, action, reward, next_obs, not_done, keys, step: int) -> dict[str, float]:
@@ -238,7 +266,7 @@ class CurlAgent(nn.Module):
             with torch.no_grad():
                 z_k = [full(self.critic_target.encoder(k)) for k in keys]
         pos, neg = contrastive_logits(z_a, z_k, self.score, c.subtract_row_max)
-        return auxiliary_loss(pos, neg, c.aux, c.tau_plus, c.beta, c.log_floor)
+        return auxiliary_loss(pos, neg, c.aux, c.tau_plus, c.beta, c.log_floor, self.host_checks)
 
     def update_aux(self, h: torch.Tensor, keys: list[torch.Tensor]) -> dict[str, float]:
         loss = self.aux_loss_from(h, keys)

@@ -77,7 +77,7 @@ class Config:
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
-        "report_to", "eval_parallel", "sync_timing"})
+        "report_to", "eval_parallel", "sync_timing", "cuda_graphs"})
 
     task: str = "cartpole-swingup"
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for
@@ -217,6 +217,11 @@ class Config:
     cudnn_benchmark: bool = True
     """On a CUDA device, let cuDNN time its convolution algorithms once per input shape and keep the fastest
     (torch.backends.cudnn.benchmark; the shapes here are fixed, so the search is paid once). No effect on CPU."""
+    cuda_graphs: bool = False
+    """Run each update as a CUDA graph (rl_curl.graphs): the same update on the same batches, launched as one graph
+    instead of about two thousand small operations, with the batch gathered on the GPU and no value read on the host
+    during it. Needs --replay-on-device. On a CPU the same code runs without graphs (equal to the default update bit
+    for bit)."""
     mixed_precision: Literal["no", "bf16"] = "no"
     """Mixed precision (bf16 autocast through accelerate) of the forward passes; losses are float32 inside."""
     report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)
@@ -284,6 +289,8 @@ class Config:
         need(min(self.actor_update_every, self.target_update_every, self.aux_update_every) >= 1,
              "actor_update_every, target_update_every and aux_update_every must be >= 1")
         need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
+        need(not self.cuda_graphs or self.replay_on_device,
+             "--cuda-graphs gathers each batch inside the graph, from the replay on the device: add --replay-on-device")
         need(self.num_layers >= 1 and self.num_filters >= 1, "num_layers and num_filters must be >= 1")
         for name in ("discount", "critic_tau", "encoder_tau"):  # written so that NaN fails too
             value = getattr(self, name)

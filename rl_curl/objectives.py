@@ -28,21 +28,21 @@ class Objective:
     label: str  # display name in tables and plots
     uses: tuple[str, ...]  # hyper-parameters that apply (others must keep their NEUTRAL value)
     rank: int  # row order in DCL Table 3 (biased first, pixel SAC last)
-    loss: Callable[..., torch.Tensor] | None  # (pos [B, M], neg [B, N], tau_plus, beta, floor) -> loss
+    loss: Callable[..., torch.Tensor] | None  # (pos [B, M], neg [B, N], tau_plus, beta, floor, host_checks) -> loss
     help: str = ""  # its line in --help
 
 
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("curl", "biased (CURL)", ("positives",), 0,
-              lambda pos, neg, tau_plus, beta, floor: info_nce_from_logits(pos, neg),
+              lambda pos, neg, tau_plus, beta, floor, checks: info_nce_from_logits(pos, neg, host_checks=checks),
               "InfoNCE on the bilinear logits (CURL, the baseline)"),
     Objective("debiased", "debiased", ("tau_plus", "positives"), 1,
-              lambda pos, neg, tau_plus, beta, floor: debiased_nce_from_logits(pos, neg, tau_plus=tau_plus,
-                                                                                log_floor=floor),
+              lambda pos, neg, tau_plus, beta, floor, checks: debiased_nce_from_logits(
+                  pos, neg, tau_plus=tau_plus, log_floor=floor, host_checks=checks),
               "the debiased loss, DCL (--tau-plus, --positives)"),
     Objective("hard", "hard", ("tau_plus", "positives", "beta"), 2,
-              lambda pos, neg, tau_plus, beta, floor: hard_negative_nce_from_logits(
-                  pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor),
+              lambda pos, neg, tau_plus, beta, floor, checks: hard_negative_nce_from_logits(
+                  pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor, host_checks=checks),
               "the hard-negative debiased loss, HCL (--tau-plus, --positives, --beta)"),
     Objective("none", "pixel SAC (no aux)", (), 3, None, "no auxiliary loss: pixel SAC"),
 )}
@@ -154,10 +154,12 @@ def cli_flags(spec: Mapping) -> list[str]:
 
 
 def auxiliary_loss(pos: torch.Tensor, neg: torch.Tensor, aux: str, tau_plus: float = 0.0, beta: float = 1.0,
-                   log_floor: str = "min-negative") -> torch.Tensor:
-    """The auxiliary objective ``aux`` on bilinear logits; the floor is each anchor's smallest negative logit."""
+                   log_floor: str = "min-negative", host_checks: bool = True) -> torch.Tensor:
+    """The auxiliary objective ``aux`` on bilinear logits; the floor is each anchor's smallest negative logit.
+    ``host_checks=False``: no value is read on the host (the losses' ``host_checks``; a bad value gives a non-finite
+    loss, which the agent records on the device)."""
     obj = get(aux)
     if obj.loss is None:
         raise ValueError(f"aux={aux} has no auxiliary loss")
     floor = log_floor_min_negative(neg) if log_floor == "min-negative" else None
-    return obj.loss(pos, neg, tau_plus, beta, floor)
+    return obj.loss(pos, neg, tau_plus, beta, floor, host_checks)

@@ -51,6 +51,8 @@ class FrameReplay:
         # copied asynchronously; the event marks when the last copy out of it has finished.
         self._staging: torch.Tensor | None = None
         self._staging_copied = None
+        # Device copies of the per-transition arrays (enable_device_sampling): batches gathered by torch ops alone.
+        self._dev: dict[str, torch.Tensor] | None = None
 
     @staticmethod
     def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3) -> dict:
@@ -92,6 +94,8 @@ class FrameReplay:
         self.rewards[i] = reward
         self.not_dones[i] = 0.0 if done else 1.0
         self.next_frame[i] = self.frames_written - 1
+        if self._dev is not None:
+            self._mirror(slice(i, i + 1))
         self.added += 1
 
     def __len__(self) -> int:
@@ -175,6 +179,41 @@ class FrameReplay:
         return {"obs": obs, "next_obs": next_obs, "action": to(self.actions[idx]),
                 "reward": to(self.rewards[idx][:, None]), "not_done": to(self.not_dones[idx][:, None])}
 
+    # ------------------------------------------------------------------------------------------
+    def enable_device_sampling(self) -> None:
+        """Keep device copies of the per-transition arrays (actions, rewards, not-dones, frame indices) beside the
+        device frame ring, so that :meth:`gather` builds a batch from device indices with torch operations alone: no
+        value crosses to the host, so a CUDA graph can capture it (rl_curl.graphs). Needs ``device=``."""
+        if self.device is None:
+            raise ValueError("device sampling needs the frame ring on a device (FrameReplay(..., device=...); "
+                             "rl_curl.train --replay-on-device)")
+        if self._dev is None:
+            self._dev = {"actions": torch.zeros((self.capacity, self.action_dim), dtype=torch.float32,
+                                                device=self.device),
+                         "rewards": torch.zeros((self.capacity,), dtype=torch.float32, device=self.device),
+                         "not_dones": torch.zeros((self.capacity,), dtype=torch.float32, device=self.device),
+                         "next_frame": torch.zeros((self.capacity,), dtype=torch.int64, device=self.device)}
+            self._arange = torch.arange(self.k + 1, device=self.device)
+            self._mirror(slice(0, min(self.added, self.capacity)))
+
+    def _mirror(self, rows: slice) -> None:
+        """Copy transitions ``rows`` of the host arrays to their device copies."""
+        for name, dev in self._dev.items():
+            dev[rows] = torch.from_numpy(getattr(self, name)[rows]).to(self.device)
+
+    def gather(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The batch of transitions ``idx`` (an int64 tensor on the ring's device, from :meth:`sample_indices`), as
+        :meth:`sample` gives it (the same values), built by torch operations on the device alone
+        (:meth:`enable_device_sampling` first)."""
+        d = self._dev
+        if d is None:
+            raise RuntimeError("call enable_device_sampling() before gather()")
+        span = (d["next_frame"][idx].unsqueeze(1) - self.k + self._arange) % self.frame_capacity  # [B, k+1]
+        frames = self.frames[span]  # [B, k+1, c, H, W]
+        return {"obs": frames[:, :-1].flatten(1, 2), "next_obs": frames[:, 1:].flatten(1, 2),
+                "action": d["actions"][idx], "reward": d["rewards"][idx].unsqueeze(1),
+                "not_done": d["not_dones"][idx].unsqueeze(1)}
+
     def _host_frames(self, n: int) -> np.ndarray:
         """A host copy of the first ``n`` slots of the frame ring (checkpoints are always numpy)."""
         return self.frames[:n].copy() if self.device is None else self.frames[:n].to("cpu", copy=True).numpy()
@@ -207,3 +246,5 @@ class FrameReplay:
         self.frames_written, self.added = int(state["frames_written"]), int(state["added"])
         self._episode_open = bool(state["episode_open"])
         self.rng.bit_generator.state = state["rng"]
+        if self._dev is not None:
+            self._mirror(slice(0, nt))

@@ -27,8 +27,8 @@ from tqdm import tqdm
 from shared_losses.harness import RunHarness, refuse_config_changes
 from shared_losses.loop import TrainingApp
 from shared_losses.loop import run as run_app
-from shared_losses.runtime import (CheckpointError, make_accelerator, print_run_result, read_json_file,
-                                   register_named)
+from shared_losses.runtime import (CheckpointError, TrainingDiverged, make_accelerator, print_run_result,
+                                   read_json_file, register_named)
 
 from .agent import CurlAgent
 from .config import Config, from_cli
@@ -252,6 +252,9 @@ class CurlApp(TrainingApp):
         self.obs, self.ep_return, self.episode_ended, self.ckpt_due = None, 0.0, False, False
         self.last_eval, self.finished_before = math.nan, False
         self.eval_envs: EvalEnvs | None = None
+        self.graphed = None  # rl_curl.graphs.GraphedUpdate under --cuda-graphs, made at the first update
+        self.finite_until = 0  # the environment step up to which every loss was seen finite
+        self.checkpointed: int | None = None  # the environment step of the run's last checkpoint
         # Seconds spent in each part of this process's steps (summary.json's time_seconds; see --sync-timing).
         self.times = dict.fromkeys(TIMED_PARTS, 0.0)
 
@@ -308,7 +311,24 @@ class CurlApp(TrainingApp):
         cuda = accelerator.device.type == "cuda" and cfg.sync_timing
         self.sync = (lambda: torch.cuda.synchronize(accelerator.device)) if cuda else (lambda: None)
 
+    def require_finite(self) -> None:
+        """Stop the run, before anything more is written, if a loss has been NaN or infinite since the last look (the
+        agent records it on the device; reading it is one sync, so it is read when logging or checkpointing)."""
+        env_step = self.step * self.ar
+        if self.agent.check_finite():
+            self.finite_until = env_step
+            return
+        cfg = self.cfg
+        kept = ("it has no checkpoint yet" if self.checkpointed is None
+                else f"its last checkpoint, at environment step {self.checkpointed}, is kept")
+        raise TrainingDiverged(
+            f"training diverged: a loss became NaN or infinite between environment steps {self.finite_until} and "
+            f"{env_step} (--lr {cfg.lr:g}, --encoder-lr {cfg.encoder_lr:g}, --alpha-lr {cfg.alpha_lr:g}); the run "
+            f"stopped without writing a checkpoint ({kept}); lower the learning rates and start again or --resume")
+
     def state(self):
+        self.require_finite()  # never a checkpoint of a diverged agent
+        self.checkpointed = self.step * self.ar  # state() is asked for when a checkpoint is written
         return {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
                 "action_rng": self.action_rng.bit_generator.state,
                 "metrics": {k: float(v) for k, v in self.metrics.items()},
@@ -321,6 +341,8 @@ class CurlApp(TrainingApp):
         # the replay refills it (no updates then, so nothing new to log).
         self.metrics = state.get("metrics", {}) if self.cfg.save_replay else {}
         self.resumed, self.start_step = True, self.step
+        self.finite_until = self.checkpointed = self.step * self.ar
+        self.agent.set_capturable(False)  # the checkpoint's optimisers bring their own; --cuda-graphs sets it again
         # Seed steps are counted from the start of the run; a resume without the replay refills it first.
         if not self.cfg.save_replay:
             self.seed_until = self.step + self.cfg.seed_steps
@@ -352,12 +374,21 @@ class CurlApp(TrainingApp):
             t0 = clock()
             action = agent.act(self.obs, sample=True)
             t1 = clock()
-            batch = self.replay.sample(cfg.batch_size, self.accelerator.device)
+            if cfg.cuda_graphs:  # indices from the replay's generator; the batch is gathered inside the graph
+                if self.graphed is None:
+                    from .graphs import GraphedUpdate
+
+                    self.graphed = GraphedUpdate(agent, self.replay, cfg.batch_size)
+                idx = self.replay.sample_indices(cfg.batch_size)
+                update = lambda: self.graphed.update(idx, step)  # noqa: E731
+            else:
+                batch = self.replay.sample(cfg.batch_size, self.accelerator.device)
+                update = lambda: agent.update(batch, step)  # noqa: E731
             self.sync()
             t2 = clock()
             # The latest value of every metric: the actor and alpha update every actor_update_every steps,
             # and a log row taking only the last update's would never show them when that one is odd.
-            self.metrics = {**self.metrics, **agent.update(batch, step)}
+            self.metrics = {**self.metrics, **update()}
             self.sync()
             t3 = clock()
             times["act"] += t1 - t0
@@ -372,6 +403,7 @@ class CurlApp(TrainingApp):
         self.obs, self.ep_return, self.step = next_obs, self.ep_return + reward, step + 1
         env_step, tb, log = self.step * self.ar, self.harness.tb, self.harness.csv("log.csv")
         if self.metrics and crossed(env_step, self.ar, cfg.log_every):
+            self.require_finite()
             log.log({"env_step": env_step, "episode": self.episode, **{k: float(v) for k, v in self.metrics.items()}})
             for k, v in self.metrics.items():
                 tb.add_scalar(f"train/{k}", float(v), env_step)
@@ -391,6 +423,7 @@ class CurlApp(TrainingApp):
         return crossed(self.step * self.ar, self.ar, self.cfg.eval_every) and self.step < self.cfg.agent_steps
 
     def evaluate(self, final: bool = False):
+        self.require_finite()  # a diverged policy would act with NaN
         cfg, env_step = self.cfg, self.step * self.ar
         video = self.harness.out / "eval.mp4" if (final and cfg.save_video) else None
         t0 = time.perf_counter()

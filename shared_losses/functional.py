@@ -33,7 +33,7 @@ Views = Union[torch.Tensor, Sequence[torch.Tensor]]
 # ----------------------------------------------------------------------------------------------
 
 
-def _prepare_logits(pos_logits, neg_logits, log_floor):
+def _prepare_logits(pos_logits, neg_logits, log_floor, host_checks=True):
     C.check_same_device(pos_logits=pos_logits, neg_logits=neg_logits)
     C.check_float_tensor("pos_logits", pos_logits, (1, 2), nan=False)
     C.check_float_tensor("neg_logits", neg_logits, (2, 3), nan=False)
@@ -56,6 +56,12 @@ def _prepare_logits(pos_logits, neg_logits, log_floor):
     if M == 0 or neg.shape[-1] == 0:
         raise ValueError(f"need at least one positive and one negative, got M = {M}, N = {neg.shape[-1]}")
     C.check_log_floor(log_floor, B, pos.device)
+    if not host_checks:
+        # No value reaches the host (CUDA graphs, a GPU that runs ahead of Python): no NaN / inf / empty-row
+        # refusals, every positive taken as present, the negatives counted on the device. The arithmetic is the
+        # checked path's whenever its checks pass and some negative is absent (-inf); a bad value shows up as a
+        # non-finite loss, which the caller must test (without a sync: see the docstrings).
+        return pos, neg, (neg > NEG_INF).sum(-1), None
 
     # Every check on the values, and the two facts that pick the fast paths (all positives present,
     # all negatives present), reach the host in one transfer: one device sync per call, not eight.
@@ -96,6 +102,8 @@ def debiased_nce_from_logits(
     tau_plus: float = 0.0,
     log_floor: torch.Tensor | float | None = None,
     reduction: str = "mean",
+    *,
+    host_checks: bool = True,
 ) -> torch.Tensor:
     r"""Debiased contrastive loss from logits [DCL eq. (7)-(8); docs/equations.md section 3].
 
@@ -115,6 +123,12 @@ def debiased_nce_from_logits(
             ``log_floor = -1/t``. ``None`` clamps g at 0 only. A ``[B]`` tensor gives a per-anchor
             floor, e.g. :func:`log_floor_min_negative` for unbounded scores.
         reduction: ``"mean"``, ``"sum"`` or ``"none"`` (``[B]``).
+        host_checks: check the values (NaN, +inf, an anchor without a positive or without a negative), which
+            reads one small tensor on the host: a device sync per call. ``False`` skips them so that nothing
+            waits for the device (inside a CUDA graph, or a loop that must not stall the GPU): every positive is
+            then taken as present, the negatives are counted on the device, and a bad input gives a NaN or
+            infinite loss instead of an error, so test the loss yourself (``torch.isfinite``, read later).
+            Shapes, dtypes and devices are checked either way.
 
     Everything is computed in log space (float32 or wider), so it is finite where the paper's
     exp-space code overflows.
@@ -125,7 +139,7 @@ def debiased_nce_from_logits(
     """
     C.check_reduction(reduction)
     tau_plus = C.check_tau_plus(tau_plus)
-    pos, neg, n_neg, present = _prepare_logits(pos_logits, neg_logits, log_floor)
+    pos, neg, n_neg, present = _prepare_logits(pos_logits, neg_logits, log_floor, host_checks)
     loss = debiased_terms(pos, neg, n_neg, tau_plus, log_floor, 0.0, present)
     return reduce(loss, reduction)
 
@@ -137,6 +151,8 @@ def hard_negative_nce_from_logits(
     beta: float = 1.0,
     log_floor: torch.Tensor | float | None = None,
     reduction: str = "mean",
+    *,
+    host_checks: bool = True,
 ) -> torch.Tensor:
     r"""Hard-negative debiased loss [HCL section 3; docs/equations.md section 4].
 
@@ -148,20 +164,20 @@ def hard_negative_nce_from_logits(
     C.check_reduction(reduction)
     tau_plus = C.check_tau_plus(tau_plus)
     beta = C.check_beta(beta)
-    pos, neg, n_neg, present = _prepare_logits(pos_logits, neg_logits, log_floor)
+    pos, neg, n_neg, present = _prepare_logits(pos_logits, neg_logits, log_floor, host_checks)
     loss = debiased_terms(pos, neg, n_neg, tau_plus, log_floor, beta, present)
     return reduce(loss, reduction)
 
 
 def info_nce_from_logits(
-    pos_logits: torch.Tensor, neg_logits: torch.Tensor, reduction: str = "mean"
+    pos_logits: torch.Tensor, neg_logits: torch.Tensor, reduction: str = "mean", *, host_checks: bool = True
 ) -> torch.Tensor:
     r"""InfoNCE [CPC eq. 4]: ``l_i = -log( e^{p_i} / (e^{p_i} + sum_n e^{q_in}) )``.
 
     Identical to :func:`debiased_nce_from_logits` with ``tau_plus = 0`` and no floor (with M > 1
-    positives, the mean over the M turns, each against the N negatives).
+    positives, the mean over the M turns, each against the N negatives). ``host_checks`` as there.
     """
-    return debiased_nce_from_logits(pos_logits, neg_logits, 0.0, None, reduction)
+    return debiased_nce_from_logits(pos_logits, neg_logits, 0.0, None, reduction, host_checks=host_checks)
 
 
 def log_floor_min_negative(neg_logits: torch.Tensor) -> torch.Tensor:

@@ -474,6 +474,11 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
 
 # ------------------------------------------------------------------------------------- interrupts
 
+class TrainingDiverged(ValueError):
+    """Training produced a NaN or infinite loss: the run stops without writing a checkpoint (its last one is kept),
+    and ``run_cli`` prints the message as one ``error:`` line."""
+
+
 class RunInterrupted(Exception):
     """A run stopped on SIGINT/SIGTERM after writing a checkpoint; ``run_cli`` prints ``str(self)``
     and exits with status 130."""

@@ -69,8 +69,8 @@ def test_a_new_registry_entry_is_a_new_aux_with_its_loss(tmp_path):
 
     out = run_with_entry(tmp_path, "rl_curl", "OBJECTIVES", '''
         Objective("toy", "toy", ("tau_plus", "positives"), 9,
-                  lambda pos, neg, tau_plus, beta, floor: 2 * debiased_nce_from_logits(pos, neg, tau_plus=tau_plus,
-                                                                                        log_floor=floor),
+                  lambda pos, neg, tau_plus, beta, floor, checks: 2 * debiased_nce_from_logits(
+                      pos, neg, tau_plus=tau_plus, log_floor=floor, host_checks=checks),
                   "a toy loss: twice the debiased one")''', '''
         import contextlib, io, torch, rl_curl
         from rl_curl import objectives as O

@@ -1,0 +1,144 @@
+"""The agent's update as CUDA graphs (``rl_curl.train --cuda-graphs``): the same update, launched as one graph.
+
+At batch 512 the update is about two thousand small operations, and on a GPU each costs a few microseconds of
+Python and of kernel launch; the arithmetic itself (about 0.42 TFLOP) would take the GPU a few milliseconds.
+:class:`GraphedUpdate` records the whole update once (a CUDA graph per kind of update step: with or without the
+actor, the target update, the auxiliary loss) and then replays it with one call per step. For that, nothing in the
+update may read a value on the host, and every tensor it reads or writes across steps must stay where it is:
+
+* the batch is gathered inside the graph from the replay on the device (:meth:`FrameReplay.gather`), from
+  indices drawn on the host by the replay's own generator and copied into one fixed index tensor, so the batches
+  are the default path's, transition for transition;
+* the losses run without their host checks (``host_checks=False``); a NaN or infinite loss is recorded on the
+  device (:meth:`CurlAgent.watch`) and read when the training loop logs or checkpoints;
+* the Adam steps are ``capturable`` (step counts on the device);
+* the random crops and the policy's noise come from the device's default generator, which a graph advances as the
+  eager code would.
+
+Before recording a kind of step, the update runs a few times eagerly on a side stream (cuDNN picks its algorithms,
+Adam makes its state), and then the agent, its optimisers and the generator are put back exactly as they were
+(:class:`Snapshot`), so that the run is the default path's run: the same updates on the same batches. On a CPU the
+same update runs eagerly (no graph), which is what the tests compare with the default path, bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .agent import CurlAgent
+from .replay import FrameReplay
+
+
+class Snapshot:
+    """A copy of everything an update changes: the agent's parameters and tensors, every optimiser's state (Adam's
+    moments and step counts; parameters without state yet are remembered as such) and the random generator of the
+    agent's device. :meth:`restore` writes it back in place, so every tensor keeps its memory (a captured graph
+    reads and writes them there), and state that an update created since is set to what a fresh Adam starts
+    from (zeros, step 0)."""
+
+    def __init__(self, agent: CurlAgent):
+        self.agent = agent
+        self.tensors = [t.detach().clone() for t in self._tensors()]
+        self.opt_state: list[dict] = []
+        for opt in agent.optimizers().values():
+            state = {}
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    st = opt.state.get(p)
+                    state[p] = None if not st else {k: (v.clone() if torch.is_tensor(v) else v) for k, v in st.items()}
+            self.opt_state.append(state)
+        dev = agent.log_alpha.device
+        self.rng = torch.cuda.get_rng_state(dev) if dev.type == "cuda" else torch.get_rng_state()
+
+    def _tensors(self) -> list[torch.Tensor]:
+        a = self.agent
+        return [*a.parameters(), *a.buffers()]  # the buffers: the non-finite flag
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        a = self.agent
+        for t, saved in zip(self._tensors(), self.tensors, strict=True):
+            t.copy_(saved)
+        for opt, saved in zip(a.optimizers().values(), self.opt_state, strict=True):
+            for p, st in saved.items():
+                now = opt.state.get(p)
+                if not now:
+                    continue
+                for k, v in now.items():
+                    if not torch.is_tensor(v):
+                        now[k] = st[k] if st is not None else v
+                    elif st is None:
+                        v.zero_()  # a fresh Adam: zero moments, step 0
+                    else:
+                        v.copy_(st[k])
+        dev = a.log_alpha.device
+        if dev.type == "cuda":
+            torch.cuda.set_rng_state(self.rng, dev)
+        else:
+            torch.set_rng_state(self.rng)
+
+
+class GraphedUpdate:
+    """``agent.update`` on the batch of replay indices ``idx``, replayed from CUDA graphs on a GPU (see the module's
+    docstring); eager, with the same code, elsewhere. ``update(idx, step)`` returns the metrics as tensors that
+    later updates overwrite in place (read them before the next update to keep a value)."""
+
+    def __init__(self, agent: CurlAgent, replay: FrameReplay, batch_size: int, warmup: int = 3):
+        self.agent, self.replay, self.warmup = agent, replay, warmup
+        self.device = agent.log_alpha.device
+        self.graphed = self.device.type == "cuda"
+        replay.enable_device_sampling()
+        if replay.device != self.device:
+            raise ValueError(f"the replay's frames are on {replay.device}, the agent on {self.device}: --cuda-graphs "
+                             "needs the replay on the training device (--replay-on-device)")
+        agent.host_checks = False
+        agent.set_capturable(self.graphed)
+        self.idx = torch.zeros(batch_size, dtype=torch.int64, device=self.device)  # the graphs' input
+        self.out: dict[str, torch.Tensor] = {}  # the graphs' outputs: fixed tensors, written in place
+        self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, tuple[str, ...]]] = {}  # kind -> (graph, its metrics)
+        self.pool = None
+        self.captures = 0
+
+    def kind(self, step: int) -> tuple[bool, bool, bool]:
+        """Which parts an update at ``step`` runs (the actor, the targets, the auxiliary loss): one graph each."""
+        c = self.agent.cfg
+        return (step % c.actor_update_every == 0, step % c.target_update_every == 0,
+                c.aux != "none" and step % c.aux_update_every == 0)
+
+    def _update(self, step: int) -> dict[str, torch.Tensor]:
+        metrics = self.agent.update(self.replay.gather(self.idx), step)
+        for k, v in metrics.items():
+            if k not in self.out:  # made outside any graph (the first eager run): its memory stays put
+                self.out[k] = torch.zeros((), dtype=torch.float32, device=self.device)
+            self.out[k].copy_(v.detach())
+        return {k: self.out[k] for k in metrics}
+
+    def _capture(self, step: int) -> tuple[torch.cuda.CUDAGraph, tuple[str, ...]]:
+        snap = Snapshot(self.agent)
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(self.warmup):  # cuDNN's algorithm search, Adam's state, the outputs' tensors
+                self._update(step)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        snap.restore()  # as if the warm-up never ran
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            keys = tuple(self._update(step))
+        # Graphs share one memory pool: safe because they never run at once and everything that lives from one
+        # update to the next (parameters, optimiser state, the index and output tensors) was allocated outside them.
+        self.pool = graph.pool()
+        self.captures += 1
+        return graph, keys
+
+    def update(self, idx: np.ndarray, step: int) -> dict[str, torch.Tensor]:
+        self.idx.copy_(torch.from_numpy(np.asarray(idx, dtype=np.int64)))
+        if not self.graphed:
+            return self._update(step)
+        kind = self.kind(step)
+        if kind not in self.graphs:
+            self.graphs[kind] = self._capture(step)
+        graph, keys = self.graphs[kind]
+        graph.replay()
+        return {k: self.out[k] for k in keys}

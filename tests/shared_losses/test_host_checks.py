@@ -1,0 +1,73 @@
+"""``host_checks=False`` of the logit-level losses: the checked path's arithmetic (bit for bit, so the float64
+transcriptions of test_equations hold for it too) without one value reaching the host; bad values become a
+non-finite loss instead of an error.
+
+"Without one value reaching the host" is tested on the meta device, whose tensors have shapes but no data: any
+``.item()``, ``.tolist()``, ``bool(t)`` or data-dependent shape there raises. That is what a CUDA graph cannot
+capture and what makes Python wait for the GPU."""
+
+import pytest
+import torch
+
+import shared_losses as S
+
+from . import reference as R
+
+
+def logits(B, M, N, per_turn=False, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    pos = torch.randn(B, M, generator=g, dtype=dtype) * 3
+    neg = torch.randn(*((B, M, N) if per_turn else (B, N)), generator=g, dtype=dtype) * 3
+    # absent negatives, as the RL agent's own keys: -inf in every row
+    neg[..., torch.arange(B) % N] = float("-inf")
+    return pos, neg
+
+
+CASES = [  # (loss, kwargs)
+    (S.info_nce_from_logits, {}),
+    (S.debiased_nce_from_logits, {"tau_plus": 0.1}),
+    (S.debiased_nce_from_logits, {"tau_plus": 0.05, "log_floor": -2.0}),
+    (S.debiased_nce_from_logits, {"tau_plus": 0.3, "log_floor": "min-negative"}),
+    (S.hard_negative_nce_from_logits, {"tau_plus": 0.1, "beta": 1.0, "log_floor": "min-negative"}),
+    (S.hard_negative_nce_from_logits, {"tau_plus": 0.0, "beta": 0.5}),
+]
+
+
+@pytest.mark.parametrize("per_turn", [False, True])
+@pytest.mark.parametrize("M", [1, 2])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_no_host_read_and_the_same_bits(case, M, per_turn):
+    loss, kw = CASES[case]
+    pos, neg = logits(9, M, 12, per_turn, seed=case)
+    if kw.get("log_floor") == "min-negative":
+        kw = {**kw, "log_floor": S.log_floor_min_negative(neg)}
+    meta = {k: (v.to("meta") if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    for reduction in ("mean", "none"):
+        checked = loss(pos, neg, **kw, reduction=reduction)
+        free = loss(pos, neg, **kw, reduction=reduction, host_checks=False)
+        assert torch.equal(free, checked)
+        out = loss(pos.to("meta"), neg.to("meta"), **meta, reduction=reduction, host_checks=False)
+        assert out.shape == checked.shape  # computed without reading a value
+        with pytest.raises((RuntimeError, NotImplementedError)):  # the checked path reads values
+            loss(pos.to("meta"), neg.to("meta"), **meta, reduction=reduction)
+
+
+def test_no_host_read_matches_the_float64_transcription():
+    pos, neg = logits(6, 2, 7, dtype=torch.float64)
+    got = S.debiased_nce_from_logits(pos, neg, tau_plus=0.1, log_floor=-1.5, reduction="none", host_checks=False)
+    want = R.debiased(pos.tolist(), neg.tolist(), tau_plus=0.1, log_floor=-1.5)
+    torch.testing.assert_close(got, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=1e-12)
+
+
+def test_bad_values_give_a_non_finite_loss_instead_of_an_error():
+    pos, neg = logits(5, 1, 6)
+    pos[2, 0] = float("nan")
+    with pytest.raises(ValueError, match="pos_logits contains NaN"):
+        S.debiased_nce_from_logits(pos, neg, tau_plus=0.1)
+    assert not torch.isfinite(S.debiased_nce_from_logits(pos, neg, tau_plus=0.1, host_checks=False))
+    pos, neg = logits(5, 1, 6)
+    pos[1, 0] = float("-inf")  # an anchor without its positive
+    assert not torch.isfinite(S.info_nce_from_logits(pos, neg, host_checks=False))
+    # shapes are still checked on the host
+    with pytest.raises(ValueError, match="pos_logits has 5 anchors but neg_logits has 4"):
+        S.info_nce_from_logits(pos, neg[:4], host_checks=False)
