@@ -99,6 +99,7 @@ class GraphedUpdate:
         self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, tuple[str, ...]]] = {}  # kind -> (graph, its metrics)
         self.pool = None
         self.captures = 0
+        self.generation = replay.generation  # the replay's ring allocation the graphs read
 
     def kind(self, step: int) -> tuple[bool, bool, bool]:
         """Which parts an update at ``step`` runs (the actor, the targets, the auxiliary loss): one graph each."""
@@ -136,6 +137,8 @@ class GraphedUpdate:
         self.idx.copy_(torch.from_numpy(np.asarray(idx, dtype=np.int64)))
         if not self.graphed:
             return self._update(step)
+        if self.replay.generation != self.generation:  # the ring moved to a larger allocation: record again
+            self.graphs, self.pool, self.generation = {}, None, self.replay.generation
         kind = self.kind(step)
         if kind not in self.graphs:
             self.graphs[kind] = self._capture(step)

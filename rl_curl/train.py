@@ -297,6 +297,11 @@ class CurlApp(TrainingApp):
         set_seed(cfg.seed)
         self.env, self.agent = build(cfg, accelerator.device)
         self.agent.autocast = accelerator.autocast
+        if cfg.cuda_graphs and cfg.mixed_precision == "bf16" and accelerator.device.type == "cuda":
+            # the same casts without autocast's cache of cast weights, whose tensors a captured graph must not keep
+            import functools
+
+            self.agent.autocast = functools.partial(torch.autocast, "cuda", dtype=torch.bfloat16, cache_enabled=False)
         self.obs_shape = self.env.observation_space.shape
         replay_seed, action_seed = stream_seeds(cfg.seed)
         self.replay = FrameReplay(cfg.replay_capacity, self.obs_shape, self.agent.action_dim, cfg.frame_stack,

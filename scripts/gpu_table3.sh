@@ -9,7 +9,7 @@
 #
 # It installs what is missing (only where `import dm_control, mujoco, gymnasium, tyro` fails, so on a machine set up
 # by scripts/setup.sh nothing is installed), renders with EGL, and runs scripts/table3_gpu.py run, packing into $OUT
-# (the device tool's output folder), or ./table3_pack when OUT is unset. PYTHON picks the interpreter (python3).
+# (the GPU machine's output folder), or ./table3_pack when OUT is unset. PYTHON picks the interpreter (python3).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)" || exit 2  # relative paths of the options stay the caller's
 PY="${PYTHON:-python3}"

@@ -13,10 +13,11 @@ them at the deadline: Ctrl-C, so that each stops at its next episode end, then a
 run that did not reach its last step is packed as *unfinished* with the step it reached, never as a result.
 With ``--solo-env-steps N`` it first times one shorter run alone (``--sync-timing``: where its time goes).
 
-The pack (``--pack``: at most 8 files, the device tool's limit) holds ``table3_runs.tar.gz`` (one folder per run:
-config.json, eval.csv, log.csv, summary.json when finished, slice.json, train.log), ``throughput.json`` (env steps
-per second of each run alone and together, the solo run's time per part of a step) and ``slice.txt`` (what was
-printed at the end).
+The pack (``--pack``: at most 8 files, what a lent GPU machine brings back) holds ``table3_runs.tar.gz`` (one
+folder per run: config.json, eval.csv, log.csv, summary.json when finished, slice.json, train.log),
+``throughput.json`` (env steps per second of each run alone and together, the solo run's time per part of a step,
+the bench's summary, the chosen update path and the fit's estimate) and ``slice.txt`` (what was printed at the end);
+with ``--bench`` also ``update_bench.json``, ``selftest.txt`` and ``profile.txt`` (scripts/bench_curl_gpu.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
@@ -44,6 +45,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 DEFAULT_RESULTS = ROOT / "docs" / "data" / "table3_gpu"
 PACK_FILES = ("table3_runs.tar.gz", "throughput.json", "slice.txt")
+#: What --bench adds to the pack (scripts/bench_curl_gpu.py).
+BENCH_FILES = ("update_bench.json", "selftest.txt", "profile.txt")
 #: Options every slice run gets: no progress bar, no replay in checkpoints (3.3 GB that would never come back),
 #: checkpoints only at the end, the evaluation's episodes in worker processes (the GPU machine's 16 cores).
 RUN_FLAGS = ("--no-save-replay", "--checkpoint-every", "0", "--eval-parallel", "--torch-threads", "2")
@@ -88,6 +91,20 @@ class RunArgs:
     extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     """Extra options for every rl_curl.train, written with '=' (--extra=--no-encoder-tanh); the slice sets task, seed,
     objective, output folder, env steps and batch size itself."""
+    bench: bool = False
+    """First run scripts/bench_curl_gpu.py (the fast paths' self-test against the default update, their times at
+    --batch-size, a kernel profile) into the pack: update_bench.json, selftest.txt, profile.txt."""
+    bench_deadline: float = 120.0
+    """Seconds the bench may take (its remaining variants are skipped after that; it is killed 60 s later)."""
+    bench_extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
+    """Extra options for scripts/bench_curl_gpu.py, written with '=' (--bench-extra=--updates=20)."""
+    speed: Literal["auto", "default", "graphs"] = "default"
+    """How the runs update. default: rl_curl.train's default. graphs: --cuda-graphs --replay-on-device. auto: graphs
+    when --bench's self-test passed and graphs timed faster than the default, else the default."""
+    fit: bool = False
+    """Start only as many of the runs (seed by seed: every objective of a seed before the next seed, so the runs
+    that start pair up) as the estimate from --bench's update time and this machine's environment speed says can
+    finish by --deadline; the estimate goes into throughput.json beside what happened. Without --bench: all runs."""
     poll: float = 2.0
     """Seconds between looks at the runs (their exit, their progress)."""
 
@@ -149,16 +166,17 @@ def run_name(task: str, objective: str, seed: int, tag: str, commit: str, date: 
     return f"{task}__{objective.replace(':', '_')}__seed{seed}__{tag}__{commit[:7]}__{date}"
 
 
-def slice_commands(args: RunArgs, work: Path) -> list[dict]:
-    """The slice's runs: ``{task, objective, seed, out, cmd}``, each command curl_table3's for that run plus
-    :data:`RUN_FLAGS` and --extra, checked by rl_curl.train's own parsing before anything starts."""
+def slice_commands(args: RunArgs, work: Path, run_flags: tuple[str, ...] = RUN_FLAGS) -> list[dict]:
+    """The slice's runs, seed by seed (every task and objective of a seed before the next seed: the runs a slice
+    starts first pair up): ``{task, objective, seed, out, cmd}``, each command curl_table3's for that run plus
+    ``run_flags`` and --extra, checked by rl_curl.train's own parsing before anything starts."""
     import curl_table3
 
     from rl_curl.config import from_cli
 
     grid = curl_table3.Args(out=str(work), tasks=list(args.tasks), objectives=list(args.objectives),
                             seeds=list(args.seeds), env_steps=args.env_steps, batch_size=args.batch_size,
-                            extra=[*RUN_FLAGS, *args.extra])
+                            extra=[*run_flags, *args.extra])
     curl_table3.check_extra(args.extra)
     keys = [(task, obj, seed) for task in args.tasks for obj in args.objectives for seed in args.seeds]
     jobs = []
@@ -168,7 +186,8 @@ def slice_commands(args: RunArgs, work: Path) -> list[dict]:
         except ValueError as err:
             raise ValueError(f"{err} (rl_curl.train's check of the slice's run {task} {obj} seed {seed})") from None
         jobs.append({"task": task, "objective": obj, "seed": seed, "out": out, "cmd": cmd})
-    return jobs
+    return sorted(jobs, key=lambda j: (args.seeds.index(j["seed"]), args.tasks.index(j["task"]),
+                                       args.objectives.index(j["objective"])))
 
 
 def check_run_args(args: RunArgs) -> None:
@@ -390,6 +409,103 @@ def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
             "command": job["cmd"][1:]}
 
 
+GRAPH_FLAGS = ("--cuda-graphs", "--replay-on-device")
+
+
+def run_flags(n_runs: int, cpus: int) -> tuple[str, ...]:
+    """What every run of a slice gets (:data:`RUN_FLAGS`), for ``n_runs`` at once on ``cpus`` CPUs: more runs than
+    ``max(2, cpus // 8)`` share the CPUs among themselves, so each evaluates in its own process (no worker processes:
+    ten per run would crowd the memory) on one torch thread."""
+    if n_runs > max(2, cpus // 8):
+        return ("--no-save-replay", "--checkpoint-every", "0", "--torch-threads", "1")
+    return RUN_FLAGS
+
+
+def run_bench(args: RunArgs, pack: Path, commit: str) -> dict | None:
+    """scripts/bench_curl_gpu.py into the pack; its report (None if it wrote none)."""
+    cmd = [sys.executable, str(ROOT / "scripts" / "bench_curl_gpu.py"), "--out", str(pack), "--batch",
+           str(args.batch_size), "--deadline", str(args.bench_deadline), "--commit", commit, *args.bench_extra]
+    print(f"[bench] {' '.join(cmd[1:])}", flush=True)
+    try:
+        res = subprocess.run(cmd, cwd=ROOT, timeout=args.bench_deadline + 60, text=True, capture_output=True,
+                             env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+        print("\n".join("    " + line for line in (res.stdout + res.stderr).splitlines()[-40:]), flush=True)
+    except subprocess.TimeoutExpired:
+        print(f"[bench] killed after {args.bench_deadline + 60:.0f} s", flush=True)
+    try:
+        report = json.loads((pack / "update_bench.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def choose_speed(mode: str, bench: dict | None) -> tuple[tuple[str, ...], str]:
+    """The runs' speed flags and why: see RunArgs.speed."""
+    if mode == "default":
+        return (), "default (--speed default)"
+    if mode == "graphs":
+        return GRAPH_FLAGS, "CUDA graphs (--speed graphs)"
+    if not bench:
+        return (), "default: --speed auto without a bench report"
+    if not bench.get("selftest", {}).get("passed"):
+        return (), "default: the fast path's self-test did not pass (selftest.txt)"
+    med = {r.get("name"): r.get("median_ms") for r in bench.get("variants", [])}
+    g, d = med.get("graphs"), med.get("default")
+    if g and d and g < d:
+        return GRAPH_FLAGS, f"CUDA graphs: {g:.2f} ms per update against the default's {d:.2f}, self-test passed"
+    return (), f"default: CUDA graphs timed {g} ms per update, the default {d}"
+
+
+def seconds_per_env_step(cfg) -> float:
+    """Seconds of one agent step of ``cfg``'s environment (physics and rendering), over 30 random steps."""
+    from rl_curl.env import make
+
+    env = make(cfg.task, seed=0, action_repeat=cfg.action_repeat, frame_stack=cfg.frame_stack,
+               image_size=cfg.image_size, camera_id=cfg.camera_id)
+    try:
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+        t = time.perf_counter()
+        for _ in range(30):
+            env.step(env.action_space.sample())
+        return (time.perf_counter() - t) / 30
+    finally:
+        env.close()
+
+
+def estimate_seconds(k: int, *, updates: int, ms_per_update: float, cpu_seconds: float, cpus: int,
+                     startup: float = 30.0, gpu_share: float = 0.8) -> float:
+    """Wall seconds for ``k`` runs at once: the longest of one run alone (its updates, then its environment and
+    evaluation steps, not overlapped), the GPU's work for all of them (``updates`` each at ``ms_per_update``; runs that
+    share the GPU keep it ``gpu_share`` busy) and their CPU work spread over ``cpus``; plus start-up."""
+    gpu = updates * ms_per_update / 1000
+    return startup + max(gpu + cpu_seconds, k * gpu / gpu_share, k * cpu_seconds / cpus)
+
+
+def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[str, ...]) -> tuple[list[dict], dict]:
+    """The first runs (seed by seed) that :func:`estimate_seconds` says finish by the deadline, and the estimate."""
+    from rl_curl.config import from_cli
+
+    variant = "graphs" if speed else "default"
+    ms = next((r.get("median_ms") for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)
+    if not ms:
+        return jobs, {"fitted": False, "why": f"no {variant} update time from the bench: every run started"}
+    cfg = from_cli(jobs[0]["cmd"][3:]).resolved()
+    step_s = seconds_per_env_step(cfg)
+    episode = -(-1000 // cfg.action_repeat)
+    evaluations = -(-cfg.env_steps // cfg.eval_every)
+    cpu = step_s * (cfg.agent_steps + evaluations * cfg.eval_episodes * episode) * 1.25  # acting, replay, Python
+    updates = max(0, cfg.agent_steps - cfg.seed_steps)
+    cpus = os.cpu_count() or 1
+    est = {k: estimate_seconds(k, updates=updates, ms_per_update=ms, cpu_seconds=cpu, cpus=cpus)
+           for k in range(1, len(jobs) + 1)}
+    k = max([n for n, t in est.items() if t <= args.deadline], default=1)
+    info = {"fitted": True, "runs": k, "of": len(jobs), "ms_per_update": ms, "env_seconds_per_agent_step": step_s,
+            "cpu_seconds_per_run": round(cpu, 1), "updates_per_run": updates, "cpus": cpus,
+            "estimated_seconds": {n: round(t, 1) for n, t in est.items()}}
+    return jobs[:k], info
+
+
 def run_slice(args: RunArgs) -> int:
     check_run_args(args)
     # Absolute: the runs start in the repository's root (python -m rl_curl.train), this process reads their folders
@@ -402,14 +518,37 @@ def run_slice(args: RunArgs) -> int:
         raise ValueError(f"{work / 'runs'} already holds runs: a slice starts its runs afresh; pass another --work")
     pack.mkdir(parents=True, exist_ok=True)
     name = gpu_name()
-    info = {"gpu": name, "gpu_tag": gpu_tag(name), "commit": code_commit(args.commit),
+    commit = code_commit(args.commit)
+    bench = run_bench(args, pack, commit) if args.bench else None
+    speed, why = choose_speed(args.speed, bench)
+    print(f"[speed] {why}", flush=True)
+    args = dataclasses.replace(args, extra=[*(f for f in speed if f not in args.extra), *args.extra])
+    jobs = slice_commands(args, work / "runs")
+    fit = {"fitted": False, "why": "--fit not given"}
+    if args.fit:
+        jobs, fit = fit_jobs(jobs, args, bench, speed)
+        if fit["fitted"]:
+            print(f"[fit] {fit['runs']} of {fit['of']} runs: estimated {fit['estimated_seconds'][fit['runs']]:.0f} s "
+                  f"of the {args.deadline:.0f} s deadline ({fit['ms_per_update']} ms per update, "
+                  f"{fit['env_seconds_per_agent_step'] * 1000:.1f} ms per environment step, {fit['cpus']} CPUs)",
+                  flush=True)
+        else:
+            print(f"[fit] {fit['why']}", flush=True)
+    flags = run_flags(len(jobs), os.cpu_count() or 1)
+    keys = {(j["task"], j["objective"], j["seed"]) for j in jobs}
+    jobs = [j for j in slice_commands(args, work / "runs", flags) if (j["task"], j["objective"], j["seed"]) in keys]
+    info = {"gpu": name, "gpu_tag": gpu_tag(name), "commit": commit,
             "date": args.date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
             "runs_together": len(jobs), "host_cpus": os.cpu_count()}
     print(f"slice: {len(jobs)} runs on {name}, commit {info['commit'][:12]}, {info['date']}", flush=True)
     solo = solo_timing(args, work, info) if args.solo_env_steps else None
     runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice")
     rows = pack_runs(runs, args, info, pack)
-    throughput = {**info, "deadline": args.deadline, "solo": solo,
+    throughput = {**info, "deadline": args.deadline, "solo": solo, "speed": {"flags": list(speed), "why": why},
+                  "fit": fit, "run_flags": list(flags),
+                  "bench": None if bench is None else {
+                      "selftest_passed": bench.get("selftest", {}).get("passed"),
+                      "ms_per_update": {r.get("name"): r.get("median_ms") for r in bench.get("variants", [])}},
                   "together_env_steps_per_second": together_rate(runs),
                   "runs": [{"name": row["name"], "env_steps_reached": row["env_steps_reached"],
                             "finished": row["finished"], "wall_seconds": row["wall_seconds"],
@@ -419,7 +558,13 @@ def run_slice(args: RunArgs) -> int:
                            for row, r in zip(rows, runs)]}
     (pack / "throughput.json").write_text(json.dumps(throughput, indent=1) + "\n")
     lines = [f"slice of {info['date']} on {name} (commit {info['commit'][:12]}), {len(runs)} runs together, "
-             f"deadline {args.deadline:.0f} s"]
+             f"deadline {args.deadline:.0f} s; updates: {why}"]
+    if bench is not None:
+        lines.append("bench: self-test " + ("passed" if bench.get("selftest", {}).get("passed") else "FAILED")
+                     + "; ms per update at batch " + str(bench.get("batch")) + ": "
+                     + ", ".join(f"{r.get('name')} {r.get('median_ms')}" for r in bench.get("variants", [])))
+    if fit.get("fitted"):
+        lines.append(f"fit: {fit['runs']} of {fit['of']} runs, estimated {fit['estimated_seconds'][fit['runs']]:.0f} s")
     if solo and solo.get("finished"):
         lines.append(f"alone: {solo['env_steps_per_second']} env steps/s over {solo['env_steps']} steps; seconds per "
                      f"part: {json.dumps(solo['time_seconds'])}")

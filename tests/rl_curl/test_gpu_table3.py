@@ -45,7 +45,7 @@ def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
                      "300", "--solo-env-steps", "1000", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     files = sorted(p.name for p in (tmp_path / "pack1").iterdir())
-    assert files == sorted(table3_gpu.PACK_FILES) and len(files) <= 8  # the device tool brings back 8 files at most
+    assert files == sorted(table3_gpu.PACK_FILES) and len(files) <= 8  # a lent GPU machine brings back 8 files at most
     runs = unpack(tmp_path / "pack1", tmp_path / "x1")
     assert sorted(runs) == ["cartpole-swingup__curl__seed0__cpu__abc1234__2026-11-27",
                             "cartpole-swingup__debiased_0.05_1__seed0__cpu__abc1234__2026-11-27"]
@@ -102,9 +102,9 @@ def test_slice_options_are_checked_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="crop_size 200 > image_size 100"):  # rl_curl.train's own check
         slice_commands(RunArgs(pack=str(tmp_path), extra=["--crop-size=200"]), tmp_path)
     jobs = slice_commands(RunArgs(pack=str(tmp_path), seeds=[0, 1]), tmp_path)
-    assert [(j["objective"], j["seed"]) for j in jobs] == [("curl", 0), ("curl", 1), ("debiased:0.05:1", 0),
-                                                           ("debiased:0.05:1", 1)]
-    cmd = jobs[2]["cmd"]
+    assert [(j["objective"], j["seed"]) for j in jobs] == [("curl", 0), ("debiased:0.05:1", 0), ("curl", 1),
+                                                           ("debiased:0.05:1", 1)]  # seed by seed: pairs first
+    cmd = jobs[1]["cmd"]
     assert cmd[cmd.index("--env-steps") + 1] == "100000" and cmd[cmd.index("--batch-size") + 1] == "512"
     assert "--eval-parallel" in cmd and "--no-save-replay" in cmd and "--tau-plus" in cmd
     assert not (tmp_path / "pack").exists() and not list(tmp_path.iterdir())  # nothing written
@@ -122,3 +122,50 @@ def test_slice_script_without_its_packages_or_wheels_says_what_to_do(tmp_path):
     res = subprocess.run(["bash", str(ROOT / "scripts/gpu_table3.sh")], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "PYTHON": str(fake), "OUT": str(tmp_path / "out")}, timeout=60)
     assert res.returncode == 2 and "fetch_gpu_deps.py" in res.stderr and not (tmp_path / "out").exists()
+
+
+def test_speed_choice_and_the_fit_estimate():
+    from table3_gpu import GRAPH_FLAGS, choose_speed, estimate_seconds, run_flags
+
+    bench = {"selftest": {"passed": True}, "variants": [{"name": "default", "median_ms": 12.0},
+                                                        {"name": "graphs", "median_ms": 3.0}]}
+    assert choose_speed("auto", bench)[0] == GRAPH_FLAGS
+    assert choose_speed("auto", {**bench, "selftest": {"passed": False}}) == (
+        (), "default: the fast path's self-test did not pass (selftest.txt)")
+    slower = {**bench, "variants": [{"name": "default", "median_ms": 2.0}, {"name": "graphs", "median_ms": 3.0}]}
+    assert choose_speed("auto", slower)[0] == () and choose_speed("auto", None)[0] == ()
+    assert choose_speed("graphs", None)[0] == GRAPH_FLAGS and choose_speed("default", bench)[0] == ()
+    # one run is bound by its own serial work; many by the GPU (here) or the CPUs
+    one = estimate_seconds(1, updates=11_500, ms_per_update=3.0, cpu_seconds=100.0, cpus=16)
+    assert one == pytest.approx(30 + 34.5 + 100)
+    assert estimate_seconds(22, updates=11_500, ms_per_update=3.0, cpu_seconds=100.0, cpus=16) == \
+        pytest.approx(30 + 22 * 34.5 / 0.8)
+    assert estimate_seconds(22, updates=11_500, ms_per_update=0.2, cpu_seconds=100.0, cpus=16) == \
+        pytest.approx(30 + 22 * 100 / 16)
+    assert "--eval-parallel" in run_flags(2, 16) and "--eval-parallel" not in run_flags(22, 16)
+
+
+@pytest.mark.slow  # a tiny bench and a fitted slice in subprocesses (about a minute)
+def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
+    import table3_gpu
+
+    res = slice_cmd(tmp_path / "pack", tmp_path / "work", "--seeds", "0", "1", "--env-steps", "1000", "--deadline",
+                    "400", "--bench", "--bench-extra=--tiny", "--bench-extra=--updates=2",
+                    "--bench-extra=--repeats=1", "--bench-extra=--capacity=100", "--bench-extra=--profile-updates=2",
+                    "--speed", "auto", "--fit")
+    assert res.returncode == 0, res.stdout + res.stderr
+    files = sorted(p.name for p in (tmp_path / "pack").iterdir())
+    assert files == sorted(table3_gpu.PACK_FILES + table3_gpu.BENCH_FILES) and len(files) <= 8
+    bench = json.loads((tmp_path / "pack" / "update_bench.json").read_text())
+    assert bench["selftest"]["passed"] and {r["name"] for r in bench["variants"]} >= {"checked", "graphs"}
+    assert all("median_ms" in r for r in bench["variants"]) and bench["profile"]
+    thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
+    assert thr["bench"]["selftest_passed"] and thr["speed"]["why"] and thr["fit"]["fitted"]
+    assert 1 <= thr["fit"]["runs"] <= 4 and len(thr["runs"]) == thr["fit"]["runs"]
+    graphs = thr["speed"]["flags"] == ["--cuda-graphs", "--replay-on-device"]
+    runs = unpack(tmp_path / "pack", tmp_path / "x")
+    assert [m["seed"] for m in sorted(runs.values(), key=lambda m: m["command"])]  # the runs ran
+    for name in runs:
+        cfg = json.loads((tmp_path / "x" / name / "config.json").read_text())
+        assert cfg["cuda_graphs"] == graphs and cfg["replay_on_device"] == graphs
+    assert "updates:" in (tmp_path / "pack" / "slice.txt").read_text()

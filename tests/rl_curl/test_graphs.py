@@ -201,3 +201,18 @@ def test_divergence_stops_the_run_naming_the_steps_and_keeps_the_last_checkpoint
         run(cfg)
     assert (out / "checkpoint" / "COMPLETE").exists() and not (out / "summary.json").exists()
     assert torch.load(out / "checkpoint" / "extra.pt", weights_only=False)["step"] == 20  # agent steps: 1000 env
+
+
+def test_a_device_ring_grows_as_frames_arrive_and_samples_as_the_full_one(monkeypatch):
+    monkeypatch.setattr(FrameReplay, "DEVICE_RING_START", 8)
+    host, dev = filled_replay(), filled_replay(device="cpu")  # 60 transitions in 3 episodes: 69 frames, ring of 50
+    assert dev.frames.shape[0] == dev.frame_capacity == 50 and dev.generation == 3  # 8 -> 16 -> 32 -> 50
+    dev.enable_device_sampling()
+    for _ in range(3):
+        want, got = host.sample(B), dev.gather(torch.from_numpy(dev.sample_indices(B)))
+        assert all(torch.equal(want[k], got[k]) for k in want)
+    small = filled_replay(device="cpu", n=5)
+    assert small.frames.shape[0] == 8 and small.generation == 0  # 8 frames written: the first allocation
+    loaded = FrameReplay(40, OBS, 2, 3, seed=7, device="cpu")
+    loaded.load_state_dict(host.state_dict())
+    assert loaded.frames.shape[0] == 50 and torch.equal(loaded.frames, torch.from_numpy(host.frames))

@@ -1,0 +1,430 @@
+"""The update on a GPU: a self-test of the fast paths against the default one, their times at batch 512 side by side,
+and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs on a GPU machine (--bench).
+
+    python scripts/bench_curl_gpu.py --out OUT          # writes OUT/update_bench.json, selftest.txt, profile.txt
+
+1. **Self-test** (selftest.txt; update_bench.json's "selftest"): for each fast path, two agents made from the same
+   seed update on the same replay content with the same generator state, one the default way and one the fast way,
+   for a few updates (with and without the actor step); then every metric and every parameter is compared,
+   relative error ``|a - b| / |b|`` per tensor. TF32 is off and cuDNN deterministic during the test, so what is
+   compared is float32 arithmetic (tolerance 1e-4; NaN never passes). ``passed`` is what the slice reads before it
+   uses --cuda-graphs.
+2. **Timing** (update_bench.json's "variants"): ms per update, sampling included, as rl_curl.train does it, after a
+   warm-up (cuDNN's algorithm search; the graphs' capture); CUDA events around ``updates`` updates, twice. Variants:
+   ``checked`` (the update as of commit b3b304f: the losses' host checks on, one device sync per update; host
+   replay), ``default`` (today's default: no host check; host replay), ``device_replay`` (the same, replay on the
+   GPU), ``graphs`` (--cuda-graphs --replay-on-device), ``graphs_bf16`` (with --mixed-precision bf16), and
+   ``graphs_fused`` (the fused schedule: not the official update, half the convolutions). Each with its TFLOP/s
+   and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator reads its
+   inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
+3. **Profile** (profile.txt; "profile"): torch.profiler over a few updates of ``checked`` and ``graphs``: kernels
+   per update, their summed GPU time, the host's time, and the 15 kernels that take the most GPU time.
+
+Every step is guarded: a variant that fails is recorded with its error and the rest go on, so the command always
+leaves its files. On a CPU (the tests) the same runs with tiny networks (``--tiny``): graphs become eager updates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import tyro  # noqa: E402
+
+from rl_curl.agent import CurlAgent  # noqa: E402
+from rl_curl.config import Config  # noqa: E402
+from rl_curl.graphs import GraphedUpdate  # noqa: E402
+from rl_curl.replay import FrameReplay  # noqa: E402
+
+#: name -> how the variant updates: replay on the device, CUDA graphs, bf16 autocast, host checks, schedule
+VARIANTS = {
+    "checked": dict(device_replay=False, graphs=False, bf16=False, host_checks=True, update="official"),
+    "default": dict(device_replay=False, graphs=False, bf16=False, host_checks=False, update="official"),
+    "device_replay": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official"),
+    "graphs": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="official"),
+    "graphs_bf16": dict(device_replay=True, graphs=True, bf16=True, host_checks=False, update="official"),
+    "graphs_fused": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="fused"),
+}
+#: The self-test: (fast path, the path it must equal).
+SELFTESTS = (("graphs", "default"), ("graphs_fused", "default_fused"))
+TINY = dict(num_filters=4, num_layers=2, hidden_dim=16, feature_dim=8, image_size=20, crop_size=16)
+
+
+@dataclass
+class Args:
+    """Self-test and time rl_curl's update paths on this machine's GPU (or, with --tiny, its CPU)."""
+
+    out: str = ""
+    """Folder for update_bench.json, selftest.txt and profile.txt (created; empty = print only)."""
+    batch: int = 512
+    """Batch size (DCL Table 3 and the CURL paper's table: 512)."""
+    updates: int = 40
+    """Timed updates per repetition (steps alternate, so the actor runs every second one)."""
+    repeats: int = 2
+    """Timed repetitions per variant (the spread says how much a difference must be to count)."""
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    """Variants to time: checked, default, device_replay, graphs, graphs_bf16, graphs_fused."""
+    selftest_updates: int = 4
+    """Updates compared in the self-test."""
+    tolerance: float = 1e-4
+    """Largest relative error the self-test accepts (float32 arithmetic, TF32 off)."""
+    profile_updates: int = 6
+    """Updates under torch.profiler for the profile (0 = no profile)."""
+    capacity: int = 4000
+    """Transitions in the timed replays (random frames; more than fits in the GPU's cache)."""
+    deadline: float = 240.0
+    """Seconds after which the remaining variants and the profile are skipped (recorded as such)."""
+    tiny: bool = False
+    """Tiny networks and 20-pixel frames (the CPU tests)."""
+    device: str = "auto"
+    """auto (the GPU if there is one) or a torch device."""
+    commit: str = ""
+    """The code's commit, recorded (empty: unknown)."""
+
+
+# ------------------------------------------------------------------------------------------------- set-up
+
+
+def config(args: Args, update: str = "official") -> Config:
+    return Config(batch_size=args.batch, update=update, **(TINY if args.tiny else {})).resolved()
+
+
+def make_agent(cfg: Config, device: torch.device, bf16: bool = False, host_checks: bool = False) -> CurlAgent:
+    torch.manual_seed(0)
+    agent = CurlAgent(cfg.obs_shape, 1, cfg).to(device)
+    agent.make_optimizers()
+    agent.host_checks = host_checks
+    if bf16:
+        agent.autocast = functools.partial(torch.autocast, device.type, dtype=torch.bfloat16, cache_enabled=False)
+    return agent
+
+
+def make_replay(cfg: Config, capacity: int, device: torch.device | None) -> FrameReplay:
+    """A replay of random frames (never zeros: they hide unwritten memory and run faster than real data), wrapped
+    around once, the same content for every call."""
+    rng = np.random.default_rng(0)
+    rep = FrameReplay(capacity, cfg.obs_shape, 1, cfg.frame_stack, seed=1, device=device)
+    obs = rng.integers(0, 256, cfg.obs_shape, dtype=np.uint8)
+    for i in range(capacity + capacity // 4):
+        if i % 125 == 0:
+            rep.start_episode(obs)
+        nxt = np.concatenate([obs[3:], rng.integers(0, 256, (3, *cfg.obs_shape[1:]), dtype=np.uint8)])
+        rep.add(rng.uniform(-1, 1, 1), float(rng.normal()), nxt, i % 125 == 124)
+        obs = nxt
+    return rep
+
+
+def stepper(args: Args, v: dict, device: torch.device, agent: CurlAgent | None = None):
+    """``(agent, step(i) -> metrics)`` of a variant: one update at step i, its batch sampled as rl_curl.train does."""
+    cfg = config(args, v["update"])
+    agent = agent or make_agent(cfg, device, v["bf16"], v["host_checks"])
+    rep = make_replay(cfg, args.capacity, device if v["device_replay"] else None)
+    if v["graphs"]:
+        fast = GraphedUpdate(agent, rep, cfg.batch_size)
+        return agent, lambda i: fast.update(rep.sample_indices(cfg.batch_size), i)
+    return agent, lambda i: agent.update(rep.sample(cfg.batch_size, device), i)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def strict_float32(device: torch.device):
+    """TF32 off and cuDNN deterministic inside the block (plain float32 arithmetic), restored after it."""
+    b = torch.backends
+    saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark)
+    b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark = False, False, True, False
+    try:
+        yield
+    finally:
+        b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, b.cudnn.deterministic, b.cudnn.benchmark = saved
+
+
+def seed_all(seed: int, device: torch.device) -> None:
+    torch.manual_seed(seed)
+    if device.type == "cuda":
+        torch.cuda.manual_seed(seed)
+
+
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        return float("nan")
+    den = b.norm().item()
+    return (a - b).norm().item() / den if den > 0 else (a - b).norm().item()
+
+
+# ------------------------------------------------------------------------------------------------- parts
+
+
+def selftest(args: Args, device: torch.device) -> dict:
+    """Every fast path of SELFTESTS against its reference, on the same batches and random draws."""
+    checks, lines = [], []
+    ref_variants = {"default": VARIANTS["default"], "default_fused": {**VARIANTS["default"], "update": "fused"}}
+    with strict_float32(device):
+        for fast_name, ref_name in SELFTESTS:
+            fast_v, ref_v = VARIANTS[fast_name], ref_variants[ref_name]
+            try:
+                runs = {}
+                for name, v in ((ref_name, ref_v), (fast_name, fast_v)):
+                    agent, step = stepper(args, v, device)
+                    metrics = []
+                    for i in range(args.selftest_updates):
+                        seed_all(1000 + i, device)
+                        metrics.append({k: t.detach().clone() for k, t in step(i).items()})
+                    sync(device)
+                    runs[name] = (agent, metrics)
+                (ra, rm), (fa, fm) = runs[ref_name], runs[fast_name]
+                m_err = max((rel_err(f[k], r[k]) for f, r in zip(fm, rm) for k in r), default=0.0)
+                keys_same = all(f.keys() == r.keys() for f, r in zip(fm, rm))
+                rs, fs = ra.state_dict(), fa.state_dict()
+                p_errs = {k: rel_err(fs[k], rs[k]) for k in rs}
+                worst = max(p_errs, key=lambda k: (np.nan_to_num(p_errs[k], nan=np.inf), k))
+                p_err = p_errs[worst]
+                ok = keys_same and all(np.isfinite(e) and e <= args.tolerance for e in (*p_errs.values(), m_err))
+                checks.append({"path": fast_name, "against": ref_name, "updates": args.selftest_updates,
+                               "max_rel_err_metrics": m_err, "max_rel_err_params": p_err, "worst_param": worst,
+                               "same_metrics": keys_same, "passed": bool(ok)})
+                lines.append(f"{fast_name} vs {ref_name}, {args.selftest_updates} updates: metrics {m_err:.3g}, "
+                             f"parameters {p_err:.3g} ({worst}) -> {'PASS' if ok else 'FAIL'}")
+            except Exception as err:  # recorded, never fatal: the slice then runs the default path
+                checks.append({"path": fast_name, "against": ref_name, "passed": False, "error": repr(err),
+                               "traceback": traceback.format_exc()[-3000:]})
+                lines.append(f"{fast_name} vs {ref_name}: ERROR {err!r}")
+    passed = bool(checks) and all(c["passed"] for c in checks)
+    lines.append(f"self-test {'PASSED' if passed else 'FAILED'} (tolerance {args.tolerance:g}, TF32 off)")
+    return {"passed": passed, "tolerance": args.tolerance, "checks": checks, "text": "\n".join(lines)}
+
+
+#: Operators that only make a view (no memory traffic of their own).
+VIEWS = frozenset({"view", "_unsafe_view", "t", "transpose", "permute", "expand", "as_strided", "detach", "unsqueeze",
+                   "squeeze", "slice", "select", "diagonal", "alias", "_reshape_alias", "unfold", "empty",
+                   "empty_strided", "empty_like"})
+
+
+def bytes_touched(fn) -> float:
+    """Bytes ``fn()`` reads and writes if every operator reads its inputs and writes its outputs once (no fusion, no
+    cache): the memory-traffic model of an eager or graphed update. A view's input counts at most its storage."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Count(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func, types, a=(), kw=None):
+            out = func(*a, **(kw or {}))
+            if func.__name__.split(".")[0] not in VIEWS:
+                Count.total += sum(min(t.numel() * t.element_size(), t.untyped_storage().nbytes())
+                                   for t in tree_flatten((a, kw, out))[0] if isinstance(t, torch.Tensor))
+            return out
+
+    with Count():
+        fn()
+    return float(Count.total)
+
+
+def work_per_update(args: Args, device: torch.device) -> dict:
+    """FLOPs (torch's FlopCounterMode) and bytes touched (:func:`bytes_touched`) of one update, the mean of one
+    without and one with the actor step, in float32 and under bf16 autocast: the two numbers behind every time."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    out: dict = {}
+    for name in ("default", "graphs_bf16"):
+        try:
+            v = {**VARIANTS[name], "graphs": False, "device_replay": False}
+            agent, step = stepper(args, v, device)
+            step(0)  # Adam's state exists: count a steady update
+            flops, moved = [], []
+            for i in (1, 2):
+                with FlopCounterMode(display=False) as fc:
+                    step(i)
+                flops.append(fc.get_total_flops())
+                moved.append(bytes_touched(functools.partial(step, i + 2)))
+            key = "bf16" if v["bf16"] else "float32"
+            out[f"flops_{key}"], out[f"bytes_{key}"] = float(np.mean(flops)), float(np.mean(moved))
+        except Exception as err:
+            out[f"error_{name}"] = repr(err)
+    return out
+
+
+def time_variant(args: Args, name: str, device: torch.device, work: dict) -> dict:
+    v = VARIANTS[name]
+    row: dict = {"name": name, **v}
+    try:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        t0 = time.perf_counter()
+        agent, step = stepper(args, v, device)
+        for i in range(4):  # cuDNN's search; each kind of graph captured
+            step(i)
+        sync(device)
+        row["warmup_seconds"] = round(time.perf_counter() - t0, 2)
+        gpu_ms, wall_ms, i = [], [], 4
+        for _ in range(args.repeats):
+            start = torch.cuda.Event(enable_timing=True) if device.type == "cuda" else None
+            end = torch.cuda.Event(enable_timing=True) if device.type == "cuda" else None
+            w0 = time.perf_counter()
+            if start is not None:
+                start.record()
+            for _ in range(args.updates):
+                step(i)
+                i += 1
+            if end is not None:
+                end.record()
+            sync(device)
+            wall = (time.perf_counter() - w0) * 1000 / args.updates
+            wall_ms.append(round(wall, 3))
+            gpu_ms.append(round(start.elapsed_time(end) / args.updates, 3) if start is not None else round(wall, 3))
+        row.update(ms_per_update=gpu_ms, wall_ms_per_update=wall_ms, median_ms=float(np.median(gpu_ms)),
+                   finite=bool(agent.check_finite()))
+        flops, moved = work.get("flops_float32"), work.get("bytes_bf16" if v["bf16"] else "bytes_float32")
+        if flops:
+            row["tflops"] = float(f"{flops / (row['median_ms'] / 1000) / 1e12:.4g}")
+        if moved and v["update"] == "official":  # the fused schedule touches less: not counted
+            row["gb_per_s"] = float(f"{moved / (row['median_ms'] / 1000) / 1e9:.4g}")
+        if device.type == "cuda":
+            row["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+    except Exception as err:
+        row.update(error=repr(err), traceback=traceback.format_exc()[-3000:])
+    return row
+
+
+def _kernel_time_us(e) -> float:
+    for attr in ("self_device_time_total", "self_cuda_time_total", "device_time_total", "cuda_time_total"):
+        value = getattr(e, attr, None)
+        if value:
+            return float(value)
+    return 0.0
+
+
+def profile_variant(args: Args, name: str, device: torch.device) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        agent, step = stepper(args, VARIANTS[name], device)
+        for i in range(4):
+            step(i)
+        sync(device)
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        n = args.profile_updates
+        t0 = time.perf_counter()
+        with profile(activities=acts) as prof:
+            for i in range(4, 4 + n):
+                step(i)
+            sync(device)
+        wall = (time.perf_counter() - t0) * 1000 / n
+        kernels = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")]
+        table = ""
+        for key in (("self_device_time_total", "self_cuda_time_total") if device.type == "cuda"
+                    else ("self_cpu_time_total",)):
+            try:
+                table = prof.key_averages().table(sort_by=key, row_limit=15)
+                break
+            except (KeyError, AttributeError, ValueError, RuntimeError):
+                continue
+        ops = sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
+        return {"name": name, "updates": n, "wall_ms_per_update": round(wall, 3),
+                "kernels_per_update": round(len(kernels) / n, 1),
+                "kernel_ms_per_update": round(sum(_kernel_time_us(e) for e in kernels) / 1000 / n, 3),
+                "aten_ops_per_update": round(ops / n, 1), "table": table}
+    except Exception as err:
+        return {"name": name, "error": repr(err), "traceback": traceback.format_exc()[-3000:]}
+
+
+# ------------------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = tyro.cli(Args, args=argv, description=__doc__)
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown variant {unknown[0]!r}; choose from {', '.join(VARIANTS)}")
+    if args.batch < 2 or args.updates < 1 or args.repeats < 1 or args.capacity <= args.batch:
+        raise ValueError("need --batch >= 2, --updates >= 1, --repeats >= 1 and --capacity > --batch")
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          ("cpu" if args.device == "auto" else args.device))
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # as rl_curl.train (--cudnn-benchmark, its default)
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    report: dict = {"device": name, "torch": torch.__version__, "commit": args.commit or "unknown",
+                    "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), "batch": args.batch,
+                    "sizes": "tiny" if args.tiny else "CURL paper (rl_curl.config defaults)",
+                    "updates": args.updates, "repeats": args.repeats}
+
+    def write() -> None:
+        if out is not None:
+            (out / "update_bench.json").write_text(json.dumps(report, indent=1) + "\n")
+
+    print(f"bench_curl_gpu: {name}, torch {torch.__version__}, batch {args.batch}", flush=True)
+    report["selftest"] = selftest(args, device)
+    print(report["selftest"]["text"], flush=True)
+    if out is not None:
+        (out / "selftest.txt").write_text(report["selftest"]["text"] + "\n")
+    write()
+    report["work_per_update"] = work_per_update(args, device)
+    work = report["work_per_update"]
+    report["flops_per_update"] = work.get("flops_float32")
+    print(f"  per update: {work.get('flops_float32', 0) / 1e12:.4g} TFLOP, {work.get('bytes_float32', 0) / 1e9:.4g} GB "
+          f"touched in float32 ({work.get('bytes_bf16', 0) / 1e9:.4g} GB under bf16 autocast)", flush=True)
+    report["variants"] = []
+    for v in args.variants:
+        if time.perf_counter() - t_start > args.deadline:
+            report["variants"].append({"name": v, "skipped": f"past the {args.deadline:.0f} s deadline"})
+            continue
+        row = time_variant(args, v, device, work)
+        report["variants"].append(row)
+        write()
+        shown = (f"{row['median_ms']:8.3f} ms/update (repeats {row['ms_per_update']}; wall "
+                 f"{row['wall_ms_per_update']})" + (f", {row['tflops']} TFLOP/s" if "tflops" in row else "")
+                 + (f", {row['gb_per_s']} GB/s" if "gb_per_s" in row else "")
+                 + (f", peak {row['peak_memory_gib']} GiB" if "peak_memory_gib" in row else "")
+                 if "median_ms" in row else f"ERROR {row.get('error')}")
+        print(f"  {v:14s} {shown}", flush=True)
+    base = next((r for r in report["variants"] if r["name"] == "checked" and "median_ms" in r), None)
+    for r in report["variants"]:
+        if base and "median_ms" in r:
+            r["speedup_vs_checked"] = round(base["median_ms"] / r["median_ms"], 2)
+    report["profile"] = []
+    if args.profile_updates > 0:
+        texts = []
+        for v in ("checked", "graphs"):
+            if time.perf_counter() - t_start > args.deadline:
+                report["profile"].append({"name": v, "skipped": f"past the {args.deadline:.0f} s deadline"})
+                continue
+            p = profile_variant(args, v, device)
+            report["profile"].append({k: x for k, x in p.items() if k != "table"})
+            texts.append(f"== {v}: " + (json.dumps({k: x for k, x in p.items() if k != "table"}) + "\n" +
+                                        p.get("table", "")))
+        if out is not None:
+            (out / "profile.txt").write_text("\n\n".join(texts) + "\n")
+    report["seconds"] = round(time.perf_counter() - t_start, 1)
+    write()
+    print(f"bench_curl_gpu: {report['seconds']} s; self-test {'passed' if report['selftest']['passed'] else 'FAILED'}"
+          + (f"; files in {out}" if out is not None else ""), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    from shared_losses.cli import run_cli
+
+    sys.exit(run_cli(main))
