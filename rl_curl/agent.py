@@ -40,6 +40,32 @@ def contrastive_logits(z_anchor: torch.Tensor, z_keys: list[torch.Tensor], score
     return pos, neg
 
 
+@torch.no_grad()
+def act_with(actor: Actor, obs, crop_size: int, autocast, device: torch.device, sample: bool = False):
+    """``actor``'s actions for uint8 observations (see :meth:`CurlAgent.act`)."""
+    x = torch.as_tensor(obs, device=device)
+    if x.dim() not in (3, 4):
+        raise ValueError(f"obs must be [C, H, W] or [B, C, H, W], got shape {tuple(x.shape)}")
+    one = x.dim() == 3
+    x = center_crop(x[None] if one else x, crop_size)
+    with autocast():
+        mu, pi, _, _ = actor(x, sample=sample)
+    out = (pi if sample else mu).float().cpu().numpy()
+    return out[0] if one else out
+
+
+class ActorSnapshot:
+    """A copy of an agent's actor (its encoder and conv trunk included) that acts as the agent did when the copy was
+    taken, while the agent trains on: what an evaluation in the background acts with (``--eval-async``)."""
+
+    def __init__(self, agent: "CurlAgent"):
+        self.actor = copy.deepcopy(agent.actor).requires_grad_(False)
+        self.crop_size, self.autocast, self.device = agent.cfg.crop_size, agent.autocast, agent.log_alpha.device
+
+    def act(self, obs, sample: bool = False):
+        return act_with(self.actor, obs, self.crop_size, self.autocast, self.device, sample)
+
+
 def full(x: torch.Tensor) -> torch.Tensor:
     """``x`` in at least float32: autocast's bf16 outputs go up to float32 for the losses; float32 and
     float64 stay as they are."""
@@ -116,20 +142,10 @@ class CurlAgent(nn.Module):
         return self.log_alpha.exp()
 
     # ---------------------------------------------------------------------------------------------
-    @torch.no_grad()
     def act(self, obs, sample: bool = False):
         """Actions in [-1, 1] for one uint8 observation ``[C, H, W]`` (returns ``[action_dim]``) or a batch
         ``[B, C, H, W]`` (returns ``[B, action_dim]``), centre-cropped as in CURL."""
-        dev = self.log_alpha.device
-        x = torch.as_tensor(obs, device=dev)
-        if x.dim() not in (3, 4):
-            raise ValueError(f"obs must be [C, H, W] or [B, C, H, W], got shape {tuple(x.shape)}")
-        one = x.dim() == 3
-        x = center_crop(x[None] if one else x, self.cfg.crop_size)
-        with self.autocast():
-            mu, pi, _, _ = self.actor(x, sample=sample)
-        out = (pi if sample else mu).float().cpu().numpy()
-        return out[0] if one else out
+        return act_with(self.actor, obs, self.cfg.crop_size, self.autocast, self.log_alpha.device, sample)
 
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, float]:
         """One full update at agent step ``step``: critic, actor + alpha (every k), targets (every k), aux (every k)."""

@@ -77,7 +77,7 @@ class Config:
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
-        "report_to", "eval_parallel", "sync_timing", "cuda_graphs"})
+        "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async"})
 
     task: str = "cartpole-swingup"
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for
@@ -197,6 +197,11 @@ class Config:
     """Step the evaluation's environments in worker processes (one per episode, started once per run), so that their
     physics and rendering use several CPU cores: the same returns as in this process, faster where cores are free
     (a GPU machine), only more memory on a laptop."""
+    eval_async: bool = False
+    """Evaluate in the background while training goes on: a copy of the actor at the evaluation's step plays the
+    episodes in a thread (its environments in worker processes with --eval-parallel, which is where it pays), and
+    its row is written to eval.csv when the next evaluation starts, a checkpoint is written (which waits for it) or
+    the run ends. The same returns as evaluating in turn (the policy does not change, nor does training)."""
     log_every: int = 1000
     """Write training losses to CSV/TensorBoard every this many environment steps."""
     checkpoint_every: int = 10_000

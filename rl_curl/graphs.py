@@ -125,7 +125,8 @@ class GraphedUpdate:
         torch.cuda.current_stream(self.device).wait_stream(side)
         snap.restore()  # as if the warm-up never ran
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        # thread_local: an evaluation in the background (--eval-async) may launch its own work meanwhile
+        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode="thread_local"):
             keys = tuple(self._update(step))
         # Graphs share one memory pool: safe because they never run at once and everything that lives from one
         # update to the next (parameters, optimiser state, the index and output tensors) was allocated outside them.

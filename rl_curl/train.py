@@ -30,7 +30,7 @@ from shared_losses.loop import run as run_app
 from shared_losses.runtime import (CheckpointError, TrainingDiverged, make_accelerator, print_run_result,
                                    read_json_file, register_named)
 
-from .agent import CurlAgent
+from .agent import ActorSnapshot, CurlAgent
 from .config import Config, from_cli
 from .env import make
 
@@ -235,6 +235,70 @@ def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | No
     return returns
 
 
+class EvalThread:
+    """The thread that runs a run's evaluations beside training (--eval-async), one after another. One thread for the
+    whole run, because a MuJoCo rendering context stays with the thread that first used it: the evaluation
+    environments (when they render in this process) must always be stepped from the same thread, the final
+    evaluation's included."""
+
+    def __init__(self):
+        import queue
+        import threading
+
+        self._jobs: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name="rl_curl-eval", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job.run()
+
+    def submit(self, fn, env_step: int = 0, episode: int = 0, device: torch.device | None = None) -> "EvalJob":
+        job = EvalJob(fn, env_step, episode, device)
+        self._jobs.put(job)
+        return job
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
+
+
+class EvalJob:
+    """One evaluation on the :class:`EvalThread`: ``fn()`` gives the returns. On a GPU it acts on a CUDA stream of its
+    own, which first waits for what the training stream has queued (the actor snapshot's copy). :meth:`result` waits
+    and returns them, or raises what the evaluation raised."""
+
+    def __init__(self, fn, env_step: int, episode: int, device: torch.device | None):
+        import threading
+
+        self.fn, self.env_step, self.episode, self.seconds = fn, env_step, episode, 0.0
+        self._done = threading.Event()
+        self._returns: list[float] | None = None
+        self._error: BaseException | None = None
+        self._stream = None
+        if device is not None and device.type == "cuda":
+            self._stream = torch.cuda.Stream(device)
+            self._stream.wait_stream(torch.cuda.current_stream(device))
+
+    def run(self) -> None:
+        import contextlib
+
+        t0 = time.perf_counter()
+        try:
+            with torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext():
+                self._returns = self.fn()
+        except BaseException as err:  # noqa: BLE001 - raised again in result()
+            self._error = err
+        self.seconds = time.perf_counter() - t0
+        self._done.set()
+
+    def result(self) -> list[float]:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._returns
+
+
 class CurlApp(TrainingApp):
     """rl_curl's parts of the shared loop (:func:`shared_losses.loop.run`): one agent step per loop step (a random
     action during the seed steps, then an update and the policy's action), evaluations every ``eval_every``
@@ -253,6 +317,9 @@ class CurlApp(TrainingApp):
         self.last_eval, self.finished_before = math.nan, False
         self.eval_envs: EvalEnvs | None = None
         self.graphed = None  # rl_curl.graphs.GraphedUpdate under --cuda-graphs, made at the first update
+        self.background: EvalJob | None = None  # the evaluation running beside training (--eval-async)
+        self.eval_thread: EvalThread | None = None
+        self.background_seconds = 0.0
         self.finite_until = 0  # the environment step up to which every loss was seen finite
         self.checkpointed: int | None = None  # the environment step of the run's last checkpoint
         # Seconds spent in each part of this process's steps (summary.json's time_seconds; see --sync-timing).
@@ -333,6 +400,7 @@ class CurlApp(TrainingApp):
 
     def state(self):
         self.require_finite()  # never a checkpoint of a diverged agent
+        self.finish_background_eval()  # every checkpoint has the evaluations up to its step in eval.csv
         self.checkpointed = self.step * self.ar  # state() is asked for when a checkpoint is written
         return {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
                 "action_rng": self.action_rng.bit_generator.state,
@@ -430,21 +498,50 @@ class CurlApp(TrainingApp):
     def evaluate(self, final: bool = False):
         self.require_finite()  # a diverged policy would act with NaN
         cfg, env_step = self.cfg, self.step * self.ar
+        episode = self.episode if final else self.step_episode
+        self.finish_background_eval()  # eval.csv stays in order of steps
         video = self.harness.out / "eval.mp4" if (final and cfg.save_video) else None
         t0 = time.perf_counter()
         if self.eval_envs is None or self.eval_envs.episodes != cfg.eval_episodes:
             if self.eval_envs is not None:
                 self.eval_envs.close()
             self.eval_envs = EvalEnvs(cfg, cfg.eval_episodes, cfg.eval_parallel)
-        returns = evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step, envs=self.eval_envs)
+        envs, dev = self.eval_envs, self.accelerator.device
+        if cfg.eval_async and self.eval_thread is None:
+            self.eval_thread = EvalThread()
+        if cfg.eval_async and not final:
+            policy = ActorSnapshot(self.agent)
+            self.background = self.eval_thread.submit(
+                lambda: evaluate(policy, cfg, cfg.eval_episodes, env_step=env_step, envs=envs), env_step, episode, dev)
+            self.times["eval"] += time.perf_counter() - t0
+            return {}
+        if cfg.eval_async:  # the final one, on the same thread (its environments' rendering stays there)
+            returns = self.eval_thread.submit(
+                lambda: evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step, envs=envs),
+                device=dev).result()
+        else:
+            returns = evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step, envs=envs)
         self.times["eval"] += time.perf_counter() - t0
-        row = {"env_step": env_step, "episode": self.episode if final else self.step_episode,
-               "eval_return_mean": float(np.mean(returns)),
+        self.log_eval(env_step, episode, returns)
+        return {}  # eval.csv, not the training log
+
+    def log_eval(self, env_step: int, episode: int, returns: list[float]) -> None:
+        row = {"env_step": env_step, "episode": episode, "eval_return_mean": float(np.mean(returns)),
                "eval_return_std": float(np.std(returns))}
         self.harness.csv("eval.csv").log(row)
         self.harness.tb.add_scalar("eval/return", row["eval_return_mean"], env_step)
         self.last_eval = row["eval_return_mean"]
-        return {}  # eval.csv, not the training log
+
+    def finish_background_eval(self) -> None:
+        """Wait for the evaluation running in the background (--eval-async), if any, and log it."""
+        bg, self.background = self.background, None
+        if bg is None:
+            return
+        t0 = time.perf_counter()
+        returns = bg.result()
+        self.times["eval"] += time.perf_counter() - t0  # the wait only; its own time is eval_background
+        self.background_seconds += bg.seconds
+        self.log_eval(bg.env_step, bg.episode, returns)
 
     def postfix(self):
         return {} if math.isnan(self.last_eval) else {"eval_return": f"{self.last_eval:.1f}"}
@@ -478,8 +575,15 @@ class CurlApp(TrainingApp):
                 self.evaluate(final=True)
             finally:
                 if self.eval_envs is not None:
-                    self.eval_envs.close()
+                    envs = self.eval_envs
+                    if self.eval_thread is not None:  # closed on the thread their rendering contexts belong to
+                        self.eval_thread.submit(lambda: envs.close() or []).result()
+                    else:
+                        envs.close()
                     self.eval_envs = None
+                if self.eval_thread is not None:
+                    self.eval_thread.close()
+                    self.eval_thread = None
             self.harness.checkpoint(self.state())
 
     def export(self):
@@ -499,6 +603,8 @@ class CurlApp(TrainingApp):
         total = time.perf_counter() - self.started
         times = {k: round(v, 2) for k, v in self.times.items()}
         times["other"] = round(total - sum(self.times.values()), 2)  # checkpoints, logs, the loop, start-up
+        if self.cfg.eval_async:  # beside training: not a part of the step's time
+            times["eval_background"] = round(self.background_seconds, 2)
         return {"task": cfg.task, "aux": cfg.aux, "tau_plus": cfg.tau_plus, "positives": cfg.positives,
                 "update": cfg.update, "seed": cfg.seed, "env_steps": self.step * self.ar,
                 "final_eval_return": self.last_eval, "train_seconds": round(total, 1),

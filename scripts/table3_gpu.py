@@ -413,12 +413,13 @@ GRAPH_FLAGS = ("--cuda-graphs", "--replay-on-device")
 
 
 def run_flags(n_runs: int, cpus: int) -> tuple[str, ...]:
-    """What every run of a slice gets (:data:`RUN_FLAGS`), for ``n_runs`` at once on ``cpus`` CPUs: more runs than
-    ``max(2, cpus // 8)`` share the CPUs among themselves, so each evaluates in its own process (no worker processes:
-    ten per run would crowd the memory) on one torch thread."""
+    """What every run of a slice gets, for ``n_runs`` at once on ``cpus`` CPUs. Up to ``max(2, cpus // 8)`` runs:
+    :data:`RUN_FLAGS` and --eval-async (evaluations in worker processes, beside training). More runs share the CPUs
+    and the GPU among themselves, so each evaluates in turn in its own process (no worker processes: ten per run
+    would crowd the memory) on one torch thread."""
     if n_runs > max(2, cpus // 8):
         return ("--no-save-replay", "--checkpoint-every", "0", "--torch-threads", "1")
-    return RUN_FLAGS
+    return (*RUN_FLAGS, "--eval-async")
 
 
 def run_bench(args: RunArgs, pack: Path, commit: str) -> dict | None:

@@ -142,7 +142,8 @@ def test_speed_choice_and_the_fit_estimate():
         pytest.approx(30 + 22 * 34.5 / 0.8)
     assert estimate_seconds(22, updates=11_500, ms_per_update=0.2, cpu_seconds=100.0, cpus=16) == \
         pytest.approx(30 + 22 * 100 / 16)
-    assert "--eval-parallel" in run_flags(2, 16) and "--eval-parallel" not in run_flags(22, 16)
+    assert {"--eval-parallel", "--eval-async"} <= set(run_flags(2, 16))
+    assert not {"--eval-parallel", "--eval-async"} & set(run_flags(22, 16))
 
 
 @pytest.mark.slow  # a tiny bench and a fitted slice in subprocesses (about a minute)

@@ -216,3 +216,34 @@ def test_a_device_ring_grows_as_frames_arrive_and_samples_as_the_full_one(monkey
     loaded = FrameReplay(40, OBS, 2, 3, seed=7, device="cpu")
     loaded.load_state_dict(host.state_dict())
     assert loaded.frames.shape[0] == 50 and torch.equal(loaded.frames, torch.from_numpy(host.frames))
+
+
+@pytest.mark.slow  # three tiny runs with evaluations (about 40 s)
+def test_evaluation_in_the_background_gives_the_same_run(tmp_path):
+    """--eval-async: the same eval.csv and training as evaluating in turn, in this process or in workers; a
+    checkpoint waits for the evaluation still running, so every checkpoint has eval.csv up to its step."""
+    kw = dict(env_steps=2000, checkpoint_every=0, eval_episodes=2, **BASE)
+    run(tiny_config(out_dir=str(tmp_path / "sync"), **kw))
+    summary = run(tiny_config(out_dir=str(tmp_path / "async"), eval_async=True, **kw))
+    run(tiny_config(out_dir=str(tmp_path / "workers"), eval_async=True, eval_parallel=True, **kw))
+    for name in ("async", "workers"):
+        assert rows(tmp_path / "sync" / "eval.csv") == rows(tmp_path / name / "eval.csv"), name
+        assert rows(tmp_path / "sync" / "log.csv") == rows(tmp_path / name / "log.csv"), name
+    assert [r["env_step"] for r in rows(tmp_path / "async" / "eval.csv")] == ["500", "1000", "1500", "2000"]
+    assert summary["time_seconds"]["eval_background"] > 0
+    a, b = checkpoint_state(tmp_path / "sync"), checkpoint_state(tmp_path / "async")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_background_evaluation_that_fails_raises_when_it_is_collected():
+    from rl_curl.train import EvalThread
+
+    def broken():
+        raise RuntimeError("the environment broke")
+
+    thread = EvalThread()
+    job = thread.submit(broken, 500, 0)
+    with pytest.raises(RuntimeError, match="the environment broke"):
+        job.result()
+    assert thread.submit(lambda: [1.0, 2.0]).result() == [1.0, 2.0]  # the thread goes on
+    thread.close()
