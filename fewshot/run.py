@@ -252,7 +252,8 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
               pooling=pooling, pooling_source=pooling_source, harness=harness)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
     harness.open(acc)  # every process has read the folder before the main one changes it
-    harness.write_config(dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
+    harness.write_config(dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source,
+                                                    "num_processes": acc.num_processes})
     if acc.is_main_process:
         write_json_atomic(out / "sample.json", sample.to_json())
     return run

@@ -194,7 +194,7 @@ def check_finished(folder: Path, cfg: FewShotConfig) -> None:
     saved, current = comparable_configs(json.loads(f.read_text()), cfg)
     changed = config_changes(saved, current, legacy=dataclasses.asdict(FewShotConfig()),
                              free={"resume", "output_dir", "prior_used", "prior_source", "device", "cpu", "export",
-                                   "progress"})
+                                   "progress", "num_processes"})
     if changed:
         raise SystemExit(f"{folder} was run with other options ("
                          + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)

@@ -92,6 +92,18 @@ class _NoLogger:
         pass
 
 
+def scalar_tag(field: str) -> str:
+    """The TensorBoard / tracker tag of a log row's field, the same in every application: ``eval_accuracy`` ->
+    ``eval/accuracy``, ``dev_loss`` -> ``dev/loss``, ``loss`` -> ``train/loss``; a field that already has a
+    ``/`` keeps it."""
+    if "/" in field:
+        return field
+    for part in ("eval", "dev", "test"):
+        if field.startswith(part + "_"):
+            return f"{part}/{field[len(part) + 1:]}"
+    return f"train/{field}"
+
+
 class RunHarness:
     """The lifecycle of one training run: output folder, configuration snapshot and its check on resume,
     loggers, checkpoints, SIGINT/SIGTERM and the final summary.
@@ -222,9 +234,10 @@ class RunHarness:
         run (older rows and events in the folder are dropped)."""
         acc = self.accelerator
         if acc is not None and getattr(acc, "log_with", None):
+            # wandb's files go to WANDB_DIR where the user set it, else into the run folder
+            wandb = {"name": self.out.name, "dir": os.environ.get("WANDB_DIR") or str(self.out)}
             acc.init_trackers(self.application, config=None if config is None else tracker_config(config),
-                              init_kwargs={"wandb": {"dir": str(self.out), "name": self.out.name},
-                                           "mlflow": {"run_name": self.out.name}})
+                              init_kwargs={"wandb": wandb, "mlflow": {"run_name": self.out.name}})
             self._tracking = True
         if not self.is_main:
             return
@@ -235,11 +248,11 @@ class RunHarness:
 
     def log_row(self, row: Mapping[str, Any], step_key: str = "step", name: str = "log.csv") -> None:
         """One row of ``name`` and the same numbers as TensorBoard scalars at the row's step (every field but
-        ``step_key``)."""
+        ``step_key``, tagged as every application tags them: :func:`scalar_tag`)."""
         self.csv(name).log(row)
         for k, v in row.items():
             if k != step_key:
-                self.tb.add_scalar(k, v, row[step_key])
+                self.tb.add_scalar(scalar_tag(k), v, row[step_key])
 
     def csv(self, name: str = "log.csv"):
         """The CSV logger ``name`` (a stand-in that drops rows on other processes)."""

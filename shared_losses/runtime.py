@@ -608,17 +608,63 @@ def check_report_to(report_to: Iterable[str]) -> tuple[str, ...]:
     return tuple(n for n in names if n != "none")
 
 
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def check_tracker_setup(names: Iterable[str]) -> None:
+    """Refuse, in one line and before anything is written, a tracker of ``--report-to`` whose own set-up would make
+    it fail once the run has started (a traceback from inside the tracker, the run folder already made):
+
+    * wandb online without a login: no ``WANDB_API_KEY`` and no entry for the W&B host in the netrc file that
+      ``wandb login`` writes (``WANDB_MODE=offline`` / ``disabled`` need none);
+    * mlflow on a file store (``MLFLOW_TRACKING_URI=file:...`` or a plain path) where MLflow refuses it (MLflow 3
+      does, unless ``MLFLOW_ALLOW_FILE_STORE=true``)."""
+    names = tuple(names)
+    if "wandb" in names:
+        mode = os.environ.get("WANDB_MODE", "").strip().lower()
+        if mode not in ("offline", "dryrun", "disabled") and not _truthy("WANDB_DISABLED") and \
+                not os.environ.get("WANDB_API_KEY"):
+            import netrc
+            from urllib.parse import urlparse
+
+            host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or "api.wandb.ai"
+            try:
+                entry = netrc.netrc(os.environ.get("NETRC") or None).authenticators(host)
+            except (OSError, netrc.NetrcParseError):
+                entry = None
+            if not entry:
+                raise ValueError(f"--report-to wandb: no W&B login for {host} (no WANDB_API_KEY, nothing from `wandb "
+                                 "login` in the netrc file); log in, or set WANDB_MODE=offline to keep the run in the "
+                                 "run folder (WANDB_DIR elsewhere) and `wandb sync` it later")
+    if "mlflow" in names:
+        from urllib.parse import urlparse
+
+        import mlflow
+
+        uri = mlflow.get_tracking_uri()
+        scheme = urlparse(uri).scheme
+        file_store = scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")  # a Windows drive letter
+        refuses = hasattr(getattr(mlflow, "environment_variables", None), "MLFLOW_ALLOW_FILE_STORE")
+        if file_store and refuses and not _truthy("MLFLOW_ALLOW_FILE_STORE"):
+            raise ValueError(f"--report-to mlflow: MLFLOW_TRACKING_URI={uri} is a file store, which this MLflow "
+                             f"({mlflow.__version__}) refuses unless MLFLOW_ALLOW_FILE_STORE=true; set that, or use a "
+                             "database (MLFLOW_TRACKING_URI=sqlite:///mlflow.db) or a tracking server")
+
+
 def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Iterable[str] = ("tensorboard",),
                      **kwargs):
     """The ``accelerate.Accelerator`` of a training run, with the experiment trackers of ``report_to`` (wandb,
     mlflow: accelerate's ``log_with``; TensorBoard is the harness's own writer). Refuses what accelerate would
     otherwise accept silently: ``--mixed-precision fp16`` on a CPU (accelerate then runs float32 and says
-    nothing; bf16 autocast works there) and a launch of several processes that runs this one alone
-    (:func:`shared_losses.distributed.check_launch`, e.g. ``accelerate launch --cpu --num_processes 2``).
-    Raises a ValueError of one line before anything is written."""
+    nothing; bf16 autocast works there), a launch of several processes that runs this one alone
+    (:func:`shared_losses.distributed.check_launch`, e.g. ``accelerate launch --cpu --num_processes 2``) and a
+    tracker whose set-up would fail once the run has started (:func:`check_tracker_setup`). Raises a ValueError of
+    one line before anything is written."""
     from accelerate import Accelerator
 
     log_with = [n for n in check_report_to(report_to) if n in ACCELERATE_TRACKERS]
+    check_tracker_setup(log_with)
     gpu = torch.cuda.is_available() or (torch.backends.mps.is_available() and torch.backends.mps.is_built())
     if mixed_precision == "fp16" and (cpu or not gpu):
         raise ValueError("--mixed-precision fp16 needs a GPU: on the CPU accelerate would run float32 without "

@@ -190,7 +190,8 @@ FEWSHOT = ["--dataset", "{tmp}/stars.tsv", "--eval-file", "{tmp}/stars.tsv", "--
            "--label-column", "stars", "--n-labeled", "4", "--n-unlabeled", "10", "--steps", "1", "--output-dir",
            "{tmp}/new", "--device", "cpu", "--no-progress"]
 
-#: (id, module, arguments, exit status, fragment of the error line, what is done to the run copy first)
+#: (id, module, arguments, exit status, fragment of the error line, what is done to the run copy first[, the
+#: environment variables of the command: a value, or None to unset it])
 BATTERY = [
     ("rl_curl discount above 1", "rl_curl.train", ["--discount", "1.5", "--out-dir", "{tmp}/new"], 2,
      "--discount", None),
@@ -239,6 +240,15 @@ BATTERY = [
      "holds no run", _not_a_run),
     ("rl_curl.evaluate on an nlp_qt run", "rl_curl.evaluate", ["--run-dir", "{qt_run}"], 2,
      "holds a run of nlp_qt, not of rl_curl", None),
+    # issue 46, items 2 and 8: trackers set up as their users set them fail in one line, before the run starts
+    ("nlp_qt --report-to wandb without a W&B login", "nlp_qt.train", [*QT_TRAIN, "--report-to", "wandb"], 2,
+     "no W&B login", None, {"NETRC": "{tmp}/no_netrc", "WANDB_MODE": None, "WANDB_API_KEY": None}),
+    ("rl_curl --report-to wandb without a W&B login", "rl_curl.train",
+     ["--out-dir", "{tmp}/new", "--report-to", "wandb", "--device", "cpu"], 2, "no W&B login", None,
+     {"NETRC": "{tmp}/no_netrc", "WANDB_MODE": None, "WANDB_API_KEY": None}),
+    ("fewshot --report-to mlflow on MLflow 3's file store", "fewshot.train",
+     [*FEWSHOT, "--encoder", "{tmp}/no_model", "--positive-label", "5", "--report-to", "mlflow"], 2,
+     "is a file store", _stars, {"MLFLOW_TRACKING_URI": "file:{tmp}/mlruns", "MLFLOW_ALLOW_FILE_STORE": None}),
     # issue 46, items 6 and 7: a GPU slice's pack is untrusted input; nothing is written unless all of it is sound
     ("slice import: a date that is a path", "scripts/table3_gpu.py", IMPORT, 2, "is not a date", _pack_date_is_a_path),
     ("slice import: a date that climbs out", "scripts/table3_gpu.py", IMPORT, 2, "'../../X' is not a date",
@@ -280,7 +290,12 @@ def run_command(module: str, argv: list[str], monkeypatch, capsys) -> tuple[int,
 
 @pytest.mark.parametrize("case", BATTERY, ids=[row[0] for row in BATTERY])
 def test_battery(case, qt_run, tmp_path, monkeypatch, capsys):
-    _, module, argv, status, fragment, prepare = case
+    _, module, argv, status, fragment, prepare, *more = case
+    for name, value in (more[0] if more else {}).items():  # the row's environment (None: unset)
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value.format(tmp=tmp_path))
     run = tmp_path / "qt_run"
     shutil.copytree(qt_run, run)
     if prepare is not None:

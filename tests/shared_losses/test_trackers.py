@@ -58,12 +58,69 @@ def test_mlflow_gets_the_same_numbers_as_log_csv(tmp_path, monkeypatch):
     assert any((out / "tb").iterdir())  # TensorBoard as well
 
 
+def wandb_records(folder, wait: float = 60.0) -> bytes:
+    """The offline run's record file under ``folder``, once wandb's service has written the run's data into it (it
+    writes after finish() returns; under load that took a few seconds)."""
+    import time
+
+    (run_dir,) = folder.glob("offline-run-*")
+    (records,) = run_dir.glob("run-*.wandb")
+    start = time.monotonic()
+    while b"train/loss" not in (data := records.read_bytes()) and time.monotonic() - start < wait:
+        time.sleep(0.5)
+    return data
+
+
 def test_wandb_offline_writes_a_run_in_the_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
     out, rows = _nlp_qt(tmp_path, "wb", report_to=("wandb",))
-    (run_dir,) = (out / "wandb").glob("offline-run-*")
-    (records,) = run_dir.glob("run-*.wandb")
-    data = records.read_bytes()
+    data = wandb_records(out / "wandb")
     assert b"train/loss" in data and b"objective" in data
     assert len(rows) == 3 and not (out / "tb").exists()
+
+
+def test_wandb_dir_set_by_the_user_is_where_wandb_writes(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    out, _ = _nlp_qt(tmp_path, "wb", report_to=("wandb",))
+    assert b"train/loss" in wandb_records(tmp_path / "elsewhere" / "wandb")
+    assert not (out / "wandb").exists()
+
+
+def no_wandb_login(tmp_path, monkeypatch):
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_DISABLED", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "netrc").write_text("machine example.org login x password y\n")
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+
+
+def test_trackers_that_would_fail_after_the_start_are_refused_in_one_line(tmp_path, monkeypatch):
+    from shared_losses.runtime import check_tracker_setup
+
+    no_wandb_login(tmp_path, monkeypatch)
+    with pytest.raises(ValueError, match="--report-to wandb: no W&B login for api.wandb.ai.*WANDB_MODE=offline"):
+        check_tracker_setup(["wandb"])
+    for env, value in (("WANDB_MODE", "offline"), ("WANDB_MODE", "disabled"), ("WANDB_API_KEY", "k" * 40)):
+        monkeypatch.setenv(env, value)
+        check_tracker_setup(["wandb"])
+        monkeypatch.delenv(env)
+    (tmp_path / "netrc").write_text("machine api.wandb.ai login user password " + "k" * 40 + "\n")
+    check_tracker_setup(["wandb"])  # what `wandb login` writes
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(ValueError, match="--report-to mlflow: MLFLOW_TRACKING_URI=file:.*is a file store.*"
+                                         "MLFLOW_ALLOW_FILE_STORE=true"):
+        check_tracker_setup(["mlflow"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", str(tmp_path / "mlruns"))  # a plain path is a file store too
+    with pytest.raises(ValueError, match="is a file store"):
+        check_tracker_setup(["mlflow"])
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    check_tracker_setup(["mlflow"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///" + str(tmp_path / "mlflow.db"))
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")
+    check_tracker_setup(["mlflow"])
+    assert not (tmp_path / "mlruns").exists() and not (tmp_path / "mlflow.db").exists()
