@@ -100,8 +100,10 @@ def head_kind(cfg: FewShotConfig) -> str:
     return "logreg" if cfg.objective == "probe" or cfg.head == "logreg" else "linear"
 
 
-def check_target(out_dir: Path, run_dir: Path) -> None:
-    """Refuse an export into a folder that holds anything but this run's own export (one line; nothing written)."""
+def check_target(out_dir: Path, run_dir: Path, overwrite: bool = True) -> None:
+    """Refuse an export into a folder that holds anything but this run's own export, and that one too unless
+    ``overwrite`` (the end of training replaces its own export; ``python -m fewshot.export`` asks for --overwrite).
+    One line; nothing written."""
     out_dir, run_dir = Path(out_dir), Path(run_dir)
     if not out_dir.exists():
         return
@@ -118,7 +120,10 @@ def check_target(out_dir: Path, run_dir: Path) -> None:
             info = {}
         same_run = isinstance(info, dict) and info.get("run") == str(run_dir.resolve())
         if same_run or out_dir.resolve() == (run_dir / MODEL_DIR).resolve():
-            return  # this run's own export: replaced
+            if overwrite:
+                return  # this run's own export: replaced
+            raise FileExistsError(f"{out_dir} already holds this run's export; pass --overwrite to replace it, or "
+                                  "another --output (nothing was written)")
     raise FileExistsError(f"{out_dir} already holds files that are not this run's export; pass another --output "
                           "(an empty or new folder); nothing was written")
 
@@ -289,7 +294,7 @@ def run_config(run_dir: Path) -> FewShotConfig:
     return FewShotConfig(**{k: v for k, v in saved.items() if k in names})
 
 
-def export_run(run_dir, out_dir=None) -> Path:
+def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     """Export a finished run (RUN/config.json, RUN/metrics.json and, for trained objectives, RUN/checkpoint/)
     to ``out_dir`` (default RUN/model/). Needs the encoder (``cfg.encoder``: for its architecture and
     tokenizer; the trained weights come from the checkpoint) and, for a logistic-regression head (``probe``,
@@ -310,7 +315,7 @@ def export_run(run_dir, out_dir=None) -> Path:
     metrics = read_json(run_dir / "metrics.json")
     kind = head_kind(cfg)
     out_dir = Path(out_dir) if out_dir is not None else run_dir / MODEL_DIR
-    check_target(out_dir, run_dir)
+    check_target(out_dir, run_dir, overwrite)
     pooling, source = (metrics["pooling"], metrics.get("pooling_source", "metrics.json")) if metrics.get("pooling") \
         else resolve_pooling(cfg.pooling, cfg.encoder)
     torch.manual_seed(cfg.seed)
@@ -360,8 +365,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m fewshot.export", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--run", required=True, help="a finished fewshot run folder (its --output-dir)")
     p.add_argument("--output", default=None, help="folder to write the model into (default: RUN/model)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier export of this run in the output folder (anything else is never replaced)")
     args = p.parse_args(argv)
-    path = export_run(args.run, args.output)
+    path = export_run(args.run, args.output, args.overwrite)
     print(f"exported {args.run} to {path}; load it with transformers.pipeline('text-classification', model='{path}', "
           "trust_remote_code=True, truncation=True)")
     return path

@@ -327,10 +327,6 @@ class CurlApp(TrainingApp):
 
     def check_resume(self, saved):
         cfg, out, h = self.cfg, self.harness.out, self.harness
-        if h.folder.resuming and not h.resuming and (out / "summary.json").exists():  # checkpoint deleted
-            raise FileExistsError(f"{out} holds a finished run (summary.json) but no checkpoint/ to continue it from, "
-                                  "so starting there would overwrite its logs: pass --overwrite (moves it aside) or "
-                                  "choose another --output-dir to start a new run; nothing was changed")
         if saved is None:
             return None
         # Counters and configuration first, so that a mismatch is refused naming its fields before

@@ -204,12 +204,22 @@ def run(seed: int, s: Setting, objectives=OBJECTIVES, progress=None) -> dict:
     return {name: linear_probe(probe_world, nets[name], s) for name in objectives}
 
 
+def check_out(out: str, overwrite: bool) -> None:
+    """Refuse, before anything runs, an --out that is a file or already holds results.json (unless --overwrite)."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out {out} is a file, not a folder for the results")
+    if os.path.exists(os.path.join(out, "results.json")) and not overwrite:
+        raise FileExistsError(f"--out {out} already holds results.json; pass --overwrite to replace it, or another "
+                              "--out (nothing was run)")
+
+
 def main_synthetic(args):
     torch.set_num_threads(min(2, torch.get_num_threads()))
     s = Setting(steps=Setting.steps if args.steps is None else args.steps,
                 batch=Setting.batch if args.batch is None else args.batch,
                 classes=Setting.classes if args.classes is None else args.classes)
     args.out = args.out or "runs/sampling_bias"
+    check_out(args.out, args.overwrite)
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     per_seed = {}
@@ -348,19 +358,23 @@ def image_split(y, s: ImageSetting, seed: int):
     return np.sort(pool[pool_rel]), np.sort(pool[dev_rel])
 
 
-def probe_draws(y_eval, s: ImageSetting, seed: int, source: str):
+def probe_draws(y_eval, s: ImageSetting, seed: int, source: str, classes=None, totals: dict | None = None):
     """``s.probe_draws`` pairs (fit indices, score indices) into the probe set: ``s.probe_labels`` images
-    per class to fit (fewer where a class has too few, keeping one to score), the rest to score."""
+    per class to fit (fewer where a class has too few, keeping one to score), the rest to score. ``classes``: every
+    class of the data (default: those in the probe set); each needs 2 images in the probe set."""
     import numpy as np
 
     from shared_losses.datasets import DataError
 
-    classes, counts = np.unique(y_eval, return_counts=True)
+    classes = np.unique(y_eval) if classes is None else np.asarray(classes)
+    counts = np.array([(y_eval == c).sum() for c in classes])
     small = [(int(c), int(n)) for c, n in zip(classes, counts) if n < 2]
     if small:
         c, n = small[0]
-        raise DataError(f"{source}: class {c} has {n} image(s) in the probe set of one seed; the probe needs 2 per "
-                        "class (one to fit, one to score): raise --probe-fraction or drop the rare classes")
+        total = f" ({totals[c]} in all)" if totals is not None else ""
+        raise DataError(f"{source}: class {c} has {n} image(s) in the probe set of one seed{total}; the probe needs 2 "
+                        "per class (one to fit, one to score): raise --probe-fraction, or use more images of the "
+                        "rare classes or drop them")
     draws = []
     for r in range(s.probe_draws):
         rng = np.random.default_rng([seed, r])
@@ -391,10 +405,14 @@ def probe_accuracy(feats, y, draws) -> float:
 def run_images(seed: int, s: ImageSetting, x, y, objs: list[Objective], source: str, progress=None) -> dict:
     """Train one encoder per objective on identical batches and views from the same initial weights;
     return the probe accuracies (%) by objective key, plus 'untrained' (the initial weights)."""
+    import numpy as np
+
     from fewshot.images import Augment, features
 
     train_idx, eval_idx = image_split(y, s, seed)
-    draws = probe_draws(y[eval_idx], s, seed, source)
+    classes, counts = np.unique(y, return_counts=True)
+    draws = probe_draws(y[eval_idx], s, seed, source, classes=classes,
+                        totals={int(c): int(n) for c, n in zip(classes, counts)})
     xt, yt = torch.from_numpy(x[train_idx]), torch.from_numpy(y[train_idx])
     n, B = len(train_idx), min(s.batch, len(train_idx))
     if n < 2:
@@ -489,6 +507,7 @@ def main_images(args):
     objs = image_objectives(tau, s.tau_plus_sweep)
     name = "mnist" if args.data == "mnist" else os.path.splitext(os.path.basename(args.data))[0]
     out = args.out or f"runs/sampling_bias_{name}"
+    check_out(out, args.overwrite)
     torch.set_num_threads(s.threads)
     print(f"data: {data.source}: {len(y)} images of shape {tuple(x.shape[1:])}, K = {K} classes "
           f"({', '.join(f'{int(c)}: {int(m)}' for c, m in zip(classes, counts))})")
@@ -504,6 +523,9 @@ def main_images(args):
                   f"scored on the other {int(eval_counts.sum()) - n_fit}; mean of {s.probe_draws} draws of the "
                   "labeled images (the same draws for every objective)")
     print(f"probe: {probe_text}")
+    totals = {int(c): int(m) for c, m in zip(classes, counts)}
+    for seed in args.seeds:  # every seed's probe set checked before anything is written
+        probe_draws(y[image_split(y, s, seed)[1]], s, seed, data.source, classes=classes, totals=totals)
     os.makedirs(out, exist_ok=True)
 
     t0 = time.time()
@@ -615,6 +637,8 @@ def main(argv=None):
                    f"{Setting.classes})")
     p.add_argument("--out", help="folder for results.json and the plot (default: runs/sampling_bias; images: "
                    "runs/sampling_bias_NAME)")
+    p.add_argument("--overwrite", action="store_true", help="replace the results.json and plot already in --out "
+                   "(without it an --out holding results.json is refused before anything runs)")
     g = p.add_argument_group("image data only (--data mnist or PATH.npz)")
     g.add_argument("--encoder", choices=("cnn", "mlp"), help=f"encoder (default: {d.encoder})")
     g.add_argument("--width", type=int, help=f"CNN channels: width, 2x, 4x (default: {d.width})")

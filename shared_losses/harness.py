@@ -151,6 +151,14 @@ class RunHarness:
                                   "folder; nothing was changed")
         return state
 
+    def refuse_resume_without_checkpoint(self, summary_file: str, option: str = "--output-dir") -> None:
+        """Refuse ``--resume`` of a finished run whose checkpoint/ is gone: with nothing to continue from, the run
+        would start again from step 0 and overwrite the finished run's logs, summary and model."""
+        if self.folder.resuming and not self.resuming and (self.out / summary_file).exists():
+            raise FileExistsError(f"{self.out} holds a finished run ({summary_file}) but no checkpoint/ to continue it "
+                                  "from, so starting there would overwrite its logs and model: pass --overwrite (moves "
+                                  f"it aside) or choose another {option} to start a new run; nothing was changed")
+
     def refuse_config_changes(self, saved: Mapping[str, Any], current: Mapping[str, Any],
                               where: str | os.PathLike | None = None, legacy: Mapping[str, Any] | None = None) -> None:
         """Raise :class:`ConfigChanged` (one line naming every differing field, and the ways out) if resuming

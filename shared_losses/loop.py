@@ -4,6 +4,7 @@ drqv2's ``Workspace`` owns its loop and each agent supplies ``act`` / ``update``
 nothing itself (the application's :class:`~shared_losses.harness.RunHarness` did, read-only, before any work)
 and then, in order::
 
+    harness.refuse_resume_without_checkpoint(...)  # --resume of a finished run without its checkpoint/
     saved = harness.saved_state()          # the checkpoint's counters, read once (None for a new run); another
                                            # application's checkpoint refused
     app.check_resume(saved)                # other options refused; a finished run: its summary, nothing touched
@@ -165,6 +166,7 @@ class TrainingApp:
 def run(app: TrainingApp) -> dict:
     """Train (or resume) ``app``'s run to the end; returns its summary (also written to ``app.summary_file``)."""
     harness = app.harness
+    harness.refuse_resume_without_checkpoint(app.summary_file)
     saved = harness.saved_state()
     done = app.check_resume(saved)
     if done is not None:

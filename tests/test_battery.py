@@ -82,6 +82,20 @@ def _stars(run: Path) -> None:
     (run.parent / "no_model" / "notes.txt").write_text("not a model\n")
 
 
+def _no_checkpoint(run: Path) -> None:
+    shutil.rmtree(run / "checkpoint")
+
+
+def _six_images(run: Path) -> None:
+    """Six 8x8 images of six classes, and an output folder holding an earlier results.json."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    np.savez(run.parent / "six.npz", x=rng.random((6, 8, 8), dtype=np.float32), y=np.arange(6))
+    (run.parent / "sb").mkdir()
+    (run.parent / "sb" / "results.json").write_text('{"earlier": true}\n')
+
+
 def _not_a_run(folder: Path) -> None:
     for p in list(folder.iterdir()):
         shutil.rmtree(p) if p.is_dir() else p.unlink()
@@ -249,6 +263,15 @@ BATTERY = [
     ("fewshot --report-to mlflow on MLflow 3's file store", "fewshot.train",
      [*FEWSHOT, "--encoder", "{tmp}/no_model", "--positive-label", "5", "--report-to", "mlflow"], 2,
      "is a file store", _stars, {"MLFLOW_TRACKING_URI": "file:{tmp}/mlruns", "MLFLOW_ALLOW_FILE_STORE": None}),
+    # issue 46, item 9: nothing overwritten without --overwrite
+    ("nlp_qt resume of a finished run whose checkpoint is gone", "nlp_qt.train", QT_RESUME, 2,
+     "no checkpoint/ to continue it from", _no_checkpoint),
+    ("sampling_bias onto an earlier results.json", "scripts/sampling_bias.py",
+     ["--data", "{tmp}/six.npz", "--out", "{tmp}/sb", "--seeds", "0"], 2, "already holds results.json", _six_images),
+    # issue 46, item 14: a clear message
+    ("sampling_bias on six images of six classes", "scripts/sampling_bias.py",
+     ["--data", "{tmp}/six.npz", "--out", "{tmp}/new", "--seeds", "0", "--steps", "2"], 2,
+     "class 0 has 0 image(s) in the probe set of one seed (1 in all)", _six_images),
     # issue 46, items 6 and 7: a GPU slice's pack is untrusted input; nothing is written unless all of it is sound
     ("slice import: a date that is a path", "scripts/table3_gpu.py", IMPORT, 2, "is not a date", _pack_date_is_a_path),
     ("slice import: a date that climbs out", "scripts/table3_gpu.py", IMPORT, 2, "'../../X' is not a date",

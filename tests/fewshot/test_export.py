@@ -127,8 +127,12 @@ def test_no_export_then_export_run_and_the_logreg_head(tiny_encoder, tmp_path):
     probs = _pipeline_probs(_pipeline(out), texts)
     acc = 100.0 * np.mean([["neg", "pos"][k] == y for k, y in zip(probs.argmax(1), labels)])
     assert acc == pytest.approx(metrics["eval_accuracy"])
-    # exporting again replaces this run's own export
-    assert export_run(run) == out and (out / "model.safetensors").exists()
+    # exporting again replaces this run's own export only when asked to (issue 46, item 9)
+    before = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()}
+    with pytest.raises(FileExistsError, match="already holds this run's export; pass --overwrite"):
+        export_run(run)
+    assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == before
+    assert export_run(run, overwrite=True) == out and (out / "model.safetensors").exists()
 
 
 @pytest.mark.slow  # runs the entry point in a subprocess
