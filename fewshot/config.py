@@ -312,7 +312,19 @@ def cli_default_preset(argv: list[str]) -> str | None:
 
 
 def cli_finish(cfg: FewShotConfig, argv: list[str]) -> FewShotConfig:
-    """An explicit step count (--max-steps / --steps) replaces the preset's --passes, unless --passes is given too."""
+    """An explicit step count (--max-steps / --steps) replaces the preset's --passes, unless --passes is given too.
+    An explicit --positive-label (even the default value, 1) is refused beside --label-map and for image data, where
+    it would say nothing (the map, and --positive-classes, say which class is positive)."""
+    if option_given(argv, "--positive-label"):
+        from .images import is_image_dataset
+
+        if cfg.label_map is not None:
+            raise ValueError(f"--positive-label {cfg.positive_label} and --label-map {cfg.label_map} both say which "
+                             "class is positive: give one of them (the map's 1 values are the positive class)")
+        if is_image_dataset(cfg.dataset):
+            raise ValueError(f"--positive-label is for the label column of text files; image data (--dataset "
+                             f"{cfg.dataset}) names its positive class ids with --positive-classes (e.g. "
+                             f"--positive-classes {cfg.positive_label})")
     if cfg.passes is not None and option_given(argv, "--max-steps", "--steps") and not option_given(argv, "--passes"):
         return dataclasses.replace(cfg, passes=None)
     return cfg

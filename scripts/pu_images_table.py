@@ -322,19 +322,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_data(args) -> None:
-    """An .npz --dataset / --eval-file read by shared_losses.datasets.load_images, the runs' own loader, as the runs
-    will read it (they run in the repository root): a missing or unreadable file fails here, not in every run.
-    The shipped sets (mnist) are left to the runs."""
+#: The class ids of the shipped image sets (shared_losses.datasets.IMAGE_DATASETS), known without loading them.
+SHIPPED_CLASSES = {"mnist": tuple(range(10))}
+
+
+def check_data(args, positive) -> None:
+    """--dataset and --eval-file read by shared_losses.datasets.load_images, the runs' own loader, as the runs will
+    read them (they run in the repository root), and their labels split into the positive class as the runs will
+    split them (fewshot.images.binary_labels: --positive-classes must occur, both classes must be there): a missing
+    or unreadable file or a class that is not in the data fails here, not in every run."""
     import contextlib
 
-    from shared_losses.datasets import IMAGE_DATASETS, load_images
+    import numpy as np
+
+    from fewshot.images import binary_labels
+    from shared_losses import datasets
 
     with contextlib.chdir(ROOT):
-        if args.dataset not in IMAGE_DATASETS:
-            load_images(args.dataset, "--dataset")
-        if args.eval_file is not None:
-            load_images(args.eval_file, "--eval-file")
+        for spec, option in ((args.dataset, "--dataset"), (args.eval_file, "--eval-file")):
+            if spec in SHIPPED_CLASSES:  # not loaded: its class ids are known
+                binary_labels(np.asarray(SHIPPED_CLASSES[spec]), tuple(positive) if positive else None,
+                              f"{option} {spec}")
+            elif spec is not None:
+                data = datasets.load_images(spec, option)
+                binary_labels(data.y, tuple(positive) if positive else None, data.source)
 
 
 def main(argv=None) -> int:
@@ -354,6 +365,12 @@ def main(argv=None) -> int:
     for s in args.seeds:  # the runs' splits and samples are numpy generators of the seed
         if s < 0:
             raise ValueError(f"--seeds must be >= 0 (numpy's generators), got {s}")
+    for option, values, rule in (("--n-ps", args.n_ps, lambda v: v >= 1), ("--percents", args.percents,
+                                                                            lambda v: 1 <= v <= 100)):
+        bad = [v for v in values if not rule(v)]
+        if bad:
+            what = "labeled positives, at least 1" if option == "--n-ps" else "percentages of the pool, 1 to 100"
+            raise ValueError(f"{option} {' '.join(map(str, bad))}: {option} are {what}")
     runs = grid(args.tables, args.n_ps, args.percents)
     todo, done = [], 0
     for setting, method, n in runs:
@@ -381,7 +398,7 @@ def main(argv=None) -> int:
                          "metrics.json for the --tables, --n-ps, --percents and --seeds given); check --out")
     failed = 0
     if todo and not args.aggregate_only:
-        check_data(args)
+        check_data(args, positive)
         options = options_of(args)
         print(f"{len(todo)} runs to do ({done} finished earlier, skipped)", flush=True)
 

@@ -96,6 +96,14 @@ def _six_images(run: Path) -> None:
     (run.parent / "sb" / "results.json").write_text('{"earlier": true}\n')
 
 
+def _digits(run: Path) -> None:
+    """40 8x8 images of four classes."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    np.savez(run.parent / "digits.npz", x=rng.random((40, 8, 8), dtype=np.float32), y=np.arange(40) % 4)
+
+
 def _not_a_run(folder: Path) -> None:
     for p in list(folder.iterdir()):
         shutil.rmtree(p) if p.is_dir() else p.unlink()
@@ -272,6 +280,20 @@ BATTERY = [
     ("sampling_bias on six images of six classes", "scripts/sampling_bias.py",
      ["--data", "{tmp}/six.npz", "--out", "{tmp}/new", "--seeds", "0", "--steps", "2"], 2,
      "class 0 has 0 image(s) in the probe set of one seed (1 in all)", _six_images),
+    # issue 46, item 11: options that would be ignored are refused
+    ("fewshot --positive-label on image data", "fewshot.train",
+     ["--dataset", "{tmp}/digits.npz", "--positive-label", "3", "--output-dir", "{tmp}/new", "--device", "cpu"], 2,
+     "image data (--dataset", _digits),
+    ("fewshot --positive-label 1 beside --label-map", "fewshot.train",
+     [*FEWSHOT, "--encoder", "{tmp}/no_model", "--label-map", "1=0,5=1", "--positive-label", "1"], 2,
+     "both say which class is positive", _stars),
+    # issue 46, item 10: a grid checks its inputs before it starts any run
+    ("pu_images_table with a positive class the data does not have", "scripts/pu_images_table.py",
+     ["--dataset", "{tmp}/digits.npz", "--positive-classes", "42", "--tables", "2", "--n-ps", "5", "--seeds", "0",
+      "--out", "{tmp}/grid"], 2, "--positive-classes [42] never occur in the labels", _digits),
+    ("pu_images_table with 200 percent labeled", "scripts/pu_images_table.py",
+     ["--dataset", "{tmp}/digits.npz", "--positive-classes", "1", "--tables", "4", "--percents", "200", "--seeds",
+      "0", "--out", "{tmp}/grid"], 2, "--percents 200: --percents are percentages of the pool, 1 to 100", _digits),
     # issue 46, items 6 and 7: a GPU slice's pack is untrusted input; nothing is written unless all of it is sound
     ("slice import: a date that is a path", "scripts/table3_gpu.py", IMPORT, 2, "is not a date", _pack_date_is_a_path),
     ("slice import: a date that climbs out", "scripts/table3_gpu.py", IMPORT, 2, "'../../X' is not a date",

@@ -48,8 +48,8 @@ CASES = [
      ["--eval-file", "missing_eval.csv"]),
     ("fewshot_table5", [*T5_BASE, "--aggregate-only"], ["--aggregate-only: no finished runs under"]),
     ("fewshot_table5", [*T5_BASE, "--parallel", "0"], ["--parallel 0: must be at least 1"]),
-    ("pu_images_table", ["--n-ps", "0"], ["must be >= 1, got 0", "comes from --n-ps"]),
-    ("pu_images_table", ["--percents", "101"], ["1 to 100, got 101", "comes from --percents"]),
+    ("pu_images_table", ["--n-ps", "0"], ["--n-ps 0: --n-ps are labeled positives, at least 1"]),
+    ("pu_images_table", ["--percents", "101"], ["--percents 101: --percents are percentages of the pool, 1 to 100"]),
     ("pu_images_table", ["--seeds", "-1"], ["--seeds must be >= 0", "got -1"]),
     ("pu_images_table", ["--set", "lr=0"], ["--lr must be a positive number, got 0"]),
     ("pu_images_table", ["--set", "tau_plus=-0.5"], ["--tau-plus must be in [0, 1), got -0.5"]),
@@ -194,7 +194,9 @@ def test_pu_images_shipped_digits_are_not_loaded_up_front(tmp_path, monkeypatch)
     import shared_losses.datasets
 
     monkeypatch.setattr(shared_losses.datasets, "load_images", lambda *a: pytest.fail(f"loaded {a}"))
-    pu.check_data(types.SimpleNamespace(dataset="mnist", eval_file=None))
+    pu.check_data(types.SimpleNamespace(dataset="mnist", eval_file=None), [0, 2, 4, 6, 8])
+    with pytest.raises(ValueError, match=r"--positive-classes \[42\] never occur"):  # its digits are known: 0-9
+        pu.check_data(types.SimpleNamespace(dataset="mnist", eval_file=None), [42])
 
 
 def test_pu_images_set_reads_none_and_refuses_text_for_a_number():
