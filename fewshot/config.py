@@ -225,6 +225,9 @@ class FewShotConfig:
             if not ok:
                 raise ValueError(f"--{option.replace('_', '-')} must be {rule}, got {getattr(self, option)}")
 
+        from shared_losses.runtime import check_seed
+
+        check_seed(self.seed)
         for option in ("steps", "batch_unlabeled"):
             need(getattr(self, option) >= 0, option, ">= 0")
         for option in ("batch_labeled", "max_length", "proj_dim", "eval_every", "log_every", "checkpoint_every"):

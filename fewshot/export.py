@@ -310,6 +310,12 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder not found: {run_dir}")
     cfg = run_config(run_dir)
+    from .images import is_image_dataset
+
+    if is_image_dataset(cfg.dataset):
+        raise ValueError(f"{run_dir} is a run on image data (--dataset {cfg.dataset}): its classifier is written when "
+                         "the run ends, to RUN/model/image_classifier.pt (load it with "
+                         "fewshot.image_run.load_image_classifier); fewshot.export exports text runs")
     if not (run_dir / "metrics.json").is_file():
         raise ValueError(f"{run_dir} has no metrics.json: the run has not finished (export it when it has)")
     metrics = read_json(run_dir / "metrics.json")

@@ -33,6 +33,9 @@ from .objectives import check_fields, compute_loss, neighbours
 from .vocab import Vocab
 
 def validate(cfg: Config) -> None:
+    from shared_losses.runtime import check_seed
+
+    check_seed(cfg.seed)
     if not cfg.corpus:
         raise ValueError("--corpus is required (a text file/folder, a .jsonl/.parquet file, or hf:NAME)")
     if cfg.batch_size < 2:

@@ -274,8 +274,9 @@ class Config:
             if not ok:
                 raise ValueError(f"invalid config: {msg}")
 
-        need(0 <= self.seed < 2**32,
-             f"seed must be in [0, 2**32) (numpy's and the environments' generators), got {self.seed}")
+        from shared_losses.runtime import check_seed
+
+        check_seed(self.seed)
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
         need(self.beta >= 0.0, f"beta must be >= 0 (0 = the debiased loss), got {self.beta}")

@@ -69,6 +69,10 @@ class Policy:
             bad = int((~torch.isfinite(x)).sum())
             raise ValueError(f"obs holds {bad} NaN or inf value(s): a policy acts on finite pixel values (uint8 "
                              "0-255, as the run's environment gives them)")
+        if x.dtype != torch.uint8 and x.numel() and not bool(((x >= 0) & (x <= 255)).all()):
+            lo, hi = float(x.min()), float(x.max())
+            raise ValueError(f"obs holds values from {lo:g} to {hi:g}: a policy acts on pixel values 0-255 (uint8, as "
+                             "the run's environment gives them; not scaled to [0, 1] or centred)")
         one = x.dim() == 3
         mu, _, _, _ = self.actor(center_crop(x[None] if one else x, self.cfg.crop_size), sample=False)
         out = mu.float().cpu().numpy()

@@ -518,8 +518,8 @@ def check_run(cfg: FewShotConfig) -> None:
     setting of Table 5), checked before anything starts: the seed, N and U of a run."""
     from fewshot.images import is_image_dataset
 
-    if cfg.seed < 0:
-        raise ValueError(f"--seeds must be >= 0 (numpy's generators), got {cfg.seed}")
+    if not 0 <= cfg.seed < 2**32:
+        raise ValueError(f"--seeds must be >= 0 and below 2**32 (numpy's generators), got {cfg.seed}")
     if not is_image_dataset(cfg.dataset) and cfg.n_labeled < 2:  # image data: validate_images checks it
         raise ValueError(f"--ns must be >= 2 (the labeled sample holds both classes), got {cfg.n_labeled}")
     if cfg.n_unlabeled < 0:
@@ -565,8 +565,8 @@ def main(argv=None):
             for m in checked:
                 folder = run_dir(out, m, n, s)
                 cfg = run_config(args.preset, overrides, m, n, s, folder)
+                check_run(cfg)  # the grid's own options first (--seeds, --ns), named as the grid spells them
                 cfg.validate()  # a bad option fails here, before hours of runs
-                check_run(cfg)
                 if (folder / "metrics.json").exists():
                     check_finished(folder, cfg)
                     finished += 1

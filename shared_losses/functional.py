@@ -188,6 +188,10 @@ def log_floor_min_negative(neg_logits: torch.Tensor) -> torch.Tensor:
     floor is a constant of the step, like the paper's. Returns ``[B]``: for per-turn negatives
     ``[B, M, N]`` the smallest over all of an anchor's turns (one floor per anchor, as the losses take).
     """
+    C.check_float_tensor("neg_logits", neg_logits, (2, 3), nan=False)
+    if neg_logits.shape[-1] == 0:
+        raise ValueError(f"neg_logits has no negatives (shape {tuple(neg_logits.shape)}): the floor is the smallest "
+                         "negative logit of each anchor")
     neg = neg_logits.detach()
     masked = torch.where(neg > NEG_INF, neg, torch.full_like(neg, float("inf")))
     out = masked.amin(dim=-1)
@@ -265,6 +269,17 @@ def _multiview_terms(
     return pos, logits, n_neg
 
 
+def _check_scores(pos: torch.Tensor, neg: torch.Tensor, similarity: str, temperature: float) -> None:
+    """Refuse scores that overflowed their dtype (finite embeddings, infinite or NaN scores: e.g. dot products of
+    vectors of norm 1e20 in float32): a NaN loss would follow, with nothing saying why. One read on the host."""
+    bad = ~torch.isfinite(pos).all() | (neg == float("inf")).any() | neg.isnan().any()
+    if bool(bad):
+        hint = ("scale the embeddings down or use similarity='cosine'" if similarity == "dot"
+                else "raise the temperature")
+        raise ValueError(f"the scores (similarity {similarity!r} / temperature {temperature:g}) overflow {pos.dtype}: "
+                         f"they are infinite or NaN for finite embeddings; {hint}")
+
+
 def _auto_floor(log_floor, similarity: str, temperature: float, neg: torch.Tensor):
     if isinstance(log_floor, str):
         if log_floor != "auto":
@@ -318,6 +333,7 @@ def debiased_nce(
     pos, neg, n_neg = _multiview_terms(stacked, temperature, similarity, gather_distributed)
     if n_neg == 0:
         raise ValueError("need at least 2 samples in the batch to have negatives")
+    _check_scores(pos, neg, similarity, temperature)
     floor = _auto_floor(log_floor, similarity, temperature, neg)
     C.check_log_floor(floor, pos.shape[0], pos.device)
     loss = debiased_terms(pos, neg, n_neg, tau_plus, floor, beta, consume_neg=True)

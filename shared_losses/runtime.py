@@ -452,6 +452,15 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
                          f"{folder} (--resume) or move it aside and start a new one (--overwrite)")
     if folder.exists() and not folder.is_dir():
         raise RunFolderError(f"{option} {folder} is a file, not a folder; choose a folder (nothing was changed)")
+    for parent in folder.absolute().parents:  # the folder would go under a file: the first existing ancestor
+        if parent.exists():
+            if not parent.is_dir():
+                raise RunFolderError(f"{option} {folder}: {parent} is a file, not a folder, so no run folder can be "
+                                     "made under it; choose another path (nothing was changed)")
+            if not os.access(parent, os.W_OK | os.X_OK) and not folder.exists():
+                raise RunFolderError(f"{option} {folder}: {parent} is not writable, so the run folder cannot be made "
+                                     "there; choose another path (nothing was changed)")
+            break
     if not folder.exists() or not any(folder.iterdir()):
         return RunFolder(folder, application, "new")
     owner = run_application(folder)
@@ -587,6 +596,13 @@ def check_device(name: str, option: str = "--device") -> torch.device:
 #: trackers accelerate drives (``log_with``), or none (log.csv only).
 TRACKERS = ("tensorboard", "wandb", "mlflow", "none")
 ACCELERATE_TRACKERS = ("wandb", "mlflow")
+
+
+def check_seed(seed: int, option: str = "--seed") -> None:
+    """Refuse a seed numpy's generators (and the environments') cannot take: a ValueError naming the option."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(f"{option} must be a whole number in [0, 2**32) (numpy's and the environments' generators "
+                         f"take 32-bit seeds), got {seed}")
 
 
 def check_report_to(report_to: Iterable[str]) -> tuple[str, ...]:

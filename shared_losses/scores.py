@@ -9,13 +9,25 @@ import torch.nn.functional as F
 from . import _checks as C
 
 
+def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
+    """Both ``[B, d]`` floating-point tensors with the same ``d``, on one device (a ValueError naming what differs)."""
+    C.check_float_tensor("a", a, (2,), nan=False)
+    C.check_float_tensor("b", b, (2,), nan=False)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"a has {a.shape[1]} features per row and b has {b.shape[1]}: scores need both [B, d] with "
+                         f"the same d (got {tuple(a.shape)} and {tuple(b.shape)})")
+    C.check_same_device(a=a, b=b)
+
+
 def cosine_scores(a: torch.Tensor, b: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """``[Ba, Bb]`` matrix of ``cos(a_i, b_j) / t`` (SimCLR, DCL, puNCE)."""
+    _check_pair(a, b)
     return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / C.check_temperature(temperature)
 
 
 def dot_scores(a: torch.Tensor, b: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """``[Ba, Bb]`` matrix of ``a_i^T b_j / t`` (quick-thought uses t = 1, no normalisation)."""
+    _check_pair(a, b)
     return a @ b.T / C.check_temperature(temperature)
 
 

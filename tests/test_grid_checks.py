@@ -23,7 +23,8 @@ T5_BASE = ["--preset", "cpu", "--encoder", "minilm", "--pooling", "mean", "--dat
 CASES = [
     ("curl_table3", ["--env-steps", "-5"], ["--env-steps must be >= 1", "got -5"]),
     ("curl_table3", ["--objectives", "debiased:-0.5:1"], ["TAU_PLUS (must be in [0, 1)) = '-0.5'"]),
-    ("curl_table3", ["--seeds", "-1"], ["seed must be in [0, 2**32)", "got -1", "rl_curl.train's check"]),
+    ("curl_table3", ["--seeds", "-1"], ["--seed must be a whole number in [0, 2**32)", "got -1",
+                                        "rl_curl.train's check"]),
     ("curl_table3", ["--batch-size", "1"], ["batch_size must be >= 2", "got 1"]),
     ("curl_table3", ["--tasks"], ["--tasks is empty"]),
     ("curl_table3", ["--extra=--discount=2"], ["--discount must be in (0, 1], got 2.0"]),

@@ -251,6 +251,10 @@ def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_s
     assert (predict.scores(ex) > 0).astype(np.int64).tolist() == pred.tolist()
     with pytest.raises(ValueError, match="this classifier takes"):
         predict(np.zeros((2, 12, 12), np.uint8))
+    from fewshot.export import export_run
+
+    with pytest.raises(ValueError, match="is a run on image data .*image_classifier.pt"):  # was "mlp is not a model"
+        export_run(out)
 
 
 def test_rgb_and_flat_arrays_run_and_a_square_flat_vector_feeds_the_cnn(tmp_path):

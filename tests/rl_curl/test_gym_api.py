@@ -187,3 +187,22 @@ def test_checkpoint_entries_are_named(finished_run, tmp_path):
     (copy / "checkpoint/entries.json").write_text(json.dumps(dict(reversed(list(swapped.items())))))
     with pytest.raises(CheckpointError, match="holds the entries .* but this run registers"):
         run(tiny_config(task=ENV, out_dir=str(copy), env_steps=80, eval_every=40, aux="curl", resume=True))
+
+
+@pytest.mark.parametrize("bad", [300.0, -5.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_policy_refuses_pixel_values_outside_0_255(tmp_path, bad, dtype):
+    """Issue 46, item 14: pixel values of 300 or -5 (a wrong scaling) were acted on silently."""
+    from rl_curl.agent import CurlAgent
+    from rl_curl.policy import save_policy
+
+    cfg = tiny_config().resolved()
+    shape = cfg.obs_shape
+    save_policy(CurlAgent(shape, 2, cfg), cfg, shape, tmp_path / "policy.pt")
+    act = rl_curl.load_policy(tmp_path)
+    obs = np.full(shape, 128, dtype=dtype)
+    assert np.isfinite(act(obs)).all() and np.isfinite(act(obs.astype(np.uint8))).all()
+    obs[0, 0, 0] = bad
+    with pytest.raises(ValueError, match=f"^obs holds values from {min(bad, 128):g} to {max(bad, 128):g}: a policy "
+                                         "acts on pixel values 0-255"):
+        act(obs)

@@ -71,3 +71,27 @@ def test_bad_values_give_a_non_finite_loss_instead_of_an_error():
     # shapes are still checked on the host
     with pytest.raises(ValueError, match="pos_logits has 5 anchors but neg_logits has 4"):
         S.info_nce_from_logits(pos, neg[:4], host_checks=False)
+
+
+def test_embedding_scores_that_overflow_are_refused_not_nan():
+    """Issue 46, item 14: dot products of vectors of norm 1e20 overflow float32; the loss was NaN, silently."""
+    g = torch.Generator().manual_seed(0)
+    z1, z2 = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
+    assert torch.isfinite(S.info_nce(z1, z2, similarity="dot"))
+    for loss in (S.info_nce, S.debiased_nce):
+        with pytest.raises(ValueError, match="overflow torch.float32.*similarity='cosine'"):
+            loss(z1 * 1e20, z2 * 1e20, similarity="dot")
+    with pytest.raises(ValueError, match="overflow torch.float32.*raise the temperature"):
+        S.info_nce(z1, z2, temperature=1e-45)
+    assert torch.isfinite(S.info_nce(z1.double() * 1e20, z2.double() * 1e20, similarity="dot"))  # float64 holds them
+
+
+def test_score_functions_and_the_floor_name_bad_shapes():
+    with pytest.raises(ValueError, match="a has 8 features per row and b has 6"):
+        S.cosine_scores(torch.randn(4, 8), torch.randn(4, 6))
+    with pytest.raises(ValueError, match="b must be 2-D"):
+        S.dot_scores(torch.randn(4, 8), torch.randn(8))
+    with pytest.raises(ValueError, match=r"neg_logits has no negatives \(shape \(3, 0\)\)"):
+        S.log_floor_min_negative(torch.zeros(3, 0))
+    with pytest.raises(ValueError, match="neg_logits is an empty batch"):
+        S.log_floor_min_negative(torch.zeros(0, 4))
