@@ -26,6 +26,7 @@ split is trained on the same images when scored on the test split.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ from tqdm import tqdm
 
 from shared_losses.datasets import DataError, load_images
 from shared_losses.harness import RunHarness
-from shared_losses.runtime import write_json_atomic
+from shared_losses.runtime import DivergenceWatch, write_json_atomic
 
 from .config import FewShotConfig
 from .images import Augment, ImageModel, as_images, binary_labels, features, stratified_split
@@ -211,6 +212,8 @@ class ImageApp(FewShotRunApp):
         prepared = acc.prepare(*[o for n in names for o in (models[n], opts[n])])
         self.models = {name: prepared[2 * k] for k, name in enumerate(names)}
         self.opts = {name: prepared[2 * k + 1] for k, name in enumerate(names)}
+        self.watch = DivergenceWatch([p for m in self.models.values() for p in m.parameters()], cfg.lr)
+        self.worst_loss = None  # the step's loss furthest from finite, for the divergence check
         self.harness.open(acc)
         self.harness.write_config(dataclasses.asdict(cfg) | {"prior_used": self.pi, "pool_prior": self.pi_p,
                                                              "prior_source": self.prior_source})
@@ -227,6 +230,8 @@ class ImageApp(FewShotRunApp):
         self.y_all = torch.from_numpy(np.where(data.y == 1, 1, -1) if cfg.setting == "pnu" else data.y)
 
     def state(self):
+        self.watch.check(self.step, self.worst_loss)  # never a checkpoint of a diverged model
+        self.watch.checkpointed = self.step
         return {"step": self.step, "config": {**dataclasses.asdict(self.cfg), "num_processes": 1},
                 "labeled_batches": self.lab_batches.state_dict(), "unlabeled_batches": self.unl_batches.state_dict(),
                 "augment_rng": self.gen.get_state()}
@@ -236,6 +241,7 @@ class ImageApp(FewShotRunApp):
         self.lab_batches.load_state_dict(state["labeled_batches"])
         self.unl_batches.load_state_dict(state["unlabeled_batches"])
         self.gen.set_state(state["augment_rng"])
+        self.watch.resumed(self.step)
 
     def progress(self):
         cfg = self.cfg
@@ -267,6 +273,10 @@ class ImageApp(FewShotRunApp):
             self.opts[n].step()
             row[f"loss_{n}" if len(names) > 1 else f"loss_{cfg.contrastive}"] = losses[n].item()
         self.step += 1
+        values = [v for k, v in row.items() if k != "step"]
+        self.worst_loss = next((v for v in values if not math.isfinite(v)), max(values, default=0.0))
+        if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+            self.watch.check(self.step, self.worst_loss)
         return row
 
     def log(self, row):
@@ -275,6 +285,7 @@ class ImageApp(FewShotRunApp):
 
     def finish(self):
         cfg, data = self.cfg, self.data
+        self.watch.check(self.step, self.worst_loss)  # the probes would read the features of a diverged encoder
         if self.step == 0:  # --max-steps 0: the loop wrote no checkpoint; a finished run keeps one (resume: done)
             self.harness.checkpoint(self.state())
         train_seconds = time.time() - self.t0

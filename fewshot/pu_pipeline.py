@@ -15,6 +15,7 @@ import torch
 from tqdm import tqdm
 
 from shared_losses import punce_loss
+from shared_losses.runtime import DivergenceWatch
 
 from .objectives import DEFAULT_OBJECTIVE, multiview
 from .pu import RISKS
@@ -57,6 +58,8 @@ class PuApp(FewShotRunApp):
         opt = torch.optim.AdamW(run.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.model, self.opt = acc.prepare(run.model, opt)
         self.raw = acc.unwrap_model(self.model)
+        self.watch = DivergenceWatch(self.raw.parameters(), cfg.lr)
+        self.loss = None
         self.rng = np.random.default_rng(cfg.seed)
         # Global batches (the same draw on every process), each process training on its share.
         self.world, self.rank = acc.num_processes, acc.process_index
@@ -65,6 +68,8 @@ class PuApp(FewShotRunApp):
         self.head = None
 
     def state(self):
+        self.watch.check(self.step, self.loss)  # never a checkpoint of a diverged model
+        self.watch.checkpointed = self.step
         return {"step": self.step, "config": {**dataclasses.asdict(self.cfg), "num_processes": self.world},
                 "pooling": self.run.pooling, "baseline": self.baseline, "rng": self.rng.bit_generator.state,
                 "pu_head": self.head}
@@ -73,6 +78,7 @@ class PuApp(FewShotRunApp):
         check_resume_config(self.cfg, state["config"], self.world)
         self.step, self.baseline = state["step"], state["baseline"]
         self.rng.bit_generator.state = state["rng"]
+        self.watch.resumed(self.step)
 
     def progress(self):
         self.model.train()
@@ -97,6 +103,8 @@ class PuApp(FewShotRunApp):
         self.opt.step()
         self.step += 1
         self.loss = loss.item()
+        if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+            self.watch.check(self.step, self.loss)
         return {"step": self.step, "punce": self.loss}
 
     def postfix(self):
@@ -108,6 +116,7 @@ class PuApp(FewShotRunApp):
     def finish(self):
         # the probes first: the checkpoint keeps the nnPU probe (the exported head) beside the encoder
         run, cfg = self.run, self.cfg
+        self.watch.check(self.step, self.loss)  # the probes would read the features of a diverged encoder
         self.trained, self.head = _probes(self.raw, self.tokenizer, cfg, run.train_x, run.sample, run.eval_x,
                                           run.eval_y, run.prior, self.accelerator.device,
                                           risks=RISKS if len(run.eval_x) else ("nnpu",))

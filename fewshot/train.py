@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from shared_losses.loop import run as run_app
-from shared_losses.runtime import print_run_result
+from shared_losses.runtime import DivergenceWatch, print_run_result
 
 from .config import FewShotConfig, from_cli
 from .images import is_image_dataset
@@ -49,6 +49,8 @@ class FewShotApp(FewShotRunApp):
                                 weight_decay=cfg.weight_decay)
         self.model, self.opt = acc.prepare(run.model, opt)
         self.raw = acc.unwrap_model(self.model)
+        self.watch = DivergenceWatch([p for p in self.raw.parameters() if p.requires_grad], cfg.lr)
+        self.last_loss = None
         # Global batches (the same draw on every process), each process training on its share.
         self.world, self.rank = acc.num_processes, acc.process_index
         self.lab_batches = Batches(run.sample.labeled, min(cfg.batch_labeled * self.world, cfg.n_labeled), cfg.seed)
@@ -59,6 +61,8 @@ class FewShotApp(FewShotRunApp):
                                    cfg.seed + 1)
 
     def state(self):
+        self.watch.check(self.step, self.last_loss)  # never a checkpoint of a diverged model
+        self.watch.checkpointed = self.step
         return {"step": self.step, "history": self.history,
                 "config": {**dataclasses.asdict(self.cfg), "num_processes": self.world}, "pooling": self.run.pooling,
                 "labeled_batches": self.lab_batches.state_dict(), "unlabeled_batches": self.unl_batches.state_dict()}
@@ -66,6 +70,7 @@ class FewShotApp(FewShotRunApp):
     def load_state(self, state):
         check_resume_config(self.cfg, state["config"], self.world)
         self.step, self.history = state["step"], state["history"]
+        self.watch.resumed(self.step)
         self.lab_batches.load_state_dict(state["labeled_batches"])
         self.unl_batches.load_state_dict(state["unlabeled_batches"])
 
@@ -95,7 +100,10 @@ class FewShotApp(FewShotRunApp):
         # Logged: the mean over processes, i.e. the loss of the global batch (each process's loss is the mean
         # over its share; DDP averages the gradients the same way).
         mean = (lambda t: acc.reduce(t.detach(), reduction="mean").item()) if self.world > 1 else (lambda t: t.item())
-        return {"step": self.step, "loss": mean(loss), **{k: mean(v) for k, v in parts.items()}}
+        self.last_loss = mean(loss)
+        if self.step % cfg.log_every == 0 or self.eval_due():  # where the run logs or evaluates next
+            self.watch.check(self.step, self.last_loss)
+        return {"step": self.step, "loss": self.last_loss, **{k: mean(v) for k, v in parts.items()}}
 
     def eval_due(self):
         return self.step % self.cfg.eval_every == 0 or self.step == self.cfg.steps

@@ -13,6 +13,7 @@ checkpoint (weights, Adam state, RNG states) the already-consumed batches are sk
 from __future__ import annotations
 
 import dataclasses
+import math
 import itertools
 import sys
 import time
@@ -24,7 +25,8 @@ from shared_losses import gather_with_grad
 from shared_losses.harness import RunHarness
 from shared_losses.loop import TrainingApp
 from shared_losses.loop import run as run_app
-from shared_losses.runtime import CheckpointError, make_accelerator, print_run_result, read_json_file
+from shared_losses.runtime import (CheckpointError, DivergenceWatch, make_accelerator, print_run_result,
+                                   read_json_file)
 
 from .config import Config, from_cli
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
@@ -234,10 +236,14 @@ class QuickThoughtApp(TrainingApp):
                       f"{cfg.word_vectors}")
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
         self.model, self.optimizer = acc.prepare(model, optimizer)
+        self.watch = DivergenceWatch(self.model.parameters(), cfg.lr)
         self.fingerprint = corpus_fingerprint(cfg.corpus)
         self.built = True
 
     def state(self):
+        # never a checkpoint of a diverged model (before its first step, last_loss is NaN: no loss yet)
+        self.watch.check(self.step, self.last_loss if self.step > 0 else None)
+        self.watch.checkpointed = self.step
         return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                 "sentences_seen": self.sentences_seen, "no_neighbour_batches": self.no_neighbour_batches,
                 "last_loss": self.last_loss, "corpus": self.fingerprint, "dev_losses": self.dev_losses,
@@ -258,6 +264,7 @@ class QuickThoughtApp(TrainingApp):
         self.no_neighbour_batches = state.get("no_neighbour_batches", 0)
         self.dev_losses = list(state.get("dev_losses", []))
         self.last_loss = state.get("last_loss", self.last_loss)  # a finished run resumed keeps its final loss
+        self.watch.resumed(self.step)
         if self.main:
             print(f"resumed from {ckpt_dir} at step {self.step} (epoch {self.epoch}, batch {self.batch_in_epoch})")
 
@@ -323,6 +330,7 @@ class QuickThoughtApp(TrainingApp):
         self.rate = (self.sentences_seen - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
         if self.step % cfg.log_every and self.step != 1:
             return {}
+        self.watch.check(self.step, self.last_loss)
         return {"step": self.step, "epoch": self.epoch, "loss": self.last_loss, "grad_norm": grad_norm,
                 "sentences": self.sentences_seen, "sentences_per_s": self.rate}
 
@@ -365,8 +373,8 @@ class QuickThoughtApp(TrainingApp):
             flags = self.accelerator.reduce(flags, reduction="sum")
         n_global, non_finite = int(flags[0].item()), bool(flags[1].item())
         self.stop_now = bool(flags[2].item())  # every process stops after the same step
-        if non_finite:
-            raise FloatingPointError(f"non-finite loss at step {self.step} (this process: {loss.item()})")
+        if non_finite:  # the loss of this step (on some process) is NaN or infinite: stop with one line
+            self.watch.check(self.step + 1, math.nan)
         if world > 1 and n_local > 0:
             # DDP averages the processes' gradients (and the gather sums them), so the step is that of one mean
             # over all anchors, as on one process, also when document ends leave the processes different counts.

@@ -488,6 +488,53 @@ class TrainingDiverged(ValueError):
     and ``run_cli`` prints the message as one ``error:`` line."""
 
 
+class DivergenceWatch:
+    """Stops a run whose training has diverged, before it writes a checkpoint of the diverged model: a loss that is not
+    finite, or a weight that is not finite or has grown to :attr:`GROWTH` times the largest initial weight (a
+    learning rate far too high can leave the loss finite and flat while the weights run off: nlp_qt's cosine loss at
+    ``--lr 1e30`` sat at ln 15 with weights near 3e30). :meth:`check` reads the weights' largest magnitude on the
+    host (one sync): call it where the run logs, evaluates and checkpoints, not every step."""
+
+    GROWTH = 1e6
+
+    def __init__(self, params, lr: float, unit: str = "step"):
+        self.params = [p for p in params if p.numel()]
+        self.lr, self.unit = lr, unit
+        self.initial = max(1.0, self.largest())
+        self.ok_until = 0  # the last step seen healthy
+        self.checkpointed: int | None = None  # the step of the run's last checkpoint (set by the application)
+
+    def largest(self) -> float:
+        with torch.no_grad():
+            return float(torch.stack([p.detach().abs().amax().float() for p in self.params]).amax()) \
+                if self.params else 0.0
+
+    def resumed(self, step: int) -> None:
+        """A run resumed from the checkpoint at ``step``."""
+        self.ok_until = self.checkpointed = step
+
+    def check(self, step: int, loss: float | None = None) -> None:
+        """Raise :class:`TrainingDiverged` (one line: the steps, what went wrong, the learning rate, the checkpoint
+        kept) if the training has diverged by ``step``."""
+        biggest = self.largest()
+        what = None
+        if loss is not None and not math.isfinite(loss):
+            what = f"the loss is {loss}"
+        elif not math.isfinite(biggest):
+            what = "a weight is NaN or infinite"
+        elif biggest > self.GROWTH * self.initial:
+            what = (f"a weight reached {biggest:.3g}, over {self.GROWTH:g} times the largest initial one "
+                    f"({self.initial:.3g})")
+        if what is None:
+            self.ok_until = step
+            return
+        kept = ("it has no checkpoint yet: start again (--overwrite moves this folder aside)"
+                if self.checkpointed is None
+                else f"its last checkpoint, at {self.unit} {self.checkpointed}, is kept: --resume continues from there")
+        raise TrainingDiverged(f"training diverged between {self.unit}s {self.ok_until} and {step}: {what} (--lr "
+                               f"{self.lr:g}); the run stopped without writing a checkpoint ({kept}); lower --lr")
+
+
 class RunInterrupted(Exception):
     """A run stopped on SIGINT/SIGTERM after writing a checkpoint; ``run_cli`` prints ``str(self)``
     and exits with status 130."""
