@@ -44,7 +44,8 @@ from .images import Augment, ImageModel, as_images, binary_labels, features, str
 from .objectives import encoder_loss
 from .prior import elkan_noto_prior
 from .pu import RISKS, pu_risk, train_probe
-from .run import Batches, FewShotRunApp, check_resume_config, check_steps, make_accelerator, read_json
+from .run import (Batches, FewShotRunApp, check_resume_config, check_steps, make_accelerator, read_json,
+                  recorded_config)
 
 #: share of each class held out as the test split when no --eval-file is given
 TEST_FRACTION = 0.2
@@ -215,7 +216,7 @@ class ImageApp(FewShotRunApp):
         self.watch = DivergenceWatch([p for m in self.models.values() for p in m.parameters()], cfg.lr)
         self.worst_loss = None  # the step's loss furthest from finite, for the divergence check
         self.harness.open(acc)
-        self.harness.write_config(dataclasses.asdict(cfg) | {"prior_used": self.pi, "pool_prior": self.pi_p,
+        self.harness.write_config(recorded_config(cfg) | {"prior_used": self.pi, "pool_prior": self.pi_p,
                                                              "prior_source": self.prior_source})
         write_json_atomic(self.harness.out / "sample.json", {"labeled": data.labeled.tolist(),
                                                              "unlabeled": data.unlabeled.tolist()})
@@ -232,7 +233,7 @@ class ImageApp(FewShotRunApp):
     def state(self):
         self.watch.check(self.step, self.worst_loss)  # never a checkpoint of a diverged model
         self.watch.checkpointed = self.step
-        return {"step": self.step, "config": {**dataclasses.asdict(self.cfg), "num_processes": 1},
+        return {"step": self.step, "config": {**recorded_config(self.cfg), "num_processes": 1},
                 "labeled_batches": self.lab_batches.state_dict(), "unlabeled_batches": self.unl_batches.state_dict(),
                 "augment_rng": self.gen.get_state()}
 

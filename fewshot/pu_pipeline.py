@@ -7,7 +7,6 @@ case-control setting of Kiryo et al.)."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import numpy as np
@@ -20,7 +19,8 @@ from shared_losses.runtime import DivergenceWatch
 from .objectives import DEFAULT_OBJECTIVE, multiview
 from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
-from .run import FewShotRunApp, check_resume_config, forward_views, prepare, process_share, tokenize
+from .run import (FewShotRunApp, check_resume_config, forward_views, prepare, process_share, recorded_config,
+                  tokenize)
 
 
 class PuApp(FewShotRunApp):
@@ -70,7 +70,7 @@ class PuApp(FewShotRunApp):
     def state(self):
         self.watch.check(self.step, self.loss)  # never a checkpoint of a diverged model
         self.watch.checkpointed = self.step
-        return {"step": self.step, "config": {**dataclasses.asdict(self.cfg), "num_processes": self.world},
+        return {"step": self.step, "config": {**recorded_config(self.cfg), "num_processes": self.world},
                 "pooling": self.run.pooling, "baseline": self.baseline, "rng": self.rng.bit_generator.state,
                 "pu_head": self.head}
 

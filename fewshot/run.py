@@ -252,7 +252,7 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
               pooling=pooling, pooling_source=pooling_source, harness=harness)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
     harness.open(acc)  # every process has read the folder before the main one changes it
-    harness.write_config(dataclasses.asdict(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source,
+    harness.write_config(recorded_config(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source,
                                                     "num_processes": acc.num_processes})
     if acc.is_main_process:
         write_json_atomic(out / "sample.json", sample.to_json())
@@ -389,12 +389,27 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
 RESUME_FREE = FewShotConfig.RESUME_FREE  # may change when resuming (declared by the configuration)
 
 
+#: The options that name input files or folders: recorded by absolute path (:func:`recorded_config`) and compared so.
+PATH_FIELDS = ("dataset", "eval_file", "positive_file", "unlabeled_file", "encoder")
+
+
+def recorded_config(cfg: FewShotConfig) -> dict:
+    """The configuration a run records (config.json, its checkpoints): the options, with every input file or folder
+    as an absolute path (:func:`shared_losses.runtime.local_path`), so that a resume compares files, not spellings."""
+    from shared_losses.runtime import with_local_paths
+
+    return with_local_paths(dataclasses.asdict(cfg), PATH_FIELDS)
+
+
 def comparable_configs(saved: dict, cfg: FewShotConfig) -> tuple[dict, dict]:
-    """(saved, current) configurations to compare (:func:`shared_losses.runtime.config_changes`), with
-    ``--pooling auto`` on either side replaced by what it resolves to for this encoder: a run saved with
-    ``pooling: cls`` (the default before ``auto``) matches ``--pooling auto`` on an encoder where auto
+    """(saved, current) configurations to compare (:func:`shared_losses.runtime.config_changes`): input files by
+    absolute path on both sides (:func:`recorded_config`: a run's relative spelling is read from the current folder,
+    as before), and ``--pooling auto`` on either side replaced by what it resolves to for this encoder: a run saved
+    with ``pooling: cls`` (the default before ``auto``) matches ``--pooling auto`` on an encoder where auto
     means cls, and not on one where it means mean (a different model)."""
-    saved, current = dict(saved), dataclasses.asdict(cfg)
+    from shared_losses.runtime import with_local_paths
+
+    saved, current = with_local_paths(saved, PATH_FIELDS), recorded_config(cfg)
     if "auto" in (saved.get("pooling"), current["pooling"]) and saved.get("pooling") != current["pooling"]:
         resolved = resolve_pooling("auto", cfg.encoder)[0]
         saved["pooling"] = resolved if saved.get("pooling") == "auto" else saved.get("pooling")

@@ -11,7 +11,6 @@ and metrics.json.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import numpy as np
@@ -28,7 +27,7 @@ from .objectives import fewshot_loss, roles_from_labels
 from .objectives import get as get_objective
 from .pu_pipeline import PuApp
 from .run import (Batches, FewShotRunApp, Run, check_resume_config, claim, finished_metrics, forward_views,
-                  head_accuracy, prepare, process_share, run_metrics, tokenize)
+                  head_accuracy, prepare, process_share, recorded_config, run_metrics, tokenize)
 
 
 class FewShotApp(FewShotRunApp):
@@ -64,7 +63,7 @@ class FewShotApp(FewShotRunApp):
         self.watch.check(self.step, self.last_loss)  # never a checkpoint of a diverged model
         self.watch.checkpointed = self.step
         return {"step": self.step, "history": self.history,
-                "config": {**dataclasses.asdict(self.cfg), "num_processes": self.world}, "pooling": self.run.pooling,
+                "config": {**recorded_config(self.cfg), "num_processes": self.world}, "pooling": self.run.pooling,
                 "labeled_batches": self.lab_batches.state_dict(), "unlabeled_batches": self.unl_batches.state_dict()}
 
     def load_state(self, state):

@@ -26,13 +26,17 @@ from shared_losses.harness import RunHarness
 from shared_losses.loop import TrainingApp
 from shared_losses.loop import run as run_app
 from shared_losses.runtime import (CheckpointError, DivergenceWatch, make_accelerator, print_run_result,
-                                   read_json_file)
+                                   read_json_file, with_local_paths)
 
 from .config import Config, from_cli
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
 from .model import ModelConfig, QuickThought, init_word_vectors, save_model
 from .objectives import check_fields, compute_loss, neighbours
 from .vocab import Vocab
+
+#: The options that name input files (recorded and compared by absolute path: shared_losses.runtime.local_path).
+PATH_FIELDS = ("corpus", "word_vectors")
+
 
 def validate(cfg: Config) -> None:
     from shared_losses.runtime import check_seed
@@ -176,7 +180,8 @@ class QuickThoughtApp(TrainingApp):
                 "torchrun --nproc_per_node N -m nlp_qt.train --device cpu ...)"
             )
         # num_processes: the global batch (and so the data skipped on resume) depends on it.
-        self._config = {**dataclasses.asdict(cfg), "num_processes": self.world}
+        # input files recorded by absolute path: a resume compares files, not spellings
+        self._config = with_local_paths({**dataclasses.asdict(cfg), "num_processes": self.world}, PATH_FIELDS)
         self.global_bs = cfg.batch_size * self.world
         self.epoch, self.batch_in_epoch, self.sentences_seen, self.no_neighbour_batches = 0, 0, 0, 0
         self.dev_losses: list[dict] = []  # {"epoch", "step", "dev_loss"} after each epoch (--dev-every)
@@ -201,7 +206,7 @@ class QuickThoughtApp(TrainingApp):
                                   "so other options could not be refused; put config.json back, or start a new run "
                                   "(--overwrite moves this one aside); nothing was changed")
         for trained_with in records:
-            h.refuse_config_changes(trained_with, self._config, where=h.checkpoint_dir,
+            h.refuse_config_changes(with_local_paths(trained_with, PATH_FIELDS), self._config, where=h.checkpoint_dir,
                                     legacy={"num_processes": self.world})
         # a finished run that this command asks for no more steps is left exactly as it is
         if not ((h.out / "summary.json").exists() and (h.out / "model").is_dir()):

@@ -176,6 +176,21 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
     return state
 
 
+def local_path(value: Any) -> Any:
+    """``value`` as an absolute path when it names an existing local file or folder (the current folder joined,
+    ``..`` folded; links kept); any other value as it is: a name (``mnist``, ``glue/sst2``, ``hf:bookcorpus``, a hub
+    model id), None, a number. The applications record their input files so, and compare them so on resume: the
+    same file named relatively or absolutely is the same input, and one spelling from another folder is not."""
+    if isinstance(value, str) and value and not value.startswith("hf:") and os.path.exists(value):
+        return os.path.abspath(value)
+    return value
+
+
+def with_local_paths(config: Mapping[str, Any], fields: Iterable[str]) -> dict:
+    """``config`` with each of ``fields`` (those it has) passed through :func:`local_path`."""
+    return {**config, **{f: local_path(config[f]) for f in fields if f in config}}
+
+
 def config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], free: Iterable[str] = (),
                    legacy: Mapping[str, Any] | None = None) -> list[tuple[str, Any, Any]]:
     """What a resumed run would change: ``(field, saved value, current value)`` for every field, in
