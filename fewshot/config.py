@@ -57,8 +57,13 @@ class FewShotConfig:
     ((N, H, W), (N, H, W, C) or (N, D); uint8 0-255 or float in [0, 1]) and `y` ((N,) class ids);
     see --positive-classes, --contrastive and docs/fewshot.md."""
     eval_file: Optional[str] = None
-    """Evaluation file for a local `--dataset` file (same columns). For glue/sst2 the labeled validation
-    split is used (GLUE's test labels are hidden); drugreview and reuters use their own held-out split."""
+    """Evaluation file for a local `--dataset` file (same columns). Without it, --eval-fraction of the file is held
+    out as the evaluation split (stratified by label, a fixed draw: the same rows for every seed). For glue/sst2 the
+    labeled validation split is used (GLUE's test labels are hidden); drugreview and reuters use their own held-out
+    split."""
+    eval_fraction: float = 0.2
+    """Share of a local --dataset file held out as the evaluation split when no --eval-file is given (stratified by
+    label, a fixed draw; never trained on)."""
     positive_file: Optional[str] = None
     """Setting `pu` with your own PU data: a file of labeled positives, text only (.txt one per line, or
     .csv/.tsv/.jsonl with --text-column). Needs --unlabeled-file; then --dataset, --n-labeled and
@@ -241,6 +246,7 @@ class FewShotConfig:
         need(math.isfinite(self.probe_c) and self.probe_c > 0, "probe_c", "a positive number")
         need(self.train_layers is None or self.train_layers >= 0, "train_layers", ">= 0 (or unset for all layers)")
         need(0.0 < self.dev_fraction < 1.0, "dev_fraction", "in (0, 1)")
+        need(0.0 < self.eval_fraction < 1.0, "eval_fraction", "in (0, 1)")
         need(0.0 <= self.tau_plus < 1.0, "tau_plus", "in [0, 1)")
         need(math.isfinite(self.augment) and self.augment >= 0, "augment", ">= 0")
         need(self.hidden >= 1, "hidden", ">= 1")

@@ -27,21 +27,45 @@ def load_splits(cfg):
     if not Path(cfg.dataset).exists():  # checked first: a mistyped name must not ask for --eval-file
         raise FileNotFoundError(f"--dataset {cfg.dataset!r} is neither a named dataset ({', '.join(TEXT_SETS)}) "
                                 "nor an existing file")
-    if cfg.eval_file is None:
-        raise DataError("a local --dataset needs --eval-file (a labeled evaluation file with the same columns)")
     rule = label_rule(cfg)
     train_x, train_raw = read_local(cfg.dataset, cfg.text_column, cfg.label_column)
-    eval_x, eval_raw = read_local(cfg.eval_file, cfg.text_column, cfg.label_column)
     kept, train_y = rule.apply(train_raw, cfg.dataset)
     note = rule.describe(train_raw, train_y)
     if note:
         print(f"{cfg.dataset}: {note}")
+    if cfg.eval_file is None:  # one file: hold out a stratified evaluation split of it
+        return held_out_split([train_x[i] for i in kept], train_y, cfg.eval_fraction, cfg.dataset)
+    eval_x, eval_raw = read_local(cfg.eval_file, cfg.text_column, cfg.label_column)
     # The evaluation file gets the training file's rule. Its values must be the training file's (it may
     # hold one class only): a value the training file lacks would silently count as negative; with
     # --label-map the map says where every value goes.
     kept_eval, eval_y = rule.apply(eval_raw, cfg.eval_file, known=label_values(train_raw),
                                    known_from=f"the training file {cfg.dataset}")
     return [train_x[i] for i in kept], train_y, [eval_x[i] for i in kept_eval], eval_y
+
+
+#: The evaluation split held out of a single --dataset file is a fixed draw (not --seed): every seed and every
+#: method is scored on the same rows.
+EVAL_SEED = 20261127
+
+
+def held_out_split(texts: list, labels: list, fraction: float, source: str):
+    """(train_x, train_y, eval_x, eval_y): ``fraction`` of each class of one labeled file held out as the evaluation
+    split (a fixed draw, :data:`EVAL_SEED`; file order kept in both parts), as scikit-learn's stratified
+    ``train_test_split`` would; a class too small to give both parts an example is refused, naming it."""
+    from .images import stratified_split
+
+    y = np.asarray(labels)
+    for c in (0, 1):
+        n = int((y == c).sum())
+        if 0 < n and (int(round(fraction * n)) < 1 or n - int(round(fraction * n)) < 1):
+            raise DataError(f"{source}: class {c} has {n} example(s): too few to hold {fraction:g} of them out as the "
+                            "evaluation split and keep some to train on; pass --eval-file, or a larger --eval-fraction "
+                            "or file")
+    held, rest = stratified_split(y, (fraction,), EVAL_SEED)
+    print(f"{source}: no --eval-file; {len(held)} of its {len(y)} examples ({fraction:.0%} of each class, a fixed "
+          "draw) held out as the evaluation split")
+    return ([texts[i] for i in rest], y[rest].tolist(), [texts[i] for i in held], y[held].tolist())
 
 
 def label_rule(cfg) -> LabelRule:

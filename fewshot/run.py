@@ -444,6 +444,9 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         split = f"DEVELOPMENT split: {cfg.dev_fraction} of the training pool (for choosing hyperparameters)"
     elif cfg.dataset == "glue/sst2":
         split = "labeled validation split (GLUE test labels are hidden)"
+    elif cfg.eval_file is None and cfg.positive_file is None and Path(cfg.dataset).is_file():
+        split = (f"held out of --dataset: {cfg.eval_fraction:g} of each class (a fixed draw, the same for every seed), "
+                 "never trained on")
     else:
         split = "eval file / test split"
     return {

@@ -520,6 +520,7 @@ class DivergenceWatch:
         self.checkpointed: int | None = None  # the step of the run's last checkpoint (set by the application)
 
     def largest(self) -> float:
+        """The largest magnitude of any watched weight (NaN or inf when one is)."""
         with torch.no_grad():
             return float(torch.stack([p.detach().abs().amax().float() for p in self.params]).amax()) \
                 if self.params else 0.0

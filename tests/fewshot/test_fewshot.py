@@ -456,3 +456,21 @@ def test_the_objectives_table_is_what_the_cli_the_run_and_the_sweep_read():
     spec.loader.exec_module(t5)
     assert {m["objective"] for m in t5.RUN_METHODS.values()} == set(O.ALL_OBJECTIVES)
     assert list(t5.RUN_METHODS) == ["probe", "ce", "ce+scl", "ce+punce", "ce+punce-est", "setfit"]
+
+
+def test_one_file_holds_out_a_stratified_evaluation_split(tiny_encoder, easy_task, tmp_path, capsys):
+    """Issue 46, item 1: a local --dataset without --eval-file (the README's own-files recipe) ended with "a local
+    --dataset needs --eval-file"; now 20 % of each class is held out (a fixed draw), and metrics.json says so."""
+    from fewshot.data import held_out_split
+    from fewshot.run import training_data
+
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, eval_file=None, steps=2, eval_every=2, checkpoint_every=2)
+    train_x, train_y, eval_x, eval_y, _ = training_data(cfg)
+    assert len(eval_x) == 40 and sum(eval_y) == 20 and len(train_x) == 160 and sum(train_y) == 80  # 20 % per class
+    again = training_data(_cfg(tiny_encoder, easy_task, tmp_path, eval_file=None, seed=3))
+    assert again[2] == eval_x  # the same rows for every seed
+    metrics = train(cfg)
+    assert "held out of --dataset: 0.2 of each class" in metrics["eval_split"]
+    assert "no --eval-file; 40 of its 200 examples" in capsys.readouterr().out
+    with pytest.raises(DataError, match="class 1 has 1 example"):
+        held_out_split(["a", "b", "c", "d"], [0, 0, 0, 1], 0.2, "four.tsv")

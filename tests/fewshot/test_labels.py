@@ -153,18 +153,19 @@ def _docs_stars_commands() -> list[list[str]]:
     """The arguments of docs/fewshot.md's examples with the user's own files (--label-column stars)."""
     doc = DOCS.read_text()
     lines = [ln for ln in doc.splitlines() if "--label-column stars" in ln and ln.startswith("python -m")]
-    assert len(lines) == 2 and all(shlex.split(ln)[:3] == ["python", "-m", "fewshot.train"] for ln in lines)
+    assert len(lines) == 3 and all(shlex.split(ln)[:3] == ["python", "-m", "fewshot.train"] for ln in lines)
     return [shlex.split(ln)[3:] for ln in lines]
 
 
-@pytest.mark.parametrize("which", ["positive-label", "label-map"])
+@pytest.mark.parametrize("which", ["one-file", "positive-label", "label-map"])
 def test_docs_stars_examples_run_as_written(tiny_encoder, tmp_path, monkeypatch, capsys, which):
     """`--dataset train.tsv --eval-file dev.tsv --text-column review --label-column stars --positive-label 5` (the
-    docs' example, refused before: "labels must be binary"), and its --label-map 1=0,2=0,4=1,5=1 twin, on a tiny
-    encoder and a few steps."""
+    docs' example, refused before: "labels must be binary"), the same without --eval-file (20 % of each class held
+    out) and its --label-map 1=0,2=0,4=1,5=1 twin, on a tiny encoder and a few steps."""
     from fewshot.train import main
 
-    args = next(a for a in _docs_stars_commands() if f"--{which}" in a)
+    flag = "--label-map" if which == "label-map" else "--positive-label"
+    args = next(a for a in _docs_stars_commands() if flag in a and ("--eval-file" in a) != (which == "one-file"))
     dev_rows = star_rows(30, 1)
     for name, rows in (("train.tsv", star_rows(120, 0)), ("dev.tsv", dev_rows)):
         (tmp_path / name).write_text("review\tstars\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
@@ -172,10 +173,12 @@ def test_docs_stars_examples_run_as_written(tiny_encoder, tmp_path, monkeypatch,
     tiny = ["--encoder", tiny_encoder, "--n-labeled", "10", "--n-unlabeled", "20", "--steps", "2", "--batch-labeled",
             "5", "--batch-unlabeled", "5", "--max-length", "16", "--proj-dim", "8", "--eval-every", "2",
             "--output-dir", "run", "--device", "cpu", "--no-progress"]
-    if which == "positive-label":
+    if which != "label-map":
         main(args + tiny)
-        assert "'5' is the positive class" in capsys.readouterr().out
-        n_eval, names = 30, {"0": "not 5", "1": "5"}
+        out = capsys.readouterr().out
+        assert "'5' is the positive class" in out
+        n_eval, names = (30 if which == "positive-label" else 24), {"0": "not 5", "1": "5"}
+        assert (which == "one-file") == ("24 of its 120 examples (20% of each class" in out)
     else:
         with pytest.warns(UserWarning) as record:
             main(args + tiny)
