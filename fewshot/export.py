@@ -313,9 +313,7 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     from .images import is_image_dataset
 
     if is_image_dataset(cfg.dataset):
-        raise ValueError(f"{run_dir} is a run on image data (--dataset {cfg.dataset}): its classifier is written when "
-                         "the run ends, to RUN/model/image_classifier.pt (load it with "
-                         "fewshot.image_run.load_image_classifier); fewshot.export exports text runs")
+        return export_image_run(run_dir, out_dir, overwrite)
     if not (run_dir / "metrics.json").is_file():
         raise ValueError(f"{run_dir} has no metrics.json: the run has not finished (export it when it has)")
     metrics = read_json(run_dir / "metrics.json")
@@ -363,6 +361,40 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
                         eval_accuracy=metrics.get("eval_accuracy"), **data)
 
 
+def export_image_run(run_dir: Path, out_dir=None, overwrite: bool = False) -> Path:
+    """An image run's classifier (RUN/model/image_classifier.pt, written when the run ended) in the portable formats
+    of :mod:`fewshot.image_export` (TorchScript, ONNX, safetensors + config.json), into ``out_dir`` (default
+    RUN/model, beside it; elsewhere, image_classifier.pt is copied there too). Files of an earlier export are replaced
+    only with ``overwrite``."""
+    from .image_export import CONFIG_FILE, ONNX_FILE, TORCHSCRIPT_FILE, WEIGHTS_FILE, write_portable
+
+    source = run_dir / MODEL_DIR / "image_classifier.pt"
+    if not source.is_file():
+        raise FileNotFoundError(f"{run_dir} is a run on image data without {source.relative_to(run_dir)}: the run has "
+                                "not finished, or ran with --no-export")
+    out_dir = Path(out_dir) if out_dir is not None else run_dir / MODEL_DIR
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FileExistsError(f"{out_dir} is a file, not a folder to export into; pass another --output")
+    ours = (TORCHSCRIPT_FILE, ONNX_FILE, WEIGHTS_FILE, CONFIG_FILE, "image_classifier.pt")
+    there = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+    foreign = [n for n in there if n not in ours]
+    if foreign:
+        raise FileExistsError(f"{out_dir} holds files that are not this run's export ({', '.join(foreign[:5])}); "
+                              "pass another --output (nothing was written)")
+    same = out_dir.resolve() == source.parent.resolve()
+    if not overwrite and [n for n in there if not (same and n == "image_classifier.pt")]:
+        raise FileExistsError(f"{out_dir} already holds this run's export; pass --overwrite to replace it, or another "
+                              "--output (nothing was written)")
+    blob = torch.load(source, map_location="cpu", weights_only=False)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not same:
+        shutil.copyfile(source, out_dir / source.name)
+    written, notes = write_portable(out_dir, blob)
+    for note in notes:
+        print(note)
+    return out_dir
+
+
 def main(argv=None):
     import argparse
 
@@ -375,8 +407,13 @@ def main(argv=None):
                    help="replace an earlier export of this run in the output folder (anything else is never replaced)")
     args = p.parse_args(argv)
     path = export_run(args.run, args.output, args.overwrite)
-    print(f"exported {args.run} to {path}; load it with transformers.pipeline('text-classification', model='{path}', "
-          "trust_remote_code=True, truncation=True)")
+    if (path / "image_classifier.torchscript.pt").is_file():
+        print(f"exported {args.run} to {path}: torch.jit.load('{path}/image_classifier.torchscript.pt'), "
+              f"onnxruntime.InferenceSession('{path}/image_classifier.onnx'), or {path}/model.safetensors with "
+              "config.json (the input and output are described there)")
+    else:
+        print(f"exported {args.run} to {path}; load it with transformers.pipeline('text-classification', "
+              f"model='{path}', trust_remote_code=True, truncation=True)")
     return path
 
 

@@ -65,6 +65,8 @@ class ImageData:
     eval_name: str
     n_dev: int
     n_test: int
+    raw_shape: tuple = ()  # one example as the --dataset arrays held it, and whether its pixels were integers 0-255
+    raw_integer: bool = False
 
 
 def image_data(cfg: FewShotConfig) -> ImageData:
@@ -103,7 +105,8 @@ def image_data(cfg: FewShotConfig) -> ImageData:
     unlabeled = np.setdiff1d(np.arange(len(y)), labeled)
     if cfg.encoder == "cnn":
         x, eval_x = as_images(x), as_images(eval_x)
-    return ImageData(x, y, eval_x, eval_y, labeled, unlabeled, name, len(dev), len(test))
+    return ImageData(x, y, eval_x, eval_y, labeled, unlabeled, name, len(dev), len(test), full.raw_shape,
+                     full.raw_integer)
 
 
 def sample_labeled(y: np.ndarray, setting: str, n_labeled: int, seed: int) -> np.ndarray:
@@ -365,10 +368,15 @@ def export_images(cfg: FewShotConfig, models: dict, head: dict, data: ImageData,
     payload = {"kind": cfg.encoder, "in_shape": list(data.x.shape[1:]), "hidden": cfg.hidden,
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "head": head,
                "positive_classes": metrics["positive_classes"], "eval_accuracy": metrics["eval_accuracy"],
-               "contrastive": cfg.contrastive, "setting": cfg.setting}
+               "contrastive": cfg.contrastive, "setting": cfg.setting, "raw_shape": list(data.raw_shape),
+               "raw_integer": data.raw_integer}
     tmp = folder / ".image_classifier.pt.tmp"
     torch.save(payload, tmp)
     tmp.replace(folder / "image_classifier.pt")
+    from .image_export import write_portable
+
+    written, notes = write_portable(folder, payload)
+    metrics["exports"] = {"files": written, **({"notes": notes} if notes else {})}
 
 
 def load_image_classifier(path):

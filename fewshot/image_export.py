@@ -1,0 +1,171 @@
+"""An image run's classifier in the formats the image ecosystem loads without this suite.
+
+An image run ends with ``model/image_classifier.pt`` (:func:`fewshot.image_run.export_images`), which
+:func:`fewshot.image_run.load_image_classifier` reads. Beside it :func:`write_portable` writes
+
+* ``image_classifier.torchscript.pt``: ``torch.jit.load(path)`` with torch alone;
+* ``image_classifier.onnx``: ONNX (torch's exporter, any batch size), for onnxruntime and the rest (needs the
+  ``onnx`` and ``onnxscript`` packages when written: ``pip install "contrastive-suite[export]"``; without them the
+  file is left out and metrics.json's ``exports`` says so);
+* ``model.safetensors`` + ``config.json``: the weights and every size and setting, for those who rebuild the
+  network themselves (the architecture is in ``config.json``'s ``architecture``).
+
+The first two take the images exactly as the training arrays held them, the normalisation inside: a batch
+``[N, *raw_shape]`` (``(H, W)``, ``(H, W, C)`` or ``(D,)`` per image) of uint8 pixels 0-255 when the training
+pixels were integers (else float32 in [0, 1]), and return ``scores`` ``[N]``: the logit of the positive class
+(``scores > 0``: the positive class, the classes ``config.json`` names). They compute what
+:func:`load_image_classifier` computes (tested to 1e-5, in a process where the suite cannot be imported).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+TORCHSCRIPT_FILE = "image_classifier.torchscript.pt"
+ONNX_FILE = "image_classifier.onnx"
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+
+
+class PortableImageClassifier(nn.Module):
+    """Raw image arrays -> the positive class's logit: the run's input scaling and layout, its encoder (eval mode),
+    the head's standardisation and linear map, in one module that TorchScript and ONNX take."""
+
+    def __init__(self, model, head: dict, raw_shape: tuple, raw_integer: bool, in_shape: tuple):
+        super().__init__()
+        self.encoder = model.encoder.eval()
+        self.scale = 1.0 / 255.0 if raw_integer else 1.0
+        self.raw_ndim = len(raw_shape)
+        self.in_shape = tuple(int(d) for d in in_shape)
+        self.standardise = head.get("mean") is not None
+        feat = head["weight"].shape[1]
+        self.register_buffer("mean", head["mean"].float() if self.standardise else torch.zeros(feat))
+        self.register_buffer("std", head["std"].float() if self.standardise else torch.ones(feat))
+        self.register_buffer("weight", head["weight"].float())
+        self.register_buffer("bias", head["bias"].float())
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.float() * self.scale
+        if self.raw_ndim == 2:  # (N, H, W): one grey channel
+            x = x.unsqueeze(1)
+        elif self.raw_ndim == 3:  # (N, H, W, C): channels first
+            x = x.permute(0, 3, 1, 2)
+        x = x.reshape((-1,) + self.in_shape)  # flat vectors read as a square image by the CNN; else unchanged
+        f = self.encoder(x)
+        if self.standardise:
+            f = (f - self.mean) / self.std
+        return (f @ self.weight.T + self.bias).squeeze(1)
+
+
+def rebuild(blob: dict):
+    """The :class:`fewshot.images.ImageModel` of an ``image_classifier.pt`` payload, its weights loaded (eval)."""
+    from .images import ImageModel
+
+    model = ImageModel(blob["kind"], tuple(blob["in_shape"]), hidden=blob["hidden"])
+    model.load_state_dict(blob["state_dict"])
+    return model.eval()
+
+
+def raw_input(blob: dict) -> tuple[tuple, bool]:
+    """(per-image shape, integer pixels?) of the arrays the run trained on; payloads from before these were recorded:
+    the images as the classifier reads them ((C, H, W) -> (H, W) for one channel), floats in [0, 1]."""
+    if blob.get("raw_shape"):
+        return tuple(blob["raw_shape"]), bool(blob.get("raw_integer"))
+    shape = tuple(blob["in_shape"])
+    return (shape[1:] if len(shape) == 3 and shape[0] == 1 else shape), False
+
+
+def _atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def export_onnx(module: nn.Module, example: torch.Tensor, path: Path, legacy: bool = False) -> None:
+    """``module`` as ONNX with any batch size: with ``legacy`` torch's TorchScript-based exporter (a tenth of a
+    second; fine for the MLP, but it cannot place the CNN's adaptive pooling under a free batch size), else its
+    torch.export-based one (a few seconds), whose progress lines and notes on operator libraries this model does not
+    use are kept out of the run's output."""
+    import contextlib
+    import io
+    import logging
+
+    if legacy:
+        torch.onnx.export(module, (example,), str(path), input_names=["images"], output_names=["scores"],
+                          dynamic_axes={"images": {0: "n"}, "scores": {0: "n"}}, dynamo=False)
+        return
+    quiet = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "onnxscript")]
+    levels = [lg.level for lg in quiet]
+    for lg in quiet:
+        lg.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            torch.onnx.export(module, (example,), str(path), input_names=["images"], output_names=["scores"],
+                              dynamic_shapes={"images": {0: torch.export.Dim("n")}}, dynamo=True,
+                              external_data=False)  # the weights inside the one file
+    finally:
+        for lg, level in zip(quiet, levels):
+            lg.setLevel(level)
+
+
+def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]]:
+    """Write the portable files (see the module's docstring) of the classifier ``blob`` (the payload of
+    ``image_classifier.pt``) into ``folder``; returns (the files written, notes on those left out)."""
+    import warnings
+
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    raw_shape, raw_integer = raw_input(blob)
+    module = PortableImageClassifier(rebuild(blob), blob["head"], raw_shape, raw_integer, tuple(blob["in_shape"]))
+    module.eval().requires_grad_(False)  # the loaded files predict; their outputs need no gradient
+    dtype = torch.uint8 if raw_integer else torch.float32
+    example = (torch.randint(0, 256, (2, *raw_shape), dtype=torch.uint8) if raw_integer
+               else torch.rand((2, *raw_shape)))
+    written, notes = [], []
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tracer and exporter warnings about shapes that are in fact fixed
+        traced = torch.jit.trace(module, (example,), check_trace=False)
+        _atomic(folder / TORCHSCRIPT_FILE, lambda p: torch.jit.save(traced, str(p)))
+        written.append(TORCHSCRIPT_FILE)
+        try:
+            import onnx  # noqa: F401  (torch's exporter needs both)
+            import onnxscript  # noqa: F401
+        except ImportError:
+            notes.append(f"{ONNX_FILE} not written: the onnx and onnxscript packages are not installed (pip install "
+                         "'contrastive-suite[export]')")
+        else:
+            try:
+                _atomic(folder / ONNX_FILE, lambda p: export_onnx(module, example, p, legacy=blob["kind"] == "mlp"))
+                written.append(ONNX_FILE)
+            except Exception as err:  # noqa: BLE001 - an operator the exporter lacks: the other files still count
+                (folder / f".{ONNX_FILE}.tmp").unlink(missing_ok=True)
+                notes.append(f"{ONNX_FILE} not written: torch's ONNX exporter failed ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0] if str(err) else ''})")
+    tensors = {f"encoder.{k}": v.contiguous() for k, v in module.encoder.state_dict().items()}
+    tensors.update({f"head.{k}": getattr(module, k).contiguous() for k in ("weight", "bias", "mean", "std")})
+    _atomic(folder / WEIGHTS_FILE, lambda p: save_file(tensors, str(p)))
+    config = {
+        "format": "contrastive-suite image classifier, version 1",
+        "input": {"name": "images", "shape": ["N", *raw_shape], "dtype": "uint8" if raw_integer else "float32",
+                  "values": "pixels 0-255" if raw_integer else "pixels in [0, 1]",
+                  "scaling": f"multiplied by {module.scale!r} inside"},
+        "output": {"name": "scores", "shape": ["N"], "meaning": "logit of the positive class: > 0 means positive"},
+        "positive_classes": blob.get("positive_classes"), "classes": {"1": "positive", "0": "negative"},
+        "architecture": {"encoder": blob["kind"], "in_shape": list(blob["in_shape"]), "hidden": blob["hidden"],
+                         "encoder_module": f"fewshot.images.{'MLPEncoder' if blob['kind'] == 'mlp' else 'CNNEncoder'}",
+                         "head": "scores = ((features - head.mean) / head.std) @ head.weight.T + head.bias"
+                                 + ("" if module.standardise else " (mean 0, std 1: no standardisation)")},
+        "weights": WEIGHTS_FILE, "torchscript": TORCHSCRIPT_FILE, "onnx": ONNX_FILE if ONNX_FILE in written else None,
+        "head_learner": blob["head"].get("learner"), "contrastive": blob.get("contrastive"),
+        "setting": blob.get("setting"), "eval_accuracy": blob.get("eval_accuracy"),
+        "input_dtype_torch": str(dtype),
+    }
+    _atomic(folder / CONFIG_FILE, lambda p: p.write_text(json.dumps(config, indent=1) + "\n"))
+    written += [WEIGHTS_FILE, CONFIG_FILE]
+    return written, notes
