@@ -143,6 +143,8 @@ class PuApp(FewShotRunApp):
             "probes": {"pretrained_encoder": self.baseline, "punce_encoder": trained},
             "train_seconds": time.time() - self.t0, "pooling": run.pooling, "pooling_source": run.pooling_source,
             "n_eval": len(run.eval_y),
+            "majority_accuracy": (float(max(np.mean(run.eval_y), 1 - np.mean(run.eval_y)) * 100.0)
+                                  if len(run.eval_y) else None),
         }
         if from_files:
             metrics.update(positive_file=cfg.positive_file, unlabeled_file=cfg.unlabeled_file)

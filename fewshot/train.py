@@ -189,6 +189,14 @@ def main(argv=None):
     keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "contrastive", "n_labeled", "seed", "prior",
                         "probes", "run_seconds")
             if k in metrics]
+    from shared_losses.stats import standing
+
+    baselines = {}
+    probes = metrics.get("probes") or {}
+    if isinstance(probes.get("pretrained_encoder"), dict):  # the PU pipeline: the frozen encoder's nnPU probe
+        baselines["the frozen encoder's nnPU probe"] = probes["pretrained_encoder"].get("nnpu")
+    if metrics.get("eval_accuracy") is not None and "majority_accuracy" in metrics:
+        print(standing(metrics["eval_accuracy"], metrics["majority_accuracy"], baselines))
     print_run_result("fewshot", cfg.output_dir, metrics.get("steps", 0), {k: metrics[k] for k in keys})
 
 

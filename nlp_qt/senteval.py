@@ -45,6 +45,7 @@ folder, then renamed in, so an interrupted build leaves no half-built task).
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import os
@@ -302,6 +303,22 @@ def _logreg(C: float, seed: int) -> _SentEvalLogReg:
     return _SentEvalLogReg(C, seed)
 
 
+#: Called after every logistic regression fitted (evaluate() shows them as the task's progress); None: silent.
+_TICK: Callable[[], None] | None = None
+
+
+def _tick() -> None:
+    if _TICK is not None:
+        _TICK()
+
+
+def _fits(kind: str, k: int, inner_k: int | None) -> int:
+    """How many logistic regressions a task of ``kind`` fits: its progress bar's total."""
+    if kind == "binary":
+        return k * (len(C_BINARY) * (inner_k or k) + 1)
+    return len(C_TRAIN_TEST) * k + 1
+
+
 def _best_C(X, y, Cs, k: int, seed: int) -> tuple[float, float]:
     """Inner stratified k-fold: (best C, its mean accuracy in %)."""
     from sklearn.model_selection import StratifiedKFold
@@ -310,7 +327,10 @@ def _best_C(X, y, Cs, k: int, seed: int) -> tuple[float, float]:
     splits = list(skf.split(X, y))
     scores = []
     for C in Cs:
-        accs = [(_logreg(C, seed).fit(X[tr], y[tr]).predict(X[te]) == y[te]).mean() for tr, te in splits]
+        accs = []
+        for tr, te in splits:
+            accs.append((_logreg(C, seed).fit(X[tr], y[tr]).predict(X[te]) == y[te]).mean())
+            _tick()
         scores.append(float(round(100.0 * np.mean(accs), 2)))  # SentEval rounds (numpy) before its argmax
     i = int(np.argmax(scores))
     return Cs[i], scores[i]
@@ -344,6 +364,7 @@ def eval_kfold(X: np.ndarray, y: np.ndarray, k: int = 10, inner_k: int | None = 
     for tr, te in outer.split(X, y):
         C, dev = _best_C(X[tr], y[tr], list(Cs), inner_k, seed)
         clf = _logreg(C, seed).fit(X[tr], y[tr])
+        _tick()
         accs.append(round(100.0 * float((clf.predict(X[te]) == y[te]).mean()), 2))  # as SentEval, per fold
         devs.append(dev)
     return {"acc": float(round(np.mean(accs), 2)), "devacc": float(round(np.mean(devs), 2)), "n": int(len(y))}
@@ -357,6 +378,7 @@ def eval_train_test(Xtr, ytr, Xte, yte, k: int = 10, seed: int = SEED, Cs: Seque
     _check_folds(ytr, k, task)
     C, dev = _best_C(Xtr, ytr, list(Cs), k, seed)
     clf = _logreg(C, seed).fit(Xtr, ytr)
+    _tick()
     pred = clf.predict(Xte)
     out = {"acc": round(100.0 * float((pred == yte).mean()), 2), "devacc": round(dev, 2),
            "n": int(len(ytr) + len(yte)), "ntest": int(len(yte))}
@@ -553,12 +575,23 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         if TASKS[t].kind not in PROTOCOLS:  # never score a task with another task's protocol
             raise ValueError(f"task {t}: unknown kind {TASKS[t].kind!r} (known: {', '.join(PROTOCOLS)})")
         _check_files(root, t)
+    global _TICK
+    from tqdm import tqdm
+
     results = {}
-    for t in tasks:
+    for i, t in enumerate(tasks, 1):
         t0 = time.perf_counter()
         protocol = PROTOCOLS[TASKS[t].kind]
         examples = (TASKS[t].load or protocol.load)(root, t)
-        res, scored = protocol.score(encode, examples, t, kfold, inner_kfold, seed)
+        # progress: the task, then its logistic regressions (every fold of every C, the outer folds' refits)
+        bar = tqdm(total=_fits(TASKS[t].kind, kfold, inner_kfold), desc=f"[{i}/{len(tasks)}] {t}: encode, then fits",
+                   unit="fit", disable=not verbose, mininterval=0.5 if sys.stderr.isatty() else 30.0, leave=False)
+        _TICK = functools.partial(bar.update, 1)
+        try:
+            res, scored = protocol.score(encode, examples, t, kfold, inner_kfold, seed)
+        finally:
+            _TICK = None
+            bar.close()
         # the accuracy of always answering the most frequent class of the scored examples
         res["majority"] = float(round(100.0 * np.bincount(np.asarray(scored)).max() / len(scored), 2))
         res["seconds"] = round(time.perf_counter() - t0, 2)
@@ -908,8 +941,12 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     if a.json:
         print(json.dumps(results))
     else:
+        from shared_losses.stats import standing
+
         print(desc)
         print(format_table(results, Path(a.model).name or a.model))
+        for t, r in results.items():  # in words: where each task's accuracy stands
+            print(standing(r.get("acc"), r.get("majority"), what=f"{t} accuracy"))
     return results
 
 

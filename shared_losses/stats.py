@@ -82,3 +82,26 @@ def summarize(per_seed: dict) -> dict:
     return {"per_seed": {s: per_seed[s] for s in sorted(per_seed)}, "n_runs": len(vals),
             "mean": statistics.mean(vals) if vals else None,
             "std": statistics.stdev(vals) if len(vals) > 1 else None}
+
+
+def standing(accuracy: float | None, majority: float | None, baselines: dict | None = None,
+             what: str = "eval accuracy", level: float = 0.5) -> str:
+    """One sentence saying where an accuracy (%) stands: against always answering the majority class of the same
+    examples, and against each of ``baselines`` (``{name: accuracy}``, e.g. the frozen encoder's probe). Within
+    ``level`` points counts as level. The reader of a run's last lines should not have to do this subtraction."""
+    if accuracy is None or majority is None or not (math.isfinite(accuracy) and math.isfinite(majority)):
+        return f"{what}: not measured"
+
+    def against(value: float, name: str) -> str:
+        gap = accuracy - value
+        if abs(gap) < level:
+            return f"level with {name} ({value:.2f} %)"
+        return f"{abs(gap):.2f} points {'above' if gap > 0 else 'BELOW'} {name} ({value:.2f} %)"
+
+    parts = [against(majority, "always answering the majority class")]
+    parts += [against(v, name) for name, v in (baselines or {}).items()
+              if v is not None and math.isfinite(v)]
+    text = f"{what} {accuracy:.2f} %: " + "; ".join(parts)
+    if accuracy < majority - level:
+        text += " (worse than guessing the commoner class: train longer, or check the labels and settings)"
+    return text

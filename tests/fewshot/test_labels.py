@@ -179,6 +179,7 @@ def test_docs_stars_examples_run_as_written(tiny_encoder, tmp_path, monkeypatch,
         assert "'5' is the positive class" in out
         n_eval, names = (30 if which == "positive-label" else 24), {"0": "not 5", "1": "5"}
         assert (which == "one-file") == ("24 of its 120 examples (20% of each class" in out)
+        assert "always answering the majority class" in out  # the last lines say where the accuracy stands
     else:
         with pytest.warns(UserWarning) as record:
             main(args + tiny)

@@ -261,3 +261,24 @@ def test_overwrite_is_documented_in_help(capsys):
     with pytest.raises(SystemExit):
         se.main(["--help"])
     assert "--overwrite" in capsys.readouterr().out
+
+
+def test_progress_counts_every_logistic_regression_a_task_fits():
+    """Issue 46, item 4: the progress bar's total is the fits the protocol makes (binary: every C of every inner
+    fold of every outer fold, and the outer refits; train/test: every C of every fold, and the refit)."""
+    import numpy as np
+
+    from nlp_qt import senteval as S
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 4)), np.arange(60) % 2
+    count = []
+    S._TICK = lambda: count.append(1)
+    try:
+        S.eval_kfold(X, y, k=3, inner_k=2)
+        assert len(count) == S._fits("binary", 3, 2)
+        count.clear()
+        S.eval_train_test(X[:40], y[:40], X[40:], y[40:], k=3)
+        assert len(count) == S._fits("train_test", 3, None)
+    finally:
+        S._TICK = None

@@ -141,3 +141,17 @@ def test_non_finite_values_are_refused_naming_the_seed(bad):
 def test_scipy_is_a_declared_dependency():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert any(d.replace(" ", "").startswith("scipy>=") for d in deps), deps
+
+
+def test_standing_says_in_words_where_an_accuracy_stands():
+    """Issue 46, item 4: a run's last lines say whether its accuracy beats always answering the majority class."""
+    from shared_losses.stats import standing
+
+    below = standing(58.4, 61.1)
+    assert below.startswith("eval accuracy 58.40 %: 2.70 points BELOW always answering the majority class (61.10 %)")
+    assert "worse than guessing the commoner class" in below
+    assert standing(80.0, 80.2) == "eval accuracy 80.00 %: level with always answering the majority class (80.20 %)"
+    above = standing(90.0, 60.0, {"the frozen encoder's nnPU probe": 85.5, "none": None}, what="RT accuracy")
+    assert above == ("RT accuracy 90.00 %: 30.00 points above always answering the majority class (60.00 %); "
+                     "4.50 points above the frozen encoder's nnPU probe (85.50 %)")
+    assert standing(None, 50.0) == "eval accuracy: not measured"
