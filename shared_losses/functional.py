@@ -107,10 +107,11 @@ def debiased_nce_from_logits(
 ) -> torch.Tensor:
     r"""Debiased contrastive loss from logits [DCL eq. (7)-(8); docs/equations.md section 3].
 
-    .. math::
-        g_i = \max\Big(\tfrac{1}{\tau^-}\big(\tfrac1N\sum_n e^{q_{in}}
-              - \tau^+ \tfrac1M\sum_m e^{p_{im}}\big),\; e^{\text{log\_floor}}\Big),\qquad
-        \ell_i = \tfrac1M \sum_m -\log\frac{e^{p_{im}}}{e^{p_{im}} + N g_i}
+    $$
+    g_i = \max\Big(\tfrac{1}{\tau^-}\big(\tfrac1N\sum_n e^{q_{in}}
+          - \tau^+ \tfrac1M\sum_m e^{p_{im}}\big),\; e^{\text{log\_floor}}\Big),\qquad
+    \ell_i = \tfrac1M \sum_m -\log\frac{e^{p_{im}}}{e^{p_{im}} + N g_i}
+    $$
 
     Args:
         pos_logits: ``[B, M]`` (or ``[B]``) scores of each anchor against its M positives, already

@@ -69,6 +69,7 @@ def docs_copy(tmp_path: Path) -> Path:
     shutil.copytree(DOCS, tmp_path / "docs")
     for pkg in PACKAGES:
         (tmp_path / pkg).symlink_to(ROOT / pkg, target_is_directory=True)
+    (tmp_path / "scripts").symlink_to(ROOT / "scripts", target_is_directory=True)  # mkdocs.yml's hooks
     return tmp_path
 
 
@@ -137,6 +138,23 @@ def test_site_has_the_pages_and_the_plots(site):
         assert built(site, page).is_file(), f"{page} was not built"
     # The API pages really hold the rendered reference, not an empty page.
     assert 'id="shared_losses.functional.debiased_nce"' in built(site, "api/losses.md").read_text()
+
+    # Issue 46, item 5: no Sphinx role shows as text on an API page, and the roles link (to the object's anchor on
+    # its API page); the equations are MathML, rendered offline, and no page loads a script from a CDN.
+    roles, linked = [], 0
+    for page in sorted((DOCS / "api").glob("*.md")):
+        text = built(site, f"api/{page.name}").read_text()
+        roles += [f"{page.name}: {m}" for m in re.findall(r":(?:func|class|meth|mod|data|attr):<code>[^<]*</code>",
+                                                          text)]
+        linked += len(re.findall(r'<a class="autorefs autorefs-internal" [^>]*href="[^"]*#(?:shared_losses|rl_curl|'
+                                 r'nlp_qt|fewshot)\.', text))
+    assert not roles, "Sphinx roles shown as text:\n" + "\n".join(roles[:20])
+    assert linked >= 50, linked
+    losses = built(site, "losses.md").read_text()
+    assert losses.count("<math") >= 7 and "\\[" not in losses and "\\]" not in losses
+    assert "<math" in built(site, "api/losses.md").read_text()  # the docstring's equation too
+    assert not [p for p in site.rglob("*.html") if "cdn.jsdelivr.net" in p.read_text() or "mathjax" in
+                p.read_text().lower()]
 
     # Every image and every link to a local file of the results pages resolves in the built site (the raw data
     # of docs/data is copied with the pages); the results pages under docs/results/ show at least one plot.
