@@ -593,3 +593,140 @@ def scl_pu_loss(
     weights = torch.where((labels != 0).unsqueeze(1), w_lab, w_unl)
     _check_every_anchor_has_positive(weights, same_src, labels)
     return reduce(weighted_log_softmax(logits, weights), reduction)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sequences: Contrastive Predictive Coding
+# ----------------------------------------------------------------------------------------------
+
+CPC_NEGATIVES = ("mixed", "other_sequences")
+
+
+def _check_cpc_inputs(latents, predictions, mask, negatives):
+    C.check_float_tensor("latents", latents, (3,), nan=False)
+    C.check_float_tensor("predictions", predictions, (4,), nan=False)
+    C.check_same_device(latents=latents, predictions=predictions, mask=mask)
+    B, T, d = latents.shape
+    if predictions.shape[0] != B or predictions.shape[3] != d:
+        raise ValueError(f"predictions must be [B, T_c, K, d] = [{B}, T_c, K, {d}] for latents [B, T, d] = "
+                         f"{list(latents.shape)}, got {list(predictions.shape)}")
+    if not 1 <= predictions.shape[1] <= T:
+        raise ValueError(f"predictions hold {predictions.shape[1]} context positions; latents hold T = {T}: a "
+                         "context is the summary up to a position of the sequence, so 1 <= T_c <= T")
+    if predictions.shape[2] == 0:
+        raise ValueError("predictions hold K = 0 steps: predict at least one step ahead")
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (B, T):
+            raise ValueError(f"mask must be a bool tensor [B, T] = [{B}, {T}] (True where a latent is present), got "
+                             f"{type(mask).__name__ if not isinstance(mask, torch.Tensor) else (mask.dtype, list(mask.shape))}")
+    if negatives not in CPC_NEGATIVES:
+        raise ValueError(f"negatives must be one of {CPC_NEGATIVES}, got {negatives!r}")
+
+
+def cpc_nce(
+    latents: torch.Tensor,
+    predictions: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    temperature: float = 1.0,
+    tau_plus: float = 0.0,
+    log_floor: torch.Tensor | float | str | None = "auto",
+    similarity: str = "dot",
+    negatives: str = "mixed",
+    reduction: str = "mean",
+) -> torch.Tensor:
+    r"""CPC's k-step InfoNCE [CPC eq. (3)-(4); docs/equations.md section 2a], with DCL's debiased negatives as
+    an option.
+
+    The prediction for step k made at position t of sequence b, ``predictions[b, t, k-1]`` (the model's
+    ``W_k c_t``), scores every latent ``z_j`` of the batch with ``s_j = z_j . W_k c_t / temperature``; the
+    positive is the latent k positions ahead in the same sequence, ``latents[b, t+k]``, the negatives every
+    other present latent of the batch, at any position of any sequence (the paper's "mixed" sampling;
+    ``negatives="other_sequences"`` keeps only the other sequences' latents, its "excl." ablation):
+
+    $$
+    \ell_{btk} = -\log\frac{e^{s_{b,t+k}}}{e^{s_{b,t+k}} + N_{btk}\, g_{btk}},\qquad
+    g_{btk} = \max\Big(\tfrac{1}{1-\tau^+}\big(\tfrac{1}{N_{btk}}\textstyle\sum_n e^{s_n}
+              - \tau^+ e^{s_{b,t+k}}\big),\; e^{\text{log\_floor}}\Big)
+    $$
+
+    With ``tau_plus = 0`` and no floor, ``N g`` is the plain sum over the negatives: eq. (4) exactly.
+    A prediction has a term only where its target exists (``t + k < T``, both positions present in ``mask``).
+
+    Args:
+        latents: ``[B, T, d]`` the encoded sequences ``z_t`` (the targets; detach them, or give a target
+            encoder's, as the application chooses).
+        predictions: ``[B, T_c, K, d]`` the predictions ``W_k c_t`` from the contexts at positions
+            ``0 .. T_c - 1`` (``T_c <= T``; ``T_c = 1``: one context at the start of each sequence) for steps
+            ``k = 1 .. K``.
+        mask: ``[B, T]`` bool, True where a latent is present (sequences of different lengths); None: all are.
+        temperature: divides the scores (the paper's bilinear score is temperature 1).
+        tau_plus: DCL's class prior tau+ in [0, 1) (0: the paper's loss).
+        log_floor: the floor of ``log g`` when ``tau_plus > 0``: ``"auto"`` is ``-1/t`` for cosine and each
+            prediction's smallest negative score for dot products (:func:`log_floor_min_negative`); or None /
+            a float.
+        similarity: ``"dot"`` (the paper's log-bilinear score) or ``"cosine"`` (both sides unit-normalised).
+        negatives: ``"mixed"`` or ``"other_sequences"``.
+        reduction: ``"mean"`` averages each step's terms, then the K steps (each step weighs the same, as K
+            losses of eq. 4 would); ``"sum"`` adds every term; ``"none"`` returns ``[B, T_c, K]`` with 0 where
+            a prediction has no target.
+
+    Example:
+        >>> z = encoder(x)                                  # [B, T, d]
+        >>> c = gru(z)[0]                                   # [B, T, d_c]
+        >>> pred = w(c).view(B, T, K, d)                    # K bilinear maps W_k, one Linear(d_c, K d)
+        >>> loss = cpc_nce(z, pred)
+    """
+    C.check_reduction(reduction)
+    tau_plus = C.check_tau_plus(tau_plus)
+    temperature = C.check_temperature(temperature)
+    _check_cpc_inputs(latents, predictions, mask, negatives)
+    z = _normalise(promote(latents), similarity)
+    pred = _normalise(promote(predictions), similarity)
+    if z.dtype != pred.dtype:
+        wide = torch.promote_types(z.dtype, pred.dtype)
+        z, pred = z.to(wide), pred.to(wide)
+    B, T, d = z.shape
+    Tc, K = pred.shape[1], pred.shape[2]
+    dev = z.device
+    present = torch.ones(B, T, dtype=torch.bool, device=dev) if mask is None else mask
+    t_idx = torch.arange(Tc, device=dev).view(1, Tc, 1)
+    k_idx = torch.arange(1, K + 1, device=dev).view(1, 1, K)
+    target_t = t_idx + k_idx  # [1, Tc, K]
+    inside = target_t < T
+    target_t = target_t.clamp(max=T - 1)
+    b_idx = torch.arange(B, device=dev).view(B, 1, 1)
+    valid = (inside & present[:, :Tc].unsqueeze(2) & present[b_idx, target_t])  # [B, Tc, K]
+    if not bool(valid.any()):
+        raise ValueError(f"no prediction has a target: with T = {T} positions, K = {K} steps and the mask given, "
+                         "no position t has a present latent at t + k < T")
+    target = (b_idx * T + target_t).expand(B, Tc, K)[valid]  # [A] column of each term's positive
+    anchors = pred[valid] / temperature  # [A, d]
+    logits = anchors @ z.reshape(B * T, d).T  # [A, B*T]
+    pos = logits.gather(1, target.unsqueeze(1))  # [A, 1]
+    live = logits.masked_fill(~present.reshape(1, B * T), 0.0)  # what sits at an absent position never counts
+    _check_scores(pos, live.abs(), similarity, temperature)  # a score of -inf is an overflow here too
+    absent = ~present.reshape(1, B * T)
+    if negatives == "other_sequences":
+        seq_of_col = torch.arange(B, device=dev).repeat_interleave(T)
+        seq_of_row = b_idx.expand(B, Tc, K)[valid]
+        absent = absent | (seq_of_col.unsqueeze(0) == seq_of_row.unsqueeze(1))
+    neg = logits.masked_fill(absent, NEG_INF).scatter(1, target.unsqueeze(1), NEG_INF)
+    n_neg = (neg > NEG_INF).sum(1)
+    if bool((n_neg == 0).any()):
+        raise ValueError("a prediction has no negative: the batch holds no other present latent"
+                         + (" of another sequence (negatives='other_sequences' needs B >= 2)"
+                            if negatives == "other_sequences" else ""))
+    floor = None
+    if tau_plus > 0.0:
+        floor = _auto_floor(log_floor, similarity, temperature, neg)
+        C.check_log_floor(floor, pos.shape[0], pos.device)
+    terms = debiased_terms(pos, neg, n_neg, tau_plus, floor)  # [A]
+    if reduction == "sum":
+        return terms.sum()
+    per = torch.zeros(B, Tc, K, dtype=terms.dtype, device=dev).masked_scatter(valid, terms)
+    if reduction == "none":
+        return per
+    counts = valid.sum((0, 1))  # [K] terms per step
+    step_means = per.sum((0, 1))[counts > 0] / counts[counts > 0].to(per.dtype)
+    return step_means.mean()

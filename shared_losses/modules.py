@@ -152,3 +152,48 @@ class SCLPULoss(_LossModule):
         """The loss of the inputs: :func:`shared_losses.functional.scl_pu_loss` with this module's settings."""
         return Fn.scl_pu_loss(features, source_ids, labels, self.temperature,
                               gather_distributed=self.gather_distributed)
+
+
+class CPCLoss(_LossModule):
+    """Contrastive Predictive Coding's loss with its K prediction maps (CPC eq. 3-4): ``W_k c_t`` for
+    k = 1..K from the contexts, scored against the latents by :func:`functional.cpc_nce`.
+
+    The maps are this module's parameters (one ``Linear(context_dim, K * latent_dim, bias=False)``: row block k
+    is ``W_k``), so the optimiser must hold them beside the encoder and the autoregressive model.
+
+    Relations: ``tau_plus = 0`` is the paper's loss; ``tau_plus > 0`` uses DCL's debiased negatives (eq. 7-8).
+    """
+
+    _config_keys = ("context_dim", "latent_dim", "steps", "temperature", "tau_plus", "log_floor", "similarity",
+                    "negatives")
+
+    def __init__(self, context_dim: int, latent_dim: int, steps: int = 3, temperature: float = 1.0,
+                 tau_plus: float = 0.0, log_floor="auto", similarity: str = "dot", negatives: str = "mixed"):
+        super().__init__()
+        for name, value in (("context_dim", context_dim), ("latent_dim", latent_dim), ("steps", steps)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        if negatives not in Fn.CPC_NEGATIVES:
+            raise ValueError(f"negatives must be one of {Fn.CPC_NEGATIVES}, got {negatives!r}")
+        if similarity not in ("dot", "cosine"):
+            raise ValueError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
+        self.context_dim, self.latent_dim, self.steps = context_dim, latent_dim, steps
+        self.temperature = C.check_temperature(temperature)
+        self.tau_plus = C.check_tau_plus(tau_plus)
+        self.log_floor, self.similarity, self.negatives = log_floor, similarity, negatives
+        self.predictors = nn.Linear(context_dim, steps * latent_dim, bias=False)
+
+    def predict(self, context: torch.Tensor) -> torch.Tensor:
+        """``[B, T_c, K, latent_dim]``: the predictions ``W_k c_t`` of contexts ``[B, T_c, context_dim]``."""
+        if context.dim() != 3 or context.shape[-1] != self.context_dim:
+            raise ValueError(f"context must be [B, T_c, {self.context_dim}], got {list(context.shape)}")
+        B, Tc, _ = context.shape
+        return self.predictors(context).view(B, Tc, self.steps, self.latent_dim)
+
+    def forward(self, latents: torch.Tensor, context: torch.Tensor, mask: torch.Tensor | None = None,
+                reduction: str = "mean") -> torch.Tensor:
+        """The loss of latents ``[B, T, latent_dim]`` predicted from contexts ``[B, T_c, context_dim]``
+        (``T_c <= T``; position t's context predicts positions t+1..t+K): :func:`functional.cpc_nce`."""
+        return Fn.cpc_nce(latents, self.predict(context), mask, temperature=self.temperature,
+                          tau_plus=self.tau_plus, log_floor=self.log_floor, similarity=self.similarity,
+                          negatives=self.negatives, reduction=reduction)

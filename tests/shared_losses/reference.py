@@ -138,3 +138,46 @@ def scl_pu(feats, src, labels, t):
             a = [j for j in range(n) if j != i and src[j] == src[i]][0]
             out.append(-_log_p(s, i, a))
     return out
+
+
+def cpc(latents, predictions, mask=None, t=1.0, tau_plus=0.0, log_floor=None, similarity="dot",
+        negatives="mixed"):
+    """CPC eq. (3)-(4), k-step, written out: latents[b][t] vectors, predictions[b][t][k-1] vectors (W_k c_t).
+    f_k(z_j, c_t) = exp(z_j . W_k c_t / t); the positive is z_{b, t+k}; the negatives every other present
+    latent (``"other_sequences"``: of the other sequences only). With tau_plus > 0 the negatives' sum is
+    N * max((mean_n f_n - tau+ f_pos) / (1 - tau+), floor) (DCL eq. 7-8, M = 1); ``log_floor`` "min" is
+    the prediction's smallest negative score. Returns ({(b, t, k): loss}, mean over k of each step's mean)."""
+    B, T = len(latents), len(latents[0])
+    Tc, K = len(predictions[0]), len(predictions[0][0])
+    here = (lambda b, s: True) if mask is None else (lambda b, s: mask[b][s])
+
+    def score(z, p):
+        if similarity == "cosine":
+            return cos(z, p) / t
+        return sum(x * y for x, y in zip(z, p)) / t
+
+    terms = {}
+    for b in range(B):
+        for s in range(Tc):
+            for k in range(1, K + 1):
+                if s + k >= T or not here(b, s) or not here(b, s + k):
+                    continue
+                p = predictions[b][s][k - 1]
+                pos = score(latents[b][s + k], p)
+                negs = [score(latents[b2][s2], p) for b2 in range(B) for s2 in range(T)
+                        if here(b2, s2) and (b2, s2) != (b, s + k)
+                        and not (negatives == "other_sequences" and b2 == b)]
+                N = len(negs)
+                total = sum(math.exp(q) for q in negs)
+                if tau_plus > 0:
+                    g = (total / N - tau_plus * math.exp(pos)) / (1 - tau_plus)
+                    floor = min(negs) if log_floor == "min" else log_floor
+                    g = max(g, math.exp(floor)) if floor is not None else max(g, 0.0)
+                    total = N * g
+                terms[(b, s, k)] = -math.log(math.exp(pos) / (math.exp(pos) + total))
+    step_means = []
+    for k in range(1, K + 1):
+        ks = [v for (b, s, kk), v in terms.items() if kk == k]
+        if ks:
+            step_means.append(sum(ks) / len(ks))
+    return terms, sum(step_means) / len(step_means)
