@@ -28,18 +28,18 @@ def load_splits(cfg):
         raise FileNotFoundError(f"--dataset {cfg.dataset!r} is neither a named dataset ({', '.join(TEXT_SETS)}) "
                                 "nor an existing file")
     rule = label_rule(cfg)
-    train_x, train_raw = read_local(cfg.dataset, cfg.text_column, cfg.label_column)
-    kept, train_y = rule.apply(train_raw, cfg.dataset)
+    train_x, train_raw = read_labeled(cfg.dataset, cfg, "--dataset")
+    kept, train_y = rule.apply(train_raw, f"--dataset {cfg.dataset}")
     note = rule.describe(train_raw, train_y)
     if note:
         print(f"{cfg.dataset}: {note}")
     if cfg.eval_file is None:  # one file: hold out a stratified evaluation split of it
         return held_out_split([train_x[i] for i in kept], train_y, cfg.eval_fraction, cfg.dataset)
-    eval_x, eval_raw = read_local(cfg.eval_file, cfg.text_column, cfg.label_column)
+    eval_x, eval_raw = read_labeled(cfg.eval_file, cfg, "--eval-file")
     # The evaluation file gets the training file's rule. Its values must be the training file's (it may
     # hold one class only): a value the training file lacks would silently count as negative; with
     # --label-map the map says where every value goes.
-    kept_eval, eval_y = rule.apply(eval_raw, cfg.eval_file, known=label_values(train_raw),
+    kept_eval, eval_y = rule.apply(eval_raw, f"--eval-file {cfg.eval_file}", known=label_values(train_raw),
                                    known_from=f"the training file {cfg.dataset}")
     return [train_x[i] for i in kept], train_y, [eval_x[i] for i in kept_eval], eval_y
 
@@ -92,6 +92,15 @@ def class_names(cfg) -> tuple[str, str]:
     if cfg.setting == "pu" or neg is None or neg == pos:
         neg = f"not {pos}"
     return neg, pos
+
+
+def read_labeled(path: str, cfg, option: str):
+    """(texts, raw label values) of a labeled file given as ``option`` (--dataset, --eval-file): its errors name the
+    option, so a bad evaluation file is never taken for a bad training file."""
+    try:
+        return read_local(path, cfg.text_column, cfg.label_column)
+    except (DataError, FileNotFoundError) as err:
+        raise type(err)(f"{option}: {err}") from None
 
 
 TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl")
@@ -153,8 +162,8 @@ def load_pu_files(cfg):
     unl = read_texts(cfg.unlabeled_file, cfg.text_column, "--unlabeled-file")
     eval_x, eval_y = [], []
     if cfg.eval_file is not None:
-        eval_x, raw = read_local(cfg.eval_file, cfg.text_column, cfg.label_column)
-        kept, eval_y = label_rule(cfg).apply(raw, cfg.eval_file, need_both=False)  # may hold one class
+        eval_x, raw = read_labeled(cfg.eval_file, cfg, "--eval-file")
+        kept, eval_y = label_rule(cfg).apply(raw, f"--eval-file {cfg.eval_file}", need_both=False)  # may hold one class
         eval_x = [eval_x[i] for i in kept]
     sample = FewShotSample(np.arange(len(pos)), np.arange(len(pos), len(pos) + len(unl)))
     return pos + unl, [1] * len(pos) + [-1] * len(unl), eval_x, eval_y, sample
@@ -185,8 +194,10 @@ def sample_fewshot(labels, n_labeled: int, n_unlabeled: int, seed: int, setting:
                         f"got {n_labeled}, {n_unlabeled}")
     pool = np.flatnonzero(labels == 1) if setting == "pu" else np.arange(n)
     if len(pool) < n_labeled or n < n_labeled + n_unlabeled:
+        hint = (f"; lower --n-unlabeled (at most {n - n_labeled} here)" if len(pool) >= n_labeled
+                else f"; lower --n-labeled (at most {len(pool)} here)")
         raise DataError(f"too few examples: {n} in the training set ({len(pool)} eligible to be labeled) "
-                        f"for {n_labeled} labeled + {n_unlabeled} unlabeled")
+                        f"for {n_labeled} labeled + {n_unlabeled} unlabeled{hint}")
     rng = np.random.default_rng(seed)
     for _ in range(1000):
         lab = rng.choice(pool, size=n_labeled, replace=False)

@@ -319,19 +319,36 @@ def _fits(kind: str, k: int, inner_k: int | None) -> int:
     return len(C_TRAIN_TEST) * k + 1
 
 
+#: Logistic regressions of one C-selection fitted at once (evaluate's ``jobs``; --jobs). 1: one after another.
+_JOBS = 1
+
+
+def _fold_accuracy(X, y, C: float, seed: int, tr, te) -> float:
+    return float((_logreg(C, seed).fit(X[tr], y[tr]).predict(X[te]) == y[te]).mean())
+
+
 def _best_C(X, y, Cs, k: int, seed: int) -> tuple[float, float]:
     """Inner stratified k-fold: (best C, its mean accuracy in %)."""
     from sklearn.model_selection import StratifiedKFold
 
     skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
     splits = list(skf.split(X, y))
-    scores = []
-    for C in Cs:
-        accs = []
-        for tr, te in splits:
-            accs.append((_logreg(C, seed).fit(X[tr], y[tr]).predict(X[te]) == y[te]).mean())
+    fits = [(C, tr, te) for C in Cs for tr, te in splits]  # C-major: fold j of C i is fits[i * k + j]
+    accs = []
+    if _JOBS == 1:
+        for C, tr, te in fits:
+            accs.append(_fold_accuracy(X, y, C, seed, tr, te))
             _tick()
-        scores.append(float(round(100.0 * np.mean(accs), 2)))  # SentEval rounds (numpy) before its argmax
+    else:  # liblinear releases the GIL: threads, no copy of X; each fit is the serial one, so the scores are too
+        from joblib import Parallel, delayed
+
+        run = Parallel(n_jobs=_JOBS, prefer="threads", return_as="generator")
+        for acc in run(delayed(_fold_accuracy)(X, y, C, seed, tr, te) for C, tr, te in fits):
+            accs.append(acc)
+            _tick()
+    scores = []
+    for i in range(len(Cs)):
+        scores.append(float(round(100.0 * np.mean(accs[i * k:(i + 1) * k]), 2)))  # SentEval rounds before argmax
     i = int(np.argmax(scores))
     return Cs[i], scores[i]
 
@@ -565,8 +582,12 @@ KINDS = PROTOCOLS.keys()  # the protocols' names (a live view: a protocol added 
 
 
 def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int = 10,
-             inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False) -> dict:
-    """Run the tasks, each read and scored by its protocol; ``{task: {"acc", "devacc", "n", ...}}``."""
+             inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False, jobs: int = 1) -> dict:
+    """Run the tasks, each read and scored by its protocol; ``{task: {"acc", "devacc", "n", ...}}``. ``jobs``:
+    logistic regressions of a C-selection fitted at once in threads (-1: one per CPU); the results do not depend
+    on it."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or (jobs < 1 and jobs != -1):
+        raise ValueError(f"jobs must be a whole number >= 1, or -1 for one per CPU; got {jobs!r}")
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
@@ -575,7 +596,7 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         if TASKS[t].kind not in PROTOCOLS:  # never score a task with another task's protocol
             raise ValueError(f"task {t}: unknown kind {TASKS[t].kind!r} (known: {', '.join(PROTOCOLS)})")
         _check_files(root, t)
-    global _TICK
+    global _TICK, _JOBS
     from tqdm import tqdm
 
     results = {}
@@ -586,11 +607,11 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         # progress: the task, then its logistic regressions (every fold of every C, the outer folds' refits)
         bar = tqdm(total=_fits(TASKS[t].kind, kfold, inner_kfold), desc=f"[{i}/{len(tasks)}] {t}: encode, then fits",
                    unit="fit", disable=not verbose, mininterval=0.5 if sys.stderr.isatty() else 30.0, leave=False)
-        _TICK = functools.partial(bar.update, 1)
+        _TICK, _JOBS = functools.partial(bar.update, 1), (os.cpu_count() or 1) if jobs == -1 else jobs
         try:
             res, scored = protocol.score(encode, examples, t, kfold, inner_kfold, seed)
         finally:
-            _TICK = None
+            _TICK, _JOBS = None, 1
             bar.close()
         # the accuracy of always answering the most frequent class of the scored examples
         res["majority"] = float(round(100.0 * np.bincount(np.asarray(scored)).max() / len(scored), 2))
@@ -901,6 +922,9 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                    "default: 10)")
     p.add_argument("--inner-kfold", type=int, default=None,
                    help="inner folds for choosing C on MR/CR/SUBJ/MPQA (default: --kfold)")
+    p.add_argument("--jobs", type=int, default=-1,
+                   help="logistic regressions fitted at once, in threads (default -1: one per CPU; 1: one after "
+                   "another). The scores do not depend on it")
     p.add_argument("--seed", type=int, default=SEED,
                    help="seed of the fold shuffles and of LogisticRegression (default: SentEval's %(default)s)")
     p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: %(default)s)")
@@ -923,6 +947,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         p.error("--inner-kfold must be >= 2")
     if a.batch_size < 1:
         p.error(f"--batch-size must be >= 1, got {a.batch_size}")
+    if a.jobs < 1 and a.jobs != -1:
+        p.error(f"--jobs must be >= 1, or -1 for one per CPU; got {a.jobs}")
     from shared_losses.runtime import check_device
 
     check_device(a.device)
@@ -932,7 +958,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     for t in a.tasks:
         _check_files(root, t)
     encode, desc = load_encoder(a.model, a.device, a.batch_size, a.max_length)
-    results = evaluate(encode, root, a.tasks, a.kfold, a.inner_kfold, a.seed, verbose=not a.json)
+    results = evaluate(encode, root, a.tasks, a.kfold, a.inner_kfold, a.seed, verbose=not a.json, jobs=a.jobs)
     if a.output:
         from shared_losses.runtime import write_json_atomic
 

@@ -617,8 +617,9 @@ def _check_cpc_inputs(latents, predictions, mask, negatives):
         raise ValueError("predictions hold K = 0 steps: predict at least one step ahead")
     if mask is not None:
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (B, T):
+            got = (mask.dtype, list(mask.shape)) if isinstance(mask, torch.Tensor) else type(mask).__name__
             raise ValueError(f"mask must be a bool tensor [B, T] = [{B}, {T}] (True where a latent is present), got "
-                             f"{type(mask).__name__ if not isinstance(mask, torch.Tensor) else (mask.dtype, list(mask.shape))}")
+                             f"{got}")
     if negatives not in CPC_NEGATIVES:
         raise ValueError(f"negatives must be one of {CPC_NEGATIVES}, got {negatives!r}")
 

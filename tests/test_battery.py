@@ -5,7 +5,8 @@ inputs it was given, runs and results written before) must be byte-identical aft
 appear. A row fails on a traceback, on a second error line, or on any change in the folder.
 
 Placeholders in a row's arguments: ``{tmp}`` is the case's folder; ``{qt_run}`` a finished tiny nlp_qt run
-(copied into the case's folder), ``{corpus}`` its corpus, ``{results}`` and ``{predictions}`` earlier
+(copied into the case's folder), ``{image_run}`` a finished tiny fewshot run on images (copied in when a row
+names it), ``{corpus}`` the nlp_qt run's corpus, ``{results}`` and ``{predictions}`` earlier
 results files.
 """
 
@@ -46,6 +47,27 @@ def qt_run(tmp_path_factory) -> Path:
     return root / "run"
 
 
+@pytest.fixture(scope="module")
+def image_run(tmp_path_factory) -> Path:
+    """A finished 2-step fewshot run on image data (a tiny MLP), its export written, trained once for the module."""
+    import numpy as np
+
+    from fewshot.config import preset_config
+    from fewshot.train import train
+
+    root = tmp_path_factory.mktemp("battery_images")
+    rng = np.random.default_rng(0)
+    y = np.arange(60) % 4
+    x = rng.integers(0, 140, size=(60, 8, 8))
+    for c in range(4):
+        x[y == c, c + 1] += 110
+    np.savez(root / "digits.npz", x=x.astype(np.uint8), y=y)
+    train(preset_config("images", dataset=str(root / "digits.npz"), encoder="mlp", setting="pu", contrastive="punce",
+                        n_labeled=6, positive_classes=(0, 2), hidden=8, steps=2, passes=None, batch_size=16,
+                        progress=False, output_dir=str(root / "run")))
+    return root / "run"
+
+
 # --- what some rows do to their copy of the run before the command ----------------------------------------------
 
 def _foreign_checkpoint(run: Path) -> None:
@@ -80,6 +102,7 @@ def _stars(run: Path) -> None:
     (run.parent / "stars.tsv").write_text("review\tstars\n" + "\n".join(rows) + "\n")
     (run.parent / "no_model").mkdir()
     (run.parent / "no_model" / "notes.txt").write_text("not a model\n")
+    (run.parent / "texts.tsv").write_text("review\nno label column here\n")
 
 
 def _no_checkpoint(run: Path) -> None:
@@ -280,6 +303,14 @@ BATTERY = [
     ("sampling_bias on six images of six classes", "scripts/sampling_bias.py",
      ["--data", "{tmp}/six.npz", "--out", "{tmp}/new", "--seeds", "0", "--steps", "2"], 2,
      "class 0 has 0 image(s) in the probe set of one seed (1 in all)", _six_images),
+    ("fewshot.export onto the run's earlier export", "fewshot.export", ["--run", "{image_run}"], 2,
+     "already holds this run's export; pass --overwrite", None),
+    ("fewshot --eval-file that does not exist", "fewshot.train",
+     [*FEWSHOT[:2], "--eval-file", "{tmp}/no_eval.tsv", *FEWSHOT[4:], "--encoder", "{tmp}/no_model",
+      "--positive-label", "5"], 2, "--eval-file: data file not found", _stars),
+    ("fewshot --eval-file without the label column", "fewshot.train",
+     [*FEWSHOT[:2], "--eval-file", "{tmp}/texts.tsv", *FEWSHOT[4:], "--encoder", "{tmp}/no_model",
+      "--positive-label", "5"], 2, "--eval-file: ", _stars),
     # issue 46, item 11: options that would be ignored are refused
     ("fewshot --positive-label on image data", "fewshot.train",
      ["--dataset", "{tmp}/digits.npz", "--positive-label", "3", "--output-dir", "{tmp}/new", "--device", "cpu"], 2,
@@ -344,7 +375,7 @@ def run_command(module: str, argv: list[str], monkeypatch, capsys) -> tuple[int,
 
 
 @pytest.mark.parametrize("case", BATTERY, ids=[row[0] for row in BATTERY])
-def test_battery(case, qt_run, tmp_path, monkeypatch, capsys):
+def test_battery(case, qt_run, image_run, tmp_path, monkeypatch, capsys):
     _, module, argv, status, fragment, prepare, *more = case
     for name, value in (more[0] if more else {}).items():  # the row's environment (None: unset)
         if value is None:
@@ -353,12 +384,14 @@ def test_battery(case, qt_run, tmp_path, monkeypatch, capsys):
             monkeypatch.setenv(name, value.format(tmp=tmp_path))
     run = tmp_path / "qt_run"
     shutil.copytree(qt_run, run)
+    if any("{image_run}" in a for a in argv):
+        shutil.copytree(image_run, tmp_path / "image_run")
     if prepare is not None:
         prepare(run)
     (tmp_path / "results.json").write_bytes(b'{"earlier": "results"}\n')
     (tmp_path / "predictions.jsonl").write_bytes(b'{"earlier": "predictions"}\n')
     places = {"tmp": tmp_path, "qt_run": run, "corpus": qt_run.parent / "corpus", "results": tmp_path / "results.json",
-              "predictions": tmp_path / "predictions.jsonl"}
+              "predictions": tmp_path / "predictions.jsonl", "image_run": tmp_path / "image_run"}
     argv = [a.format(**places) for a in argv]
     before, entries = tree_hash(tmp_path), sorted(p.name for p in tmp_path.iterdir())
     code, err = run_command(module, argv, monkeypatch, capsys)

@@ -282,3 +282,28 @@ def test_progress_counts_every_logistic_regression_a_task_fits():
         assert len(count) == S._fits("train_test", 3, None)
     finally:
         S._TICK = None
+
+
+def test_fits_in_threads_give_the_serial_results(tmp_path):
+    """--jobs fits a C-selection's logistic regressions in threads: the same C, the same accuracies, the same
+    ticks, in any number of threads (each fit is the serial one)."""
+    import numpy as np
+
+    from nlp_qt import senteval as S
+
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(90, 6)), np.arange(90) % 3
+    X[:, 0] += y  # something to learn, with C mattering
+    serial = S.eval_kfold(X, y, k=3, inner_k=3)
+    count = []
+    S._TICK, S._JOBS = (lambda: count.append(1)), 3
+    try:
+        threaded = S.eval_kfold(X, y, k=3, inner_k=3)
+        assert len(count) == S._fits("binary", 3, 3)
+        tt = S.eval_train_test(X[:60], y[:60], X[60:], y[60:], k=3)
+    finally:
+        S._TICK, S._JOBS = None, 1
+    assert threaded == serial
+    assert tt == S.eval_train_test(X[:60], y[:60], X[60:], y[60:], k=3)
+    with pytest.raises(ValueError, match="jobs must be a whole number >= 1, or -1"):
+        S.evaluate(lambda texts: np.zeros((len(texts), 2)), tmp_path, ["MR"], jobs=0)
