@@ -41,7 +41,8 @@ PresetName = Literal[tuple(PRESETS)]
 @dataclass
 class Config:
     """Pretrain a quick-thought sentence encoder (QT, Logeswaran & Lee 2018) with the QT, debiased
-    (DCL) or hard-negative objective. Defaults are QT's reference configuration."""
+    (DCL) or hard-negative objective, or a CPC sentence encoder (van den Oord et al. 2018, --objective cpc).
+    Defaults are QT's reference configuration."""
 
     #: Fields a resumed run may change; every other field (new ones included) must agree with the run's.
     #: vocab_sentences: the vocabulary is read back from vocab.json on resume. preset: only a name; the fields it set
@@ -88,9 +89,12 @@ class Config:
     """Sentence vector size of each encoder (f and g); the evaluation embedding has twice this."""
     bidirectional: bool = True
     """Bidirectional GRU with encoder_dim/2 units per direction (QT's default)."""
-    encoder: Literal["gru", "bow"] = "gru"
-    """Sentence encoder (both f and g): gru (QT's) or bow, S2V's bag of words: the mean of the sentence's word
-    embeddings, trained by the same objective (encoder_dim must equal word_dim; bidirectional does not apply)."""
+    encoder: Literal["gru", "bow", "conv"] = "gru"
+    """Sentence encoder (both f and g; CPC: its one encoder): gru (QT's), bow, S2V's bag of words: the mean of the
+    sentence's word embeddings (encoder_dim must equal word_dim; bidirectional does not apply), or conv, CPC's: a 1D
+    convolution over the word embeddings (--conv-width words), ReLU, and the mean over the sentence."""
+    conv_width: int = 3
+    """encoder conv: the convolution's window in words."""
     word_vectors: Optional[str] = None
     """Initialise both encoders' word embeddings from pretrained word vectors: a folder written by
     `python -m nlp_qt.bow` (word2vec on a corpus; its size must equal word_dim). Vocabulary words it lacks keep
@@ -110,6 +114,11 @@ class Config:
     self_score: Literal["exclude", "zero"] = "exclude"
     """The sentence's own score: excluded (-inf; needed by the debiased estimator) or zero and kept
     in the denominator (exactly S2V; objective qt only)."""
+    cpc_steps: int = 3
+    """objective cpc: sentences predicted ahead, k = 1..K (CPC's text model predicts 3)."""
+    cpc_length: int = 10
+    """objective cpc: the batch's consecutive sentences are cut into sequences of at most this many (and at every
+    document end); the GRU context runs over each."""
     gather_across_processes: bool = False
     """Multi-process: use the global batch (all processes' sentences) as candidates."""
 

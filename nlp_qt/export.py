@@ -119,7 +119,7 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
 
     from shared_losses.runtime import CheckpointError, load_checkpoint, replace_directory
 
-    from .model import ModelConfig, QuickThought, save_model
+    from .model import QuickThought, model_config, save_model
     from .st_module import write_sentence_transformers_files
 
     run = Path(run_dir)
@@ -127,7 +127,7 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
     step = int(load_checkpoint(None, ckpt)["step"])
     out = Path(output) if output else run / f"model_step{step}"
     check_target(out, run, overwrite)
-    qt = QuickThought(ModelConfig(len(vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional, cfg.encoder))
+    qt = QuickThought(model_config(cfg, len(vocab)))
     weights = ckpt / "model.safetensors"
     try:
         state = load_file(str(weights))

@@ -7,7 +7,14 @@ per direction and the two final states concatenated (QT's default sizes: 620-d w
 sentences). ``encoder="bow"`` is S2V's other encoder, a bag of words: the sentence vector is the mean
 of its words' embeddings (S2V sums them; the mean differs from the sum by the factor 1/length, so only
 the training scores' scale changes, not the normalised evaluation embedding), and ``encoder_dim`` must
-equal ``word_dim``. The sentence embedding for evaluation is ``[f(s)/||f(s)||; g(s)/||g(s)||]``.
+equal ``word_dim``. ``encoder="conv"`` is CPC's sentence encoder (section 3.3): a 1D convolution over the word
+embeddings, ReLU, and the mean over the sentence's positions. The sentence embedding for evaluation is
+``[f(s)/||f(s)||; g(s)/||g(s)||]``.
+
+``heads="cpc"`` is Contrastive Predictive Coding's model instead (van den Oord et al. 2018, section 3.3): one
+sentence encoder f (no g), a GRU over consecutive sentence vectors (the autoregressive context ``c_t``) and the
+K prediction maps ``W_k`` (:class:`shared_losses.CPCLoss`); the last two are training heads, saved with the model
+but not part of the evaluation embedding, which is ``f(s)/||f(s)||``.
 """
 
 from __future__ import annotations
@@ -29,7 +36,10 @@ class ModelConfig:
     word_dim: int = 620
     encoder_dim: int = 1200
     bidirectional: bool = True
-    encoder: str = "gru"  # gru | bow (a model saved before this field existed is a gru)
+    encoder: str = "gru"  # gru | bow | conv
+    heads: str = "qt"  # qt: f and g (quick-thought) | cpc: f, a GRU context and K prediction maps (CPC)
+    cpc_steps: int = 3  # K: sentences predicted ahead (heads cpc)
+    conv_width: int = 3  # the convolution's window in words (encoder conv)
 
     def __post_init__(self):
         if self.vocab_size < 2 or self.word_dim < 1 or self.encoder_dim < 1:
@@ -38,10 +48,22 @@ class ModelConfig:
             raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {self.encoder!r}")
         if self.encoder == "gru" and self.bidirectional and self.encoder_dim % 2:
             raise ValueError(f"encoder_dim must be even with a bidirectional GRU, got {self.encoder_dim}")
+        if self.heads not in ("qt", "cpc"):
+            raise ValueError(f"heads must be qt or cpc, got {self.heads!r}")
+        if self.cpc_steps < 1 or self.conv_width < 1:
+            raise ValueError(f"cpc_steps and conv_width must be >= 1, got {self.cpc_steps} and {self.conv_width}")
         if self.encoder == "bow" and self.encoder_dim != self.word_dim:
             raise ValueError(f"the bow encoder's sentence vector is its mean word embedding, so encoder_dim must equal "
                              f"word_dim; got encoder_dim {self.encoder_dim}, word_dim {self.word_dim} "
                              f"(set --encoder-dim {self.word_dim})")
+
+
+def model_config(cfg, vocab_size: int) -> ModelConfig:
+    """The model of a run's configuration (:class:`nlp_qt.config.Config`) over a vocabulary of ``vocab_size``."""
+    from .objectives import get
+
+    return ModelConfig(vocab_size, cfg.word_dim, cfg.encoder_dim, cfg.bidirectional, cfg.encoder,
+                       get(cfg.objective).heads, cfg.cpc_steps, cfg.conv_width)
 
 
 def _word_embeddings(cfg: ModelConfig) -> nn.Embedding:
@@ -82,7 +104,38 @@ class BowEncoder(nn.Module):
         return x.sum(dim=1) / lengths.clamp(min=1).unsqueeze(-1).to(x.dtype)
 
 
-ENCODERS = {"gru": GRUEncoder, "bow": BowEncoder}
+class ConvEncoder(nn.Module):
+    """CPC's sentence encoder (section 3.3): ``f(s) = mean_i ReLU(conv(E[s])_i)`` over the positions of the
+    sentence's first ``length`` tokens; the convolution spans ``conv_width`` words (zero padding keeps one output
+    per word)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.embed = _word_embeddings(cfg)
+        self.conv = nn.Conv1d(cfg.word_dim, cfg.encoder_dim, cfg.conv_width, padding=cfg.conv_width // 2)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        lengths = lengths.to(ids.device)
+        mask = torch.arange(ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
+        x = self.embed(ids) * mask.unsqueeze(-1).to(self.embed.weight.dtype)
+        h = F.relu(self.conv(x.transpose(1, 2)))[:, :, : ids.shape[1]]  # [B, encoder_dim, L]
+        h = h * mask.unsqueeze(1).to(h.dtype)
+        return h.sum(dim=2) / lengths.clamp(min=1).unsqueeze(-1).to(h.dtype)
+
+
+ENCODERS = {"gru": GRUEncoder, "bow": BowEncoder, "conv": ConvEncoder}
+
+
+class CPCHeads(nn.Module):
+    """CPC's training heads over a run of sentence vectors: a GRU (the context ``c_t`` of the sentences up to t)
+    and the K maps ``W_k`` of :class:`shared_losses.CPCLoss` (the loss's settings are given per call)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        from shared_losses import CPCLoss
+
+        self.context = nn.GRU(cfg.encoder_dim, cfg.encoder_dim, batch_first=True)
+        self.loss = CPCLoss(cfg.encoder_dim, cfg.encoder_dim, steps=cfg.cpc_steps)
 
 
 @torch.no_grad()
@@ -91,6 +144,7 @@ def init_word_vectors(model: "QuickThought", itos: list[str], words: list[str], 
     ``itos`` (the model's vocabulary, row i = ``itos[i]``); <pad> and <unk> and words without a vector keep their
     rows. Returns how many vocabulary words got a vector."""
     dim = model.f.embed.weight.shape[1]
+    encoders = [e for e in (model.f, model.g) if e is not None]
     if vectors.shape[1] != dim:
         raise ValueError(f"word vectors have {vectors.shape[1]} dimensions, the model's word embeddings {dim}; "
                          "set --word-dim to the vectors' size")
@@ -99,7 +153,7 @@ def init_word_vectors(model: "QuickThought", itos: list[str], words: list[str], 
     if rows:
         dst = torch.tensor([i for i, _ in rows])
         src = torch.as_tensor(vectors[[k for _, k in rows]], dtype=model.f.embed.weight.dtype)
-        for enc in (model.f, model.g):
+        for enc in encoders:
             enc.embed.weight[dst] = src.to(enc.embed.weight.device)
     return len(rows)
 
@@ -109,17 +163,37 @@ class QuickThought(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.f = ENCODERS[cfg.encoder](cfg)
-        self.g = ENCODERS[cfg.encoder](cfg)
+        if cfg.heads == "cpc":
+            self.g = None
+            self.cpc = CPCHeads(cfg)
+        else:
+            self.g = ENCODERS[cfg.encoder](cfg)
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(f(S), g(S))``, each ``[B, encoder_dim]``."""
-        return self.f(ids, lengths), self.g(ids, lengths)
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, cpc: dict | None = None):
+        """``(f(S), g(S))``, each ``[B, encoder_dim]`` (heads cpc: ``(f(S), f(S))``, the same tensor twice). With
+        ``cpc`` (heads cpc; the keyword arguments of :func:`nlp_qt.objectives.sequence_loss` after ``u``): CPC's
+        ``(loss, anchors)`` of the run of sentences S, computed here so that a distributed wrapper sees the heads
+        used in its forward."""
+        u = self.f(ids, lengths)
+        if cpc is not None:
+            if self.g is not None:
+                raise ValueError("cpc= needs a model with CPC's heads (heads='cpc')")
+            from .objectives import sequence_loss
+
+            return sequence_loss(self.cpc, u, **cpc)
+        return u, (u if self.g is None else self.g(ids, lengths))
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.cfg.encoder_dim * (1 if self.g is None else 2)
 
     @torch.no_grad()
     def embed(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Evaluation embedding ``[f/||f||; g/||g||]``, ``[B, 2 * encoder_dim]``."""
-        u, v = self(ids, lengths)
-        return torch.cat([F.normalize(u, dim=-1), F.normalize(v, dim=-1)], dim=-1)
+        """Evaluation embedding ``[f/||f||; g/||g||]``, ``[B, 2 * encoder_dim]`` (heads cpc: ``f/||f||``)."""
+        u = F.normalize(self.f(ids, lengths), dim=-1)
+        if self.g is None:
+            return u
+        return torch.cat([u, F.normalize(self.g(ids, lengths), dim=-1)], dim=-1)
 
 
 def save_model(model: QuickThought, vocab, directory: str | os.PathLike, extra: dict | None = None) -> Path:

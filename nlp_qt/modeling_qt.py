@@ -14,8 +14,9 @@ module class it does not ship). Self-contained on purpose: Python's standard lib
 sizes; ``vocab.json``: the words and the tokenizer settings; ``model.safetensors``: the weights of both encoders
 f and g) and computes what :func:`nlp_qt.senteval.make_qt_encoder` computes: the same tokenizer
 (defined here; :mod:`nlp_qt.vocab` imports it, so both tokenize alike), the same ids, the same
-GRU or bag-of-words encoders, the same ``[f/|f|; g/|g|]``. Texts are read whole; ``model.max_seq_length = N``
-cuts them to their first N tokens (None: whole texts again).
+GRU, bag-of-words or convolutional encoders, the same ``[f/|f|; g/|g|]`` (a CPC model, ``heads: cpc``: its one
+encoder's ``f/|f|``; its training heads, the GRU context and the prediction maps, are not read). Texts are read
+whole; ``model.max_seq_length = N`` cuts them to their first N tokens (None: whole texts again).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class Vocab:
 
 # --- the encoders: nlp_qt.model's modules, with the same parameter names ------------------------------------------
 
-ENCODER_TYPES = ("gru", "bow")
+ENCODER_TYPES = ("gru", "bow", "conv")
 
 
 class GRUEncoder(nn.Module):
@@ -153,22 +154,49 @@ class BowEncoder(nn.Module):
         return x.sum(dim=1) / lengths.clamp(min=1).unsqueeze(-1).to(x.dtype)
 
 
-class QuickThought(nn.Module):
-    """Encoders f and g; :meth:`embed` is the evaluation vector ``[f/|f|; g/|g|]``."""
+class ConvEncoder(nn.Module):
+    """CPC's sentence encoder: the mean over the text's positions of ReLU(1D convolution of its embeddings)."""
 
     def __init__(self, cfg: dict):
         super().__init__()
-        cfg = {"bidirectional": True, "encoder": "gru", **cfg}
+        self.embed = nn.Embedding(cfg["vocab_size"], cfg["word_dim"], padding_idx=0)
+        self.conv = nn.Conv1d(cfg["word_dim"], cfg["encoder_dim"], cfg["conv_width"], padding=cfg["conv_width"] // 2)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        lengths = lengths.to(ids.device)
+        mask = torch.arange(ids.shape[1], device=ids.device)[None, :] < lengths[:, None]
+        x = self.embed(ids) * mask.unsqueeze(-1).to(self.embed.weight.dtype)
+        h = F.relu(self.conv(x.transpose(1, 2)))[:, :, : ids.shape[1]]
+        h = h * mask.unsqueeze(1).to(h.dtype)
+        return h.sum(dim=2) / lengths.clamp(min=1).unsqueeze(-1).to(h.dtype)
+
+
+class QuickThought(nn.Module):
+    """Encoders f and g (a CPC model: f only); :meth:`embed` is the evaluation vector ``[f/|f|; g/|g|]``
+    (``f/|f|``)."""
+
+    def __init__(self, cfg: dict):
+        super().__init__()
+        cfg = {"bidirectional": True, "encoder": "gru", "heads": "qt", "conv_width": 3, **cfg}
         if cfg["encoder"] not in ENCODER_TYPES:
             raise ValueError(f"encoder must be one of {', '.join(ENCODER_TYPES)}, got {cfg['encoder']!r}")
+        if cfg["heads"] not in ("qt", "cpc"):
+            raise ValueError(f"heads must be qt or cpc, got {cfg['heads']!r}")
         self.cfg = cfg
-        kind = GRUEncoder if cfg["encoder"] == "gru" else BowEncoder
-        self.f, self.g = kind(cfg), kind(cfg)
+        kind = {"gru": GRUEncoder, "bow": BowEncoder, "conv": ConvEncoder}[cfg["encoder"]]
+        self.f = kind(cfg)
+        self.g = None if cfg["heads"] == "cpc" else kind(cfg)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.cfg["encoder_dim"] * (1 if self.g is None else 2)
 
     @torch.no_grad()
     def embed(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        u, v = self.f(ids, lengths), self.g(ids, lengths)
-        return torch.cat([F.normalize(u, dim=-1), F.normalize(v, dim=-1)], dim=-1)
+        u = F.normalize(self.f(ids, lengths), dim=-1)
+        if self.g is None:
+            return u
+        return torch.cat([u, F.normalize(self.g(ids, lengths), dim=-1)], dim=-1)
 
 
 def load_folder(path: str | os.PathLike) -> tuple[QuickThought, Vocab]:
@@ -196,6 +224,8 @@ def load_folder(path: str | os.PathLike) -> tuple[QuickThought, Vocab]:
         state = load_file(str(path / "model.safetensors"))
     except Exception as err:  # noqa: BLE001 - safetensors' own errors: a truncated or overwritten file
         raise ValueError(f"{path / 'model.safetensors'} is damaged ({type(err).__name__}: {err})") from None
+    if model.g is None:  # a CPC model: its training heads (cpc.*) are not part of the sentence encoder
+        state = {k: v for k, v in state.items() if not k.startswith("cpc.")}
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as err:
@@ -240,7 +270,7 @@ class QuickThoughtModule(nn.Module):
         return features
 
     def get_sentence_embedding_dimension(self) -> int:
-        return 2 * self.qt.cfg["encoder_dim"]
+        return self.qt.embedding_dim
 
     get_embedding_dimension = get_sentence_embedding_dimension
 
@@ -258,7 +288,8 @@ class QuickThoughtModule(nn.Module):
 
         out = Path(output_path)
         out.mkdir(parents=True, exist_ok=True)
-        cfg = {k: self.qt.cfg[k] for k in ("vocab_size", "word_dim", "encoder_dim", "bidirectional", "encoder")}
+        cfg = {k: self.qt.cfg[k] for k in ("vocab_size", "word_dim", "encoder_dim", "bidirectional", "encoder", "heads",
+                                           "conv_width")}
         (out / "config.json").write_text(json.dumps({"type": "nlp_qt.QuickThought", "model": cfg}, indent=2))
         (out / "vocab.json").write_text(json.dumps(self.vocab.to_json()))
         state = {k: v.detach().cpu().contiguous() for k, v in self.qt.state_dict().items()}

@@ -21,6 +21,12 @@ observed ``e^{q}`` (``shared_losses.log_floor_min_negative``, detached); ``"none
 
 Anchors without any neighbour in the batch (single-sentence documents, or a one-sentence run at a
 batch edge) are dropped from the loss; the loss is the mean over the remaining anchors.
+
+* ``cpc``: Contrastive Predictive Coding (van den Oord et al. 2018, section 3.3) on the model's CPC heads
+  (``heads="cpc"``): the batch's consecutive sentences are cut into sequences (at every document end and every
+  ``cpc_length`` sentences), one encoder f gives each sentence's latent, a GRU over a sequence's latents the
+  context ``c_t``, and ``shared_losses.cpc_nce`` scores the predictions ``W_k c_t`` of the next ``cpc_steps``
+  sentences against every latent of the batch (with ``tau_plus``: DCL's debiased negatives; floor as above).
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from shared_losses import debiased_nce_from_logits, hard_negative_nce_from_logit
 from shared_losses.runtime import unused_setting
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
-NEUTRAL = {"tau_plus": 0.0, "beta": 1.0, "self_score": "exclude"}
+NEUTRAL = {"tau_plus": 0.0, "beta": 1.0, "self_score": "exclude", "cpc_steps": 3, "cpc_length": 10}
 NEG_INF = float("-inf")
 
 
@@ -50,8 +56,9 @@ class Objective:
     rank: int  # row order in DCL Table 2 (biased first)
     # (scores [b, B], neighbours, anchor_pos [b], tau_plus, beta, log_floor, self_score) -> loss: compute_loss's
     # last step
-    loss: Callable[..., torch.Tensor]
+    loss: Callable[..., torch.Tensor] | None
     help: str = ""  # its line in --help
+    heads: str = "qt"  # the model it trains: qt (encoders f and g, the scores above) or cpc (f and CPC's heads)
 
 
 def _qt(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score):
@@ -85,6 +92,9 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
     Objective("debiased", "debiased", ("tau_plus",), 1, _debiased, "the debiased loss, DCL, M = 2 (--tau-plus)"),
     Objective("hard", "hard", ("tau_plus", "beta"), 2, _hard,
               "the hard-negative debiased loss, HCL (--tau-plus, --beta)"),
+    Objective("cpc", "CPC", ("tau_plus", "cpc_steps", "cpc_length"), 3, None,
+              "Contrastive Predictive Coding: a GRU over each run of sentences predicts the next --cpc-steps "
+              "sentences' vectors (--tau-plus > 0: debiased negatives)", heads="cpc"),
 )}
 #: The configuration's --objective type: the registry's names, so a new entry is a new choice.
 ObjectiveName = Literal[tuple(OBJECTIVES)]
@@ -219,6 +229,9 @@ def compute_loss(
     sentences; with candidates gathered across processes, ``rank * b + arange(b)``).
     """
     obj = get(objective)  # an unknown objective is refused
+    if obj.heads != "qt":
+        raise ValueError(f"objective {objective} trains the model's {obj.heads} heads on sequences of sentences: its "
+                         "loss is sequence_loss, not this one over a score matrix")
     if log_floor not in LOG_FLOORS:
         raise ValueError(f"log_floor must be 'min_negative' or 'none', got {log_floor!r}")
     if self_score != NEUTRAL["self_score"] and "self_score" not in obj.uses:
@@ -237,3 +250,64 @@ def compute_loss(
     scores = score_matrix(u, v, temperature)
     nb = neighbours(doc_ids, anchor_pos)
     return obj.loss(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score)
+
+
+# --- CPC: sequences of consecutive sentences ---------------------------------------------------------------------
+
+
+@dataclass
+class Sequences:
+    """Where each sentence of a contiguous run sits when the run is cut into sequences: ``seq[i]``, ``pos[i]``;
+    ``count`` sequences of at most ``length`` positions, and ``with_future`` the sentences that have a next one in
+    their sequence (the loss's anchors at k = 1)."""
+
+    seq: torch.Tensor  # [b] long
+    pos: torch.Tensor  # [b] long
+    count: int
+    length: int
+    with_future: int
+
+
+def sequences(doc_ids: torch.Tensor, length: int) -> Sequences:
+    """Cut a contiguous run of sentences with document ids ``doc_ids`` ``[b]`` into sequences: a new one at every
+    document change and after every ``length`` sentences of a document."""
+    if length < 2:
+        raise ValueError(f"cpc_length must be >= 2 (a sequence needs a sentence to predict), got {length}")
+    b = doc_ids.shape[0]
+    dev = doc_ids.device
+    idx = torch.arange(b, device=dev)
+    doc_start = torch.ones(b, dtype=torch.bool, device=dev)
+    doc_start[1:] = doc_ids[1:] != doc_ids[:-1]
+    run = torch.cumsum(doc_start.long(), 0) - 1
+    first_of_run = idx[doc_start]
+    in_run = idx - first_of_run[run]
+    start = doc_start | (in_run % length == 0)
+    seq = torch.cumsum(start.long(), 0) - 1
+    pos = idx - idx[start][seq]
+    count = int(seq[-1].item()) + 1 if b else 0
+    has_next = torch.zeros(b, dtype=torch.bool, device=dev)
+    has_next[:-1] = seq[1:] == seq[:-1]
+    return Sequences(seq, pos, count, int(pos.max().item()) + 1 if b else 0, int(has_next.sum().item()))
+
+
+def sequence_loss(heads, u: torch.Tensor, doc_ids: torch.Tensor, length: int, tau_plus: float = 0.0,
+                  temperature: float = 1.0, log_floor: str = "min_negative") -> tuple[torch.Tensor, int]:
+    """CPC's loss of the sentence vectors ``u`` ``[b, d]`` of a contiguous run (document ids ``doc_ids``):
+    ``(loss, anchors)``; with no sentence followed by another of its sequence, a zero loss (that keeps the graph)
+    and 0 anchors."""
+    from shared_losses import cpc_nce
+
+    if log_floor not in LOG_FLOORS:
+        raise ValueError(f"log_floor must be 'min_negative' or 'none', got {log_floor!r}")
+    doc_ids = torch.as_tensor(doc_ids, device=u.device)
+    cut = sequences(doc_ids, length)
+    if cut.with_future == 0:
+        return u.sum() * 0.0 + sum(p.sum() for p in heads.parameters()) * 0.0, 0
+    latents = u.new_zeros(cut.count, cut.length, u.shape[1]).index_put((cut.seq, cut.pos), u)
+    mask = torch.zeros(cut.count, cut.length, dtype=torch.bool, device=u.device)
+    mask[cut.seq, cut.pos] = True
+    # a sequence's positions are a prefix: the GRU's context at a present position never reads the padding
+    context, _ = heads.context(latents)
+    loss = cpc_nce(latents, heads.loss.predict(context), mask, temperature=temperature, tau_plus=tau_plus,
+                   log_floor="auto" if log_floor == "min_negative" else None, similarity="dot")
+    return loss, cut.with_future

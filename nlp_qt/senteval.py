@@ -429,7 +429,7 @@ def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128, max_l
     cut = max_length or sys.maxsize
 
     def encode(sentences: list[str]) -> np.ndarray:
-        res = np.zeros((len(sentences), 2 * qt.cfg.encoder_dim), dtype=np.float32)
+        res = np.zeros((len(sentences), qt.embedding_dim), dtype=np.float32)
         order = np.argsort([len(s) for s in sentences], kind="stable")  # length-sorted batches: less padding
         for i in range(0, len(sentences), batch_size):
             idx = order[i : i + batch_size]
@@ -485,7 +485,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         qt, vocab = load_model(path, device)
         encode = make_qt_encoder(qt, vocab, device, batch_size, max_length)
         cut = f"texts cut to {max_length} tokens" if max_length else "whole texts"
-        return encode, f"nlp_qt model {path} ({2 * qt.cfg.encoder_dim}-d, {cut})"
+        return encode, f"nlp_qt model {path} ({qt.embedding_dim}-d, {cut})"
     if max_length is not None:
         raise ValueError("--max-length applies to nlp_qt models only (a sentence-transformers model keeps its own "
                          "max_seq_length)")

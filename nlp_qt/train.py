@@ -30,8 +30,9 @@ from shared_losses.runtime import (CheckpointError, DivergenceWatch, make_accele
 
 from .config import Config, from_cli
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
-from .model import ModelConfig, QuickThought, init_word_vectors, save_model
+from .model import QuickThought, init_word_vectors, model_config, save_model
 from .objectives import check_fields, compute_loss, neighbours
+from .objectives import get as get_objective
 from .vocab import Vocab
 
 #: The options that name input files (recorded and compared by absolute path: shared_losses.runtime.local_path).
@@ -48,7 +49,17 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"batch_size must be >= 2, got {cfg.batch_size}")
     if not 0.0 <= cfg.tau_plus < 1.0:
         raise ValueError(f"tau_plus must be in [0, 1), got {cfg.tau_plus}")
-    check_fields(cfg.objective, {"tau_plus": cfg.tau_plus, "beta": cfg.beta})  # the objectives' table says what applies
+    # the objectives' table says what applies
+    check_fields(cfg.objective, {"tau_plus": cfg.tau_plus, "beta": cfg.beta, "cpc_steps": cfg.cpc_steps,
+                                 "cpc_length": cfg.cpc_length})
+    if cfg.cpc_steps < 1 or cfg.cpc_length < 2 or cfg.conv_width < 1:
+        raise ValueError(f"cpc_steps must be >= 1, cpc_length >= 2 and conv_width >= 1; got {cfg.cpc_steps}, "
+                         f"{cfg.cpc_length} and {cfg.conv_width}")
+    if cfg.conv_width != 3 and cfg.encoder != "conv":
+        raise ValueError(f"--conv-width is the conv encoder's; --encoder {cfg.encoder} has no convolution")
+    if get_objective(cfg.objective).heads == "cpc" and cfg.gather_across_processes:
+        raise ValueError("--gather-across-processes is not available with --objective cpc: each process scores its "
+                         "own sequences against its own sentences")
     if cfg.self_score == "zero" and cfg.objective != "qt":
         raise ValueError("self_score zero is only defined for objective qt")
     if cfg.epochs < 1 or not cfg.lr > 0 or cfg.log_every < 1 or cfg.checkpoint_every < 1:  # `not >`: NaN fails
@@ -125,6 +136,12 @@ def _clip(model, cfg: Config, accelerator) -> float:
     return total
 
 
+def cpc_arguments(cfg: Config, doc_ids: torch.Tensor) -> dict:
+    """The model's ``cpc=`` arguments (objective cpc) for a run of sentences with document ids ``doc_ids``."""
+    return {"doc_ids": doc_ids, "length": cfg.cpc_length, "tau_plus": cfg.tau_plus, "temperature": cfg.temperature,
+            "log_floor": cfg.log_floor}
+
+
 def is_dev_batch(cfg: Config, index: int) -> bool:
     """Whether batch ``index`` of an epoch's stream is held out (the last of every ``dev_every``)."""
     return cfg.dev_every > 0 and index % cfg.dev_every == cfg.dev_every - 1
@@ -140,8 +157,14 @@ def dev_loss(model, vocab, batches, cfg: Config, accelerator) -> float:
     for batch in batches:
         lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size  # full batches: contiguous_batches drops the rest
         ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
-        u, v = model(ids, lengths)
         doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
+        if get_objective(cfg.objective).heads == "cpc":
+            loss, anchors = model(ids, lengths, cpc=cpc_arguments(cfg, doc_ids))
+            if anchors:
+                total += loss.float()
+                count += 1
+            continue
+        u, v = model(ids, lengths)
         nb = neighbours(doc_ids, torch.arange(len(u), device=u.device))
         if not bool((nb.has_prev | nb.has_next).any()):
             continue
@@ -231,8 +254,7 @@ class QuickThoughtApp(TrainingApp):
         acc.wait_for_everyone()
         self.vocab = Vocab.load(vocab_path)
         set_seed(cfg.seed)
-        model = QuickThought(ModelConfig(len(self.vocab), cfg.word_dim, cfg.encoder_dim, cfg.bidirectional,
-                                         cfg.encoder))
+        model = QuickThought(model_config(cfg, len(self.vocab)))
         if self.word_vectors is not None:  # vocabulary words initialised from --word-vectors
             self.covered = init_word_vectors(model, self.vocab.itos, *self.word_vectors)
             self.word_vectors = None  # the rows are copied: do not hold the vectors for the whole run
@@ -351,6 +373,10 @@ class QuickThoughtApp(TrainingApp):
         model.train()
         lo, hi = self.rank * cfg.batch_size, (self.rank + 1) * cfg.batch_size
         ids, lengths = self.vocab.batch(batch.sentences[lo:hi], acc.device)
+        if get_objective(cfg.objective).heads == "cpc":  # sequences of this process's block (no gathering)
+            doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=acc.device)
+            loss, anchors = model(ids, lengths, cpc=cpc_arguments(cfg, doc_ids))
+            return loss, torch.tensor(anchors, device=acc.device)
         if cfg.gather_across_processes:
             u, v = model(ids, lengths)
             v_all, _, _ = gather_with_grad(v)

@@ -59,6 +59,8 @@ PAPER = {
     "biased (QT)": [76.8, 81.3, 86.6, 93.4, 89.8, 73.6, 81.8],
     "debiased τ⁺=0.005": [76.5, 81.5, 86.6, 93.6, 89.1, 74.2, 82.3],
     "debiased τ⁺=0.01": [76.2, 82.9, 86.9, 93.7, 89.1, 74.7, 82.7],
+    # CPC Table 5 (van den Oord et al. 2018; no MSRP there): its sentence model, the row of --cpc
+    "CPC τ⁺=0": [76.9, 80.1, 91.2, 87.7, 96.8, None, None],
 }
 PAPER_COLS = ["MR", "CR", "SUBJ", "MPQA", "TREC", "MSRP acc", "MSRP F1"]
 BASELINES = ("untrained", "bow", "minilm")
@@ -106,6 +108,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="sweep folder: one run folder per objective, tau+ and seed; table2.md, table2.json")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds per objective")
     p.add_argument("--tau-plus", type=float, nargs="+", default=[0.005, 0.01], help="tau+ values of the debiased runs")
+    p.add_argument("--cpc", action="store_true",
+                   help="also train CPC's sentence model (nlp_qt.train --objective cpc, CPC Table 5's row) on the "
+                        "same corpus, sizes and seeds, with --cpc-encoder")
+    p.add_argument("--cpc-encoder", choices=["conv", "gru", "bow"], default="conv",
+                   help="the CPC runs' sentence encoder (default conv: the paper's 1D convolution + ReLU + mean)")
     p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=list(TASKS), help="SentEval tasks")
     p.add_argument("--baselines", nargs="*", default=[], choices=BASELINES,
                    help="baselines evaluated beside the trained encoders (see above)")
@@ -164,10 +171,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def train_command(a, run: Path, objective: str, tau: float, seed: int, max_steps: int | None) -> list[str]:
+    encoder = a.cpc_encoder if O.get(objective).heads == "cpc" else a.encoder
     cmd = [sys.executable, "-m", "nlp_qt.train", "--corpus", a.corpus, "--output-dir", str(run), "--objective",
            objective, "--tau-plus", str(tau), "--seed", str(seed), "--epochs", str(a.epochs), "--batch-size",
            str(a.batch_size), "--word-dim", str(a.word_dim), "--encoder-dim", str(a.encoder_dim), "--vocab-size",
-           str(a.vocab_size), "--lr", str(a.lr), "--encoder", a.encoder, "--resume", "--no-progress"]
+           str(a.vocab_size), "--lr", str(a.lr), "--encoder", encoder, "--resume", "--no-progress"]
     if a.max_sentences is not None:
         cmd += ["--max-sentences", str(a.max_sentences)]
     if a.dev_every and max_steps != 0:  # the untrained baseline takes no step, so scores nothing
@@ -182,9 +190,10 @@ def bow_dir(a, seed: int) -> Path:
 
 
 def trained_variants(a) -> list[tuple[str, str, float]]:
-    """(row label, objective, tau+) of every trained encoder of the sweep: QT, then debiased at each --tau-plus
-    (labels and folder names from nlp_qt.objectives' table)."""
-    return [(O.label("qt"), "qt", 0.0)] + [(O.label("debiased", t), "debiased", t) for t in a.tau_plus]
+    """(row label, objective, tau+) of every trained encoder of the sweep: QT, then debiased at each --tau-plus, then
+    CPC with --cpc (labels and folder names from nlp_qt.objectives' table)."""
+    return ([(O.label("qt"), "qt", 0.0)] + [(O.label("debiased", t), "debiased", t) for t in a.tau_plus]
+            + ([(O.label("cpc", 0.0), "cpc", 0.0)] if getattr(a, "cpc", False) else []))
 
 
 def jobs(a) -> list[dict]:
@@ -360,7 +369,7 @@ def render(a, results: dict) -> tuple[str, dict]:
     if [c for c, _, _ in cols] == PAPER_COLS or set(a.tasks) <= set(ALL_TASKS):
         for name, vals in PAPER.items():
             if name in results:
-                row = dict(zip(PAPER_COLS, vals))
+                row = {c: v for c, v in zip(PAPER_COLS, vals) if v is not None}
                 lines.append(f"| {name} (paper) | - | " + " | ".join(f"{row[c]:.1f}" if c in row else "-"
                                                                      for c, _, _ in cols) + " |")
     seeds = sorted({s for r in results.values() for s in r if s is not None})

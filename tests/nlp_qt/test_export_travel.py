@@ -108,8 +108,9 @@ def travelled(tmp_path_factory):
     from nlp_qt in this process and from sentence-transformers in a process without nlp_qt."""
     tmp = tmp_path_factory.mktemp("travel")
     folders, models = {}, {}
-    for encoder in ("gru", "bow"):
-        train(_cfg(tmp, encoder, encoder=encoder, max_steps=4, progress=False))
+    for encoder in ("gru", "bow", "cpc"):  # cpc: CPC's model (its conv encoder; the training heads stay behind)
+        kw = dict(encoder="conv", objective="cpc", cpc_length=4) if encoder == "cpc" else dict(encoder=encoder)
+        train(_cfg(tmp, encoder, max_steps=4, progress=False, **kw))
         folders[encoder] = Path(export_main(ExportArgs(run_dir=str(tmp / encoder)))["model"])
         models[encoder] = {"path": str(folders[encoder]), "trust": True}
     models["gru"]["resave"] = str(tmp / "gru_resaved")
@@ -126,7 +127,7 @@ def travelled(tmp_path_factory):
     return {"tmp": tmp, "folders": folders, "child": child, "theirs": theirs, "ours": ours}
 
 
-@pytest.mark.parametrize("encoder", ["gru", "bow"])
+@pytest.mark.parametrize("encoder", ["gru", "bow", "cpc"])
 def test_exported_run_loads_without_nlp_qt_and_encodes_as_nlp_qt(travelled, encoder):
     folder = travelled["folders"][encoder]
     assert (folder / "modeling_qt.py").read_bytes() == Path(modeling_qt.__file__).read_bytes()
@@ -135,7 +136,8 @@ def test_exported_run_loads_without_nlp_qt_and_encodes_as_nlp_qt(travelled, enco
     [module] = travelled["child"]["modules"][encoder]  # the folder's copy, imported by transformers
     assert module.startswith("transformers_modules.") and module.endswith(".modeling_qt")
     ours, theirs = travelled["ours"][encoder], travelled["theirs"][encoder]
-    assert ours.shape == (len(SENTENCES), 16) and torch.allclose(theirs, ours, rtol=0, atol=1e-6)
+    dim = 8 if encoder == "cpc" else 16  # CPC's vector is its one encoder's; QT's is [f; g]
+    assert ours.shape == (len(SENTENCES), dim) and torch.allclose(theirs, ours, rtol=0, atol=1e-6)
     # the finished run's own model/ (training's end: the same weights) gives the same vectors in nlp_qt
     finished = torch.from_numpy(nlp_qt.load_encoder(travelled["tmp"] / encoder).encode(SENTENCES))
     assert torch.allclose(finished, ours, rtol=0, atol=1e-6)

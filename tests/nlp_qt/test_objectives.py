@@ -225,7 +225,7 @@ def test_a_new_registry_entry_is_a_new_objective_with_its_loss(tmp_path):
         help_text = io.StringIO()
         with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
             from_cli(["--help"])
-        assert "{qt,debiased,hard,toy}" in help_text.getvalue()
+        assert "{qt,debiased,hard,cpc,toy}" in help_text.getvalue()
         assert "a toy loss: twice the debiased one" in help_text.getvalue()
         torch.manual_seed(0)
         u, v, docs = torch.randn(8, 4), torch.randn(8, 4), torch.tensor([0, 0, 0, 1, 1, 1, 1, 2])

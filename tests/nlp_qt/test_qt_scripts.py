@@ -242,3 +242,29 @@ def test_qt_table2_eval_max_length_reaches_the_encoders_evaluations_only_and_key
     assert mod.cached_evaluation(plain, job) is None and mod.cached_evaluation(a, job) is None
     with pytest.raises(SystemExit):
         mod.parse_args(base + ["--eval-max-length", "-1"])
+
+
+@pytest.mark.slow  # the sweep end to end: trainings and evaluations in subprocesses
+def test_qt_table2_cpc_row_trains_cpc_with_its_encoder_beside_the_paper(tmp_path):
+    """Issue 44: --cpc adds CPC's sentence model as a row (conv encoder by default), CPC Table 5 printed beside it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = mod.parse_args(["--preset", "cpu", "--cpc"])
+    assert [v[1] for v in mod.trained_variants(a)][0] == "qt" and mod.trained_variants(a)[-1][1:] == ("cpc", 0.0)
+    cmd = mod.train_command(a, Path("r"), "cpc", 0.0, 0, None)
+    assert cmd[cmd.index("--encoder") + 1] == "conv" and cmd[cmd.index("--objective") + 1] == "cpc"
+    assert mod.train_command(a, Path("r"), "qt", 0.0, 0, None)[cmd.index("--encoder") + 1] == "gru"
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
+         "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "0", "--tau-plus", "0.01",
+         "--cpc", "--max-steps", "1", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size",
+         "300", "--kfold", "2", "--out", str(tmp_path / "t2")],
+        capture_output=True, text=True, timeout=300, check=True, env=ENV)
+    assert "| CPC τ⁺=0 | 0 |" in res.stdout and "| CPC τ⁺=0 (paper) | - | 76.9 |" in res.stdout
+    summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
+    assert 0 <= summary["CPC τ⁺=0"]["MR"]["mean"] <= 100
+    config = json.loads((tmp_path / "t2/cpc_0/seed0/config.json").read_text())
+    assert (config["objective"], config["encoder"]) == ("cpc", "conv")
