@@ -17,12 +17,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from shared_losses import BilinearScore
+from shared_losses import BilinearScore, CPCLoss, cpc_nce
 
 from .augment import center_crop, random_crop
 from .config import Config
 from .networks import Actor, ConvTrunk, Critic, Encoder, ScaledPixels, weight_init
 from .objectives import auxiliary_loss  # noqa: F401  (the loss of each --aux: rl_curl.objectives)
+from .objectives import get as get_objective
 
 
 def contrastive_logits(z_anchor: torch.Tensor, z_keys: list[torch.Tensor], score: BilinearScore,
@@ -89,6 +90,10 @@ class CurlAgent(nn.Module):
         for p in self.critic_target.parameters():
             p.requires_grad_(False)
         self.score = BilinearScore(cfg.feature_dim)
+        if get_objective(cfg.aux).kind == "future":  # CPC's heads: a GRU over the actions, the K maps W_k
+            self.cpc_context = nn.GRUCell(action_dim, cfg.feature_dim)
+            self.cpc = CPCLoss(cfg.feature_dim, cfg.feature_dim, steps=cfg.cpc_steps, tau_plus=cfg.tau_plus,
+                               log_floor="auto" if cfg.log_floor == "min-negative" else None, similarity="dot")
         self.log_alpha = nn.Parameter(torch.tensor(float(cfg.init_temperature)).log())
         self.target_entropy = -float(action_dim)
         self.autocast = contextlib.nullcontext
@@ -113,7 +118,9 @@ class CurlAgent(nn.Module):
         self.alpha_opt = adam([self.log_alpha], lr=c.alpha_lr, betas=(c.alpha_beta1, 0.999))
         # As in the official code: the encoder has its own optimiser and is also in the aux optimiser with W.
         self.encoder_opt = adam(self.critic.encoder.parameters(), lr=c.encoder_lr)
-        self.aux_opt = adam([self.score.W, *self.critic.encoder.parameters()], lr=c.encoder_lr)
+        heads = ([*self.cpc_context.parameters(), *self.cpc.parameters()] if hasattr(self, "cpc")
+                 else [self.score.W])
+        self.aux_opt = adam([*heads, *self.critic.encoder.parameters()], lr=c.encoder_lr)
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"critic_opt": self.critic_opt, "actor_opt": self.actor_opt, "alpha_opt": self.alpha_opt,
@@ -157,8 +164,12 @@ class CurlAgent(nn.Module):
         next_obs = ScaledPixels(random_crop(batch["next_obs"], c.crop_size), dtype)
         run_actor = step % c.actor_update_every == 0
         run_aux = c.aux != "none" and step % c.aux_update_every == 0
-        keys = ([ScaledPixels(random_crop(batch["obs"], c.crop_size), dtype) for _ in range(c.positives)]
-                if run_aux else [])
+        future = run_aux and hasattr(self, "cpc")
+        keys = ([ScaledPixels(random_crop(batch["obs"], c.crop_size), dtype)
+                 for _ in range(1 if future else c.positives)] if run_aux else [])
+        if future:  # CPC: fresh crops of the next K observations, read by the key encoder
+            fut = batch["future_obs"]
+            keys.append(ScaledPixels(random_crop(fut.flatten(0, 1), c.crop_size), dtype))
         if c.update == "fused":
             metrics = self.update_fused(obs, batch["action"], batch["reward"], next_obs, batch["not_done"], keys, step)
             self.watch(metrics)
@@ -174,7 +185,7 @@ class CurlAgent(nn.Module):
         if step % c.target_update_every == 0:
             self.update_targets()
         if run_aux:
-            metrics.update(self.update_aux(h, keys))
+            metrics.update(self.update_aux(h, keys, batch if future else None))
         self.watch(metrics)
         return metrics
 
@@ -284,8 +295,36 @@ class CurlAgent(nn.Module):
         pos, neg = contrastive_logits(z_a, z_k, self.score, c.subtract_row_max)
         return auxiliary_loss(pos, neg, c.aux, c.tau_plus, c.beta, c.log_floor, self.host_checks)
 
-    def update_aux(self, h: torch.Tensor, keys: list[torch.Tensor]) -> dict[str, float]:
-        loss = self.aux_loss_from(h, keys)
+    def cpc_loss_from(self, h: torch.Tensor, keys: list[torch.Tensor], actions: torch.Tensor,
+                      valid: torch.Tensor) -> torch.Tensor:
+        """CPC's auxiliary loss (``--aux cpc``; docs/rl_curl.md): from the present observation's anchor
+        ``z_t`` (the critic's encoder on its conv features ``h``), a GRU cell over the actions ``a_t .. a_{t+k-1}``
+        gives ``c_{t,k}``, and ``W_k c_{t,k}`` is scored against the key encoder's latents of the batch: the
+        positive is observation ``t + k`` of the same sequence, the negatives every other present latent, the
+        present observations' keys (``keys[0]``, a fresh crop) included. ``keys[1]`` holds the crops of the next K
+        observations ``[B * K, ...]``, ``actions`` ``[B, K, A]``, ``valid`` ``[B, K]`` (a step past the episode's end
+        is absent)."""
+        c = self.cfg
+        B, K = actions.shape[0], c.cpc_steps
+        with self.autocast():
+            z_a = full(self.critic.encoder.head(h))
+            with torch.no_grad():
+                z_now = full(self.critic_target.encoder(keys[0]))
+                z_next = full(self.critic_target.encoder(keys[1])).view(B, K, -1)
+        latents = torch.cat([z_now.unsqueeze(1), z_next], dim=1)  # [B, K + 1, d]
+        context, steps = z_a, []
+        for k in range(K):  # c_{t,k+1} after the actions a_t .. a_{t+k}
+            context = self.cpc_context(actions[:, k].to(z_a.dtype), context)
+            steps.append(context)
+        every = self.cpc.predict(torch.stack(steps, dim=1))  # [B, K contexts, K maps, d]
+        pred = every.diagonal(dim1=1, dim2=2).permute(0, 2, 1).unsqueeze(1)  # W_k c_{t,k}: [B, 1, K, d]
+        mask = torch.cat([torch.ones(B, 1, dtype=torch.bool, device=valid.device), valid.bool()], dim=1)
+        return cpc_nce(latents, pred, mask, temperature=self.cpc.temperature, tau_plus=self.cpc.tau_plus,
+                       log_floor=self.cpc.log_floor, similarity=self.cpc.similarity)
+
+    def update_aux(self, h: torch.Tensor, keys: list[torch.Tensor], future: dict | None = None) -> dict[str, float]:
+        loss = (self.aux_loss_from(h, keys) if future is None
+                else self.cpc_loss_from(h, keys, future["future_action"], future["future_valid"]))
         self.encoder_opt.zero_grad(set_to_none=True)
         self.aux_opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -16,6 +16,7 @@ from tyro.conf import arg
 from shared_losses.cli import choices_help, config_from_cli
 
 from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, check_fields, folder_name
+from .objectives import get as get_objective
 
 # The small-network protocol of the CPU runs (docs/results/rl_curl.md, "Auxiliary losses on cartpole-swingup, CPU,
 # 5 seeds" and the sections after it): 64 -> 56 px renders, 16 filters, hidden 256, batch 64, one torch thread per run.
@@ -105,6 +106,8 @@ class Config:
     """M, the number of positives per anchor: 1 (one augmented key view) or 2 (two augmented key views)."""
     beta: float = 1.0
     """Concentration beta of the hard-negative loss (aux=hard); 0 recovers the debiased loss."""
+    cpc_steps: int = 3
+    """aux=cpc: observations predicted ahead, k = 1..K, each from the present one and the actions between."""
     log_floor: Literal["min-negative", "none"] = "min-negative"
     """Floor on g for the unbounded bilinear scores: min-negative = each anchor's smallest negative logit (detached),
     none = only g >= 0."""
@@ -280,7 +283,14 @@ class Config:
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
         need(self.beta >= 0.0, f"beta must be >= 0 (0 = the debiased loss), got {self.beta}")
-        check_fields(self.aux, {"tau_plus": self.tau_plus, "positives": self.positives, "beta": self.beta})
+        check_fields(self.aux, {"tau_plus": self.tau_plus, "positives": self.positives, "beta": self.beta,
+                                "cpc_steps": self.cpc_steps})
+        need(self.cpc_steps >= 1, f"cpc_steps must be >= 1, got {self.cpc_steps}")
+        if get_objective(self.aux).kind == "future":
+            need(self.update == "official", "--aux cpc has the official update only (--update fused fuses CURL's "
+                 "key pass, which CPC does not have)")
+            need(not self.cuda_graphs, "--aux cpc is not available with --cuda-graphs (its sequences are gathered "
+                 "on the host)")
         need(self.crop_size <= self.image_size, f"crop_size {self.crop_size} > image_size {self.image_size}")
         need(self.action_repeat is None or self.action_repeat >= 1,
              f"action_repeat must be >= 1, got {self.action_repeat}")

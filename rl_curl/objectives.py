@@ -15,7 +15,7 @@ from shared_losses import (debiased_nce_from_logits, hard_negative_nce_from_logi
 from shared_losses.runtime import unused_setting
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
-NEUTRAL = {"tau_plus": 0.0, "positives": 1, "beta": 1.0}
+NEUTRAL = {"tau_plus": 0.0, "positives": 1, "beta": 1.0, "cpc_steps": 3}
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class Objective:
     rank: int  # row order in DCL Table 3 (biased first, pixel SAC last)
     loss: Callable[..., torch.Tensor] | None  # (pos [B, M], neg [B, N], tau_plus, beta, floor, host_checks) -> loss
     help: str = ""  # its line in --help
+    # what the agent trains for it: "keys" (anchors against augmented keys of the same frames, the loss above),
+    # "future" (CPC: predictions of the next frames' keys, CurlAgent.cpc_loss) or "none"
+    kind: str = "keys"
 
 
 OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
@@ -44,7 +47,10 @@ OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
               lambda pos, neg, tau_plus, beta, floor, checks: hard_negative_nce_from_logits(
                   pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor, host_checks=checks),
               "the hard-negative debiased loss, HCL (--tau-plus, --positives, --beta)"),
-    Objective("none", "pixel SAC (no aux)", (), 3, None, "no auxiliary loss: pixel SAC"),
+    Objective("cpc", "CPC", ("tau_plus", "cpc_steps"), 3, None,
+              "Contrastive Predictive Coding: a GRU over the actions predicts the keys of the next --cpc-steps "
+              "observations from the present one (--tau-plus > 0: debiased negatives)", kind="future"),
+    Objective("none", "pixel SAC (no aux)", (), 4, None, "no auxiliary loss: pixel SAC", kind="none"),
 )}
 #: The configuration's --aux type: the registry's names, so a new entry is a new choice.
 AuxName = Literal[tuple(OBJECTIVES)]
@@ -94,7 +100,7 @@ def label(cfg: Mapping) -> str:
     if obj.name == "hard":
         text = f"hard β={cfg['beta']:g} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
     elif "tau_plus" in obj.uses:
-        text = f"{obj.label} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
+        text = f"{obj.label} τ⁺={cfg['tau_plus']:g}" + (f", M={cfg['positives']}" if "positives" in obj.uses else "")
     else:
         text = obj.label + (f", M={cfg['positives']}" if cfg.get("positives", 1) != 1 else "")
     return (text + ("" if cfg.get("encoder_tanh", True) else ", no tanh")

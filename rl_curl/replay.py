@@ -176,8 +176,34 @@ class FrameReplay:
         next_obs = frames[:, 1:].reshape(B, *self.obs_shape)
         return obs, next_obs
 
-    def sample(self, batch_size: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-        """A uniform batch: uint8 ``obs``, ``next_obs`` and float ``action``, ``reward`` [B,1], ``not_done`` [B,1].
+    def futures(self, idx: np.ndarray, steps: int) -> dict[str, np.ndarray | torch.Tensor]:
+        """What follows transitions ``idx`` for ``steps`` agent steps: ``future_obs`` ``[B, steps, k * c, H, W]`` (the
+        observations after 1, 2, .. ``steps`` steps; the first is ``next_obs``), ``future_action`` ``[B, steps, A]``
+        (the action taken at each of those steps' starts, the sampled transition's own first) and ``future_valid``
+        ``[B, steps]``: whether the transition that leads to each observation is stored and in the same episode (an
+        episode's first frame stack starts ``k`` frames after the last one's, so a step ``m`` ahead is valid when its
+        newest frame is exactly ``m - 1`` frames after ``next_obs``'s). What an invalid position holds is unspecified.
+        The sampling RNG is not touched: a run that also reads these draws the batches it would draw without them."""
+        idx = np.asarray(idx)
+        n = min(self.added, self.capacity)
+        ahead = np.arange(steps)[None, :]  # transitions idx + m, m = 0 .. steps - 1
+        later = (idx[:, None] + ahead) % self.capacity
+        age = (idx[:, None] - (self.added - n)) % self.capacity + ahead  # position from the oldest stored
+        stored = age < n
+        consecutive = self.next_frame[later] == self.next_frame[idx][:, None] + ahead
+        valid = stored & consecutive
+        first = self.next_frame[idx][:, None] - self.k + 1  # next_obs's oldest frame
+        span = (first + np.arange(steps + self.k - 1)[None, :]) % self.frame_capacity  # [B, steps + k - 1]
+        frames = self.frames[self._to_ring(span)]  # [B, steps + k - 1, c, H, W]
+        windows = [frames[:, m:m + self.k] for m in range(steps)]
+        stack = np.stack if self.device is None else torch.stack
+        obs = stack(windows, 1).reshape(len(idx), steps, *self.obs_shape)
+        actions = np.where(valid[..., None], self.actions[later], 0.0).astype(np.float32)
+        return {"future_obs": obs, "future_action": actions, "future_valid": valid}
+
+    def sample(self, batch_size: int, device: torch.device | str = "cpu", future: int = 0) -> dict[str, torch.Tensor]:
+        """A uniform batch: uint8 ``obs``, ``next_obs`` and float ``action``, ``reward`` [B,1], ``not_done`` [B,1]; with
+        ``future`` > 0 also :meth:`futures` of the same transitions.
 
         The ``k + 1`` frames of each transition are gathered once into one contiguous array (on the ring's
         device) and moved to ``device`` in one copy if they are not there already; ``obs`` and ``next_obs``
@@ -196,8 +222,11 @@ class FrameReplay:
             frames = (torch.from_numpy(frames) if self.device is None else frames).to(device)  # [B, k+1, c, H, W]
         obs, next_obs = frames[:, :-1].flatten(1, 2), frames[:, 1:].flatten(1, 2)  # views [B, k*c, H, W]
         to = lambda a: torch.as_tensor(a).to(device, non_blocking=True)  # noqa: E731
-        return {"obs": obs, "next_obs": next_obs, "action": to(self.actions[idx]),
-                "reward": to(self.rewards[idx][:, None]), "not_done": to(self.not_dones[idx][:, None])}
+        batch = {"obs": obs, "next_obs": next_obs, "action": to(self.actions[idx]),
+                 "reward": to(self.rewards[idx][:, None]), "not_done": to(self.not_dones[idx][:, None])}
+        if future:  # CPC's sequences (--aux cpc): the observations and actions of the next `future` steps
+            batch.update({k: to(v) for k, v in self.futures(idx, future).items()})
+        return batch
 
     # ------------------------------------------------------------------------------------------
     def enable_device_sampling(self) -> None:

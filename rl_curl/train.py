@@ -33,6 +33,7 @@ from shared_losses.runtime import (CheckpointError, TrainingDiverged, make_accel
 from .agent import ActorSnapshot, CurlAgent
 from .config import Config, from_cli
 from .env import make
+from .objectives import get as get_objective
 
 # Layout of the saved agent: the encoder's linear layer reads the conv features in (row, column, channel) order.
 # A checkpoint without this field (format 1) flattened them in (channel, row, column) order: its weights load
@@ -370,6 +371,8 @@ class CurlApp(TrainingApp):
         self.replay = FrameReplay(cfg.replay_capacity, self.obs_shape, self.agent.action_dim, cfg.frame_stack,
                                   replay_seed, device=accelerator.device if cfg.replay_on_device else None)
         self.action_rng = np.random.default_rng(action_seed)
+        # --aux cpc reads the next K observations and actions of each sampled transition (no extra random draw)
+        self.future_steps = cfg.cpc_steps if get_objective(cfg.aux).kind == "future" else 0
         register_named(accelerator, agent=self.agent, **self.agent.optimizers())
         if cfg.save_replay:
             register_named(accelerator, replay=self.replay)
@@ -451,7 +454,7 @@ class CurlApp(TrainingApp):
                 idx = self.replay.sample_indices(cfg.batch_size)
                 update = lambda: self.graphed.update(idx, step)  # noqa: E731
             else:
-                batch = self.replay.sample(cfg.batch_size, self.accelerator.device)
+                batch = self.replay.sample(cfg.batch_size, self.accelerator.device, self.future_steps)
                 update = lambda: agent.update(batch, step)  # noqa: E731
             self.sync()
             t2 = clock()

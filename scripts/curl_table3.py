@@ -121,6 +121,11 @@ def commands(args: Args) -> list[tuple[Path, list[str]]]:
     for task in args.tasks:
         for obj in args.objectives:
             flags = parse_objective(obj)
+            future = objectives.get(flags[1]).kind == "future"  # CPC: the official update, no CUDA graphs
+            if future and "fused" in args.updates:
+                raise ValueError(f"--objectives {obj}: CPC has the official update only; drop fused from --updates "
+                                 "or run it in a grid of its own")
+            extra = [f for f in args.extra if not (future and f == "--cuda-graphs")]
             for update in args.updates:
                 for seed in args.seeds:
                     folder = obj.replace(":", "_") + (objectives.FUSED_FOLDER if update == "fused" else "")
@@ -129,7 +134,7 @@ def commands(args: Args) -> list[tuple[Path, list[str]]]:
                            "--task", task, *flags, "--seed", str(seed),
                            "--output-dir", str(out), "--env-steps", str(args.env_steps),
                            "--batch-size", str(args.batch_size), "--resume", "--no-progress",
-                           *(["--update", update] if update != "official" else []), *args.extra]
+                           *(["--update", update] if update != "official" else []), *extra]
                     jobs.append((out, cmd))
     return jobs
 

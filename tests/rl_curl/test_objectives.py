@@ -38,7 +38,7 @@ def test_rows_follow_dcl_table3_order():
 
 
 @pytest.mark.parametrize("aux,field,value,message", [
-    ("curl", "tau_plus", 0.1, "tau_plus=0.1 only applies to aux=debiased or hard, not aux=curl"),
+    ("curl", "tau_plus", 0.1, "tau_plus=0.1 only applies to aux=debiased or hard or cpc, not aux=curl"),
     ("debiased", "beta", 0.5, "beta=0.5 only applies to aux=hard, not aux=debiased"),
     ("none", "positives", 2, "positives=2 only applies to aux=curl or debiased or hard, not aux=none (pixel SAC)"),
 ])
@@ -88,7 +88,7 @@ def test_a_new_registry_entry_is_a_new_aux_with_its_loss(tmp_path):
         help_text = io.StringIO()
         with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
             from_cli(["--help"])
-        assert "{curl,debiased,hard,none,toy}" in help_text.getvalue()
+        assert "{curl,debiased,hard,cpc,none,toy}" in help_text.getvalue()
         assert "a toy loss: twice the debiased one" in help_text.getvalue()
         torch.manual_seed(0)
         pos, neg = torch.randn(6, 1), torch.randn(6, 5)

@@ -409,3 +409,20 @@ def test_table3_runs_fused_updates_in_folders_and_rows_of_their_own(tmp_path, ca
     assert "| biased (CURL), fused update | – | 1.5 | 0.5 (from step 50000) |" in md  # wall time per run
     section = md[md.index("Fused update against the official schedule"):]
     assert "| biased (CURL) | 0 1 2 | -20.00, +20.00, -40.00 | -13.33 ± 30.55 |" in section
+
+
+def test_table3_cpc_objective_runs_the_official_update_without_cuda_graphs(tmp_path):
+    """Issue 44: `cpc:TAU_PLUS` is a grid objective; its runs drop --cuda-graphs (a GPU slice's --speed graphs) and
+    a grid asking for its fused update is refused before anything starts."""
+    import curl_table3
+    import tyro
+
+    args = tyro.cli(curl_table3.Args, args=["--out", str(tmp_path), "--tasks", "cartpole-swingup", "--seeds", "0",
+                                            "--objectives", "curl", "cpc:0", "--extra=--cuda-graphs",
+                                            "--extra=--replay-on-device", "--dry-run"])
+    (_, curl_cmd), (cpc_out, cpc_cmd) = curl_table3.commands(args)
+    assert "--cuda-graphs" in curl_cmd and "--cuda-graphs" not in cpc_cmd and "--replay-on-device" in cpc_cmd
+    assert cpc_cmd[cpc_cmd.index("--aux") + 1] == "cpc" and cpc_out.parent.name == "cpc_0"
+    fused = dataclasses.replace(args, updates=["official", "fused"])
+    with pytest.raises(ValueError, match="CPC has the official update only"):
+        curl_table3.commands(fused)
