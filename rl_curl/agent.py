@@ -316,8 +316,7 @@ class CurlAgent(nn.Module):
         for k in range(K):  # c_{t,k+1} after the actions a_t .. a_{t+k}
             context = self.cpc_context(actions[:, k].to(z_a.dtype), context)
             steps.append(context)
-        every = self.cpc.predict(torch.stack(steps, dim=1))  # [B, K contexts, K maps, d]
-        pred = every.diagonal(dim1=1, dim2=2).permute(0, 2, 1).unsqueeze(1)  # W_k c_{t,k}: [B, 1, K, d]
+        pred = self.cpc.predict_each(torch.stack(steps, dim=1)).unsqueeze(1)  # W_k c_{t,k}: [B, 1, K, d]
         mask = torch.cat([torch.ones(B, 1, dtype=torch.bool, device=valid.device), valid.bool()], dim=1)
         return cpc_nce(latents, pred, mask, temperature=self.cpc.temperature, tau_plus=self.cpc.tau_plus,
                        log_floor=self.cpc.log_floor, similarity=self.cpc.similarity)

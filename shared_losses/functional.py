@@ -705,9 +705,9 @@ def cpc_nce(
     anchors = pred[valid] / temperature  # [A, d]
     logits = anchors @ z.reshape(B * T, d).T  # [A, B*T]
     pos = logits.gather(1, target.unsqueeze(1))  # [A, 1]
-    live = logits.masked_fill(~present.reshape(1, B * T), 0.0)  # what sits at an absent position never counts
-    _check_scores(pos, live.abs(), similarity, temperature)  # a score of -inf is an overflow here too
     absent = ~present.reshape(1, B * T)
+    live = logits.masked_fill(absent, 0.0)  # what sits at an absent position never counts
+    _check_scores(pos, live.abs(), similarity, temperature)  # a score of -inf is an overflow here too
     if negatives == "other_sequences":
         seq_of_col = torch.arange(B, device=dev).repeat_interleave(T)
         seq_of_row = b_idx.expand(B, Tc, K)[valid]

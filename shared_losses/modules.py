@@ -190,6 +190,14 @@ class CPCLoss(_LossModule):
         B, Tc, _ = context.shape
         return self.predictors(context).view(B, Tc, self.steps, self.latent_dim)
 
+    def predict_each(self, contexts: torch.Tensor) -> torch.Tensor:
+        """``[B, K, latent_dim]``: ``W_k c_k`` for contexts ``[B, K, context_dim]`` that differ by step (context k
+        predicts step k only, e.g. after the actions up to it): the diagonal of :meth:`predict`, without the others."""
+        if contexts.dim() != 3 or tuple(contexts.shape[1:]) != (self.steps, self.context_dim):
+            raise ValueError(f"contexts must be [B, {self.steps}, {self.context_dim}], got {list(contexts.shape)}")
+        W = self.predictors.weight.view(self.steps, self.latent_dim, self.context_dim)
+        return torch.einsum("kdc,bkc->bkd", W.to(contexts.dtype), contexts)
+
     def forward(self, latents: torch.Tensor, context: torch.Tensor, mask: torch.Tensor | None = None,
                 reduction: str = "mean") -> torch.Tensor:
         """The loss of latents ``[B, T, latent_dim]`` predicted from contexts ``[B, T_c, context_dim]``

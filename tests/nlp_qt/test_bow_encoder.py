@@ -75,10 +75,6 @@ def test_bow_with_another_encoder_dim_is_refused_before_reading_the_corpus(tmp_p
 
 
 def test_bow_run_trains_resumes_exactly_and_loads_everywhere(tmp_path):
-    from sentence_transformers import SentenceTransformer
-
-    from nlp_qt.export import ExportArgs, main as export_main
-
     full = train(_cfg(tmp_path, "full", encoder="bow", max_steps=5, objective="debiased", tau_plus=0.01))
     train(_cfg(tmp_path, "cut", encoder="bow", max_steps=3, objective="debiased", tau_plus=0.01))
     cut = train(_cfg(tmp_path, "cut", encoder="bow", max_steps=5, objective="debiased", tau_plus=0.01))
@@ -102,13 +98,23 @@ def test_bow_run_trains_resumes_exactly_and_loads_everywhere(tmp_path):
     g = _reference_bow(a["g.embed.weight"].double().numpy(), ids.numpy(), lengths.numpy())
     want = np.concatenate([f / np.linalg.norm(f, axis=1, keepdims=True),
                            g / np.linalg.norm(g, axis=1, keepdims=True)], 1)
-    assert np.abs(nlp_qt.load_encoder(tmp_path / "full").encode(SENTENCES) - want).max() < 1e-5
+    assert_encodes_everywhere(tmp_path / "full", tmp_path / "exported", want, dim=16)
+
+
+def assert_encodes_everywhere(run, export_to, want: np.ndarray, dim: int) -> None:
+    """The finished ``run`` encodes SENTENCES as ``want`` (``dim`` entries) through nlp_qt.load_encoder, through
+    sentence-transformers from its model/ folder, and from its checkpoint exported to ``export_to``."""
+    from sentence_transformers import SentenceTransformer
+
+    from nlp_qt.export import ExportArgs, main as export_main
+
+    assert np.abs(nlp_qt.load_encoder(run).encode(SENTENCES) - want).max() < 1e-5
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        st = SentenceTransformer(str(tmp_path / "full/model"), device="cpu", trust_remote_code=True)
-    assert st.get_embedding_dimension() == 16
+        st = SentenceTransformer(str(run / "model"), device="cpu", trust_remote_code=True)
+    assert st.get_embedding_dimension() == dim
     assert np.abs(st.encode(SENTENCES) - want).max() < 1e-5
-    exported = export_main(ExportArgs(run_dir=str(tmp_path / "full"), output=str(tmp_path / "exported")))
+    exported = export_main(ExportArgs(run_dir=str(run), output=str(export_to)))
     assert np.abs(nlp_qt.load_encoder(exported["model"]).encode(SENTENCES) - want).max() < 1e-6
 
 

@@ -3,23 +3,19 @@ batch into sequences, the loss of a batch against cpc_nce on sequences laid out 
 resumes exactly, exports and loads in sentence-transformers with its one encoder's vector."""
 
 import json
-import warnings
 
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
 
-import nlp_qt
 import shared_losses as S
 from nlp_qt.model import ConvEncoder, ModelConfig, QuickThought, load_model
 from nlp_qt.objectives import sequence_loss, sequences
 from nlp_qt.train import train
 
+from .test_bow_encoder import SENTENCES, assert_encodes_everywhere
 from .test_train import _cfg
-
-SENTENCES = ["Book 1 tells part 3 of the story about the cat.", "the dog zebra-unknown story", "cat",
-             "A good line here."]
 
 
 def test_conv_encoder_matches_a_float64_loop():
@@ -91,10 +87,6 @@ def test_cpc_model_has_one_encoder_and_heads_and_embeds_f():
 
 
 def test_cpc_run_trains_resumes_exactly_and_loads_everywhere(tmp_path):
-    from sentence_transformers import SentenceTransformer
-
-    from nlp_qt.export import ExportArgs, main as export_main
-
     kw = dict(objective="cpc", encoder="conv", cpc_steps=2, cpc_length=4, dev_every=3, epochs=3)
     full = train(_cfg(tmp_path, "full", max_steps=5, **kw))
     train(_cfg(tmp_path, "cut", max_steps=3, **kw))
@@ -111,14 +103,7 @@ def test_cpc_run_trains_resumes_exactly_and_loads_everywhere(tmp_path):
     model, vocab = load_model(tmp_path / "full/model")
     ids, lengths = vocab.batch(SENTENCES)
     want = torch.nn.functional.normalize(model.f(ids, lengths), dim=-1).detach().numpy()
-    assert np.abs(nlp_qt.load_encoder(tmp_path / "full").encode(SENTENCES) - want).max() < 1e-5
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        st = SentenceTransformer(str(tmp_path / "full/model"), device="cpu", trust_remote_code=True)
-    assert st.get_embedding_dimension() == 8
-    assert np.abs(st.encode(SENTENCES) - want).max() < 1e-5
-    exported = export_main(ExportArgs(run_dir=str(tmp_path / "full"), output=str(tmp_path / "exported")))
-    assert np.abs(nlp_qt.load_encoder(exported["model"]).encode(SENTENCES) - want).max() < 1e-6
+    assert_encodes_everywhere(tmp_path / "full", tmp_path / "exported", want, dim=8)
 
 
 @pytest.mark.parametrize("kw,message", [

@@ -107,6 +107,9 @@ def test_cpc_module_holds_one_map_per_step():
     W = loss.predictors.weight.view(3, 4, 6)  # row block k is W_{k+1}
     pred = torch.einsum("kdc,btc->btkd", W, c)
     torch.testing.assert_close(loss.predict(c), pred)
+    per_step = torch.randn(2, 3, 6, dtype=torch.float64)  # context k predicts step k only: predict's diagonal
+    torch.testing.assert_close(loss.predict_each(per_step),
+                               loss.predict(per_step).diagonal(dim1=1, dim2=2).permute(0, 2, 1))
     torch.testing.assert_close(loss(z, c), S.cpc_nce(z, pred, tau_plus=0.05))
     loss(z, c).backward()
     assert loss.predictors.weight.grad is not None and loss.predictors.weight.grad.abs().sum() > 0
@@ -126,6 +129,7 @@ def test_cpc_module_holds_one_map_per_step():
     (lambda: S.cpc_nce(torch.randn(2, 3, 4) * 1e30, torch.randn(2, 2, 1, 4) * 1e30), "overflow"),
     (lambda: S.CPCLoss(4, 4, steps=0), "steps must be a whole number"),
     (lambda: S.CPCLoss(4, 4).predict(torch.randn(2, 3, 5)), "context must be [B, T_c, 4]"),
+    (lambda: S.CPCLoss(4, 4).predict_each(torch.randn(2, 2, 4)), "contexts must be [B, 3, 4]"),
 ])
 def test_cpc_bad_input_names_the_problem(call, words):
     with pytest.raises(ValueError) as err:
