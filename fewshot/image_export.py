@@ -66,7 +66,8 @@ def rebuild(blob: dict):
     """The :class:`fewshot.images.ImageModel` of an ``image_classifier.pt`` payload, its weights loaded (eval)."""
     from .images import ImageModel
 
-    model = ImageModel(blob["kind"], tuple(blob["in_shape"]), hidden=blob["hidden"])
+    model = ImageModel(blob["kind"], tuple(blob["in_shape"]), hidden=blob["hidden"],
+                       patch_pool=blob.get("patch_pool", 3))
     model.load_state_dict(blob["state_dict"])
     return model.eval()
 
@@ -158,7 +159,9 @@ def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]
         "output": {"name": "scores", "shape": ["N"], "meaning": "logit of the positive class: > 0 means positive"},
         "positive_classes": blob.get("positive_classes"), "classes": {"1": "positive", "0": "negative"},
         "architecture": {"encoder": blob["kind"], "in_shape": list(blob["in_shape"]), "hidden": blob["hidden"],
-                         "encoder_module": f"fewshot.images.{'MLPEncoder' if blob['kind'] == 'mlp' else 'CNNEncoder'}",
+                         **({"patch_pool": blob.get("patch_pool", 3)} if blob["kind"] == "patches" else {}),
+                         "encoder_module": "fewshot.images." + {"mlp": "MLPEncoder", "cnn": "CNNEncoder",
+                                                                 "patches": "PatchEncoder"}[blob["kind"]],
                          "head": "scores = ((features - head.mean) / head.std) @ head.weight.T + head.bias"
                                  + ("" if module.standardise else " (mean 0, std 1: no standardisation)")},
         "weights": WEIGHTS_FILE, "torchscript": TORCHSCRIPT_FILE, "onnx": ONNX_FILE if ONNX_FILE in written else None,

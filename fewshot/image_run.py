@@ -3,7 +3,9 @@
 A run has two stages:
 
 1. **Encoder.** ``--contrastive punce | infonce | dcl | scl`` trains the MLP / CNN with that loss on two
-   augmented views of each image of a batch (labeled and unlabeled images together). ``--contrastive none``
+   augmented views of each image of a batch (labeled and unlabeled images together); ``--contrastive cpc``
+   trains CPC's patch encoder on one augmented view, predicting the patch grid's lower rows from the rows
+   above (labels unused). ``--contrastive none``
    skips this: the encoder and a linear head are trained end to end on raw pixels instead (PU: one model
    per risk, PN / uPU / nnPU, on the same batches; PNU: cross-entropy on the labeled images).
 2. **Classifier.** On the frozen encoder, PU: linear probes fitted with the PN, uPU and nnPU risks
@@ -41,7 +43,7 @@ from shared_losses.runtime import DivergenceWatch, write_json_atomic
 
 from .config import FewShotConfig
 from .images import Augment, ImageModel, as_images, binary_labels, features, stratified_split
-from .objectives import encoder_loss
+from .objectives import ENCODER_LOSSES, encoder_loss
 from .prior import elkan_noto_prior
 from .pu import RISKS, pu_risk, train_probe
 from .run import (Batches, FewShotRunApp, check_resume_config, check_steps, make_accelerator, read_json,
@@ -103,8 +105,8 @@ def image_data(cfg: FewShotConfig) -> ImageData:
                             "(more images, or other --positive-classes)")
     labeled = sample_labeled(y, cfg.setting, cfg.n_labeled, cfg.seed)
     unlabeled = np.setdiff1d(np.arange(len(y)), labeled)
-    if cfg.encoder == "cnn":
-        x, eval_x = as_images(x), as_images(eval_x)
+    if cfg.encoder != "mlp":  # the CNN and the patch grid read images: flat square vectors become (1, s, s)
+        x, eval_x = as_images(x, cfg.encoder), as_images(eval_x, cfg.encoder)
     return ImageData(x, y, eval_x, eval_y, labeled, unlabeled, name, len(dev), len(test), full.raw_shape,
                      full.raw_integer)
 
@@ -188,6 +190,7 @@ class ImageApp(FewShotRunApp):
         self.t_start, self.data = t_start, data
         self.names = learner_names(self.cfg)
         self.contrastive = self.cfg.contrastive != "none"
+        self.loss = ENCODER_LOSSES[self.cfg.contrastive]
 
     def check_resume(self, saved):
         cfg, out = self.cfg, self.harness.out
@@ -211,7 +214,9 @@ class ImageApp(FewShotRunApp):
         models, opts = {}, {}
         for name in names:
             torch.manual_seed(cfg.seed)  # the same initial weights for every learner of the run
-            models[name] = ImageModel(cfg.encoder, data.x.shape[1:], hidden=cfg.hidden).to(device)
+            models[name] = ImageModel(cfg.encoder, data.x.shape[1:], hidden=cfg.hidden,
+                                      cpc_steps=cfg.cpc_steps if self.loss.inputs == "grid" else None,
+                                      temperature=cfg.temperature, patch_pool=cfg.patch_pool).to(device)
             opts[name] = torch.optim.AdamW(models[name].parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         prepared = acc.prepare(*[o for n in names for o in (models[n], opts[n])])
         self.models = {name: prepared[2 * k] for k, name in enumerate(names)}
@@ -260,7 +265,11 @@ class ImageApp(FewShotRunApp):
         li, ui = self.lab_batches.next(), self.unl_batches.next()
         xb = self.x_all[torch.from_numpy(np.concatenate([li, ui]))]
         row = {"step": self.step + 1}
-        if self.contrastive:
+        if self.contrastive and self.loss.inputs == "grid":  # CPC: one view, the patch grid predicts itself
+            model = self.models["encoder"]
+            z = model.encoder.grid_latents(self.augment(xb, self.gen).to(device))
+            losses = {"encoder": self.loss.loss(z.float(), model.cpc, cfg.cpc_group)}
+        elif self.contrastive:
             roles = torch.cat([self.y_all[torch.from_numpy(li)], torch.zeros(len(ui), dtype=torch.long)])
             views = torch.cat([self.augment(xb, self.gen), self.augment(xb, self.gen)]).to(device)
             _, z, _ = self.models["encoder"](views)
@@ -365,8 +374,11 @@ def export_images(cfg: FewShotConfig, models: dict, head: dict, data: ImageData,
     model = models["encoder"] if "encoder" in models else models[head["learner"]]
     folder = out / "model"
     folder.mkdir(exist_ok=True)
+    # CPC's context and prediction maps (cpc.*) trained the encoder; the classifier does not use them
     payload = {"kind": cfg.encoder, "in_shape": list(data.x.shape[1:]), "hidden": cfg.hidden,
-               "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, "head": head,
+               "patch_pool": cfg.patch_pool,
+               "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items() if not k.startswith("cpc.")},
+               "head": head,
                "positive_classes": metrics["positive_classes"], "eval_accuracy": metrics["eval_accuracy"],
                "contrastive": cfg.contrastive, "setting": cfg.setting, "raw_shape": list(data.raw_shape),
                "raw_integer": data.raw_integer}
@@ -393,16 +405,16 @@ def load_image_classifier(path):
     if not p.exists():
         raise FileNotFoundError(f"no image classifier at {path} (expected RUN/model/image_classifier.pt)")
     blob = torch.load(p, map_location="cpu", weights_only=False)
-    model = ImageModel(blob["kind"], tuple(blob["in_shape"]), hidden=blob["hidden"])
-    model.load_state_dict(blob["state_dict"])
-    model.eval()
+    from .image_export import rebuild
+
+    model = rebuild(blob)
     head = blob["head"]
 
     def scores(images) -> np.ndarray:
         arr = np.asarray(images)
         x = check_arrays(arr, np.zeros(len(arr), dtype=np.int64), "images").x
-        if blob["kind"] == "cnn":
-            x = as_images(x)
+        if blob["kind"] != "mlp":
+            x = as_images(x, blob["kind"])
         if tuple(x.shape[1:]) != tuple(blob["in_shape"]):
             raise ValueError(f"images of shape {tuple(x.shape[1:])}; this classifier takes {tuple(blob['in_shape'])}")
         f = features(model, x)

@@ -10,8 +10,13 @@
   jitter), all relative to the image size, with the crop's smallest area growing towards the whole image
   for small images (an 8x8 image keeps at least 86 % of its area at the default strength).
 * Encoders: :class:`MLPEncoder` (the puNCE paper's MNIST MLP shape, narrower: 784-256-256-50 by default, with
-  BatchNorm and ReLU, where the paper has 5000 units) and :class:`CNNEncoder` (a small CNN whose pooling
-  adapts to any size from 8x8 up), each with the paper's projector (50-300-50).
+  BatchNorm and ReLU, where the paper has 5000 units), :class:`CNNEncoder` (a small CNN whose pooling
+  adapts to any size from 8x8 up) and :class:`PatchEncoder` (CPC section 3.2: a 7x7 grid of overlapping
+  patches, each encoded by a small CNN, the features the grid pooled to 3x3 cells, or 1 as the paper's mean),
+  each with the paper's projector (features-300-50).
+* CPC's image model (``--contrastive cpc``): :class:`MaskedContext` (a PixelCNN-style context over the patch
+  grid, each position seeing the rows up to its own) and :func:`cpc_grid_loss` (each column of the grid a
+  sequence, the rows below predicted, negatives from the patches of a group of images).
 """
 
 from __future__ import annotations
@@ -170,30 +175,166 @@ class CNNEncoder(nn.Module):
         return self.net(x)
 
 
-def as_images(x: np.ndarray) -> np.ndarray:
-    """Flat vectors [N, D] with a square D as grey images [N, 1, s, s] (for the CNN); images unchanged."""
+#: CPC's grid (section 3.2: a 256x256 image cut into 7x7 patches of 64x64 with a stride of 32): patches per side
+CPC_GRID = 7
+#: the smallest image side a patch grid takes (patches of 4x4 pixels; smaller ones hold too little to encode)
+CPC_MIN_SIDE = 16
+
+
+def patch_layout(height: int, width: int, grid: int = CPC_GRID) -> tuple[int, int, tuple[int, int, int, int]]:
+    """(patch side, stride, padding (left, right, top, bottom)) of CPC's grid on an image of this size: the
+    paper's proportions (patches of a quarter of the side, overlapping by half: 64 of 256 with stride 32), the
+    stride ``ceil(side / (grid + 1))`` so that ``grid`` patches a side cover the image, which is zero-padded
+    evenly to ``(grid + 1) * stride`` (28x28 digits: 8x8 patches, stride 4, 2 pixels of padding a side)."""
+    side = max(height, width)
+    if side < CPC_MIN_SIDE:
+        raise DataError(f"CPC's patch grid (--encoder patches) needs images of at least {CPC_MIN_SIDE} pixels a side "
+                        f"({grid}x{grid} patches of 4x4 or more); these are {height}x{width}: use --encoder mlp or cnn "
+                        "with another --contrastive")
+    stride = math.ceil(side / (grid + 1))
+    total = (grid + 1) * stride
+    pw, ph = total - width, total - height
+    return 2 * stride, stride, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2)
+
+
+class PatchEncoder(nn.Module):
+    """CPC's image encoder (section 3.2), at digit scale: the image zero-padded and cut into a ``grid`` x ``grid``
+    grid of overlapping patches (:func:`patch_layout`), each patch encoded by the same small CNN (two 3x3
+    convolutions of ``width`` and 2x ``width`` channels with ReLU, the second with stride 2 on patches of 8 pixels
+    or more, spatial mean, a Linear to ``latent_dim``), no BatchNorm (the paper uses none: it would let a patch's
+    latent see the batch). :meth:`grid_latents` gives the latents ``[B, grid, grid, latent_dim]`` that CPC
+    predicts. The encoder's features (what the probes and the projector read) are the grid average-pooled to
+    ``pool`` x ``pool`` cells (``feat_dim = latent_dim * pool**2``): ``pool=1`` is the paper's mean over the grid,
+    ``pool=3`` the 3x3 grid of the work it compares with (CPC section 3.2), which keeps where in the image a
+    stroke is."""
+
+    def __init__(self, in_shape: tuple, width: int = 16, latent_dim: int = 50, grid: int = CPC_GRID,
+                 pool: int = 3):
+        super().__init__()
+        if len(in_shape) != 3:
+            raise DataError(f"--encoder patches needs images ((N, H, W) or (N, H, W, C)); these are flat vectors of "
+                            f"{in_shape[0]} values: use --encoder mlp")
+        c, h, w = in_shape
+        self.patch, self.stride, self.pad = patch_layout(h, w, grid)
+        if not 1 <= pool <= grid:
+            raise ValueError(f"--patch-pool must be 1 to {grid} (cells a side of the pooled {grid}x{grid} grid), got "
+                             f"{pool}")
+        self.grid, self.pool, self.latent_dim, self.feat_dim = grid, pool, latent_dim, latent_dim * pool * pool
+        self.net = nn.Sequential(
+            nn.Conv2d(c, width, 3, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(width, 2 * width, 3, stride=2 if self.patch >= 8 else 1, padding=1), nn.ReLU(inplace=True),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * width, latent_dim))
+
+    def grid_latents(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, grid, grid, feat_dim]``: the latent of each patch (row i, column j) of images ``[B, C, H, W]``."""
+        B, C = x.shape[:2]
+        p, s, g = self.patch, self.stride, self.grid
+        x = F.pad(x, self.pad)
+        patches = x.unfold(2, p, s).unfold(3, p, s)  # [B, C, g, g, p, p]
+        patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(B * g * g, C, p, p)
+        return self.net(patches).view(B, g, g, self.latent_dim)
+
+    def forward(self, x):
+        z = self.grid_latents(x)
+        if self.pool == 1:
+            return z.mean(dim=(1, 2))
+        # [B, d, pool, pool] flattened cell by cell: each cell's d latents together
+        return F.adaptive_avg_pool2d(z.permute(0, 3, 1, 2), self.pool).permute(0, 2, 3, 1).flatten(1)
+
+
+class MaskedContext(nn.Module):
+    """A PixelCNN-style context over a grid of latents ``[B, g, g, d]``: ``layers`` 3x3 convolutions, each padded so
+    that an output at row i reads rows i-2..i only (nothing below), ReLU between them. With 3 layers the context
+    ``c[i, j]`` sees every row from the top to i and the columns j-3..j+3: what CPC predicts the rows below from."""
+
+    def __init__(self, latent_dim: int, context_dim: int = 64, layers: int = 3):
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv2d(latent_dim if k == 0 else context_dim, context_dim, 3)
+                                   for k in range(layers))
+        self.context_dim = context_dim
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        h = z.permute(0, 3, 1, 2)
+        for k, conv in enumerate(self.convs):
+            h = conv(F.pad(h, (1, 1, 2, 0)))  # left, right, top, bottom: two rows above, none below
+            if k < len(self.convs) - 1:
+                h = F.relu(h)
+        return h.permute(0, 2, 3, 1)
+
+
+class CPCHeads(nn.Module):
+    """What CPC trains beside the patch encoder: the masked context and the K prediction maps W_k
+    (:class:`shared_losses.CPCLoss`; row i's context predicts rows i+1..i+K of its column)."""
+
+    def __init__(self, latent_dim: int, steps: int, temperature: float, context_dim: int = 64):
+        super().__init__()
+        from shared_losses import CPCLoss
+
+        self.context = MaskedContext(latent_dim, context_dim)
+        self.loss = CPCLoss(context_dim, latent_dim, steps=steps, temperature=temperature)
+
+
+def cpc_grid_loss(z: torch.Tensor, heads: CPCHeads, group: int) -> torch.Tensor:
+    """CPC's image loss (section 3.2) on patch latents ``z`` ``[B, g, g, d]``: each column of each image is a sequence
+    from the top row down, the context at row i predicts rows i+1..i+K of its column (``W_k c[i, j]``), and the
+    negatives of a prediction are every other patch latent of its group of ``group`` images (every row and column;
+    the paper's batch of 16 images per device). :func:`shared_losses.cpc_nce` per group; the groups' losses
+    weighted by their images, so the result is each step's mean over every prediction of the batch, then the mean
+    over the steps, as one call over the whole batch would give with the negatives limited to the group."""
+    B, g = z.shape[:2]
+    c = heads.context(z)
+    seq_z = z.transpose(1, 2)  # [B, column, row, d]: a column's rows in order
+    seq_c = c.transpose(1, 2)
+    total = z.new_zeros(())
+    for start in range(0, B, group):
+        part = slice(start, min(B, start + group))
+        n = part.stop - part.start
+        total = total + n * heads.loss(seq_z[part].reshape(n * g, g, -1), seq_c[part].reshape(n * g, g, -1))
+    return total / B
+
+
+def as_images(x: np.ndarray, encoder: str = "cnn") -> np.ndarray:
+    """Flat vectors [N, D] with a square D as grey images [N, 1, s, s] (for the CNN and the patch grid, named by
+    ``encoder`` in the error); images unchanged."""
     if x.ndim == 2:
         s = int(round(math.sqrt(x.shape[1])))
         if s * s != x.shape[1] or s < MIN_SIDE:
-            raise DataError(f"--encoder cnn needs images; these are flat vectors of {x.shape[1]} values (not a square "
-                            f"of side >= {MIN_SIDE}): pass (N, H, W) arrays or use --encoder mlp")
+            raise DataError(f"--encoder {encoder} needs images; these are flat vectors of {x.shape[1]} values (not "
+                            f"a square of side >= {MIN_SIDE}): pass (N, H, W) arrays or use --encoder mlp")
         return x.reshape(len(x), 1, s, s)
     return x
 
 
-class ImageModel(nn.Module):
-    """Encoder (``hidden``: the MLP's width; the CNN has 32-64-128 channels), the paper's projector (features ->
-    300 -> ``proj_dim``, BatchNorm and ReLU between) for the contrastive term, and a linear head (one logit: the
-    PU risks and the end-to-end baselines)."""
+#: the image encoders (--encoder with image data)
+IMAGE_ENCODERS = ("mlp", "cnn", "patches")
 
-    def __init__(self, kind: str, in_shape: tuple, hidden: int = 256, feat_dim: int = 50, proj_dim: int = 50):
+
+class ImageModel(nn.Module):
+    """Encoder (``hidden``: the MLP's width; the CNN has 32-64-128 channels; ``patches``: CPC's patch grid), the
+    paper's projector (features -> 300 -> ``proj_dim``, BatchNorm and ReLU between) for the contrastive term, a
+    linear head (one logit: the PU risks and the end-to-end baselines) and, with ``cpc_steps`` (``patches``
+    only), CPC's context and prediction maps (:class:`CPCHeads`, ``self.cpc``; not part of the classifier)."""
+
+    def __init__(self, kind: str, in_shape: tuple, hidden: int = 256, feat_dim: int = 50, proj_dim: int = 50,
+                 cpc_steps: int | None = None, temperature: float = 1.0, patch_pool: int = 3):
         super().__init__()
         if kind == "mlp":
             self.encoder = MLPEncoder(in_shape, hidden, feat_dim)
         elif kind == "cnn":
             self.encoder = CNNEncoder(in_shape, feat_dim=feat_dim)
+        elif kind == "patches":
+            self.encoder = PatchEncoder(in_shape, latent_dim=feat_dim, pool=patch_pool)
         else:
-            raise ValueError(f"image data takes --encoder mlp or cnn, got {kind!r}")
+            raise ValueError(f"image data takes --encoder {', '.join(IMAGE_ENCODERS)}, got {kind!r}")
+        self.cpc = None
+        if cpc_steps is not None:
+            if kind != "patches":
+                raise ValueError(f"CPC's heads need the patch encoder (--encoder patches), not {kind!r}")
+            if cpc_steps >= self.encoder.grid:
+                raise ValueError(f"--cpc-steps {cpc_steps}: the grid has {self.encoder.grid} rows, so at most "
+                                 f"{self.encoder.grid - 1} rows below can be predicted")
+            self.cpc = CPCHeads(self.encoder.latent_dim, cpc_steps, temperature)
+        feat_dim = self.encoder.feat_dim  # the patch grid's: its latents times the pooled cells
         self.projector = nn.Sequential(nn.Linear(feat_dim, 300), nn.BatchNorm1d(300), nn.ReLU(inplace=True),
                                        nn.Linear(300, proj_dim))
         self.head = nn.Linear(feat_dim, 1)

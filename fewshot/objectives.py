@@ -122,15 +122,19 @@ def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, pri
 
 @dataclass(frozen=True)
 class EncoderLoss:
-    """One ``--contrastive`` (image data): the encoder's loss over two augmented views of each image of a batch."""
+    """One ``--contrastive`` (image data): the encoder's loss on a batch of images, over what ``inputs`` names."""
 
     name: str  # the --contrastive value
     label: str  # its name in tables and plots
     rank: int  # order in tables
-    # (z [2B, d] view-major, roles [2B] in {+1, -1, 0}, prior, temperature, tau_plus) -> loss; None: no contrastive
-    # stage (the encoder and a linear head are trained end to end on raw pixels)
+    # inputs "views": (z [2B, d] projections of two augmented views, view-major, roles [2B] in {+1, -1, 0}, prior,
+    # temperature, tau_plus) -> loss. inputs "grid": (z [B, g, g, d] patch latents of one augmented view, the
+    # model's CPC heads, group: images per negative pool) -> loss. None: no contrastive stage (the encoder and a
+    # linear head are trained end to end on raw pixels)
     loss: Callable[..., torch.Tensor] | None
     help: str = ""  # its line in --help
+    inputs: Literal["views", "grid"] = "views"
+    encoder: str | None = None  # the --encoder it needs (None: any image encoder)
 
 
 def _punce_views(z, roles, prior, temperature, tau_plus):
@@ -151,6 +155,12 @@ def _scl_views(z, roles, prior, temperature, tau_plus):
     return scl_pu_loss(z, torch.arange(z.shape[0] // 2).repeat(2), roles, temperature=temperature)
 
 
+def _cpc_grid(z, heads, group):
+    from .images import cpc_grid_loss
+
+    return cpc_grid_loss(z, heads, group)
+
+
 #: Every encoder loss of image runs, in table order (puNCE Tables 1 and 4): the one place one is added.
 ENCODER_LOSSES: dict[str, EncoderLoss] = {e.name: e for e in (
     EncoderLoss("punce", "puNCE", 0, _punce_views, "puNCE: PU form with --setting pu, PNU form with --setting pnu"),
@@ -158,7 +168,11 @@ ENCODER_LOSSES: dict[str, EncoderLoss] = {e.name: e for e in (
     EncoderLoss("dcl", "DCL", 2, _dcl_views, "the debiased loss, DCL (--tau-plus)"),
     EncoderLoss("scl", "SCL", 3, _scl_views,
                 "SupCon on labeled anchors, InfoNCE on unlabeled ones (the paper's SCL baseline)"),
-    EncoderLoss("none", "raw", 4, None, "no contrastive stage: encoder and linear head trained end to end on pixels"),
+    EncoderLoss("cpc", "CPC", 4, _cpc_grid,
+                "Contrastive Predictive Coding (van den Oord et al. 2018, section 3.2): a 7x7 grid of patches "
+                "(--encoder patches), a masked context predicting the rows below (--cpc-steps), negatives from "
+                "the patches of --cpc-group images", inputs="grid", encoder="patches"),
+    EncoderLoss("none", "raw", 5, None, "no contrastive stage: encoder and linear head trained end to end on pixels"),
 )}
 #: The configuration's --contrastive type: the registry's names, so a new entry is a new choice.
 EncoderLossName = Literal[tuple(ENCODER_LOSSES)]
@@ -169,7 +183,7 @@ def encoder_loss(name: str, z: torch.Tensor, roles: torch.Tensor, prior: float, 
     """The image encoder's loss ``name`` (``--contrastive``) on the projections ``z`` [2B, d] of two views
     (view-major) with roles +1 / -1 (labeled positive / negative) or 0 (unlabeled) per view."""
     entry = ENCODER_LOSSES.get(name)
-    if entry is None or entry.loss is None:
-        raise ValueError(f"--contrastive must be one of {', '.join(n for n, e in ENCODER_LOSSES.items() if e.loss)} "
-                         f"for an encoder loss, got {name!r}")
+    if entry is None or entry.loss is None or entry.inputs != "views":
+        views = [n for n, e in ENCODER_LOSSES.items() if e.loss and e.inputs == "views"]
+        raise ValueError(f"--contrastive must be one of {', '.join(views)} for a loss over two views, got {name!r}")
     return entry.loss(z, roles, prior, temperature, tau_plus)

@@ -14,7 +14,10 @@ positive class = even digits) with the `images` preset (the setting chosen on th
   2's number);
 * setting pnu, at each --percents (% of the training pool labeled): `infonce`, `scl`, `punce` (encoder, then a
   logistic regression on the labeled images) and `raw` (cross-entropy on the labeled images, end to end);
-* `ceiling`: the same MLP trained end to end with cross-entropy on every training label (pnu, 100 %).
+* `ceiling`: the same MLP trained end to end with cross-entropy on every training label (pnu, 100 %);
+* with `--cpc`, Table 1 gains `cpc` (CPC section 3.2: the patch-grid encoder, `--encoder patches`, trained by
+  predicting the grid's lower rows; labels unused) and `infonce-patches` (InfoNCE on the same patch encoder), so
+  that CPC is compared with the other losses and, on the same encoder, with InfoNCE.
 
 The same seed gives every method the same split, labeled sample and initial weights, so methods are compared
 by paired differences per seed (mean, 95 % CI by paired t and by bootstrap, wins). A finished run is skipped
@@ -56,19 +59,24 @@ PAPER = {
                "punce": ("88.09±1.88", "96.14±0.34", "96.57±0.11")},
 }
 PU_METHODS = ("raw", "punce", "infonce", "dcl", "scl")
+#: Table 1's rows added by --cpc: CPC's patch encoder and loss, and InfoNCE on the same encoder
+CPC_METHODS = ("cpc", "infonce-patches")
 PNU_METHODS = ("raw", "infonce", "scl", "punce")
 TABLES = ("1", "2", "4", "ceiling")
 #: the config fields of each method
 METHOD_FIELDS = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce"},
-                 "infonce": {"contrastive": "infonce"}, "dcl": {"contrastive": "dcl"}, "scl": {"contrastive": "scl"}}
+                 "infonce": {"contrastive": "infonce"}, "dcl": {"contrastive": "dcl"}, "scl": {"contrastive": "scl"},
+                 "cpc": {"contrastive": "cpc", "encoder": "patches"},
+                 "infonce-patches": {"contrastive": "infonce", "encoder": "patches"}}
 #: config.json fields a finished run may differ in from the grid's configuration
 FREE = set(FewShotConfig.RESUME_FREE) | {"pool_prior", "num_processes"}
 
 
-def grid(tables, n_ps, percents) -> list[tuple[str, str, int]]:
-    """(setting, method, n) of every run the tables need."""
+def grid(tables, n_ps, percents, cpc: bool = False) -> list[tuple[str, str, int]]:
+    """(setting, method, n) of every run the tables need (``cpc``: Table 1's CPC rows too)."""
     runs = []
     pu = [m for m in PU_METHODS if ("2" in tables and m in ("raw", "punce")) or ("1" in tables and m != "raw")]
+    pu += list(CPC_METHODS) if cpc and "1" in tables else []
     runs += [("pu", m, n) for n in n_ps for m in pu]
     if "4" in tables:
         runs += [("pnu", m, p) for p in percents for m in PNU_METHODS]
@@ -206,10 +214,19 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
         for m in ("infonce", "dcl", "scl", "punce"):
             L.append(f"| {m} | " + " | ".join(_cell(get("pu", m, n, "nnpu")) for n in n_ps)
                      + f" | {' / '.join(PAPER['table1'][m])} |")
+        cpc_rows = [m for m in CPC_METHODS if any(get("pu", m, n, "nnpu") for n in n_ps)]
+        for m in cpc_rows:
+            name = "cpc (patch encoder)" if m == "cpc" else "infonce (patch encoder)"
+            L.append(f"| {name} | " + " | ".join(_cell(get("pu", m, n, "nnpu")) for n in n_ps) + " | — |")
         L.append("")
         for n in n_ps:
             for m in ("infonce", "dcl", "scl"):
                 pair(("pu", "punce", n, "nnpu"), ("pu", m, n, "nnpu"), "puNCE", m, f"n_P={n}")
+            if cpc_rows:
+                for m in ("infonce", "punce", "infonce-patches"):
+                    pair(("pu", "cpc", n, "nnpu"), ("pu", m, n, "nnpu"), "CPC", m, f"n_P={n}")
+                pair(("pu", "infonce-patches", n, "nnpu"), ("pu", "infonce", n, "nnpu"), "infonce-patches",
+                     "infonce", f"n_P={n}")
     if "4" in tables:
         L += ["## Table 4: PNU, linear evaluation (logistic regression on the labeled images; accuracy %)", "",
               "| loss | " + " | ".join(f"{p} %" for p in percents) + " | paper, CIFAR-10 (1 / 5 / 10 %) |",
@@ -267,14 +284,15 @@ def plot(path: Path, res: dict, tables, n_ps, percents) -> bool:
                      ("puNCE + nnPU", "pu", "punce", "nnpu")]
             xs, title, xlabel = n_ps, "Table 2: PU learning", "labeled positives n_P"
         elif t == "1":
-            lines = [(m, "pu", m, "nnpu") for m in ("infonce", "dcl", "scl", "punce")]
+            lines = [(m, "pu", m, "nnpu") for m in ("infonce", "dcl", "scl", "punce", *CPC_METHODS)]
             xs, title, xlabel = n_ps, "Table 1: contrastive encoders + nnPU probe", "labeled positives n_P"
         else:
             lines = [(m if m != "raw" else "raw (CE, end to end)", "pnu", m, "main")
                      for m in ("infonce", "scl", "punce", "raw")]
             xs, title, xlabel = percents, "Table 4: PNU, logistic-regression probe", "labeled (%)"
         colors = {"PN raw": "C4", "uPU raw": "C5", "nnPU raw": "C7", "raw (CE, end to end)": "C7", "infonce": "C0",
-                  "dcl": "C1", "scl": "C2", "punce": "C3", "puNCE + nnPU": "C3"}  # one colour per method in every panel
+                  "dcl": "C1", "scl": "C2", "punce": "C3", "puNCE + nnPU": "C3", "cpc": "C6",
+                  "infonce-patches": "C9"}  # one colour per method in every panel
         for k, (label, setting, method, row) in enumerate(lines):
             pts = [(x, summarize(v)) for x in xs
                    if (v := res.get((setting, method, x), {}).get("acc", {}).get(row))]
@@ -308,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="class ids of the positive class (default for mnist: the even digits 0 2 4 6 8)")
     p.add_argument("--encoder", default="mlp", choices=["mlp", "cnn"], help="the encoder of every run")
     p.add_argument("--tables", nargs="+", default=list(TABLES), choices=TABLES, help="which tables to run")
+    p.add_argument("--cpc", action="store_true",
+                   help="Table 1 also trains CPC's patch-grid encoder (--contrastive cpc --encoder patches) and "
+                        "InfoNCE on the same encoder (images of 16 pixels a side or more)")
     p.add_argument("--n-ps", type=int, nargs="+", default=[100, 300, 1000],
                    help="labeled positives n_P (PU; the paper's 1k / 3k / 10k of 60k are about 80 / 250 / 830 of 5k)")
     p.add_argument("--percents", type=int, nargs="+", default=[1, 5, 10], help="labeled percentages (PNU)")
@@ -371,7 +392,7 @@ def main(argv=None) -> int:
         if bad:
             what = "labeled positives, at least 1" if option == "--n-ps" else "percentages of the pool, 1 to 100"
             raise ValueError(f"{option} {' '.join(map(str, bad))}: {option} are {what}")
-    runs = grid(args.tables, args.n_ps, args.percents)
+    runs = grid(args.tables, args.n_ps, args.percents, cpc=args.cpc)
     todo, done = [], 0
     for setting, method, n in runs:
         for s in args.seeds:

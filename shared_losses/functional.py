@@ -705,6 +705,14 @@ def cpc_nce(
     anchors = pred[valid] / temperature  # [A, d]
     logits = anchors @ z.reshape(B * T, d).T  # [A, B*T]
     pos = logits.gather(1, target.unsqueeze(1))  # [A, 1]
+    if mask is None and negatives == "mixed" and tau_plus == 0.0:
+        # eq. 4 with every other latent a negative: -s_pos + log sum_j e^{s_j} over the whole row, cross-entropy
+        # against the target column (one fused pass, where the general path below masks and scatters the row)
+        terms = F.cross_entropy(logits, target, reduction="none")
+        if not bool(torch.isfinite(pos).all() & torch.isfinite(terms).all()):
+            _check_scores(pos, logits, similarity, temperature)  # names the overflow
+            raise ValueError("CPC's loss is not finite for finite scores")  # pragma: no cover - defensive
+        return _cpc_reduce(terms, valid, reduction)
     absent = ~present.reshape(1, B * T)
     live = logits.masked_fill(absent, 0.0)  # what sits at an absent position never counts
     _check_scores(pos, live.abs(), similarity, temperature)  # a score of -inf is an overflow here too
@@ -723,9 +731,14 @@ def cpc_nce(
         floor = _auto_floor(log_floor, similarity, temperature, neg)
         C.check_log_floor(floor, pos.shape[0], pos.device)
     terms = debiased_terms(pos, neg, n_neg, tau_plus, floor)  # [A]
+    return _cpc_reduce(terms, valid, reduction)
+
+
+def _cpc_reduce(terms: torch.Tensor, valid: torch.Tensor, reduction: str) -> torch.Tensor:
+    """cpc_nce's terms [A] (one per True of ``valid`` [B, T_c, K]) reduced as its docstring says."""
     if reduction == "sum":
         return terms.sum()
-    per = torch.zeros(B, Tc, K, dtype=terms.dtype, device=dev).masked_scatter(valid, terms)
+    per = torch.zeros(valid.shape, dtype=terms.dtype, device=terms.device).masked_scatter(valid, terms)
     if reduction == "none":
         return per
     counts = valid.sum((0, 1))  # [K] terms per step

@@ -396,6 +396,7 @@ _FS_TEXT = ["--max-steps", "2", "--n-unlabeled", "24", "--batch-labeled", "4", "
 _FS_IMAGES = ["--max-steps", "2", "--batch-size", "32", "--hidden", "16", "--passes", "None", "--checkpoint-every", "2",
               "--no-progress"]
 DIGITS = ".doc-test/digits.npz"  # in the workspace: 300 8x8 images of 10 classes, for the 5,000 digits of `mnist`
+DIGITS16 = ".doc-test/digits16.npz"  # the same at 16x16, the smallest a patch grid takes (--contrastive cpc)
 
 
 def _last(argv: list[str], flag: str) -> str | None:
@@ -415,7 +416,9 @@ def _digits(argv: list[str], flag: str = "--dataset", default_mnist: bool = Fals
     if not (value == "mnist" or (value is None and default_mnist)):
         return []
     classes = [] if "--positive-classes" in argv else ["--positive-classes", "0", "2", "4", "6", "8"]
-    return [flag, _workspace_path(DIGITS), *classes]  # mnist's default positives are the even digits
+    patches = _last(argv, "--contrastive") == "cpc" or _last(argv, "--encoder") == "patches"
+    # mnist's default positives are the even digits
+    return [flag, _workspace_path(DIGITS16 if patches else DIGITS), *classes]
 
 
 def _workspace_path(rel: str) -> str:
@@ -530,7 +533,7 @@ _HAM = ["lunch at noon tomorrow?", "the minutes of Monday's meeting are attached
 # The files and folders a user of the docs is assumed to have, made in every workspace: what the commands
 # call "your own data" (train.tsv, spam.txt, cells.npz, my_books/, ...), and data/downstream, a tiny stand-in
 # in SentEval's layout for what `python -m nlp_qt.senteval download` fetches (online).
-SAMPLE_FILES = (DIGITS, "train.tsv", "dev.tsv", "texts.txt", "new_mail.txt", "spam.txt", "inbox.csv",
+SAMPLE_FILES = (DIGITS, DIGITS16, "train.tsv", "dev.tsv", "texts.txt", "new_mail.txt", "spam.txt", "inbox.csv",
                 "labeled_sample.csv", "cells.npz", "cells_test.npz", "my_images.npz", "my_books/", "books/",
                 "data/downstream/")
 
@@ -584,6 +587,7 @@ def make_sample_files(ws: Path) -> None:
         x[y == c, c % 8, :] = 230
     (ws / DIGITS).parent.mkdir(exist_ok=True)
     np.savez(ws / DIGITS, x=x, y=y)
+    np.savez(ws / DIGITS16, x=np.repeat(np.repeat(x, 2, axis=1), 2, axis=2), y=y)  # each pixel as 2x2
     docstrings = sorted((ROOT / "nlp_qt" / "data" / "corpus_docstrings").glob("*.txt"))
     for folder, files in (("my_books", docstrings[:4]), ("books", docstrings[4:8])):
         (ws / folder).mkdir()

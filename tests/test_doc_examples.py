@@ -299,6 +299,8 @@ def test_tiny_settings_are_appended_by_program():
     assert text[-4:] == ["--encoder", "minilm", "--pooling", "mean"]  # the hub's default encoder: the shipped one
     images = D.tiny_argv(["-m", "fewshot.train", "--dataset", "mnist", "--positive-classes", "1"])[1]
     assert "--hidden" in images and images[images.index("--dataset") + 1].endswith(D.DIGITS)
+    cpc = D.tiny_argv(["-m", "fewshot.train", "--dataset", "mnist", "--contrastive", "cpc"])[1]
+    assert cpc[cpc.index("--dataset") + 1].endswith(D.DIGITS16)  # a patch grid needs 16 pixels a side
     assert D.tiny_argv(["-c", "import rl_curl.train"])[1] == []
     assert D.tiny_argv(["-", "runs/x"])[1] == []
 

@@ -164,7 +164,7 @@ def test_encoders_take_any_size_from_8x8_and_give_features():
         assert CNNEncoder(shape, width=4)(x).shape == (4, 50)
     with pytest.raises(DataError, match="flat vectors of 64 values: use --encoder mlp"):
         CNNEncoder((64,))
-    with pytest.raises(ValueError, match="--encoder mlp or cnn, got 'vit'"):
+    with pytest.raises(ValueError, match="--encoder mlp, cnn, patches, got 'vit'"):
         ImageModel("vit", (1, 8, 8))
     torch.manual_seed(0)
     m = ImageModel("mlp", (1, 8, 8), hidden=16)
@@ -509,7 +509,7 @@ def test_options_that_do_not_fit_image_data_are_refused_before_writing(npz, tmp_
     cases = [
         (dict(dataset=str(flat), encoder="cnn"), DataError, "--encoder cnn needs images; these are flat vectors of 60"),
         (dict(dataset=str(small_square), encoder="cnn"), DataError, "flat vectors of 49 values"),
-        (dict(encoder="roberta-base"), ValueError, "needs --encoder mlp or --encoder cnn, got 'roberta-base'"),
+        (dict(encoder="roberta-base"), ValueError, "needs --encoder mlp / cnn / patches, got 'roberta-base'"),
         (dict(objective="ce"), ValueError, "--objective ce is for text.*--contrastive"),
         (dict(setting="pnu", n_labeled=0), ValueError, "percentage of the training pool.*1 to 100, got 0"),
         (dict(setting="pnu", n_labeled=150), ValueError, "1 to 100, got 150"),

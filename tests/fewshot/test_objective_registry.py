@@ -19,7 +19,7 @@ def test_the_cli_choices_are_the_registries_in_their_order_and_help_lists_them(c
 
 def test_image_runs_name_the_registry_when_they_refuse_an_objective():
     cfg = FewShotConfig(dataset="mnist", encoder="mlp", objective="ce")
-    with pytest.raises(ValueError, match=r"--contrastive \(punce, infonce, dcl, scl, none\): drop --objective"):
+    with pytest.raises(ValueError, match=r"--contrastive \(punce, infonce, dcl, scl, cpc, none\): drop --objective"):
         cfg.validate()
 
 
@@ -34,11 +34,13 @@ def test_encoder_losses_are_the_shared_losses_on_two_views():
             "infonce": info_nce(z[:B], z[B:], temperature=0.5),
             "dcl": debiased_nce(z[:B], z[B:], temperature=0.5, tau_plus=0.1),
             "scl": scl_pu_loss(z, src, roles, temperature=0.5)}
-    assert set(want) == {n for n, e in O.ENCODER_LOSSES.items() if e.loss is not None}
+    assert set(want) == {n for n, e in O.ENCODER_LOSSES.items() if e.loss is not None and e.inputs == "views"}
     for name, value in want.items():
         assert torch.equal(O.encoder_loss(name, z, roles, 0.4, 0.5, 0.1), value), name
-    with pytest.raises(ValueError, match="--contrastive must be one of punce, infonce, dcl, scl"):
-        O.encoder_loss("none", z, roles, 0.4, 0.5, 0.1)
+    for name in ("none", "cpc"):  # no loss; a loss over the patch grid, not two views (tests/fewshot/test_image_cpc.py)
+        with pytest.raises(ValueError, match="--contrastive must be one of punce, infonce, dcl, scl for a loss over "
+                                             "two views"):
+            O.encoder_loss(name, z, roles, 0.4, 0.5, 0.1)
 
 
 def test_a_new_registry_entry_is_a_new_objective_with_its_loss(tmp_path):

@@ -47,6 +47,19 @@ def test_the_grid_has_the_runs_each_table_needs():
     assert T.grid(["4"], [10], [1, 5]) == [("pnu", m, p) for p in (1, 5) for m in T.PNU_METHODS]
     assert T.grid(["ceiling"], [10], [1]) == [("pnu", "ceiling", 100)]
     assert len(T.grid(list(T.TABLES), [100, 300, 1000], [1, 5, 10])) == 15 + 12 + 1
+    # --cpc: Table 1 gains CPC's patch encoder and InfoNCE on it; no other table changes
+    assert T.grid(["1"], [10], [1], cpc=True) == T.grid(["1"], [10], [1]) + [("pu", m, 10) for m in T.CPC_METHODS]
+    assert T.grid(["2", "4"], [10], [1], cpc=True) == T.grid(["2", "4"], [10], [1])
+
+
+@pytest.mark.parametrize("method,contrastive", [("cpc", "cpc"), ("infonce-patches", "infonce")])
+def test_the_cpc_rows_run_the_patch_encoder_whatever_the_grids_encoder(tmp_path, method, contrastive):
+    cfg = T.run_config({"dataset": "mnist", "encoder": "mlp", "positive_classes": (0, 2)}, "pu", method, 100, 1,
+                       tmp_path / "r")
+    assert (cfg.encoder, cfg.contrastive) == ("patches", contrastive)
+    cfg.validate()
+    parsed = tyro.cli(FewShotConfig, args=T.command(cfg)[5:], default=preset_config("images"))
+    assert parsed == cfg
 
 
 def test_a_run_command_parses_back_to_its_configuration(tmp_path):
@@ -94,6 +107,25 @@ def test_the_grid_runs_tabulates_and_refuses_a_run_made_otherwise(tmp_path):
                        env=env, timeout=240)
     first = r.stderr.splitlines()[0]
     assert r.returncode == 2 and first.startswith("error: ") and "temperature: 0.5 -> 0.9" in first, r.stderr
+
+
+@pytest.mark.slow  # the grid end to end, runs in subprocesses
+def test_the_cpc_rows_run_and_are_paired_with_the_other_losses(tmp_path):
+    x, y = make_images(side=16)
+    data = tmp_path / "d16.npz"
+    np.savez(data, x=x, y=y)
+    out = tmp_path / "grid"
+    cmd = [sys.executable, str(ROOT / "scripts/pu_images_table.py"), "--dataset", str(data), "--positive-classes",
+           "0", "2", "4", "--tables", "1", "--cpc", "--n-ps", "6", "--seeds", "0", "1", "--set", "steps=2", "--set",
+           "hidden=16", "--set", "batch_size=16", "--parallel", "2", "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    table = (out / "tables.md").read_text()
+    assert "| cpc (patch encoder) |" in table and "| infonce (patch encoder) |" in table
+    cpc = json.loads((out / "pu/cpc/n6/seed0/metrics.json").read_text())
+    assert (cpc["contrastive"], cpc["encoder"]) == ("cpc", "patches")
+    pairs = {p["comparison"] for p in json.loads((out / "tables.json").read_text())["paired"]}
+    assert {"CPC − infonce", "CPC − punce", "CPC − infonce-patches", "infonce-patches − infonce"} <= pairs
 
 
 @pytest.mark.slow  # runs scripts/bench_pu_images.py in a subprocess

@@ -135,3 +135,26 @@ def test_cpc_bad_input_names_the_problem(call, words):
     with pytest.raises(ValueError) as err:
         call()
     assert words in str(err.value)
+
+
+@pytest.mark.parametrize("similarity", ["dot", "cosine"])
+@pytest.mark.parametrize("K,Tc", [(1, 4), (2, 4), (3, 2)])
+def test_cpc_unmasked_paper_loss_takes_the_cross_entropy_path_with_the_same_values_and_gradients(similarity, K, Tc):
+    """Without a mask, with mixed negatives and tau+ = 0, eq. 4 is the cross-entropy of each prediction's whole row
+    against its target column; cpc_nce computes it so (one fused pass). An all-True mask takes the general path:
+    both give the same terms, reductions and gradients."""
+    z, p = _seq(3, 4, Tc, K, 5, seed=K)
+    full = torch.ones(3, 4, dtype=torch.bool)
+    for reduction in ("none", "sum", "mean"):
+        fast = S.cpc_nce(z, p, temperature=0.4, similarity=similarity, reduction=reduction)
+        general = S.cpc_nce(z, p, full, temperature=0.4, similarity=similarity, reduction=reduction)
+        torch.testing.assert_close(fast, general, rtol=1e-12, atol=1e-12)
+    grads = []
+    for mask in (None, full):
+        zz, pp = z.clone().requires_grad_(), p.clone().requires_grad_()
+        S.cpc_nce(zz, pp, mask, temperature=0.4, similarity=similarity).backward()
+        grads.append((zz.grad, pp.grad))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="overflow"):  # the fast path names an overflow as the general one does
+        S.cpc_nce(z.float() * 1e30, p.float() * 1e30)
