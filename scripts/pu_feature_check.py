@@ -38,7 +38,8 @@ def check(run: Path) -> dict:
 
     from fewshot.config import FewShotConfig
     from fewshot.image_run import image_data
-    from fewshot.images import ImageModel, features
+    from fewshot.image_export import rebuild
+    from fewshot.images import features
     from shared_losses.runtime import read_json_file
 
     saved = read_json_file(run / "config.json", "run's configuration")
@@ -51,8 +52,7 @@ def check(run: Path) -> dict:
     if not model_file.exists():
         raise FileNotFoundError(f"{model_file}: not found (an image run exports it unless --no-export)")
     blob = torch.load(model_file, map_location="cpu", weights_only=False)
-    model = ImageModel(blob["kind"], tuple(blob["in_shape"]), hidden=blob["hidden"])
-    model.load_state_dict(blob["state_dict"])
+    model = rebuild(blob)  # any image encoder, with its settings (the patch grid's pooling)
     data = image_data(cfg)
     f_pool, f_eval = features(model, data.x).numpy(), features(model, data.eval_x).numpy()
     mean, std = f_pool.mean(0), f_pool.std(0) + 1e-6

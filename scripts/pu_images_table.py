@@ -72,12 +72,14 @@ METHOD_FIELDS = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce
 FREE = set(FewShotConfig.RESUME_FREE) | {"pool_prior", "num_processes"}
 
 
-def grid(tables, n_ps, percents, cpc: bool = False) -> list[tuple[str, str, int]]:
-    """(setting, method, n) of every run the tables need (``cpc``: Table 1's CPC rows too)."""
+def grid(tables, n_ps, percents, cpc: bool = False, patch_infonce_n_ps=None) -> list[tuple[str, str, int]]:
+    """(setting, method, n) of every run the tables need (``cpc``: Table 1's CPC rows too; InfoNCE on the patch
+    encoder only at ``patch_infonce_n_ps`` when given)."""
     runs = []
     pu = [m for m in PU_METHODS if ("2" in tables and m in ("raw", "punce")) or ("1" in tables and m != "raw")]
     pu += list(CPC_METHODS) if cpc and "1" in tables else []
-    runs += [("pu", m, n) for n in n_ps for m in pu]
+    runs += [("pu", m, n) for n in n_ps for m in pu
+             if m != "infonce-patches" or patch_infonce_n_ps is None or n in patch_infonce_n_ps]
     if "4" in tables:
         runs += [("pnu", m, p) for p in percents for m in PNU_METHODS]
     if "ceiling" in tables:
@@ -329,6 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpc", action="store_true",
                    help="Table 1 also trains CPC's patch-grid encoder (--contrastive cpc --encoder patches) and "
                         "InfoNCE on the same encoder (images of 16 pixels a side or more)")
+    p.add_argument("--patch-infonce-n-ps", type=int, nargs="+", default=None,
+                   help="with --cpc: the n_P values at which InfoNCE on the patch encoder runs (default: every "
+                        "--n-ps). It is the grid's dearest run, two views of 49 patches a step (about 12 minutes on "
+                        "one CPU core at the preset)")
     p.add_argument("--n-ps", type=int, nargs="+", default=[100, 300, 1000],
                    help="labeled positives n_P (PU; the paper's 1k / 3k / 10k of 60k are about 80 / 250 / 830 of 5k)")
     p.add_argument("--percents", type=int, nargs="+", default=[1, 5, 10], help="labeled percentages (PNU)")
@@ -392,7 +398,7 @@ def main(argv=None) -> int:
         if bad:
             what = "labeled positives, at least 1" if option == "--n-ps" else "percentages of the pool, 1 to 100"
             raise ValueError(f"{option} {' '.join(map(str, bad))}: {option} are {what}")
-    runs = grid(args.tables, args.n_ps, args.percents, cpc=args.cpc)
+    runs = grid(args.tables, args.n_ps, args.percents, cpc=args.cpc, patch_infonce_n_ps=args.patch_infonce_n_ps)
     todo, done = [], 0
     for setting, method, n in runs:
         for s in args.seeds:

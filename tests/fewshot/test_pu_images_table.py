@@ -50,6 +50,9 @@ def test_the_grid_has_the_runs_each_table_needs():
     # --cpc: Table 1 gains CPC's patch encoder and InfoNCE on it; no other table changes
     assert T.grid(["1"], [10], [1], cpc=True) == T.grid(["1"], [10], [1]) + [("pu", m, 10) for m in T.CPC_METHODS]
     assert T.grid(["2", "4"], [10], [1], cpc=True) == T.grid(["2", "4"], [10], [1])
+    few = T.grid(["1"], [10, 20], [1], cpc=True, patch_infonce_n_ps=[10])  # the dear InfoNCE-on-patches at n_P = 10
+    assert ("pu", "infonce-patches", 10) in few and ("pu", "infonce-patches", 20) not in few
+    assert ("pu", "cpc", 20) in few
 
 
 @pytest.mark.parametrize("method,contrastive", [("cpc", "cpc"), ("infonce-patches", "infonce")])
@@ -161,3 +164,22 @@ def test_the_feature_check_reads_a_finished_image_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="image_classifier.pt: not found"):
         (run / "model" / "image_classifier.pt").unlink()
         check.check(run)
+
+
+def test_the_feature_check_reads_a_cpc_run_with_its_pooled_grid(tmp_path):
+    """The patch encoder is rebuilt with its --patch-pool (450 features at 3x3), as the run's probes read it."""
+    from fewshot.train import train
+
+    spec2 = importlib.util.spec_from_file_location("pu_feature_check", ROOT / "scripts/pu_feature_check.py")
+    check = importlib.util.module_from_spec(spec2)
+    spec2.loader.exec_module(check)
+    x, y = make_images(side=16)
+    data = tmp_path / "d16.npz"
+    np.savez(data, x=x, y=y)
+    run = tmp_path / "run"
+    m = train(preset_config("images", dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, steps=2,
+                            passes=None, batch_size=16, progress=False, output_dir=str(run), contrastive="cpc",
+                            encoder="patches", patch_pool=2, cpc_group=4))
+    got = check.check(run)
+    assert got["run_accuracy"] == m["eval_accuracy"] and got["contrastive"] == "cpc"
+    assert 0 <= got["all_label_probe"] <= 100 and got["class_gap"] > 0
