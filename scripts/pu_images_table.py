@@ -225,7 +225,7 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
             for m in ("infonce", "dcl", "scl"):
                 pair(("pu", "punce", n, "nnpu"), ("pu", m, n, "nnpu"), "puNCE", m, f"n_P={n}")
             if cpc_rows:
-                for m in ("infonce", "punce", "infonce-patches"):
+                for m in ("infonce", "dcl", "scl", "punce", "infonce-patches"):
                     pair(("pu", "cpc", n, "nnpu"), ("pu", m, n, "nnpu"), "CPC", m, f"n_P={n}")
                 pair(("pu", "infonce-patches", n, "nnpu"), ("pu", "infonce", n, "nnpu"), "infonce-patches",
                      "infonce", f"n_P={n}")

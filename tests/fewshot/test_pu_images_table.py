@@ -128,7 +128,8 @@ def test_the_cpc_rows_run_and_are_paired_with_the_other_losses(tmp_path):
     cpc = json.loads((out / "pu/cpc/n6/seed0/metrics.json").read_text())
     assert (cpc["contrastive"], cpc["encoder"]) == ("cpc", "patches")
     pairs = {p["comparison"] for p in json.loads((out / "tables.json").read_text())["paired"]}
-    assert {"CPC − infonce", "CPC − punce", "CPC − infonce-patches", "infonce-patches − infonce"} <= pairs
+    assert {"CPC − infonce", "CPC − dcl", "CPC − scl", "CPC − punce", "CPC − infonce-patches",
+            "infonce-patches − infonce"} <= pairs
 
 
 @pytest.mark.slow  # runs scripts/bench_pu_images.py in a subprocess
