@@ -265,7 +265,7 @@ class ImageApp(FewShotRunApp):
         li, ui = self.lab_batches.next(), self.unl_batches.next()
         xb = self.x_all[torch.from_numpy(np.concatenate([li, ui]))]
         row = {"step": self.step + 1}
-        if self.contrastive and self.loss.inputs == "grid":  # CPC: one view, the patch grid predicts itself
+        if self.loss.inputs == "grid":  # CPC: one view, the patch grid predicts itself
             model = self.models["encoder"]
             z = model.encoder.grid_latents(self.augment(xb, self.gen).to(device))
             losses = {"encoder": self.loss.loss(z.float(), model.cpc, cfg.cpc_group)}

@@ -22,6 +22,8 @@ import torch.nn.functional as F
 
 from shared_losses import debiased_nce, info_nce, punce_loss, scl_pu_loss, supcon_loss
 
+from .images import cpc_grid_loss
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -155,12 +157,6 @@ def _scl_views(z, roles, prior, temperature, tau_plus):
     return scl_pu_loss(z, torch.arange(z.shape[0] // 2).repeat(2), roles, temperature=temperature)
 
 
-def _cpc_grid(z, heads, group):
-    from .images import cpc_grid_loss
-
-    return cpc_grid_loss(z, heads, group)
-
-
 #: Every encoder loss of image runs, in table order (puNCE Tables 1 and 4): the one place one is added.
 ENCODER_LOSSES: dict[str, EncoderLoss] = {e.name: e for e in (
     EncoderLoss("punce", "puNCE", 0, _punce_views, "puNCE: PU form with --setting pu, PNU form with --setting pnu"),
@@ -168,7 +164,7 @@ ENCODER_LOSSES: dict[str, EncoderLoss] = {e.name: e for e in (
     EncoderLoss("dcl", "DCL", 2, _dcl_views, "the debiased loss, DCL (--tau-plus)"),
     EncoderLoss("scl", "SCL", 3, _scl_views,
                 "SupCon on labeled anchors, InfoNCE on unlabeled ones (the paper's SCL baseline)"),
-    EncoderLoss("cpc", "CPC", 4, _cpc_grid,
+    EncoderLoss("cpc", "CPC", 4, cpc_grid_loss,
                 "Contrastive Predictive Coding (van den Oord et al. 2018, section 3.2): a 7x7 grid of patches "
                 "(--encoder patches), a masked context predicting the rows below (--cpc-steps), negatives from "
                 "the patches of --cpc-group images", inputs="grid", encoder="patches"),
