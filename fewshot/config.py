@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Annotated, ClassVar, Literal, Optional
+from typing import ClassVar, Literal, Optional
 
-from tyro.conf import arg
 
 from shared_losses.cli import choices_help, config_from_cli, option_given, option_value
 
@@ -16,19 +15,19 @@ from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, Encod
 #: Protocol presets (``--preset``): the fields each one sets; options given explicitly win.
 PRESETS: dict[str, dict] = {
     # The settings of public reproductions of Gunel et al. / puNCE Table 5 with RoBERTa (GPU).
-    "paper": dict(steps=200, batch_labeled=16, batch_unlabeled=32, lr=1e-5, lam=0.1, temperature=0.3,
+    "paper": dict(max_steps=200, batch_labeled=16, batch_unlabeled=32, lr=1e-5, lam=0.1, temperature=0.3,
                   head="linear", probe_c=1.0, train_layers=None, max_length=64),
     # Chosen on development splits carved from the training pools of drugreview, reuters and rotten_tomatoes
     # (docs/lab_notes/2026-11-26_results_history_losses_fewshot.md, "step 1"); never on an evaluation split.
     # lam 0.5 beat 0.1 there (0.9 was tried on rotten_tomatoes only, level with 0.5); lr 2e-5, --train-layers 2
     # and the logreg head did not help; --probe-c 100 (C = 1 predicts the majority class on every dev split).
     # steps and batches were not varied (CPU time); they are the earlier demo's.
-    "cpu": dict(steps=40, batch_labeled=8, batch_unlabeled=16, lr=5e-5, lam=0.5, temperature=0.3,
+    "cpu": dict(max_steps=40, batch_labeled=8, batch_unlabeled=16, lr=5e-5, lam=0.5, temperature=0.3,
                 head="linear", probe_c=100.0, train_layers=None, max_length=64),
     # Image arrays (--dataset mnist / an .npz file; chosen automatically for them by the command line).
     # Chosen on the development split of the shipped digits (docs/lab_notes/2026-11-26_pu_images.md).
     # passes: the 300 steps of 256 images chosen on the digits' 3,500-image pool, as passes over any pool.
-    "images": dict(setting="pu", encoder="mlp", steps=300, passes=300 * 256 / 3500, batch_size=256, hidden=256,
+    "images": dict(setting="pu", encoder="mlp", max_steps=300, passes=300 * 256 / 3500, batch_size=256, hidden=256,
                    lr=1e-3, weight_decay=1e-5, temperature=0.5, augment=1.0, probe_c=1.0, dev_fraction=0.125,
                    checkpoint_every=100),
 }
@@ -42,7 +41,7 @@ class FewShotConfig:
 
     #: Fields a resumed run may change (prior_used / prior_source: what config.json adds to the options).
     RESUME_FREE: ClassVar[frozenset] = frozenset({
-        "resume", "overwrite", "progress", "device", "cpu", "steps", "eval_every", "log_every", "checkpoint_every",
+        "resume", "overwrite", "progress", "device", "max_steps", "eval_every", "log_every", "checkpoint_every",
         "output_dir", "prior_used", "prior_source", "export", "passes", "report_to"})
 
     encoder: str = "roberta-base"
@@ -150,7 +149,7 @@ class FewShotConfig:
     `--estimate-prior` is set."""
     estimate_prior: bool = False
     """Estimate pi with the Elkan-Noto estimator on the encoder's features instead of using labels."""
-    steps: Annotated[int, arg(aliases=("--max-steps",))] = 200
+    max_steps: int = 200
     """Optimisation steps; each sees a batch of labeled and a batch of unlabeled examples."""
     batch_labeled: int = 16
     """Labeled examples per step and process (with several processes, the global batch of batch-labeled x
@@ -221,7 +220,7 @@ class FewShotConfig:
     always logged."""
     checkpoint_every: int = 100
     """Write an atomic checkpoint every this many steps (and at the end; setting `pnu` only)."""
-    gather_negatives: Annotated[bool, arg(aliases=("--gather-across-processes",))] = False
+    gather_across_processes: bool = False
     """With several processes (accelerate launch), use the views of every process as contrastive
     candidates (docs/equations.md section 6); otherwise each process contrasts within its own batch. Setting
     `pnu` only."""
@@ -233,8 +232,6 @@ class FewShotConfig:
     MLFLOW_TRACKING_URI), or none. Several may be given."""
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and nlp_qt)."""
-    cpu: bool = False
-    """Old spelling of --device cpu (kept working)."""
 
     def validate(self) -> None:
         """Refuse obviously invalid numbers (called before anything is written)."""
@@ -246,7 +243,7 @@ class FewShotConfig:
         from shared_losses.runtime import check_seed
 
         check_seed(self.seed)
-        for option in ("steps", "batch_unlabeled"):
+        for option in ("max_steps", "batch_unlabeled"):
             need(getattr(self, option) >= 0, option, ">= 0")
         for option in ("batch_labeled", "max_length", "proj_dim", "eval_every", "log_every", "checkpoint_every"):
             need(getattr(self, option) >= 1, option, ">= 1")
@@ -320,7 +317,7 @@ class FewShotConfig:
                              f"--contrastive ({', '.join(ENCODER_LOSSES)}): drop --objective")
         if self.positive_file is not None:
             raise ValueError("--positive-file / --unlabeled-file are text PU data; image data comes from --dataset")
-        if self.gather_negatives:
+        if self.gather_across_processes:
             raise ValueError("--gather-across-processes is not supported for image data (runs are one process)")
         if self.setting == "pnu" and not 1 <= self.n_labeled <= 100:
             raise ValueError(f"--n-labeled is a percentage of the training pool with image data and --setting pnu: "
@@ -355,7 +352,7 @@ def cli_default_preset(argv: list[str]) -> str | None:
 
 
 def cli_finish(cfg: FewShotConfig, argv: list[str]) -> FewShotConfig:
-    """An explicit step count (--max-steps / --steps) replaces the preset's --passes, unless --passes is given too.
+    """An explicit step count (--max-steps) replaces the preset's --passes, unless --passes is given too.
     An explicit --positive-label (even the default value, 1) is refused beside --label-map and for image data, where
     it would say nothing (the map, and --positive-classes, say which class is positive). Image data: a --contrastive
     that needs its own encoder (cpc: the patch grid) gets it when --encoder is not given."""
@@ -372,7 +369,7 @@ def cli_finish(cfg: FewShotConfig, argv: list[str]) -> FewShotConfig:
     need = ENCODER_LOSSES[cfg.contrastive].encoder  # --contrastive cpc without --encoder: its patch encoder
     if need is not None and is_image_dataset(cfg.dataset) and not option_given(argv, "--encoder"):
         cfg = dataclasses.replace(cfg, encoder=need)
-    if cfg.passes is not None and option_given(argv, "--max-steps", "--steps") and not option_given(argv, "--passes"):
+    if cfg.passes is not None and option_given(argv, "--max-steps") and not option_given(argv, "--passes"):
         return dataclasses.replace(cfg, passes=None)
     return cfg
 

@@ -161,7 +161,7 @@ def steps_from_passes(cfg: FewShotConfig, data: ImageData) -> FewShotConfig:
     if cfg.passes is None:
         return cfg
     n_lab, n_unl = batch_sizes(cfg, data)
-    return dataclasses.replace(cfg, steps=max(1, int(round(cfg.passes * len(data.x) / (n_lab + n_unl)))))
+    return dataclasses.replace(cfg, max_steps=max(1, int(round(cfg.passes * len(data.x) / (n_lab + n_unl)))))
 
 
 def learner_names(cfg: FewShotConfig) -> tuple[str, ...]:
@@ -198,7 +198,7 @@ class ImageApp(FewShotRunApp):
             return None
         check_resume_config(cfg, saved["config"])  # same options, no fewer steps
         check_steps(cfg, saved["step"], out)
-        if saved["step"] == cfg.steps and (out / "metrics.json").exists():
+        if saved["step"] == cfg.max_steps and (out / "metrics.json").exists():
             print(f"{out} already holds this run, finished; nothing to do (pass a larger --max-steps or --passes to "
                   "train on)")
             return read_json(out / "metrics.json")
@@ -258,7 +258,7 @@ class ImageApp(FewShotRunApp):
             m.train()
         self.t0 = time.time()
         desc = f"{cfg.contrastive} {cfg.setting} n={cfg.n_labeled}" + ("%" if cfg.setting == "pnu" else "")
-        return tqdm(total=cfg.steps, initial=self.step, desc=desc, unit="step", disable=not cfg.progress)
+        return tqdm(total=cfg.max_steps, initial=self.step, desc=desc, unit="step", disable=not cfg.progress)
 
     def train_step(self):
         cfg, data, device, names = self.cfg, self.data, self.accelerator.device, self.names
@@ -288,12 +288,12 @@ class ImageApp(FewShotRunApp):
         self.step += 1
         values = [v for k, v in row.items() if k != "step"]
         self.worst_loss = next((v for v in values if not math.isfinite(v)), max(values, default=0.0))
-        if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+        if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
             self.watch.check(self.step, self.worst_loss)
         return row
 
     def log(self, row):
-        if self.step % self.cfg.log_every == 0 or self.step == self.cfg.steps:
+        if self.step % self.cfg.log_every == 0 or self.step == self.cfg.max_steps:
             self.harness.log_row(row)
 
     def finish(self):
@@ -312,7 +312,7 @@ class ImageApp(FewShotRunApp):
             "positive_classes": list(cfg.positive_classes) if cfg.positive_classes is not None else [1],
             "n_labeled": len(data.labeled), "n_labeled_option": cfg.n_labeled, "n_unlabeled": len(data.unlabeled),
             "n_pool": len(data.x), "n_dev": data.n_dev, "n_test": data.n_test, "n_eval": len(data.eval_y),
-            "eval_split": data.eval_name, "seed": cfg.seed, "steps": cfg.steps, "temperature": cfg.temperature,
+            "eval_split": data.eval_name, "seed": cfg.seed, "steps": cfg.max_steps, "temperature": cfg.temperature,
             "prior": self.pi, "pool_prior": self.pi_p, "prior_source": self.prior_source,
             "train_seconds": train_seconds, "probe_seconds": probe_seconds, "run_seconds": time.time() - self.t_start,
             "preset": cfg.preset,

@@ -29,7 +29,7 @@ class PuApp(FewShotRunApp):
     frozen features (and, before training, on the pretrained encoder's: the baseline)."""
 
     def __init__(self, cfg, harness, model=None, tokenizer=None):
-        if cfg.gather_negatives:
+        if cfg.gather_across_processes:
             raise ValueError("--gather-across-processes is not supported with --setting pu (each process contrasts "
                              "within its own batch there); drop it")
         if cfg.objective != DEFAULT_OBJECTIVE:
@@ -82,7 +82,7 @@ class PuApp(FewShotRunApp):
 
     def progress(self):
         self.model.train()
-        return tqdm(total=self.cfg.steps, initial=self.step, desc="puNCE (PU) encoder", unit="step",
+        return tqdm(total=self.cfg.max_steps, initial=self.step, desc="puNCE (PU) encoder", unit="step",
                     disable=not (self.accelerator.is_main_process and self.cfg.progress))
 
     def train_step(self):
@@ -103,7 +103,7 @@ class PuApp(FewShotRunApp):
         self.opt.step()
         self.step += 1
         self.loss = loss.item()
-        if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+        if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
             self.watch.check(self.step, self.loss)
         return {"step": self.step, "punce": self.loss}
 
@@ -139,7 +139,8 @@ class PuApp(FewShotRunApp):
             "setting": "pu", "n_labeled": len(sample.labeled) if from_files else cfg.n_labeled,
             "n_unlabeled": len(sample.unlabeled) if from_files else cfg.n_unlabeled, "seed": cfg.seed,
             "encoder": cfg.encoder, "dataset": None if from_files else cfg.dataset, "eval_file": cfg.eval_file,
-            "temperature": cfg.temperature, "prior": run.prior, "prior_source": run.prior_source, "steps": cfg.steps,
+            "temperature": cfg.temperature, "prior": run.prior, "prior_source": run.prior_source,
+            "steps": cfg.max_steps,
             "probes": {"pretrained_encoder": self.baseline, "punce_encoder": trained},
             "train_seconds": time.time() - self.t0, "pooling": run.pooling, "pooling_source": run.pooling_source,
             "n_eval": len(run.eval_y),

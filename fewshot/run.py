@@ -108,7 +108,7 @@ def make_accelerator(cfg):
     # pooling does not read; the projection head under `ce`; the classifier in the PU pipeline), and
     # DDP refuses that unless told to look for them.
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
-    return accelerator_for(mixed_precision=cfg.mixed_precision, cpu=cfg.cpu or cfg.device == "cpu",
+    return accelerator_for(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu",
                            report_to=cfg.report_to, kwargs_handlers=[ddp])
 
 
@@ -151,15 +151,15 @@ def finished_metrics(cfg: FewShotConfig, harness: RunHarness, saved: dict | None
         state = saved if saved is not None else load_checkpoint(None, out / "checkpoint")
         check_resume_config(cfg, state["config"])
         check_steps(cfg, state["step"], out)
-        return read_json(out / "metrics.json") if state["step"] == cfg.steps else None
+        return read_json(out / "metrics.json") if state["step"] == cfg.max_steps else None
     if (out / "config.json").exists():
         check_resume_config(cfg, read_json(out / "config.json"))
     metrics = read_json(out / "metrics.json")
     # baselines keep no checkpoint: metrics.json is the finished run
-    if not get_objective(cfg.objective).trains_encoder or metrics.get("steps", -1) >= cfg.steps:
+    if not get_objective(cfg.objective).trains_encoder or metrics.get("steps", -1) >= cfg.max_steps:
         return metrics
     raise FileExistsError(f"{out} holds a finished run of {metrics.get('steps')} steps (metrics.json) but no "
-                          f"checkpoint/ to continue it to --max-steps {cfg.steps} from: pass --overwrite (moves it "
+                          f"checkpoint/ to continue it to --max-steps {cfg.max_steps} from: pass --overwrite (moves it "
                           "aside) to start a new run, or another --output-dir; nothing was changed")
 
 
@@ -180,7 +180,7 @@ class FewShotRunApp(TrainingApp):
         return dataclasses.asdict(self.cfg)
 
     def total_steps(self):
-        return self.cfg.steps
+        return self.cfg.max_steps
 
     def check_resume(self, saved):
         done = finished_metrics(self.cfg, self.harness, saved)
@@ -190,15 +190,15 @@ class FewShotRunApp(TrainingApp):
         return done
 
     def checkpoint_due(self):
-        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every) or self.step == self.cfg.steps
+        return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every) or self.step == self.cfg.max_steps
 
 
 def check_steps(cfg: FewShotConfig, trained: int, out: Path) -> None:
     """A resume only continues a run: fewer --max-steps than its checkpoint has trained are refused (the
     loop would not run, and metrics.json would pair the new count with the old model)."""
-    if cfg.steps < trained:
-        raise ValueError(f"--max-steps {cfg.steps} is below the {trained} steps the checkpoint in {out} has already "
-                         f"trained: a resume only continues a run (pass --max-steps {trained} or more)")
+    if cfg.max_steps < trained:
+        raise ValueError(f"--max-steps {cfg.max_steps} is below the {trained} steps the checkpoint in {out} has "
+                         f"already trained: a resume only continues a run (pass --max-steps {trained} or more)")
 
 
 def read_json(path: Path) -> dict:
@@ -421,8 +421,7 @@ def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = Non
     """Refuse to resume a run saved with other options (``world``: the process count, checked when known)."""
     free = RESUME_FREE | ({"num_processes"} if world is None else set())
     saved, current = comparable_configs(saved, cfg)
-    refuse_config_changes(saved, {**current, "num_processes": world}, free=free,
-                          legacy={"num_processes": world}, where=cfg.output_dir)
+    refuse_config_changes(saved, {**current, "num_processes": world}, free=free, where=cfg.output_dir)
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
@@ -456,7 +455,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
         "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
         "prior": run.prior, "prior_source": run.prior_source,
-        "steps": cfg.steps if get_objective(cfg.objective).trains_encoder else 0,
+        "steps": cfg.max_steps if get_objective(cfg.objective).trains_encoder else 0,
         "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
         "pooling": run.pooling, "pooling_source": run.pooling_source,
     }

@@ -76,7 +76,7 @@ class FewShotApp(FewShotRunApp):
     def progress(self):
         self.model.train()
         self.t0 = time.time()
-        return tqdm(total=self.cfg.steps, initial=self.step, desc=f"{self.cfg.objective} N={self.cfg.n_labeled}",
+        return tqdm(total=self.cfg.max_steps, initial=self.step, desc=f"{self.cfg.objective} N={self.cfg.n_labeled}",
                     unit="step", disable=not (self.accelerator.is_main_process and self.cfg.progress))
 
     def train_step(self):
@@ -91,7 +91,7 @@ class FewShotApp(FewShotRunApp):
             z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
             roles = roles_from_labels(labels, labeled)
             loss, parts = fewshot_loss(cfg.objective, logits.float(), z1, z2, labels, roles, cfg.lam, cfg.temperature,
-                                       run.prior, cfg.gather_negatives)
+                                       run.prior, cfg.gather_across_processes)
         self.opt.zero_grad(set_to_none=True)
         acc.backward(loss)
         self.opt.step()
@@ -105,7 +105,7 @@ class FewShotApp(FewShotRunApp):
         return {"step": self.step, "loss": self.last_loss, **{k: mean(v) for k, v in parts.items()}}
 
     def eval_due(self):
-        return self.step % self.cfg.eval_every == 0 or self.step == self.cfg.steps
+        return self.step % self.cfg.eval_every == 0 or self.step == self.cfg.max_steps
 
     def evaluate(self):
         run = self.run
@@ -116,7 +116,7 @@ class FewShotApp(FewShotRunApp):
 
     def log(self, row):
         self.row = row
-        if self.step % self.cfg.log_every == 0 or "eval_accuracy" in row or self.step == self.cfg.steps:
+        if self.step % self.cfg.log_every == 0 or "eval_accuracy" in row or self.step == self.cfg.max_steps:
             self.harness.log_row(row)
 
     def postfix(self):

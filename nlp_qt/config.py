@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, ClassVar, Literal, Optional
+from typing import ClassVar, Literal, Optional
 
-from tyro.conf import arg
 
 from shared_losses.cli import choices_help, config_from_cli
 
@@ -62,7 +61,7 @@ class Config:
     defaults, options given explicitly win. cpu: the CPU protocol on the shipped books corpus, chosen on held-out
     batches (docs/results/nlp_qt.md); cpu-w2v: the same with 300-d word embeddings (pass --word-vectors, a folder of
     `python -m nlp_qt.bow`); cpu-bow: cpu-w2v with the bag-of-words encoder; demo: cpu on the first 10,000 sentences."""
-    text_field: Annotated[str, arg(aliases=("--text-column",))] = "text"
+    text_column: str = "text"
     """Column with the text (datasets sources)."""
     doc_field: Optional[str] = None
     """Column whose change starts a new document (datasets sources), e.g. a book id."""
@@ -78,7 +77,7 @@ class Config:
     """Vocabulary size (most frequent words; plus <pad> and <unk>)."""
     vocab_sentences: Optional[int] = 5_000_000
     """Sentences scanned to build the vocabulary (None: the whole corpus)."""
-    max_len: Annotated[int, arg(aliases=("--max-length",))] = 50
+    max_length: int = 50
     """Maximum sentence length in tokens (longer ones are cut)."""
     lowercase: bool = False
     """Lower-case text before tokenising (QT is case-sensitive)."""

@@ -7,7 +7,7 @@ memory beyond the current paragraph, so corpora larger than memory work. Sources
   document, or blank lines / every line separate documents, see ``doc_boundary``); gzip, bz2 and xz
   files (``book.txt.gz``) are decompressed, UTF-16 files with a byte-order mark decoded;
 * a local ``.json`` / ``.jsonl`` / ``.csv`` / ``.parquet`` file (also ``.jsonl.gz`` etc.), or a dataset saved with
-  ``save_to_disk``, read with :mod:`datasets` (``text_field``; ``doc_field`` names a column whose
+  ``save_to_disk``, read with :mod:`datasets` (``text_column``; ``doc_field`` names a column whose
   change marks a new document, e.g. a book id);
 * a Hugging Face hub name such as ``bookcorpus`` (``hf:bookcorpus``), streamed with
   ``datasets.load_dataset(..., streaming=True)``; offline this fails with a clear message.
@@ -346,7 +346,7 @@ def _rows(ds, source: str, stats: CorpusStats):
         ) from err
 
 
-def _load_datasets_stream(source: str, text_field: str, split: str):
+def _load_datasets_stream(source: str, text_column: str, split: str):
     """A streamed :mod:`datasets` iterable for a local data file/folder or a hub name."""
     import datasets
 
@@ -383,7 +383,7 @@ def _load_datasets_stream(source: str, text_field: str, split: str):
 def iter_dataset_sentences(
     source: str,
     stats: CorpusStats | None = None,
-    text_field: str = "text",
+    text_column: str = "text",
     doc_field: str | None = None,
     split: str = "train",
     one_sentence_per_line: bool = True,
@@ -392,12 +392,12 @@ def iter_dataset_sentences(
     ``bookcorpus``, whose rows are single sentences). A change of ``doc_field`` starts a new
     document; without it the whole corpus is one document (as in BookCorpus' public release)."""
     stats = stats if stats is not None else CorpusStats()
-    ds = _load_datasets_stream(source, text_field, split)
+    ds = _load_datasets_stream(source, text_column, split)
     doc, last_key = 0, object()
     for row in _rows(ds, source, stats):
         stats.lines += 1
-        if text_field not in row:
-            raise CorpusError(f"dataset {source!r} has no column {text_field!r}; columns: {sorted(row)}")
+        if text_column not in row:
+            raise CorpusError(f"dataset {source!r} has no column {text_column!r}; columns: {sorted(row)}")
         if doc_field is not None:
             if doc_field not in row:
                 raise CorpusError(f"dataset {source!r} has no column {doc_field!r}; columns: {sorted(row)}")
@@ -409,7 +409,7 @@ def iter_dataset_sentences(
                 last_key = key
         elif stats.documents == 0:
             stats.documents = 1
-        text = row[text_field]
+        text = row[text_column]
         if isinstance(text, bytes):
             try:
                 text = text.decode("utf-8")
@@ -424,7 +424,7 @@ def iter_dataset_sentences(
             stats.sentences += 1
             yield doc, s
     if stats.sentences == 0:
-        raise CorpusError(f"dataset {source!r} has no usable sentences in column {text_field!r}")
+        raise CorpusError(f"dataset {source!r} has no usable sentences in column {text_column!r}")
 
 
 def is_plain_text(source: str) -> bool:
@@ -457,7 +457,7 @@ def iter_corpus(
     source: str,
     stats: CorpusStats | None = None,
     *,
-    text_field: str = "text",
+    text_column: str = "text",
     doc_field: str | None = None,
     doc_boundary: str = "file",
     one_sentence_per_line: bool | None = None,
@@ -472,7 +472,7 @@ def iter_corpus(
     if not source.startswith("hf:") and not local.exists() and (os.sep in source or local.suffix):
         raise CorpusError(f"corpus not found: {source}")
     return iter_dataset_sentences(
-        source, stats, text_field, doc_field, split, True if one_sentence_per_line is None else one_sentence_per_line
+        source, stats, text_column, doc_field, split, True if one_sentence_per_line is None else one_sentence_per_line
     )
 
 

@@ -191,7 +191,9 @@ def _is_human(task: str) -> bool:
     return task in TASKS and TASKS[task].source == "human"
 
 
-def _check_files(root: Path, task: str) -> list[Path]:
+def task_files(root: Path, task: str) -> list[Path]:
+    """The data files of ``task`` under ``root``, in TASKS' order; a SentEvalDataError naming every missing one and
+    how to get it."""
     paths = [root / f for f in TASKS[task].files]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
@@ -226,7 +228,7 @@ def _read_lines(path: Path, encoding: str = "latin-1") -> list[str]:
 
 def load_binary(root: Path, task: str) -> tuple[list[str], np.ndarray]:
     """A positive and a negative file, one text per line: (texts, labels 1 then 0)."""
-    pos_path, neg_path = _check_files(root, task)
+    pos_path, neg_path = task_files(root, task)
     enc = TASKS[task].encoding
     pos, neg = _read_lines(pos_path, enc), _read_lines(neg_path, enc)
     if not pos or not neg:
@@ -239,7 +241,7 @@ def load_trec(root: Path, task: str = "TREC") -> dict:
     task's ``classes``: ``{"train": (texts, labels), "test": (texts, labels)}``."""
     out = {}
     classes = TASKS[task].classes
-    for split, path in zip(("train", "test"), _check_files(root, task)):
+    for split, path in zip(("train", "test"), task_files(root, task)):
         texts, labels = [], []
         for n, line in enumerate(_read_lines(path, TASKS[task].encoding), 1):
             head, _, rest = line.partition(" ")
@@ -256,7 +258,7 @@ def load_mrpc(root: Path, task: str = "MRPC") -> dict:
     """A train and a test file of sentence pairs in MRPC's format (a header, then ``label, id, id, sentence,
     sentence`` tab-separated): ``{"train": (sentences a, sentences b, labels), "test": ...}``."""
     out = {}
-    for split, path in zip(("train", "test"), _check_files(root, task)):
+    for split, path in zip(("train", "test"), task_files(root, task)):
         a, b, labels = [], [], []
         with open(path, encoding=TASKS[task].encoding, errors="replace") as fh:
             lines = fh.read().splitlines()
@@ -595,7 +597,7 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
     for t in tasks:  # fail before spending time on encoding
         if TASKS[t].kind not in PROTOCOLS:  # never score a task with another task's protocol
             raise ValueError(f"task {t}: unknown kind {TASKS[t].kind!r} (known: {', '.join(PROTOCOLS)})")
-        _check_files(root, t)
+        task_files(root, t)
     global _TICK, _JOBS
     from tqdm import tqdm
 
@@ -956,7 +958,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         _check_output(a.output, a.overwrite)
     root = resolve_data_dir(a.data, a.tasks)
     for t in a.tasks:
-        _check_files(root, t)
+        task_files(root, t)
     encode, desc = load_encoder(a.model, a.device, a.batch_size, a.max_length)
     results = evaluate(encode, root, a.tasks, a.kfold, a.inner_kfold, a.seed, verbose=not a.json, jobs=a.jobs)
     if a.output:

@@ -105,7 +105,7 @@ def read_checked_word_vectors(cfg: Config):
 
 def sentence_stream(cfg: Config, stats: CorpusStats | None = None):
     it = iter_corpus(
-        cfg.corpus, stats, text_field=cfg.text_field, doc_field=cfg.doc_field, doc_boundary=cfg.doc_boundary,
+        cfg.corpus, stats, text_column=cfg.text_column, doc_field=cfg.doc_field, doc_boundary=cfg.doc_boundary,
         one_sentence_per_line=cfg.one_sentence_per_line,
     )
     if cfg.max_sentences is not None:
@@ -117,7 +117,7 @@ def build_vocab(cfg: Config) -> Vocab:
     stream = sentence_stream(cfg)
     if cfg.vocab_sentences is not None:
         stream = itertools.islice(stream, cfg.vocab_sentences)
-    return Vocab.build((s for _, s in stream), cfg.vocab_size, cfg.max_len, cfg.lowercase)
+    return Vocab.build((s for _, s in stream), cfg.vocab_size, cfg.max_length, cfg.lowercase)
 
 
 def _clip(model, cfg: Config, accelerator) -> float:
@@ -220,17 +220,15 @@ class QuickThoughtApp(TrainingApp):
         if saved is None:
             return None
         # the options the run was trained with: the checkpoint's own record and config.json, both checked
-        records = [saved["config"]] if "config" in saved else []
+        if "config" not in saved:
+            raise CheckpointError(f"{h.checkpoint_dir} was written by another version of nlp_qt (it does not record "
+                                  "its options); start a new run (--overwrite moves this one aside); nothing was "
+                                  "changed")
+        records = [saved["config"]]
         if (h.out / "config.json").exists():
             records.append(read_json_file(h.out / "config.json", "run's configuration"))
-        if not records:
-            raise CheckpointError(f"cannot resume the run in {h.out}: its config.json is missing and its checkpoint "
-                                  "(written before checkpoints kept their options) does not say how it was trained, "
-                                  "so other options could not be refused; put config.json back, or start a new run "
-                                  "(--overwrite moves this one aside); nothing was changed")
         for trained_with in records:
-            h.refuse_config_changes(with_local_paths(trained_with, PATH_FIELDS), self._config, where=h.checkpoint_dir,
-                                    legacy={"num_processes": self.world})
+            h.refuse_config_changes(with_local_paths(trained_with, PATH_FIELDS), self._config, where=h.checkpoint_dir)
         # a finished run that this command asks for no more steps is left exactly as it is
         if not ((h.out / "summary.json").exists() and (h.out / "model").is_dir()):
             return None

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, ClassVar, Literal, Optional
+from typing import ClassVar, Literal, Optional
 
-from tyro.conf import arg
 
 from shared_losses.cli import choices_help, config_from_cli
 
@@ -76,7 +75,7 @@ class Config:
     #: Fields a resumed run may change; every other field must match the run's (its checkpoint's signature).
     #: preset: only a name; the fields it set are compared one by one.
     RESUME_FREE: ClassVar[frozenset] = frozenset({
-        "out_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
+        "output_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
         "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async"})
 
@@ -85,7 +84,7 @@ class Config:
     any gymnasium environment with a bounded continuous action space (rendered to pixels)."""
     seed: int = 0
     """Random seed (networks, replay sampling, crops, random actions, environment episodes)."""
-    out_dir: Annotated[str, arg(aliases=("--output-dir",))] = ""
+    output_dir: str = ""
     """Directory for config.json, log.csv, eval.csv, TensorBoard events, checkpoint/, curve.png, videos (empty =
     runs/rl_curl/TASK/OBJECTIVE/seedSEED, OBJECTIVE naming the variant: curl, debiased-tau0.05, debiased-tau0.1-M2,
     hard-tau0.1-beta1, ..., with -notanh appended under --no-encoder-tanh and -fused under --update fused). A folder
@@ -214,10 +213,11 @@ class Config:
     """Include the replay buffer in checkpoints (needed for an exact resume; about 3.3 GB at 100k transitions of
     100x100)."""
     resume: bool = False
-    """Continue the run in out_dir from its checkpoint (refused with a clear error if it is from another configuration;
-    a finished run is left as it is; a missing or empty folder starts a new run)."""
+    """Continue the run in --output-dir from its checkpoint (refused with a clear error if it is from another
+    configuration; a finished run is left as it is; a missing or empty folder starts a new run)."""
     overwrite: bool = False
-    """Move the run already in out_dir aside (to OUT_DIR.replaced-<time>, never deleted) and start a new one there."""
+    """Move the run already in --output-dir aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a new one
+    there."""
     save_video: bool = False
     """Write an MP4 of the first episode of the final evaluation."""
     device: Literal["auto", "cpu"] = "auto"
@@ -261,11 +261,11 @@ class Config:
         c = dataclasses.replace(self)
         if c.action_repeat is None:
             c.action_repeat = int(task_default(c.task, "action_repeat"))
-        if not c.out_dir:
+        if not c.output_dir:
             task_dir = c.task.replace("gym:", "gym-").replace(":", "-").replace("/", "-")
             variant = (c.objective_name() + ("" if c.encoder_tanh else "-notanh")
                        + (FUSED_FOLDER if c.update == "fused" else ""))
-            c.out_dir = f"runs/rl_curl/{task_dir}/{variant}/seed{c.seed}"
+            c.output_dir = f"runs/rl_curl/{task_dir}/{variant}/seed{c.seed}"
         if c.lr is None:
             c.lr = float(task_default(c.task, "lr"))
         c.validate()

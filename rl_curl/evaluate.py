@@ -46,7 +46,7 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
     owner = run_application(run_dir)
     if owner is None:
         raise ValueError(f"{run_dir} holds no run (no run.json, and its config.json is not an rl_curl run's): pass "
-                         "an rl_curl training folder (the --out-dir of python -m rl_curl.train)")
+                         "an rl_curl training folder (the --output-dir of python -m rl_curl.train)")
     if owner not in ("rl_curl", "unknown"):
         raise ValueError(f"{run_dir} holds a run of {owner}, not of rl_curl: pass an rl_curl training folder "
                          "(its config.json names a task and an aux loss)")

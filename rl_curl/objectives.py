@@ -90,7 +90,7 @@ def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float
 
 
 FUSED_LABEL = ", fused update"  # what label() appends for a run of --update fused
-FUSED_FOLDER = "-fused"  # what a fused run's folder name appends (rl_curl.train's default out_dir, curl_table3)
+FUSED_FOLDER = "-fused"  # what a fused run's folder name appends (rl_curl.train's default output_dir, curl_table3)
 
 
 def label(cfg: Mapping) -> str:

@@ -88,9 +88,8 @@ def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
     path = Path(path)
     file = path / POLICY_FILE if path.is_dir() else path
     if not file.is_file():
-        raise FileNotFoundError(f"{file} not found: a run writes policy.pt when it finishes (still running, or "
-                                "made before policy.pt existed? `python -m rl_curl.export --run-dir RUN` writes one "
-                                "from its checkpoint)")
+        raise FileNotFoundError(f"{file} not found: a run writes policy.pt when it finishes (an unfinished run: "
+                                "continue it with `python -m rl_curl.train ... --resume`)")
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - not a torch file, or damaged

@@ -35,9 +35,8 @@ from .config import Config, from_cli
 from .env import make
 from .objectives import get as get_objective
 
-# Layout of the saved agent: the encoder's linear layer reads the conv features in (row, column, channel) order.
-# A checkpoint without this field (format 1) flattened them in (channel, row, column) order: its weights load
-# without a shape error but mean another model, so it is refused.
+# Raised whenever the saved agent changes meaning (a layout that would load without a shape error but compute
+# something else): a checkpoint of another format is refused.
 CHECKPOINT_FORMAT = 2
 
 
@@ -81,13 +80,10 @@ def check_replay_memory(cfg: Config, device: torch.device, action_dim: int = 64)
 
 def check_checkpoint_format(extra: dict, path) -> None:
     """Refuse a checkpoint whose agent layout is not this code's (see CHECKPOINT_FORMAT)."""
-    fmt = extra.get("format", 1)
+    fmt = extra.get("format")
     if fmt != CHECKPOINT_FORMAT:
-        raise CheckpointError(
-            f"checkpoint {path} has agent format {fmt}, this rl_curl reads format {CHECKPOINT_FORMAT} "
-            "(format 1 flattened the conv features in (channel, row, column) order, so its encoder weights "
-            "would load without error but compute something else); start a new run or use the rl_curl "
-            "version that wrote it")
+        raise CheckpointError(f"checkpoint {path} was written by another version of rl_curl (agent format {fmt}, this "
+                              f"one reads {CHECKPOINT_FORMAT}); start a new run")
 
 
 def config_signature(cfg: Config) -> dict:
@@ -310,7 +306,7 @@ class CurlApp(TrainingApp):
                     "once, losing the steps since the last checkpoint)")
 
     def __init__(self, cfg: Config):
-        super().__init__(RunHarness("rl_curl", cfg.out_dir, resume=cfg.resume, overwrite=cfg.overwrite,
+        super().__init__(RunHarness("rl_curl", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
                                     free=Config.RESUME_FREE))
         self.cfg, self.ar = cfg, cfg.action_repeat
         self.episode, self.next_ckpt, self.metrics, self.resumed = 0, cfg.checkpoint_every, {}, False
@@ -626,7 +622,7 @@ def run(cfg: Config) -> dict:
 def main(argv=None) -> None:
     cfg = from_cli(argv)
     summary = run(cfg)
-    print_run_result("rl_curl", cfg.resolved().out_dir, summary["env_steps"], summary)
+    print_run_result("rl_curl", cfg.resolved().output_dir, summary["env_steps"], summary)
 
 
 if __name__ == "__main__":

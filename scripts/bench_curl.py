@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Literal
 
 os.environ.setdefault("MUJOCO_GL", "egl")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import torch
@@ -166,7 +165,7 @@ def numpy_crop(imgs: np.ndarray, size: int, rng) -> np.ndarray:
 def baseline_update(agent: CurlAgent, obses, next_obses, actions, cfg, device, step, rng) -> None:
     idx = rng.integers(0, len(obses), cfg.batch_size)
     o, no = obses[idx], next_obses[idx]
-    to = lambda a: torch.as_tensor(np.ascontiguousarray(a)).float().to(device)  # noqa: E731
+    to = lambda a: torch.as_tensor(np.ascontiguousarray(a)).float().to(device)
     obs, next_obs, pos = (to(numpy_crop(o, cfg.crop_size, rng)), to(numpy_crop(no, cfg.crop_size, rng)),
                           to(numpy_crop(o, cfg.crop_size, rng)))
     action = torch.as_tensor(actions[idx]).to(device)

@@ -38,16 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import tyro  # noqa: E402
+import numpy as np
+import torch
+import tyro
 
-from rl_curl.agent import CurlAgent  # noqa: E402
-from rl_curl.config import Config  # noqa: E402
-from rl_curl.graphs import GraphedUpdate  # noqa: E402
-from rl_curl.replay import FrameReplay  # noqa: E402
+from rl_curl.agent import CurlAgent
+from rl_curl.config import Config
+from rl_curl.graphs import GraphedUpdate
+from rl_curl.replay import FrameReplay
 
 #: name -> how the variant updates: replay on the device, CUDA graphs, bf16 autocast, host checks, schedule
 VARIANTS = {

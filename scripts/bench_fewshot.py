@@ -35,8 +35,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
+from shared_losses.cli import HelpFormatter, run_cli
 
 STEP_OBJECTIVES = ("probe", "ce", "ce+punce")
 PROTOCOL_METHODS = ("probe", "ce", "ce+scl", "ce+punce")
@@ -125,7 +124,7 @@ def step_mode(args):
             cmd = [sys.executable, __file__, "--child", obj, str(seq), "--encoder", args.encoder,
                    "--pooling", args.pooling,
                    "--batch-labeled", str(args.batch_labeled), "--batch-unlabeled", str(args.batch_unlabeled),
-                   "--steps", str(args.steps)]
+                   "--max-steps", str(args.steps)]
             r = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if r.returncode != 0:
                 raise SystemExit(f"benchmark child failed ({obj}, seq {seq}):\n{r.stderr[-2000:]}")
@@ -147,7 +146,7 @@ def step_mode(args):
 def protocol_overrides(p, args, t5) -> dict:
     """The FewShotConfig fields of a protocol run: the options given (not None) and --set."""
     given = {"encoder": args.encoder, "pooling": args.pooling, "dataset": args.dataset, "eval_file": args.eval_file,
-             "n_unlabeled": args.n_unlabeled, "steps": args.steps, "batch_labeled": args.batch_labeled,
+             "n_unlabeled": args.n_unlabeled, "max_steps": args.steps, "batch_labeled": args.batch_labeled,
              "batch_unlabeled": args.batch_unlabeled, "max_eval": args.max_eval}
     given = {k: v for k, v in given.items() if v is not None}
     try:
@@ -170,9 +169,9 @@ def protocol_child(args, overrides, t5):
     wall = time.perf_counter() - t0
     print(json.dumps({"wall_s": wall, "train_seconds": metrics.get("train_seconds"),
                       "eval_accuracy": metrics["eval_accuracy"],
-                      "steps": 0 if cfg.objective == "probe" else cfg.steps, "batch_labeled": cfg.batch_labeled,
+                      "steps": 0 if cfg.objective == "probe" else cfg.max_steps, "batch_labeled": cfg.batch_labeled,
                       "batch_unlabeled": cfg.batch_unlabeled, "max_length": cfg.max_length,
-                      "device": ("cuda" if torch.cuda.is_available() and not (cfg.cpu or cfg.device == "cpu")
+                      "device": ("cuda" if torch.cuda.is_available() and not (cfg.device == "cpu")
                                  else "cpu")}))
 
 
@@ -228,7 +227,7 @@ def main(argv=None):
                    help="labeled examples per step (None: 16 in step mode, the preset's with --protocol)")
     p.add_argument("--batch-unlabeled", type=int, default=None,
                    help="unlabeled examples per step, ce+punce (None: 32 in step mode, the preset's with --protocol)")
-    p.add_argument("--steps", type=int, default=None,
+    p.add_argument("--max-steps", dest="steps", type=int, default=None,
                    help="step mode: timed steps (median reported) after one warm-up (None: 5); --protocol: training "
                         "steps per run (None: the preset's)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")

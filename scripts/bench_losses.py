@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import resource
 import statistics
 import subprocess
@@ -28,8 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from shared_losses.cli import HelpFormatter  # noqa: E402
+from shared_losses.cli import HelpFormatter
 
 
 def exp_space_debiased(z1, z2, temperature, tau_plus):

@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from shared_losses.cli import HelpFormatter, run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
 
 BUDGET_S = 180.0
 
@@ -34,7 +34,7 @@ def one_run(contrastive: str, args, folder: Path) -> dict:
     cfg = preset_config("images", dataset="mnist", positive_classes=(0, 2, 4, 6, 8), encoder=args.encoder,
                         setting="pu", n_labeled=args.n_labeled, seed=args.seed, contrastive=contrastive,
                         output_dir=str(folder), progress=False, export=False,
-                        **({"steps": args.steps, "passes": None} if args.steps is not None else {}))
+                        **({"max_steps": args.steps, "passes": None} if args.steps is not None else {}))
     t0 = time.perf_counter()
     m = train(cfg)
     wall = time.perf_counter() - t0
@@ -47,7 +47,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--n-labeled", type=int, default=100, help="labeled positives n_P")
     p.add_argument("--encoder", default="mlp", choices=["mlp", "cnn"])
-    p.add_argument("--steps", type=int, default=None, help="encoder steps (default: the images preset's passes)")
+    p.add_argument("--max-steps", dest="steps", type=int, default=None,
+                   help="encoder steps (default: the images preset's passes)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=1, help="runs of each kind, interleaved (medians reported)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")

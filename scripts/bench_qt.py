@@ -19,20 +19,19 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from nlp_qt.corpus import contiguous_batches, iter_corpus  # noqa: E402
-from nlp_qt.model import ModelConfig, QuickThought  # noqa: E402
-from nlp_qt.objectives import compute_loss  # noqa: E402
-from nlp_qt.senteval import evaluate, make_qt_encoder  # noqa: E402
-from nlp_qt.vocab import Vocab  # noqa: E402
+from nlp_qt.corpus import contiguous_batches, iter_corpus
+from nlp_qt.model import ModelConfig, QuickThought
+from nlp_qt.objectives import compute_loss
+from nlp_qt.senteval import evaluate, make_qt_encoder
+from nlp_qt.vocab import Vocab
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SIZES = {"default": (620, 1200), "small": (64, 256)}
 

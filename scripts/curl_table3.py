@@ -34,14 +34,14 @@ from typing import Annotated, Literal, Optional
 
 import tyro
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from rl_curl import objectives  # noqa: E402
-from rl_curl.config import PRESETS, PresetName  # noqa: E402
-from rl_curl.report import TABLE3_TASKS, paired_table, plot_grid, table3  # noqa: E402
-from shared_losses.cli import config_from_cli  # noqa: E402
-from shared_losses.sweep import Run, SweepOptions, run_sweep  # noqa: E402
+from rl_curl import objectives
+from rl_curl.config import PRESETS, PresetName
+from rl_curl.report import TABLE3_TASKS, paired_table, plot_grid, table3
+from shared_losses.cli import config_from_cli
+from shared_losses.sweep import Run, SweepOptions, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TABLE3_OBJECTIVES = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2",
                      "debiased:0.1:2"]

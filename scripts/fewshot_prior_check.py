@@ -19,13 +19,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from shared_losses.cli import HelpFormatter  # noqa: E402
+from shared_losses.cli import HelpFormatter
 
 
 def synthetic(d: int, n_p: int, n_u: int, pi: float, delta: float, seed: int):

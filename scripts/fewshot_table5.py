@@ -14,7 +14,7 @@ how many seeds each wins. The table reports the plain mean ± sample std over al
 selection; the paper's baseline numbers are best 3 of 10). Written to <out>/table5.md, table5.json
 (every number) and table5.png.
 
---preset picks the training protocol (fewshot.config.PRESETS); options given explicitly (--steps,
+--preset picks the training protocol (fewshot.config.PRESETS); options given explicitly (--max-steps,
 --lr, --set KEY=VALUE for any FewShotConfig field) override it. Choose hyperparameters with
 --eval-split dev (a development split held out of the training pool), never on the evaluation split.
 
@@ -44,15 +44,15 @@ import typing
 from pathlib import Path
 
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
+from shared_losses.cli import HelpFormatter, run_cli
 
-from fewshot import objectives as FO  # noqa: E402
-from fewshot.config import PRESETS, FewShotConfig, preset_config  # noqa: E402
-from shared_losses.runtime import config_changes, write_json_atomic  # noqa: E402
-from shared_losses.stats import paired_stats, summarize, t_critical  # noqa: E402,F401
-from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep  # noqa: E402
+from fewshot import objectives as FO
+from fewshot.config import PRESETS, FewShotConfig, preset_config
+from shared_losses.runtime import config_changes, write_json_atomic
+from shared_losses.stats import paired_stats, summarize
+from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PAPER = {  # puNCE Table 5 (RoBERTa, SST-2), mean ± std
     20: {"ce": "85.92±2.11", "ce+scl": "88.18±3.30", "ce+punce": "91.15±1.75"},
@@ -84,7 +84,7 @@ SWEEP_FIELDS = {
 }
 #: argparse dest -> FewShotConfig field of the sweep's own options (default None: only given ones are passed).
 OPTION_FIELDS = ("encoder", "dataset", "eval_file", "text_column", "label_column", "positive_label", "n_unlabeled",
-                 "steps", "pooling", "lr", "eval_split", "dev_fraction", "max_eval")
+                 "max_steps", "pooling", "lr", "eval_split", "dev_fraction", "max_eval")
 
 # ----------------------------------------------------------------------------------------- --set
 
@@ -161,13 +161,13 @@ def run_dir(out: Path, method: str, n: int, seed: int) -> Path:
 
 def run_config(preset, overrides: dict, method: str, n: int, seed: int, folder: Path) -> FewShotConfig:
     """The FewShotConfig of one run: ``preset``'s values, then ``overrides`` (the options the user gave),
-    then the method's fields, N, the seed and the folder. Evaluated only at the end (eval_every = steps)
+    then the method's fields, N, the seed and the folder. Evaluated only at the end (eval_every = max_steps)
     unless --set eval_every says otherwise."""
     fields = {**overrides, **RUN_METHODS[method], "n_labeled": n, "seed": seed, "output_dir": str(folder),
               "resume": True}  # a missing folder starts a new run; an interrupted one continues
     cfg = preset_config(preset, **fields)
     if "eval_every" not in overrides:
-        cfg = dataclasses.replace(cfg, eval_every=max(cfg.steps, 1))
+        cfg = dataclasses.replace(cfg, eval_every=max(cfg.max_steps, 1))
     if "export" not in overrides:  # a sweep keeps metrics, not a model folder per run (--set export=true does)
         cfg = dataclasses.replace(cfg, export=False)
     return cfg
@@ -187,13 +187,12 @@ def check_finished(folder: Path, cfg: FewShotConfig) -> None:
     f = Path(folder) / "config.json"
     if not f.exists():
         raise SystemExit(f"{folder} has metrics.json but no config.json: cannot tell which options it was run with")
-    # a field that runs from older versions lack had its default value then
     from fewshot.run import comparable_configs
 
     # --pooling auto compares as what it resolves to for the encoder (runs from before auto saved cls or mean)
     saved, current = comparable_configs(json.loads(f.read_text()), cfg)
-    changed = config_changes(saved, current, legacy=dataclasses.asdict(FewShotConfig()),
-                             free={"resume", "output_dir", "prior_used", "prior_source", "device", "cpu", "export",
+    changed = config_changes(saved, current,
+                             free={"resume", "output_dir", "prior_used", "prior_source", "device", "export",
                                    "progress", "num_processes"})
     if changed:
         raise SystemExit(f"{folder} was run with other options ("
@@ -307,11 +306,12 @@ def render_markdown(header: dict, agg: dict, methods, ns, seeds) -> str:
     if header["eval_split"] == "dev":
         lines += ["**DEVELOPMENT SPLIT** — these numbers are scored on rows held out of the training pool, for "
                   "choosing hyperparameters; they are not evaluation-split results.", ""]
-    shown = {"dataset", "encoder", "eval_split", "dev_fraction", "steps", "n_unlabeled", "lr", "pooling", "max_eval"}
+    shown = {"dataset", "encoder", "eval_split", "dev_fraction", "max_steps", "n_unlabeled", "lr", "pooling",
+             "max_eval"}
     extra = {k: v for k, v in header["overrides"].items() if k not in shown}
     sub = f" (at most {header['max_eval']} examples per seed)" if header.get("max_eval") else ""
     lines += [f"Accuracy (%) on the {split_words(header)}{sub}; mean ± sample std over seeds {list(seeds)}. "
-              f"Preset {header['preset'] or 'none'}, {header['steps']} steps (probe: none), "
+              f"Preset {header['preset'] or 'none'}, {header['max_steps']} steps (probe: none), "
               f"U = {header['n_unlabeled']}, "
               f"lr {header['lr']:g}, batches {header['batch_labeled']}+{header['batch_unlabeled']}, pooling "
               f"{header['pooling']}, head {header['head']}."
@@ -433,7 +433,7 @@ def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
         right.set_axis_off()
     split = ("DEVELOPMENT split" if header["eval_split"] == "dev" else "evaluation split")
     fig.suptitle(f"{header['dataset']}, {os.path.basename(str(header['encoder']).rstrip('/'))}, preset "
-                 f"{header['preset'] or 'none'}, {header['steps']} steps, U={header['n_unlabeled']}, {split}")
+                 f"{header['preset'] or 'none'}, {header['max_steps']} steps, U={header['n_unlabeled']}, {split}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -442,7 +442,7 @@ def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
 
 def header_of(cfg: FewShotConfig, overrides: dict) -> dict:
     h = {k: getattr(cfg, k) for k in ("dataset", "encoder", "eval_file", "eval_split", "dev_fraction", "preset",
-                                      "steps", "n_unlabeled", "lr", "batch_labeled", "batch_unlabeled", "lam",
+                                      "max_steps", "n_unlabeled", "lr", "batch_labeled", "batch_unlabeled", "lam",
                                       "temperature", "pooling", "head", "max_eval", "max_length", "train_layers")}
     return {**h, "overrides": dict(overrides)}
 
@@ -465,15 +465,15 @@ def build_parser() -> argparse.ArgumentParser:
                    + unset.format(FewShotConfig.label_column))
     p.add_argument("--positive-label", default=None, help="label value of the positive class in a local dataset"
                    + unset.format(FewShotConfig.positive_label))
-    p.add_argument("--methods", "--objectives", dest="methods", nargs="+", default=DEFAULT_METHODS, choices=METHODS,
-                   metavar="METHOD", help=f"methods of the grid, of {', '.join(METHODS)} (--objectives: the old name; "
+    p.add_argument("--methods", dest="methods", nargs="+", default=DEFAULT_METHODS, choices=METHODS,
+                   metavar="METHOD", help=f"methods of the grid, of {', '.join(METHODS)} ("
                    "setfit needs the optional extra .[setfit] and is not in the default)")
     p.add_argument("--ns", type=int, nargs="+", default=[20, 100, 1000], help="labeled sizes N")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds per (method, N)")
     p.add_argument("--n-unlabeled", type=int, default=None, help="unlabeled examples U per run"
                    + unset.format(FewShotConfig.n_unlabeled))
-    p.add_argument("--steps", type=int, default=None, help="optimisation steps per run"
-                   + unset.format(FewShotConfig.steps))
+    p.add_argument("--max-steps", type=int, default=None, help="optimisation steps per run"
+                   + unset.format(FewShotConfig.max_steps))
     p.add_argument("--pooling", default=None, choices=["auto", "cls", "mean", "max"],
                    help="sentence vector: auto (a sentence-transformers folder's own pooling, else the family's: cls), "
                    "first token, mean or max over tokens"

@@ -32,7 +32,7 @@ def _tex_to_mathml(match: re.Match) -> str:
     display = "block" if tag == "div" else "inline"
     try:
         mathml = convert(tex.strip(), display=display)
-    except Exception:  # noqa: BLE001 - a construct latex2mathml lacks: show the TeX itself rather than nothing
+    except Exception:
         return f'<{tag} class="arithmatex"><code>{html.escape(tex.strip())}</code></{tag}>'
     return f'<{tag} class="arithmatex">{mathml}</{tag}>'
 
@@ -45,7 +45,7 @@ def canonical(path: str) -> str | None:
     for cut in range(len(parts), 0, -1):
         try:
             obj = importlib.import_module(".".join(parts[:cut]))
-        except Exception:  # noqa: BLE001 - not a module (or not importable here)
+        except Exception:
             continue
         try:
             for name in parts[cut:]:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from shared_losses.cli import HelpFormatter, run_cli
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
 
 
 def check(run: Path) -> dict:

@@ -40,14 +40,14 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
+from shared_losses.cli import HelpFormatter, run_cli
 
-from fewshot.config import FewShotConfig, preset_config  # noqa: E402
-from shared_losses.runtime import config_changes, read_json_file, write_json_atomic  # noqa: E402
-from shared_losses.stats import paired_stats, summarize  # noqa: E402
-from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep  # noqa: E402
+from fewshot.config import FewShotConfig, preset_config
+from shared_losses.runtime import config_changes, read_json_file, write_json_atomic
+from shared_losses.stats import paired_stats, summarize
+from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: puNCE's numbers (PU MNIST odd/even, MLP, n_P = 1k / 3k / 10k of 60k; Table 4: PNU CIFAR-10, All-Conv, 1/5/10 %)
 PAPER = {
@@ -93,8 +93,8 @@ def run_dir(out: Path, setting: str, method: str, n: int, seed: int) -> Path:
 
 def run_config(base: dict, setting: str, method: str, n: int, seed: int, folder: Path) -> FewShotConfig:
     fields = METHOD_FIELDS["raw" if method == "ceiling" else method]
-    if "steps" in base and "passes" not in base:
-        base = {**base, "passes": None}  # --set steps=N replaces the preset's passes
+    if "max_steps" in base and "passes" not in base:
+        base = {**base, "passes": None}  # --set max_steps=N replaces the preset's passes
     return preset_config("images", **{**base, **fields, "setting": setting, "n_labeled": n, "seed": seed,
                                       "output_dir": str(folder), "resume": True, "progress": False})
 
@@ -175,8 +175,8 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
              if header.get("batch_size") else f"batch {header['batch_labeled']} labeled + {header['batch_unlabeled']} "
              "unlabeled")
     length = (f"{header['passes']:.2f} passes over the pool (300 steps on the 5k digits)" if header.get("passes")
-              else f"{header['steps']} steps")
-    get = lambda setting, method, n, row="main": res.get((setting, method, n), {}).get("acc", {}).get(row)  # noqa: E731
+              else f"{header['max_steps']} steps")
+    get = lambda setting, method, n, row="main": res.get((setting, method, n), {}).get("acc", {}).get(row)
     L = [f"# puNCE image tables on {header['dataset']} (positive classes {header['positive_classes']}), "
          f"encoder {header['encoder']}, {header['eval_split']}", "",
          f"Seeds {list(seeds)}; mean ± std over seeds (sample std). Preset `images` with overrides "
@@ -342,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-split", default="eval", choices=["eval", "dev"],
                    help="dev: score on the development split (choose settings there), eval: the test split")
     p.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE",
-                   help="any fewshot option for every run (repeatable), e.g. --set steps=600 --set temperature=0.2")
+                   help="any fewshot option for every run (repeatable), e.g. --set max_steps=600 --set temperature=0.2")
     p.add_argument("--out", default="runs/pu_images", help="the grid's folder")
     p.add_argument("--aggregate-only", action="store_true", help="only rebuild the tables and plot from finished runs")
     add_sweep_arguments(p, parallel=2)
@@ -440,7 +440,7 @@ def main(argv=None) -> int:
         if failed:
             print(f"{failed} of {len(todo)} runs failed (see the .log beside each run folder)", file=sys.stderr)
     ref = run_config(base, "pu", "punce", args.n_ps[0], args.seeds[0], out)
-    header = {k: getattr(ref, k) for k in ("dataset", "encoder", "steps", "passes", "batch_size", "batch_labeled",
+    header = {k: getattr(ref, k) for k in ("dataset", "encoder", "max_steps", "passes", "batch_size", "batch_labeled",
                                            "batch_unlabeled", "lr", "temperature", "augment", "hidden")}
     header.update(positive_classes=positive, overrides=sets,
                   eval_split="DEVELOPMENT split" if args.eval_split == "dev" else "test split")

@@ -45,15 +45,15 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from nlp_qt import objectives as O  # noqa: E402
-from nlp_qt.config import PRESETS as TRAIN_PRESETS  # noqa: E402
-from nlp_qt.senteval import ALL_TASKS, TASKS  # noqa: E402
-from shared_losses.runtime import write_json_atomic  # noqa: E402
-from shared_losses.stats import paired_stats  # noqa: E402
-from shared_losses.sweep import Run, add_sweep_arguments, from_caller, options_of, run_sweep  # noqa: E402
+from nlp_qt import objectives as O
+from nlp_qt.config import PRESETS as TRAIN_PRESETS
+from nlp_qt.senteval import ALL_TASKS, TASKS
+from shared_losses.runtime import write_json_atomic
+from shared_losses.stats import paired_stats
+from shared_losses.sweep import Run, add_sweep_arguments, from_caller, options_of, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PAPER = {
     "biased (QT)": [76.8, 81.3, 86.6, 93.4, 89.8, 73.6, 81.8],
@@ -400,7 +400,7 @@ def render(a, results: dict) -> tuple[str, dict]:
             if not st["n_seeds"]:
                 continue
             paired[f"{x} − {y}"] = {**paired.get(f"{x} − {y}", {}), col: st}
-            ci = lambda c: "-" if c is None else f"[{c[0]:+.2f}, {c[1]:+.2f}]"  # noqa: E731
+            ci = lambda c: "-" if c is None else f"[{c[0]:+.2f}, {c[1]:+.2f}]"
             lines.append(f"| {x} − {y} | {col} | " + ", ".join(f"{d:+.2f}" for d in st["diffs"])
                          + f" | {st['mean']:+.2f}" + ("" if st["std"] is None else f" ± {st['std']:.2f}")
                          + f" | {ci(st['t_ci'])} | {ci(st['bootstrap_ci'])} | {st['wins']}/{st['losses']} |")
@@ -440,7 +440,7 @@ def check_sweep(a, todo: list[dict]) -> None:
 
     from nlp_qt.config import from_cli
     from nlp_qt.corpus import iter_corpus
-    from nlp_qt.senteval import _check_files, resolve_data_dir
+    from nlp_qt.senteval import task_files, resolve_data_dir
     from nlp_qt.train import validate
 
     options_of(a).validate()
@@ -457,7 +457,7 @@ def check_sweep(a, todo: list[dict]) -> None:
         if a.data != "human":  # the human-labeled tasks are built from shipped data on first use
             root = resolve_data_dir(a.data, a.tasks)
             for task in a.tasks:
-                _check_files(root, task)
+                task_files(root, task)
     for job in todo:
         cmd = job["train"]
         if cmd is not None and cmd[2] == "nlp_qt.train":

@@ -68,11 +68,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from shared_losses.cli import HelpFormatter, run_cli  # noqa: E402
+from shared_losses.cli import HelpFormatter, run_cli
 
-from shared_losses import debiased_nce, debiased_nce_from_logits  # noqa: E402
-from shared_losses.runtime import write_json_atomic  # noqa: E402
+from shared_losses import debiased_nce, debiased_nce_from_logits
+from shared_losses.runtime import write_json_atomic
 
 
 @dataclass

@@ -40,8 +40,6 @@ from typing import Annotated, Literal
 import tyro
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
 
 DEFAULT_RESULTS = ROOT / "docs" / "data" / "table3_gpu"
 PACK_FILES = ("table3_runs.tar.gz", "throughput.json", "slice.txt")

@@ -45,11 +45,10 @@ class ConfigChanged(CheckpointError):
 
 
 def refuse_config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], *, free: Iterable[str] = (),
-                          legacy: Mapping[str, Any] | None = None,
                           where: str | os.PathLike = "the output folder") -> None:
     """The one refusal of a resume with other options, worded alike in every application: a
     :class:`ConfigChanged` naming each differing field outside ``free`` as ``field: saved -> now``."""
-    changes = config_changes(saved, current, free=free, legacy=legacy)
+    changes = config_changes(saved, current, free=free)
     if changes:
         fields = ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changes)
         raise ConfigChanged(f"cannot resume the run in {where}: it was written with a different configuration "
@@ -109,13 +108,11 @@ class RunHarness:
     loggers, checkpoints, SIGINT/SIGTERM and the final summary.
 
     ``free``: the configuration fields a resumed run may change (every other field, new ones included,
-    must equal the run's); each application's configuration declares them (``RESUME_FREE``). ``legacy``:
-    the value a field missing from an older run's configuration had implicitly.
+    must equal the run's); each application's configuration declares them (``RESUME_FREE``).
     """
 
     def __init__(self, application: str, output_dir: str | os.PathLike, *, resume: bool = False,
-                 overwrite: bool = False, free: Iterable[str] = (), legacy: Mapping[str, Any] | None = None,
-                 option: str = "--output-dir"):
+                 overwrite: bool = False, free: Iterable[str] = (), option: str = "--output-dir"):
         self.application = application
         self.folder: RunFolder = claim_run_folder(output_dir, application, resume=resume, overwrite=overwrite,
                                                   option=option)
@@ -124,7 +121,6 @@ class RunHarness:
         #: continuing a run from its checkpoint (--resume on a folder holding one)
         self.resuming = self.folder.resuming and checkpoint_exists(self.checkpoint_dir)
         self.free = set(free)
-        self.legacy = dict(legacy or {})
         self.accelerator = None
         #: the folder existed before this run (new runs only: an empty one is emptied again, not removed)
         self._existed = self.out.exists()
@@ -160,12 +156,10 @@ class RunHarness:
                                   f"it aside) or choose another {option} to start a new run; nothing was changed")
 
     def refuse_config_changes(self, saved: Mapping[str, Any], current: Mapping[str, Any],
-                              where: str | os.PathLike | None = None, legacy: Mapping[str, Any] | None = None) -> None:
+                              where: str | os.PathLike | None = None) -> None:
         """Raise :class:`ConfigChanged` (one line naming every differing field, and the ways out) if resuming
-        would change a field the configuration does not declare free. ``legacy``: implied values known only
-        now (such as the process count), added to the harness's own."""
-        refuse_config_changes(saved, current, free=self.free, legacy={**self.legacy, **(legacy or {})},
-                              where=where or self.out)
+        would change a field the configuration does not declare free."""
+        refuse_config_changes(saved, current, free=self.free, where=where or self.out)
 
     # ------------------------------------------------------------------------------ folder
 

@@ -191,18 +191,18 @@ def with_local_paths(config: Mapping[str, Any], fields: Iterable[str]) -> dict:
     return {**config, **{f: local_path(config[f]) for f in fields if f in config}}
 
 
-def config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], free: Iterable[str] = (),
-                   legacy: Mapping[str, Any] | None = None) -> list[tuple[str, Any, Any]]:
+def config_changes(saved: Mapping[str, Any], current: Mapping[str, Any],
+                   free: Iterable[str] = ()) -> list[tuple[str, Any, Any]]:
     """What a resumed run would change: ``(field, saved value, current value)`` for every field, in
     name order, whose value differs between a run's saved configuration and the current one.
 
     Every field counts except those in ``free`` (the ones a resumed run may change, such as the total
-    number of steps), so a field added later is checked by default. ``legacy`` gives the value that a
-    field missing from an older saved configuration had implicitly. Values are compared after a JSON
+    number of steps), so a field added later is checked by default (a saved configuration without it is
+    refused). Values are compared after a JSON
     round trip, so a tuple saved to ``config.json`` still equals the list it comes back as.
     """
     free = set(free)
-    old = json.loads(json.dumps({**(legacy or {}), **saved}))
+    old = json.loads(json.dumps(dict(saved)))
     new = json.loads(json.dumps(dict(current)))
     return [(k, old.get(k), new.get(k)) for k in sorted(set(old) | set(new))
             if k not in free and old.get(k) != new.get(k)]

@@ -460,13 +460,13 @@ TINY: dict[str, list[str] | Callable[[list[str]], list[str]]] = {
         "--baselines", *(["bow"] if _last(argv, "--preset") in ("cpu-w2v", "cpu-bow") or "--init-from-bow" in argv
                          else [])],
     "fewshot.train": _fewshot_train,
-    "scripts/fewshot_table5.py": ["--seeds", "0", "--methods", "ce+punce", "--steps", "2", "--n-unlabeled", "24",
+    "scripts/fewshot_table5.py": ["--seeds", "0", "--methods", "ce+punce", "--max-steps", "2", "--n-unlabeled", "24",
                                   "--max-eval", "40", "--parallel", "1", "--set", "max_length=16",
                                   "--set", "batch_labeled=4", "--set", "batch_unlabeled=4"],
     "scripts/pu_images_table.py": lambda argv: ["--tables", "2", "--n-ps", "50", "--seeds", "0", "--parallel", "1",
-                                                "--set", "steps=2", "--set", "hidden=16", "--set", "batch_size=32",
+                                                "--set", "max_steps=2", "--set", "hidden=16", "--set", "batch_size=32",
                                                 "--set", "passes=0.25"] + _digits(argv, default_mnist=True),
-    "scripts/bench_pu_images.py": ["--steps", "2", "--repeats", "1"],
+    "scripts/bench_pu_images.py": ["--max-steps", "2", "--repeats", "1"],
     "scripts/sampling_bias.py": ["--steps", "3", "--batch", "32", "--seeds", "0", "1"],
     "scripts/fewshot_prior_check.py": ["--seeds", "0", "1"],
 }

@@ -43,7 +43,7 @@ def qt_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("battery")
     corpus = _write_corpus(root / "corpus")
     train(Config(corpus=str(corpus), output_dir=str(root / "run"), batch_size=8, word_dim=8, encoder_dim=8,
-                 vocab_size=200, max_len=12, log_every=1, checkpoint_every=2, max_steps=2, progress=False))
+                 vocab_size=200, max_length=12, log_every=1, checkpoint_every=2, max_steps=2, progress=False))
     return root / "run"
 
 
@@ -63,7 +63,7 @@ def image_run(tmp_path_factory) -> Path:
         x[y == c, c + 1] += 110
     np.savez(root / "digits.npz", x=x.astype(np.uint8), y=y)
     train(preset_config("images", dataset=str(root / "digits.npz"), encoder="mlp", setting="pu", contrastive="punce",
-                        n_labeled=6, positive_classes=(0, 2), hidden=8, steps=2, passes=None, batch_size=16,
+                        n_labeled=6, positive_classes=(0, 2), hidden=8, max_steps=2, passes=None, batch_size=16,
                         progress=False, output_dir=str(root / "run")))
     return root / "run"
 
@@ -226,23 +226,23 @@ def _pack_run_twice(run: Path) -> None:
 IMPORT = ["import", "{tmp}/pack", "--into", "{tmp}/results", "--no-tabulate"]
 
 QT_TRAIN = ["--corpus", "{corpus}", "--output-dir", "{tmp}/new", "--batch-size", "8", "--word-dim", "8",
-            "--encoder-dim", "8", "--vocab-size", "200", "--max-len", "12", "--max-steps", "2", "--no-progress"]
+            "--encoder-dim", "8", "--vocab-size", "200", "--max-length", "12", "--max-steps", "2", "--no-progress"]
 QT_RESUME = ["--corpus", "{corpus}", "--output-dir", "{qt_run}", "--batch-size", "8", "--word-dim", "8",
-             "--encoder-dim", "8", "--vocab-size", "200", "--max-len", "12", "--max-steps", "4", "--no-progress",
+             "--encoder-dim", "8", "--vocab-size", "200", "--max-length", "12", "--max-steps", "4", "--no-progress",
              "--checkpoint-every", "2", "--log-every", "1", "--resume"]
 
 FEWSHOT = ["--dataset", "{tmp}/stars.tsv", "--eval-file", "{tmp}/stars.tsv", "--text-column", "review",
-           "--label-column", "stars", "--n-labeled", "4", "--n-unlabeled", "10", "--steps", "1", "--output-dir",
+           "--label-column", "stars", "--n-labeled", "4", "--n-unlabeled", "10", "--max-steps", "1", "--output-dir",
            "{tmp}/new", "--device", "cpu", "--no-progress"]
 
 #: (id, module, arguments, exit status, fragment of the error line, what is done to the run copy first[, the
 #: environment variables of the command: a value, or None to unset it])
 BATTERY = [
-    ("rl_curl discount above 1", "rl_curl.train", ["--discount", "1.5", "--out-dir", "{tmp}/new"], 2,
+    ("rl_curl discount above 1", "rl_curl.train", ["--discount", "1.5", "--output-dir", "{tmp}/new"], 2,
      "--discount", None),
-    ("rl_curl critic-tau NaN", "rl_curl.train", ["--critic-tau", "nan", "--out-dir", "{tmp}/new"], 2,
+    ("rl_curl critic-tau NaN", "rl_curl.train", ["--critic-tau", "nan", "--output-dir", "{tmp}/new"], 2,
      "--critic-tau", None),
-    ("rl_curl encoder-tau 0", "rl_curl.train", ["--encoder-tau", "0", "--out-dir", "{tmp}/new"], 2,
+    ("rl_curl encoder-tau 0", "rl_curl.train", ["--encoder-tau", "0", "--output-dir", "{tmp}/new"], 2,
      "--encoder-tau", None),
     ("nlp_qt clip-norm NaN", "nlp_qt.train", [*QT_TRAIN, "--clip-norm", "nan"], 2, "clip", None),
     ("nlp_qt fp16 on the CPU", "nlp_qt.train", [*QT_TRAIN, "--mixed-precision", "fp16", "--device", "cpu"], 2,
@@ -289,7 +289,7 @@ BATTERY = [
     ("nlp_qt --report-to wandb without a W&B login", "nlp_qt.train", [*QT_TRAIN, "--report-to", "wandb"], 2,
      "no W&B login", None, {"NETRC": "{tmp}/no_netrc", "WANDB_MODE": None, "WANDB_API_KEY": None}),
     ("rl_curl --report-to wandb without a W&B login", "rl_curl.train",
-     ["--out-dir", "{tmp}/new", "--report-to", "wandb", "--device", "cpu"], 2, "no W&B login", None,
+     ["--output-dir", "{tmp}/new", "--report-to", "wandb", "--device", "cpu"], 2, "no W&B login", None,
      {"NETRC": "{tmp}/no_netrc", "WANDB_MODE": None, "WANDB_API_KEY": None}),
     ("fewshot --report-to mlflow on MLflow 3's file store", "fewshot.train",
      [*FEWSHOT, "--encoder", "{tmp}/no_model", "--positive-label", "5", "--report-to", "mlflow"], 2,
@@ -333,7 +333,7 @@ BATTERY = [
     ("nlp_qt output folder under a file", "nlp_qt.train", [*QT_TRAIN[:2], "--output-dir", "{tmp}/results.json/run",
                                                            *QT_TRAIN[4:]], 2,
      "results.json is a file, not a folder, so no run folder can be made under it", None),
-    ("rl_curl output folder under a file", "rl_curl.train", ["--out-dir", "{tmp}/results.json/run"], 2,
+    ("rl_curl output folder under a file", "rl_curl.train", ["--output-dir", "{tmp}/results.json/run"], 2,
      "results.json is a file, not a folder", None),
     # issue 46, items 6 and 7: a GPU slice's pack is untrusted input; nothing is written unless all of it is sound
     ("slice import: a date that is a path", "scripts/table3_gpu.py", IMPORT, 2, "is not a date", _pack_date_is_a_path),

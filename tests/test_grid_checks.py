@@ -203,7 +203,7 @@ def test_pu_images_shipped_digits_are_not_loaded_up_front(tmp_path, monkeypatch)
 def test_pu_images_set_reads_none_and_refuses_text_for_a_number():
     """--set passes=None is the default (Python's null spelling); --set passes=abc was a TypeError traceback in
     the configuration's check; now a usage error naming the option (argparse's, exit 2)."""
-    sets = _load("pu_images_table").parse_set(["passes=None", "lr=1e-3", "encoder=cnn", "steps=5"])
-    assert sets == {"passes": None, "lr": 0.001, "encoder": "cnn", "steps": 5}
+    sets = _load("pu_images_table").parse_set(["passes=None", "lr=1e-3", "encoder=cnn", "max_steps=5"])
+    assert sets == {"passes": None, "lr": 0.001, "encoder": "cnn", "max_steps": 5}
     with pytest.raises(ValueError, match="passes takes a number .* got 'abc'"):
         _load("pu_images_table").parse_set(["passes=abc"])

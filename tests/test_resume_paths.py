@@ -58,7 +58,7 @@ def test_an_image_run_resumed_elsewhere_with_the_same_spelling_of_another_file_i
 
     def cfg(steps):
         return preset_config("images", dataset="d.npz", encoder="mlp", setting="pu", contrastive="punce", n_labeled=8,
-                             positive_classes=(1,), hidden=16, steps=steps, passes=None, batch_size=16,
+                             positive_classes=(1,), hidden=16, max_steps=steps, passes=None, batch_size=16,
                              progress=False, output_dir=str(tmp_path / "run"), resume=True, checkpoint_every=2)
 
     monkeypatch.chdir(tmp_path / "a")

@@ -37,9 +37,9 @@ def write_named_tsv(path, rows):
 def _cfg(tiny_encoder, tmp_path, name, **kw):
     base = dict(encoder=tiny_encoder, dataset=write_named_tsv(tmp_path / "train.tsv", make_texts(200, 0)),
                 eval_file=write_named_tsv(tmp_path / "dev.tsv", make_texts(40, 1)), positive_label="pos",
-                objective="ce+punce", n_labeled=20, n_unlabeled=60, steps=8, batch_labeled=10, batch_unlabeled=10,
+                objective="ce+punce", n_labeled=20, n_unlabeled=60, max_steps=8, batch_labeled=10, batch_unlabeled=10,
                 lr=3e-3, max_length=16, pooling="mean", proj_dim=16, eval_every=8, checkpoint_every=8,
-                output_dir=str(tmp_path / name), cpu=True, progress=False)
+                output_dir=str(tmp_path / name), device="cpu", progress=False)
     base.update(kw)
     return FewShotConfig(**base)
 
@@ -138,7 +138,7 @@ def test_no_export_then_export_run_and_the_logreg_head(tiny_encoder, tmp_path):
 @pytest.mark.slow  # runs the entry point in a subprocess
 def test_export_refuses_a_folder_with_other_files(tiny_encoder, tmp_path):
     run = tmp_path / "run"
-    train(_cfg(tiny_encoder, tmp_path, "run", steps=2, eval_every=2, checkpoint_every=2, export=False))
+    train(_cfg(tiny_encoder, tmp_path, "run", max_steps=2, eval_every=2, checkpoint_every=2, export=False))
     target = tmp_path / "elsewhere"
     target.mkdir()
     (target / "notes.txt").write_text("mine")
@@ -147,7 +147,7 @@ def test_export_refuses_a_folder_with_other_files(tiny_encoder, tmp_path):
     assert [p.name for p in target.iterdir()] == ["notes.txt"] and (target / "notes.txt").read_text() == "mine"
     # another run's export is not this run's either
     other = tmp_path / "other"
-    train(_cfg(tiny_encoder, tmp_path, "other", steps=2, eval_every=2, checkpoint_every=2))
+    train(_cfg(tiny_encoder, tmp_path, "other", max_steps=2, eval_every=2, checkpoint_every=2))
     before = {p.name: p.stat().st_mtime_ns for p in (other / "model").iterdir()}
     with pytest.raises(FileExistsError):
         export_run(run, other / "model")
@@ -166,7 +166,7 @@ def test_export_refuses_a_folder_with_other_files(tiny_encoder, tmp_path):
 def test_predict_cli(tiny_encoder, tmp_path):
     from fewshot.predict import main as predict
 
-    cfg = _cfg(tiny_encoder, tmp_path, "run", steps=4, eval_every=4, checkpoint_every=4)
+    cfg = _cfg(tiny_encoder, tmp_path, "run", max_steps=4, eval_every=4, checkpoint_every=4)
     train(cfg)
     run = tmp_path / "run"
     texts = ["good movie", "the plot was awful", LONG]
@@ -234,7 +234,7 @@ def test_write_predictions_that_fail_leave_the_old_file_and_no_temporary_file(tm
 
 @pytest.mark.slow  # runs the entry point in subprocesses
 def test_predict_cli_errors_are_one_line(tiny_encoder, tmp_path):
-    train(_cfg(tiny_encoder, tmp_path, "run", steps=4, eval_every=4, checkpoint_every=4))
+    train(_cfg(tiny_encoder, tmp_path, "run", max_steps=4, eval_every=4, checkpoint_every=4))
     run = tmp_path / "run"
     (tmp_path / "in.txt").write_text("good movie\n")
     (tmp_path / "in.csv").write_text("id,review\n0,good movie\n")
@@ -287,7 +287,8 @@ def test_pooling_auto(tiny_encoder, tmp_path):
         resolve_pooling("auto", str(st))
 
     # the run records what auto resolved to; its checkpoint stays comparable with the old explicit value
-    cfg = _cfg(tiny_encoder, tmp_path, "auto", pooling="auto", steps=2, eval_every=2, checkpoint_every=2, export=False)
+    cfg = _cfg(tiny_encoder, tmp_path, "auto", pooling="auto", max_steps=2, eval_every=2, checkpoint_every=2,
+               export=False)
     metrics = train(cfg)
     assert metrics["pooling"] == "cls" and metrics["pooling_source"].startswith("auto")
     assert json.loads((tmp_path / "auto" / "config.json").read_text())["pooling"] == "auto"
@@ -312,7 +313,7 @@ def test_pu_from_files_trains_and_exports_positive_vs_not(tiny_encoder, tmp_path
         w.writerow(["sentence", "label"])
         w.writerows([[t, "spam" if y else "ham"] for t, y in make_texts(40, 1)])
     common = dict(setting="pu", dataset="no such dataset: not read", positive_file=str(tmp_path / "pos.txt"),
-                  unlabeled_file=str(tmp_path / "unl.jsonl"), positive_label="spam", steps=4, eval_every=4,
+                  unlabeled_file=str(tmp_path / "unl.jsonl"), positive_label="spam", max_steps=4, eval_every=4,
                   checkpoint_every=4)
 
     cfg = _cfg(tiny_encoder, tmp_path, "pu", eval_file=str(dev), prior=0.5, **common)

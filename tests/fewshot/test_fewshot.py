@@ -25,8 +25,8 @@ from .conftest import make_texts, write_tsv
 def _cfg(tiny_encoder, easy_task, tmp_path, **kw):
     train_file, dev = easy_task
     base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=20, n_unlabeled=100,
-                steps=30, batch_labeled=10, batch_unlabeled=20, lr=3e-3, max_length=16, pooling="mean",
-                proj_dim=16, eval_every=30, checkpoint_every=30, output_dir=str(tmp_path / "run"), cpu=True)
+                max_steps=30, batch_labeled=10, batch_unlabeled=20, lr=3e-3, max_length=16, pooling="mean",
+                proj_dim=16, eval_every=30, checkpoint_every=30, output_dir=str(tmp_path / "run"), device="cpu")
     base.update(kw)
     return FewShotConfig(**base)
 
@@ -197,7 +197,7 @@ def test_nnpu_risk_matches_formula():
 def test_short_run_beats_chance_and_writes_outputs(tiny_encoder, easy_task, tmp_path, objective):
     # 60 steps: at the default lam = 0.1 the contrastive term dominates, and 30 steps of the tiny
     # encoder reached 71.7 % for ce+punce at seed 0 (80-83 % at seeds 1-2, 98 % at 60 steps)
-    cfg = _cfg(tiny_encoder, easy_task, tmp_path, objective=objective, steps=60, eval_every=60, checkpoint_every=60)
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, objective=objective, max_steps=60, eval_every=60, checkpoint_every=60)
     m = train(cfg)
     assert m["eval_accuracy"] > 75.0, m  # chance is 50 %
     out = tmp_path / "run"
@@ -209,11 +209,11 @@ def test_short_run_beats_chance_and_writes_outputs(tiny_encoder, easy_task, tmp_
 
 
 def test_resume_is_exact(tiny_encoder, easy_task, tmp_path):
-    full = _cfg(tiny_encoder, easy_task, tmp_path / "a", steps=6, eval_every=3, checkpoint_every=3)
+    full = _cfg(tiny_encoder, easy_task, tmp_path / "a", max_steps=6, eval_every=3, checkpoint_every=3)
     train(full)
-    first = _cfg(tiny_encoder, easy_task, tmp_path / "b", steps=3, eval_every=3, checkpoint_every=3)
+    first = _cfg(tiny_encoder, easy_task, tmp_path / "b", max_steps=3, eval_every=3, checkpoint_every=3)
     train(first)
-    resumed = _cfg(tiny_encoder, easy_task, tmp_path / "b", steps=6, eval_every=3, checkpoint_every=3, resume=True)
+    resumed = _cfg(tiny_encoder, easy_task, tmp_path / "b", max_steps=6, eval_every=3, checkpoint_every=3, resume=True)
     train(resumed)
     rows_a = list(csv.DictReader(open(tmp_path / "a" / "run" / "log.csv")))
     rows_b = list(csv.DictReader(open(tmp_path / "b" / "run" / "log.csv")))
@@ -221,7 +221,7 @@ def test_resume_is_exact(tiny_encoder, easy_task, tmp_path):
     a = json.loads((tmp_path / "a" / "run" / "metrics.json").read_text())
     b = json.loads((tmp_path / "b" / "run" / "metrics.json").read_text())
     assert a["eval_accuracy"] == b["eval_accuracy"]
-    other = _cfg(tiny_encoder, easy_task, tmp_path / "b", steps=6, lam=0.5, resume=True)
+    other = _cfg(tiny_encoder, easy_task, tmp_path / "b", max_steps=6, lam=0.5, resume=True)
     with pytest.raises(ValueError, match="different configuration"):
         train(other)
 
@@ -234,13 +234,13 @@ def test_tensorboard_has_no_duplicate_steps_after_a_cut_off_resume(tiny_encoder,
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     kw = dict(eval_every=100, checkpoint_every=2)
-    train(_cfg(tiny_encoder, easy_task, tmp_path, steps=2, **kw))
+    train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, **kw))
     run = tmp_path / "run"
     shutil.copytree(run / "checkpoint", tmp_path / "ckpt2")
-    train(_cfg(tiny_encoder, easy_task, tmp_path, steps=4, resume=True, **kw))
+    train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=4, resume=True, **kw))
     shutil.rmtree(run / "checkpoint")
     shutil.copytree(tmp_path / "ckpt2", run / "checkpoint")
-    train(_cfg(tiny_encoder, easy_task, tmp_path, steps=4, resume=True, **kw))
+    train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=4, resume=True, **kw))
     acc = EventAccumulator(str(run / "tb"))
     acc.Reload()
     assert [e.step for e in acc.Scalars("train/loss")] == [1, 2, 3, 4]  # tagged as in nlp_qt and rl_curl
@@ -248,7 +248,7 @@ def test_tensorboard_has_no_duplicate_steps_after_a_cut_off_resume(tiny_encoder,
 
 
 def test_pu_pipeline_runs(tiny_encoder, easy_task, tmp_path):
-    cfg = _cfg(tiny_encoder, easy_task, tmp_path, setting="pu", n_labeled=30, n_unlabeled=100, steps=5)
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, setting="pu", n_labeled=30, n_unlabeled=100, max_steps=5)
     m = train(cfg)
     assert set(m["probes"]["punce_encoder"]) == {"pn", "upu", "nnpu"}
     assert 0 < m["prior"] < 1 and m["prior_source"] == "exact"
@@ -335,14 +335,15 @@ def test_resume_checks_the_process_count(tiny_encoder, easy_task, tmp_path):
         check_resume_config(cfg, saved, world=1)
     check_resume_config(cfg, saved, world=2)
     check_resume_config(cfg, saved)  # process count not known yet: checked later
-    check_resume_config(cfg, dataclasses.asdict(cfg), world=3)  # checkpoints from before the field: accepted
+    with pytest.raises(ValueError, match="num_processes: None -> 3"):  # a record without the count: refused
+        check_resume_config(cfg, dataclasses.asdict(cfg), world=3)
 
 
 @pytest.mark.parametrize("setting", ["pnu", "pu"])
 @pytest.mark.slow  # torchrun: two processes
 def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_task, tmp_path, setting, torchrun):
     """Two CPU processes: every step's global batch is split between them (they used to train on
-    copies of one batch, which --gather-negatives then contrasted as negatives of each other); one
+    copies of one batch, which --gather-across-processes then contrasted as negatives of each other); one
     log row per step, one metrics.json."""
     import os
     import subprocess
@@ -350,11 +351,11 @@ def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_ta
     train_file, dev = easy_task
     out = tmp_path / "multi"
     args = ["--encoder", str(tiny_encoder), "--dataset", str(train_file), "--eval-file", str(dev), "--setting", setting,
-            "--n-labeled", "20", "--n-unlabeled", "40", "--steps", "3", "--batch-labeled", "4",
+            "--n-labeled", "20", "--n-unlabeled", "40", "--max-steps", "3", "--batch-labeled", "4",
             "--batch-unlabeled", "6", "--max-length", "16", "--pooling", "mean", "--proj-dim", "16",
-            "--eval-every", "3", "--checkpoint-every", "3", "--cpu", "--output-dir", str(out)]
+            "--eval-every", "3", "--checkpoint-every", "3", "--device", "cpu", "--output-dir", str(out)]
     if setting == "pnu":
-        args += ["--objective", "ce+punce", "--gather-negatives"]
+        args += ["--objective", "ce+punce", "--gather-across-processes"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
     res = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *args],
                          capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
@@ -385,9 +386,9 @@ def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_
     (encoder / "config.json").write_text(json.dumps(config))
     train_file, dev = easy_task
     common = ["--encoder", str(encoder), "--dataset", str(train_file), "--eval-file", str(dev),
-              "--objective", "ce+punce", "--n-labeled", "20", "--n-unlabeled", "40", "--steps", "3",
+              "--objective", "ce+punce", "--n-labeled", "20", "--n-unlabeled", "40", "--max-steps", "3",
               "--max-length", "16", "--pooling", "mean", "--proj-dim", "16", "--lr", "3e-3", "--eval-every", "3",
-              "--checkpoint-every", "3", "--cpu"]
+              "--checkpoint-every", "3", "--device", "cpu"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
     single = subprocess.run([sys.executable, "-m", "fewshot.train", *common, "--batch-labeled", "8",
                              "--batch-unlabeled", "12", "--output-dir", str(tmp_path / "one")],
@@ -421,14 +422,14 @@ def test_only_punce_steps_encode_unlabeled_examples(tiny_encoder, easy_task, tmp
         return real(tokenizer, texts, *args, **kw)
 
     monkeypatch.setattr(ft, "tokenize", counting)
-    train(_cfg(tiny_encoder, easy_task, tmp_path, objective=objective, steps=2, eval_every=2, checkpoint_every=2))
+    train(_cfg(tiny_encoder, easy_task, tmp_path, objective=objective, max_steps=2, eval_every=2, checkpoint_every=2))
     assert sizes[:2] == [10 + unlabeled_per_step] * 2  # batch_labeled 10 (+ batch_unlabeled 20 for puNCE)
 
 
 def test_log_every_keeps_the_evaluation_and_last_steps(tiny_encoder, easy_task, tmp_path):
     """--log-every (one vocabulary with the other trainers): a row every N steps, plus every evaluation step
     and the last step, so no evaluation is missing from log.csv."""
-    train(_cfg(tiny_encoder, easy_task, tmp_path, steps=7, eval_every=3, log_every=2, checkpoint_every=7,
+    train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=7, eval_every=3, log_every=2, checkpoint_every=7,
                objective="ce"))
     rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
     assert [int(r["step"]) for r in rows] == [2, 3, 4, 6, 7]
@@ -464,7 +465,7 @@ def test_one_file_holds_out_a_stratified_evaluation_split(tiny_encoder, easy_tas
     from fewshot.data import held_out_split
     from fewshot.run import training_data
 
-    cfg = _cfg(tiny_encoder, easy_task, tmp_path, eval_file=None, steps=2, eval_every=2, checkpoint_every=2)
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, eval_file=None, max_steps=2, eval_every=2, checkpoint_every=2)
     train_x, train_y, eval_x, eval_y, _ = training_data(cfg)
     assert len(eval_x) == 40 and sum(eval_y) == 20 and len(train_x) == 160 and sum(train_y) == 80  # 20 % per class
     again = training_data(_cfg(tiny_encoder, easy_task, tmp_path, eval_file=None, seed=3))

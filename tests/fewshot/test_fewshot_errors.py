@@ -23,9 +23,10 @@ def tiny_run(tiny_encoder, easy_task, tmp_path):
     from fewshot.train import train
 
     train_file, dev = easy_task
-    train(FewShotConfig(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=10, n_unlabeled=20, steps=2,
+    train(FewShotConfig(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=10, n_unlabeled=20,
+                        max_steps=2,
                         batch_labeled=5, batch_unlabeled=5, max_length=16, pooling="mean", proj_dim=8, eval_every=2,
-                        checkpoint_every=2, output_dir=str(tmp_path / "run"), cpu=True, progress=False))
+                        checkpoint_every=2, output_dir=str(tmp_path / "run"), device="cpu", progress=False))
     return tmp_path / "run"
 
 
@@ -115,7 +116,7 @@ def test_fewshot_train_with_an_encoder_that_is_not_a_model(easy_task, tmp_path, 
     train_file, dev = easy_task
     out = tmp_path / "run"
     line = cli("-m", "fewshot.train", "--encoder", encoder, "--dataset", train_file, "--eval-file", dev,
-               "--n-unlabeled", "50", "--steps", "1", "--output-dir", str(out), "--device", "cpu")
+               "--n-unlabeled", "50", "--max-steps", "1", "--output-dir", str(out), "--device", "cpu")
     assert f"--encoder {encoder}" in line and words in line and "sentencepiece" not in line
     assert not out.exists()
 

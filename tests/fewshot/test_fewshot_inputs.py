@@ -91,30 +91,30 @@ def test_tokenizer_without_pad_token_can_pad(tmp_path):
 
 def _cfg(tiny_encoder, easy_task, out, **kw):
     train_file, dev = easy_task
-    base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=10, n_unlabeled=20, steps=2,
+    base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=10, n_unlabeled=20, max_steps=2,
                 batch_labeled=5, batch_unlabeled=5, max_length=16, pooling="mean", proj_dim=8, eval_every=2,
-                checkpoint_every=2, output_dir=str(out), cpu=True)
+                checkpoint_every=2, output_dir=str(out), device="cpu")
     return FewShotConfig(**(base | kw))
 
 
 def test_resume_in_moved_folder_and_refused_resume_leaves_folder_untouched(tiny_encoder, easy_task, tmp_path):
     train(_cfg(tiny_encoder, easy_task, tmp_path / "a"))
     shutil.copytree(tmp_path / "a", tmp_path / "b")  # a run folder copied elsewhere resumes there
-    train(_cfg(tiny_encoder, easy_task, tmp_path / "b", steps=3, resume=True))
+    train(_cfg(tiny_encoder, easy_task, tmp_path / "b", max_steps=3, resume=True))
     assert json.loads((tmp_path / "b" / "metrics.json").read_text())["steps"] == 3
     before = {f: (tmp_path / "b" / f).read_text() for f in ("config.json", "sample.json")}
     with pytest.raises(ValueError, match=r"different configuration \(lam: 0.1 -> 0.5, seed: 0 -> 7\)"):
-        train(_cfg(tiny_encoder, easy_task, tmp_path / "b", steps=4, lam=0.5, seed=7, resume=True))
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "b", max_steps=4, lam=0.5, seed=7, resume=True))
     assert {f: (tmp_path / "b" / f).read_text() for f in before} == before
     with pytest.raises(FileExistsError, match="--resume"):  # never overwritten without --resume
-        train(_cfg(tiny_encoder, easy_task, tmp_path / "b", steps=4))
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "b", max_steps=4))
     assert {f: (tmp_path / "b" / f).read_text() for f in before} == before
     assert json.loads((tmp_path / "b" / "metrics.json").read_text())["steps"] == 3
 
 
 def test_pu_setting_refuses_what_it_cannot_do(tiny_encoder, easy_task, tmp_path):
     with pytest.raises(ValueError, match="--gather-across-processes is not supported with --setting pu"):
-        train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", gather_negatives=True))
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", gather_across_processes=True))
     assert not (tmp_path / "pu" / "checkpoint").exists()
     with pytest.raises(ValueError, match="--objective ce does not apply to --setting pu"):  # was: silently puNCE
         train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", objective="ce"))
@@ -139,7 +139,7 @@ def test_max_eval_is_a_seeded_random_subset_in_file_order(tiny_encoder, easy_tas
 
 
 @pytest.mark.parametrize("option, value", [
-    ("eval_every", 0), ("eval_every", -5), ("checkpoint_every", 0), ("checkpoint_every", -1), ("steps", -1),
+    ("eval_every", 0), ("eval_every", -5), ("checkpoint_every", 0), ("checkpoint_every", -1), ("max_steps", -1),
     ("batch_labeled", 0), ("batch_unlabeled", -1), ("lr", -1e-5), ("lr", float("nan")), ("weight_decay", -0.1),
     ("max_length", 0), ("max_eval", 0), ("proj_dim", 0), ("temperature", 0.0), ("lam", 1.5), ("prior", 1.2)])
 def test_invalid_numeric_options_are_refused_before_anything_is_written(tiny_encoder, easy_task, tmp_path, option,
@@ -241,7 +241,7 @@ def test_resume_with_fewer_steps_than_trained_is_refused(tiny_encoder, easy_task
     train(_cfg(tiny_encoder, easy_task, tmp_path / "r"))
     before = {f: (tmp_path / "r" / f).read_text() for f in ("config.json", "metrics.json", "log.csv")}
     with pytest.raises(ValueError, match="--max-steps 1 is below the 2 steps"):
-        train(_cfg(tiny_encoder, easy_task, tmp_path / "r", steps=1, resume=True))
+        train(_cfg(tiny_encoder, easy_task, tmp_path / "r", max_steps=1, resume=True))
     assert {f: (tmp_path / "r" / f).read_text() for f in before} == before
 
 

@@ -19,7 +19,8 @@ from .test_fewshot import _cfg as base_cfg
 
 def _cfg(tiny_encoder, easy_task, tmp_path, **kw):
     """test_fewshot's tiny run, shortened to 20 steps."""
-    return base_cfg(tiny_encoder, easy_task, tmp_path, **{"steps": 20, "eval_every": 20, "checkpoint_every": 20, **kw})
+    return base_cfg(tiny_encoder, easy_task, tmp_path,
+                    **{"max_steps": 20, "eval_every": 20, "checkpoint_every": 20, **kw})
 
 
 def test_probe_is_logistic_regression_on_the_frozen_encoder(tiny_encoder, easy_task, tmp_path):
@@ -80,7 +81,7 @@ def test_train_layers_freezes_all_but_the_top(tiny_encoder, easy_task, tmp_path)
     assert all(p.requires_grad for p in model.classifier.parameters())
     with pytest.raises(ValueError, match="exceeds"):
         freeze_lower_layers(model.encoder, 5)
-    cfg = _cfg(tiny_encoder, easy_task, tmp_path, objective="ce+punce", train_layers=1, steps=3, eval_every=3)
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, objective="ce+punce", train_layers=1, max_steps=3, eval_every=3)
     model = FewShotModel(tiny_encoder, "mean", 16)
     frozen = {k: v.clone() for k, v in model.encoder.embeddings.state_dict().items()}
     layer0 = {k: v.clone() for k, v in model.encoder.encoder.layer[0].state_dict().items()}
@@ -119,9 +120,9 @@ def test_same_sample_for_every_objective():
 
 
 def test_preset_sets_defaults_and_explicit_options_win(tiny_encoder, easy_task, tmp_path, monkeypatch):
-    cfg = preset_config("paper", steps=7)
-    assert cfg.preset == "paper" and cfg.steps == 7 and cfg.lr == PRESETS["paper"]["lr"]
-    assert preset_config("cpu").steps == PRESETS["cpu"]["steps"]
+    cfg = preset_config("paper", max_steps=7)
+    assert cfg.preset == "paper" and cfg.max_steps == 7 and cfg.lr == PRESETS["paper"]["lr"]
+    assert preset_config("cpu").max_steps == PRESETS["cpu"]["max_steps"]
     with pytest.raises(ValueError, match="preset"):
         preset_config("gpu")
     seen = {}
@@ -133,7 +134,7 @@ def test_preset_sets_defaults_and_explicit_options_win(tiny_encoder, easy_task, 
     assert all(getattr(got, k) == v for k, v in PRESETS["cpu"].items() if k != "lr")
     seen.clear()
     main(["--dataset", train_file, "--eval-file", dev])
-    assert seen["cfg"].preset is None and seen["cfg"].steps == FewShotConfig().steps
+    assert seen["cfg"].preset is None and seen["cfg"].max_steps == FewShotConfig().max_steps
 
 
 def test_setfit_baseline_runs_on_the_same_sample(tiny_encoder, easy_task, tmp_path):

@@ -15,7 +15,7 @@ def test_table5_sweep_tiny(tiny_encoder, easy_task, tmp_path):
     train, dev = easy_task
     out = tmp_path / "sweep"
     cmd = [sys.executable, str(ROOT / "scripts/fewshot_table5.py"), "--encoder", tiny_encoder, "--dataset", train,
-           "--eval-file", dev, "--ns", "10", "--seeds", "0", "1", "--steps", "2", "--n-unlabeled", "20",
+           "--eval-file", dev, "--ns", "10", "--seeds", "0", "1", "--max-steps", "2", "--n-unlabeled", "20",
            "--pooling", "mean", "--methods", "ce", "ce+scl", "ce+punce", "--out", str(out), "--parallel", "2"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     assert "| 10 |" in res.stdout
@@ -30,7 +30,7 @@ def test_table5_sweep_tiny(tiny_encoder, easy_task, tmp_path):
 
 def test_bench_fewshot_json(tiny_encoder):
     cmd = [sys.executable, str(ROOT / "scripts/bench_fewshot.py"), "--encoder", tiny_encoder, "--seq-lens", "8", "16",
-           "--batch-labeled", "4", "--batch-unlabeled", "4", "--steps", "1", "--json"]
+           "--batch-labeled", "4", "--batch-unlabeled", "4", "--max-steps", "1", "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     rows = [json.loads(x) for x in res.stdout.splitlines()]
     assert [(r["seq_len"], r["objective"]) for r in rows] == [(s, o) for s in (8, 16)
@@ -53,11 +53,12 @@ def test_table5_sweep_local_columns_and_refuses_runs_made_with_other_options(tin
     cmd = [sys.executable, str(ROOT / "scripts/fewshot_table5.py"), "--encoder", tiny_encoder,
            "--dataset", str(tmp_path / "train.csv"), "--eval-file", str(tmp_path / "dev.csv"),
            "--text-column", "review", "--label-column", "sentiment", "--positive-label", "positive",
-           "--objectives", "ce", "--ns", "10", "--seeds", "0", "--steps", "1", "--n-unlabeled", "10", "--out", str(out)]
+           "--methods", "ce", "--ns", "10", "--seeds", "0", "--max-steps", "1", "--n-unlabeled", "10",
+           "--out", str(out)]
     subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
     assert (out / "ce/N10/seed0/metrics.json").exists()
     # the finished 1-step run must not be counted in a table that says 3 steps
-    other = [("3" if a == "1" and cmd[i - 1] == "--steps" else a) for i, a in enumerate(cmd)]
+    other = [("3" if a == "1" and cmd[i - 1] == "--max-steps" else a) for i, a in enumerate(cmd)]
     for extra in ([], ["--aggregate-only"]):
         res = subprocess.run(other + extra, capture_output=True, text=True, timeout=600)
         assert res.returncode != 0 and "steps: 1 -> 3" in res.stderr and "runs to do" not in res.stdout

@@ -196,15 +196,15 @@ def test_cpc_image_run_writes_its_files_and_exports_a_classifier_without_the_hea
 
 def test_cpc_checkpoint_holds_the_heads_and_a_resumed_run_equals_a_straight_one(npz16, tmp_path):
     path, _, _ = npz16
-    train(cpc_cfg(path, tmp_path / "full", steps=6, checkpoint_every=100))
-    train(cpc_cfg(path, tmp_path / "cut", steps=3, checkpoint_every=100))
+    train(cpc_cfg(path, tmp_path / "full", max_steps=6, checkpoint_every=100))
+    train(cpc_cfg(path, tmp_path / "cut", max_steps=3, checkpoint_every=100))
     cut = tmp_path / "cut"
     before = tree_hash(cut)
     with pytest.raises(ValueError, match=r"cpc_steps: 2 -> 3") as err:
-        train(cpc_cfg(path, cut, steps=6, resume=True, cpc_steps=3, checkpoint_every=100))
+        train(cpc_cfg(path, cut, max_steps=6, resume=True, cpc_steps=3, checkpoint_every=100))
     one_line(err)
     assert tree_hash(cut) == before
-    train(cpc_cfg(path, cut, steps=6, resume=True, checkpoint_every=100))
+    train(cpc_cfg(path, cut, max_steps=6, resume=True, checkpoint_every=100))
     rows = {n: list(csv.DictReader(open(tmp_path / n / "log.csv"))) for n in ("full", "cut")}
     assert len(rows["full"]) == 6 and rows["full"] == rows["cut"]
     full_w, cut_w = checkpoint_weights(tmp_path / "full"), checkpoint_weights(cut)

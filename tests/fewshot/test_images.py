@@ -54,7 +54,7 @@ def npz(tmp_path):
 
 def image_cfg(dataset, out, **overrides):
     fields = dict(dataset=str(dataset), encoder="mlp", setting="pu", contrastive="punce", n_labeled=8,
-                  positive_classes=POSITIVE, hidden=16, steps=4, passes=None, batch_size=16, progress=False,
+                  positive_classes=POSITIVE, hidden=16, max_steps=4, passes=None, batch_size=16, progress=False,
                   output_dir=str(out))
     return preset_config("images", **{**fields, **overrides})
 
@@ -260,12 +260,12 @@ def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_s
 def test_rgb_and_flat_arrays_run_and_a_square_flat_vector_feeds_the_cnn(tmp_path):
     x, y = make_images(channels=3, side=8)
     np.savez(tmp_path / "rgb.npz", x=x.astype(np.float32) / 255.0, y=y)
-    m = train(image_cfg(tmp_path / "rgb.npz", tmp_path / "rgb", encoder="cnn", steps=3))
+    m = train(image_cfg(tmp_path / "rgb.npz", tmp_path / "rgb", encoder="cnn", max_steps=3))
     assert 0.0 <= m["eval_accuracy"] <= 100.0
     flat = x[..., 0].reshape(len(x), 64)
     np.savez(tmp_path / "flat.npz", x=flat, y=y)
     for encoder in ("mlp", "cnn"):
-        m = train(image_cfg(tmp_path / "flat.npz", tmp_path / f"flat-{encoder}", encoder=encoder, steps=3))
+        m = train(image_cfg(tmp_path / "flat.npz", tmp_path / f"flat-{encoder}", encoder=encoder, max_steps=3))
         ex, ey = eval_images(flat, y)
         pred = load_image_classifier(tmp_path / f"flat-{encoder}")(ex)
         assert float((pred == ey).mean() * 100.0) == pytest.approx(m["eval_accuracy"])
@@ -275,12 +275,12 @@ def test_eval_file_and_dev_split_choose_what_is_scored(npz, tmp_path):
     path, _, y = npz
     ex, ey = make_images(n_per_class=5, seed=5)
     np.savez(tmp_path / "eval.npz", x=ex, y=ey)
-    m = train(image_cfg(path, tmp_path / "evf", eval_file=str(tmp_path / "eval.npz"), steps=3))
+    m = train(image_cfg(path, tmp_path / "evf", eval_file=str(tmp_path / "eval.npz"), max_steps=3))
     assert m["n_test"] == 0 and m["n_eval"] == 30 and m["n_pool"] + m["n_dev"] == 120
     assert m["eval_split"].startswith("--eval-file")
     pred = load_image_classifier(tmp_path / "evf")(ex)
     assert float((pred == np.isin(ey, POSITIVE)).mean() * 100.0) == pytest.approx(m["eval_accuracy"])
-    m = train(image_cfg(path, tmp_path / "dev", eval_split="dev", steps=3))
+    m = train(image_cfg(path, tmp_path / "dev", eval_split="dev", max_steps=3))
     assert m["n_eval"] == m["n_dev"] == 12 and m["n_test"] == 24 and m["eval_split"].startswith("development split")
     np.savez(tmp_path / "big.npz", x=make_images(side=12)[0], y=y)
     with pytest.raises(DataError, match=r"big.npz: its examples have shape \(1, 12, 12\), the training data's "
@@ -307,7 +307,7 @@ def test_cli_picks_the_images_preset_and_explicit_options_win(npz, tmp_path, cap
     config = json.loads((out / "config.json").read_text())
     assert config["preset"] == "images" and config["lr"] == 1e-3 and config["temperature"] == 0.5  # the preset
     assert config["passes"] is None  # an explicit --max-steps replaces the preset's passes
-    assert config["steps"] == 3 and config["batch_size"] == 16 and config["positive_classes"] == [0, 2, 4]
+    assert config["max_steps"] == 3 and config["batch_size"] == 16 and config["positive_classes"] == [0, 2, 4]
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["step"] == 3 and line["result"]["contrastive"] == "punce"
     assert set(line["result"]["probes"]) == {"pn", "upu", "nnpu"}
@@ -328,19 +328,19 @@ def checkpoint_weights(out: Path) -> dict:
 def test_resumed_image_run_equals_a_straight_one(npz, tmp_path, name):
     path, _, _ = npz
     opts = {**RUNS[name], "checkpoint_every": 100}
-    train(image_cfg(path, tmp_path / "full", steps=6, **opts))
-    train(image_cfg(path, tmp_path / "cut", steps=3, **opts))
+    train(image_cfg(path, tmp_path / "full", max_steps=6, **opts))
+    train(image_cfg(path, tmp_path / "cut", max_steps=3, **opts))
     cut = tmp_path / "cut"
     # a resume that changes an option, or asks for fewer steps than trained, is refused; nothing changes
     before = tree_hash(cut)
     with pytest.raises(ValueError, match=r"temperature: 0\.5 -> 0\.7") as err:
-        train(image_cfg(path, cut, steps=6, resume=True, temperature=0.7, **opts))
+        train(image_cfg(path, cut, max_steps=6, resume=True, temperature=0.7, **opts))
     one_line(err)
     with pytest.raises(ValueError, match="--max-steps 2 is below the 3 steps"):
-        train(image_cfg(path, cut, steps=2, resume=True, **opts))
+        train(image_cfg(path, cut, max_steps=2, resume=True, **opts))
     assert tree_hash(cut) == before
 
-    train(image_cfg(path, cut, steps=6, resume=True, **opts))
+    train(image_cfg(path, cut, max_steps=6, resume=True, **opts))
     rows = {n: list(csv.DictReader(open(tmp_path / n / "log.csv"))) for n in ("full", "cut")}
     assert len(rows["full"]) == 6 and rows["full"] == rows["cut"]
     metrics = {n: json.loads((tmp_path / n / "metrics.json").read_text()) for n in ("full", "cut")}
@@ -354,26 +354,26 @@ def test_resumed_image_run_equals_a_straight_one(npz, tmp_path, name):
 def test_resume_of_a_finished_image_run_does_nothing_and_refuses_other_options(npz, tmp_path):
     path, _, _ = npz
     out = tmp_path / "run"
-    first = train(image_cfg(path, out, steps=3))
+    first = train(image_cfg(path, out, max_steps=3))
     finished = tree_hash(out)
-    assert train(image_cfg(path, out, steps=3, resume=True)) == first
+    assert train(image_cfg(path, out, max_steps=3, resume=True)) == first
     assert tree_hash(out) == finished
     for field, value in (("temperature", 0.7), ("augment", 0.5), ("positive_classes", (0, 2)), ("hidden", 8)):
         with pytest.raises(ValueError, match=f"{field}: ") as err:
-            train(image_cfg(path, out, steps=3, resume=True, **{field: value}))
+            train(image_cfg(path, out, max_steps=3, resume=True, **{field: value}))
         one_line(err)
         assert tree_hash(out) == finished
     with pytest.raises(FileExistsError, match=r"--resume.*--overwrite"):
-        train(image_cfg(path, out, steps=3))
+        train(image_cfg(path, out, max_steps=3))
     assert tree_hash(out) == finished
 
 
 def test_resume_of_a_finished_zero_step_image_run_does_nothing(npz, tmp_path):
     path, _, _ = npz
     out = tmp_path / "run"
-    first = train(image_cfg(path, out, steps=0))
+    first = train(image_cfg(path, out, max_steps=0))
     finished = tree_hash(out)
-    assert train(image_cfg(path, out, steps=0, resume=True)) == first
+    assert train(image_cfg(path, out, max_steps=0, resume=True)) == first
     assert tree_hash(out) == finished
 
 
@@ -383,7 +383,7 @@ def test_ctrl_c_in_an_image_run_checkpoints_the_step_and_resumes_exactly(npz, tm
     from ..folder_rules import check_interrupt_exits_130, interrupt_on_call
 
     path, _, _ = npz
-    kw = dict(steps=5, checkpoint_every=4)
+    kw = dict(max_steps=5, checkpoint_every=4)
     train(image_cfg(path, tmp_path / "full", **kw))
     interrupt_on_call(monkeypatch, image_run, "encoder_loss", at=2)
     check_interrupt_exits_130(capsys, lambda: train(image_cfg(path, tmp_path / "cut", **kw)), where="step 2")
@@ -406,7 +406,7 @@ def test_image_runs_follow_the_folder_rules(npz, tmp_path):
     Path(path).rename(dataset)
 
     def run(folder, **flags):
-        return train(image_cfg(dataset, folder, steps=2, **flags))
+        return train(image_cfg(dataset, folder, max_steps=2, **flags))
 
     check_folder_rules(tmp_path, "fewshot", run, other_app="nlp_qt")
 
@@ -519,7 +519,7 @@ def test_options_that_do_not_fit_image_data_are_refused_before_writing(npz, tmp_
         (dict(batch_size=1), ValueError, r"--batch-size must be >= 2"),
         (dict(positive_classes=(0, 9)), DataError, r"--positive-classes \[9\] never occur"),
         (dict(positive_classes=tuple(range(6))), DataError, "negative class is empty"),
-        (dict(gather_negatives=True), ValueError, "--gather-across-processes is not supported"),
+        (dict(gather_across_processes=True), ValueError, "--gather-across-processes is not supported"),
         (dict(augment=-1.0), ValueError, "--augment must be >= 0"),
         (dict(tau_plus=1.0), ValueError, r"--tau-plus must be in \[0, 1\)"),
     ]
@@ -560,9 +560,9 @@ def test_command_line_error_is_one_line_naming_positive_classes(tmp_path):
 
 def test_the_prior_is_exact_given_or_estimated_and_the_pool_prior_follows_from_it(npz, tmp_path):
     path, _, _ = npz
-    exact = train(image_cfg(path, tmp_path / "exact", steps=1))
-    given = train(image_cfg(path, tmp_path / "given", steps=1, prior=0.3))
-    est = train(image_cfg(path, tmp_path / "est", steps=1, estimate_prior=True))
+    exact = train(image_cfg(path, tmp_path / "exact", max_steps=1))
+    given = train(image_cfg(path, tmp_path / "given", max_steps=1, prior=0.3))
+    est = train(image_cfg(path, tmp_path / "est", max_steps=1, estimate_prior=True))
     n_l, n_u = exact["n_labeled"], exact["n_unlabeled"]
     assert exact["prior_source"].startswith("exact") and given["prior_source"] == "given"
     assert est["prior_source"] == "elkan-noto (pixels)" and 0.0 <= est["prior"] <= 1.0
@@ -577,7 +577,7 @@ def test_passes_set_the_steps_from_the_pool_size(npz, tmp_path, capsys):
     path, _, _ = npz
     m = train(image_cfg(path, tmp_path / "p2", passes=2.0))
     assert m["n_pool"] == 84 and m["steps"] == int(round(2.0 * 84 / 16))  # 84 pool images, 16 per step
-    assert json.loads((tmp_path / "p2" / "config.json").read_text())["steps"] == m["steps"]
+    assert json.loads((tmp_path / "p2" / "config.json").read_text())["max_steps"] == m["steps"]
     assert len(list(csv.DictReader(open(tmp_path / "p2" / "log.csv")))) == m["steps"]
     # resume with more passes trains on; the same passes again does nothing
     more = train(image_cfg(path, tmp_path / "p2", passes=3.0, resume=True))
@@ -591,7 +591,7 @@ def test_passes_set_the_steps_from_the_pool_size(npz, tmp_path, capsys):
     main(["--dataset", path, "--positive-classes", "0", "2", "4", "--n-labeled", "8", "--hidden", "16",
           "--batch-size", "16", "--no-progress", "--output-dir", str(tmp_path / "cli")])
     config = json.loads((tmp_path / "cli" / "config.json").read_text())
-    assert config["passes"] == pytest.approx(300 * 256 / 3500) and config["steps"] == int(
+    assert config["passes"] == pytest.approx(300 * 256 / 3500) and config["max_steps"] == int(
         round(config["passes"] * 84 / 16))
     with pytest.raises(ValueError, match="--passes must be a positive number"):
         train(image_cfg(path, tmp_path / "bad", passes=0.0))

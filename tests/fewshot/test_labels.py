@@ -170,7 +170,8 @@ def test_docs_stars_examples_run_as_written(tiny_encoder, tmp_path, monkeypatch,
     for name, rows in (("train.tsv", star_rows(120, 0)), ("dev.tsv", dev_rows)):
         (tmp_path / name).write_text("review\tstars\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
     monkeypatch.chdir(tmp_path)
-    tiny = ["--encoder", tiny_encoder, "--n-labeled", "10", "--n-unlabeled", "20", "--steps", "2", "--batch-labeled",
+    tiny = ["--encoder", tiny_encoder, "--n-labeled", "10", "--n-unlabeled", "20", "--max-steps", "2",
+            "--batch-labeled",
             "5", "--batch-unlabeled", "5", "--max-length", "16", "--proj-dim", "8", "--eval-every", "2",
             "--output-dir", "run", "--device", "cpu", "--no-progress"]
     if which != "label-map":
@@ -199,9 +200,9 @@ def _tiny_run(tiny_encoder, easy_task, out, **kw):
     from fewshot.train import train
 
     train_file, dev = easy_task
-    base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=10, n_unlabeled=20, steps=2,
+    base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=10, n_unlabeled=20, max_steps=2,
                 batch_labeled=5, batch_unlabeled=5, max_length=16, pooling="mean", proj_dim=8, eval_every=2,
-                checkpoint_every=2, output_dir=str(out), cpu=True, progress=False, lr=3e-3)
+                checkpoint_every=2, output_dir=str(out), device="cpu", progress=False, lr=3e-3)
     cfg = FewShotConfig(**(base | kw))
     return cfg, train(cfg)
 

@@ -66,7 +66,7 @@ def test_the_cpc_rows_run_the_patch_encoder_whatever_the_grids_encoder(tmp_path,
 
 
 def test_a_run_command_parses_back_to_its_configuration(tmp_path):
-    cfg = T.run_config({"dataset": "mnist", "positive_classes": (0, 2), "steps": 7}, "pnu", "ceiling", 100, 3,
+    cfg = T.run_config({"dataset": "mnist", "positive_classes": (0, 2), "max_steps": 7}, "pnu", "ceiling", 100, 3,
                        tmp_path / "r")
     cmd = T.command(cfg)
     assert cmd[1:5] == ["-m", "fewshot.train", "--preset", "images"]
@@ -75,8 +75,8 @@ def test_a_run_command_parses_back_to_its_configuration(tmp_path):
 
 
 def test_set_parses_values_and_refuses_unknown_keys():
-    assert T.parse_set(["steps=600", "temperature=0.2", "eval_file=null", "augment=1"]) == {
-        "steps": 600, "temperature": 0.2, "eval_file": None, "augment": 1}
+    assert T.parse_set(["max_steps=600", "temperature=0.2", "eval_file=null", "augment=1"]) == {
+        "max_steps": 600, "temperature": 0.2, "eval_file": None, "augment": 1}
     with pytest.raises(ValueError, match="KEY=VALUE with KEY a fewshot option"):
         T.parse_set(["no_such_option=1"])
 
@@ -88,7 +88,7 @@ def test_the_grid_runs_tabulates_and_refuses_a_run_made_otherwise(tmp_path):
     np.savez(data, x=x, y=y)
     out = tmp_path / "grid"
     cmd = [sys.executable, str(ROOT / "scripts/pu_images_table.py"), "--dataset", str(data), "--positive-classes",
-           "0", "2", "4", "--tables", "2", "--n-ps", "6", "--seeds", "0", "1", "--set", "steps=2", "--set",
+           "0", "2", "4", "--tables", "2", "--n-ps", "6", "--seeds", "0", "1", "--set", "max_steps=2", "--set",
            "hidden=16", "--set", "batch_size=16", "--parallel", "2", "--out", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
@@ -119,7 +119,7 @@ def test_the_cpc_rows_run_and_are_paired_with_the_other_losses(tmp_path):
     np.savez(data, x=x, y=y)
     out = tmp_path / "grid"
     cmd = [sys.executable, str(ROOT / "scripts/pu_images_table.py"), "--dataset", str(data), "--positive-classes",
-           "0", "2", "4", "--tables", "1", "--cpc", "--n-ps", "6", "--seeds", "0", "1", "--set", "steps=2", "--set",
+           "0", "2", "4", "--tables", "1", "--cpc", "--n-ps", "6", "--seeds", "0", "1", "--set", "max_steps=2", "--set",
            "hidden=16", "--set", "batch_size=16", "--parallel", "2", "--out", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -134,7 +134,7 @@ def test_the_cpc_rows_run_and_are_paired_with_the_other_losses(tmp_path):
 
 @pytest.mark.slow  # runs scripts/bench_pu_images.py in a subprocess
 def test_the_benchmark_times_both_runs_and_reports_ratios():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts/bench_pu_images.py"), "--steps", "2", "--json"],
+    r = subprocess.run([sys.executable, str(ROOT / "scripts/bench_pu_images.py"), "--max-steps", "2", "--json"],
                        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=240)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
@@ -156,7 +156,8 @@ def test_the_feature_check_reads_a_finished_image_run(tmp_path):
     np.savez(data, x=x, y=y)
     run = tmp_path / "run"
     assert preset_config("images").setting == "pu"  # image data defaults to the PU pipeline; pnu is asked for
-    m = train(preset_config("images", dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, hidden=16, steps=3,
+    m = train(preset_config("images", dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, hidden=16,
+                            max_steps=3,
                             passes=None, batch_size=16, progress=False, output_dir=str(run)))
     got = check.check(run)
     assert got["run_accuracy"] == m["eval_accuracy"] and got["n_labeled"] == 20 and got["setting"] == "pu"
@@ -178,7 +179,7 @@ def test_the_feature_check_reads_a_cpc_run_with_its_pooled_grid(tmp_path):
     data = tmp_path / "d16.npz"
     np.savez(data, x=x, y=y)
     run = tmp_path / "run"
-    m = train(preset_config("images", dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, steps=2,
+    m = train(preset_config("images", dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, max_steps=2,
                             passes=None, batch_size=16, progress=False, output_dir=str(run), contrastive="cpc",
                             encoder="patches", patch_pool=2, cpc_group=4))
     got = check.check(run)

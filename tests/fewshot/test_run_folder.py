@@ -8,7 +8,7 @@ from .test_fewshot import _cfg
 
 def test_fewshot_follows_the_folder_rules(tiny_encoder, easy_task, tmp_path):
     def run(folder, **flags):
-        return train(_cfg(tiny_encoder, easy_task, tmp_path, steps=2, eval_every=2, checkpoint_every=2,
+        return train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, eval_every=2, checkpoint_every=2,
                           output_dir=str(folder), **flags))
 
     check_folder_rules(tmp_path, "fewshot", run, other_app="nlp_qt")
@@ -53,7 +53,7 @@ def test_fewshot_ctrl_c_checkpoints_the_step_and_resumes_exactly(tiny_encoder, e
 
     # checkpoints every 4: the stop at step 2 writes its own
     rows, metrics = cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, fs_train, "fewshot_loss",
-                                   steps=6, eval_every=3, checkpoint_every=4)
+                                   max_steps=6, eval_every=3, checkpoint_every=4)
     assert rows["full"] == rows["cut"]
     assert metrics["full"]["eval_accuracy"] == metrics["cut"]["eval_accuracy"]
     assert metrics["full"]["history"] == metrics["cut"]["history"]
@@ -64,7 +64,7 @@ def test_fewshot_ends_with_the_common_json_line(tiny_encoder, easy_task, tmp_pat
 
     from ..folder_rules import check_final_json_line
 
-    cfg = _cfg(tiny_encoder, easy_task, tmp_path, steps=2, eval_every=2, output_dir=str(tmp_path / "j"))
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, eval_every=2, output_dir=str(tmp_path / "j"))
     line = check_final_json_line(monkeypatch, capsys, main, cfg, "fewshot", 2)
     assert {"eval_accuracy", "majority_accuracy"} <= set(line["result"])
 
@@ -75,7 +75,7 @@ PU = dict(setting="pu", n_labeled=30, n_unlabeled=100)
 @pytest.mark.slow  # PU pipeline runs, resumes and refusals of tests/folder_rules.py
 def test_fewshot_pu_pipeline_follows_the_folder_rules(tiny_encoder, easy_task, tmp_path):
     def run(folder, **flags):
-        return train(_cfg(tiny_encoder, easy_task, tmp_path, steps=2, checkpoint_every=1, output_dir=str(folder),
+        return train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, checkpoint_every=1, output_dir=str(folder),
                           **PU, **flags))
 
     check_folder_rules(tmp_path, "fewshot", run, other_app="nlp_qt")
@@ -88,7 +88,7 @@ def test_fewshot_pu_pipeline_ctrl_c_resumes_exactly(tiny_encoder, easy_task, tmp
     import fewshot.pu_pipeline as pu_pipeline
 
     rows, metrics = cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, pu_pipeline, "punce_loss",
-                                   steps=5, checkpoint_every=4, **PU)
+                                   max_steps=5, checkpoint_every=4, **PU)
     assert len(rows["full"]) == 5 and rows["full"] == rows["cut"]
     for key in ("eval_accuracy", "probes", "prior", "steps"):
         assert metrics["full"][key] == metrics["cut"][key], key

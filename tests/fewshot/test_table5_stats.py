@@ -88,23 +88,24 @@ def test_summarize_sample_std():
 # ------------------------------------------------------------------------------------ --set
 
 def test_set_parses_with_field_types():
-    got = t5.parse_set(["lr=1e-4", "train-layers=2", "head=logreg", "max_eval=none", "gather_negatives=true",
-                        "temperature=0.5", "text_column=review", "prior=0.4", "mixed_precision=no", "cpu=0"])
-    assert got == {"lr": 1e-4, "train_layers": 2, "head": "logreg", "max_eval": None, "gather_negatives": True,
-                   "temperature": 0.5, "text_column": "review", "prior": 0.4, "mixed_precision": "no", "cpu": False}
+    got = t5.parse_set(["lr=1e-4", "train-layers=2", "head=logreg", "max_eval=none", "gather_across_processes=true",
+                        "temperature=0.5", "text_column=review", "prior=0.4", "mixed_precision=no", "progress=0"])
+    assert got == {"lr": 1e-4, "train_layers": 2, "head": "logreg", "max_eval": None, "gather_across_processes": True,
+                   "temperature": 0.5, "text_column": "review", "prior": 0.4, "mixed_precision": "no",
+                   "progress": False}
     assert isinstance(got["train_layers"], int) and isinstance(got["lr"], float)
     assert t5.parse_set(["train-layers=None"]) == {"train_layers": None}
-    assert t5.parse_set(["steps=7"]) == {"steps": 7}
+    assert t5.parse_set(["max_steps=7"]) == {"max_steps": 7}
 
 
 @pytest.mark.parametrize("item, message", [
     ("learning_rate=1e-4", "no field 'learning_rate'"),
     ("tempreature=0.5", "did you mean temperature"),
-    ("steps=1.5", "must be an integer"),
+    ("max_steps=1.5", "must be an integer"),
     ("lr=fast", "must be a number"),
-    ("cpu=maybe", "true or false"),
+    ("progress=maybe", "true or false"),
     ("head=mlp", "must be one of linear, logreg"),
-    ("steps=none", "must be an integer"),  # steps is not Optional
+    ("max_steps=none", "must be an integer"),  # max_steps is not Optional
     ("objective=ce", "use --methods"),
     ("seed=3", "use --seeds"),
     ("n_labeled=5", "use --ns"),
@@ -124,7 +125,7 @@ def test_set_refuses_a_field_twice():
 @pytest.mark.slow  # runs scripts/fewshot_table5.py in subprocesses
 def test_cli_set_errors_are_usage_errors(tmp_path):
     for extra, message in ((["--set", "nope=1"], "no field 'nope'"),
-                           (["--steps", "3", "--set", "steps=4"], "repeats the option --steps"),
+                           (["--max-steps", "3", "--set", "max_steps=4"], "repeats the option --max-steps"),
                            (["--set", "prior=0.5"], "ce+punce-est would not estimate it")):
         res = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "x"), "--aggregate-only", *extra],
                              capture_output=True, text=True, timeout=120)
@@ -136,16 +137,16 @@ def test_run_config_preset_then_explicit_options(tmp_path):
     from fewshot.config import PRESETS
 
     cfg = t5.run_config("cpu", {"lr": 2e-4, "max_eval": 50}, "ce+punce-est", 20, 3, tmp_path / "r")
-    assert cfg.steps == PRESETS["cpu"]["steps"] and cfg.batch_labeled == PRESETS["cpu"]["batch_labeled"]
+    assert cfg.max_steps == PRESETS["cpu"]["max_steps"] and cfg.batch_labeled == PRESETS["cpu"]["batch_labeled"]
     assert cfg.lr == 2e-4 and cfg.max_eval == 50 and cfg.preset == "cpu"
     assert cfg.objective == "ce+punce" and cfg.estimate_prior is True and cfg.n_labeled == 20 and cfg.seed == 3
     # a missing folder starts a new run, an interrupted one continues
-    assert cfg.eval_every == cfg.steps and cfg.resume is True
-    assert t5.run_config("cpu", {"steps": 7}, "ce+punce", 20, 0, tmp_path / "r").estimate_prior is False
-    assert t5.run_config("cpu", {"steps": 7}, "ce", 20, 0, tmp_path / "r").steps == 7
+    assert cfg.eval_every == cfg.max_steps and cfg.resume is True
+    assert t5.run_config("cpu", {"max_steps": 7}, "ce+punce", 20, 0, tmp_path / "r").estimate_prior is False
+    assert t5.run_config("cpu", {"max_steps": 7}, "ce", 20, 0, tmp_path / "r").max_steps == 7
     assert t5.run_config(None, {"eval_every": 5}, "ce", 20, 0, tmp_path / "r").eval_every == 5
     paper = t5.run_config("paper", {}, "probe", 100, 0, tmp_path / "r")
-    assert paper.objective == "probe" and paper.steps == PRESETS["paper"]["steps"]
+    assert paper.objective == "probe" and paper.max_steps == PRESETS["paper"]["max_steps"]
 
 
 # ------------------------------------------------------------------------------------ aggregation (fake runs)
@@ -228,7 +229,8 @@ def test_aggregate_only_writes_md_json_png(tmp_path):
     assert "86.50±0.71 (2 runs)" in md
     assert "| 20 | ce+punce − ce | 3 | +3.00, +2.00, +3.00 | +2.67 |" in md
     data = json.loads((tmp_path / "table5.json").read_text())
-    assert data["methods"] == t5.DEFAULT_METHODS and data["header"]["preset"] == "cpu" and data["header"]["steps"] == 40
+    assert data["methods"] == t5.DEFAULT_METHODS and data["header"]["preset"] == "cpu"
+    assert data["header"]["max_steps"] == 40
     assert data["results"]["ce"]["20"]["per_seed"] == {"0": 75.0, "1": 74.0, "2": 77.0}
     pair = next(p for p in data["paired"] if (p["n_labeled"], p["a"], p["b"]) == (20, "ce+punce", "ce"))
     assert pair["mean"] == pytest.approx(8 / 3) and len(pair["t_ci"]) == 2 and len(pair["bootstrap_ci"]) == 2
@@ -265,7 +267,7 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     cmd = [sys.executable, str(SCRIPT), "--preset", "cpu", "--encoder", tiny_encoder, "--dataset", train,
            "--eval-file", dev, "--methods", "majority", "probe", "ce", "ce+punce", "ce+punce-est", "--ns", "20",
            "--seeds", "0", "1",
-           "--steps", "2", "--n-unlabeled", "20", "--pooling", "mean", "--set", "max_length=16",
+           "--max-steps", "2", "--n-unlabeled", "20", "--pooling", "mean", "--set", "max_length=16",
            "--set", "batch_unlabeled=8", "--out", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -275,7 +277,7 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     assert sorted(p.relative_to(out).parts[0] for p in out.glob("*/N*/seed*/metrics.json")) == \
         ["ce"] * 2 + ["ce+punce"] * 2 + ["ce+punce-est"] * 2 + ["probe"] * 2
     cfg = json.loads((out / "ce/N20/seed1/config.json").read_text())
-    assert (cfg["preset"], cfg["steps"], cfg["lr"], cfg["batch_unlabeled"], cfg["max_length"]) == (
+    assert (cfg["preset"], cfg["max_steps"], cfg["lr"], cfg["batch_unlabeled"], cfg["max_length"]) == (
         "cpu", 2, 5e-5, 8, 16)
     data = json.loads((out / "table5.json").read_text())
     assert data["results"]["majority"]["20"]["per_seed"] == {"0": 50.0, "1": 50.0}  # the balanced easy task
@@ -296,7 +298,7 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
 def test_bench_protocol_json(tiny_encoder, easy_task):
     train, dev = easy_task
     cmd = [sys.executable, str(ROOT / "scripts/bench_fewshot.py"), "--protocol", "--encoder", tiny_encoder,
-           "--dataset", train, "--eval-file", dev, "--n-labeled", "10", "--n-unlabeled", "20", "--steps", "2",
+           "--dataset", train, "--eval-file", dev, "--n-labeled", "10", "--n-unlabeled", "20", "--max-steps", "2",
            "--set", "max_length=16", "--json"]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -90,7 +90,7 @@ def test_datasets_local_stand_in_with_doc_field(tmp_path):
     assert got == [(0, "A one."), (0, "A two."), (1, "B one."), (1, "B two.")]
     assert stats.empty_lines == 1 and stats.documents == 2
     with pytest.raises(CorpusError, match="no column 'sentence'"):
-        list(iter_corpus(str(f), text_field="sentence"))
+        list(iter_corpus(str(f), text_column="sentence"))
     # a folder written by save_to_disk
     import datasets
 

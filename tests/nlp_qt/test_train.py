@@ -25,7 +25,7 @@ def _corpus(tmp_path):
 def _cfg(tmp_path, out, **kw):
     base = dict(corpus=str(_corpus(tmp_path) if not (tmp_path / "corpus").exists() else tmp_path / "corpus"),
                 output_dir=str(tmp_path / out), batch_size=8, word_dim=8, encoder_dim=8, vocab_size=200,
-                max_len=12, log_every=1, checkpoint_every=2, lr=1e-2, resume=True)
+                max_length=12, log_every=1, checkpoint_every=2, lr=1e-2, resume=True)
     base.update(kw)
     return Config(**base)
 
@@ -230,7 +230,7 @@ def test_two_processes_with_unequal_anchor_counts_match_single_process(tmp_path,
         (corpus / f"b{j}.txt").write_text(f"A lone remark number {j} about the dog.\n")
     (corpus / "c.txt").write_text("The cat sat down.\nThe bird flew off.\n")
     common = ["--corpus", str(corpus), "--one-sentence-per-line", "True", "--word-dim", "8", "--encoder-dim", "8",
-              "--vocab-size", "200", "--max-len", "12", "--epochs", "2", "--lr", "1e-2", "--objective", "debiased",
+              "--vocab-size", "200", "--max-length", "12", "--epochs", "2", "--lr", "1e-2", "--objective", "debiased",
               "--tau-plus", "0.01", "--clip-mode", "global", "--log-every", "1", "--checkpoint-every", "100"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
     single = subprocess.run([sys.executable, "-m", "nlp_qt.train", *common, "--batch-size", "16",

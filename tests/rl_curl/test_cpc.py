@@ -80,9 +80,9 @@ def test_cpc_loss_is_cpc_nce_on_the_present_and_future_keys():
 
 def test_cpc_run_trains_and_resumes_exactly(tmp_path):
     kw = dict(BASE, aux="cpc", cpc_steps=2, checkpoint_every=1000)
-    run(tiny_config(out_dir=str(tmp_path / "full"), env_steps=2000, **kw))
-    run(tiny_config(out_dir=str(tmp_path / "part"), env_steps=1000, **kw))
-    run(tiny_config(out_dir=str(tmp_path / "part"), env_steps=2000, resume=True, **kw))
+    run(tiny_config(output_dir=str(tmp_path / "full"), env_steps=2000, **kw))
+    run(tiny_config(output_dir=str(tmp_path / "part"), env_steps=1000, **kw))
+    run(tiny_config(output_dir=str(tmp_path / "part"), env_steps=2000, resume=True, **kw))
     a, b = agent_state(tmp_path / "full"), agent_state(tmp_path / "part")
     assert any(k.startswith("cpc.") for k in a) and any(k.startswith("cpc_context.") for k in a)
     for k in a:

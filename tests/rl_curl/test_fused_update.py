@@ -194,7 +194,7 @@ def test_fused_runs_have_their_own_folder_and_row():
 
     cfg = tiny_config(update="fused").resolved()
     official = tiny_config().resolved()
-    assert cfg.out_dir.endswith("/curl-fused/seed0") and official.out_dir.endswith("/curl/seed0")
-    assert cfg.out_dir == official.out_dir.replace("/curl/seed0", "/curl-fused/seed0")  # same task, same seed
+    assert cfg.output_dir.endswith("/curl-fused/seed0") and official.output_dir.endswith("/curl/seed0")
+    assert cfg.output_dir == official.output_dir.replace("/curl/seed0", "/curl-fused/seed0")  # same task, same seed
     assert label({"aux": "curl", "positives": 1, "update": "fused"}) == "biased (CURL), fused update"
     assert label({"aux": "curl", "positives": 1}) == "biased (CURL)"

@@ -164,16 +164,16 @@ def checkpoint_state(out):
 
 @pytest.mark.slow  # four tiny runs (about 40 s)
 def test_a_run_with_cuda_graphs_is_the_default_run_and_resumes_exactly(tmp_path):
-    run(tiny_config(out_dir=str(tmp_path / "default"), env_steps=2000, checkpoint_every=1000, **BASE))
+    run(tiny_config(output_dir=str(tmp_path / "default"), env_steps=2000, checkpoint_every=1000, **BASE))
     fast = dict(cuda_graphs=True, replay_on_device=True)
-    run(tiny_config(out_dir=str(tmp_path / "graphed"), env_steps=2000, checkpoint_every=1000, **BASE, **fast))
+    run(tiny_config(output_dir=str(tmp_path / "graphed"), env_steps=2000, checkpoint_every=1000, **BASE, **fast))
     for name in ("log.csv", "eval.csv"):
         assert rows(tmp_path / "default" / name) == rows(tmp_path / "graphed" / name), name
     a, b = checkpoint_state(tmp_path / "default"), checkpoint_state(tmp_path / "graphed")
     assert all(torch.equal(a[k], b[k]) for k in a)
     # stopped after one episode and resumed (the flag is free to change on resume): the same run again
-    run(tiny_config(out_dir=str(tmp_path / "part"), env_steps=1000, checkpoint_every=1000, **BASE, **fast))
-    run(tiny_config(out_dir=str(tmp_path / "part"), env_steps=2000, checkpoint_every=1000, resume=True, **BASE))
+    run(tiny_config(output_dir=str(tmp_path / "part"), env_steps=1000, checkpoint_every=1000, **BASE, **fast))
+    run(tiny_config(output_dir=str(tmp_path / "part"), env_steps=2000, checkpoint_every=1000, resume=True, **BASE))
     assert rows(tmp_path / "default" / "log.csv") == rows(tmp_path / "part" / "log.csv")
     returns = lambda out: [(r["env_step"], r["eval_return_mean"]) for r in rows(out / "eval.csv")]  # noqa: E731
     assert returns(tmp_path / "default") == returns(tmp_path / "part")  # (the episode column of a run's end differs)
@@ -183,7 +183,7 @@ def test_a_run_with_cuda_graphs_is_the_default_run_and_resumes_exactly(tmp_path)
 
 def test_cuda_graphs_need_the_replay_on_the_device(tmp_path):
     with pytest.raises(ValueError, match="--cuda-graphs gathers each batch inside the graph.*--replay-on-device"):
-        run(tiny_config(out_dir=str(tmp_path / "r"), env_steps=200, cuda_graphs=True, **BASE))
+        run(tiny_config(output_dir=str(tmp_path / "r"), env_steps=200, cuda_graphs=True, **BASE))
     assert not (tmp_path / "r").exists()
 
 
@@ -193,7 +193,7 @@ def test_divergence_stops_the_run_naming_the_steps_and_keeps_the_last_checkpoint
     checkpoint is written at 1000; the first update, at 1250, diverges; the next log row (1300) sees it."""
     out = tmp_path / "r"
     extra = dict(cuda_graphs=True, replay_on_device=True) if fast else {}
-    cfg = tiny_config(out_dir=str(out), env_steps=3000, checkpoint_every=1000, lr=1e30, encoder_lr=1e30,
+    cfg = tiny_config(output_dir=str(out), env_steps=3000, checkpoint_every=1000, lr=1e30, encoder_lr=1e30,
                       **{**BASE, "seed_steps": 25}, **extra)
     with pytest.raises(TrainingDiverged, match=r"a loss became NaN or infinite between environment steps 1000 and "
                                                r"1300 \(--lr 1e\+30, --encoder-lr 1e\+30.*its last checkpoint, at "
@@ -223,9 +223,9 @@ def test_evaluation_in_the_background_gives_the_same_run(tmp_path):
     """--eval-async: the same eval.csv and training as evaluating in turn, in this process or in workers; a
     checkpoint waits for the evaluation still running, so every checkpoint has eval.csv up to its step."""
     kw = dict(env_steps=2000, checkpoint_every=0, eval_episodes=2, **BASE)
-    run(tiny_config(out_dir=str(tmp_path / "sync"), **kw))
-    summary = run(tiny_config(out_dir=str(tmp_path / "async"), eval_async=True, **kw))
-    run(tiny_config(out_dir=str(tmp_path / "workers"), eval_async=True, eval_parallel=True, **kw))
+    run(tiny_config(output_dir=str(tmp_path / "sync"), **kw))
+    summary = run(tiny_config(output_dir=str(tmp_path / "async"), eval_async=True, **kw))
+    run(tiny_config(output_dir=str(tmp_path / "workers"), eval_async=True, eval_parallel=True, **kw))
     for name in ("async", "workers"):
         assert rows(tmp_path / "sync" / "eval.csv") == rows(tmp_path / name / "eval.csv"), name
         assert rows(tmp_path / "sync" / "log.csv") == rows(tmp_path / name / "log.csv"), name

@@ -66,7 +66,7 @@ def test_record_video_works(tmp_path):
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "r"
-    run(tiny_config(task=ENV, out_dir=str(out), env_steps=40, eval_every=40, aux="curl"))
+    run(tiny_config(task=ENV, output_dir=str(out), env_steps=40, eval_every=40, aux="curl"))
     return out
 
 
@@ -89,7 +89,7 @@ def agent_obs_shape(run_dir):
     return (3 * cfg["frame_stack"], cfg["image_size"], cfg["image_size"])
 
 
-def test_policy_file_loads_with_weights_only_and_acts_as_the_agent(finished_run, tmp_path):
+def test_policy_file_loads_with_weights_only_and_acts_as_the_agent(finished_run):
     from rl_curl.evaluate import load_agent
 
     state = torch.load(finished_run / "policy.pt", weights_only=True)
@@ -100,19 +100,6 @@ def test_policy_file_loads_with_weights_only_and_acts_as_the_agent(finished_run,
     assert np.allclose(act(obs), agent.act(obs), atol=1e-6) and np.allclose(act(obs[0]), agent.act(obs[0]), atol=1e-6)
     with pytest.raises(ValueError, match="obs must be"):
         act(obs[:, :3])
-    # the same file from the checkpoint, by rl_curl.export
-    from rl_curl.export import ExportArgs, main
-
-    main(ExportArgs(run_dir=str(finished_run), output=str(tmp_path / "again.pt")))
-    again = torch.load(tmp_path / "again.pt", weights_only=True)
-    assert all(torch.equal(again["actor"][k], state["actor"][k]) for k in state["actor"])
-    main(ExportArgs(run_dir=str(finished_run), output=str(tmp_path / "again.pt")))  # this run's own file: replaced
-    other = dict(state, config={**state["config"], "seed": state["config"]["seed"] + 1})  # another run's policy
-    torch.save(other, tmp_path / "other.pt")
-    before = (tmp_path / "other.pt").read_bytes()
-    with pytest.raises(FileExistsError, match="is the policy of another run"):
-        main(ExportArgs(run_dir=str(finished_run), output=str(tmp_path / "other.pt")))
-    assert (tmp_path / "other.pt").read_bytes() == before
 
 
 def test_policy_bad_input(tmp_path):
@@ -124,12 +111,6 @@ def test_policy_bad_input(tmp_path):
     torch.save({"weights": torch.zeros(2)}, tmp_path / "y.pt")
     with pytest.raises(ValueError, match="is not an rl_curl policy"):
         rl_curl.load_policy(tmp_path / "y.pt")
-    (tmp_path / "notes.pt").write_text("mine")
-    from rl_curl.export import ExportArgs, main
-
-    with pytest.raises(FileExistsError, match="not an rl_curl policy; nothing was written"):
-        main(ExportArgs(run_dir=str(tmp_path), output=str(tmp_path / "notes.pt")))
-    assert (tmp_path / "notes.pt").read_text() == "mine"
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
@@ -160,7 +141,7 @@ def test_readme_snippet_runs_as_written(tmp_path, monkeypatch):
     snippet = re.search(r"## Train a control agent from pixels.*?```python\n(.*?)```", readme, re.S).group(1)
     monkeypatch.chdir(tmp_path)
     run(tiny_config(task="cartpole-swingup", image_size=64, crop_size=56, env_steps=16, eval_every=16,
-                    out_dir="runs/cartpole"))
+                    output_dir="runs/cartpole"))
     scope: dict = {}
     exec(snippet, scope)  # noqa: S102 - the documented lines themselves
     assert scope["obs"].shape == (9, 64, 64) and np.isfinite(scope["reward"])
@@ -186,7 +167,7 @@ def test_checkpoint_entries_are_named(finished_run, tmp_path):
     swapped["actor_opt"], swapped["critic_opt"] = entries["critic_opt"], entries["actor_opt"]
     (copy / "checkpoint/entries.json").write_text(json.dumps(dict(reversed(list(swapped.items())))))
     with pytest.raises(CheckpointError, match="holds the entries .* but this run registers"):
-        run(tiny_config(task=ENV, out_dir=str(copy), env_steps=80, eval_every=40, aux="curl", resume=True))
+        run(tiny_config(task=ENV, output_dir=str(copy), env_steps=80, eval_every=40, aux="curl", resume=True))
 
 
 @pytest.mark.parametrize("bad", [300.0, -5.0])

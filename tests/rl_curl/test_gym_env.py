@@ -55,7 +55,7 @@ def test_gym_env_bad_spaces_and_names_are_refused():
 
 def test_short_training_run_on_a_gym_env(tmp_path):
     out = tmp_path / "run"
-    summary = run(tiny_config(task=ENV, out_dir=str(out), env_steps=120, eval_every=60, log_every=20))
+    summary = run(tiny_config(task=ENV, output_dir=str(out), env_steps=120, eval_every=60, log_every=20))
     assert summary["env_steps"] == 120
     assert json.load(open(out / "config.json"))["action_repeat"] == 1
     rows = list(csv.DictReader(open(out / "eval.csv")))

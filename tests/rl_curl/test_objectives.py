@@ -26,7 +26,7 @@ def test_the_cli_choices_are_the_table():
 def test_spec_folder_and_label_agree_for_each_objective(spec, folder, label):
     fields = O.parse_spec(spec)
     cfg = tiny_config(**{k: v for k, v in fields.items()}, task="cartpole-swingup").resolved()
-    assert cfg.objective_name() == folder and f"/{folder}/seed0" in cfg.out_dir
+    assert cfg.objective_name() == folder and f"/{folder}/seed0" in cfg.output_dir
     assert objective_label({**O.NEUTRAL, **fields}) == label
     assert O.cli_flags(fields)[:2] == ["--aux", fields["aux"]]
 
@@ -77,7 +77,7 @@ def test_a_new_registry_entry_is_a_new_aux_with_its_loss(tmp_path):
         from rl_curl.config import from_cli
 
         cfg = from_cli(["--aux", "toy", "--tau-plus", "0.1", "--preset", "cpu"]).resolved()
-        assert cfg.aux == "toy" and cfg.image_size == 64 and "/toy-tau0.1/seed0" in cfg.out_dir
+        assert cfg.aux == "toy" and cfg.image_size == 64 and "/toy-tau0.1/seed0" in cfg.output_dir
         try:
             from_cli(["--aux", "toy", "--beta", "2"]).resolved()
         except ValueError as err:

@@ -15,7 +15,7 @@ BASE = dict(task="cartpole-swingup", action_repeat=50, seed_steps=5, eval_every=
 
 
 def cfg(tmp_path, name, **kw):
-    return tiny_config(out_dir=str(tmp_path / name), **{**BASE, **kw})
+    return tiny_config(output_dir=str(tmp_path / name), **{**BASE, **kw})
 
 
 def agent_state(out):
@@ -65,17 +65,17 @@ def test_corrupt_or_mismatched_checkpoint_is_refused(tmp_path):
         run(cfg(tmp_path, "c", env_steps=2000, resume=True, num_filters=6))
     with pytest.raises(CheckpointError, match="aux"):
         run(cfg(tmp_path, "c", env_steps=2000, resume=True, aux="debiased", tau_plus=0.1))
-    # A checkpoint of the old agent layout (no "format": flatten order (channel, row, column)) loads
-    # without a shape error, so it must be refused by its format, in training and in evaluation.
+    # A checkpoint of another agent layout may load without a shape error, so it is refused by its format, in
+    # training and in evaluation.
     extra_path = out / "checkpoint" / "extra.pt"
     good = extra_path.read_bytes()
     extra = torch.load(extra_path, weights_only=False)
     assert extra.pop("format") == 2
     torch.save(extra, extra_path)
-    with pytest.raises(CheckpointError, match="agent format 1"):
+    with pytest.raises(CheckpointError, match="another version of rl_curl"):
         run(cfg(tmp_path, "c", env_steps=2000, resume=True))
     from rl_curl.evaluate import load_agent
-    with pytest.raises(CheckpointError, match="agent format 1"):
+    with pytest.raises(CheckpointError, match="another version of rl_curl"):
         load_agent(out)
     extra_path.write_bytes(good)
     load_agent(out)
@@ -170,7 +170,7 @@ def test_default_out_dir_names_the_objective_variant():
     from rl_curl.config import Config
 
     def out(**kw):
-        return Config(task="cartpole-swingup", **kw).resolved().out_dir
+        return Config(task="cartpole-swingup", **kw).resolved().output_dir
 
     assert out() == "runs/rl_curl/cartpole-swingup/curl/seed0"
     assert out(aux="debiased", tau_plus=0.05) == "runs/rl_curl/cartpole-swingup/debiased-tau0.05/seed0"

@@ -159,5 +159,5 @@ def test_fewshot_picks_the_images_preset_for_image_data_and_steps_replace_its_pa
     assert from_cli(["--dataset", "reuters"]).preset is None
     assert from_cli(["--dataset", "mnist"]).passes == PRESETS["images"]["passes"]
     cfg = from_cli(["--dataset", "mnist", "--max-steps", "3"])
-    assert (cfg.steps, cfg.passes, cfg.lr) == (3, None, PRESETS["images"]["lr"])  # the preset's, but not its passes
-    assert from_cli(["--dataset", "mnist", "--steps=3", "--passes", "2"]).passes == 2.0
+    assert (cfg.max_steps, cfg.passes, cfg.lr) == (3, None, PRESETS["images"]["lr"])  # the preset's, but not its passes
+    assert from_cli(["--dataset", "mnist", "--max-steps=3", "--passes", "2"]).passes == 2.0

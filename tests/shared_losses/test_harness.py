@@ -106,11 +106,10 @@ def test_harness_refuses_a_resume_with_other_options_naming_each_field(tmp_path)
     assert tiny_run(out, steps=4, resume=True)["step"] == 4
 
 
-def test_harness_config_check_uses_free_and_legacy_fields():
+def test_harness_config_check_uses_free_fields_and_refuses_missing_ones():
     refuse_config_changes({"a": 1, "steps": 3}, {"a": 1, "steps": 9}, free={"steps"})
-    refuse_config_changes({"a": 1}, {"a": 1, "new": True}, legacy={"new": True})  # older run: implied value
-    with pytest.raises(ConfigChanged, match=r"new: False -> True"):
-        refuse_config_changes({"a": 1}, {"a": 1, "new": True}, legacy={"new": False})
+    with pytest.raises(ConfigChanged, match=r"new: None -> True"):  # a run of an older version: no implied values
+        refuse_config_changes({"a": 1}, {"a": 1, "new": True})
     with pytest.raises(ConfigChanged, match=r"\(a: 1 -> 2, b: None -> 3\)"):
         refuse_config_changes({"a": 1}, {"a": 2, "b": 3}, where="X")
 

@@ -131,10 +131,8 @@ def test_config_changes_checks_every_field_but_the_free_ones():
     assert config_changes(saved, current, free={"steps"}) == [
         ("lr", 0.001, 0.002), ("new_field", None, "x"), ("old_only", 1, None)]
     assert config_changes(saved, current, free={"steps", "lr", "new_field", "old_only"}) == []
-    # a field missing from an older saved configuration takes the value it had implicitly
-    assert config_changes({"a": 1}, {"a": 1, "flag": True}, legacy={"flag": True}) == []
-    assert config_changes({"a": 1}, {"a": 1, "flag": False}, legacy={"flag": True}) == [("flag", True, False)]
-    assert config_changes({"a": 1, "flag": False}, {"a": 1, "flag": False}, legacy={"flag": True}) == []
+    # a field missing from an older saved configuration is a change, whatever its value now
+    assert config_changes({"a": 1}, {"a": 1, "flag": False}) == [("flag", None, False)]
 
 
 def tb_events(directory):

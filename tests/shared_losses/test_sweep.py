@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _qt_command(corpus: str, out: Path, max_steps: int) -> list[str]:
     return [sys.executable, "-m", "nlp_qt.train", "--corpus", corpus, "--output-dir", str(out), "--batch-size", "8",
-            "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200", "--max-len", "12", "--lr", "1e-2",
+            "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200", "--max-length", "12", "--lr", "1e-2",
             "--checkpoint-every", "2", "--log-every", "1", "--epochs", "10000", "--max-steps", str(max_steps),
             "--seed", "0", "--resume", "--no-progress"]
 
