@@ -12,20 +12,43 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def module_imports(package: str) -> dict[str, set[str]]:
+def module_imports(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Every module of ``package``, subpackages' too, by dotted name inside it ("model", "senteval" for
+    senteval/__init__.py, "senteval.tasks"; the package's own __init__ is "__init__") -> the modules of the
+    package it imports, relative and absolute imports resolved to the longest module name they reach."""
+    files = {}
+    for path in sorted((root / package).rglob("*.py")):
+        if "__pycache__" in path.parts or "data" in path.relative_to(root / package).parts[:-1]:
+            continue
+        parts = list(path.relative_to(root / package).with_suffix("").parts)
+        folder = parts[:-1]  # the package the file is in (for an __init__.py, its own)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts) or "__init__"
+        files[name] = (path, folder)
+
+    def module_of(target: list[str]) -> str | None:
+        for n in range(len(target), 0, -1):
+            if ".".join(target[:n]) in files:
+                return ".".join(target[:n])
+        return None
+
     graph = {}
-    for path in sorted((ROOT / package).glob("*.py")):
-        name = path.stem
-        deps = set()
+    for name, (path, folder) in files.items():
+        targets = []
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                if node.level == 1:  # from .x import y / from . import x
-                    deps |= {node.module} if node.module else {a.name for a in node.names}
+                if node.level:
+                    base = folder[:len(folder) - (node.level - 1)]
                 elif node.module and node.module.startswith(package + "."):
-                    deps.add(node.module.split(".")[1])
+                    base, node_module = [], node.module[len(package) + 1:]
+                    targets += [node_module.split(".") + [a.name] for a in node.names]
+                    continue
+                else:
+                    continue
+                mod = node.module.split(".") if node.module else []
+                targets += [base + mod + [a.name] for a in node.names]
             elif isinstance(node, ast.Import):
-                deps |= {a.name.split(".")[1] for a in node.names if a.name.startswith(package + ".")}
-        graph[name] = {d.split(".")[0] for d in deps} - {name}
+                targets += [a.name.split(".")[1:] for a in node.names if a.name.startswith(package + ".")]
+        graph[name] = {m for t in targets if (m := module_of(t)) is not None} - {name}
     return graph
 
 
@@ -57,6 +80,19 @@ def test_package_has_no_import_cycle(package):
     graph = module_imports(package)
     assert graph, package
     assert find_cycle(graph) is None, f"{package}: import cycle {' -> '.join(find_cycle(graph))}"
+
+
+def test_subpackages_are_in_the_graph_with_their_imports_resolved(tmp_path):
+    files = {"pkg/__init__.py": "from .sub import f\n", "pkg/model.py": "import numpy\n",
+             "pkg/sub/__init__.py": "from .a import f\n", "pkg/sub/a.py": "from ..model import M\nfrom . import b\n",
+             "pkg/sub/b.py": "from pkg.sub.a import f\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    graph = module_imports("pkg", tmp_path)
+    assert graph == {"__init__": {"sub"}, "model": set(), "sub": {"sub.a"}, "sub.a": {"model", "sub.b"},
+                     "sub.b": {"sub.a"}}
+    assert find_cycle(graph) == ["sub.a", "sub.b", "sub.a"]
 
 
 def test_the_cycle_finder_finds_one():

@@ -126,7 +126,7 @@ def test_download_follows_senteval_layout_from_mirrors(tmp_path):
     mr.write_bytes(b'a "great" film , isn\'t it ? caf\xe9 cannot wait...\n' + mr.read_bytes())
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:  # a top folder other than data/, as some mirrors have
-        for member, target in se._ZIP_MEMBERS.items():
+        for member, target in se.fetch._ZIP_MEMBERS.items():
             z.writestr("NB_ACL12/" + "/".join(member.split("/")[1:]), (src / target).read_bytes())
     (tmp_path / "binary.zip").write_bytes(buf.getvalue())
     trec = src / "TREC" / "train_5500.label"
@@ -250,7 +250,7 @@ def test_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, m
     assert out.read_bytes() == b"earlier results\n"
 
     root = _write_task_folder(tmp_path / "data", n=12)
-    monkeypatch.setattr(se, "load_encoder", lambda *a, **k: (_keyword_encoder, "keyword encoder"))
+    monkeypatch.setattr(se.cli, "load_encoder", lambda *a, **k: (_keyword_encoder, "keyword encoder"))
     res = se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--kfold", "2", "--json",
                    "--output", str(out), "--overwrite"])
     assert json.loads(out.read_text())["results"]["MR"]["acc"] == res["MR"]["acc"]
@@ -268,7 +268,7 @@ def test_progress_counts_every_logistic_regression_a_task_fits():
     fold of every outer fold, and the outer refits; train/test: every C of every fold, and the refit)."""
     import numpy as np
 
-    from nlp_qt import senteval as S
+    from nlp_qt.senteval import classify as S
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(60, 4)), np.arange(60) % 2
@@ -289,7 +289,7 @@ def test_fits_in_threads_give_the_serial_results(tmp_path):
     ticks, in any number of threads (each fit is the serial one)."""
     import numpy as np
 
-    from nlp_qt import senteval as S
+    from nlp_qt.senteval import classify as S
 
     rng = np.random.default_rng(1)
     X, y = rng.normal(size=(90, 6)), np.arange(90) % 3
@@ -306,4 +306,4 @@ def test_fits_in_threads_give_the_serial_results(tmp_path):
     assert threaded == serial
     assert tt == S.eval_train_test(X[:60], y[:60], X[60:], y[60:], k=3)
     with pytest.raises(ValueError, match="jobs must be a whole number >= 1, or -1"):
-        S.evaluate(lambda texts: np.zeros((len(texts), 2)), tmp_path, ["MR"], jobs=0)
+        se.evaluate(lambda texts: np.zeros((len(texts), 2)), tmp_path, ["MR"], jobs=0)

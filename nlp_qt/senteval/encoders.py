@@ -1,0 +1,108 @@
+"""Sentence encoders to evaluate: an nlp_qt model, a bag-of-words folder or a sentence-transformers model, each as
+``encode(sentences) -> [n, d] float array``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+
+Encoder = Callable[[list[str]], np.ndarray]
+
+
+def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128, max_length: int | None = None) -> Encoder:
+    """``encode(sentences)`` with an in-memory :class:`~nlp_qt.model.QuickThought` (``[f/|f|; g/|g|]``), reading the
+    first ``max_length`` tokens of each text (None or 0: the whole text; the vocabulary's own ``max_len`` cuts only
+    training sentences)."""
+    import torch
+
+    qt = qt.to(device).eval()
+    cut = max_length or sys.maxsize
+
+    def encode(sentences: list[str]) -> np.ndarray:
+        res = np.zeros((len(sentences), qt.embedding_dim), dtype=np.float32)
+        order = np.argsort([len(s) for s in sentences], kind="stable")  # length-sorted batches: less padding
+        for i in range(0, len(sentences), batch_size):
+            idx = order[i : i + batch_size]
+            ids, lengths = vocab.batch([sentences[j] for j in idx], device, max_len=cut)
+            with torch.no_grad():
+                res[idx] = qt.embed(ids, lengths).float().cpu().numpy()
+        return res
+
+    return encode
+
+
+def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
+                 max_length: int | None = None) -> tuple[Encoder, str]:
+    """An ``encode(sentences) -> [n, d] float array`` for an nlp_qt model or a sentence-transformers
+    model; returns it with a short description. ``max_length`` (nlp_qt models only): tokens of each text the
+    encoder reads, the first ``max_length`` of them; None or 0 (the default): the whole text, as the bag-of-words
+    baseline reads it. A model's training ``--max-length`` (50 by default) cuts the corpus sentences it trained
+    on, not the texts it encodes."""
+    if max_length is not None and max_length < 0:
+        raise ValueError(f"max_length must be >= 0 (0: the whole text), got {max_length}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number >= 1 (sentences encoded at once), got {batch_size!r}")
+    from shared_losses.runtime import check_device
+
+    check_device(str(device), "device")
+
+    from ..model import is_qt_model_dir, load_model
+
+    from shared_losses.runtime import run_application
+
+    from ..bow import is_bow_dir, load_bow_encoder
+
+    path = Path(model)
+    if is_bow_dir(path):
+        if max_length is not None:
+            raise ValueError("--max-length applies to nlp_qt models only; the bag of words reads the whole text")
+        return load_bow_encoder(path), f"bag of words {path} (mean of word2vec vectors)"
+    owner = run_application(path) if path.is_dir() else None
+    if owner not in (None, "nlp_qt", "unknown"):
+        raise FileNotFoundError(f"{path} holds a run of {owner}, not an nlp_qt model: pass an nlp_qt run (or its "
+                                "model/), a bag-of-words folder or a sentence-transformers model")
+    if not path.exists() and (model.startswith((".", "/", "~")) or os.sep in model and model.count("/") != 1):
+        raise FileNotFoundError(f"--model {model}: no such folder")
+    if path.is_dir() and not is_qt_model_dir(path) and is_qt_model_dir(path / "model"):
+        path = path / "model"
+    if path.is_dir() and not is_qt_model_dir(path) and (path / "checkpoint").is_dir() and not (path / "model").exists():
+        raise FileNotFoundError(
+            f"{path} is an nlp_qt run folder without model/: it is written when training ends (still running, "
+            "or stopped before its end? rerun the same training command to resume and finish it, or write its "
+            f"checkpoint's model with python -m nlp_qt.export --run-dir {path})"
+        )
+    if is_qt_model_dir(path):
+        qt, vocab = load_model(path, device)
+        encode = make_qt_encoder(qt, vocab, device, batch_size, max_length)
+        cut = f"texts cut to {max_length} tokens" if max_length else "whole texts"
+        return encode, f"nlp_qt model {path} ({qt.embedding_dim}-d, {cut})"
+    if max_length is not None:
+        raise ValueError("--max-length applies to nlp_qt models only (a sentence-transformers model keeps its own "
+                         "max_seq_length)")
+    if path.exists() and path.is_dir() and not (path / "modules.json").exists() and not (path / "config.json").exists():
+        raise FileNotFoundError(
+            f"{path} is neither an nlp_qt model (config.json, vocab.json, model.safetensors) nor a "
+            "sentence-transformers model folder (modules.json)"
+        )
+    from sentence_transformers import SentenceTransformer
+
+    try:
+        st = SentenceTransformer(str(path) if path.exists() else model, device=device)
+    except Exception as err:  # noqa: BLE001
+        why = (str(err).strip().splitlines() or [""])[0]  # the hub's messages run over several lines
+        where = "" if path.exists() else " (no such local folder, so it was asked of the hub)"
+        raise FileNotFoundError(
+            f"could not load {model!r} as a sentence-transformers model{where}: {type(err).__name__}: {why}; "
+            "offline? pass a local model folder"
+        ) from err
+
+    def encode_st(sentences: list[str]) -> np.ndarray:
+        return np.asarray(st.encode(sentences, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True))
+
+    return encode_st, f"sentence-transformers model {model}"
+

@@ -1,0 +1,152 @@
+"""SentEval's tasks as one table (:data:`TASKS`, a :class:`Task` per row) and the readers of their files.
+
+A new task with an existing protocol is one row of :data:`TASKS` and nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Task:
+    """One evaluation task, one row of :data:`TASKS`: where its files are, its protocol (``kind``, a key of
+    :data:`PROTOCOLS`: how its files are read and how it is scored), what it is. A task with an existing
+    protocol is added here and nowhere else."""
+
+    name: str
+    files: tuple[str, ...]
+    kind: str
+    description: str
+    encoding: str = "latin-1"  # of its files (SentEval's are Latin-1/ASCII; the human-labeled ones UTF-8)
+    source: str = "senteval"   # senteval: fetched by `download`; human: built offline by `build-human`
+    positive: str = ""         # what the first (label 1) file holds, for the human-labeled tasks' manifest
+    origin: str = ""           # human-labeled tasks: the shared_losses.datasets text set they are built from
+    classes: tuple[str, ...] = ()  # labelled-line files (TREC): the class names, in label order
+    load: Callable[[Path, str], Any] | None = None  # ``load(root, name)``; None: its protocol's reader
+
+
+TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
+TASKS: dict[str, Task] = {t.name: t for t in [
+    Task("MR", ("MR/rt-polarity.pos", "MR/rt-polarity.neg"), "binary", "movie review snippets, positive vs negative"),
+    Task("CR", ("CR/custrev.pos", "CR/custrev.neg"), "binary", "customer product reviews, positive vs negative"),
+    Task("SUBJ", ("SUBJ/subj.objective", "SUBJ/subj.subjective"), "binary", "movie plot (objective) vs review"),
+    Task("MPQA", ("MPQA/mpqa.pos", "MPQA/mpqa.neg"), "binary", "opinion polarity of phrases"),
+    Task("TREC", ("TREC/train_5500.label", "TREC/TREC_10.label"), "train_test", "question type, 6 classes",
+         classes=TREC_CLASSES),
+    Task("MRPC", ("MRPC/msr_paraphrase_train.txt", "MRPC/msr_paraphrase_test.txt"), "pair",
+         "Microsoft Research paraphrase corpus", encoding="utf-8-sig"),
+    # human-labeled tasks built offline from data the suite ships (build_human_tasks)
+    Task("RT", ("RT/rt.pos", "RT/rt.neg"), "binary", "Rotten Tomatoes critic snippets, fresh vs rotten",
+         "utf-8", "human", "the critic's verdict is fresh", origin="rotten_tomatoes"),
+    Task("FOOD", ("FOOD/food.pos", "FOOD/food.neg"), "binary", "Amazon fine-food reviews, 5 stars vs fewer",
+         "utf-8", "human", "a 5-star review", origin="fine_foods"),
+    Task("DRUG", ("DRUG/drug.pos", "DRUG/drug.neg"), "binary", "drugs.com patient reviews, positive vs negative",
+         "utf-8", "human", "the patient rated the drug positive (neutral reviews left out)", origin="drugreview"),
+    Task("REUTERS", ("REUTERS/reuters.pos", "REUTERS/reuters.neg"), "binary",
+         "sentences of Reuters-21578 articles, topic acq vs crude", "utf-8", "human",
+         "a sentence of an article of topic acq (acquisitions), not crude (oil)", origin="reuters"),
+]}
+ALL_TASKS = tuple(t for t, v in TASKS.items() if v.source == "senteval")  # the six SentEval tasks (default)
+HUMAN_TASKS = tuple(t for t, v in TASKS.items() if v.source == "human")
+TASK_FILES = {t: list(v.files) for t, v in TASKS.items()}
+# SentEval's four binary tasks as (folder, positive file, negative file)
+BINARY_TASKS = {t: (v.files[0].split("/")[0], v.files[0].split("/")[1], v.files[1].split("/")[1])
+                for t, v in TASKS.items() if v.kind == "binary" and v.source == "senteval"}
+
+
+class SentEvalDataError(FileNotFoundError):
+    """A task's data is missing or malformed."""
+
+
+
+def is_human(task: str) -> bool:
+    return task in TASKS and TASKS[task].source == "human"
+
+
+def task_files(root: Path, task: str) -> list[Path]:
+    """The data files of ``task`` under ``root``, in TASKS' order; a SentEvalDataError naming every missing one and
+    how to get it."""
+    paths = [root / f for f in TASKS[task].files]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        how = (f"build them with `python -m nlp_qt.senteval build-human --data {root} --tasks {task}`, or pass "
+               "--data human" if TASKS[task].source == "human" else
+               f"fetch them with `python -m nlp_qt.senteval download --data {root}`")
+        raise SentEvalDataError(
+            f"task {task}: missing {', '.join(missing)} (expected files {', '.join(TASKS[task].files)} under "
+            f"{root}; {how})"
+        )
+    return paths
+
+
+_CONTROL = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
+
+
+def _read_lines(path: Path, encoding: str = "latin-1") -> list[str]:
+    """The non-empty lines of a task file; a file that is not text (NUL or other control bytes, or
+    not valid UTF-8 for a UTF-8 task) is refused by name instead of being scored."""
+    raw = path.read_bytes()
+    bad = sum(raw.count(bytes([c])) for c in _CONTROL)
+    if b"\x00" in raw or bad > max(2, len(raw) // 1000):
+        raise SentEvalDataError(f"{path} is not a text file ({bad} control bytes in {len(raw)}); a task file holds "
+                                "one sentence per line")
+    try:
+        text = raw.decode(encoding, errors="strict" if encoding.lower().replace("-", "") == "utf8" else "replace")
+    except UnicodeDecodeError as err:
+        raise SentEvalDataError(f"{path} is not UTF-8 text (byte {err.start}); a task file holds one sentence "
+                                "per line") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def load_binary(root: Path, task: str) -> tuple[list[str], np.ndarray]:
+    """A positive and a negative file, one text per line: (texts, labels 1 then 0)."""
+    pos_path, neg_path = task_files(root, task)
+    enc = TASKS[task].encoding
+    pos, neg = _read_lines(pos_path, enc), _read_lines(neg_path, enc)
+    if not pos or not neg:
+        raise SentEvalDataError(f"task {task}: {pos_path if not pos else neg_path} is empty")
+    return pos + neg, np.array([1] * len(pos) + [0] * len(neg))
+
+
+def load_trec(root: Path, task: str = "TREC") -> dict:
+    """A train and a test file of labelled lines, ``COARSE:fine words...`` (TREC's format), COARSE one of the
+    task's ``classes``: ``{"train": (texts, labels), "test": (texts, labels)}``."""
+    out = {}
+    classes = TASKS[task].classes
+    for split, path in zip(("train", "test"), task_files(root, task)):
+        texts, labels = [], []
+        for n, line in enumerate(_read_lines(path, TASKS[task].encoding), 1):
+            head, _, rest = line.partition(" ")
+            coarse = head.split(":")[0]
+            if coarse not in classes or not rest:
+                raise SentEvalDataError(f"{path}:{n}: expected 'COARSE:fine words...', got {line[:60]!r}")
+            texts.append(rest)
+            labels.append(classes.index(coarse))
+        out[split] = (texts, np.array(labels))
+    return out
+
+
+def load_mrpc(root: Path, task: str = "MRPC") -> dict:
+    """A train and a test file of sentence pairs in MRPC's format (a header, then ``label, id, id, sentence,
+    sentence`` tab-separated): ``{"train": (sentences a, sentences b, labels), "test": ...}``."""
+    out = {}
+    for split, path in zip(("train", "test"), task_files(root, task)):
+        a, b, labels = [], [], []
+        with open(path, encoding=TASKS[task].encoding, errors="replace") as fh:
+            lines = fh.read().splitlines()
+        for n, line in enumerate(lines[1:], 2):  # header first
+            if not line.strip():
+                continue
+            cols = line.split("\t")
+            if len(cols) < 5 or cols[0].strip() not in ("0", "1"):
+                raise SentEvalDataError(f"{path}:{n}: expected 5 tab-separated columns with label 0/1 first")
+            labels.append(int(cols[0]))
+            a.append(cols[3].strip())
+            b.append(cols[4].strip())
+        out[split] = (a, b, np.array(labels))
+    return out
+
