@@ -253,6 +253,9 @@ def fast_tier_imports(test_files: dict[Path, SourceFile]) -> dict[str, list[str]
 # Modules the tests load without an import statement the check can read: module -> (the fast test, what in its body
 # loads the module). Each entry is checked: the test exists, is fast and holds that text.
 INDIRECT = {
+    # `python -m nlp_qt.senteval` runs the package's __main__.py (in a subprocess)
+    "nlp_qt.senteval.__main__": ("tests/nlp_qt/test_senteval_tasks.py::test_python_m_runs_the_package_cli",
+                                 '"-m", "nlp_qt.senteval", "--help"'),
     # rl_curl.load_policy imports rl_curl.policy when called
     "rl_curl.policy": ("tests/rl_curl/test_gym_api.py::test_policy_bad_input", "rl_curl.load_policy("),
     # sentence-transformers imports the module class that a model folder's modules.json names

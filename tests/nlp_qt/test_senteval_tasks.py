@@ -350,3 +350,11 @@ def test_a_name_that_is_no_local_folder_and_not_on_the_hub_gets_one_line(monkeyp
     with pytest.raises(FileNotFoundError, match=r"no such local folder.*offline\?") as err:
         se.load_encoder("no-such-org/no-such-model")
     assert "\n" not in str(err.value)
+
+
+def test_python_m_runs_the_package_cli():
+    """`python -m nlp_qt.senteval` is the package's __main__.py, which runs cli.main."""
+    res = subprocess.run([sys.executable, "-m", "nlp_qt.senteval", "--help"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.startswith("usage: python -m nlp_qt.senteval") and "--data" in res.stdout
