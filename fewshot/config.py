@@ -7,7 +7,6 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-
 from shared_losses.cli import choices_help, config_from_cli, option_given, option_value
 
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName

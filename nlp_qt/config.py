@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-
 from shared_losses.cli import choices_help, config_from_cli
 
 from .objectives import OBJECTIVES, ObjectiveName

@@ -11,7 +11,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-
 from shared_losses.cli import choices_help, config_from_cli
 
 from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, check_fields, folder_name

@@ -35,7 +35,7 @@ from .config import Config, from_cli
 from .env import make
 from .objectives import get as get_objective
 
-# Raised whenever the saved agent changes meaning (a layout that would load without a shape error but compute
+# Bumped whenever the saved agent changes meaning (a layout that would load without a shape error but compute
 # something else): a checkpoint of another format is refused.
 CHECKPOINT_FORMAT = 2
 

@@ -22,8 +22,6 @@ from pathlib import Path
 
 from shared_losses.cli import HelpFormatter, run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
-
 BUDGET_S = 180.0
 
 

@@ -28,8 +28,6 @@ import numpy as np
 
 from shared_losses.cli import HelpFormatter, run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def check(run: Path) -> dict:
     import torch

@@ -198,8 +198,8 @@ def config_changes(saved: Mapping[str, Any], current: Mapping[str, Any],
 
     Every field counts except those in ``free`` (the ones a resumed run may change, such as the total
     number of steps), so a field added later is checked by default (a saved configuration without it is
-    refused). Values are compared after a JSON
-    round trip, so a tuple saved to ``config.json`` still equals the list it comes back as.
+    refused). Values are compared after a JSON round trip, so a tuple saved to ``config.json`` still equals the
+    list it comes back as.
     """
     free = set(free)
     old = json.loads(json.dumps(dict(saved)))
