@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.cli import choices_help, config_from_cli, option_given, option_value
+from shared_losses.training.cli import choices_help, config_from_cli, option_given, option_value
 
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName
 
@@ -239,7 +239,7 @@ class FewShotConfig:
             if not ok:
                 raise ValueError(f"--{option.replace('_', '-')} must be {rule}, got {getattr(self, option)}")
 
-        from shared_losses.runtime import check_seed
+        from shared_losses.training.runtime import check_seed
 
         check_seed(self.seed)
         for option in ("max_steps", "batch_unlabeled"):
@@ -375,7 +375,7 @@ def cli_finish(cfg: FewShotConfig, argv: list[str]) -> FewShotConfig:
 
 def from_cli(argv: list[str] | None = None, description: str | None = None) -> FewShotConfig:
     """The configuration of ``python -m fewshot.train ARGS`` (``argv``: the arguments, default ``sys.argv[1:]``):
-    tyro's parse of :class:`FewShotConfig` with ``--preset NAME`` (:func:`shared_losses.cli.config_from_cli`),
+    tyro's parse of :class:`FewShotConfig` with ``--preset NAME`` (:func:`shared_losses.training.cli.config_from_cli`),
     the ``images`` preset for image data that names no preset, and --max-steps replacing the preset's --passes."""
     return config_from_cli(FewShotConfig, PRESETS, argv, description, default_preset=cli_default_preset,
                            finish=cli_finish, sections=[

@@ -1,5 +1,5 @@
 """Few-shot data: the training and evaluation split of a run (a named text set of
-:mod:`shared_losses.datasets` or local files), users' PU files and unlabelled texts, and the few-shot sample.
+:mod:`shared_losses.data` or local files), users' PU files and unlabelled texts, and the few-shot sample.
 
 Every loader returns ``(texts, labels)`` with labels in {0, 1} (1 = the positive class).
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_losses.datasets import (TEXT_SETS, DataError, LabelRule, label_values, load_text_set, not_utf8_error,
-                                    read_local)
+from shared_losses.data import (TEXT_SETS, DataError, LabelRule, label_values, load_text_set, not_utf8_error,
+                                read_local)
 
 
 def load_splits(cfg):

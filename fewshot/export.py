@@ -217,8 +217,8 @@ def save_sentence_transformer(encoder, tokenizer, folder: Path, pooling: str, ma
 def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path:
     """Write ``hf``, ``tokenizer``, modeling_fewshot.py, the encoder as a sentence-transformers folder
     (``sentence-transformers/``, :func:`save_sentence_transformer`) and the marker into a temporary sibling
-    folder and rename it into ``out_dir`` (:func:`shared_losses.runtime.replace_directory`)."""
-    from shared_losses.runtime import replace_directory
+    folder and rename it into ``out_dir`` (:func:`shared_losses.training.runtime.replace_directory`)."""
+    from shared_losses.training.runtime import replace_directory
 
     out_dir = Path(out_dir)
     check_target(out_dir, run_dir)
@@ -302,7 +302,7 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     evaluation fitted it; the draw is checked against sample.json)."""
     from safetensors.torch import load_file
 
-    from shared_losses.runtime import checkpoint_exists, load_checkpoint, resolve_checkpoint
+    from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, resolve_checkpoint
 
     from .run import read_json, training_data
 
@@ -398,7 +398,7 @@ def export_image_run(run_dir: Path, out_dir=None, overwrite: bool = False) -> Pa
 def main(argv=None):
     import argparse
 
-    from shared_losses.cli import HelpFormatter
+    from shared_losses.training.cli import HelpFormatter
 
     p = argparse.ArgumentParser(prog="python -m fewshot.export", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--run", required=True, help="a finished fewshot run folder (its --output-dir)")
@@ -418,6 +418,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     run_cli(main)

@@ -37,9 +37,9 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from shared_losses.datasets import DataError, load_images
-from shared_losses.harness import RunHarness
-from shared_losses.runtime import DivergenceWatch, write_json_atomic
+from shared_losses.data import DataError, load_images
+from shared_losses.training.harness import RunHarness
+from shared_losses.training.runtime import DivergenceWatch, write_json_atomic
 
 from .config import FewShotConfig
 from .images import Augment, ImageModel, as_images, binary_labels, features, stratified_split
@@ -180,8 +180,8 @@ def end_to_end_loss(name: str, logits: torch.Tensor, y: torch.Tensor, n_lab: int
 
 
 class ImageApp(FewShotRunApp):
-    """The image runs' parts of the shared loop (:func:`shared_losses.loop.run`): per step one batch of labeled +
-    unlabeled images, two augmented views through the encoder (``--contrastive``) or each end-to-end learner
+    """The image runs' parts of the shared loop (:func:`shared_losses.training.loop.run`): per step one batch of
+    labeled + unlabeled images, two augmented views through the encoder (``--contrastive``) or each end-to-end learner
     (``none``); at the end the classifiers of :func:`classify`."""
 
     def __init__(self, cfg: FewShotConfig, harness: RunHarness):
@@ -397,7 +397,7 @@ def load_image_classifier(path):
     ``path``: the run folder, its model/ folder, or the image_classifier.pt file."""
     from pathlib import Path
 
-    from shared_losses.datasets import check_arrays
+    from shared_losses.data import check_arrays
 
     p = Path(path)
     p = p / "model" if (p / "model").is_dir() else p

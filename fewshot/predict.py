@@ -128,8 +128,8 @@ def write_predictions(path: Path, texts, probs: torch.Tensor, id2label: dict) ->
 def main(argv=None):
     import argparse
 
-    from shared_losses.cli import HelpFormatter
-    from shared_losses.runtime import check_device
+    from shared_losses.training.cli import HelpFormatter
+    from shared_losses.training.runtime import check_device
 
     from .data import read_texts
 
@@ -169,6 +169,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     run_cli(main)

@@ -14,7 +14,7 @@ import torch
 from tqdm import tqdm
 
 from shared_losses import punce_loss
-from shared_losses.runtime import DivergenceWatch
+from shared_losses.training.runtime import DivergenceWatch
 
 from .objectives import DEFAULT_OBJECTIVE, multiview
 from .pu import RISKS
@@ -24,8 +24,8 @@ from .run import (FewShotRunApp, check_resume_config, forward_views, prepare, pr
 
 
 class PuApp(FewShotRunApp):
-    """The PU pipeline's parts of the shared loop (:func:`shared_losses.loop.run`): the encoder trained with puNCE
-    (PU form) one batch of labeled + unlabeled examples per step; at the end the PN / uPU / nnPU probes on its
+    """The PU pipeline's parts of the shared loop (:func:`shared_losses.training.loop.run`): the encoder trained with
+    puNCE (PU form) one batch of labeled + unlabeled examples per step; at the end the PN / uPU / nnPU probes on its
     frozen features (and, before training, on the pretrained encoder's: the baseline)."""
 
     def __init__(self, cfg, harness, model=None, tokenizer=None):

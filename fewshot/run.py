@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shared_losses.harness import RunHarness, refuse_config_changes
-from shared_losses.loop import TrainingApp
-from shared_losses.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
+from shared_losses.training.harness import RunHarness, refuse_config_changes
+from shared_losses.training.loop import TrainingApp
+from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
 from .config import FewShotConfig
 from .data import load_pu_files, load_splits, sample_fewshot
@@ -102,7 +102,7 @@ def quiet_loading(quiet: bool):
 def make_accelerator(cfg):
     from accelerate.utils import DistributedDataParallelKwargs
 
-    from shared_losses.runtime import make_accelerator as accelerator_for
+    from shared_losses.training.runtime import make_accelerator as accelerator_for
 
     # Some parameters get no gradient in some settings (the encoder's pooler, which the cls / mean
     # pooling does not read; the projection head under `ce`; the classifier in the PU pipeline), and
@@ -165,9 +165,9 @@ def finished_metrics(cfg: FewShotConfig, harness: RunHarness, saved: dict | None
 
 class FewShotRunApp(TrainingApp):
     """What fewshot's trained runs (text: :class:`fewshot.train.FewShotApp`; PU: :class:`fewshot.pu_pipeline.PuApp`;
-    images: :class:`fewshot.image_run.ImageApp`) share in the loop (:func:`shared_losses.loop.run`): metrics.json,
-    ``--max-steps`` steps, a checkpoint every ``checkpoint_every`` steps and at the last one, and the check of a
-    resume (:func:`finished_metrics`)."""
+    images: :class:`fewshot.image_run.ImageApp`) share in the loop (:func:`shared_losses.training.loop.run`):
+    metrics.json, ``--max-steps`` steps, a checkpoint every ``checkpoint_every`` steps and at the last one, and the
+    check of a resume (:func:`finished_metrics`)."""
 
     name, summary_file = "fewshot", "metrics.json"
 
@@ -202,7 +202,7 @@ def check_steps(cfg: FewShotConfig, trained: int, out: Path) -> None:
 
 
 def read_json(path: Path) -> dict:
-    from shared_losses.runtime import read_json_file
+    from shared_losses.training.runtime import read_json_file
 
     return read_json_file(path, "run's file")
 
@@ -395,19 +395,20 @@ PATH_FIELDS = ("dataset", "eval_file", "positive_file", "unlabeled_file", "encod
 
 def recorded_config(cfg: FewShotConfig) -> dict:
     """The configuration a run records (config.json, its checkpoints): the options, with every input file or folder
-    as an absolute path (:func:`shared_losses.runtime.local_path`), so that a resume compares files, not spellings."""
-    from shared_losses.runtime import with_local_paths
+    as an absolute path (:func:`shared_losses.training.runtime.local_path`), so that a resume compares files, not
+    spellings."""
+    from shared_losses.training.runtime import with_local_paths
 
     return with_local_paths(dataclasses.asdict(cfg), PATH_FIELDS)
 
 
 def comparable_configs(saved: dict, cfg: FewShotConfig) -> tuple[dict, dict]:
-    """(saved, current) configurations to compare (:func:`shared_losses.runtime.config_changes`): input files by
-    absolute path on both sides (:func:`recorded_config`: a run's relative spelling is read from the current folder,
+    """(saved, current) configurations to compare (:func:`shared_losses.training.runtime.config_changes`): input files
+    by absolute path on both sides (:func:`recorded_config`: a run's relative spelling is read from the current folder,
     as before), and ``--pooling auto`` on either side replaced by what it resolves to for this encoder: a run saved
     with ``pooling: cls`` (the default before ``auto``) matches ``--pooling auto`` on an encoder where auto
     means cls, and not on one where it means mean (a different model)."""
-    from shared_losses.runtime import with_local_paths
+    from shared_losses.training.runtime import with_local_paths
 
     saved, current = with_local_paths(saved, PATH_FIELDS), recorded_config(cfg)
     if "auto" in (saved.get("pooling"), current["pooling"]) and saved.get("pooling") != current["pooling"]:

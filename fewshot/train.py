@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.loop import run as run_app
-from shared_losses.runtime import DivergenceWatch, print_run_result
+from shared_losses.training.loop import run as run_app
+from shared_losses.training.runtime import DivergenceWatch, print_run_result
 
 from .config import FewShotConfig, from_cli
 from .images import is_image_dataset
@@ -31,8 +31,8 @@ from .run import (Batches, FewShotRunApp, Run, check_resume_config, claim, finis
 
 
 class FewShotApp(FewShotRunApp):
-    """fewshot's parts of the shared loop (:func:`shared_losses.loop.run`) for the trained objectives (CE, SupCon,
-    puNCE): one step per global batch of labeled (+ unlabeled) examples, the heads scored every ``eval_every``
+    """fewshot's parts of the shared loop (:func:`shared_losses.training.loop.run`) for the trained objectives (CE,
+    SupCon, puNCE): one step per global batch of labeled (+ unlabeled) examples, the heads scored every ``eval_every``
     steps and at the last one."""
 
     def __init__(self, cfg: FewShotConfig, harness, model: FewShotModel | None = None, tokenizer=None):
@@ -189,7 +189,7 @@ def main(argv=None):
     keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "contrastive", "n_labeled", "seed", "prior",
                         "probes", "run_seconds")
             if k in metrics]
-    from shared_losses.stats import standing
+    from shared_losses.training.stats import standing
 
     baselines = {}
     probes = metrics.get("probes") or {}
@@ -201,6 +201,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     run_cli(main)

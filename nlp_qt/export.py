@@ -57,7 +57,7 @@ class ExportArgs:
 
 def _run_settings(run: Path):
     """(train Config, Vocab, checkpoint folder) of the run in ``run``; one-line errors for what is missing."""
-    from shared_losses.runtime import read_json_file, resolve_checkpoint, run_application
+    from shared_losses.training.runtime import read_json_file, resolve_checkpoint, run_application
 
     from .config import Config
     from .vocab import Vocab
@@ -117,7 +117,7 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
     """Write the model of ``run_dir``'s checkpoint to ``output``; returns ``{"model": path, "step": N}``."""
     from safetensors.torch import load_file
 
-    from shared_losses.runtime import CheckpointError, load_checkpoint, replace_directory
+    from shared_losses.training.runtime import CheckpointError, load_checkpoint, replace_directory
 
     from .model import QuickThought, model_config, save_model
     from .st_module import write_sentence_transformers_files
@@ -220,7 +220,7 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
 
     import numpy as np
 
-    from shared_losses.runtime import replace_directory
+    from shared_losses.training.runtime import replace_directory
 
     from .bow import read_word_vectors
 
@@ -277,6 +277,6 @@ def main(args: ExportArgs | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     run_cli(main)

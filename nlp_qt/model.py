@@ -218,7 +218,7 @@ def save_model(model: QuickThought, vocab, directory: str | os.PathLike, extra: 
     from .st_module import write_sentence_transformers_files
 
     write_sentence_transformers_files(tmp)
-    from shared_losses.runtime import replace_directory
+    from shared_losses.training.runtime import replace_directory
 
     return replace_directory(tmp, directory)
 
@@ -239,7 +239,7 @@ def load_model(directory: str | os.PathLike, device="cpu"):
         raise FileNotFoundError(
             f"{directory} is not an nlp_qt model directory (expected config.json, vocab.json, model.safetensors)"
         )
-    from shared_losses.runtime import read_json_file
+    from shared_losses.training.runtime import read_json_file
 
     meta = read_json_file(directory / "config.json", "model's configuration (written by nlp_qt.train)")
     vocab = Vocab.load(directory / "vocab.json")

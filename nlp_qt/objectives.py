@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from shared_losses import debiased_nce_from_logits, hard_negative_nce_from_logits, log_floor_min_negative
-from shared_losses.runtime import unused_setting
+from shared_losses.training.runtime import unused_setting
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
 NEUTRAL = {"tau_plus": 0.0, "beta": 1.0, "self_score": "exclude", "cpc_steps": 3, "cpc_length": 10}

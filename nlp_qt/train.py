@@ -22,11 +22,11 @@ import torch
 from tqdm.auto import tqdm
 
 from shared_losses import gather_with_grad
-from shared_losses.harness import RunHarness
-from shared_losses.loop import TrainingApp
-from shared_losses.loop import run as run_app
-from shared_losses.runtime import (CheckpointError, DivergenceWatch, make_accelerator, print_run_result,
-                                   read_json_file, with_local_paths)
+from shared_losses.training.harness import RunHarness
+from shared_losses.training.loop import TrainingApp
+from shared_losses.training.loop import run as run_app
+from shared_losses.training.runtime import (CheckpointError, DivergenceWatch, make_accelerator, print_run_result,
+                                            read_json_file, with_local_paths)
 
 from .config import Config, from_cli
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
@@ -35,12 +35,13 @@ from .objectives import check_fields, compute_loss, neighbours
 from .objectives import get as get_objective
 from .vocab import Vocab
 
-#: The options that name input files (recorded and compared by absolute path: shared_losses.runtime.local_path).
+#: The options that name input files (recorded and compared by absolute path:
+#: shared_losses.training.runtime.local_path).
 PATH_FIELDS = ("corpus", "word_vectors")
 
 
 def validate(cfg: Config) -> None:
-    from shared_losses.runtime import check_seed
+    from shared_losses.training.runtime import check_seed
 
     check_seed(cfg.seed)
     if not cfg.corpus:
@@ -178,8 +179,8 @@ def dev_loss(model, vocab, batches, cfg: Config, accelerator) -> float:
 
 
 class QuickThoughtApp(TrainingApp):
-    """nlp_qt's parts of the shared loop (:func:`shared_losses.loop.run`): one optimiser step per global batch of
-    consecutive sentences, epoch after epoch over the deterministic corpus stream; at each epoch's end the loss
+    """nlp_qt's parts of the shared loop (:func:`shared_losses.training.loop.run`): one optimiser step per global batch
+    of consecutive sentences, epoch after epoch over the deterministic corpus stream; at each epoch's end the loss
     on its held-out batches (``--dev-every``)."""
 
     name = "nlp_qt"
@@ -465,6 +466,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     run_cli(main)

@@ -85,7 +85,7 @@ class Vocab:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"vocabulary file not found: {path}")
-        from shared_losses.runtime import read_json_file
+        from shared_losses.training.runtime import read_json_file
 
         data = read_json_file(path, "model's vocabulary (written by nlp_qt.train)")
         return cls(data["itos"][2:], data["max_len"], data["lowercase"], data.get("tokenizer", 1))

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.cli import choices_help, config_from_cli
+from shared_losses.training.cli import choices_help, config_from_cli
 
 from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, check_fields, folder_name
 from .objectives import get as get_objective
@@ -276,7 +276,7 @@ class Config:
             if not ok:
                 raise ValueError(f"invalid config: {msg}")
 
-        from shared_losses.runtime import check_seed
+        from shared_losses.training.runtime import check_seed
 
         check_seed(self.seed)
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
@@ -319,6 +319,6 @@ class Config:
 
 def from_cli(argv: list[str] | None = None, description: str | None = None) -> Config:
     """The configuration of ``python -m rl_curl.train ARGS`` (``argv``: the arguments, default ``sys.argv[1:]``):
-    tyro's parse of :class:`Config` with ``--preset NAME`` (:func:`shared_losses.cli.config_from_cli`)."""
+    tyro's parse of :class:`Config` with ``--preset NAME`` (:func:`shared_losses.training.cli.config_from_cli`)."""
     return config_from_cli(Config, PRESETS, argv, description,
                            sections=[choices_help("--aux", OBJECTIVES, "rl_curl.objectives.OBJECTIVES")])

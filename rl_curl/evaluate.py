@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import tyro
 
-from shared_losses.runtime import (ENTRIES, CheckpointError, check_device, checkpoint_entry, load_checkpoint,
-                                   read_json_file, resolve_checkpoint, run_application)
+from shared_losses.training.runtime import (ENTRIES, CheckpointError, check_device, checkpoint_entry, load_checkpoint,
+                                            read_json_file, resolve_checkpoint, run_application)
 
 from .config import Config
 
@@ -96,6 +96,6 @@ def main(args: EvalArgs | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     run_cli(main)

@@ -12,7 +12,7 @@ import torch
 
 from shared_losses import (debiased_nce_from_logits, hard_negative_nce_from_logits, info_nce_from_logits,
                            log_floor_min_negative)
-from shared_losses.runtime import unused_setting
+from shared_losses.training.runtime import unused_setting
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
 NEUTRAL = {"tau_plus": 0.0, "positives": 1, "beta": 1.0, "cpc_steps": 3}

@@ -82,7 +82,7 @@ class Policy:
 def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
     """The policy in ``path`` (a finished run's folder or its ``policy.pt``); one-line errors for a folder
     without one and for a file that is not an rl_curl policy."""
-    from shared_losses.runtime import check_device
+    from shared_losses.training.runtime import check_device
 
     check_device(str(device))
     path = Path(path)

@@ -140,7 +140,7 @@ def wall_minutes(root: str | Path) -> dict[str, dict[str, dict[int, str]]]:
 
 def _paired_lines(title: str, pairs: list[tuple[str, str, str]], cells: dict[str, dict[int, float]]) -> str:
     """One paired-difference table: a row ``name`` per ``(name, a, b)`` with ``a − b`` over their common seeds."""
-    from shared_losses.stats import paired_stats
+    from shared_losses.training.stats import paired_stats
 
     lines = ["", title, "", "| objective | seeds | differences | mean ± std | 95 % t interval | 95 % bootstrap | "
              "wins/losses |", "|---|---|---|---|---|---|---|"]

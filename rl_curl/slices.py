@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from shared_losses.runtime import read_json_file
+from shared_losses.training.runtime import read_json_file
 
 from . import objectives, report
 
@@ -262,7 +262,7 @@ def _cell_state(runs: list[dict], label: str, seed: int) -> str:
 
 
 def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: int) -> tuple[list[str], dict]:
-    from shared_losses.stats import paired_stats
+    from shared_losses.training.stats import paired_stats
 
     rows = _rows(task, runs)
     cells = {lab: {r["seed"]: r["score"] for r in runs if r["used"] and r["label"] == lab} for lab in rows}
@@ -303,7 +303,8 @@ def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: i
         out.append(f"No other objective than {ANCHOR} has a run of this task.")
     else:
         out += ["Std: sample std of the differences; intervals: 95 % paired t and paired bootstrap "
-                "(shared_losses.stats.paired_stats: 10,000 resamples, percentile, too narrow with few seeds).", "",
+                "(shared_losses.training.stats.paired_stats: 10,000 resamples, percentile, too narrow with few "
+                "seeds).", "",
                 "| objective | pairs | seeds | differences | mean ± std | 95 % t interval | 95 % bootstrap | "
                 "wins/losses |", "|---|---|---|---|---|---|---|---|"]
         unpaired = []

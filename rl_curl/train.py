@@ -24,11 +24,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.harness import RunHarness, refuse_config_changes
-from shared_losses.loop import TrainingApp
-from shared_losses.loop import run as run_app
-from shared_losses.runtime import (CheckpointError, TrainingDiverged, make_accelerator, print_run_result,
-                                   read_json_file, register_named)
+from shared_losses.training.harness import RunHarness, refuse_config_changes
+from shared_losses.training.loop import TrainingApp
+from shared_losses.training.loop import run as run_app
+from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, make_accelerator, print_run_result,
+                                            read_json_file, register_named)
 
 from .agent import ActorSnapshot, CurlAgent
 from .config import Config, from_cli
@@ -297,8 +297,8 @@ class EvalJob:
 
 
 class CurlApp(TrainingApp):
-    """rl_curl's parts of the shared loop (:func:`shared_losses.loop.run`): one agent step per loop step (a random
-    action during the seed steps, then an update and the policy's action), evaluations every ``eval_every``
+    """rl_curl's parts of the shared loop (:func:`shared_losses.training.loop.run`): one agent step per loop step (a
+    random action during the seed steps, then an update and the policy's action), evaluations every ``eval_every``
     environment steps, checkpoints and stops only at episode ends."""
 
     name, logs, step_key = "rl_curl", ("log.csv", "eval.csv"), "env_step"
@@ -626,6 +626,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     run_cli(main)

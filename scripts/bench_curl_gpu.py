@@ -424,6 +424,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     sys.exit(run_cli(main))

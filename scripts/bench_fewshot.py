@@ -35,7 +35,7 @@ import time
 
 import torch
 
-from shared_losses.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import HelpFormatter, run_cli
 
 STEP_OBJECTIVES = ("probe", "ce", "ce+punce")
 PROTOCOL_METHODS = ("probe", "ce", "ce+scl", "ce+punce")

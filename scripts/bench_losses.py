@@ -27,7 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from shared_losses.cli import HelpFormatter
+from shared_losses.training.cli import HelpFormatter
 
 
 def exp_space_debiased(z1, z2, temperature, tau_plus):

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from shared_losses.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import HelpFormatter, run_cli
 
 BUDGET_S = 180.0
 

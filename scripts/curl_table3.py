@@ -17,7 +17,7 @@ become the grid's defaults; options given explicitly win.
 Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA`` (the table of
 objectives is ``rl_curl.objectives``).
 Every run resumes from its checkpoint if it was interrupted, and a finished run is skipped, so the
-command can simply be started again. The runs are started by shared_losses.sweep: a local pool (--parallel
+command can simply be started again. The runs are started by shared_losses.training.sweep: a local pool (--parallel
 at once) or Ray (--backend ray; a run killed by a signal or a lost node is started again and continues from
 its checkpoint). Each run's stdout/stderr go to ``<run dir>.log`` beside its folder (not inside:
 rl_curl.train starts a new run only in a missing or empty folder).
@@ -38,8 +38,8 @@ import tyro
 from rl_curl import objectives
 from rl_curl.config import PRESETS, PresetName
 from rl_curl.report import TABLE3_TASKS, paired_table, plot_grid, table3
-from shared_losses.cli import config_from_cli
-from shared_losses.sweep import Run, SweepOptions, run_sweep
+from shared_losses.training.cli import config_from_cli
+from shared_losses.training.sweep import Run, SweepOptions, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ GRID_PRESETS = {name: {k: v for k, v in fields.items() if k in ("env_steps", "ba
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    """The grid's options, ``--preset NAME`` included (:func:`shared_losses.cli.config_from_cli`)."""
+    """The grid's options, ``--preset NAME`` included (:func:`shared_losses.training.cli.config_from_cli`)."""
     return config_from_cli(Args, GRID_PRESETS, argv)
 
 
@@ -151,7 +151,7 @@ def changed_settings(out: Path, cmd: list[str]) -> list[tuple[str, object, objec
     import dataclasses
 
     from rl_curl.config import Config, from_cli
-    from shared_losses.runtime import config_changes, read_json_file
+    from shared_losses.training.runtime import config_changes, read_json_file
 
     path = out / "config.json"
     if not path.exists():
@@ -184,7 +184,7 @@ def run_log(out: Path) -> Path:
 
 
 def sweep_runs(jobs: list[tuple[Path, list[str]]], args: Args) -> list[Run]:
-    """The grid's runs for shared_losses.sweep (log beside each folder, MUJOCO_GL, the GPU of each run)."""
+    """The grid's runs for shared_losses.training.sweep (log beside each folder, MUJOCO_GL, the GPU of each run)."""
     runs = []
     for i, (out, cmd) in enumerate(jobs):
         env = {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
@@ -263,6 +263,6 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     sys.exit(run_cli(lambda: main(parse_args())))

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from shared_losses.cli import HelpFormatter
+from shared_losses.training.cli import HelpFormatter
 
 
 def synthetic(d: int, n_p: int, n_u: int, pi: float, delta: float, seed: int):

@@ -18,7 +18,7 @@ selection; the paper's baseline numbers are best 3 of 10). Written to <out>/tabl
 --lr, --set KEY=VALUE for any FewShotConfig field) override it. Choose hyperparameters with
 --eval-split dev (a development split held out of the training pool), never on the evaluation split.
 
-Each run is `python -m fewshot.train` with its configuration as options, started by shared_losses.sweep: a
+Each run is `python -m fewshot.train` with its configuration as options, started by shared_losses.training.sweep: a
 local pool (--parallel at a time) or Ray (--backend ray [--address auto|ray://HOST:PORT] --gpus-per-run 1);
 its output goes to <run folder>.log beside the folder.
 
@@ -44,13 +44,13 @@ import typing
 from pathlib import Path
 
 
-from shared_losses.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import HelpFormatter, run_cli
 
 from fewshot import objectives as FO
 from fewshot.config import PRESETS, FewShotConfig, preset_config
-from shared_losses.runtime import config_changes, write_json_atomic
-from shared_losses.stats import paired_stats, summarize
-from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
+from shared_losses.training.runtime import config_changes, write_json_atomic
+from shared_losses.training.stats import paired_stats, summarize
+from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -535,7 +535,7 @@ def check_data(cfg: FewShotConfig) -> None:
 
     from fewshot.data import load_splits
     from fewshot.images import is_image_dataset
-    from shared_losses.datasets import TEXT_SETS
+    from shared_losses.data import TEXT_SETS
 
     if cfg.dataset in TEXT_SETS or is_image_dataset(cfg.dataset):
         return

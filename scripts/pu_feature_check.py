@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_losses.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import HelpFormatter, run_cli
 
 
 def check(run: Path) -> dict:
@@ -38,7 +38,7 @@ def check(run: Path) -> dict:
     from fewshot.image_run import image_data
     from fewshot.image_export import rebuild
     from fewshot.images import features
-    from shared_losses.runtime import read_json_file
+    from shared_losses.training.runtime import read_json_file
 
     saved = read_json_file(run / "config.json", "run's configuration")
     names = {f.name for f in dataclasses.fields(FewShotConfig)}

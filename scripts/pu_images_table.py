@@ -40,12 +40,12 @@ import statistics
 import sys
 from pathlib import Path
 
-from shared_losses.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import HelpFormatter, run_cli
 
 from fewshot.config import FewShotConfig, preset_config
-from shared_losses.runtime import config_changes, read_json_file, write_json_atomic
-from shared_losses.stats import paired_stats, summarize
-from shared_losses.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
+from shared_losses.training.runtime import config_changes, read_json_file, write_json_atomic
+from shared_losses.training.stats import paired_stats, summarize
+from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -349,12 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-#: The class ids of the shipped image sets (shared_losses.datasets.IMAGE_DATASETS), known without loading them.
+#: The class ids of the shipped image sets (shared_losses.data.IMAGE_DATASETS), known without loading them.
 SHIPPED_CLASSES = {"mnist": tuple(range(10))}
 
 
 def check_data(args, positive) -> None:
-    """--dataset and --eval-file read by shared_losses.datasets.load_images, the runs' own loader, as the runs will
+    """--dataset and --eval-file read by shared_losses.data.load_images, the runs' own loader, as the runs will
     read them (they run in the repository root), and their labels split into the positive class as the runs will
     split them (fewshot.images.binary_labels: --positive-classes must occur, both classes must be there): a missing
     or unreadable file or a class that is not in the data fails here, not in every run."""
@@ -363,7 +363,7 @@ def check_data(args, positive) -> None:
     import numpy as np
 
     from fewshot.images import binary_labels
-    from shared_losses import datasets
+    from shared_losses.data import load_images
 
     with contextlib.chdir(ROOT):
         for spec, option in ((args.dataset, "--dataset"), (args.eval_file, "--eval-file")):
@@ -371,7 +371,7 @@ def check_data(args, positive) -> None:
                 binary_labels(np.asarray(SHIPPED_CLASSES[spec]), tuple(positive) if positive else None,
                               f"{option} {spec}")
             elif spec is not None:
-                data = datasets.load_images(spec, option)
+                data = load_images(spec, option)
                 binary_labels(data.y, tuple(positive) if positive else None, data.source)
 
 

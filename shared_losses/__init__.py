@@ -1,9 +1,16 @@
 """shared_losses: the one loss core of contrastive-suite.
 
-Every loss of docs/equations.md sections 2-5 (InfoNCE, CPC's k-step InfoNCE, debiased, hard-negative, SupCon,
-SCL-PU, puNCE), computed in log space, with score functions, ``nn.Module`` wrappers and gathering of negatives
-across processes. Pure torch; the training helpers in :mod:`shared_losses.runtime` import
-``accelerate`` only when used.
+The package's top level is the loss core: every loss of docs/equations.md sections 2-5 (InfoNCE, CPC's k-step
+InfoNCE, debiased, hard-negative, SupCon, SCL-PU, puNCE), computed in log space (:mod:`.functional`), with
+``nn.Module`` wrappers (:mod:`.modules`), score functions (:mod:`.scores`), input checks and gathering of negatives
+across processes (:mod:`.distributed`). It is pure torch and imports nothing else of the suite.
+
+Two subpackages sit beside it and import it, never the other way round:
+
+* :mod:`shared_losses.training`: the run machinery the applications share (checkpoints, run folders, the loop,
+  command lines, sweeps, statistics over seeds);
+* :mod:`shared_losses.data`: the data sets the applications share (text files and sets, image arrays) and the
+  shipped data files with their rebuild scripts.
 """
 
 from .distributed import gather_with_grad, is_distributed

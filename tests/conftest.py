@@ -53,7 +53,7 @@ def ray_local():
     """One local Ray (2 CPUs) shared by every test that runs a grid on Ray; shut down at the end of the session."""
     import ray
 
-    from shared_losses.sweep import connect_ray
+    from shared_losses.training.sweep import connect_ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no token notice in a throwaway local cluster
     ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, log_to_driver=False, logging_level="ERROR")

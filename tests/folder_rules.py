@@ -11,7 +11,7 @@ from typing import Callable
 
 import pytest
 
-from shared_losses.runtime import RUN_FILE
+from shared_losses.training.runtime import RUN_FILE
 
 
 def tree_hash(folder: Path) -> dict[str, str]:
@@ -106,7 +106,7 @@ def check_interrupt_exits_130(capsys, start: Callable[[], object], where: str) -
     no traceback, and the signal handlers given back."""
     import signal
 
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as exit_info:
@@ -142,7 +142,7 @@ def check_second_ctrl_c_stops_at_once(monkeypatch, capsys, module, name: str, at
     import os
     import signal
 
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     real, calls = getattr(module, name), [0]
 

@@ -354,7 +354,7 @@ BATTERY = [
 
 def run_command(module: str, argv: list[str], monkeypatch, capsys) -> tuple[int, str]:
     """(exit status, stderr) of ``python -m module *argv``, run in this process through its ``run_cli``."""
-    from shared_losses.cli import run_cli
+    from shared_losses.training.cli import run_cli
 
     monkeypatch.setattr(sys, "argv", [module, *argv])
     monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)

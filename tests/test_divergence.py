@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from shared_losses.runtime import DivergenceWatch, TrainingDiverged
+from shared_losses.training.runtime import DivergenceWatch, TrainingDiverged
 
 
 def test_the_watch_names_the_steps_what_went_wrong_and_the_checkpoint_kept():

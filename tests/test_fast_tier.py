@@ -303,7 +303,7 @@ def test_the_check_sees_slow_markers_fixtures_and_helpers():
         "def test_some_fast(x):\n    helper()\n\n\n"
         "@pytest.mark.parametrize('x', [pytest.param(1, marks=pytest.mark.slow)])\n"
         "def test_all_slow(x):\n    import fewshot.prior\n\n\n"
-        "def helper():\n    from shared_losses import stats\n\n\n"
+        "def helper():\n    from shared_losses.training import stats\n\n\n"
         "def test_with_fixture(agent):\n    pass\n")
     tf = SourceFile(folder / "test_made_up.py", source)
     assert slow_marks_recognised(tf)
@@ -311,7 +311,7 @@ def test_the_check_sees_slow_markers_fixtures_and_helpers():
     files = {tf.path: tf}
     tests = Imports({**files, conftest.path: conftest})
     graph = package_graph()
-    assert {"shared_losses.stats", "nlp_qt.vocab"} <= closure(tests.imports_of(tf, "test_some_fast"), graph)
+    assert {"shared_losses.training.stats", "nlp_qt.vocab"} <= closure(tests.imports_of(tf, "test_some_fast"), graph)
     assert "rl_curl.agent" in closure(tests.imports_of(tf, "test_with_fixture"), graph)
     assert "rl_curl.networks" in closure({"rl_curl.agent"}, graph)  # what rl_curl.agent imports at its top
     fast = set()

@@ -192,9 +192,9 @@ def test_fewshot_named_sets_are_not_loaded_up_front(tmp_path, monkeypatch):
 
 def test_pu_images_shipped_digits_are_not_loaded_up_front(tmp_path, monkeypatch):
     pu = _load("pu_images_table")
-    import shared_losses.datasets
+    import shared_losses.data
 
-    monkeypatch.setattr(shared_losses.datasets, "load_images", lambda *a: pytest.fail(f"loaded {a}"))
+    monkeypatch.setattr(shared_losses.data, "load_images", lambda *a: pytest.fail(f"loaded {a}"))
     pu.check_data(types.SimpleNamespace(dataset="mnist", eval_file=None), [0, 2, 4, 6, 8])
     with pytest.raises(ValueError, match=r"--positive-classes \[42\] never occur"):  # its digits are known: 0-9
         pu.check_data(types.SimpleNamespace(dataset="mnist", eval_file=None), [42])

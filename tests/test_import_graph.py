@@ -18,8 +18,10 @@ def module_imports(package: str, root: Path = ROOT) -> dict[str, set[str]]:
     package it imports, relative and absolute imports resolved to the longest module name they reach."""
     files = {}
     for path in sorted((root / package).rglob("*.py")):
-        if "__pycache__" in path.parts or "data" in path.relative_to(root / package).parts[:-1]:
-            continue
+        rel = path.relative_to(root / package)
+        if "__pycache__" in path.parts or any(not (root / package / Path(*rel.parts[:k]) / "__init__.py").exists()
+                                              for k in range(1, len(rel.parts))):
+            continue  # a folder that is not a package (nlp_qt/data's scripts): not importable as a module
         parts = list(path.relative_to(root / package).with_suffix("").parts)
         folder = parts[:-1]  # the package the file is in (for an __init__.py, its own)
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts) or "__init__"
@@ -95,6 +97,39 @@ def test_subpackages_are_in_the_graph_with_their_imports_resolved(tmp_path):
     assert find_cycle(graph) == ["sub.a", "sub.b", "sub.a"]
 
 
+#: the subpackages of shared_losses that are not the loss core; the core (every other module) imports none of them
+NOT_CORE = ("training", "data")
+
+
+def core_imports_upward(graph: dict[str, set[str]]) -> list[str]:
+    def outside(name):
+        return name.split(".")[0] in NOT_CORE
+    return [f"{m} imports {d}" for m, deps in sorted(graph.items()) if not outside(m)
+            for d in sorted(deps) if outside(d)]
+
+
+def test_the_loss_core_imports_no_run_machinery_or_data():
+    """shared_losses' top level is the loss core: the run machinery (training) and the shared data (data) import
+    it, never the other way round."""
+    graph = module_imports("shared_losses")
+    assert {"functional", "modules", "training.runtime", "training.harness", "data"} <= set(graph)
+    assert core_imports_upward(graph) == []
+    assert "distributed" in graph["training.runtime"]  # the machinery does use the core
+
+
+def test_the_core_check_finds_an_upward_import(tmp_path):
+    files = {"pkg/__init__.py": "from .functional import f\n", "pkg/functional.py": "import torch\n",
+             "pkg/modules.py": "def g():\n    from .training.runtime import save\n",
+             "pkg/training/__init__.py": "", "pkg/training/runtime.py": "from ..functional import f\n",
+             "pkg/data/__init__.py": "from ..training import runtime\n", "pkg/notes/build.py": "from pkg import data\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    graph = module_imports("pkg", tmp_path)
+    assert "notes.build" not in graph  # notes/ has no __init__.py: scripts, not modules
+    assert core_imports_upward(graph) == ["modules imports training.runtime"]
+
+
 def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
@@ -151,7 +186,7 @@ def test_the_layering_check_finds_a_forbidden_import(tmp_path):
     files = {
         "shared_losses/core.py": "import numpy\nfrom . import other\n",
         "shared_losses/data/build.py": "def main():\n    import rl_curl.train as t\n",
-        "fewshot/run.py": "from shared_losses.datasets import DataError\nfrom .data import x\n\n\n"
+        "fewshot/run.py": "from shared_losses.data import DataError\nfrom .data import x\n\n\n"
                           "def f():\n    from nlp_qt import senteval\n",
         "fewshot/sub/deep.py": "from .. import data\nfrom ..images import load\nimport nlp_qt.senteval as se\n",
         "rl_curl/train.py": "import importlib\nm = importlib.import_module('fewshot.train')\n",

@@ -11,16 +11,17 @@ spec.loader.exec_module(hooks)
 
 
 def test_roles_resolve_from_the_documented_object():
-    assert hooks.resolve("run_cli", "shared_losses.cli.end_process") == "shared_losses.cli.run_cli"
+    assert hooks.resolve("run_cli", "shared_losses.training.cli.end_process") == "shared_losses.training.cli.run_cli"
     # imported into rl_curl.graphs, defined in rl_curl.replay: the API pages document it there
     assert hooks.resolve("FrameReplay.gather", "rl_curl.graphs.GraphedUpdate") == "rl_curl.replay.FrameReplay.gather"
     assert hooks.resolve("shared_losses", None) == "shared_losses"
-    assert hooks.resolve("shared_losses.runtime.local_path", None) == "shared_losses.runtime.local_path"
-    assert hooks.resolve("no_such_thing", "shared_losses.cli") is None
-    page = ('<h2 id="shared_losses.cli.end_process" class="doc doc-heading">end_process</h2>'
+    name = "shared_losses.training.runtime.local_path"
+    assert hooks.resolve(name, None) == name
+    assert hooks.resolve("no_such_thing", "shared_losses.training.cli") is None
+    page = ('<h2 id="shared_losses.training.cli.end_process" class="doc doc-heading">end_process</h2>'
             '<p>see :func:<code>run_cli</code> and :class:<code>NoSuchClass</code></p>')
     out = hooks.on_page_content(page, None, None, None)
-    assert '<autoref identifier="shared_losses.cli.run_cli" optional><code>run_cli</code></autoref>' in out
+    assert '<autoref identifier="shared_losses.training.cli.run_cli" optional><code>run_cli</code></autoref>' in out
     assert ":func:" not in out and ":class:" not in out and "<code>NoSuchClass</code>" in out
 
 

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from shared_losses.runtime import local_path, with_local_paths
+from shared_losses.training.runtime import local_path, with_local_paths
 
 
 def test_local_paths_are_absolute_and_names_stay_names(tmp_path, monkeypatch):

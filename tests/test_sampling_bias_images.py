@@ -101,6 +101,9 @@ def test_synthetic_default_is_unchanged(tmp_path):
                                  capture_output=True, text=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         pytest.skip("needs the git history (the script before the image version)")
+    # the modules the old script imports have moved since (the run machinery into shared_losses.training)
+    old_src = re.sub(r"shared_losses\.(cli|runtime|stats|sweep|harness|loop)\b", r"shared_losses.training.\1", old_src)
+    old_src = old_src.replace("shared_losses.datasets", "shared_losses.data")
     (tmp_path / "old_sampling_bias.py").write_text(old_src)
     old = load_module(tmp_path / "old_sampling_bias.py", "old_sampling_bias")
     new = load_module(SCRIPT, "sampling_bias_under_test")

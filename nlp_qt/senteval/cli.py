@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         p.error(f"--batch-size must be >= 1, got {a.batch_size}")
     if a.jobs < 1 and a.jobs != -1:
         p.error(f"--jobs must be >= 1, or -1 for one per CPU; got {a.jobs}")
-    from shared_losses.runtime import check_device
+    from shared_losses.training.runtime import check_device
 
     check_device(a.device)
     if a.output:
@@ -121,14 +121,14 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     encode, desc = load_encoder(a.model, a.device, a.batch_size, a.max_length)
     results = evaluate(encode, root, a.tasks, a.kfold, a.inner_kfold, a.seed, verbose=not a.json, jobs=a.jobs)
     if a.output:
-        from shared_losses.runtime import write_json_atomic
+        from shared_losses.training.runtime import write_json_atomic
 
         write_json_atomic(a.output, {"model": a.model, "kfold": a.kfold, "seed": a.seed, "max_length": a.max_length,
                                      "results": results})
     if a.json:
         print(json.dumps(results))
     else:
-        from shared_losses.stats import standing
+        from shared_losses.training.stats import standing
 
         print(desc)
         print(format_table(results, Path(a.model).name or a.model))

@@ -47,13 +47,13 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         raise ValueError(f"max_length must be >= 0 (0: the whole text), got {max_length}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number >= 1 (sentences encoded at once), got {batch_size!r}")
-    from shared_losses.runtime import check_device
+    from shared_losses.training.runtime import check_device
 
     check_device(str(device), "device")
 
     from ..model import is_qt_model_dir, load_model
 
-    from shared_losses.runtime import run_application
+    from shared_losses.training.runtime import run_application
 
     from ..bow import is_bow_dir, load_bow_encoder
 

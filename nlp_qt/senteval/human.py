@@ -46,8 +46,8 @@ def resolve_data_dir(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> Pa
 
 def _human_source(task: str) -> tuple[list[str], list[int], str]:
     """(texts, labels with 1 = positive, provenance) of a human-labeled task: every split of the named text set of
-    :mod:`shared_losses.datasets` its row names (``origin``)."""
-    from shared_losses.datasets import TEXT_SETS, DataError
+    :mod:`shared_losses.data` its row names (``origin``)."""
+    from shared_losses.data import TEXT_SETS, DataError
 
     origin = TEXT_SETS[TASKS[task].origin]
     try:

@@ -24,7 +24,7 @@ class Task:
     encoding: str = "latin-1"  # of its files (SentEval's are Latin-1/ASCII; the human-labeled ones UTF-8)
     source: str = "senteval"   # senteval: fetched by `download`; human: built offline by `build-human`
     positive: str = ""         # what the first (label 1) file holds, for the human-labeled tasks' manifest
-    origin: str = ""           # human-labeled tasks: the shared_losses.datasets text set they are built from
+    origin: str = ""           # human-labeled tasks: the shared_losses.data text set they are built from
     classes: tuple[str, ...] = ()  # labelled-line files (TREC): the class names, in label order
     load: Callable[[Path, str], Any] | None = None  # ``load(root, name)``; None: its protocol's reader
 

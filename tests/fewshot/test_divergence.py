@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from shared_losses.runtime import TrainingDiverged
+from shared_losses.training.runtime import TrainingDiverged
 
 
 def test_fewshot_at_lr_1e30_stops_naming_the_step_not_the_features(tiny_encoder, easy_task, tmp_path):

@@ -17,7 +17,7 @@ from fewshot.prior import elkan_noto_prior, exact_prior
 from fewshot.pu import pu_risk
 from fewshot.train import train
 from shared_losses import punce_loss, supcon_loss
-from shared_losses.datasets import DataError, load_local
+from shared_losses.data import DataError, load_local
 
 from .conftest import make_texts, write_tsv
 
@@ -283,7 +283,7 @@ def test_missing_encoder_says_offline(tmp_path):
 
 
 def test_sst2_offline_error_says_offline(monkeypatch):
-    from shared_losses.datasets import load_sst2
+    from shared_losses.data import load_sst2
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
@@ -292,7 +292,7 @@ def test_sst2_offline_error_says_offline(monkeypatch):
 
 
 def test_shipped_offline_datasets_load():
-    from shared_losses.datasets import SHIPPED, load_drugreview, load_shipped
+    from shared_losses.data import SHIPPED, load_drugreview, load_shipped
 
     x, y = load_drugreview("test")
     assert len(x) == len(y) > 300 and set(y) == {0, 1} and all(t.strip() for t in x)

@@ -13,7 +13,7 @@ from fewshot.data import load_splits
 from fewshot.model import load_tokenizer, max_tokens
 from fewshot.run import Batches, prepare, tokenize
 from fewshot.train import train
-from shared_losses.datasets import DataError, load_local
+from shared_losses.data import DataError, load_local
 
 from .conftest import make_texts, write_tsv
 

@@ -16,7 +16,7 @@ from fewshot.images import (CPC_GRID, CPCHeads, ImageModel, MaskedContext, Patch
                             patch_layout)
 from fewshot.train import train
 from shared_losses import cpc_nce
-from shared_losses.datasets import DataError
+from shared_losses.data import DataError
 
 from ..folder_rules import tree_hash
 from .test_images import checkpoint_weights, image_cfg, make_images, one_line

@@ -19,7 +19,7 @@ from fewshot.image_run import TEST_FRACTION, load_image_classifier
 from fewshot.images import Augment, CNNEncoder, ImageModel, MLPEncoder, binary_labels, features, stratified_split
 from fewshot.config import from_cli
 from fewshot.train import train
-from shared_losses.datasets import DataError, check_arrays, load_images
+from shared_losses.data import DataError, check_arrays, load_images
 
 from ..folder_rules import tree_hash
 

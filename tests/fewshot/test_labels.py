@@ -15,7 +15,7 @@ import torch
 
 from fewshot.config import FewShotConfig
 from fewshot.data import class_names, load_pu_files, load_splits
-from shared_losses.datasets import DataError, LabelRule, label_text, parse_label_map
+from shared_losses.data import DataError, LabelRule, label_text, parse_label_map
 
 from .conftest import make_texts
 

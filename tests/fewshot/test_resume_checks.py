@@ -5,7 +5,7 @@ as it was, fp16 on the CPU is refused before anything is written, and the PU pip
 import pytest
 
 from fewshot.train import train
-from shared_losses.runtime import CheckpointError
+from shared_losses.training.runtime import CheckpointError
 
 from ..folder_rules import check_second_ctrl_c_stops_at_once, tree_hash
 from .test_fewshot import _cfg
@@ -27,11 +27,13 @@ def test_a_checkpoint_of_another_application_is_refused(tiny_encoder, easy_task,
     out = tmp_path / "run"
     extra = out / "checkpoint" / "extra.pt"
     assert torch.load(extra, weights_only=False)["application"] == "fewshot"
-    for foreign, app in (({"step": 1, "epoch": 0, "batch_in_epoch": 4, "sentences_seen": 8}, "nlp_qt"),
-                         ({"step": 1, "episode": 0, "signature": {}, "format": 2, "config": {}}, "rl_curl")):
+    for foreign, app in (({"step": 1, "epoch": 0, "batch_in_epoch": 4, "application": "nlp_qt"}, "nlp_qt"),
+                         ({"step": 1, "episode": 0, "signature": {}, "application": "rl_curl"}, "rl_curl"),
+                         ({"step": 1, "config": {}}, None)):
         torch.save(foreign, extra)
         before = tree_hash(out)
-        with pytest.raises(CheckpointError, match=f"not a checkpoint of fewshot: it was written by {app}"):
+        said = f"not a checkpoint of fewshot: it was written by {app}" if app else "names no application"
+        with pytest.raises(CheckpointError, match=said):
             train(_cfg(tiny_encoder, easy_task, tmp_path, resume=True, **{**kw, "max_steps": 4}))
         assert tree_hash(out) == before
 

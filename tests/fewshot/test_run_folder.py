@@ -29,7 +29,7 @@ def cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, modul
     import csv
     import json
 
-    from shared_losses.runtime import load_checkpoint
+    from shared_losses.training.runtime import load_checkpoint
 
     from ..folder_rules import check_interrupt_exits_130, interrupt_on_call
 

@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from nlp_qt.train import train
-from shared_losses.harness import ConfigChanged
-from shared_losses.runtime import CheckpointError
+from shared_losses.training.harness import ConfigChanged
+from shared_losses.training.runtime import CheckpointError
 
 from ..folder_rules import tree_hash
 from .test_train import _cfg
@@ -55,14 +55,15 @@ def test_a_checkpoint_of_another_application_is_refused_before_it_is_read(tmp_pa
     extra = out / "checkpoint" / "extra.pt"
     state = torch.load(extra, weights_only=False)
     assert state["application"] == "nlp_qt"
-    # a checkpoint written before checkpoints named their application is known by its counters
+    # only the application the checkpoint names counts: one that names none is refused as well
     cases = {"rl_curl": {"format": 2, "step": 5, "episode": 1, "signature": {}, "config": {}},
              "fewshot": {"step": 5, "config": {"objective": "ce"}, "history": []}}
     for app, foreign in cases.items():
         for marked in (True, False):
             torch.save({**foreign, "application": app} if marked else foreign, extra)
             before = tree_hash(out)
-            with pytest.raises(CheckpointError, match=f"not a checkpoint of nlp_qt: it was written by {app}"):
+            said = f"not a checkpoint of nlp_qt: it was written by {app}" if marked else "names no application"
+            with pytest.raises(CheckpointError, match=said):
                 train(_cfg(tmp_path, "run", max_steps=4))
             assert tree_hash(out) == before
 

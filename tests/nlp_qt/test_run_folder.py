@@ -27,7 +27,7 @@ def test_nlp_qt_ctrl_c_checkpoints_the_step_and_resumes_exactly(tmp_path, monkey
                                                          tau_plus=0.01)), where="step 3")
     monkeypatch.undo()
     assert not (tmp_path / "cut" / "summary.json").exists()
-    from shared_losses.runtime import load_checkpoint
+    from shared_losses.training.runtime import load_checkpoint
 
     assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 3
     # SIGTERM (a scheduler's stop) is handled the same way

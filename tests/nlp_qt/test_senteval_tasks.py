@@ -131,7 +131,7 @@ def _digest(root):
 
 
 def test_human_tasks_are_built_in_senteval_format_with_their_counts(human):
-    from shared_losses import datasets as ds
+    from shared_losses import data as ds
 
     info = json.loads((human / "HUMAN_TASKS.json").read_text())
     assert sorted(info) == sorted(se.HUMAN_TASKS)
@@ -159,7 +159,7 @@ def test_human_tasks_are_built_in_senteval_format_with_their_counts(human):
 
 
 def _source(task):
-    from shared_losses import datasets as ds
+    from shared_losses import data as ds
 
     if task == "DRUG":
         parts = [ds.load_drugreview(s) for s in ("train", "test")]

@@ -295,7 +295,7 @@ def test_non_finite_loss_stops_the_run(tmp_path, monkeypatch):
     import nlp_qt.train as qt_train
 
     monkeypatch.setattr(qt_train, "compute_loss", lambda u, *a, **k: u.sum() * torch.tensor(float("nan")))
-    from shared_losses.runtime import TrainingDiverged
+    from shared_losses.training.runtime import TrainingDiverged
 
     with pytest.raises(TrainingDiverged, match="training diverged between steps 0 and 1: the loss is nan"):
         train(_cfg(tmp_path, "nan", max_steps=2))

@@ -14,7 +14,7 @@ from rl_curl.agent import CurlAgent
 from rl_curl.graphs import GraphedUpdate, Snapshot
 from rl_curl.replay import FrameReplay
 from rl_curl.train import run
-from shared_losses.runtime import TrainingDiverged
+from shared_losses.training.runtime import TrainingDiverged
 
 from .conftest import tiny_config
 from .test_agent import CASES, OBS

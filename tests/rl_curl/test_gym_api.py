@@ -153,7 +153,7 @@ def test_checkpoint_entries_are_named(finished_run, tmp_path):
     import json
     import shutil
 
-    from shared_losses.runtime import CheckpointError, checkpoint_entry
+    from shared_losses.training.runtime import CheckpointError, checkpoint_entry
 
     ckpt = finished_run / "checkpoint"
     entries = json.loads((ckpt / "entries.json").read_text())

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rl_curl.train import run as train
-from shared_losses.runtime import CheckpointError
+from shared_losses.training.runtime import CheckpointError
 
 from ..folder_rules import check_second_ctrl_c_stops_at_once, tree_hash
 from .test_train import cfg
@@ -28,11 +28,13 @@ def test_a_foreign_checkpoint_is_not_called_an_old_agent_format(tmp_path):
     out = tmp_path / "run"
     extra = out / "checkpoint" / "extra.pt"
     assert torch.load(extra, weights_only=False)["application"] == "rl_curl"
-    for foreign, app in (({"step": 3, "epoch": 0, "batch_in_epoch": 4, "config": {}}, "nlp_qt"),
-                         ({"step": 3, "config": {}, "application": "fewshot"}, "fewshot")):
+    for foreign, app in (({"step": 3, "epoch": 0, "batch_in_epoch": 4, "application": "nlp_qt"}, "nlp_qt"),
+                         ({"step": 3, "config": {}, "application": "fewshot"}, "fewshot"),
+                         ({"step": 3, "episode": 0, "signature": {}, "config": {}}, None)):
         torch.save(foreign, extra)
         before = tree_hash(out)
-        with pytest.raises(CheckpointError, match=f"not a checkpoint of rl_curl: it was written by {app}") as err:
+        said = f"not a checkpoint of rl_curl: it was written by {app}" if app else "names no application"
+        with pytest.raises(CheckpointError, match=said) as err:
             train(cfg(tmp_path, "run", env_steps=2000, resume=True))
         assert "format" not in str(err.value)
         assert tree_hash(out) == before

@@ -31,7 +31,7 @@ def test_rl_curl_ctrl_c_finishes_the_episode_checkpoints_and_resumes_exactly(tmp
                               where="environment step 1000")
     monkeypatch.undo()
     assert not (tmp_path / "cut" / "summary.json").exists()
-    from shared_losses.runtime import load_checkpoint
+    from shared_losses.training.runtime import load_checkpoint
 
     assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 20
     train(cfg(tmp_path, "cut", env_steps=3000, checkpoint_every=0, resume=True))

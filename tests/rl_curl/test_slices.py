@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rl_curl import objectives, slices
-from shared_losses.stats import paired_stats
+from shared_losses.training.stats import paired_stats
 
 DEBIASED = "debiased τ⁺=0.05, M=1"
 

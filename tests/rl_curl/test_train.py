@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rl_curl.train import run
-from shared_losses.runtime import CheckpointError
+from shared_losses.training.runtime import CheckpointError
 
 from .conftest import tiny_config
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared_losses.cli import run_cli
+from shared_losses.training.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ class _Writes:
 def test_run_cli_writes_each_message_with_its_newline_in_one_call(monkeypatch, raised):
     """The processes of one launch share a pipe and stderr writes through: a message and its newline written apart
     (``print``) let another process's line land between them (seen in CI: two error lines run together)."""
-    from shared_losses.runtime import RunInterrupted
+    from shared_losses.training.runtime import RunInterrupted
 
     monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
     writes = _Writes()
@@ -84,7 +84,7 @@ def test_run_cli_destroys_a_group_of_one_however_the_run_ends(tmp_path, monkeypa
     destroyed and returns or exits normally: after the run, an interrupt (130) and a user error (2)."""
     import torch.distributed as dist
 
-    from shared_losses.runtime import RunInterrupted
+    from shared_losses.training.runtime import RunInterrupted
 
     monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
 
@@ -107,8 +107,8 @@ MULTI_PROCESS_SCRIPT = """
 import sys
 import torch
 import torch.distributed as dist
-from shared_losses.cli import run_cli
-from shared_losses.runtime import RunInterrupted
+from shared_losses.training.cli import run_cli
+from shared_losses.training.runtime import RunInterrupted
 
 
 def main():

@@ -1,4 +1,4 @@
-"""shared_losses.cli.config_from_cli: one ``--preset NAME`` for every trainer. The preset's values are the
+"""shared_losses.training.cli.config_from_cli: one ``--preset NAME`` for every trainer. The preset's values are the
 defaults that explicit options override, ``--help`` lists the presets and what each sets, an unknown preset is a
 one-line error naming the choices; each application declares its presets beside its configuration."""
 
@@ -10,7 +10,7 @@ from typing import Literal, Optional
 import pytest
 import tyro
 
-from shared_losses.cli import config_from_cli, option_given, option_value, presets_help, run_cli
+from shared_losses.training.cli import config_from_cli, option_given, option_value, presets_help, run_cli
 
 PRESETS = {"small": dict(width=8, lr=0.5, fast=True), "paper": dict(width=512, name="paper run")}
 PresetName = Literal[tuple(PRESETS)]

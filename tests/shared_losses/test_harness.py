@@ -1,4 +1,4 @@
-"""The run harness the three trainers share (shared_losses.harness): a tiny training loop written against it
+"""The run harness the three trainers share (shared_losses.training.harness): a tiny training loop written against it
 is interrupted by a real SIGINT, resumed, and must end exactly as the uninterrupted run; its logs keep no row
 twice; its configuration check names the fields; the folder is claimed before anything is written."""
 
@@ -12,8 +12,8 @@ import signal
 import pytest
 import torch
 
-from shared_losses.harness import ConfigChanged, RunHarness, refuse_config_changes
-from shared_losses.runtime import RUN_FILE, CheckpointError, RunFolderError, RunInterrupted, load_checkpoint
+from shared_losses.training.harness import ConfigChanged, RunHarness, refuse_config_changes
+from shared_losses.training.runtime import RUN_FILE, CheckpointError, RunFolderError, RunInterrupted, load_checkpoint
 
 FREE = {"steps", "resume", "overwrite"}
 
@@ -147,3 +147,19 @@ def test_harness_loggers_are_stand_ins_before_logging_starts_and_off_the_main_pr
 def test_harness_checkpoint_cadence():
     assert [s for s in range(1, 10) if RunHarness.checkpoint_due(s, 4)] == [4, 8]
     assert not any(RunHarness.checkpoint_due(s, 0) for s in range(1, 10))
+
+
+def test_harness_refuses_a_checkpoint_that_names_no_application(tmp_path):
+    """A checkpoint without the application the harness records (another version of the suite) is refused in one
+    line before anything reads it, and the folder is left as it was."""
+    out = tmp_path / "run"
+    tiny_run(out, steps=4)
+    extra = out / "checkpoint" / "extra.pt"
+    state = torch.load(extra, weights_only=False)
+    assert state.pop("application") == "tiny"
+    torch.save(state, extra)
+    before = sorted(p.relative_to(out).as_posix() for p in out.rglob("*"))
+    with pytest.raises(CheckpointError, match="names no application") as err:
+        tiny_run(out, steps=6, resume=True)
+    assert "\n" not in str(err.value)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before

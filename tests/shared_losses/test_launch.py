@@ -141,7 +141,7 @@ import torch
 import torch.distributed as dist
 from accelerate import Accelerator
 
-from shared_losses.cli import run_cli
+from shared_losses.training.cli import run_cli
 from shared_losses.distributed import check_launch
 
 
@@ -221,7 +221,7 @@ def test_multi_gpu_launch_without_the_cpu_chosen_exits_with_the_one_line_error(t
 
 @pytest.mark.slow  # accelerate launch of the real trainer
 def test_a_trainer_under_the_silent_single_launch_refuses_before_making_its_folder(tmp_path, accelerate_cli):
-    """The check is wired into every trainer (shared_losses.runtime.make_accelerator): nlp_qt under
+    """The check is wired into every trainer (shared_losses.training.runtime.make_accelerator): nlp_qt under
     `accelerate launch --cpu --num_processes 2` stops with the one line, and no run folder is made."""
     (tmp_path / "books.txt").write_text(" ".join(f"Sentence {i} of the book." for i in range(40)) + "\n")
     base = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}

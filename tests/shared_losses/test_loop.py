@@ -1,4 +1,4 @@
-"""The shared training loop (shared_losses.loop.run) on a toy application: checkpoints only where the app
+"""The shared training loop (shared_losses.training.loop.run) on a toy application: checkpoints only where the app
 can take one, a stop request honoured at the next such point, a resume that continues exactly, a finished
 run left untouched, and the app's parts called in the documented order."""
 
@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from shared_losses.harness import RunHarness
-from shared_losses.loop import TrainingApp, run
-from shared_losses.runtime import RunInterrupted, load_checkpoint
+from shared_losses.training.harness import RunHarness
+from shared_losses.training.loop import TrainingApp, run
+from shared_losses.training.runtime import RunInterrupted, load_checkpoint
 
 from ..folder_rules import tree_hash
 

@@ -5,8 +5,8 @@ import csv
 import pytest
 import torch
 
-from shared_losses.runtime import (CheckpointError, CsvLogger, checkpoint_exists, config_changes, load_checkpoint,
-                                   save_checkpoint, tensorboard_writer, write_json_atomic)
+from shared_losses.training.runtime import (CheckpointError, CsvLogger, checkpoint_exists, config_changes,
+                                            load_checkpoint, save_checkpoint, tensorboard_writer, write_json_atomic)
 
 
 def _setup(seed=0):
@@ -185,7 +185,7 @@ def test_a_fresh_run_hides_the_events_of_one_started_before_in_its_folder(tmp_pa
 def test_claim_run_folder_decisions(tmp_path):
     import json
 
-    from shared_losses.runtime import RUN_FILE, RunFolderError, claim_run_folder, run_application
+    from shared_losses.training.runtime import RUN_FILE, RunFolderError, claim_run_folder, run_application
 
     assert claim_run_folder(tmp_path / "missing", "nlp_qt").action == "new"
     (tmp_path / "empty").mkdir()
@@ -194,21 +194,14 @@ def test_claim_run_folder_decisions(tmp_path):
     with pytest.raises(RunFolderError, match="is a file, not a folder"):
         claim_run_folder(tmp_path / "afile", "nlp_qt")
 
-    # runs written before run.json existed are recognised by their config.json keys, each by its application
-    for app, keys in {"nlp_qt": ["corpus", "objective", "tau_plus", "vocab_size", "encoder_dim", "lr"],
-                      "fewshot": ["objective", "n_labeled", "n_unlabeled", "encoder", "lam"],
-                      "rl_curl": ["task", "aux", "action_repeat", "tau_plus", "frame_stack", "seed"]}.items():
-        old = tmp_path / f"old_{app}"
-        old.mkdir()
-        (old / "config.json").write_text(json.dumps(dict.fromkeys(keys, 1)))
-        assert run_application(old) == app
-        assert claim_run_folder(old, app, resume=True).action == "resume"
-        with pytest.raises(RunFolderError, match=f"holds a run of {app}, not of"):
-            claim_run_folder(old, "nlp_qt" if app != "nlp_qt" else "fewshot", resume=True)
-    # a user's config.json with some of those keys, or not a JSON object, is not a run
+    # only run.json says whose run a folder holds: a config.json alone (a user's, or a run's from another version of
+    # the suite) is not a run, and a checkpoint without run.json is a run of an unknown application
     (tmp_path / "user").mkdir()
-    (tmp_path / "user" / "config.json").write_text(json.dumps({"objective": "x", "lr": 1}))
+    (tmp_path / "user" / "config.json").write_text(json.dumps({"task": "x", "aux": 1, "action_repeat": 8,
+                                                               "tau_plus": 0.1, "frame_stack": 3}))
     assert run_application(tmp_path / "user") is None
+    with pytest.raises(RunFolderError, match="holds no run"):
+        claim_run_folder(tmp_path / "user", "rl_curl", resume=True)
     (tmp_path / "user" / "config.json").write_text("[1, 2]")
     assert run_application(tmp_path / "user") is None
 
@@ -220,7 +213,7 @@ def test_claim_run_folder_decisions(tmp_path):
 
 
 def test_overwrite_moves_aside_under_a_new_name_each_time(tmp_path):
-    from shared_losses.runtime import RUN_FILE, claim_run_folder
+    from shared_losses.training.runtime import RUN_FILE, claim_run_folder
 
     out = tmp_path / "run"
     claim_run_folder(out, "fewshot").open()
@@ -235,7 +228,7 @@ def test_overwrite_moves_aside_under_a_new_name_each_time(tmp_path):
 
 
 def test_unused_setting_names_the_field_and_its_users():
-    from shared_losses.runtime import unused_setting
+    from shared_losses.training.runtime import unused_setting
 
     uses = {"plain": (), "debiased": ("tau_plus",), "hard": ("tau_plus", "beta")}
     neutral = {"tau_plus": 0.0, "beta": 1.0}
@@ -258,7 +251,7 @@ def test_run_result_line_is_strict_json(capsys, result, written):
     strict JSON parser takes. Non-finite numbers are written as null."""
     import json
 
-    from shared_losses.runtime import print_run_result
+    from shared_losses.training.runtime import print_run_result
 
     print_run_result("app", "runs/x", 7, result)
     line = capsys.readouterr().out.strip().splitlines()[-1]
@@ -269,7 +262,7 @@ def test_run_result_line_is_strict_json(capsys, result, written):
 def test_write_json_atomic_that_fails_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from shared_losses.runtime import write_json_atomic
+    from shared_losses.training.runtime import write_json_atomic
 
     target = tmp_path / "summary.json"
     write_json_atomic(target, {"a": 1})

@@ -1,4 +1,4 @@
-"""shared_losses.stats on scipy.stats: the paired t interval (ttest_rel(...).confidence_interval) against
+"""shared_losses.training.stats on scipy.stats: the paired t interval (ttest_rel(...).confidence_interval) against
 published and hand-computed values, the percentile bootstrap (scipy.stats.bootstrap) against scipy called
 directly and the t interval, the edge cases (no seed, one seed, zero variance, NaN), and scipy declared as
 a dependency."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from shared_losses import stats
+from shared_losses.training import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -145,7 +145,7 @@ def test_scipy_is_a_declared_dependency():
 
 def test_standing_says_in_words_where_an_accuracy_stands():
     """Issue 46, item 4: a run's last lines say whether its accuracy beats always answering the majority class."""
-    from shared_losses.stats import standing
+    from shared_losses.training.stats import standing
 
     below = standing(58.4, 61.1)
     assert below.startswith("eval accuracy 58.40 %: 2.70 points BELOW always answering the majority class (61.10 %)")

@@ -1,4 +1,4 @@
-"""Issue 18: shared_losses.sweep, the runner under the three grid scripts (local pool or Ray)."""
+"""Issue 18: shared_losses.training.sweep, the runner under the three grid scripts (local pool or Ray)."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared_losses.sweep import Run, SweepError, SweepOptions, dataclass_flags, run_sweep
+from shared_losses.training.sweep import Run, SweepError, SweepOptions, dataclass_flags, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,7 +105,7 @@ def test_sweep_options_are_checked_before_anything_runs():
         with pytest.raises(SweepError, match=msg):
             SweepOptions(**kw).validate()
     with pytest.raises(SweepError, match="expected auto, HOST:PORT"):
-        from shared_losses.sweep import _check_reachable
+        from shared_losses.training.sweep import _check_reachable
 
         _check_reachable("somewhere")
 
@@ -134,7 +134,7 @@ def test_sweep_run_dies_with_the_process_that_started_it(tmp_path):
 
     if not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_PDEATHSIG is Linux only")
-    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from shared_losses.sweep import execute; "
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from shared_losses.training.sweep import execute; "
               f"execute([sys.executable, '-c', 'import time; time.sleep(120)'], {str(tmp_path / 'log')!r}, None, {{}})")
     parent = subprocess.Popen([sys.executable, "-c", script])
     try:
@@ -155,7 +155,7 @@ def test_sweep_run_dies_with_the_process_that_started_it(tmp_path):
 
 def test_from_caller_makes_existing_relative_paths_absolute(tmp_path, monkeypatch):
     """A grid script's input path as its runs (started in the repository's root) will read it."""
-    from shared_losses.sweep import from_caller
+    from shared_losses.training.sweep import from_caller
 
     (tmp_path / "data.csv").write_text("x")
     (tmp_path / "folder").mkdir()

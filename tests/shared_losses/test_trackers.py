@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from shared_losses.runtime import check_report_to
+from shared_losses.training.runtime import check_report_to
 
 
 def _nlp_qt(tmp_path, name, **kw):
@@ -99,7 +99,7 @@ def no_wandb_login(tmp_path, monkeypatch):
 
 
 def test_trackers_that_would_fail_after_the_start_are_refused_in_one_line(tmp_path, monkeypatch):
-    from shared_losses.runtime import check_tracker_setup
+    from shared_losses.training.runtime import check_tracker_setup
 
     no_wandb_login(tmp_path, monkeypatch)
     with pytest.raises(ValueError, match="--report-to wandb: no W&B login for api.wandb.ai.*WANDB_MODE=offline"):

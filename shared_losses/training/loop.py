@@ -1,7 +1,7 @@
 """The one training loop of the three applications: :func:`run` owns it, each application supplies its parts.
 
 drqv2's ``Workspace`` owns its loop and each agent supplies ``act`` / ``update``; here :func:`run` claims
-nothing itself (the application's :class:`~shared_losses.harness.RunHarness` did, read-only, before any work)
+nothing itself (the application's :class:`~shared_losses.training.harness.RunHarness` did, read-only, before any work)
 and then, in order::
 
     harness.refuse_resume_without_checkpoint(...)  # --resume of a finished run without its checkpoint/
@@ -23,7 +23,7 @@ and then, in order::
     harness.finish(app.summary())          # summary.json / metrics.json, logs closed
 
 A new run that fails before its first step (bad input found once the folder was made, such as a corpus
-smaller than one batch) leaves no run behind: :meth:`~shared_losses.harness.RunHarness.abandon` removes the
+smaller than one batch) leaves no run behind: :meth:`~shared_losses.training.harness.RunHarness.abandon` removes the
 folder (and puts back a run that ``--overwrite`` moved aside). A resumed run's folder is never removed.
 
 An application is a :class:`TrainingApp` subclass: ``build``, ``state``, ``load_state`` and ``train_step`` are

@@ -1,6 +1,6 @@
 """The run harness the three trainers share: one object that owns a run's folder, configuration snapshot,
-logs, checkpoints and signals. The loop that drives it is :func:`shared_losses.loop.run` (each application
-supplies its parts as a :class:`shared_losses.loop.TrainingApp`); the calls it makes, in order::
+logs, checkpoints and signals. The loop that drives it is :func:`shared_losses.training.loop.run` (each application
+supplies its parts as a :class:`shared_losses.training.loop.TrainingApp`); the calls it makes, in order::
 
     h = RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
                    free=Config.RESUME_FREE)            # the folder rules, read-only: nothing written yet
@@ -136,12 +136,17 @@ class RunHarness:
 
     def saved_state(self) -> dict | None:
         """The checkpoint's counters and extra state (no models are loaded) when resuming, else None. A
-        checkpoint another application wrote is refused (a :class:`CheckpointError`) before anything reads it."""
+        checkpoint another application wrote, or one that names none, is refused (a :class:`CheckpointError`) before
+        anything reads it."""
         if not self.resuming:
             return None
         state = load_checkpoint(None, self.checkpoint_dir)
         owner = checkpoint_application(state)
-        if owner is not None and owner != self.application:
+        if owner is None:
+            raise CheckpointError(f"{self.checkpoint_dir} names no application, so it was not written by this version "
+                                  f"of the suite: start a new {self.application} run (--overwrite moves the folder "
+                                  "aside) or in another folder; nothing was changed")
+        if owner != self.application:
             raise CheckpointError(f"{self.checkpoint_dir} is not a checkpoint of {self.application}: it was written by "
                                   f"{owner}. Resume it with {owner}, or start a new {self.application} run in another "
                                   "folder; nothing was changed")
@@ -230,8 +235,8 @@ class RunHarness:
                       report_to: Iterable[str] = ("tensorboard",)) -> None:
         """CSV logs (one per name in ``csv``) and the trackers of ``report_to``: a TensorBoard writer in ``tb/``
         and those accelerate drives (wandb, mlflow: the accelerator's ``log_with``, see
-        :func:`shared_losses.runtime.make_accelerator`), each given ``config``. ``resume_step``: the step of the
-        checkpoint a resumed run starts from (CSV rows and TensorBoard events after it are dropped, they are
+        :func:`shared_losses.training.runtime.make_accelerator`), each given ``config``. ``resume_step``: the step of
+        the checkpoint a resumed run starts from (CSV rows and TensorBoard events after it are dropped, they are
         logged again; a wandb or mlflow run is a new run of the tracker, named after the folder); None for a new
         run (older rows and events in the folder are dropped)."""
         acc = self.accelerator
@@ -290,7 +295,7 @@ class RunHarness:
 
     def checkpoint(self, state: Mapping[str, Any]) -> Path:
         """Write the checkpoint atomically: the objects registered with the accelerator (named entries, see
-        :func:`shared_losses.runtime.register_named`) and ``state``. TensorBoard's buffer goes to disk first:
+        :func:`shared_losses.training.runtime.register_named`) and ``state``. TensorBoard's buffer goes to disk first:
         a resumed run does not log the steps before its checkpoint again."""
         if self._tb is not None:
             self._tb.flush()

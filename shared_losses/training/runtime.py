@@ -342,34 +342,12 @@ class CsvLogger:
 # ------------------------------------------------------------------------------------- run folders
 
 RUN_FILE = "run.json"
-#: Keys of config.json that only a run of that application writes: how a run folder written before
-#: run.json existed is recognised (a user's own config.json has not all of them).
-LEGACY_CONFIG_KEYS = {
-    "nlp_qt": {"corpus", "objective", "tau_plus", "vocab_size", "encoder_dim"},
-    "fewshot": {"objective", "n_labeled", "n_unlabeled", "encoder", "lam"},
-    "rl_curl": {"task", "aux", "action_repeat", "tau_plus", "frame_stack"},
-}
-
-
-#: How a checkpoint written before checkpoints named their application shows whose it is: the state keys
-#: only that application's counters have (checked in this order).
-LEGACY_CHECKPOINT_KEYS = (
-    ("rl_curl", {"episode", "signature"}),
-    ("nlp_qt", {"epoch", "batch_in_epoch"}),
-    ("fewshot", {"config"}),
-)
 
 
 def checkpoint_application(state: Mapping[str, Any]) -> str | None:
-    """The application whose run wrote the checkpoint ``state`` (its extra state): the ``application``
-    the harness records in it, or for an older checkpoint the one whose counters it has (None: unknown)."""
-    if "application" in state:
-        return str(state["application"])
-    keys = set(state)
-    for app, wanted in LEGACY_CHECKPOINT_KEYS:
-        if wanted <= keys:
-            return app
-    return None
+    """The application whose run wrote the checkpoint ``state`` (its extra state), as the harness records it;
+    None for a checkpoint that names none (written by another version of the suite, or not by a run)."""
+    return str(state["application"]) if "application" in state else None
 
 
 class RunFolderError(FileExistsError):
@@ -378,9 +356,8 @@ class RunFolderError(FileExistsError):
 
 
 def run_application(folder: str | os.PathLike) -> str | None:
-    """Which application's run ``folder`` holds: the ``application`` of its ``run.json``, or for a run
-    written before run.json existed, the application whose config.json keys it has ("unknown" for a
-    folder with only a checkpoint); None if it holds no run."""
+    """Which application's run ``folder`` holds: the ``application`` of its ``run.json`` ("unknown" for a folder
+    with a checkpoint but no run.json); None if it holds no run."""
     folder = Path(folder)
     marker = folder / RUN_FILE
     if marker.is_file():
@@ -389,15 +366,6 @@ def run_application(folder: str | os.PathLike) -> str | None:
         except (ValueError, KeyError, TypeError) as err:
             raise RunFolderError(f"{marker} is damaged ({type(err).__name__}: {err}); it should name the application "
                                  "whose run the folder holds. Fix or remove that file; nothing was changed") from err
-    config = folder / "config.json"
-    if config.is_file():
-        try:
-            keys = set(json.loads(config.read_text()))
-        except (ValueError, TypeError):  # not our JSON object: a user's file
-            keys = set()
-        for app, wanted in LEGACY_CONFIG_KEYS.items():
-            if wanted <= keys:
-                return app
     if checkpoint_exists(folder / "checkpoint"):
         return "unknown"
     return None
@@ -749,7 +717,7 @@ def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Itera
         raise ValueError("--mixed-precision fp16 needs a GPU: on the CPU accelerate would run float32 without "
                          "saying so; use --mixed-precision bf16 (CPU autocast) or no")
     accelerator = Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=log_with or None, **kwargs)
-    from .distributed import check_launch
+    from ..distributed import check_launch
 
     check_launch(accelerator.num_processes)  # a launch asked for several processes but this one runs alone
     return accelerator

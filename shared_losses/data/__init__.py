@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 #: the folder of the shipped data files
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent
 
 
 class DataError(ValueError):

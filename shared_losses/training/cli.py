@@ -5,7 +5,7 @@ missing or existing path, a corrupt checkpoint or data file: ``ValueError`` and 
 as ``CheckpointError``, ``CorpusError`` and ``DataError``, ``FileNotFoundError``,
 ``FileExistsError``) are printed as ``error: ...`` on stderr and the process exits with status 2,
 argparse's status for a usage error. Anything else (a bug, an out-of-memory) keeps its traceback.
-A run stopped by SIGINT/SIGTERM (:class:`shared_losses.runtime.RunInterrupted`: it wrote a checkpoint
+A run stopped by SIGINT/SIGTERM (:class:`shared_losses.training.runtime.RunInterrupted`: it wrote a checkpoint
 first) prints one line, ``interrupted at ...; continue with --resume``, and exits with status 130.
 A second Ctrl-C (which stops at once, without a checkpoint) prints one line too and exits with 130.
 ``CONTRASTIVE_SUITE_TRACEBACK=1`` shows the traceback for user errors too.
