@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.training.cli import choices_help, config_from_cli, option_given, option_value
+from shared_losses.training.cli import config_from_cli, option_given, option_value
 
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName
 
@@ -379,6 +379,5 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> F
     the ``images`` preset for image data that names no preset, and --max-steps replacing the preset's --passes."""
     return config_from_cli(FewShotConfig, PRESETS, argv, description, default_preset=cli_default_preset,
                            finish=cli_finish, sections=[
-                               choices_help("--objective", ALL_OBJECTIVES, "fewshot.objectives.ALL_OBJECTIVES"),
-                               choices_help("--contrastive", ENCODER_LOSSES,
-                                            "image data; fewshot.objectives.ENCODER_LOSSES")])
+                               ALL_OBJECTIVES.help_text("fewshot.objectives.ALL_OBJECTIVES"),
+                               ENCODER_LOSSES.help_text("image data; fewshot.objectives.ENCODER_LOSSES")])

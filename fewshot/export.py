@@ -43,6 +43,7 @@ import torch
 from .config import FewShotConfig
 from .data import class_names
 from .model import FewShotModel, load_tokenizer, resolve_pooling
+from .objectives import ALL_OBJECTIVES
 
 MODEL_DIR = "model"
 MARKER = "fewshot_export.json"
@@ -94,10 +95,10 @@ def head_kind(cfg: FewShotConfig) -> str:
     """Which classifier the run's evaluation used: ``linear``, ``logreg`` or ``nnpu``."""
     if cfg.setting == "pu":
         return "nnpu"
-    if cfg.objective == "setfit":
-        raise ValueError("a setfit run keeps no model to export (SetFit trains and scores its own copy of the encoder; "
-                         "save one with setfit's SetFitModel.save_pretrained instead)")
-    return "logreg" if cfg.objective == "probe" or cfg.head == "logreg" else "linear"
+    objective = ALL_OBJECTIVES.get(cfg.objective)
+    if objective.keeps_model:
+        raise ValueError(f"a {cfg.objective} run keeps no model to export ({objective.keeps_model})")
+    return "logreg" if not objective.trains_head or cfg.head == "logreg" else "linear"
 
 
 def check_target(out_dir: Path, run_dir: Path, overwrite: bool = True) -> None:
@@ -326,7 +327,7 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     model = FewShotModel(cfg.encoder, pooling, cfg.proj_dim).eval()
     tokenizer = load_tokenizer(cfg.encoder)
     state = None
-    if cfg.objective != "probe" or cfg.setting == "pu":
+    if ALL_OBJECTIVES.get(cfg.objective).trains_encoder or cfg.setting == "pu":
         if not checkpoint_exists(run_dir / "checkpoint"):
             raise FileNotFoundError(f"{run_dir} has no checkpoint/ with the trained model to export")
         path = resolve_checkpoint(run_dir / "checkpoint")

@@ -268,7 +268,7 @@ class ImageApp(FewShotRunApp):
         if self.loss.inputs == "grid":  # CPC: one view, the patch grid predicts itself
             model = self.models["encoder"]
             z = model.encoder.grid_latents(self.augment(xb, self.gen).to(device))
-            losses = {"encoder": self.loss.loss(z.float(), model.cpc, cfg.cpc_group)}
+            losses = {"encoder": self.loss.loss(z=z.float(), heads=model.cpc, group=cfg.cpc_group)}
         elif self.contrastive:
             roles = torch.cat([self.y_all[torch.from_numpy(li)], torch.zeros(len(ui), dtype=torch.long)])
             views = torch.cat([self.augment(xb, self.gen), self.augment(xb, self.gen)]).to(device)

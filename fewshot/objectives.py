@@ -21,67 +21,66 @@ import torch
 import torch.nn.functional as F
 
 from shared_losses import debiased_nce, info_nce, punce_loss, scl_pu_loss, supcon_loss
+from shared_losses.training.registry import Entry, Registry
 
 from .images import cpc_grid_loss
 
 
 @dataclass(frozen=True)
-class Objective:
-    """One ``--objective``: its contrastive term and what the run, its validation, ``--help`` and the sweep read about
-    it. The registry's shape is the same in the three applications (rl_curl, nlp_qt and fewshot ``objectives.py``)."""
+class Objective(Entry):
+    """One ``--objective`` (text): a :class:`shared_losses.training.registry.Entry` (name, label, rank in tables,
+    help) plus what the run, its validation and the sweep read about it.
 
-    name: str  # the --objective value
-    label: str  # its name in tables and plots
-    trains_encoder: bool  # False: a baseline (no optimiser step, no checkpoint; metrics.json is the run)
-    views: int  # dropout views of each example a training step encodes (0: no training step)
-    reads_unlabeled: bool  # whether a step draws unlabeled examples (only puNCE's term sees them)
-    rank: int  # order in tables: baselines, then CE, then CE + a contrastive term
-    # CL of lam * CE + (1 - lam) * CL: (z1 [n, d], z2 [n, d], roles [n], temperature, prior, gather) -> loss;
-    # None: CE only
+    ``loss``: CL of ``lam * CE + (1 - lam) * CL``, called with keywords only: ``loss(z1=[n, d], z2=[n, d],
+    roles=[n], temperature=, prior=, gather=)``; None: CE only (or no training, for a baseline).
+    ``trains_encoder``: False for a baseline (no optimiser step, no checkpoint; metrics.json is the run).
+    ``trains_head``: whether the run has a CE-trained linear head (a baseline's classifier is its own: logistic
+    regression on the frozen encoder's vectors, or SetFit's). ``views``: dropout views of each example a training
+    step encodes (0: no training step). ``reads_unlabeled``: whether a step draws unlabeled examples.
+    ``keeps_model``: why the run keeps no model to export (empty: it keeps one)."""
+
     loss: Callable[..., torch.Tensor] | None = None
-    help: str = ""  # its line in --help
+    trains_encoder: bool = True
+    trains_head: bool = True
+    views: int = 1
+    reads_unlabeled: bool = False
+    keeps_model: str = ""
 
 
-def _supcon_term(z1, z2, roles, temperature, prior, gather):
+def _supcon_term(*, z1, z2, roles, temperature, prior, gather):
     keep = roles != 0
     feats, src, r = multiview(z1[keep], z2[keep], roles[keep])
     return supcon_loss(feats, r, temperature, source_ids=src, gather_distributed=gather)
 
 
-def _punce_term(z1, z2, roles, temperature, prior, gather):
+def _punce_term(*, z1, z2, roles, temperature, prior, gather):
     feats, src, r = multiview(z1, z2, roles)
     return punce_loss(feats, src, r, prior, temperature, gather_distributed=gather)
 
 
 #: Every objective of fewshot.train (setting pnu), in table order: the one place an objective is added.
-ALL_OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
-    Objective("probe", "frozen encoder + logistic regression", False, 0, False, 0,
-              help="frozen encoder, logistic regression on the N labeled sentence vectors (no training steps; "
-                   "baseline)"),
-    Objective("setfit", "SetFit (its defaults)", False, 0, False, 1,
-              help="SetFit with its own defaults on the same sample (optional extra .[setfit]; a "
-                   "sentence-transformers encoder)"),
-    Objective("ce", "CE", True, 1, False, 2, help="cross-entropy on the labeled examples"),
-    Objective("ce+scl", "CE + SupCon", True, 2, False, 3, _supcon_term,
-              "CE + SupCon over the labeled examples' two dropout views (Gunel et al. 2021)"),
-    Objective("ce+punce", "CE + puNCE", True, 2, True, 4, _punce_term,
-              "CE + puNCE in PNU form over the labeled and unlabeled examples' two dropout views"),
-)}
+ALL_OBJECTIVES: Registry[Objective] = Registry("--objective", (
+    Objective("probe", "frozen encoder + logistic regression", 0, "frozen encoder, logistic regression on the N "
+              "labeled sentence vectors (no training steps; baseline)", trains_encoder=False, trains_head=False,
+              views=0),
+    Objective("setfit", "SetFit (its defaults)", 1, "SetFit with its own defaults on the same sample (optional extra "
+              ".[setfit]; a sentence-transformers encoder)", trains_encoder=False, trains_head=False, views=0,
+              keeps_model="SetFit trains and scores its own copy of the encoder; save one with setfit's "
+              "SetFitModel.save_pretrained instead"),
+    Objective("ce", "CE", 2, "cross-entropy on the labeled examples"),
+    Objective("ce+scl", "CE + SupCon", 3, "CE + SupCon over the labeled examples' two dropout views (Gunel et al. "
+              "2021)", loss=_supcon_term, views=2),
+    Objective("ce+punce", "CE + puNCE", 4, "CE + puNCE in PNU form over the labeled and unlabeled examples' two "
+              "dropout views", loss=_punce_term, views=2, reads_unlabeled=True),
+))
 #: The objectives that train the encoder (the loss below); the others are baselines.
-OBJECTIVES = tuple(n for n, o in ALL_OBJECTIVES.items() if o.trains_encoder)
-BASELINES = tuple(n for n, o in ALL_OBJECTIVES.items() if not o.trains_encoder)
+OBJECTIVES = ALL_OBJECTIVES.where(trains_encoder=True)
+BASELINES = ALL_OBJECTIVES.where(trains_encoder=False)
 #: The configuration's --objective type: the registry's names, so a new entry is a new choice.
-ObjectiveName = Literal[tuple(ALL_OBJECTIVES)]
+ObjectiveName = ALL_OBJECTIVES.choices
 #: --objective's default, puNCE's objective: the one value that --setting pu (whose encoder is always trained with
 #: puNCE, PU form) and image data (which choose their loss with --contrastive) accept.
 DEFAULT_OBJECTIVE = "ce+punce"
-
-
-def get(name: str) -> Objective:
-    try:
-        return ALL_OBJECTIVES[name]
-    except KeyError:
-        raise ValueError(f"objective must be one of {', '.join(ALL_OBJECTIVES)}, got {name!r}") from None
 
 
 def roles_from_labels(labels: torch.Tensor, labeled: torch.Tensor) -> torch.Tensor:
@@ -102,7 +101,7 @@ def contrastive_term(objective: str, z1, z2, roles, temperature: float, prior: f
     if term is None:
         with_term = [n for n, o in ALL_OBJECTIVES.items() if o.loss is not None]
         raise ValueError(f"objective must be one of {tuple(with_term)}, got {objective!r}")
-    return term(z1, z2, roles, temperature, prior, gather)
+    return term(z1=z1, z2=z2, roles=roles, temperature=temperature, prior=prior, gather=gather)
 
 
 def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, prior, gather=False):
@@ -123,55 +122,53 @@ def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, pri
 # --- image data: the encoder's loss (--contrastive) ------------------------------------------------------------
 
 @dataclass(frozen=True)
-class EncoderLoss:
-    """One ``--contrastive`` (image data): the encoder's loss on a batch of images, over what ``inputs`` names."""
+class EncoderLoss(Entry):
+    """One ``--contrastive`` (image data): a :class:`shared_losses.training.registry.Entry` (name, label, rank,
+    help, uses) plus the encoder's loss on a batch of images, over what ``inputs`` names, called with keywords only.
 
-    name: str  # the --contrastive value
-    label: str  # its name in tables and plots
-    rank: int  # order in tables
-    # inputs "views": (z [2B, d] projections of two augmented views, view-major, roles [2B] in {+1, -1, 0}, prior,
-    # temperature, tau_plus) -> loss. inputs "grid": (z [B, g, g, d] patch latents of one augmented view, the
-    # model's CPC heads, group: images per negative pool) -> loss. None: no contrastive stage (the encoder and a
-    # linear head are trained end to end on raw pixels)
-    loss: Callable[..., torch.Tensor] | None
-    help: str = ""  # its line in --help
+    ``inputs="views"``: ``loss(z=[2B, d] projections of two augmented views (view-major), roles=[2B] in {+1, -1,
+    0}, prior=, temperature=, tau_plus=)``. ``inputs="grid"``: ``loss(z=[B, g, g, d] patch latents of one augmented
+    view, heads=the model's CPC heads, group=images per negative pool)``. None: no contrastive stage (the encoder and
+    a linear head are trained end to end on raw pixels). ``encoder``: the ``--encoder`` it needs (None: any)."""
+
+    loss: Callable[..., torch.Tensor] | None = None
     inputs: Literal["views", "grid"] = "views"
-    encoder: str | None = None  # the --encoder it needs (None: any image encoder)
+    encoder: str | None = None
 
 
-def _punce_views(z, roles, prior, temperature, tau_plus):
+def _punce_views(*, z, roles, prior, temperature, tau_plus):
     return punce_loss(z, torch.arange(z.shape[0] // 2).repeat(2), roles, prior=prior, temperature=temperature)
 
 
-def _infonce_views(z, roles, prior, temperature, tau_plus):
+def _infonce_views(*, z, roles, prior, temperature, tau_plus):
     B = z.shape[0] // 2
     return info_nce(z[:B], z[B:], temperature=temperature)
 
 
-def _dcl_views(z, roles, prior, temperature, tau_plus):
+def _dcl_views(*, z, roles, prior, temperature, tau_plus):
     B = z.shape[0] // 2
     return debiased_nce(z[:B], z[B:], temperature=temperature, tau_plus=tau_plus)
 
 
-def _scl_views(z, roles, prior, temperature, tau_plus):
+def _scl_views(*, z, roles, prior, temperature, tau_plus):
     return scl_pu_loss(z, torch.arange(z.shape[0] // 2).repeat(2), roles, temperature=temperature)
 
 
 #: Every encoder loss of image runs, in table order (puNCE Tables 1 and 4): the one place one is added.
-ENCODER_LOSSES: dict[str, EncoderLoss] = {e.name: e for e in (
-    EncoderLoss("punce", "puNCE", 0, _punce_views, "puNCE: PU form with --setting pu, PNU form with --setting pnu"),
-    EncoderLoss("infonce", "InfoNCE", 1, _infonce_views, "InfoNCE (SimCLR's NT-Xent)"),
-    EncoderLoss("dcl", "DCL", 2, _dcl_views, "the debiased loss, DCL (--tau-plus)"),
-    EncoderLoss("scl", "SCL", 3, _scl_views,
-                "SupCon on labeled anchors, InfoNCE on unlabeled ones (the paper's SCL baseline)"),
-    EncoderLoss("cpc", "CPC", 4, cpc_grid_loss,
-                "Contrastive Predictive Coding (van den Oord et al. 2018, section 3.2): a 7x7 grid of patches "
-                "(--encoder patches), a masked context predicting the rows below (--cpc-steps), negatives from "
-                "the patches of --cpc-group images", inputs="grid", encoder="patches"),
-    EncoderLoss("none", "raw", 5, None, "no contrastive stage: encoder and linear head trained end to end on pixels"),
-)}
+ENCODER_LOSSES: Registry[EncoderLoss] = Registry("--contrastive", (
+    EncoderLoss("punce", "puNCE", 0, "puNCE: PU form with --setting pu, PNU form with --setting pnu",
+                loss=_punce_views),
+    EncoderLoss("infonce", "InfoNCE", 1, "InfoNCE (SimCLR's NT-Xent)", loss=_infonce_views),
+    EncoderLoss("dcl", "DCL", 2, "the debiased loss, DCL (--tau-plus)", ("tau_plus",), loss=_dcl_views),
+    EncoderLoss("scl", "SCL", 3, "SupCon on labeled anchors, InfoNCE on unlabeled ones (the paper's SCL baseline)",
+                loss=_scl_views),
+    EncoderLoss("cpc", "CPC", 4, "Contrastive Predictive Coding (van den Oord et al. 2018, section 3.2): a 7x7 grid "
+                "of patches (--encoder patches), a masked context predicting the rows below (--cpc-steps), negatives "
+                "from the patches of --cpc-group images", loss=cpc_grid_loss, inputs="grid", encoder="patches"),
+    EncoderLoss("none", "raw", 5, "no contrastive stage: encoder and linear head trained end to end on pixels"),
+), neutral={"tau_plus": 0.0})
 #: The configuration's --contrastive type: the registry's names, so a new entry is a new choice.
-EncoderLossName = Literal[tuple(ENCODER_LOSSES)]
+EncoderLossName = ENCODER_LOSSES.choices
 
 
 def encoder_loss(name: str, z: torch.Tensor, roles: torch.Tensor, prior: float, temperature: float,
@@ -182,4 +179,4 @@ def encoder_loss(name: str, z: torch.Tensor, roles: torch.Tensor, prior: float, 
     if entry is None or entry.loss is None or entry.inputs != "views":
         views = [n for n, e in ENCODER_LOSSES.items() if e.loss and e.inputs == "views"]
         raise ValueError(f"--contrastive must be one of {', '.join(views)} for a loss over two views, got {name!r}")
-    return entry.loss(z, roles, prior, temperature, tau_plus)
+    return entry.loss(z=z, roles=roles, prior=prior, temperature=temperature, tau_plus=tau_plus)

@@ -13,10 +13,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses import punce_loss
 from shared_losses.training.runtime import DivergenceWatch
 
-from .objectives import DEFAULT_OBJECTIVE, multiview
+from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE
 from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
 from .run import (FewShotRunApp, check_resume_config, forward_views, prepare, process_share, recorded_config,
@@ -96,8 +95,9 @@ class PuApp(FewShotRunApp):
         ids, mask = tokenize(self.tokenizer, [run.train_x[i] for i in idx], cfg.max_length, device)
         with acc.autocast():
             z1, z2 = forward_views(self.model, ids, mask, DEFAULT_OBJECTIVE)[1]  # two dropout views, as puNCE
-            feats, src, r = multiview(z1, z2, roles)
-            loss = punce_loss(feats, src, r, run.prior, cfg.temperature)
+            # the contrastive term of puNCE's objective: with no labeled negatives, its PU form
+            loss = ALL_OBJECTIVES.get(DEFAULT_OBJECTIVE).loss(z1=z1, z2=z2, roles=roles, temperature=cfg.temperature,
+                                                              prior=run.prior, gather=False)
         self.opt.zero_grad(set_to_none=True)
         acc.backward(loss)
         self.opt.step()

@@ -18,7 +18,7 @@ from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, w
 
 from .config import FewShotConfig
 from .data import load_pu_files, load_splits, sample_fewshot
-from .objectives import get as get_objective
+from .objectives import ALL_OBJECTIVES
 from .model import FewShotModel, load_tokenizer, max_tokens, resolve_pooling
 from .prior import elkan_noto_prior
 
@@ -156,7 +156,7 @@ def finished_metrics(cfg: FewShotConfig, harness: RunHarness, saved: dict | None
         check_resume_config(cfg, read_json(out / "config.json"))
     metrics = read_json(out / "metrics.json")
     # baselines keep no checkpoint: metrics.json is the finished run
-    if not get_objective(cfg.objective).trains_encoder or metrics.get("steps", -1) >= cfg.max_steps:
+    if not ALL_OBJECTIVES.get(cfg.objective).trains_encoder or metrics.get("steps", -1) >= cfg.max_steps:
         return metrics
     raise FileExistsError(f"{out} holds a finished run of {metrics.get('steps')} steps (metrics.json) but no "
                           f"checkpoint/ to continue it to --max-steps {cfg.max_steps} from: pass --overwrite (moves it "
@@ -361,7 +361,7 @@ def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eva
     fe, logits = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
     fl, fe, yl = fl.numpy(), fe.numpy(), np.asarray(train_y)[sample.labeled]
     out = {"logreg": logreg_accuracy(fl, yl, fe, eval_y, cfg.probe_c, cfg.seed)}
-    if cfg.objective != "probe":
+    if ALL_OBJECTIVES.get(cfg.objective).trains_head:
         out["linear"] = float((logits.argmax(1).numpy() == np.asarray(eval_y)).mean() * 100.0)
     if cfg.eval_split == "dev":  # choosing --probe-c: only ever on the development split
         for c in DEV_PROBE_CS:
@@ -372,7 +372,7 @@ def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eva
 def head_accuracy(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device) -> tuple[float, dict]:
     """(accuracy with the classifier ``cfg.head`` names (``probe``: always logreg), both heads' accuracies)."""
     both = head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
-    return both["logreg" if cfg.objective == "probe" else cfg.head], both
+    return both[cfg.head if ALL_OBJECTIVES.get(cfg.objective).trains_head else "logreg"], both
 
 
 def eval_subset(eval_x, eval_y, max_eval, seed):
@@ -456,7 +456,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
         "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
         "prior": run.prior, "prior_source": run.prior_source,
-        "steps": cfg.max_steps if get_objective(cfg.objective).trains_encoder else 0,
+        "steps": cfg.max_steps if ALL_OBJECTIVES.get(cfg.objective).trains_encoder else 0,
         "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
         "pooling": run.pooling, "pooling_source": run.pooling_source,
     }
@@ -465,7 +465,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
 def forward_views(model, ids, mask, objective):
     """Logits of the first view and the projections of one (``ce``) or two dropout views, from a
     single forward pass through the (possibly DDP-wrapped) model."""
-    n_views = get_objective(objective).views
+    n_views = ALL_OBJECTIVES.get(objective).views
     n = ids.shape[0]
     logits, z = model(ids.repeat(n_views, 1), mask.repeat(n_views, 1))
     return logits[:n], list(z.split(n))

@@ -24,7 +24,7 @@ from .config import FewShotConfig, from_cli
 from .images import is_image_dataset
 from .model import FewShotModel
 from .objectives import fewshot_loss, roles_from_labels
-from .objectives import get as get_objective
+from .objectives import ALL_OBJECTIVES
 from .pu_pipeline import PuApp
 from .run import (Batches, FewShotRunApp, Run, check_resume_config, claim, finished_metrics, forward_views,
                   head_accuracy, prepare, process_share, recorded_config, run_metrics, tokenize)
@@ -38,7 +38,7 @@ class FewShotApp(FewShotRunApp):
     def __init__(self, cfg: FewShotConfig, harness, model: FewShotModel | None = None, tokenizer=None):
         super().__init__(cfg, harness)
         self.model, self.tokenizer, self.history = model, tokenizer, []
-        self.objective = get_objective(cfg.objective)
+        self.objective = ALL_OBJECTIVES.get(cfg.objective)
 
     def build(self, saved):
         cfg = self.cfg
@@ -157,7 +157,7 @@ def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None)
         return run_app(ImageApp(cfg, harness))
     if cfg.setting == "pu":
         return run_app(PuApp(cfg, harness, model, tokenizer))
-    if get_objective(cfg.objective).trains_encoder:
+    if ALL_OBJECTIVES.get(cfg.objective).trains_encoder:
         return run_app(FewShotApp(cfg, harness, model, tokenizer))
     done = finished_metrics(cfg, harness)
     if done is not None:

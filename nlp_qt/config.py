@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.training.cli import choices_help, config_from_cli
+from shared_losses.training.cli import config_from_cli
 
 from .objectives import OBJECTIVES, ObjectiveName
 
@@ -168,4 +168,4 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> C
     """The configuration of ``python -m nlp_qt.train ARGS`` (``argv``: the arguments, default ``sys.argv[1:]``):
     tyro's parse of :class:`Config` with ``--preset NAME`` (:func:`shared_losses.training.cli.config_from_cli`)."""
     return config_from_cli(Config, PRESETS, argv, description,
-                           sections=[choices_help("--objective", OBJECTIVES, "nlp_qt.objectives.OBJECTIVES")])
+                           sections=[OBJECTIVES.help_text("nlp_qt.objectives.OBJECTIVES")])

@@ -60,10 +60,10 @@ class ModelConfig:
 
 def model_config(cfg, vocab_size: int) -> ModelConfig:
     """The model of a run's configuration (:class:`nlp_qt.config.Config`) over a vocabulary of ``vocab_size``."""
-    from .objectives import get
+    from .objectives import OBJECTIVES
 
     return ModelConfig(vocab_size, cfg.word_dim, cfg.encoder_dim, cfg.bidirectional, cfg.encoder,
-                       get(cfg.objective).heads, cfg.cpc_steps, cfg.conv_width)
+                       OBJECTIVES.get(cfg.objective).heads, cfg.cpc_steps, cfg.conv_width)
 
 
 def _word_embeddings(cfg: ModelConfig) -> nn.Embedding:

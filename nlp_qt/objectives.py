@@ -32,13 +32,13 @@ batch edge) are dropped from the loss; the loss is the mean over the remaining a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Mapping
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from shared_losses import debiased_nce_from_logits, hard_negative_nce_from_logits, log_floor_min_negative
-from shared_losses.training.runtime import unused_setting
+from shared_losses.training.registry import Entry, Registry
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
 NEUTRAL = {"tau_plus": 0.0, "beta": 1.0, "self_score": "exclude", "cpc_steps": 3, "cpc_length": 10}
@@ -46,23 +46,20 @@ NEG_INF = float("-inf")
 
 
 @dataclass(frozen=True)
-class Objective:
-    """One ``--objective``: its loss and what validation, the sweep's folders, ``--help`` and the reports read.
-    The registry's shape is the same in the three applications (rl_curl, nlp_qt and fewshot ``objectives.py``)."""
+class Objective(Entry):
+    """One ``--objective``: a :class:`shared_losses.training.registry.Entry` (name, label, rank in DCL Table 2, help,
+    uses) plus its loss and the model it trains.
 
-    name: str  # the --objective value
-    label: str  # its name in tables and plots
-    uses: tuple[str, ...]  # hyper-parameters that apply (the others must keep their NEUTRAL value)
-    rank: int  # row order in DCL Table 2 (biased first)
-    # (scores [b, B], neighbours, anchor_pos [b], tau_plus, beta, log_floor, self_score) -> loss: compute_loss's
-    # last step
-    loss: Callable[..., torch.Tensor] | None
-    help: str = ""  # its line in --help
-    heads: str = "qt"  # the model it trains: qt (encoders f and g, the scores above) or cpc (f and CPC's heads)
+    ``loss``, called with keywords only: ``loss(scores=[b, B], neighbours=, anchor_pos=[b], tau_plus=, beta=,
+    log_floor=, self_score=)``, compute_loss's last step. ``heads``: the model it trains, ``qt`` (encoders f and g,
+    the scores above) or ``cpc`` (f and CPC's heads; its loss is :func:`sequence_loss`)."""
+
+    loss: Callable[..., torch.Tensor] | None = None
+    heads: str = "qt"
 
 
-def _qt(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score):
-    return qt_loss(scores, nb, anchor_pos, self_score)
+def _qt(scores, neighbours, anchor_pos, tau_plus, beta, log_floor, self_score):
+    return qt_loss(scores, neighbours, anchor_pos, self_score)
 
 
 def _turns(scores, nb, anchor_pos, log_floor):
@@ -75,61 +72,42 @@ def _turns(scores, nb, anchor_pos, log_floor):
     return pos, neg, (log_floor_min_negative(neg) if log_floor == "min_negative" else None)
 
 
-def _debiased(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score):
-    pos, neg, floor = _turns(scores, nb, anchor_pos, log_floor)
+def _debiased(scores, neighbours, anchor_pos, tau_plus, beta, log_floor, self_score):
+    pos, neg, floor = _turns(scores, neighbours, anchor_pos, log_floor)
     return debiased_nce_from_logits(pos, neg, tau_plus=tau_plus, log_floor=floor)
 
 
-def _hard(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score):
-    pos, neg, floor = _turns(scores, nb, anchor_pos, log_floor)
+def _hard(scores, neighbours, anchor_pos, tau_plus, beta, log_floor, self_score):
+    pos, neg, floor = _turns(scores, neighbours, anchor_pos, log_floor)
     return hard_negative_nce_from_logits(pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor)
 
 
 #: Every objective of nlp_qt, in Table 2's order: the one place an objective is added (docs/adding_a_loss.md).
-OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
-    Objective("qt", "biased (QT)", ("self_score",), 0, _qt,
-              "QT's objective (S2V): softmax over the candidates, soft targets on both neighbours"),
-    Objective("debiased", "debiased", ("tau_plus",), 1, _debiased, "the debiased loss, DCL, M = 2 (--tau-plus)"),
-    Objective("hard", "hard", ("tau_plus", "beta"), 2, _hard,
-              "the hard-negative debiased loss, HCL (--tau-plus, --beta)"),
-    Objective("cpc", "CPC", ("tau_plus", "cpc_steps", "cpc_length"), 3, None,
-              "Contrastive Predictive Coding: a GRU over each run of sentences predicts the next --cpc-steps "
-              "sentences' vectors (--tau-plus > 0: debiased negatives)", heads="cpc"),
-)}
+OBJECTIVES: Registry[Objective] = Registry("--objective", (
+    Objective("qt", "biased (QT)", 0, "QT's objective (S2V): softmax over the candidates, soft targets on both "
+              "neighbours", ("self_score",), loss=_qt),
+    Objective("debiased", "debiased", 1, "the debiased loss, DCL, M = 2 (--tau-plus)", ("tau_plus",), loss=_debiased),
+    Objective("hard", "hard", 2, "the hard-negative debiased loss, HCL (--tau-plus, --beta)", ("tau_plus", "beta"),
+              loss=_hard),
+    Objective("cpc", "CPC", 3, "Contrastive Predictive Coding: a GRU over each run of sentences predicts the next "
+              "--cpc-steps sentences' vectors (--tau-plus > 0: debiased negatives)",
+              ("tau_plus", "cpc_steps", "cpc_length"), heads="cpc"),
+), neutral=NEUTRAL)
 #: The configuration's --objective type: the registry's names, so a new entry is a new choice.
-ObjectiveName = Literal[tuple(OBJECTIVES)]
+ObjectiveName = OBJECTIVES.choices
 LOG_FLOORS = ("min_negative", "none")
-
-
-def get(name: str) -> Objective:
-    try:
-        return OBJECTIVES[name]
-    except KeyError:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {name!r}") from None
-
-
-def check_fields(objective: str, fields: Mapping[str, float]) -> None:
-    """Refuse a hyper-parameter that ``objective`` does not use (it would be silently ignored)."""
-    get(objective)
-    unused = unused_setting({o.name: o.uses for o in OBJECTIVES.values()}, objective, fields, NEUTRAL)
-    if unused:
-        field, users = unused
-        neutral = NEUTRAL[field]
-        raise ValueError(f"{field} is only used by objective {' or '.join(users)}; objective {objective} takes "
-                         f"{field} = {neutral if isinstance(neutral, str) else format(neutral, 'g')}, "
-                         f"got {fields[field]}")
 
 
 def folder_name(objective: str, tau_plus: float = 0.0, beta: float = 1.0) -> str:
     """The objective with the settings that tell its variants apart, as a folder name of the Table 2 sweep:
     qt, debiased_0.01, hard_0.01_b1."""
-    uses = get(objective).uses
+    uses = OBJECTIVES.get(objective).uses
     return objective + (f"_{tau_plus:g}" if "tau_plus" in uses else "") + (f"_b{beta:g}" if "beta" in uses else "")
 
 
 def label(objective: str, tau_plus: float = 0.0, beta: float = 1.0) -> str:
     """A run's row in the tables: biased (QT), debiased τ⁺=0.01, hard τ⁺=0.01 β=1."""
-    obj = get(objective)
+    obj = OBJECTIVES.get(objective)
     return obj.label + (f" τ⁺={tau_plus:g}" if "tau_plus" in obj.uses else "") + (
         f" β={beta:g}" if "beta" in obj.uses else "")
 
@@ -228,7 +206,7 @@ def compute_loss(
     ``[b]``: the anchors' positions among the candidates (default ``arange(b)``, i.e. the same
     sentences; with candidates gathered across processes, ``rank * b + arange(b)``).
     """
-    obj = get(objective)  # an unknown objective is refused
+    obj = OBJECTIVES.get(objective)  # an unknown objective is refused
     if obj.heads != "qt":
         raise ValueError(f"objective {objective} trains the model's {obj.heads} heads on sequences of sentences: its "
                          "loss is sequence_loss, not this one over a score matrix")
@@ -249,7 +227,8 @@ def compute_loss(
         anchor_pos = torch.arange(u.shape[0], device=u.device)
     scores = score_matrix(u, v, temperature)
     nb = neighbours(doc_ids, anchor_pos)
-    return obj.loss(scores, nb, anchor_pos, tau_plus, beta, log_floor, self_score)
+    return obj.loss(scores=scores, neighbours=nb, anchor_pos=anchor_pos, tau_plus=tau_plus, beta=beta,
+                    log_floor=log_floor, self_score=self_score)
 
 
 # --- CPC: sequences of consecutive sentences ---------------------------------------------------------------------

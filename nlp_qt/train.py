@@ -31,8 +31,7 @@ from shared_losses.training.runtime import (CheckpointError, DivergenceWatch, ma
 from .config import Config, from_cli
 from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
 from .model import QuickThought, init_word_vectors, model_config, save_model
-from .objectives import check_fields, compute_loss, neighbours
-from .objectives import get as get_objective
+from .objectives import OBJECTIVES, compute_loss, neighbours
 from .vocab import Vocab
 
 #: The options that name input files (recorded and compared by absolute path:
@@ -51,14 +50,14 @@ def validate(cfg: Config) -> None:
     if not 0.0 <= cfg.tau_plus < 1.0:
         raise ValueError(f"tau_plus must be in [0, 1), got {cfg.tau_plus}")
     # the objectives' table says what applies
-    check_fields(cfg.objective, {"tau_plus": cfg.tau_plus, "beta": cfg.beta, "cpc_steps": cfg.cpc_steps,
-                                 "cpc_length": cfg.cpc_length})
+    OBJECTIVES.check_fields(cfg.objective, {"tau_plus": cfg.tau_plus, "beta": cfg.beta, "cpc_steps": cfg.cpc_steps,
+                                            "cpc_length": cfg.cpc_length})
     if cfg.cpc_steps < 1 or cfg.cpc_length < 2 or cfg.conv_width < 1:
         raise ValueError(f"cpc_steps must be >= 1, cpc_length >= 2 and conv_width >= 1; got {cfg.cpc_steps}, "
                          f"{cfg.cpc_length} and {cfg.conv_width}")
     if cfg.conv_width != 3 and cfg.encoder != "conv":
         raise ValueError(f"--conv-width is the conv encoder's; --encoder {cfg.encoder} has no convolution")
-    if get_objective(cfg.objective).heads == "cpc" and cfg.gather_across_processes:
+    if OBJECTIVES.get(cfg.objective).heads == "cpc" and cfg.gather_across_processes:
         raise ValueError("--gather-across-processes is not available with --objective cpc: each process scores its "
                          "own sequences against its own sentences")
     if cfg.self_score == "zero" and cfg.objective != "qt":
@@ -159,7 +158,7 @@ def dev_loss(model, vocab, batches, cfg: Config, accelerator) -> float:
         lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size  # full batches: contiguous_batches drops the rest
         ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
         doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
-        if get_objective(cfg.objective).heads == "cpc":
+        if OBJECTIVES.get(cfg.objective).heads == "cpc":
             loss, anchors = model(ids, lengths, cpc=cpc_arguments(cfg, doc_ids))
             if anchors:
                 total += loss.float()
@@ -372,7 +371,7 @@ class QuickThoughtApp(TrainingApp):
         model.train()
         lo, hi = self.rank * cfg.batch_size, (self.rank + 1) * cfg.batch_size
         ids, lengths = self.vocab.batch(batch.sentences[lo:hi], acc.device)
-        if get_objective(cfg.objective).heads == "cpc":  # sequences of this process's block (no gathering)
+        if OBJECTIVES.get(cfg.objective).heads == "cpc":  # sequences of this process's block (no gathering)
             doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=acc.device)
             loss, anchors = model(ids, lengths, cpc=cpc_arguments(cfg, doc_ids))
             return loss, torch.tensor(anchors, device=acc.device)

@@ -23,7 +23,7 @@ from .augment import center_crop, random_crop
 from .config import Config
 from .networks import Actor, ConvTrunk, Critic, Encoder, ScaledPixels, weight_init
 from .objectives import auxiliary_loss  # noqa: F401  (the loss of each --aux: rl_curl.objectives)
-from .objectives import get as get_objective
+from .objectives import OBJECTIVES
 
 
 def contrastive_logits(z_anchor: torch.Tensor, z_keys: list[torch.Tensor], score: BilinearScore,
@@ -90,7 +90,7 @@ class CurlAgent(nn.Module):
         for p in self.critic_target.parameters():
             p.requires_grad_(False)
         self.score = BilinearScore(cfg.feature_dim)
-        if get_objective(cfg.aux).kind == "future":  # CPC's heads: a GRU over the actions, the K maps W_k
+        if OBJECTIVES.get(cfg.aux).kind == "future":  # CPC's heads: a GRU over the actions, the K maps W_k
             self.cpc_context = nn.GRUCell(action_dim, cfg.feature_dim)
             self.cpc = CPCLoss(cfg.feature_dim, cfg.feature_dim, steps=cfg.cpc_steps, tau_plus=cfg.tau_plus,
                                log_floor="auto" if cfg.log_floor == "min-negative" else None, similarity="dot")

@@ -11,10 +11,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.training.cli import choices_help, config_from_cli
+from shared_losses.training.cli import config_from_cli
 
-from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, check_fields, folder_name
-from .objectives import get as get_objective
+from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, folder_name
 
 # The small-network protocol of the CPU runs (docs/results/rl_curl.md, "Auxiliary losses on cartpole-swingup, CPU,
 # 5 seeds" and the sections after it): 64 -> 56 px renders, 16 filters, hidden 256, batch 64, one torch thread per run.
@@ -282,10 +281,10 @@ class Config:
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
         need(self.beta >= 0.0, f"beta must be >= 0 (0 = the debiased loss), got {self.beta}")
-        check_fields(self.aux, {"tau_plus": self.tau_plus, "positives": self.positives, "beta": self.beta,
-                                "cpc_steps": self.cpc_steps})
+        OBJECTIVES.check_fields(self.aux, {"tau_plus": self.tau_plus, "positives": self.positives,
+                                           "beta": self.beta, "cpc_steps": self.cpc_steps})
         need(self.cpc_steps >= 1, f"cpc_steps must be >= 1, got {self.cpc_steps}")
-        if get_objective(self.aux).kind == "future":
+        if OBJECTIVES.get(self.aux).kind == "future":
             need(self.update == "official", "--aux cpc has the official update only (--update fused fuses CURL's "
                  "key pass, which CPC does not have)")
             need(not self.cuda_graphs, "--aux cpc is not available with --cuda-graphs (its sequences are gathered "
@@ -321,4 +320,4 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> C
     """The configuration of ``python -m rl_curl.train ARGS`` (``argv``: the arguments, default ``sys.argv[1:]``):
     tyro's parse of :class:`Config` with ``--preset NAME`` (:func:`shared_losses.training.cli.config_from_cli`)."""
     return config_from_cli(Config, PRESETS, argv, description,
-                           sections=[choices_help("--aux", OBJECTIVES, "rl_curl.objectives.OBJECTIVES")])
+                           sections=[OBJECTIVES.help_text("rl_curl.objectives.OBJECTIVES")])

@@ -6,79 +6,62 @@ order) and ``scripts/curl_table3.py``'s objective specs. An objective is added h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Mapping
+from typing import Callable, Mapping
 
 import torch
 
 from shared_losses import (debiased_nce_from_logits, hard_negative_nce_from_logits, info_nce_from_logits,
                            log_floor_min_negative)
-from shared_losses.training.runtime import unused_setting
+from shared_losses.training.registry import Entry, Registry
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
 NEUTRAL = {"tau_plus": 0.0, "positives": 1, "beta": 1.0, "cpc_steps": 3}
 
 
 @dataclass(frozen=True)
-class Objective:
-    """One ``--aux`` value. The registry's shape is the same in the three applications (rl_curl, nlp_qt and
-    fewshot ``objectives.py``): name, label, rank, the loss itself and a line of help, plus what the
-    application's checks read (here ``uses``). The configuration's choices are the registry's keys."""
+class Objective(Entry):
+    """One ``--aux`` value: a :class:`shared_losses.training.registry.Entry` (name, label, rank, help, uses) plus
+    what the agent trains for it.
 
-    name: str  # the --aux value
-    label: str  # display name in tables and plots
-    uses: tuple[str, ...]  # hyper-parameters that apply (others must keep their NEUTRAL value)
-    rank: int  # row order in DCL Table 3 (biased first, pixel SAC last)
-    loss: Callable[..., torch.Tensor] | None  # (pos [B, M], neg [B, N], tau_plus, beta, floor, host_checks) -> loss
-    help: str = ""  # its line in --help
-    # what the agent trains for it: "keys" (anchors against augmented keys of the same frames, the loss above),
-    # "future" (CPC: predictions of the next frames' keys, CurlAgent.cpc_loss) or "none"
+    ``loss``, called with keywords only: ``loss(pos=[B, M], neg=[B, N], tau_plus=, beta=, floor=, host_checks=)``
+    on the bilinear logits (``floor``: each anchor's log floor or None; ``host_checks=False``: read no value on the
+    host, the CUDA-graph update captures it). ``kind``: ``"keys"`` (anchors against augmented keys of the same
+    frames, the loss above), ``"future"`` (CPC: predictions of the next frames' keys, ``CurlAgent.cpc_loss``) or
+    ``"none"``. ``label_fields``: the settings written after ``label`` in a run's row, in this order."""
+
+    loss: Callable[..., torch.Tensor] | None = None
     kind: str = "keys"
+    label_fields: tuple[str, ...] = ()
 
 
-OBJECTIVES: dict[str, Objective] = {o.name: o for o in (
-    Objective("curl", "biased (CURL)", ("positives",), 0,
-              lambda pos, neg, tau_plus, beta, floor, checks: info_nce_from_logits(pos, neg, host_checks=checks),
-              "InfoNCE on the bilinear logits (CURL, the baseline)"),
-    Objective("debiased", "debiased", ("tau_plus", "positives"), 1,
-              lambda pos, neg, tau_plus, beta, floor, checks: debiased_nce_from_logits(
-                  pos, neg, tau_plus=tau_plus, log_floor=floor, host_checks=checks),
-              "the debiased loss, DCL (--tau-plus, --positives)"),
-    Objective("hard", "hard", ("tau_plus", "positives", "beta"), 2,
-              lambda pos, neg, tau_plus, beta, floor, checks: hard_negative_nce_from_logits(
-                  pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor, host_checks=checks),
-              "the hard-negative debiased loss, HCL (--tau-plus, --positives, --beta)"),
-    Objective("cpc", "CPC", ("tau_plus", "cpc_steps"), 3, None,
-              "Contrastive Predictive Coding: a GRU over the actions predicts the keys of the next --cpc-steps "
-              "observations from the present one (--tau-plus > 0: debiased negatives)", kind="future"),
-    Objective("none", "pixel SAC (no aux)", (), 4, None, "no auxiliary loss: pixel SAC", kind="none"),
-)}
+OBJECTIVES: Registry[Objective] = Registry("--aux", (
+    Objective("curl", "biased (CURL)", 0, "InfoNCE on the bilinear logits (CURL, the baseline)", ("positives",),
+              loss=lambda pos, neg, tau_plus, beta, floor, host_checks: info_nce_from_logits(
+                  pos, neg, host_checks=host_checks)),
+    Objective("debiased", "debiased", 1, "the debiased loss, DCL (--tau-plus, --positives)", ("tau_plus", "positives"),
+              loss=lambda pos, neg, tau_plus, beta, floor, host_checks: debiased_nce_from_logits(
+                  pos, neg, tau_plus=tau_plus, log_floor=floor, host_checks=host_checks),
+              label_fields=("tau_plus", "positives")),
+    Objective("hard", "hard", 2, "the hard-negative debiased loss, HCL (--tau-plus, --positives, --beta)",
+              ("tau_plus", "positives", "beta"),
+              loss=lambda pos, neg, tau_plus, beta, floor, host_checks: hard_negative_nce_from_logits(
+                  pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor, host_checks=host_checks),
+              label_fields=("beta", "tau_plus", "positives")),
+    Objective("cpc", "CPC", 3, "Contrastive Predictive Coding: a GRU over the actions predicts the keys of the next "
+              "--cpc-steps observations from the present one (--tau-plus > 0: debiased negatives)",
+              ("tau_plus", "cpc_steps"), kind="future", label_fields=("tau_plus",)),
+    Objective("none", "pixel SAC (no aux)", 4, "no auxiliary loss: pixel SAC", kind="none"),
+), neutral=NEUTRAL)
 #: The configuration's --aux type: the registry's names, so a new entry is a new choice.
-AuxName = Literal[tuple(OBJECTIVES)]
+AuxName = OBJECTIVES.choices
 #: what curl_table3.py --objectives takes: the name, then the used hyper-parameters in this order
 SPEC_FIELDS = ("tau_plus", "positives", "beta")
-
-
-def get(name: str) -> Objective:
-    try:
-        return OBJECTIVES[name]
-    except KeyError:
-        raise ValueError(f"unknown auxiliary objective {name!r}; choose one of {', '.join(OBJECTIVES)}") from None
-
-
-def check_fields(aux: str, fields: Mapping[str, float]) -> None:
-    """Refuse a hyper-parameter that the objective does not use (it would be silently ignored)."""
-    get(aux)
-    unused = unused_setting({o.name: o.uses for o in OBJECTIVES.values()}, aux, fields, NEUTRAL)
-    if unused:
-        field, users = unused
-        raise ValueError(f"invalid config: {field}={fields[field]} only applies to aux={' or '.join(users)}, "
-                         f"not aux={aux}" + (" (pixel SAC)" if aux == "none" else ""))
 
 
 def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float = 1.0) -> str:
     """The objective with the settings that tell its variants apart, as a folder name: curl, none,
     debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1 ..."""
-    uses = get(aux).uses
+    uses = OBJECTIVES.get(aux).uses
     name = aux
     if "tau_plus" in uses:
         name += f"-tau{tau_plus:g}"
@@ -89,6 +72,8 @@ def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float
     return name
 
 
+#: How label() writes a setting after the objective's label (the entry's label_fields, in their order).
+LABEL_FORMAT = {"beta": " β={:g}", "tau_plus": " τ⁺={:g}", "positives": ", M={}"}
 FUSED_LABEL = ", fused update"  # what label() appends for a run of --update fused
 FUSED_FOLDER = "-fused"  # what a fused run's folder name appends (rl_curl.train's default output_dir, curl_table3)
 
@@ -96,13 +81,10 @@ FUSED_FOLDER = "-fused"  # what a fused run's folder name appends (rl_curl.train
 def label(cfg: Mapping) -> str:
     """The row of a run in the table (and its line in the plots). Runs that differ in the objective, its
     number of positives, the encoder's tanh or the update's schedule get different rows, never one averaged cell."""
-    obj = get(cfg["aux"])
-    if obj.name == "hard":
-        text = f"hard β={cfg['beta']:g} τ⁺={cfg['tau_plus']:g}, M={cfg['positives']}"
-    elif "tau_plus" in obj.uses:
-        text = f"{obj.label} τ⁺={cfg['tau_plus']:g}" + (f", M={cfg['positives']}" if "positives" in obj.uses else "")
-    else:
-        text = obj.label + (f", M={cfg['positives']}" if cfg.get("positives", 1) != 1 else "")
+    obj = OBJECTIVES.get(cfg["aux"])
+    text = obj.label + "".join(LABEL_FORMAT[f].format(cfg[f]) for f in obj.label_fields)
+    if "positives" not in obj.label_fields and cfg.get("positives", 1) != 1:
+        text += LABEL_FORMAT["positives"].format(cfg["positives"])
     return (text + ("" if cfg.get("encoder_tanh", True) else ", no tanh")
             + (FUSED_LABEL if cfg.get("update", "official") == "fused" else ""))
 
@@ -129,7 +111,7 @@ def spec_syntax() -> str:
 def parse_spec(text: str) -> dict:
     """``debiased:0.05:1`` -> {"aux": "debiased", "tau_plus": 0.05, "positives": 1}; each value checked."""
     name, *values = text.split(":")
-    obj = OBJECTIVES.get(name)
+    obj = OBJECTIVES[name] if name in OBJECTIVES else None
     fields = [f for f in SPEC_FIELDS if obj is not None and f in obj.uses and "tau_plus" in obj.uses]
     if obj is None or len(values) != len(fields):
         raise ValueError(f"objective {text!r} is not one of {spec_syntax()}")
@@ -164,8 +146,8 @@ def auxiliary_loss(pos: torch.Tensor, neg: torch.Tensor, aux: str, tau_plus: flo
     """The auxiliary objective ``aux`` on bilinear logits; the floor is each anchor's smallest negative logit.
     ``host_checks=False``: no value is read on the host (the losses' ``host_checks``; a bad value gives a non-finite
     loss, which the agent records on the device)."""
-    obj = get(aux)
+    obj = OBJECTIVES.get(aux)
     if obj.loss is None:
-        raise ValueError(f"aux={aux} has no auxiliary loss")
+        raise ValueError(f"--aux {aux} has no auxiliary loss on the bilinear logits")
     floor = log_floor_min_negative(neg) if log_floor == "min-negative" else None
-    return obj.loss(pos, neg, tau_plus, beta, floor, host_checks)
+    return obj.loss(pos=pos, neg=neg, tau_plus=tau_plus, beta=beta, floor=floor, host_checks=host_checks)

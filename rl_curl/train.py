@@ -33,7 +33,7 @@ from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, m
 from .agent import ActorSnapshot, CurlAgent
 from .config import Config, from_cli
 from .env import make
-from .objectives import get as get_objective
+from .objectives import OBJECTIVES
 
 # Bumped whenever the saved agent changes meaning (a layout that would load without a shape error but compute
 # something else): a checkpoint of another format is refused.
@@ -368,7 +368,7 @@ class CurlApp(TrainingApp):
                                   replay_seed, device=accelerator.device if cfg.replay_on_device else None)
         self.action_rng = np.random.default_rng(action_seed)
         # --aux cpc reads the next K observations and actions of each sampled transition (no extra random draw)
-        self.future_steps = cfg.cpc_steps if get_objective(cfg.aux).kind == "future" else 0
+        self.future_steps = cfg.cpc_steps if OBJECTIVES.get(cfg.aux).kind == "future" else 0
         register_named(accelerator, agent=self.agent, **self.agent.optimizers())
         if cfg.save_replay:
             register_named(accelerator, replay=self.replay)
@@ -582,12 +582,13 @@ class CurlApp(TrainingApp):
             self.harness.checkpoint(self.state())
 
     def export(self):
+        from .curve import plot_curve
+        from .objectives import label
         from .policy import POLICY_FILE, save_policy
-        from .report import objective_label, plot_curve
 
         out, cfg = self.harness.out, self.cfg
         save_policy(self.agent, cfg, self.obs_shape, out / POLICY_FILE)  # the trained policy alone (load_policy)
-        plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {objective_label(dataclasses.asdict(cfg))}")
+        plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {label(dataclasses.asdict(cfg))}")
 
     def summary(self):
         out, cfg = self.harness.out, self.cfg

@@ -15,7 +15,8 @@ parallel, then a mean ± std table in the paper's layout (table3.md) and learnin
 become the grid's defaults; options given explicitly win.
 
 Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA`` (the table of
-objectives is ``rl_curl.objectives``).
+objectives is ``rl_curl.objectives``). The grid's options and commands, the table and the curves are
+``paper_tables.table3``'s; this script runs the grid and writes them.
 Every run resumes from its checkpoint if it was interrupted, and a finished run is skipped, so the
 command can simply be started again. The runs are started by shared_losses.training.sweep: a local pool (--parallel
 at once) or Ray (--backend ray; a run killed by a signal or a lost node is started again and continues from
@@ -28,115 +29,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal, Optional
 
-import tyro
-
-
-from rl_curl import objectives
-from rl_curl.config import PRESETS, PresetName
-from rl_curl.report import TABLE3_TASKS, paired_table, plot_grid, table3
-from shared_losses.training.cli import config_from_cli
-from shared_losses.training.sweep import Run, SweepOptions, run_sweep
+from paper_tables.table3 import (Args, check_extra, commands, paired_table, parse_args, parse_objective, plot_grid,
+                                 table3)
+from shared_losses.training.sweep import Run, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-
-TABLE3_OBJECTIVES = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2",
-                     "debiased:0.1:2"]
-
-
-@dataclass
-class Args(SweepOptions):
-    """Run and aggregate the DCL Table 3 grid of rl_curl."""
-
-    out: str = "runs/table3"
-    """Root directory; each run goes to OUT/TASK/OBJECTIVE/seedS."""
-    preset: Optional[PresetName] = None
-    """A protocol preset of rl_curl.train (rl_curl.config.PRESETS; listed above with the grid options it sets),
-    passed to every run as --preset NAME; its --env-steps and --batch-size become the grid's defaults."""
-    tasks: list[str] = field(default_factory=lambda: list(TABLE3_TASKS))
-    """Tasks (DCL Table 3: finger-spin cartpole-swingup reacher-easy cheetah-run walker-walk ball_in_cup-catch)."""
-    objectives: list[str] = field(default_factory=lambda: list(TABLE3_OBJECTIVES))
-    """Objectives: curl | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA | none (rl_curl.objectives)."""
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    """Seeds per (task, objective)."""
-    env_steps: int = 100_000
-    """Environment steps per run; the table reports the evaluation at this step."""
-    batch_size: int = 512
-    """Batch size (512 as in the CURL paper's table; the official script used 128 for cartpole)."""
-    gpus: list[int] = field(default_factory=list)
-    """GPU ids to spread runs over with --backend local (round robin via CUDA_VISIBLE_DEVICES); empty = leave
-    it as is. With --backend ray, use --gpus-per-run (Ray assigns the GPUs)."""
-    updates: list[Literal["official", "fused"]] = field(default_factory=lambda: ["official"])
-    """Update schedules to run (rl_curl.train --update): official, fused or both. A fused run goes to
-    OBJECTIVE-fused/seedS and gets rows of its own; with both, table3.md also pairs each fused row with its
-    official-schedule row, seed by seed."""
-    extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
-    """Extra arguments passed to every `python -m rl_curl.train`, written with '=' because they start with
-    dashes: --extra=--no-save-replay (repeat --extra=... for several). The options the grid sets itself (task,
-    seed, objective, update, output dir, env steps, batch size) are refused here. A finished run is skipped only
-    if its config.json has the settings this grid would run it with (fields a resumed run may change aside); a
-    finished run made with other settings (another --extra) stops the grid before anything starts, naming the
-    run and the fields: use another --out for it."""
-    aggregate_only: bool = False
-    """Only build table3.md and curves.png from the runs already under OUT."""
-    dry_run: bool = False
-    """Print the training commands instead of running them."""
-
-
-#: The grid's presets: rl_curl.config's, of which the grid sets env_steps and batch_size itself.
-GRID_PRESETS = {name: {k: v for k, v in fields.items() if k in ("env_steps", "batch_size")}
-                for name, fields in PRESETS.items()}
-
-
-def parse_args(argv: list[str] | None = None) -> Args:
-    """The grid's options, ``--preset NAME`` included (:func:`shared_losses.training.cli.config_from_cli`)."""
-    return config_from_cli(Args, GRID_PRESETS, argv)
-
-
-def parse_objective(text: str) -> list[str]:
-    """The rl_curl.train options of an objective spec (checked here, not in every run of the grid)."""
-    return objectives.cli_flags(objectives.parse_spec(text))
-
-
-def check_extra(extra: list[str]) -> None:
-    """Options the grid sets itself are refused in --extra: the folder of a run is named from them, so a
-    run made with another value would be taken for this one (and, once finished, skipped)."""
-    own = {"--update": "--updates", "--task": "--tasks", "--seed": "--seeds", "--aux": "--objectives",
-           "--tau-plus": "--objectives", "--positives": "--objectives", "--beta": "--objectives",
-           "--output-dir": "--out", "--env-steps": "--env-steps", "--batch-size": "--batch-size",
-           "--preset": "--preset"}
-    for arg in extra:
-        name = arg.split("=", 1)[0].replace("_", "-")
-        if name in own:
-            raise ValueError(f"--extra={arg}: the grid sets {name} itself; use curl_table3's {own[name]} (runs of "
-                             "another value need folders of their own)")
-
-
-def commands(args: Args) -> list[tuple[Path, list[str]]]:
-    check_extra(args.extra)
-    jobs = []
-    for task in args.tasks:
-        for obj in args.objectives:
-            flags = parse_objective(obj)
-            future = objectives.get(flags[1]).kind == "future"  # CPC: the official update, no CUDA graphs
-            if future and "fused" in args.updates:
-                raise ValueError(f"--objectives {obj}: CPC has the official update only; drop fused from --updates "
-                                 "or run it in a grid of its own")
-            extra = [f for f in args.extra if not (future and f == "--cuda-graphs")]
-            for update in args.updates:
-                for seed in args.seeds:
-                    folder = obj.replace(":", "_") + (objectives.FUSED_FOLDER if update == "fused" else "")
-                    out = Path(args.out) / task / folder / f"seed{seed}"
-                    cmd = [sys.executable, "-m", "rl_curl.train", *(["--preset", args.preset] if args.preset else []),
-                           "--task", task, *flags, "--seed", str(seed),
-                           "--output-dir", str(out), "--env-steps", str(args.env_steps),
-                           "--batch-size", str(args.batch_size), "--resume", "--no-progress",
-                           *(["--update", update] if update != "official" else []), *extra]
-                    jobs.append((out, cmd))
-    return jobs
 
 
 def finished(out: Path, env_steps: int) -> bool:

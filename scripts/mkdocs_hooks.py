@@ -22,7 +22,7 @@ _MATH = re.compile(r'<(div|span) class="arithmatex">\s*(\\\[|\\\()(.*?)(\\\]|\\\
 _ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|exc|obj):<code>~?([A-Za-z_][\w.]*)(\(\))?</code>")
 #: the heading of a documented object: its id is the object's dotted path.
 _HEADING = re.compile(r'<h\d id="([a-z_][\w]*(?:\.[\w]+)+)" class="doc doc-heading"')
-PACKAGES = ("shared_losses", "rl_curl", "nlp_qt", "fewshot")
+PACKAGES = ("shared_losses", "rl_curl", "nlp_qt", "fewshot", "paper_tables")
 
 
 def _tex_to_mathml(match: re.Match) -> str:

@@ -171,7 +171,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def train_command(a, run: Path, objective: str, tau: float, seed: int, max_steps: int | None) -> list[str]:
-    encoder = a.cpc_encoder if O.get(objective).heads == "cpc" else a.encoder
+    encoder = a.cpc_encoder if O.OBJECTIVES.get(objective).heads == "cpc" else a.encoder
     cmd = [sys.executable, "-m", "nlp_qt.train", "--corpus", a.corpus, "--output-dir", str(run), "--objective",
            objective, "--tau-plus", str(tau), "--seed", str(seed), "--epochs", str(a.epochs), "--batch-size",
            str(a.batch_size), "--word-dim", str(a.word_dim), "--encoder-dim", str(a.encoder_dim), "--vocab-size",

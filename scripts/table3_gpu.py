@@ -166,19 +166,18 @@ def run_name(task: str, objective: str, seed: int, tag: str, commit: str, date: 
 
 def slice_commands(args: RunArgs, work: Path, run_flags: tuple[str, ...] = RUN_FLAGS) -> list[dict]:
     """The slice's runs, seed by seed (every task and objective of a seed before the next seed: the runs a slice
-    starts first pair up): ``{task, objective, seed, out, cmd}``, each command curl_table3's for that run plus
+    starts first pair up): ``{task, objective, seed, out, cmd}``, each command paper_tables.table3's for that run plus
     ``run_flags`` and --extra, checked by rl_curl.train's own parsing before anything starts."""
-    import curl_table3
-
+    from paper_tables.table3 import Args, check_extra, commands
     from rl_curl.config import from_cli
 
-    grid = curl_table3.Args(out=str(work), tasks=list(args.tasks), objectives=list(args.objectives),
+    grid = Args(out=str(work), tasks=list(args.tasks), objectives=list(args.objectives),
                             seeds=list(args.seeds), env_steps=args.env_steps, batch_size=args.batch_size,
                             extra=[*run_flags, *args.extra])
-    curl_table3.check_extra(args.extra)
+    check_extra(args.extra)
     keys = [(task, obj, seed) for task in args.tasks for obj in args.objectives for seed in args.seeds]
     jobs = []
-    for (task, obj, seed), (out, cmd) in zip(keys, curl_table3.commands(grid), strict=True):
+    for (task, obj, seed), (out, cmd) in zip(keys, commands(grid), strict=True):
         try:
             from_cli(cmd[3:]).resolved()
         except ValueError as err:
@@ -584,7 +583,7 @@ def run_slice(args: RunArgs) -> int:
 
 # ------------------------------------------------------------------------------------------- import, tabulate
 def import_slice(args: ImportArgs) -> int:
-    from rl_curl.slices import import_slice_pack, write_report
+    from paper_tables.table3_slices import import_slice_pack, write_report
 
     into = Path(args.into)
     new, records = import_slice_pack(args.pack, into, args.label)
@@ -598,7 +597,7 @@ def import_slice(args: ImportArgs) -> int:
 
 
 def tabulate(args: TabulateArgs) -> int:
-    from rl_curl.slices import write_report
+    from paper_tables.table3_slices import write_report
 
     md, png = write_report(Path(args.results))
     print(md.read_text())

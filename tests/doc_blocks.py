@@ -516,7 +516,7 @@ def tiny_exec(target: str) -> None:
 # The workspace
 # --------------------------------------------------------------------------------------------------------------
 
-LINKED = ("shared_losses", "rl_curl", "nlp_qt", "fewshot", "docs")
+LINKED = ("shared_losses", "rl_curl", "nlp_qt", "fewshot", "paper_tables", "docs")
 # Copied, not linked: the grid scripts run their runs in the folder above their own (``cwd=ROOT``, with ROOT
 # from ``Path(__file__).resolve()``), so a link would send the runs into the repository.
 COPIED = ("scripts",)

@@ -139,7 +139,7 @@ def _pack(folder: Path, throughput, runs=("curl",), archive=None) -> None:
     of one tiny run folder per objective in ``runs``."""
     import tarfile
 
-    from rl_curl import slices
+    from paper_tables import table3_slices as slices
 
     folder.mkdir()
     src = folder / "src"

@@ -27,7 +27,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PACKAGES = ("shared_losses", "rl_curl", "nlp_qt", "fewshot")
+PACKAGES = ("shared_losses", "rl_curl", "nlp_qt", "fewshot", "paper_tables")
 BUILD_TIMEOUT = 55  # seconds; a build takes about 5 s on 2 cores
 
 

@@ -1,4 +1,4 @@
-"""The fast tier (``bash scripts/test.sh -m "not slow"``) exercises every module of the four packages.
+"""The fast tier (``bash scripts/test.sh -m "not slow"``) exercises every module of the five packages.
 
 Checked from the source, without running the tests: a test is in the fast tier unless it carries the ``slow``
 marker (``pytestmark`` of its file, a ``@pytest.mark.slow`` decorator, or all of its ``pytest.param(...,
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
-PACKAGES = ("shared_losses", "rl_curl", "nlp_qt", "fewshot")
+PACKAGES = ("shared_losses", "rl_curl", "nlp_qt", "fewshot", "paper_tables")
 
 
 def module_name(path: Path) -> str:

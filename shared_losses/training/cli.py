@@ -23,8 +23,9 @@ model keeps the group and its threads alive. A process with no group, or a group
 ``config_from_cli(Config, PRESETS, argv)`` parses a trainer's command line into its configuration
 dataclass with tyro and gives every trainer the same ``--preset NAME``: the preset's values become the
 defaults that explicit options override, ``--help`` lists the presets (each application declares its
-``PRESETS`` beside its configuration, in its ``config.py``) and, with ``choices_help``, the entries of the
-registries its options choose from; an unknown preset is a one-line error naming the choices.
+``PRESETS`` beside its configuration, in its ``config.py``) and, in ``sections``, the entries of the
+registries its options choose from (:meth:`shared_losses.training.registry.Registry.help_text`); an unknown preset is
+a one-line error naming the choices.
 """
 
 from __future__ import annotations
@@ -165,15 +166,6 @@ def presets_help(presets: Mapping[str, Mapping[str, Any]], width: int = 100) -> 
         sets = " ".join(_as_option(k, v) for k, v in fields.items())
         lines += textwrap.wrap(sets, width=width, initial_indent=f"  {name}".ljust(pad), subsequent_indent=" " * pad,
                                break_on_hyphens=False, break_long_words=False)
-    return "\n".join(lines)
-
-
-def choices_help(option: str, registry: Mapping[str, Any], where: str = "") -> str:
-    """An option whose choices are a registry's keys, as ``--help`` shows it: each name and its entry's ``help``
-    line (so a new entry documents itself). ``where`` names the registry (e.g. ``rl_curl.objectives.OBJECTIVES``)."""
-    lines = [f"choices of {option}" + (f" ({where})" if where else "") + ":"]
-    width = max((len(n) for n in registry), default=0)
-    lines += [f"  {name.ljust(width)}  {getattr(entry, 'help', '')}".rstrip() for name, entry in registry.items()]
     return "\n".join(lines)
 
 

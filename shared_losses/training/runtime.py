@@ -208,18 +208,6 @@ def config_changes(saved: Mapping[str, Any], current: Mapping[str, Any],
             if k not in free and old.get(k) != new.get(k)]
 
 
-def unused_setting(uses: Mapping[str, Iterable[str]], name: str, settings: Mapping[str, Any],
-                   neutral: Mapping[str, Any]) -> tuple[str, list[str]] | None:
-    """The first setting that objective ``name`` would silently ignore, as ``(field, objectives that use
-    it)``, or None. ``uses`` maps every objective to the fields it reads; a field of ``neutral`` that
-    ``name`` does not read must keep its neutral value ("not used"). Each application words its own
-    error from the answer."""
-    for field, value in neutral.items():
-        if field not in uses[name] and settings.get(field, value) != value:
-            return field, [o for o, fields in uses.items() if field in fields]
-    return None
-
-
 def config_markdown(config: Mapping[str, Any]) -> str:
     """A run configuration as a two-column Markdown table (TensorBoard's text tab renders it)."""
     def cell(v: Any) -> str:

@@ -448,10 +448,10 @@ def test_the_objectives_table_is_what_the_cli_the_run_and_the_sweep_read():
     hints = typing.get_type_hints(FewShotConfig, include_extras=True)
     assert set(typing.get_args(hints["objective"])) == set(O.ALL_OBJECTIVES)
     assert O.BASELINES == ("probe", "setfit") and O.OBJECTIVES == ("ce", "ce+scl", "ce+punce")
-    assert [O.get(n).views for n in O.OBJECTIVES] == [1, 2, 2]
-    assert [n for n in O.ALL_OBJECTIVES if O.get(n).reads_unlabeled] == ["ce+punce"]
-    with pytest.raises(ValueError, match="objective must be one of probe, setfit, ce, ce\\+scl, ce\\+punce"):
-        O.get("punce")
+    assert [O.ALL_OBJECTIVES.get(n).views for n in O.OBJECTIVES] == [1, 2, 2]
+    assert O.ALL_OBJECTIVES.where(reads_unlabeled=True) == ("ce+punce",)
+    with pytest.raises(ValueError, match="--objective must be one of probe, setfit, ce, ce\\+scl, ce\\+punce"):
+        O.ALL_OBJECTIVES.get("punce")
     spec = importlib.util.spec_from_file_location("t5", Path(__file__).parents[2] / "scripts" / "fewshot_table5.py")
     t5 = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(t5)

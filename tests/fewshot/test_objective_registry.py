@@ -14,7 +14,8 @@ from ..registry_entry import check_choices_and_help, run_with_entry
 def test_the_cli_choices_are_the_registries_in_their_order_and_help_lists_them(capsys):
     check_choices_and_help(capsys, FewShotConfig, from_cli,
                            {"objective": O.ALL_OBJECTIVES, "contrastive": O.ENCODER_LOSSES})
-    assert FewShotConfig().objective == O.DEFAULT_OBJECTIVE and O.get(O.DEFAULT_OBJECTIVE).reads_unlabeled
+    assert FewShotConfig().objective == O.DEFAULT_OBJECTIVE
+    assert O.ALL_OBJECTIVES.get(O.DEFAULT_OBJECTIVE).reads_unlabeled
 
 
 def test_image_runs_name_the_registry_when_they_refuse_an_objective():
@@ -47,15 +48,15 @@ def test_a_new_registry_entry_is_a_new_objective_with_its_loss(tmp_path):
     """Adding a text objective is one entry of ALL_OBJECTIVES: the copy below has one more (CE + twice SupCon), and
     the command line, --help, the run's reading of it (views, unlabeled draws) and fewshot_loss all take it."""
     out = run_with_entry(tmp_path, "fewshot", "ALL_OBJECTIVES", '''
-        Objective("ce+toy", "CE + toy", True, 2, False, 9, lambda *args: 2 * _supcon_term(*args),
-                  "a toy term: twice SupCon")''', '''
+        Objective("ce+toy", "CE + toy", 9, "a toy term: twice SupCon", loss=lambda **kw: 2 * _supcon_term(**kw),
+                  views=2)''', '''
         import contextlib, io, torch, fewshot
         from fewshot import objectives as O
         from fewshot.config import from_cli
 
         cfg = from_cli(["--objective", "ce+toy", "--preset", "cpu", "--dataset", "reuters"])
         cfg.validate()
-        assert cfg.objective == "ce+toy" and O.OBJECTIVES[-1] == "ce+toy" and O.get("ce+toy").views == 2
+        assert cfg.objective == "ce+toy" and O.OBJECTIVES[-1] == "ce+toy" and O.ALL_OBJECTIVES.get("ce+toy").views == 2
         help_text = io.StringIO()
         with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
             from_cli(["--help"])
@@ -75,7 +76,7 @@ def test_a_new_registry_entry_is_a_new_objective_with_its_loss(tmp_path):
 def test_a_new_encoder_loss_entry_is_a_new_contrastive_choice(tmp_path):
     """Image data: one entry of ENCODER_LOSSES is a new --contrastive, with its loss."""
     out = run_with_entry(tmp_path, "fewshot", "ENCODER_LOSSES", '''
-        EncoderLoss("toy", "toy", 9, lambda *args: 2 * _infonce_views(*args), "a toy loss: twice InfoNCE")''', '''
+        EncoderLoss("toy", "toy", 9, "a toy loss: twice InfoNCE", loss=lambda **kw: 2 * _infonce_views(**kw))''', '''
         import torch, fewshot
         from fewshot import objectives as O
         from fewshot.config import from_cli

@@ -157,12 +157,13 @@ def test_the_objectives_table_is_what_the_cli_validation_and_sweep_read(tmp_path
     assert [O.label("qt"), O.label("debiased", 0.01), O.label("hard", 0.1, 2.0)] == \
         ["biased (QT)", "debiased τ⁺=0.01", "hard τ⁺=0.1 β=2"]
     with pytest.raises(ValueError, match="objective must be one of qt, debiased, hard"):
-        O.get("simclr")
+        O.OBJECTIVES.get("simclr")
     ok = dict(corpus="c", output_dir=str(tmp_path / "r"))
     validate(Config(**ok, objective="hard", tau_plus=0.1, beta=2.0))
-    with pytest.raises(ValueError, match="beta is only used by objective hard"):
+    with pytest.raises(ValueError, match="--beta 2 only applies to --objective hard; --objective debiased takes "
+                                         "--beta 1"):
         validate(Config(**ok, objective="debiased", tau_plus=0.1, beta=2.0))  # silently ignored before
-    with pytest.raises(ValueError, match="tau_plus is only used by objective debiased or hard"):
+    with pytest.raises(ValueError, match="--tau-plus 0.1 only applies to --objective debiased or hard or cpc"):
         validate(Config(**ok, objective="qt", tau_plus=0.1))
 
 
@@ -193,10 +194,10 @@ def test_self_score_is_a_setting_of_the_registry():
     """self_score zero applies to the objectives whose entry uses it (qt): check_fields refuses it elsewhere."""
     from nlp_qt import objectives as O
 
-    O.check_fields("qt", {"tau_plus": 0.0, "beta": 1.0, "self_score": "zero"})
-    with pytest.raises(ValueError, match="self_score is only used by objective qt; objective hard takes "
-                                         "self_score = exclude, got zero"):
-        O.check_fields("hard", {"tau_plus": 0.1, "beta": 1.0, "self_score": "zero"})
+    O.OBJECTIVES.check_fields("qt", {"tau_plus": 0.0, "beta": 1.0, "self_score": "zero"})
+    with pytest.raises(ValueError, match="--self-score zero only applies to --objective qt; --objective hard takes "
+                                         "--self-score exclude"):
+        O.OBJECTIVES.check_fields("hard", {"tau_plus": 0.1, "beta": 1.0, "self_score": "zero"})
 
 
 def test_a_new_registry_entry_is_a_new_objective_with_its_loss(tmp_path):
@@ -205,8 +206,8 @@ def test_a_new_registry_entry_is_a_new_objective_with_its_loss(tmp_path):
     from ..registry_entry import run_with_entry
 
     out = run_with_entry(tmp_path, "nlp_qt", "OBJECTIVES", '''
-        Objective("toy", "toy", ("tau_plus",), 9, lambda *args: 2 * _debiased(*args),'''
-        ''' "a toy loss: twice the debiased one")
+        Objective("toy", "toy", 9, "a toy loss: twice the debiased one", ("tau_plus",),
+                  loss=lambda **kw: 2 * _debiased(**kw))
         ''', '''
         import contextlib, io, torch, nlp_qt
         from nlp_qt import objectives as O
@@ -219,7 +220,7 @@ def test_a_new_registry_entry_is_a_new_objective_with_its_loss(tmp_path):
         try:
             validate(from_cli(["--objective", "toy", "--beta", "2", "--corpus", "c", "--output-dir", "r"]))
         except ValueError as err:
-            assert "beta is only used by objective hard" in str(err), err
+            assert "--beta 2 only applies to --objective hard; --objective toy takes --beta 1" in str(err), err
         else:
             raise AssertionError("beta was not refused")
         help_text = io.StringIO()

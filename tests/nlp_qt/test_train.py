@@ -81,7 +81,7 @@ def test_bad_config_and_corpus_errors(tmp_path):
 
     with pytest.raises(ValueError, match="corpus"):
         train(Config(corpus="", output_dir=str(tmp_path / "x")))
-    with pytest.raises(ValueError, match="tau_plus"):
+    with pytest.raises(ValueError, match="--tau-plus 0.1 only applies to"):
         train(_cfg(tmp_path, "x", tau_plus=0.1))
     with pytest.raises(CorpusError, match="not found"):
         train(_cfg(tmp_path, "x", corpus=str(tmp_path / "missing")))

@@ -124,14 +124,14 @@ def test_min_negative_floor_binds_when_debiasing_overshoots():
 
 def test_unknown_aux_is_refused():
     score, z_a, z_k = logits()
-    with pytest.raises(ValueError, match="unknown auxiliary objective .infonce."):
+    with pytest.raises(ValueError, match="--aux must be one of curl, debiased, hard, cpc, none, got .infonce."):
         auxiliary_loss(*contrastive_logits(z_a, z_k, score), "infonce")
 
 
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="positives"):
         tiny_config(positives=3).resolved()
-    with pytest.raises(ValueError, match="tau_plus"):
+    with pytest.raises(ValueError, match="--tau-plus 0.1 only applies to"):
         tiny_config(aux="curl", tau_plus=0.1).resolved()
 
 

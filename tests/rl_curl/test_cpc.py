@@ -93,9 +93,9 @@ def test_cpc_run_trains_and_resumes_exactly(tmp_path):
 
 
 @pytest.mark.parametrize("kw,message", [
-    (dict(cpc_steps=5), "cpc_steps=5 only applies to aux=cpc"),
+    (dict(cpc_steps=5), "--cpc-steps 5 only applies to --aux cpc"),
     (dict(aux="cpc", cpc_steps=0), "cpc_steps must be >= 1"),
-    (dict(aux="cpc", positives=2), "positives=2 only applies to aux=curl or debiased or hard"),
+    (dict(aux="cpc", positives=2), "--positives 2 only applies to --aux curl or debiased or hard"),
     (dict(aux="cpc", update="fused"), "--aux cpc has the official update only"),
     (dict(aux="cpc", cuda_graphs=True, replay_on_device=True), "not available with --cuda-graphs"),
 ])

@@ -1,5 +1,5 @@
 """The GPU-slice driver (scripts/gpu_table3.sh -> scripts/table3_gpu.py run) on its CPU path: tiny networks, a short
-deadline; then the pack's import and tabulation (rl_curl.slices)."""
+deadline; then the pack's import and tabulation (paper_tables.table3_slices)."""
 
 import json
 import os
@@ -37,7 +37,7 @@ def unpack(pack, dest):
 def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
     import table3_gpu
 
-    from rl_curl.slices import import_pack, read_runs, tabulate
+    from paper_tables.table3_slices import import_pack, read_runs, tabulate
 
     # A slice whose runs finish well inside the deadline, with the solo timing run first; its --work is relative to
     # where the script is started (the runs themselves start in the repository's root).

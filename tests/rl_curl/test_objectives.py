@@ -6,7 +6,6 @@ import pytest
 
 from rl_curl import objectives as O
 from rl_curl.config import Config
-from rl_curl.report import objective_label, objective_order
 
 from .conftest import tiny_config
 
@@ -27,20 +26,22 @@ def test_spec_folder_and_label_agree_for_each_objective(spec, folder, label):
     fields = O.parse_spec(spec)
     cfg = tiny_config(**{k: v for k, v in fields.items()}, task="cartpole-swingup").resolved()
     assert cfg.objective_name() == folder and f"/{folder}/seed0" in cfg.output_dir
-    assert objective_label({**O.NEUTRAL, **fields}) == label
+    assert O.label({**O.NEUTRAL, **fields}) == label
     assert O.cli_flags(fields)[:2] == ["--aux", fields["aux"]]
 
 
 def test_rows_follow_dcl_table3_order():
     rows = [O.parse_spec(s) for s in ("none", "debiased:0.1:2", "hard:0.1:1:1", "debiased:0.01:1", "curl")]
-    ordered = sorted(rows, key=lambda r: objective_order({**O.NEUTRAL, **r}))
+    ordered = sorted(rows, key=lambda r: O.order({**O.NEUTRAL, **r}))
     assert [r["aux"] for r in ordered] == ["curl", "debiased", "debiased", "hard", "none"]
 
 
 @pytest.mark.parametrize("aux,field,value,message", [
-    ("curl", "tau_plus", 0.1, "tau_plus=0.1 only applies to aux=debiased or hard or cpc, not aux=curl"),
-    ("debiased", "beta", 0.5, "beta=0.5 only applies to aux=hard, not aux=debiased"),
-    ("none", "positives", 2, "positives=2 only applies to aux=curl or debiased or hard, not aux=none (pixel SAC)"),
+    ("curl", "tau_plus", 0.1, "--tau-plus 0.1 only applies to --aux debiased or hard or cpc; --aux curl takes "
+                              "--tau-plus 0"),
+    ("debiased", "beta", 0.5, "--beta 0.5 only applies to --aux hard; --aux debiased takes --beta 1"),
+    ("none", "positives", 2, "--positives 2 only applies to --aux curl or debiased or hard; --aux none takes "
+                             "--positives 1"),
 ])
 def test_a_hyperparameter_the_objective_ignores_is_refused(aux, field, value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -68,10 +69,10 @@ def test_a_new_registry_entry_is_a_new_aux_with_its_loss(tmp_path):
     from ..registry_entry import run_with_entry
 
     out = run_with_entry(tmp_path, "rl_curl", "OBJECTIVES", '''
-        Objective("toy", "toy", ("tau_plus", "positives"), 9,
-                  lambda pos, neg, tau_plus, beta, floor, checks: 2 * debiased_nce_from_logits(
-                      pos, neg, tau_plus=tau_plus, log_floor=floor, host_checks=checks),
-                  "a toy loss: twice the debiased one")''', '''
+        Objective("toy", "toy", 9, "a toy loss: twice the debiased one", ("tau_plus", "positives"),
+                  loss=lambda pos, neg, tau_plus, beta, floor, host_checks: 2 * debiased_nce_from_logits(
+                      pos, neg, tau_plus=tau_plus, log_floor=floor, host_checks=host_checks),
+                  label_fields=("tau_plus", "positives"))''', '''
         import contextlib, io, torch, rl_curl
         from rl_curl import objectives as O
         from rl_curl.config import from_cli
@@ -81,7 +82,7 @@ def test_a_new_registry_entry_is_a_new_aux_with_its_loss(tmp_path):
         try:
             from_cli(["--aux", "toy", "--beta", "2"]).resolved()
         except ValueError as err:
-            assert "beta=2.0 only applies to aux=hard, not aux=toy" in str(err), err
+            assert "--beta 2 only applies to --aux hard; --aux toy takes --beta 1" in str(err), err
         else:
             raise AssertionError("beta was not refused")
         assert O.cli_flags(O.parse_spec("toy:0.1:2")) == ["--aux", "toy", "--tau-plus", "0.1", "--positives", "2"]

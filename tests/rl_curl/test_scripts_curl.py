@@ -159,7 +159,7 @@ def test_bench_official_harness_on_a_stand_in_checkout(tmp_path, restore_modules
 def test_mean_curve_keeps_seeds_that_got_further():
     """Seeds of unequal length (one stopped early, one evaluated at other steps): the curve runs to the
     furthest evaluation, each point averages the seeds evaluated there, and n says how many."""
-    from rl_curl.report import mean_curve
+    from paper_tables.table3 import mean_curve
 
     a = {"steps": np.array([10, 20, 30, 40]), "returns": np.array([1.0, 2.0, 3.0, 5.0])}
     b = {"steps": np.array([10, 20]), "returns": np.array([3.0, 6.0])}
@@ -174,7 +174,7 @@ def test_mean_curve_keeps_seeds_that_got_further():
 def test_table3_takes_the_final_evaluation_of_a_run_whose_repeat_overshoots(tmp_path):
     """With action repeat 3 a 100k run ends (and evaluates) at 100002: that is its score at 100k, not the
     evaluation at 90k."""
-    from rl_curl.report import table3
+    from paper_tables.table3 import table3
 
     d = tmp_path / "walker-walk" / "curl" / "seed0"
     d.mkdir(parents=True)
@@ -215,7 +215,7 @@ def test_table3_extra_is_repeatable(tmp_path, capsys):
 def test_table3_rows_follow_the_papers_order(tmp_path):
     """DCL Table 3 lists biased, then debiased M=1 (tau+ 0.01, 0.05, 0.1), then M=2 (0.01, 0.1); rows used
     to come in folder-name order (debiased 0.01 M=2 before 0.05 M=1)."""
-    from rl_curl.report import table3
+    from paper_tables.table3 import table3
 
     for aux, tau, m in [("none", 0.0, 1), ("debiased", 0.1, 2), ("debiased", 0.01, 2), ("debiased", 0.1, 1),
                         ("debiased", 0.05, 1), ("debiased", 0.01, 1), ("curl", 0.0, 1)]:
@@ -274,7 +274,7 @@ def test_table3_refuses_bad_objectives_and_tasks_before_launching(tmp_path):
 def test_table3_keeps_curl_m2_and_no_tanh_runs_in_rows_of_their_own(tmp_path):
     """CURL with two positives and runs without the encoder tanh used to share the "biased (CURL)" row,
     so a mixed --out root averaged different configurations into one cell."""
-    from rl_curl.report import table3, table3_tasks
+    from paper_tables.table3 import table3, table3_tasks
 
     fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, 0, [100, 800])
     fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 2, 0, [100, 600])
@@ -288,7 +288,7 @@ def test_table3_keeps_curl_m2_and_no_tanh_runs_in_rows_of_their_own(tmp_path):
     assert "| 800±0 (n=1) |" in rows["biased (CURL)"] and "| 600±0 (n=1) |" in rows["biased (CURL), M=2"]
     assert "| 400±0 (n=1) |" in rows["biased (CURL), no tanh"]
     # the curves' panels follow the table's (the paper's) task order, not the alphabet
-    from rl_curl.report import collect
+    from paper_tables.table3 import collect
     assert table3_tasks(collect(tmp_path)) == ["cartpole-swingup", "walker-walk"]
 
 
@@ -376,7 +376,7 @@ def test_table3_runs_fused_updates_in_folders_and_rows_of_their_own(tmp_path, ca
     runs for the fused ones and started nothing. --updates names the schedules; fused runs get OBJECTIVE-fused
     folders, rows of their own and a paired table against the official schedule."""
     import curl_table3
-    from rl_curl.report import paired_table, table3
+    from paper_tables.table3 import paired_table, table3
 
     args = curl_table3.Args(out=str(tmp_path), tasks=["cartpole-swingup"], seeds=[0], objectives=["curl"],
                             updates=["official", "fused"], dry_run=True)

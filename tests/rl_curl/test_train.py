@@ -297,8 +297,8 @@ def test_options_of_another_objective_are_refused_up_front():
     failed only at the first update, after the seed steps."""
     from rl_curl.config import Config
 
-    for kw, msg in [(dict(aux="debiased", tau_plus=0.1, beta=0.5), "beta=0.5 only applies to aux=hard"),
-                    (dict(aux="none", positives=2), "positives=2 .*aux=none"),
+    for kw, msg in [(dict(aux="debiased", tau_plus=0.1, beta=0.5), "--beta 0.5 only applies to --aux hard"),
+                    (dict(aux="none", positives=2), "--positives 2 .*--aux none"),
                     (dict(aux="hard", tau_plus=0.1, beta=-1.0), "beta must be >= 0")]:
         with pytest.raises(ValueError, match=msg):
             Config(**kw).resolved()

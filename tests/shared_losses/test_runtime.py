@@ -227,18 +227,6 @@ def test_overwrite_moves_aside_under_a_new_name_each_time(tmp_path):
     assert len(aside) == 3 and sorted((p / "mark.txt").read_text() for p in aside) == ["0", "1", "2"]
 
 
-def test_unused_setting_names_the_field_and_its_users():
-    from shared_losses.training.runtime import unused_setting
-
-    uses = {"plain": (), "debiased": ("tau_plus",), "hard": ("tau_plus", "beta")}
-    neutral = {"tau_plus": 0.0, "beta": 1.0}
-    assert unused_setting(uses, "hard", {"tau_plus": 0.1, "beta": 2.0}, neutral) is None
-    assert unused_setting(uses, "plain", {"tau_plus": 0.0}, neutral) is None  # neutral values are fine
-    assert unused_setting(uses, "plain", {}, neutral) is None  # so are fields left out
-    assert unused_setting(uses, "plain", {"tau_plus": 0.1}, neutral) == ("tau_plus", ["debiased", "hard"])
-    assert unused_setting(uses, "debiased", {"tau_plus": 0.1, "beta": 0.5}, neutral) == ("beta", ["hard"])
-
-
 @pytest.mark.parametrize("result, written", [
     ({"return": float("nan")}, {"return": None}),
     ({"return": float("inf"), "loss": -float("inf"), "ok": 1.5}, {"return": None, "loss": None, "ok": 1.5}),

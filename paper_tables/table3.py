@@ -1,59 +1,135 @@
-"""Learning curves and the DCL Table 3 layout (mean ± std over seeds at a given environment step)."""
+"""DCL Table 3 (rl_curl on DeepMind Control at 100k environment steps): the grid that trains it and the table
+and learning curves made from its runs.
+
+* The grid (:class:`Args`, :func:`commands`): tasks x objectives x seeds of ``python -m rl_curl.train``, each run
+  in ``OUT/TASK/OBJECTIVE/seedS``; ``scripts/curl_table3.py`` runs it (locally or on Ray) and
+  ``scripts/table3_gpu.py`` runs the same commands in short GPU slices.
+* The table (:func:`table3`, :func:`paired_table`) and the curves (:func:`plot_grid`) of the runs under a folder:
+  mean ± std over seeds at a given environment step, in the paper's order of objectives and tasks, and paired
+  differences seed by seed. GPU slices' run folders are read by :mod:`paper_tables.table3_slices`.
+"""
 
 from __future__ import annotations
 
-import csv
 import json
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Literal, Optional
 
 import numpy as np
+import tyro
 
-from . import objectives
+from rl_curl import objectives
+from rl_curl.config import PRESETS, PresetName
+from rl_curl.curve import read_eval
+from shared_losses.training.cli import config_from_cli
+from shared_losses.training.sweep import SweepOptions
 
 TABLE3_TASKS = ["finger-spin", "cartpole-swingup", "reacher-easy", "cheetah-run", "walker-walk", "ball_in_cup-catch"]
+TABLE3_OBJECTIVES = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2",
+                     "debiased:0.1:2"]
 
 
-def read_eval(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """``(env_steps, mean returns)`` from an eval.csv."""
-    with open(path, newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("eval_return_mean") not in (None, "")]
-    return (np.array([float(r["env_step"]) for r in rows]), np.array([float(r["eval_return_mean"]) for r in rows]))
+@dataclass
+class Args(SweepOptions):
+    """Run and aggregate the DCL Table 3 grid of rl_curl."""
+
+    out: str = "runs/table3"
+    """Root directory; each run goes to OUT/TASK/OBJECTIVE/seedS."""
+    preset: Optional[PresetName] = None
+    """A protocol preset of rl_curl.train (rl_curl.config.PRESETS; listed above with the grid options it sets),
+    passed to every run as --preset NAME; its --env-steps and --batch-size become the grid's defaults."""
+    tasks: list[str] = field(default_factory=lambda: list(TABLE3_TASKS))
+    """Tasks (DCL Table 3: finger-spin cartpole-swingup reacher-easy cheetah-run walker-walk ball_in_cup-catch)."""
+    objectives: list[str] = field(default_factory=lambda: list(TABLE3_OBJECTIVES))
+    """Objectives: curl | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA | none (rl_curl.objectives)."""
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    """Seeds per (task, objective)."""
+    env_steps: int = 100_000
+    """Environment steps per run; the table reports the evaluation at this step."""
+    batch_size: int = 512
+    """Batch size (512 as in the CURL paper's table; the official script used 128 for cartpole)."""
+    gpus: list[int] = field(default_factory=list)
+    """GPU ids to spread runs over with --backend local (round robin via CUDA_VISIBLE_DEVICES); empty = leave
+    it as is. With --backend ray, use --gpus-per-run (Ray assigns the GPUs)."""
+    updates: list[Literal["official", "fused"]] = field(default_factory=lambda: ["official"])
+    """Update schedules to run (rl_curl.train --update): official, fused or both. A fused run goes to
+    OBJECTIVE-fused/seedS and gets rows of its own; with both, table3.md also pairs each fused row with its
+    official-schedule row, seed by seed."""
+    extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
+    """Extra arguments passed to every `python -m rl_curl.train`, written with '=' because they start with
+    dashes: --extra=--no-save-replay (repeat --extra=... for several). The options the grid sets itself (task,
+    seed, objective, update, output dir, env steps, batch size) are refused here. A finished run is skipped only
+    if its config.json has the settings this grid would run it with (fields a resumed run may change aside); a
+    finished run made with other settings (another --extra) stops the grid before anything starts, naming the
+    run and the fields: use another --out for it."""
+    aggregate_only: bool = False
+    """Only build table3.md and curves.png from the runs already under OUT."""
+    dry_run: bool = False
+    """Print the training commands instead of running them."""
 
 
-def plot_curve(eval_csv: str | Path, png: str | Path, title: str = "") -> Path:
-    """Evaluation return against environment steps, one run."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    x, y = read_eval(eval_csv)
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(x, y, marker="o")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("evaluation return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(png, dpi=100)
-    plt.close(fig)
-    return Path(png)
+#: The grid's presets: rl_curl.config's, of which the grid sets env_steps and batch_size itself.
+GRID_PRESETS = {name: {k: v for k, v in fields.items() if k in ("env_steps", "batch_size")}
+                for name, fields in PRESETS.items()}
 
 
-def objective_label(cfg: dict) -> str:
-    """The row of a run in the table (and its line in the plots): :func:`rl_curl.objectives.label`."""
-    return objectives.label(cfg)
+def parse_args(argv: list[str] | None = None) -> Args:
+    """The grid's options, ``--preset NAME`` included (:func:`shared_losses.training.cli.config_from_cli`)."""
+    return config_from_cli(Args, GRID_PRESETS, argv)
+
+
+def parse_objective(text: str) -> list[str]:
+    """The rl_curl.train options of an objective spec (checked here, not in every run of the grid)."""
+    return objectives.cli_flags(objectives.parse_spec(text))
+
+
+def check_extra(extra: list[str]) -> None:
+    """Options the grid sets itself are refused in --extra: the folder of a run is named from them, so a
+    run made with another value would be taken for this one (and, once finished, skipped)."""
+    own = {"--update": "--updates", "--task": "--tasks", "--seed": "--seeds", "--aux": "--objectives",
+           "--tau-plus": "--objectives", "--positives": "--objectives", "--beta": "--objectives",
+           "--output-dir": "--out", "--env-steps": "--env-steps", "--batch-size": "--batch-size",
+           "--preset": "--preset"}
+    for arg in extra:
+        name = arg.split("=", 1)[0].replace("_", "-")
+        if name in own:
+            raise ValueError(f"--extra={arg}: the grid sets {name} itself; use curl_table3's {own[name]} (runs of "
+                             "another value need folders of their own)")
+
+
+def commands(args: Args) -> list[tuple[Path, list[str]]]:
+    """Every run of the grid as ``(output folder, command)``: tasks x objectives x update schedules x seeds, each
+    ``python -m rl_curl.train`` with ``--resume`` (an interrupted run continues, a finished one is skipped by its
+    runner) and ``--extra`` (checked by :func:`check_extra`)."""
+    check_extra(args.extra)
+    jobs = []
+    for task in args.tasks:
+        for obj in args.objectives:
+            flags = parse_objective(obj)
+            future = objectives.OBJECTIVES.get(flags[1]).kind == "future"  # CPC: the official update, no CUDA graphs
+            if future and "fused" in args.updates:
+                raise ValueError(f"--objectives {obj}: CPC has the official update only; drop fused from --updates "
+                                 "or run it in a grid of its own")
+            extra = [f for f in args.extra if not (future and f == "--cuda-graphs")]
+            for update in args.updates:
+                for seed in args.seeds:
+                    folder = obj.replace(":", "_") + (objectives.FUSED_FOLDER if update == "fused" else "")
+                    out = Path(args.out) / task / folder / f"seed{seed}"
+                    cmd = [sys.executable, "-m", "rl_curl.train", *(["--preset", args.preset] if args.preset else []),
+                           "--task", task, *flags, "--seed", str(seed),
+                           "--output-dir", str(out), "--env-steps", str(args.env_steps),
+                           "--batch-size", str(args.batch_size), "--resume", "--no-progress",
+                           *(["--update", update] if update != "official" else []), *extra]
+                    jobs.append((out, cmd))
+    return jobs
 
 
 def table3_tasks(runs: list[dict]) -> list[str]:
     """The tasks of ``runs``: Table 3's in the paper's order, then any others sorted by name."""
     tasks = [t for t in TABLE3_TASKS if any(r["cfg"]["task"] == t for r in runs)]
     return tasks + sorted({r["cfg"]["task"] for r in runs} - set(tasks))
-
-
-def objective_order(cfg: dict) -> tuple:
-    """Where an objective's row goes in DCL Table 3's order: :func:`rl_curl.objectives.order`."""
-    return objectives.order(cfg)
 
 
 def collect(root: str | Path) -> list[dict]:
@@ -87,17 +163,17 @@ def table3(root: str | Path, env_step: int = 100_000) -> str:
     n shown if < 3)."""
     runs = collect(root)
     cells: dict[tuple[str, str], list[float]] = {}
-    objectives: dict[str, tuple] = {}  # label -> its place in the table (objective_order)
+    rows: dict[str, tuple] = {}  # label -> its place in the table (rl_curl.objectives.order)
     tasks = table3_tasks(runs)
     for r in runs:
         s = score_at(r, env_step)
-        label = objective_label(r["cfg"])
-        objectives.setdefault(label, objective_order(r["cfg"]))
+        label = objectives.label(r["cfg"])
+        rows.setdefault(label, objectives.order(r["cfg"]))
         if s is not None:
             cells.setdefault((label, r["cfg"]["task"]), []).append(s)
     lines = ["| objective | " + " | ".join(t.replace("-", " ") for t in tasks) + " |",
              "|---" * (len(tasks) + 1) + "|"]
-    for o in sorted(objectives, key=objectives.__getitem__):
+    for o in sorted(rows, key=rows.__getitem__):
         row = []
         for t in tasks:
             v = cells.get((o, t), [])
@@ -114,10 +190,8 @@ def final_scores(root: str | Path, env_step: int = 100_000) -> dict[str, dict[st
         s = score_at(r, env_step)
         if s is not None:
             out.setdefault(r["cfg"]["task"], {}).setdefault(
-                objective_label(r["cfg"]), {})[int(r["cfg"].get("seed", 0))] = s
+                objectives.label(r["cfg"]), {})[int(r["cfg"].get("seed", 0))] = s
     return out
-
-
 
 
 def wall_minutes(root: str | Path) -> dict[str, dict[str, dict[int, str]]]:
@@ -134,7 +208,7 @@ def wall_minutes(root: str | Path) -> dict[str, dict[str, dict[int, str]]]:
         if summary.get("train_from_env_step"):
             text += f" (from step {summary['train_from_env_step']})"
         cfg = r["cfg"]
-        out.setdefault(cfg["task"], {}).setdefault(objective_label(cfg), {})[int(cfg.get("seed", 0))] = text
+        out.setdefault(cfg["task"], {}).setdefault(objectives.label(cfg), {})[int(cfg.get("seed", 0))] = text
     return out
 
 
@@ -164,7 +238,7 @@ def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biase
     Empty when no run reached ``env_step``."""
     scores = final_scores(root, env_step)
     runs = collect(root)
-    order = {objective_label(r["cfg"]): objective_order(r["cfg"]) for r in runs}
+    order = {objectives.label(r["cfg"]): objectives.order(r["cfg"]) for r in runs}
     walls = wall_minutes(root)
     parts = []
     for task in [t for t in table3_tasks(runs) if t in scores]:
@@ -228,7 +302,7 @@ def plot_grid(root: str | Path, png: str | Path) -> Path:
         groups: dict[str, list[dict]] = {}
         for r in runs:
             if r["cfg"]["task"] == task:
-                groups.setdefault(objective_label(r["cfg"]), []).append(r)
+                groups.setdefault(objectives.label(r["cfg"]), []).append(r)
         partial = False
         for label, rs in groups.items():
             x, m, sd, n = mean_curve(rs)

@@ -1,4 +1,5 @@
-"""rl_curl.slices: the slices' run folders read, tabulated, plotted and imported (hand-made folders, no training)."""
+"""paper_tables.table3_slices: the slices' run folders read, tabulated, plotted and imported (hand-made folders, no
+training)."""
 
 import io
 import json
@@ -7,7 +8,8 @@ import tarfile
 import numpy as np
 import pytest
 
-from rl_curl import objectives, slices
+from paper_tables import table3_slices as slices
+from rl_curl import objectives
 from shared_losses.training.stats import paired_stats
 
 DEBIASED = "debiased τ⁺=0.05, M=1"

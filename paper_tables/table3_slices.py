@@ -36,7 +36,10 @@ import numpy as np
 
 from shared_losses.training.runtime import read_json_file
 
-from . import objectives, report
+from rl_curl import objectives
+from rl_curl.curve import read_eval
+
+from . import table3
 
 #: What the table is about: DCL Table 3's score is the evaluation at 100k environment steps ...
 TARGET_STEP = 100_000
@@ -53,7 +56,7 @@ DCL_SOURCE = "DCL Table 3"
 CURL_SOURCE = "CURL paper (100k)"
 
 # DCL Table 3 (SPEC.md section 6): score at 100k environment steps, mean ± std over 3 runs; rows by their grid
-# spelling, columns in the paper's task order (rl_curl.report.TABLE3_TASKS).
+# spelling, columns in the paper's task order (paper_tables.table3.TABLE3_TASKS).
 _DCL_ROWS = {
     "curl": (310, 33, 850, 20, 918, 96, 266, 41, 623, 120, 928, 47),
     "debiased:0.01:1": (324, 34, 843, 30, 927, 99, 310, 12, 626, 82, 937, 9),
@@ -77,7 +80,7 @@ def _paper() -> tuple[dict, dict]:
         cfg = spec_config(spec)
         label = objectives.label(cfg)
         order[label] = objectives.order(cfg)
-        for i, task in enumerate(report.TABLE3_TASKS):
+        for i, task in enumerate(table3.TABLE3_TASKS):
             paper.setdefault(task, {})[label] = [{"source": DCL_SOURCE, "mean": float(row[2 * i]),
                                                    "std": float(row[2 * i + 1])}]
     # CURL paper (Srinivas, Laskin & Abbeel 2020), its 100k-step table as quoted in the project's issue: only the
@@ -103,7 +106,7 @@ def paper_number(task: str, label: str, source: str) -> dict | None:
 
 def _read_eval(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
-        return report.read_eval(path)
+        return read_eval(path)
     except (KeyError, ValueError, TypeError, UnicodeDecodeError, csv.Error) as err:
         raise ValueError(f"{path} is damaged (not an eval.csv with env_step and eval_return_mean: "
                          f"{type(err).__name__} {err})") from None
@@ -134,7 +137,7 @@ def read_run(folder: str | Path) -> dict:
     * ``steps``, ``returns``: eval.csv (empty arrays without it: the run never evaluated);
       ``last_eval``: ``(env_step, return)`` of its last evaluation or None;
     * ``finished``: slice.json says finished and eval.csv has the evaluation at the target (as
-      :func:`rl_curl.report.score_at` finds it: the step counted in whole agent steps); ``score``: that
+      :func:`paper_tables.table3.score_at` finds it: the step counted in whole agent steps); ``score``: that
       evaluation's mean return, None unless finished; ``note``: why a run that says finished is not, or "".
 
     A damaged or incomplete slice.json, config.json or eval.csv is a ValueError naming the file."""
@@ -163,7 +166,7 @@ def read_run(folder: str | Path) -> dict:
     else:
         cfg = spec_config(info["objective"], task=info["task"], seed=info["seed"])
     if not cfg.get("action_repeat"):
-        from .config import task_default
+        from rl_curl.config import task_default
 
         cfg["action_repeat"] = int(task_default(info["task"], "action_repeat"))
     eval_path = folder / "eval.csv"
@@ -173,7 +176,7 @@ def read_run(folder: str | Path) -> dict:
            "seed": info["seed"], "target": info["env_steps_target"], "reached": info["env_steps_reached"],
            "date": str(info["date"]), "commit": str(info["commit"]), "steps": steps, "returns": returns,
            "last_eval": (int(steps[-1]), float(returns[-1])) if len(steps) else None}
-    at_target = report.score_at(run, run["target"])
+    at_target = table3.score_at(run, run["target"])
     run["finished"] = info["finished"] and at_target is not None
     run["score"] = at_target if run["finished"] else None
     run["note"] = ""
@@ -356,7 +359,7 @@ def tabulate(root: str | Path, env_step: int = TARGET_STEP) -> str:
             f"{TARGET_SEEDS} finished seeds per cell."]
     if not runs:
         return "\n".join(head + ["", f"No runs yet: no run folder (a subfolder holding slice.json) in {root}."]) + "\n"
-    tasks = report.table3_tasks(runs)
+    tasks = table3.table3_tasks(runs)
     sections, counts = [], {}
     for task in tasks:
         lines, counts[task] = _task_section(task, [r for r in on_target if r["task"] == task], runs, env_step)
@@ -394,7 +397,7 @@ def plot(root: str | Path, png: str | Path, env_step: int = TARGET_STEP) -> Path
 
     runs = [r for r in assign(read_runs(root), env_step)
             if r["target"] == env_step and (r["used"] or not r["finished"])]
-    tasks = report.table3_tasks(runs)
+    tasks = table3.table3_tasks(runs)
     cols = min(3, max(1, len(tasks)))
     nrows = max(1, -(-len(tasks) // cols))
     fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.8 * nrows), squeeze=False)
@@ -417,7 +420,7 @@ def plot(root: str | Path, png: str | Path, env_step: int = TARGET_STEP) -> Path
                             ls="-" if r["finished"] else "--")
             done = [r for r in rs if r["used"]]
             if done:
-                x, m, sd, _ = report.mean_curve(done, ddof=1)
+                x, m, sd, _ = table3.mean_curve(done, ddof=1)
                 ax.plot(x, m, color=color, lw=2, label=f"{lab} ({len(done)} finished)")
                 ax.fill_between(x, m - sd, m + sd, color=color, alpha=0.15)
             else:
