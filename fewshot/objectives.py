@@ -159,14 +159,14 @@ ENCODER_LOSSES: Registry[EncoderLoss] = Registry("--contrastive", (
     EncoderLoss("punce", "puNCE", 0, "puNCE: PU form with --setting pu, PNU form with --setting pnu",
                 loss=_punce_views),
     EncoderLoss("infonce", "InfoNCE", 1, "InfoNCE (SimCLR's NT-Xent)", loss=_infonce_views),
-    EncoderLoss("dcl", "DCL", 2, "the debiased loss, DCL (--tau-plus)", ("tau_plus",), loss=_dcl_views),
+    EncoderLoss("dcl", "DCL", 2, "the debiased loss, DCL (--tau-plus)", loss=_dcl_views),
     EncoderLoss("scl", "SCL", 3, "SupCon on labeled anchors, InfoNCE on unlabeled ones (the paper's SCL baseline)",
                 loss=_scl_views),
     EncoderLoss("cpc", "CPC", 4, "Contrastive Predictive Coding (van den Oord et al. 2018, section 3.2): a 7x7 grid "
                 "of patches (--encoder patches), a masked context predicting the rows below (--cpc-steps), negatives "
                 "from the patches of --cpc-group images", loss=cpc_grid_loss, inputs="grid", encoder="patches"),
     EncoderLoss("none", "raw", 5, "no contrastive stage: encoder and linear head trained end to end on pixels"),
-), neutral={"tau_plus": 0.0})
+))
 #: The configuration's --contrastive type: the registry's names, so a new entry is a new choice.
 EncoderLossName = ENCODER_LOSSES.choices
 

@@ -132,9 +132,9 @@ def built(site: Path, page: str) -> Path:
 @pytest.mark.slow
 def test_site_has_the_pages_and_the_plots(site):
     for page in ["index.md", "getting_started.md", "losses.md", "equations.md", "rl_curl.md", "nlp_qt.md",
-                 "fewshot.md", "clusters.md", "adding_a_loss.md", "api/index.md", "api/losses.md",
-                 "api/training.md", "api/data.md", "api/distributed.md", "api/rl_curl.md", "api/nlp_qt.md",
-                 "api/fewshot.md", *results_pages()]:
+                 "fewshot.md", "clusters.md", "architecture.md", "adding_a_loss.md", "adding_a_task_or_data_set.md",
+                 "api/index.md", "api/losses.md", "api/training.md", "api/data.md", "api/distributed.md",
+                 "api/rl_curl.md", "api/nlp_qt.md", "api/fewshot.md", "api/paper_tables.md", *results_pages()]:
         assert built(site, page).is_file(), f"{page} was not built"
     # The API pages really hold the rendered reference, not an empty page.
     assert 'id="shared_losses.functional.debiased_nce"' in built(site, "api/losses.md").read_text()

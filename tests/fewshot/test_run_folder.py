@@ -85,9 +85,9 @@ def test_fewshot_pu_pipeline_follows_the_folder_rules(tiny_encoder, easy_task, t
 def test_fewshot_pu_pipeline_ctrl_c_resumes_exactly(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys):
     """The PU pipeline stops on Ctrl-C after the step (checkpointed), and --resume gives the run that was not
     interrupted: the same losses, the same probes (baseline included) and the same metrics."""
-    import fewshot.pu_pipeline as pu_pipeline
+    import fewshot.objectives as objectives  # the PU pipeline's puNCE is the ce+punce entry's term
 
-    rows, metrics = cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, pu_pipeline, "punce_loss",
+    rows, metrics = cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, objectives, "punce_loss",
                                    max_steps=5, checkpoint_every=4, **PU)
     assert len(rows["full"]) == 5 and rows["full"] == rows["cut"]
     for key in ("eval_accuracy", "probes", "prior", "steps"):
