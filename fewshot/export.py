@@ -96,8 +96,8 @@ def head_kind(cfg: FewShotConfig) -> str:
     if cfg.setting == "pu":
         return "nnpu"
     objective = ALL_OBJECTIVES.get(cfg.objective)
-    if objective.keeps_model:
-        raise ValueError(f"a {cfg.objective} run keeps no model to export ({objective.keeps_model})")
+    if objective.no_model:
+        raise ValueError(f"a {cfg.objective} run keeps no model to export ({objective.no_model})")
     return "logreg" if not objective.trains_head or cfg.head == "logreg" else "linear"
 
 

@@ -37,14 +37,14 @@ class Objective(Entry):
     ``trains_head``: whether the run has a CE-trained linear head (a baseline's classifier is its own: logistic
     regression on the frozen encoder's vectors, or SetFit's). ``views``: dropout views of each example a training
     step encodes (0: no training step). ``reads_unlabeled``: whether a step draws unlabeled examples.
-    ``keeps_model``: why the run keeps no model to export (empty: it keeps one)."""
+    ``no_model``: why the run keeps no model to export (empty: it keeps one, the usual case)."""
 
     loss: Callable[..., torch.Tensor] | None = None
     trains_encoder: bool = True
     trains_head: bool = True
     views: int = 1
     reads_unlabeled: bool = False
-    keeps_model: str = ""
+    no_model: str = ""
 
 
 def _supcon_term(*, z1, z2, roles, temperature, prior, gather):
@@ -65,7 +65,7 @@ ALL_OBJECTIVES: Registry[Objective] = Registry("--objective", (
               views=0),
     Objective("setfit", "SetFit (its defaults)", 1, "SetFit with its own defaults on the same sample (optional extra "
               ".[setfit]; a sentence-transformers encoder)", trains_encoder=False, trains_head=False, views=0,
-              keeps_model="SetFit trains and scores its own copy of the encoder; save one with setfit's "
+              no_model="SetFit trains and scores its own copy of the encoder; save one with setfit's "
               "SetFitModel.save_pretrained instead"),
     Objective("ce", "CE", 2, "cross-entropy on the labeled examples"),
     Objective("ce+scl", "CE + SupCon", 3, "CE + SupCon over the labeled examples' two dropout views (Gunel et al. "

@@ -64,7 +64,7 @@ PAPER = {  # puNCE Table 5 (RoBERTa, SST-2), mean ± std
 #: One method per objective of fewshot.objectives' table (in its order), CE + puNCE twice: with the exact prior
 #: and with the estimated one; setfit is an optional extra (pip install -e ".[setfit]"), not in the default methods.
 RUN_METHODS: dict[str, dict] = {}
-for _name in sorted(FO.ALL_OBJECTIVES, key=lambda n: FO.ALL_OBJECTIVES[n].rank):
+for _name in (entry.name for entry in FO.ALL_OBJECTIVES.ranked()):
     if _name == "ce+punce":
         RUN_METHODS["ce+punce"] = {"objective": "ce+punce", "estimate_prior": False}
         RUN_METHODS["ce+punce-est"] = {"objective": "ce+punce", "estimate_prior": True}
