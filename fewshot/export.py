@@ -20,7 +20,8 @@ same argmax, and the probabilities (softmax over the two logits) to float precis
 * ``--head logreg`` and ``--objective probe``: the logistic regression fitted on the N labeled examples'
   L2-normalised sentence vectors (``config.normalize``; logits ``[0, w.x + b]``), fitted again from the
   run's data when exporting a finished run (deterministic: the same features, C and seed);
-* ``--setting pu``: the nnPU probe on standardised sentence vectors (``config.standardize``), logits
+* the PU pipeline (``python -m fewshot.train pu``): the nnPU probe on standardised sentence vectors
+  (``config.standardize``), logits
   ``[0, g(x)]``; label 1 is the positive class, label 0 "not <positive>".
 
 ``setfit`` runs keep no model, and are refused. Training writes RUN/model/ at the end of every run that
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import FewShotConfig
+from .config import AnyConfig, ImageConfig, TextOptions, config_for
 from .data import class_names
 from .model import FewShotModel, load_tokenizer, resolve_pooling
 from .objectives import ALL_OBJECTIVES
@@ -91,7 +92,7 @@ def check_safetensors(path, what: str, remedy: str) -> None:
                          f"while it was copied or written; {remedy}")
 
 
-def head_kind(cfg: FewShotConfig) -> str:
+def head_kind(cfg: TextOptions) -> str:
     """Which classifier the run's evaluation used: ``linear``, ``logreg`` or ``nnpu``."""
     if cfg.setting == "pu":
         return "nnpu"
@@ -129,7 +130,7 @@ def check_target(out_dir: Path, run_dir: Path, overwrite: bool = True) -> None:
                           "(an empty or new folder); nothing was written")
 
 
-def logreg_head(model: FewShotModel, tokenizer, cfg: FewShotConfig, train_x, train_y, sample, device="cpu"):
+def logreg_head(model: FewShotModel, tokenizer, cfg: TextOptions, train_x, train_y, sample, device="cpu"):
     """(weight [2, d], bias [2]) of the logistic-regression head, fitted as the evaluation fits it."""
     from .run import embed_all, fit_logreg
 
@@ -248,7 +249,7 @@ def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path
     return replace_directory(tmp, out_dir)
 
 
-def export_model(cfg: FewShotConfig, model: FewShotModel, tokenizer, pooling: str, pooling_source: str, run_dir,
+def export_model(cfg: TextOptions, model: FewShotModel, tokenizer, pooling: str, pooling_source: str, run_dir,
                  out_dir=None, *, train_x=None, train_y=None, sample=None, pu_head: dict | None = None,
                  eval_accuracy=None, device="cpu") -> Path:
     """Export the classifier of a run whose model is in memory (the end of training, or :func:`export_run`).
@@ -281,18 +282,15 @@ def export_model(cfg: FewShotConfig, model: FewShotModel, tokenizer, pooling: st
     return save_folder(hf, tokenizer, out_dir, run_dir, info)
 
 
-def run_config(run_dir: Path) -> FewShotConfig:
-    """The FewShotConfig a run was made with (its config.json; fields added since take their defaults)."""
-    import dataclasses
-
+def run_config(run_dir: Path) -> AnyConfig:
+    """The configuration a run was made with (its config.json, as its pipeline's dataclass; fields added since take
+    their defaults)."""
     from .run import read_json
 
     f = run_dir / "config.json"
     if not f.is_file():
         raise FileNotFoundError(f"{run_dir} is not a fewshot run: it has no config.json")
-    saved = read_json(f)
-    names = {f.name for f in dataclasses.fields(FewShotConfig)}
-    return FewShotConfig(**{k: v for k, v in saved.items() if k in names})
+    return config_for(read_json(f), str(f))
 
 
 def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
@@ -311,9 +309,7 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder not found: {run_dir}")
     cfg = run_config(run_dir)
-    from .images import is_image_dataset
-
-    if is_image_dataset(cfg.dataset):
+    if isinstance(cfg, ImageConfig):
         return export_image_run(run_dir, out_dir, overwrite)
     if not (run_dir / "metrics.json").is_file():
         raise ValueError(f"{run_dir} has no metrics.json: the run has not finished (export it when it has)")

@@ -41,7 +41,7 @@ from shared_losses.data import DataError, load_images
 from shared_losses.training.harness import RunHarness
 from shared_losses.training.runtime import DivergenceWatch, write_json_atomic
 
-from .config import FewShotConfig
+from .config import ImageConfig
 from .images import Augment, ImageModel, as_images, binary_labels, features, stratified_split
 from .objectives import ENCODER_LOSSES, encoder_loss
 from .prior import elkan_noto_prior
@@ -71,7 +71,7 @@ class ImageData:
     raw_integer: bool = False
 
 
-def image_data(cfg: FewShotConfig) -> ImageData:
+def image_data(cfg: ImageConfig) -> ImageData:
     """Load, split and sample the images of a run (deterministic given the configuration)."""
     full = load_images(cfg.dataset, "--dataset")
     yb = binary_labels(full.y, cfg.positive_classes, full.source)
@@ -103,7 +103,7 @@ def image_data(cfg: FewShotConfig) -> ImageData:
             raise DataError(f"{full.source}: the {part} has {int(labels.sum())} positive and "
                             f"{int(len(labels) - labels.sum())} negative images; both classes are needed "
                             "(more images, or other --positive-classes)")
-    labeled = sample_labeled(y, cfg.setting, cfg.n_labeled, cfg.seed)
+    labeled = sample_labeled(y, cfg.setting, cfg.n_labeled if cfg.setting == "pu" else cfg.labeled_percent, cfg.seed)
     unlabeled = np.setdiff1d(np.arange(len(y)), labeled)
     if cfg.encoder != "mlp":  # the CNN and the patch grid read images: flat square vectors become (1, s, s)
         x, eval_x = as_images(x, cfg.encoder), as_images(eval_x, cfg.encoder)
@@ -111,9 +111,9 @@ def image_data(cfg: FewShotConfig) -> ImageData:
                      full.raw_integer)
 
 
-def sample_labeled(y: np.ndarray, setting: str, n_labeled: int, seed: int) -> np.ndarray:
-    """PU: ``n_labeled`` positives drawn uniformly from the pool's positives. PNU: ``n_labeled`` percent of
-    the pool, drawn per class (both classes in proportion, at least one image each)."""
+def sample_labeled(y: np.ndarray, setting: str, n_labeled: float, seed: int) -> np.ndarray:
+    """PU: ``n_labeled`` positives drawn uniformly from the pool's positives (--n-labeled). PNU: ``n_labeled``
+    percent of the pool, drawn per class (both classes in proportion, at least one image each; --labeled-percent)."""
     rng = np.random.default_rng(seed + 2)
     if setting == "pu":
         pos = np.flatnonzero(y == 1)
@@ -128,7 +128,7 @@ def sample_labeled(y: np.ndarray, setting: str, n_labeled: int, seed: int) -> np
     return np.sort(np.concatenate(out))
 
 
-def priors(cfg: FewShotConfig, data: ImageData) -> tuple[float, float, str]:
+def priors(cfg: ImageConfig, data: ImageData) -> tuple[float, float, str]:
     """(pi = p(y=+1 | unlabeled), pi_p = p(y=+1) of the pool, where pi comes from)."""
     n_l, n_u = len(data.labeled), len(data.unlabeled)
     if cfg.prior is not None:
@@ -142,7 +142,7 @@ def priors(cfg: FewShotConfig, data: ImageData) -> tuple[float, float, str]:
     return pi, (lab_pos + n_u * pi) / (n_l + n_u), source
 
 
-def batch_sizes(cfg: FewShotConfig, data: ImageData) -> tuple[int, int]:
+def batch_sizes(cfg: ImageConfig, data: ImageData) -> tuple[int, int]:
     """Labeled and unlabeled images per step. ``--batch-size B`` (the preset's way): a draw of B images from
     the pool with the labeled ones in their share of it (at least one), as a uniform draw has them on
     average, the paper's sampling; otherwise ``--batch-labeled`` and ``--batch-unlabeled``. Each capped at
@@ -155,7 +155,7 @@ def batch_sizes(cfg: FewShotConfig, data: ImageData) -> tuple[int, int]:
     return min(n_lab, len(data.labeled)), min(n_unl, len(data.unlabeled))
 
 
-def steps_from_passes(cfg: FewShotConfig, data: ImageData) -> FewShotConfig:
+def steps_from_passes(cfg: ImageConfig, data: ImageData) -> ImageConfig:
     """``--passes P``: the configuration with ``steps = round(P x pool / images per step)`` (at least 1), so
     that pools of any size are trained for as many passes; unchanged without --passes."""
     if cfg.passes is None:
@@ -164,7 +164,7 @@ def steps_from_passes(cfg: FewShotConfig, data: ImageData) -> FewShotConfig:
     return dataclasses.replace(cfg, max_steps=max(1, int(round(cfg.passes * len(data.x) / (n_lab + n_unl)))))
 
 
-def learner_names(cfg: FewShotConfig) -> tuple[str, ...]:
+def learner_names(cfg: ImageConfig) -> tuple[str, ...]:
     if cfg.contrastive != "none":
         return ("encoder",)
     return RISKS if cfg.setting == "pu" else ("ce",)
@@ -184,7 +184,7 @@ class ImageApp(FewShotRunApp):
     labeled + unlabeled images, two augmented views through the encoder (``--contrastive``) or each end-to-end learner
     (``none``); at the end the classifiers of :func:`classify`."""
 
-    def __init__(self, cfg: FewShotConfig, harness: RunHarness):
+    def __init__(self, cfg: ImageConfig, harness: RunHarness):
         t_start, data = time.time(), image_data(cfg)
         super().__init__(steps_from_passes(cfg, data), harness)
         self.t_start, self.data = t_start, data
@@ -257,7 +257,8 @@ class ImageApp(FewShotRunApp):
         for m in self.models.values():
             m.train()
         self.t0 = time.time()
-        desc = f"{cfg.contrastive} {cfg.setting} n={cfg.n_labeled}" + ("%" if cfg.setting == "pnu" else "")
+        desc = f"{cfg.contrastive} {cfg.setting} " + (f"n_P={cfg.n_labeled}" if cfg.setting == "pu"
+                                                           else f"{cfg.labeled_percent:g}% labeled")
         return tqdm(total=cfg.max_steps, initial=self.step, desc=desc, unit="step", disable=not cfg.progress)
 
     def train_step(self):
@@ -310,12 +311,12 @@ class ImageApp(FewShotRunApp):
             "eval_accuracy": accuracies[main_key], "probes": accuracies, "setting": cfg.setting,
             "contrastive": cfg.contrastive, "encoder": cfg.encoder, "dataset": cfg.dataset, "eval_file": cfg.eval_file,
             "positive_classes": list(cfg.positive_classes) if cfg.positive_classes is not None else [1],
-            "n_labeled": len(data.labeled), "n_labeled_option": cfg.n_labeled, "n_unlabeled": len(data.unlabeled),
+            "n_labeled": len(data.labeled), "n_unlabeled": len(data.unlabeled),
+            **({"labeled_percent": cfg.labeled_percent} if cfg.setting == "pnu" else {}),
             "n_pool": len(data.x), "n_dev": data.n_dev, "n_test": data.n_test, "n_eval": len(data.eval_y),
             "eval_split": data.eval_name, "seed": cfg.seed, "steps": cfg.max_steps, "temperature": cfg.temperature,
             "prior": self.pi, "pool_prior": self.pi_p, "prior_source": self.prior_source,
             "train_seconds": train_seconds, "probe_seconds": probe_seconds, "run_seconds": time.time() - self.t_start,
-            "preset": cfg.preset,
             "majority_accuracy": float(max(data.eval_y.mean(), 1 - data.eval_y.mean()) * 100.0),
         }
 
@@ -328,7 +329,7 @@ class ImageApp(FewShotRunApp):
         return self.metrics
 
 
-def classify(cfg: FewShotConfig, data: ImageData, models: dict, pi_p: float) -> tuple[dict, dict]:
+def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float) -> tuple[dict, dict]:
     """Accuracy (%) on the evaluation split of each classifier of the run, and the head to export
     (the nnPU / logistic-regression / end-to-end one that gives ``eval_accuracy``)."""
     ev_y = data.eval_y
@@ -368,7 +369,7 @@ def classify(cfg: FewShotConfig, data: ImageData, models: dict, pi_p: float) -> 
     return {"logreg": acc_}, head
 
 
-def export_images(cfg: FewShotConfig, models: dict, head: dict, data: ImageData, metrics: dict, out) -> None:
+def export_images(cfg: ImageConfig, models: dict, head: dict, data: ImageData, metrics: dict, out) -> None:
     """OUT/model/image_classifier.pt: encoder weights, input shape, positive classes and the linear head;
     :func:`load_image_classifier` turns it back into a predictor of arrays."""
     model = models["encoder"] if "encoder" in models else models[head["learner"]]

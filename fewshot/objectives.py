@@ -58,7 +58,8 @@ def _punce_term(*, z1, z2, roles, temperature, prior, gather):
     return punce_loss(feats, src, r, prior, temperature, gather_distributed=gather)
 
 
-#: Every objective of fewshot.train (setting pnu), in table order: the one place an objective is added.
+#: Every objective of the text few-shot pipeline (python -m fewshot.train), in table order: the one place an
+#: objective is added.
 ALL_OBJECTIVES: Registry[Objective] = Registry("--objective", (
     Objective("probe", "frozen encoder + logistic regression", 0, "frozen encoder, logistic regression on the N "
               "labeled sentence vectors (no training steps; baseline)", trains_encoder=False, trains_head=False,
@@ -78,8 +79,7 @@ OBJECTIVES = ALL_OBJECTIVES.where(trains_encoder=True)
 BASELINES = ALL_OBJECTIVES.where(trains_encoder=False)
 #: The configuration's --objective type: the registry's names, so a new entry is a new choice.
 ObjectiveName = ALL_OBJECTIVES.choices
-#: --objective's default, puNCE's objective: the one value that --setting pu (whose encoder is always trained with
-#: puNCE, PU form) and image data (which choose their loss with --contrastive) accept.
+#: --objective's default, puNCE's objective; the PU pipeline's encoder is trained with this entry's term (its PU form).
 DEFAULT_OBJECTIVE = "ce+punce"
 
 

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from shared_losses.training.runtime import DivergenceWatch
 
+from .config import PuConfig
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE
 from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
@@ -27,17 +28,7 @@ class PuApp(FewShotRunApp):
     puNCE (PU form) one batch of labeled + unlabeled examples per step; at the end the PN / uPU / nnPU probes on its
     frozen features (and, before training, on the pretrained encoder's: the baseline)."""
 
-    def __init__(self, cfg, harness, model=None, tokenizer=None):
-        if cfg.gather_across_processes:
-            raise ValueError("--gather-across-processes is not supported with --setting pu (each process contrasts "
-                             "within its own batch there); drop it")
-        if cfg.objective != DEFAULT_OBJECTIVE:
-            raise ValueError(f"--objective {cfg.objective} does not apply to --setting pu: its encoder is always "
-                             "trained with puNCE (PU form), and its baselines are the PN / uPU / nnPU probes on the "
-                             "untouched encoder; drop --objective")
-        if cfg.n_unlabeled < 1 and cfg.positive_file is None:
-            raise ValueError(f"--n-unlabeled must be >= 1 with --setting pu (the puNCE prior and the PU probes need "
-                             f"unlabeled examples), got {cfg.n_unlabeled}")
+    def __init__(self, cfg: PuConfig, harness, model=None, tokenizer=None):
         super().__init__(cfg, harness)
         self.model, self.tokenizer = model, tokenizer
 

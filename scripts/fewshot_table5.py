@@ -80,7 +80,6 @@ ANCHORS = ("ce+punce", "ce+punce-est")
 SWEEP_FIELDS = {
     "objective": "--methods", "estimate_prior": "--methods (ce+punce-est)", "n_labeled": "--ns", "seed": "--seeds",
     "output_dir": "--out", "resume": "nothing (an interrupted run is always continued)", "preset": "--preset",
-    "setting": "nothing (Table 5 is the pnu setting; the PU pipeline is `python -m fewshot.train --setting pu`)",
 }
 #: argparse dest -> FewShotConfig field of the sweep's own options (default None: only given ones are passed).
 OPTION_FIELDS = ("encoder", "dataset", "eval_file", "text_column", "label_column", "positive_label", "n_unlabeled",
@@ -516,11 +515,9 @@ def overrides_of(p: argparse.ArgumentParser, args) -> dict:
 def check_run(cfg: FewShotConfig) -> None:
     """What FewShotConfig.validate leaves to the run's data step (fewshot.data.sample_fewshot's rule for the pnu
     setting of Table 5), checked before anything starts: the seed, N and U of a run."""
-    from fewshot.images import is_image_dataset
-
     if not 0 <= cfg.seed < 2**32:
         raise ValueError(f"--seeds must be >= 0 and below 2**32 (numpy's generators), got {cfg.seed}")
-    if not is_image_dataset(cfg.dataset) and cfg.n_labeled < 2:  # image data: validate_images checks it
+    if cfg.n_labeled < 2:
         raise ValueError(f"--ns must be >= 2 (the labeled sample holds both classes), got {cfg.n_labeled}")
     if cfg.n_unlabeled < 0:
         raise ValueError(f"--n-unlabeled must be >= 0, got {cfg.n_unlabeled}")
@@ -537,7 +534,7 @@ def check_data(cfg: FewShotConfig) -> None:
     from fewshot.images import is_image_dataset
     from shared_losses.data import TEXT_SETS
 
-    if cfg.dataset in TEXT_SETS or is_image_dataset(cfg.dataset):
+    if cfg.dataset in TEXT_SETS or is_image_dataset(cfg.dataset):  # image data: the runs refuse it in one line
         return
     with contextlib.chdir(ROOT):
         if Path(cfg.dataset).exists() and cfg.eval_file is not None and not Path(cfg.eval_file).is_file():

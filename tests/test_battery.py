@@ -52,7 +52,7 @@ def image_run(tmp_path_factory) -> Path:
     """A finished 2-step fewshot run on image data (a tiny MLP), its export written, trained once for the module."""
     import numpy as np
 
-    from fewshot.config import preset_config
+    from fewshot.config import ImageConfig
     from fewshot.train import train
 
     root = tmp_path_factory.mktemp("battery_images")
@@ -62,7 +62,7 @@ def image_run(tmp_path_factory) -> Path:
     for c in range(4):
         x[y == c, c + 1] += 110
     np.savez(root / "digits.npz", x=x.astype(np.uint8), y=y)
-    train(preset_config("images", dataset=str(root / "digits.npz"), encoder="mlp", setting="pu", contrastive="punce",
+    train(ImageConfig(dataset=str(root / "digits.npz"), encoder="mlp", setting="pu", contrastive="punce",
                         n_labeled=6, positive_classes=(0, 2), hidden=8, max_steps=2, passes=None, batch_size=16,
                         progress=False, output_dir=str(root / "run")))
     return root / "run"
@@ -313,8 +313,11 @@ BATTERY = [
       "--positive-label", "5"], 2, "--eval-file: ", _stars),
     # issue 46, item 11: options that would be ignored are refused
     ("fewshot --positive-label on image data", "fewshot.train",
-     ["--dataset", "{tmp}/digits.npz", "--positive-label", "3", "--output-dir", "{tmp}/new", "--device", "cpu"], 2,
-     "image data (--dataset", _digits),
+     ["images", "--dataset", "{tmp}/digits.npz", "--positive-label", "3", "--output-dir", "{tmp}/new", "--device",
+      "cpu"], 2, "--positive-label is not an option of the images pipeline", _digits),
+    ("fewshot image data given to the text pipeline", "fewshot.train",
+     ["--dataset", "{tmp}/digits.npz", "--output-dir", "{tmp}/new", "--device", "cpu"], 2,
+     "is image data: run `python -m fewshot.train images", _digits),
     ("fewshot --positive-label 1 beside --label-map", "fewshot.train",
      [*FEWSHOT, "--encoder", "{tmp}/no_model", "--label-map", "1=0,5=1", "--positive-label", "1"], 2,
      "both say which class is positive", _stars),

@@ -297,9 +297,13 @@ def test_tiny_settings_are_appended_by_program():
         D.TINY.update(saved)
     text = D.tiny_argv(["-m", "fewshot.train", "--dataset", "train.tsv"])[1]
     assert text[-4:] == ["--encoder", "minilm", "--pooling", "mean"]  # the hub's default encoder: the shipped one
-    images = D.tiny_argv(["-m", "fewshot.train", "--dataset", "mnist", "--positive-classes", "1"])[1]
+    pu = D.tiny_argv(["-m", "fewshot.train", "pu", "--dataset", "train.tsv"])[1]
+    assert "--eval-every" not in pu and pu[-4:] == ["--encoder", "minilm", "--pooling", "mean"]  # not a PU option
+    images = D.tiny_argv(["-m", "fewshot.train", "images", "--dataset", "mnist", "--positive-classes", "1"])[1]
     assert "--hidden" in images and images[images.index("--dataset") + 1].endswith(D.DIGITS)
-    cpc = D.tiny_argv(["-m", "fewshot.train", "--dataset", "mnist", "--contrastive", "cpc"])[1]
+    default = D.tiny_argv(["-m", "fewshot.train", "images"])[1]  # mnist is the image pipeline's default data
+    assert default[default.index("--dataset") + 1].endswith(D.DIGITS)
+    cpc = D.tiny_argv(["-m", "fewshot.train", "images", "--dataset", "mnist", "--contrastive", "cpc"])[1]
     assert cpc[cpc.index("--dataset") + 1].endswith(D.DIGITS16)  # a patch grid needs 16 pixels a side
     assert D.tiny_argv(["-c", "import rl_curl.train"])[1] == []
     assert D.tiny_argv(["-", "runs/x"])[1] == []

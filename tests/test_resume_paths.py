@@ -47,7 +47,7 @@ def test_nlp_qt_resumes_with_the_corpus_named_absolutely(tmp_path, monkeypatch):
 
 
 def test_an_image_run_resumed_elsewhere_with_the_same_spelling_of_another_file_is_refused(tmp_path, monkeypatch):
-    from fewshot.config import preset_config
+    from fewshot.config import ImageConfig
     from fewshot.train import train
 
     rng = np.random.default_rng(0)
@@ -57,7 +57,7 @@ def test_an_image_run_resumed_elsewhere_with_the_same_spelling_of_another_file_i
                  y=np.arange(80) % 4)
 
     def cfg(steps):
-        return preset_config("images", dataset="d.npz", encoder="mlp", setting="pu", contrastive="punce", n_labeled=8,
+        return ImageConfig(dataset="d.npz", encoder="mlp", setting="pu", contrastive="punce", n_labeled=8,
                              positive_classes=(1,), hidden=16, max_steps=steps, passes=None, batch_size=16,
                              progress=False, output_dir=str(tmp_path / "run"), resume=True, checkpoint_every=2)
 

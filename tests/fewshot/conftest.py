@@ -59,3 +59,16 @@ def easy_task(tmp_path):
 def _one_thread(one_torch_thread):
     """Every fewshot test runs torch on one thread (tests/conftest.py): the tiny encoders run fastest so."""
     yield
+
+
+def text_config(base: dict, **kw):
+    """A text run's configuration: the PU pipeline's (fewshot.config.PuConfig) when ``kw`` says ``setting="pu"``,
+    else the few-shot one (FewShotConfig). ``base`` holds a test file's shared fields; those the PU pipeline does
+    not have (eval_every, objective, ...) are left out of its configuration; a field in ``kw`` is always passed."""
+    import dataclasses
+
+    from fewshot.config import FewShotConfig, PuConfig
+
+    cls = PuConfig if kw.pop("setting", "pnu") == "pu" else FewShotConfig
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{**{k: v for k, v in base.items() if k in names}, **kw})

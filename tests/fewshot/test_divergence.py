@@ -18,12 +18,12 @@ def test_fewshot_at_lr_1e30_stops_naming_the_step_not_the_features(tiny_encoder,
 
 
 def test_image_runs_at_lr_1e30_stop_before_their_probes(tmp_path):
-    from fewshot.config import preset_config
+    from fewshot.config import ImageConfig
     from fewshot.train import train
 
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "d.npz", x=rng.integers(0, 256, (80, 8, 8), dtype=np.uint8), y=np.arange(80) % 4)
-    cfg = preset_config("images", dataset=str(tmp_path / "d.npz"), encoder="mlp", setting="pu", contrastive="punce",
+    cfg = ImageConfig(dataset=str(tmp_path / "d.npz"), encoder="mlp", setting="pu", contrastive="punce",
                         n_labeled=8, positive_classes=(1,), hidden=16, max_steps=3, passes=None, batch_size=16,
                         progress=False, output_dir=str(tmp_path / "run"), lr=1e30, log_every=1)
     with pytest.raises(TrainingDiverged, match=r"training diverged between steps 0 and 1"):

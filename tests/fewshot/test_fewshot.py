@@ -1,7 +1,6 @@
 """fewshot: loss wiring, sampling, prior estimation, nnPU risk, short runs, resume, bad data."""
 
 import csv
-import dataclasses
 import json
 import math
 
@@ -19,7 +18,7 @@ from fewshot.train import train
 from shared_losses import punce_loss, supcon_loss
 from shared_losses.data import DataError, load_local
 
-from .conftest import make_texts, write_tsv
+from .conftest import make_texts, text_config, write_tsv
 
 
 def _cfg(tiny_encoder, easy_task, tmp_path, **kw):
@@ -27,8 +26,7 @@ def _cfg(tiny_encoder, easy_task, tmp_path, **kw):
     base = dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, n_labeled=20, n_unlabeled=100,
                 max_steps=30, batch_labeled=10, batch_unlabeled=20, lr=3e-3, max_length=16, pooling="mean",
                 proj_dim=16, eval_every=30, checkpoint_every=30, output_dir=str(tmp_path / "run"), device="cpu")
-    base.update(kw)
-    return FewShotConfig(**base)
+    return text_config(base, **kw)
 
 
 def _batch(tiny_encoder):
@@ -327,16 +325,18 @@ def test_process_share_splits_a_global_batch():
 
 
 def test_resume_checks_the_process_count(tiny_encoder, easy_task, tmp_path):
-    from fewshot.run import check_resume_config
+    from fewshot.run import check_resume_config, recorded_config
 
     cfg = _cfg(tiny_encoder, easy_task, tmp_path)
-    saved = {**dataclasses.asdict(cfg), "num_processes": 2}
+    saved = {**recorded_config(cfg), "num_processes": 2}
     with pytest.raises(ValueError, match="num_processes: 2 -> 1"):
         check_resume_config(cfg, saved, world=1)
     check_resume_config(cfg, saved, world=2)
     check_resume_config(cfg, saved)  # process count not known yet: checked later
     with pytest.raises(ValueError, match="num_processes: None -> 3"):  # a record without the count: refused
-        check_resume_config(cfg, dataclasses.asdict(cfg), world=3)
+        check_resume_config(cfg, recorded_config(cfg), world=3)
+    with pytest.raises(ValueError, match="pipeline: 'pu' -> 'text'"):  # another pipeline's run: refused
+        check_resume_config(cfg, {**recorded_config(cfg), "pipeline": "pu"})
 
 
 @pytest.mark.parametrize("setting", ["pnu", "pu"])
@@ -350,12 +350,12 @@ def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_ta
 
     train_file, dev = easy_task
     out = tmp_path / "multi"
-    args = ["--encoder", str(tiny_encoder), "--dataset", str(train_file), "--eval-file", str(dev), "--setting", setting,
-            "--n-labeled", "20", "--n-unlabeled", "40", "--max-steps", "3", "--batch-labeled", "4",
-            "--batch-unlabeled", "6", "--max-length", "16", "--pooling", "mean", "--proj-dim", "16",
-            "--eval-every", "3", "--checkpoint-every", "3", "--device", "cpu", "--output-dir", str(out)]
+    args = [*(["pu"] if setting == "pu" else []), "--encoder", str(tiny_encoder), "--dataset", str(train_file),
+            "--eval-file", str(dev), "--n-labeled", "20", "--n-unlabeled", "40", "--max-steps", "3",
+            "--batch-labeled", "4", "--batch-unlabeled", "6", "--max-length", "16", "--pooling", "mean", "--proj-dim",
+            "16", "--checkpoint-every", "3", "--device", "cpu", "--output-dir", str(out)]
     if setting == "pnu":
-        args += ["--objective", "ce+punce", "--gather-across-processes"]
+        args += ["--objective", "ce+punce", "--gather-across-processes", "--eval-every", "3"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
     res = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *args],
                          capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())

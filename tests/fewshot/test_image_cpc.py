@@ -216,7 +216,7 @@ def test_cpc_checkpoint_holds_the_heads_and_a_resumed_run_equals_a_straight_one(
 
 def test_the_command_line_gives_cpc_its_encoder_and_refuses_what_does_not_fit(npz16, tmp_path):
     path, _, _ = npz16
-    base = ["--dataset", path, "--positive-classes", "0", "2", "4", "--output-dir", str(tmp_path / "r")]
+    base = ["images", "--dataset", path, "--positive-classes", "0", "2", "4", "--output-dir", str(tmp_path / "r")]
     cfg = from_cli(base + ["--contrastive", "cpc"])
     assert (cfg.encoder, cfg.cpc_steps, cfg.cpc_group, cfg.patch_pool) == ("patches", 5, 16, 3)
     cfg.validate()
@@ -235,8 +235,9 @@ def test_the_command_line_gives_cpc_its_encoder_and_refuses_what_does_not_fit(np
         with pytest.raises(ValueError, match=words) as err:
             from_cli(base + extra).validate()
         one_line(err)
-    with pytest.raises(ValueError, match="applies to image data"):
-        from_cli(["--dataset", "reuters", "--cpc-steps", "3"]).validate()
+    with pytest.raises(ValueError, match="--cpc-steps is not an option of the text pipeline; it belongs to `python -m "
+                                         "fewshot.train images`"):
+        from_cli(["--dataset", "reuters", "--cpc-steps", "3"])
 
 
 def test_cpc_on_images_too_small_for_the_grid_is_one_line_and_writes_nothing(tmp_path):

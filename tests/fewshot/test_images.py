@@ -2,6 +2,7 @@
 positive-class mapping, the augmentation, the MLP / CNN encoders through the PU and PNU pipelines, exact
 resume, the one-line errors, and the command line's preset for image data. Tiny arrays, a few steps each."""
 
+import re
 import csv
 import json
 import os
@@ -13,11 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from fewshot.config import preset_config
+from fewshot.config import ImageConfig, from_cli
 from fewshot.image_export import CONFIG_FILE, ONNX_FILE, TORCHSCRIPT_FILE, WEIGHTS_FILE
 from fewshot.image_run import TEST_FRACTION, load_image_classifier
 from fewshot.images import Augment, CNNEncoder, ImageModel, MLPEncoder, binary_labels, features, stratified_split
-from fewshot.config import from_cli
 from fewshot.train import train
 from shared_losses.data import DataError, check_arrays, load_images
 
@@ -53,10 +53,12 @@ def npz(tmp_path):
 
 
 def image_cfg(dataset, out, **overrides):
-    fields = dict(dataset=str(dataset), encoder="mlp", setting="pu", contrastive="punce", n_labeled=8,
-                  positive_classes=POSITIVE, hidden=16, max_steps=4, passes=None, batch_size=16, progress=False,
-                  output_dir=str(out))
-    return preset_config("images", **{**fields, **overrides})
+    """A tiny image run: PU with n_P = 8 unless ``overrides`` say otherwise (--setting pnu takes labeled_percent)."""
+    pu = overrides.get("setting", "pu") == "pu"
+    fields = dict(dataset=str(dataset), encoder="mlp", setting="pu", contrastive="punce", **({"n_labeled": 8} if pu
+                  else {}), positive_classes=POSITIVE, hidden=16, max_steps=4, passes=None, batch_size=16,
+                  progress=False, output_dir=str(out))
+    return ImageConfig(**{**fields, **overrides})
 
 
 def one_line(err) -> str:
@@ -188,14 +190,14 @@ def eval_images(x, y, seed=0):
 RUNS = {
     "mlp-pu-punce": dict(encoder="mlp", setting="pu", contrastive="punce", n_labeled=8),
     "cnn-pu-punce": dict(encoder="cnn", setting="pu", contrastive="punce", n_labeled=8),
-    "mlp-pnu-scl": dict(encoder="mlp", setting="pnu", contrastive="scl", n_labeled=20),
-    "cnn-pnu-scl": dict(encoder="cnn", setting="pnu", contrastive="scl", n_labeled=20),
+    "mlp-pnu-scl": dict(encoder="mlp", setting="pnu", contrastive="scl", labeled_percent=20),
+    "cnn-pnu-scl": dict(encoder="cnn", setting="pnu", contrastive="scl", labeled_percent=20),
     # end to end (lr 1e-2: enough for 4 steps to move the head off one class, so the check below bites)
     "mlp-pu-none": dict(encoder="mlp", setting="pu", contrastive="none", n_labeled=8, lr=1e-2),
-    "cnn-pnu-none": dict(encoder="cnn", setting="pnu", contrastive="none", n_labeled=50, lr=1e-2),
+    "cnn-pnu-none": dict(encoder="cnn", setting="pnu", contrastive="none", labeled_percent=50, lr=1e-2),
     "mlp-pu-infonce": dict(encoder="mlp", setting="pu", contrastive="infonce", n_labeled=8),
     "cnn-pu-dcl": dict(encoder="cnn", setting="pu", contrastive="dcl", n_labeled=8, tau_plus=0.2),
-    "mlp-pnu-punce": dict(encoder="mlp", setting="pnu", contrastive="punce", n_labeled=10),
+    "mlp-pnu-punce": dict(encoder="mlp", setting="pnu", contrastive="punce", labeled_percent=10),
 }
 
 
@@ -209,7 +211,7 @@ def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_s
     assert on_disk["eval_accuracy"] == metrics["eval_accuracy"]
     assert 0.0 <= metrics["eval_accuracy"] <= 100.0
     assert metrics["contrastive"] == opts["contrastive"] and metrics["encoder"] == opts["encoder"]
-    assert metrics["positive_classes"] == list(POSITIVE) and metrics["preset"] == "images"
+    assert metrics["positive_classes"] == list(POSITIVE) and "preset" not in metrics
     assert metrics["n_test"] == 24 and metrics["n_eval"] == 24 and metrics["n_pool"] + metrics["n_dev"] == 96
     if opts["setting"] == "pu":
         assert set(metrics["probes"]) == {"pn", "upu", "nnpu"}
@@ -221,7 +223,8 @@ def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_s
 
     config = json.loads((out / "config.json").read_text())
     assert config["encoder"] == opts["encoder"] and config["positive_classes"] == list(POSITIVE)
-    assert config["hidden"] == 16 and config["temperature"] == 0.5  # the images preset, explicit options on top
+    assert config["pipeline"] == "images"
+    assert config["hidden"] == 16 and config["temperature"] == 0.5  # the image defaults, explicit options on top
     assert config["lr"] == opts.get("lr", 1e-3)
     sample = json.loads((out / "sample.json").read_text())
     labeled, unlabeled = np.array(sample["labeled"]), np.array(sample["unlabeled"])
@@ -236,7 +239,9 @@ def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_s
         assert len(labeled) == opts["n_labeled"] and pool_y[labeled].all()  # labeled = positives only
     else:  # a percentage of each class of the pool
         assert pool_y[labeled].any() and not pool_y[labeled].all()
-        assert len(labeled) == sum(max(1, round(opts["n_labeled"] / 100 * (pool_y == c).sum())) for c in (0, 1))
+        assert len(labeled) == sum(max(1, round(opts["labeled_percent"] / 100 * (pool_y == c).sum()))
+                                   for c in (0, 1))
+        assert metrics["labeled_percent"] == opts["labeled_percent"]
     # exact priors: pi over the unlabeled images, pi_p over the whole pool
     assert metrics["prior"] == pytest.approx(pool_y[unlabeled].mean())
     assert metrics["pool_prior"] == pytest.approx(pool_y.mean())
@@ -290,23 +295,20 @@ def test_eval_file_and_dev_split_choose_what_is_scored(npz, tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
-def test_cli_picks_the_images_preset_and_explicit_options_win(npz, tmp_path, capsys):
+def test_the_images_pipeline_has_the_chosen_defaults_and_explicit_options_win(npz, tmp_path, capsys):
+    from fewshot.config import ImageConfig
     from fewshot.train import main
 
-    assert from_cli(["--dataset", "x.npz"]).preset == "images"
-    assert from_cli(["--dataset=runs/X.NPZ"]).preset == "images"
-    assert from_cli(["--dataset", "mnist"]).preset == "images"
-    assert from_cli(["--dataset", "x.npz", "--preset", "cpu"]).preset == "cpu"
-    assert from_cli(["--preset", "paper", "--dataset", "mnist"]).preset == "paper"
-    assert from_cli(["--dataset", "reuters"]).preset is None
+    assert isinstance(from_cli(["images", "--dataset", "x.npz"]), ImageConfig)
+    assert from_cli(["images"]).dataset == "mnist" and from_cli(["images"]).lr == 1e-3
     path, _, _ = npz
     out = tmp_path / "cli"
-    main(["--dataset", path, "--encoder", "mlp", "--setting", "pu", "--positive-classes", "0", "2", "4",
+    main(["images", "--dataset", path, "--encoder", "mlp", "--setting", "pu", "--positive-classes", "0", "2", "4",
           "--n-labeled", "8", "--hidden", "16", "--max-steps", "3", "--batch-size", "16",
           "--no-progress", "--output-dir", str(out)])
     config = json.loads((out / "config.json").read_text())
-    assert config["preset"] == "images" and config["lr"] == 1e-3 and config["temperature"] == 0.5  # the preset
-    assert config["passes"] is None  # an explicit --max-steps replaces the preset's passes
+    assert config["lr"] == 1e-3 and config["temperature"] == 0.5  # the pipeline's defaults
+    assert config["passes"] is None  # an explicit --max-steps replaces the default passes
     assert config["max_steps"] == 3 and config["batch_size"] == 16 and config["positive_classes"] == [0, 2, 4]
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["step"] == 3 and line["result"]["contrastive"] == "punce"
@@ -510,16 +512,16 @@ def test_options_that_do_not_fit_image_data_are_refused_before_writing(npz, tmp_
         (dict(dataset=str(flat), encoder="cnn"), DataError, "--encoder cnn needs images; these are flat vectors of 60"),
         (dict(dataset=str(small_square), encoder="cnn"), DataError, "flat vectors of 49 values"),
         (dict(encoder="roberta-base"), ValueError, "needs --encoder mlp / cnn / patches, got 'roberta-base'"),
-        (dict(objective="ce"), ValueError, "--objective ce is for text.*--contrastive"),
-        (dict(setting="pnu", n_labeled=0), ValueError, "percentage of the training pool.*1 to 100, got 0"),
-        (dict(setting="pnu", n_labeled=150), ValueError, "1 to 100, got 150"),
-        (dict(setting="pu", n_labeled=0), ValueError, r"--n-labeled \(n_P labeled positives\) must be >= 1"),
+        (dict(setting="pnu", labeled_percent=0), ValueError, r"--labeled-percent must be in \(0, 100\].*got 0"),
+        (dict(setting="pnu", labeled_percent=150), ValueError, r"\(0, 100\] .*got 150"),
+        (dict(setting="pnu", n_labeled=50), ValueError, "--n-labeled 50 applies to --setting pu.*--labeled-percent"),
+        (dict(setting="pu", labeled_percent=5), ValueError, "--labeled-percent 5 applies to --setting pnu"),
+        (dict(setting="pu", n_labeled=0), ValueError, r"--n-labeled must be >= 1 \(n_P labeled positives\)"),
         (dict(n_labeled=200), DataError, "--n-labeled 200: the training pool has .* positive images"),
         (dict(batch_size=None, batch_unlabeled=0), ValueError, "--batch-unlabeled must be >= 1"),
         (dict(batch_size=1), ValueError, r"--batch-size must be >= 2"),
         (dict(positive_classes=(0, 9)), DataError, r"--positive-classes \[9\] never occur"),
         (dict(positive_classes=tuple(range(6))), DataError, "negative class is empty"),
-        (dict(gather_across_processes=True), ValueError, "--gather-across-processes is not supported"),
         (dict(augment=-1.0), ValueError, "--augment must be >= 0"),
         (dict(tau_plus=1.0), ValueError, r"--tau-plus must be in \[0, 1\)"),
     ]
@@ -530,17 +532,42 @@ def test_options_that_do_not_fit_image_data_are_refused_before_writing(npz, tmp_
         assert not out.exists(), overrides
 
 
-@pytest.mark.parametrize("option,value", [("contrastive", "infonce"), ("contrastive", "none"),
-                                          ("positive_classes", (1,)), ("tau_plus", 0.2), ("augment", 0.5),
-                                          ("hidden", 16), ("batch_size", 16)])
-def test_image_options_on_a_text_dataset_are_refused(tmp_path, option, value):
-    out = tmp_path / "out"
-    cfg = preset_config("cpu", dataset="reuters", encoder="minilm", output_dir=str(out), **{option: value})
-    flag = "--" + option.replace("_", "-")
-    with pytest.raises(ValueError, match=f"{flag} applies to image data.*--dataset reuters is text") as err:
-        train(cfg)
+@pytest.mark.parametrize("pipeline,argv,words", [
+    ("text", ["--contrastive", "infonce"], "--contrastive is not an option of the text pipeline; it belongs to "
+                                            "`python -m fewshot.train images`"),
+    ("text", ["--positive-classes", "1"], "--positive-classes is not an option of the text pipeline"),
+    ("text", ["--tau-plus=0.2"], "--tau-plus is not an option of the text pipeline"),
+    ("text", ["--labeled-percent", "5"], "belongs to `python -m fewshot.train images`"),
+    ("text", ["--setting", "pu"], "text PU learning is its own pipeline: `python -m fewshot.train pu`"),
+    ("text", ["--positive-file", "p.txt"], "belongs to `python -m fewshot.train pu`"),
+    ("text", ["--dataset", "mnist"], "--dataset mnist is image data: run `python -m fewshot.train images"),
+    ("pu", ["--dataset", "x.npz"], "--dataset x.npz is image data"),
+    ("pu", ["--objective", "ce"], "--objective is not an option of the pu pipeline; it belongs to `python -m "
+                                  "fewshot.train text`"),
+    ("pu", ["--lam", "0.5"], "--lam is not an option of the pu pipeline"),
+    ("images", ["--objective", "ce"], "--objective is not an option of the images pipeline"),
+    ("images", ["--pooling", "mean"], "--pooling is not an option of the images pipeline; it belongs to `python -m "
+                                      "fewshot.train text` or `python -m fewshot.train pu`"),
+    ("images", ["--preset", "cpu"], "--preset is for the text pipelines"),
+    ("images", ["--gather-across-processes"], "--gather-across-processes is not an option of the images pipeline"),
+])
+def test_an_option_of_another_pipeline_is_refused_naming_its_pipeline(pipeline, argv, words):
+    with pytest.raises(ValueError, match=re.escape(words)) as err:
+        from_cli([pipeline, *argv])
     one_line(err)
-    assert not out.exists()
+
+
+def test_each_config_refuses_data_of_another_pipeline(tmp_path):
+    from fewshot.config import FewShotConfig, ImageConfig, PuConfig
+
+    for cfg, words in ((FewShotConfig(dataset="mnist"), "--dataset mnist is image data"),
+                       (PuConfig(dataset="d.npz"), "--dataset d.npz is image data"),
+                       (ImageConfig(dataset="reuters"), "--dataset reuters is not image data")):
+        cfg.output_dir = str(tmp_path / "out")
+        with pytest.raises(ValueError, match=words) as err:
+            train(cfg)
+        one_line(err)
+        assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow  # runs the entry point in a subprocess
@@ -549,7 +576,8 @@ def test_command_line_error_is_one_line_naming_positive_classes(tmp_path):
     np.savez(tmp_path / "multi.npz", x=x, y=y)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
-    res = subprocess.run([sys.executable, "-m", "fewshot.train", "--dataset", str(tmp_path / "multi.npz"), "--encoder",
+    res = subprocess.run([sys.executable, "-m", "fewshot.train", "images", "--dataset", str(tmp_path / "multi.npz"),
+                          "--encoder",
                           "mlp", "--no-progress", "--output-dir", str(tmp_path / "out")], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
@@ -585,10 +613,10 @@ def test_passes_set_the_steps_from_the_pool_size(npz, tmp_path, capsys):
     capsys.readouterr()
     again = train(image_cfg(path, tmp_path / "p2", passes=3.0, resume=True))
     assert again == more and "nothing to do" in capsys.readouterr().out
-    # the command line: the preset's passes unless --max-steps is given
+    # the command line: the default passes unless --max-steps is given
     from fewshot.train import main
 
-    main(["--dataset", path, "--positive-classes", "0", "2", "4", "--n-labeled", "8", "--hidden", "16",
+    main(["images", "--dataset", path, "--positive-classes", "0", "2", "4", "--n-labeled", "8", "--hidden", "16",
           "--batch-size", "16", "--no-progress", "--output-dir", str(tmp_path / "cli")])
     config = json.loads((tmp_path / "cli" / "config.json").read_text())
     assert config["passes"] == pytest.approx(300 * 256 / 3500) and config["max_steps"] == int(
@@ -632,7 +660,7 @@ def test_the_exported_image_classifier_loads_and_predicts_without_the_suite(tmp_
     np.savez(tmp_path / "d.npz", x=x, y=y)
     out = tmp_path / "run"
     train(image_cfg(tmp_path / "d.npz", out, encoder=encoder, setting=setting, contrastive=contrastive,
-                    n_labeled=8 if setting == "pu" else 20))
+                    **({"n_labeled": 8} if setting == "pu" else {"labeled_percent": 20})))
     raw = make_images(n_per_class=3, seed=5)[0]  # raw uint8 (N, 10, 10), as a user holds them
     np.save(tmp_path / "x.npy", raw)
     ref = load_image_classifier(out).scores(raw)

@@ -4,6 +4,7 @@ evaluation file read with the training file's rule; and the trained encoder expo
 folder that gives the run's sentence vectors."""
 
 import csv
+import dataclasses
 import json
 import re
 import shlex
@@ -17,7 +18,7 @@ from fewshot.config import FewShotConfig
 from fewshot.data import class_names, load_pu_files, load_splits
 from shared_losses.data import DataError, LabelRule, label_text, parse_label_map
 
-from .conftest import make_texts
+from .conftest import make_texts, text_config
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "fewshot.md"
 LONG = " ".join(["the movie was good and the plot was bad"] * 4)  # longer than --max-length 16
@@ -42,7 +43,7 @@ def write_jsonl(path, rows, text="review", label="stars"):
 
 
 def cfg_for(train, dev, **kw):
-    return FewShotConfig(dataset=train, eval_file=dev, text_column="review", label_column="stars", **kw)
+    return text_config(dict(dataset=train, eval_file=dev, text_column="review", label_column="stars"), **kw)
 
 
 def test_label_values_compare_by_value_whatever_their_spelling():
@@ -143,8 +144,9 @@ def test_label_map_and_positive_label_are_one_or_the_other(tmp_path):
     train = write_csv(tmp_path / "train.csv", star_rows(40, 0))
     with pytest.raises(DataError, match="--positive-label 5 and --label-map 1=0,5=1 both say"):
         load_splits(cfg_for(train, train, positive_label="5", label_map="1=0,5=1"))
-    with pytest.raises(ValueError, match="--label-map is for the label column of text files"):
-        FewShotConfig(dataset="mnist", encoder="mlp", setting="pu", label_map="1=0,2=1").validate()
+    from fewshot.config import ImageConfig
+
+    assert "label_map" not in {f.name for f in dataclasses.fields(ImageConfig)}  # image data: --positive-classes
     with pytest.raises(DataError, match="--dataset reuters has its own two classes"):  # not silently ignored
         load_splits(FewShotConfig(dataset="reuters", label_map="1=0,2=1"))
 

@@ -5,23 +5,24 @@ import pytest
 import torch
 
 from fewshot import objectives as O
-from fewshot.config import FewShotConfig, from_cli
+from fewshot.config import FewShotConfig, ImageConfig, PuConfig, from_cli
 from shared_losses import debiased_nce, info_nce, punce_loss, scl_pu_loss
 
 from ..registry_entry import check_choices_and_help, run_with_entry
 
 
 def test_the_cli_choices_are_the_registries_in_their_order_and_help_lists_them(capsys):
-    check_choices_and_help(capsys, FewShotConfig, from_cli,
-                           {"objective": O.ALL_OBJECTIVES, "contrastive": O.ENCODER_LOSSES})
-    assert FewShotConfig().objective == O.DEFAULT_OBJECTIVE
+    check_choices_and_help(capsys, FewShotConfig, from_cli, {"objective": O.ALL_OBJECTIVES})
+    check_choices_and_help(capsys, ImageConfig, lambda argv: from_cli(["images", *argv]),
+                           {"contrastive": O.ENCODER_LOSSES})
+    assert FewShotConfig().objective == O.DEFAULT_OBJECTIVE == PuConfig.objective
     assert O.ALL_OBJECTIVES.get(O.DEFAULT_OBJECTIVE).reads_unlabeled
 
 
-def test_image_runs_name_the_registry_when_they_refuse_an_objective():
-    cfg = FewShotConfig(dataset="mnist", encoder="mlp", objective="ce")
-    with pytest.raises(ValueError, match=r"--contrastive \(punce, infonce, dcl, scl, cpc, none\): drop --objective"):
-        cfg.validate()
+def test_image_runs_name_their_pipeline_when_they_refuse_an_objective():
+    with pytest.raises(ValueError, match=r"--objective is not an option of the images pipeline; it belongs to "
+                                         r"`python -m fewshot.train text`"):
+        from_cli(["images", "--objective", "ce"])
 
 
 def test_encoder_losses_are_the_shared_losses_on_two_views():
@@ -81,8 +82,8 @@ def test_a_new_encoder_loss_entry_is_a_new_contrastive_choice(tmp_path):
         from fewshot import objectives as O
         from fewshot.config import from_cli
 
-        cfg = from_cli(["--dataset", "mnist", "--contrastive", "toy", "--positive-classes", "0", "2"])
-        assert cfg.contrastive == "toy" and cfg.preset == "images"
+        cfg = from_cli(["images", "--dataset", "mnist", "--contrastive", "toy", "--positive-classes", "0", "2"])
+        assert cfg.contrastive == "toy" and cfg.PIPELINE == "images"
         torch.manual_seed(0)
         z, roles = torch.randn(12, 4), torch.tensor([1, 0, 0, 1, 0, 0]).repeat(2)
         assert torch.equal(O.encoder_loss("toy", z, roles, 0.3, 0.5, 0.1),

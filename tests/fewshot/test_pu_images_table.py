@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tyro
 
-from fewshot.config import FewShotConfig, preset_config
+from fewshot.config import ImageConfig
 from fewshot.image_run import ImageData, batch_sizes
 
 from .test_images import make_images
@@ -31,12 +31,12 @@ def _data(n_pool, n_lab):
 
 
 def test_batch_holds_the_labeled_images_in_their_share_of_the_pool():
-    cfg = preset_config("images", dataset="mnist", batch_size=256)
+    cfg = ImageConfig(dataset="mnist", batch_size=256)
     assert batch_sizes(cfg, _data(3500, 100)) == (7, 249)  # 256 * 100 / 3500 = 7.3
     assert batch_sizes(cfg, _data(3500, 1000)) == (73, 183)
     assert batch_sizes(cfg, _data(3500, 3)) == (1, 255)  # at least one labeled image
     assert batch_sizes(cfg, _data(40, 30)) == (30, 10)  # capped at what there is
-    cfg = preset_config("images", dataset="mnist", batch_size=None, batch_labeled=5, batch_unlabeled=9)
+    cfg = ImageConfig(dataset="mnist", batch_size=None, batch_labeled=5, batch_unlabeled=9)
     assert batch_sizes(cfg, _data(3500, 100)) == (5, 9)
 
 
@@ -61,7 +61,7 @@ def test_the_cpc_rows_run_the_patch_encoder_whatever_the_grids_encoder(tmp_path,
                        tmp_path / "r")
     assert (cfg.encoder, cfg.contrastive) == ("patches", contrastive)
     cfg.validate()
-    parsed = tyro.cli(FewShotConfig, args=T.command(cfg)[5:], default=preset_config("images"))
+    parsed = tyro.cli(ImageConfig, args=T.command(cfg)[4:], default=ImageConfig())
     assert parsed == cfg
 
 
@@ -69,9 +69,12 @@ def test_a_run_command_parses_back_to_its_configuration(tmp_path):
     cfg = T.run_config({"dataset": "mnist", "positive_classes": (0, 2), "max_steps": 7}, "pnu", "ceiling", 100, 3,
                        tmp_path / "r")
     cmd = T.command(cfg)
-    assert cmd[1:5] == ["-m", "fewshot.train", "--preset", "images"]
-    parsed = tyro.cli(FewShotConfig, args=cmd[5:], default=preset_config("images"))
-    assert parsed == cfg and parsed.contrastive == "none" and parsed.n_labeled == 100 and parsed.resume
+    assert cmd[1:4] == ["-m", "fewshot.train", "images"]
+    parsed = tyro.cli(ImageConfig, args=cmd[4:], default=ImageConfig())
+    assert parsed == cfg and parsed.contrastive == "none" and parsed.labeled_percent == 100 and parsed.resume
+    pu = T.run_config({"dataset": "mnist"}, "pu", "punce", 50, 0, tmp_path / "p")  # n_P, not a percentage
+    assert (pu.n_labeled, pu.labeled_percent) == (50, ImageConfig.labeled_percent)
+    assert tyro.cli(ImageConfig, args=T.command(pu)[4:], default=ImageConfig()) == pu
 
 
 def test_set_parses_values_and_refuses_unknown_keys():
@@ -155,10 +158,9 @@ def test_the_feature_check_reads_a_finished_image_run(tmp_path):
     data = tmp_path / "d.npz"
     np.savez(data, x=x, y=y)
     run = tmp_path / "run"
-    assert preset_config("images").setting == "pu"  # image data defaults to the PU pipeline; pnu is asked for
-    m = train(preset_config("images", dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, hidden=16,
-                            max_steps=3,
-                            passes=None, batch_size=16, progress=False, output_dir=str(run)))
+    assert ImageConfig().setting == "pu"  # image data defaults to the PU setting; pnu is asked for
+    m = train(ImageConfig(dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, hidden=16, max_steps=3,
+                          passes=None, batch_size=16, progress=False, output_dir=str(run)))
     got = check.check(run)
     assert got["run_accuracy"] == m["eval_accuracy"] and got["n_labeled"] == 20 and got["setting"] == "pu"
     assert 0 <= got["all_label_probe"] <= 100 and got["class_gap"] > 0
@@ -179,9 +181,9 @@ def test_the_feature_check_reads_a_cpc_run_with_its_pooled_grid(tmp_path):
     data = tmp_path / "d16.npz"
     np.savez(data, x=x, y=y)
     run = tmp_path / "run"
-    m = train(preset_config("images", dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, max_steps=2,
-                            passes=None, batch_size=16, progress=False, output_dir=str(run), contrastive="cpc",
-                            encoder="patches", patch_pool=2, cpc_group=4))
+    m = train(ImageConfig(dataset=str(data), positive_classes=(0, 2, 4), n_labeled=20, max_steps=2,
+                          passes=None, batch_size=16, progress=False, output_dir=str(run), contrastive="cpc",
+                          encoder="patches", patch_pool=2, cpc_group=4))
     got = check.check(run)
     assert got["run_accuracy"] == m["eval_accuracy"] and got["contrastive"] == "cpc"
     assert 0 <= got["all_label_probe"] <= 100 and got["class_gap"] > 0

@@ -2,7 +2,6 @@
 (fake metrics.json folders) and the files it writes; one real sweep on the tiny encoder; and
 scripts/bench_fewshot.py --protocol at tiny size."""
 
-import dataclasses
 import importlib.util
 import json
 import math
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from fewshot.run import recorded_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts/fewshot_table5.py"
@@ -170,8 +171,8 @@ def fake_runs(out, preset="cpu", overrides=None, acc=ACC, maj=MAJ):
                 folder.mkdir(parents=True)
                 prior = 0.5 + 0.01 * s + (0.03 if m == "ce+punce-est" else 0.0)
                 source = "elkan-noto" if m == "ce+punce-est" else "exact"
-                (folder / "config.json").write_text(json.dumps(dataclasses.asdict(cfg) | {"prior_used": prior,
-                                                                                          "prior_source": source}))
+                (folder / "config.json").write_text(json.dumps(recorded_config(cfg) | {"prior_used": prior,
+                                                                                       "prior_source": source}))
                 (folder / "metrics.json").write_text(json.dumps({
                     "eval_accuracy": a, "majority_accuracy": maj[n][s], "labeled_majority_accuracy": 50.0,
                     "train_seconds": 10.0 + s, "prior": prior, "prior_source": source, "n_eval": 200,

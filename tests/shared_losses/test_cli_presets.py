@@ -148,16 +148,14 @@ def test_rl_curl_presets_are_the_protocols_that_were_command_lines():
     assert (cfg.image_size, cfg.crop_size, cfg.num_filters) == (84, 64, 16)
 
 
-def test_fewshot_picks_the_images_preset_for_image_data_and_steps_replace_its_passes():
-    from fewshot.config import PRESETS, cli_default_preset, from_cli
+def test_fewshot_pipelines_are_chosen_by_name_and_steps_replace_the_image_passes():
+    from fewshot.config import PRESETS, FewShotConfig, ImageConfig, PuConfig, from_cli
 
-    assert [cli_default_preset(a) for a in (["--dataset", "x.npz"], ["--dataset=runs/X.NPZ"], ["--dataset", "mnist"],
-                                             ["--dataset", "reuters"], [])] == ["images"] * 3 + [None, None]
-    assert from_cli(["--dataset", "mnist"]).preset == "images"
-    assert from_cli(["--dataset", "x.npz", "--preset", "cpu"]).preset == "cpu"
-    assert from_cli(["--preset", "paper", "--dataset", "mnist"]).preset == "paper"
-    assert from_cli(["--dataset", "reuters"]).preset is None
-    assert from_cli(["--dataset", "mnist"]).passes == PRESETS["images"]["passes"]
-    cfg = from_cli(["--dataset", "mnist", "--max-steps", "3"])
-    assert (cfg.max_steps, cfg.passes, cfg.lr) == (3, None, PRESETS["images"]["lr"])  # the preset's, but not its passes
-    assert from_cli(["--dataset", "mnist", "--max-steps=3", "--passes", "2"]).passes == 2.0
+    assert type(from_cli([])) is FewShotConfig and type(from_cli(["text"])) is FewShotConfig
+    assert type(from_cli(["pu"])) is PuConfig and type(from_cli(["images"])) is ImageConfig
+    pu = from_cli(["pu", "--preset", "cpu"])  # the PU pipeline takes a preset's fields it has (not lam or head)
+    assert pu.preset == "cpu" and pu.max_steps == PRESETS["cpu"]["max_steps"] and not hasattr(pu, "lam")
+    assert from_cli(["images", "--dataset", "mnist"]).passes == ImageConfig.passes
+    cfg = from_cli(["images", "--max-steps", "3"])
+    assert (cfg.max_steps, cfg.passes, cfg.lr) == (3, None, ImageConfig.lr)  # the defaults, but not their passes
+    assert from_cli(["images", "--max-steps=3", "--passes", "2"]).passes == 2.0
