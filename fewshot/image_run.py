@@ -46,8 +46,7 @@ from .images import Augment, ImageModel, as_images, binary_labels, features, str
 from .objectives import ENCODER_LOSSES, encoder_loss
 from .prior import elkan_noto_prior
 from .pu import RISKS, pu_risk, train_probe
-from .run import (Batches, FewShotRunApp, check_resume_config, check_steps, make_accelerator, read_json,
-                  recorded_config)
+from .run import (Batches, FewShotRunApp, check_steps, make_accelerator, read_json)
 
 #: share of each class held out as the test split when no --eval-file is given
 TEST_FRACTION = 0.2
@@ -196,8 +195,7 @@ class ImageApp(FewShotRunApp):
         cfg, out = self.cfg, self.harness.out
         if saved is None:
             return None
-        check_resume_config(cfg, saved["config"])  # same options, no fewer steps
-        check_steps(cfg, saved["step"], out)
+        check_steps(cfg, saved["step"], out)  # no fewer steps (the loop compared the options)
         if saved["step"] == cfg.max_steps and (out / "metrics.json").exists():
             print(f"{out} already holds this run, finished; nothing to do (pass a larger --max-steps or --passes to "
                   "train on)")
@@ -224,8 +222,8 @@ class ImageApp(FewShotRunApp):
         self.watch = DivergenceWatch([p for m in self.models.values() for p in m.parameters()], cfg.lr)
         self.worst_loss = None  # the step's loss furthest from finite, for the divergence check
         self.harness.open(acc)
-        self.harness.write_config(recorded_config(cfg) | {"prior_used": self.pi, "pool_prior": self.pi_p,
-                                                             "prior_source": self.prior_source})
+        self.harness.write_config(self.recorded_options | {"prior_used": self.pi, "pool_prior": self.pi_p,
+                                                              "prior_source": self.prior_source})
         write_json_atomic(self.harness.out / "sample.json", {"labeled": data.labeled.tolist(),
                                                              "unlabeled": data.unlabeled.tolist()})
         n_lab, n_unl = batch_sizes(cfg, data)
@@ -241,7 +239,7 @@ class ImageApp(FewShotRunApp):
     def state(self):
         self.watch.check(self.step, self.worst_loss)  # never a checkpoint of a diverged model
         self.watch.checkpointed = self.step
-        return {"step": self.step, "config": {**recorded_config(self.cfg), "num_processes": 1},
+        return {"step": self.step, "config": self.recorded_options,
                 "labeled_batches": self.lab_batches.state_dict(), "unlabeled_batches": self.unl_batches.state_dict(),
                 "augment_rng": self.gen.get_state()}
 

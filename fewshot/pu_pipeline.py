@@ -19,8 +19,7 @@ from .config import PuConfig
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE
 from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
-from .run import (FewShotRunApp, check_resume_config, forward_views, prepare, process_share, recorded_config,
-                  tokenize)
+from .run import FewShotRunApp, forward_views, prepare, process_share, tokenize
 
 
 class PuApp(FewShotRunApp):
@@ -60,12 +59,11 @@ class PuApp(FewShotRunApp):
     def state(self):
         self.watch.check(self.step, self.loss)  # never a checkpoint of a diverged model
         self.watch.checkpointed = self.step
-        return {"step": self.step, "config": {**recorded_config(self.cfg), "num_processes": self.world},
+        return {"step": self.step, "config": self.recorded_options,
                 "pooling": self.run.pooling, "baseline": self.baseline, "rng": self.rng.bit_generator.state,
                 "pu_head": self.head}
 
     def load_state(self, state):
-        check_resume_config(self.cfg, state["config"], self.world)
         self.step, self.baseline = state["step"], state["baseline"]
         self.rng.bit_generator.state = state["rng"]
         self.watch.resumed(self.step)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shared_losses.training.harness import RunHarness, refuse_config_changes
+from shared_losses.training.harness import RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
@@ -142,18 +142,15 @@ def claim(cfg: AnyConfig) -> RunHarness:
 def finished_metrics(cfg: TextOptions, harness: RunHarness, saved: dict | None = None) -> dict | None:
     """The metrics of the finished run that ``--resume`` points at when ``cfg`` asks it for no more
     training (its checkpoint is at --steps; a baseline has none), else None: such a run is left exactly
-    as it is. A run made with other options is refused, as is a finished run whose checkpoint is gone.
-    ``saved``: the checkpoint's counters when the caller has read them (read here otherwise)."""
+    as it is. A finished run whose checkpoint is gone is refused; its options were compared before
+    (:meth:`~shared_losses.training.harness.RunHarness.refuse_changed_options`). ``saved``: the checkpoint's counters
+    when the caller has read them (read here otherwise)."""
     out = harness.out
     if not (harness.folder.resuming and (out / "metrics.json").exists()):
         return None
     if checkpoint_exists(out / "checkpoint"):
         state = saved if saved is not None else load_checkpoint(None, out / "checkpoint")
-        check_resume_config(cfg, state["config"])
-        check_steps(cfg, state["step"], out)
         return read_json(out / "metrics.json") if state["step"] == cfg.max_steps else None
-    if (out / "config.json").exists():
-        check_resume_config(cfg, read_json(out / "config.json"))
     metrics = read_json(out / "metrics.json")
     # baselines keep no checkpoint: metrics.json is the finished run
     if not ALL_OBJECTIVES.get(cfg.objective).trains_encoder or metrics.get("steps", -1) >= cfg.max_steps:
@@ -166,8 +163,9 @@ def finished_metrics(cfg: TextOptions, harness: RunHarness, saved: dict | None =
 class FewShotRunApp(TrainingApp):
     """What fewshot's trained runs (text: :class:`fewshot.train.FewShotApp`; PU: :class:`fewshot.pu_pipeline.PuApp`;
     images: :class:`fewshot.image_run.ImageApp`) share in the loop (:func:`shared_losses.training.loop.run`):
-    metrics.json, ``--max-steps`` steps, a checkpoint every ``checkpoint_every`` steps and at the last one, and the
-    check of a resume (:func:`finished_metrics`)."""
+    metrics.json, ``--max-steps`` steps, a checkpoint every ``checkpoint_every`` steps and at the last one, the options
+    a run records and compares on resume (:func:`recorded_options`, :func:`compare_options`) and the finished run
+    (:func:`finished_metrics`)."""
 
     name, summary_file = "fewshot", "metrics.json"
 
@@ -176,13 +174,18 @@ class FewShotRunApp(TrainingApp):
         self.cfg = cfg
 
     @property
-    def config(self):
-        return dataclasses.asdict(self.cfg)
+    def recorded_options(self):
+        return recorded_options(self.cfg)
+
+    def compare_options(self, record):
+        return compare_options(self.cfg, record)
 
     def total_steps(self):
         return self.cfg.max_steps
 
     def check_resume(self, saved):
+        if saved is not None:
+            check_steps(self.cfg, saved["step"], self.harness.out)
         done = finished_metrics(self.cfg, self.harness, saved)
         if done is not None:
             print(f"{self.harness.out} already holds this run, finished; nothing to do (pass a larger --max-steps to "
@@ -215,14 +218,11 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
     cfg.validate()  # before anything is written into the run's folder
     harness = harness or claim(cfg)
     out, resuming = harness.out, harness.resuming
-    state = saved if saved is not None else harness.saved_state()
-    saved = state["config"] if state is not None else None
-    if saved is not None:
-        check_resume_config(cfg, saved)
-        check_steps(cfg, state["step"], out)
+    state = saved if saved is not None else harness.saved_state()  # its options compared by the loop
     acc = make_accelerator(cfg)
-    if saved is not None:  # the process count sets the global batch, and so what the samplers' states mean
-        check_resume_config(cfg, saved, acc.num_processes)
+    if acc.num_processes != launched_processes():
+        raise RuntimeError(f"accelerate runs {acc.num_processes} processes but the launcher's WORLD_SIZE says "
+                           f"{launched_processes()}; launch with accelerate launch or torchrun")
     if cfg.n_labeled < acc.num_processes:
         raise ValueError(f"--n-labeled {cfg.n_labeled} is smaller than the number of processes ({acc.num_processes}): "
                          "each process takes its share of every batch and needs at least one labeled example")
@@ -252,8 +252,7 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
               pooling=pooling, pooling_source=pooling_source, harness=harness)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
     harness.open(acc)  # every process has read the folder before the main one changes it
-    harness.write_config(recorded_config(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source,
-                                                    "num_processes": acc.num_processes})
+    harness.write_config(recorded_options(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
     if acc.is_main_process:
         write_json_atomic(out / "sample.json", sample.to_json())
     return run
@@ -399,6 +398,28 @@ def recorded_config(cfg: AnyConfig) -> dict:
     return with_local_paths({"pipeline": cfg.PIPELINE, **dataclasses.asdict(cfg)}, PATH_FIELDS)
 
 
+def launched_processes() -> int:
+    """The processes of this run, as the launcher (``accelerate launch``, ``torchrun``) declares them in WORLD_SIZE
+    (1 without one): known before the accelerator is made, so that a resume compares it with the rest of the
+    options. The process count sets the global batch, and so what the samplers' states mean."""
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def recorded_options(cfg: AnyConfig) -> dict:
+    """What a run records in config.json and its checkpoints, and a resume compares: :func:`recorded_config` and the
+    process count."""
+    return {**recorded_config(cfg), "num_processes": launched_processes()}
+
+
+def compare_options(cfg: AnyConfig, record: dict) -> tuple[dict, dict]:
+    """(a run's recorded options, this command's) as a resume compares them: :func:`comparable_configs` with this
+    command's process count."""
+    saved, current = comparable_configs(record, cfg)
+    return saved, {**current, "num_processes": launched_processes()}
+
+
 def comparable_configs(saved: dict, cfg: AnyConfig) -> tuple[dict, dict]:
     """(saved, current) configurations to compare (:func:`shared_losses.training.runtime.config_changes`): input files
     by absolute path on both sides (:func:`recorded_config`: a run's relative spelling is read from the current folder,
@@ -413,13 +434,6 @@ def comparable_configs(saved: dict, cfg: AnyConfig) -> tuple[dict, dict]:
         saved["pooling"] = resolved if saved.get("pooling") == "auto" else saved.get("pooling")
         current["pooling"] = resolved if current["pooling"] == "auto" else current["pooling"]
     return saved, current
-
-
-def check_resume_config(cfg: AnyConfig, saved: dict, world: int | None = None) -> None:
-    """Refuse to resume a run saved with other options (``world``: the process count, checked when known)."""
-    free = type(cfg).RESUME_FREE | ({"num_processes"} if world is None else set())
-    saved, current = comparable_configs(saved, cfg)
-    refuse_config_changes(saved, {**current, "num_processes": world}, free=free, where=cfg.output_dir)
 
 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:

@@ -27,8 +27,8 @@ from .model import FewShotModel
 from .objectives import fewshot_loss, roles_from_labels
 from .objectives import ALL_OBJECTIVES
 from .pu_pipeline import PuApp
-from .run import (Batches, FewShotRunApp, Run, check_resume_config, claim, finished_metrics, forward_views,
-                  head_accuracy, prepare, process_share, recorded_config, run_metrics, tokenize)
+from .run import (Batches, FewShotRunApp, Run, claim, compare_options, finished_metrics, forward_views, head_accuracy,
+                  prepare, process_share, run_metrics, tokenize)
 
 
 class FewShotApp(FewShotRunApp):
@@ -64,11 +64,10 @@ class FewShotApp(FewShotRunApp):
         self.watch.check(self.step, self.last_loss)  # never a checkpoint of a diverged model
         self.watch.checkpointed = self.step
         return {"step": self.step, "history": self.history,
-                "config": {**recorded_config(self.cfg), "num_processes": self.world}, "pooling": self.run.pooling,
+                "config": self.recorded_options, "pooling": self.run.pooling,
                 "labeled_batches": self.lab_batches.state_dict(), "unlabeled_batches": self.unl_batches.state_dict()}
 
     def load_state(self, state):
-        check_resume_config(self.cfg, state["config"], self.world)
         self.step, self.history = state["step"], state["history"]
         self.watch.resumed(self.step)
         self.lab_batches.load_state_dict(state["labeled_batches"])
@@ -162,6 +161,8 @@ def train(cfg: AnyConfig, model: FewShotModel | None = None, tokenizer=None) -> 
         return run_app(PuApp(cfg, harness, model, tokenizer))
     if ALL_OBJECTIVES.get(cfg.objective).trains_encoder:
         return run_app(FewShotApp(cfg, harness, model, tokenizer))
+    # the baselines keep no checkpoint: their config.json is what a resume compares
+    harness.refuse_changed_options(lambda record: compare_options(cfg, record), without_checkpoint=True)
     done = finished_metrics(cfg, harness)
     if done is not None:
         print(f"{harness.out} already holds this run, finished; nothing to do")

@@ -25,7 +25,7 @@ from shared_losses import gather_with_grad
 from shared_losses.training.harness import RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
-from shared_losses.training.runtime import (CheckpointError, DivergenceWatch, make_accelerator, print_run_result,
+from shared_losses.training.runtime import (DivergenceWatch, make_accelerator, print_run_result,
                                             read_json_file, with_local_paths)
 
 from .config import Config, from_cli
@@ -212,23 +212,17 @@ class QuickThoughtApp(TrainingApp):
         self.built = False
 
     @property
-    def config(self):
+    def recorded_options(self):
         return self._config
 
+    def compare_options(self, record):
+        return with_local_paths(record, PATH_FIELDS), self._config  # a run's relative paths read from here
+
     def check_resume(self, saved):
+        # the loop has compared the options the run was trained with (its checkpoint's record and config.json)
         h, cfg = self.harness, self.cfg
         if saved is None:
             return None
-        # the options the run was trained with: the checkpoint's own record and config.json, both checked
-        if "config" not in saved:
-            raise CheckpointError(f"{h.checkpoint_dir} was written by another version of nlp_qt (it does not record "
-                                  "its options); start a new run (--overwrite moves this one aside); nothing was "
-                                  "changed")
-        records = [saved["config"]]
-        if (h.out / "config.json").exists():
-            records.append(read_json_file(h.out / "config.json", "run's configuration"))
-        for trained_with in records:
-            h.refuse_config_changes(with_local_paths(trained_with, PATH_FIELDS), self._config, where=h.checkpoint_dir)
         # a finished run that this command asks for no more steps is left exactly as it is
         if not ((h.out / "summary.json").exists() and (h.out / "model").is_dir()):
             return None

@@ -70,7 +70,7 @@ def task_default(task: str, key: str) -> float:
 class Config:
     """Train SAC + CURL (or the debiased / hard-negative auxiliary loss) on a DeepMind Control task from pixels."""
 
-    #: Fields a resumed run may change; every other field must match the run's (its checkpoint's signature).
+    #: Fields a resumed run may change; every other field must match the run's (its checkpoint's recorded options).
     #: preset: only a name; the fields it set are compared one by one.
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "output_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",

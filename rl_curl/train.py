@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.training.harness import RunHarness, refuse_config_changes
+from shared_losses.training.harness import RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
 from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, make_accelerator, print_run_result,
@@ -84,16 +84,6 @@ def check_checkpoint_format(extra: dict, path) -> None:
     if fmt != CHECKPOINT_FORMAT:
         raise CheckpointError(f"checkpoint {path} was written by another version of rl_curl (agent format {fmt}, this "
                               f"one reads {CHECKPOINT_FORMAT}); start a new run")
-
-
-def config_signature(cfg: Config) -> dict:
-    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in Config.RESUME_FREE}
-
-
-def check_signature(extra: dict, cfg: Config, path) -> None:
-    """Refuse a checkpoint written with another configuration, naming every differing field. Fields
-    missing from the checkpoint count as differing."""
-    refuse_config_changes(extra.get("signature", {}), config_signature(cfg), free=Config.RESUME_FREE, where=path)
 
 
 def stream_seeds(seed: int) -> tuple[np.random.SeedSequence, np.random.SeedSequence]:
@@ -302,6 +292,7 @@ class CurlApp(TrainingApp):
     environment steps, checkpoints and stops only at episode ends."""
 
     name, logs, step_key = "rl_curl", ("log.csv", "eval.csv"), "env_step"
+    checkpoint_format = CHECKPOINT_FORMAT  # the loop refuses a checkpoint of another agent layout
     stop_message = ("stopping at the end of the current episode and writing a checkpoint (Ctrl-C again to stop at "
                     "once, losing the steps since the last checkpoint)")
 
@@ -322,14 +313,16 @@ class CurlApp(TrainingApp):
         # Seconds spent in each part of this process's steps (summary.json's time_seconds; see --sync-timing).
         self.times = dict.fromkeys(TIMED_PARTS, 0.0)
 
+    @property
+    def recorded_options(self):
+        return dataclasses.asdict(self.cfg)
+
     def check_resume(self, saved):
-        cfg, out, h = self.cfg, self.harness.out, self.harness
+        # the loop has refused another agent layout or other options (naming the fields) before accelerate tries to
+        # load models, optimisers or a replay of another shape
+        cfg, out = self.cfg, self.harness.out
         if saved is None:
             return None
-        # Counters and configuration first, so that a mismatch is refused naming its fields before
-        # accelerate tries to load models, optimisers or a replay of another shape.
-        check_checkpoint_format(saved, h.checkpoint_dir)
-        check_signature(saved, cfg, h.checkpoint_dir)
         if saved["step"] >= cfg.agent_steps and (out / "summary.json").exists() and not cfg.save_video:
             print(f"{out} already holds this run, finished at {saved['step'] * self.ar} environment steps; nothing to "
                   "do (pass a larger --env-steps to train on)")
@@ -372,7 +365,7 @@ class CurlApp(TrainingApp):
         register_named(accelerator, agent=self.agent, **self.agent.optimizers())
         if cfg.save_replay:
             register_named(accelerator, replay=self.replay)
-        self.harness.write_config(dataclasses.asdict(cfg))
+        self.harness.write_config(self.recorded_options)
         self.seed_until = cfg.seed_steps
         self.started, self.start_step = time.perf_counter(), 0
         cuda = accelerator.device.type == "cuda" and cfg.sync_timing
@@ -400,7 +393,7 @@ class CurlApp(TrainingApp):
         return {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
                 "action_rng": self.action_rng.bit_generator.state,
                 "metrics": {k: float(v) for k, v in self.metrics.items()},
-                "signature": config_signature(self.cfg), "config": dataclasses.asdict(self.cfg)}
+                "config": self.recorded_options}
 
     def load_state(self, state):
         self.step, self.episode, self.next_ckpt = state["step"], state["episode"], state["next_ckpt"]
@@ -415,9 +408,6 @@ class CurlApp(TrainingApp):
         if not self.cfg.save_replay:
             self.seed_until = self.step + self.cfg.seed_steps
 
-    @property
-    def config(self):
-        return dataclasses.asdict(self.cfg)
 
     def total_steps(self):
         return self.cfg.agent_steps

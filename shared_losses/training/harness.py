@@ -5,7 +5,7 @@ supplies its parts as a :class:`shared_losses.training.loop.TrainingApp`); the c
     h = RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
                    free=Config.RESUME_FREE)            # the folder rules, read-only: nothing written yet
     h.saved_state()                                    # resume: the checkpoint's counters (read once)
-    h.refuse_config_changes(saved, current)            # resume: only the fields the config declares free differ
+    h.refuse_changed_options(compare, saved)           # resume: only the fields the config declares free differ
     h.open(accelerator)                                # move an old run aside (--overwrite), write run.json
     h.write_config(config)                             # config.json, the run's configuration snapshot
     h.start_logging(resume_step, config=config)        # log.csv (and more CSVs) + TensorBoard, trimmed on resume
@@ -27,7 +27,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
@@ -165,6 +165,38 @@ class RunHarness:
         """Raise :class:`ConfigChanged` (one line naming every differing field, and the ways out) if resuming
         would change a field the configuration does not declare free."""
         refuse_config_changes(saved, current, free=self.free, where=where or self.out)
+
+    def refuse_changed_options(self, compare: Callable[[Mapping[str, Any]], tuple[Mapping, Mapping]],
+                               saved: Mapping[str, Any] | None = None, *, checkpoint_format: Any = None,
+                               without_checkpoint: bool = False) -> None:
+        """The resume check of every application, in one place (the loop calls it before anything is built).
+
+        The options a run recorded, its checkpoint's ``config`` and the folder's config.json when there is one, are
+        each compared with this command's, field by field, the configuration's free fields aside
+        (:meth:`refuse_config_changes`: one line naming every field that differs). ``compare(record)`` returns (the
+        record, this command's options) as the application compares them (input paths made absolute, defaults
+        resolved: :meth:`shared_losses.training.loop.TrainingApp.compare_options`). ``saved``: the checkpoint's
+        counters (:meth:`saved_state`); a checkpoint that records no options, or (``checkpoint_format``: the layout
+        this code reads) another layout, is refused in one line. ``without_checkpoint``: compare config.json also
+        when there is no checkpoint (a finished run that keeps none, such as fewshot's baselines)."""
+        from .runtime import read_json_file
+
+        records = []
+        if saved is not None:
+            if checkpoint_format is not None and saved.get("format") != checkpoint_format:
+                raise CheckpointError(f"checkpoint {self.checkpoint_dir} was written by another version of "
+                                      f"{self.application} (checkpoint format {saved.get('format')}, this one reads "
+                                      f"{checkpoint_format}); start a new run (--overwrite moves this one aside)")
+            if "config" not in saved:
+                raise CheckpointError(f"{self.checkpoint_dir} does not record the options it was trained with, so it "
+                                      f"was not written by this version of {self.application}: start a new run "
+                                      "(--overwrite moves this one aside); nothing was changed")
+            records.append((saved["config"], self.checkpoint_dir))
+        config_file = self.out / CONFIG_FILE
+        if (saved is not None or without_checkpoint) and self.folder.resuming and config_file.exists():
+            records.append((read_json_file(config_file, "run's configuration"), config_file))
+        for record, where in records:
+            self.refuse_config_changes(*compare(record), where=where)
 
     # ------------------------------------------------------------------------------ folder
 

@@ -7,7 +7,8 @@ and then, in order::
     harness.refuse_resume_without_checkpoint(...)  # --resume of a finished run without its checkpoint/
     saved = harness.saved_state()          # the checkpoint's counters, read once (None for a new run); another
                                            # application's checkpoint refused
-    app.check_resume(saved)                # other options refused; a finished run: its summary, nothing touched
+    harness.refuse_changed_options(...)    # other options (or checkpoint layout) refused, in one place
+    app.check_resume(saved)                # a finished run: its summary, nothing touched
     app.build(saved)                       # data, models, optimisers; the folder opened
     app.load_state(checkpoint)             # resume: models, optimisers, random states, counters
     harness.release_config()               # config.json, only now: a resume that failed left it as it was
@@ -26,8 +27,9 @@ A new run that fails before its first step (bad input found once the folder was 
 smaller than one batch) leaves no run behind: :meth:`~shared_losses.training.harness.RunHarness.abandon` removes the
 folder (and puts back a run that ``--overwrite`` moved aside). A resumed run's folder is never removed.
 
-An application is a :class:`TrainingApp` subclass: ``build``, ``state``, ``load_state`` and ``train_step`` are
-required, everything else has a default that fits a plain step-counted run.
+An application is a :class:`TrainingApp` subclass: ``build``, ``state``, ``load_state``, ``train_step`` and
+``recorded_options`` (what the run records and a resume compares) are required, everything else has a default that
+fits a plain step-counted run.
 """
 
 from __future__ import annotations
@@ -80,18 +82,32 @@ class TrainingApp:
         train (the loop then ends)."""
         raise NotImplementedError
 
+    @property
+    def recorded_options(self) -> dict[str, Any]:
+        """The options the run records in config.json and in every checkpoint (as ``config``); a resume compares them
+        field by field (:meth:`shared_losses.training.harness.RunHarness.refuse_changed_options`)."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------------------------ defaults
 
+    #: the checkpoint layout this code reads (a checkpoint's ``format``; None: not checked)
+    checkpoint_format: Any = None
+
+    def compare_options(self, record: dict) -> tuple[dict, dict]:
+        """(a run's recorded options, this command's) as a resume compares them: by default the record as written and
+        :attr:`recorded_options`. Override to normalise (input paths made absolute, defaults resolved)."""
+        return record, self.recorded_options
+
     def check_resume(self, saved: dict | None) -> dict | None:
-        """Before anything is built or written: refuse a resume with other options (``saved``: the checkpoint's
-        counters, None for a new run); return the summary of a finished run that this command asks for no
-        more training (the folder is left as it is), else None."""
+        """Before anything is built or written, once the options have been checked: return the summary of a finished
+        run that this command asks for no more training (the folder is left as it is), else None (``saved``: the
+        checkpoint's counters, None for a new run). Refuse what else a resume cannot do (fewer steps than trained)."""
         return None
 
     @property
     def config(self) -> dict[str, Any] | None:
-        """The configuration TensorBoard records beside the scalars."""
-        return None
+        """The configuration TensorBoard records beside the scalars: the recorded options."""
+        return self.recorded_options
 
     def report_to(self) -> tuple[str, ...]:
         """The trackers the run logs to (``--report-to``: the configuration's ``report_to``, else TensorBoard)."""
@@ -168,6 +184,7 @@ def run(app: TrainingApp) -> dict:
     harness = app.harness
     harness.refuse_resume_without_checkpoint(app.summary_file)
     saved = harness.saved_state()
+    harness.refuse_changed_options(app.compare_options, saved, checkpoint_format=app.checkpoint_format)
     done = app.check_resume(saved)
     if done is not None:
         return done

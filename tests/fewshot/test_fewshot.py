@@ -324,19 +324,25 @@ def test_process_share_splits_a_global_batch():
         assert max(map(len, parts)) - min(map(len, parts)) <= 1
 
 
-def test_resume_checks_the_process_count(tiny_encoder, easy_task, tmp_path):
-    from fewshot.run import check_resume_config, recorded_config
+def test_resume_checks_the_process_count(tiny_encoder, easy_task, tmp_path, monkeypatch):
+    """The process count (the launcher's WORLD_SIZE, known before the accelerator is made) is a recorded option: a
+    resume with another count is refused with the others, in the loop's one check."""
+    from fewshot.run import compare_options, recorded_config, recorded_options
+    from shared_losses.training.harness import refuse_config_changes
 
     cfg = _cfg(tiny_encoder, easy_task, tmp_path)
+    check = lambda record: refuse_config_changes(*compare_options(cfg, record), free=type(cfg).RESUME_FREE)  # noqa
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert recorded_options(cfg)["num_processes"] == 1
     saved = {**recorded_config(cfg), "num_processes": 2}
     with pytest.raises(ValueError, match="num_processes: 2 -> 1"):
-        check_resume_config(cfg, saved, world=1)
-    check_resume_config(cfg, saved, world=2)
-    check_resume_config(cfg, saved)  # process count not known yet: checked later
-    with pytest.raises(ValueError, match="num_processes: None -> 3"):  # a record without the count: refused
-        check_resume_config(cfg, recorded_config(cfg), world=3)
+        check(saved)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    check(saved)
+    with pytest.raises(ValueError, match="num_processes: None -> 2"):  # a record without the count: refused
+        check(recorded_config(cfg))
     with pytest.raises(ValueError, match="pipeline: 'pu' -> 'text'"):  # another pipeline's run: refused
-        check_resume_config(cfg, {**recorded_config(cfg), "pipeline": "pu"})
+        check({**saved, "pipeline": "pu"})
 
 
 @pytest.mark.parametrize("setting", ["pnu", "pu"])

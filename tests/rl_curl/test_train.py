@@ -181,19 +181,26 @@ def test_default_out_dir_names_the_objective_variant():
     assert out(encoder_tanh=False) == "runs/rl_curl/cartpole-swingup/curl-notanh/seed0"
 
 
-def test_checkpoint_signature_is_checked_field_by_field(tmp_path):
-    """A checkpoint resumes under the options it was written with; another value, or a field the checkpoint
-    lacks, is refused naming the field."""
-    from rl_curl.train import check_signature, config_signature
+def test_a_resume_compares_every_option_but_the_free_ones(tmp_path):
+    """The options a checkpoint records are compared field by field with this command's (the loop's one check,
+    tests/shared_losses/test_harness.py); another value, or a field the record lacks, is refused naming the field."""
+    import dataclasses
+
+    from rl_curl.config import Config
+    from rl_curl.train import CurlApp
+    from shared_losses.training.harness import refuse_config_changes
 
     c = cfg(tmp_path, "s").resolved()
-    check_signature({"signature": config_signature(c)}, c, "ckpt")
-    no_tanh = cfg(tmp_path, "s", encoder_tanh=False).resolved()
+    record = dataclasses.asdict(c)
+    app = CurlApp(cfg(tmp_path, "s", encoder_tanh=False).resolved())
+    refuse_config_changes(*CurlApp(c).compare_options(record), free=Config.RESUME_FREE)
     with pytest.raises(CheckpointError, match=r"encoder_tanh: True -> False"):
-        check_signature({"signature": config_signature(c)}, no_tanh, "ckpt")
-    lacking = {k: v for k, v in config_signature(c).items() if k != "encoder_tanh"}
+        refuse_config_changes(*app.compare_options(record), free=Config.RESUME_FREE)
+    lacking = {k: v for k, v in record.items() if k != "encoder_tanh"}
     with pytest.raises(CheckpointError, match="encoder_tanh"):
-        check_signature({"signature": lacking}, c, "ckpt")
+        refuse_config_changes(*CurlApp(c).compare_options(lacking), free=Config.RESUME_FREE)
+    assert "env_steps" in Config.RESUME_FREE
+    refuse_config_changes(*CurlApp(c).compare_options({**record, "env_steps": 1}), free=Config.RESUME_FREE)
 
 
 @pytest.mark.slow  # three runs: 1000 steps, resumed to 2000, resumed again from the 1000-step checkpoint

@@ -163,3 +163,45 @@ def test_harness_refuses_a_checkpoint_that_names_no_application(tmp_path):
         tiny_run(out, steps=6, resume=True)
     assert "\n" not in str(err.value)
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == before
+
+
+def test_harness_compares_every_recorded_option_record_in_one_place(tmp_path):
+    """refuse_changed_options, the one resume check the loop makes for every application: the checkpoint's record
+    and config.json, each through the application's normaliser, free fields aside; a checkpoint that records no
+    options or has another layout is refused; config.json alone only when asked (a run that keeps no checkpoint)."""
+    from accelerate import Accelerator
+
+    from shared_losses.training.runtime import save_checkpoint
+
+    options = {"steps": 6, "lr": 0.1, "path": "data/x", "resume": True, "overwrite": False}
+    h = RunHarness("tiny", tmp_path / "run", free=FREE)
+    h.open(Accelerator(cpu=True))
+    h.write_config(options)
+    save_checkpoint(h.accelerator, h.checkpoint_dir, {"step": 2, "format": 3, "config": options, "application": "tiny"})
+    h = RunHarness("tiny", tmp_path / "run", resume=True, free=FREE)
+    saved = h.saved_state()
+    same = lambda record: (record, options)  # noqa: E731
+    h.refuse_changed_options(same, saved, checkpoint_format=3)
+    h.refuse_changed_options(lambda record: (record, {**options, "steps": 9}), saved)  # a free field
+    with pytest.raises(ConfigChanged, match=r"checkpoint.*lr: 0\.1 -> 0\.2") as err:
+        h.refuse_changed_options(lambda record: (record, {**options, "lr": 0.2}), saved)
+    assert len(str(err.value).splitlines()) == 1
+    # the normaliser decides what is compared (a relative path read as the absolute one it names)
+    absolute = {**options, "path": "/abs/data/x"}
+    with pytest.raises(ConfigChanged, match="path: 'data/x' -> '/abs/data/x'"):
+        h.refuse_changed_options(lambda record: (record, absolute), saved)
+    h.refuse_changed_options(lambda record: ({**record, "path": "/abs/data/x"}, absolute), saved)
+    # config.json is a record too: a copy edited by hand is refused although the checkpoint matches
+    (h.out / "config.json").write_text(json.dumps({**options, "lr": 0.5}))
+    with pytest.raises(ConfigChanged, match=r"config\.json.*lr: 0\.5 -> 0\.1"):
+        h.refuse_changed_options(same, saved)
+    with pytest.raises(ConfigChanged, match=r"lr: 0\.5 -> 0\.1"):  # without a checkpoint, when asked
+        h.refuse_changed_options(same, None, without_checkpoint=True)
+    h.refuse_changed_options(same, None)  # a new run compares nothing
+    (h.out / "config.json").write_text(json.dumps(options))
+    with pytest.raises(ConfigChanged, match="lr: None -> 0.1"):  # a field the record lacks counts as changed
+        h.refuse_changed_options(same, {**saved, "config": {k: v for k, v in options.items() if k != "lr"}})
+    with pytest.raises(CheckpointError, match="does not record the options it was trained with"):
+        h.refuse_changed_options(same, {k: v for k, v in saved.items() if k != "config"})
+    with pytest.raises(CheckpointError, match=r"another version of tiny \(checkpoint format 3, this one reads 4\)"):
+        h.refuse_changed_options(same, saved, checkpoint_format=4)

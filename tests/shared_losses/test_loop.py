@@ -36,8 +36,13 @@ class Counter(TrainingApp):
         self.harness.open()
         self.rng = np.random.default_rng(0)
 
+    @property
+    def recorded_options(self):  # what a resume compares (the loop's one check; --steps is not among them)
+        return {"rng_seed": 0}
+
     def state(self):
-        return {"step": self.step, "total": self.total, "rng": self.rng.bit_generator.state, "evals": self.evals}
+        return {"step": self.step, "total": self.total, "rng": self.rng.bit_generator.state, "evals": self.evals,
+                "config": self.recorded_options}
 
     def load_state(self, state):
         self.calls.append("load_state")
