@@ -132,7 +132,7 @@ def check_target(out_dir: Path, run_dir: Path, overwrite: bool = True) -> None:
 
 def logreg_head(model: FewShotModel, tokenizer, cfg: TextOptions, train_x, train_y, sample, device="cpu"):
     """(weight [2, d], bias [2]) of the logistic-regression head, fitted as the evaluation fits it."""
-    from .run import embed_all, fit_logreg
+    from .heads import embed_all, fit_logreg
 
     fl, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
     clf = fit_logreg(fl.numpy(), np.asarray(train_y)[sample.labeled], cfg.probe_c, cfg.seed)

@@ -37,7 +37,9 @@ class Objective(Entry):
     ``trains_head``: whether the run has a CE-trained linear head (a baseline's classifier is its own: logistic
     regression on the frozen encoder's vectors, or SetFit's). ``views``: dropout views of each example a training
     step encodes (0: no training step). ``reads_unlabeled``: whether a step draws unlabeled examples.
-    ``no_model``: why the run keeps no model to export (empty: it keeps one, the usual case)."""
+    ``no_model``: why the run keeps no model to export (empty: it keeps one, the usual case). ``baseline``: what a
+    baseline runs instead of training steps, ``baseline(cfg, run) -> (accuracy %, accuracy of each classifier,
+    seconds)`` on the prepared run (:class:`fewshot.run.Run`); None for the trained objectives."""
 
     loss: Callable[..., torch.Tensor] | None = None
     trains_encoder: bool = True
@@ -45,6 +47,27 @@ class Objective(Entry):
     views: int = 1
     reads_unlabeled: bool = False
     no_model: str = ""
+    baseline: Callable[..., tuple[float, dict, float]] | None = None
+
+
+def _probe(cfg, run) -> tuple[float, dict, float]:
+    """The frozen encoder's logistic-regression head on the N labeled examples' sentence vectors."""
+    import time
+
+    from .heads import head_accuracy
+
+    t0 = time.time()
+    accuracy, heads = head_accuracy(run.model, run.tokenizer, cfg, run.train_x, run.train_y, run.sample, run.eval_x,
+                                    run.eval_y, run.acc.device, trains_head=False)
+    return accuracy, heads, time.time() - t0
+
+
+def _setfit(cfg, run) -> tuple[float, dict, float]:
+    """SetFit with its own defaults (:mod:`fewshot.setfit_baseline`; the optional extra .[setfit])."""
+    from .setfit_baseline import run_setfit
+
+    accuracy, seconds = run_setfit(cfg, run)
+    return accuracy, {"setfit": accuracy}, seconds
 
 
 def _supcon_term(*, z1, z2, roles, temperature, prior, gather):
@@ -63,11 +86,11 @@ def _punce_term(*, z1, z2, roles, temperature, prior, gather):
 ALL_OBJECTIVES: Registry[Objective] = Registry("--objective", (
     Objective("probe", "frozen encoder + logistic regression", 0, "frozen encoder, logistic regression on the N "
               "labeled sentence vectors (no training steps; baseline)", trains_encoder=False, trains_head=False,
-              views=0),
+              views=0, baseline=_probe),
     Objective("setfit", "SetFit (its defaults)", 1, "SetFit with its own defaults on the same sample (optional extra "
               ".[setfit]; a sentence-transformers encoder)", trains_encoder=False, trains_head=False, views=0,
               no_model="SetFit trains and scores its own copy of the encoder; save one with setfit's "
-              "SetFitModel.save_pretrained instead"),
+              "SetFitModel.save_pretrained instead", baseline=_setfit),
     Objective("ce", "CE", 2, "cross-entropy on the labeled examples"),
     Objective("ce+scl", "CE + SupCon", 3, "CE + SupCon over the labeled examples' two dropout views (Gunel et al. "
               "2021)", loss=_supcon_term, views=2),

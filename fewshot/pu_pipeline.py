@@ -19,7 +19,8 @@ from .config import PuConfig
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE
 from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
-from .run import FewShotRunApp, forward_views, prepare, process_share, tokenize
+from .heads import tokenize
+from .run import FewShotRunApp, forward_views, prepare, process_share
 
 
 class PuApp(FewShotRunApp):

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from .pu import RISKS, train_probe
-from .run import embed_all
+from .heads import embed_all
 
 
 def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device, risks=RISKS):

@@ -18,6 +18,7 @@ from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, w
 
 from .config import AnyConfig, TextOptions
 from .data import load_pu_files, load_splits, sample_fewshot
+from .heads import embed_all
 from .objectives import ALL_OBJECTIVES
 from .model import FewShotModel, load_tokenizer, max_tokens, resolve_pooling
 from .prior import elkan_noto_prior
@@ -64,24 +65,6 @@ def process_share(batch: np.ndarray, world: int, rank: int) -> np.ndarray:
     the global batch divides evenly, averaging the processes' losses (as DDP averages gradients) gives
     the global batch's loss; otherwise the shares' means are averaged with equal weights."""
     return np.array_split(batch, world)[rank]
-
-
-def tokenize(tokenizer, texts, max_length, device):
-    enc = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-    return enc["input_ids"].to(device), enc["attention_mask"].to(device)
-
-
-@torch.no_grad()
-def embed_all(model, tokenizer, texts, max_length, device, batch_size=64):
-    model.eval()
-    feats, logits = [], []
-    for i in range(0, len(texts), batch_size):
-        ids, mask = tokenize(tokenizer, texts[i:i + batch_size], max_length, device)
-        h = model.embed(ids, mask)
-        feats.append(h.float().cpu())
-        logits.append(model.classifier(h).float().cpu())
-    model.train()
-    return torch.cat(feats), torch.cat(logits)
 
 
 @contextlib.contextmanager
@@ -327,51 +310,6 @@ def majority_rates(train_y, sample, eval_y) -> dict:
     lab_major = int(np.asarray(train_y)[sample.labeled].mean() >= 0.5)
     return {"majority_accuracy": float(max(ev.mean(), 1 - ev.mean()) * 100.0),
             "labeled_majority_accuracy": float((ev == lab_major).mean() * 100.0)}
-
-
-#: --probe-c values scored side by side on the development split (``head_accuracies``)
-DEV_PROBE_CS = (1.0, 10.0, 100.0, 1000.0)
-
-
-def unit_rows(f) -> np.ndarray:
-    """Rows scaled to unit L2 norm (float64), as the logistic-regression head sees sentence vectors."""
-    f = np.asarray(f, dtype=np.float64)
-    return f / np.maximum(np.linalg.norm(f, axis=1, keepdims=True), 1e-12)
-
-
-def fit_logreg(feats_labeled, y_labeled, c: float, seed: int):
-    """The logistic-regression head (scikit-learn, L2 strength 1/c) on L2-normalised labeled sentence vectors."""
-    from sklearn.linear_model import LogisticRegression
-
-    return LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(unit_rows(feats_labeled),
-                                                                         np.asarray(y_labeled))
-
-
-def logreg_accuracy(feats_labeled, y_labeled, feats_eval, eval_y, c: float, seed: int) -> float:
-    """Accuracy (%) of a logistic regression fitted on L2-normalised labeled sentence vectors."""
-    clf = fit_logreg(feats_labeled, y_labeled, c, seed)
-    return float((clf.predict(unit_rows(feats_eval)) == np.asarray(eval_y)).mean() * 100.0)
-
-
-def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device) -> dict:
-    """Evaluation accuracy (%) of both classifiers from one pass over the evaluation split: ``linear``
-    (the CE-trained head; absent for ``probe``, whose head is untrained) and ``logreg``."""
-    fl, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
-    fe, logits = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
-    fl, fe, yl = fl.numpy(), fe.numpy(), np.asarray(train_y)[sample.labeled]
-    out = {"logreg": logreg_accuracy(fl, yl, fe, eval_y, cfg.probe_c, cfg.seed)}
-    if ALL_OBJECTIVES.get(cfg.objective).trains_head:
-        out["linear"] = float((logits.argmax(1).numpy() == np.asarray(eval_y)).mean() * 100.0)
-    if cfg.eval_split == "dev":  # choosing --probe-c: only ever on the development split
-        for c in DEV_PROBE_CS:
-            out[f"logreg_C{c:g}"] = logreg_accuracy(fl, yl, fe, eval_y, c, cfg.seed)
-    return out
-
-
-def head_accuracy(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device) -> tuple[float, dict]:
-    """(accuracy with the classifier ``cfg.head`` names (``probe``: always logreg), both heads' accuracies)."""
-    both = head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device)
-    return both[cfg.head if ALL_OBJECTIVES.get(cfg.objective).trains_head else "logreg"], both
 
 
 def eval_subset(eval_x, eval_y, max_eval, seed):

@@ -27,8 +27,9 @@ from .model import FewShotModel
 from .objectives import fewshot_loss, roles_from_labels
 from .objectives import ALL_OBJECTIVES
 from .pu_pipeline import PuApp
-from .run import (Batches, FewShotRunApp, Run, claim, compare_options, finished_metrics, forward_views, head_accuracy,
-                  prepare, process_share, run_metrics, tokenize)
+from .heads import head_accuracy, tokenize
+from .run import (Batches, FewShotRunApp, Run, claim, compare_options, finished_metrics, forward_views, prepare,
+                  process_share, run_metrics)
 
 
 class FewShotApp(FewShotRunApp):
@@ -110,7 +111,7 @@ class FewShotApp(FewShotRunApp):
     def evaluate(self):
         run = self.run
         accuracy, both = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x, run.train_y, run.sample,
-                                       run.eval_x, run.eval_y, self.accelerator.device)
+                                       run.eval_x, run.eval_y, self.accelerator.device, self.objective.trains_head)
         self.history.append({"step": self.step, "eval_accuracy": accuracy, "head_accuracies": both})
         return {"eval_accuracy": accuracy}
 
@@ -129,7 +130,8 @@ class FewShotApp(FewShotRunApp):
             self.final, self.both = self.history[-1]["eval_accuracy"], self.history[-1].get("head_accuracies", {})
         else:  # no step trained (--steps 0), or a resumed run whose history predates the last step
             self.final, self.both = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x, run.train_y,
-                                                  run.sample, run.eval_x, run.eval_y, self.accelerator.device)
+                                                  run.sample, run.eval_x, run.eval_y, self.accelerator.device,
+                                                  self.objective.trains_head)
         self.metrics = run_metrics(self.cfg, run, self.final, self.both, self.history, time.time() - self.t0)
 
     def export(self):
@@ -171,20 +173,10 @@ def train(cfg: AnyConfig, model: FewShotModel | None = None, tokenizer=None) -> 
 
 
 def run_baseline(cfg: FewShotConfig, run: Run) -> dict:
-    """The baselines, on the same sample as the trained objectives for the same seed. ``probe``: the
-    frozen encoder, logistic regression on the N labeled examples' sentence vectors; ``setfit``:
-    SetFit with its defaults (:mod:`fewshot.setfit_baseline`)."""
-    t0 = time.time()
-    if cfg.objective == "setfit":
-        from .setfit_baseline import run_setfit
-
-        acc_, seconds = run_setfit(cfg, run)
-        metrics = run_metrics(cfg, run, acc_, {"setfit": acc_}, [], seconds)
-    else:
-        acc_, both = head_accuracy(run.model, run.tokenizer, cfg, run.train_x, run.train_y, run.sample, run.eval_x,
-                                   run.eval_y, run.acc.device)
-        metrics = run_metrics(cfg, run, acc_, both, [], time.time() - t0)
-    return run.harness.finish(metrics, "metrics.json")
+    """A baseline (an objective that trains no encoder: ``probe``, ``setfit``), on the same sample as the trained
+    objectives for the same seed: its registry entry's ``baseline`` (:data:`fewshot.objectives.ALL_OBJECTIVES`)."""
+    accuracy, heads, seconds = ALL_OBJECTIVES.get(cfg.objective).baseline(cfg, run)
+    return run.harness.finish(run_metrics(cfg, run, accuracy, heads, [], seconds), "metrics.json")
 
 
 def main(argv=None):

@@ -15,7 +15,8 @@ import torch
 
 from fewshot.export import export_run
 from fewshot.model import FewShotModel, load_tokenizer, resolve_pooling
-from fewshot.run import compare_options, embed_all
+from fewshot.heads import embed_all
+from fewshot.run import compare_options
 from shared_losses.training.harness import refuse_config_changes
 from fewshot.train import train
 

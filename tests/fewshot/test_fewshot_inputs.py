@@ -12,7 +12,8 @@ import torch
 from fewshot.config import FewShotConfig
 from fewshot.data import load_splits
 from fewshot.model import load_tokenizer, max_tokens
-from fewshot.run import Batches, prepare, tokenize
+from fewshot.heads import tokenize
+from fewshot.run import Batches, prepare
 from fewshot.train import train
 from shared_losses.data import DataError, load_local
 

@@ -10,7 +10,8 @@ import torch
 from fewshot.config import PRESETS, FewShotConfig, preset_config
 from fewshot.data import sample_fewshot
 from fewshot.model import FewShotModel, load_tokenizer
-from fewshot.run import dev_split, embed_all, freeze_lower_layers, logreg_accuracy, majority_rates, prepare
+from fewshot.heads import embed_all, logreg_accuracy
+from fewshot.run import dev_split, freeze_lower_layers, majority_rates, prepare
 from fewshot.train import main, train
 
 from .conftest import make_texts

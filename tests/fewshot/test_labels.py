@@ -219,7 +219,7 @@ def test_export_writes_a_sentence_transformers_folder_with_the_runs_vectors(tiny
     from sentence_transformers import SentenceTransformer
 
     from fewshot.model import FewShotModel, load_tokenizer, resolve_pooling
-    from fewshot.run import embed_all
+    from fewshot.heads import embed_all
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg, metrics = _tiny_run(tiny_encoder, easy_task, tmp_path / "run", pooling=pooling)

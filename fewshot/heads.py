@@ -1,0 +1,76 @@
+"""The classifiers of a text few-shot run on the encoder's sentence vectors: tokenizing and encoding a list of texts,
+the logistic-regression head (SetFit's, on L2-normalised vectors) and the accuracy of each classifier on the
+evaluation split. It imports no registry, so the registry's baselines (:data:`fewshot.objectives.ALL_OBJECTIVES`)
+can use it."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def tokenize(tokenizer, texts, max_length, device):
+    enc = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+
+
+@torch.no_grad()
+def embed_all(model, tokenizer, texts, max_length, device, batch_size=64):
+    model.eval()
+    feats, logits = [], []
+    for i in range(0, len(texts), batch_size):
+        ids, mask = tokenize(tokenizer, texts[i:i + batch_size], max_length, device)
+        h = model.embed(ids, mask)
+        feats.append(h.float().cpu())
+        logits.append(model.classifier(h).float().cpu())
+    model.train()
+    return torch.cat(feats), torch.cat(logits)
+
+
+#: --probe-c values scored side by side on the development split (``head_accuracies``)
+DEV_PROBE_CS = (1.0, 10.0, 100.0, 1000.0)
+
+
+def unit_rows(f) -> np.ndarray:
+    """Rows scaled to unit L2 norm (float64), as the logistic-regression head sees sentence vectors."""
+    f = np.asarray(f, dtype=np.float64)
+    return f / np.maximum(np.linalg.norm(f, axis=1, keepdims=True), 1e-12)
+
+
+def fit_logreg(feats_labeled, y_labeled, c: float, seed: int):
+    """The logistic-regression head (scikit-learn, L2 strength 1/c) on L2-normalised labeled sentence vectors."""
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(unit_rows(feats_labeled),
+                                                                         np.asarray(y_labeled))
+
+
+def logreg_accuracy(feats_labeled, y_labeled, feats_eval, eval_y, c: float, seed: int) -> float:
+    """Accuracy (%) of a logistic regression fitted on L2-normalised labeled sentence vectors."""
+    clf = fit_logreg(feats_labeled, y_labeled, c, seed)
+    return float((clf.predict(unit_rows(feats_eval)) == np.asarray(eval_y)).mean() * 100.0)
+
+
+def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device,
+                    trains_head: bool) -> dict:
+    """Evaluation accuracy (%) of both classifiers from one pass over the evaluation split: ``linear``
+    (the CE-trained head; absent when the objective trains none, ``trains_head`` False: the baselines) and
+    ``logreg``."""
+    fl, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
+    fe, logits = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
+    fl, fe, yl = fl.numpy(), fe.numpy(), np.asarray(train_y)[sample.labeled]
+    out = {"logreg": logreg_accuracy(fl, yl, fe, eval_y, cfg.probe_c, cfg.seed)}
+    if trains_head:
+        out["linear"] = float((logits.argmax(1).numpy() == np.asarray(eval_y)).mean() * 100.0)
+    if cfg.eval_split == "dev":  # choosing --probe-c: only ever on the development split
+        for c in DEV_PROBE_CS:
+            out[f"logreg_C{c:g}"] = logreg_accuracy(fl, yl, fe, eval_y, c, cfg.seed)
+    return out
+
+
+def head_accuracy(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device,
+                  trains_head: bool) -> tuple[float, dict]:
+    """(accuracy with the classifier ``cfg.head`` names (a baseline, which trains no head: always logreg), both heads'
+    accuracies)."""
+    both = head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device, trains_head)
+    return both[cfg.head if trains_head else "logreg"], both
