@@ -209,6 +209,8 @@ class QuickThoughtApp(TrainingApp):
         self.epoch, self.batch_in_epoch, self.sentences_seen, self.no_neighbour_batches = 0, 0, 0, 0
         self.dev_losses: list[dict] = []  # {"epoch", "step", "dev_loss"} after each epoch (--dev-every)
         self.last_loss, self.stop_now, self.covered, self.stats = float("nan"), False, None, CorpusStats()
+        self.events = None  # the corpus stream's batches and epoch ends (made at the first step: a resume sets where)
+        self.ended: list[tuple[dict, int]] = []  # held-out losses of epochs ended since the last log row
         self.built = False
 
     @property
@@ -291,43 +293,60 @@ class QuickThoughtApp(TrainingApp):
         return self.cfg.max_steps is not None and self.step >= self.cfg.max_steps
 
     def progress(self):
-        self.batches = self.training_batches()
-        self.t0, self.s0 = time.perf_counter(), self.sentences_seen
         self.bar = tqdm(total=self.cfg.max_steps, initial=self.step, disable=not (self.main and self.cfg.progress),
                         unit="step", dynamic_ncols=True, mininterval=0.1 if sys.stderr.isatty() else 10.0)
         return self.bar
 
-    def training_batches(self):
-        """The global batches still to train on, epoch after epoch (the held-out ones and, on resume, those already
-        used are skipped); at each epoch's end the held-out loss is logged."""
+    def corpus_events(self, first_epoch: int, skip: int):
+        """What the deterministic corpus stream holds from epoch ``first_epoch`` on, as events; it changes nothing
+        of the run (:meth:`next_batch` does): ``("epoch", stats)`` when an epoch's pass starts (``stats`` fills as the
+        stream is read), ``("held", index)`` for a held-out batch, ``("batch", batch)`` for a global batch to train on
+        (the first epoch's before ``skip`` were used before a resume) and ``("end", held_out)`` when the pass ends,
+        with its held-out batches (the same every epoch)."""
         cfg = self.cfg
-        while self.epoch < cfg.epochs:
-            self.stats = CorpusStats()
-            held_out = []  # this epoch's held-out batches (the same every epoch: the stream is deterministic)
-            for index, batch in enumerate(contiguous_batches(sentence_stream(cfg, self.stats), self.global_bs)):
+        for _ in range(first_epoch, cfg.epochs):
+            stats, held_out = CorpusStats(), []
+            yield "epoch", stats
+            for index, batch in enumerate(contiguous_batches(sentence_stream(cfg, stats), self.global_bs)):
                 if is_dev_batch(cfg, index):
                     if len(held_out) < cfg.dev_max_batches:
                         held_out.append(batch)
-                    self.batch_in_epoch = max(self.batch_in_epoch, index + 1)
-                elif index >= self.batch_in_epoch:  # (a resumed run already used those before)
-                    yield batch
-            self.epoch += 1
-            self.batch_in_epoch = 0
-            if held_out:
-                row = {"epoch": self.epoch, "step": self.step,
-                       "dev_loss": dev_loss(self.model, self.vocab, held_out, cfg, self.accelerator)}
-                self.dev_losses.append(row)
-                self.harness.csv().log(row)
-                self.harness.tb.add_scalar("dev/loss", row["dev_loss"], self.step)
-                if self.main:
-                    self.bar.write(f"epoch {self.epoch}: dev loss {row['dev_loss']:.4f} over {len(held_out)} "
-                                   "held-out batches")
-            if self.step == 0 and self.stats.sentences < self.global_bs:
-                raise ValueError(f"corpus has {self.stats.sentences} sentences, fewer than one batch of "
-                                 f"{self.global_bs}; lower --batch-size")
+                    yield "held", index
+                elif index >= skip:
+                    yield "batch", batch
+            yield "end", held_out
+            skip = 0
+
+    def next_batch(self):
+        """The next global batch to train on (None: the epochs are done), keeping the counters a resume needs; an epoch
+        that ends on the way has its held-out loss computed on the model as trained so far (logged with the next
+        row, or by :meth:`finish` after the last epoch)."""
+        cfg = self.cfg
+        if self.events is None:
+            self.events = self.corpus_events(self.epoch, self.batch_in_epoch)
+            self.t0, self.s0 = time.perf_counter(), self.sentences_seen
+        for kind, value in self.events:
+            if kind == "batch":
+                return value
+            if kind == "epoch":
+                self.stats = value
+            elif kind == "held":
+                self.batch_in_epoch = max(self.batch_in_epoch, value + 1)
+            else:  # the pass ended
+                self.epoch += 1
+                self.batch_in_epoch = 0
+                if value:
+                    row = {"epoch": self.epoch, "step": self.step,
+                           "dev_loss": dev_loss(self.model, self.vocab, value, cfg, self.accelerator)}
+                    self.dev_losses.append(row)
+                    self.ended.append((row, len(value)))
+                if self.step == 0 and self.stats.sentences < self.global_bs:
+                    raise ValueError(f"corpus has {self.stats.sentences} sentences, fewer than one batch of "
+                                     f"{self.global_bs}; lower --batch-size")
+        return None
 
     def train_step(self):
-        batch = next(self.batches, None)
+        batch = self.next_batch()
         if batch is None:
             return None
         cfg, acc = self.cfg, self.accelerator
@@ -347,17 +366,33 @@ class QuickThoughtApp(TrainingApp):
         # logged loss: mean over processes (each process's loss covers its own anchors)
         self.last_loss = (acc.reduce(loss.detach(), reduction="mean") if self.world > 1 else loss.detach()).item()
         self.rate = (self.sentences_seen - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
+        ended, self.ended = self.ended, []
         if self.step % cfg.log_every and self.step != 1:
-            return {}
+            return {"ended_epochs": ended} if ended else {}
         self.watch.check(self.step, self.last_loss)
-        return {"step": self.step, "epoch": self.epoch, "loss": self.last_loss, "grad_norm": grad_norm,
-                "sentences": self.sentences_seen, "sentences_per_s": self.rate}
+        return {**({"ended_epochs": ended} if ended else {}), "step": self.step, "epoch": self.epoch,
+                "loss": self.last_loss, "grad_norm": grad_norm, "sentences": self.sentences_seen,
+                "sentences_per_s": self.rate}
 
-    def log(self, row):  # TensorBoard: the loss, the gradient norm and the speed
-        if row:
-            self.harness.csv().log(row)
+    def log(self, row):
+        """log.csv and TensorBoard: first the held-out loss of each epoch that ended before this step (a row of its
+        own), then the step's row (the loss, the gradient norm and the speed)."""
+        for dev, batches in row.get("ended_epochs", ()):
+            self.harness.csv().log(dev)
+            self.harness.tb.add_scalar("dev/loss", dev["dev_loss"], dev["step"])
+            if self.main:
+                self.bar.write(f"epoch {dev['epoch']}: dev loss {dev['dev_loss']:.4f} over {batches} held-out batches")
+        step = {k: v for k, v in row.items() if k != "ended_epochs"}
+        if step:
+            self.harness.csv().log(step)
             for k in ("loss", "grad_norm", "sentences_per_s"):
-                self.harness.tb.add_scalar(f"train/{k}", row[k], self.step)
+                self.harness.tb.add_scalar(f"train/{k}", step[k], self.step)
+
+    def finish(self):
+        if self.ended:  # the last epoch's held-out loss, found when the stream ran out
+            ended, self.ended = self.ended, []
+            self.log({"ended_epochs": ended})
+        super().finish()
 
     def batch_loss(self, batch):
         """(this process's loss on its block of the global batch, its count of anchors with a neighbour)."""

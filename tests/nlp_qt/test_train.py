@@ -335,6 +335,11 @@ def test_held_out_batches_are_never_trained_on_and_scored_each_epoch(tmp_path):
     dev_rows = [r for r in rows if r["dev_loss"]]
     assert [int(r["step"]) for r in dev_rows] == [4, 8, 12]
     assert [float(r["dev_loss"]) for r in dev_rows] == pytest.approx([d["dev_loss"] for d in s["dev_losses"]])
+    # each epoch's dev row comes after the step it scored and before the next epoch's first step
+    for i, r in enumerate(rows):
+        if r["dev_loss"]:
+            assert not rows[i - 1]["dev_loss"] and int(rows[i - 1]["step"]) == int(r["step"])
+            assert i + 1 == len(rows) or int(rows[i + 1]["step"]) == int(r["step"]) + 1
     # the dev losses differ between epochs: the model moved (a stuck number would pass the checks above)
     assert len({round(d["dev_loss"], 6) for d in s["dev_losses"]}) == 3
     # at most dev_max_batches are scored
@@ -445,3 +450,18 @@ def test_nan_values_are_refused_before_reading_the_corpus(tmp_path, field, messa
     with pytest.raises(ValueError, match=message):
         train(_cfg(tmp_path, "bad", **{field: float("nan")}))
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_corpus_stream_changes_nothing_of_the_run(tmp_path):
+    """The stream of batches and epoch ends is data only: reading it all leaves the run's counters as they were
+    (the held-out loss and the counters are the step's work, logged through the loop)."""
+    from nlp_qt.train import QuickThoughtApp
+
+    app = QuickThoughtApp(_cfg(tmp_path, "stream", epochs=2, dev_every=3))
+    before = (app.step, app.epoch, app.batch_in_epoch, app.sentences_seen, list(app.dev_losses), app.stats)
+    events = list(app.corpus_events(0, 0))
+    assert (app.step, app.epoch, app.batch_in_epoch, app.sentences_seen, app.dev_losses, app.stats) == before
+    kinds = [kind for kind, _ in events]
+    assert kinds.count("epoch") == kinds.count("end") == 2 and kinds.count("batch") == 8 and kinds.count("held") == 2
+    # from epoch 1 after its first 2 batches (0, 1; batch 2 is held out): batches 3 and 4 are left to train
+    assert [k for k, _ in app.corpus_events(1, 2)] == ["epoch", "held", "batch", "batch", "end"]
