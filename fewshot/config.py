@@ -206,11 +206,17 @@ class TextOptions(RunOptions):
         need(self, self.train_layers is None or self.train_layers >= 0, "train_layers",
              ">= 0 (or unset for all layers)")
         need(self, 0.0 < self.eval_fraction < 1.0, "eval_fraction", "in (0, 1)")
-        from .images import is_image_dataset
+        refuse_image_data(self.dataset, self.PIPELINE)
 
-        if is_image_dataset(self.dataset):
-            raise ValueError(f"--dataset {self.dataset} is image data: run it with `python -m fewshot.train images "
-                             f"--dataset {self.dataset}` (this is the {self.PIPELINE} pipeline)")
+
+def refuse_image_data(dataset: str | None, pipeline: str) -> None:
+    """One line for image data (``mnist``, an .npz file) given to the text pipeline ``pipeline``, naming the command
+    that reads it (the configuration's check, and the command line's before tyro parses)."""
+    from .images import is_image_dataset
+
+    if is_image_dataset(dataset):
+        raise ValueError(f"--dataset {dataset} is image data: run `python -m fewshot.train images --dataset {dataset}` "
+                         f"(the {pipeline} pipeline reads text)")
 
 
 @dataclass
@@ -477,24 +483,20 @@ def check_pipeline_options(name: str, argv: list[str]) -> None:
     """Refuse, in one line, an option that belongs to another pipeline (``--contrastive`` in a text run, ``--setting
     pu`` for text, ``--objective`` on images) or text options pointed at image data, naming the command that takes
     it; tyro refuses the rest (unknown options, wrong values)."""
-    from .images import is_image_dataset
-
-    mine = _flags(PIPELINES[name])
-    dataset = option_value(argv, "--dataset")
-    if name != "images" and is_image_dataset(dataset):
-        raise ValueError(f"--dataset {dataset} is image data: run `python -m fewshot.train images --dataset {dataset}` "
-                         f"(the {name} pipeline reads text)")
+    if name != "images":
+        refuse_image_data(option_value(argv, "--dataset"), name)
     if name == "images" and option_given(argv, "--preset"):
         raise ValueError("--preset is for the text pipelines; an image run's defaults are the setting chosen on the "
                          "digits' development split (python -m fewshot.train images --help lists them)")
     if name == "text" and option_value(argv, "--setting") == "pu":
         raise ValueError("text PU learning is its own pipeline: `python -m fewshot.train pu` (its --n-labeled counts "
                          "labeled positives); drop --setting")
+    flags = {pipeline: _flags(cls) for pipeline, cls in PIPELINES.items()}
     for arg in argv:
         flag = arg.split("=", 1)[0]
-        if not flag.startswith("--") or flag in mine or flag in ("--help", "--preset"):
+        if not flag.startswith("--") or flag in flags[name] or flag in ("--help", "--preset"):
             continue
-        owners = [other for other, cls in PIPELINES.items() if other != name and flag in _flags(cls)]
+        owners = [other for other, known in flags.items() if other != name and flag in known]
         if owners:
             where = " or ".join(f"`python -m fewshot.train {o}`" for o in owners)
             raise ValueError(f"{flag} is not an option of the {name} pipeline; it belongs to {where}")

@@ -46,7 +46,7 @@ from .images import Augment, ImageModel, as_images, binary_labels, features, str
 from .objectives import ENCODER_LOSSES, encoder_loss
 from .prior import elkan_noto_prior
 from .pu import RISKS, pu_risk, train_probe
-from .run import (Batches, FewShotRunApp, check_steps, make_accelerator, read_json)
+from .run import Batches, FewShotRunApp, check_steps, make_accelerator, read_json
 
 #: share of each class held out as the test split when no --eval-file is given
 TEST_FRACTION = 0.2
