@@ -28,8 +28,7 @@ from .objectives import fewshot_loss, roles_from_labels
 from .objectives import ALL_OBJECTIVES
 from .pu_pipeline import PuApp
 from .heads import head_accuracy, tokenize
-from .run import (Batches, FewShotRunApp, Run, claim, compare_options, finished_metrics, forward_views, prepare,
-                  process_share, run_metrics)
+from .run import Batches, FewShotRunApp, claim, finished_metrics, forward_views, prepare, process_share, run_metrics
 
 
 class FewShotApp(FewShotRunApp):
@@ -163,20 +162,43 @@ def train(cfg: AnyConfig, model: FewShotModel | None = None, tokenizer=None) -> 
         return run_app(PuApp(cfg, harness, model, tokenizer))
     if ALL_OBJECTIVES.get(cfg.objective).trains_encoder:
         return run_app(FewShotApp(cfg, harness, model, tokenizer))
-    # the baselines keep no checkpoint: their config.json is what a resume compares
-    harness.refuse_changed_options(lambda record: compare_options(cfg, record), without_checkpoint=True)
-    done = finished_metrics(cfg, harness)
-    if done is not None:
-        print(f"{harness.out} already holds this run, finished; nothing to do")
+    return run_app(BaselineApp(cfg, harness, model, tokenizer))
+
+
+class BaselineApp(FewShotRunApp):
+    """A baseline (an objective that trains no encoder: ``probe``, ``setfit``) in the shared loop, on the same sample
+    as the trained objectives for the same seed: no steps, no logs and no checkpoint (a resume compares config.json,
+    and a finished baseline is its metrics.json); :meth:`finish` runs its registry entry's ``baseline``
+    (:data:`fewshot.objectives.ALL_OBJECTIVES`)."""
+
+    logs, keeps_checkpoint = (), False
+
+    def __init__(self, cfg: FewShotConfig, harness, model: FewShotModel | None = None, tokenizer=None):
+        super().__init__(cfg, harness)
+        self.model, self.tokenizer = model, tokenizer
+
+    def report_to(self):
+        return ()  # nothing to track: metrics.json holds the result
+
+    def total_steps(self):
+        return 0
+
+    def check_resume(self, saved):
+        done = finished_metrics(self.cfg, self.harness)
+        if done is not None:
+            print(f"{self.harness.out} already holds this run, finished; nothing to do")
         return done
-    return run_baseline(cfg, prepare(cfg, model, tokenizer, harness))
 
+    def build(self, saved):
+        self.run = prepare(self.cfg, self.model, self.tokenizer, self.harness)
+        self.accelerator = self.run.acc
 
-def run_baseline(cfg: FewShotConfig, run: Run) -> dict:
-    """A baseline (an objective that trains no encoder: ``probe``, ``setfit``), on the same sample as the trained
-    objectives for the same seed: its registry entry's ``baseline`` (:data:`fewshot.objectives.ALL_OBJECTIVES`)."""
-    accuracy, heads, seconds = ALL_OBJECTIVES.get(cfg.objective).baseline(cfg, run)
-    return run.harness.finish(run_metrics(cfg, run, accuracy, heads, [], seconds), "metrics.json")
+    def finish(self):
+        accuracy, heads, seconds = ALL_OBJECTIVES.get(self.cfg.objective).baseline(self.cfg, self.run)
+        self.metrics = run_metrics(self.cfg, self.run, accuracy, heads, [], seconds)
+
+    def summary(self):
+        return self.metrics
 
 
 def main(argv=None):

@@ -22,7 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from shared_losses import gather_with_grad
-from shared_losses.training.harness import RunHarness
+from shared_losses.training.harness import LogRow, RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
 from shared_losses.training.runtime import (DivergenceWatch, make_accelerator, print_run_result,
@@ -210,7 +210,7 @@ class QuickThoughtApp(TrainingApp):
         self.dev_losses: list[dict] = []  # {"epoch", "step", "dev_loss"} after each epoch (--dev-every)
         self.last_loss, self.stop_now, self.covered, self.stats = float("nan"), False, None, CorpusStats()
         self.events = None  # the corpus stream's batches and epoch ends (made at the first step: a resume sets where)
-        self.ended: list[tuple[dict, int]] = []  # held-out losses of epochs ended since the last log row
+        self.ended: list[LogRow] = []  # held-out losses of epochs ended since the last log row
         self.built = False
 
     @property
@@ -339,7 +339,10 @@ class QuickThoughtApp(TrainingApp):
                     row = {"epoch": self.epoch, "step": self.step,
                            "dev_loss": dev_loss(self.model, self.vocab, value, cfg, self.accelerator)}
                     self.dev_losses.append(row)
-                    self.ended.append((row, len(value)))
+                    self.ended.append(LogRow(row, scalars={"dev/loss": row["dev_loss"]}))
+                    if self.main:
+                        self.bar.write(f"epoch {self.epoch}: dev loss {row['dev_loss']:.4f} over {len(value)} "
+                                       "held-out batches")
                 if self.step == 0 and self.stats.sentences < self.global_bs:
                     raise ValueError(f"corpus has {self.stats.sentences} sentences, fewer than one batch of "
                                      f"{self.global_bs}; lower --batch-size")
@@ -366,32 +369,19 @@ class QuickThoughtApp(TrainingApp):
         # logged loss: mean over processes (each process's loss covers its own anchors)
         self.last_loss = (acc.reduce(loss.detach(), reduction="mean") if self.world > 1 else loss.detach()).item()
         self.rate = (self.sentences_seen - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
-        ended, self.ended = self.ended, []
+        # first the held-out loss of each epoch that ended before this step (a row of its own), then the step's
+        rows, self.ended = self.ended, []
         if self.step % cfg.log_every and self.step != 1:
-            return {"ended_epochs": ended} if ended else {}
+            return rows
         self.watch.check(self.step, self.last_loss)
-        return {**({"ended_epochs": ended} if ended else {}), "step": self.step, "epoch": self.epoch,
-                "loss": self.last_loss, "grad_norm": grad_norm, "sentences": self.sentences_seen,
-                "sentences_per_s": self.rate}
-
-    def log(self, row):
-        """log.csv and TensorBoard: first the held-out loss of each epoch that ended before this step (a row of its
-        own), then the step's row (the loss, the gradient norm and the speed)."""
-        for dev, batches in row.get("ended_epochs", ()):
-            self.harness.csv().log(dev)
-            self.harness.tb.add_scalar("dev/loss", dev["dev_loss"], dev["step"])
-            if self.main:
-                self.bar.write(f"epoch {dev['epoch']}: dev loss {dev['dev_loss']:.4f} over {batches} held-out batches")
-        step = {k: v for k, v in row.items() if k != "ended_epochs"}
-        if step:
-            self.harness.csv().log(step)
-            for k in ("loss", "grad_norm", "sentences_per_s"):
-                self.harness.tb.add_scalar(f"train/{k}", step[k], self.step)
+        row = {"step": self.step, "epoch": self.epoch, "loss": self.last_loss, "grad_norm": grad_norm,
+               "sentences": self.sentences_seen, "sentences_per_s": self.rate}
+        return rows + [LogRow(row, scalars={f"train/{k}": row[k] for k in ("loss", "grad_norm", "sentences_per_s")})]
 
     def finish(self):
         if self.ended:  # the last epoch's held-out loss, found when the stream ran out
-            ended, self.ended = self.ended, []
-            self.log({"ended_epochs": ended})
+            rows, self.ended = self.ended, []
+            self.log(rows)
         super().finish()
 
     def batch_loss(self, batch):

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.training.harness import RunHarness
+from shared_losses.training.harness import LogRow, RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
 from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, make_accelerator, print_run_result,
@@ -302,6 +302,9 @@ class CurlApp(TrainingApp):
         self.cfg, self.ar = cfg, cfg.action_repeat
         self.episode, self.next_ckpt, self.metrics, self.resumed = 0, cfg.checkpoint_every, {}, False
         self.obs, self.ep_return, self.episode_ended, self.ckpt_due = None, 0.0, False, False
+        # a checkpoint follows this step (one is due, or a stop was asked for, as seen at the step's end): the
+        # evaluation running in the background is collected first, so that eval.csv is whole at every checkpoint
+        self.stop_seen = self.settling = False
         self.last_eval, self.finished_before = math.nan, False
         self.eval_envs: EvalEnvs | None = None
         self.graphed = None  # rl_curl.graphs.GraphedUpdate under --cuda-graphs, made at the first update
@@ -388,7 +391,8 @@ class CurlApp(TrainingApp):
 
     def state(self):
         self.require_finite()  # never a checkpoint of a diverged agent
-        self.finish_background_eval()  # every checkpoint has the evaluations up to its step in eval.csv
+        if self.background is not None:  # train_step / evaluate collect it before any checkpoint (self.settling)
+            raise RuntimeError("internal error: a checkpoint was asked for while an evaluation ran in the background")
         self.checkpointed = self.step * self.ar  # state() is asked for when a checkpoint is written
         return {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
                 "action_rng": self.action_rng.bit_generator.state,
@@ -459,23 +463,30 @@ class CurlApp(TrainingApp):
         times["env"] += t1 - t0
         times["replay_add"] += clock() - t1
         self.obs, self.ep_return, self.step = next_obs, self.ep_return + reward, step + 1
-        env_step, tb, log = self.step * self.ar, self.harness.tb, self.harness.csv("log.csv")
+        env_step, rows = self.step * self.ar, []
         if self.metrics and crossed(env_step, self.ar, cfg.log_every):
             self.require_finite()
-            log.log({"env_step": env_step, "episode": self.episode, **{k: float(v) for k, v in self.metrics.items()}})
-            for k, v in self.metrics.items():
-                tb.add_scalar(f"train/{k}", float(v), env_step)
+            metrics = {k: float(v) for k, v in self.metrics.items()}
+            rows.append(LogRow({"env_step": env_step, "episode": self.episode, **metrics},
+                               scalars={f"train/{k}": v for k, v in metrics.items()}))
         self.step_episode = self.episode  # the episode this step belongs to (an evaluation after it logs it)
         self.episode_ended = terminated or truncated
+        self.settling = False
         if self.episode_ended:
-            tb.add_scalar("train/episode_return", self.ep_return, env_step)
-            log.log({"env_step": env_step, "episode": self.episode, "episode_return": self.ep_return})
+            rows.append(LogRow({"env_step": env_step, "episode": self.episode, "episode_return": self.ep_return},
+                               scalars={"train/episode_return": self.ep_return}))
             self.episode += 1
             self.obs = None
             self.ckpt_due = cfg.checkpoint_every > 0 and env_step >= self.next_ckpt
             if self.ckpt_due:
                 self.next_ckpt = (env_step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-        return {}  # logged above: rows of metrics every log_every steps, one row per finished episode
+            # read once here: the loop's stop_requested() answers with it, so a stop that arrives later in the step
+            # waits for the next episode's end instead of finding an evaluation still running
+            self.stop_seen = self.harness.stop.requested
+            self.settling = self.ckpt_due or (self.stop_seen and self.step < cfg.agent_steps)
+            if self.settling:
+                rows += self.finish_background_eval()
+        return rows  # a row of the update's metrics every log_every steps, one per finished episode (log.csv)
 
     def eval_due(self):
         return crossed(self.step * self.ar, self.ar, self.cfg.eval_every) and self.step < self.cfg.agent_steps
@@ -484,7 +495,7 @@ class CurlApp(TrainingApp):
         self.require_finite()  # a diverged policy would act with NaN
         cfg, env_step = self.cfg, self.step * self.ar
         episode = self.episode if final else self.step_episode
-        self.finish_background_eval()  # eval.csv stays in order of steps
+        rows = self.finish_background_eval()  # eval.csv stays in order of steps
         video = self.harness.out / "eval.mp4" if (final and cfg.save_video) else None
         t0 = time.perf_counter()
         if self.eval_envs is None or self.eval_envs.episodes != cfg.eval_episodes:
@@ -499,7 +510,9 @@ class CurlApp(TrainingApp):
             self.background = self.eval_thread.submit(
                 lambda: evaluate(policy, cfg, cfg.eval_episodes, env_step=env_step, envs=envs), env_step, episode, dev)
             self.times["eval"] += time.perf_counter() - t0
-            return {}
+            if self.settling:  # a checkpoint follows this step: it waits for this evaluation
+                rows += self.finish_background_eval()
+            return rows
         if cfg.eval_async:  # the final one, on the same thread (its environments' rendering stays there)
             returns = self.eval_thread.submit(
                 lambda: evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step, envs=envs),
@@ -507,26 +520,25 @@ class CurlApp(TrainingApp):
         else:
             returns = evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step, envs=envs)
         self.times["eval"] += time.perf_counter() - t0
-        self.log_eval(env_step, episode, returns)
-        return {}  # eval.csv, not the training log
+        return rows + [self.eval_row(env_step, episode, returns)]  # eval.csv, not the training log
 
-    def log_eval(self, env_step: int, episode: int, returns: list[float]) -> None:
+    def eval_row(self, env_step: int, episode: int, returns: list[float]) -> LogRow:
+        """An evaluation's row of eval.csv (its mean return is TensorBoard's eval/return)."""
         row = {"env_step": env_step, "episode": episode, "eval_return_mean": float(np.mean(returns)),
                "eval_return_std": float(np.std(returns))}
-        self.harness.csv("eval.csv").log(row)
-        self.harness.tb.add_scalar("eval/return", row["eval_return_mean"], env_step)
         self.last_eval = row["eval_return_mean"]
+        return LogRow(row, "eval.csv", {"eval/return": row["eval_return_mean"]})
 
-    def finish_background_eval(self) -> None:
-        """Wait for the evaluation running in the background (--eval-async), if any, and log it."""
+    def finish_background_eval(self) -> list[LogRow]:
+        """Wait for the evaluation running in the background (--eval-async), if any; its row."""
         bg, self.background = self.background, None
         if bg is None:
-            return
+            return []
         t0 = time.perf_counter()
         returns = bg.result()
         self.times["eval"] += time.perf_counter() - t0  # the wait only; its own time is eval_background
         self.background_seconds += bg.seconds
-        self.log_eval(bg.env_step, bg.episode, returns)
+        return [self.eval_row(bg.env_step, bg.episode, returns)]
 
     def postfix(self):
         return {} if math.isnan(self.last_eval) else {"eval_return": f"{self.last_eval:.1f}"}
@@ -537,14 +549,23 @@ class CurlApp(TrainingApp):
     def checkpoint_due(self):
         return self.ckpt_due
 
-    def stop_requested(self):
-        return self.harness.stop.requested
+    def stop_requested(self):  # as seen at the end of the step's episode (train_step)
+        return self.stop_seen
 
     def where(self):
         return f"environment step {self.step * self.ar}"
 
-    def close(self):  # the evaluation's environments stay open for finish()'s final evaluation
+    def close(self):
         self.env.close()
+        if self.eval_envs is not None:
+            envs, self.eval_envs = self.eval_envs, None
+            if self.eval_thread is not None:  # closed on the thread their rendering contexts belong to
+                self.eval_thread.submit(lambda: envs.close() or []).result()
+            else:
+                envs.close()
+        if self.eval_thread is not None:
+            self.eval_thread.close()  # after the evaluation it may still run (a run that stopped by an error)
+            self.eval_thread = None
 
     def finish(self):
         out, rows = self.harness.out, self.harness.csv("eval.csv").rows
@@ -556,19 +577,7 @@ class CurlApp(TrainingApp):
             if self.cfg.save_video:  # the final evaluation's first episode, without logging it again
                 evaluate(self.agent, self.cfg, 1, out / "eval.mp4", env_step=self.step * self.ar)
         else:
-            try:
-                self.evaluate(final=True)
-            finally:
-                if self.eval_envs is not None:
-                    envs = self.eval_envs
-                    if self.eval_thread is not None:  # closed on the thread their rendering contexts belong to
-                        self.eval_thread.submit(lambda: envs.close() or []).result()
-                    else:
-                        envs.close()
-                    self.eval_envs = None
-                if self.eval_thread is not None:
-                    self.eval_thread.close()
-                    self.eval_thread = None
+            self.log(self.evaluate(final=True))
             self.harness.checkpoint(self.state())
 
     def export(self):

@@ -11,7 +11,7 @@ supplies its parts as a :class:`shared_losses.training.loop.TrainingApp`); the c
     h.start_logging(resume_step, config=config)        # log.csv (and more CSVs) + TensorBoard, trimmed on resume
     with h.signals():                                  # SIGINT/SIGTERM: a request honoured between steps
         ... steps ...
-        h.log_row(row)                                 # log.csv and TensorBoard
+        h.log_rows(rows)                               # log.csv (or another CSV) and TensorBoard
         h.checkpoint(state)                            # atomic
         raise h.interrupted(where, state)              # checkpoint, close the logs; exit 130 via run_cli
     h.finish(summary)                                  # summary.json, logs closed
@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -101,6 +102,37 @@ def scalar_tag(field: str) -> str:
         if field.startswith(part + "_"):
             return f"{part}/{field[len(part) + 1:]}"
     return f"train/{field}"
+
+
+@dataclass(frozen=True)
+class LogRow:
+    """One row of one of a run's CSV logs and the scalars it stands for. A training step or an evaluation returns a
+    plain dict for a row of log.csv whose every field but the step key is a scalar (tagged by :func:`scalar_tag`),
+    or a list of these where a row goes elsewhere (``file``: eval.csv) or names its own scalars (``scalars``: tag ->
+    value, logged at the row's step key)."""
+
+    values: Mapping[str, Any]
+    file: str = "log.csv"
+    scalars: Mapping[str, Any] | None = None
+
+
+#: What a step, an evaluation or a final evaluation gives the loop to log: one row of log.csv, or rows of any log.
+Rows = Mapping[str, Any] | list[LogRow]
+
+
+def as_rows(rows: Rows) -> list[LogRow]:
+    """``rows`` as a list of :class:`LogRow` (an empty dict: none)."""
+    if isinstance(rows, list):
+        return rows
+    return [LogRow(rows)] if rows else []
+
+
+def merge_rows(step: Rows, evaluation: Rows) -> Rows:
+    """A step's rows with its evaluation's: two plain rows of log.csv become one (the evaluation's fields added to the
+    step's), else the evaluation's rows follow the step's."""
+    if not isinstance(step, list) and not isinstance(evaluation, list):
+        return {**step, **evaluation}
+    return as_rows(step) + as_rows(evaluation)
 
 
 class RunHarness:
@@ -285,13 +317,20 @@ class RunHarness:
             self._tb = tensorboard_writer(self.out / "tb", resume_step=resume_step,
                                           config=None if config is None else dict(config))
 
-    def log_row(self, row: Mapping[str, Any], step_key: str = "step", name: str = "log.csv") -> None:
-        """One row of ``name`` and the same numbers as TensorBoard scalars at the row's step (every field but
-        ``step_key``, tagged as every application tags them: :func:`scalar_tag`)."""
+    def log_row(self, row: Mapping[str, Any], step_key: str = "step", name: str = "log.csv",
+                scalars: Mapping[str, Any] | None = None) -> None:
+        """One row of ``name`` and its numbers as TensorBoard scalars at the row's step: ``scalars`` (tag -> value), by
+        default every field but ``step_key``, tagged as every application tags them (:func:`scalar_tag`)."""
         self.csv(name).log(row)
-        for k, v in row.items():
-            if k != step_key:
-                self.tb.add_scalar(scalar_tag(k), v, row[step_key])
+        if scalars is None:
+            scalars = {scalar_tag(k): v for k, v in row.items() if k != step_key}
+        for tag, v in scalars.items():
+            self.tb.add_scalar(tag, v, row[step_key])
+
+    def log_rows(self, rows: Rows, step_key: str = "step") -> None:
+        """Each of ``rows`` (:class:`LogRow`, or a plain row of log.csv) as :meth:`log_row` logs it, in order."""
+        for row in as_rows(rows):
+            self.log_row(row.values, step_key, row.file, row.scalars)
 
     def csv(self, name: str = "log.csv"):
         """The CSV logger ``name`` (a stand-in that drops rows on other processes)."""

@@ -4,7 +4,8 @@ drqv2's ``Workspace`` owns its loop and each agent supplies ``act`` / ``update``
 nothing itself (the application's :class:`~shared_losses.training.harness.RunHarness` did, read-only, before any work)
 and then, in order::
 
-    harness.refuse_resume_without_checkpoint(...)  # --resume of a finished run without its checkpoint/
+    harness.refuse_resume_without_checkpoint(...)  # --resume of a finished run without its checkpoint/ (unless the
+                                           # app keeps none: keeps_checkpoint)
     saved = harness.saved_state()          # the checkpoint's counters, read once (None for a new run); another
                                            # application's checkpoint refused
     harness.refuse_changed_options(...)    # other options (or checkpoint layout) refused, in one place
@@ -14,12 +15,13 @@ and then, in order::
     harness.release_config()               # config.json, only now: a resume that failed left it as it was
     harness.start_logging(...)             # log.csv (+ more), TensorBoard, trimmed after the checkpoint
     while not app.done():                  # under SIGINT / SIGTERM handlers
-        row = app.train_step()             # None: nothing was left to train (an epoch-based stream ran out)
-        row |= app.evaluate()              # when app.eval_due()
-        app.log(row)                       # log.csv and TensorBoard (by default)
+        rows = app.train_step()            # None: nothing was left to train (an epoch-based stream ran out)
+        rows += app.evaluate()             # when app.eval_due(): merge_rows
+        app.log(rows)                      # every row of every log goes through here (log.csv, eval.csv, TensorBoard)
         harness.checkpoint(app.state())    # when app.can_checkpoint() and app.checkpoint_due()
         raise harness.interrupted(...)     # a stop request, at the next point the app can checkpoint
     app.finish()                           # final evaluation and checkpoint
+    app.close()                            # on every way out of the loop or finish()
     app.export()                           # the trained model (main process)
     harness.finish(app.summary())          # summary.json / metrics.json, logs closed
 
@@ -38,7 +40,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .harness import RunHarness
+from .harness import RunHarness, Rows, merge_rows
 from .runtime import RunInterrupted, load_checkpoint
 
 
@@ -77,9 +79,11 @@ class TrainingApp:
         """Continue from a checkpoint's ``state`` (the models are already loaded)."""
         raise NotImplementedError
 
-    def train_step(self) -> dict | None:
-        """One training step; returns its log row (``{}``: nothing to log), or None when nothing was left to
-        train (the loop then ends)."""
+    def train_step(self) -> Rows | None:
+        """One training step; returns what it logs (a row of log.csv, ``{}`` for nothing, or a list of
+        :class:`~shared_losses.training.harness.LogRow` for rows of other logs or with scalars of their own), or None
+        when nothing was left to train (the loop then ends). A step logs nothing by itself: the loop logs what it
+        returns through :meth:`log`."""
         raise NotImplementedError
 
     @property
@@ -92,6 +96,10 @@ class TrainingApp:
 
     #: the checkpoint layout this code reads (a checkpoint's ``format``; None: not checked)
     checkpoint_format: Any = None
+    #: whether a finished run keeps its checkpoint/. False for a run that trains nothing (fewshot's baselines: no
+    #: steps, no logs, the work in :meth:`finish`): a resume then compares config.json alone, and a finished run is
+    #: its summary (:meth:`check_resume`)
+    keeps_checkpoint = True
 
     def compare_options(self, record: dict) -> tuple[dict, dict]:
         """(a run's recorded options, this command's) as a resume compares them: by default the record as written and
@@ -103,11 +111,6 @@ class TrainingApp:
         run that this command asks for no more training (the folder is left as it is), else None (``saved``: the
         checkpoint's counters, None for a new run). Refuse what else a resume cannot do (fewer steps than trained)."""
         return None
-
-    @property
-    def config(self) -> dict[str, Any] | None:
-        """The configuration TensorBoard records beside the scalars: the recorded options."""
-        return self.recorded_options
 
     def report_to(self) -> tuple[str, ...]:
         """The trackers the run logs to (``--report-to``: the configuration's ``report_to``, else TensorBoard)."""
@@ -131,14 +134,15 @@ class TrainingApp:
         """Whether to evaluate after the step just taken."""
         return False
 
-    def evaluate(self) -> dict:
-        """An evaluation during training; returns what it adds to the step's log row."""
+    def evaluate(self) -> Rows:
+        """An evaluation during training; returns what it logs, as :meth:`train_step` does (a plain row's fields are
+        added to the step's plain row: :func:`~shared_losses.training.harness.merge_rows`)."""
         return {}
 
-    def log(self, row: dict) -> None:
-        """Log the step's row (with the evaluation's fields when there was one)."""
-        if row:
-            self.harness.log_row(row, self.step_key)
+    def log(self, rows: Rows) -> None:
+        """Log the step's rows (with the evaluation's when there was one), and the final evaluation's
+        (:meth:`finish`)."""
+        self.harness.log_rows(rows, self.step_key)
 
     def postfix(self) -> dict:
         """What the progress bar shows after the step."""
@@ -165,7 +169,7 @@ class TrainingApp:
         return tqdm(total=self.total_steps(), initial=self.step, unit="step", disable=True)
 
     def close(self) -> None:
-        """Release what the run holds open (environments), on every way out of the loop."""
+        """Release what the run holds open (environments), on every way out of the loop or :meth:`finish`."""
 
     def finish(self) -> None:
         """After the last step: the final evaluation and checkpoint."""
@@ -182,9 +186,11 @@ class TrainingApp:
 def run(app: TrainingApp) -> dict:
     """Train (or resume) ``app``'s run to the end; returns its summary (also written to ``app.summary_file``)."""
     harness = app.harness
-    harness.refuse_resume_without_checkpoint(app.summary_file)
+    if app.keeps_checkpoint:
+        harness.refuse_resume_without_checkpoint(app.summary_file)
     saved = harness.saved_state()
-    harness.refuse_changed_options(app.compare_options, saved, checkpoint_format=app.checkpoint_format)
+    harness.refuse_changed_options(app.compare_options, saved, checkpoint_format=app.checkpoint_format,
+                                   without_checkpoint=not app.keeps_checkpoint)
     done = app.check_resume(saved)
     if done is not None:
         return done
@@ -197,41 +203,44 @@ def run(app: TrainingApp) -> dict:
             app.load_state(load_checkpoint(harness.accelerator, harness.checkpoint_dir))
             first = app.step
         harness.release_config()
-        harness.start_logging(app.log_resume_step() if saved is not None else None, config=app.config,
-                              csv=app.logs, step_key=app.step_key, report_to=app.report_to())
+        if app.logs or app.report_to():  # a run with neither (a baseline that trains nothing) writes no logs
+            harness.start_logging(app.log_resume_step() if saved is not None else None, config=app.recorded_options,
+                                  csv=app.logs, step_key=app.step_key, report_to=app.report_to())
         bar = app.progress()
     except BaseException:
         harness.abandon()
         raise
     try:
-        with harness.signals(app.stop_message):  # Ctrl-C / SIGTERM: stop at the next checkpoint, exit 130
-            while not app.done():
-                row = app.train_step()
-                started = started or app.step != first
-                if row is None:
-                    break
-                if app.eval_due():
-                    row = {**row, **app.evaluate()}
-                app.log(row)
-                bar.update(1)
-                postfix = app.postfix()
-                if postfix:
-                    bar.set_postfix(postfix, refresh=False)
-                if not app.can_checkpoint():
-                    continue
-                written = app.checkpoint_due()
-                if written:
-                    harness.checkpoint(app.state())
-                if not app.done() and app.stop_requested():
-                    raise harness.interrupted(app.where(), None if written else app.state())
-    except BaseException as err:
-        if not (started or isinstance(err, RunInterrupted)):  # failed on its first step: bad input, no run
-            harness.abandon()
-        raise
+        try:
+            with harness.signals(app.stop_message):  # Ctrl-C / SIGTERM: stop at the next checkpoint, exit 130
+                while not app.done():
+                    rows = app.train_step()
+                    started = started or app.step != first
+                    if rows is None:
+                        break
+                    if app.eval_due():
+                        rows = merge_rows(rows, app.evaluate())
+                    app.log(rows)
+                    bar.update(1)
+                    postfix = app.postfix()
+                    if postfix:
+                        bar.set_postfix(postfix, refresh=False)
+                    if not app.can_checkpoint():
+                        continue
+                    written = app.checkpoint_due()
+                    if written:
+                        harness.checkpoint(app.state())
+                    if not app.done() and app.stop_requested():
+                        raise harness.interrupted(app.where(), None if written else app.state())
+        except BaseException as err:
+            if not (started or isinstance(err, RunInterrupted)):  # failed on its first step: bad input, no run
+                harness.abandon()
+            raise
+        finally:
+            bar.close()
+        app.finish()
     finally:
-        bar.close()
         app.close()
-    app.finish()
     if harness.is_main:
         app.export()
     return harness.finish(app.summary(), app.summary_file)

@@ -1,6 +1,7 @@
 """fewshot baselines and protocol options: the probe objective, majority rates, the logreg head,
 --train-layers, the development split and --preset."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -13,6 +14,7 @@ from fewshot.model import FewShotModel, load_tokenizer
 from fewshot.heads import embed_all, logreg_accuracy
 from fewshot.run import dev_split, freeze_lower_layers, majority_rates, prepare
 from fewshot.train import main, train
+from shared_losses.training.runtime import CheckpointError
 
 from .conftest import make_texts
 from .test_fewshot import _cfg as base_cfg
@@ -48,6 +50,14 @@ def test_probe_is_logistic_regression_on_the_frozen_encoder(tiny_encoder, easy_t
     with pytest.raises(FileExistsError, match="already holds a run of fewshot: pass --resume"):
         train(cfg)
     assert (tmp_path / "run" / "metrics.json").read_bytes() == before
+    # the baseline runs in the shared loop without steps: no log.csv, tb/ or checkpoint/; --resume of the finished
+    # folder is its metrics, untouched; another option is refused by name, as for a trained run
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["config.json", "metrics.json", "run.json",
+                                                                     "sample.json"]
+    assert train(dataclasses.replace(cfg, resume=True)) == saved
+    assert (tmp_path / "run" / "metrics.json").read_bytes() == before
+    with pytest.raises(CheckpointError, match="probe_c"):
+        train(dataclasses.replace(cfg, resume=True, probe_c=1.0))
 
 
 @pytest.mark.slow  # a training run of every objective

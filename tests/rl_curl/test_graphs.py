@@ -235,6 +235,29 @@ def test_evaluation_in_the_background_gives_the_same_run(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow  # two tiny runs with evaluations, one stopped and resumed (about 30 s)
+def test_a_stop_during_a_background_evaluation_checkpoints_it_and_resumes_exactly(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while an --eval-async evaluation runs (the one at 500 steps, during the first episode): the run stops at
+    the episode's end with both evaluations (500 and 1000) in eval.csv and in its checkpoint, and resumes to the same
+    logs and agent as a run that was never stopped."""
+    from rl_curl.agent import CurlAgent
+
+    from ..folder_rules import check_interrupt_exits_130, interrupt_on_call
+
+    kw = dict(env_steps=2000, checkpoint_every=1000, eval_episodes=2, **BASE)
+    run(tiny_config(output_dir=str(tmp_path / "straight"), **kw))
+    interrupt_on_call(monkeypatch, CurlAgent, "update", at=8)  # step 12 of 20: the evaluation at step 10 is running
+    check_interrupt_exits_130(capsys, lambda: run(tiny_config(output_dir=str(tmp_path / "cut"), eval_async=True, **kw)),
+                              "environment step 1000")
+    assert [r["env_step"] for r in rows(tmp_path / "cut" / "eval.csv")] == ["500", "1000"]
+    monkeypatch.undo()
+    run(tiny_config(output_dir=str(tmp_path / "cut"), eval_async=True, resume=True, **kw))
+    for name in ("eval.csv", "log.csv"):
+        assert rows(tmp_path / "straight" / name) == rows(tmp_path / "cut" / name), name
+    a, b = checkpoint_state(tmp_path / "straight"), checkpoint_state(tmp_path / "cut")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_a_background_evaluation_that_fails_raises_when_it_is_collected():
     from rl_curl.train import EvalThread
 
