@@ -381,6 +381,20 @@ class ImageConfig(RunOptions):
     are on the shipped digits' 3,500-image pool. A --max-steps given on the command line replaces it (and passes
     becomes unset)."""
 
+    select: Literal["none", "pu-risk", "pu-auc"] = "none"
+    """How much of the training the encoder keeps, chosen without negative labels (`--setting pu`, contrastive
+    encoders). --select-fraction of the labeled positives lose their labels (the encoder sees them as unlabeled
+    images) and the same share of the unlabeled images is set aside; at --select-points evenly spaced steps an nnPU
+    probe is fitted on the rest and scored on the images set aside: `pu-risk` keeps the encoder of the step with the
+    lowest nnPU risk (Kiryo et al., sigmoid loss), `pu-auc` the one whose probe best ranks the held-out positives above
+    the held-out unlabeled images (AUC). The final probes use every labeled positive. `none`: the encoder of the last
+    step."""
+    select_points: int = 6
+    """`--select`: the steps scored, evenly spaced up to the last (6: every sixth of the run)."""
+    select_fraction: float = 0.2
+    """`--select`: the share of the labeled positives whose labels are held out (at least one, and at least one keeps
+    its label), and of the unlabeled images set aside with them."""
+
     def validate(self) -> None:
         """The options of a run on image arrays: the common checks, then the image ones."""
         super().validate()
@@ -418,6 +432,16 @@ class ImageConfig(RunOptions):
                              f"{CPC_GRID} grid), got {self.cpc_steps}")
         if self.cpc_group < 1:
             raise ValueError(f"--cpc-group must be >= 1 (images per negative pool), got {self.cpc_group}")
+        need(self, self.select_points >= 1, "select_points", ">= 1")
+        need(self, math.isfinite(self.select_fraction) and 0 < self.select_fraction < 1, "select_fraction", "in (0, 1)")
+        if self.select == "none":
+            for option in ("select_points", "select_fraction"):
+                if getattr(self, option) != default[option]:
+                    raise ValueError(f"--{option.replace('_', '-')} applies to --select pu-risk / pu-auc only: drop "
+                                     "it or pass --select")
+        elif self.setting != "pu" or self.contrastive == "none":
+            raise ValueError(f"--select {self.select} chooses a contrastive encoder's training length from PU data: "
+                             "it needs --setting pu and a --contrastive loss (not none)")
         if self.setting == "pu":
             need(self, self.n_labeled >= 1, "n_labeled", ">= 1 (n_P labeled positives)")
             if self.labeled_percent != default["labeled_percent"]:

@@ -127,6 +127,91 @@ def sample_labeled(y: np.ndarray, setting: str, n_labeled: float, seed: int) -> 
     return np.sort(np.concatenate(out))
 
 
+@dataclass
+class Selection:
+    """``--select``'s held-out images (indices into the pool): ``positives``, labeled positives whose labels
+    the encoder does not see, and ``unlabeled``, unlabeled images set aside with them; ``encoder_data``: the run's
+    data as the encoder trains on it (the held-out positives among its unlabeled images)."""
+
+    positives: np.ndarray
+    unlabeled: np.ndarray
+    encoder_data: ImageData
+
+    @property
+    def fitted(self) -> np.ndarray:
+        """The pool images the selection's probe is fitted on as U: all but the held-out ones."""
+        return np.setdiff1d(np.arange(len(self.encoder_data.x)), np.concatenate([self.positives, self.unlabeled]))
+
+
+def selection_split(cfg: ImageConfig, data: ImageData) -> Selection | None:
+    """The held-out images of ``--select`` (None without it): ``--select-fraction`` of the labeled positives
+    (at least one, at most all but one) and of the unlabeled images, drawn with the seed."""
+    if cfg.select == "none":
+        return None
+    n_p = int(round(cfg.select_fraction * len(data.labeled)))
+    if len(data.labeled) < 2:
+        raise DataError(f"--select {cfg.select} holds out labeled positives to score the encoder by and keeps the "
+                        f"rest: it needs --n-labeled 2 or more, got {len(data.labeled)}")
+    n_p = min(max(1, n_p), len(data.labeled) - 1)
+    rng = np.random.default_rng(cfg.seed + 3)
+    positives = np.sort(rng.choice(data.labeled, size=n_p, replace=False))
+    n_u = min(max(1, int(round(cfg.select_fraction * len(data.unlabeled)))), len(data.unlabeled))
+    unlabeled = np.sort(rng.choice(data.unlabeled, size=n_u, replace=False))
+    encoder_data = dataclasses.replace(data, labeled=np.setdiff1d(data.labeled, positives),
+                                       unlabeled=np.union1d(data.unlabeled, positives))
+    return Selection(positives, unlabeled, encoder_data)
+
+
+def selection_scores(f_pool: torch.Tensor, sel: Selection, pi_enc: float, seed: int) -> dict[str, float]:
+    """How well an nnPU probe fitted on the pool's standardised features ``f_pool`` (all but the held-out images)
+    tells ``--select``'s held-out positives from its held-out unlabeled images; no negative label is read.
+
+    * ``select_risk``: the nnPU risk with the sigmoid loss (Kiryo et al.), ``pi E_P[s(-g)] + max(0, E_U[s(g)] -
+      pi E_P[s(g)])``, an estimate of the probe's sigmoid loss on the unlabeled images' distribution;
+    * ``select_risk01``: the same with the zero-one loss (its error rate);
+    * ``select_auc``: the AUC of held-out positives against held-out unlabeled images, ``pi / 2 + (1 - pi) AUC_PN``:
+      it ranks encoders as the AUC of positives against negatives does.
+
+    ``pi_enc``: p(y=+1) among the encoder's unlabeled images (held-out positives included); the held-out unlabeled
+    images are a draw from the run's unlabeled images, whose prior it gives by the counts."""
+
+    enc = sel.encoder_data
+    n_u, n_p = len(enc.unlabeled) - len(sel.positives), len(sel.positives)
+    pi_u = (pi_enc * len(enc.unlabeled) - n_p) / n_u  # p(y=+1) among the run's unlabeled images
+    fitted = sel.fitted  # the labeled positives the encoder saw, and the unlabeled images not held out
+    n_fit_unl = len(fitted) - len(enc.labeled)
+    pi_fit = (len(enc.labeled) + pi_u * n_fit_unl) / len(fitted)
+    probe = train_probe(f_pool[torch.from_numpy(enc.labeled)], f_pool[torch.from_numpy(fitted)], pi_fit, "nnpu",
+                        seed=seed)
+    with torch.no_grad():
+        sp = probe(f_pool[torch.from_numpy(sel.positives)]).squeeze(1).double()
+        su = probe(f_pool[torch.from_numpy(sel.unlabeled)]).squeeze(1).double()
+    return held_out_scores(sp, su, pi_u)
+
+
+def held_out_scores(sp: torch.Tensor, su: torch.Tensor, pi: float) -> dict[str, float]:
+    """:func:`selection_scores`'s three numbers from a probe's scores of held-out positives ``sp`` and unlabeled images
+    ``su`` (float64) whose prior is ``pi``."""
+    from sklearn.metrics import roc_auc_score
+
+    sigmoid = float(pu_risk(sp, su, pi, "nnpu")[1])
+    zero_one = pi * float((sp <= 0).double().mean()) + max(0.0, float((su > 0).double().mean())
+                                                           - pi * float((sp > 0).double().mean()))
+    auc = float(roc_auc_score(np.r_[np.ones(len(sp)), np.zeros(len(su))], torch.cat([sp, su]).numpy()))
+    return {"select_risk": sigmoid, "select_risk01": zero_one, "select_auc": auc}
+
+
+#: ``--select``'s criteria: the score each reads and whether lower is better
+SELECT_CRITERIA = {"pu-risk": ("select_risk", True), "pu-auc": ("select_auc", False)}
+
+
+def select_steps(cfg: ImageConfig) -> list[int]:
+    """The steps ``--select`` scores: ``--select-points`` evenly spaced up to --max-steps (none without it)."""
+    if cfg.select == "none" or cfg.max_steps < 1:
+        return []
+    return sorted({max(1, int(round(k * cfg.max_steps / cfg.select_points))) for k in range(1, cfg.select_points + 1)})
+
+
 def priors(cfg: ImageConfig, data: ImageData) -> tuple[float, float, str]:
     """(pi = p(y=+1 | unlabeled), pi_p = p(y=+1) of the pool, where pi comes from)."""
     n_l, n_u = len(data.labeled), len(data.unlabeled)
@@ -185,8 +270,14 @@ class ImageApp(FewShotRunApp):
 
     def __init__(self, cfg: ImageConfig, harness: RunHarness):
         t_start, data = time.time(), image_data(cfg)
-        super().__init__(steps_from_passes(cfg, data), harness)
+        self.selection = selection_split(cfg, data)
+        # the images as the encoder trains on them (with --select, some labeled positives are unlabeled)
+        self.enc_data = data if self.selection is None else self.selection.encoder_data
+        super().__init__(steps_from_passes(cfg, self.enc_data), harness)
         self.t_start, self.data = t_start, data
+        self.select_at = select_steps(self.cfg)
+        self.candidates: list[dict] = []  # each scored step: its risks (and development accuracy, --eval-split dev)
+        self.best: dict | None = None  # the lowest-risk step's encoder weights, on the CPU
         self.names = learner_names(self.cfg)
         self.contrastive = self.cfg.contrastive != "none"
         self.loss = ENCODER_LOSSES[self.cfg.contrastive]
@@ -196,6 +287,11 @@ class ImageApp(FewShotRunApp):
         if saved is None:
             return None
         check_steps(cfg, saved["step"], out)  # no fewer steps (the loop compared the options)
+        trained_for = saved["config"].get("max_steps")
+        if cfg.select != "none" and trained_for != cfg.max_steps:
+            raise ValueError(f"--select {cfg.select} scores steps spaced over the whole run, and the run in {out} was "
+                             f"started for {trained_for} steps: resume it with the same --max-steps / --passes (this "
+                             f"command asks for {cfg.max_steps} steps), or start a new run")
         if saved["step"] == cfg.max_steps and (out / "metrics.json").exists():
             print(f"{out} already holds this run, finished; nothing to do (pass a larger --max-steps or --passes to "
                   "train on)")
@@ -203,7 +299,7 @@ class ImageApp(FewShotRunApp):
         return None
 
     def build(self, saved):
-        cfg, data, names = self.cfg, self.data, self.names
+        cfg, data, names = self.cfg, self.enc_data, self.names
         self.pi, self.pi_p, self.prior_source = priors(cfg, data)
         acc = make_accelerator(cfg)
         if acc.num_processes > 1:
@@ -224,8 +320,11 @@ class ImageApp(FewShotRunApp):
         self.harness.open(acc)
         self.harness.write_config(self.recorded_options | {"prior_used": self.pi, "pool_prior": self.pi_p,
                                                               "prior_source": self.prior_source})
-        write_json_atomic(self.harness.out / "sample.json", {"labeled": data.labeled.tolist(),
-                                                             "unlabeled": data.unlabeled.tolist()})
+        sample = {"labeled": self.data.labeled.tolist(), "unlabeled": self.data.unlabeled.tolist()}
+        if self.selection is not None:  # the labels the encoder did not see, and the unlabeled images set aside
+            sample |= {"select_positives": self.selection.positives.tolist(),
+                       "select_unlabeled": self.selection.unlabeled.tolist()}
+        write_json_atomic(self.harness.out / "sample.json", sample)
         n_lab, n_unl = batch_sizes(cfg, data)
         self.lab_batches = Batches(data.labeled, n_lab, cfg.seed)
         # cross-entropy on the labeled images (pnu, no encoder stage) draws no unlabeled ones
@@ -241,13 +340,14 @@ class ImageApp(FewShotRunApp):
         self.watch.checkpointed = self.step
         return {"step": self.step, "config": self.recorded_options,
                 "labeled_batches": self.lab_batches.state_dict(), "unlabeled_batches": self.unl_batches.state_dict(),
-                "augment_rng": self.gen.get_state()}
+                "augment_rng": self.gen.get_state(), "select_candidates": self.candidates, "select_best": self.best}
 
     def load_state(self, state):
         self.step = state["step"]
         self.lab_batches.load_state_dict(state["labeled_batches"])
         self.unl_batches.load_state_dict(state["unlabeled_batches"])
         self.gen.set_state(state["augment_rng"])
+        self.candidates, self.best = state["select_candidates"], state["select_best"]
         self.watch.resumed(self.step)
 
     def progress(self):
@@ -291,8 +391,28 @@ class ImageApp(FewShotRunApp):
             self.watch.check(self.step, self.worst_loss)
         return row
 
+    def eval_due(self):
+        return self.step in self.select_at
+
+    def evaluate(self):
+        """``--select``: the encoder scored by :func:`selection_scores`; the best step's weights are kept (ties: the
+        earlier step). With ``--eval-split dev`` the development accuracy of the final probe on this step's
+        encoder is recorded beside it (the fully labeled choice, to compare; the selection does not read it)."""
+        cfg, model = self.cfg, self.models["encoder"]
+        f_pool = features(model, self.enc_data.x)
+        f_pool = (f_pool - f_pool.mean(0)) / f_pool.std(0).clamp(min=1e-6)  # as classify() standardises
+        row = {"step": self.step, **selection_scores(f_pool, self.selection, self.pi, cfg.seed)}
+        if cfg.eval_split == "dev":
+            row["dev_accuracy"] = classify(cfg, self.data, self.models, self.pi_p, ("nnpu",))[0]["nnpu"]
+        self.candidates.append(row)
+        key, lower = SELECT_CRITERIA[cfg.select]
+        if self.best is None or (row[key] < self.best[key] if lower else row[key] > self.best[key]):
+            self.best = {"step": self.step, key: row[key],
+                         "weights": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}}
+        return row
+
     def log(self, row):
-        if self.step % self.cfg.log_every == 0 or self.step == self.cfg.max_steps:
+        if self.step % self.cfg.log_every == 0 or self.step == self.cfg.max_steps or "select_risk" in row:
             self.harness.log_row(row)
 
     def finish(self):
@@ -301,6 +421,8 @@ class ImageApp(FewShotRunApp):
         if self.step == 0:  # --max-steps 0: the loop wrote no checkpoint; a finished run keeps one (resume: done)
             self.harness.checkpoint(self.state())
         train_seconds = time.time() - self.t0
+        if self.best is not None:  # --select: the encoder of the best step
+            self.models["encoder"].load_state_dict(self.best["weights"])
         t1 = time.time()
         accuracies, self.head = classify(cfg, data, self.models, self.pi_p)
         probe_seconds = time.time() - t1
@@ -317,6 +439,11 @@ class ImageApp(FewShotRunApp):
             "train_seconds": train_seconds, "probe_seconds": probe_seconds, "run_seconds": time.time() - self.t_start,
             "majority_accuracy": float(max(data.eval_y.mean(), 1 - data.eval_y.mean()) * 100.0),
         }
+        if self.selection is not None:
+            self.metrics |= {"selected_step": self.best["step"] if self.best else self.step,
+                             "select_candidates": self.candidates,
+                             "n_select_positives": len(self.selection.positives),
+                             "n_select_unlabeled": len(self.selection.unlabeled)}
 
     def export(self):
         if self.cfg.export:
@@ -327,9 +454,11 @@ class ImageApp(FewShotRunApp):
         return self.metrics
 
 
-def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float) -> tuple[dict, dict]:
+def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
+             risks: tuple[str, ...] = RISKS) -> tuple[dict, dict]:
     """Accuracy (%) on the evaluation split of each classifier of the run, and the head to export
-    (the nnPU / logistic-regression / end-to-end one that gives ``eval_accuracy``)."""
+    (the nnPU / logistic-regression / end-to-end one that gives ``eval_accuracy``). ``risks``: the PU probes fitted
+    (PU setting, contrastive encoder)."""
     ev_y = data.eval_y
     if cfg.contrastive == "none":
         out, head = {}, None
@@ -349,7 +478,7 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float) -> tu
     f_lab = f_pool[torch.from_numpy(data.labeled)]
     if cfg.setting == "pu":
         out, head = {}, None
-        for risk in RISKS:
+        for risk in risks:
             probe = train_probe(f_lab, f_pool, pi_p, risk, seed=cfg.seed)
             with torch.no_grad():
                 pred = (probe(f_eval).squeeze(1) > 0).long().numpy()

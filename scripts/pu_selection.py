@@ -1,0 +1,189 @@
+"""Does choosing the puNCE encoder's training length from PU data alone (`--select`) help where labels are scarcest?
+
+puNCE's encoder can learn to tell its few labeled positives from the unlabeled positives, which breaks the nnPU
+probe's assumption that the labeled positives look like the rest (docs/results/fewshot.md). `--select pu-auc` /
+`pu-risk` hold a share of the labeled positives out of the labels and score the encoder at a few steps by how an
+nnPU probe fitted on the rest treats them (no negative label is read); the best step's encoder is kept.
+
+Per n_P and seed, three runs of `python -m fewshot.train images`, same split, sample and initial weights:
+
+* `raw`: the end-to-end nnPU baseline on raw pixels (and PN / uPU);
+* `punce`: the puNCE encoder of the last step, every labeled positive in its loss, then the nnPU probe;
+* `select`: the same with `--select CRITERION` (default pu-auc).
+
+With `--eval-split dev` (the development split held out of the training pool) each scored step also records the
+development accuracy of the final probe on that step's encoder, so the report says how often each criterion
+(`pu-risk`, `pu-auc`, the last step) picks the step the development labels would, and what its choice costs in
+development accuracy. Choose with `--eval-split dev`; report with the test split.
+
+    python scripts/pu_selection.py --eval-split dev --out runs/pu_selection_dev              # 5k MNIST digits
+    python scripts/pu_selection.py --out runs/pu_selection_test                               # the test split
+    python scripts/pu_selection.py --dataset digits8x8.npz --positive-classes 0 2 4 6 8 --n-ps 25 50 100
+
+Writes <out>/selection.md and selection.json; a finished run is skipped (an interrupted grid continues).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from fewshot.config import ImageConfig
+from shared_losses.training.cli import HelpFormatter, run_cli
+from shared_losses.training.runtime import write_json_atomic
+from shared_losses.training.stats import paired_stats, summarize
+from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = ("raw", "punce", "select")
+#: the scores a scored step records and whether lower is better (fewshot.image_run.SELECT_CRITERIA)
+CRITERIA = {"pu-risk": ("select_risk", True), "pu-auc": ("select_auc", False)}
+
+
+def run_config(args, method: str, n: int, seed: int) -> ImageConfig:
+    positive = args.positive_classes or ([0, 2, 4, 6, 8] if args.dataset == "mnist" else None)
+    fields = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce"},
+              "select": {"contrastive": "punce", "select": args.criterion}}[method]
+    return ImageConfig(dataset=args.dataset, encoder=args.encoder,
+                       positive_classes=tuple(positive) if positive else None, eval_split=args.eval_split,
+                       n_labeled=n, seed=seed, resume=True, progress=False,
+                       output_dir=str(Path(args.out) / method / f"n{n}" / f"seed{seed}"), **fields)
+
+
+def choice(cands: list[dict], criterion: str | None) -> dict:
+    """The scored step a criterion picks (None: the last step); ties go to the earlier step, as the run's do."""
+    if criterion is None:
+        return cands[-1]
+    key, lower = CRITERIA[criterion]
+    best = cands[0]
+    for c in cands[1:]:
+        if (c[key] < best[key]) if lower else (c[key] > best[key]):
+            best = c
+    return best
+
+
+def collect(args) -> dict:
+    res = {}
+    for n in args.n_ps:
+        cell = {m: {} for m in ("raw nnPU", "puNCE last step", f"puNCE --select {args.criterion}")}
+        agree = {}
+        for s in args.seeds:
+            for method, row in (("raw", "raw nnPU"), ("punce", "puNCE last step"),
+                                ("select", f"puNCE --select {args.criterion}")):
+                path = Path(run_config(args, method, n, s).output_dir) / "metrics.json"
+                if path.exists():
+                    m = json.loads(path.read_text())
+                    cell[row][s] = m["probes"]["nnpu"]
+                    if method == "select":
+                        cands = m["select_candidates"]
+                        if all("dev_accuracy" in c for c in cands):
+                            best = max(c["dev_accuracy"] for c in cands)
+                            agree[s] = {name: {"step": (c := choice(cands, crit))["step"],
+                                               "dev_accuracy": c["dev_accuracy"], "regret": best - c["dev_accuracy"],
+                                               "agrees": c["dev_accuracy"] == best}
+                                        for name, crit in (("pu-risk", "pu-risk"), ("pu-auc", "pu-auc"),
+                                                           ("last step", None))}
+                            agree[s]["development labels"] = {"step": max(cands, key=lambda c: c["dev_accuracy"])
+                                                              ["step"], "dev_accuracy": best}
+        res[n] = {"acc": cell, "selection": agree}
+    return res
+
+
+def markdown(args, res: dict) -> tuple[str, list]:
+    split = "development split" if args.eval_split == "dev" else "test split"
+    L = [f"# Choosing puNCE's training length from PU data: {args.dataset}, encoder {args.encoder}, {split}", "",
+         f"Seeds {args.seeds}. Accuracy (%) of the nnPU probe (raw: the end-to-end nnPU model) on the {split}; "
+         f"`--select {args.criterion}` holds 20 % of the labeled positives out of the labels to choose by.", "",
+         "| method | " + " | ".join(f"n_P={n}" for n in args.n_ps) + " |", "|---|" + "---|" * len(args.n_ps)]
+    rows = list(next(iter(res.values()))["acc"])
+    for row in rows:
+        cells = []
+        for n in args.n_ps:
+            sm = summarize(res[n]["acc"][row])
+            cells.append("—" if sm["mean"] is None else f"{sm['mean']:.2f} ± {sm['std'] or 0:.2f} ({sm['n_runs']})")
+        L.append(f"| {row} | " + " | ".join(cells) + " |")
+    paired = []
+    for n in args.n_ps:
+        acc = res[n]["acc"]
+        for a, b in ((rows[2], rows[0]), (rows[2], rows[1]), (rows[1], rows[0])):
+            p = paired_stats(acc[a], acc[b])
+            if p["n_seeds"]:
+                paired.append({"at": f"n_P={n}", "comparison": f"{a} − {b}", **p})
+    L += ["", "## Paired differences (same seed: same split, sample and initial weights)", "",
+          "| at | A − B | per-seed | mean | 95 % CI (t) | A wins |", "|---|---|---|---|---|---|"]
+    for p in paired:
+        ci_text = "—" if p["t_ci"] is None else f"[{p['t_ci'][0]:+.2f}, {p['t_ci'][1]:+.2f}]"
+        L.append(f"| {p['at']} | {p['comparison']} | {', '.join(f'{d:+.2f}' for d in p['diffs'])} | "
+                 f"{p['mean']:+.2f} | {ci_text} | {p['wins']}/{p['n_seeds']} |")
+    if any(res[n]["selection"] for n in args.n_ps):
+        L += ["", "## Which step each criterion picks, against the development labels' pick", "",
+              "Per scored step the run recorded its development accuracy; `agrees`: the criterion's step is (one of) "
+              "the development labels' best; `regret`: the development accuracy it gives up (points).", "",
+              "| n_P | criterion | agrees | mean regret | per-seed steps (picked / development labels' best) |",
+              "|---|---|---|---|---|"]
+        for n in args.n_ps:
+            sel = res[n]["selection"]
+            for crit in ("pu-risk", "pu-auc", "last step"):
+                if not sel:
+                    continue
+                agrees = sum(v[crit]["agrees"] for v in sel.values())
+                regret = statistics.mean(v[crit]["regret"] for v in sel.values())
+                steps = ", ".join(f"{v[crit]['step']}/{v['development labels']['step']}" for v in sel.values())
+                L.append(f"| {n} | {crit} | {agrees}/{len(sel)} | {regret:.2f} | {steps} |")
+    return "\n".join(L) + "\n", paired
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    p.add_argument("--dataset", default="mnist", help="mnist (shipped) or an .npz file with x and y")
+    p.add_argument("--positive-classes", type=int, nargs="+", default=None,
+                   help="class ids of the positive class (default for mnist: the even digits)")
+    p.add_argument("--encoder", choices=("mlp", "cnn"), default="mlp", help="the encoder of every run")
+    p.add_argument("--criterion", choices=tuple(CRITERIA), default="pu-auc", help="the select runs' --select")
+    p.add_argument("--n-ps", type=int, nargs="+", default=[25, 50, 100], help="labeled positives n_P")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--eval-split", choices=("eval", "dev"), default="eval",
+                   help="dev: score on the development split and record each scored step's development accuracy")
+    p.add_argument("--out", default="runs/pu_selection")
+    p.add_argument("--aggregate-only", action="store_true", help="only make the report from finished runs")
+    add_sweep_arguments(p, parallel=2)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    args.out, args.dataset = str(Path(args.out).resolve()), from_caller(args.dataset)
+    todo, failed = [], 0
+    for n in args.n_ps:
+        for s in args.seeds:
+            for method in METHODS:
+                cfg = run_config(args, method, n, s)
+                cfg.validate()
+                folder = Path(cfg.output_dir)
+                if not (folder / "metrics.json").exists():
+                    cmd = [sys.executable, "-m", "fewshot.train", "images", *dataclass_flags(cfg, ImageConfig())]
+                    todo.append(Run(f"{method} n={n} seed={s}", cmd, folder.parent / f"{folder.name}.log",
+                                    cpus=args.cpus_per_run, gpus=args.gpus_per_run, cwd=str(ROOT),
+                                    env={"OMP_NUM_THREADS": str(max(1, int(args.cpus_per_run)))}))
+    if todo and not args.aggregate_only:
+        print(f"{len(todo)} runs to do", flush=True)
+        codes = run_sweep(todo, options_of(args))
+        failed = sum(rc != 0 for rc in codes)
+        if failed:
+            print(f"{failed} of {len(todo)} runs failed (see the .log beside each run folder)", file=sys.stderr)
+    res = collect(args)
+    text, paired = markdown(args, res)
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "selection.md").write_text(text)
+    write_json_atomic(out / "selection.json", {"args": {k: v for k, v in vars(args).items()}, "paired": paired,
+                                               "results": {str(n): v for n, v in res.items()}})
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

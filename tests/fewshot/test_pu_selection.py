@@ -1,0 +1,144 @@
+"""--select pu-risk / pu-auc: the image runs' choice of the encoder's training length from PU data alone (issue 45
+item 1). The held-out scores against a float64 transcription, the split's rules, that no negative label is read,
+and whole runs: the kept encoder is the best-scored step's, and an interrupted run resumes to the same choice."""
+
+import csv
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fewshot.config import ImageConfig
+from fewshot.image_run import (ImageData, held_out_scores, select_steps, selection_scores, selection_split)
+from fewshot.train import train
+
+from .test_images import image_cfg, npz  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def transcription(sp, su, pi):
+    """Kiryo et al.'s nnPU risk (sigmoid loss), its zero-one version and the P-vs-U AUC, in float64, plainly."""
+    sp, su = np.asarray(sp, np.float64), np.asarray(su, np.float64)
+    sig = lambda z: 1.0 / (1.0 + np.exp(-z))  # noqa: E731
+    risk = pi * np.mean(sig(-sp)) + max(0.0, np.mean(sig(su)) - pi * np.mean(sig(sp)))
+    risk01 = pi * np.mean(sp <= 0) + max(0.0, np.mean(su > 0) - pi * np.mean(sp > 0))
+    pairs = [(1.0 if a > b else 0.5 if a == b else 0.0) for a in sp for b in su]
+    return risk, risk01, float(np.mean(pairs))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_held_out_scores_are_the_transcribed_equations(seed):
+    rng = np.random.default_rng(seed)
+    sp, su = rng.normal(1.0, 1.5, 7), rng.normal(-0.3, 2.0, 40)
+    su[3] = sp[2]  # a tie counts one half in the AUC
+    pi = float(rng.uniform(0.2, 0.7))
+    got = held_out_scores(torch.from_numpy(sp), torch.from_numpy(su), pi)
+    want = transcription(sp, su, pi)
+    assert got["select_risk"] == pytest.approx(want[0], rel=1e-12)
+    assert got["select_risk01"] == pytest.approx(want[1], abs=1e-12)
+    assert got["select_auc"] == pytest.approx(want[2], abs=1e-12)
+    # the non-negative correction: U scored all negative, P all positive -> the bracket clamps at 0
+    low = held_out_scores(torch.full((3,), 9.0, dtype=torch.float64), torch.full((5,), -9.0, dtype=torch.float64), pi)
+    assert low["select_risk01"] == 0.0 and low["select_auc"] == 1.0
+
+
+def pool(n=60, n_lab=10, seed=0):
+    rng = np.random.default_rng(seed)
+    y = (np.arange(n) % 2 == 0).astype(np.int64)
+    labeled = np.sort(rng.choice(np.flatnonzero(y == 1), n_lab, replace=False))
+    return ImageData(rng.normal(size=(n, 5)).astype(np.float32), y, np.zeros((2, 5), np.float32), np.array([0, 1]),
+                     labeled, np.setdiff1d(np.arange(n), labeled), "test", 0, 2)
+
+
+def test_the_split_holds_out_positives_from_the_labels_and_unlabeled_images_beside_them():
+    data = pool()
+    cfg = ImageConfig(select="pu-auc", select_fraction=0.2, seed=3)
+    sel = selection_split(cfg, data)
+    enc = sel.encoder_data
+    assert len(sel.positives) == 2 and set(sel.positives) <= set(data.labeled)
+    assert len(sel.unlabeled) == 10 and set(sel.unlabeled) <= set(data.unlabeled)
+    # the encoder sees the held-out positives as unlabeled images; the probe's U leaves both held-out sets out
+    assert set(enc.labeled) == set(data.labeled) - set(sel.positives)
+    assert set(enc.unlabeled) == set(data.unlabeled) | set(sel.positives)
+    assert not (set(sel.fitted) & (set(sel.positives) | set(sel.unlabeled)))
+    assert len(sel.fitted) == 60 - 2 - 10
+    again = selection_split(cfg, data)
+    assert np.array_equal(again.positives, sel.positives) and np.array_equal(again.unlabeled, sel.unlabeled)
+    # at least one held out and one kept, whatever the fraction
+    assert len(selection_split(dataclasses.replace(cfg, select_fraction=0.01), data).positives) == 1
+    assert len(selection_split(dataclasses.replace(cfg, select_fraction=0.99), data).positives) == 9
+    assert selection_split(ImageConfig(), data) is None
+
+
+def test_the_selection_reads_no_negative_label():
+    """The split and the scores depend on the labeled indices and the features only: any labels of the unlabeled
+    images give the same held-out images and the same scores."""
+    data = pool(seed=1)
+    cfg = ImageConfig(select="pu-risk", seed=0)
+    feats = torch.from_numpy(np.random.default_rng(5).normal(size=(60, 5)).astype(np.float32))
+    a_sel = selection_split(cfg, data)
+    a = selection_scores(feats, a_sel, 0.4, seed=0)
+    scrambled = data.y.copy()
+    scrambled[data.unlabeled] = np.random.default_rng(9).integers(0, 2, len(data.unlabeled))
+    b_sel = selection_split(cfg, dataclasses.replace(data, y=scrambled))
+    b = selection_scores(feats, b_sel, 0.4, seed=0)
+    assert np.array_equal(a_sel.positives, b_sel.positives) and np.array_equal(a_sel.unlabeled, b_sel.unlabeled)
+    assert a == b
+
+
+def test_scored_steps_are_evenly_spaced_up_to_the_last():
+    assert select_steps(ImageConfig(select="pu-auc", max_steps=300, passes=None)) == [50, 100, 150, 200, 250, 300]
+    assert select_steps(ImageConfig(select="pu-auc", select_points=4, max_steps=6, passes=None)) == [2, 3, 4, 6]
+    assert select_steps(ImageConfig(select="pu-auc", select_points=10, max_steps=3, passes=None)) == [1, 2, 3]
+    assert select_steps(ImageConfig(max_steps=300, passes=None)) == []
+
+
+@pytest.mark.parametrize("overrides,words", [
+    (dict(select="pu-auc", setting="pnu", labeled_percent=50.0), "--setting pu"),
+    (dict(select="pu-risk", contrastive="none"), "not none"),
+    (dict(select_points=3), "--select-points applies to --select"),
+    (dict(select="pu-auc", select_points=0), "--select-points must be >= 1"),
+    (dict(select="pu-auc", select_fraction=1.0), "--select-fraction must be in (0, 1)"),
+])
+def test_selection_options_that_do_not_fit_are_refused(npz, tmp_path, overrides, words):  # noqa: F811
+    path, _, _ = npz
+    fields = {k: v for k, v in overrides.items()}
+    cfg = image_cfg(path, tmp_path / "run", **fields)
+    with pytest.raises(ValueError) as err:
+        cfg.validate()
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_run_keeps_the_best_scored_encoder_and_resumes_to_the_same_choice(npz, tmp_path, monkeypatch,  # noqa: F811
+                                                                             capsys):
+    path, _, _ = npz
+    kw = dict(select="pu-auc", select_points=3, max_steps=6, n_labeled=10, eval_split="dev", checkpoint_every=100)
+    full = train(image_cfg(path, tmp_path / "full", **kw))
+    cands = full["select_candidates"]
+    assert [c["step"] for c in cands] == [2, 4, 6] and full["n_select_positives"] == 2
+    best = max(cands, key=lambda c: (c["select_auc"], -c["step"]))  # ties: the earlier step
+    assert full["selected_step"] == best["step"]
+    # the kept encoder is that step's: its development accuracy (the nnPU probe on every label) is the run's
+    assert full["probes"]["nnpu"] == pytest.approx(best["dev_accuracy"])
+    rows = list(csv.DictReader(open(tmp_path / "full" / "log.csv")))
+    assert [r["step"] for r in rows if r["select_auc"]] == ["2", "4", "6"]
+    sample = json.loads((tmp_path / "full" / "sample.json").read_text())
+    assert len(sample["select_positives"]) == 2 and set(sample["select_positives"]) <= set(sample["labeled"])
+    # Ctrl-C at step 5 (after the scored steps 2 and 4), resumed: the same candidates, choice and probes
+    import fewshot.image_run as image_run
+
+    from ..folder_rules import check_interrupt_exits_130, interrupt_on_call
+
+    interrupt_on_call(monkeypatch, image_run, "encoder_loss", at=5)
+    check_interrupt_exits_130(capsys, lambda: train(image_cfg(path, tmp_path / "cut", **kw)), where="step 5")
+    monkeypatch.undo()
+    cut = train(image_cfg(path, tmp_path / "cut", **kw, resume=True))
+    assert cut["select_candidates"] == cands and cut["selected_step"] == full["selected_step"]
+    assert cut["probes"] == full["probes"]
+    # another length would move the scored steps: refused in one line, the folder untouched
+    with pytest.raises(ValueError, match="same --max-steps") as err:
+        train(image_cfg(path, tmp_path / "cut", **{**kw, "max_steps": 9}, resume=True))
+    assert "\n" not in str(err.value)
