@@ -381,6 +381,10 @@ class ImageConfig(RunOptions):
     are on the shipped digits' 3,500-image pool. A --max-steps given on the command line replaces it (and passes
     becomes unset)."""
 
+    label_share: float = 1.0
+    """`--setting pu`, contrastive encoders: the share of the labeled positives whose labels the encoder's loss reads (a
+    seeded draw, at least one); the others are unlabeled images to it. The probes use every label. 1: the paper's
+    puNCE. Below 1, the probe's positives include some the encoder did not single out (docs/results/fewshot.md)."""
     select: Literal["none", "pu-risk", "pu-auc"] = "none"
     """How much of the training the encoder keeps, chosen without negative labels (`--setting pu`, contrastive
     encoders). --select-fraction of the labeled positives lose their labels (the encoder sees them as unlabeled
@@ -432,6 +436,10 @@ class ImageConfig(RunOptions):
                              f"{CPC_GRID} grid), got {self.cpc_steps}")
         if self.cpc_group < 1:
             raise ValueError(f"--cpc-group must be >= 1 (images per negative pool), got {self.cpc_group}")
+        need(self, math.isfinite(self.label_share) and 0 < self.label_share <= 1, "label_share", "in (0, 1]")
+        if self.label_share != 1 and (self.setting != "pu" or self.contrastive == "none"):
+            raise ValueError("--label-share applies to a contrastive encoder on PU data (--setting pu, a --contrastive "
+                             "loss other than none): drop it")
         need(self, self.select_points >= 1, "select_points", ">= 1")
         need(self, math.isfinite(self.select_fraction) and 0 < self.select_fraction < 1, "select_fraction", "in (0, 1)")
         if self.select == "none":

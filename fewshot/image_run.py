@@ -162,7 +162,7 @@ def selection_split(cfg: ImageConfig, data: ImageData) -> Selection | None:
     return Selection(positives, unlabeled, encoder_data)
 
 
-def selection_scores(f_pool: torch.Tensor, sel: Selection, pi_enc: float, seed: int) -> dict[str, float]:
+def selection_scores(f_pool: torch.Tensor, sel: Selection, pi_u: float, seed: int) -> dict[str, float]:
     """How well an nnPU probe fitted on the pool's standardised features ``f_pool`` (all but the held-out images)
     tells ``--select``'s held-out positives from its held-out unlabeled images; no negative label is read.
 
@@ -172,12 +172,10 @@ def selection_scores(f_pool: torch.Tensor, sel: Selection, pi_enc: float, seed: 
     * ``select_auc``: the AUC of held-out positives against held-out unlabeled images, ``pi / 2 + (1 - pi) AUC_PN``:
       it ranks encoders as the AUC of positives against negatives does.
 
-    ``pi_enc``: p(y=+1) among the encoder's unlabeled images (held-out positives included); the held-out unlabeled
-    images are a draw from the run's unlabeled images, whose prior it gives by the counts."""
-
+    ``pi_u``: p(y=+1) among the run's unlabeled images, of which the held-out unlabeled images are a draw. The probe's
+    P: the labeled positives not held out (``sel.encoder_data.labeled``), whether or not the encoder read their labels
+    (``--label-share``)."""
     enc = sel.encoder_data
-    n_u, n_p = len(enc.unlabeled) - len(sel.positives), len(sel.positives)
-    pi_u = (pi_enc * len(enc.unlabeled) - n_p) / n_u  # p(y=+1) among the run's unlabeled images
     fitted = sel.fitted  # the labeled positives the encoder saw, and the unlabeled images not held out
     n_fit_unl = len(fitted) - len(enc.labeled)
     pi_fit = (len(enc.labeled) + pi_u * n_fit_unl) / len(fitted)
@@ -203,6 +201,18 @@ def held_out_scores(sp: torch.Tensor, su: torch.Tensor, pi: float) -> dict[str, 
 
 #: ``--select``'s criteria: the score each reads and whether lower is better
 SELECT_CRITERIA = {"pu-risk": ("select_risk", True), "pu-auc": ("select_auc", False)}
+
+
+def share_labels(cfg: ImageConfig, data: ImageData) -> ImageData:
+    """``--label-share q``: the data as the encoder's loss reads it, with a seeded draw of round(q x n_P) of the labeled
+    positives (at least one) keeping their labels and the others among the unlabeled images; unchanged at q = 1."""
+    if cfg.label_share >= 1 or cfg.contrastive == "none":
+        return data
+    rng = np.random.default_rng(cfg.seed + 4)
+    n = min(len(data.labeled), max(1, int(round(cfg.label_share * len(data.labeled)))))
+    kept = np.sort(rng.choice(data.labeled, size=n, replace=False))
+    return dataclasses.replace(data, labeled=kept,
+                               unlabeled=np.union1d(data.unlabeled, np.setdiff1d(data.labeled, kept)))
 
 
 def select_steps(cfg: ImageConfig) -> list[int]:
@@ -271,8 +281,8 @@ class ImageApp(FewShotRunApp):
     def __init__(self, cfg: ImageConfig, harness: RunHarness):
         t_start, data = time.time(), image_data(cfg)
         self.selection = selection_split(cfg, data)
-        # the images as the encoder trains on them (with --select, some labeled positives are unlabeled)
-        self.enc_data = data if self.selection is None else self.selection.encoder_data
+        # the images as the encoder trains on them (--select and --label-share: some labeled positives are unlabeled)
+        self.enc_data = share_labels(cfg, data if self.selection is None else self.selection.encoder_data)
         super().__init__(steps_from_passes(cfg, self.enc_data), harness)
         self.t_start, self.data = t_start, data
         self.select_at = select_steps(self.cfg)
@@ -401,7 +411,10 @@ class ImageApp(FewShotRunApp):
         cfg, model = self.cfg, self.models["encoder"]
         f_pool = features(model, self.enc_data.x)
         f_pool = (f_pool - f_pool.mean(0)) / f_pool.std(0).clamp(min=1e-6)  # as classify() standardises
-        row = {"step": self.step, **selection_scores(f_pool, self.selection, self.pi, cfg.seed)}
+        # the prior of the run's unlabeled images, from the encoder's (positives it reads as unlabeled added)
+        moved, n_u = len(self.data.labeled) - len(self.enc_data.labeled), len(self.data.unlabeled)
+        pi_u = (self.pi * (n_u + moved) - moved) / n_u
+        row = {"step": self.step, **selection_scores(f_pool, self.selection, pi_u, cfg.seed)}
         if cfg.eval_split == "dev":
             row["dev_accuracy"] = classify(cfg, self.data, self.models, self.pi_p, ("nnpu",))[0]["nnpu"]
         self.candidates.append(row)
@@ -439,6 +452,8 @@ class ImageApp(FewShotRunApp):
             "train_seconds": train_seconds, "probe_seconds": probe_seconds, "run_seconds": time.time() - self.t_start,
             "majority_accuracy": float(max(data.eval_y.mean(), 1 - data.eval_y.mean()) * 100.0),
         }
+        if cfg.label_share < 1:
+            self.metrics["n_encoder_labeled"] = len(self.enc_data.labeled)
         if self.selection is not None:
             self.metrics |= {"selected_step": self.best["step"] if self.best else self.step,
                              "select_candidates": self.candidates,

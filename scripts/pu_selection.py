@@ -38,15 +38,23 @@ from shared_losses.training.stats import paired_stats, summarize
 from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ("raw", "punce", "select")
 #: the scores a scored step records and whether lower is better (fewshot.image_run.SELECT_CRITERIA)
 CRITERIA = {"pu-risk": ("select_risk", True), "pu-auc": ("select_auc", False)}
 
 
+def methods(args) -> dict[str, tuple[str, dict]]:
+    """{folder name: (the report's row, the run's options)}: raw nnPU, puNCE, each --label-shares, --select."""
+    out = {"raw": ("raw nnPU", {"contrastive": "none"}), "punce": ("puNCE last step", {"contrastive": "punce"})}
+    for q in args.label_shares:
+        out[f"share{q:g}"] = (f"puNCE --label-share {q:g}", {"contrastive": "punce", "label_share": q})
+    if args.criterion != "none":
+        out["select"] = (f"puNCE --select {args.criterion}", {"contrastive": "punce", "select": args.criterion})
+    return out
+
+
 def run_config(args, method: str, n: int, seed: int) -> ImageConfig:
     positive = args.positive_classes or ([0, 2, 4, 6, 8] if args.dataset == "mnist" else None)
-    fields = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce"},
-              "select": {"contrastive": "punce", "select": args.criterion}}[method]
+    fields = methods(args)[method][1]
     return ImageConfig(dataset=args.dataset, encoder=args.encoder,
                        positive_classes=tuple(positive) if positive else None, eval_split=args.eval_split,
                        n_labeled=n, seed=seed, resume=True, progress=False,
@@ -68,11 +76,10 @@ def choice(cands: list[dict], criterion: str | None) -> dict:
 def collect(args) -> dict:
     res = {}
     for n in args.n_ps:
-        cell = {m: {} for m in ("raw nnPU", "puNCE last step", f"puNCE --select {args.criterion}")}
+        cell = {row: {} for row, _ in methods(args).values()}
         agree = {}
         for s in args.seeds:
-            for method, row in (("raw", "raw nnPU"), ("punce", "puNCE last step"),
-                                ("select", f"puNCE --select {args.criterion}")):
+            for method, (row, _) in methods(args).items():
                 path = Path(run_config(args, method, n, s).output_dir) / "metrics.json"
                 if path.exists():
                     m = json.loads(path.read_text())
@@ -98,7 +105,7 @@ def markdown(args, res: dict) -> tuple[str, list]:
          f"Seeds {args.seeds}. Accuracy (%) of the nnPU probe (raw: the end-to-end nnPU model) on the {split}; "
          f"`--select {args.criterion}` holds 20 % of the labeled positives out of the labels to choose by.", "",
          "| method | " + " | ".join(f"n_P={n}" for n in args.n_ps) + " |", "|---|" + "---|" * len(args.n_ps)]
-    rows = list(next(iter(res.values()))["acc"])
+    rows = [row for row, _ in methods(args).values()]
     for row in rows:
         cells = []
         for n in args.n_ps:
@@ -108,7 +115,7 @@ def markdown(args, res: dict) -> tuple[str, list]:
     paired = []
     for n in args.n_ps:
         acc = res[n]["acc"]
-        for a, b in ((rows[2], rows[0]), (rows[2], rows[1]), (rows[1], rows[0])):
+        for a, b in [(rows[1], rows[0])] + [(r, base) for r in rows[2:] for base in rows[:2]]:
             p = paired_stats(acc[a], acc[b])
             if p["n_seeds"]:
                 paired.append({"at": f"n_P={n}", "comparison": f"{a} − {b}", **p})
@@ -142,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--positive-classes", type=int, nargs="+", default=None,
                    help="class ids of the positive class (default for mnist: the even digits)")
     p.add_argument("--encoder", choices=("mlp", "cnn"), default="mlp", help="the encoder of every run")
-    p.add_argument("--criterion", choices=tuple(CRITERIA), default="pu-auc", help="the select runs' --select")
+    p.add_argument("--criterion", choices=(*CRITERIA, "none"), default="pu-auc",
+                   help="the select runs' --select (none: no select runs)")
+    p.add_argument("--label-shares", type=float, nargs="*", default=[],
+                   help="a puNCE run per share of labels its encoder reads (--label-share), beside the others")
     p.add_argument("--n-ps", type=int, nargs="+", default=[25, 50, 100], help="labeled positives n_P")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--eval-split", choices=("eval", "dev"), default="eval",
@@ -159,7 +169,7 @@ def main(argv=None) -> int:
     todo, failed = [], 0
     for n in args.n_ps:
         for s in args.seeds:
-            for method in METHODS:
+            for method in methods(args):
                 cfg = run_config(args, method, n, s)
                 cfg.validate()
                 folder = Path(cfg.output_dir)

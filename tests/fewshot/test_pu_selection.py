@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from fewshot.config import ImageConfig
-from fewshot.image_run import (ImageData, held_out_scores, select_steps, selection_scores, selection_split)
+from fewshot.image_run import (ImageData, held_out_scores, select_steps, selection_scores, selection_split,
+                                share_labels)
 from fewshot.train import train
 
 from .test_images import image_cfg, npz  # noqa: F401 - the fixture
@@ -102,6 +103,8 @@ def test_scored_steps_are_evenly_spaced_up_to_the_last():
     (dict(select_points=3), "--select-points applies to --select"),
     (dict(select="pu-auc", select_points=0), "--select-points must be >= 1"),
     (dict(select="pu-auc", select_fraction=1.0), "--select-fraction must be in (0, 1)"),
+    (dict(label_share=0.0), "--label-share must be in (0, 1]"),
+    (dict(label_share=0.5, contrastive="none"), "--label-share applies to a contrastive encoder"),
 ])
 def test_selection_options_that_do_not_fit_are_refused(npz, tmp_path, overrides, words):  # noqa: F811
     path, _, _ = npz
@@ -142,3 +145,22 @@ def test_a_run_keeps_the_best_scored_encoder_and_resumes_to_the_same_choice(npz,
     with pytest.raises(ValueError, match="same --max-steps") as err:
         train(image_cfg(path, tmp_path / "cut", **{**kw, "max_steps": 9}, resume=True))
     assert "\n" not in str(err.value)
+
+
+def test_label_share_keeps_a_seeded_share_of_the_labels_for_the_encoder_and_the_rest_unlabeled():
+    data = pool(n_lab=10)
+    enc = share_labels(ImageConfig(label_share=0.5, seed=2), data)
+    assert len(enc.labeled) == 5 and set(enc.labeled) < set(data.labeled)
+    assert set(enc.unlabeled) == set(data.unlabeled) | (set(data.labeled) - set(enc.labeled))
+    assert np.array_equal(share_labels(ImageConfig(label_share=0.5, seed=2), data).labeled, enc.labeled)
+    assert len(share_labels(ImageConfig(label_share=0.01), data).labeled) == 1  # at least one
+    assert share_labels(ImageConfig(), data) is data
+
+
+def test_a_run_with_a_label_share_trains_on_fewer_labels_and_probes_with_all(npz, tmp_path):  # noqa: F811
+    path, _, _ = npz
+    m = train(image_cfg(path, tmp_path / "run", label_share=0.5, n_labeled=10))
+    assert m["n_encoder_labeled"] == 5 and m["n_labeled"] == 10
+    # with --select too: the held-out positives leave the labels first, then the share is drawn from the rest
+    m = train(image_cfg(path, tmp_path / "both", label_share=0.5, n_labeled=10, select="pu-auc", select_points=2))
+    assert m["n_select_positives"] == 2 and m["n_encoder_labeled"] == 4 and m["n_labeled"] == 10
