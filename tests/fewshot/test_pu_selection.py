@@ -164,3 +164,30 @@ def test_a_run_with_a_label_share_trains_on_fewer_labels_and_probes_with_all(npz
     # with --select too: the held-out positives leave the labels first, then the share is drawn from the rest
     m = train(image_cfg(path, tmp_path / "both", label_share=0.5, n_labeled=10, select="pu-auc", select_points=2))
     assert m["n_select_positives"] == 2 and m["n_encoder_labeled"] == 4 and m["n_labeled"] == 10
+
+
+@pytest.mark.slow  # the script end to end: 5 tiny runs in subprocesses
+def test_the_selection_script_runs_its_methods_side_by_side_and_reports_the_choices(npz, tmp_path):  # noqa: F811
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path, _, _ = npz
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "sel"
+    cmd = [sys.executable, str(root / "scripts" / "pu_selection.py"), "--dataset", path, "--positive-classes", "0", "2",
+           "4", "--n-ps", "8", "--seeds", "0", "--label-shares", "0.5", "--eval-split", "dev", "--out", str(out),
+           "--parallel", "1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = (out / "selection.md").read_text()
+    for row in ("raw nnPU", "puNCE last step", "puNCE --label-share 0.5", "puNCE --select pu-auc"):
+        assert f"| {row} |" in report
+    assert "| 8 | pu-auc |" in report and "| 8 | last step |" in report
+    saved = json.loads((out / "selection.json").read_text())
+    sel = saved["results"]["8"]["selection"]["0"]
+    run = json.loads((out / "select" / "n8" / "seed0" / "metrics.json").read_text())
+    assert sel["pu-auc"]["step"] == run["selected_step"]  # the report's pick is the run's
+    assert json.loads((out / "share0.5" / "n8" / "seed0" / "metrics.json").read_text())["n_encoder_labeled"] == 4
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)  # finished runs are skipped
+    assert again.returncode == 0 and "runs to do" not in again.stdout
