@@ -45,6 +45,8 @@ CRITERIA = {"pu-risk": ("select_risk", True), "pu-auc": ("select_auc", False)}
 def methods(args) -> dict[str, tuple[str, dict]]:
     """{folder name: (the report's row, the run's options)}: raw nnPU, puNCE, each --label-shares, --select."""
     out = {"raw": ("raw nnPU", {"contrastive": "none"}), "punce": ("puNCE last step", {"contrastive": "punce"})}
+    if args.with_infonce:
+        out["infonce"] = ("InfoNCE", {"contrastive": "infonce"})
     for q in args.label_shares:
         out[f"share{q:g}"] = (f"puNCE --label-share {q:g}", {"contrastive": "punce", "label_share": q})
     if args.criterion != "none":
@@ -115,7 +117,8 @@ def markdown(args, res: dict) -> tuple[str, list]:
     paired = []
     for n in args.n_ps:
         acc = res[n]["acc"]
-        for a, b in [(rows[1], rows[0])] + [(r, base) for r in rows[2:] for base in rows[:2]]:
+        bases = rows[:3] if args.with_infonce else rows[:2]
+        for a, b in [(r, rows[0]) for r in bases[1:]] + [(r, base) for r in rows[len(bases):] for base in bases]:
             p = paired_stats(acc[a], acc[b])
             if p["n_seeds"]:
                 paired.append({"at": f"n_P={n}", "comparison": f"{a} − {b}", **p})
@@ -151,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", choices=("mlp", "cnn"), default="mlp", help="the encoder of every run")
     p.add_argument("--criterion", choices=(*CRITERIA, "none"), default="pu-auc",
                    help="the select runs' --select (none: no select runs)")
+    p.add_argument("--with-infonce", action="store_true",
+                   help="an InfoNCE encoder run too (puNCE Table 1's linear evaluation), as a row and a baseline")
     p.add_argument("--label-shares", type=float, nargs="*", default=[],
                    help="a puNCE run per share of labels its encoder reads (--label-share), beside the others")
     p.add_argument("--n-ps", type=int, nargs="+", default=[25, 50, 100], help="labeled positives n_P")
