@@ -381,10 +381,13 @@ class ImageConfig(RunOptions):
     are on the shipped digits' 3,500-image pool. A --max-steps given on the command line replaces it (and passes
     becomes unset)."""
 
-    label_share: float = 1.0
+    label_share: Optional[float] = None
     """`--setting pu`, contrastive encoders: the share of the labeled positives whose labels the encoder's loss reads (a
     seeded draw, at least one); the others are unlabeled images to it. The probes use every label. 1: the paper's
-    puNCE. Below 1, the probe's positives include some the encoder did not single out (docs/results/fewshot.md)."""
+    puNCE. Below 1, the nnPU probe's positives include some the encoder did not single out. Unset: 0.5 for puNCE with
+    n_P <= 100 (--n-labeled), else 1 -- chosen on the development splits of the shipped digits and of scikit-learn's
+    8x8 digits, where 0.5 was above 1 at n_P = 25, 50 and 100 and level or below at 300 and 1000
+    (docs/results/fewshot.md)."""
     select: Literal["none", "pu-risk", "pu-auc"] = "none"
     """How much of the training the encoder keeps, chosen without negative labels (`--setting pu`, contrastive
     encoders). --select-fraction of the labeled positives lose their labels (the encoder sees them as unlabeled
@@ -398,6 +401,18 @@ class ImageConfig(RunOptions):
     select_fraction: float = 0.2
     """`--select`: the share of the labeled positives whose labels are held out (at least one, and at least one keeps
     its label), and of the unlabeled images set aside with them."""
+
+    #: --label-share's default: this share for puNCE on PU data up to this many labeled positives, else every label
+    DEFAULT_LABEL_SHARE: ClassVar[tuple[float, int]] = (0.5, 100)
+
+    @property
+    def encoder_label_share(self) -> float:
+        """The share of the labeled positives whose labels the encoder's loss reads: --label-share, or its default."""
+        if self.label_share is not None:
+            return float(self.label_share)
+        share, up_to = self.DEFAULT_LABEL_SHARE
+        applies = self.setting == "pu" and self.contrastive == "punce" and self.n_labeled <= up_to
+        return share if applies else 1.0
 
     def validate(self) -> None:
         """The options of a run on image arrays: the common checks, then the image ones."""
@@ -436,8 +451,9 @@ class ImageConfig(RunOptions):
                              f"{CPC_GRID} grid), got {self.cpc_steps}")
         if self.cpc_group < 1:
             raise ValueError(f"--cpc-group must be >= 1 (images per negative pool), got {self.cpc_group}")
-        need(self, math.isfinite(self.label_share) and 0 < self.label_share <= 1, "label_share", "in (0, 1]")
-        if self.label_share != 1 and (self.setting != "pu" or self.contrastive == "none"):
+        if self.label_share is not None:
+            need(self, math.isfinite(self.label_share) and 0 < self.label_share <= 1, "label_share", "in (0, 1]")
+        if self.label_share not in (None, 1) and (self.setting != "pu" or self.contrastive == "none"):
             raise ValueError("--label-share applies to a contrastive encoder on PU data (--setting pu, a --contrastive "
                              "loss other than none): drop it")
         need(self, self.select_points >= 1, "select_points", ">= 1")

@@ -204,12 +204,14 @@ SELECT_CRITERIA = {"pu-risk": ("select_risk", True), "pu-auc": ("select_auc", Fa
 
 
 def share_labels(cfg: ImageConfig, data: ImageData) -> ImageData:
-    """``--label-share q``: the data as the encoder's loss reads it, with a seeded draw of round(q x n_P) of the labeled
-    positives (at least one) keeping their labels and the others among the unlabeled images; unchanged at q = 1."""
-    if cfg.label_share >= 1 or cfg.contrastive == "none":
+    """``--label-share q`` (or its default, :attr:`ImageConfig.encoder_label_share`): the data as the encoder's loss
+    reads it, with a seeded draw of round(q x n_P) of the labeled positives (at least one) keeping their labels and the
+    others among the unlabeled images; unchanged at q = 1."""
+    share = cfg.encoder_label_share
+    if share >= 1 or cfg.contrastive == "none":
         return data
     rng = np.random.default_rng(cfg.seed + 4)
-    n = min(len(data.labeled), max(1, int(round(cfg.label_share * len(data.labeled)))))
+    n = min(len(data.labeled), max(1, int(round(share * len(data.labeled)))))
     kept = np.sort(rng.choice(data.labeled, size=n, replace=False))
     return dataclasses.replace(data, labeled=kept,
                                unlabeled=np.union1d(data.unlabeled, np.setdiff1d(data.labeled, kept)))
@@ -310,7 +312,11 @@ class ImageApp(FewShotRunApp):
 
     def build(self, saved):
         cfg, data, names = self.cfg, self.enc_data, self.names
-        self.pi, self.pi_p, self.prior_source = priors(cfg, data)
+        self.pi, self.pi_p, self.prior_source = priors(cfg, self.data)  # the run's unlabeled images, and the pool
+        # puNCE's pi over the images the encoder reads as unlabeled: the run's, and the labeled positives it does not
+        # read as labeled (--label-share, --select), by the counts
+        moved, n_u = len(self.data.labeled) - len(data.labeled), len(self.data.unlabeled)
+        self.pi_enc = (self.pi * n_u + moved) / (n_u + moved)
         acc = make_accelerator(cfg)
         if acc.num_processes > 1:
             raise ValueError("image runs are one process; launch them without accelerate launch / torchrun")
@@ -331,6 +337,8 @@ class ImageApp(FewShotRunApp):
         self.harness.write_config(self.recorded_options | {"prior_used": self.pi, "pool_prior": self.pi_p,
                                                               "prior_source": self.prior_source})
         sample = {"labeled": self.data.labeled.tolist(), "unlabeled": self.data.unlabeled.tolist()}
+        if len(self.enc_data.labeled) != len(self.data.labeled):  # --label-share / --select: what the encoder reads
+            sample["encoder_labeled"] = self.enc_data.labeled.tolist()
         if self.selection is not None:  # the labels the encoder did not see, and the unlabeled images set aside
             sample |= {"select_positives": self.selection.positives.tolist(),
                        "select_unlabeled": self.selection.unlabeled.tolist()}
@@ -382,7 +390,7 @@ class ImageApp(FewShotRunApp):
             roles = torch.cat([self.y_all[torch.from_numpy(li)], torch.zeros(len(ui), dtype=torch.long)])
             views = torch.cat([self.augment(xb, self.gen), self.augment(xb, self.gen)]).to(device)
             _, z, _ = self.models["encoder"](views)
-            loss = encoder_loss(cfg.contrastive, z.float(), roles.repeat(2).to(device), self.pi, cfg.temperature,
+            loss = encoder_loss(cfg.contrastive, z.float(), roles.repeat(2).to(device), self.pi_enc, cfg.temperature,
                                 cfg.tau_plus)
             losses = {"encoder": loss}
         else:
@@ -411,10 +419,7 @@ class ImageApp(FewShotRunApp):
         cfg, model = self.cfg, self.models["encoder"]
         f_pool = features(model, self.enc_data.x)
         f_pool = (f_pool - f_pool.mean(0)) / f_pool.std(0).clamp(min=1e-6)  # as classify() standardises
-        # the prior of the run's unlabeled images, from the encoder's (positives it reads as unlabeled added)
-        moved, n_u = len(self.data.labeled) - len(self.enc_data.labeled), len(self.data.unlabeled)
-        pi_u = (self.pi * (n_u + moved) - moved) / n_u
-        row = {"step": self.step, **selection_scores(f_pool, self.selection, pi_u, cfg.seed)}
+        row = {"step": self.step, **selection_scores(f_pool, self.selection, self.pi, cfg.seed)}
         if cfg.eval_split == "dev":
             row["dev_accuracy"] = classify(cfg, self.data, self.models, self.pi_p, ("nnpu",))[0]["nnpu"]
         self.candidates.append(row)
@@ -452,8 +457,9 @@ class ImageApp(FewShotRunApp):
             "train_seconds": train_seconds, "probe_seconds": probe_seconds, "run_seconds": time.time() - self.t_start,
             "majority_accuracy": float(max(data.eval_y.mean(), 1 - data.eval_y.mean()) * 100.0),
         }
-        if cfg.label_share < 1:
-            self.metrics["n_encoder_labeled"] = len(self.enc_data.labeled)
+        if self.contrastive and cfg.setting == "pu":
+            self.metrics |= {"label_share": cfg.encoder_label_share, "n_encoder_labeled": len(self.enc_data.labeled),
+                             "encoder_prior": self.pi_enc}
         if self.selection is not None:
             self.metrics |= {"selected_step": self.best["step"] if self.best else self.step,
                              "select_candidates": self.candidates,

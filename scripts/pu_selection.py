@@ -44,13 +44,15 @@ CRITERIA = {"pu-risk": ("select_risk", True), "pu-auc": ("select_auc", False)}
 
 def methods(args) -> dict[str, tuple[str, dict]]:
     """{folder name: (the report's row, the run's options)}: raw nnPU, puNCE, each --label-shares, --select."""
-    out = {"raw": ("raw nnPU", {"contrastive": "none"}), "punce": ("puNCE last step", {"contrastive": "punce"})}
+    out = {"raw": ("raw nnPU", {"contrastive": "none"}),
+           "punce": ("puNCE last step", {"contrastive": "punce", "label_share": 1.0})}  # the paper's: every label
     if args.with_infonce:
-        out["infonce"] = ("InfoNCE", {"contrastive": "infonce"})
+        out["infonce"] = ("InfoNCE", {"contrastive": "infonce", "label_share": 1.0})
     for q in args.label_shares:
         out[f"share{q:g}"] = (f"puNCE --label-share {q:g}", {"contrastive": "punce", "label_share": q})
     if args.criterion != "none":
-        out["select"] = (f"puNCE --select {args.criterion}", {"contrastive": "punce", "select": args.criterion})
+        out["select"] = (f"puNCE --select {args.criterion}",
+                         {"contrastive": "punce", "select": args.criterion, "label_share": 1.0})
     return out
 
 

@@ -244,6 +244,9 @@ def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_s
         assert metrics["labeled_percent"] == opts["labeled_percent"]
     # exact priors: pi over the unlabeled images, pi_p over the whole pool
     assert metrics["prior"] == pytest.approx(pool_y[unlabeled].mean())
+    if "encoder_labeled" in sample:  # --label-share's default: puNCE's pi over what the encoder reads as unlabeled
+        enc_unlabeled = np.setdiff1d(np.arange(len(pool_y)), sample["encoder_labeled"])
+        assert metrics["encoder_prior"] == pytest.approx(pool_y[enc_unlabeled].mean())
     assert metrics["pool_prior"] == pytest.approx(pool_y.mean())
     rows = list(csv.DictReader(open(out / "log.csv")))
     assert [int(r["step"]) for r in rows] == [1, 2, 3, 4]

@@ -154,13 +154,18 @@ def test_label_share_keeps_a_seeded_share_of_the_labels_for_the_encoder_and_the_
     assert set(enc.unlabeled) == set(data.unlabeled) | (set(data.labeled) - set(enc.labeled))
     assert np.array_equal(share_labels(ImageConfig(label_share=0.5, seed=2), data).labeled, enc.labeled)
     assert len(share_labels(ImageConfig(label_share=0.01), data).labeled) == 1  # at least one
-    assert share_labels(ImageConfig(), data) is data
+    assert share_labels(ImageConfig(label_share=1.0), data) is data
 
 
 def test_a_run_with_a_label_share_trains_on_fewer_labels_and_probes_with_all(npz, tmp_path):  # noqa: F811
     path, _, _ = npz
     m = train(image_cfg(path, tmp_path / "run", label_share=0.5, n_labeled=10))
-    assert m["n_encoder_labeled"] == 5 and m["n_labeled"] == 10
+    assert m["n_encoder_labeled"] == 5 and m["n_labeled"] == 10 and m["label_share"] == 0.5
+    # the default at n_P = 10 (puNCE): the same share and draw
+    default = train(image_cfg(path, tmp_path / "default", n_labeled=10))
+    assert default["label_share"] == 0.5 and default["probes"] == m["probes"]
+    every = train(image_cfg(path, tmp_path / "every", n_labeled=10, label_share=1.0))
+    assert every["n_encoder_labeled"] == 10
     # with --select too: the held-out positives leave the labels first, then the share is drawn from the rest
     m = train(image_cfg(path, tmp_path / "both", label_share=0.5, n_labeled=10, select="pu-auc", select_points=2))
     assert m["n_select_positives"] == 2 and m["n_encoder_labeled"] == 4 and m["n_labeled"] == 10
@@ -191,3 +196,17 @@ def test_the_selection_script_runs_its_methods_side_by_side_and_reports_the_choi
     assert json.loads((out / "share0.5" / "n8" / "seed0" / "metrics.json").read_text())["n_encoder_labeled"] == 4
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)  # finished runs are skipped
     assert again.returncode == 0 and "runs to do" not in again.stdout
+
+
+def test_the_label_share_default_is_half_for_punce_up_to_100_labeled_positives_and_every_label_otherwise():
+    assert ImageConfig(n_labeled=25).encoder_label_share == 0.5  # the defaults: PU, puNCE
+    assert ImageConfig(n_labeled=100).encoder_label_share == 0.5
+    assert ImageConfig(n_labeled=101).encoder_label_share == 1.0
+    assert ImageConfig(n_labeled=50, contrastive="infonce").encoder_label_share == 1.0
+    assert ImageConfig(n_labeled=50, contrastive="none").encoder_label_share == 1.0
+    assert ImageConfig(setting="pnu").encoder_label_share == 1.0
+    assert ImageConfig(n_labeled=50, label_share=1.0).encoder_label_share == 1.0  # given: it wins
+    assert ImageConfig(n_labeled=500, label_share=0.25).encoder_label_share == 0.25
+    ImageConfig(setting="pnu").validate()  # the default is no option given: PNU and raw runs take it
+    ImageConfig(contrastive="none").validate()
+    ImageConfig(contrastive="none", label_share=1.0).validate()  # 1 is every label: nothing to refuse
