@@ -418,7 +418,8 @@ class ImageApp(FewShotRunApp):
         encoder is recorded beside it (the fully labeled choice, to compare; the selection does not read it)."""
         cfg, model = self.cfg, self.models["encoder"]
         f_pool = features(model, self.enc_data.x)
-        f_pool = (f_pool - f_pool.mean(0)) / f_pool.std(0).clamp(min=1e-6)  # as classify() standardises
+        mean, std = pool_scaling(f_pool)  # as classify() standardises
+        f_pool = (f_pool - mean) / std
         row = {"step": self.step, **selection_scores(f_pool, self.selection, self.pi, cfg.seed)}
         if cfg.eval_split == "dev":
             row["dev_accuracy"] = classify(cfg, self.data, self.models, self.pi_p, ("nnpu",))[0]["nnpu"]
@@ -475,6 +476,11 @@ class ImageApp(FewShotRunApp):
         return self.metrics
 
 
+def pool_scaling(f_pool: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, std) of the pool's features, which the probes' features are standardised with (std at least 1e-6)."""
+    return f_pool.mean(0), f_pool.std(0).clamp(min=1e-6)
+
+
 def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
              risks: tuple[str, ...] = RISKS) -> tuple[dict, dict]:
     """Accuracy (%) on the evaluation split of each classifier of the run, and the head to export
@@ -494,7 +500,7 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
         return out, head
     model = models["encoder"]
     f_pool, f_eval = features(model, data.x), features(model, data.eval_x)
-    mean, std = f_pool.mean(0), f_pool.std(0).clamp(min=1e-6)  # standardised with the pool's statistics
+    mean, std = pool_scaling(f_pool)
     f_pool, f_eval = (f_pool - mean) / std, (f_eval - mean) / std
     f_lab = f_pool[torch.from_numpy(data.labeled)]
     if cfg.setting == "pu":

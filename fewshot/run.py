@@ -336,6 +336,21 @@ def recorded_config(cfg: AnyConfig) -> dict:
     return with_local_paths({"pipeline": cfg.PIPELINE, **dataclasses.asdict(cfg)}, PATH_FIELDS)
 
 
+def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
+    """A grid script's check of a run folder it would skip as finished: the run counts only if it was made with
+    ``cfg``'s options (its config.json against :func:`recorded_config`, the configuration's free fields and the
+    process count aside); otherwise one line naming each field that differs."""
+    from shared_losses.training.runtime import config_changes, read_json_file
+
+    saved = read_json_file(Path(folder) / "config.json", "run's configuration")
+    changes = config_changes({k: v for k, v in saved.items() if k not in ("prior_used", "prior_source")},
+                             recorded_config(cfg), free=set(type(cfg).RESUME_FREE) | {"num_processes"})
+    if changes:
+        fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
+        raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "
+                         "grid's); use another --out, or the run's settings")
+
+
 def launched_processes() -> int:
     """The processes of this run, as the launcher (``accelerate launch``, ``torchrun``) declares them in WORLD_SIZE
     (1 without one): known before the accelerator is made, so that a resume compares it with the rest of the

@@ -43,8 +43,8 @@ from pathlib import Path
 from shared_losses.training.cli import HelpFormatter, run_cli
 
 from fewshot.config import ImageConfig
-from fewshot.run import recorded_config
-from shared_losses.training.runtime import config_changes, read_json_file, write_json_atomic
+from fewshot.run import refuse_other_finished_run
+from shared_losses.training.runtime import write_json_atomic
 from shared_losses.training.stats import paired_stats, summarize
 from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
 
@@ -69,8 +69,6 @@ METHOD_FIELDS = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce
                  "infonce": {"contrastive": "infonce"}, "dcl": {"contrastive": "dcl"}, "scl": {"contrastive": "scl"},
                  "cpc": {"contrastive": "cpc", "encoder": "patches"},
                  "infonce-patches": {"contrastive": "infonce", "encoder": "patches"}}
-#: config.json fields a finished run may differ in from the grid's configuration
-FREE = set(ImageConfig.RESUME_FREE) | {"num_processes"}
 
 
 def grid(tables, n_ps, percents, cpc: bool = False, patch_infonce_n_ps=None) -> list[tuple[str, str, int]]:
@@ -105,17 +103,6 @@ def run_config(base: dict, setting: str, method: str, n: int, seed: int, folder:
 
 def command(cfg: ImageConfig) -> list[str]:
     return [sys.executable, "-m", "fewshot.train", "images", *dataclass_flags(cfg, ImageConfig())]
-
-
-def check_finished(folder: Path, cfg: ImageConfig) -> None:
-    """A finished run counts only if it was made with the grid's configuration."""
-    saved = read_json_file(folder / "config.json", "run's configuration")
-    changes = config_changes({k: v for k, v in saved.items() if k not in ("prior_used", "prior_source")},
-                             recorded_config(cfg), free=FREE)
-    if changes:
-        fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
-        raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "
-                         "grid's); use another --out, or the run's settings")
 
 
 def parse_set(items) -> dict:
@@ -417,7 +404,7 @@ def main(argv=None) -> int:
                 raise ValueError(f"{err} (fewshot's check of the grid's run {setting}/{method}/n{n}/seed{s}"
                                  f"{source})") from None
             if (folder / "metrics.json").exists():
-                check_finished(folder, cfg)
+                refuse_other_finished_run(folder, cfg)
                 done += 1
             else:
                 todo.append(Run(f"{setting} {method} n={n} seed={s}", command(cfg),

@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 
 from fewshot.config import ImageConfig
+from fewshot.run import refuse_other_finished_run
 from shared_losses.training.cli import HelpFormatter, run_cli
 from shared_losses.training.runtime import write_json_atomic
 from shared_losses.training.stats import paired_stats, summarize
@@ -180,7 +181,9 @@ def main(argv=None) -> int:
                 cfg = run_config(args, method, n, s)
                 cfg.validate()
                 folder = Path(cfg.output_dir)
-                if not (folder / "metrics.json").exists():
+                if (folder / "metrics.json").exists():
+                    refuse_other_finished_run(folder, cfg)  # skipped as finished only if made with these options
+                else:
                     cmd = [sys.executable, "-m", "fewshot.train", "images", *dataclass_flags(cfg, ImageConfig())]
                     todo.append(Run(f"{method} n={n} seed={s}", cmd, folder.parent / f"{folder.name}.log",
                                     cpus=args.cpus_per_run, gpus=args.gpus_per_run, cwd=str(ROOT),

@@ -196,6 +196,9 @@ def test_the_selection_script_runs_its_methods_side_by_side_and_reports_the_choi
     assert json.loads((out / "share0.5" / "n8" / "seed0" / "metrics.json").read_text())["n_encoder_labeled"] == 4
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)  # finished runs are skipped
     assert again.returncode == 0 and "runs to do" not in again.stdout
+    # a finished run made with other options is refused by name, not skipped as if it were this grid's
+    other = subprocess.run(cmd + ["--encoder", "cnn"], capture_output=True, text=True, timeout=600)
+    assert other.returncode != 0 and "made with other settings (encoder: 'mlp' -> 'cnn'" in other.stderr
 
 
 def test_the_label_share_default_is_half_for_punce_up_to_100_labeled_positives_and_every_label_otherwise():
