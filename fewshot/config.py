@@ -388,6 +388,10 @@ class ImageConfig(RunOptions):
     n_P <= 100 (--n-labeled), else 1 -- chosen on the development splits of the shipped digits and of scikit-learn's
     8x8 digits, where 0.5 was above 1 at n_P = 25, 50 and 100 and level or below at 300 and 1000
     (docs/results/fewshot.md)."""
+    label_pull: Optional[float] = None
+    """`--contrastive punce`: lambda, the weight of an unlabeled anchor's pull towards the labeled views (eq. 8's P and
+    eq. 10's P and N terms); the rest, 1 - lambda, goes to its own other view (docs/equations.md section 5, a variant
+    beyond the paper). 1: the paper's puNCE; 0: the SCL baseline. Unset: 1."""
     select: Literal["none", "pu-risk", "pu-auc"] = "none"
     """How much of the training the encoder keeps, chosen without negative labels (`--setting pu`, contrastive
     encoders). --select-fraction of the labeled positives lose their labels (the encoder sees them as unlabeled
@@ -413,6 +417,11 @@ class ImageConfig(RunOptions):
         share, up_to = self.DEFAULT_LABEL_SHARE
         applies = self.setting == "pu" and self.contrastive == "punce" and self.n_labeled <= up_to
         return share if applies else 1.0
+
+    @property
+    def encoder_label_pull(self) -> float:
+        """lambda of puNCE's unlabeled anchors (--label-pull, or its default); 1 for the other losses."""
+        return 1.0 if self.label_pull is None else float(self.label_pull)
 
     def validate(self) -> None:
         """The options of a run on image arrays: the common checks, then the image ones."""
@@ -456,6 +465,10 @@ class ImageConfig(RunOptions):
         if self.label_share not in (None, 1) and (self.setting != "pu" or self.contrastive == "none"):
             raise ValueError("--label-share applies to a contrastive encoder on PU data (--setting pu, a --contrastive "
                              "loss other than none): drop it")
+        if self.label_pull is not None:
+            need(self, math.isfinite(self.label_pull) and 0 <= self.label_pull <= 1, "label_pull", "in [0, 1]")
+        if self.label_pull not in (None, 1) and self.contrastive != "punce":
+            raise ValueError("--label-pull weighs puNCE's unlabeled anchors (--contrastive punce): drop it")
         need(self, self.select_points >= 1, "select_points", ">= 1")
         need(self, math.isfinite(self.select_fraction) and 0 < self.select_fraction < 1, "select_fraction", "in (0, 1)")
         if self.select == "none":

@@ -391,7 +391,7 @@ class ImageApp(FewShotRunApp):
             views = torch.cat([self.augment(xb, self.gen), self.augment(xb, self.gen)]).to(device)
             _, z, _ = self.models["encoder"](views)
             loss = encoder_loss(cfg.contrastive, z.float(), roles.repeat(2).to(device), self.pi_enc, cfg.temperature,
-                                cfg.tau_plus)
+                                cfg.tau_plus, cfg.encoder_label_pull)
             losses = {"encoder": loss}
         else:
             yb = torch.from_numpy((data.y[np.concatenate([li, ui])] == 1).astype(np.int64)).to(device)
@@ -461,6 +461,8 @@ class ImageApp(FewShotRunApp):
         if self.contrastive and cfg.setting == "pu":
             self.metrics |= {"label_share": cfg.encoder_label_share, "n_encoder_labeled": len(self.enc_data.labeled),
                              "encoder_prior": self.pi_enc}
+        if cfg.contrastive == "punce":
+            self.metrics["label_pull"] = cfg.encoder_label_pull
         if self.selection is not None:
             self.metrics |= {"selected_step": self.best["step"] if self.best else self.step,
                              "select_candidates": self.candidates,

@@ -150,30 +150,32 @@ class EncoderLoss(Entry):
     help, uses) plus the encoder's loss on a batch of images, over what ``inputs`` names, called with keywords only.
 
     ``inputs="views"``: ``loss(z=[2B, d] projections of two augmented views (view-major), roles=[2B] in {+1, -1,
-    0}, prior=, temperature=, tau_plus=)``. ``inputs="grid"``: ``loss(z=[B, g, g, d] patch latents of one augmented
-    view, heads=the model's CPC heads, group=images per negative pool)``. None: no contrastive stage (the encoder and
-    a linear head are trained end to end on raw pixels). ``encoder``: the ``--encoder`` it needs (None: any)."""
+    0}, prior=, temperature=, tau_plus=, label_pull=)``. ``inputs="grid"``: ``loss(z=[B, g, g, d] patch latents of one
+    augmented view, heads=the model's CPC heads, group=images per negative pool)``. None: no contrastive stage (the
+    encoder and a linear head are trained end to end on raw pixels). ``encoder``: the ``--encoder`` it needs (None:
+    any)."""
 
     loss: Callable[..., torch.Tensor] | None = None
     inputs: Literal["views", "grid"] = "views"
     encoder: str | None = None
 
 
-def _punce_views(*, z, roles, prior, temperature, tau_plus):
-    return punce_loss(z, torch.arange(z.shape[0] // 2).repeat(2), roles, prior=prior, temperature=temperature)
+def _punce_views(*, z, roles, prior, temperature, tau_plus, label_pull=1.0):
+    return punce_loss(z, torch.arange(z.shape[0] // 2).repeat(2), roles, prior=prior, temperature=temperature,
+                      label_pull=label_pull)
 
 
-def _infonce_views(*, z, roles, prior, temperature, tau_plus):
+def _infonce_views(*, z, roles, prior, temperature, tau_plus, label_pull=1.0):
     B = z.shape[0] // 2
     return info_nce(z[:B], z[B:], temperature=temperature)
 
 
-def _dcl_views(*, z, roles, prior, temperature, tau_plus):
+def _dcl_views(*, z, roles, prior, temperature, tau_plus, label_pull=1.0):
     B = z.shape[0] // 2
     return debiased_nce(z[:B], z[B:], temperature=temperature, tau_plus=tau_plus)
 
 
-def _scl_views(*, z, roles, prior, temperature, tau_plus):
+def _scl_views(*, z, roles, prior, temperature, tau_plus, label_pull=1.0):
     return scl_pu_loss(z, torch.arange(z.shape[0] // 2).repeat(2), roles, temperature=temperature)
 
 
@@ -195,11 +197,12 @@ EncoderLossName = ENCODER_LOSSES.choices
 
 
 def encoder_loss(name: str, z: torch.Tensor, roles: torch.Tensor, prior: float, temperature: float,
-                 tau_plus: float) -> torch.Tensor:
+                 tau_plus: float, label_pull: float = 1.0) -> torch.Tensor:
     """The image encoder's loss ``name`` (``--contrastive``) on the projections ``z`` [2B, d] of two views
     (view-major) with roles +1 / -1 (labeled positive / negative) or 0 (unlabeled) per view."""
     entry = ENCODER_LOSSES.get(name)
     if entry is None or entry.loss is None or entry.inputs != "views":
         views = [n for n, e in ENCODER_LOSSES.items() if e.loss and e.inputs == "views"]
         raise ValueError(f"--contrastive must be one of {', '.join(views)} for a loss over two views, got {name!r}")
-    return entry.loss(z=z, roles=roles, prior=prior, temperature=temperature, tau_plus=tau_plus)
+    return entry.loss(z=z, roles=roles, prior=prior, temperature=temperature, tau_plus=tau_plus,
+                      label_pull=label_pull)

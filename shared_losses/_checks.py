@@ -32,6 +32,14 @@ def check_prior(prior: float) -> float:
     return prior
 
 
+def check_label_pull(label_pull: float) -> float:
+    label_pull = float(label_pull)
+    if not 0.0 <= label_pull <= 1.0:
+        raise ValueError(f"label_pull (the weight of an unlabeled anchor's pull towards the labeled views) must be in "
+                         f"[0, 1], got {label_pull}")
+    return label_pull
+
+
 def check_temperature(temperature: float) -> float:
     temperature = float(temperature)
     if not 0.0 < temperature < float("inf"):

@@ -448,6 +448,7 @@ def punce_weights(
     cand_labels: torch.Tensor | None = None,
     self_offset: int = 0,
     dtype: torch.dtype = torch.float32,
+    label_pull: float = 1.0,
 ) -> torch.Tensor:
     r"""The ``[n, K]`` positive-weight matrix of puNCE [puNCE eq. (7)-(10); docs/equations.md section 5].
 
@@ -456,10 +457,13 @@ def punce_weights(
     * unlabeled anchor: ``pi/|P(i)|`` on ``P(i) = P ∪ A(i)`` and ``(1-pi)/|N(i)|`` on
       ``N(i) = N_l ∪ A(i)``, where A(i) are the other views of its source (a(i) for two views).
       Without labeled negatives ``N(i) = {a(i)}``: the PU form, eq. (8).
+    * ``label_pull`` lambda (a variant beyond the paper; docs/equations.md section 5): an unlabeled anchor's
+      row is ``lambda x`` the above ``+ (1 - lambda)/|A(i)|`` on A(i). 1 is the paper; 0 is SCL-PU.
 
     Every row sums to 1. ``cand_*`` default to the anchors themselves (single process).
     """
     prior = C.check_prior(prior)
+    label_pull = C.check_label_pull(label_pull)
     if cand_source_ids is None:
         cand_source_ids, cand_labels = source_ids, labels
     n, K = source_ids.shape[0], cand_source_ids.shape[0]
@@ -468,10 +472,10 @@ def punce_weights(
     not_self = torch.ones(n, K, dtype=torch.bool, device=dev)
     not_self.scatter_(1, self_cols.unsqueeze(1), False)
     same_src = (source_ids.unsqueeze(1) == cand_source_ids.unsqueeze(0)) & not_self
-    return _punce_weight_matrix(labels, cand_labels, same_src, not_self, prior, dtype)
+    return _punce_weight_matrix(labels, cand_labels, same_src, not_self, prior, dtype, label_pull)
 
 
-def _punce_weight_matrix(labels, cand_labels, same_src, not_self, prior, dtype):
+def _punce_weight_matrix(labels, cand_labels, same_src, not_self, prior, dtype, label_pull=1.0):
     labeled = labels != 0
     same_label = (labels.unsqueeze(1) == cand_labels.unsqueeze(0)) & (cand_labels != 0).unsqueeze(0) & not_self
     w_lab, _ = _row_normalise(same_label, dtype)
@@ -480,6 +484,9 @@ def _punce_weight_matrix(labels, cand_labels, same_src, not_self, prior, dtype):
     w_pos, _ = _row_normalise(pos_set, dtype)
     w_neg, _ = _row_normalise(neg_set, dtype)
     w_unl = prior * w_pos + (1.0 - prior) * w_neg
+    if label_pull != 1.0:
+        w_src, _ = _row_normalise(same_src, dtype)
+        w_unl = label_pull * w_unl + (1.0 - label_pull) * w_src
     return torch.where(labeled.unsqueeze(1), w_lab, w_unl)
 
 
@@ -508,6 +515,7 @@ def punce_loss(
     temperature: float = 0.5,
     reduction: str = "mean",
     gather_distributed: bool = False,
+    label_pull: float = 1.0,
 ) -> torch.Tensor:
     r"""Positive-unlabeled contrastive loss, puNCE [puNCE eq. (7)-(10); docs/equations.md section 5].
 
@@ -522,6 +530,11 @@ def punce_loss(
 
     All labeled gives SupCon; none labeled gives InfoNCE.
 
+    ``label_pull`` (lambda in [0, 1]; a variant beyond the paper, docs/equations.md section 5): an unlabeled
+    anchor's loss becomes ``lambda l_i + (1 - lambda) (-log P_{i a(i)})``, its pull towards the labeled views
+    scaled by lambda and the rest put on its own other view. 1 (the default) is eq. (8) / (10) as written; 0 is
+    the SCL-PU baseline.
+
     Args:
         features: ``[n, d]`` embeddings of a multi-viewed batch (normalised inside).
         source_ids: ``[n]`` ints; views of one source sample share an id.
@@ -529,15 +542,17 @@ def punce_loss(
         prior: pi = p(y=+1 | unlabeled) in [0, 1] (see ``fewshot.prior`` for estimating it).
         temperature: t.
         gather_distributed: candidates from every process (docs/equations.md section 6).
+        label_pull: lambda, the weight of an unlabeled anchor's pull towards the labeled views.
     """
     C.check_reduction(reduction)
     prior = C.check_prior(prior)
     temperature = C.check_temperature(temperature)
+    label_pull = C.check_label_pull(label_pull)
     _check_labelled(features, source_ids, labels, allowed_labels=(-1, 0, 1))
     logits, labels_all, same_src, not_self = _labelled_candidates(
         features, source_ids, labels, temperature, gather_distributed
     )
-    weights = _punce_weight_matrix(labels, labels_all, same_src, not_self, prior, logits.dtype)
+    weights = _punce_weight_matrix(labels, labels_all, same_src, not_self, prior, logits.dtype, label_pull)
     _check_every_anchor_has_positive(weights, same_src, labels)
     return reduce(weighted_log_softmax(logits, weights), reduction)
 

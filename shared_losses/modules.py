@@ -124,18 +124,20 @@ class PUNCELoss(_LossModule):
 
     Relations: all labeled -> SupConLoss; none labeled -> InfoNCE; SCLPULoss is the baseline."""
 
-    _config_keys = ("prior", "temperature", "gather_distributed")
+    _config_keys = ("prior", "temperature", "gather_distributed", "label_pull")
 
-    def __init__(self, prior: float, temperature: float = 0.5, gather_distributed: bool = False):
+    def __init__(self, prior: float, temperature: float = 0.5, gather_distributed: bool = False,
+                 label_pull: float = 1.0):
         super().__init__()
         self.prior = C.check_prior(prior)
         self.temperature = C.check_temperature(temperature)
         self.gather_distributed = gather_distributed
+        self.label_pull = C.check_label_pull(label_pull)
 
     def forward(self, features, source_ids, labels) -> torch.Tensor:
         """The loss of the inputs: :func:`shared_losses.functional.punce_loss` with this module's settings."""
         return Fn.punce_loss(features, source_ids, labels, self.prior, self.temperature,
-                             gather_distributed=self.gather_distributed)
+                             gather_distributed=self.gather_distributed, label_pull=self.label_pull)
 
 
 class SCLPULoss(_LossModule):

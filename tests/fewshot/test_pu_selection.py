@@ -105,6 +105,8 @@ def test_scored_steps_are_evenly_spaced_up_to_the_last():
     (dict(select="pu-auc", select_fraction=1.0), "--select-fraction must be in (0, 1)"),
     (dict(label_share=0.0), "--label-share must be in (0, 1]"),
     (dict(label_share=0.5, contrastive="none"), "--label-share applies to a contrastive encoder"),
+    (dict(label_pull=1.5), "--label-pull must be in [0, 1]"),
+    (dict(label_pull=0.5, contrastive="scl"), "--label-pull weighs puNCE's unlabeled anchors"),
 ])
 def test_selection_options_that_do_not_fit_are_refused(npz, tmp_path, overrides, words):  # noqa: F811
     path, _, _ = npz
@@ -169,6 +171,18 @@ def test_a_run_with_a_label_share_trains_on_fewer_labels_and_probes_with_all(npz
     # with --select too: the held-out positives leave the labels first, then the share is drawn from the rest
     m = train(image_cfg(path, tmp_path / "both", label_share=0.5, n_labeled=10, select="pu-auc", select_points=2))
     assert m["n_select_positives"] == 2 and m["n_encoder_labeled"] == 4 and m["n_labeled"] == 10
+
+
+def test_a_label_pull_of_zero_trains_the_scl_encoder(npz, tmp_path):  # noqa: F811
+    """--label-pull 0 is the SCL baseline (docs/equations.md section 5); 1 is the paper's puNCE, the default."""
+    path, _, _ = npz
+    kw = dict(setting="pnu", labeled_percent=20.0, max_steps=3, passes=None)
+    zero = train(image_cfg(path, tmp_path / "zero", label_pull=0.0, **kw))
+    scl = train(image_cfg(path, tmp_path / "scl", contrastive="scl", **kw))
+    assert zero["label_pull"] == 0.0 and "label_pull" not in scl
+    assert zero["probes"] == scl["probes"]
+    paper = train(image_cfg(path, tmp_path / "paper", **kw))
+    assert paper["label_pull"] == 1.0 and paper["probes"] != zero["probes"]
 
 
 @pytest.mark.slow  # the script end to end: 5 tiny runs in subprocesses

@@ -105,8 +105,9 @@ def punce_pu(feats, src, labels, prior, t):
     return out
 
 
-def punce_pnu(feats, src, labels, prior, t):
-    """puNCE eq. (10), PNU setting: labels in {1, 0, -1}."""
+def punce_pnu(feats, src, labels, prior, t, label_pull=1.0):
+    """puNCE eq. (10), PNU setting: labels in {1, 0, -1}. ``label_pull`` lambda (the suite's variant): an unlabeled
+    anchor's term is lambda x eq. (10)'s plus (1 - lambda) x log P_{i a(i)}."""
     s = cos_matrix(feats, t)
     n = len(feats)
     P = [j for j in range(n) if labels[j] == 1]
@@ -121,7 +122,7 @@ def punce_pnu(feats, src, labels, prior, t):
             Pi, Ni = P + [a], Nl + [a]
             term = prior / len(Pi) * sum(_log_p(s, i, j) for j in Pi)
             term += (1 - prior) / len(Ni) * sum(_log_p(s, i, j) for j in Ni)
-            out.append(-term)
+            out.append(-(label_pull * term + (1 - label_pull) * _log_p(s, i, a)))
     return out
 
 

@@ -131,6 +131,40 @@ def test_punce_pnu_matches_loop(labels, prior):
     assert _rel(got, ref) < 1e-6
 
 
+@pytest.mark.parametrize("labels", PNU_CASES + PU_CASES)
+@pytest.mark.parametrize("label_pull", [0.0, 0.3, 1.0])
+def test_punce_label_pull_matches_loop(labels, label_pull):
+    """The label-pull variant against its float64 transcription (PU cases are eq. 8 with N_l empty)."""
+    feats, src, lab = _labelled_batch(labels, seed=11 + len(labels))
+    ref = R.punce_pnu(feats.tolist(), src.tolist(), lab.tolist(), 0.4, 0.3, label_pull=label_pull)
+    got = S.punce_loss(feats, src, lab, 0.4, 0.3, reduction="none", label_pull=label_pull)
+    assert _rel(got, ref) < 1e-6
+    W = S.punce_weights(src, lab, 0.4, dtype=torch.float64, label_pull=label_pull)
+    assert torch.allclose(W.sum(1), torch.ones(len(lab), dtype=torch.float64))
+
+
+def test_punce_label_pull_ends_are_the_paper_and_scl():
+    feats, src, lab = _labelled_batch([1, -1, 0, 0, 1, 0], seed=5)
+    paper = S.punce_loss(feats, src, lab, 0.6, 0.5, reduction="none")
+    assert torch.equal(S.punce_loss(feats, src, lab, 0.6, 0.5, reduction="none", label_pull=1.0), paper)
+    scl = S.scl_pu_loss(feats, src, lab, 0.5, reduction="none")
+    assert torch.allclose(S.punce_loss(feats, src, lab, 0.6, 0.5, reduction="none", label_pull=0.0), scl)
+    half = S.punce_loss(feats, src, lab, 0.6, 0.5, reduction="none", label_pull=0.5)
+    unl = lab == 0
+    assert torch.allclose(half[unl], 0.5 * (paper[unl] + scl[unl]))  # linear in lambda on unlabeled anchors
+    assert torch.equal(half[~unl], paper[~unl])  # labeled anchors keep SupCon
+    assert not torch.allclose(half[unl], paper[unl])
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
+def test_punce_label_pull_out_of_range_is_refused(bad):
+    feats, src, lab = _labelled_batch([1, 0, 0], seed=1)
+    with pytest.raises(ValueError, match="label_pull"):
+        S.punce_loss(feats, src, lab, 0.5, label_pull=bad)
+    with pytest.raises(ValueError, match="label_pull"):
+        S.PUNCELoss(0.5, label_pull=bad)
+
+
 def test_punce_weights_rows_sum_to_one_and_match_loss():
     feats, src, lab = _labelled_batch([1, -1, 0, 0, 1], seed=2)
     W = S.punce_weights(src, lab, 0.4, dtype=torch.float64)
