@@ -12,8 +12,9 @@ class = even digits) with that pipeline's defaults (the setting chosen on the de
   end on raw pixels with each of the PN, uPU and nnPU risks: Table 2's baselines), `punce`, `infonce`, `dcl`,
   `scl` (the contrastive encoder, then PN / uPU / nnPU linear probes; the nnPU probe is Table 1's and Table
   2's number);
-* setting pnu, at each --percents (% of the training pool labeled): `infonce`, `scl`, `punce` (encoder, then a
-  logistic regression on the labeled images) and `raw` (cross-entropy on the labeled images, end to end);
+* setting pnu, at each --percents (% of the training pool labeled): `infonce`, `scl`, `punce` (at its default
+  --label-pull), `punce-eq10` (eq. 10 as the paper writes it, --label-pull 1) (encoder, then a logistic regression on
+  the labeled images) and `raw` (cross-entropy on the labeled images, end to end);
 * `ceiling`: the same MLP trained end to end with cross-entropy on every training label (pnu, 100 %);
 * with `--cpc`, Table 1 gains `cpc` (CPC section 3.2: the patch-grid encoder, `--encoder patches`, trained by
   predicting the grid's lower rows; labels unused) and `infonce-patches` (InfoNCE on the same patch encoder), so
@@ -62,10 +63,11 @@ PAPER = {
 PU_METHODS = ("raw", "punce", "infonce", "dcl", "scl")
 #: Table 1's rows added by --cpc: CPC's patch encoder and loss, and InfoNCE on the same encoder
 CPC_METHODS = ("cpc", "infonce-patches")
-PNU_METHODS = ("raw", "infonce", "scl", "punce")
+PNU_METHODS = ("raw", "infonce", "scl", "punce", "punce-eq10")
 TABLES = ("1", "2", "4", "ceiling")
 #: the config fields of each method
 METHOD_FIELDS = {"raw": {"contrastive": "none"}, "punce": {"contrastive": "punce"},
+                 "punce-eq10": {"contrastive": "punce", "label_pull": 1.0},
                  "infonce": {"contrastive": "infonce"}, "dcl": {"contrastive": "dcl"}, "scl": {"contrastive": "scl"},
                  "cpc": {"contrastive": "cpc", "encoder": "patches"},
                  "infonce-patches": {"contrastive": "infonce", "encoder": "patches"}}
@@ -224,14 +226,24 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
         L += ["## Table 4: PNU, linear evaluation (logistic regression on the labeled images; accuracy %)", "",
               "| loss | " + " | ".join(f"{p} %" for p in percents) + " | paper, CIFAR-10 (1 / 5 / 10 %) |",
               "|---|" + "---|" * len(percents) + "---|"]
-        for m in ("infonce", "scl", "punce", "raw"):
-            name = "cross-entropy, end to end (no encoder stage)" if m == "raw" else m
-            paper = " / ".join(PAPER["table4"][m]) if m in PAPER["table4"] else "—"
-            L.append(f"| {name} | " + " | ".join(_cell(get("pnu", m, p)) for p in percents) + f" | {paper} |")
+        names = {"raw": "cross-entropy, end to end (no encoder stage)",
+                 "punce": "punce (the default label pull, --label-pull)",
+                 "punce-eq10": "punce, eq. 10 as written (label pull 1)"}
+        for m in ("infonce", "scl", "punce", "punce-eq10", "raw"):
+            paper = " / ".join(PAPER["table4"]["punce" if m == "punce-eq10" else m]) if m in PAPER["table4"] or \
+                m == "punce-eq10" else "—"
+            if m == "punce":
+                paper = "— (the paper's puNCE is eq. 10: the next row)"
+            if not any(get("pnu", m, p) for p in percents):
+                continue
+            L.append(f"| {names.get(m, m)} | " + " | ".join(_cell(get("pnu", m, p)) for p in percents)
+                     + f" | {paper} |")
         L.append("")
         for p in percents:
-            for m in ("infonce", "scl", "raw"):
+            for m in ("infonce", "scl", "punce-eq10", "raw"):
                 pair(("pnu", "punce", p), ("pnu", m, p), "puNCE", m, f"{p} %")
+            for m in ("infonce", "scl"):
+                pair(("pnu", "punce-eq10", p), ("pnu", m, p), "puNCE eq. 10", m, f"{p} %")
     if "ceiling" in tables:
         L += ["## Ceiling: the same MLP, cross-entropy on every training label", "",
               f"| fully supervised | {_cell(get('pnu', 'ceiling', 100))} |", "|---|---|", ""]
@@ -281,10 +293,10 @@ def plot(path: Path, res: dict, tables, n_ps, percents) -> bool:
             xs, title, xlabel = n_ps, "Table 1: contrastive encoders + nnPU probe", "labeled positives n_P"
         else:
             lines = [(m if m != "raw" else "raw (CE, end to end)", "pnu", m, "main")
-                     for m in ("infonce", "scl", "punce", "raw")]
+                     for m in ("infonce", "scl", "punce", "punce-eq10", "raw")]
             xs, title, xlabel = percents, "Table 4: PNU, logistic-regression probe", "labeled (%)"
         colors = {"PN raw": "C4", "uPU raw": "C5", "nnPU raw": "C7", "raw (CE, end to end)": "C7", "infonce": "C0",
-                  "dcl": "C1", "scl": "C2", "punce": "C3", "puNCE + nnPU": "C3", "cpc": "C6",
+                  "dcl": "C1", "scl": "C2", "punce": "C3", "puNCE + nnPU": "C3", "cpc": "C6", "punce-eq10": "C8",
                   "infonce-patches": "C9"}  # one colour per method in every panel
         for k, (label, setting, method, row) in enumerate(lines):
             pts = [(x, summarize(v)) for x in xs

@@ -46,7 +46,15 @@ def test_the_grid_has_the_runs_each_table_needs():
     assert {m for _, m, _ in T.grid(["1"], [10], [1])} == {"punce", "infonce", "dcl", "scl"}
     assert T.grid(["4"], [10], [1, 5]) == [("pnu", m, p) for p in (1, 5) for m in T.PNU_METHODS]
     assert T.grid(["ceiling"], [10], [1]) == [("pnu", "ceiling", 100)]
-    assert len(T.grid(list(T.TABLES), [100, 300, 1000], [1, 5, 10])) == 15 + 12 + 1
+    assert len(T.grid(list(T.TABLES), [100, 300, 1000], [1, 5, 10])) == 15 + 15 + 1
+
+
+def test_table_4_runs_punce_at_its_default_pull_and_as_eq_10_is_written(tmp_path):
+    default = T.run_config({}, "pnu", "punce", 1, 0, tmp_path / "a")
+    eq10 = T.run_config({}, "pnu", "punce-eq10", 1, 0, tmp_path / "b")
+    assert default.label_pull is None and default.encoder_label_pull == ImageConfig.DEFAULT_PNU_LABEL_PULL
+    assert eq10.contrastive == "punce" and eq10.encoder_label_pull == 1.0
+    assert tyro.cli(ImageConfig, args=T.command(eq10)[4:], default=ImageConfig()) == eq10
     # --cpc: Table 1 gains CPC's patch encoder and InfoNCE on it; no other table changes
     assert T.grid(["1"], [10], [1], cpc=True) == T.grid(["1"], [10], [1]) + [("pu", m, 10) for m in T.CPC_METHODS]
     assert T.grid(["2", "4"], [10], [1], cpc=True) == T.grid(["2", "4"], [10], [1])

@@ -174,15 +174,20 @@ def test_a_run_with_a_label_share_trains_on_fewer_labels_and_probes_with_all(npz
 
 
 def test_a_label_pull_of_zero_trains_the_scl_encoder(npz, tmp_path):  # noqa: F811
-    """--label-pull 0 is the SCL baseline (docs/equations.md section 5); 1 is the paper's puNCE, the default."""
+    """--label-pull 0 is the SCL baseline (docs/equations.md section 5); 1 is the paper's puNCE; the PNU default is
+    ImageConfig.DEFAULT_PNU_LABEL_PULL, and PU runs keep the paper's."""
     path, _, _ = npz
     kw = dict(setting="pnu", labeled_percent=20.0, max_steps=3, passes=None)
     zero = train(image_cfg(path, tmp_path / "zero", label_pull=0.0, **kw))
     scl = train(image_cfg(path, tmp_path / "scl", contrastive="scl", **kw))
     assert zero["label_pull"] == 0.0 and "label_pull" not in scl
     assert zero["probes"] == scl["probes"]
-    paper = train(image_cfg(path, tmp_path / "paper", **kw))
+    paper = train(image_cfg(path, tmp_path / "paper", label_pull=1.0, **kw))
     assert paper["label_pull"] == 1.0 and paper["probes"] != zero["probes"]
+    default = train(image_cfg(path, tmp_path / "default", **kw))
+    assert default["label_pull"] == ImageConfig.DEFAULT_PNU_LABEL_PULL < 1
+    assert ImageConfig(setting="pu").encoder_label_pull == 1.0
+    assert ImageConfig(setting="pnu", contrastive="scl").encoder_label_pull == 1.0
 
 
 @pytest.mark.slow  # the script end to end: 5 tiny runs in subprocesses
