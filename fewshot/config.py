@@ -54,6 +54,10 @@ class RunOptions:
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "resume", "overwrite", "progress", "device", "max_steps", "eval_every", "log_every", "checkpoint_every",
         "output_dir", "prior_used", "prior_source", "export", "report_to"})
+    #: Options whose unset value stands for a default that has changed between versions: (the property that resolves
+    #: it, the key metrics.json records the resolved value under, the value of runs made before the key was recorded).
+    #: config.json records the unset value, so a finished run is compared on what its metrics.json says it used.
+    RESOLVED_DEFAULTS: ClassVar[tuple[tuple[str, str, object], ...]] = ()
 
     encoder: str = "roberta-base"
     """Hugging Face encoder: a hub name (needs internet) or a local folder (works offline). The
@@ -309,6 +313,8 @@ class ImageConfig(RunOptions):
 
     PIPELINE: ClassVar[str] = "images"
     RESUME_FREE: ClassVar[frozenset] = RunOptions.RESUME_FREE | {"passes", "pool_prior"}
+    RESOLVED_DEFAULTS: ClassVar[tuple[tuple[str, str, object], ...]] = (
+        ("encoder_label_share", "label_share", 1.0), ("encoder_label_pull", "label_pull", 1.0))
 
     encoder: str = "mlp"
     """`mlp` (the paper's MNIST MLP, narrower: --hidden), `cnn`, or `patches` (CPC's grid of 7x7 overlapping patches,

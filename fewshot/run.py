@@ -339,12 +339,20 @@ def recorded_config(cfg: AnyConfig) -> dict:
 def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
     """A grid script's check of a run folder it would skip as finished: the run counts only if it was made with
     ``cfg``'s options (its config.json against :func:`recorded_config`, the configuration's free fields and the
-    process count aside); otherwise one line naming each field that differs."""
+    process count aside) and, for an option left unset whose default has changed (``RESOLVED_DEFAULTS``), with the
+    value that default now resolves to (as its metrics.json records it); otherwise one line naming each field that
+    differs."""
     from shared_losses.training.runtime import config_changes, read_json_file
 
     saved = read_json_file(Path(folder) / "config.json", "run's configuration")
     changes = config_changes({k: v for k, v in saved.items() if k not in ("prior_used", "prior_source")},
                              recorded_config(cfg), free=set(type(cfg).RESUME_FREE) | {"num_processes"})
+    if not changes and type(cfg).RESOLVED_DEFAULTS and (Path(folder) / "metrics.json").exists():
+        metrics = read_json_file(Path(folder) / "metrics.json", "run's metrics")
+        for prop, key, before in type(cfg).RESOLVED_DEFAULTS:
+            used, now = metrics.get(key, before), getattr(cfg, prop)
+            if used != now:
+                changes.append((f"{key} (unset: its default)", used, now))
     if changes:
         fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
         raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "

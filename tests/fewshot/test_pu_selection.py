@@ -190,6 +190,32 @@ def test_a_label_pull_of_zero_trains_the_scl_encoder(npz, tmp_path):  # noqa: F8
     assert ImageConfig(setting="pnu", contrastive="scl").encoder_label_pull == 1.0
 
 
+def test_a_finished_run_made_under_an_older_default_is_refused_by_what_it_used(tmp_path):
+    """config.json records an unset --label-share / --label-pull as unset; the grids' check reads what metrics.json
+    says the run used (runs made before the key was recorded used 1), so a default that changed is not mistaken
+    for the same options."""
+    from fewshot.run import recorded_config, refuse_other_finished_run
+    from shared_losses.training.runtime import write_json_atomic
+
+    def finished(cfg, metrics):
+        folder = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        write_json_atomic(folder / "config.json", recorded_config(cfg))
+        write_json_atomic(folder / "metrics.json", metrics)
+        return folder
+
+    pnu = ImageConfig(setting="pnu", labeled_percent=1.0)
+    refuse_other_finished_run(finished(pnu, {"label_pull": ImageConfig.DEFAULT_PNU_LABEL_PULL}), pnu)
+    with pytest.raises(ValueError, match=r"label_pull \(unset: its default\): 1.0 -> 0.1"):
+        refuse_other_finished_run(finished(pnu, {}), pnu)  # made before the key: eq. 10 as written
+    pu = ImageConfig(setting="pu", n_labeled=50)
+    refuse_other_finished_run(finished(pu, {"label_share": 0.5, "label_pull": 1.0}), pu)
+    with pytest.raises(ValueError, match=r"label_share \(unset: its default\): 1.0 -> 0.5"):
+        refuse_other_finished_run(finished(pu, {"label_pull": 1.0}), pu)
+    raw = ImageConfig(setting="pu", n_labeled=50, contrastive="none")  # nothing recorded, nothing changed
+    refuse_other_finished_run(finished(raw, {}), raw)
+
+
 @pytest.mark.slow  # the script end to end: 5 tiny runs in subprocesses
 def test_the_selection_script_runs_its_methods_side_by_side_and_reports_the_choices(npz, tmp_path):  # noqa: F811
     import subprocess
