@@ -229,9 +229,9 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
         names = {"raw": "cross-entropy, end to end (no encoder stage)",
                  "punce": "punce (the default label pull, --label-pull)",
                  "punce-eq10": "punce, eq. 10 as written (label pull 1)"}
+        paper_row = {"infonce": "infonce", "scl": "scl", "punce-eq10": "punce"}  # the paper's puNCE is eq. 10
         for m in ("infonce", "scl", "punce", "punce-eq10", "raw"):
-            paper = " / ".join(PAPER["table4"]["punce" if m == "punce-eq10" else m]) if m in PAPER["table4"] or \
-                m == "punce-eq10" else "—"
+            paper = " / ".join(PAPER["table4"][paper_row[m]]) if m in paper_row else "—"
             if m == "punce":
                 paper = "— (the paper's puNCE is eq. 10: the next row)"
             if not any(get("pnu", m, p) for p in percents):
