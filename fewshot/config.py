@@ -250,13 +250,21 @@ class FewShotConfig(TextOptions):
     gather_across_processes: bool = False
     """With several processes (accelerate launch), use the views of every process as contrastive
     candidates (docs/equations.md section 6); otherwise each process contrasts within its own batch."""
+    label_pull: float = 1.0
+    """`--objective ce+punce`: lambda, the weight of an unlabeled example's pull towards the labeled views (eq. 10's P
+    and N terms); the rest, 1 - lambda, goes to its own other view (docs/equations.md section 5, a variant beyond the
+    paper). 1: the paper's puNCE (the default here); 0: CE + SCL-PU. The image pipeline's PNU default is 0.1."""
 
     def validate(self) -> None:
-        """The common checks, then the text few-shot ones (N >= 2, --eval-every, --lam)."""
+        """The common checks, then the text few-shot ones (N >= 2, --eval-every, --lam, --label-pull)."""
         super().validate()
         need(self, self.n_labeled >= 2, "n_labeled", ">= 2 (the labeled sample holds both classes)")
         need(self, self.eval_every >= 1, "eval_every", ">= 1")
         need(self, 0.0 <= self.lam <= 1.0, "lam", "in [0, 1]")
+        need(self, math.isfinite(self.label_pull) and 0 <= self.label_pull <= 1, "label_pull", "in [0, 1]")
+        if self.label_pull != 1 and self.objective != "ce+punce":
+            raise ValueError(f"--label-pull weighs puNCE's unlabeled examples (--objective ce+punce), not --objective "
+                             f"{self.objective}: drop it")
 
 
 @dataclass

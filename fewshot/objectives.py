@@ -32,7 +32,7 @@ class Objective(Entry):
     help) plus what the run, its validation and the sweep read about it.
 
     ``loss``: CL of ``lam * CE + (1 - lam) * CL``, called with keywords only: ``loss(z1=[n, d], z2=[n, d],
-    roles=[n], temperature=, prior=, gather=)``; None: CE only (or no training, for a baseline).
+    roles=[n], temperature=, prior=, gather=, label_pull=)``; None: CE only (or no training, for a baseline).
     ``trains_encoder``: False for a baseline (no optimiser step, no checkpoint; metrics.json is the run).
     ``trains_head``: whether the run has a CE-trained linear head (a baseline's classifier is its own: logistic
     regression on the frozen encoder's vectors, or SetFit's). ``views``: dropout views of each example a training
@@ -70,15 +70,15 @@ def _setfit(cfg, run) -> tuple[float, dict, float]:
     return accuracy, {"setfit": accuracy}, seconds
 
 
-def _supcon_term(*, z1, z2, roles, temperature, prior, gather):
+def _supcon_term(*, z1, z2, roles, temperature, prior, gather, label_pull=1.0):
     keep = roles != 0
     feats, src, r = multiview(z1[keep], z2[keep], roles[keep])
     return supcon_loss(feats, r, temperature, source_ids=src, gather_distributed=gather)
 
 
-def _punce_term(*, z1, z2, roles, temperature, prior, gather):
+def _punce_term(*, z1, z2, roles, temperature, prior, gather, label_pull=1.0):
     feats, src, r = multiview(z1, z2, roles)
-    return punce_loss(feats, src, r, prior, temperature, gather_distributed=gather)
+    return punce_loss(feats, src, r, prior, temperature, gather_distributed=gather, label_pull=label_pull)
 
 
 #: Every objective of the text few-shot pipeline (python -m fewshot.train), in table order: the one place an
@@ -119,17 +119,18 @@ def multiview(z1: torch.Tensor, z2: torch.Tensor, roles: torch.Tensor):
 
 
 def contrastive_term(objective: str, z1, z2, roles, temperature: float, prior: float,
-                     gather: bool = False) -> torch.Tensor:
+                     gather: bool = False, label_pull: float = 1.0) -> torch.Tensor:
     term = ALL_OBJECTIVES[objective].loss if objective in ALL_OBJECTIVES else None
     if term is None:
         with_term = [n for n, o in ALL_OBJECTIVES.items() if o.loss is not None]
         raise ValueError(f"objective must be one of {tuple(with_term)}, got {objective!r}")
-    return term(z1=z1, z2=z2, roles=roles, temperature=temperature, prior=prior, gather=gather)
+    return term(z1=z1, z2=z2, roles=roles, temperature=temperature, prior=prior, gather=gather,
+                label_pull=label_pull)
 
 
-def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, prior, gather=False):
+def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, prior, gather=False, label_pull=1.0):
     """Returns (loss, parts). ``logits`` [n, 2] of the first view; ``labels`` [n] in {0, 1}
-    (ignored where ``roles == 0``)."""
+    (ignored where ``roles == 0``); ``label_pull``: puNCE's lambda (1: the paper's loss; read by ``ce+punce`` only)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     labeled = roles != 0
@@ -138,7 +139,7 @@ def fewshot_loss(objective, logits, z1, z2, labels, roles, lam, temperature, pri
     ce = F.cross_entropy(logits[labeled], labels[labeled])
     if ALL_OBJECTIVES[objective].loss is None:
         return ce, {"ce": ce.detach()}
-    cl = contrastive_term(objective, z1, z2, roles, temperature, prior, gather)
+    cl = contrastive_term(objective, z1, z2, roles, temperature, prior, gather, label_pull)
     return lam * ce + (1.0 - lam) * cl, {"ce": ce.detach(), "cl": cl.detach()}
 
 

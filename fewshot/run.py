@@ -427,7 +427,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         "objective": cfg.objective, "setting": cfg.setting, "preset": cfg.preset, "head": cfg.head,
         "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
         "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
-        "prior": run.prior, "prior_source": run.prior_source,
+        "label_pull": cfg.label_pull, "prior": run.prior, "prior_source": run.prior_source,
         "steps": cfg.max_steps if ALL_OBJECTIVES.get(cfg.objective).trains_encoder else 0,
         "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
         "pooling": run.pooling, "pooling_source": run.pooling_source,

@@ -91,7 +91,7 @@ class FewShotApp(FewShotRunApp):
             z1, z2 = zs[0], (zs[1] if len(zs) > 1 else None)
             roles = roles_from_labels(labels, labeled)
             loss, parts = fewshot_loss(cfg.objective, logits.float(), z1, z2, labels, roles, cfg.lam, cfg.temperature,
-                                       run.prior, cfg.gather_across_processes)
+                                       run.prior, cfg.gather_across_processes, cfg.label_pull)
         self.opt.zero_grad(set_to_none=True)
         acc.backward(loss)
         self.opt.step()

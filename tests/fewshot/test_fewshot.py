@@ -61,6 +61,28 @@ def test_contrastive_term_is_shared_punce(tiny_encoder):
     assert torch.allclose(parts_scl["cl"], supcon_loss(f, r, 0.3))
 
 
+def test_label_pull_reaches_punce_and_only_punce(tiny_encoder):
+    model, enc, labels, labeled = _batch(tiny_encoder)
+    torch.manual_seed(1)
+    logits, z1 = model(enc["input_ids"], enc["attention_mask"])
+    z2 = model(enc["input_ids"], enc["attention_mask"])[1]
+    roles = roles_from_labels(labels, labeled)
+    feats, src = torch.cat([z1, z2]), torch.arange(12).repeat(2)
+    ce = torch.nn.functional.cross_entropy(logits[:6], labels[:6])
+    by_pull = {}
+    for pull in (1.0, 0.3, 0.0):
+        loss, parts = fewshot_loss("ce+punce", logits, z1, z2, labels, roles, 0.9, 0.3, 0.4, label_pull=pull)
+        want = punce_loss(feats, src, roles.repeat(2), 0.4, 0.3, label_pull=pull)
+        assert torch.allclose(parts["cl"], want) and torch.allclose(loss, 0.9 * ce + 0.1 * want)
+        by_pull[pull] = parts["cl"]
+    # 1 is the paper's loss (the default), and the unlabeled rows' weights do change the value
+    assert torch.equal(by_pull[1.0], fewshot_loss("ce+punce", logits, z1, z2, labels, roles, 0.9, 0.3, 0.4)[1]["cl"])
+    assert not torch.allclose(by_pull[1.0], by_pull[0.3]) and not torch.allclose(by_pull[0.3], by_pull[0.0])
+    # the SupCon baseline reads no unlabeled example, so no pull
+    scl = [fewshot_loss("ce+scl", logits, z1, z2, labels, roles, 0.9, 0.3, 0.4, label_pull=p)[1]["cl"] for p in (1, 0)]
+    assert torch.equal(scl[0], scl[1])
+
+
 def test_ce_ignores_unlabeled(tiny_encoder):
     model, enc, labels, labeled = _batch(tiny_encoder)
     model.eval()

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 import shutil
 import warnings
 
@@ -146,12 +147,21 @@ def test_max_eval_is_a_seeded_random_subset_in_file_order(tiny_encoder, easy_tas
 @pytest.mark.parametrize("option, value", [
     ("eval_every", 0), ("eval_every", -5), ("checkpoint_every", 0), ("checkpoint_every", -1), ("max_steps", -1),
     ("batch_labeled", 0), ("batch_unlabeled", -1), ("lr", -1e-5), ("lr", float("nan")), ("weight_decay", -0.1),
-    ("max_length", 0), ("max_eval", 0), ("proj_dim", 0), ("temperature", 0.0), ("lam", 1.5), ("prior", 1.2)])
+    ("max_length", 0), ("max_eval", 0), ("proj_dim", 0), ("temperature", 0.0), ("lam", 1.5), ("prior", 1.2),
+    ("label_pull", 1.5), ("label_pull", -0.1), ("label_pull", float("nan"))])
 def test_invalid_numeric_options_are_refused_before_anything_is_written(tiny_encoder, easy_task, tmp_path, option,
                                                                         value):
     out = tmp_path / "run"
     with pytest.raises(ValueError, match=f"--{option.replace('_', '-')} must be"):
         train(_cfg(tiny_encoder, easy_task, out, **{option: value}))
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("objective", ["ce", "ce+scl", "probe"])
+def test_label_pull_is_refused_where_no_punce_term_reads_it(tiny_encoder, easy_task, tmp_path, objective):
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match="--label-pull weighs puNCE's unlabeled examples .*--objective " + re.escape(objective)):
+        train(_cfg(tiny_encoder, easy_task, out, objective=objective, label_pull=0.5))
     assert not out.exists()
 
 
