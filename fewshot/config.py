@@ -398,16 +398,17 @@ class ImageConfig(RunOptions):
     label_share: Optional[float] = None
     """`--setting pu`, contrastive encoders: the share of the labeled positives whose labels the encoder's loss reads (a
     seeded draw, at least one); the others are unlabeled images to it. The probes use every label. 1: the paper's
-    puNCE. Below 1, the nnPU probe's positives include some the encoder did not single out. Unset: 0.5 for puNCE with
-    n_P <= 100 (--n-labeled), else 1 -- chosen on the development splits of the shipped digits and of scikit-learn's
-    8x8 digits, where 0.5 was above 1 at n_P = 25, 50 and 100 and level or below at 300 and 1000
-    (docs/results/fewshot.md)."""
+    puNCE. Below 1, the nnPU probe's positives include some the encoder did not single out. Unset: 1 (every label).
+    From 2026-11-28 to 2026-11-29 the default was 0.5 for puNCE with n_P <= 100; the label pull replaced it there
+    (--label-pull; docs/results/fewshot.md)."""
     label_pull: Optional[float] = None
     """`--contrastive punce`: lambda, the weight of an unlabeled anchor's pull towards the labeled views (eq. 8's P and
     eq. 10's P and N terms); the rest, 1 - lambda, goes to its own other view (docs/equations.md section 5, a variant
-    beyond the paper). 1: the paper's puNCE; 0: the SCL baseline. Unset: 0.1 with --setting pnu, chosen on the shipped
-    digits' development split, where eq. 10 as written (1) was 8-9 points below InfoNCE at 1 / 5 / 10 % labeled and
-    0.1 level with it (docs/results/fewshot.md); 1 (the paper's) with --setting pu."""
+    beyond the paper). 1: the paper's puNCE; 0: the SCL baseline. Unset: 0.1 with --setting pnu, and with --setting pu
+    up to n_P = 100 labeled positives; 1 (the paper's) with --setting pu above that. Chosen on development splits: in
+    PNU, eq. 10 as written (1) was 8-9 points below InfoNCE at 1 / 5 / 10 % labeled and 0.1 level with it; in PU, 0.1
+    (every label read) was above the earlier half-the-labels default by the mean over n_P = 25 / 50 / 100 on the
+    shipped and the 8x8 digits, and below the paper's 1 at n_P = 300 and 1000 (docs/results/fewshot.md)."""
     select: Literal["none", "pu-risk", "pu-auc"] = "none"
     """How much of the training the encoder keeps, chosen without negative labels (`--setting pu`, contrastive
     encoders). --select-fraction of the labeled positives lose their labels (the encoder sees them as unlabeled
@@ -422,27 +423,26 @@ class ImageConfig(RunOptions):
     """`--select`: the share of the labeled positives whose labels are held out (at least one, and at least one keeps
     its label), and of the unlabeled images set aside with them."""
 
-    #: --label-share's default: this share for puNCE on PU data up to this many labeled positives, else every label
-    DEFAULT_LABEL_SHARE: ClassVar[tuple[float, int]] = (0.5, 100)
-
     @property
     def encoder_label_share(self) -> float:
-        """The share of the labeled positives whose labels the encoder's loss reads: --label-share, or its default."""
-        if self.label_share is not None:
-            return float(self.label_share)
-        share, up_to = self.DEFAULT_LABEL_SHARE
-        applies = self.setting == "pu" and self.contrastive == "punce" and self.n_labeled <= up_to
-        return share if applies else 1.0
+        """The share of the labeled positives whose labels the encoder's loss reads: --label-share, or every label."""
+        return 1.0 if self.label_share is None else float(self.label_share)
 
-    #: --label-pull's default for puNCE on PNU data (PU data: 1, the paper's)
-    DEFAULT_PNU_LABEL_PULL: ClassVar[float] = 0.1
+    #: --label-pull's default for puNCE: this lambda on PNU data, and on PU data up to DEFAULT_PU_PULL_UP_TO labeled
+    #: positives (above: 1, the paper's)
+    DEFAULT_LABEL_PULL: ClassVar[float] = 0.1
+    DEFAULT_PU_PULL_UP_TO: ClassVar[int] = 100
 
     @property
     def encoder_label_pull(self) -> float:
         """lambda of puNCE's unlabeled anchors (--label-pull, or its default); 1 for the other losses."""
         if self.label_pull is not None:
             return float(self.label_pull)
-        return self.DEFAULT_PNU_LABEL_PULL if self.setting == "pnu" and self.contrastive == "punce" else 1.0
+        if self.contrastive != "punce":
+            return 1.0
+        if self.setting == "pnu" or self.n_labeled <= self.DEFAULT_PU_PULL_UP_TO:
+            return self.DEFAULT_LABEL_PULL
+        return 1.0
 
     def validate(self) -> None:
         """The options of a run on image arrays: the common checks, then the image ones."""

@@ -8,7 +8,8 @@ nnPU probe fitted on the rest treats them (no negative label is read); the best 
 Per n_P and seed, three runs of `python -m fewshot.train images`, same split, sample and initial weights:
 
 * `raw`: the end-to-end nnPU baseline on raw pixels (and PN / uPU);
-* `punce`: the puNCE encoder of the last step, every labeled positive in its loss, then the nnPU probe;
+* `punce`: the paper's puNCE encoder (every labeled positive in its loss, label pull 1) of the last step, then the
+  nnPU probe;
 * `select`: the same with `--select CRITERION` (default pu-auc).
 
 With `--eval-split dev` (the development split held out of the training pool) each scored step also records the
@@ -45,15 +46,14 @@ CRITERIA = {"pu-risk": ("select_risk", True), "pu-auc": ("select_auc", False)}
 
 def methods(args) -> dict[str, tuple[str, dict]]:
     """{folder name: (the report's row, the run's options)}: raw nnPU, puNCE, each --label-shares, --select."""
-    out = {"raw": ("raw nnPU", {"contrastive": "none"}),
-           "punce": ("puNCE last step", {"contrastive": "punce", "label_share": 1.0})}  # the paper's: every label
+    paper = {"contrastive": "punce", "label_share": 1.0, "label_pull": 1.0}  # the paper's puNCE: every label, lambda 1
+    out = {"raw": ("raw nnPU", {"contrastive": "none"}), "punce": ("puNCE last step", paper)}
     if args.with_infonce:
         out["infonce"] = ("InfoNCE", {"contrastive": "infonce", "label_share": 1.0})
     for q in args.label_shares:
-        out[f"share{q:g}"] = (f"puNCE --label-share {q:g}", {"contrastive": "punce", "label_share": q})
+        out[f"share{q:g}"] = (f"puNCE --label-share {q:g}", {**paper, "label_share": q})
     if args.criterion != "none":
-        out["select"] = (f"puNCE --select {args.criterion}",
-                         {"contrastive": "punce", "select": args.criterion, "label_share": 1.0})
+        out["select"] = (f"puNCE --select {args.criterion}", {**paper, "select": args.criterion})
     return out
 
 

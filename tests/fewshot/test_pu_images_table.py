@@ -52,7 +52,7 @@ def test_the_grid_has_the_runs_each_table_needs():
 def test_table_4_runs_punce_at_its_default_pull_and_as_eq_10_is_written(tmp_path):
     default = T.run_config({}, "pnu", "punce", 1, 0, tmp_path / "a")
     eq10 = T.run_config({}, "pnu", "punce-eq10", 1, 0, tmp_path / "b")
-    assert default.label_pull is None and default.encoder_label_pull == ImageConfig.DEFAULT_PNU_LABEL_PULL
+    assert default.label_pull is None and default.encoder_label_pull == ImageConfig.DEFAULT_LABEL_PULL
     assert eq10.contrastive == "punce" and eq10.encoder_label_pull == 1.0
     assert tyro.cli(ImageConfig, args=T.command(eq10)[4:], default=ImageConfig()) == eq10
     # --cpc: Table 1 gains CPC's patch encoder and InfoNCE on it; no other table changes

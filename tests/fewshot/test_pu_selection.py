@@ -163,19 +163,23 @@ def test_a_run_with_a_label_share_trains_on_fewer_labels_and_probes_with_all(npz
     path, _, _ = npz
     m = train(image_cfg(path, tmp_path / "run", label_share=0.5, n_labeled=10))
     assert m["n_encoder_labeled"] == 5 and m["n_labeled"] == 10 and m["label_share"] == 0.5
-    # the default at n_P = 10 (puNCE): the same share and draw
+    again = train(image_cfg(path, tmp_path / "again", label_share=0.5, n_labeled=10))
+    assert again["probes"] == m["probes"]  # the same seeded draw
+    # the default at n_P = 10 (puNCE): every label, pulled at the default lambda
     default = train(image_cfg(path, tmp_path / "default", n_labeled=10))
-    assert default["label_share"] == 0.5 and default["probes"] == m["probes"]
-    every = train(image_cfg(path, tmp_path / "every", n_labeled=10, label_share=1.0))
-    assert every["n_encoder_labeled"] == 10
+    assert default["label_share"] == 1.0 and default["n_encoder_labeled"] == 10
+    assert default["label_pull"] == ImageConfig.DEFAULT_LABEL_PULL
+    every = train(image_cfg(path, tmp_path / "every", n_labeled=10, label_share=1.0,
+                            label_pull=ImageConfig.DEFAULT_LABEL_PULL))
+    assert every["n_encoder_labeled"] == 10 and every["probes"] == default["probes"]
     # with --select too: the held-out positives leave the labels first, then the share is drawn from the rest
     m = train(image_cfg(path, tmp_path / "both", label_share=0.5, n_labeled=10, select="pu-auc", select_points=2))
     assert m["n_select_positives"] == 2 and m["n_encoder_labeled"] == 4 and m["n_labeled"] == 10
 
 
 def test_a_label_pull_of_zero_trains_the_scl_encoder(npz, tmp_path):  # noqa: F811
-    """--label-pull 0 is the SCL baseline (docs/equations.md section 5); 1 is the paper's puNCE; the PNU default is
-    ImageConfig.DEFAULT_PNU_LABEL_PULL, and PU runs keep the paper's."""
+    """--label-pull 0 is the SCL baseline (docs/equations.md section 5); 1 is the paper's puNCE; the default is
+    ImageConfig.DEFAULT_LABEL_PULL on PNU data and on PU data up to 100 labeled positives, the paper's above."""
     path, _, _ = npz
     kw = dict(setting="pnu", labeled_percent=20.0, max_steps=3, passes=None)
     zero = train(image_cfg(path, tmp_path / "zero", label_pull=0.0, **kw))
@@ -185,8 +189,7 @@ def test_a_label_pull_of_zero_trains_the_scl_encoder(npz, tmp_path):  # noqa: F8
     paper = train(image_cfg(path, tmp_path / "paper", label_pull=1.0, **kw))
     assert paper["label_pull"] == 1.0 and paper["probes"] != zero["probes"]
     default = train(image_cfg(path, tmp_path / "default", **kw))
-    assert default["label_pull"] == ImageConfig.DEFAULT_PNU_LABEL_PULL < 1
-    assert ImageConfig(setting="pu").encoder_label_pull == 1.0
+    assert default["label_pull"] == ImageConfig.DEFAULT_LABEL_PULL < 1
     assert ImageConfig(setting="pnu", contrastive="scl").encoder_label_pull == 1.0
 
 
@@ -205,13 +208,18 @@ def test_a_finished_run_made_under_an_older_default_is_refused_by_what_it_used(t
         return folder
 
     pnu = ImageConfig(setting="pnu", labeled_percent=1.0)
-    refuse_other_finished_run(finished(pnu, {"label_pull": ImageConfig.DEFAULT_PNU_LABEL_PULL}), pnu)
+    refuse_other_finished_run(finished(pnu, {"label_pull": ImageConfig.DEFAULT_LABEL_PULL}), pnu)
     with pytest.raises(ValueError, match=r"label_pull \(unset: its default\): 1.0 -> 0.1"):
         refuse_other_finished_run(finished(pnu, {}), pnu)  # made before the key: eq. 10 as written
     pu = ImageConfig(setting="pu", n_labeled=50)
-    refuse_other_finished_run(finished(pu, {"label_share": 0.5, "label_pull": 1.0}), pu)
-    with pytest.raises(ValueError, match=r"label_share \(unset: its default\): 1.0 -> 0.5"):
-        refuse_other_finished_run(finished(pu, {"label_pull": 1.0}), pu)
+    refuse_other_finished_run(finished(pu, {"label_share": 1.0, "label_pull": 0.1}), pu)
+    with pytest.raises(ValueError, match=r"label_pull \(unset: its default\): 1.0 -> 0.1"):
+        refuse_other_finished_run(finished(pu, {"label_share": 1.0}), pu)  # made before the key
+    # made under the half-the-labels default of 2026-11-28
+    with pytest.raises(ValueError, match=r"label_share \(unset: its default\): 0.5 -> 1.0"):
+        refuse_other_finished_run(finished(pu, {"label_share": 0.5, "label_pull": 1.0}), pu)
+    above = ImageConfig(setting="pu", n_labeled=300)  # the paper's loss there, before and now
+    refuse_other_finished_run(finished(above, {"label_share": 1.0, "label_pull": 1.0}), above)
     raw = ImageConfig(setting="pu", n_labeled=50, contrastive="none")  # nothing recorded, nothing changed
     refuse_other_finished_run(finished(raw, {}), raw)
 
@@ -246,14 +254,15 @@ def test_the_selection_script_runs_its_methods_side_by_side_and_reports_the_choi
     assert other.returncode != 0 and "made with other settings (encoder: 'mlp' -> 'cnn'" in other.stderr
 
 
-def test_the_label_share_default_is_half_for_punce_up_to_100_labeled_positives_and_every_label_otherwise():
-    assert ImageConfig(n_labeled=25).encoder_label_share == 0.5  # the defaults: PU, puNCE
-    assert ImageConfig(n_labeled=100).encoder_label_share == 0.5
-    assert ImageConfig(n_labeled=101).encoder_label_share == 1.0
-    assert ImageConfig(n_labeled=50, contrastive="infonce").encoder_label_share == 1.0
-    assert ImageConfig(n_labeled=50, contrastive="none").encoder_label_share == 1.0
-    assert ImageConfig(setting="pnu").encoder_label_share == 1.0
-    assert ImageConfig(n_labeled=50, label_share=1.0).encoder_label_share == 1.0  # given: it wins
+def test_the_defaults_read_every_label_and_pull_at_0_1_up_to_100_labeled_positives_and_in_pnu():
+    for n, pull in ((25, 0.1), (100, 0.1), (101, 1.0), (1000, 1.0)):  # the defaults: PU, puNCE
+        assert ImageConfig(n_labeled=n).encoder_label_share == 1.0
+        assert ImageConfig(n_labeled=n).encoder_label_pull == pull
+    assert ImageConfig(setting="pnu", labeled_percent=1.0).encoder_label_pull == 0.1
+    for other in ("infonce", "scl", "none"):
+        assert ImageConfig(n_labeled=50, contrastive=other).encoder_label_pull == 1.0
+    assert ImageConfig(n_labeled=50, label_pull=1.0).encoder_label_pull == 1.0  # given: it wins
+    assert ImageConfig(n_labeled=500, label_pull=0.25).encoder_label_pull == 0.25
     assert ImageConfig(n_labeled=500, label_share=0.25).encoder_label_share == 0.25
     ImageConfig(setting="pnu").validate()  # the default is no option given: PNU and raw runs take it
     ImageConfig(contrastive="none").validate()
