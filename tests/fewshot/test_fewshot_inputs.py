@@ -160,7 +160,8 @@ def test_invalid_numeric_options_are_refused_before_anything_is_written(tiny_enc
 @pytest.mark.parametrize("objective", ["ce", "ce+scl", "probe"])
 def test_label_pull_is_refused_where_no_punce_term_reads_it(tiny_encoder, easy_task, tmp_path, objective):
     out = tmp_path / "run"
-    with pytest.raises(ValueError, match="--label-pull weighs puNCE's unlabeled examples .*--objective " + re.escape(objective)):
+    refusal = "--label-pull weighs puNCE's unlabeled examples .*--objective " + re.escape(objective)
+    with pytest.raises(ValueError, match=refusal):
         train(_cfg(tiny_encoder, easy_task, out, objective=objective, label_pull=0.5))
     assert not out.exists()
 
