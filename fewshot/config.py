@@ -55,8 +55,9 @@ class RunOptions:
         "resume", "overwrite", "progress", "device", "max_steps", "eval_every", "log_every", "checkpoint_every",
         "output_dir", "prior_used", "prior_source", "export", "report_to"})
     #: Options whose unset value stands for a default that has changed between versions: (the property that resolves
-    #: it, the key metrics.json records the resolved value under, the value of runs made before the key was recorded).
-    #: config.json records the unset value, so a finished run is compared on what its metrics.json says it used.
+    #: it, the key metrics.json and config.json's ``resolved_defaults`` record the resolved value under, the value of
+    #: runs made before the key was recorded). A resume and the grids' finished-run check compare these options by
+    #: what they resolve to (fewshot.run.resolve_defaults).
     RESOLVED_DEFAULTS: ClassVar[tuple[tuple[str, str, object], ...]] = ()
 
     encoder: str = "roberta-base"

@@ -327,13 +327,23 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
 PATH_FIELDS = ("dataset", "eval_file", "positive_file", "unlabeled_file", "encoder")
 
 
+#: The key under which a run records what its options with changing defaults resolved to
+#: (``RESOLVED_DEFAULTS``): {metrics key: value}.
+RESOLVED_KEY = "resolved_defaults"
+
+
 def recorded_config(cfg: AnyConfig) -> dict:
     """The configuration a run records (config.json, its checkpoints): its pipeline (``text``, ``pu``, ``images``)
     and options, with every input file or folder as an absolute path
-    (:func:`shared_losses.training.runtime.local_path`), so that a resume compares files, not spellings."""
+    (:func:`shared_losses.training.runtime.local_path`), so that a resume compares files, not spellings; and, for a
+    configuration with ``RESOLVED_DEFAULTS``, what those options resolved to (``RESOLVED_KEY``), so that a run
+    is never continued under a default that changed after it started."""
     from shared_losses.training.runtime import with_local_paths
 
-    return with_local_paths({"pipeline": cfg.PIPELINE, **dataclasses.asdict(cfg)}, PATH_FIELDS)
+    record = with_local_paths({"pipeline": cfg.PIPELINE, **dataclasses.asdict(cfg)}, PATH_FIELDS)
+    if type(cfg).RESOLVED_DEFAULTS:
+        record[RESOLVED_KEY] = {key: getattr(cfg, prop) for prop, key, _ in type(cfg).RESOLVED_DEFAULTS}
+    return record
 
 
 def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
@@ -345,14 +355,13 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
     from shared_losses.training.runtime import config_changes, read_json_file
 
     saved = read_json_file(Path(folder) / "config.json", "run's configuration")
-    changes = config_changes({k: v for k, v in saved.items() if k not in ("prior_used", "prior_source")},
-                             recorded_config(cfg), free=set(type(cfg).RESUME_FREE) | {"num_processes"})
-    if not changes and type(cfg).RESOLVED_DEFAULTS and (Path(folder) / "metrics.json").exists():
+    saved = {k: v for k, v in saved.items() if k not in ("prior_used", "prior_source")}
+    if RESOLVED_KEY not in saved and type(cfg).RESOLVED_DEFAULTS and (Path(folder) / "metrics.json").exists():
+        # a run from before config.json recorded them: its metrics.json says what it used (runs from before metrics.json
+        # recorded a key used the value ``before``)
         metrics = read_json_file(Path(folder) / "metrics.json", "run's metrics")
-        for prop, key, before in type(cfg).RESOLVED_DEFAULTS:
-            used, now = metrics.get(key, before), getattr(cfg, prop)
-            if used != now:
-                changes.append((f"{key} (unset: its default)", used, now))
+        saved[RESOLVED_KEY] = {key: metrics.get(key, before) for _, key, before in type(cfg).RESOLVED_DEFAULTS}
+    changes = config_changes(*comparable_configs(saved, cfg), free=set(type(cfg).RESUME_FREE) | {"num_processes"})
     if changes:
         fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
         raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "
@@ -394,6 +403,24 @@ def comparable_configs(saved: dict, cfg: AnyConfig) -> tuple[dict, dict]:
         resolved = resolve_pooling("auto", cfg.encoder)[0]
         saved["pooling"] = resolved if saved.get("pooling") == "auto" else saved.get("pooling")
         current["pooling"] = resolved if current["pooling"] == "auto" else current["pooling"]
+    return resolve_defaults(saved, current, cfg)
+
+
+def resolve_defaults(saved: dict, current: dict, cfg: AnyConfig) -> tuple[dict, dict]:
+    """Compare the options with changing defaults (``RESOLVED_DEFAULTS``) by the values they stand for: an unset
+    option by what it resolved to (the run's ``RESOLVED_KEY`` record; this command's default now), a given one by its
+    value. So a run started under one default is not continued under another, and an option given on the command
+    line equals the default it spells out. A run that recorded nothing (made before the record) is taken to have
+    used the value ``before`` unless this command states the option: then its value is taken as the run's."""
+    used_then, used_now = saved.pop(RESOLVED_KEY, None) or {}, current.pop(RESOLVED_KEY, None) or {}
+    for prop, key, before in type(cfg).RESOLVED_DEFAULTS:
+        given_then, given_now = saved.pop(key, None), current.pop(key, None)
+        then = given_then if given_then is not None else used_then.get(key)
+        now = given_now if given_now is not None else used_now.get(key, getattr(cfg, prop))
+        if then is None:
+            then = now if given_now is not None else before
+        name = key if given_then is not None or given_now is not None else f"{key} (unset: its default)"
+        saved[name], current[name] = then, now
     return saved, current
 
 

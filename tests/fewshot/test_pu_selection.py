@@ -194,34 +194,69 @@ def test_a_label_pull_of_zero_trains_the_scl_encoder(npz, tmp_path):  # noqa: F8
 
 
 def test_a_finished_run_made_under_an_older_default_is_refused_by_what_it_used(tmp_path):
-    """config.json records an unset --label-share / --label-pull as unset; the grids' check reads what metrics.json
-    says the run used (runs made before the key was recorded used 1), so a default that changed is not mistaken
-    for the same options."""
-    from fewshot.run import recorded_config, refuse_other_finished_run
+    """config.json records an unset --label-share / --label-pull as unset and what it resolved to (resolved_defaults);
+    the grids' check compares what the run used with what the default resolves to now, so a default that changed is
+    not mistaken for the same options. Runs from before that record: their metrics.json says what they used (runs
+    from before metrics.json recorded the key used 1)."""
+    from fewshot.run import RESOLVED_KEY, recorded_config, refuse_other_finished_run
     from shared_losses.training.runtime import write_json_atomic
 
-    def finished(cfg, metrics):
+    def finished(cfg, metrics, resolved=None, before_the_record=False):
         folder = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
         folder.mkdir()
-        write_json_atomic(folder / "config.json", recorded_config(cfg))
+        config = recorded_config(cfg)
+        if before_the_record:
+            del config[RESOLVED_KEY]
+        elif resolved is not None:
+            config[RESOLVED_KEY] = {**config[RESOLVED_KEY], **resolved}
+        write_json_atomic(folder / "config.json", config)
         write_json_atomic(folder / "metrics.json", metrics)
         return folder
 
     pnu = ImageConfig(setting="pnu", labeled_percent=1.0)
-    refuse_other_finished_run(finished(pnu, {"label_pull": ImageConfig.DEFAULT_LABEL_PULL}), pnu)
+    refuse_other_finished_run(finished(pnu, {}), pnu)  # the record says what it used: today's default
     with pytest.raises(ValueError, match=r"label_pull \(unset: its default\): 1.0 -> 0.1"):
-        refuse_other_finished_run(finished(pnu, {}), pnu)  # made before the key: eq. 10 as written
+        refuse_other_finished_run(finished(pnu, {}, resolved={"label_pull": 1.0}), pnu)
+    # before the record: metrics.json
+    refuse_other_finished_run(finished(pnu, {"label_pull": 0.1}, before_the_record=True), pnu)
+    with pytest.raises(ValueError, match=r"label_pull \(unset: its default\): 1.0 -> 0.1"):
+        refuse_other_finished_run(finished(pnu, {}, before_the_record=True), pnu)  # before the key: eq. 10
     pu = ImageConfig(setting="pu", n_labeled=50)
-    refuse_other_finished_run(finished(pu, {"label_share": 1.0, "label_pull": 0.1}), pu)
+    refuse_other_finished_run(finished(pu, {"label_share": 1.0, "label_pull": 0.1}, before_the_record=True), pu)
     with pytest.raises(ValueError, match=r"label_pull \(unset: its default\): 1.0 -> 0.1"):
-        refuse_other_finished_run(finished(pu, {"label_share": 1.0}), pu)  # made before the key
+        refuse_other_finished_run(finished(pu, {"label_share": 1.0}, before_the_record=True), pu)
     # made under the half-the-labels default of 2026-11-28
     with pytest.raises(ValueError, match=r"label_share \(unset: its default\): 0.5 -> 1.0"):
-        refuse_other_finished_run(finished(pu, {"label_share": 0.5, "label_pull": 1.0}), pu)
+        refuse_other_finished_run(finished(pu, {"label_share": 0.5, "label_pull": 1.0}, before_the_record=True), pu)
     above = ImageConfig(setting="pu", n_labeled=300)  # the paper's loss there, before and now
-    refuse_other_finished_run(finished(above, {"label_share": 1.0, "label_pull": 1.0}), above)
+    refuse_other_finished_run(finished(above, {"label_share": 1.0, "label_pull": 1.0}, before_the_record=True), above)
+    # an option given equals the default it spells out, both ways
+    stated = ImageConfig(setting="pu", n_labeled=50, label_pull=0.1)
+    refuse_other_finished_run(finished(pu, {}), stated)
+    refuse_other_finished_run(finished(stated, {}), pu)
+    with pytest.raises(ValueError, match=r"label_pull: 1.0 -> 0.1"):
+        refuse_other_finished_run(finished(ImageConfig(setting="pu", n_labeled=50, label_pull=1.0), {}), pu)
     raw = ImageConfig(setting="pu", n_labeled=50, contrastive="none")  # nothing recorded, nothing changed
-    refuse_other_finished_run(finished(raw, {}), raw)
+    refuse_other_finished_run(finished(raw, {}, before_the_record=True), raw)
+
+
+def test_a_run_is_not_resumed_under_a_default_that_changed_after_it_started(npz, tmp_path, monkeypatch):  # noqa: F811
+    """A checkpoint records what --label-pull resolved to; a resume under another default is refused by name, before
+    anything is written, and resumes when the command states the run's value."""
+    from shared_losses.training.harness import ConfigChanged
+
+    path, _, _ = npz
+    out = tmp_path / "run"
+    first = train(image_cfg(path, out, max_steps=2, checkpoint_every=1))
+    assert first["label_pull"] == ImageConfig.DEFAULT_LABEL_PULL and json.loads(
+        (out / "config.json").read_text())["resolved_defaults"] == {"label_share": 1.0, "label_pull": 0.1}
+    before = {str(f.relative_to(out)): f.read_bytes() for f in out.rglob("*") if f.is_file()}
+    monkeypatch.setattr(ImageConfig, "DEFAULT_LABEL_PULL", 0.3)
+    with pytest.raises(ConfigChanged, match=r"label_pull \(unset: its default\): 0.1 -> 0.3"):
+        train(image_cfg(path, out, max_steps=4, resume=True))
+    assert {str(f.relative_to(out)): f.read_bytes() for f in out.rglob("*") if f.is_file()} == before
+    resumed = train(image_cfg(path, out, max_steps=4, resume=True, label_pull=0.1))
+    assert resumed["label_pull"] == 0.1 and resumed["steps"] == 4
 
 
 @pytest.mark.slow  # the script end to end: 5 tiny runs in subprocesses
