@@ -393,12 +393,18 @@ def compare_options(cfg: AnyConfig, record: dict) -> tuple[dict, dict]:
 def comparable_configs(saved: dict, cfg: AnyConfig) -> tuple[dict, dict]:
     """(saved, current) configurations to compare (:func:`shared_losses.training.runtime.config_changes`): input files
     by absolute path on both sides (:func:`recorded_config`: a run's relative spelling is read from the current folder,
-    as before), and ``--pooling auto`` on either side replaced by what it resolves to for this encoder: a run saved
-    with ``pooling: cls`` (the default before ``auto``) matches ``--pooling auto`` on an encoder where auto
-    means cls, and not on one where it means mean (a different model)."""
+    as before); an option the record lacks (added since) as its default; ``--pooling auto`` on either side replaced by
+    what it resolves to for this encoder: a run saved with ``pooling: cls`` (the default before ``auto``) matches
+    ``--pooling auto`` on an encoder where auto means cls, and not on one where it means mean (a different model);
+    the options with changing defaults by what they resolve to (:func:`resolve_defaults`)."""
     from shared_losses.training.runtime import with_local_paths
 
     saved, current = with_local_paths(saved, PATH_FIELDS), recorded_config(cfg)
+    # an option added after the run was made: the run behaved as its default does (an option that changes what a run
+    # did is added with a default that keeps it), so a record without it matches the default and nothing else
+    for f in dataclasses.fields(cfg):
+        if f.name not in saved and f.default is not dataclasses.MISSING and current.get(f.name) == f.default:
+            saved[f.name] = current[f.name]
     if "auto" in (saved.get("pooling"), current.get("pooling")) and saved.get("pooling") != current["pooling"]:
         resolved = resolve_pooling("auto", cfg.encoder)[0]
         saved["pooling"] = resolved if saved.get("pooling") == "auto" else saved.get("pooling")

@@ -367,6 +367,22 @@ def test_resume_checks_the_process_count(tiny_encoder, easy_task, tmp_path, monk
         check({**saved, "pipeline": "pu"})
 
 
+def test_a_record_from_before_an_option_existed_matches_its_default_only(tiny_encoder, easy_task, tmp_path):
+    """--label-pull was added after runs had been recorded: such a record compares as the default (1, what those runs
+    did) and is refused against any other value."""
+    import dataclasses
+
+    from fewshot.run import compare_options, recorded_options
+    from shared_losses.training.harness import refuse_config_changes
+
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path)
+    old = {k: v for k, v in recorded_options(cfg).items() if k != "label_pull"}
+    refuse_config_changes(*compare_options(cfg, old), free=type(cfg).RESUME_FREE)
+    pulled = dataclasses.replace(cfg, label_pull=0.5)
+    with pytest.raises(ValueError, match="label_pull: None -> 0.5"):
+        refuse_config_changes(*compare_options(pulled, old), free=type(cfg).RESUME_FREE)
+
+
 @pytest.mark.parametrize("setting", ["pnu", "pu"])
 @pytest.mark.slow  # torchrun: two processes
 def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_task, tmp_path, setting, torchrun):
