@@ -439,11 +439,8 @@ class ImageConfig(RunOptions):
         """lambda of puNCE's unlabeled anchors (--label-pull, or its default); 1 for the other losses."""
         if self.label_pull is not None:
             return float(self.label_pull)
-        if self.contrastive != "punce":
-            return 1.0
-        if self.setting == "pnu" or self.n_labeled <= self.DEFAULT_PU_PULL_UP_TO:
-            return self.DEFAULT_LABEL_PULL
-        return 1.0
+        scarce = self.setting == "pnu" or self.n_labeled <= self.DEFAULT_PU_PULL_UP_TO
+        return self.DEFAULT_LABEL_PULL if self.contrastive == "punce" and scarce else 1.0
 
     def validate(self) -> None:
         """The options of a run on image arrays: the common checks, then the image ones."""

@@ -418,11 +418,12 @@ def resolve_defaults(saved: dict, current: dict, cfg: AnyConfig) -> tuple[dict, 
     value. So a run started under one default is not continued under another, and an option given on the command
     line equals the default it spells out. A run that recorded nothing (made before the record) is taken to have
     used the value ``before`` unless this command states the option: then its value is taken as the run's."""
-    used_then, used_now = saved.pop(RESOLVED_KEY, None) or {}, current.pop(RESOLVED_KEY, None) or {}
+    used_then = saved.pop(RESOLVED_KEY, None) or {}
+    current.pop(RESOLVED_KEY, None)  # this command's: the properties below
     for prop, key, before in type(cfg).RESOLVED_DEFAULTS:
         given_then, given_now = saved.pop(key, None), current.pop(key, None)
         then = given_then if given_then is not None else used_then.get(key)
-        now = given_now if given_now is not None else used_now.get(key, getattr(cfg, prop))
+        now = getattr(cfg, prop)  # the option's value when given, else its default now
         if then is None:
             then = now if given_now is not None else before
         name = key if given_then is not None or given_now is not None else f"{key} (unset: its default)"
