@@ -11,23 +11,6 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # every test runs a sweep or benchmark script end to end in subprocesses
 
 
-def test_table5_sweep_tiny(tiny_encoder, easy_task, tmp_path):
-    train, dev = easy_task
-    out = tmp_path / "sweep"
-    cmd = [sys.executable, str(ROOT / "scripts/fewshot_table5.py"), "--encoder", tiny_encoder, "--dataset", train,
-           "--eval-file", dev, "--ns", "10", "--seeds", "0", "1", "--max-steps", "2", "--n-unlabeled", "20",
-           "--pooling", "mean", "--methods", "ce", "ce+scl", "ce+punce", "--out", str(out), "--parallel", "2"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
-    assert "| 10 |" in res.stdout
-    assert len(list(out.glob("*/N*/seed*/metrics.json"))) == 6
-    assert "[6/6] done: " in res.stdout and "(in progress 0, failed 0)" in res.stdout
-    assert "  ce+punce N=10 seed=1: acc " in res.stdout
-    assert (out / "ce+punce" / "N10" / "seed1.log").exists()  # each run's output beside its folder
-    assert (out / "table5.png").exists() and (out / "table5.json").exists()
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)  # finished runs are skipped
-    assert "runs to do" not in again.stdout and "[1/" not in again.stdout
-
-
 def test_bench_fewshot_json(tiny_encoder):
     cmd = [sys.executable, str(ROOT / "scripts/bench_fewshot.py"), "--encoder", tiny_encoder, "--seq-lens", "8", "16",
            "--batch-labeled", "4", "--batch-unlabeled", "4", "--max-steps", "1", "--json"]

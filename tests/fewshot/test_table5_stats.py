@@ -275,6 +275,8 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     progress = [line for line in res.stdout.splitlines() if line.startswith("[")]
     assert len(progress) == 8 and progress[0] == "[1/8] done: probe N=20 seed=0 (in progress 0, failed 0)"
     assert "  probe N=20 seed=0: acc " in res.stdout  # each run's accuracy as it finishes
+    assert "  ce+punce N=20 seed=1: acc " in res.stdout and "| 20 |" in res.stdout
+    assert (out / "ce+punce" / "N20" / "seed1.log").exists()  # each run's output beside its folder
     assert sorted(p.relative_to(out).parts[0] for p in out.glob("*/N*/seed*/metrics.json")) == \
         ["ce"] * 2 + ["ce+punce"] * 2 + ["ce+punce-est"] * 2 + ["probe"] * 2
     cfg = json.loads((out / "ce/N20/seed1/config.json").read_text())

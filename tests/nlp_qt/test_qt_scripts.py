@@ -27,29 +27,21 @@ def test_bench_qt_json_fields():
     assert set(row["eval_s_per_task"]) == {"MR"}
 
 
-@pytest.mark.slow  # the sweep end to end: trainings and evaluations in subprocesses
-def test_qt_table2_tiny(tmp_path):
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
-         "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "0", "--tau-plus", "0.01",
-         "--max-steps", "1", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300",
-         "--kfold", "2", "--out", str(tmp_path / "t2")],
-        capture_output=True, text=True, timeout=300, check=True, env=ENV)
-    assert "| biased (QT) | 0 |" in res.stdout and "| biased (QT) (paper) |" in res.stdout
-    summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
-    assert set(summary) == {"biased (QT)", "debiased τ⁺=0.01", "majority class"}
-    assert 0 <= summary["biased (QT)"]["MR"]["mean"] <= 100
-
-
 @pytest.mark.slow  # the sweep end to end, twice, in subprocesses
 def test_qt_table2_reevaluates_when_tasks_or_training_change(tmp_path):
-    """A cached senteval.json was reused whatever the new --tasks, --kfold or --max-steps: asking for
-    CR after an MR-only sweep printed '-', and a longer --max-steps neither trained nor evaluated again."""
+    """The sweep end to end (its table and rows), then again asking for more. A cached senteval.json was reused
+    whatever the new --tasks, --kfold or --max-steps: asking for CR after an MR-only sweep printed '-', and a longer
+    --max-steps neither trained nor evaluated again."""
     base = [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
             "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--seeds", "0", "--tau-plus", "0.01",
             "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300", "--kfold", "2",
             "--out", str(tmp_path / "t2")]
-    subprocess.run(base + ["--tasks", "MR", "--max-steps", "1"], capture_output=True, timeout=300, check=True, env=ENV)
+    res = subprocess.run(base + ["--tasks", "MR", "--max-steps", "1"], capture_output=True, text=True, timeout=300,
+                         check=True, env=ENV)
+    assert "| biased (QT) | 0 |" in res.stdout and "| biased (QT) (paper) |" in res.stdout
+    summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
+    assert set(summary) == {"biased (QT)", "debiased τ⁺=0.01", "majority class"}
+    assert 0 <= summary["biased (QT)"]["MR"]["mean"] <= 100
     subprocess.run(base + ["--tasks", "MR", "CR", "--max-steps", "2"], capture_output=True, timeout=300, check=True,
                    env=ENV)
     summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]

@@ -216,7 +216,14 @@ def test_multi_gpu_launch_without_the_cpu_chosen_exits_with_the_one_line_error(t
     one = (re.escape("error: this process is one of 2 (WORLD_SIZE=2) but accelerate runs it as a single process: ")
            + "[^\n]*" + re.escape(f"for 2 CPU processes use: ACCELERATE_USE_CPU=true accelerate launch --multi_gpu "
                                    f"--num_processes 2 {script} ..."))
-    assert len(re.findall(one, res.stderr)) == 2, res.stderr[-3000:]
+    # Each process refuses once accelerate's state exists. torchrun ends the others (SIGTERM) as soon as one exits,
+    # so a process still joining the group when the first refuses never gets to print (seen once in the suite on
+    # 2 busy cores: one line, the other process stopped in gloo's connect): one line at least, two when both got
+    # there, and with one the launcher's report that it stopped the other.
+    lines = re.findall(one, res.stderr)
+    assert len(lines) in (1, 2), res.stderr[-3000:]
+    if len(lines) == 1:
+        assert "SIGTERM" in res.stderr, res.stderr[-3000:]
 
 
 @pytest.mark.slow  # accelerate launch of the real trainer
