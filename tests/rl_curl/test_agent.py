@@ -153,6 +153,10 @@ def test_scaled_pixels_are_bit_identical_to_converting_in_the_trunk():
     ref = x.float() / 255.0
     got = scale_pixels(x)
     assert torch.equal(got, ref) and got.is_contiguous(memory_format=torch.channels_last)
+    every = torch.arange(256, dtype=torch.uint8).reshape(1, 1, 16, 16).expand(2, 3, 16, 16)  # every byte value
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):  # one division, or a copy then a division
+        assert torch.equal(scale_pixels(every, dtype), every.to(dtype) / 255), dtype
+    assert torch.equal(scale_pixels(every.float()), every.float() / 255)  # float pixels in 0..255
     trunk = ConvTrunk(9, 20, num_filters=4, num_layers=2)
     assert torch.equal(trunk(ScaledPixels(x)), trunk(x))
     assert torch.equal(trunk(x), trunk(x.float()))  # float pixels in 0..255 read the same as uint8
