@@ -87,7 +87,8 @@ class PuApp(FewShotRunApp):
             z1, z2 = forward_views(self.model, ids, mask, DEFAULT_OBJECTIVE)[1]  # two dropout views, as puNCE
             # the contrastive term of puNCE's objective: with no labeled negatives, its PU form
             loss = ALL_OBJECTIVES.get(DEFAULT_OBJECTIVE).loss(z1=z1, z2=z2, roles=roles, temperature=cfg.temperature,
-                                                              prior=run.prior, gather=False)
+                                                              prior=run.prior, gather=False,
+                                                              label_pull=cfg.label_pull)
         self.opt.zero_grad(set_to_none=True)
         acc.backward(loss)
         self.opt.step()
@@ -129,8 +130,8 @@ class PuApp(FewShotRunApp):
             "setting": "pu", "n_labeled": len(sample.labeled) if from_files else cfg.n_labeled,
             "n_unlabeled": len(sample.unlabeled) if from_files else cfg.n_unlabeled, "seed": cfg.seed,
             "encoder": cfg.encoder, "dataset": None if from_files else cfg.dataset, "eval_file": cfg.eval_file,
-            "temperature": cfg.temperature, "prior": run.prior, "prior_source": run.prior_source,
-            "steps": cfg.max_steps,
+            "temperature": cfg.temperature, "label_pull": cfg.label_pull, "prior": run.prior,
+            "prior_source": run.prior_source, "steps": cfg.max_steps,
             "probes": {"pretrained_encoder": self.baseline, "punce_encoder": trained},
             "train_seconds": time.time() - self.t0, "pooling": run.pooling, "pooling_source": run.pooling_source,
             "n_eval": len(run.eval_y),

@@ -274,6 +274,38 @@ def test_pu_pipeline_runs(tiny_encoder, easy_task, tmp_path):
     assert 0 < m["prior"] < 1 and m["prior_source"] == "exact"
 
 
+def test_pu_pipeline_label_pull_reaches_its_punce_term(tiny_encoder, easy_task, tmp_path, monkeypatch):
+    """--label-pull of `fewshot.train pu` is the lambda of every step's puNCE (PU form: roles +1 and 0 only), and
+    is recorded; the default is the paper's 1. The term is the registry's, so punce_loss itself is watched."""
+    import fewshot.objectives as FO
+
+    seen = []
+
+    def watched(*args, **kw):
+        seen.append((kw.get("label_pull"), set(args[2].tolist())))
+        return punce_loss(*args, **kw)
+
+    monkeypatch.setattr(FO, "punce_loss", watched)
+    logs = {}
+    for pull in (None, 0.2):
+        seen.clear()
+        kw = {} if pull is None else {"label_pull": pull}
+        m = train(_cfg(tiny_encoder, easy_task, tmp_path / str(pull), setting="pu", n_labeled=10, n_unlabeled=40,
+                       max_steps=2, batch_labeled=4, batch_unlabeled=8, **kw))
+        want = 1.0 if pull is None else pull
+        assert [p for p, _ in seen] == [want, want] and all(roles <= {0, 1} for _, roles in seen)
+        assert m["label_pull"] == want
+        logs[pull] = (tmp_path / str(pull) / "run" / "log.csv").read_text()
+    assert logs[None] != logs[0.2]  # the same draws, another loss
+
+
+def test_pu_pipeline_refuses_a_label_pull_outside_0_1(tiny_encoder, easy_task, tmp_path):
+    for bad in (1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="--label-pull must be in \\[0, 1\\]"):
+            train(_cfg(tiny_encoder, easy_task, tmp_path, setting="pu", label_pull=bad))
+    assert not (tmp_path / "run").exists()
+
+
 def test_bad_data_errors(tmp_path):
     rows = make_texts(10, 0)
     p = write_tsv(tmp_path / "a.tsv", rows, text_col="text")
