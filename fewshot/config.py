@@ -298,8 +298,8 @@ class PuConfig(TextOptions):
     label_pull: float = 1.0
     """lambda, the weight of an unlabeled example's pull towards the labeled positives (eq. 8's P term); the rest,
     1 - lambda, goes to its own other view (docs/equations.md section 5, a variant beyond the paper). 1: the paper's
-    puNCE (the default here; not measured otherwise on text); 0: SCL-PU. The image pipeline's PU default is 0.1 up to
-    n_P = 100."""
+    puNCE (the default here: 0.1 was level with it on a text development split, docs/fewshot.md); 0: SCL-PU. The image
+    pipeline's PU default is 0.1 up to n_P = 100."""
 
     @property
     def pu_files(self) -> bool:
