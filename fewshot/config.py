@@ -44,9 +44,9 @@ def need(cfg, ok: bool, option: str, rule: str) -> None:
         raise ValueError(f"--{option.replace('_', '-')} must be {rule}, got {getattr(cfg, option)}")
 
 
-def need_label_pull(cfg, value: float) -> None:
+def need_label_pull(cfg) -> None:
     """--label-pull, puNCE's lambda, in every pipeline that has it: a number in [0, 1]."""
-    need(cfg, math.isfinite(value) and 0 <= value <= 1, "label_pull", "in [0, 1]")
+    need(cfg, math.isfinite(cfg.label_pull) and 0 <= cfg.label_pull <= 1, "label_pull", "in [0, 1]")
 
 
 @dataclass
@@ -267,7 +267,7 @@ class FewShotConfig(TextOptions):
         need(self, self.n_labeled >= 2, "n_labeled", ">= 2 (the labeled sample holds both classes)")
         need(self, self.eval_every >= 1, "eval_every", ">= 1")
         need(self, 0.0 <= self.lam <= 1.0, "lam", "in [0, 1]")
-        need_label_pull(self, self.label_pull)
+        need_label_pull(self)
         if self.label_pull != 1 and self.objective != "ce+punce":
             raise ValueError(f"--label-pull weighs puNCE's unlabeled examples (--objective ce+punce), not --objective "
                              f"{self.objective}: drop it")
@@ -310,7 +310,7 @@ class PuConfig(TextOptions):
         """The common checks, then the PU ones (n_P >= 1, the two files together, unlabeled examples)."""
         super().validate()
         need(self, self.n_labeled >= 1, "n_labeled", ">= 1 (labeled positives)")
-        need_label_pull(self, self.label_pull)
+        need_label_pull(self)
         if (self.positive_file is None) != (self.unlabeled_file is None):
             given = "--positive-file" if self.positive_file is not None else "--unlabeled-file"
             raise ValueError(f"{given} needs its partner: PU data from files is --positive-file (labeled positives) "
@@ -496,7 +496,7 @@ class ImageConfig(RunOptions):
             raise ValueError("--label-share applies to a contrastive encoder on PU data (--setting pu, a --contrastive "
                              "loss other than none): drop it")
         if self.label_pull is not None:
-            need_label_pull(self, self.label_pull)
+            need_label_pull(self)
         if self.label_pull not in (None, 1) and self.contrastive != "punce":
             raise ValueError("--label-pull weighs puNCE's unlabeled anchors (--contrastive punce): drop it")
         need(self, self.select_points >= 1, "select_points", ">= 1")

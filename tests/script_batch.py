@@ -46,11 +46,9 @@ def run_one(script: str, args: list[str], cwd: str) -> dict:
             try:
                 runpy.run_path(script, run_name="__main__")
             except SystemExit as exc:
-                if exc.code is None:
-                    code = 0
-                elif isinstance(exc.code, int):
+                if isinstance(exc.code, int):
                     code = exc.code
-                else:
+                elif exc.code is not None:
                     print(exc.code, file=sys.stderr)
                     code = 1
             except BaseException:  # what the interpreter would print before exiting with status 1
@@ -64,11 +62,12 @@ def run_one(script: str, args: list[str], cwd: str) -> dict:
 
 def run_batch(cases: list[tuple[str, list[str], str | os.PathLike]], env: dict | None = None,
               timeout: float = 600) -> list[SimpleNamespace]:
-    """Run ``cases`` ((script path, args, working folder), ...) in one new interpreter; one result per case with
-    ``returncode``, ``stdout`` and ``stderr`` like subprocess.CompletedProcess's."""
+    """Run ``cases`` ((script path, args, working folder), ...) in one new interpreter with the environment ``env``
+    (as subprocess's; None: this process's); one result per case with ``returncode``, ``stdout`` and ``stderr`` like
+    subprocess.CompletedProcess's."""
     payload = json.dumps([{"script": str(s), "args": [str(a) for a in args], "cwd": str(cwd)}
                           for s, args, cwd in cases])
-    env = {**os.environ, **(env or {})}
+    env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / "results.json"

@@ -62,11 +62,16 @@ CASES = [
 IDS = [f"{k}-{s}:{' '.join(a[-2:] if len(a) > 1 else a)}" for k, (s, a, _) in enumerate(CASES)]
 
 
-def run_script(script: str, args: list[str], cwd=ROOT) -> subprocess.CompletedProcess:
+def script_env() -> dict:
+    """The scripts' environment here: offline, and user errors as one line (no traceback asked for)."""
     env = {k: v for k, v in os.environ.items() if k != "CONTRASTIVE_SUITE_TRACEBACK"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    return env
+
+
+def run_script(script: str, args: list[str], cwd=ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), *args], capture_output=True,
-                          text=True, timeout=120, cwd=cwd, env=env)
+                          text=True, timeout=120, cwd=cwd, env=script_env())
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +89,7 @@ def refused(tmp_path_factory) -> dict:
         tmps.append(tmp)
         cases.append((ROOT / "scripts" / f"{script}.py", [a.replace("{tmp}", str(tmp)) for a in args]
                       + ["--out", str(tmp / "out")], ROOT))
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "CONTRASTIVE_SUITE_TRACEBACK": ""}
-    return dict(zip(IDS, zip(tmps, run_batch(cases, env=env))))
+    return dict(zip(IDS, zip(tmps, run_batch(cases, env=script_env()))))
 
 
 @pytest.mark.slow  # the grid scripts run as commands (subprocesses)
