@@ -80,6 +80,7 @@ class CurlAgent(nn.Module):
         super().__init__()
         self.cfg, self.action_dim = cfg, action_dim
         trunk = ConvTrunk(obs_shape[0], cfg.crop_size, cfg.num_filters, cfg.num_layers)
+        trunk.cudnn_relu = cfg.cudnn_conv_relu  # the target critic's copy keeps it
         self.critic = Critic(Encoder(trunk, cfg.feature_dim, cfg.encoder_tanh), action_dim, cfg.hidden_dim)
         # The actor shares the critic's conv trunk (gradients stopped there) and has its own head.
         self.actor = Actor(Encoder(trunk, cfg.feature_dim, cfg.encoder_tanh), action_dim, cfg.hidden_dim,

@@ -75,7 +75,7 @@ class Config:
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "output_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
-        "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async"})
+        "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu"})
 
     task: str = "cartpole-swingup"
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for
@@ -228,6 +228,12 @@ class Config:
     instead of about two thousand small operations, with the batch gathered on the GPU and no value read on the host
     during it. Needs --replay-on-device. On a CPU the same code runs without graphs (equal to the default update bit
     for bit)."""
+    cudnn_conv_relu: bool = False
+    """On a CUDA device, each convolution of the encoders with its bias and ReLU as one cuDNN kernel
+    (torch.cudnn_convolution_relu) instead of PyTorch's three (the convolution, then the bias added, then the ReLU,
+    each reading and writing the activation); the backward is autograd's own for the two (rl_curl.networks.ConvReLU).
+    The same update within float rounding: scripts/bench_curl_gpu.py's self-test compares it with the default on the
+    GPU. On a CPU it is the default computation, bit for bit."""
     mixed_precision: Literal["no", "bf16"] = "no"
     """Mixed precision (bf16 autocast through accelerate) of the forward passes; losses are float32 inside."""
     report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)

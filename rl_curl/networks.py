@@ -7,6 +7,7 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 def weight_init(m: nn.Module) -> None:
@@ -57,8 +58,59 @@ class ScaledPixels:
         self.data = scale_pixels(obs, dtype)
 
 
+class ConvReLU(torch.autograd.Function):
+    """``relu(conv2d(x, w, b))`` as one operation whose backward is autograd's own for the two: the ReLU's by its
+    output (``threshold_backward``, as for ``relu_``), then ``convolution_backward`` with the same arguments as
+    autograd's convolution node, so the gradients are the default computation's. The forward on a CUDA device is one
+    cuDNN kernel (``torch.cudnn_convolution_relu``: convolution, bias and ReLU fused) where PyTorch's convolution
+    launches three (the convolution, then the bias added, then the ReLU, each reading and writing the activation);
+    elsewhere it is ``relu_(conv2d(...))``, the default computation bit for bit."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding, dilation, groups):
+        if x.is_cuda:
+            y = torch.cudnn_convolution_relu(x, weight, bias, stride, padding, dilation, groups)
+        else:
+            y = torch.relu_(F.conv2d(x, weight, bias, stride, padding, dilation, groups))
+        ctx.save_for_backward(x, weight, y)
+        ctx.args = (stride, padding, dilation, groups, bias is not None)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x, weight, y = ctx.saved_tensors
+        stride, padding, dilation, groups, has_bias = ctx.args
+        grad = torch.ops.aten.threshold_backward(grad_y, y, 0)
+        mask = [ctx.needs_input_grad[0], ctx.needs_input_grad[1], has_bias and ctx.needs_input_grad[2]]
+        gx, gw, gb = torch.ops.aten.convolution_backward(
+            grad, x, weight, [weight.shape[0]] if has_bias else None, list(stride), list(padding), list(dilation),
+            False, [0] * len(stride), groups, mask)
+        return gx, gw, gb, None, None, None, None
+
+
+def conv_relu(conv: nn.Conv2d, h: torch.Tensor) -> torch.Tensor:
+    """``relu(conv(h))`` through :class:`ConvReLU`; under autocast its inputs are cast first, as autocast casts a
+    convolution's (input, weight and bias to the autocast dtype, the casts recorded for the backward)."""
+    if conv.padding_mode != "zeros" or isinstance(conv.padding, str):
+        raise ValueError("conv_relu takes convolutions with numeric zero padding")
+    w, b = conv.weight, conv.bias
+    try:
+        cast = torch.is_autocast_enabled(h.device.type)
+    except RuntimeError:  # a device type without autocast (meta)
+        cast = False
+    if cast:
+        dtype = torch.get_autocast_dtype(h.device.type)
+        h, w, b = h.to(dtype), w.to(dtype), (b.to(dtype) if b is not None else None)
+    return ConvReLU.apply(h, w, b, conv.stride, conv.padding, conv.dilation, conv.groups)
+
+
 class ConvTrunk(nn.Module):
-    """4 conv 3x3 layers (stride 2 then 1) with ReLU on uint8 pixels scaled to [0, 1]."""
+    """4 conv 3x3 layers (stride 2 then 1) with ReLU on uint8 pixels scaled to [0, 1].
+
+    ``cudnn_relu`` (set by the agent from ``--cudnn-conv-relu``; not part of the state): each layer through
+    :func:`conv_relu`, one fused cuDNN kernel per convolution on a CUDA device; the default computation elsewhere."""
+
+    cudnn_relu: bool = False
 
     def __init__(self, in_channels: int, image_size: int, num_filters: int = 32, num_layers: int = 4):
         super().__init__()
@@ -72,7 +124,10 @@ class ConvTrunk(nn.Module):
         # the layout tensor cores want on GPU.
         h = obs.data if isinstance(obs, ScaledPixels) else scale_pixels(obs, self.convs[0].weight.dtype)
         for conv in self.convs:
-            h = torch.relu_(conv(h))  # in place: a conv's backward does not need its output
+            if self.cudnn_relu:
+                h = conv_relu(conv, h)
+            else:
+                h = torch.relu_(conv(h))  # in place: a conv's backward does not need its output
         # Features in (row, column, channel) order: a free view of channels-last activations. Flattening
         # in (channel, row, column) order instead copied them, and its gradient came back in the other
         # layout, which made the last ReLU backward about 10x slower (a mixed-layout elementwise kernel).

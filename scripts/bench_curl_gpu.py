@@ -14,11 +14,16 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    ``checked`` (the update as of commit b3b304f: the losses' host checks on, one device sync per update; host
    replay), ``default`` (today's default: no host check; host replay), ``device_replay`` (the same, replay on the
    GPU), ``graphs`` (--cuda-graphs --replay-on-device), ``graphs_bf16`` (with --mixed-precision bf16), and
-   ``graphs_fused`` (the fused schedule: not the official update, half the convolutions). Each with its TFLOP/s
-   and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator reads its
-   inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
-3. **Profile** (profile.txt; "profile"): torch.profiler over a few updates of ``checked`` and ``graphs``: kernels
-   per update, their summed GPU time, the host's time, and the 15 kernels that take the most GPU time.
+   ``graphs_fused`` (the fused schedule: not the official update, half the convolutions), ``graphs_convrelu``
+   (``graphs`` with --cudnn-conv-relu: each convolution, its bias and its ReLU one cuDNN kernel), timed in the order
+   checked, default, graphs, graphs_convrelu, then the others (a deadline skips the last first). Each with its
+   TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
+   reads its inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
+   The byte count sees operators as dispatched: the bias add that PyTorch's cuDNN convolution launches inside the
+   operator is not in it, so the default's count is low by one read and write of every convolution's output.
+3. **Profile** (profile.txt; "profile"): torch.profiler over a few updates of ``checked``, ``graphs`` and
+   ``graphs_convrelu``: kernels per update, their summed GPU time, the host's time, and the 15 kernels that take the
+   most GPU time.
 
 Every step is guarded: a variant that fails is recorded with its error and the rest go on, so the command always
 leaves its files. On a CPU (the tests) the same runs with tiny networks (``--tiny``): graphs become eager updates.
@@ -52,13 +57,16 @@ from rl_curl.replay import FrameReplay
 VARIANTS = {
     "checked": dict(device_replay=False, graphs=False, bf16=False, host_checks=True, update="official"),
     "default": dict(device_replay=False, graphs=False, bf16=False, host_checks=False, update="official"),
-    "device_replay": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official"),
     "graphs": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="official"),
+    "graphs_convrelu": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="official",
+                            conv_relu=True),
+    "device_replay": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official"),
     "graphs_bf16": dict(device_replay=True, graphs=True, bf16=True, host_checks=False, update="official"),
     "graphs_fused": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="fused"),
 }
+#: (timed in this order: what --speed auto chooses among comes first, in case the deadline cuts the list short)
 #: The self-test: (fast path, the path it must equal).
-SELFTESTS = (("graphs", "default"), ("graphs_fused", "default_fused"))
+SELFTESTS = (("graphs", "default"), ("graphs_fused", "default_fused"), ("graphs_convrelu", "default"))
 TINY = dict(num_filters=4, num_layers=2, hidden_dim=16, feature_dim=8, image_size=20, crop_size=16)
 
 
@@ -75,7 +83,7 @@ class Args:
     repeats: int = 2
     """Timed repetitions per variant (the spread says how much a difference must be to count)."""
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    """Variants to time: checked, default, device_replay, graphs, graphs_bf16, graphs_fused."""
+    """Variants to time: checked, default, graphs, graphs_convrelu, device_replay, graphs_bf16, graphs_fused."""
     selftest_updates: int = 4
     """Updates compared in the self-test."""
     tolerance: float = 1e-4
@@ -97,8 +105,9 @@ class Args:
 # ------------------------------------------------------------------------------------------------- set-up
 
 
-def config(args: Args, update: str = "official") -> Config:
-    return Config(batch_size=args.batch, update=update, **(TINY if args.tiny else {})).resolved()
+def config(args: Args, update: str = "official", conv_relu: bool = False) -> Config:
+    return Config(batch_size=args.batch, update=update, cudnn_conv_relu=conv_relu,
+                  **(TINY if args.tiny else {})).resolved()
 
 
 def make_agent(cfg: Config, device: torch.device, bf16: bool = False, host_checks: bool = False) -> CurlAgent:
@@ -128,7 +137,7 @@ def make_replay(cfg: Config, capacity: int, device: torch.device | None) -> Fram
 
 def stepper(args: Args, v: dict, device: torch.device, agent: CurlAgent | None = None):
     """``(agent, step(i) -> metrics)`` of a variant: one update at step i, its batch sampled as rl_curl.train does."""
-    cfg = config(args, v["update"])
+    cfg = config(args, v["update"], v.get("conv_relu", False))
     agent = agent or make_agent(cfg, device, v["bf16"], v["host_checks"])
     rep = make_replay(cfg, args.capacity, device if v["device_replay"] else None)
     if v["graphs"]:
@@ -243,7 +252,7 @@ def work_per_update(args: Args, device: torch.device) -> dict:
     from torch.utils.flop_counter import FlopCounterMode
 
     out: dict = {}
-    for name in ("default", "graphs_bf16"):
+    for name in ("default", "graphs_bf16", "graphs_convrelu"):
         try:
             v = {**VARIANTS[name], "graphs": False, "device_replay": False}
             agent, step = stepper(args, v, device)
@@ -254,7 +263,7 @@ def work_per_update(args: Args, device: torch.device) -> dict:
                     step(i)
                 flops.append(fc.get_total_flops())
                 moved.append(bytes_touched(functools.partial(step, i + 2)))
-            key = "bf16" if v["bf16"] else "float32"
+            key = "bf16" if v["bf16"] else ("float32_convrelu" if v.get("conv_relu") else "float32")
             out[f"flops_{key}"], out[f"bytes_{key}"] = float(np.mean(flops)), float(np.mean(moved))
         except Exception as err:
             out[f"error_{name}"] = repr(err)
@@ -292,7 +301,9 @@ def time_variant(args: Args, name: str, device: torch.device, work: dict) -> dic
             gpu_ms.append(round(start.elapsed_time(end) / args.updates, 3) if start is not None else round(wall, 3))
         row.update(ms_per_update=gpu_ms, wall_ms_per_update=wall_ms, median_ms=float(np.median(gpu_ms)),
                    finite=bool(agent.check_finite()))
-        flops, moved = work.get("flops_float32"), work.get("bytes_bf16" if v["bf16"] else "bytes_float32")
+        flops = work.get("flops_float32")
+        moved = work.get("bytes_bf16" if v["bf16"] else
+                         ("bytes_float32_convrelu" if v.get("conv_relu") else "bytes_float32"))
         if flops:
             row["tflops"] = float(f"{flops / (row['median_ms'] / 1000) / 1e12:.4g}")
         if moved and v["update"] == "official":  # the fused schedule touches less: not counted
@@ -384,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     work = report["work_per_update"]
     report["flops_per_update"] = work.get("flops_float32")
     print(f"  per update: {work.get('flops_float32', 0) / 1e12:.4g} TFLOP, {work.get('bytes_float32', 0) / 1e9:.4g} GB "
-          f"touched in float32 ({work.get('bytes_bf16', 0) / 1e9:.4g} GB under bf16 autocast)", flush=True)
+          f"touched in float32 ({work.get('bytes_bf16', 0) / 1e9:.4g} GB under bf16 autocast, "
+          f"{work.get('bytes_float32_convrelu', 0) / 1e9:.4g} GB with --cudnn-conv-relu)", flush=True)
     report["variants"] = []
     for v in args.variants:
         if time.perf_counter() - t_start > args.deadline:
@@ -406,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     report["profile"] = []
     if args.profile_updates > 0:
         texts = []
-        for v in ("checked", "graphs"):
+        for v in ("checked", "graphs", "graphs_convrelu"):
             if time.perf_counter() - t_start > args.deadline:
                 report["profile"].append({"name": v, "skipped": f"past the {args.deadline:.0f} s deadline"})
                 continue

@@ -97,8 +97,9 @@ class RunArgs:
     bench_extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     """Extra options for scripts/bench_curl_gpu.py, written with '=' (--bench-extra=--updates=20)."""
     speed: Literal["auto", "default", "graphs"] = "default"
-    """How the runs update. default: rl_curl.train's default. graphs: --cuda-graphs --replay-on-device. auto: graphs
-    when --bench's self-test passed and graphs timed faster than the default, else the default."""
+    """How the runs update. default: rl_curl.train's default. graphs: --cuda-graphs --replay-on-device. auto: the
+    fastest of the bench's fast paths (graphs; graphs with --cudnn-conv-relu) whose own self-test passed, when it
+    timed faster than the default; else the default."""
     fit: bool = False
     """Start only as many of the runs (seed by seed: every objective of a seed before the next seed, so the runs
     that start pair up) as the estimate from --bench's update time and this machine's environment speed says can
@@ -407,6 +408,13 @@ def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
 
 
 GRAPH_FLAGS = ("--cuda-graphs", "--replay-on-device")
+#: The fast paths --speed auto chooses from: the bench's variant -> rl_curl.train's flags.
+FAST_PATHS = {"graphs": GRAPH_FLAGS, "graphs_convrelu": (*GRAPH_FLAGS, "--cudnn-conv-relu")}
+
+
+def variant_of(flags: tuple[str, ...]) -> str:
+    """The bench variant whose update the runs with ``flags`` make."""
+    return next((name for name, f in FAST_PATHS.items() if tuple(flags) == f), "default")
 
 
 def run_flags(n_runs: int, cpus: int) -> tuple[str, ...]:
@@ -445,13 +453,22 @@ def choose_speed(mode: str, bench: dict | None) -> tuple[tuple[str, ...], str]:
         return GRAPH_FLAGS, "CUDA graphs (--speed graphs)"
     if not bench:
         return (), "default: --speed auto without a bench report"
-    if not bench.get("selftest", {}).get("passed"):
+    test = bench.get("selftest", {})
+    checks = test.get("checks")
+    # each fast path by its own check (a report without the list: its one verdict, for graphs)
+    passed = ({c.get("path") for c in checks if c.get("passed")} if checks is not None
+              else ({"graphs"} if test.get("passed") else set()))
+    if not passed & set(FAST_PATHS):
         return (), "default: the fast path's self-test did not pass (selftest.txt)"
     med = {r.get("name"): r.get("median_ms") for r in bench.get("variants", [])}
-    g, d = med.get("graphs"), med.get("default")
-    if g and d and g < d:
-        return GRAPH_FLAGS, f"CUDA graphs: {g:.2f} ms per update against the default's {d:.2f}, self-test passed"
-    return (), f"default: CUDA graphs timed {g} ms per update, the default {d}"
+    d = med.get("default")
+    timed = {name: med[name] for name in FAST_PATHS if name in passed and med.get(name)}
+    if timed and d:
+        best = min(timed, key=timed.get)
+        if timed[best] < d:
+            return FAST_PATHS[best], (f"{' '.join(FAST_PATHS[best])}: {timed[best]:.2f} ms per update against the "
+                                      f"default's {d:.2f}, its self-test passed")
+    return (), f"default: the fast paths timed {timed or 'nothing'} ms per update, the default {d}"
 
 
 def seconds_per_env_step(cfg) -> float:
@@ -484,7 +501,7 @@ def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[s
     """The first runs (seed by seed) that :func:`estimate_seconds` says finish by the deadline, and the estimate."""
     from rl_curl.config import from_cli
 
-    variant = "graphs" if speed else "default"
+    variant = variant_of(speed)
     ms = next((r.get("median_ms") for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)
     if not ms:
         return jobs, {"fitted": False, "why": f"no {variant} update time from the bench: every run started"}
@@ -546,6 +563,8 @@ def run_slice(args: RunArgs) -> int:
                   "fit": fit, "run_flags": list(flags),
                   "bench": None if bench is None else {
                       "selftest_passed": bench.get("selftest", {}).get("passed"),
+                      "selftest_paths": {c.get("path"): c.get("passed")
+                                         for c in bench.get("selftest", {}).get("checks", [])},
                       "ms_per_update": {r.get("name"): r.get("median_ms") for r in bench.get("variants", [])}},
                   "together_env_steps_per_second": together_rate(runs),
                   "runs": [{"name": row["name"], "env_steps_reached": row["env_steps_reached"],

@@ -125,7 +125,7 @@ def test_slice_script_without_its_packages_or_wheels_says_what_to_do(tmp_path):
 
 
 def test_speed_choice_and_the_fit_estimate():
-    from table3_gpu import GRAPH_FLAGS, choose_speed, estimate_seconds, run_flags
+    from table3_gpu import GRAPH_FLAGS, choose_speed, estimate_seconds, run_flags, variant_of
 
     bench = {"selftest": {"passed": True}, "variants": [{"name": "default", "median_ms": 12.0},
                                                         {"name": "graphs", "median_ms": 3.0}]}
@@ -135,6 +135,17 @@ def test_speed_choice_and_the_fit_estimate():
     slower = {**bench, "variants": [{"name": "default", "median_ms": 2.0}, {"name": "graphs", "median_ms": 3.0}]}
     assert choose_speed("auto", slower)[0] == () and choose_speed("auto", None)[0] == ()
     assert choose_speed("graphs", None)[0] == GRAPH_FLAGS and choose_speed("default", bench)[0] == ()
+    # each fast path by its own self-test: the fastest that passed, if it beats the default
+    checks = [{"path": "graphs", "passed": True}, {"path": "graphs_fused", "passed": False},
+              {"path": "graphs_convrelu", "passed": True}]
+    three = {"selftest": {"passed": False, "checks": checks},
+             "variants": [*bench["variants"], {"name": "graphs_convrelu", "median_ms": 2.5}]}
+    flags, why = choose_speed("auto", three)
+    assert flags == (*GRAPH_FLAGS, "--cudnn-conv-relu") and variant_of(flags) == "graphs_convrelu" and "2.50" in why
+    checks[2]["passed"] = False  # its check failed: graphs, whose check passed
+    assert choose_speed("auto", three)[0] == GRAPH_FLAGS and variant_of(GRAPH_FLAGS) == "graphs"
+    checks[0]["passed"] = False
+    assert choose_speed("auto", three)[0] == () and variant_of(()) == "default"
     # one run is bound by its own serial work; many by the GPU (here) or the CPUs
     one = estimate_seconds(1, updates=11_500, ms_per_update=3.0, cpu_seconds=100.0, cpus=16)
     assert one == pytest.approx(30 + 34.5 + 100)
@@ -158,15 +169,23 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     files = sorted(p.name for p in (tmp_path / "pack").iterdir())
     assert files == sorted(table3_gpu.PACK_FILES + table3_gpu.BENCH_FILES) and len(files) <= 8
     bench = json.loads((tmp_path / "pack" / "update_bench.json").read_text())
-    assert bench["selftest"]["passed"] and {r["name"] for r in bench["variants"]} >= {"checked", "graphs"}
-    assert all("median_ms" in r for r in bench["variants"]) and bench["profile"]
+    assert bench["selftest"]["passed"] and {r["name"] for r in bench["variants"]} >= {"checked", "graphs",
+                                                                                       "graphs_convrelu"}
+    assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {"graphs", "graphs_fused",
+                                                                              "graphs_convrelu"}
+    assert all("median_ms" in r for r in bench["variants"])
+    assert [p["name"] for p in bench["profile"]] == ["checked", "graphs", "graphs_convrelu"]
+    assert bench["work_per_update"]["bytes_float32_convrelu"] > 0  # on a CPU the default's computation
     thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
     assert thr["bench"]["selftest_passed"] and thr["speed"]["why"] and thr["fit"]["fitted"]
     assert 1 <= thr["fit"]["runs"] <= 4 and len(thr["runs"]) == thr["fit"]["runs"]
-    graphs = thr["speed"]["flags"] == ["--cuda-graphs", "--replay-on-device"]
+    fast = thr["speed"]["flags"]
+    graphs, conv_relu = "--cuda-graphs" in fast, "--cudnn-conv-relu" in fast
+    assert thr["bench"]["selftest_paths"]["graphs_convrelu"] is True
     runs = unpack(tmp_path / "pack", tmp_path / "x")
     assert [m["seed"] for m in sorted(runs.values(), key=lambda m: m["command"])]  # the runs ran
     for name in runs:
         cfg = json.loads((tmp_path / "x" / name / "config.json").read_text())
         assert cfg["cuda_graphs"] == graphs and cfg["replay_on_device"] == graphs
+        assert cfg["cudnn_conv_relu"] == conv_relu
     assert "updates:" in (tmp_path / "pack" / "slice.txt").read_text()

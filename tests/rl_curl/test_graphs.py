@@ -103,11 +103,39 @@ def test_the_graphed_update_is_the_default_update_bit_for_bit(aux, tau_plus, m, 
 
 
 @pytest.mark.parametrize("update", ["official", "fused"])
+@pytest.mark.parametrize("aux,tau_plus,m", CASES)
+def test_the_update_with_cudnn_conv_relu_is_the_default_update_bit_for_bit(aux, tau_plus, m, update):
+    """--cudnn-conv-relu, eagerly and in the graphed update: on a CPU its forward is the default's and its backward is
+    autograd's own for a convolution and a ReLU, so every metric, parameter and optimiser state is the same bits."""
+    kw = dict(aux=aux, tau_plus=tau_plus, positives=m, update=update)
+    default, eager, graphed = make_agent(**kw), make_agent(cudnn_conv_relu=True, **kw), \
+        make_agent(cudnn_conv_relu=True, **kw)
+    assert eager.critic.encoder.trunk.cudnn_relu and eager.critic_target.encoder.trunk.cudnn_relu
+    host, host2, dev = filled_replay(), filled_replay(), filled_replay(device="cpu")
+    fast = GraphedUpdate(graphed, dev, B)
+    for step in range(4):  # with and without the actor and the targets
+        torch.manual_seed(100 + step)
+        want = default.update(host.sample(B), step)
+        torch.manual_seed(100 + step)
+        got_eager = eager.update(host2.sample(B), step)
+        torch.manual_seed(100 + step)
+        got_graphed = fast.update(dev.sample_indices(B), step)
+        for got in (got_eager, got_graphed):
+            assert want.keys() == got.keys()
+            for k in want:
+                assert torch.equal(want[k], got[k]), (step, k)
+    same_state(default, eager)
+    same_state(default, graphed)
+
+
+@pytest.mark.parametrize("update", ["official", "fused"])
 @pytest.mark.parametrize("aux", ["curl", "debiased", "hard"])
-def test_the_update_reads_no_value_on_the_host(aux, update):
+@pytest.mark.parametrize("conv_relu", [False, True])
+def test_the_update_reads_no_value_on_the_host(aux, update, conv_relu):
     """On the meta device tensors have no values: any .item(), .tolist(), bool(t) or data-dependent shape in the
     update raises there. The Adam steps are left out (PyTorch's capturable Adam is its own)."""
-    agent = make_agent(aux=aux, tau_plus=0.0 if aux == "curl" else 0.1, positives=2, update=update).to("meta")
+    agent = make_agent(aux=aux, tau_plus=0.0 if aux == "curl" else 0.1, positives=2, update=update,
+                       cudnn_conv_relu=conv_relu).to("meta")
     for opt in agent.optimizers().values():
         opt.step = lambda *a, **k: None
     rep = FrameReplay(40, OBS, 2, 3, device="meta")
@@ -173,7 +201,8 @@ def test_a_run_with_cuda_graphs_is_the_default_run_and_resumes_exactly(tmp_path)
     assert all(torch.equal(a[k], b[k]) for k in a)
     # stopped after one episode and resumed (the flag is free to change on resume): the same run again
     run(tiny_config(output_dir=str(tmp_path / "part"), env_steps=1000, checkpoint_every=1000, **BASE, **fast))
-    run(tiny_config(output_dir=str(tmp_path / "part"), env_steps=2000, checkpoint_every=1000, resume=True, **BASE))
+    run(tiny_config(output_dir=str(tmp_path / "part"), env_steps=2000, checkpoint_every=1000, resume=True,
+                    cudnn_conv_relu=True, **BASE))  # --cudnn-conv-relu is free to change on resume too
     assert rows(tmp_path / "default" / "log.csv") == rows(tmp_path / "part" / "log.csv")
     returns = lambda out: [(r["env_step"], r["eval_return_mean"]) for r in rows(out / "eval.csv")]  # noqa: E731
     assert returns(tmp_path / "default") == returns(tmp_path / "part")  # (the episode column of a run's end differs)
