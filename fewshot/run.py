@@ -346,14 +346,22 @@ def recorded_config(cfg: AnyConfig) -> dict:
     return record
 
 
+#: Options a resume may change (to train a run on for longer) that change what a finished run is: a grid compares them
+#: (an image run's --max-steps only when --passes does not set it).
+FINISHED_COMPARED = frozenset({"max_steps", "passes"})
+
+
 def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
     """A grid script's check of a run folder it would skip as finished: the run counts only if it was made with
-    ``cfg``'s options (its config.json against :func:`recorded_config`, the configuration's free fields and the
-    process count aside) and, for an option left unset whose default has changed (``RESOLVED_DEFAULTS``), with the
-    value that default now resolves to (as its metrics.json records it); otherwise one line naming each field that
-    differs."""
+    ``cfg``'s options (its config.json against :func:`recorded_config`; the configuration's free fields and the
+    process count aside, but not the training length, ``FINISHED_COMPARED``) and, for an option left unset whose
+    default has changed (``RESOLVED_DEFAULTS``), with the value that default now resolves to (as its metrics.json
+    records it); otherwise one line naming each field that differs."""
     from shared_losses.training.runtime import config_changes, read_json_file
 
+    if not (Path(folder) / "config.json").exists():
+        raise ValueError(f"{folder} has metrics.json but no config.json: cannot tell which options it was run with; "
+                         "move it aside or use another --out")
     saved = read_json_file(Path(folder) / "config.json", "run's configuration")
     saved = {k: v for k, v in saved.items() if k not in ("prior_used", "prior_source")}
     if RESOLVED_KEY not in saved and type(cfg).RESOLVED_DEFAULTS and (Path(folder) / "metrics.json").exists():
@@ -361,7 +369,11 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
         # recorded a key used the value ``before``)
         metrics = read_json_file(Path(folder) / "metrics.json", "run's metrics")
         saved[RESOLVED_KEY] = {key: metrics.get(key, before) for _, key, before in type(cfg).RESOLVED_DEFAULTS}
-    changes = config_changes(*comparable_configs(saved, cfg), free=set(type(cfg).RESUME_FREE) | {"num_processes"})
+    compared = set(FINISHED_COMPARED)
+    if saved.get("passes") is not None and getattr(cfg, "passes", None) is not None:
+        compared.discard("max_steps")  # both set by --passes: the run recorded the steps they resolved to on its pool
+    free = (set(type(cfg).RESUME_FREE) - compared) | {"num_processes"}
+    changes = config_changes(*comparable_configs(saved, cfg), free=free)
     if changes:
         fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
         raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "

@@ -48,7 +48,8 @@ from shared_losses.training.cli import HelpFormatter, run_cli
 
 from fewshot import objectives as FO
 from fewshot.config import PRESETS, FewShotConfig, preset_config
-from shared_losses.training.runtime import config_changes, write_json_atomic
+from fewshot.run import refuse_other_finished_run
+from shared_losses.training.runtime import write_json_atomic
 from shared_losses.training.stats import paired_stats, summarize
 from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
 
@@ -178,25 +179,6 @@ def train_command(preset, cfg: FewShotConfig) -> list[str]:
     cfg = dataclasses.replace(cfg, progress=False)
     return [sys.executable, "-m", "fewshot.train", *(["--preset", preset] if preset else []),
             *dataclass_flags(cfg, preset_config(preset))]
-
-
-def check_finished(folder: Path, cfg: FewShotConfig) -> None:
-    """Refuse a finished run made with other options than the sweep asks for: it would be skipped and
-    counted in a table whose header names the current options."""
-    f = Path(folder) / "config.json"
-    if not f.exists():
-        raise SystemExit(f"{folder} has metrics.json but no config.json: cannot tell which options it was run with")
-    from fewshot.run import comparable_configs
-
-    # --pooling auto compares as what it resolves to for the encoder (runs from before auto saved cls or mean)
-    saved, current = comparable_configs(json.loads(f.read_text()), cfg)
-    changed = config_changes(saved, current,
-                             free={"resume", "output_dir", "prior_used", "prior_source", "device", "export",
-                                   "progress", "num_processes"})
-    if changed:
-        raise SystemExit(f"{folder} was run with other options ("
-                         + ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changed)
-                         + "); pass the same options, or use another --out for the new ones")
 
 
 def read_metrics(out: Path, methods, ns, seeds) -> dict:
@@ -565,7 +547,7 @@ def main(argv=None):
                 check_run(cfg)  # the grid's own options first (--seeds, --ns), named as the grid spells them
                 cfg.validate()  # a bad option fails here, before hours of runs
                 if (folder / "metrics.json").exists():
-                    check_finished(folder, cfg)
+                    refuse_other_finished_run(folder, cfg)  # counted only if made with these options
                     finished += 1
                 elif m in run_methods:
                     todo.append((m, n, s, cfg))

@@ -240,6 +240,44 @@ def test_a_finished_run_made_under_an_older_default_is_refused_by_what_it_used(t
     refuse_other_finished_run(finished(raw, {}, before_the_record=True), raw)
 
 
+def test_a_finished_run_of_another_training_length_is_refused_though_a_resume_may_change_it(tmp_path):
+    """A resume may change --max-steps (to train on); a grid that finds a finished run must not count a run of another
+    length in a table whose header names this one (it did, for the image grids, until 2026-11-29). Options that do not
+    change the result (logging, checkpoints) stay free; a run without config.json is refused by name."""
+    from fewshot.config import FewShotConfig
+    from fewshot.run import recorded_config, refuse_other_finished_run
+    from shared_losses.training.runtime import write_json_atomic
+
+    def finished(cfg, name):
+        folder = tmp_path / name
+        folder.mkdir()
+        write_json_atomic(folder / "config.json", recorded_config(cfg))
+        write_json_atomic(folder / "metrics.json", {})
+        return folder
+
+    made = ImageConfig(setting="pu", n_labeled=50, max_steps=300, passes=None)  # --max-steps 300
+    folder = finished(made, "image")
+    with pytest.raises(ValueError, match=r"max_steps: 300 -> 600"):
+        refuse_other_finished_run(folder, ImageConfig(setting="pu", n_labeled=50, max_steps=600, passes=None))
+    with pytest.raises(ValueError, match=r"passes: None -> 5.0"):
+        refuse_other_finished_run(folder, ImageConfig(setting="pu", n_labeled=50, passes=5.0))
+    refuse_other_finished_run(folder, ImageConfig(setting="pu", n_labeled=50, max_steps=300, passes=None, log_every=7,
+                                                  checkpoint_every=11, progress=False))
+    # --passes: the run records the steps they resolved to on its pool (108 on the 8x8 digits), the grid's
+    # configuration the unresolved default; the passes are compared
+    by_passes = finished(ImageConfig(setting="pu", n_labeled=50, max_steps=108), "passes")
+    refuse_other_finished_run(by_passes, ImageConfig(setting="pu", n_labeled=50))
+    with pytest.raises(ValueError, match=r"passes: 21.94\d* -> 10.0"):
+        refuse_other_finished_run(by_passes, ImageConfig(setting="pu", n_labeled=50, passes=10.0))
+    text = finished(FewShotConfig(n_labeled=20, max_steps=40), "text")
+    with pytest.raises(ValueError, match=r"max_steps: 40 -> 200"):
+        refuse_other_finished_run(text, FewShotConfig(n_labeled=20, max_steps=200))
+    refuse_other_finished_run(text, FewShotConfig(n_labeled=20, max_steps=40, eval_every=5))
+    (text / "config.json").unlink()
+    with pytest.raises(ValueError, match="has metrics.json but no config.json: cannot tell which options"):
+        refuse_other_finished_run(text, FewShotConfig(n_labeled=20, max_steps=40))
+
+
 def test_a_run_is_not_resumed_under_a_default_that_changed_after_it_started(npz, tmp_path, monkeypatch):  # noqa: F811
     """A checkpoint records what --label-pull resolved to; a resume under another default is refused by name, before
     anything is written, and resumes when the command states the run's value."""
