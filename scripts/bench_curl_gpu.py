@@ -15,7 +15,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    replay), ``default`` (today's default: no host check; host replay), ``device_replay`` (the same, replay on the
    GPU), ``graphs`` (--cuda-graphs --replay-on-device), ``graphs_bf16`` (with --mixed-precision bf16), and
    ``graphs_fused`` (the fused schedule: not the official update, half the convolutions), ``graphs_convrelu``
-   (``graphs`` with --cudnn-conv-relu: each convolution, its bias and its ReLU one cuDNN kernel), timed in the order
+   (``graphs`` with --cudnn-conv-relu: each convolution, its bias and its ReLU one cuDNN kernel) and
+   ``graphs_bf16_convrelu`` (both), timed in the order
    checked, default, graphs, graphs_convrelu, then the others (a deadline skips the last first). Each with its
    TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
    reads its inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
@@ -63,6 +64,8 @@ VARIANTS = {
     "device_replay": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official"),
     "graphs_bf16": dict(device_replay=True, graphs=True, bf16=True, host_checks=False, update="official"),
     "graphs_fused": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="fused"),
+    "graphs_bf16_convrelu": dict(device_replay=True, graphs=True, bf16=True, host_checks=False, update="official",
+                                 conv_relu=True),
 }
 #: (timed in this order: what --speed auto chooses among comes first, in case the deadline cuts the list short)
 #: The self-test: (fast path, the path it must equal).
@@ -83,7 +86,8 @@ class Args:
     repeats: int = 2
     """Timed repetitions per variant (the spread says how much a difference must be to count)."""
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    """Variants to time: checked, default, graphs, graphs_convrelu, device_replay, graphs_bf16, graphs_fused."""
+    """Variants to time: checked, default, graphs, graphs_convrelu, device_replay, graphs_bf16, graphs_fused,
+    graphs_bf16_convrelu."""
     selftest_updates: int = 4
     """Updates compared in the self-test."""
     tolerance: float = 1e-4
@@ -246,13 +250,18 @@ def bytes_touched(fn) -> float:
     return float(Count.total)
 
 
+def work_key(v: dict) -> str:
+    """The suffix of a variant's counts in work_per_update: float32 or bf16, and _convrelu with --cudnn-conv-relu."""
+    return ("bf16" if v["bf16"] else "float32") + ("_convrelu" if v.get("conv_relu") else "")
+
+
 def work_per_update(args: Args, device: torch.device) -> dict:
     """FLOPs (torch's FlopCounterMode) and bytes touched (:func:`bytes_touched`) of one update, the mean of one
     without and one with the actor step, in float32 and under bf16 autocast: the two numbers behind every time."""
     from torch.utils.flop_counter import FlopCounterMode
 
     out: dict = {}
-    for name in ("default", "graphs_bf16", "graphs_convrelu"):
+    for name in ("default", "graphs_bf16", "graphs_convrelu", "graphs_bf16_convrelu"):
         try:
             v = {**VARIANTS[name], "graphs": False, "device_replay": False}
             agent, step = stepper(args, v, device)
@@ -263,7 +272,7 @@ def work_per_update(args: Args, device: torch.device) -> dict:
                     step(i)
                 flops.append(fc.get_total_flops())
                 moved.append(bytes_touched(functools.partial(step, i + 2)))
-            key = "bf16" if v["bf16"] else ("float32_convrelu" if v.get("conv_relu") else "float32")
+            key = work_key(v)
             out[f"flops_{key}"], out[f"bytes_{key}"] = float(np.mean(flops)), float(np.mean(moved))
         except Exception as err:
             out[f"error_{name}"] = repr(err)
@@ -301,9 +310,7 @@ def time_variant(args: Args, name: str, device: torch.device, work: dict) -> dic
             gpu_ms.append(round(start.elapsed_time(end) / args.updates, 3) if start is not None else round(wall, 3))
         row.update(ms_per_update=gpu_ms, wall_ms_per_update=wall_ms, median_ms=float(np.median(gpu_ms)),
                    finite=bool(agent.check_finite()))
-        flops = work.get("flops_float32")
-        moved = work.get("bytes_bf16" if v["bf16"] else
-                         ("bytes_float32_convrelu" if v.get("conv_relu") else "bytes_float32"))
+        flops, moved = work.get("flops_float32"), work.get(f"bytes_{work_key(v)}")
         if flops:
             row["tflops"] = float(f"{flops / (row['median_ms'] / 1000) / 1e12:.4g}")
         if moved and v["update"] == "official":  # the fused schedule touches less: not counted
@@ -396,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     report["flops_per_update"] = work.get("flops_float32")
     print(f"  per update: {work.get('flops_float32', 0) / 1e12:.4g} TFLOP, {work.get('bytes_float32', 0) / 1e9:.4g} GB "
           f"touched in float32 ({work.get('bytes_bf16', 0) / 1e9:.4g} GB under bf16 autocast, "
-          f"{work.get('bytes_float32_convrelu', 0) / 1e9:.4g} GB with --cudnn-conv-relu)", flush=True)
+          f"{work.get('bytes_float32_convrelu', 0) / 1e9:.4g} / {work.get('bytes_bf16_convrelu', 0) / 1e9:.4g} GB "
+          "with --cudnn-conv-relu)", flush=True)
     report["variants"] = []
     for v in args.variants:
         if time.perf_counter() - t_start > args.deadline:
