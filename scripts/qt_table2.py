@@ -458,13 +458,38 @@ def check_sweep(a, todo: list[dict]) -> None:
             root = resolve_data_dir(a.data, a.tasks)
             for task in a.tasks:
                 task_files(root, task)
+    stale = []
     for job in todo:
         cmd = job["train"]
         if cmd is not None and cmd[2] == "nlp_qt.train":
             try:
-                validate(from_cli(cmd[3:]))
+                cfg = from_cli(cmd[3:])
+                validate(cfg)
             except ValueError as err:
                 raise ValueError(f"{err} (nlp_qt.train's check of the sweep's run {job['dir']})") from None
+            stale += other_length(job["dir"], cfg)
+    if stale:
+        raise ValueError("finished trainings under --out ran for another length than this sweep asks (the run's -> "
+                         "the sweep's; nlp_qt.train leaves a finished run as it is when asked for fewer steps, so it "
+                         "would be counted as this sweep's): " + "; ".join(stale) + ". Use another --out, or the "
+                         "runs' --epochs / --max-steps")
+
+
+def other_length(run: Path, cfg) -> list[str]:
+    """``["RUN (field: the run's -> the sweep's, ...)"]`` when ``run`` holds a finished training that nlp_qt.train
+    would leave as it is for ``cfg`` (its own rule: the steps or epochs asked for are reached) but that was trained
+    for another --max-steps / --epochs; empty otherwise (no run, an unfinished one, or one the command trains on)."""
+    from shared_losses.training.runtime import read_json_file
+
+    if not ((run / "summary.json").exists() and (run / "config.json").exists()):
+        return []
+    done = read_json_file(run / "summary.json", "run's summary")
+    made = read_json_file(run / "config.json", "run's configuration")
+    left_as_is = ((cfg.max_steps is not None and done.get("step", 0) >= cfg.max_steps)
+                  or done.get("epoch", 0) >= cfg.epochs)
+    changed = [f"{k}: {made.get(k)!r} -> {getattr(cfg, k)!r}" for k in ("max_steps", "epochs")
+               if made.get(k) != getattr(cfg, k)]
+    return [f"{run} ({', '.join(changed)})"] if left_as_is and changed else []
 
 
 def main(argv=None) -> int:

@@ -260,3 +260,35 @@ def test_qt_table2_cpc_row_trains_cpc_with_its_encoder_beside_the_paper(tmp_path
     assert 0 <= summary["CPC τ⁺=0"]["MR"]["mean"] <= 100
     config = json.loads((tmp_path / "t2/cpc_0/seed0/config.json").read_text())
     assert (config["objective"], config["encoder"]) == ("cpc", "conv")
+
+
+def test_qt_table2_refuses_a_finished_training_of_another_length_before_anything_runs(tmp_path):
+    """nlp_qt.train leaves a finished run as it is when asked for fewer steps or epochs (right for one command); the
+    sweep would then count it as its own. The sweep refuses it by name before starting anything; a run it would
+    train on (asked for more) and a run of the same length pass."""
+    import importlib.util
+
+    from shared_losses.training.runtime import write_json_atomic
+
+    spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "sweep"
+    run = out / "qt" / "seed0"
+    run.mkdir(parents=True)
+    write_json_atomic(run / "summary.json", {"step": 6, "epoch": 0})
+    base = ["--corpus", str(ROOT / "nlp_qt/data/books"), "--data", "human", "--tasks", "RT", "--seeds", "0",
+            "--tau-plus", "0.01", "--out", str(out)]
+    a = mod.parse_args(base + ["--max-steps", "6", "--epochs", "1"])
+    write_json_atomic(run / "config.json", {"max_steps": 6, "epochs": 1})
+    cfg = lambda a: __import__("nlp_qt.config", fromlist=["from_cli"]).from_cli(  # noqa: E731
+        mod.train_command(a, run, "qt", 0.0, 0, a.max_steps)[3:])
+    assert mod.other_length(run, cfg(a)) == []  # the same length
+    assert mod.other_length(run, cfg(mod.parse_args(base + ["--max-steps", "9", "--epochs", "1"]))) == []  # trains on
+    shorter = mod.parse_args(base + ["--max-steps", "3", "--epochs", "1"])
+    assert mod.other_length(run, cfg(shorter)) == [f"{run} (max_steps: 6 -> 3)"]
+    assert mod.other_length(out / "debiased_0.01" / "seed0", cfg(shorter)) == []  # no run there yet
+    before = sorted(p.name for p in out.rglob("*"))
+    with pytest.raises(ValueError, match=r"finished trainings under --out ran for another length.*max_steps: 6 -> 3"):
+        mod.main(base + ["--max-steps", "3", "--epochs", "1"])
+    assert sorted(p.name for p in out.rglob("*")) == before  # nothing started, nothing written
