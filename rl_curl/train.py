@@ -606,7 +606,17 @@ class CurlApp(TrainingApp):
                 "train_from_env_step": self.start_step * self.ar,
                 "env_steps_per_second": (round((self.step - self.start_step) * self.ar / total, 1) if total > 0
                                          else None),
-                "time_seconds": times, "time_synced": bool(self.cfg.sync_timing)}
+                "time_seconds": times, "time_synced": bool(self.cfg.sync_timing), **gpu_memory(self.accelerator.device)}
+
+
+def gpu_memory(device: torch.device) -> dict:
+    """This process's peak GPU memory (GiB): what its tensors held at most (``max_memory_allocated``) and what
+    PyTorch's caching allocator kept from the GPU (``max_memory_reserved``: what other runs sharing the GPU could not
+    use). None off a CUDA device."""
+    if device.type != "cuda":
+        return {"gpu_peak_allocated_gib": None, "gpu_peak_reserved_gib": None}
+    return {"gpu_peak_allocated_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 3),
+            "gpu_peak_reserved_gib": round(torch.cuda.max_memory_reserved(device) / 2**30, 3)}
 
 
 def crossed(env_step: int, action_repeat: int, every: int) -> bool:

@@ -404,7 +404,8 @@ def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
             "env_steps": args.solo_env_steps, "wall_seconds": round(r.wall, 1),
             "env_steps_per_second": summary.get("env_steps_per_second"),
             "train_seconds": summary.get("train_seconds"), "time_seconds": summary.get("time_seconds"),
-            "command": job["cmd"][1:]}
+            "gpu_peak_allocated_gib": summary.get("gpu_peak_allocated_gib"),
+            "gpu_peak_reserved_gib": summary.get("gpu_peak_reserved_gib"), "command": job["cmd"][1:]}
 
 
 GRAPH_FLAGS = ("--cuda-graphs", "--replay-on-device")
@@ -571,6 +572,9 @@ def run_slice(args: RunArgs) -> int:
                             "finished": row["finished"], "wall_seconds": row["wall_seconds"],
                             "env_steps_per_second": rate(r),
                             "time_seconds": read_summary(r.out).get("time_seconds") if row["finished"] else None,
+                            # this run's process (a finished run's summary.json; None on a CPU or unfinished)
+                            **{k: read_summary(r.out).get(k) if row["finished"] else None
+                               for k in ("gpu_peak_allocated_gib", "gpu_peak_reserved_gib")},
                             "progress": r.samples[::max(1, len(r.samples) // 60)]}
                            for row, r in zip(rows, runs)]}
     (pack / "throughput.json").write_text(json.dumps(throughput, indent=1) + "\n")
@@ -588,11 +592,13 @@ def run_slice(args: RunArgs) -> int:
     elif solo:
         lines.append(f"alone: the solo run did not finish (exit {solo['exit_code']}; throughput.json has its log)")
     lines.append(f"together: {throughput['together_env_steps_per_second']} env steps/s in all")
+    memory = {r["name"]: r.get("gpu_peak_reserved_gib") for r in throughput["runs"]}
     for row in rows:
         state = ("finished" if row["finished"] else
                  f"UNFINISHED (reached {row['env_steps_reached']}, exit {row['exit_code']})")
         score = f", final eval {row['final_eval_return']:.2f}" if row["finished"] else ""
-        lines.append(f"  {row['name']}: {state} in {row['wall_seconds']:.0f} s{score}")
+        held = f", GPU memory {memory[row['name']]} GiB at most" if memory.get(row["name"]) is not None else ""
+        lines.append(f"  {row['name']}: {state} in {row['wall_seconds']:.0f} s{score}{held}")
     text = "\n".join(lines)
     (pack / "slice.txt").write_text(text + "\n")
     print(text, flush=True)

@@ -58,6 +58,8 @@ def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
         assert cfg["eval_parallel"] and cfg["batch_size"] == 8 and not cfg["save_replay"]
     thr = json.loads((tmp_path / "pack1" / "throughput.json").read_text())
     assert thr["solo"]["finished"] and thr["solo"]["time_seconds"]["update"] > 0
+    for r in (thr["solo"], *thr["runs"]):  # each run's GPU memory (None on a CPU)
+        assert r["gpu_peak_allocated_gib"] is None and r["gpu_peak_reserved_gib"] is None
     assert set(thr["solo"]["time_seconds"]) >= {"act", "update", "env", "eval", "replay_sample", "replay_add"}
     assert "--sync-timing" in thr["solo"]["command"] and len(thr["runs"]) == 2
     assert "together:" in (tmp_path / "pack1" / "slice.txt").read_text()

@@ -376,6 +376,16 @@ def test_summary_reports_where_the_time_went(tmp_path):
     assert all(v >= 0 for k, v in parts.items() if k != "other") and parts["update"] > 0 and parts["eval"] > 0
     assert sum(parts.values()) == pytest.approx(s["train_seconds"], abs=0.2)
     assert s["env_steps_per_second"] > 0 and s["time_synced"] is False
+    assert s["gpu_peak_allocated_gib"] is None and s["gpu_peak_reserved_gib"] is None  # a CPU run
+
+
+def test_gpu_memory_reports_the_processs_peaks_in_gib(monkeypatch):
+    from rl_curl.train import gpu_memory
+
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 3 * 2**30)
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device=None: 4.5 * 2**30)
+    assert gpu_memory(torch.device("cuda")) == {"gpu_peak_allocated_gib": 3.0, "gpu_peak_reserved_gib": 4.5}
+    assert gpu_memory(torch.device("cpu")) == {"gpu_peak_allocated_gib": None, "gpu_peak_reserved_gib": None}
 
 
 def test_build_imports_torchs_compiler_before_the_environment_loads_egl(tmp_path):
