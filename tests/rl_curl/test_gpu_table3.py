@@ -166,13 +166,16 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     res = slice_cmd(tmp_path / "pack", tmp_path / "work", "--seeds", "0", "1", "--env-steps", "1000", "--deadline",
                     "400", "--bench", "--bench-extra=--tiny", "--bench-extra=--updates=2",
                     "--bench-extra=--repeats=1", "--bench-extra=--capacity=100", "--bench-extra=--profile-updates=2",
+                    # the variants --speed auto chooses between (the others are the same code at other settings)
+                    "--bench-extra=--variants", "--bench-extra=checked", "--bench-extra=default",
+                    "--bench-extra=graphs", "--bench-extra=graphs_convrelu",
                     "--speed", "auto", "--fit")
     assert res.returncode == 0, res.stdout + res.stderr
     files = sorted(p.name for p in (tmp_path / "pack").iterdir())
     assert files == sorted(table3_gpu.PACK_FILES + table3_gpu.BENCH_FILES) and len(files) <= 8
     bench = json.loads((tmp_path / "pack" / "update_bench.json").read_text())
-    assert bench["selftest"]["passed"] and {r["name"] for r in bench["variants"]} >= {"checked", "graphs",
-                                                                                       "graphs_convrelu"}
+    assert bench["selftest"]["passed"] and [r["name"] for r in bench["variants"]] == ["checked", "default", "graphs",
+                                                                                       "graphs_convrelu"]
     assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {"graphs", "graphs_fused",
                                                                               "graphs_convrelu"}
     assert all("median_ms" in r for r in bench["variants"])
