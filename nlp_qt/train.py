@@ -86,6 +86,12 @@ def validate(cfg: Config) -> None:
             raise ValueError(f"{name} must be >= 1 (or None for the whole corpus), got {getattr(cfg, name)}")
 
 
+def trained_to_the_end(cfg: Config, step: int, epoch: int) -> bool:
+    """Whether a run at ``step`` / ``epoch`` has reached what ``cfg`` asks for (--max-steps, --epochs): a finished run
+    that has is left as it is (what scripts/qt_table2.py also needs to know about the runs it would count)."""
+    return (cfg.max_steps is not None and step >= cfg.max_steps) or epoch >= cfg.epochs
+
+
 def read_checked_word_vectors(cfg: Config):
     """``(words, vectors)`` of ``--word-vectors``, checked against the run's ``--word-dim`` and ``--lowercase``
     (read once, before the folder or the corpus is touched); None without the option."""
@@ -228,7 +234,7 @@ class QuickThoughtApp(TrainingApp):
         # a finished run that this command asks for no more steps is left exactly as it is
         if not ((h.out / "summary.json").exists() and (h.out / "model").is_dir()):
             return None
-        if (cfg.max_steps is not None and saved["step"] >= cfg.max_steps) or saved["epoch"] >= cfg.epochs:
+        if trained_to_the_end(cfg, saved["step"], saved["epoch"]):
             summary = read_json_file(h.out / "summary.json", "run's summary")
             if self.main:
                 print(f"{h.out} already holds this run, finished at step {summary['step']}; nothing to do "

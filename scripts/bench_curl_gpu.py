@@ -68,7 +68,6 @@ VARIANTS = {
     "graphs_bf16_convrelu": dict(device_replay=True, graphs=True, bf16=True, host_checks=False, update="official",
                                  conv_relu=True),
 }
-#: (timed in this order: what --speed auto chooses among comes first, in case the deadline cuts the list short)
 #: Timed first, before the profiles: the variants the slices choose between (and the first update, the baseline).
 PRIMARY = ("checked", "default", "graphs", "graphs_convrelu")
 #: Profiled (after PRIMARY, before the other variants).
@@ -262,7 +261,8 @@ def work_key(v: dict) -> str:
 
 def work_per_update(args: Args, device: torch.device) -> dict:
     """FLOPs (torch's FlopCounterMode) and bytes touched (:func:`bytes_touched`) of one update, the mean of one
-    without and one with the actor step, in float32 and under bf16 autocast: the two numbers behind every time."""
+    without and one with the actor step, in float32 and under bf16 autocast, each without and with
+    --cudnn-conv-relu (keys by :func:`work_key`): the two numbers behind every time."""
     from torch.utils.flop_counter import FlopCounterMode
 
     out: dict = {}

@@ -477,16 +477,16 @@ def check_sweep(a, todo: list[dict]) -> None:
 
 def other_length(run: Path, cfg) -> list[str]:
     """``["RUN (field: the run's -> the sweep's, ...)"]`` when ``run`` holds a finished training that nlp_qt.train
-    would leave as it is for ``cfg`` (its own rule: the steps or epochs asked for are reached) but that was trained
+    would leave as it is for ``cfg`` (its own rule, :func:`nlp_qt.train.trained_to_the_end`) but that was trained
     for another --max-steps / --epochs; empty otherwise (no run, an unfinished one, or one the command trains on)."""
+    from nlp_qt.train import trained_to_the_end
     from shared_losses.training.runtime import read_json_file
 
     if not ((run / "summary.json").exists() and (run / "config.json").exists()):
         return []
     done = read_json_file(run / "summary.json", "run's summary")
     made = read_json_file(run / "config.json", "run's configuration")
-    left_as_is = ((cfg.max_steps is not None and done.get("step", 0) >= cfg.max_steps)
-                  or done.get("epoch", 0) >= cfg.epochs)
+    left_as_is = trained_to_the_end(cfg, done.get("step", 0), done.get("epoch", 0))
     changed = [f"{k}: {made.get(k)!r} -> {getattr(cfg, k)!r}" for k in ("max_steps", "epochs")
                if made.get(k) != getattr(cfg, k)]
     return [f"{run} ({', '.join(changed)})"] if left_as_is and changed else []

@@ -560,6 +560,7 @@ def run_slice(args: RunArgs) -> int:
     solo = solo_timing(args, work, info) if args.solo_env_steps else None
     runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice")
     rows = pack_runs(runs, args, info, pack)
+    summaries = [read_summary(r.out) if row["finished"] else {} for row, r in zip(rows, runs)]
     throughput = {**info, "deadline": args.deadline, "solo": solo, "speed": {"flags": list(speed), "why": why},
                   "fit": fit, "run_flags": list(flags),
                   "bench": None if bench is None else {
@@ -571,12 +572,11 @@ def run_slice(args: RunArgs) -> int:
                   "runs": [{"name": row["name"], "env_steps_reached": row["env_steps_reached"],
                             "finished": row["finished"], "wall_seconds": row["wall_seconds"],
                             "env_steps_per_second": rate(r),
-                            "time_seconds": read_summary(r.out).get("time_seconds") if row["finished"] else None,
-                            # this run's process (a finished run's summary.json; None on a CPU or unfinished)
-                            **{k: read_summary(r.out).get(k) if row["finished"] else None
-                               for k in ("gpu_peak_allocated_gib", "gpu_peak_reserved_gib")},
+                            # from a finished run's summary.json (GPU memory: its process's; None on a CPU)
+                            **{k: summary.get(k) for k in ("time_seconds", "gpu_peak_allocated_gib",
+                                                           "gpu_peak_reserved_gib")},
                             "progress": r.samples[::max(1, len(r.samples) // 60)]}
-                           for row, r in zip(rows, runs)]}
+                           for row, r, summary in zip(rows, runs, summaries)]}
     (pack / "throughput.json").write_text(json.dumps(throughput, indent=1) + "\n")
     lines = [f"slice of {info['date']} on {name} (commit {info['commit'][:12]}), {len(runs)} runs together, "
              f"deadline {args.deadline:.0f} s; updates: {why}"]

@@ -268,6 +268,7 @@ def test_qt_table2_refuses_a_finished_training_of_another_length_before_anything
     train on (asked for more) and a run of the same length pass."""
     import importlib.util
 
+    from nlp_qt.config import from_cli
     from shared_losses.training.runtime import write_json_atomic
 
     spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
@@ -281,8 +282,9 @@ def test_qt_table2_refuses_a_finished_training_of_another_length_before_anything
             "--tau-plus", "0.01", "--out", str(out)]
     a = mod.parse_args(base + ["--max-steps", "6", "--epochs", "1"])
     write_json_atomic(run / "config.json", {"max_steps": 6, "epochs": 1})
-    cfg = lambda a: __import__("nlp_qt.config", fromlist=["from_cli"]).from_cli(  # noqa: E731
-        mod.train_command(a, run, "qt", 0.0, 0, a.max_steps)[3:])
+    def cfg(a):  # the sweep's training command for that run, as nlp_qt.train parses it
+        return from_cli(mod.train_command(a, run, "qt", 0.0, 0, a.max_steps)[3:])
+
     assert mod.other_length(run, cfg(a)) == []  # the same length
     assert mod.other_length(run, cfg(mod.parse_args(base + ["--max-steps", "9", "--epochs", "1"]))) == []  # trains on
     shorter = mod.parse_args(base + ["--max-steps", "3", "--epochs", "1"])
