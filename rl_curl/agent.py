@@ -42,15 +42,21 @@ def contrastive_logits(z_anchor: torch.Tensor, z_keys: list[torch.Tensor], score
 
 
 @torch.no_grad()
-def act_with(actor: Actor, obs, crop_size: int, autocast, device: torch.device, sample: bool = False):
+def act_with(actor: Actor, obs, crop_size: int, autocast, device: torch.device, sample: bool = False,
+             generator: torch.Generator | None = None):
     """``actor``'s actions for uint8 observations (see :meth:`CurlAgent.act`)."""
     x = torch.as_tensor(obs, device=device)
     if x.dim() not in (3, 4):
         raise ValueError(f"obs must be [C, H, W] or [B, C, H, W], got shape {tuple(x.shape)}")
     one = x.dim() == 3
     x = center_crop(x[None] if one else x, crop_size)
+    noise = None
+    if sample and generator is not None:  # the same draws as randn_like of the mean, from this generator
+        last = actor.trunk[-1]
+        noise = torch.randn((x.shape[0], last.out_features // 2), generator=generator, device=device,
+                            dtype=last.weight.dtype)
     with autocast():
-        mu, pi, _, _ = actor(x, sample=sample)
+        mu, pi, _, _ = actor(x, sample=sample, noise=noise)
     out = (pi if sample else mu).float().cpu().numpy()
     return out[0] if one else out
 
@@ -150,10 +156,11 @@ class CurlAgent(nn.Module):
         return self.log_alpha.exp()
 
     # ---------------------------------------------------------------------------------------------
-    def act(self, obs, sample: bool = False):
+    def act(self, obs, sample: bool = False, generator: torch.Generator | None = None):
         """Actions in [-1, 1] for one uint8 observation ``[C, H, W]`` (returns ``[action_dim]``) or a batch
-        ``[B, C, H, W]`` (returns ``[B, action_dim]``), centre-cropped as in CURL."""
-        return act_with(self.actor, obs, self.cfg.crop_size, self.autocast, self.log_alpha.device, sample)
+        ``[B, C, H, W]`` (returns ``[B, action_dim]``), centre-cropped as in CURL. ``sample``: the policy's sample,
+        its noise drawn from ``generator`` (None: the device's default generator)."""
+        return act_with(self.actor, obs, self.cfg.crop_size, self.autocast, self.log_alpha.device, sample, generator)
 
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, float]:
         """One full update at agent step ``step``: critic, actor + alpha (every k), targets (every k), aux (every k)."""
@@ -243,35 +250,49 @@ class CurlAgent(nn.Module):
             self.update_targets()
         return metrics
 
-    def update_critic(self, obs, action, reward, next_obs, not_done) -> dict[str, float]:
+    def critic_loss(self, obs, action, reward, next_obs, not_done, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """The critic's loss: both Q heads against the soft target of ``next_obs`` (the next action drawn with
+        ``noise``, the policy's standard normal draws; None: drawn here)."""
         with torch.no_grad(), self.autocast():
-            _, next_pi, next_log_pi, _ = self.actor(next_obs)
+            _, next_pi, next_log_pi, _ = self.actor(next_obs, noise=noise)
             tq1, tq2 = self.critic_target(next_obs, next_pi)
             target_v = full(torch.min(tq1, tq2)) - self.alpha.detach() * full(next_log_pi)
             target_q = reward + not_done * self.cfg.discount * target_v
         with self.autocast():
             q1, q2 = self.critic(obs, action)
-        loss = F.mse_loss(full(q1), target_q) + F.mse_loss(full(q2), target_q)
+        return F.mse_loss(full(q1), target_q) + F.mse_loss(full(q2), target_q)
+
+    def update_critic(self, obs, action, reward, next_obs, not_done) -> dict[str, float]:
+        loss = self.critic_loss(obs, action, reward, next_obs, not_done)
         self.critic_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.critic_opt.step()
         return {"critic_loss": loss.detach()}
 
-    def update_actor_and_alpha(self, h: torch.Tensor) -> dict[str, float]:
-        """Actor and temperature from the detached conv features ``h`` of the critic's crop of obs."""
-        actor_params = self.actor_opt.param_groups[0]["params"]
+    def actor_loss(self, h: torch.Tensor, noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(actor loss, log pi)`` from the detached conv features ``h`` of the critic's crop of obs (``noise``: the
+        policy's standard normal draws; None: drawn here)."""
         with self.autocast():
-            _, pi, log_pi, _ = self.actor.from_features(self.actor.encoder.head(h))
+            _, pi, log_pi, _ = self.actor.from_features(self.actor.encoder.head(h), noise=noise)
             with torch.no_grad():
                 z = self.critic.encoder.head(h)
             q = torch.cat([z, pi], dim=-1)
             actor_q = full(torch.min(self.critic.q1(q), self.critic.q2(q)))
         log_pi = full(log_pi)
-        actor_loss = (self.alpha.detach() * log_pi - actor_q).mean()
+        return (self.alpha.detach() * log_pi - actor_q).mean(), log_pi
+
+    def alpha_loss(self, log_pi: torch.Tensor) -> torch.Tensor:
+        """The temperature's loss for the policy's ``log pi`` (gradients reach ``log_alpha`` only)."""
+        return (self.alpha * (-log_pi - self.target_entropy).detach()).mean()
+
+    def update_actor_and_alpha(self, h: torch.Tensor) -> dict[str, float]:
+        """Actor and temperature from the detached conv features ``h`` of the critic's crop of obs."""
+        actor_params = self.actor_opt.param_groups[0]["params"]
+        actor_loss, log_pi = self.actor_loss(h)
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward(inputs=actor_params)  # the critic is not updated here: skip its weight gradients
         self.actor_opt.step()
-        alpha_loss = (self.alpha * (-log_pi - self.target_entropy).detach()).mean()
+        alpha_loss = self.alpha_loss(log_pi)
         self.alpha_opt.zero_grad(set_to_none=True)
         alpha_loss.backward()
         self.alpha_opt.step()
@@ -286,14 +307,19 @@ class CurlAgent(nn.Module):
                               (self.critic.encoder, self.critic_target.encoder, c.encoder_tau)):
             torch._foreach_lerp_(list(tgt.parameters()), list(src.parameters()), tau)
 
-    def aux_loss_from(self, h: torch.Tensor, keys: list[torch.Tensor]) -> torch.Tensor:
-        """Auxiliary loss from the anchors' conv features ``h`` and the uint8 key crops."""
-        c = self.cfg
+    def aux_logits(self, h: torch.Tensor, keys: list) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(pos [B, M], neg [B, M*B])``: the bilinear logits of the anchors (the critic's encoder head on the conv
+        features ``h``) against the momentum encoder's keys of the scaled key crops (:func:`contrastive_logits`)."""
         with self.autocast():
             z_a = full(self.critic.encoder.head(h))
             with torch.no_grad():
                 z_k = [full(self.critic_target.encoder(k)) for k in keys]
-        pos, neg = contrastive_logits(z_a, z_k, self.score, c.subtract_row_max)
+        return contrastive_logits(z_a, z_k, self.score, self.cfg.subtract_row_max)
+
+    def aux_loss_from(self, h: torch.Tensor, keys: list[torch.Tensor]) -> torch.Tensor:
+        """Auxiliary loss from the anchors' conv features ``h`` and the uint8 key crops."""
+        c = self.cfg
+        pos, neg = self.aux_logits(h, keys)
         return auxiliary_loss(pos, neg, c.aux, c.tau_plus, c.beta, c.log_floor, self.host_checks)
 
     def cpc_loss_from(self, h: torch.Tensor, keys: list[torch.Tensor], actions: torch.Tensor,

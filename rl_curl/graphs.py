@@ -41,26 +41,31 @@ class Snapshot:
         self.agent = agent
         self.tensors = [t.detach().clone() for t in self._tensors()]
         self.opt_state: list[dict] = []
-        for opt in agent.optimizers().values():
+        for opt in self._optimizers():
             state = {}
             for group in opt.param_groups:
                 for p in group["params"]:
                     st = opt.state.get(p)
                     state[p] = None if not st else {k: (v.clone() if torch.is_tensor(v) else v) for k, v in st.items()}
             self.opt_state.append(state)
-        dev = agent.log_alpha.device
+        dev = self._device()
         self.rng = torch.cuda.get_rng_state(dev) if dev.type == "cuda" else torch.get_rng_state()
 
     def _tensors(self) -> list[torch.Tensor]:
         a = self.agent
         return [*a.parameters(), *a.buffers()]  # the buffers: the non-finite flag
 
+    def _optimizers(self) -> list[torch.optim.Optimizer]:
+        return list(self.agent.optimizers().values())
+
+    def _device(self) -> torch.device:
+        return self.agent.log_alpha.device
+
     @torch.no_grad()
     def restore(self) -> None:
-        a = self.agent
         for t, saved in zip(self._tensors(), self.tensors, strict=True):
             t.copy_(saved)
-        for opt, saved in zip(a.optimizers().values(), self.opt_state, strict=True):
+        for opt, saved in zip(self._optimizers(), self.opt_state, strict=True):
             for p, st in saved.items():
                 now = opt.state.get(p)
                 if not now:
@@ -72,7 +77,7 @@ class Snapshot:
                         v.zero_()  # a fresh Adam: zero moments, step 0
                     else:
                         v.copy_(st[k])
-        dev = a.log_alpha.device
+        dev = self._device()
         if dev.type == "cuda":
             torch.cuda.set_rng_state(self.rng, dev)
         else:
@@ -99,7 +104,7 @@ class GraphedUpdate:
         self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, tuple[str, ...]]] = {}  # kind -> (graph, its metrics)
         self.pool = None
         self.captures = 0
-        self.generation = replay.generation  # the replay's ring allocation the graphs read
+        self.generation = self._generation()
 
     def kind(self, step: int) -> tuple[bool, bool, bool]:
         """Which parts an update at ``step`` runs (the actor, the targets, the auxiliary loss): one graph each."""
@@ -107,16 +112,27 @@ class GraphedUpdate:
         return (step % c.actor_update_every == 0, step % c.target_update_every == 0,
                 c.aux != "none" and step % c.aux_update_every == 0)
 
+    def _run(self, step: int) -> dict[str, torch.Tensor]:
+        """The update itself, on the batch of the index tensor."""
+        return self.agent.update(self.replay.gather(self.idx), step)
+
     def _update(self, step: int) -> dict[str, torch.Tensor]:
-        metrics = self.agent.update(self.replay.gather(self.idx), step)
+        metrics = self._run(step)
         for k, v in metrics.items():
             if k not in self.out:  # made outside any graph (the first eager run): its memory stays put
-                self.out[k] = torch.zeros((), dtype=torch.float32, device=self.device)
+                self.out[k] = torch.zeros(v.shape, dtype=torch.float32, device=self.device)
             self.out[k].copy_(v.detach())
         return {k: self.out[k] for k in metrics}
 
+    def _snapshot(self) -> Snapshot:
+        return Snapshot(self.agent)
+
+    def _generation(self) -> tuple:
+        """The replay allocations the graphs read (a ring that moved to a larger one invalidates them)."""
+        return (self.replay.generation,)
+
     def _capture(self, step: int) -> tuple[torch.cuda.CUDAGraph, tuple[str, ...]]:
-        snap = Snapshot(self.agent)
+        snap = self._snapshot()
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
@@ -138,8 +154,8 @@ class GraphedUpdate:
         self.idx.copy_(torch.from_numpy(np.asarray(idx, dtype=np.int64)))
         if not self.graphed:
             return self._update(step)
-        if self.replay.generation != self.generation:  # the ring moved to a larger allocation: record again
-            self.graphs, self.pool, self.generation = {}, None, self.replay.generation
+        if self._generation() != self.generation:  # a ring moved to a larger allocation: record again
+            self.graphs, self.pool, self.generation = {}, None, self._generation()
         kind = self.kind(step)
         if kind not in self.graphs:
             self.graphs[kind] = self._capture(step)

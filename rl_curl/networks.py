@@ -57,6 +57,13 @@ class ScaledPixels:
     def __init__(self, obs: torch.Tensor, dtype: torch.dtype = torch.float32):
         self.data = scale_pixels(obs, dtype)
 
+    @classmethod
+    def of(cls, data: torch.Tensor) -> "ScaledPixels":
+        """Pixels already scaled to [0, 1] (e.g. one run's slice of a stacked batch, rl_curl.stacked), as they are."""
+        out = cls.__new__(cls)
+        out.data = data
+        return out
+
 
 class ConvReLU(torch.autograd.Function):
     """``relu(conv2d(x, w, b))`` as one operation whose backward is autograd's own for the two: the ReLU's by its
@@ -176,17 +183,21 @@ class Actor(nn.Module):
         self.trunk = mlp(encoder.feature_dim, hidden_dim, 2 * action_dim)
         self.log_std_min, self.log_std_max = log_std_min, log_std_max
 
-    def forward(self, obs: torch.Tensor, detach_encoder: bool = False, sample: bool = True):
-        """``(mean action, sampled action, log pi, log std)``; actions already squashed to [-1, 1]."""
-        return self.from_features(self.encoder(obs, detach=detach_encoder), sample)
+    def forward(self, obs: torch.Tensor, detach_encoder: bool = False, sample: bool = True,
+                noise: torch.Tensor | None = None):
+        """``(mean action, sampled action, log pi, log std)``; actions already squashed to [-1, 1]. ``noise``: the
+        standard normal draws of the sample (None: drawn here, ``randn_like`` of the mean)."""
+        return self.from_features(self.encoder(obs, detach=detach_encoder), sample, noise)
 
-    def from_features(self, z: torch.Tensor, sample: bool = True):
+    def from_features(self, z: torch.Tensor, sample: bool = True, noise: torch.Tensor | None = None):
+        """:meth:`forward` from the encoder's features ``z``."""
         mu, log_std = self.trunk(z).chunk(2, dim=-1)
         log_std = torch.tanh(log_std)
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (log_std + 1)
         if not sample:
             return torch.tanh(mu), None, None, log_std
-        noise = torch.randn_like(mu)
+        if noise is None:
+            noise = torch.randn_like(mu)
         pi = mu + noise * log_std.exp()
         log_pi = (-0.5 * noise.pow(2) - log_std).sum(-1, keepdim=True) - 0.5 * math.log(2 * math.pi) * mu.shape[-1]
         mu, pi = torch.tanh(mu), torch.tanh(pi)

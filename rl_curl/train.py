@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -127,6 +128,10 @@ def import_compiler_first() -> None:
     process with a segmentation fault (seen 2026-11-26: torch 2.13.0+cu130, triton 3.7.1, Mesa EGL, Python 3.12).
     In that order the two load side by side."""
     import torch._dynamo  # noqa: F401
+
+
+#: Held while a run builds (seeds the global generators, makes its agent): runs trained together build in turn.
+BUILD_LOCK = threading.Lock()
 
 
 def build(cfg: Config, device) -> tuple:
@@ -313,6 +318,10 @@ class CurlApp(TrainingApp):
         self.background_seconds = 0.0
         self.finite_until = 0  # the environment step up to which every loss was seen finite
         self.checkpointed: int | None = None  # the environment step of the run's last checkpoint
+        # Set by rl_curl.together (runs trained together, their updates as one): this run's seat there, and the torch
+        # generator of its own random stream (policy noise and the update's draws), saved in its checkpoints.
+        self.together = None
+        self.generator: torch.Generator | None = None
         # Seconds spent in each part of this process's steps (summary.json's time_seconds; see --sync-timing).
         self.times = dict.fromkeys(TIMED_PARTS, 0.0)
 
@@ -333,6 +342,10 @@ class CurlApp(TrainingApp):
         return None
 
     def build(self, saved):
+        with BUILD_LOCK:  # runs built in threads side by side (rl_curl.together) seed the global generators in turn
+            self._build()
+
+    def _build(self):
         from accelerate.utils import set_seed
 
         from .replay import FrameReplay
@@ -352,6 +365,11 @@ class CurlApp(TrainingApp):
             torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
         set_seed(cfg.seed)
         self.env, self.agent = build(cfg, accelerator.device)
+        if self.together is not None:
+            # the stream a run alone draws from the device's default generator after building its agent
+            dev = accelerator.device
+            self.generator = torch.Generator(dev)
+            self.generator.set_state(torch.cuda.get_rng_state(dev) if dev.type == "cuda" else torch.get_rng_state())
         self.agent.autocast = accelerator.autocast
         if cfg.cuda_graphs and cfg.mixed_precision == "bf16" and accelerator.device.type == "cuda":
             # the same casts without autocast's cache of cast weights, whose tensors a captured graph must not keep
@@ -394,14 +412,24 @@ class CurlApp(TrainingApp):
         if self.background is not None:  # train_step / evaluate collect it before any checkpoint (self.settling)
             raise RuntimeError("internal error: a checkpoint was asked for while an evaluation ran in the background")
         self.checkpointed = self.step * self.ar  # state() is asked for when a checkpoint is written
-        return {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
-                "action_rng": self.action_rng.bit_generator.state,
-                "metrics": {k: float(v) for k, v in self.metrics.items()},
-                "config": self.recorded_options}
+        state = {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
+                 "action_rng": self.action_rng.bit_generator.state,
+                 "metrics": {k: float(v) for k, v in self.metrics.items()},
+                 "config": self.recorded_options}
+        if self.together is not None:
+            self.together.sync()  # the optimisers' states of the stacked update into this run's optimisers
+            state["torch_generator"] = self.generator.get_state().tolist()
+        return state
 
     def load_state(self, state):
         self.step, self.episode, self.next_ckpt = state["step"], state["episode"], state["next_ckpt"]
         self.action_rng.bit_generator.state = state["action_rng"]
+        if self.generator is not None:
+            if "torch_generator" not in state:
+                raise CheckpointError("this checkpoint was written by a run trained alone (rl_curl.train): its random "
+                                      "stream is the process's, not a generator of its own; continue it alone with "
+                                      "`python -m rl_curl.train ... --resume`")
+            self.generator.set_state(torch.tensor(state["torch_generator"], dtype=torch.uint8))
         # The latest value of each metric, for the next log row (see train_step); none while a resume without
         # the replay refills it (no updates then, so nothing new to log).
         self.metrics = state.get("metrics", {}) if self.cfg.save_replay else {}
@@ -434,9 +462,12 @@ class CurlApp(TrainingApp):
             action = self.action_rng.uniform(-1.0, 1.0, size=agent.action_dim).astype(np.float32)
         else:
             t0 = clock()
-            action = agent.act(self.obs, sample=True)
+            action = agent.act(self.obs, sample=True, generator=self.generator)
             t1 = clock()
-            if cfg.cuda_graphs:  # indices from the replay's generator; the batch is gathered inside the graph
+            if self.together is not None:  # one update of all the runs trained together
+                batch = self.replay.sample(cfg.batch_size, self.accelerator.device)
+                update = lambda: self.together.update(batch, step)  # noqa: E731
+            elif cfg.cuda_graphs:  # indices from the replay's generator; the batch is gathered inside the graph
                 if self.graphed is None:
                     from .graphs import GraphedUpdate
 

@@ -6,9 +6,11 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
 1. **Self-test** (selftest.txt; update_bench.json's "selftest"): for each fast path, two agents made from the same
    seed update on the same replay content with the same generator state, one the default way and one the fast way,
    for a few updates (with and without the actor step); then every metric and every parameter is compared,
-   relative error ``|a - b| / |b|`` per tensor. TF32 is off and cuDNN deterministic during the test, so what is
-   compared is float32 arithmetic (tolerance 1e-4; NaN never passes). ``passed`` is what the slice reads before it
-   uses --cuda-graphs.
+   relative error ``|a - b| / |b|`` per tensor. The stacked update is checked twice: two runs stacked against each
+   run's own default update (each run drawing from its own generator; in float64, tolerance 1e-9, see
+   :func:`selftest_stacked`), and as CUDA graphs against itself eagerly.
+   TF32 is off and cuDNN deterministic during the test, so what is compared is float32 arithmetic (tolerance 1e-4;
+   NaN never passes). Each check's ``passed`` is what the slice reads before it uses that fast path.
 2. **Timing** (update_bench.json's "variants"): ms per update, sampling included, as rl_curl.train does it, after a
    warm-up (cuDNN's algorithm search; the graphs' capture); CUDA events around ``updates`` updates, twice. Variants:
    ``checked`` (the update as of commit b3b304f: the losses' host checks on, one device sync per update; host
@@ -16,9 +18,10 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    GPU), ``graphs`` (--cuda-graphs --replay-on-device), ``graphs_bf16`` (with --mixed-precision bf16), and
    ``graphs_fused`` (the fused schedule: not the official update, half the convolutions), ``graphs_convrelu``
    (``graphs`` with --cudnn-conv-relu: each convolution, its bias and its ReLU one cuDNN kernel) and
-   ``graphs_bf16_convrelu`` (both), timed in the order
-   checked, default, graphs, graphs_convrelu, then the profile (3.), then the others (a deadline skips the last
-   first). Each with its
+   ``graphs_bf16_convrelu`` (both), and ``graphs_stacked`` / ``stacked`` (``--stack`` runs' updates as one,
+   rl_curl.stacked, as CUDA graphs and eagerly; timed per update of all the runs, ``ms_per_run_update`` per run),
+   timed in the order checked, default, graphs, graphs_convrelu, then the profile (3.), then the others (a deadline
+   skips the last first). Each with its
    TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
    reads its inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
    The byte count sees operators as dispatched: the bias add that PyTorch's cuDNN convolution launches inside the
@@ -54,6 +57,7 @@ from rl_curl.agent import CurlAgent
 from rl_curl.config import Config
 from rl_curl.graphs import GraphedUpdate
 from rl_curl.replay import FrameReplay
+from rl_curl.stacked import GraphedStackedUpdate, StackedAgents
 
 #: name -> how the variant updates: replay on the device, CUDA graphs, bf16 autocast, host checks, schedule
 VARIANTS = {
@@ -62,6 +66,10 @@ VARIANTS = {
     "graphs": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="official"),
     "graphs_convrelu": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="official",
                             conv_relu=True),
+    # --stack runs in one update (rl_curl.stacked), eager and as CUDA graphs; timed per update of all the runs
+    "graphs_stacked": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="official",
+                           stacked=True),
+    "stacked": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official", stacked=True),
     "device_replay": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official"),
     "graphs_bf16": dict(device_replay=True, graphs=True, bf16=True, host_checks=False, update="official"),
     "graphs_fused": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="fused"),
@@ -90,8 +98,11 @@ class Args:
     repeats: int = 2
     """Timed repetitions per variant (the spread says how much a difference must be to count)."""
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    """Variants to time: checked, default, graphs, graphs_convrelu, device_replay, graphs_bf16, graphs_fused,
-    graphs_bf16_convrelu."""
+    """Variants to time: checked, default, graphs, graphs_convrelu, graphs_stacked, stacked, device_replay,
+    graphs_bf16, graphs_fused, graphs_bf16_convrelu."""
+    stack: int = 6
+    """Runs in the stacked variants (K agents' updates as one, rl_curl.stacked; their ms_per_run_update is the time
+    of one stacked update divided by K)."""
     selftest_updates: int = 4
     """Updates compared in the self-test."""
     tolerance: float = 1e-4
@@ -118,8 +129,9 @@ def config(args: Args, update: str = "official", conv_relu: bool = False) -> Con
                   **(TINY if args.tiny else {})).resolved()
 
 
-def make_agent(cfg: Config, device: torch.device, bf16: bool = False, host_checks: bool = False) -> CurlAgent:
-    torch.manual_seed(0)
+def make_agent(cfg: Config, device: torch.device, bf16: bool = False, host_checks: bool = False,
+               seed: int = 0) -> CurlAgent:
+    torch.manual_seed(seed)
     agent = CurlAgent(cfg.obs_shape, 1, cfg).to(device)
     agent.make_optimizers()
     agent.host_checks = host_checks
@@ -144,14 +156,27 @@ def make_replay(cfg: Config, capacity: int, device: torch.device | None) -> Fram
 
 
 def stepper(args: Args, v: dict, device: torch.device, agent: CurlAgent | None = None):
-    """``(agent, step(i) -> metrics)`` of a variant: one update at step i, its batch sampled as rl_curl.train does."""
+    """``(agent, step(i) -> metrics)`` of a variant: one update at step i, its batch sampled as rl_curl.train does.
+    A stacked variant's "agent" is the :class:`StackedAgents` of ``--stack`` runs (one replay serves them all)."""
     cfg = config(args, v["update"], v.get("conv_relu", False))
+    if v.get("stacked"):
+        return stacked_stepper(args, v, cfg, device)
     agent = agent or make_agent(cfg, device, v["bf16"], v["host_checks"])
     rep = make_replay(cfg, args.capacity, device if v["device_replay"] else None)
     if v["graphs"]:
         fast = GraphedUpdate(agent, rep, cfg.batch_size)
         return agent, lambda i: fast.update(rep.sample_indices(cfg.batch_size), i)
     return agent, lambda i: agent.update(rep.sample(cfg.batch_size, device), i)
+
+
+def stacked_stepper(args: Args, v: dict, cfg: Config, device: torch.device):
+    runs = StackedAgents([make_agent(cfg, device, v["bf16"], v["host_checks"], seed=k) for k in range(args.stack)])
+    rep = make_replay(cfg, args.capacity, device)
+    B, K = cfg.batch_size, args.stack
+    if v["graphs"]:
+        fast = GraphedStackedUpdate(runs, [rep] * K, B)
+        return runs, lambda i: fast.update(np.stack([rep.sample_indices(B) for _ in range(K)]), i)
+    return runs, lambda i: runs.update([rep.sample(B, device) for _ in range(K)], i)
 
 
 def sync(device: torch.device) -> None:
@@ -222,9 +247,100 @@ def selftest(args: Args, device: torch.device) -> dict:
                 checks.append({"path": fast_name, "against": ref_name, "passed": False, "error": repr(err),
                                "traceback": traceback.format_exc()[-3000:]})
                 lines.append(f"{fast_name} vs {ref_name}: ERROR {err!r}")
+    with strict_float32(device):
+        stacked_checks = selftest_stacked(args, device)
+    for check in stacked_checks:
+        checks.append(check)
+        lines.append(check.pop("line"))
     passed = bool(checks) and all(c["passed"] for c in checks)
     lines.append(f"self-test {'PASSED' if passed else 'FAILED'} (tolerance {args.tolerance:g}, TF32 off)")
     return {"passed": passed, "tolerance": args.tolerance, "checks": checks, "text": "\n".join(lines)}
+
+
+def compare(name: str, against: str, updates: int, got: list[dict], want: list[dict], got_states: list[dict],
+            want_states: list[dict], tolerance: float) -> dict:
+    """A self-test check: every metric (per update) and every state tensor (per run) of a fast path against its
+    reference, relative error per tensor; its line of selftest.txt under "line"."""
+    m_err = max((rel_err(g[k], w[k]) for g, w in zip(got, want) for k in w), default=0.0)
+    keys_same = all(g.keys() == w.keys() for g, w in zip(got, want))
+    p_errs = {f"run{r} {k}": rel_err(gs[k], ws[k]) for r, (gs, ws) in enumerate(zip(got_states, want_states))
+              for k in ws}
+    worst = max(p_errs, key=lambda k: (np.nan_to_num(p_errs[k], nan=np.inf), k))
+    ok = keys_same and all(np.isfinite(e) and e <= tolerance for e in (*p_errs.values(), m_err))
+    return {"path": name, "against": against, "updates": updates, "max_rel_err_metrics": m_err,
+            "max_rel_err_params": p_errs[worst], "worst_param": worst, "same_metrics": keys_same, "passed": bool(ok),
+            "line": f"{name} vs {against}, {updates} updates: metrics {m_err:.3g}, parameters {p_errs[worst]:.3g} "
+                    f"({worst}) -> {'PASS' if ok else 'FAIL'}"}
+
+
+#: Tolerance of the stacked update against the runs' own updates, compared in float64.
+STACKED_FLOAT64_TOLERANCE = 1e-9
+
+
+def float64_agent(cfg: Config, device: torch.device, seed: int) -> CurlAgent:
+    agent = make_agent(cfg, device, seed=seed).double()
+    agent.make_optimizers()
+    return agent
+
+
+def selftest_stacked(args: Args, device: torch.device, runs: int = 2) -> list[dict]:
+    """The stacked update (rl_curl.stacked) of ``runs`` agents against each agent's own default update on the same
+    batches, each run drawing from its own generator seeded as the default generator is before the single update, in
+    float64: a grouped convolution adds in another order than a plain one, and in float32 Adam turns that rounding
+    into steps of the learning rate's size on parameters whose gradient is near zero (4e-3 relative error after 4
+    updates at the paper's sizes on a CPU), while in float64 the two agree to about 1e-12. Then the graphed stacked
+    update against the eager one in float32 (the same kernels; both from the default generator)."""
+    cfg = config(args)
+    n = args.selftest_updates
+    out = []
+    try:
+        rep = make_replay(cfg, args.capacity, None)
+        batches = [[rep.sample(cfg.batch_size, device) for _ in range(runs)] for _ in range(n)]
+        singles = [float64_agent(cfg, device, k) for k in range(runs)]
+        stacked = StackedAgents([float64_agent(cfg, device, k) for k in range(runs)])
+        want, got = [], []
+        for i in range(n):
+            row = {}
+            for k, (a, b) in enumerate(zip(singles, batches[i])):
+                seed_all(1000 + 10 * i + k, device)
+                row.update({f"run{k} {name}": t.detach().clone() for name, t in a.update(b, i).items()})
+            want.append(row)
+            gens = [torch.Generator(device).manual_seed(1000 + 10 * i + k) for k in range(runs)]
+            m = stacked.update(batches[i], i, gens)
+            got.append({f"run{k} {name}": t[k].detach().clone() for name, t in m.items() for k in range(runs)})
+        sync(device)
+        check = compare("stacked", "default", n, got, want, [a.state_dict() for a in stacked.to_agents()],
+                        [a.state_dict() for a in singles], STACKED_FLOAT64_TOLERANCE)
+        check.update(dtype="float64", tolerance=STACKED_FLOAT64_TOLERANCE)
+        check["line"] = check["line"].replace("updates:",
+                                              f"updates in float64 (tolerance {STACKED_FLOAT64_TOLERANCE:g}):")
+        out.append(check)
+    except Exception as err:  # recorded, never fatal
+        out.append({"path": "stacked", "against": "default", "passed": False, "error": repr(err),
+                    "traceback": traceback.format_exc()[-3000:], "line": f"stacked vs default: ERROR {err!r}"})
+    try:
+        rep = make_replay(cfg, args.capacity, device)
+        pair = {}
+        for name in ("stacked", "graphs_stacked"):
+            stacked = StackedAgents([make_agent(cfg, device, seed=k) for k in range(runs)])
+            fast = GraphedStackedUpdate(stacked, [rep] * runs, cfg.batch_size)
+            if name == "stacked":
+                fast.graphed = False  # the same update, eager
+            rep.rng = np.random.default_rng(5)  # the same indices for both
+            metrics = []
+            for i in range(n):
+                seed_all(2000 + i, device)
+                idx = np.stack([rep.sample_indices(cfg.batch_size) for _ in range(runs)])
+                metrics.append({f"run{k} {key}": t[k].detach().clone() for key, t in fast.update(idx, i).items()
+                                for k in range(runs)})
+            sync(device)
+            pair[name] = (metrics, [a.state_dict() for a in stacked.to_agents()])
+        out.append(compare("graphs_stacked", "stacked", n, pair["graphs_stacked"][0], pair["stacked"][0],
+                           pair["graphs_stacked"][1], pair["stacked"][1], args.tolerance))
+    except Exception as err:
+        out.append({"path": "graphs_stacked", "against": "stacked", "passed": False, "error": repr(err),
+                    "traceback": traceback.format_exc()[-3000:], "line": f"graphs_stacked vs stacked: ERROR {err!r}"})
+    return out
 
 
 #: Operators that only make a view (no memory traffic of their own).
@@ -286,7 +402,8 @@ def work_per_update(args: Args, device: torch.device) -> dict:
 
 def time_variant(args: Args, name: str, device: torch.device, work: dict) -> dict:
     v = VARIANTS[name]
-    row: dict = {"name": name, **v}
+    runs = args.stack if v.get("stacked") else 1
+    row: dict = {"name": name, **v, "runs": runs}
     try:
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -313,13 +430,15 @@ def time_variant(args: Args, name: str, device: torch.device, work: dict) -> dic
             wall = (time.perf_counter() - w0) * 1000 / args.updates
             wall_ms.append(round(wall, 3))
             gpu_ms.append(round(start.elapsed_time(end) / args.updates, 3) if start is not None else round(wall, 3))
+        finite = agent.check_finite()  # a stacked variant: one flag per run
         row.update(ms_per_update=gpu_ms, wall_ms_per_update=wall_ms, median_ms=float(np.median(gpu_ms)),
-                   finite=bool(agent.check_finite()))
+                   finite=bool(all(finite) if isinstance(finite, list) else finite))
+        row["ms_per_run_update"] = round(row["median_ms"] / runs, 3)
         flops, moved = work.get("flops_float32"), work.get(f"bytes_{work_key(v)}")
         if flops:
-            row["tflops"] = float(f"{flops / (row['median_ms'] / 1000) / 1e12:.4g}")
+            row["tflops"] = float(f"{runs * flops / (row['median_ms'] / 1000) / 1e12:.4g}")
         if moved and v["update"] == "official":  # the fused schedule touches less: not counted
-            row["gb_per_s"] = float(f"{moved / (row['median_ms'] / 1000) / 1e9:.4g}")
+            row["gb_per_s"] = float(f"{runs * moved / (row['median_ms'] / 1000) / 1e9:.4g}")
         if device.type == "cuda":
             row["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
     except Exception as err:
@@ -420,7 +539,9 @@ def main(argv: list[str] | None = None) -> int:
             row = time_variant(args, v, device, work)
             report["variants"].append(row)
             write()
-            shown = (f"{row['median_ms']:8.3f} ms/update (repeats {row['ms_per_update']}; wall "
+            shown = (f"{row['median_ms']:8.3f} ms/update" + (f" of {row['runs']} runs ({row['ms_per_run_update']} ms "
+                                                             "per run)" if row.get("runs", 1) > 1 else "")
+                     + f" (repeats {row['ms_per_update']}; wall "
                      f"{row['wall_ms_per_update']})" + (f", {row['tflops']} TFLOP/s" if "tflops" in row else "")
                      + (f", {row['gb_per_s']} GB/s" if "gb_per_s" in row else "")
                      + (f", peak {row['peak_memory_gib']} GiB" if "peak_memory_gib" in row else "")
@@ -446,8 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     time_all([v for v in args.variants if v not in PRIMARY])
     base = next((r for r in report["variants"] if r["name"] == "checked" and "median_ms" in r), None)
     for r in report["variants"]:
-        if base and "median_ms" in r:
-            r["speedup_vs_checked"] = round(base["median_ms"] / r["median_ms"], 2)
+        if base and "median_ms" in r:  # per run's update (a stacked variant updates several)
+            r["speedup_vs_checked"] = round(base["median_ms"] / r["ms_per_run_update"], 2)
     report["seconds"] = round(time.perf_counter() - t_start, 1)
     write()
     print(f"bench_curl_gpu: {report['seconds']} s; self-test {'passed' if report['selftest']['passed'] else 'FAILED'}"

@@ -444,6 +444,8 @@ def _fewshot_text(tiny: list[str]) -> Callable[[list[str]], list[str]]:
 # earlier ones wrote.
 TINY: dict[str, list[str] | Callable[[list[str]], list[str]]] = {
     "rl_curl.train": _RL_TINY + ["--env-steps", "20", "--eval-every", "20", "--batch-size", "8"],
+    # after its --: rl_curl.train's options, for every run
+    "rl_curl.together": _RL_TINY + ["--env-steps", "20", "--eval-every", "20", "--batch-size", "8"],
     "rl_curl.evaluate": ["--episodes", "1"],
     "scripts/curl_table3.py": ["--tasks", "cartpole-swingup", "--objectives", "curl", "--seeds", "0", "--env-steps",
                                "20", "--batch-size", "8", "--parallel", "1"] + [

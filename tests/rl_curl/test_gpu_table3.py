@@ -176,8 +176,8 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     bench = json.loads((tmp_path / "pack" / "update_bench.json").read_text())
     assert bench["selftest"]["passed"] and [r["name"] for r in bench["variants"]] == ["checked", "default", "graphs",
                                                                                        "graphs_convrelu"]
-    assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {"graphs", "graphs_fused",
-                                                                              "graphs_convrelu"}
+    assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {
+        "graphs", "graphs_fused", "graphs_convrelu", "stacked", "graphs_stacked"}
     assert all("median_ms" in r for r in bench["variants"])
     assert [p["name"] for p in bench["profile"]] == ["checked", "graphs", "graphs_convrelu"]
     assert bench["work_per_update"]["bytes_float32_convrelu"] > 0  # on a CPU the default's computation

@@ -1,0 +1,355 @@
+"""K runs' updates as one (issue 42, "many runs in one process"): the parameters of K agents stacked along a first
+axis, every forward pass of the update ``torch.func.vmap``-ed over it (PyTorch's model-ensembling recipe:
+``functional_call`` on one agent's modules with each run's slice of the stacked tensors), and one Adam step per
+optimiser on the stacked tensors. A convolution of K runs is then one grouped convolution, a linear layer one batched
+matrix product: the kernels of one update for all K runs instead of K updates' kernels.
+
+What each run gets is its own update, equal to :meth:`rl_curl.agent.CurlAgent.update` of that run alone:
+
+* every loss is the agent's own method (``critic_loss``, ``actor_loss``, ``alpha_loss``, ``aux_logits``) called on
+  the run's slice, and the loss that reaches the backward is the sum over runs, whose gradient for run k's parameters
+  is exactly that of run k's loss;
+* Adam works element by element with the same settings in every run, so one Adam on the stacked tensors is K Adams;
+* each run draws its random crops and its policy noise from its own generator, in the order the single update draws
+  them (crops of obs, next_obs and the keys, then the critic's and the actor's noise), so a run seeded like a single
+  one sees the same random numbers;
+* the runs may differ in their seed and in their objective among the ones on the bilinear logits (``curl``,
+  ``debiased``, ``hard``, each with its own ``tau_plus`` and ``beta``): the logits come out of the vmap and each run's
+  loss is computed on its own. Everything else that shapes the update (sizes, learning rates, schedules, the number of
+  positives M) must be the same.
+
+The results equal the single updates up to float rounding (a grouped convolution may add in another order), tested
+in float64 against K single agents (tests/rl_curl/test_stacked.py). :meth:`StackedAgents.to_agents` writes the runs
+back into their agents (parameters and optimiser states), whose checkpoints and evaluations are then the usual ones.
+
+Not covered (refused by name): the fused schedule, CPC (``--aux cpc``), ``--cudnn-conv-relu`` (a custom autograd
+function without a vmap rule) and bf16 autocast.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn as nn
+from torch.func import functional_call, vmap
+
+from .agent import CurlAgent
+from .augment import random_crop
+from .graphs import GraphedUpdate, Snapshot
+from .networks import ScaledPixels
+from .objectives import OBJECTIVES, auxiliary_loss
+
+#: Config fields in which stacked runs may differ (besides what the update never reads: task names, folders,
+#: logging, evaluation, lengths).
+FREE = ("seed", "aux", "tau_plus", "beta")
+#: Config fields the update reads: equal in every run.
+SHARED = ("batch_size", "crop_size", "frame_stack", "num_filters", "num_layers", "feature_dim", "encoder_tanh",
+          "hidden_dim", "log_std_min", "log_std_max", "discount", "lr", "encoder_lr", "alpha_lr", "alpha_beta1",
+          "actor_beta1", "critic_tau", "encoder_tau", "actor_update_every", "target_update_every", "aux_update_every",
+          "positives", "log_floor", "subtract_row_max", "update", "cudnn_conv_relu")
+
+
+def autocasts(agent: CurlAgent) -> bool:
+    """Whether the agent's autocast context casts (accelerate's, without mixed precision, does not)."""
+    device_type = agent.log_alpha.device.type
+    with agent.autocast():
+        try:
+            return torch.is_autocast_enabled(device_type)
+        except RuntimeError:  # a device type without autocast (meta)
+            return False
+
+
+class _Runner(nn.Module):
+    """``forward(fn, *args) = fn(agent, *args)``: what :func:`torch.func.functional_call` calls, so that any of the
+    agent's methods runs on the parameters it is given."""
+
+    def __init__(self, agent: CurlAgent):
+        super().__init__()
+        self.agent = agent
+
+    def forward(self, fn, *args):
+        return fn(self.agent, *args)
+
+
+def _scaled(xs: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """K uint8 crops ``[B, C, H, W]`` as one ``[K, B, C, H, W]`` tensor in [0, 1] whose run slices are channels-last,
+    each converted as :func:`rl_curl.networks.scale_pixels` converts it (the same values bit for bit)."""
+    K, (B, C, H, W) = len(xs), xs[0].shape
+    out = torch.empty((K, B, H, W, C), dtype=dtype, device=xs[0].device).permute(0, 1, 4, 2, 3)
+    for k, x in enumerate(xs):
+        if x.dtype == torch.uint8 and dtype == torch.float32:
+            torch.div(x, 255.0, out=out[k])
+        else:
+            out[k].copy_(x)
+            out[k].div_(255.0)
+    return out
+
+
+class StackedAgents:
+    """K agents' updates as one (see the module's docstring). ``agents`` keep their own parameters; the stacked copy
+    trains, and :meth:`to_agents` writes it back."""
+
+    def __init__(self, agents: list[CurlAgent]):
+        if not agents:
+            raise ValueError("StackedAgents needs at least one agent")
+        first = agents[0]
+        c = first.cfg
+        for i, a in enumerate(agents):
+            if a.cfg.update != "official":
+                raise ValueError(f"run {i}: the stacked update is the official schedule's (--update fused is not "
+                                 "supported)")
+            if OBJECTIVES.get(a.cfg.aux).kind == "future":
+                raise ValueError(f"run {i}: --aux {a.cfg.aux} (CPC) is not supported by the stacked update")
+            if a.cfg.cudnn_conv_relu:
+                raise ValueError(f"run {i}: --cudnn-conv-relu is not supported by the stacked update (its custom "
+                                 "autograd function has no vmap rule)")
+            if autocasts(a):
+                raise ValueError(f"run {i}: the stacked update runs without autocast (bf16 is not supported)")
+            if (a.cfg.aux == "none") != (c.aux == "none"):
+                raise ValueError(f"run {i}: --aux {a.cfg.aux} beside --aux {c.aux}: either every run has an auxiliary "
+                                 "loss or none has")
+            differ = [f for f in SHARED if getattr(a.cfg, f) != getattr(c, f)]
+            if differ:
+                raise ValueError(f"run {i} differs from run 0 in {', '.join(differ)}: stacked runs may differ only in "
+                                 f"{', '.join(FREE)}")
+            if a.action_dim != first.action_dim or a.critic.encoder.trunk.convs[0].in_channels != \
+                    first.critic.encoder.trunk.convs[0].in_channels:
+                raise ValueError(f"run {i}: its observations or actions have another shape than run 0's")
+        self.agents, self.K, self.cfg = list(agents), len(agents), c
+        self.host_checks = first.host_checks
+        names = [n for n, _ in first.named_parameters()]  # tied parameters once (the actor's conv trunk)
+        # functional_call's module: a copy of run 0's agent (its own tensors are swapped for each run's slices during
+        # a call; the agents themselves are never touched)
+        self.runner = _Runner(copy.deepcopy(first))
+        self.params: dict[str, torch.Tensor] = {}
+        for n, p in first.named_parameters():
+            self.params[n] = torch.stack([dict(a.named_parameters())[n].detach() for a in agents]) \
+                .requires_grad_(p.requires_grad)
+        self.names = names
+        self.nonfinite = torch.stack([a.nonfinite.clone() for a in agents])
+        self._make_optimizers()
+
+    # -------------------------------------------------------------------------------------------- state
+    def _make_optimizers(self) -> None:
+        """The agents' five Adams on the stacked tensors: the same groups and settings, each state stacked."""
+        first = self.agents[0]
+        name_of = {id(p): n for n, p in first.named_parameters()}
+        self.opts: dict[str, torch.optim.Optimizer] = {}
+        for key, opt in first.optimizers().items():
+            groups = []
+            for g in opt.param_groups:
+                groups.append({**{k: v for k, v in g.items() if k != "params"},
+                               "params": [self.params[name_of[id(p)]] for p in g["params"]]})
+            self.opts[key] = torch.optim.Adam(groups)
+        self._load_optimizer_states()
+
+    def _opt_pairs(self, key: str):
+        """``(stacked tensor, [each agent's parameter])`` of optimiser ``key``, in its order."""
+        per_agent = [[p for g in a.optimizers()[key].param_groups for p in g["params"]] for a in self.agents]
+        stacked = [p for g in self.opts[key].param_groups for p in g["params"]]
+        return zip(stacked, zip(*per_agent), strict=True)
+
+    def _load_optimizer_states(self) -> None:
+        for key in self.opts:
+            opt = self.opts[key]
+            for sp, ps in self._opt_pairs(key):
+                states = [a.optimizers()[key].state.get(p) for a, p in zip(self.agents, ps)]
+                if not any(states):
+                    continue
+                if not all(states):
+                    raise ValueError(f"optimiser {key}: some runs have taken Adam steps and others not; stacked runs "
+                                     "must be at the same update")
+                steps = {float(s["step"]) for s in states}
+                if len(steps) != 1:
+                    raise ValueError(f"optimiser {key}: the runs are at different Adam steps {sorted(steps)}; stacked "
+                                     "runs must be at the same update")
+                st = {k: (torch.stack([s[k] for s in states]) if k != "step" else states[0][k].clone())
+                      for k in states[0]}
+                opt.state[sp] = st
+
+    @torch.no_grad()
+    def to_agent(self, i: int, states: bool = True) -> CurlAgent:
+        """Write run ``i``'s parameters and non-finite flag (and, with ``states``, its optimiser states) back into its
+        agent, in place (the agent's tensors keep their memory); returns the agent."""
+        a = self.agents[i]
+        own = dict(a.named_parameters())
+        torch._foreach_copy_([own[n].data for n in self.names], [self.params[n][i] for n in self.names])
+        a.nonfinite.copy_(self.nonfinite[i])
+        if states:
+            for key, opt in self.opts.items():
+                target = a.optimizers()[key]
+                for sp, ps in self._opt_pairs(key):
+                    st = opt.state.get(sp)
+                    if st:
+                        target.state[ps[i]] = {name: (v.clone() if name == "step" else v[i].clone())
+                                               for name, v in st.items()}
+        return a
+
+    def to_agents(self, states: bool = True) -> list[CurlAgent]:
+        """:meth:`to_agent` for every run; returns the agents."""
+        return [self.to_agent(i, states) for i in range(self.K)]
+
+    def set_capturable(self, on: bool) -> None:
+        """Adam steps a CUDA graph can capture (see :meth:`rl_curl.agent.CurlAgent.set_capturable`)."""
+        for opt in self.opts.values():
+            for group in opt.param_groups:
+                group["capturable"] = on
+
+    def check_finite(self) -> list[bool]:
+        """Per run: whether every update so far had finite losses (one device read)."""
+        return [not bool(f) for f in self.nonfinite.cpu()]
+
+    # -------------------------------------------------------------------------------------------- the update
+    def _map(self, fn, *xs, with_grad: bool = True):
+        """``fn(agent, *x_k)`` for every run k on its slice of the stacked parameters and of each ``x`` (a tensor
+        ``[K, ...]``, or a list of them passed on as a list of slices); outputs stacked along a first axis."""
+        def one(params, *x):
+            return functional_call(self.runner, {"agent." + n: t for n, t in params.items()}, (fn, *x))
+
+        with torch.set_grad_enabled(with_grad and torch.is_grad_enabled()):
+            return vmap(one, randomness="error")(self.params, *xs)
+
+    def _draw(self, batches, generators, run_actor: bool, run_aux: bool):
+        """Every run's random crops and policy noise, from its own generator, in the order the single update draws."""
+        c = self.cfg
+        dtype, dev = self.params["log_alpha"].dtype, self.params["log_alpha"].device
+        B, A = batches[0]["action"].shape
+        crops = {"obs": [], "next_obs": [], "keys": [[] for _ in range(c.positives if run_aux else 0)]}
+        noise = {"critic": [], "actor": []}
+        for b, g in zip(batches, generators, strict=True):
+            crops["obs"].append(random_crop(b["obs"], c.crop_size, g))
+            crops["next_obs"].append(random_crop(b["next_obs"], c.crop_size, g))
+            for m in range(len(crops["keys"])):
+                crops["keys"][m].append(random_crop(b["obs"], c.crop_size, g))
+            noise["critic"].append(torch.randn((B, A), generator=g, dtype=dtype, device=dev))
+            if run_actor:
+                noise["actor"].append(torch.randn((B, A), generator=g, dtype=dtype, device=dev))
+        return ({"obs": _scaled(crops["obs"], dtype), "next_obs": _scaled(crops["next_obs"], dtype),
+                 "keys": [_scaled(k, dtype) for k in crops["keys"]]},
+                {k: torch.stack(v) if v else None for k, v in noise.items()})
+
+    def update(self, batches: list[dict[str, torch.Tensor]], step: int,
+               generators: list[torch.Generator | None] | None = None) -> dict[str, torch.Tensor]:
+        """One update of every run at agent step ``step``: run k on ``batches[k]`` (a batch as
+        ``FrameReplay.sample`` gives it), drawing from ``generators[k]`` (None: the device's default generator).
+        Returns each metric as a ``[K]`` tensor."""
+        if len(batches) != self.K:
+            raise ValueError(f"{len(batches)} batches for {self.K} stacked runs")
+        c, K = self.cfg, self.K
+        generators = list(generators) if generators is not None else [None] * K
+        if len(generators) != K:
+            raise ValueError(f"{len(generators)} generators for {K} stacked runs")
+        run_actor = step % c.actor_update_every == 0
+        run_aux = c.aux != "none" and step % c.aux_update_every == 0
+        crops, noise = self._draw(batches, generators, run_actor, run_aux)
+        stack = {k: torch.stack([b[k] for b in batches]) for k in ("action", "reward", "not_done")}
+
+        critic_loss = self._map(
+            lambda a, o, act, r, no, nd, z: a.critic_loss(ScaledPixels.of(o), act, r, ScaledPixels.of(no), nd, z),
+            crops["obs"], stack["action"], stack["reward"], crops["next_obs"], stack["not_done"], noise["critic"])
+        self._step_with("critic_opt", critic_loss)
+        metrics = {"critic_loss": critic_loss.detach()}
+
+        def trunk(a, o):
+            with a.autocast():
+                return a.critic.encoder.trunk(ScaledPixels.of(o))
+
+        h = self._map(trunk, crops["obs"], with_grad=run_aux)  # shared by the actor (detached) and the aux loss
+        if run_actor:
+            actor_loss, log_pi = self._map(lambda a, x, z: a.actor_loss(x, z), h.detach(), noise["actor"])
+            self._step_with("actor_opt", actor_loss, inputs=[p for g in self.opts["actor_opt"].param_groups
+                                                             for p in g["params"]])
+            alpha_loss = self._map(lambda a, lp: a.alpha_loss(lp), log_pi)
+            self._step_with("alpha_opt", alpha_loss)
+            entropy = vmap(lambda lp: -lp.mean())(log_pi.detach())
+            metrics.update(actor_loss=actor_loss.detach(), alpha_loss=alpha_loss.detach(),
+                           alpha=self.params["log_alpha"].detach().exp(), entropy=entropy)
+        if step % c.target_update_every == 0:
+            self._update_targets()
+        if run_aux:
+            pos, neg = self._map(lambda a, x, *keys: a.aux_logits(x, [ScaledPixels.of(k) for k in keys]),
+                                 h, *crops["keys"])
+            losses = torch.stack([
+                auxiliary_loss(pos[k], neg[k], a.cfg.aux, a.cfg.tau_plus, a.cfg.beta, c.log_floor, self.host_checks)
+                for k, a in enumerate(self.agents)])
+            for key in ("encoder_opt", "aux_opt"):
+                self.opts[key].zero_grad(set_to_none=True)
+            losses.sum().backward()
+            self.opts["encoder_opt"].step()
+            self.opts["aux_opt"].step()
+            metrics["aux_loss"] = losses.detach()
+        self._watch(metrics)
+        return metrics
+
+    def _step_with(self, key: str, losses: torch.Tensor, inputs=None) -> None:
+        """Backward of the runs' summed losses (each run's gradient is its own loss's), then optimiser ``key``."""
+        opt = self.opts[key]
+        opt.zero_grad(set_to_none=True)
+        losses.sum().backward(inputs=inputs)
+        opt.step()
+
+    @torch.no_grad()
+    def _update_targets(self) -> None:
+        c = self.cfg
+        pairs = (("critic.q1.", c.critic_tau), ("critic.q2.", c.critic_tau), ("critic.encoder.", c.encoder_tau))
+        for src, tau in pairs:
+            names = [n for n in self.names if n.startswith(src)]
+            torch._foreach_lerp_([self.params["critic_target." + n[len("critic."):]] for n in names],
+                                 [self.params[n] for n in names], tau)
+
+    def _watch(self, metrics: dict[str, torch.Tensor]) -> None:
+        bad = torch.stack([v.detach().float() for v in metrics.values()]).isfinite().all(0).logical_not()
+        self.nonfinite.logical_or_(bad)
+
+
+
+class StackedSnapshot(Snapshot):
+    """:class:`rl_curl.graphs.Snapshot` of a :class:`StackedAgents`: its stacked tensors, optimiser states and the
+    device's generator."""
+
+    def _tensors(self) -> list[torch.Tensor]:
+        return [*self.agent.params.values(), self.agent.nonfinite]
+
+    def _optimizers(self) -> list[torch.optim.Optimizer]:
+        return list(self.agent.opts.values())
+
+    def _device(self) -> torch.device:
+        return self.agent.params["log_alpha"].device
+
+
+class GraphedStackedUpdate(GraphedUpdate):
+    """:meth:`StackedAgents.update` on K batches of replay indices (run k's from ``replays[k]``; one replay may serve
+    several runs), replayed from CUDA graphs on a GPU and eager elsewhere, as :class:`rl_curl.graphs.GraphedUpdate`
+    does for one agent. The runs' random draws come from the device's default generator, which a graph advances
+    as the eager code would. ``update(idx [K, B], step)`` returns each metric as a ``[K]`` tensor that later
+    updates overwrite in place."""
+
+    def __init__(self, stacked: StackedAgents, replays: list, batch_size: int, warmup: int = 3):
+        if len(replays) != stacked.K:
+            raise ValueError(f"{len(replays)} replays for {stacked.K} stacked runs")
+        self.agent, self.replays, self.warmup = stacked, list(replays), warmup
+        self.device = stacked.params["log_alpha"].device
+        self.graphed = self.device.type == "cuda"
+        for rep in {id(r): r for r in replays}.values():
+            rep.enable_device_sampling()
+            if rep.device != self.device:
+                raise ValueError(f"a replay's frames are on {rep.device}, the runs on {self.device}: the graphed "
+                                 "stacked update needs the replays on the training device")
+        stacked.host_checks = False
+        stacked.set_capturable(self.graphed)
+        self.idx = torch.zeros((stacked.K, batch_size), dtype=torch.int64, device=self.device)
+        self.out: dict[str, torch.Tensor] = {}
+        self.graphs: dict = {}
+        self.pool = None
+        self.captures = 0
+        self.generation = self._generation()
+
+    def _generation(self) -> tuple:
+        return tuple(r.generation for r in self.replays)
+
+    def _snapshot(self) -> Snapshot:
+        return StackedSnapshot(self.agent)
+
+    def _run(self, step: int) -> dict[str, torch.Tensor]:
+        return self.agent.update([rep.gather(self.idx[k]) for k, rep in enumerate(self.replays)], step)

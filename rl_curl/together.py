@@ -1,0 +1,287 @@
+"""Several rl_curl runs trained together in one process, their updates made as one (:mod:`rl_curl.stacked`).
+
+    python -m rl_curl.together --objectives curl debiased:0.05:1 --seeds 0 1 2 -- --env-steps 100000
+    python -m rl_curl.together --objectives curl --seeds 0 1 --output-root runs/cartpole -- --preset cpu-small
+
+Every run is an ``rl_curl.train`` run in every other respect: its own folder (the one ``rl_curl.train`` would use,
+or ``OUTPUT_ROOT/OBJECTIVE/seedS``), environment, replay, logs, evaluations, checkpoints and final summary, each
+written by the same code. What the runs share is the update: each run trains in a thread of its own, and at every
+update the runs meet; the last to arrive makes one update of all of them (:class:`rl_curl.stacked.StackedAgents`,
+the runs' parameters stacked, every forward pass vmapped over the runs), and each run takes its own metrics and goes
+on. Each run draws its policy noise and its update's random crops and noise from a generator of its own, started
+where a run alone would start its device's default generator and saved in its checkpoints, so a run equals the same
+run alone up to float rounding (a grouped convolution adds in another order), and resumes exactly.
+
+The runs must be in step: the same task and lengths and everything that shapes the update (sizes, learning rates,
+schedules, M); they differ in seed and objective among those on the bilinear logits (``curl``, ``debiased``,
+``hard``). Not yet supported (refused): ``--cuda-graphs``, ``--mixed-precision bf16``, ``--update fused``,
+``--cudnn-conv-relu`` and CPC. Ctrl-C stops every run at the end of the same episode, each with its checkpoint;
+``--resume`` continues them together (runs at different steps are refused by name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import sys
+import threading
+import traceback
+
+from .config import Config, from_cli
+from .objectives import OBJECTIVES, folder_name, parse_spec, spec_syntax
+
+#: rl_curl.train options that --objectives, --seeds and --output-root set for every run.
+PER_RUN = ("--aux", "--tau-plus", "--positives", "--beta", "--seed", "--output-dir")
+#: What the runs must have in common beyond the update's settings (rl_curl.stacked.SHARED).
+IN_STEP = ("task", "env_steps", "action_repeat", "seed_steps", "image_size", "camera_id", "device")
+
+
+class Together:
+    """Where the runs meet to update: ``seat(k)`` is run k's handle (``update(batch, step)``, ``sync()``). The
+    stacked update is made at the first meeting, from the runs' agents as they are then (built, and loaded from
+    their checkpoints on a resume); after every update each agent's parameters are copied from it (what the run acts,
+    evaluates and exports with), and its optimiser states before each of its checkpoints."""
+
+    def __init__(self, n: int, stop=None):
+        self.n, self.stop = n, stop
+        self.apps: list = [None] * n
+        self.cond = threading.Condition()
+        self.pending: dict[int, tuple] = {}
+        self.results: dict[int, dict] = {}
+        self.meetings = 0
+        self.active = set(range(n))
+        self.stacked = None
+        self.order: list[int] = []
+        self.failed: str | None = None
+
+    def seat(self, k: int, app) -> "Seat":
+        self.apps[k] = app
+        return Seat(self, k)
+
+    # ------------------------------------------------------------------------------------------------ meeting
+    def update(self, k: int, batch: dict, step: int) -> dict:
+        with self.cond:
+            self._check()
+            self.pending[k] = (batch, step)
+            meeting = self.meetings
+            if set(self.pending) >= self.active:
+                try:
+                    self._update_all()
+                except BaseException as err:
+                    self.failed = f"the stacked update failed ({type(err).__name__}: {err})"
+                    self.cond.notify_all()
+                    raise
+            else:
+                while self.meetings == meeting and self.failed is None:
+                    self.cond.wait()
+                self._check()
+            return self.results[k]
+
+    def _check(self) -> None:
+        if self.failed is not None:
+            raise RuntimeError(f"stopped because another run trained together with this one stopped: {self.failed}")
+
+    def _update_all(self) -> None:
+        from .stacked import StackedAgents
+
+        steps = {step for _, step in self.pending.values()}
+        if len(steps) != 1:
+            at = ", ".join(f"{self.apps[k].cfg.output_dir} at agent step {s}"
+                           for k, (_, s) in sorted(self.pending.items()))
+            raise ValueError(f"the runs are not in step ({at}): runs trained together must be at the same step; "
+                             "continue them one by one with `python -m rl_curl.train ... --resume`")
+        step = steps.pop()
+        if self.stacked is None:
+            self.order = sorted(self.pending)
+            self.stacked = StackedAgents([self.apps[k].agent for k in self.order])
+        elif sorted(self.pending) != self.order:
+            raise RuntimeError("a run left before the others finished")
+        metrics = self.stacked.update([self.pending[k][0] for k in self.order], step,
+                                      [self.apps[k].generator for k in self.order])
+        self.stacked.to_agents(states=False)  # each run acts, evaluates and exports with its agent
+        self.results = {k: {name: v[i] for name, v in metrics.items()} for i, k in enumerate(self.order)}
+        self.pending = {}
+        if self.stop is not None and self.stop.requested:  # every run reads it after this same step
+            for app in self.apps:
+                if app.harness.stop is not None:
+                    app.harness.stop.requested = True
+        self.meetings += 1
+        self.cond.notify_all()
+
+    def sync(self, k: int) -> None:
+        """Run k's optimiser states from the stacked update into its own optimisers (before its checkpoint)."""
+        with self.cond:
+            if self.stacked is not None and k in self.order:
+                self.stacked.to_agent(self.order.index(k))
+
+    def leave(self, k: int, error: BaseException | None = None) -> None:
+        """Run k's thread ends (finished, or failed with ``error``): the others stop waiting for it."""
+        with self.cond:
+            self.active.discard(k)
+            if error is not None and self.failed is None:
+                self.failed = f"{self.apps[k].cfg.output_dir}: {type(error).__name__}: {error}"
+            elif self.stacked is not None and self.pending and k in self.order and self.failed is None:
+                self.failed = f"{self.apps[k].cfg.output_dir} ended while the others were still training"
+            self.cond.notify_all()
+
+
+@dataclasses.dataclass
+class Seat:
+    """Run k's handle on :class:`Together` (``CurlApp.together``)."""
+
+    table: Together
+    k: int
+
+    def update(self, batch: dict, step: int) -> dict:
+        return self.table.update(self.k, batch, step)
+
+    def sync(self) -> None:
+        self.table.sync(self.k)
+
+
+# ---------------------------------------------------------------------------------------------------- the runs
+
+
+def check_runs(cfgs: list[Config]) -> None:
+    """Refuse, before anything is built or written, runs that cannot train together (naming what differs)."""
+    from .stacked import SHARED
+
+    if not cfgs:
+        raise ValueError("no runs to train together")
+    dirs = [c.output_dir for c in cfgs]
+    twice = sorted({d for d in dirs if dirs.count(d) > 1})
+    if twice:
+        raise ValueError(f"two runs would write to {twice[0]}: give each objective and seed once")
+    first = cfgs[0]
+    for c in cfgs:
+        for flag, bad in (("--cuda-graphs", c.cuda_graphs), ("--mixed-precision bf16", c.mixed_precision != "no"),
+                          ("--update fused", c.update != "official"), ("--cudnn-conv-relu", c.cudnn_conv_relu),
+                          ("--aux cpc", OBJECTIVES.get(c.aux).kind == "future")):
+            if bad:
+                raise ValueError(f"{flag} is not supported by runs trained together (rl_curl.together); train these "
+                                 "runs one by one with rl_curl.train")
+        differ = [f for f in (*IN_STEP, *SHARED) if getattr(c, f) != getattr(first, f)]
+        if differ:
+            raise ValueError(f"{c.output_dir} differs from {first.output_dir} in {', '.join(differ)}: runs trained "
+                             "together differ only in seed and objective")
+        if (c.aux == "none") != (first.aux == "none"):
+            raise ValueError("either every run trained together has an auxiliary loss or none has")
+
+
+def run_together(cfgs: list[Config]) -> list[dict]:
+    """Train (or resume) the runs of ``cfgs`` together; returns their summaries, in order. A run that fails stops
+    the others (each keeps its last checkpoint), and its error is raised."""
+    from shared_losses.training.loop import run as run_app
+
+    from .train import CurlApp
+
+    cfgs = [c.resolved() for c in cfgs]
+    check_runs(cfgs)
+    from shared_losses.training.runtime import StopSignals
+
+    stop = StopSignals("stopping every run at the end of the same episode and writing its checkpoint (Ctrl-C again "
+                       "to stop at once, losing the steps since the last checkpoints)")
+    table = Together(len(cfgs), stop.__enter__())
+    results: list = [None] * len(cfgs)
+    errors: list = [None] * len(cfgs)
+    apps = []
+    for k, c in enumerate(cfgs):
+        app = CurlApp(c if k == 0 else dataclasses.replace(c, progress=False))  # one progress bar
+        app.together = table.seat(k, app)
+        apps.append(app)
+
+    def work(k: int) -> None:
+        try:
+            results[k] = run_app(apps[k])
+        except BaseException as err:  # noqa: BLE001 - handed to the main thread
+            traceback.clear_frames(err.__traceback__)  # the lines stay; the frames let go of the run's objects
+            errors[k] = err
+            table.leave(k, err)
+        else:
+            table.leave(k)
+        finally:
+            # A MuJoCo rendering context must be freed by the thread that made it: drop the run's environments
+            # here (they were closed by the run) rather than wherever the garbage collector next runs.
+            for name in ("env", "eval_envs"):
+                if hasattr(apps[k], name):
+                    setattr(apps[k], name, None)
+            gc.collect()
+
+    threads = [threading.Thread(target=work, args=(k,), name=f"rl_curl run {k}", daemon=True) for k in range(len(cfgs))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+    finally:
+        stop.__exit__(None, None, None)
+    first = next((e for e in errors if e is not None and not _follows(e)), None) or \
+        next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+    return results
+
+
+def _follows(err: BaseException) -> bool:
+    """An error a run raised only because another run trained with it stopped first."""
+    return isinstance(err, RuntimeError) and "another run trained together" in str(err)
+
+
+def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
+    """The runs of ``python -m rl_curl.together ARGS``: one per objective and seed, other options rl_curl.train's."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m rl_curl.together",
+        description="Train several rl_curl runs together in one process, their updates made as one "
+                    "(every objective with every seed). Options after -- are rl_curl.train's (python -m "
+                    "rl_curl.train --help), the same for every run.",
+        epilog=__doc__.split("\n\n")[2])
+    parser.add_argument("--objectives", nargs="+", default=["curl"], metavar="SPEC",
+                        help=f"objectives, each {spec_syntax()} (default: curl)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="S", help="seeds (default: 0)")
+    parser.add_argument("--output-root", default="",
+                        help="folder of the runs (OUTPUT_ROOT/OBJECTIVE/seedS); default: each run's rl_curl.train "
+                             "folder, runs/rl_curl/TASK/OBJECTIVE/seedS")
+    if "--" in argv:
+        i = argv.index("--")
+        own, rest = argv[:i], argv[i + 1:]
+    else:
+        own, rest = argv, []
+    args = parser.parse_args(own)
+    clash = [a.split("=")[0] for a in rest if a.split("=")[0] in PER_RUN]
+    if clash:
+        parser.error(f"{clash[0]} is set per run here: use --objectives, --seeds and --output-root")
+    try:
+        specs = [parse_spec(s) for s in args.objectives]
+    except ValueError as err:
+        parser.error(str(err))
+    if len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds {' '.join(map(str, args.seeds))} names a seed twice")
+    base = from_cli(rest)
+    cfgs = []
+    for spec in specs:
+        for seed in args.seeds:
+            fields = {"aux": spec["aux"], "tau_plus": spec.get("tau_plus", 0.0), "positives": spec.get("positives", 1),
+                      "beta": spec.get("beta", 1.0), "seed": seed}
+            out = ""
+            if args.output_root:
+                name = folder_name(fields["aux"], fields["tau_plus"], fields["positives"], fields["beta"])
+                out = f"{args.output_root.rstrip('/')}/{name}/seed{seed}"
+            cfgs.append(dataclasses.replace(base, output_dir=out, **fields))
+    return cfgs
+
+
+def main(argv: list[str] | None = None) -> None:
+    from shared_losses.training.runtime import print_run_result
+
+    cfgs = [c.resolved() for c in configs_from_cli(argv)]
+    for c, summary in zip(cfgs, run_together(cfgs)):
+        print_run_result("rl_curl", c.output_dir, summary["env_steps"], summary)
+
+
+if __name__ == "__main__":
+    from shared_losses.training.cli import run_cli
+
+    run_cli(main)

@@ -1,0 +1,173 @@
+"""Runs trained together (rl_curl.together): each is the run alone up to float rounding, they resume exactly, stop
+together, and what cannot train together is refused before anything is written."""
+
+import csv
+import pytest
+import torch
+
+from rl_curl.together import check_runs, configs_from_cli, run_together
+from rl_curl.train import run
+from shared_losses.training.runtime import RunInterrupted
+
+from .conftest import tiny_config
+from .test_train import BASE
+
+SPECS = [dict(aux="curl", seed=0), dict(aux="debiased", tau_plus=0.05, seed=1)]
+
+
+def cfg(tmp_path, name, **kw):
+    return tiny_config(output_dir=str(tmp_path / name), **{**BASE, "eval_every": 500, **kw})
+
+
+def rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def state(out, i=0):
+    return torch.load(out / "checkpoint" / f"custom_checkpoint_{i}.pkl", weights_only=False)
+
+
+def test_each_run_is_the_run_alone_up_to_rounding(tmp_path):
+    for i, s in enumerate(SPECS):
+        run(cfg(tmp_path, f"alone{i}", env_steps=1000, **s))
+    summaries = run_together([cfg(tmp_path, f"together{i}", env_steps=1000, **s) for i, s in enumerate(SPECS)])
+    assert [s["seed"] for s in summaries] == [0, 1] and [s["aux"] for s in summaries] == ["curl", "debiased"]
+    for i in range(2):
+        alone, together = tmp_path / f"alone{i}", tmp_path / f"together{i}"
+        for name in ("log.csv", "eval.csv"):
+            a, b = rows(alone / name), rows(together / name)
+            assert len(a) == len(b) and a[0].keys() == b[0].keys()
+        a, b = rows(alone / "log.csv"), rows(together / "log.csv")
+        # the first update's metrics: the same random draws and batches, a grouped convolution's rounding
+        first = next(k for k, r in enumerate(a) if r["critic_loss"])
+        for key in ("critic_loss", "aux_loss"):
+            x, y = float(a[first][key]), float(b[first][key])
+            assert abs(x - y) <= 1e-4 * abs(x), (key, x, y)
+        assert a[0]["episode_return"] == b[0]["episode_return"] or first == 0
+        for f in ("config.json", "summary.json", "policy.pt"):
+            assert (together / f).exists()
+        # the checkpoint holds this run's optimiser states (written from the stacked update), Adam's steps taken
+        adam = state(together, 1)["state"]
+        assert adam and all(int(s["step"]) > 0 for s in adam.values())
+        # one run's tensors only (a view of the stacked tensors would save all the runs' storage)
+        sizes = {k: v.untyped_storage().nbytes() for k, v in state(together).items()}
+        assert sizes == {k: v.untyped_storage().nbytes() for k, v in state(alone).items()}
+
+
+def test_runs_together_resume_exactly_after_a_stop(tmp_path, monkeypatch):
+    full = [cfg(tmp_path, f"full{i}", env_steps=2000, checkpoint_every=1000, **s) for i, s in enumerate(SPECS)]
+    run_together(full)
+    part = [cfg(tmp_path, f"part{i}", env_steps=2000, checkpoint_every=1000, **s) for i, s in enumerate(SPECS)]
+    # Ctrl-C while they train (as the main thread's handler records it, during the third update): every run stops
+    # at the end of the same episode with its checkpoint
+    import shared_losses.training.runtime as runtime
+    from rl_curl.stacked import StackedAgents
+
+    made = []
+
+    class Signals(runtime.StopSignals):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            made.append(self)
+
+    update, calls = StackedAgents.update, []
+
+    def counted(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            made[-1].requested = True
+        return update(self, *a, **kw)
+
+    monkeypatch.setattr(runtime, "StopSignals", Signals)
+    monkeypatch.setattr(StackedAgents, "update", counted)
+    with pytest.raises(RunInterrupted):
+        run_together(part)
+    monkeypatch.undo()
+    stopped = {rows(tmp_path / f"part{i}" / "log.csv")[-1]["env_step"] for i in range(2)}
+    assert len(stopped) == 1, stopped  # in step
+    run_together([cfg(tmp_path, f"part{i}", env_steps=2000, checkpoint_every=1000, resume=True, **s)
+                  for i, s in enumerate(SPECS)])
+    for i in range(2):
+        a, b = tmp_path / f"full{i}", tmp_path / f"part{i}"
+        assert rows(a / "eval.csv") == rows(b / "eval.csv")
+        drop = ("wall_seconds",)
+        strip = lambda rs: [{k: v for k, v in r.items() if k not in drop} for r in rs]  # noqa: E731
+        assert strip(rows(a / "log.csv")) == strip(rows(b / "log.csv"))
+        sa, sb = state(a), state(b)
+        for k in sa:
+            assert torch.equal(sa[k], sb[k]), k
+
+
+def test_a_run_trained_alone_does_not_resume_together(tmp_path):
+    run(cfg(tmp_path, "r0", env_steps=1000, checkpoint_every=1000, **SPECS[0]))
+    with pytest.raises(Exception, match="trained alone"):
+        run_together([cfg(tmp_path, "r0", env_steps=2000, checkpoint_every=1000, resume=True, **SPECS[0])])
+
+
+def test_a_taken_folder_is_refused_before_any_run_starts(tmp_path):
+    run(cfg(tmp_path, "taken", env_steps=1000, **SPECS[1]))  # a finished run of other settings in run 1's folder
+    with pytest.raises(Exception, match="taken.*already holds a run"):
+        run_together([cfg(tmp_path, "fresh", env_steps=1000, **SPECS[0]),
+                      cfg(tmp_path, "taken", env_steps=1000, **{**SPECS[1], "tau_plus": 0.1})])
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_a_run_that_fails_stops_the_others_and_its_error_is_raised(tmp_path, monkeypatch):
+    from rl_curl.train import CurlApp
+
+    step = CurlApp.train_step
+
+    def failing(self):
+        if self.cfg.seed == 1 and self.step == 8:  # after the runs have met a few times
+            raise RuntimeError("boom in run 1")
+        return step(self)
+
+    monkeypatch.setattr(CurlApp, "train_step", failing)
+    with pytest.raises(RuntimeError, match="boom in run 1"):
+        run_together([cfg(tmp_path, f"r{i}", env_steps=1000, **s) for i, s in enumerate(SPECS)])
+    # the other run stopped at its next meeting (no hang); both folders are kept (they had trained)
+    assert (tmp_path / "r0" / "config.json").exists() and (tmp_path / "r1" / "config.json").exists()
+    assert not (tmp_path / "r0" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("other,match", [
+    (dict(env_steps=2000), "differs from .* in env_steps"),
+    (dict(lr=3e-3), "differs from .* in lr"),
+    (dict(positives=2, aux="debiased"), "differs from .* in positives"),
+    (dict(cuda_graphs=True, replay_on_device=True), "--cuda-graphs is not supported"),
+    (dict(update="fused"), "--update fused is not supported"),
+    (dict(aux="cpc"), "--aux cpc is not supported"),
+    (dict(aux="none"), "either every run"),
+])
+def test_what_cannot_train_together_is_refused(tmp_path, other, match):
+    cfgs = [cfg(tmp_path, "a", env_steps=1000).resolved(),
+            cfg(tmp_path, "b", **{"env_steps": 1000, "seed": 1, **other}).resolved()]
+    with pytest.raises(ValueError, match=match):
+        check_runs(cfgs)
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(ValueError, match="two runs would write to"):
+        check_runs([cfgs[0], cfgs[0]])
+
+
+def test_command_line(tmp_path, capsys):
+    cfgs = configs_from_cli(["--objectives", "curl", "debiased:0.05:2", "--seeds", "3", "4", "--output-root",
+                             str(tmp_path), "--", "--env-steps", "3000", "--lr", "0.002"])
+    got = [(c.aux, c.tau_plus, c.positives, c.seed, c.env_steps, c.lr, c.output_dir) for c in cfgs]
+    assert got == [("curl", 0.0, 1, 3, 3000, 0.002, f"{tmp_path}/curl/seed3"),
+                   ("curl", 0.0, 1, 4, 3000, 0.002, f"{tmp_path}/curl/seed4"),
+                   ("debiased", 0.05, 2, 3, 3000, 0.002, f"{tmp_path}/debiased-tau0.05-M2/seed3"),
+                   ("debiased", 0.05, 2, 4, 3000, 0.002, f"{tmp_path}/debiased-tau0.05-M2/seed4")]
+    default = configs_from_cli(["--seeds", "0"])[0].resolved()
+    assert default.output_dir == "runs/rl_curl/cartpole-swingup/curl/seed0"  # rl_curl.train's own folder
+    for bad, match in ((["--", "--seed", "1"], "--seed is set per run"),
+                       (["--", "--aux=debiased"], "--aux is set per run"),
+                       (["--objectives", "debiased:2"], "TAU_PLUS"),
+                       (["--seeds", "1", "1"], "names a seed twice")):
+        with pytest.raises(SystemExit):
+            configs_from_cli(bad)
+        assert match in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        configs_from_cli(["--help"])
+    out = capsys.readouterr().out
+    assert "--objectives" in out and "rl_curl.train --help" in out
