@@ -35,7 +35,7 @@ import torch.nn as nn
 from torch.func import functional_call, vmap
 
 from .agent import CurlAgent
-from .augment import random_crop
+from .augment import crop_at
 from .graphs import GraphedUpdate, Snapshot
 from .networks import ScaledPixels
 from .objectives import OBJECTIVES, auxiliary_loss
@@ -210,24 +210,29 @@ class StackedAgents:
         with torch.set_grad_enabled(with_grad and torch.is_grad_enabled()):
             return vmap(one, randomness="error")(self.params, *xs)
 
-    def _draw(self, batches, generators, run_actor: bool, run_aux: bool):
-        """Every run's random crops and policy noise, from its own generator, in the order the single update draws."""
-        c = self.cfg
+    def draw(self, step: int, batch_size: int, frame_size: int, action_dim: int,
+             generators: list[torch.Generator | None] | None = None) -> dict[str, torch.Tensor | None]:
+        """Every run's random draws of the update at ``step``, from its own generator (None: the device's default
+        generator), in the order the single update draws them: the crops' offsets of obs, next_obs and the M keys
+        (:func:`rl_curl.augment.random_crop`: rows, then columns), then the critic's and the actor's policy noise.
+        Returns ``{"offsets": [K, crops, 2, B], "critic_noise": [K, B, A], "actor_noise": [K, B, A] or None}``."""
+        c, K = self.cfg, self.K
+        generators = list(generators) if generators is not None else [None] * K
+        if len(generators) != K:
+            raise ValueError(f"{len(generators)} generators for {K} stacked runs")
         dtype, dev = self.params["log_alpha"].dtype, self.params["log_alpha"].device
-        B, A = batches[0]["action"].shape
-        crops = {"obs": [], "next_obs": [], "keys": [[] for _ in range(c.positives if run_aux else 0)]}
-        noise = {"critic": [], "actor": []}
-        for b, g in zip(batches, generators, strict=True):
-            crops["obs"].append(random_crop(b["obs"], c.crop_size, g))
-            crops["next_obs"].append(random_crop(b["next_obs"], c.crop_size, g))
-            for m in range(len(crops["keys"])):
-                crops["keys"][m].append(random_crop(b["obs"], c.crop_size, g))
-            noise["critic"].append(torch.randn((B, A), generator=g, dtype=dtype, device=dev))
+        run_actor = step % c.actor_update_every == 0
+        crops = 2 + (c.positives if c.aux != "none" and step % c.aux_update_every == 0 else 0)
+        span = frame_size - c.crop_size + 1
+        offsets, critic, actor = [], [], []
+        for g in generators:
+            offsets.append(torch.stack([torch.randint(0, span, (batch_size,), device=dev, generator=g)
+                                        for _ in range(2 * crops)]).view(crops, 2, batch_size))
+            critic.append(torch.randn((batch_size, action_dim), generator=g, dtype=dtype, device=dev))
             if run_actor:
-                noise["actor"].append(torch.randn((B, A), generator=g, dtype=dtype, device=dev))
-        return ({"obs": _scaled(crops["obs"], dtype), "next_obs": _scaled(crops["next_obs"], dtype),
-                 "keys": [_scaled(k, dtype) for k in crops["keys"]]},
-                {k: torch.stack(v) if v else None for k, v in noise.items()})
+                actor.append(torch.randn((batch_size, action_dim), generator=g, dtype=dtype, device=dev))
+        return {"offsets": torch.stack(offsets), "critic_noise": torch.stack(critic),
+                "actor_noise": torch.stack(actor) if actor else None}
 
     def update(self, batches: list[dict[str, torch.Tensor]], step: int,
                generators: list[torch.Generator | None] | None = None) -> dict[str, torch.Tensor]:
@@ -236,13 +241,29 @@ class StackedAgents:
         Returns each metric as a ``[K]`` tensor."""
         if len(batches) != self.K:
             raise ValueError(f"{len(batches)} batches for {self.K} stacked runs")
-        c, K = self.cfg, self.K
-        generators = list(generators) if generators is not None else [None] * K
-        if len(generators) != K:
-            raise ValueError(f"{len(generators)} generators for {K} stacked runs")
+        B, A = batches[0]["action"].shape
+        drawn = self.draw(step, B, batches[0]["obs"].shape[-1], A, generators)
+        return self.update_drawn(batches, step, drawn)
+
+    def update_drawn(self, batches: list[dict[str, torch.Tensor]], step: int,
+                     drawn: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor]:
+        """:meth:`update` with the random draws given (:meth:`draw`): what a CUDA graph records, its draws made
+        outside it (:class:`GraphedStackedUpdate`)."""
+        if len(batches) != self.K:
+            raise ValueError(f"{len(batches)} batches for {self.K} stacked runs")
+        c = self.cfg
         run_actor = step % c.actor_update_every == 0
         run_aux = c.aux != "none" and step % c.aux_update_every == 0
-        crops, noise = self._draw(batches, generators, run_actor, run_aux)
+        dtype = self.params["log_alpha"].dtype
+        off = drawn["offsets"]
+
+        def crop(key: str, j: int) -> torch.Tensor:  # crop j of every run, as random_crop would have cut it
+            return _scaled([crop_at(b[key], off[k, j, 0], off[k, j, 1], c.crop_size) for k, b in enumerate(batches)],
+                           dtype)
+
+        crops = {"obs": crop("obs", 0), "next_obs": crop("next_obs", 1),
+                 "keys": [crop("obs", 2 + m) for m in range(c.positives if run_aux else 0)]}
+        noise = {"critic": drawn["critic_noise"], "actor": drawn["actor_noise"]}
         stack = {k: torch.stack([b[k] for b in batches]) for k in ("action", "reward", "not_done")}
 
         critic_loss = self._map(
@@ -321,9 +342,10 @@ class StackedSnapshot(Snapshot):
 class GraphedStackedUpdate(GraphedUpdate):
     """:meth:`StackedAgents.update` on K batches of replay indices (run k's from ``replays[k]``; one replay may serve
     several runs), replayed from CUDA graphs on a GPU and eager elsewhere, as :class:`rl_curl.graphs.GraphedUpdate`
-    does for one agent. The runs' random draws come from the device's default generator, which a graph advances
-    as the eager code would. ``update(idx [K, B], step)`` returns each metric as a ``[K]`` tensor that later
-    updates overwrite in place."""
+    does for one agent. The random draws (:meth:`StackedAgents.draw`: crop offsets and policy noise) are made before
+    each replay, outside the graph, from each run's generator (or the device's default one), into fixed tensors the
+    graph reads, as it reads the indices: each run keeps its own random stream. ``update(idx [K, B], step,
+    generators)`` returns each metric as a ``[K]`` tensor that later updates overwrite in place."""
 
     def __init__(self, stacked: StackedAgents, replays: list, batch_size: int, warmup: int = 3):
         if len(replays) != stacked.K:
@@ -339,6 +361,14 @@ class GraphedStackedUpdate(GraphedUpdate):
         stacked.host_checks = False
         stacked.set_capturable(self.graphed)
         self.idx = torch.zeros((stacked.K, batch_size), dtype=torch.int64, device=self.device)
+        c, K = stacked.cfg, stacked.K
+        self.batch_size, self.frame_size = batch_size, replays[0].obs_shape[-1]
+        self.action_dim = stacked.agents[0].action_dim
+        dtype = stacked.params["log_alpha"].dtype
+        crops = 2 + (c.positives if c.aux != "none" else 0)
+        self.drawn = {"offsets": torch.zeros((K, crops, 2, batch_size), dtype=torch.int64, device=self.device),
+                      "critic_noise": torch.zeros((K, batch_size, self.action_dim), dtype=dtype, device=self.device),
+                      "actor_noise": torch.zeros((K, batch_size, self.action_dim), dtype=dtype, device=self.device)}
         self.out: dict[str, torch.Tensor] = {}
         self.graphs: dict = {}
         self.pool = None
@@ -351,5 +381,14 @@ class GraphedStackedUpdate(GraphedUpdate):
     def _snapshot(self) -> Snapshot:
         return StackedSnapshot(self.agent)
 
+    def update(self, idx, step: int, generators: list[torch.Generator | None] | None = None) -> dict[str, torch.Tensor]:
+        d = self.agent.draw(step, self.batch_size, self.frame_size, self.action_dim, generators)
+        self.drawn["offsets"][:, :d["offsets"].shape[1]].copy_(d["offsets"])
+        self.drawn["critic_noise"].copy_(d["critic_noise"])
+        if d["actor_noise"] is not None:
+            self.drawn["actor_noise"].copy_(d["actor_noise"])
+        return super().update(idx, step)
+
     def _run(self, step: int) -> dict[str, torch.Tensor]:
-        return self.agent.update([rep.gather(self.idx[k]) for k, rep in enumerate(self.replays)], step)
+        drawn = {**self.drawn, "actor_noise": self.drawn["actor_noise"] if self.kind(step)[0] else None}
+        return self.agent.update_drawn([rep.gather(self.idx[k]) for k, rep in enumerate(self.replays)], step, drawn)

@@ -14,9 +14,11 @@ run alone up to float rounding (a grouped convolution adds in another order), an
 
 The runs must be in step: the same task and lengths and everything that shapes the update (sizes, learning rates,
 schedules, M); they differ in seed and objective among those on the bilinear logits (``curl``, ``debiased``,
-``hard``). Not yet supported (refused): ``--cuda-graphs``, ``--mixed-precision bf16``, ``--update fused``,
-``--cudnn-conv-relu`` and CPC. Ctrl-C stops every run at the end of the same episode, each with its checkpoint;
-``--resume`` continues them together (runs at different steps are refused by name).
+``hard``). With ``--cuda-graphs --replay-on-device`` (every run) the stacked update is replayed from CUDA graphs
+(:class:`rl_curl.stacked.GraphedStackedUpdate`: batches gathered from each run's replay inside the graph, each run's
+random draws made outside it from its own generator). Not yet supported (refused): ``--mixed-precision bf16``,
+``--update fused``, ``--cudnn-conv-relu`` and CPC. Ctrl-C stops every run at the end of the same episode, each
+with its checkpoint; ``--resume`` continues them together (runs at different steps are refused by name).
 """
 
 from __future__ import annotations
@@ -28,13 +30,15 @@ import sys
 import threading
 import traceback
 
+import numpy as np
+
 from .config import Config, from_cli
 from .objectives import OBJECTIVES, folder_name, parse_spec, spec_syntax
 
 #: rl_curl.train options that --objectives, --seeds and --output-root set for every run.
 PER_RUN = ("--aux", "--tau-plus", "--positives", "--beta", "--seed", "--output-dir")
 #: What the runs must have in common beyond the update's settings (rl_curl.stacked.SHARED).
-IN_STEP = ("task", "env_steps", "action_repeat", "seed_steps", "image_size", "camera_id", "device")
+IN_STEP = ("task", "env_steps", "action_repeat", "seed_steps", "image_size", "camera_id", "device", "cuda_graphs")
 
 
 class Together:
@@ -52,6 +56,7 @@ class Together:
         self.meetings = 0
         self.active = set(range(n))
         self.stacked = None
+        self.graphed = None  # the stacked update as CUDA graphs (--cuda-graphs)
         self.order: list[int] = []
         self.failed: str | None = None
 
@@ -95,10 +100,20 @@ class Together:
         if self.stacked is None:
             self.order = sorted(self.pending)
             self.stacked = StackedAgents([self.apps[k].agent for k in self.order])
+            first = self.apps[self.order[0]].cfg
+            if first.cuda_graphs:
+                from .stacked import GraphedStackedUpdate
+
+                self.graphed = GraphedStackedUpdate(self.stacked, [self.apps[k].replay for k in self.order],
+                                                    first.batch_size)
         elif sorted(self.pending) != self.order:
             raise RuntimeError("a run left before the others finished")
-        metrics = self.stacked.update([self.pending[k][0] for k in self.order], step,
-                                      [self.apps[k].generator for k in self.order])
+        batches = [self.pending[k][0] for k in self.order]
+        generators = [self.apps[k].generator for k in self.order]
+        if self.graphed is not None:  # batches of replay indices; metrics in the graphs' output tensors
+            metrics = self.graphed.update(np.stack(batches), step, generators)
+        else:
+            metrics = self.stacked.update(batches, step, generators)
         self.stacked.to_agents(states=False)  # each run acts, evaluates and exports with its agent
         self.results = {k: {name: v[i] for name, v in metrics.items()} for i, k in enumerate(self.order)}
         self.pending = {}
@@ -155,7 +170,7 @@ def check_runs(cfgs: list[Config]) -> None:
         raise ValueError(f"two runs would write to {twice[0]}: give each objective and seed once")
     first = cfgs[0]
     for c in cfgs:
-        for flag, bad in (("--cuda-graphs", c.cuda_graphs), ("--mixed-precision bf16", c.mixed_precision != "no"),
+        for flag, bad in (("--mixed-precision bf16", c.mixed_precision != "no"),
                           ("--update fused", c.update != "official"), ("--cudnn-conv-relu", c.cudnn_conv_relu),
                           ("--aux cpc", OBJECTIVES.get(c.aux).kind == "future")):
             if bad:

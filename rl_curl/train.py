@@ -465,7 +465,9 @@ class CurlApp(TrainingApp):
             action = agent.act(self.obs, sample=True, generator=self.generator)
             t1 = clock()
             if self.together is not None:  # one update of all the runs trained together
-                batch = self.replay.sample(cfg.batch_size, self.accelerator.device)
+                # under --cuda-graphs the replay's indices (the batch is gathered inside the graph), else the batch
+                batch = (self.replay.sample_indices(cfg.batch_size) if cfg.cuda_graphs
+                         else self.replay.sample(cfg.batch_size, self.accelerator.device))
                 update = lambda: self.together.update(batch, step)  # noqa: E731
             elif cfg.cuda_graphs:  # indices from the replay's generator; the batch is gathered inside the graph
                 if self.graphed is None:

@@ -180,9 +180,11 @@ def stacked_state(st):
             [{k: v.clone() for k, v in s.items()} for o in st.opts.values() for s in o.state.values()])
 
 
-def test_graphed_stacked_update_on_the_cpu_is_the_stacked_update():
+@pytest.mark.parametrize("per_run", [False, True], ids=["default generator", "a generator per run"])
+def test_graphed_stacked_update_on_the_cpu_is_the_stacked_update(per_run):
     """What a GPU captures (rl_curl.stacked.GraphedStackedUpdate): the batches gathered from each run's replay by the
-    index tensor, the draws from the default generator; eager here, equal to StackedAgents.update bit for bit."""
+    index tensor, the draws made before it (from the default generator, or each run's own) into the tensors it reads;
+    eager here, equal to StackedAgents.update bit for bit."""
     from rl_curl.stacked import GraphedStackedUpdate
 
     from .test_graphs import filled_replay
@@ -196,10 +198,11 @@ def test_graphed_stacked_update_on_the_cpu_is_the_stacked_update():
     assert graphed_runs.host_checks is False and not fast.graphed
     for step in range(4):
         idx = [r.sample_indices(8) for r in replays]
+        gens = (lambda: [torch.Generator().manual_seed(10 * step + k) for k in range(3)]) if per_run else (lambda: None)
         torch.manual_seed(step)
-        want = plain.update([r.gather(torch.from_numpy(i)) for r, i in zip(replays, idx)], step)
+        want = plain.update([r.gather(torch.from_numpy(i)) for r, i in zip(replays, idx)], step, gens())
         torch.manual_seed(step)
-        got = fast.update(np.stack(idx), step)
+        got = fast.update(np.stack(idx), step, gens())
         assert got.keys() == want.keys()
         for k in want:
             assert torch.equal(got[k], want[k]), k

@@ -99,6 +99,25 @@ def test_runs_together_resume_exactly_after_a_stop(tmp_path, monkeypatch):
             assert torch.equal(sa[k], sb[k]), k
 
 
+def test_cuda_graphs_path_on_the_cpu_is_the_default_path(tmp_path):
+    """--cuda-graphs --replay-on-device together (rl_curl.stacked.GraphedStackedUpdate: eager on a CPU, batches
+    gathered from the replays on the device, the draws made outside the graph from each run's generator) writes what
+    the runs together write without it, bit for bit."""
+    plain = [cfg(tmp_path, f"plain{i}", env_steps=1000, **s) for i, s in enumerate(SPECS)]
+    graphed = [cfg(tmp_path, f"graphed{i}", env_steps=1000, cuda_graphs=True, replay_on_device=True, **s)
+               for i, s in enumerate(SPECS)]
+    run_together(plain)
+    run_together(graphed)
+    for i in range(2):
+        a, b = tmp_path / f"plain{i}", tmp_path / f"graphed{i}"
+        assert rows(a / "eval.csv") == rows(b / "eval.csv")
+        strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_seconds"} for r in rs]  # noqa: E731
+        assert strip(rows(a / "log.csv")) == strip(rows(b / "log.csv"))
+        sa, sb = state(a), state(b)
+        for k in sa:
+            assert torch.equal(sa[k], sb[k]), k
+
+
 def test_a_run_trained_alone_does_not_resume_together(tmp_path):
     run(cfg(tmp_path, "r0", env_steps=1000, checkpoint_every=1000, **SPECS[0]))
     with pytest.raises(Exception, match="trained alone"):
@@ -135,7 +154,7 @@ def test_a_run_that_fails_stops_the_others_and_its_error_is_raised(tmp_path, mon
     (dict(env_steps=2000), "differs from .* in env_steps"),
     (dict(lr=3e-3), "differs from .* in lr"),
     (dict(positives=2, aux="debiased"), "differs from .* in positives"),
-    (dict(cuda_graphs=True, replay_on_device=True), "--cuda-graphs is not supported"),
+    (dict(cuda_graphs=True, replay_on_device=True), "differs from .* in cuda_graphs"),
     (dict(update="fused"), "--update fused is not supported"),
     (dict(aux="cpc"), "--aux cpc is not supported"),
     (dict(aux="none"), "either every run"),
