@@ -75,7 +75,7 @@ class Config:
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "output_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
-        "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu"})
+        "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu", "env_worker"})
 
     task: str = "cartpole-swingup"
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for
@@ -193,6 +193,10 @@ class Config:
     eval_episodes: int = 10
     """Episodes per evaluation (deterministic policy: the mean action). They run side by side, one environment each,
     and the policy acts on all of them in one batched forward pass per step."""
+    env_worker: bool = False
+    """Step the training environment in a worker process of its own (started once per run): the same environment and
+    observations; what runs trained together in one process (rl_curl.together, where it is on by default) need to
+    step their environments side by side."""
     eval_parallel: bool = False
     """Step the evaluation's environments in worker processes (one per episode, started once per run), so that their
     physics and rendering use several CPU cores: the same returns as in this process, faster where cores are free

@@ -240,6 +240,98 @@ def make(task: str, seed: int = 0, action_repeat: int | None = None, frame_stack
                      camera_id=camera_id, render_mode=render_mode)
 
 
+def _serve(conn, kwargs: dict) -> None:
+    """The loop of :class:`EnvWorker`'s process: make the environment, then answer reset / step / close."""
+    import traceback
+
+    try:
+        env = make(**kwargs)
+        conn.send(("ok", (env.observation_space, env.action_space)))
+    except BaseException as err:  # noqa: BLE001 - reported to the parent, which raises it
+        conn.send(("error", f"{type(err).__name__}: {err}", traceback.format_exc()))
+        return
+    try:
+        while True:
+            cmd, arg = conn.recv()
+            try:
+                if cmd == "reset":
+                    out = env.reset(seed=arg)
+                elif cmd == "step":
+                    out = env.step(arg)
+                elif cmd == "close":
+                    env.close()
+                    conn.send(("ok", None))
+                    return
+                else:
+                    raise ValueError(f"unknown command {cmd!r}")
+            except BaseException as err:  # noqa: BLE001
+                conn.send(("error", f"{type(err).__name__}: {err}", traceback.format_exc()))
+                continue
+            conn.send(("ok", out))
+    except (EOFError, KeyboardInterrupt):  # the parent is gone, or Ctrl-C reached the whole process group
+        env.close()
+
+
+class EnvWorker(gym.Env):
+    """:func:`make`'s environment in a process of its own (``rl_curl.train --env-worker``): ``reset`` and ``step``
+    are answered by that process, so while it steps the physics and renders, the calling process is free (runs
+    trained together in threads, ``rl_curl.together``, step their environments side by side instead of taking turns
+    for Python's interpreter lock). The same environment, seeds and observations as in-process (tested)."""
+
+    def __init__(self, wait: bool = True, **kwargs):
+        """Start the worker with :func:`make`'s ``kwargs``; ``wait=False``: return at once (the worker imports and
+        makes its environment meanwhile), :meth:`ready` waits for it."""
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")  # no copy of the parent's CUDA or EGL state
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, kwargs), daemon=True, name=f"env {kwargs.get('task')}")
+        self._proc.start()
+        child.close()
+        self._closed, self._ready = False, False
+        if wait:
+            self.ready()
+
+    def ready(self) -> "EnvWorker":
+        """Wait until the worker has made its environment (its spaces are then known); returns self."""
+        if not self._ready:
+            self.observation_space, self.action_space = self._call(None)
+            self._ready = True
+        return self
+
+    def _call(self, message):
+        if message is not None:
+            self._conn.send(message)
+        try:
+            reply = self._conn.recv()
+        except EOFError:
+            raise RuntimeError(f"the environment's worker process ended (exit code {self._proc.exitcode})") from None
+        if reply[0] == "error":
+            err = RuntimeError(f"in the environment's worker process: {reply[1]}")
+            err.add_note(reply[2])  # the worker's traceback, shown with the full traceback
+            raise err
+        return reply[1]
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        return self._call(("reset", seed))
+
+    def step(self, action):
+        return self._call(("step", np.asarray(action)))
+
+    def close(self):
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        try:
+            self._call(("close", None))
+        except (RuntimeError, OSError):
+            pass
+        self._proc.join(timeout=10)
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._conn.close()
+
+
 # Every DeepMind Control suite task of dm-control 1.0.50 (``dm_control.suite.ALL_TASKS``; a test keeps the
 # two equal) except the lqr tasks, whose actuators have no control range (the agent needs bounded actions).
 # Kept here as data so that registering them does not import dm_control (and MuJoCo) with rl_curl.

@@ -12,6 +12,9 @@ on. Each run draws its policy noise and its update's random crops and noise from
 where a run alone would start its device's default generator and saved in its checkpoints, so a run equals the same
 run alone up to float rounding (a grouped convolution adds in another order), and resumes exactly.
 
+Each run's environment steps in a worker process of its own (``--env-worker``, on here unless ``--no-env-worker``
+is given after ``--``), so that the runs' threads step their environments side by side.
+
 The runs must be in step: the same task and lengths and everything that shapes the update (sizes, learning rates,
 schedules, M); they differ in seed and objective among those on the bilinear logits (``curl``, ``debiased``,
 ``hard``). With ``--cuda-graphs --replay-on-device`` (every run) the stacked update is replayed from CUDA graphs
@@ -188,23 +191,20 @@ def run_together(cfgs: list[Config]) -> list[dict]:
     """Train (or resume) the runs of ``cfgs`` together; returns their summaries, in order. A run that fails stops
     the others (each keeps its last checkpoint), and its error is raised."""
     from shared_losses.training.loop import run as run_app
+    from shared_losses.training.runtime import StopSignals
 
-    from .train import CurlApp
+    from .env import EnvWorker
+    from .train import CurlApp, env_kwargs
 
     cfgs = [c.resolved() for c in cfgs]
     check_runs(cfgs)
-    from shared_losses.training.runtime import StopSignals
-
-    stop = StopSignals("stopping every run at the end of the same episode and writing its checkpoint (Ctrl-C again "
-                       "to stop at once, losing the steps since the last checkpoints)")
-    table = Together(len(cfgs), stop.__enter__())
+    # every run's folder is checked here, before anything starts (rl_curl.train's check when a run is set up)
+    apps = [CurlApp(c if k == 0 else dataclasses.replace(c, progress=False)) for k, c in enumerate(cfgs)]
     results: list = [None] * len(cfgs)
     errors: list = [None] * len(cfgs)
-    apps = []
-    for k, c in enumerate(cfgs):
-        app = CurlApp(c if k == 0 else dataclasses.replace(c, progress=False))  # one progress bar
-        app.together = table.seat(k, app)
-        apps.append(app)
+    stop = StopSignals("stopping every run at the end of the same episode and writing its checkpoint (Ctrl-C again "
+                       "to stop at once, losing the steps since the last checkpoints)")
+    table = Together(len(cfgs), stop)
 
     def work(k: int) -> None:
         try:
@@ -223,15 +223,23 @@ def run_together(cfgs: list[Config]) -> list[dict]:
                     setattr(apps[k], name, None)
             gc.collect()
 
-    threads = [threading.Thread(target=work, args=(k,), name=f"rl_curl run {k}", daemon=True) for k in range(len(cfgs))]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.2)
-    finally:
-        stop.__exit__(None, None, None)
+    with stop:
+        try:
+            for k, app in enumerate(apps):
+                app.together = table.seat(k, app)
+                if app.cfg.env_worker:  # every run's worker starts now, side by side (each imports for seconds)
+                    app.env_started = EnvWorker(wait=False, **env_kwargs(app.cfg))
+            threads = [threading.Thread(target=work, args=(k,), name=f"rl_curl run {k}", daemon=True)
+                       for k in range(len(apps))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        finally:
+            for app in apps:  # a worker no run took (a finished run resumed builds nothing); closing twice is a no-op
+                if app.env_started is not None:
+                    app.env_started.close()
     first = next((e for e in errors if e is not None and not _follows(e)), None) or \
         next((e for e in errors if e is not None), None)
     if first is not None:
@@ -259,6 +267,9 @@ def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
     parser.add_argument("--output-root", default="",
                         help="folder of the runs (OUTPUT_ROOT/OBJECTIVE/seedS); default: each run's rl_curl.train "
                              "folder, runs/rl_curl/TASK/OBJECTIVE/seedS")
+    parser.add_argument("--run", nargs=3, action="append", default=[], metavar=("SPEC", "SEED", "OUTPUT_DIR"),
+                        help="one run by its objective, seed and folder (repeated; instead of --objectives, --seeds "
+                             "and --output-root: what scripts/table3_gpu.py --speed together starts)")
     if "--" in argv:
         i = argv.index("--")
         own, rest = argv[:i], argv[i + 1:]
@@ -267,24 +278,34 @@ def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
     args = parser.parse_args(own)
     clash = [a.split("=")[0] for a in rest if a.split("=")[0] in PER_RUN]
     if clash:
-        parser.error(f"{clash[0]} is set per run here: use --objectives, --seeds and --output-root")
+        parser.error(f"{clash[0]} is set per run here: use --objectives, --seeds and --output-root (or --run)")
+    if args.run and any(f"--{o}" in own or any(a.startswith(f"--{o}=") for a in own)
+                        for o in ("objectives", "seeds", "output-root")):
+        parser.error("--run names each run whole: leave out --objectives, --seeds and --output-root")
     try:
         specs = [parse_spec(s) for s in args.objectives]
+        runs = [(parse_spec(spec), seed, out) for spec, seed, out in args.run]
     except ValueError as err:
         parser.error(str(err))
     if len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds {' '.join(map(str, args.seeds))} names a seed twice")
+    for _, seed, _ in args.run:
+        if not seed.lstrip("-").isdigit():
+            parser.error(f"--run ... {seed} ...: the seed must be an integer")
     base = from_cli(rest)
+    # each run's environment in a worker process unless --no-env-worker: threads would take turns for Python's
+    # interpreter lock while they step and render
+    base = dataclasses.replace(base, env_worker=base.env_worker or "--no-env-worker" not in rest)
+    if not runs:
+        runs = [(spec, seed, "") for spec in specs for seed in args.seeds]
     cfgs = []
-    for spec in specs:
-        for seed in args.seeds:
-            fields = {"aux": spec["aux"], "tau_plus": spec.get("tau_plus", 0.0), "positives": spec.get("positives", 1),
-                      "beta": spec.get("beta", 1.0), "seed": seed}
-            out = ""
-            if args.output_root:
-                name = folder_name(fields["aux"], fields["tau_plus"], fields["positives"], fields["beta"])
-                out = f"{args.output_root.rstrip('/')}/{name}/seed{seed}"
-            cfgs.append(dataclasses.replace(base, output_dir=out, **fields))
+    for spec, seed, out in runs:
+        fields = {"aux": spec["aux"], "tau_plus": spec.get("tau_plus", 0.0), "positives": spec.get("positives", 1),
+                  "beta": spec.get("beta", 1.0), "seed": int(seed)}
+        if args.output_root:
+            name = folder_name(fields["aux"], fields["tau_plus"], fields["positives"], fields["beta"])
+            out = f"{args.output_root.rstrip('/')}/{name}/seed{seed}"
+        cfgs.append(dataclasses.replace(base, output_dir=out, **fields))
     return cfgs
 
 

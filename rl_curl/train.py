@@ -33,7 +33,7 @@ from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, m
 
 from .agent import ActorSnapshot, CurlAgent
 from .config import Config, from_cli
-from .env import make
+from .env import EnvWorker, make
 from .objectives import OBJECTIVES
 
 # Bumped whenever the saved agent changes meaning (a layout that would load without a shape error but compute
@@ -134,10 +134,19 @@ def import_compiler_first() -> None:
 BUILD_LOCK = threading.Lock()
 
 
-def build(cfg: Config, device) -> tuple:
+def env_kwargs(cfg: Config) -> dict:
+    """:func:`rl_curl.env.make`'s arguments for a run's training environment."""
+    return dict(task=cfg.task, seed=cfg.seed, action_repeat=cfg.action_repeat, frame_stack=cfg.frame_stack,
+                image_size=cfg.image_size, camera_id=cfg.camera_id)
+
+
+def build(cfg: Config, device, env=None) -> tuple:
+    """The run's training environment (``env`` if given: an :class:`EnvWorker` already started) and its agent."""
     import_compiler_first()
-    env = make(cfg.task, seed=cfg.seed, action_repeat=cfg.action_repeat, frame_stack=cfg.frame_stack,
-               image_size=cfg.image_size, camera_id=cfg.camera_id)
+    if env is None:
+        env = EnvWorker(**env_kwargs(cfg)) if cfg.env_worker else make(**env_kwargs(cfg))
+    if isinstance(env, EnvWorker):
+        env.ready()
     obs_shape = env.observation_space.shape
     action_dim = int(np.prod(env.action_space.shape))
     agent = CurlAgent(obs_shape, action_dim, cfg).to(device)
@@ -322,6 +331,7 @@ class CurlApp(TrainingApp):
         # generator of its own random stream (policy noise and the update's draws), saved in its checkpoints.
         self.together = None
         self.generator: torch.Generator | None = None
+        self.env_started = None  # an EnvWorker started ahead (rl_curl.together starts every run's at once)
         # Seconds spent in each part of this process's steps (summary.json's time_seconds; see --sync-timing).
         self.times = dict.fromkeys(TIMED_PARTS, 0.0)
 
@@ -364,7 +374,7 @@ class CurlApp(TrainingApp):
         if accelerator.device.type == "cuda":
             torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
         set_seed(cfg.seed)
-        self.env, self.agent = build(cfg, accelerator.device)
+        self.env, self.agent = build(cfg, accelerator.device, self.env_started)
         if self.together is not None:
             # the stream a run alone draws from the device's default generator after building its agent
             dev = accelerator.device

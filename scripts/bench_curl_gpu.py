@@ -19,7 +19,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    ``graphs_fused`` (the fused schedule: not the official update, half the convolutions), ``graphs_convrelu``
    (``graphs`` with --cudnn-conv-relu: each convolution, its bias and its ReLU one cuDNN kernel) and
    ``graphs_bf16_convrelu`` (both), and ``graphs_stacked`` / ``stacked`` (``--stack`` runs' updates as one,
-   rl_curl.stacked, as CUDA graphs and eagerly; timed per update of all the runs, ``ms_per_run_update`` per run),
+   rl_curl.stacked, as CUDA graphs and eagerly; timed per update of all the runs, ``ms_per_run_update`` per run) and
+   ``graphs_stacked22`` (the 22 runs of DCL Table 3's cartpole column in one graphed update),
    timed in the order checked, default, graphs, graphs_convrelu, then the profile (3.), then the others (a deadline
    skips the last first). Each with its
    TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
@@ -70,6 +71,9 @@ VARIANTS = {
     "graphs_stacked": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="official",
                            stacked=True),
     "stacked": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official", stacked=True),
+    # the 22 runs of DCL Table 3's cartpole column in one update
+    "graphs_stacked22": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="official",
+                             stacked=True, stack=22),
     "device_replay": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official"),
     "graphs_bf16": dict(device_replay=True, graphs=True, bf16=True, host_checks=False, update="official"),
     "graphs_fused": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="fused"),
@@ -98,8 +102,8 @@ class Args:
     repeats: int = 2
     """Timed repetitions per variant (the spread says how much a difference must be to count)."""
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    """Variants to time: checked, default, graphs, graphs_convrelu, graphs_stacked, stacked, device_replay,
-    graphs_bf16, graphs_fused, graphs_bf16_convrelu."""
+    """Variants to time: checked, default, graphs, graphs_convrelu, graphs_stacked, stacked, graphs_stacked22,
+    device_replay, graphs_bf16, graphs_fused, graphs_bf16_convrelu."""
     stack: int = 6
     """Runs in the stacked variants (K agents' updates as one, rl_curl.stacked; their ms_per_run_update is the time
     of one stacked update divided by K)."""
@@ -170,9 +174,10 @@ def stepper(args: Args, v: dict, device: torch.device, agent: CurlAgent | None =
 
 
 def stacked_stepper(args: Args, v: dict, cfg: Config, device: torch.device):
-    runs = StackedAgents([make_agent(cfg, device, v["bf16"], v["host_checks"], seed=k) for k in range(args.stack)])
+    K = v.get("stack", args.stack)
+    runs = StackedAgents([make_agent(cfg, device, v["bf16"], v["host_checks"], seed=k) for k in range(K)])
     rep = make_replay(cfg, args.capacity, device)
-    B, K = cfg.batch_size, args.stack
+    B = cfg.batch_size
     if v["graphs"]:
         fast = GraphedStackedUpdate(runs, [rep] * K, B)
         return runs, lambda i: fast.update(np.stack([rep.sample_indices(B) for _ in range(K)]), i)
@@ -402,7 +407,7 @@ def work_per_update(args: Args, device: torch.device) -> dict:
 
 def time_variant(args: Args, name: str, device: torch.device, work: dict) -> dict:
     v = VARIANTS[name]
-    runs = args.stack if v.get("stacked") else 1
+    runs = v.get("stack", args.stack) if v.get("stacked") else 1
     row: dict = {"name": name, **v, "runs": runs}
     try:
         if device.type == "cuda":

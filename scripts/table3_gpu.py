@@ -96,10 +96,12 @@ class RunArgs:
     """Seconds the bench may take (its remaining variants are skipped after that; it is killed 60 s later)."""
     bench_extra: Annotated[list[str], tyro.conf.UseAppendAction] = field(default_factory=list)
     """Extra options for scripts/bench_curl_gpu.py, written with '=' (--bench-extra=--updates=20)."""
-    speed: Literal["auto", "default", "graphs"] = "default"
+    speed: Literal["auto", "default", "graphs", "together"] = "default"
     """How the runs update. default: rl_curl.train's default. graphs: --cuda-graphs --replay-on-device. auto: the
     fastest of the bench's fast paths (graphs; graphs with --cudnn-conv-relu) whose own self-test passed, when it
-    timed faster than the default; else the default."""
+    timed faster than the default; else the default. together: the runs trained together, one rl_curl.together process
+    per task and number of positives M, their updates made as one CUDA graph (--cuda-graphs --replay-on-device, each
+    environment in a worker process); never chosen by auto."""
     fit: bool = False
     """Start only as many of the runs (seed by seed: every objective of a seed before the next seed, so the runs
     that start pair up) as the estimate from --bench's update time and this machine's environment speed says can
@@ -287,13 +289,110 @@ class Launched:
         return (self.end if self.end is not None else time.monotonic()) - self.start
 
 
-def run_all(jobs: list[dict], deadline: float, grace: float, poll: float, label: str) -> list[Launched]:
-    """Start ``jobs`` at once; Ctrl-C the ones still going at ``deadline`` seconds, kill them ``grace`` later."""
+class Group:
+    """One rl_curl.together process that trains several of the slice's runs (--speed together)."""
+
+    def __init__(self, jobs: list[dict], env: dict, log_path: Path):
+        self.cmd = together_command(jobs)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path, self.log = log_path, open(log_path, "w")
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env,
+                                     start_new_session=True)
+        self.end: float | None = None
+        self.stopped_at_deadline = False
+        self.views = [GroupRun(job, self) for job in jobs]
+
+    def poll(self) -> bool:
+        if self.end is None and self.proc.poll() is not None:
+            self.end = time.monotonic()
+            self.log.close()
+        return self.end is None
+
+    interrupt, kill = Launched.interrupt, Launched.kill
+
+
+class GroupRun:
+    """One run of a :class:`Group`, looked at as :class:`Launched` looks at a run of its own (its progress; the
+    process, its log and its end are the group's)."""
+
+    def __init__(self, job: dict, group: Group):
+        self.job, self.out, self.group = job, Path(job["out"]), group
+        self.samples: list[tuple[float, int]] = [(0.0, 0)]
+
+    start = property(lambda self: self.group.start)
+    end = property(lambda self: self.group.end)
+    proc = property(lambda self: self.group.proc)
+    log_path = property(lambda self: self.group.log_path)
+    stopped_at_deadline = property(lambda self: self.group.stopped_at_deadline)
+    launched = property(lambda self: self.group.cmd)
+    wall = Launched.wall
+
+    def poll(self) -> bool:
+        self.samples.append((time.monotonic() - self.start, reached(self.out)))
+        return self.group.poll()
+
+    def interrupt(self) -> None:
+        self.group.interrupt()
+
+    def kill(self) -> None:
+        self.group.kill()
+        self.group.poll()
+
+
+#: rl_curl.train options a run of a group gets from rl_curl.together's --run (objective, seed, folder).
+PER_RUN = {"--aux": 1, "--tau-plus": 1, "--positives": 1, "--beta": 1, "--seed": 1, "--output-dir": 1}
+
+
+def groups_of(jobs: list[dict]) -> list[list[dict]]:
+    """The slice's runs by what one stacked update can hold: the same task and number of positives M (runs differ
+    then only in objective and seed), in the slice's order."""
+    from rl_curl.objectives import parse_spec
+
+    groups: dict[tuple, list[dict]] = {}
+    for job in jobs:
+        groups.setdefault((job["task"], parse_spec(job["objective"]).get("positives", 1)), []).append(job)
+    return list(groups.values())
+
+
+def together_command(jobs: list[dict]) -> list[str]:
+    """``python -m rl_curl.together --run SPEC SEED OUT ... -- OPTIONS`` for runs whose rl_curl.train commands differ
+    only in the options --run sets."""
+    def common(cmd: list[str]) -> list[str]:
+        argv, out, i = cmd[3:], [], 0
+        while i < len(argv):
+            if argv[i] in PER_RUN:
+                i += 1 + PER_RUN[argv[i]]
+                continue
+            out.append(argv[i])
+            i += 1
+        return out
+
+    shared = common(jobs[0]["cmd"])
+    for job in jobs[1:]:
+        if common(job["cmd"]) != shared:
+            raise ValueError(f"runs {jobs[0]['out']} and {job['out']} differ in more than objective and seed: they "
+                             "cannot train together")
+    runs = [a for job in jobs for a in ("--run", job["objective"], str(job["seed"]), str(job["out"]))]
+    return [sys.executable, "-m", "rl_curl.together", *runs, "--", *shared]
+
+
+def run_all(jobs: list[dict], deadline: float, grace: float, poll: float, label: str,
+            together: bool = False) -> list[Launched]:
+    """Start ``jobs`` at once (``together``: one rl_curl.together process per group, :func:`groups_of`); Ctrl-C the
+    ones still going at ``deadline`` seconds, kill them ``grace`` later."""
     # PYTHONFAULTHANDLER: a run that dies of a signal (a segfault in a native library) leaves its Python stack in
     # its log, which the pack brings back (train.log).
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "PYTHONUNBUFFERED": "1",
            "PYTHONFAULTHANDLER": "1"}
-    runs = [Launched(job, env) for job in jobs]
+    if together:
+        by_out = {}
+        for i, group in enumerate(groups_of(jobs)):
+            g = Group(group, env, Path(group[0]["out"]).parent.parent / f"together{i}.log")
+            by_out.update({v.job["out"]: v for v in g.views})
+        runs = [by_out[job["out"]] for job in jobs]
+    else:
+        runs = [Launched(job, env) for job in jobs]
     print(f"[{label}] {len(runs)} run(s) started; deadline {deadline:.0f} s", flush=True)
     t0, told, last_print = time.monotonic(), None, 0.0
     while any([r.poll() for r in runs]):  # a list: every run is polled (its progress recorded) each time
@@ -355,7 +454,8 @@ def write_slice_info(r: Launched, args: RunArgs, info: dict) -> dict:
             "wall_seconds": round(r.wall, 1),
             "env_steps_per_second": summary.get("env_steps_per_second", rate(r)),
             "final_eval_return": summary.get("final_eval_return"), **info,
-            "batch_size": args.batch_size, "command": r.job["cmd"][1:]}
+            "batch_size": args.batch_size, "command": r.job["cmd"][1:],
+            **({"trained_together_by": r.launched[1:]} if hasattr(r, "launched") else {})}
 
 
 def pack_runs(runs: list[Launched], args: RunArgs, info: dict, pack: Path) -> list[dict]:
@@ -448,6 +548,8 @@ def run_bench(args: RunArgs, pack: Path, commit: str) -> dict | None:
 
 def choose_speed(mode: str, bench: dict | None) -> tuple[tuple[str, ...], str]:
     """The runs' speed flags and why: see RunArgs.speed."""
+    if mode == "together":
+        return GRAPH_FLAGS, "runs trained together, one graphed stacked update per group (--speed together)"
     if mode == "default":
         return (), "default (--speed default)"
     if mode == "graphs":
@@ -499,11 +601,13 @@ def estimate_seconds(k: int, *, updates: int, ms_per_update: float, cpu_seconds:
 
 
 def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[str, ...]) -> tuple[list[dict], dict]:
-    """The first runs (seed by seed) that :func:`estimate_seconds` says finish by the deadline, and the estimate."""
+    """The first runs (seed by seed) that :func:`estimate_seconds` says finish by the deadline, and the estimate
+    (--speed together: from the graphed stacked update's time per run)."""
     from rl_curl.config import from_cli
 
-    variant = variant_of(speed)
-    ms = next((r.get("median_ms") for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)
+    variant = "graphs_stacked" if args.speed == "together" else variant_of(speed)
+    key = "ms_per_run_update" if args.speed == "together" else "median_ms"
+    ms = next((r.get(key) for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)
     if not ms:
         return jobs, {"fitted": False, "why": f"no {variant} update time from the bench: every run started"}
     cfg = from_cli(jobs[0]["cmd"][3:]).resolved()
@@ -558,7 +662,7 @@ def run_slice(args: RunArgs) -> int:
             "runs_together": len(jobs), "host_cpus": os.cpu_count()}
     print(f"slice: {len(jobs)} runs on {name}, commit {info['commit'][:12]}, {info['date']}", flush=True)
     solo = solo_timing(args, work, info) if args.solo_env_steps else None
-    runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice")
+    runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice", together=args.speed == "together")
     rows = pack_runs(runs, args, info, pack)
     summaries = [read_summary(r.out) if row["finished"] else {} for row, r in zip(rows, runs)]
     throughput = {**info, "deadline": args.deadline, "solo": solo, "speed": {"flags": list(speed), "why": why},

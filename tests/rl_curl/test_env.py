@@ -94,3 +94,31 @@ def test_camera_is_curls_and_checked():
     assert make("cartpole-swingup", image_size=8, camera_id=1).camera_id == 1
     with pytest.raises(ValueError, match="camera_id 7 does not exist"):
         make("cartpole-swingup", image_size=8, camera_id=7)
+
+
+def test_env_worker_is_the_environment_in_another_process():
+    """rl_curl.env.EnvWorker (--env-worker): the same spaces, observations, rewards and ends as make()'s environment,
+    errors raised here naming the worker, close() twice is harmless."""
+    import numpy as np
+
+    from rl_curl.env import EnvWorker
+
+    kw = dict(task="cartpole-swingup", seed=3, action_repeat=8, frame_stack=3, image_size=32)
+    worker, local = EnvWorker(**kw), make(**kw)
+    try:
+        assert worker.observation_space == local.observation_space and worker.action_space == local.action_space
+        a, b = worker.reset(seed=5)[0], local.reset(seed=5)[0]
+        assert np.array_equal(a, b)
+        for i in range(4):
+            act = np.full(1, 0.4 * i - 0.6, dtype=np.float32)
+            x, y = worker.step(act), local.step(act)
+            assert np.array_equal(x[0], y[0]) and x[1:4] == y[1:4]
+        with pytest.raises(RuntimeError, match="in the environment's worker process: ValueError"):
+            worker.step(np.full(3, 0.0, dtype=np.float32))  # a wrong action: refused there, the worker goes on
+        assert np.array_equal(worker.step(np.zeros(1, np.float32))[0], local.step(np.zeros(1, np.float32))[0])
+    finally:
+        worker.close()
+        worker.close()
+        local.close()
+    with pytest.raises(RuntimeError, match="worker process: ValueError: unknown DeepMind Control task"):
+        EnvWorker(task="nope-nope")

@@ -194,3 +194,43 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
         assert cfg["cuda_graphs"] == graphs and cfg["replay_on_device"] == graphs
         assert cfg["cudnn_conv_relu"] == conv_relu
     assert "updates:" in (tmp_path / "pack" / "slice.txt").read_text()
+
+
+def test_runs_trained_together_are_grouped_by_task_and_m(tmp_path):
+    from table3_gpu import RunArgs, groups_of, slice_commands, together_command
+
+    args = RunArgs(pack=str(tmp_path), objectives=["curl", "debiased:0.1:2", "debiased:0.05:1"], seeds=[0, 1],
+                   env_steps=1000)
+    jobs = slice_commands(args, tmp_path / "runs")
+    groups = groups_of(jobs)
+    assert [[(j["objective"], j["seed"]) for j in g] for g in groups] == [
+        [("curl", 0), ("debiased:0.05:1", 0), ("curl", 1), ("debiased:0.05:1", 1)],
+        [("debiased:0.1:2", 0), ("debiased:0.1:2", 1)]]
+    cmd = together_command(groups[1])
+    i = cmd.index("--")
+    assert cmd[1:3] == ["-m", "rl_curl.together"] and cmd[3:i] == [
+        "--run", "debiased:0.1:2", "0", str(groups[1][0]["out"]),
+        "--run", "debiased:0.1:2", "1", str(groups[1][1]["out"])]
+    rest = cmd[i + 1:]
+    assert "--seed" not in rest and "--aux" not in rest and "--output-dir" not in rest
+    assert rest[rest.index("--env-steps") + 1] == "1000" and "--resume" in rest
+    other = {**groups[0][1], "cmd": [*groups[0][1]["cmd"], "--lr", "0.003"]}
+    with pytest.raises(ValueError, match="differ in more than objective and seed"):
+        together_command([groups[0][0], other])
+
+
+@pytest.mark.slow  # a slice of tiny runs trained together in two subprocesses (about a minute)
+def test_slice_with_runs_trained_together(tmp_path):
+    res = slice_cmd(tmp_path / "pack", tmp_path / "work", "--seeds", "0", "1", "--objectives", "curl",
+                    "debiased:0.05:1", "debiased:0.1:2", "--env-steps", "1000", "--deadline", "400",
+                    "--speed", "together")
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = unpack(tmp_path / "pack", tmp_path / "x")
+    assert len(runs) == 6 and all(m["finished"] for m in runs.values())
+    by = {tuple(m["trained_together_by"]) for m in runs.values()}
+    assert len(by) == 2 and all("rl_curl.together" in b for b in by)  # one process per M
+    for name in runs:
+        cfg = json.loads((tmp_path / "x" / name / "config.json").read_text())
+        assert cfg["cuda_graphs"] and cfg["replay_on_device"] and cfg["env_worker"]
+    thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
+    assert thr["speed"]["flags"] == ["--cuda-graphs", "--replay-on-device"] and "together" in thr["speed"]["why"]

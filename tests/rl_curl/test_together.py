@@ -99,13 +99,13 @@ def test_runs_together_resume_exactly_after_a_stop(tmp_path, monkeypatch):
             assert torch.equal(sa[k], sb[k]), k
 
 
-def test_cuda_graphs_path_on_the_cpu_is_the_default_path(tmp_path):
+def test_cuda_graphs_and_env_workers_on_the_cpu_are_the_default_path(tmp_path):
     """--cuda-graphs --replay-on-device together (rl_curl.stacked.GraphedStackedUpdate: eager on a CPU, batches
-    gathered from the replays on the device, the draws made outside the graph from each run's generator) writes what
-    the runs together write without it, bit for bit."""
+    gathered from the replays on the device, the draws made outside the graph from each run's generator), with each
+    environment in a worker process (--env-worker), writes what the runs together write without them, bit for bit."""
     plain = [cfg(tmp_path, f"plain{i}", env_steps=1000, **s) for i, s in enumerate(SPECS)]
-    graphed = [cfg(tmp_path, f"graphed{i}", env_steps=1000, cuda_graphs=True, replay_on_device=True, **s)
-               for i, s in enumerate(SPECS)]
+    graphed = [cfg(tmp_path, f"graphed{i}", env_steps=1000, cuda_graphs=True, replay_on_device=True, env_worker=True,
+                   **s) for i, s in enumerate(SPECS)]
     run_together(plain)
     run_together(graphed)
     for i in range(2):
@@ -179,10 +179,22 @@ def test_command_line(tmp_path, capsys):
                    ("debiased", 0.05, 2, 4, 3000, 0.002, f"{tmp_path}/debiased-tau0.05-M2/seed4")]
     default = configs_from_cli(["--seeds", "0"])[0].resolved()
     assert default.output_dir == "runs/rl_curl/cartpole-swingup/curl/seed0"  # rl_curl.train's own folder
+    assert all(c.env_worker for c in cfgs) and default.env_worker  # environments in worker processes by default
+    assert not configs_from_cli(["--", "--no-env-worker"])[0].env_worker
     for bad, match in ((["--", "--seed", "1"], "--seed is set per run"),
                        (["--", "--aux=debiased"], "--aux is set per run"),
                        (["--objectives", "debiased:2"], "TAU_PLUS"),
                        (["--seeds", "1", "1"], "names a seed twice")):
+        with pytest.raises(SystemExit):
+            configs_from_cli(bad)
+        assert match in capsys.readouterr().err
+    runs = configs_from_cli(["--run", "curl", "5", str(tmp_path / "a"), "--run", "debiased:0.1:1", "6",
+                             str(tmp_path / "b"), "--", "--env-steps", "2000"])
+    assert [(c.aux, c.tau_plus, c.seed, c.output_dir, c.env_steps) for c in runs] == [
+        ("curl", 0.0, 5, str(tmp_path / "a"), 2000), ("debiased", 0.1, 6, str(tmp_path / "b"), 2000)]
+    for bad, match in ((["--run", "curl", "x", "o"], "the seed must be an integer"),
+                       (["--run", "curl", "1", "o", "--seeds", "2"], "leave out --objectives"),
+                       (["--run", "curl:1", "1", "o"], "is not one of")):
         with pytest.raises(SystemExit):
             configs_from_cli(bad)
         assert match in capsys.readouterr().err
