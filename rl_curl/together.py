@@ -69,21 +69,23 @@ class Together:
 
     # ------------------------------------------------------------------------------------------------ meeting
     def update(self, k: int, batch: dict, step: int) -> dict:
+        """Run k's part of the meeting at ``step``: wait until every run still training has arrived (the last to
+        arrive, or the one that finds so when a run leaves, makes the update); run k's metrics."""
         with self.cond:
             self._check()
             self.pending[k] = (batch, step)
             meeting = self.meetings
-            if set(self.pending) >= self.active:
-                try:
-                    self._update_all()
-                except BaseException as err:
-                    self.failed = f"the stacked update failed ({type(err).__name__}: {err})"
-                    self.cond.notify_all()
-                    raise
-            else:
-                while self.meetings == meeting and self.failed is None:
-                    self.cond.wait()
+            while self.meetings == meeting:
                 self._check()
+                if set(self.pending) >= self.active:
+                    try:
+                        self._update_all()
+                    except BaseException as err:
+                        self.failed = f"the stacked update failed ({type(err).__name__}: {err})"
+                        self.cond.notify_all()
+                        raise
+                    break
+                self.cond.wait()
             return self.results[k]
 
     def _check(self) -> None:

@@ -202,3 +202,43 @@ def test_command_line(tmp_path, capsys):
         configs_from_cli(["--help"])
     out = capsys.readouterr().out
     assert "--objectives" in out and "rl_curl.train --help" in out
+
+
+def test_a_run_that_leaves_before_the_first_meeting_is_not_waited_for():
+    """A run that ends before the runs first meet (a finished run resumed with unfinished ones builds nothing): the
+    runs already waiting make the update without it, whichever arrived first."""
+    import threading
+
+    from rl_curl.together import Together
+
+    from types import SimpleNamespace
+
+    table = Together(3)
+    table.apps = [SimpleNamespace(cfg=SimpleNamespace(output_dir=f"run{k}")) for k in range(3)]
+    made = []
+
+    def fake_update_all():  # what the meeting did, without agents
+        made.append(sorted(table.pending))
+        table.results = {k: {"step": s} for k, (_, s) in table.pending.items()}
+        table.pending = {}
+        table.meetings += 1
+        table.cond.notify_all()
+
+    table._update_all = fake_update_all
+    got = {}
+    threads = [threading.Thread(target=lambda k=k: got.setdefault(k, table.update(k, None, 7))) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for _ in range(100):  # both wait for run 2
+        if len(table.pending) == 2:
+            break
+        threading.Event().wait(0.01)
+    assert len(table.pending) == 2 and not made
+    table.leave(2)
+    for t in threads:
+        t.join(5)
+    assert not any(t.is_alive() for t in threads)
+    assert made == [[0, 1]] and got == {0: {"step": 7}, 1: {"step": 7}}
+    table.leave(1, RuntimeError("boom"))  # a run that fails: the next meeting raises, naming it
+    with pytest.raises(RuntimeError, match="another run trained together.*run1: RuntimeError: boom"):
+        table.update(0, None, 8)
