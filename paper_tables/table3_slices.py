@@ -327,18 +327,24 @@ def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: i
         out += ["", "Not paired: " + ("; ".join(unpaired) if unpaired else "none (every seed finished in both).")]
 
     out += ["", "### Runs", "",
+            "GPU GiB: the most GPU memory the run's process kept (PyTorch's reserved memory; runs trained together "
+            "share one process, so each of them shows the process's), from a finished run's summary.json.", "",
             "| folder | objective | seed | status | GPU | commit | date | wall min | env steps/s | runs together | "
-            "note |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "GPU GiB | note |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted((r for r in all_runs if r["task"] == task),
                     key=lambda r: (r["order"], r["seed"], r["date"], r["name"])):
         info = r["slice"]
         status = "finished" if r["finished"] else f"reached {r['reached']:,}"
-        note = "; ".join(x for x in (r["not_used"], r["note"],
+        by = info.get("trained_together_by")
+        together = (f"trained together in one process with {by.count('--run') - 1} other run(s)"
+                    if isinstance(by, list) and by.count("--run") > 1 else "")
+        note = "; ".join(x for x in (r["not_used"], r["note"], together,
                                      f"exit code {info['exit_code']}" if info.get("exit_code") not in (0, None) else "")
                          if x) or ""
         out.append(f"| {r['name']} | {r['objective']} | {r['seed']} | {status} | {info.get('gpu', '–')} | "
                    f"{r['commit'][:7]} | {r['date']} | {_number(info, 'wall_seconds', 1 / 60)} | "
-                   f"{_number(info, 'env_steps_per_second')} | {_number(info, 'runs_together')} | {note} |")
+                   f"{_number(info, 'env_steps_per_second')} | {_number(info, 'runs_together')} | "
+                   f"{_number(info, 'gpu_peak_reserved_gib')} | {note} |")
     return out, {lab: len(cells[lab]) for lab in rows}
 
 

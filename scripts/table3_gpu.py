@@ -453,7 +453,8 @@ def write_slice_info(r: Launched, args: RunArgs, info: dict) -> dict:
             "stopped_at_deadline": r.stopped_at_deadline and not done, "exit_code": r.proc.returncode,
             "wall_seconds": round(r.wall, 1),
             "env_steps_per_second": summary.get("env_steps_per_second", rate(r)),
-            "final_eval_return": summary.get("final_eval_return"), **info,
+            "final_eval_return": summary.get("final_eval_return"),
+            "gpu_peak_reserved_gib": summary.get("gpu_peak_reserved_gib"), **info,
             "batch_size": args.batch_size, "command": r.job["cmd"][1:],
             **({"trained_together_by": r.launched[1:]} if hasattr(r, "launched") else {})}
 

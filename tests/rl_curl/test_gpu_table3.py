@@ -234,3 +234,11 @@ def test_slice_with_runs_trained_together(tmp_path):
         assert cfg["cuda_graphs"] and cfg["replay_on_device"] and cfg["env_worker"]
     thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
     assert thr["speed"]["flags"] == ["--cuda-graphs", "--replay-on-device"] and "together" in thr["speed"]["why"]
+    from paper_tables.table3_slices import import_pack, tabulate
+
+    (tmp_path / "results").mkdir()
+    import_pack(tmp_path / "pack" / "table3_runs.tar.gz", tmp_path / "results")
+    text = tabulate(tmp_path / "results", env_step=1000)
+    assert text.count("trained together in one process with 3 other run(s)") == 4  # M = 1: curl and tau+ 0.05
+    assert text.count("trained together in one process with 1 other run(s)") == 2  # M = 2
+    assert "| GPU GiB | note |" in text
