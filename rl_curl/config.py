@@ -75,7 +75,8 @@ class Config:
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "output_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
-        "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu", "env_worker"})
+        "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu", "env_worker",
+        "eval_worker"})
 
     task: str = "cartpole-swingup"
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for
@@ -197,6 +198,10 @@ class Config:
     """Step the training environment in a worker process of its own (started once per run): the same environment and
     observations; what runs trained together in one process (rl_curl.together, where it is on by default) need to
     step their environments side by side."""
+    eval_worker: bool = False
+    """Step the evaluation's environments in one worker process of their own (one after another there, as in this
+    process; started once per run): the same returns; what runs trained together need (rl_curl.together, where it is
+    on by default) so that their evaluations run side by side. --eval-parallel (a process per episode) comes first."""
     eval_parallel: bool = False
     """Step the evaluation's environments in worker processes (one per episode, started once per run), so that their
     physics and rendering use several CPU cores: the same returns as in this process, faster where cores are free

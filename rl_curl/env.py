@@ -240,12 +240,39 @@ def make(task: str, seed: int = 0, action_repeat: int | None = None, frame_stack
                      camera_id=camera_id, render_mode=render_mode)
 
 
-def _serve(conn, kwargs: dict) -> None:
-    """The loop of :class:`EnvWorker`'s process: make the environment, then answer reset / step / close."""
+class EnvGroup:
+    """``episodes`` environments of :func:`make` stepped one after another in one process (what an evaluation's
+    worker holds, :class:`EnvWorker` with ``episodes``): ``reset(seed=[s_0, ...])`` gives the stacked first
+    observations; ``step((idx, actions))`` steps environment ``idx[j]`` with ``actions[j]`` and gives the stacked
+    observations, the rewards and whether each episode ended (terminated or truncated)."""
+
+    def __init__(self, episodes: int, **kwargs):
+        self.envs = [make(**kwargs) for _ in range(episodes)]
+        self.observation_space, self.action_space = self.envs[0].observation_space, self.envs[0].action_space
+
+    def reset(self, seed=None):
+        if seed is None or len(seed) != len(self.envs):
+            raise ValueError(f"EnvGroup.reset needs one seed per environment ({len(self.envs)})")
+        return np.stack([env.reset(seed=s)[0] for env, s in zip(self.envs, seed)]), {}
+
+    def step(self, arg):
+        idx, actions = arg
+        out = [self.envs[i].step(a) for i, a in zip(idx, actions)]
+        return (np.stack([o[0] for o in out]), np.array([o[1] for o in out], dtype=np.float64),
+                np.array([bool(o[2] or o[3]) for o in out]))
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+def _serve(conn, kwargs: dict, episodes: int | None = None) -> None:
+    """The loop of :class:`EnvWorker`'s process: make the environment (an :class:`EnvGroup` of ``episodes``), then
+    answer reset / step / close."""
     import traceback
 
     try:
-        env = make(**kwargs)
+        env = make(**kwargs) if episodes is None else EnvGroup(episodes, **kwargs)
         conn.send(("ok", (env.observation_space, env.action_space)))
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send(("error", f"{type(err).__name__}: {err}", traceback.format_exc()))
@@ -278,14 +305,16 @@ class EnvWorker(gym.Env):
     trained together in threads, ``rl_curl.together``, step their environments side by side instead of taking turns
     for Python's interpreter lock). The same environment, seeds and observations as in-process (tested)."""
 
-    def __init__(self, wait: bool = True, **kwargs):
-        """Start the worker with :func:`make`'s ``kwargs``; ``wait=False``: return at once (the worker imports and
-        makes its environment meanwhile), :meth:`ready` waits for it."""
+    def __init__(self, wait: bool = True, episodes: int | None = None, **kwargs):
+        """Start the worker with :func:`make`'s ``kwargs`` (``episodes``: an :class:`EnvGroup` of that many
+        environments, an evaluation's); ``wait=False``: return at once (the worker imports and makes its environment
+        meanwhile), :meth:`ready` waits for it."""
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")  # no copy of the parent's CUDA or EGL state
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, kwargs), daemon=True, name=f"env {kwargs.get('task')}")
+        self._proc = ctx.Process(target=_serve, args=(child, kwargs, episodes), daemon=True,
+                                 name=f"env {kwargs.get('task')}")
         self._proc.start()
         child.close()
         self._closed, self._ready = False, False
@@ -312,11 +341,11 @@ class EnvWorker(gym.Env):
             raise err
         return reply[1]
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed=None, options: dict | None = None):
         return self._call(("reset", seed))
 
     def step(self, action):
-        return self._call(("step", np.asarray(action)))
+        return self._call(("step", action if isinstance(action, tuple) else np.asarray(action)))
 
     def close(self):
         if getattr(self, "_closed", True):

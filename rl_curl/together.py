@@ -13,7 +13,8 @@ where a run alone would start its device's default generator and saved in its ch
 run alone up to float rounding (a grouped convolution adds in another order), and resumes exactly.
 
 Each run's environment steps in a worker process of its own (``--env-worker``, on here unless ``--no-env-worker``
-is given after ``--``), so that the runs' threads step their environments side by side.
+is given after ``--``), and so do its evaluation's (``--eval-worker``, likewise), so that the runs' threads step
+their environments side by side.
 
 The runs must be in step: the same task and lengths and everything that shapes the update (sizes, learning rates,
 schedules, M); they differ in seed and objective among those on the bilinear logits (``curl``, ``debiased``,
@@ -295,9 +296,10 @@ def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
         if not seed.lstrip("-").isdigit():
             parser.error(f"--run ... {seed} ...: the seed must be an integer")
     base = from_cli(rest)
-    # each run's environment in a worker process unless --no-env-worker: threads would take turns for Python's
-    # interpreter lock while they step and render
-    base = dataclasses.replace(base, env_worker=base.env_worker or "--no-env-worker" not in rest)
+    # each run's environment, and its evaluation's, in a worker process unless --no-env-worker / --no-eval-worker:
+    # threads would take turns for Python's interpreter lock while they step and render
+    base = dataclasses.replace(base, env_worker=base.env_worker or "--no-env-worker" not in rest,
+                               eval_worker=base.eval_worker or "--no-eval-worker" not in rest)
     if not runs:
         runs = [(spec, seed, "") for spec in specs for seed in args.seeds]
     cfgs = []

@@ -160,14 +160,18 @@ class EvalEnvs:
 
     In this process by default; with ``parallel`` each environment lives in a worker process of its own (gymnasium's
     ``AsyncVectorEnv``, spawned once and reused by every evaluation of the run), so that physics and rendering use
-    several CPU cores. Both give the same returns: the same environments, reset with the same seeds, and the policy
-    sees the same batches (the episodes still running, in order)."""
+    several CPU cores; with ``worker`` (and not ``parallel``) all of them live in one worker process
+    (:class:`rl_curl.env.EnvWorker` of an :class:`rl_curl.env.EnvGroup`), stepped there one after another as here.
+    All give the same returns: the same environments, reset with the same seeds, and the policy sees the same batches
+    (the episodes still running, in order)."""
 
-    def __init__(self, cfg: Config, episodes: int, parallel: bool = False):
+    def __init__(self, cfg: Config, episodes: int, parallel: bool = False, worker: bool = False):
         kwargs = dict(task=cfg.task, seed=derived_seed(cfg.seed, EVAL_ENV), action_repeat=cfg.action_repeat,
                       frame_stack=cfg.frame_stack, image_size=cfg.image_size, camera_id=cfg.camera_id)
-        self.episodes, self.vec, self.envs = episodes, None, []
-        if parallel and episodes > 1:
+        self.episodes, self.vec, self.envs, self.group = episodes, None, [], None
+        if worker and not (parallel and episodes > 1):
+            self.group = EnvWorker(episodes=episodes, **kwargs)
+        elif parallel and episodes > 1:
             import functools
 
             import gymnasium as gym
@@ -184,6 +188,8 @@ class EvalEnvs:
             raise ValueError(f"{n} seeds for {self.episodes} evaluation environments")
         if self.vec is not None:
             obs, _ = self.vec.reset(seed=list(seeds))
+        elif self.group is not None:
+            obs, _ = self.group.reset(seed=list(seeds))
         else:
             obs = np.stack([env.reset(seed=s)[0] for env, s in zip(self.envs, seeds)])
         totals, running, frames = np.zeros(n), np.ones(n, dtype=bool), []
@@ -195,6 +201,9 @@ class EvalEnvs:
                 full[idx] = acts
                 nxt, rew, term, trunc, _ = self.vec.step(full)
                 ended = np.logical_or(term, trunc)
+            elif self.group is not None:  # the same steps, in the worker
+                nxt, rew, ended = obs.copy(), np.zeros(n), np.zeros(n, dtype=bool)
+                nxt[idx], rew[idx], ended[idx] = self.group.step((idx, acts))
             else:
                 nxt, rew, ended = obs.copy(), np.zeros(n), np.zeros(n, dtype=bool)
                 for a, i in zip(acts, idx):
@@ -210,9 +219,11 @@ class EvalEnvs:
     def close(self) -> None:
         if self.vec is not None:
             self.vec.close()
+        if self.group is not None:
+            self.group.close()
         for env in self.envs:
             env.close()
-        self.vec, self.envs = None, []
+        self.vec, self.envs, self.group = None, [], None
 
 
 def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | None = None,
@@ -222,7 +233,7 @@ def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | No
     evaluation at ``env_step`` (see :func:`eval_episode_seed`)."""
     own = envs is None
     if own:
-        envs = EvalEnvs(cfg, episodes, cfg.eval_parallel)
+        envs = EvalEnvs(cfg, episodes, cfg.eval_parallel, cfg.eval_worker)
     try:
         returns, frames = envs.run(agent, [eval_episode_seed(cfg, env_step, e) for e in range(episodes)],
                                    video=video_path is not None)
@@ -544,7 +555,7 @@ class CurlApp(TrainingApp):
         if self.eval_envs is None or self.eval_envs.episodes != cfg.eval_episodes:
             if self.eval_envs is not None:
                 self.eval_envs.close()
-            self.eval_envs = EvalEnvs(cfg, cfg.eval_episodes, cfg.eval_parallel)
+            self.eval_envs = EvalEnvs(cfg, cfg.eval_episodes, cfg.eval_parallel, cfg.eval_worker)
         envs, dev = self.eval_envs, self.accelerator.device
         if cfg.eval_async and self.eval_thread is None:
             self.eval_thread = EvalThread()

@@ -102,10 +102,11 @@ def test_runs_together_resume_exactly_after_a_stop(tmp_path, monkeypatch):
 def test_cuda_graphs_and_env_workers_on_the_cpu_are_the_default_path(tmp_path):
     """--cuda-graphs --replay-on-device together (rl_curl.stacked.GraphedStackedUpdate: eager on a CPU, batches
     gathered from the replays on the device, the draws made outside the graph from each run's generator), with each
-    environment in a worker process (--env-worker), writes what the runs together write without them, bit for bit."""
+    environment and its evaluation's in worker processes (--env-worker, --eval-worker), writes what the runs together
+    write without them, bit for bit."""
     plain = [cfg(tmp_path, f"plain{i}", env_steps=1000, **s) for i, s in enumerate(SPECS)]
     graphed = [cfg(tmp_path, f"graphed{i}", env_steps=1000, cuda_graphs=True, replay_on_device=True, env_worker=True,
-                   **s) for i, s in enumerate(SPECS)]
+                   eval_worker=True, **s) for i, s in enumerate(SPECS)]
     run_together(plain)
     run_together(graphed)
     for i in range(2):
@@ -179,8 +180,10 @@ def test_command_line(tmp_path, capsys):
                    ("debiased", 0.05, 2, 4, 3000, 0.002, f"{tmp_path}/debiased-tau0.05-M2/seed4")]
     default = configs_from_cli(["--seeds", "0"])[0].resolved()
     assert default.output_dir == "runs/rl_curl/cartpole-swingup/curl/seed0"  # rl_curl.train's own folder
-    assert all(c.env_worker for c in cfgs) and default.env_worker  # environments in worker processes by default
+    # environments, and the evaluations', in worker processes by default
+    assert all(c.env_worker and c.eval_worker for c in cfgs) and default.env_worker and default.eval_worker
     assert not configs_from_cli(["--", "--no-env-worker"])[0].env_worker
+    assert not configs_from_cli(["--", "--no-eval-worker"])[0].eval_worker
     for bad, match in ((["--", "--seed", "1"], "--seed is set per run"),
                        (["--", "--aux=debiased"], "--aux is set per run"),
                        (["--objectives", "debiased:2"], "TAU_PLUS"),

@@ -329,11 +329,11 @@ def test_rate_of_one_is_allowed(field):
     tiny_config(**{field: 1.0}).resolved()
 
 
-@pytest.mark.slow  # starts three worker processes
+@pytest.mark.slow  # starts four worker processes
 def test_evaluation_episodes_side_by_side_in_workers_or_here_give_the_same_returns(tmp_path):
     """EvalEnvs steps one environment per episode side by side (one batched forward per step): in worker processes
-    (--eval-parallel) the returns equal those in this process, and each episode's return is the one a separate
-    environment gives from its seed when the policy sees the same batch."""
+    (--eval-parallel), or all in one worker process (--eval-worker), the returns equal those in this process, and each
+    episode's return is the one a separate environment gives from its seed when the policy sees the same batch."""
     import numpy as np
 
     from rl_curl.evaluate import load_agent
@@ -353,6 +353,14 @@ def test_evaluation_episodes_side_by_side_in_workers_or_here_give_the_same_retur
     assert first == here and again == here
     assert len(frames) == 20 and frames[0].shape == (c.image_size, c.image_size, 3)  # 1000 / action repeat 50
     assert len(set(here)) == 3  # three different initial states
+    one = EvalEnvs(c, 3, worker=True)  # --eval-worker: all three in one worker process, stepped there in turn
+    try:
+        assert one.group is not None and one.vec is None
+        got, got_frames = one.run(agent, seeds, video=True)
+        assert got == here and one.run(agent, seeds)[0] == here
+        assert all(np.array_equal(a, b) for a, b in zip(got_frames, frames, strict=True))
+    finally:
+        one.close()
 
     class Logged:  # the agent, recording what the policy was asked
         def __init__(self):
