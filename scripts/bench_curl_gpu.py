@@ -21,8 +21,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    ``graphs_bf16_convrelu`` (both), and ``graphs_stacked`` / ``stacked`` (``--stack`` runs' updates as one,
    rl_curl.stacked, as CUDA graphs and eagerly; timed per update of all the runs, ``ms_per_run_update`` per run) and
    ``graphs_stacked22`` (the 22 runs of DCL Table 3's cartpole column in one graphed update),
-   timed in the order checked, default, graphs, graphs_convrelu, then the profile (3.), then the others (a deadline
-   skips the last first). Each with its
+   timed in the order checked, default, graphs, graphs_convrelu, graphs_stacked, graphs_stacked22, then the profile
+   (3.), then the others (a deadline skips the last first). Each with its
    TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
    reads its inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
    The byte count sees operators as dispatched: the bias add that PyTorch's cuDNN convolution launches inside the
@@ -82,6 +82,9 @@ VARIANTS = {
 }
 #: Timed first, before the profiles: the variants the slices choose between (and the first update, the baseline).
 PRIMARY = ("checked", "default", "graphs", "graphs_convrelu")
+#: Timed right after PRIMARY, before the profiles: whether many runs in one graphed update pay (what decides whether
+#: the slices train their runs together, rl_curl.together).
+STACKED_EARLY = ("graphs_stacked", "graphs_stacked22")
 #: Profiled (after PRIMARY, before the other variants).
 PROFILED = ("checked", "graphs", "graphs_convrelu")
 #: The self-test: (fast path, the path it must equal).
@@ -556,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     # What the slices choose between, then the profiles (where the time goes), then the other variants: a deadline
     # skips the last first.
     time_all([v for v in args.variants if v in PRIMARY])
+    time_all([v for v in args.variants if v in STACKED_EARLY])
     if args.profile_updates > 0:
         texts = []
         for v in PROFILED:
@@ -569,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
             if out is not None:
                 (out / "profile.txt").write_text("\n\n".join(texts) + "\n")
         write()
-    time_all([v for v in args.variants if v not in PRIMARY])
+    time_all([v for v in args.variants if v not in PRIMARY + STACKED_EARLY])
     base = next((r for r in report["variants"] if r["name"] == "checked" and "median_ms" in r), None)
     for r in report["variants"]:
         if base and "median_ms" in r:  # per run's update (a stacked variant updates several)
