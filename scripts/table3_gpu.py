@@ -547,9 +547,29 @@ def run_bench(args: RunArgs, pack: Path, commit: str) -> dict | None:
     return report if isinstance(report, dict) else None
 
 
+#: The bench's self-test checks that runs trained together rely on.
+STACKED_CHECKS = ("stacked", "graphs_stacked")
+
+
+def stacked_checks_failed(bench: dict | None) -> list[str]:
+    """The stacked update's self-test checks that a bench report has and that did not pass (none without a report,
+    or in a report from before the stacked update)."""
+    checks = (bench or {}).get("selftest", {}).get("checks") or []
+    return [c.get("path") for c in checks if c.get("path") in STACKED_CHECKS and not c.get("passed")]
+
+
+def trains_together(mode: str, bench: dict | None) -> bool:
+    """Whether the slice's runs train together: --speed together, unless the bench's stacked checks failed."""
+    return mode == "together" and not stacked_checks_failed(bench)
+
+
 def choose_speed(mode: str, bench: dict | None) -> tuple[tuple[str, ...], str]:
     """The runs' speed flags and why: see RunArgs.speed."""
     if mode == "together":
+        failed = stacked_checks_failed(bench)
+        if failed:  # the runs go one by one, on the path --speed auto would take
+            flags, why = choose_speed("auto", bench)
+            return flags, f"{why}; not together: the stacked update's self-test did not pass ({', '.join(failed)})"
         return GRAPH_FLAGS, "runs trained together, one graphed stacked update per group (--speed together)"
     if mode == "default":
         return (), "default (--speed default)"
@@ -606,8 +626,9 @@ def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[s
     (--speed together: from the graphed stacked update's time per run)."""
     from rl_curl.config import from_cli
 
-    variant = "graphs_stacked" if args.speed == "together" else variant_of(speed)
-    key = "ms_per_run_update" if args.speed == "together" else "median_ms"
+    together = trains_together(args.speed, bench)
+    variant = "graphs_stacked" if together else variant_of(speed)
+    key = "ms_per_run_update" if together else "median_ms"
     ms = next((r.get(key) for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)
     if not ms:
         return jobs, {"fitted": False, "why": f"no {variant} update time from the bench: every run started"}
@@ -663,7 +684,7 @@ def run_slice(args: RunArgs) -> int:
             "runs_together": len(jobs), "host_cpus": os.cpu_count()}
     print(f"slice: {len(jobs)} runs on {name}, commit {info['commit'][:12]}, {info['date']}", flush=True)
     solo = solo_timing(args, work, info) if args.solo_env_steps else None
-    runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice", together=args.speed == "together")
+    runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice", together=trains_together(args.speed, bench))
     rows = pack_runs(runs, args, info, pack)
     summaries = [read_summary(r.out) if row["finished"] else {} for row, r in zip(rows, runs)]
     throughput = {**info, "deadline": args.deadline, "solo": solo, "speed": {"flags": list(speed), "why": why},

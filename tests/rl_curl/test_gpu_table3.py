@@ -196,6 +196,20 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     assert "updates:" in (tmp_path / "pack" / "slice.txt").read_text()
 
 
+def test_runs_train_together_only_if_the_stacked_self_test_passed():
+    from table3_gpu import GRAPH_FLAGS, choose_speed, trains_together
+
+    ok = {"selftest": {"checks": [{"path": "graphs", "passed": True}, {"path": "stacked", "passed": True},
+                                  {"path": "graphs_stacked", "passed": True}]},
+          "variants": [{"name": "default", "median_ms": 12.0}, {"name": "graphs", "median_ms": 3.0}]}
+    assert trains_together("together", ok) and trains_together("together", None)
+    assert choose_speed("together", ok)[0] == GRAPH_FLAGS and not trains_together("graphs", ok)
+    bad = {**ok, "selftest": {"checks": [*ok["selftest"]["checks"][:2], {"path": "graphs_stacked", "passed": False}]}}
+    assert not trains_together("together", bad)
+    flags, why = choose_speed("together", bad)  # one by one, on the path auto would take
+    assert flags == GRAPH_FLAGS and "not together" in why and "graphs_stacked" in why
+
+
 def test_runs_trained_together_are_grouped_by_task_and_m(tmp_path):
     from table3_gpu import RunArgs, groups_of, slice_commands, together_command
 
