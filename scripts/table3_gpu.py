@@ -106,6 +106,9 @@ class RunArgs:
     """Start only as many of the runs (seed by seed: every objective of a seed before the next seed, so the runs
     that start pair up) as the estimate from --bench's update time and this machine's environment speed says can
     finish by --deadline; the estimate goes into throughput.json beside what happened. Without --bench: all runs."""
+    together_max: int = 0
+    """With --speed together: runs per rl_curl.together process at most (0: every run of a task and M in one; their
+    per-step Python shares one interpreter, so a GPU machine may want several smaller processes)."""
     poll: float = 2.0
     """Seconds between looks at the runs (their exit, their progress)."""
 
@@ -205,6 +208,8 @@ def check_run_args(args: RunArgs) -> None:
                          f"{args.solo_env_steps}")
     if args.date and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", args.date):
         raise ValueError(f"--date must be YYYY-MM-DD, got {args.date!r}")
+    if args.together_max < 0:
+        raise ValueError(f"--together-max must be >= 0 (0: no limit), got {args.together_max}")
 
 
 def reached(out: Path) -> int:
@@ -344,15 +349,17 @@ class GroupRun:
 PER_RUN = {"--aux": 1, "--tau-plus": 1, "--positives": 1, "--beta": 1, "--seed": 1, "--output-dir": 1}
 
 
-def groups_of(jobs: list[dict]) -> list[list[dict]]:
+def groups_of(jobs: list[dict], most: int = 0) -> list[list[dict]]:
     """The slice's runs by what one stacked update can hold: the same task and number of positives M (runs differ
-    then only in objective and seed), in the slice's order."""
+    then only in objective and seed), in the slice's order; each group cut into pieces of at most ``most`` runs
+    (0: whole)."""
     from rl_curl.objectives import parse_spec
 
     groups: dict[tuple, list[dict]] = {}
     for job in jobs:
         groups.setdefault((job["task"], parse_spec(job["objective"]).get("positives", 1)), []).append(job)
-    return list(groups.values())
+    size = most if most > 0 else max(len(g) for g in groups.values())
+    return [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
 
 
 def together_command(jobs: list[dict]) -> list[str]:
@@ -378,7 +385,7 @@ def together_command(jobs: list[dict]) -> list[str]:
 
 
 def run_all(jobs: list[dict], deadline: float, grace: float, poll: float, label: str,
-            together: bool = False) -> list[Launched]:
+            together: bool = False, together_max: int = 0) -> list[Launched]:
     """Start ``jobs`` at once (``together``: one rl_curl.together process per group, :func:`groups_of`); Ctrl-C the
     ones still going at ``deadline`` seconds, kill them ``grace`` later."""
     # PYTHONFAULTHANDLER: a run that dies of a signal (a segfault in a native library) leaves its Python stack in
@@ -387,7 +394,7 @@ def run_all(jobs: list[dict], deadline: float, grace: float, poll: float, label:
            "PYTHONFAULTHANDLER": "1"}
     if together:
         by_out = {}
-        for i, group in enumerate(groups_of(jobs)):
+        for i, group in enumerate(groups_of(jobs, together_max)):
             g = Group(group, env, Path(group[0]["out"]).parent.parent / f"together{i}.log")
             by_out.update({v.job["out"]: v for v in g.views})
         runs = [by_out[job["out"]] for job in jobs]
@@ -684,7 +691,8 @@ def run_slice(args: RunArgs) -> int:
             "runs_together": len(jobs), "host_cpus": os.cpu_count()}
     print(f"slice: {len(jobs)} runs on {name}, commit {info['commit'][:12]}, {info['date']}", flush=True)
     solo = solo_timing(args, work, info) if args.solo_env_steps else None
-    runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice", together=trains_together(args.speed, bench))
+    runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice", together=trains_together(args.speed, bench),
+                   together_max=args.together_max)
     rows = pack_runs(runs, args, info, pack)
     summaries = [read_summary(r.out) if row["finished"] else {} for row, r in zip(rows, runs)]
     throughput = {**info, "deadline": args.deadline, "solo": solo, "speed": {"flags": list(speed), "why": why},

@@ -91,6 +91,8 @@ def test_slice_options_are_checked_before_anything_runs(tmp_path):
 
     with pytest.raises(ValueError, match="--seeds is empty"):
         check_run_args(RunArgs(pack=str(tmp_path), seeds=[]))
+    with pytest.raises(ValueError, match="--together-max must be >= 0"):
+        check_run_args(RunArgs(pack=str(tmp_path), together_max=-1))
     with pytest.raises(ValueError, match="lists a seed twice"):
         check_run_args(RunArgs(pack=str(tmp_path), seeds=[1, 1]))
     with pytest.raises(ValueError, match="--deadline must be > 0"):
@@ -220,6 +222,8 @@ def test_runs_trained_together_are_grouped_by_task_and_m(tmp_path):
     assert [[(j["objective"], j["seed"]) for j in g] for g in groups] == [
         [("curl", 0), ("debiased:0.05:1", 0), ("curl", 1), ("debiased:0.05:1", 1)],
         [("debiased:0.1:2", 0), ("debiased:0.1:2", 1)]]
+    pieces = groups_of(jobs, 3)  # at most 3 runs a process
+    assert [len(g) for g in pieces] == [3, 1, 2] and [j for g in pieces for j in g] == [j for g in groups for j in g]
     cmd = together_command(groups[1])
     i = cmd.index("--")
     assert cmd[1:3] == ["-m", "rl_curl.together"] and cmd[3:i] == [
