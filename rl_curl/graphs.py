@@ -90,16 +90,22 @@ class GraphedUpdate:
     later updates overwrite in place (read them before the next update to keep a value)."""
 
     def __init__(self, agent: CurlAgent, replay: FrameReplay, batch_size: int, warmup: int = 3):
-        self.agent, self.replay, self.warmup = agent, replay, warmup
-        self.device = agent.log_alpha.device
-        self.graphed = self.device.type == "cuda"
-        replay.enable_device_sampling()
-        if replay.device != self.device:
-            raise ValueError(f"the replay's frames are on {replay.device}, the agent on {self.device}: --cuda-graphs "
-                             "needs the replay on the training device (--replay-on-device)")
+        self.replay = replay
+        self._start(agent, [replay], (batch_size,), agent.log_alpha.device, warmup)
+
+    def _start(self, agent, replays: list, idx_shape: tuple, device: torch.device, warmup: int) -> None:
+        """What every graphed update sets up: ``agent`` (an agent, or the stacked runs) updating without host reads
+        and with capturable Adam steps on ``device``, the replays sampled there, the index tensor the graphs read."""
+        self.agent, self.warmup, self.device = agent, warmup, device
+        self.graphed = device.type == "cuda"
+        for replay in {id(r): r for r in replays}.values():  # one replay may serve several runs
+            replay.enable_device_sampling()
+            if replay.device != device:
+                raise ValueError(f"the replay's frames are on {replay.device}, the agent on {device}: --cuda-graphs "
+                                 "needs the replay on the training device (--replay-on-device)")
         agent.host_checks = False
         agent.set_capturable(self.graphed)
-        self.idx = torch.zeros(batch_size, dtype=torch.int64, device=self.device)  # the graphs' input
+        self.idx = torch.zeros(idx_shape, dtype=torch.int64, device=device)  # the graphs' input
         self.out: dict[str, torch.Tensor] = {}  # the graphs' outputs: fixed tensors, written in place
         self.graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, tuple[str, ...]]] = {}  # kind -> (graph, its metrics)
         self.pool = None

@@ -350,17 +350,8 @@ class GraphedStackedUpdate(GraphedUpdate):
     def __init__(self, stacked: StackedAgents, replays: list, batch_size: int, warmup: int = 3):
         if len(replays) != stacked.K:
             raise ValueError(f"{len(replays)} replays for {stacked.K} stacked runs")
-        self.agent, self.replays, self.warmup = stacked, list(replays), warmup
-        self.device = stacked.params["log_alpha"].device
-        self.graphed = self.device.type == "cuda"
-        for rep in {id(r): r for r in replays}.values():
-            rep.enable_device_sampling()
-            if rep.device != self.device:
-                raise ValueError(f"a replay's frames are on {rep.device}, the runs on {self.device}: the graphed "
-                                 "stacked update needs the replays on the training device")
-        stacked.host_checks = False
-        stacked.set_capturable(self.graphed)
-        self.idx = torch.zeros((stacked.K, batch_size), dtype=torch.int64, device=self.device)
+        self.replays = list(replays)
+        self._start(stacked, self.replays, (stacked.K, batch_size), stacked.params["log_alpha"].device, warmup)
         c, K = stacked.cfg, stacked.K
         self.batch_size, self.frame_size = batch_size, replays[0].obs_shape[-1]
         self.action_dim = stacked.agents[0].action_dim
@@ -369,11 +360,6 @@ class GraphedStackedUpdate(GraphedUpdate):
         self.drawn = {"offsets": torch.zeros((K, crops, 2, batch_size), dtype=torch.int64, device=self.device),
                       "critic_noise": torch.zeros((K, batch_size, self.action_dim), dtype=dtype, device=self.device),
                       "actor_noise": torch.zeros((K, batch_size, self.action_dim), dtype=dtype, device=self.device)}
-        self.out: dict[str, torch.Tensor] = {}
-        self.graphs: dict = {}
-        self.pool = None
-        self.captures = 0
-        self.generation = self._generation()
 
     def _generation(self) -> tuple:
         return tuple(r.generation for r in self.replays)
