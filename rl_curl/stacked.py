@@ -50,6 +50,28 @@ SHARED = ("batch_size", "crop_size", "frame_stack", "num_filters", "num_layers",
           "positives", "log_floor", "subtract_row_max", "update", "cudnn_conv_relu")
 
 
+def check_stackable(cfgs: list, names: list[str], what: str, also: tuple[str, ...] = ()) -> None:
+    """Refuse (a ValueError naming the run and the setting) configurations whose updates cannot be one stacked update:
+    the fused schedule, CPC, ``--cudnn-conv-relu``, runs that differ from the first in a :data:`SHARED` field (or one of
+    ``also``), or some with an auxiliary loss and some without. ``names``: how each run is called in the message;
+    ``what``: what is refusing (the stacked update, runs trained together)."""
+    first = cfgs[0]
+    for c, name in zip(cfgs, names, strict=True):
+        refused = (("--update fused", c.update != "official", "the stacked update is the official schedule's"),
+                   ("--aux cpc", OBJECTIVES.get(c.aux).kind == "future", "CPC"),
+                   ("--cudnn-conv-relu", c.cudnn_conv_relu, "its custom autograd function has no vmap rule"))
+        for flag, bad, why in refused:
+            if bad:
+                raise ValueError(f"{name}: {flag} is not supported by {what} ({why})")
+        differ = [f for f in (*also, *SHARED) if getattr(c, f) != getattr(first, f)]
+        if differ:
+            raise ValueError(f"{name} differs from {names[0]} in {', '.join(differ)}: {what} may differ only in "
+                             f"{', '.join(FREE)}")
+        if (c.aux == "none") != (first.aux == "none"):
+            raise ValueError(f"{name}: --aux {c.aux} beside --aux {first.aux}: either every run has an auxiliary loss "
+                             "or none has")
+
+
 def autocasts(agent: CurlAgent) -> bool:
     """Whether the agent's autocast context casts (accelerate's, without mixed precision, does not)."""
     device_type = agent.log_alpha.device.type
@@ -95,24 +117,10 @@ class StackedAgents:
             raise ValueError("StackedAgents needs at least one agent")
         first = agents[0]
         c = first.cfg
+        check_stackable([a.cfg for a in agents], [f"run {i}" for i in range(len(agents))], "the stacked update")
         for i, a in enumerate(agents):
-            if a.cfg.update != "official":
-                raise ValueError(f"run {i}: the stacked update is the official schedule's (--update fused is not "
-                                 "supported)")
-            if OBJECTIVES.get(a.cfg.aux).kind == "future":
-                raise ValueError(f"run {i}: --aux {a.cfg.aux} (CPC) is not supported by the stacked update")
-            if a.cfg.cudnn_conv_relu:
-                raise ValueError(f"run {i}: --cudnn-conv-relu is not supported by the stacked update (its custom "
-                                 "autograd function has no vmap rule)")
             if autocasts(a):
                 raise ValueError(f"run {i}: the stacked update runs without autocast (bf16 is not supported)")
-            if (a.cfg.aux == "none") != (c.aux == "none"):
-                raise ValueError(f"run {i}: --aux {a.cfg.aux} beside --aux {c.aux}: either every run has an auxiliary "
-                                 "loss or none has")
-            differ = [f for f in SHARED if getattr(a.cfg, f) != getattr(c, f)]
-            if differ:
-                raise ValueError(f"run {i} differs from run 0 in {', '.join(differ)}: stacked runs may differ only in "
-                                 f"{', '.join(FREE)}")
             if a.action_dim != first.action_dim or a.critic.encoder.trunk.convs[0].in_channels != \
                     first.critic.encoder.trunk.convs[0].in_channels:
                 raise ValueError(f"run {i}: its observations or actions have another shape than run 0's")

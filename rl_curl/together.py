@@ -37,7 +37,7 @@ import traceback
 import numpy as np
 
 from .config import Config, from_cli
-from .objectives import OBJECTIVES, folder_name, parse_spec, spec_syntax
+from .objectives import folder_name, parse_spec, spec_syntax
 
 #: rl_curl.train options that --objectives, --seeds and --output-root set for every run.
 PER_RUN = ("--aux", "--tau-plus", "--positives", "--beta", "--seed", "--output-dir")
@@ -166,7 +166,7 @@ class Seat:
 
 def check_runs(cfgs: list[Config]) -> None:
     """Refuse, before anything is built or written, runs that cannot train together (naming what differs)."""
-    from .stacked import SHARED
+    from .stacked import check_stackable
 
     if not cfgs:
         raise ValueError("no runs to train together")
@@ -174,20 +174,11 @@ def check_runs(cfgs: list[Config]) -> None:
     twice = sorted({d for d in dirs if dirs.count(d) > 1})
     if twice:
         raise ValueError(f"two runs would write to {twice[0]}: give each objective and seed once")
-    first = cfgs[0]
-    for c in cfgs:
-        for flag, bad in (("--mixed-precision bf16", c.mixed_precision != "no"),
-                          ("--update fused", c.update != "official"), ("--cudnn-conv-relu", c.cudnn_conv_relu),
-                          ("--aux cpc", OBJECTIVES.get(c.aux).kind == "future")):
-            if bad:
-                raise ValueError(f"{flag} is not supported by runs trained together (rl_curl.together); train these "
-                                 "runs one by one with rl_curl.train")
-        differ = [f for f in (*IN_STEP, *SHARED) if getattr(c, f) != getattr(first, f)]
-        if differ:
-            raise ValueError(f"{c.output_dir} differs from {first.output_dir} in {', '.join(differ)}: runs trained "
-                             "together differ only in seed and objective")
-        if (c.aux == "none") != (first.aux == "none"):
-            raise ValueError("either every run trained together has an auxiliary loss or none has")
+    for c in cfgs:  # the stacked update runs without autocast (refused there by the agent's autocast context)
+        if c.mixed_precision != "no":
+            raise ValueError(f"{c.output_dir}: --mixed-precision {c.mixed_precision} is not supported by runs trained "
+                             "together (rl_curl.together); train these runs one by one with rl_curl.train")
+    check_stackable(cfgs, dirs, "runs trained together (rl_curl.together)", also=IN_STEP)
 
 
 def run_together(cfgs: list[Config]) -> list[dict]:
