@@ -32,16 +32,19 @@ def conv_output_size(image_size: int, num_layers: int) -> int:
     return size
 
 
-def scale_pixels(obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def scale_pixels(obs: torch.Tensor, dtype: torch.dtype = torch.float32,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
     """Pixels ``[B, C, H, W]`` (uint8, or float in 0..255) as ``dtype`` in [0, 1], channels-last.
 
     The same values as ``obs.to(dtype) / 255`` bit for bit, with one large allocation instead of three. uint8 to
     float32 is one division that reads the bytes and writes the floats into the channels-last buffer (5 bytes an
     element; a converting copy, then an in-place division, moved 13: about 0.8 GB of an update's 16 at batch
     512). Other pairs keep the copy and the in-place division, whose rounding in a reduced precision is the
-    reference's (``obs.to(bfloat16) / 255`` divides bfloat16 values).
+    reference's (``obs.to(bfloat16) / 255`` divides bfloat16 values). ``out``: a tensor of ``dtype`` to write into
+    (a run's slice of a stacked batch, rl_curl.stacked) instead of a new channels-last one.
     """
-    out = torch.empty(obs.shape, dtype=dtype, device=obs.device, memory_format=torch.channels_last)
+    if out is None:
+        out = torch.empty(obs.shape, dtype=dtype, device=obs.device, memory_format=torch.channels_last)
     if obs.dtype == torch.uint8 and dtype == torch.float32:
         return torch.div(obs, 255.0, out=out)
     out.copy_(obs)

@@ -37,7 +37,7 @@ from torch.func import functional_call, vmap
 from .agent import CurlAgent
 from .augment import crop_at
 from .graphs import GraphedUpdate, Snapshot
-from .networks import ScaledPixels
+from .networks import ScaledPixels, scale_pixels
 from .objectives import OBJECTIVES, auxiliary_loss
 
 #: Config fields in which stacked runs may differ (besides what the update never reads: task names, folders,
@@ -100,11 +100,7 @@ def _scaled(xs: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
     K, (B, C, H, W) = len(xs), xs[0].shape
     out = torch.empty((K, B, H, W, C), dtype=dtype, device=xs[0].device).permute(0, 1, 4, 2, 3)
     for k, x in enumerate(xs):
-        if x.dtype == torch.uint8 and dtype == torch.float32:
-            torch.div(x, 255.0, out=out[k])
-        else:
-            out[k].copy_(x)
-            out[k].div_(255.0)
+        scale_pixels(x, dtype, out=out[k])
     return out
 
 

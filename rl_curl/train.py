@@ -166,8 +166,7 @@ class EvalEnvs:
     (the episodes still running, in order)."""
 
     def __init__(self, cfg: Config, episodes: int, parallel: bool = False, worker: bool = False):
-        kwargs = dict(task=cfg.task, seed=derived_seed(cfg.seed, EVAL_ENV), action_repeat=cfg.action_repeat,
-                      frame_stack=cfg.frame_stack, image_size=cfg.image_size, camera_id=cfg.camera_id)
+        kwargs = {**env_kwargs(cfg), "seed": derived_seed(cfg.seed, EVAL_ENV)}
         self.episodes, self.vec, self.envs, self.group = episodes, None, [], None
         if worker and not (parallel and episodes > 1):
             self.group = EnvWorker(episodes=episodes, **kwargs)
