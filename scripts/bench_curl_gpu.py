@@ -239,18 +239,10 @@ def selftest(args: Args, device: torch.device) -> dict:
                     sync(device)
                     runs[name] = (agent, metrics)
                 (ra, rm), (fa, fm) = runs[ref_name], runs[fast_name]
-                m_err = max((rel_err(f[k], r[k]) for f, r in zip(fm, rm) for k in r), default=0.0)
-                keys_same = all(f.keys() == r.keys() for f, r in zip(fm, rm))
-                rs, fs = ra.state_dict(), fa.state_dict()
-                p_errs = {k: rel_err(fs[k], rs[k]) for k in rs}
-                worst = max(p_errs, key=lambda k: (np.nan_to_num(p_errs[k], nan=np.inf), k))
-                p_err = p_errs[worst]
-                ok = keys_same and all(np.isfinite(e) and e <= args.tolerance for e in (*p_errs.values(), m_err))
-                checks.append({"path": fast_name, "against": ref_name, "updates": args.selftest_updates,
-                               "max_rel_err_metrics": m_err, "max_rel_err_params": p_err, "worst_param": worst,
-                               "same_metrics": keys_same, "passed": bool(ok)})
-                lines.append(f"{fast_name} vs {ref_name}, {args.selftest_updates} updates: metrics {m_err:.3g}, "
-                             f"parameters {p_err:.3g} ({worst}) -> {'PASS' if ok else 'FAIL'}")
+                check = compare(fast_name, ref_name, args.selftest_updates, fm, rm, [fa.state_dict()],
+                                [ra.state_dict()], args.tolerance)
+                lines.append(check.pop("line"))
+                checks.append(check)
             except Exception as err:  # recorded, never fatal: the slice then runs the default path
                 checks.append({"path": fast_name, "against": ref_name, "passed": False, "error": repr(err),
                                "traceback": traceback.format_exc()[-3000:]})
@@ -267,12 +259,14 @@ def selftest(args: Args, device: torch.device) -> dict:
 
 def compare(name: str, against: str, updates: int, got: list[dict], want: list[dict], got_states: list[dict],
             want_states: list[dict], tolerance: float) -> dict:
-    """A self-test check: every metric (per update) and every state tensor (per run) of a fast path against its
-    reference, relative error per tensor; its line of selftest.txt under "line"."""
+    """A self-test check: every metric (per update) and every state tensor (per run; named ``runR NAME`` when there are
+    several runs) of a fast path against its reference, relative error per tensor; its line of selftest.txt under
+    "line"."""
     m_err = max((rel_err(g[k], w[k]) for g, w in zip(got, want) for k in w), default=0.0)
     keys_same = all(g.keys() == w.keys() for g, w in zip(got, want))
-    p_errs = {f"run{r} {k}": rel_err(gs[k], ws[k]) for r, (gs, ws) in enumerate(zip(got_states, want_states))
-              for k in ws}
+    several = len(want_states) > 1
+    p_errs = {(f"run{r} {k}" if several else k): rel_err(gs[k], ws[k])
+              for r, (gs, ws) in enumerate(zip(got_states, want_states, strict=True)) for k in ws}
     worst = max(p_errs, key=lambda k: (np.nan_to_num(p_errs[k], nan=np.inf), k))
     ok = keys_same and all(np.isfinite(e) and e <= tolerance for e in (*p_errs.values(), m_err))
     return {"path": name, "against": against, "updates": updates, "max_rel_err_metrics": m_err,

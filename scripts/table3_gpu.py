@@ -345,10 +345,6 @@ class GroupRun:
         self.group.poll()
 
 
-#: rl_curl.train options a run of a group gets from rl_curl.together's --run (objective, seed, folder).
-PER_RUN = {"--aux": 1, "--tau-plus": 1, "--positives": 1, "--beta": 1, "--seed": 1, "--output-dir": 1}
-
-
 def groups_of(jobs: list[dict], most: int = 0) -> list[list[dict]]:
     """The slice's runs by what one stacked update can hold: the same task and number of positives M (runs differ
     then only in objective and seed), in the slice's order; each group cut into pieces of at most ``most`` runs
@@ -365,11 +361,13 @@ def groups_of(jobs: list[dict], most: int = 0) -> list[list[dict]]:
 def together_command(jobs: list[dict]) -> list[str]:
     """``python -m rl_curl.together --run SPEC SEED OUT ... -- OPTIONS`` for runs whose rl_curl.train commands differ
     only in the options --run sets."""
+    from rl_curl.together import PER_RUN  # the options --run sets, each with one value
+
     def common(cmd: list[str]) -> list[str]:
         argv, out, i = cmd[3:], [], 0
         while i < len(argv):
             if argv[i] in PER_RUN:
-                i += 1 + PER_RUN[argv[i]]
+                i += 2
                 continue
             out.append(argv[i])
             i += 1
