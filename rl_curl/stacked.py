@@ -131,6 +131,8 @@ class StackedAgents:
             self.params[n] = torch.stack([dict(a.named_parameters())[n].detach() for a in agents]) \
                 .requires_grad_(p.requires_grad)
         self.names = names
+        # each agent's parameters in the order of names, for the copies back after every update (rl_curl.together)
+        self._own = [[dict(a.named_parameters())[n] for n in names] for a in agents]
         self.nonfinite = torch.stack([a.nonfinite.clone() for a in agents])
         self._make_optimizers()
 
@@ -177,8 +179,7 @@ class StackedAgents:
         """Write run ``i``'s parameters and non-finite flag (and, with ``states``, its optimiser states) back into its
         agent, in place (the agent's tensors keep their memory); returns the agent."""
         a = self.agents[i]
-        own = dict(a.named_parameters())
-        torch._foreach_copy_([own[n].data for n in self.names], [self.params[n][i] for n in self.names])
+        torch._foreach_copy_([p.data for p in self._own[i]], [self.params[n][i] for n in self.names])
         a.nonfinite.copy_(self.nonfinite[i])
         if states:
             for key, opt in self.opts.items():
