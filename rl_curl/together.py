@@ -52,7 +52,7 @@ class Together:
     evaluates and exports with), and its optimiser states before each of its checkpoints."""
 
     def __init__(self, n: int, stop=None):
-        self.n, self.stop = n, stop
+        self.stop = stop
         self.apps: list = [None] * n
         self.cond = threading.Condition()
         self.pending: dict[int, tuple] = {}
