@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import torch
 import torch.nn as nn
 from torch.func import functional_call, vmap
 
 from .agent import CurlAgent
-from .augment import crop_at
+from .augment import center_crop, crop_at
 from .graphs import GraphedUpdate, Snapshot
 from .networks import ScaledPixels, scale_pixels
 from .objectives import OBJECTIVES, auxiliary_loss
@@ -134,6 +135,12 @@ class StackedAgents:
         # each agent's parameters in the order of names, for the copies back after every update (rl_curl.together)
         self._own = [[dict(a.named_parameters())[n] for n in names] for a in agents]
         self.nonfinite = torch.stack([a.nonfinite.clone() for a in agents])
+        # acting reads only the actor (its conv trunk is the critic's): its own copy, and its parameters' names in
+        # self.params, so that a call swaps the actor's tensors and not the whole agent's
+        stacked_name = {id(p): n for n, p in first.named_parameters()}
+        self.actor = copy.deepcopy(first.actor)
+        self._actor_names = {local: stacked_name[id(p)]
+                             for local, p in first.actor.named_parameters(remove_duplicate=False)}
         self._make_optimizers()
 
     # -------------------------------------------------------------------------------------------- state
@@ -214,6 +221,30 @@ class StackedAgents:
 
         with torch.set_grad_enabled(with_grad and torch.is_grad_enabled()):
             return vmap(one, randomness="error")(self.params, *xs)
+
+    @torch.no_grad()
+    def act(self, obs: list, generators: list[torch.Generator | None] | None = None) -> np.ndarray:
+        """Every run's training action (the policy's sample) for its one uint8 observation ``obs[k]`` ``[C, H, W]``,
+        from one vmapped pass of the runs' actors: row k equals ``agents[k].act(obs[k], sample=True,
+        generator=generators[k])`` with the agent's parameters as they stand in the stacked tensors (its noise drawn
+        from ``generators[k]`` as the agent draws it; None: the device's default generator). ``[K, action_dim]``."""
+        c, K = self.cfg, self.K
+        generators = list(generators) if generators is not None else [None] * K
+        if len(obs) != K or len(generators) != K:
+            raise ValueError(f"{len(obs)} observations and {len(generators)} generators for {K} stacked runs")
+        dtype, dev = self.params["log_alpha"].dtype, self.params["log_alpha"].device
+        x = torch.as_tensor(np.stack(obs), device=dev)  # one copy to the device for every run
+        if x.dim() != 4:
+            raise ValueError(f"each observation must be [C, H, W], got shape {tuple(x.shape[1:])}")
+        x = center_crop(x, c.crop_size)
+        action_dim = self.agents[0].action_dim
+        noise = torch.stack([torch.randn((1, action_dim), generator=g, dtype=dtype, device=dev) for g in generators])
+        def one(params, o, z):
+            return functional_call(self.actor, params, (ScaledPixels.of(o),), {"sample": True, "noise": z})[1]
+
+        params = {local: self.params[name] for local, name in self._actor_names.items()}
+        pi = vmap(one, randomness="error")(params, _scaled([x[k:k + 1] for k in range(K)], dtype), noise)
+        return pi[:, 0].float().cpu().numpy()
 
     def draw(self, step: int, batch_size: int, frame_size: int, action_dim: int,
              generators: list[torch.Generator | None] | None = None) -> dict[str, torch.Tensor | None]:

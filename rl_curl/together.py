@@ -5,10 +5,11 @@
 
 Every run is an ``rl_curl.train`` run in every other respect: its own folder (the one ``rl_curl.train`` would use,
 or ``OUTPUT_ROOT/OBJECTIVE/seedS``), environment, replay, logs, evaluations, checkpoints and final summary, each
-written by the same code. What the runs share is the update: each run trains in a thread of its own, and at every
-update the runs meet; the last to arrive makes one update of all of them (:class:`rl_curl.stacked.StackedAgents`,
-the runs' parameters stacked, every forward pass vmapped over the runs), and each run takes its own metrics and goes
-on. Each run draws its policy noise and its update's random crops and noise from a generator of its own, started
+written by the same code. What the runs share is the acting and the update: each run trains in a thread of its own,
+and at every update the runs meet; the last to arrive computes every run's action for the observation it brought and
+then makes one update of all of them (:class:`rl_curl.stacked.StackedAgents`, the runs' parameters stacked, every
+forward pass vmapped over the runs), and each run takes its own action and metrics and steps its environment. Each run
+draws its policy noise and its update's random crops and noise from a generator of its own, started
 where a run alone would start its device's default generator and saved in its checkpoints, so a run equals the same
 run alone up to float rounding (a grouped convolution adds in another order), and resumes exactly.
 
@@ -46,10 +47,13 @@ IN_STEP = ("task", "env_steps", "action_repeat", "seed_steps", "image_size", "ca
 
 
 class Together:
-    """Where the runs meet to update: ``seat(k)`` is run k's handle (``update(batch, step)``, ``sync()``). The
-    stacked update is made at the first meeting, from the runs' agents as they are then (built, and loaded from
-    their checkpoints on a resume); after every update each agent's parameters are copied from it (what the run acts,
-    evaluates and exports with), and its optimiser states before each of its checkpoints."""
+    """Where the runs meet to act and update: ``seat(k)`` is run k's handle (``update(batch, step, obs)``,
+    ``refresh()``, ``sync()``). The stacked update is made at the first meeting, from the runs' agents as they are then
+    (built, and loaded from their checkpoints on a resume). At each meeting every run's training action comes from one
+    vmapped pass of the runs' actors (:meth:`rl_curl.stacked.StackedAgents.act`), then the update. A run's agent is
+    written from the stacked tensors only when the run reads it (``refresh``: before its finiteness check, which
+    precedes every log row, evaluation, checkpoint and export), and its optimiser states before each of its
+    checkpoints (``sync``)."""
 
     def __init__(self, n: int, stop=None):
         self.stop = stop
@@ -62,6 +66,7 @@ class Together:
         self.stacked = None
         self.graphed = None  # the stacked update as CUDA graphs (--cuda-graphs)
         self.order: list[int] = []
+        self.stale: set[int] = set()  # runs whose agent lags behind the stacked update
         self.failed: str | None = None
 
     def seat(self, k: int, app) -> "Seat":
@@ -69,12 +74,14 @@ class Together:
         return Seat(self, k)
 
     # ------------------------------------------------------------------------------------------------ meeting
-    def update(self, k: int, batch: dict, step: int) -> dict:
+    def update(self, k: int, batch, step: int, obs=None) -> tuple:
         """Run k's part of the meeting at ``step``: wait until every run still training has arrived (the last to
-        arrive, or the one that finds so when a run leaves, makes the update); run k's metrics."""
+        arrive, or the one that finds so when a run leaves, makes the meeting's acting and update); run k's
+        ``(action, metrics)``: its training action for ``obs`` (None without one), acted before the update as a run
+        alone acts, and the update's metrics."""
         with self.cond:
             self._check()
-            self.pending[k] = (batch, step)
+            self.pending[k] = (batch, step, obs)
             meeting = self.meetings
             while self.meetings == meeting:
                 self._check()
@@ -96,10 +103,10 @@ class Together:
     def _update_all(self) -> None:
         from .stacked import StackedAgents
 
-        steps = {step for _, step in self.pending.values()}
+        steps = {step for _, step, _ in self.pending.values()}
         if len(steps) != 1:
             at = ", ".join(f"{self.apps[k].cfg.output_dir} at agent step {s}"
-                           for k, (_, s) in sorted(self.pending.items()))
+                           for k, (_, s, _) in sorted(self.pending.items()))
             raise ValueError(f"the runs are not in step ({at}): runs trained together must be at the same step; "
                              "continue them one by one with `python -m rl_curl.train ... --resume`")
         step = steps.pop()
@@ -116,12 +123,18 @@ class Together:
             raise RuntimeError("a run left before the others finished")
         batches = [self.pending[k][0] for k in self.order]
         generators = [self.apps[k].generator for k in self.order]
+        # Every run's action for the observation it brought, from its parameters before this update and noise from
+        # its generator ahead of the update's draws: a run alone acts, then updates.
+        obs = [self.pending[k][2] for k in self.order]
+        if any(o is None for o in obs) and not all(o is None for o in obs):
+            raise RuntimeError("internal error: some runs brought an observation to act on and others not")
+        actions = self.stacked.act(obs, generators) if obs[0] is not None else [None] * len(obs)
         if self.graphed is not None:  # batches of replay indices; metrics in the graphs' output tensors
             metrics = self.graphed.update(np.stack(batches), step, generators)
         else:
             metrics = self.stacked.update(batches, step, generators)
-        self.stacked.to_agents(states=False)  # each run acts, evaluates and exports with its agent
-        self.results = {k: {name: v[i] for name, v in metrics.items()} for i, k in enumerate(self.order)}
+        self.stale = set(self.order)  # each run's agent is written when the run next reads it (refresh)
+        self.results = {k: (actions[i], {name: v[i] for name, v in metrics.items()}) for i, k in enumerate(self.order)}
         self.pending = {}
         if self.stop is not None and self.stop.requested:  # every run reads it after this same step
             for app in self.apps:
@@ -130,11 +143,21 @@ class Together:
         self.meetings += 1
         self.cond.notify_all()
 
+    def refresh(self, k: int) -> None:
+        """Run k's parameters and non-finite flag from the stacked update into its agent, if an update since the last
+        refresh changed them: before the run reads its agent (its finiteness check, which comes before every log row,
+        evaluation, checkpoint and export)."""
+        with self.cond:
+            if k in self.stale:
+                self.stacked.to_agent(self.order.index(k), states=False)
+                self.stale.discard(k)
+
     def sync(self, k: int) -> None:
-        """Run k's optimiser states from the stacked update into its own optimisers (before its checkpoint)."""
+        """Run k's parameters and optimiser states from the stacked update into its agent (before its checkpoint)."""
         with self.cond:
             if self.stacked is not None and k in self.order:
                 self.stacked.to_agent(self.order.index(k))
+                self.stale.discard(k)
 
     def leave(self, k: int, error: BaseException | None = None) -> None:
         """Run k's thread ends (finished, or failed with ``error``): the others stop waiting for it."""
@@ -154,8 +177,11 @@ class Seat:
     table: Together
     k: int
 
-    def update(self, batch: dict, step: int) -> dict:
-        return self.table.update(self.k, batch, step)
+    def update(self, batch, step: int, obs=None) -> tuple:
+        return self.table.update(self.k, batch, step, obs)
+
+    def refresh(self) -> None:
+        self.table.refresh(self.k)
 
     def sync(self) -> None:
         self.table.sync(self.k)

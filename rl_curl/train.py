@@ -416,6 +416,8 @@ class CurlApp(TrainingApp):
         """Stop the run, before anything more is written, if a loss has been NaN or infinite since the last look (the
         agent records it on the device; reading it is one sync, so it is read when logging or checkpointing)."""
         env_step = self.step * self.ar
+        if self.together is not None:  # the agent from the runs' stacked update (what is read after this check)
+            self.together.refresh()
         if self.agent.check_finite():
             self.finite_until = env_step
             return
@@ -480,16 +482,22 @@ class CurlApp(TrainingApp):
         times, clock = self.times, time.perf_counter
         if step < self.seed_until:
             action = self.action_rng.uniform(-1.0, 1.0, size=agent.action_dim).astype(np.float32)
+        elif self.together is not None:  # the runs trained together act and update as one when they meet
+            t0 = clock()
+            # under --cuda-graphs the replay's indices (the batch is gathered inside the graph), else the batch
+            batch = (self.replay.sample_indices(cfg.batch_size) if cfg.cuda_graphs
+                     else self.replay.sample(cfg.batch_size, self.accelerator.device))
+            t1 = clock()
+            # this run's action (from its parameters before the update, its noise from its generator) and metrics
+            action, metrics = self.together.update(batch, step, self.obs)
+            self.metrics = {**self.metrics, **metrics}
+            times["replay_sample"] += t1 - t0
+            times["update"] += clock() - t1  # the meeting: its acting and update, and the wait for the other runs
         else:
             t0 = clock()
             action = agent.act(self.obs, sample=True, generator=self.generator)
             t1 = clock()
-            if self.together is not None:  # one update of all the runs trained together
-                # under --cuda-graphs the replay's indices (the batch is gathered inside the graph), else the batch
-                batch = (self.replay.sample_indices(cfg.batch_size) if cfg.cuda_graphs
-                         else self.replay.sample(cfg.batch_size, self.accelerator.device))
-                update = lambda: self.together.update(batch, step)  # noqa: E731
-            elif cfg.cuda_graphs:  # indices from the replay's generator; the batch is gathered inside the graph
+            if cfg.cuda_graphs:  # indices from the replay's generator; the batch is gathered inside the graph
                 if self.graphed is None:
                     from .graphs import GraphedUpdate
 

@@ -8,7 +8,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    for a few updates (with and without the actor step); then every metric and every parameter is compared,
    relative error ``|a - b| / |b|`` per tensor. The stacked update is checked twice: two runs stacked against each
    run's own default update (each run drawing from its own generator; in float64, tolerance 1e-9, see
-   :func:`selftest_stacked`), and as CUDA graphs against itself eagerly.
+   :func:`selftest_stacked`), and as CUDA graphs against itself eagerly; the runs' acting in one vmapped pass
+   against each run's own (``stacked_act``, float64).
    TF32 is off and cuDNN deterministic during the test, so what is compared is float32 arithmetic (tolerance 1e-4;
    NaN never passes). Each check's ``passed`` is what the slice reads before it uses that fast path.
 2. **Timing** (update_bench.json's "variants"): ms per update, sampling included, as rl_curl.train does it, after a
@@ -21,8 +22,10 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    ``graphs_bf16_convrelu`` (both), and ``graphs_stacked`` / ``stacked`` (``--stack`` runs' updates as one,
    rl_curl.stacked, as CUDA graphs and eagerly; timed per update of all the runs, ``ms_per_run_update`` per run) and
    ``graphs_stacked22`` (the 22 runs of DCL Table 3's cartpole column in one graphed update),
-   timed in the order checked, default, graphs, graphs_convrelu, graphs_stacked, graphs_stacked22, then the profile
-   (3.), then the others (a deadline skips the last first). Each with its
+   timed in the order checked, default, graphs, graphs_convrelu, graphs_stacked, graphs_stacked22, the acting of
+   ``--stack`` runs (update_bench.json's "acting": each run's act in turn against one vmapped pass,
+   :meth:`rl_curl.stacked.StackedAgents.act`), then the profile (3.), then the others (a deadline skips the last
+   first). Each with its
    TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
    reads its inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
    The byte count sees operators as dispatched: the bias add that PyTorch's cuDNN convolution launches inside the
@@ -317,6 +320,7 @@ def selftest_stacked(args: Args, device: torch.device, runs: int = 2) -> list[di
         check["line"] = check["line"].replace("updates:",
                                               f"updates in float64 (tolerance {STACKED_FLOAT64_TOLERANCE:g}):")
         out.append(check)
+        out.append(check_stacked_act(stacked, singles, device))
     except Exception as err:  # recorded, never fatal
         out.append({"path": "stacked", "against": "default", "passed": False, "error": repr(err),
                     "traceback": traceback.format_exc()[-3000:], "line": f"stacked vs default: ERROR {err!r}"})
@@ -343,6 +347,65 @@ def selftest_stacked(args: Args, device: torch.device, runs: int = 2) -> list[di
         out.append({"path": "graphs_stacked", "against": "stacked", "passed": False, "error": repr(err),
                     "traceback": traceback.format_exc()[-3000:], "line": f"graphs_stacked vs stacked: ERROR {err!r}"})
     return out
+
+
+def acting_inputs(stacked: StackedAgents, device: torch.device, seed: int = 0):
+    """One random uint8 observation per run and a generator per run (CPU ones for the observations' draws)."""
+    rng = np.random.default_rng(seed)
+    obs = [rng.integers(0, 256, stacked.cfg.obs_shape, dtype=np.uint8) for _ in range(stacked.K)]
+    return obs, lambda base: [torch.Generator(device).manual_seed(base + k) for k in range(stacked.K)]
+
+
+def check_stacked_act(stacked: StackedAgents, singles: list[CurlAgent], device: torch.device) -> dict:
+    """The runs' acting in one vmapped pass (:meth:`StackedAgents.act`, what rl_curl.together acts with) against each
+    run's own ``act(obs, sample=True, generator)`` with a generator seeded alike, in float64 after the stacked
+    update's self-test (the two sides' parameters then agree to its tolerance)."""
+    try:
+        obs, gens = acting_inputs(stacked, device)
+        got = stacked.act(obs, gens(3000))
+        want = [a.act(o, sample=True, generator=g) for a, o, g in zip(singles, obs, gens(3000))]
+        errs = [float(np.abs(got[k] - w).max() / max(1.0, float(np.abs(w).max()))) for k, w in enumerate(want)]
+        worst = max(errs)
+        ok = bool(np.isfinite(worst) and worst <= STACKED_FLOAT64_TOLERANCE)
+        return {"path": "stacked_act", "against": "act", "dtype": "float64", "tolerance": STACKED_FLOAT64_TOLERANCE,
+                "max_rel_err_actions": worst, "passed": ok,
+                "line": f"stacked_act vs act in float64 (tolerance {STACKED_FLOAT64_TOLERANCE:g}): actions of "
+                        f"{stacked.K} runs {worst:.3g} -> {'PASS' if ok else 'FAIL'}"}
+    except Exception as err:  # recorded, never fatal
+        return {"path": "stacked_act", "against": "act", "passed": False, "error": repr(err),
+                "traceback": traceback.format_exc()[-3000:], "line": f"stacked_act vs act: ERROR {err!r}"}
+
+
+def time_acting(args: Args, device: torch.device) -> dict:
+    """ms per environment step of acting for ``--stack`` runs: each run's ``act`` in turn (a run alone, or runs
+    trained together before they acted as one) against one :meth:`StackedAgents.act`, and the copy of every run's
+    parameters out of the stacked tensors (what rl_curl.together did after every update before it copied a run's
+    only when the run reads its agent). Wall clock (acting ends with the actions on the host), ``updates`` steps."""
+    try:
+        cfg = config(args)
+        agents = [make_agent(cfg, device, seed=k) for k in range(args.stack)]
+        stacked = StackedAgents(agents)
+        obs, gens = acting_inputs(stacked, device)
+        g_single, g_stacked = gens(0), gens(0)
+
+        def singles():
+            for a, o, g in zip(agents, obs, g_single):
+                a.act(o, sample=True, generator=g)
+
+        parts = {"single_ms": singles, "stacked_ms": lambda: stacked.act(obs, g_stacked),
+                 "copy_back_ms": lambda: (stacked.to_agents(states=False), sync(device))}
+        row: dict = {"runs": args.stack, "steps": args.updates}
+        for key, fn in parts.items():
+            for _ in range(3):
+                fn()
+            t0 = time.perf_counter()
+            for _ in range(args.updates):
+                fn()
+            row[key] = round((time.perf_counter() - t0) * 1000 / args.updates, 3)
+        row["speedup"] = round(row["single_ms"] / row["stacked_ms"], 2)
+        return row
+    except Exception as err:
+        return {"error": repr(err), "traceback": traceback.format_exc()[-3000:]}
 
 
 #: Operators that only make a view (no memory traffic of their own).
@@ -554,6 +617,13 @@ def main(argv: list[str] | None = None) -> int:
     # skips the last first.
     time_all([v for v in args.variants if v in PRIMARY])
     time_all([v for v in args.variants if v in STACKED_EARLY])
+    if time.perf_counter() - t_start <= args.deadline:
+        acting = report["acting"] = time_acting(args, device)
+        write()
+        print(f"  acting for {args.stack} runs: " + (
+            f"{acting['single_ms']} ms one by one, {acting['stacked_ms']} ms as one ({acting['speedup']}x); copying "
+            f"their parameters out of the stacked tensors {acting['copy_back_ms']} ms" if "error" not in acting
+            else f"ERROR {acting['error']}"), flush=True)
     if args.profile_updates > 0:
         texts = []
         for v in PROFILED:

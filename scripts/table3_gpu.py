@@ -553,7 +553,7 @@ def run_bench(args: RunArgs, pack: Path, commit: str) -> dict | None:
 
 
 #: The bench's self-test checks that runs trained together rely on.
-STACKED_CHECKS = ("stacked", "graphs_stacked")
+STACKED_CHECKS = ("stacked", "stacked_act", "graphs_stacked")
 
 
 def stacked_checks_failed(bench: dict | None) -> list[str]:

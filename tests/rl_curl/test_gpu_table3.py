@@ -179,8 +179,10 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     assert bench["selftest"]["passed"] and [r["name"] for r in bench["variants"]] == ["checked", "default", "graphs",
                                                                                        "graphs_convrelu"]
     assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {
-        "graphs", "graphs_fused", "graphs_convrelu", "stacked", "graphs_stacked"}
+        "graphs", "graphs_fused", "graphs_convrelu", "stacked", "stacked_act", "graphs_stacked"}
     assert all("median_ms" in r for r in bench["variants"])
+    acting = bench["acting"]  # the runs' acting one by one and as one (rl_curl.together)
+    assert acting["runs"] == 6 and acting["single_ms"] > 0 and acting["stacked_ms"] > 0 and acting["copy_back_ms"] > 0
     assert [p["name"] for p in bench["profile"]] == ["checked", "graphs", "graphs_convrelu"]
     assert bench["work_per_update"]["bytes_float32_convrelu"] > 0  # on a CPU the default's computation
     thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
@@ -208,6 +210,8 @@ def test_runs_train_together_only_if_the_stacked_self_test_passed():
     assert choose_speed("together", ok)[0] == GRAPH_FLAGS and not trains_together("graphs", ok)
     bad = {**ok, "selftest": {"checks": [*ok["selftest"]["checks"][:2], {"path": "graphs_stacked", "passed": False}]}}
     assert not trains_together("together", bad)
+    acting = {**ok, "selftest": {"checks": [*ok["selftest"]["checks"], {"path": "stacked_act", "passed": False}]}}
+    assert not trains_together("together", acting)  # the runs act as one there
     flags, why = choose_speed("together", bad)  # one by one, on the path auto would take
     assert flags == GRAPH_FLAGS and "not together" in why and "graphs_stacked" in why
 

@@ -141,6 +141,34 @@ def test_default_generators_and_shapes():
         stacked.update([batch()] * 2, 1, [torch.Generator()])
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-6)])
+def test_acting_for_every_run_is_each_agents_own_act(dtype, tol):
+    """StackedAgents.act (rl_curl.together's acting): run k's row is its agent's act(obs, sample=True) with the same
+    generator (the noise drawn as the agent draws it), before any update and after stacked updates; the generators
+    advance as the agents' would."""
+    specs = MIXES["objectives M=1"]
+    stacked = StackedAgents([make(dtype, **s) for s in specs])
+    rng = np.random.default_rng(0)
+    for step in range(3):
+        obs = [rng.integers(0, 256, OBS, dtype=np.uint8) for _ in specs]
+        gens = [torch.Generator().manual_seed(40 + 3 * step + k) for k in range(len(specs))]
+        alike = [torch.Generator().manual_seed(40 + 3 * step + k) for k in range(len(specs))]
+        got = stacked.act(obs, gens)
+        agents = stacked.to_agents(states=False)
+        assert got.shape == (len(specs), 2) and got.dtype == np.float32
+        for k, a in enumerate(agents):
+            want = a.act(obs[k], sample=True, generator=alike[k])
+            assert np.abs(got[k] - want).max() <= tol * max(1.0, np.abs(want).max()), (step, k)
+            assert torch.equal(gens[k].get_state(), alike[k].get_state())
+        assert not np.allclose(got[0], got[1])  # the runs act with their own parameters and noise
+        stacked_step(stacked, [batch(seed=5 * step + k) for k in range(len(specs))], step, [7 + step + k
+                                                                                          for k in range(len(specs))])
+    with pytest.raises(ValueError, match="2 observations and 3 generators for 3 stacked runs"):
+        stacked.act(obs[:2], gens)
+    with pytest.raises(ValueError, match=r"must be \[C, H, W\]"):
+        stacked.act([o[None] for o in obs], gens)
+
+
 @pytest.mark.parametrize("other,match", [
     (dict(lr=3e-3), "differs from run 0 in lr"),
     (dict(positives=2), "differs from run 0 in positives"),

@@ -133,6 +133,39 @@ def test_a_taken_folder_is_refused_before_any_run_starts(tmp_path):
     assert not (tmp_path / "fresh").exists()
 
 
+def test_a_run_reads_its_agent_as_the_stacked_update_left_it(tmp_path, monkeypatch):
+    """The runs act inside the meeting (StackedAgents.act) and a run's agent is written from the stacked tensors only
+    when the run reads it: every evaluation (and the export after the last) must see the parameters of the last
+    update, never older ones."""
+    import rl_curl.train as train
+    from rl_curl.together import Together
+
+    tables, seen = [], []
+    init = Together.__init__
+
+    def keep(self, *a, **kw):
+        init(self, *a, **kw)
+        tables.append(self)
+
+    def check(agent, cfg, episodes, *a, **kw):  # in place of the evaluation's episodes
+        table = tables[0]
+        if table.stacked is not None:
+            k = next(k for k, app in enumerate(table.apps) if app.agent is agent)
+            i = table.order.index(k)
+            seen.append(all(torch.equal(p, table.stacked.params[n][i]) for n, p in agent.named_parameters()))
+        return [0.0] * episodes
+
+    monkeypatch.setattr(Together, "__init__", keep)
+    monkeypatch.setattr(train, "evaluate", check)
+    run_together([cfg(tmp_path, f"r{i}", env_steps=1500, **s) for i, s in enumerate(SPECS)])
+    assert len(seen) == 2 * 3 and all(seen)  # evaluations at 500, 1000 and the final one, of each run
+    for i in range(2):  # the exported policy is the last update's actor
+        policy = torch.load(tmp_path / f"r{i}" / "policy.pt", weights_only=False)
+        actor = {n: t for n, t in tables[0].stacked.params.items() if n.startswith("actor.")}
+        shared = [n for n in policy["actor"] if "actor." + n in actor]  # the conv trunk is the critic's
+        assert len(shared) >= 4 and all(torch.equal(policy["actor"][n], actor["actor." + n][i]) for n in shared)
+
+
 def test_a_run_that_fails_stops_the_others_and_its_error_is_raised(tmp_path, monkeypatch):
     from rl_curl.train import CurlApp
 
@@ -222,7 +255,7 @@ def test_a_run_that_leaves_before_the_first_meeting_is_not_waited_for():
 
     def fake_update_all():  # what the meeting did, without agents
         made.append(sorted(table.pending))
-        table.results = {k: {"step": s} for k, (_, s) in table.pending.items()}
+        table.results = {k: {"step": s} for k, (_, s, _) in table.pending.items()}
         table.pending = {}
         table.meetings += 1
         table.cond.notify_all()
