@@ -99,9 +99,10 @@ class RunArgs:
     speed: Literal["auto", "default", "graphs", "together"] = "default"
     """How the runs update. default: rl_curl.train's default. graphs: --cuda-graphs --replay-on-device. auto: the
     fastest of the bench's fast paths (graphs; graphs with --cudnn-conv-relu) whose own self-test passed, when it
-    timed faster than the default; else the default. together: the runs trained together, one rl_curl.together process
-    per task and number of positives M, their updates made as one CUDA graph (--cuda-graphs --replay-on-device, each
-    environment in a worker process); never chosen by auto."""
+    timed faster than the default, else the default; or together, when every stacked self-test check passed and the
+    graphed stacked update (22 runs', else --stack runs') took at most 0.6 of that path's time per run. together: the
+    runs trained together, one rl_curl.together process per task and number of positives M, their updates made as one
+    CUDA graph (--cuda-graphs --replay-on-device, each environment in a worker process)."""
     fit: bool = False
     """Start only as many of the runs (seed by seed: every objective of a seed before the next seed, so the runs
     that start pair up) as the estimate from --bench's update time and this machine's environment speed says can
@@ -563,23 +564,60 @@ def stacked_checks_failed(bench: dict | None) -> list[str]:
     return [c.get("path") for c in checks if c.get("path") in STACKED_CHECKS and not c.get("passed")]
 
 
+#: --speed auto trains the runs together when the graphed stacked update's time per run is at most this share of the
+#: update time of the path the runs would take one by one. Below 1 because the runs of one rl_curl.together process
+#: also share one interpreter for their per-step work (the meeting, their replays, their environments' pipes), which
+#: the update's time does not show; 0.6 is a judgment, not a measurement.
+TOGETHER_SHARE = 0.6
+
+
+def stacked_row(bench: dict | None) -> dict | None:
+    """The bench's timed graphed stacked update that stands for runs trained together: the 22 runs' if timed, else
+    the ``--stack`` runs'."""
+    rows = {r.get("name"): r for r in (bench or {}).get("variants", [])}
+    timed = [rows[n] for n in ("graphs_stacked22", "graphs_stacked") if (rows.get(n) or {}).get("ms_per_run_update")]
+    return timed[0] if timed else None
+
+
+def auto_together(bench: dict | None) -> str | None:
+    """Why --speed auto trains the runs together, or None: every stacked self-test check there and passed, and the
+    graphed stacked update per run at most :data:`TOGETHER_SHARE` of the one-by-one path's update."""
+    checks = {c.get("path"): c.get("passed") for c in (bench or {}).get("selftest", {}).get("checks") or []}
+    row = stacked_row(bench)
+    if row is None or not all(checks.get(p) for p in STACKED_CHECKS):
+        return None
+    flags, _ = choose_speed("auto", bench, together=False)
+    single = next((r.get("median_ms") for r in bench.get("variants", []) if r.get("name") == variant_of(flags)), None)
+    per_run = row["ms_per_run_update"]
+    if not single or per_run > TOGETHER_SHARE * single:
+        return None
+    return (f"runs trained together (--speed auto): the graphed stacked update of {row.get('runs')} runs took "
+            f"{per_run:.2f} ms per run against {single:.2f} ms for {variant_of(flags)} one by one (at most "
+            f"{TOGETHER_SHARE:g} of it), its self-test checks passed")
+
+
 def trains_together(mode: str, bench: dict | None) -> bool:
-    """Whether the slice's runs train together: --speed together, unless the bench's stacked checks failed."""
+    """Whether the slice's runs train together: --speed together unless the bench's stacked checks failed, and
+    --speed auto when :func:`auto_together` says so."""
+    if mode == "auto":
+        return auto_together(bench) is not None
     return mode == "together" and not stacked_checks_failed(bench)
 
 
-def choose_speed(mode: str, bench: dict | None) -> tuple[tuple[str, ...], str]:
-    """The runs' speed flags and why: see RunArgs.speed."""
+def choose_speed(mode: str, bench: dict | None, together: bool = True) -> tuple[tuple[str, ...], str]:
+    """The runs' speed flags and why: see RunArgs.speed (``together=False``: auto among the one-by-one paths)."""
     if mode == "together":
         failed = stacked_checks_failed(bench)
         if failed:  # the runs go one by one, on the path --speed auto would take
-            flags, why = choose_speed("auto", bench)
+            flags, why = choose_speed("auto", bench, together=False)
             return flags, f"{why}; not together: the stacked update's self-test did not pass ({', '.join(failed)})"
         return GRAPH_FLAGS, "runs trained together, one graphed stacked update per group (--speed together)"
     if mode == "default":
         return (), "default (--speed default)"
     if mode == "graphs":
         return GRAPH_FLAGS, "CUDA graphs (--speed graphs)"
+    if together and (why := auto_together(bench)):
+        return GRAPH_FLAGS, why
     if not bench:
         return (), "default: --speed auto without a bench report"
     test = bench.get("selftest", {})
@@ -628,11 +666,12 @@ def estimate_seconds(k: int, *, updates: int, ms_per_update: float, cpu_seconds:
 
 def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[str, ...]) -> tuple[list[dict], dict]:
     """The first runs (seed by seed) that :func:`estimate_seconds` says finish by the deadline, and the estimate
-    (--speed together: from the graphed stacked update's time per run)."""
+    (runs trained together: from the graphed stacked update's time per run, :func:`stacked_row`)."""
     from rl_curl.config import from_cli
 
     together = trains_together(args.speed, bench)
-    variant = "graphs_stacked" if together else variant_of(speed)
+    row = stacked_row(bench)
+    variant = (row or {}).get("name", "graphs_stacked") if together else variant_of(speed)
     key = "ms_per_run_update" if together else "median_ms"
     ms = next((r.get(key) for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)
     if not ms:

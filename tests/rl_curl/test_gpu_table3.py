@@ -216,6 +216,43 @@ def test_runs_train_together_only_if_the_stacked_self_test_passed():
     assert flags == GRAPH_FLAGS and "not together" in why and "graphs_stacked" in why
 
 
+def test_auto_trains_together_only_where_the_bench_shows_it_pays():
+    from table3_gpu import GRAPH_FLAGS, TOGETHER_SHARE, choose_speed, stacked_row, trains_together
+
+    checks = [{"path": p, "passed": True} for p in ("graphs", "stacked", "stacked_act", "graphs_stacked")]
+    single = [{"name": "default", "median_ms": 12.0}, {"name": "graphs", "median_ms": 3.0}]
+
+    def bench(per_run22=None, per_run6=None, failed=()):
+        rows = [*single]
+        if per_run6 is not None:
+            rows.append({"name": "graphs_stacked", "runs": 6, "median_ms": 6 * per_run6, "ms_per_run_update": per_run6})
+        if per_run22 is not None:
+            rows.append({"name": "graphs_stacked22", "runs": 22, "median_ms": 22 * per_run22,
+                         "ms_per_run_update": per_run22})
+        return {"selftest": {"checks": [{**c, "passed": c["path"] not in failed} for c in checks]}, "variants": rows}
+
+    pays = bench(per_run22=1.0, per_run6=2.5)
+    assert trains_together("auto", pays) and stacked_row(pays)["name"] == "graphs_stacked22"
+    flags, why = choose_speed("auto", pays)
+    assert flags == GRAPH_FLAGS and "together" in why and "22 runs" in why and "1.00 ms per run against 3.00" in why
+    assert choose_speed("auto", pays, together=False) == (GRAPH_FLAGS, choose_speed("auto", bench())[1])
+    # the 22 runs' time stands for the runs together; without it, the --stack runs'
+    assert not trains_together("auto", bench(per_run22=3.0 * TOGETHER_SHARE + 0.01, per_run6=1.0))
+    assert trains_together("auto", bench(per_run6=3.0 * TOGETHER_SHARE))
+    # not where a check failed or is missing, nor without a stacked time, nor with --speed graphs / default
+    for failed in ("stacked", "stacked_act", "graphs_stacked"):
+        assert not trains_together("auto", bench(per_run22=1.0, failed=(failed,)))
+        assert "together" not in choose_speed("auto", bench(per_run22=1.0, failed=(failed,)))[1]
+    old = bench(per_run22=1.0)
+    old["selftest"]["checks"] = [c for c in old["selftest"]["checks"] if c["path"] != "stacked_act"]
+    assert not trains_together("auto", old) and not trains_together("auto", bench()) and not trains_together(
+        "auto", None)
+    assert not trains_together("graphs", pays) and not trains_together("default", pays)
+    # against the default when no fast path passed
+    slow_graphs = {**pays, "selftest": {"checks": [{**c, "passed": c["path"] != "graphs"} for c in checks]}}
+    assert "against 12.00 ms for default" in choose_speed("auto", slow_graphs)[1]
+
+
 def test_runs_trained_together_are_grouped_by_task_and_m(tmp_path):
     from table3_gpu import RunArgs, groups_of, slice_commands, together_command
 
