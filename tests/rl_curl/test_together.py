@@ -28,10 +28,39 @@ def state(out, i=0):
     return torch.load(out / "checkpoint" / f"custom_checkpoint_{i}.pkl", weights_only=False)
 
 
-def test_each_run_is_the_run_alone_up_to_rounding(tmp_path):
+def test_each_run_is_the_run_alone_up_to_rounding(tmp_path, monkeypatch):
+    import rl_curl.train as train
+    from rl_curl.together import Together
+
     for i, s in enumerate(SPECS):
         run(cfg(tmp_path, f"alone{i}", env_steps=1000, **s))
+    # The runs act inside the meeting and a run's agent is written from the stacked tensors only when the run reads it:
+    # every evaluation of the runs together (their returns are not compared here) must see the last update's
+    # parameters, and so must the exported policy.
+    tables, seen = [], []
+    init = Together.__init__
+
+    def keep(self, *a, **kw):
+        init(self, *a, **kw)
+        tables.append(self)
+
+    def check(agent, cfg, episodes, *a, **kw):  # in place of the evaluation's episodes
+        table = tables[0]
+        if table.stacked is not None:
+            k = next(k for k, app in enumerate(table.apps) if app.agent is agent)
+            i = table.order.index(k)
+            seen.append(all(torch.equal(p, table.stacked.params[n][i]) for n, p in agent.named_parameters()))
+        return [0.0] * episodes
+
+    monkeypatch.setattr(Together, "__init__", keep)
+    monkeypatch.setattr(train, "evaluate", check)
     summaries = run_together([cfg(tmp_path, f"together{i}", env_steps=1000, **s) for i, s in enumerate(SPECS)])
+    assert len(seen) == 2 * 2 and all(seen)  # at 500 and the final one, of each run
+    actor = {n: t for n, t in tables[0].stacked.params.items() if n.startswith("actor.")}
+    for i in range(2):  # the exported policy is the last update's actor
+        policy = torch.load(tmp_path / f"together{i}" / "policy.pt", weights_only=False)
+        shared = [n for n in policy["actor"] if "actor." + n in actor]  # the conv trunk is the critic's
+        assert len(shared) >= 4 and all(torch.equal(policy["actor"][n], actor["actor." + n][i]) for n in shared)
     assert [s["seed"] for s in summaries] == [0, 1] and [s["aux"] for s in summaries] == ["curl", "debiased"]
     for i in range(2):
         alone, together = tmp_path / f"alone{i}", tmp_path / f"together{i}"
@@ -131,39 +160,6 @@ def test_a_taken_folder_is_refused_before_any_run_starts(tmp_path):
         run_together([cfg(tmp_path, "fresh", env_steps=1000, **SPECS[0]),
                       cfg(tmp_path, "taken", env_steps=1000, **{**SPECS[1], "tau_plus": 0.1})])
     assert not (tmp_path / "fresh").exists()
-
-
-def test_a_run_reads_its_agent_as_the_stacked_update_left_it(tmp_path, monkeypatch):
-    """The runs act inside the meeting (StackedAgents.act) and a run's agent is written from the stacked tensors only
-    when the run reads it: every evaluation (and the export after the last) must see the parameters of the last
-    update, never older ones."""
-    import rl_curl.train as train
-    from rl_curl.together import Together
-
-    tables, seen = [], []
-    init = Together.__init__
-
-    def keep(self, *a, **kw):
-        init(self, *a, **kw)
-        tables.append(self)
-
-    def check(agent, cfg, episodes, *a, **kw):  # in place of the evaluation's episodes
-        table = tables[0]
-        if table.stacked is not None:
-            k = next(k for k, app in enumerate(table.apps) if app.agent is agent)
-            i = table.order.index(k)
-            seen.append(all(torch.equal(p, table.stacked.params[n][i]) for n, p in agent.named_parameters()))
-        return [0.0] * episodes
-
-    monkeypatch.setattr(Together, "__init__", keep)
-    monkeypatch.setattr(train, "evaluate", check)
-    run_together([cfg(tmp_path, f"r{i}", env_steps=1500, **s) for i, s in enumerate(SPECS)])
-    assert len(seen) == 2 * 3 and all(seen)  # evaluations at 500, 1000 and the final one, of each run
-    for i in range(2):  # the exported policy is the last update's actor
-        policy = torch.load(tmp_path / f"r{i}" / "policy.pt", weights_only=False)
-        actor = {n: t for n, t in tables[0].stacked.params.items() if n.startswith("actor.")}
-        shared = [n for n in policy["actor"] if "actor." + n in actor]  # the conv trunk is the critic's
-        assert len(shared) >= 4 and all(torch.equal(policy["actor"][n], actor["actor." + n][i]) for n in shared)
 
 
 def test_a_run_that_fails_stops_the_others_and_its_error_is_raised(tmp_path, monkeypatch):
