@@ -34,6 +34,10 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    ``graphs_convrelu``: kernels per update, their summed GPU time, the host's time, and the 15 kernels that take the
    most GPU time.
 
+Also recorded first ("autocast_under_vmap"): the dtype a convolution and a linear layer give under bf16 autocast,
+plainly and vmapped (on the CPU build of torch 2.13 a vmapped convolution is not cast), before a bf16 stacked update
+is built.
+
 Every step is guarded: a variant that fails is recorded with its error and the rest go on, so the command always
 leaves its files. On a CPU (the tests) the same runs with tiny networks (``--tiny``): graphs become eager updates.
 """
@@ -349,6 +353,25 @@ def selftest_stacked(args: Args, device: torch.device, runs: int = 2) -> list[di
     return out
 
 
+def autocast_under_vmap(device: torch.device) -> dict:
+    """The dtype a convolution and a linear layer give under bf16 autocast, plainly and under ``torch.func.vmap`` (the
+    stacked update's): on the CPU build of torch 2.13 a vmapped convolution is not cast (float32) while a vmapped
+    linear layer is, so a stacked update under bf16 would keep its convolutions in float32. Recorded to see whether a
+    GPU's autocast does the same before a bf16 stacked update is built."""
+    import torch.nn.functional as F
+    from torch.func import vmap
+
+    try:
+        x, w, b = (torch.randn(s, device=device) for s in ((2, 2, 4, 8, 8), (2, 5, 4, 3, 3), (2, 5)))
+        xl, wl = torch.randn(2, 3, 7, device=device), torch.randn(2, 6, 7, device=device)
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            return {"conv2d": str(F.conv2d(x[0], w[0], b[0]).dtype),
+                    "conv2d_vmapped": str(vmap(F.conv2d)(x, w, b).dtype),
+                    "linear": str(F.linear(xl[0], wl[0]).dtype), "linear_vmapped": str(vmap(F.linear)(xl, wl).dtype)}
+    except Exception as err:  # recorded, never fatal
+        return {"error": repr(err)}
+
+
 def acting_inputs(stacked: StackedAgents, device: torch.device, seed: int = 0):
     """One random uint8 observation per run and a generator per run (CPU ones for the observations' draws)."""
     rng = np.random.default_rng(seed)
@@ -582,6 +605,8 @@ def main(argv: list[str] | None = None) -> int:
             (out / "update_bench.json").write_text(json.dumps(report, indent=1) + "\n")
 
     print(f"bench_curl_gpu: {name}, torch {torch.__version__}, batch {args.batch}", flush=True)
+    report["autocast_under_vmap"] = autocast_under_vmap(device)
+    print(f"  bf16 autocast, plain and vmapped: {report['autocast_under_vmap']}", flush=True)
     report["selftest"] = selftest(args, device)
     print(report["selftest"]["text"], flush=True)
     if out is not None:

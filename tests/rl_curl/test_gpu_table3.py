@@ -181,6 +181,9 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {
         "graphs", "graphs_fused", "graphs_convrelu", "stacked", "stacked_act", "graphs_stacked"}
     assert all("median_ms" in r for r in bench["variants"])
+    # what bf16 autocast does under vmap (torch 2.13's CPU build: a vmapped convolution stays float32, a linear is cast)
+    cast = bench["autocast_under_vmap"]
+    assert cast["conv2d"] == cast["linear"] == "torch.bfloat16" and cast["conv2d_vmapped"].startswith("torch.")
     acting = bench["acting"]  # the runs' acting one by one and as one (rl_curl.together)
     assert acting["runs"] == 6 and acting["single_ms"] > 0 and acting["stacked_ms"] > 0 and acting["copy_back_ms"] > 0
     assert [p["name"] for p in bench["profile"]] == ["checked", "graphs", "graphs_convrelu"]
