@@ -132,7 +132,7 @@ class StackedAgents:
             self.params[n] = torch.stack([dict(a.named_parameters())[n].detach() for a in agents]) \
                 .requires_grad_(p.requires_grad)
         self.names = names
-        # each agent's parameters in the order of names, for the copies back after every update (rl_curl.together)
+        # each agent's parameters in the order of names, for the copies back (rl_curl.together: when a run reads it)
         self._own = [[dict(a.named_parameters())[n] for n in names] for a in agents]
         self.nonfinite = torch.stack([a.nonfinite.clone() for a in agents])
         # acting reads only the actor (its conv trunk is the critic's): its own copy, and its parameters' names in
@@ -239,6 +239,7 @@ class StackedAgents:
         x = center_crop(x, c.crop_size)
         action_dim = self.agents[0].action_dim
         noise = torch.stack([torch.randn((1, action_dim), generator=g, dtype=dtype, device=dev) for g in generators])
+
         def one(params, o, z):
             return functional_call(self.actor, params, (ScaledPixels.of(o),), {"sample": True, "noise": z})[1]
 
