@@ -664,6 +664,38 @@ def estimate_seconds(k: int, *, updates: int, ms_per_update: float, cpu_seconds:
     return startup + max(gpu + cpu_seconds, k * gpu / gpu_share, k * cpu_seconds / cpus)
 
 
+#: GPU memory a training process holds besides its tensors (its CUDA context and cuDNN's workspaces), GiB.
+PROCESS_GIB = 1.0
+#: The share of the GPU's memory the fitted runs may plan to fill.
+MEMORY_SHARE = 0.9
+
+
+def memory_per_run(cfg, row: dict | None, replay_on_device: bool) -> float | None:
+    """Bytes of GPU memory one run of ``cfg`` holds: its update's (the bench row's peak divided by its runs, the
+    bench's small replay included) and its frame ring when the replay is on the GPU. None without a measured peak."""
+    from rl_curl.replay import FrameReplay
+
+    peak = (row or {}).get("peak_memory_gib")
+    if not peak:
+        return None
+    ring = FrameReplay.estimate_bytes(cfg.replay_capacity, cfg.obs_shape, 1, cfg.frame_stack)["frames"]
+    return peak * 2**30 / (row.get("runs") or 1) + (ring if replay_on_device else 0)
+
+
+def memory_fit(n: int, per_run: float, processes, total: float) -> int:
+    """The most runs of the first ``n`` whose memory (``per_run`` each, plus :data:`PROCESS_GIB` for each of
+    ``processes(k)`` processes) stays within :data:`MEMORY_SHARE` of ``total`` bytes; at least 1."""
+    fits = [k for k in range(1, n + 1) if k * per_run + processes(k) * PROCESS_GIB * 2**30 <= MEMORY_SHARE * total]
+    return max(fits, default=1)
+
+
+def gpu_total_bytes() -> float | None:
+    """This machine's first GPU's memory in bytes (None without one)."""
+    import torch
+
+    return float(torch.cuda.get_device_properties(0).total_memory) if torch.cuda.is_available() else None
+
+
 def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[str, ...]) -> tuple[list[dict], dict]:
     """The first runs (seed by seed) that :func:`estimate_seconds` says finish by the deadline, and the estimate
     (runs trained together: from the graphed stacked update's time per run, :func:`stacked_row`)."""
@@ -689,6 +721,18 @@ def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[s
     info = {"fitted": True, "runs": k, "of": len(jobs), "ms_per_update": ms, "env_seconds_per_agent_step": step_s,
             "cpu_seconds_per_run": round(cpu, 1), "updates_per_run": updates, "cpus": cpus,
             "estimated_seconds": {n: round(t, 1) for n, t in est.items()}}
+    # The GPU's memory: every run's update and frame ring (on the GPU under --replay-on-device), and each process's
+    # context; runs trained together share their group's process.
+    row = next((r for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)
+    per_run, total = memory_per_run(cfg, row, "--replay-on-device" in speed), gpu_total_bytes()
+    if per_run and total:
+        processes = ((lambda n: len(groups_of(jobs[:n], args.together_max))) if together else (lambda n: n))
+        most = memory_fit(len(jobs), per_run, processes, total)
+        info.update(gpu_gib=round(total / 2**30, 1), gib_per_run=round(per_run / 2**30, 2), runs_by_memory=most)
+        if most < k:
+            info["runs"] = k = most
+    else:
+        info["runs_by_memory"] = "not checked (no GPU, or no peak memory from the bench)"
     return jobs[:k], info
 
 
@@ -716,8 +760,9 @@ def run_slice(args: RunArgs) -> int:
         if fit["fitted"]:
             print(f"[fit] {fit['runs']} of {fit['of']} runs: estimated {fit['estimated_seconds'][fit['runs']]:.0f} s "
                   f"of the {args.deadline:.0f} s deadline ({fit['ms_per_update']} ms per update, "
-                  f"{fit['env_seconds_per_agent_step'] * 1000:.1f} ms per environment step, {fit['cpus']} CPUs)",
-                  flush=True)
+                  f"{fit['env_seconds_per_agent_step'] * 1000:.1f} ms per environment step, {fit['cpus']} CPUs"
+                  + (f"; GPU memory for {fit['runs_by_memory']} at {fit['gib_per_run']} GiB each of "
+                     f"{fit['gpu_gib']} GiB" if isinstance(fit.get("runs_by_memory"), int) else "") + ")", flush=True)
         else:
             print(f"[fit] {fit['why']}", flush=True)
     flags = run_flags(len(jobs), os.cpu_count() or 1)

@@ -191,6 +191,7 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
     assert thr["bench"]["selftest_passed"] and thr["speed"]["why"] and thr["fit"]["fitted"]
     assert 1 <= thr["fit"]["runs"] <= 4 and len(thr["runs"]) == thr["fit"]["runs"]
+    assert thr["fit"]["runs_by_memory"].startswith("not checked")  # no GPU here
     fast = thr["speed"]["flags"]
     graphs, conv_relu = "--cuda-graphs" in fast, "--cudnn-conv-relu" in fast
     assert thr["bench"]["selftest_paths"]["graphs_convrelu"] is True
@@ -254,6 +255,33 @@ def test_auto_trains_together_only_where_the_bench_shows_it_pays():
     # against the default when no fast path passed
     slow_graphs = {**pays, "selftest": {"checks": [{**c, "passed": c["path"] != "graphs"} for c in checks]}}
     assert "against 12.00 ms for default" in choose_speed("auto", slow_graphs)[1]
+
+
+def test_the_fit_keeps_the_runs_within_the_gpus_memory():
+    """A slice's runs share one GPU: each run's update and frame ring (on the GPU under --replay-on-device) and each
+    process's context must fit, whatever the time estimate allows."""
+    from table3_gpu import MEMORY_SHARE, PROCESS_GIB, memory_fit, memory_per_run
+
+    from rl_curl.config import Config
+    from rl_curl.replay import FrameReplay
+
+    cfg = Config().resolved()  # the paper's 100k-transition ring: about 3.3 GB of frames per run
+    ring = FrameReplay.estimate_bytes(100_000, cfg.obs_shape, 1, 3)["frames"]
+    assert 3.2e9 < ring < 3.4e9
+    single = {"name": "graphs", "runs": 1, "peak_memory_gib": 2.0}
+    stacked22 = {"name": "graphs_stacked22", "runs": 22, "peak_memory_gib": 44.0}
+    assert memory_per_run(cfg, single, True) == pytest.approx(2 * 2**30 + ring)
+    assert memory_per_run(cfg, single, False) == pytest.approx(2 * 2**30)  # the ring on the host
+    assert memory_per_run(cfg, stacked22, True) == memory_per_run(cfg, single, True)  # per run of the stacked update
+    assert memory_per_run(cfg, {"name": "graphs"}, True) is None and memory_per_run(cfg, None, True) is None
+    total = 139 * 2**30  # an H200's
+    per_run = memory_per_run(cfg, single, True)
+    alone = memory_fit(30, per_run, lambda k: k, total)  # a process per run
+    together = memory_fit(30, per_run, lambda k: 2, total)  # two processes for all
+    assert alone * (per_run + PROCESS_GIB * 2**30) <= MEMORY_SHARE * total
+    assert (alone + 1) * (per_run + PROCESS_GIB * 2**30) > MEMORY_SHARE * total
+    assert alone < together < 30 and together * per_run + 2 * PROCESS_GIB * 2**30 <= MEMORY_SHARE * total
+    assert memory_fit(30, 1.0, lambda k: 1, total) == 30 and memory_fit(30, 2 * total, lambda k: k, total) == 1
 
 
 def test_runs_trained_together_are_grouped_by_task_and_m(tmp_path):
