@@ -702,10 +702,9 @@ def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[s
     from rl_curl.config import from_cli
 
     together = trains_together(args.speed, bench)
-    row = stacked_row(bench)
-    variant = (row or {}).get("name", "graphs_stacked") if together else variant_of(speed)
-    key = "ms_per_run_update" if together else "median_ms"
-    ms = next((r.get(key) for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)
+    variant = (stacked_row(bench) or {}).get("name", "graphs_stacked") if together else variant_of(speed)
+    row = next((r for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)  # its time, memory
+    ms = (row or {}).get("ms_per_run_update" if together else "median_ms")
     if not ms:
         return jobs, {"fitted": False, "why": f"no {variant} update time from the bench: every run started"}
     cfg = from_cli(jobs[0]["cmd"][3:]).resolved()
@@ -723,7 +722,6 @@ def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[s
             "estimated_seconds": {n: round(t, 1) for n, t in est.items()}}
     # The GPU's memory: every run's update and frame ring (on the GPU under --replay-on-device), and each process's
     # context; runs trained together share their group's process.
-    row = next((r for r in (bench or {}).get("variants", []) if r.get("name") == variant), None)
     per_run, total = memory_per_run(cfg, row, "--replay-on-device" in speed), gpu_total_bytes()
     if per_run and total:
         processes = ((lambda n: len(groups_of(jobs[:n], args.together_max))) if together else (lambda n: n))
