@@ -388,7 +388,7 @@ def check_stacked_act(stacked: StackedAgents, singles: list[CurlAgent], device: 
         got = stacked.act(obs, gens(3000))
         want = [a.act(o, sample=True, generator=g) for a, o, g in zip(singles, obs, gens(3000))]
         errs = [float(np.abs(got[k] - w).max() / max(1.0, float(np.abs(w).max()))) for k, w in enumerate(want)]
-        worst = max(errs)
+        worst = float(np.max(errs))  # a NaN propagates (Python's max would drop one that is not first)
         ok = bool(np.isfinite(worst) and worst <= STACKED_FLOAT64_TOLERANCE)
         return {"path": "stacked_act", "against": "act", "dtype": "float64", "tolerance": STACKED_FLOAT64_TOLERANCE,
                 "max_rel_err_actions": worst, "passed": ok,
