@@ -10,7 +10,9 @@ docs/clusters.md, "DCL Table 3 in GPU slices"). It starts every (task, objective
 the one GPU, each the same ``python -m rl_curl.train`` command as ``scripts/curl_table3.py`` would run (the paper's
 100k environment steps, the task's action repeat, 10 evaluation episodes every 10k steps, batch 512), and stops
 them at the deadline: Ctrl-C, so that each stops at its next episode end, then a kill after ``--grace`` seconds. A
-run that did not reach its last step is packed as *unfinished* with the step it reached, never as a result.
+run that did not reach its last step is packed as *unfinished* with the step it reached, never as a result. Runs
+already finished in the results folder (``--results``, the one ``import`` fills) with the slice's settings are left
+out, so the same command run again goes on with the runs still missing (``--redo``: all of them).
 With ``--solo-env-steps N`` it first times one shorter run alone (``--sync-timing``: where its time goes).
 
 The pack (``--pack``: at most 8 files, what a lent GPU machine brings back) holds ``table3_runs.tar.gz`` (one
@@ -61,9 +63,11 @@ class RunArgs:
     """Tasks (their action repeat is the task's: 8 cartpole, 4 reacher and ball_in_cup)."""
     objectives: list[str] = field(default_factory=lambda: ["curl", "debiased:0.05:1"])
     """Objectives: curl | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA | none (DCL Table 3's debiased row that beats
-    CURL on cartpole: debiased:0.05:1)."""
+    CURL on cartpole: debiased:0.05:1), each optionally with its own seeds after '@' (curl@0-4, debiased:0.1:2@0,2:
+    a range, a list, or both as 0-2,5) in place of --seeds."""
     seeds: list[int] = field(default_factory=lambda: [0])
-    """Seeds; every objective runs every seed (the same seed: the same initial weights and environment episodes)."""
+    """Seeds of every objective without '@' seeds (the same seed: the same initial weights and environment
+    episodes)."""
     env_steps: int = 100_000
     """Environment steps per run (DCL Table 3 reports the evaluation at 100k)."""
     batch_size: int = 512
@@ -112,6 +116,12 @@ class RunArgs:
     per-step Python shares one interpreter, so a GPU machine may want several smaller processes)."""
     poll: float = 2.0
     """Seconds between looks at the runs (their exit, their progress)."""
+    results: str = str(DEFAULT_RESULTS)
+    """The results folder that `import` fills (in the working tree the command runs in): a (task, objective, seed)
+    with a finished run there at --env-steps, made with this slice's settings (fields a resumed run may change
+    aside), is left out, so the same command run again goes on with the cells still missing."""
+    redo: bool = False
+    """Run every (task, objective, seed) given, even those already finished in --results."""
 
 
 @dataclass
@@ -178,26 +188,62 @@ def slice_commands(args: RunArgs, work: Path, run_flags: tuple[str, ...] = RUN_F
     from paper_tables.table3 import Args, check_extra, commands
     from rl_curl.config import from_cli
 
-    grid = Args(out=str(work), tasks=list(args.tasks), objectives=list(args.objectives),
-                            seeds=list(args.seeds), env_steps=args.env_steps, batch_size=args.batch_size,
-                            extra=[*run_flags, *args.extra])
     check_extra(args.extra)
-    keys = [(task, obj, seed) for task in args.tasks for obj in args.objectives for seed in args.seeds]
+    cells = objective_seeds(args)
     jobs = []
-    for (task, obj, seed), (out, cmd) in zip(keys, commands(grid), strict=True):
-        try:
-            from_cli(cmd[3:]).resolved()
-        except ValueError as err:
-            raise ValueError(f"{err} (rl_curl.train's check of the slice's run {task} {obj} seed {seed})") from None
-        jobs.append({"task": task, "objective": obj, "seed": seed, "out": out, "cmd": cmd})
-    return sorted(jobs, key=lambda j: (args.seeds.index(j["seed"]), args.tasks.index(j["task"]),
-                                       args.objectives.index(j["objective"])))
+    for task in args.tasks:
+        for obj, seeds in cells:
+            grid = Args(out=str(work), tasks=[task], objectives=[obj], seeds=seeds, env_steps=args.env_steps,
+                        batch_size=args.batch_size, extra=[*run_flags, *args.extra])
+            for seed, (out, cmd) in zip(seeds, commands(grid), strict=True):
+                try:
+                    from_cli(cmd[3:]).resolved()
+                except ValueError as err:
+                    raise ValueError(f"{err} (rl_curl.train's check of the slice's run {task} {obj} seed {seed})") \
+                        from None
+                jobs.append({"task": task, "objective": obj, "seed": seed, "out": out, "cmd": cmd})
+    order = list(args.seeds) + sorted({s for _, seeds in cells for s in seeds} - set(args.seeds))
+    objs = [obj for obj, _ in cells]
+    return sorted(jobs, key=lambda j: (order.index(j["seed"]), args.tasks.index(j["task"]),
+                                       objs.index(j["objective"])))
+
+
+def parse_seeds(text: str, where: str) -> list[int]:
+    """``0-4`` / ``3,4`` / ``0-2,5`` -> the seeds, in that order; a ValueError naming ``where`` otherwise."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
+            raise ValueError(f"{where}: the seeds after '@' must be numbers, ranges or both, as 0-4, 3,4 or 0-2,5; "
+                             f"got {text!r}")
+        seeds += range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1)
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"{where}: the seeds after '@' list a seed twice ({text!r})")
+    return seeds
+
+
+def objective_seeds(args: RunArgs) -> list[tuple[str, list[int]]]:
+    """``(objective spec, its seeds)`` of each --objectives entry: the seeds after its '@', else --seeds. An objective
+    given twice is refused (its runs would share folders)."""
+    cells = []
+    for text in args.objectives:
+        spec, at, seeds = text.partition("@")
+        cells.append((spec, parse_seeds(seeds, f"--objectives {text}") if at else list(args.seeds)))
+    specs = [spec for spec, _ in cells]
+    twice = sorted({s for s in specs if specs.count(s) > 1})
+    if twice:
+        raise ValueError(f"--objectives names {', '.join(twice)} twice: give each objective once (its seeds after '@')")
+    return cells
 
 
 def check_run_args(args: RunArgs) -> None:
-    for option in ("tasks", "objectives", "seeds"):
+    for option in ("tasks", "objectives"):
         if not getattr(args, option):
             raise ValueError(f"--{option} is empty: the slice would run nothing")
+    if not args.seeds and any("@" not in obj for obj in args.objectives):
+        raise ValueError("--seeds is empty: the slice would run nothing of the objectives without their own seeds "
+                         "('@')")
+    objective_seeds(args)  # each objective's own seeds, checked
     if len(set(args.seeds)) != len(args.seeds):
         raise ValueError(f"--seeds lists a seed twice: {' '.join(map(str, args.seeds))}")
     for name in ("deadline", "grace", "poll", "solo_deadline"):
@@ -211,6 +257,53 @@ def check_run_args(args: RunArgs) -> None:
         raise ValueError(f"--date must be YYYY-MM-DD, got {args.date!r}")
     if args.together_max < 0:
         raise ValueError(f"--together-max must be >= 0 (0: no limit), got {args.together_max}")
+
+
+def left_to_run(jobs: list[dict], results: Path, env_steps: int) -> tuple[list[dict], list[dict], list[dict]]:
+    """``jobs`` split by what ``results`` already holds: ``(to run, done, redone)``. Done (``{task, objective, seed,
+    run}``): a finished run folder there of the same task, row and seed at ``env_steps`` whose config.json has the
+    settings the job's command would run it with, in every field both know (one that a run's older code lacked is
+    not a difference), fields a resumed run may change aside. Redone (``{task, objective,
+    seed, runs}``): jobs that are run although finished runs of their cell are there, made with other settings (each
+    named with the fields that differ). A damaged run folder there is a ValueError naming it, raised before anything
+    starts."""
+    import dataclasses
+
+    from paper_tables.table3_slices import read_runs
+    from rl_curl.config import Config, from_cli
+    from rl_curl.objectives import label
+    from shared_losses.training.runtime import config_changes, read_json_file
+
+    if not results.is_dir():
+        raise ValueError(f"--results {results} is not a folder (the results folder `import` fills); pass --redo to run "
+                         "every cell without looking")
+    finished_runs: dict[tuple, list[dict]] = {}
+    for run in read_runs(results):
+        if run["finished"] and run["target"] == env_steps:
+            finished_runs.setdefault((run["task"], run["label"], run["seed"]), []).append(run)
+    todo, done, redone = [], [], []
+    for job in jobs:
+        wanted = dataclasses.asdict(from_cli(job["cmd"][3:]).resolved())
+        candidates = finished_runs.get((job["task"], label(wanted), job["seed"]), [])
+        other = []
+        for run in candidates:
+            path = run["dir"] / "config.json"
+            saved = read_json_file(path, "rl_curl config of the run") if path.exists() else None
+            # the fields both know: a field the run's code did not have yet (or no longer has) is not a difference;
+            # runs of different commits sit in one table, each with its commit
+            changes = ([("config.json", "missing", "present")] if not isinstance(saved, dict) else
+                       config_changes({k: v for k, v in saved.items() if k in wanted},
+                                      {k: v for k, v in wanted.items() if k in saved}, free=Config.RESUME_FREE))
+            if not changes:
+                done.append({"task": job["task"], "objective": job["objective"], "seed": job["seed"],
+                             "run": run["name"]})
+                break
+            other.append(f"{run['name']} ({', '.join(f'{k}: {old!r} -> {new!r}' for k, old, new in changes[:4])})")
+        else:
+            todo.append(job)
+            if other:
+                redone.append({"task": job["task"], "objective": job["objective"], "seed": job["seed"], "runs": other})
+    return todo, done, redone
 
 
 def reached(out: Path) -> int:
@@ -439,6 +532,8 @@ def rate(run: Launched) -> float | None:
 def together_rate(runs: list[Launched]) -> float | None:
     """Environment steps per second of all runs together while every one of them was running: the sum of their
     progress between the first and the last poll at which all had logged and none had ended."""
+    if not runs:
+        return None
     n = min(len(r.samples) for r in runs)
     idx = [i for i in range(n) if all(r.samples[i][1] > 0 for r in runs)
            and all(r.end is None or r.samples[i][0] < r.end - r.start for r in runs)]
@@ -483,6 +578,10 @@ def pack_runs(runs: list[Launched], args: RunArgs, info: dict, pack: Path) -> li
             (d / "train.log").write_text("\n".join(lines[-300:]) + "\n")
         (d / "slice.json").write_text(json.dumps(meta, indent=1) + "\n")
         rows.append({"name": name, **meta})
+    if not rows:  # nothing ran: a pack of records alone (an earlier pack's runs must not come back as this one's)
+        shutil.rmtree(staging, ignore_errors=True)
+        (pack / "table3_runs.tar.gz").unlink(missing_ok=True)
+        return rows
     tmp = pack / "table3_runs.tar.gz.tmp"
     with tarfile.open(tmp, "w:gz") as tar:
         for d in sorted(staging.iterdir()):
@@ -742,6 +841,20 @@ def run_slice(args: RunArgs) -> int:
     work = (Path(args.work) if args.work else Path(os.environ.get("TMPDIR", "/tmp")) / f"table3_gpu_{os.getpid()}"
             ).resolve()
     jobs = slice_commands(args, work / "runs")  # every run's options checked before anything starts
+    done, redone = [], []
+    if not args.redo:  # the cells already finished in the results folder are left out
+        jobs, done, redone = left_to_run(jobs, Path(args.results).resolve(), args.env_steps)
+    skip = {(d["task"], d["objective"], d["seed"]) for d in done}
+
+    def to_run(all_jobs: list[dict]) -> list[dict]:
+        return [j for j in all_jobs if (j["task"], j["objective"], j["seed"]) not in skip]
+
+    if done:
+        print(f"[results] {len(done)} of {len(done) + len(jobs)} runs already finished in {args.results} with these "
+              "settings, left out: " + ", ".join(f"{d['objective']} s{d['seed']}" for d in done), flush=True)
+    for r in redone:
+        print(f"[results] {r['task']} {r['objective']} seed {r['seed']} runs again: its finished runs there were made "
+              f"with other settings (the run's -> this slice's): {'; '.join(r['runs'])}", flush=True)
     if any(Path(j["out"]).exists() and any(Path(j["out"]).iterdir()) for j in jobs):
         raise ValueError(f"{work / 'runs'} already holds runs: a slice starts its runs afresh; pass another --work")
     pack.mkdir(parents=True, exist_ok=True)
@@ -751,9 +864,11 @@ def run_slice(args: RunArgs) -> int:
     speed, why = choose_speed(args.speed, bench)
     print(f"[speed] {why}", flush=True)
     args = dataclasses.replace(args, extra=[*(f for f in speed if f not in args.extra), *args.extra])
-    jobs = slice_commands(args, work / "runs")
+    jobs = to_run(slice_commands(args, work / "runs"))
     fit = {"fitted": False, "why": "--fit not given"}
-    if args.fit:
+    if not jobs:
+        fit = {"fitted": False, "why": "nothing to run"}
+    elif args.fit:
         jobs, fit = fit_jobs(jobs, args, bench, speed)
         if fit["fitted"]:
             print(f"[fit] {fit['runs']} of {fit['of']} runs: estimated {fit['estimated_seconds'][fit['runs']]:.0f} s "
@@ -771,12 +886,18 @@ def run_slice(args: RunArgs) -> int:
             "runs_together": len(jobs), "host_cpus": os.cpu_count()}
     print(f"slice: {len(jobs)} runs on {name}, commit {info['commit'][:12]}, {info['date']}", flush=True)
     solo = solo_timing(args, work, info) if args.solo_env_steps else None
-    runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice", together=trains_together(args.speed, bench),
-                   together_max=args.together_max)
+    if jobs:
+        runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice",
+                       together=trains_together(args.speed, bench), together_max=args.together_max)
+    else:
+        print(f"[slice] nothing to run: every run of the slice is already finished in {args.results}", flush=True)
+        runs = []
     rows = pack_runs(runs, args, info, pack)
     summaries = [read_summary(r.out) if row["finished"] else {} for row, r in zip(rows, runs)]
     throughput = {**info, "deadline": args.deadline, "solo": solo, "speed": {"flags": list(speed), "why": why},
                   "fit": fit, "run_flags": list(flags),
+                  "results": {"looked_at": None if args.redo else args.results, "already_finished": done,
+                              "redone": redone},
                   "bench": None if bench is None else {
                       "selftest_passed": bench.get("selftest", {}).get("passed"),
                       "selftest_paths": {c.get("path"): c.get("passed")
@@ -805,6 +926,9 @@ def run_slice(args: RunArgs) -> int:
                      f"part: {json.dumps(solo['time_seconds'])}")
     elif solo:
         lines.append(f"alone: the solo run did not finish (exit {solo['exit_code']}; throughput.json has its log)")
+    if done:
+        lines.append(f"already finished in {args.results}, left out: "
+                     + ", ".join(f"{d['task']} {d['objective']} seed {d['seed']} ({d['run']})" for d in done))
     lines.append(f"together: {throughput['together_env_steps_per_second']} env steps/s in all")
     memory = {r["name"]: r.get("gpu_peak_reserved_gib") for r in throughput["runs"]}
     for row in rows:

@@ -84,6 +84,14 @@ def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
     assert "| biased (CURL) | 1 |" in md and "| debiased τ⁺=0.05, M=1 | 1 |" in md  # one finished seed each
     assert f"reached {meta['env_steps_reached']:,}" in md  # the unfinished run: listed, in no statistic
 
+    # The same slice again, with seed 1 added, on that results folder: seed 0 is left out, seed 1 runs.
+    more = slice_cmd(tmp_path / "pack3", tmp_path / "work3", "--seeds", "0", "1", "--objectives", "curl",
+                     "--env-steps", "2000", "--deadline", "300", "--results", str(results))
+    assert more.returncode == 0, more.stdout + more.stderr
+    assert "1 of 2 runs already finished" in more.stdout
+    (meta3,) = unpack(tmp_path / "pack3", tmp_path / "x3").values()
+    assert meta3["seed"] == 1 and meta3["finished"]
+
 
 def test_slice_options_are_checked_before_anything_runs(tmp_path):
     import table3_gpu
@@ -114,6 +122,159 @@ def test_slice_options_are_checked_before_anything_runs(tmp_path):
     assert not (tmp_path / "pack").exists() and not list(tmp_path.iterdir())  # nothing written
     assert table3_gpu.gpu_tag("NVIDIA H100 80GB HBM3") == "H100" and table3_gpu.gpu_tag("NVIDIA H200") == "H200"
     assert table3_gpu.gpu_tag("cpu") == "cpu"
+
+
+def finished_folder(results, job, *, target=100_000, changes=None, finished=True, name=""):
+    """A run folder as `import` leaves it, of ``job`` (a slice_commands job): config.json the job's own resolved
+    configuration (with ``changes``), eval.csv up to ``target``, slice.json saying ``finished``."""
+    import dataclasses
+
+    from rl_curl.config import from_cli
+
+    cfg = {**dataclasses.asdict(from_cli(job["cmd"][3:]).resolved()), **(changes or {})}
+    folder = results / (name or f"{job['task']}__{job['objective'].replace(':', '_')}__seed{job['seed']}__H200__a__d")
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    (folder / "eval.csv").write_text("env_step,episode,eval_return_mean,eval_return_std\n"
+                                     + "".join(f"{s},{s // 1000},{s / 200:.1f},1.0\n" for s in (target // 2, target)))
+    (folder / "slice.json").write_text(json.dumps({
+        "task": job["task"], "objective": job["objective"], "seed": job["seed"], "env_steps_target": target,
+        "env_steps_reached": target if finished else target // 2, "finished": finished, "date": "2026-11-28",
+        "commit": "a" * 40, "batch_size": cfg["batch_size"]}))
+    return folder
+
+
+def test_a_slice_leaves_out_the_runs_already_finished_in_the_results(tmp_path):
+    """The prepared command run again goes on with the cells still missing: a finished run in the results folder with
+    the slice's settings is left out (fields a resumed run may change aside); one made with other settings, an
+    unfinished one and one finished at another target are not."""
+    from table3_gpu import RunArgs, left_to_run, slice_commands
+
+    results = tmp_path / "results"
+    results.mkdir()
+    jobs = slice_commands(RunArgs(pack=str(tmp_path / "pack"), seeds=[0, 1, 2]), tmp_path / "work")
+    by = {(j["objective"], j["seed"]): j for j in jobs}
+    finished_folder(results, by["curl", 0])
+    finished_folder(results, by["debiased:0.05:1", 0], changes={"lr": 5e-4})  # other settings: runs again
+    finished_folder(results, by["curl", 1], finished=False)
+    finished_folder(results, by["debiased:0.05:1", 1], changes={"cuda_graphs": True, "torch_threads": 1,
+                                                                "eval_async": True})  # how it ran: free
+    finished_folder(results, by["curl", 2], target=50_000)
+    todo, done, redone = left_to_run(jobs, results, 100_000)
+    assert [(d["objective"], d["seed"]) for d in done] == [("curl", 0), ("debiased:0.05:1", 1)]
+    assert done[0]["run"] == "cartpole-swingup__curl__seed0__H200__a__d"
+    assert [(j["objective"], j["seed"]) for j in todo] == [("debiased:0.05:1", 0), ("curl", 1), ("curl", 2),
+                                                           ("debiased:0.05:1", 2)]  # still seed by seed
+    (other,) = redone
+    assert (other["objective"], other["seed"]) == ("debiased:0.05:1", 0) and "lr: 0.0005 -> 0.001" in other["runs"][0]
+    # a run made before a field was added (its config.json lacks it): done all the same
+    older = finished_folder(results, by["debiased:0.05:1", 2])
+    cfg = json.loads((older / "config.json").read_text())
+    del cfg["encoder_lr"]
+    (older / "config.json").write_text(json.dumps(cfg))
+    assert ("debiased:0.05:1", 2) in {(d["objective"], d["seed"]) for d in left_to_run(jobs, results, 100_000)[1]}
+    # a second finished run of that cell with the slice's settings: done after all
+    finished_folder(results, by["debiased:0.05:1", 0], name="cartpole-swingup__debiased_0.05_1__seed0__H200__b__d")
+    assert ("debiased:0.05:1", 0) in {(d["objective"], d["seed"]) for d in left_to_run(jobs, results, 100_000)[1]}
+    # the table's rows: debiased with M = 2 is another cell than M = 1
+    m2 = slice_commands(RunArgs(pack=str(tmp_path / "pack"), seeds=[1], objectives=["debiased:0.05:2"]),
+                        tmp_path / "work")
+    assert len(left_to_run(m2, results, 100_000)[0]) == 1
+    # bad results folders: named, before anything starts
+    with pytest.raises(ValueError, match="is not a folder"):
+        left_to_run(jobs, tmp_path / "nowhere", 100_000)
+    (results / "cartpole-swingup__curl__seed0__H200__a__d" / "slice.json").write_text("{not json")
+    with pytest.raises(ValueError, match="slice.json"):
+        left_to_run(jobs, results, 100_000)
+
+
+def test_a_slice_with_every_run_finished_packs_its_records_alone(tmp_path, capsys):
+    import table3_gpu
+    from table3_gpu import RunArgs, slice_commands
+
+    from paper_tables.table3_slices import import_slice_pack
+
+    results, pack = tmp_path / "results", tmp_path / "pack"
+    results.mkdir()
+    pack.mkdir()
+    (pack / "table3_runs.tar.gz").write_text("an earlier pack's runs")  # must not come back as this slice's
+    for job in slice_commands(RunArgs(pack=str(pack), seeds=[0]), tmp_path / "w"):
+        finished_folder(results, job)
+    assert table3_gpu.main(["run", "--pack", str(pack), "--results", str(results), "--work", str(tmp_path / "work"),
+                            "--commit", "abc1234def", "--date", "2026-11-29", "--fit"]) == 0
+    out = capsys.readouterr().out
+    assert "2 of 2 runs already finished" in out and "nothing to run" in out
+    assert sorted(p.name for p in pack.iterdir()) == ["slice.txt", "throughput.json"]
+    thr = json.loads((pack / "throughput.json").read_text())
+    assert thr["runs"] == [] and thr["fit"] == {"fitted": False, "why": "nothing to run"}
+    assert [d["objective"] for d in thr["results"]["already_finished"]] == ["curl", "debiased:0.05:1"]
+    assert "already finished in" in (pack / "slice.txt").read_text()
+    into = tmp_path / "into"
+    into.mkdir()
+    new, records = import_slice_pack(pack, into)  # a pack of records alone
+    assert new == [] and len(records) == 2
+    # --redo: every run again (here stopped before it starts: the work folder already holds runs)
+    work = tmp_path / "busy"
+    (work / "runs" / "cartpole-swingup" / "curl" / "seed0").mkdir(parents=True)
+    (work / "runs" / "cartpole-swingup" / "curl" / "seed0" / "x").write_text("")
+    with pytest.raises(ValueError, match="already holds runs"):
+        table3_gpu.run_slice(RunArgs(pack=str(pack), results=str(results), work=str(work), redo=True))
+
+
+def test_objectives_with_seeds_of_their_own(tmp_path):
+    """The issue's 22-run column in one command: 3 seeds of every objective, 5 of the pair DCL compares."""
+    from table3_gpu import RunArgs, check_run_args, slice_commands
+
+    args = RunArgs(pack=str(tmp_path), seeds=[0, 1, 2],
+                   objectives=["curl@0-4", "debiased:0.05:1@0-4", "debiased:0.01:1", "debiased:0.1:1",
+                               "debiased:0.01:2", "debiased:0.1:2"])
+    check_run_args(args)
+    jobs = slice_commands(args, tmp_path / "w")
+    cells = [(j["objective"], j["seed"]) for j in jobs]
+    assert len(cells) == len(set(cells)) == 22
+    assert cells[-4:] == [("curl", 3), ("debiased:0.05:1", 3), ("curl", 4), ("debiased:0.05:1", 4)]  # the last to start
+    assert [c[1] for c in cells[:18]] == [s for s in (0, 1, 2) for _ in range(6)]  # seed by seed
+    seed4 = next(j for j in jobs if j["seed"] == 4)
+    assert seed4["cmd"][seed4["cmd"].index("--seed") + 1] == "4" and seed4["out"].name == "seed4"
+    assert "@" not in str(seed4["out"])
+    mixed = slice_commands(RunArgs(pack=str(tmp_path), seeds=[1], objectives=["curl@0-2,5", "debiased:0.05:1"]),
+                           tmp_path / "w")
+    assert [(j["objective"], j["seed"]) for j in mixed] == [("curl", 1), ("debiased:0.05:1", 1), ("curl", 0),
+                                                            ("curl", 2), ("curl", 5)]
+    check_run_args(RunArgs(pack=str(tmp_path), seeds=[], objectives=["curl@3"]))  # every objective has its own
+    for objectives, message in ((["curl@4-2"], "numbers, ranges or both"), (["curl@x"], "numbers, ranges or both"),
+                                (["curl@"], "numbers, ranges or both"), (["curl@1,0-2"], "a seed twice"),
+                                (["curl@0", "curl@1"], "names curl twice")):
+        with pytest.raises(ValueError, match=message):
+            check_run_args(RunArgs(pack=str(tmp_path), objectives=objectives))
+    with pytest.raises(ValueError, match="--seeds is empty"):
+        check_run_args(RunArgs(pack=str(tmp_path), seeds=[], objectives=["curl@3", "debiased:0.05:1"]))
+
+
+def test_the_prepared_command_of_the_docs_parses_into_the_22_runs_of_the_column(tmp_path):
+    """docs/clusters.md's prepared GPU command, as written there: its options parse, and it asks for DCL Table 3's
+    cartpole column (6 objectives x 3 seeds, 5 seeds for CURL and tau+ = 0.05), checked against the repository's
+    own results folder (readable, so the command does not stop there)."""
+    import re
+    import shlex
+
+    import tyro
+    from table3_gpu import DEFAULT_RESULTS, RunArgs, check_run_args, left_to_run, slice_commands
+
+    text = (ROOT / "docs" / "clusters.md").read_text()
+    (block,) = re.findall(r"```bash\n(bash scripts/gpu_table3\.sh --bench .*?)```", text, flags=re.S)
+    argv = shlex.split(block.replace("\\\n", " ").replace("<full sha of HEAD>", "0123456789abcdef"))
+    assert argv[:2] == ["bash", "scripts/gpu_table3.sh"]
+    args = tyro.cli(RunArgs, args=["--pack", str(tmp_path / "pack"), *argv[2:]])
+    check_run_args(args)
+    assert args.bench and args.fit and args.speed == "auto" and args.env_steps == 100_000 and args.batch_size == 512
+    jobs = slice_commands(args, tmp_path / "work")
+    cells = {(j["objective"], j["seed"]) for j in jobs}
+    dcl = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2", "debiased:0.1:2"]
+    assert cells == {(o, s) for o in dcl for s in (0, 1, 2)} | {(o, s) for o in ("curl", "debiased:0.05:1")
+                                                               for s in (3, 4)}
+    todo, done, _ = left_to_run(jobs, DEFAULT_RESULTS, args.env_steps)
+    assert len(todo) + len(done) == 22
 
 
 def test_slice_script_without_its_packages_or_wheels_says_what_to_do(tmp_path):
