@@ -624,13 +624,16 @@ def variant_of(flags: tuple[str, ...]) -> str:
     return next((name for name, f in FAST_PATHS.items() if tuple(flags) == f), "default")
 
 
-def run_flags(n_runs: int, cpus: int) -> tuple[str, ...]:
+def run_flags(n_runs: int, cpus: int, together: bool = False) -> tuple[str, ...]:
     """What every run of a slice gets, for ``n_runs`` at once on ``cpus`` CPUs. Up to ``max(2, cpus // 8)`` runs:
     :data:`RUN_FLAGS` and --eval-async (evaluations in worker processes, beside training). More runs share the CPUs
     and the GPU among themselves, so each evaluates in turn in its own process (no worker processes: ten per run
-    would crowd the memory) on one torch thread."""
+    would crowd the memory) on one torch thread; runs trained ``together`` (rl_curl.together: each run's evaluation
+    steps its episodes in one worker process of its own) evaluate beside training (--eval-async) all the same, so that
+    an evaluation of one run does not stop the group's meetings."""
     if n_runs > max(2, cpus // 8):
-        return ("--no-save-replay", "--checkpoint-every", "0", "--torch-threads", "1")
+        return ("--no-save-replay", "--checkpoint-every", "0", "--torch-threads", "1",
+                *(("--eval-async",) if together else ()))
     return (*RUN_FLAGS, "--eval-async")
 
 
@@ -878,7 +881,7 @@ def run_slice(args: RunArgs) -> int:
                      f"{fit['gpu_gib']} GiB" if isinstance(fit.get("runs_by_memory"), int) else "") + ")", flush=True)
         else:
             print(f"[fit] {fit['why']}", flush=True)
-    flags = run_flags(len(jobs), os.cpu_count() or 1)
+    flags = run_flags(len(jobs), os.cpu_count() or 1, together=trains_together(args.speed, bench))
     keys = {(j["task"], j["objective"], j["seed"]) for j in jobs}
     jobs = [j for j in slice_commands(args, work / "runs", flags) if (j["task"], j["objective"], j["seed"]) in keys]
     info = {"gpu": name, "gpu_tag": gpu_tag(name), "commit": commit,

@@ -320,6 +320,8 @@ def test_speed_choice_and_the_fit_estimate():
         pytest.approx(30 + 22 * 100 / 16)
     assert {"--eval-parallel", "--eval-async"} <= set(run_flags(2, 16))
     assert not {"--eval-parallel", "--eval-async"} & set(run_flags(22, 16))
+    # runs trained together evaluate beside training (one worker process each, no ten of them per run)
+    assert "--eval-async" in run_flags(22, 16, together=True) and "--eval-parallel" not in run_flags(22, 16, True)
 
 
 @pytest.mark.slow  # a tiny bench and a fitted slice in subprocesses (about a minute)
@@ -483,6 +485,7 @@ def test_slice_with_runs_trained_together(tmp_path):
     for name in runs:
         cfg = json.loads((tmp_path / "x" / name / "config.json").read_text())
         assert cfg["cuda_graphs"] and cfg["replay_on_device"] and cfg["env_worker"]
+        assert cfg["eval_async"] and cfg["eval_worker"] and not cfg["eval_parallel"]  # beside training, one worker
     thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
     assert thr["speed"]["flags"] == ["--cuda-graphs", "--replay-on-device"] and "together" in thr["speed"]["why"]
     from paper_tables.table3_slices import import_pack, tabulate
