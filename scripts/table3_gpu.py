@@ -758,12 +758,15 @@ def seconds_per_env_step(cfg) -> float:
 
 
 def estimate_seconds(k: int, *, updates: int, ms_per_update: float, cpu_seconds: float, cpus: int,
-                     startup: float = 30.0, gpu_share: float = 0.8) -> float:
+                     startup: float = 30.0, gpu_share: float = 0.8, group: int = 1,
+                     act_seconds: float = 0.0) -> float:
     """Wall seconds for ``k`` runs at once: the longest of one run alone (its updates, then its environment and
     evaluation steps, not overlapped), the GPU's work for all of them (``updates`` each at ``ms_per_update``; runs that
-    share the GPU keep it ``gpu_share`` busy) and their CPU work spread over ``cpus``; plus start-up."""
+    share the GPU keep it ``gpu_share`` busy) and their CPU work spread over ``cpus``; plus start-up. Runs trained
+    together: "alone" is the largest ``group`` of runs that meet at every step, whose updates follow one another
+    (``ms_per_update`` is then per run) and whose acting, one pass for the group per step, takes ``act_seconds``."""
     gpu = updates * ms_per_update / 1000
-    return startup + max(gpu + cpu_seconds, k * gpu / gpu_share, k * cpu_seconds / cpus)
+    return startup + max(group * gpu + cpu_seconds + act_seconds, k * gpu / gpu_share, k * cpu_seconds / cpus)
 
 
 #: GPU memory a training process holds besides its tensors (its CUDA context and cuDNN's workspaces), GiB.
@@ -816,11 +819,18 @@ def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[s
     cpu = step_s * (cfg.agent_steps + evaluations * cfg.eval_episodes * episode) * 1.25  # acting, replay, Python
     updates = max(0, cfg.agent_steps - cfg.seed_steps)
     cpus = os.cpu_count() or 1
-    est = {k: estimate_seconds(k, updates=updates, ms_per_update=ms, cpu_seconds=cpu, cpus=cpus)
+    # runs trained together: the largest group of the first n meets at every step, acting in one pass (the bench's
+    # acting row, one pass for its runs) and updating one run after another within the stacked update
+    acting = (bench or {}).get("acting") or {}
+    act_ms = acting.get("stacked_ms") if together and isinstance(acting.get("stacked_ms"), (int, float)) else 0.0
+    group = ((lambda n: max(len(g) for g in groups_of(jobs[:n], args.together_max))) if together else (lambda n: 1))
+    est = {k: estimate_seconds(k, updates=updates, ms_per_update=ms, cpu_seconds=cpu, cpus=cpus, group=group(k),
+                               act_seconds=cfg.agent_steps * act_ms / 1000)
            for k in range(1, len(jobs) + 1)}
     k = max([n for n, t in est.items() if t <= args.deadline], default=1)
     info = {"fitted": True, "runs": k, "of": len(jobs), "ms_per_update": ms, "env_seconds_per_agent_step": step_s,
             "cpu_seconds_per_run": round(cpu, 1), "updates_per_run": updates, "cpus": cpus,
+            **({"act_ms_per_step_of_a_group": act_ms, "largest_group": group(k)} if together else {}),
             "estimated_seconds": {n: round(t, 1) for n, t in est.items()}}
     # The GPU's memory: every run's update and frame ring (on the GPU under --replay-on-device), and each process's
     # context; runs trained together share their group's process.
@@ -831,6 +841,8 @@ def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[s
         info.update(gpu_gib=round(total / 2**30, 1), gib_per_run=round(per_run / 2**30, 2), runs_by_memory=most)
         if most < k:
             info["runs"] = k = most
+            if together:
+                info["largest_group"] = group(k)
     else:
         info["runs_by_memory"] = "not checked (no GPU, or no peak memory from the bench)"
     return jobs[:k], info

@@ -318,6 +318,9 @@ def test_speed_choice_and_the_fit_estimate():
         pytest.approx(30 + 22 * 34.5 / 0.8)
     assert estimate_seconds(22, updates=11_500, ms_per_update=0.2, cpu_seconds=100.0, cpus=16) == \
         pytest.approx(30 + 22 * 100 / 16)
+    # runs trained together: the largest group's updates follow one another, and it acts once per step
+    assert estimate_seconds(22, updates=11_500, ms_per_update=0.2, cpu_seconds=100.0, cpus=16, group=16,
+                            act_seconds=50.0) == pytest.approx(30 + 16 * 2.3 + 100 + 50)
     assert {"--eval-parallel", "--eval-async"} <= set(run_flags(2, 16))
     assert not {"--eval-parallel", "--eval-async"} & set(run_flags(22, 16))
     # runs trained together evaluate beside training (one worker process each, no ten of them per run)
@@ -445,6 +448,37 @@ def test_the_fit_keeps_the_runs_within_the_gpus_memory():
     assert (alone + 1) * (per_run + PROCESS_GIB * 2**30) > MEMORY_SHARE * total
     assert alone < together < 30 and together * per_run + 2 * PROCESS_GIB * 2**30 <= MEMORY_SHARE * total
     assert memory_fit(30, 1.0, lambda k: 1, total) == 30 and memory_fit(30, 2 * total, lambda k: k, total) == 1
+
+
+def test_the_fit_of_runs_trained_together_counts_their_groups_and_their_acting(tmp_path, monkeypatch):
+    """Runs trained together meet at every step: the fit counts the largest group's updates one after another and
+    its one acting pass per step (the bench's acting row), so slower acting fits fewer runs."""
+    import table3_gpu
+    from table3_gpu import GRAPH_FLAGS, STACKED_CHECKS, RunArgs, fit_jobs, slice_commands
+
+    # a GPU machine's environment step (2026-11-27's H200 run alone: about 4 ms per agent step), not this machine's
+    monkeypatch.setattr(table3_gpu, "seconds_per_env_step", lambda cfg: 0.004)
+    monkeypatch.setattr(table3_gpu.os, "cpu_count", lambda: 16)  # and its CPUs
+
+    args = RunArgs(pack=str(tmp_path), seeds=[0, 1, 2], speed="together", deadline=400,
+                   objectives=["curl@0-4", "debiased:0.05:1@0-4", "debiased:0.01:1", "debiased:0.1:1",
+                               "debiased:0.01:2", "debiased:0.1:2"])
+    jobs = slice_commands(args, tmp_path / "w")
+    bench = {"selftest": {"checks": [{"path": p, "passed": True} for p in ("graphs", *STACKED_CHECKS)]},
+             "variants": [{"name": "graphs", "median_ms": 4.0},
+                          {"name": "graphs_stacked22", "runs": 22, "ms_per_run_update": 0.5, "median_ms": 11.0}],
+             "acting": {"runs": 6, "stacked_ms": 2.0}}
+    fitted, info = fit_jobs(jobs, args, bench, GRAPH_FLAGS)
+    assert info["fitted"] and info["act_ms_per_step_of_a_group"] == 2.0 and info["ms_per_update"] == 0.5
+    assert info["largest_group"] == max(sum(1 for j in fitted if j["objective"].endswith(":2")),
+                                        sum(1 for j in fitted if not j["objective"].endswith(":2")))
+    assert len(fitted) == info["runs"] == 22 and info["largest_group"] == 16  # M = 1: 5 + 5 + 3 + 3 runs
+    slow = {**bench, "acting": {"runs": 6, "stacked_ms": 14.0}}  # 12,500 steps x 14 ms: 175 s of acting
+    fitted_slow, info_slow = fit_jobs(jobs, args, slow, GRAPH_FLAGS)
+    assert all(info_slow["estimated_seconds"][n] >= info["estimated_seconds"][n] for n in info["estimated_seconds"])
+    # 30 s + 125 s of each run's environment + 175 s of acting + 12 x 11,500 x 0.5 ms: groups of 12 at most, so
+    # seeds 0-2 of every objective (12 runs at M = 1, 6 at M = 2)
+    assert info_slow["runs"] == len(fitted_slow) == 18 and info_slow["largest_group"] == 12
 
 
 def test_runs_trained_together_are_grouped_by_task_and_m(tmp_path):
