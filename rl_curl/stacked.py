@@ -228,24 +228,41 @@ class StackedAgents:
         from one vmapped pass of the runs' actors: row k equals ``agents[k].act(obs[k], sample=True,
         generator=generators[k])`` with the agent's parameters as they stand in the stacked tensors (its noise drawn
         from ``generators[k]`` as the agent draws it; None: the device's default generator). ``[K, action_dim]``."""
-        c, K = self.cfg, self.K
-        generators = list(generators) if generators is not None else [None] * K
-        if len(obs) != K or len(generators) != K:
-            raise ValueError(f"{len(obs)} observations and {len(generators)} generators for {K} stacked runs")
-        dtype, dev = self.params["log_alpha"].dtype, self.params["log_alpha"].device
-        x = torch.as_tensor(np.stack(obs), device=dev)  # one copy to the device for every run
-        if x.dim() != 4:
+        x = self.act_input(obs, generators)
+        return self.act_drawn(torch.as_tensor(x, device=self.params["log_alpha"].device),
+                              self.act_noise(generators)).float().cpu().numpy()
+
+    def act_input(self, obs: list, generators) -> np.ndarray:
+        """The runs' observations as one array ``[K, C, H, W]``, checked against the runs and their generators."""
+        K = self.K
+        if len(obs) != K or (generators is not None and len(generators) != K):
+            raise ValueError(f"{len(obs)} observations and {len(generators) if generators is not None else K} "
+                             f"generators for {K} stacked runs")
+        x = np.stack(obs)
+        if x.ndim != 4:
             raise ValueError(f"each observation must be [C, H, W], got shape {tuple(x.shape[1:])}")
-        x = center_crop(x, c.crop_size)
+        return x
+
+    def act_noise(self, generators: list[torch.Generator | None] | None = None) -> torch.Tensor:
+        """Each run's policy noise for its action, ``[K, 1, action_dim]``, from its own generator (None: the device's
+        default), as its agent draws it."""
+        dtype, dev = self.params["log_alpha"].dtype, self.params["log_alpha"].device
+        generators = list(generators) if generators is not None else [None] * self.K
         action_dim = self.agents[0].action_dim
-        noise = torch.stack([torch.randn((1, action_dim), generator=g, dtype=dtype, device=dev) for g in generators])
+        return torch.stack([torch.randn((1, action_dim), generator=g, dtype=dtype, device=dev) for g in generators])
+
+    @torch.no_grad()
+    def act_drawn(self, x: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """:meth:`act` on the device: ``x`` the runs' observations ``[K, C, H, W]`` there, ``noise`` from
+        :meth:`act_noise`; the actions ``[K, action_dim]`` on the device (what a CUDA graph of acting records)."""
+        K, dtype = self.K, self.params["log_alpha"].dtype
+        x = center_crop(x, self.cfg.crop_size)
 
         def one(params, o, z):
             return functional_call(self.actor, params, (ScaledPixels.of(o),), {"sample": True, "noise": z})[1]
 
         params = {local: self.params[name] for local, name in self._actor_names.items()}
-        pi = vmap(one, randomness="error")(params, _scaled([x[k:k + 1] for k in range(K)], dtype), noise)
-        return pi[:, 0].float().cpu().numpy()
+        return vmap(one, randomness="error")(params, _scaled([x[k:k + 1] for k in range(K)], dtype), noise)[:, 0]
 
     def draw(self, step: int, batch_size: int, frame_size: int, action_dim: int,
              generators: list[torch.Generator | None] | None = None) -> dict[str, torch.Tensor | None]:
@@ -415,3 +432,55 @@ class GraphedStackedUpdate(GraphedUpdate):
     def _run(self, step: int) -> dict[str, torch.Tensor]:
         drawn = {**self.drawn, "actor_noise": self.drawn["actor_noise"] if self.kind(step)[0] else None}
         return self.agent.update_drawn([rep.gather(self.idx[k]) for k, rep in enumerate(self.replays)], step, drawn)
+
+
+class GraphedStackedAct:
+    """:meth:`StackedAgents.act` replayed from one CUDA graph on a GPU: the vmapped pass of the runs' actors is a few
+    dozen small kernels whose launches and Python (vmap, ``functional_call``) cost more than their arithmetic, once per
+    environment step of every run trained together. The observations are copied into a fixed input tensor and each
+    run's noise, drawn from its own generator outside the graph as :meth:`StackedAgents.act` draws it, into another;
+    the graph reads the stacked parameters where they are (the update changes them in place). Recorded at the first
+    call after a warm-up on a side stream (cuDNN's algorithm search), again if the observations' shape changes. On a
+    CPU the same code runs eagerly: :meth:`StackedAgents.act` exactly."""
+
+    def __init__(self, stacked: StackedAgents, warmup: int = 2):
+        self.stacked, self.warmup = stacked, warmup
+        self.device = stacked.params["log_alpha"].device
+        self.graphed = self.device.type == "cuda"
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.obs: torch.Tensor | None = None
+        self.noise: torch.Tensor | None = None
+        self.out: torch.Tensor | None = None
+        self.captures = 0
+
+    @torch.no_grad()
+    def act(self, obs: list, generators: list[torch.Generator | None] | None = None) -> np.ndarray:
+        """:meth:`StackedAgents.act`, from the graph on a GPU."""
+        x = self.stacked.act_input(obs, generators)
+        noise = self.stacked.act_noise(generators)
+        if not self.graphed:
+            return self.stacked.act_drawn(torch.as_tensor(x, device=self.device), noise).float().cpu().numpy()
+        if self.graph is None or tuple(self.obs.shape) != x.shape or self.obs.dtype != torch.from_numpy(x).dtype:
+            self._capture(torch.from_numpy(x), noise)
+        self.obs.copy_(torch.from_numpy(x))
+        self.noise.copy_(noise)
+        self.graph.replay()
+        return self.out.float().cpu().numpy()
+
+    def _capture(self, x: torch.Tensor, noise: torch.Tensor) -> None:
+        self.obs = torch.empty(x.shape, dtype=x.dtype, device=self.device)
+        self.noise = torch.empty_like(noise)
+        self.obs.copy_(x)
+        self.noise.copy_(noise)
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(self.warmup):  # cuDNN's algorithm search; acting changes no state
+                self.stacked.act_drawn(self.obs, self.noise)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: an evaluation in the background (--eval-async) may launch its own work meanwhile
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            self.out = self.stacked.act_drawn(self.obs, self.noise)
+        self.graph = graph
+        self.captures += 1

@@ -65,6 +65,7 @@ class Together:
         self.active = set(range(n))
         self.stacked = None
         self.graphed = None  # the stacked update as CUDA graphs (--cuda-graphs)
+        self.acting = None  # what acts for the runs: the stacked agents, or their acting as a CUDA graph
         self.order: list[int] = []
         self.stale: set[int] = set()  # runs whose agent lags behind the stacked update
         self.failed: str | None = None
@@ -114,11 +115,13 @@ class Together:
             self.order = sorted(self.pending)
             self.stacked = StackedAgents([self.apps[k].agent for k in self.order])
             first = self.apps[self.order[0]].cfg
+            self.acting = self.stacked
             if first.cuda_graphs:
-                from .stacked import GraphedStackedUpdate
+                from .stacked import GraphedStackedAct, GraphedStackedUpdate
 
                 self.graphed = GraphedStackedUpdate(self.stacked, [self.apps[k].replay for k in self.order],
                                                     first.batch_size)
+                self.acting = GraphedStackedAct(self.stacked)  # the acting pass as a CUDA graph too
         elif sorted(self.pending) != self.order:
             raise RuntimeError("a run left before the others finished")
         batches = [self.pending[k][0] for k in self.order]
@@ -128,7 +131,7 @@ class Together:
         obs = [self.pending[k][2] for k in self.order]
         if any(o is None for o in obs) and not all(o is None for o in obs):
             raise RuntimeError("internal error: some runs brought an observation to act on and others not")
-        actions = self.stacked.act(obs, generators) if obs[0] is not None else [None] * len(obs)
+        actions = self.acting.act(obs, generators) if obs[0] is not None else [None] * len(obs)
         if self.graphed is not None:  # batches of replay indices; metrics in the graphs' output tensors
             metrics = self.graphed.update(np.stack(batches), step, generators)
         else:

@@ -9,7 +9,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    relative error ``|a - b| / |b|`` per tensor. The stacked update is checked twice: two runs stacked against each
    run's own default update (each run drawing from its own generator; in float64, tolerance 1e-9, see
    :func:`selftest_stacked`), and as CUDA graphs against itself eagerly; the runs' acting in one vmapped pass
-   against each run's own (``stacked_act``, float64).
+   against each run's own (``stacked_act``, float64), and that pass as a CUDA graph against it eagerly
+   (``graphs_stacked_act``, float32).
    TF32 is off and cuDNN deterministic during the test, so what is compared is float32 arithmetic (tolerance 1e-4;
    NaN never passes). Each check's ``passed`` is what the slice reads before it uses that fast path.
 2. **Timing** (update_bench.json's "variants"): ms per update, sampling included, as rl_curl.train does it, after a
@@ -24,7 +25,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    ``graphs_stacked22`` (the 22 runs of DCL Table 3's cartpole column in one graphed update),
    timed in the order checked, default, graphs, graphs_convrelu, graphs_stacked, graphs_stacked22, the acting of
    ``--stack`` runs (update_bench.json's "acting": each run's act in turn against one vmapped pass,
-   :meth:`rl_curl.stacked.StackedAgents.act`), then the profile (3.), then the others (a deadline skips the last
+   :meth:`rl_curl.stacked.StackedAgents.act`, eagerly and as a CUDA graph), then the profile (3.), then the others
+   (a deadline skips the last
    first). Each with its
    TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
    reads its inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
@@ -65,7 +67,7 @@ from rl_curl.agent import CurlAgent
 from rl_curl.config import Config
 from rl_curl.graphs import GraphedUpdate
 from rl_curl.replay import FrameReplay
-from rl_curl.stacked import GraphedStackedUpdate, StackedAgents
+from rl_curl.stacked import GraphedStackedAct, GraphedStackedUpdate, StackedAgents
 
 #: name -> how the variant updates: replay on the device, CUDA graphs, bf16 autocast, host checks, schedule
 VARIANTS = {
@@ -350,7 +352,33 @@ def selftest_stacked(args: Args, device: torch.device, runs: int = 2) -> list[di
     except Exception as err:
         out.append({"path": "graphs_stacked", "against": "stacked", "passed": False, "error": repr(err),
                     "traceback": traceback.format_exc()[-3000:], "line": f"graphs_stacked vs stacked: ERROR {err!r}"})
+    out.append(check_graphed_act(args, device, runs))
     return out
+
+
+def check_graphed_act(args: Args, device: torch.device, runs: int = 2) -> dict:
+    """The runs' acting as a CUDA graph (:class:`rl_curl.stacked.GraphedStackedAct`, what rl_curl.together acts with
+    under --cuda-graphs) against the same acting eagerly (:meth:`StackedAgents.act`), in float32 on the same
+    observations and generators, twice (the call that records the graph, then a replay on other observations)."""
+    try:
+        cfg = config(args)
+        stacked = StackedAgents([make_agent(cfg, device, seed=k) for k in range(runs)])
+        graphed = GraphedStackedAct(stacked)
+        errs = []
+        for i in range(2):
+            obs, gens = acting_inputs(stacked, device, seed=i)
+            want, got = stacked.act(obs, gens(4000 + 10 * i)), graphed.act(obs, gens(4000 + 10 * i))
+            errs.append(float(np.abs(got - want).max() / max(1.0, float(np.abs(want).max()))))
+        worst = float(np.max(errs))
+        ok = bool(np.isfinite(worst) and worst <= args.tolerance)
+        return {"path": "graphs_stacked_act", "against": "stacked_act", "tolerance": args.tolerance,
+                "max_rel_err_actions": worst, "graphed": graphed.graphed, "passed": ok,
+                "line": f"graphs_stacked_act vs stacked_act, 2 steps of {runs} runs: actions {worst:.3g} -> "
+                        f"{'PASS' if ok else 'FAIL'}"}
+    except Exception as err:  # recorded, never fatal
+        return {"path": "graphs_stacked_act", "against": "stacked_act", "passed": False, "error": repr(err),
+                "traceback": traceback.format_exc()[-3000:],
+                "line": f"graphs_stacked_act vs stacked_act: ERROR {err!r}"}
 
 
 def autocast_under_vmap(device: torch.device) -> dict:
@@ -409,13 +437,15 @@ def time_acting(args: Args, device: torch.device) -> dict:
         agents = [make_agent(cfg, device, seed=k) for k in range(args.stack)]
         stacked = StackedAgents(agents)
         obs, gens = acting_inputs(stacked, device)
-        g_single, g_stacked = gens(0), gens(0)
+        g_single, g_stacked, g_graphed = gens(0), gens(0), gens(0)
+        graphed = GraphedStackedAct(stacked)
 
         def singles():
             for a, o, g in zip(agents, obs, g_single):
                 a.act(o, sample=True, generator=g)
 
         parts = {"single_ms": singles, "stacked_ms": lambda: stacked.act(obs, g_stacked),
+                 "graphed_ms": lambda: graphed.act(obs, g_graphed),
                  "copy_back_ms": lambda: (stacked.to_agents(states=False), sync(device))}
         row: dict = {"runs": args.stack, "steps": args.updates}
         for key, fn in parts.items():
@@ -426,6 +456,7 @@ def time_acting(args: Args, device: torch.device) -> dict:
                 fn()
             row[key] = round((time.perf_counter() - t0) * 1000 / args.updates, 3)
         row["speedup"] = round(row["single_ms"] / row["stacked_ms"], 2)
+        row["graphed_speedup"] = round(row["single_ms"] / row["graphed_ms"], 2)
         return row
     except Exception as err:
         return {"error": repr(err), "traceback": traceback.format_exc()[-3000:]}
@@ -646,7 +677,8 @@ def main(argv: list[str] | None = None) -> int:
         acting = report["acting"] = time_acting(args, device)
         write()
         print(f"  acting for {args.stack} runs: " + (
-            f"{acting['single_ms']} ms one by one, {acting['stacked_ms']} ms as one ({acting['speedup']}x); copying "
+            f"{acting['single_ms']} ms one by one, {acting['stacked_ms']} ms as one ({acting['speedup']}x), "
+            f"{acting['graphed_ms']} ms as one CUDA graph ({acting['graphed_speedup']}x); copying "
             f"their parameters out of the stacked tensors {acting['copy_back_ms']} ms" if "error" not in acting
             else f"ERROR {acting['error']}"), flush=True)
     if args.profile_updates > 0:

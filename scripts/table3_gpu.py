@@ -656,7 +656,7 @@ def run_bench(args: RunArgs, pack: Path, commit: str) -> dict | None:
 
 
 #: The bench's self-test checks that runs trained together rely on.
-STACKED_CHECKS = ("stacked", "stacked_act", "graphs_stacked")
+STACKED_CHECKS = ("stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act")
 
 
 def stacked_checks_failed(bench: dict | None) -> list[str]:
@@ -822,7 +822,8 @@ def fit_jobs(jobs: list[dict], args: RunArgs, bench: dict | None, speed: tuple[s
     # runs trained together: the largest group of the first n meets at every step, acting in one pass (the bench's
     # acting row, one pass for its runs) and updating one run after another within the stacked update
     acting = (bench or {}).get("acting") or {}
-    act_ms = acting.get("stacked_ms") if together and isinstance(acting.get("stacked_ms"), (int, float)) else 0.0
+    act_ms = next((acting[k] for k in ("graphed_ms", "stacked_ms") if isinstance(acting.get(k), (int, float))), 0.0) \
+        if together else 0.0  # runs trained together act as one CUDA graph (GRAPH_FLAGS)
     group = ((lambda n: max(len(g) for g in groups_of(jobs[:n], args.together_max))) if together else (lambda n: 1))
     est = {k: estimate_seconds(k, updates=updates, ms_per_update=ms, cpu_seconds=cpu, cpus=cpus, group=group(k),
                                act_seconds=cfg.agent_steps * act_ms / 1000)

@@ -345,13 +345,14 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     assert bench["selftest"]["passed"] and [r["name"] for r in bench["variants"]] == ["checked", "default", "graphs",
                                                                                        "graphs_convrelu"]
     assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {
-        "graphs", "graphs_fused", "graphs_convrelu", "stacked", "stacked_act", "graphs_stacked"}
+        "graphs", "graphs_fused", "graphs_convrelu", "stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act"}
     assert all("median_ms" in r for r in bench["variants"])
     # what bf16 autocast does under vmap (torch 2.13's CPU build: a vmapped convolution stays float32, a linear is cast)
     cast = bench["autocast_under_vmap"]
     assert cast["conv2d"] == cast["linear"] == "torch.bfloat16" and cast["conv2d_vmapped"].startswith("torch.")
     acting = bench["acting"]  # the runs' acting one by one and as one (rl_curl.together)
     assert acting["runs"] == 6 and acting["single_ms"] > 0 and acting["stacked_ms"] > 0 and acting["copy_back_ms"] > 0
+    assert acting["graphed_ms"] > 0 and acting["graphed_speedup"] > 0
     assert [p["name"] for p in bench["profile"]] == ["checked", "graphs", "graphs_convrelu"]
     assert bench["work_per_update"]["bytes_float32_convrelu"] > 0  # on a CPU the default's computation
     thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
@@ -382,6 +383,9 @@ def test_runs_train_together_only_if_the_stacked_self_test_passed():
     assert not trains_together("together", bad)
     acting = {**ok, "selftest": {"checks": [*ok["selftest"]["checks"], {"path": "stacked_act", "passed": False}]}}
     assert not trains_together("together", acting)  # the runs act as one there
+    graphed = {**ok, "selftest": {"checks": [*ok["selftest"]["checks"], {"path": "graphs_stacked_act",
+                                                                         "passed": False}]}}
+    assert not trains_together("together", graphed)  # ... as one CUDA graph under --cuda-graphs
     flags, why = choose_speed("together", bad)  # one by one, on the path auto would take
     assert flags == GRAPH_FLAGS and "not together" in why and "graphs_stacked" in why
 
@@ -389,7 +393,8 @@ def test_runs_train_together_only_if_the_stacked_self_test_passed():
 def test_auto_trains_together_only_where_the_bench_shows_it_pays():
     from table3_gpu import GRAPH_FLAGS, TOGETHER_SHARE, choose_speed, stacked_row, trains_together
 
-    checks = [{"path": p, "passed": True} for p in ("graphs", "stacked", "stacked_act", "graphs_stacked")]
+    checks = [{"path": p, "passed": True} for p in ("graphs", "stacked", "stacked_act", "graphs_stacked",
+                                                    "graphs_stacked_act")]
     single = [{"name": "default", "median_ms": 12.0}, {"name": "graphs", "median_ms": 3.0}]
 
     def bench(per_run22=None, per_run6=None, failed=()):
@@ -410,7 +415,7 @@ def test_auto_trains_together_only_where_the_bench_shows_it_pays():
     assert not trains_together("auto", bench(per_run22=3.0 * TOGETHER_SHARE + 0.01, per_run6=1.0))
     assert trains_together("auto", bench(per_run6=3.0 * TOGETHER_SHARE))
     # not where a check failed or is missing, nor without a stacked time, nor with --speed graphs / default
-    for failed in ("stacked", "stacked_act", "graphs_stacked"):
+    for failed in ("stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act"):
         assert not trains_together("auto", bench(per_run22=1.0, failed=(failed,)))
         assert "together" not in choose_speed("auto", bench(per_run22=1.0, failed=(failed,)))[1]
     old = bench(per_run22=1.0)
@@ -473,6 +478,8 @@ def test_the_fit_of_runs_trained_together_counts_their_groups_and_their_acting(t
     assert info["largest_group"] == max(sum(1 for j in fitted if j["objective"].endswith(":2")),
                                         sum(1 for j in fitted if not j["objective"].endswith(":2")))
     assert len(fitted) == info["runs"] == 22 and info["largest_group"] == 16  # M = 1: 5 + 5 + 3 + 3 runs
+    graphed = {**bench, "acting": {"runs": 6, "stacked_ms": 9.0, "graphed_ms": 2.0}}  # the graph is what acts
+    assert fit_jobs(jobs, args, graphed, GRAPH_FLAGS)[1]["act_ms_per_step_of_a_group"] == 2.0
     slow = {**bench, "acting": {"runs": 6, "stacked_ms": 14.0}}  # 12,500 steps x 14 ms: 175 s of acting
     fitted_slow, info_slow = fit_jobs(jobs, args, slow, GRAPH_FLAGS)
     assert all(info_slow["estimated_seconds"][n] >= info["estimated_seconds"][n] for n in info["estimated_seconds"])

@@ -146,14 +146,20 @@ def test_acting_for_every_run_is_each_agents_own_act(dtype, tol):
     """StackedAgents.act (rl_curl.together's acting): run k's row is its agent's act(obs, sample=True) with the same
     generator (the noise drawn as the agent draws it), before any update and after stacked updates; the generators
     advance as the agents' would."""
+    from rl_curl.stacked import GraphedStackedAct
+
     specs = MIXES["objectives M=1"]
     stacked = StackedAgents([make(dtype, **s) for s in specs])
+    graphed = GraphedStackedAct(stacked)  # what --cuda-graphs acts with: on a CPU the same code, eagerly
     rng = np.random.default_rng(0)
     for step in range(3):
         obs = [rng.integers(0, 256, OBS, dtype=np.uint8) for _ in specs]
         gens = [torch.Generator().manual_seed(40 + 3 * step + k) for k in range(len(specs))]
         alike = [torch.Generator().manual_seed(40 + 3 * step + k) for k in range(len(specs))]
+        again = [torch.Generator().manual_seed(40 + 3 * step + k) for k in range(len(specs))]
         got = stacked.act(obs, gens)
+        assert np.array_equal(graphed.act(obs, again), got)
+        assert all(torch.equal(a.get_state(), g.get_state()) for a, g in zip(again, gens))
         agents = stacked.to_agents(states=False)
         assert got.shape == (len(specs), 2) and got.dtype == np.float32
         for k, a in enumerate(agents):
@@ -165,6 +171,8 @@ def test_acting_for_every_run_is_each_agents_own_act(dtype, tol):
                                                                                           for k in range(len(specs))])
     with pytest.raises(ValueError, match="2 observations and 3 generators for 3 stacked runs"):
         stacked.act(obs[:2], gens)
+    with pytest.raises(ValueError, match="2 observations and 3 generators for 3 stacked runs"):
+        graphed.act(obs[:2], gens)
     with pytest.raises(ValueError, match=r"must be \[C, H, W\]"):
         stacked.act([o[None] for o in obs], gens)
 
