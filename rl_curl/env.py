@@ -91,6 +91,7 @@ class DMCPixels(_StackedPixels):
         # work use camera 2 for quadruped: --camera-id 2.
         self.camera_id = 0 if camera_id is None else camera_id
         self._env = suite.load(domain, name, task_kwargs={"random": seed})
+        self._camera = None  # (physics, model, camera) of _render
         n_cam = self._env.physics.model.ncam
         if not -1 <= self.camera_id < n_cam:
             raise ValueError(f"camera_id {self.camera_id} does not exist in {task!r}: its model has cameras "
@@ -109,8 +110,25 @@ class DMCPixels(_StackedPixels):
         self._steps = 0
 
     def _render(self) -> np.ndarray:
-        frame = self._env.physics.render(height=self.image_size, width=self.image_size, camera_id=self.camera_id)
+        """The current frame ``[3, H, W]`` uint8: what ``physics.render(H, W, camera_id)`` gives, from one camera kept
+        for the environment's life. ``physics.render`` makes a camera per call (MuJoCo's scene of every renderable
+        geom allocated, the GL context made current to set the offscreen buffer, the scene freed again), which took a
+        third of a step's rendering time beside the rendering itself; the camera is made again if the task reloads
+        its physics or model."""
+        physics = self._env.physics
+        if self._camera is None or self._camera[0] is not physics or self._camera[1] is not physics.model.ptr:
+            from dm_control.mujoco.engine import Camera
+
+            self._free_camera()
+            camera = Camera(physics, height=self.image_size, width=self.image_size, camera_id=self.camera_id)
+            self._camera = (physics, physics.model.ptr, camera)
+        frame = self._camera[2].render()  # a view of the camera's buffer, flipped: copied here
         return np.ascontiguousarray(frame.transpose(2, 0, 1))
+
+    def _free_camera(self) -> None:
+        if getattr(self, "_camera", None) is not None:
+            self._camera[2].scene.free()
+        self._camera = None
 
     def reset(self, *, seed: int | None = None, options=None):
         super().reset(seed=seed)
@@ -138,6 +156,7 @@ class DMCPixels(_StackedPixels):
         return self._obs(), float(reward), False, truncated, {}
 
     def close(self):
+        self._free_camera()
         self._env.close()
 
 

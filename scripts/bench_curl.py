@@ -295,6 +295,37 @@ def env_rate(task: str, steps: int) -> tuple[float, int]:
     return steps * env.action_repeat / dt, env.action_repeat
 
 
+def render_times(task: str, frames: int = 100, image_size: int = 100) -> dict:
+    """ms per frame of dm_control's ``physics.render`` (a camera made and freed per call: the baseline) against the
+    environment's own rendering from the camera it keeps (:meth:`rl_curl.env.DMCPixels._render`), alternated in two
+    rounds over the same states, and whether the frames were equal."""
+    env = make(task, seed=0, image_size=image_size)
+    inner = env.unwrapped if hasattr(env, "unwrapped") else env
+    try:
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+
+        def baseline():
+            return np.ascontiguousarray(inner._env.physics.render(height=image_size, width=image_size,
+                                                                  camera_id=inner.camera_id).transpose(2, 0, 1))
+
+        same, times = True, {"physics_render": 0.0, "kept_camera": 0.0}
+        for _ in range(2):
+            for name, fn in (("physics_render", baseline), ("kept_camera", inner._render)):
+                t = time.perf_counter()
+                for _ in range(frames):
+                    fn()
+                times[name] += time.perf_counter() - t
+            env.step(rng.uniform(-1, 1, env.action_space.shape).astype(np.float32))
+            same &= bool(np.array_equal(baseline(), inner._render()))
+        ms = {k: round(v * 1000 / (2 * frames), 3) for k, v in times.items()}
+        return {"task": task, "image_size": image_size, "frames": 2 * frames, "physics_render_ms": ms["physics_render"],
+                "kept_camera_ms": ms["kept_camera"],
+                "speedup": round(ms["physics_render"] / ms["kept_camera"], 2), "same_frames": same}
+    finally:
+        env.close()
+
+
 def eval_one_at_a_time(agent: CurlAgent, cfg: Config, seeds: list[int]) -> list[float]:
     """The baseline evaluation: one environment, the episodes one after another, one observation per forward."""
     from rl_curl.train import EVAL_ENV, derived_seed
@@ -365,6 +396,7 @@ def main(args: Args) -> None:
     stacks_bpt = 2 * 9 * 100 * 100 + 6 * 4 + 4 + 4
     del big
     env_sps, ar = env_rate(args.task, args.env_agent_steps)
+    render = render_times(args.task, max(10, args.env_agent_steps))
     for batch in args.batches:
         cfg = Config(batch_size=batch).resolved()
         torch.manual_seed(0)
@@ -409,6 +441,9 @@ def main(args: Args) -> None:
                "obs_next_obs_bytes_per_transition": stacks_bpt,
                "replay_memory_ratio": round(stacks_bpt / replay_bpt, 2),
                "env_steps_per_s": round(env_sps, 1), "action_repeat": ar, "task": args.task,
+               "render_ms_physics_render": render["physics_render_ms"],
+               "render_ms_kept_camera": render["kept_camera_ms"],
+               "render_speedup": render["speedup"], "render_same_frames": render["same_frames"],
                "device": str(device), "threads": torch.get_num_threads(), "mixed_precision": args.mixed_precision,
                "replay_on_device": args.replay_on_device, "replay_capacity": replay.capacity,
                "cudnn_benchmark": args.cudnn_benchmark}
@@ -425,7 +460,10 @@ def main(args: Args) -> None:
             print(f"batch {batch}: update {ours:.1f} ms{baseline}, of which replay sample {sample_ms:.1f} ms; "
                   f"replay {replay_bpt:.0f} B/transition vs {stacks_bpt} for obs+next_obs "
                   f"(x{stacks_bpt / replay_bpt:.2f} less); "
-                  f"{args.task}: {env_sps:.0f} env steps/s with rendering (action repeat {ar}) on {device}"
+                  f"{args.task}: {env_sps:.0f} env steps/s with rendering (action repeat {ar}) on {device}; a "
+                  f"frame {render['kept_camera_ms']:.2f} ms from the kept camera against "
+                  f"{render['physics_render_ms']:.2f} ms by physics.render (x{render['speedup']:.2f}, same frames: "
+                  f"{render['same_frames']})"
                   + (f"; --update fused {fused:.1f} ms (fused/ours {fused / ours:.2f})"
                      if fused_agent is not None else "")
                   + (f"; official MishaLaskin/curl update {official:.1f} ms, ours/official {ours / official:.2f}"

@@ -36,7 +36,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    ``graphs_convrelu``: kernels per update, their summed GPU time, the host's time, and the 15 kernels that take the
    most GPU time.
 
-Also recorded first ("autocast_under_vmap"): the dtype a convolution and a linear layer give under bf16 autocast,
+Also recorded first: ms per cartpole frame from dm_control's ``physics.render`` and from the environment's kept camera
+("render"), and ("autocast_under_vmap") the dtype a convolution and a linear layer give under bf16 autocast,
 plainly and vmapped (on the CPU build of torch 2.13 a vmapped convolution is not cast), before a bf16 stacked update
 is built.
 
@@ -400,6 +401,17 @@ def autocast_under_vmap(device: torch.device) -> dict:
         return {"error": repr(err)}
 
 
+def render_row(frames: int = 100) -> dict:
+    """ms per cartpole frame at 100x100 from dm_control's physics.render and from the environment's kept camera
+    (scripts/bench_curl.py's render_times); recorded, never fatal (a machine that cannot render)."""
+    try:
+        from bench_curl import render_times
+
+        return render_times("cartpole-swingup", frames)
+    except Exception as err:  # noqa: BLE001 - recorded
+        return {"error": repr(err)}
+
+
 def acting_inputs(stacked: StackedAgents, device: torch.device, seed: int = 0):
     """One random uint8 observation per run and a generator per run (CPU ones for the observations' draws)."""
     rng = np.random.default_rng(seed)
@@ -638,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench_curl_gpu: {name}, torch {torch.__version__}, batch {args.batch}", flush=True)
     report["autocast_under_vmap"] = autocast_under_vmap(device)
     print(f"  bf16 autocast, plain and vmapped: {report['autocast_under_vmap']}", flush=True)
+    report["render"] = render_row()
+    print(f"  a cartpole frame (100x100): {report['render']}", flush=True)
     report["selftest"] = selftest(args, device)
     print(report["selftest"]["text"], flush=True)
     if out is not None:

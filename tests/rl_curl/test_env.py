@@ -96,6 +96,35 @@ def test_camera_is_curls_and_checked():
         make("cartpole-swingup", image_size=8, camera_id=7)
 
 
+@pytest.mark.parametrize("task,camera_id", [("cartpole-swingup", None), ("reacher-easy", -1)])
+def test_frames_from_the_kept_camera_are_physics_render_s(task, camera_id):
+    """The environment renders from one camera kept for its life (physics.render makes one per call): every frame is
+    physics.render's, bit for bit, across steps and a reset, for a fixed camera and MuJoCo's free camera."""
+    env = make(task, seed=0, action_repeat=2, image_size=48, camera_id=camera_id)
+    inner = env.unwrapped if hasattr(env, "unwrapped") else env
+
+    def fresh():
+        frame = inner._env.physics.render(height=48, width=48, camera_id=inner.camera_id)
+        return np.ascontiguousarray(frame.transpose(2, 0, 1))
+
+    rng = np.random.default_rng(0)
+    try:
+        frames = []
+        for episode in range(2):
+            obs, _ = env.reset(seed=episode)
+            assert np.array_equal(obs[-3:], fresh())
+            for _ in range(6):
+                obs = env.step(rng.uniform(-1, 1, env.action_space.shape).astype(np.float32))[0]
+                assert np.array_equal(obs[-3:], fresh())
+                frames.append(obs[-3:])
+        camera = inner._camera[2]
+        assert not all(np.array_equal(frames[0], f) for f in frames[1:])  # the frames do change
+        assert inner._render() is not inner._render() and camera is inner._camera[2]  # copies; one camera
+    finally:
+        env.close()
+    assert inner._camera is None
+
+
 def test_env_worker_is_the_environment_in_another_process():
     """rl_curl.env.EnvWorker (--env-worker): the same spaces, observations, rewards and ends as make()'s environment,
     errors raised here naming the worker, close() twice is harmless."""

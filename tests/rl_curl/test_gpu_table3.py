@@ -348,6 +348,7 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
         "graphs", "graphs_fused", "graphs_convrelu", "stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act"}
     assert all("median_ms" in r for r in bench["variants"])
     # what bf16 autocast does under vmap (torch 2.13's CPU build: a vmapped convolution stays float32, a linear is cast)
+    assert bench["render"]["same_frames"] is True and bench["render"]["kept_camera_ms"] > 0  # the frame's cost
     cast = bench["autocast_under_vmap"]
     assert cast["conv2d"] == cast["linear"] == "torch.bfloat16" and cast["conv2d_vmapped"].startswith("torch.")
     acting = bench["acting"]  # the runs' acting one by one and as one (rl_curl.together)

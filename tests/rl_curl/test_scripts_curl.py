@@ -70,6 +70,9 @@ def test_bench_json_fields():
     assert 0 < rows[0]["replay_sample_ms"] < rows[0]["update_ms"]
     assert rows[0]["cudnn_benchmark"] is True
     assert rows[0]["fused_update_ms"] > 0 and rows[0]["fused_over_ours"] > 0  # --update fused timed in the same run
+    # a frame from the environment's kept camera against physics.render's, the same frames
+    assert rows[0]["render_same_frames"] is True and rows[0]["render_ms_kept_camera"] > 0
+    assert rows[0]["render_ms_physics_render"] > 0 and rows[0]["render_speedup"] > 0
 
 
 def test_bench_sets_cudnn_benchmark_only_inside_a_timing():
