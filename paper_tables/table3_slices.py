@@ -264,6 +264,27 @@ def _cell_state(runs: list[dict], label: str, seed: int) -> str:
     return "unfinished (reached " + " / ".join(f"{r['reached']:,}" for r in mine) + ")"
 
 
+def _mixed_settings(runs: list[dict]) -> list[str]:
+    """The used runs of a row whose configuration differs from the row's first used run's (by seed), in the fields
+    both configurations have, the fields a resumed run may change and the seed aside: runs of one cell made with
+    another learning rate, say, which the row's mean would otherwise average without a word."""
+    from rl_curl.config import Config
+    from shared_losses.training.runtime import config_changes
+
+    free = set(Config.RESUME_FREE) | {"seed"}
+    out = []
+    for lab in dict.fromkeys(r["label"] for r in runs):
+        used = sorted((r for r in runs if r["used"] and r["label"] == lab), key=lambda r: r["seed"])
+        for r in used[1:]:
+            first = used[0]["cfg"]
+            both = set(first) & set(r["cfg"])
+            changes = config_changes({k: first[k] for k in both}, {k: r["cfg"][k] for k in both}, free=free)
+            if changes:
+                out.append(f"{lab} seed {r['seed']} against seed {used[0]['seed']}: "
+                           + ", ".join(f"{k} {new!r} against {old!r}" for k, old, new in changes))
+    return out
+
+
 def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: int) -> tuple[list[str], dict]:
     from shared_losses.training.stats import paired_stats
 
@@ -282,6 +303,10 @@ def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: i
     short = [f"{lab} ({len(cells[lab])})" for lab in with_runs if len(cells[lab]) < TARGET_SEEDS]
     if short:
         out += ["", f"**Under {TARGET_SEEDS} finished seeds:** " + ", ".join(short) + "."]
+    mixed = _mixed_settings(runs)
+    if mixed:
+        out += ["", "**Settings differ within a row** (each seed's run against the row's first, fields both configs "
+                "have, those a resumed run may change aside): " + "; ".join(mixed) + "."]
 
     out += ["", f"### Per seed: score at {env_step:,}", ""]
     if seeds:

@@ -388,3 +388,24 @@ def test_a_pack_of_neither_runs_nor_records_and_a_results_path_that_is_a_file(tm
     with pytest.raises(ValueError, match="exists and is not a folder"):
         slices.import_slice_pack(pack, tmp_path / "afile")
     assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_a_row_whose_runs_differ_in_settings_says_so(tmp_path):
+    """Seeds of one row made with another batch size are named beside the row (the mean would hide it); fields a
+    resumed run may change (CUDA graphs, threads) are not a difference."""
+    write_run(tmp_path, seed=0, score=800.0)
+    write_run(tmp_path, seed=1, score=810.0)
+    md = slices.tabulate(tmp_path)
+    assert "Settings differ" not in md
+    for seed, extra in ((0, {"cuda_graphs": False, "torch_threads": 2}),
+                        (1, {"cuda_graphs": True, "torch_threads": 1})):  # how a run ran: not a setting
+        folder = tmp_path / f"cartpole-swingup__curl__seed{seed}__H100__218da0f__2026-11-27"
+        cfg = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**cfg, **extra}))
+    assert "Settings differ" not in slices.tabulate(tmp_path)
+    folder = write_run(tmp_path, seed=2, score=820.0)  # made with another batch size
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "batch_size": 256}))
+    md = slices.tabulate(tmp_path)
+    line = line_of(md, "**Settings differ within a row**")
+    assert "biased (CURL) seed 2 against seed 0: batch_size 256 against 512" in line and "seed 1" not in line
