@@ -264,14 +264,26 @@ def _cell_state(runs: list[dict], label: str, seed: int) -> str:
     return "unfinished (reached " + " / ".join(f"{r['reached']:,}" for r in mine) + ")"
 
 
+#: Fields a resumed run may change (rl_curl's RESUME_FREE) that still shape a run's score in the table: the number of
+#: episodes its evaluations average. Runs differing there are not the same cell's runs.
+SCORE_FIELDS = frozenset({"eval_episodes"})
+
+
+def settings_free() -> set[str]:
+    """The configuration fields in which runs of one cell may differ: how a run ran (rl_curl's RESUME_FREE: CUDA
+    graphs, threads, workers, logging ...) but not :data:`SCORE_FIELDS`, and the seed."""
+    from rl_curl.config import Config
+
+    return (set(Config.RESUME_FREE) - SCORE_FIELDS) | {"seed"}
+
+
 def _mixed_settings(runs: list[dict]) -> list[str]:
     """The used runs of a row whose configuration differs from the row's first used run's (by seed), in the fields
-    both configurations have, the fields a resumed run may change and the seed aside: runs of one cell made with
+    both configurations have, those of :func:`settings_free` aside: runs of one cell made with
     another learning rate, say, which the row's mean would otherwise average without a word."""
-    from rl_curl.config import Config
     from shared_losses.training.runtime import config_changes
 
-    free = set(Config.RESUME_FREE) | {"seed"}
+    free = settings_free()
     out = []
     for lab in dict.fromkeys(r["label"] for r in runs):
         used = sorted((r for r in runs if r["used"] and r["label"] == lab), key=lambda r: r["seed"])

@@ -263,14 +263,15 @@ def left_to_run(jobs: list[dict], results: Path, env_steps: int) -> tuple[list[d
     """``jobs`` split by what ``results`` already holds: ``(to run, done, redone)``. Done (``{task, objective, seed,
     run}``): a finished run folder there of the same task, row and seed at ``env_steps`` whose config.json has the
     settings the job's command would run it with, in every field both know (one that a run's older code lacked is
-    not a difference), fields a resumed run may change aside. Redone (``{task, objective,
+    not a difference), fields a resumed run may change aside except the evaluation's episodes
+    (:func:`paper_tables.table3_slices.settings_free`). Redone (``{task, objective,
     seed, runs}``): jobs that are run although finished runs of their cell are there, made with other settings (each
     named with the fields that differ). A damaged run folder there is a ValueError naming it, raised before anything
     starts."""
     import dataclasses
 
-    from paper_tables.table3_slices import read_runs
-    from rl_curl.config import Config, from_cli
+    from paper_tables.table3_slices import read_runs, settings_free
+    from rl_curl.config import from_cli
     from rl_curl.objectives import label
     from shared_losses.training.runtime import config_changes, read_json_file
 
@@ -293,7 +294,7 @@ def left_to_run(jobs: list[dict], results: Path, env_steps: int) -> tuple[list[d
             # runs of different commits sit in one table, each with its commit
             changes = ([("config.json", "missing", "present")] if not isinstance(saved, dict) else
                        config_changes({k: v for k, v in saved.items() if k in wanted},
-                                      {k: v for k, v in wanted.items() if k in saved}, free=Config.RESUME_FREE))
+                                      {k: v for k, v in wanted.items() if k in saved}, free=settings_free()))
             if not changes:
                 done.append({"task": job["task"], "objective": job["objective"], "seed": job["seed"],
                              "run": run["name"]})

@@ -406,6 +406,12 @@ def test_a_row_whose_runs_differ_in_settings_says_so(tmp_path):
     folder = write_run(tmp_path, seed=2, score=820.0)  # made with another batch size
     cfg = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**cfg, "batch_size": 256}))
+    folder = write_run(tmp_path, seed=3, score=830.0)  # its evaluations averaged 2 episodes
+    (folder / "config.json").write_text(json.dumps({**cfg, "seed": 3, "eval_episodes": 2}))
+    (tmp_path / "cartpole-swingup__curl__seed0__H100__218da0f__2026-11-27" / "config.json").write_text(json.dumps(
+        {**json.loads((tmp_path / "cartpole-swingup__curl__seed0__H100__218da0f__2026-11-27" / "config.json")
+                      .read_text()), "eval_episodes": 10}))
     md = slices.tabulate(tmp_path)
     line = line_of(md, "**Settings differ within a row**")
     assert "biased (CURL) seed 2 against seed 0: batch_size 256 against 512" in line and "seed 1" not in line
+    assert "seed 3 against seed 0: eval_episodes 2 against 10" in line

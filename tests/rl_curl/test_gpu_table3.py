@@ -160,13 +160,16 @@ def test_a_slice_leaves_out_the_runs_already_finished_in_the_results(tmp_path):
     finished_folder(results, by["debiased:0.05:1", 1], changes={"cuda_graphs": True, "torch_threads": 1,
                                                                 "eval_async": True})  # how it ran: free
     finished_folder(results, by["curl", 2], target=50_000)
+    finished_folder(results, by["curl", 2], changes={"eval_episodes": 2},  # its score averages 2 episodes, not 10
+                    name="cartpole-swingup__curl__seed2__H200__e__d")
     todo, done, redone = left_to_run(jobs, results, 100_000)
     assert [(d["objective"], d["seed"]) for d in done] == [("curl", 0), ("debiased:0.05:1", 1)]
     assert done[0]["run"] == "cartpole-swingup__curl__seed0__H200__a__d"
     assert [(j["objective"], j["seed"]) for j in todo] == [("debiased:0.05:1", 0), ("curl", 1), ("curl", 2),
                                                            ("debiased:0.05:1", 2)]  # still seed by seed
-    (other,) = redone
+    other, fewer = redone
     assert (other["objective"], other["seed"]) == ("debiased:0.05:1", 0) and "lr: 0.0005 -> 0.001" in other["runs"][0]
+    assert (fewer["objective"], fewer["seed"]) == ("curl", 2) and "eval_episodes: 2 -> 10" in fewer["runs"][0]
     # a run made before a field was added (its config.json lacks it): done all the same
     older = finished_folder(results, by["debiased:0.05:1", 2])
     cfg = json.loads((older / "config.json").read_text())
