@@ -150,6 +150,7 @@ def test_cuda_graphs_and_env_workers_on_the_cpu_are_the_default_path(tmp_path):
             assert torch.equal(sa[k], sb[k]), k
 
 
+@pytest.mark.slow  # four runs end to end with environment and evaluation worker processes (about a minute)
 def test_evaluations_beside_training_write_what_evaluations_in_turn_write(tmp_path):
     """--eval-async together (each run's evaluation on a thread of its own, acting with a snapshot of its actor, its
     episodes in its worker process, while the runs go on meeting and updating): the same eval.csv, log and final
