@@ -440,8 +440,9 @@ class GraphedStackedAct:
     environment step of every run trained together. The observations are copied into a fixed input tensor and each
     run's noise, drawn from its own generator outside the graph as :meth:`StackedAgents.act` draws it, into another;
     the graph reads the stacked parameters where they are (the update changes them in place). Recorded at the first
-    call after a warm-up on a side stream (cuDNN's algorithm search), again if the observations' shape changes. On a
-    CPU the same code runs eagerly: :meth:`StackedAgents.act` exactly."""
+    call after a warm-up on a side stream (cuDNN's algorithm search), again if the observations' shape changes; if
+    the recording fails, a warning says so and the runs act eagerly from then on. On a CPU the same code runs
+    eagerly: :meth:`StackedAgents.act` exactly."""
 
     def __init__(self, stacked: StackedAgents, warmup: int = 2):
         self.stacked, self.warmup = stacked, warmup
@@ -458,10 +459,18 @@ class GraphedStackedAct:
         """:meth:`StackedAgents.act`, from the graph on a GPU."""
         x = self.stacked.act_input(obs, generators)
         noise = self.stacked.act_noise(generators)
+        if self.graphed and (self.graph is None or tuple(self.obs.shape) != x.shape
+                             or self.obs.dtype != torch.from_numpy(x).dtype):
+            try:
+                self._capture(torch.from_numpy(x), noise)
+            except RuntimeError as err:  # acting is not worth a run: the same pass, eagerly, from now on
+                import warnings
+
+                warnings.warn(f"the runs' acting could not be recorded as a CUDA graph ({type(err).__name__}: {err}); "
+                              "they act eagerly (the same pass)", RuntimeWarning, stacklevel=2)
+                self.graphed, self.graph = False, None
         if not self.graphed:
             return self.stacked.act_drawn(torch.as_tensor(x, device=self.device), noise).float().cpu().numpy()
-        if self.graph is None or tuple(self.obs.shape) != x.shape or self.obs.dtype != torch.from_numpy(x).dtype:
-            self._capture(torch.from_numpy(x), noise)
         self.obs.copy_(torch.from_numpy(x))
         self.noise.copy_(noise)
         self.graph.replay()

@@ -173,6 +173,20 @@ def test_acting_for_every_run_is_each_agents_own_act(dtype, tol):
         stacked.act(obs[:2], gens)
     with pytest.raises(ValueError, match="2 observations and 3 generators for 3 stacked runs"):
         graphed.act(obs[:2], gens)
+    # a GPU whose capture of the pass fails: a warning, then the same pass eagerly (the draws already made are used)
+    failing = GraphedStackedAct(stacked)
+    failing.graphed = True
+
+    def refuse(*a):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    failing._capture = refuse
+    def seeded(base):
+        return [torch.Generator().manual_seed(base + k) for k in range(len(specs))]
+
+    with pytest.warns(RuntimeWarning, match="could not be recorded as a CUDA graph"):
+        assert np.array_equal(failing.act(obs, seeded(90)), stacked.act(obs, seeded(90)))
+    assert not failing.graphed and np.array_equal(failing.act(obs, seeded(95)), stacked.act(obs, seeded(95)))
     with pytest.raises(ValueError, match=r"must be \[C, H, W\]"):
         stacked.act([o[None] for o in obs], gens)
 
