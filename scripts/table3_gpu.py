@@ -859,8 +859,11 @@ def run_slice(args: RunArgs) -> int:
             ).resolve()
     jobs = slice_commands(args, work / "runs")  # every run's options checked before anything starts
     done, redone = [], []
-    if not args.redo:  # the cells already finished in the results folder are left out
-        jobs, done, redone = left_to_run(jobs, Path(args.results).resolve(), args.env_steps)
+    results = Path(args.results).resolve()
+    if not args.redo and results == DEFAULT_RESULTS.resolve() and not results.exists():
+        print(f"[results] {results} does not exist: no finished run to leave out", flush=True)
+    elif not args.redo:  # the cells already finished in the results folder are left out
+        jobs, done, redone = left_to_run(jobs, results, args.env_steps)
     skip = {(d["task"], d["objective"], d["seed"]) for d in done}
 
     def to_run(all_jobs: list[dict]) -> list[dict]:

@@ -191,7 +191,7 @@ def test_a_slice_leaves_out_the_runs_already_finished_in_the_results(tmp_path):
         left_to_run(jobs, results, 100_000)
 
 
-def test_a_slice_with_every_run_finished_packs_its_records_alone(tmp_path, capsys):
+def test_a_slice_with_every_run_finished_packs_its_records_alone(tmp_path, capsys, monkeypatch):
     import table3_gpu
     from table3_gpu import RunArgs, slice_commands
 
@@ -216,6 +216,18 @@ def test_a_slice_with_every_run_finished_packs_its_records_alone(tmp_path, capsy
     into.mkdir()
     new, records = import_slice_pack(pack, into)  # a pack of records alone
     assert new == [] and len(records) == 2
+    # the default results folder missing (a copy of the code without docs/data): nothing to leave out, no error
+    import table3_gpu as driver
+
+    busy = tmp_path / "busy0"
+    (busy / "runs" / "cartpole-swingup" / "curl" / "seed0").mkdir(parents=True)
+    (busy / "runs" / "cartpole-swingup" / "curl" / "seed0" / "x").write_text("")
+    monkeypatch.setattr(driver, "DEFAULT_RESULTS", tmp_path / "no_results_here")
+    with pytest.raises(ValueError, match="already holds runs"):  # it got as far as the runs
+        driver.run_slice(RunArgs(pack=str(pack), results=str(driver.DEFAULT_RESULTS), work=str(busy)))
+    assert "does not exist: no finished run to leave out" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="is not a folder"):  # one given by hand must exist
+        table3_gpu.run_slice(RunArgs(pack=str(pack), results=str(tmp_path / "typo"), work=str(busy)))
     # --redo: every run again (here stopped before it starts: the work folder already holds runs)
     work = tmp_path / "busy"
     (work / "runs" / "cartpole-swingup" / "curl" / "seed0").mkdir(parents=True)
