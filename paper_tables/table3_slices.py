@@ -277,20 +277,25 @@ def settings_free() -> set[str]:
     return (set(Config.RESUME_FREE) - SCORE_FIELDS) | {"seed"}
 
 
-def _mixed_settings(runs: list[dict]) -> list[str]:
-    """The used runs of a row whose configuration differs from the row's first used run's (by seed), in the fields
-    both configurations have, those of :func:`settings_free` aside: runs of one cell made with
-    another learning rate, say, which the row's mean would otherwise average without a word."""
+def settings_changes(a: dict, b: dict) -> list[tuple[str, object, object]]:
+    """How two runs' configurations differ as runs of one cell: ``(field, a's value, b's value)`` for the fields both
+    have (one that a run's older code lacked is not a difference; runs of different commits share a table), those of
+    :func:`settings_free` aside."""
     from shared_losses.training.runtime import config_changes
 
-    free = settings_free()
+    both = set(a) & set(b)
+    return config_changes({k: a[k] for k in both}, {k: b[k] for k in both}, free=settings_free())
+
+
+def _mixed_settings(runs: list[dict]) -> list[str]:
+    """The used runs of a row whose configuration differs from the row's first used run's (by seed),
+    :func:`settings_changes`: runs of one cell made with another learning rate, say, which the row's mean would
+    otherwise average without a word."""
     out = []
     for lab in dict.fromkeys(r["label"] for r in runs):
         used = sorted((r for r in runs if r["used"] and r["label"] == lab), key=lambda r: r["seed"])
         for r in used[1:]:
-            first = used[0]["cfg"]
-            both = set(first) & set(r["cfg"])
-            changes = config_changes({k: first[k] for k in both}, {k: r["cfg"][k] for k in both}, free=free)
+            changes = settings_changes(used[0]["cfg"], r["cfg"])
             if changes:
                 out.append(f"{lab} seed {r['seed']} against seed {used[0]['seed']}: "
                            + ", ".join(f"{k} {new!r} against {old!r}" for k, old, new in changes))
@@ -318,7 +323,7 @@ def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: i
     mixed = _mixed_settings(runs)
     if mixed:
         out += ["", "**Settings differ within a row** (each seed's run against the row's first, fields both configs "
-                "have, those a resumed run may change aside): " + "; ".join(mixed) + "."]
+                "have; how a run ran aside, the evaluation's episodes not): " + "; ".join(mixed) + "."]
 
     out += ["", f"### Per seed: score at {env_step:,}", ""]
     if seeds:

@@ -457,12 +457,11 @@ class GraphedStackedAct:
     @torch.no_grad()
     def act(self, obs: list, generators: list[torch.Generator | None] | None = None) -> np.ndarray:
         """:meth:`StackedAgents.act`, from the graph on a GPU."""
-        x = self.stacked.act_input(obs, generators)
+        x = torch.from_numpy(self.stacked.act_input(obs, generators))
         noise = self.stacked.act_noise(generators)
-        if self.graphed and (self.graph is None or tuple(self.obs.shape) != x.shape
-                             or self.obs.dtype != torch.from_numpy(x).dtype):
+        if self.graphed and (self.graph is None or self.obs.shape != x.shape or self.obs.dtype != x.dtype):
             try:
-                self._capture(torch.from_numpy(x), noise)
+                self._capture(x, noise)
             except RuntimeError as err:  # acting is not worth a run: the same pass, eagerly, from now on
                 import warnings
 
@@ -470,8 +469,8 @@ class GraphedStackedAct:
                               "they act eagerly (the same pass)", RuntimeWarning, stacklevel=2)
                 self.graphed, self.graph = False, None
         if not self.graphed:
-            return self.stacked.act_drawn(torch.as_tensor(x, device=self.device), noise).float().cpu().numpy()
-        self.obs.copy_(torch.from_numpy(x))
+            return self.stacked.act_drawn(x.to(self.device), noise).float().cpu().numpy()
+        self.obs.copy_(x)
         self.noise.copy_(noise)
         self.graph.replay()
         return self.out.float().cpu().numpy()

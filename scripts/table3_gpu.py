@@ -208,6 +208,11 @@ def slice_commands(args: RunArgs, work: Path, run_flags: tuple[str, ...] = RUN_F
                                        objs.index(j["objective"])))
 
 
+def cell(job: dict) -> tuple:
+    """A run's cell of the slice: ``(task, objective, seed)``."""
+    return job["task"], job["objective"], job["seed"]
+
+
 def parse_seeds(text: str, where: str) -> list[int]:
     """``0-4`` / ``3,4`` / ``0-2,5`` -> the seeds, in that order; a ValueError naming ``where`` otherwise."""
     seeds: list[int] = []
@@ -270,10 +275,10 @@ def left_to_run(jobs: list[dict], results: Path, env_steps: int) -> tuple[list[d
     starts."""
     import dataclasses
 
-    from paper_tables.table3_slices import read_runs, settings_free
+    from paper_tables.table3_slices import read_runs, settings_changes
     from rl_curl.config import from_cli
     from rl_curl.objectives import label
-    from shared_losses.training.runtime import config_changes, read_json_file
+    from shared_losses.training.runtime import read_json_file
 
     if not results.is_dir():
         raise ValueError(f"--results {results} is not a folder (the results folder `import` fills); pass --redo to run "
@@ -290,11 +295,8 @@ def left_to_run(jobs: list[dict], results: Path, env_steps: int) -> tuple[list[d
         for run in candidates:
             path = run["dir"] / "config.json"
             saved = read_json_file(path, "rl_curl config of the run") if path.exists() else None
-            # the fields both know: a field the run's code did not have yet (or no longer has) is not a difference;
-            # runs of different commits sit in one table, each with its commit
             changes = ([("config.json", "missing", "present")] if not isinstance(saved, dict) else
-                       config_changes({k: v for k, v in saved.items() if k in wanted},
-                                      {k: v for k, v in wanted.items() if k in saved}, free=settings_free()))
+                       settings_changes(saved, wanted))
             if not changes:
                 done.append({"task": job["task"], "objective": job["objective"], "seed": job["seed"],
                              "run": run["name"]})
@@ -864,10 +866,10 @@ def run_slice(args: RunArgs) -> int:
         print(f"[results] {results} does not exist: no finished run to leave out", flush=True)
     elif not args.redo:  # the cells already finished in the results folder are left out
         jobs, done, redone = left_to_run(jobs, results, args.env_steps)
-    skip = {(d["task"], d["objective"], d["seed"]) for d in done}
+    skip = {cell(d) for d in done}
 
     def to_run(all_jobs: list[dict]) -> list[dict]:
-        return [j for j in all_jobs if (j["task"], j["objective"], j["seed"]) not in skip]
+        return [j for j in all_jobs if cell(j) not in skip]
 
     if done:
         print(f"[results] {len(done)} of {len(done) + len(jobs)} runs already finished in {args.results} with these "
@@ -899,8 +901,8 @@ def run_slice(args: RunArgs) -> int:
         else:
             print(f"[fit] {fit['why']}", flush=True)
     flags = run_flags(len(jobs), os.cpu_count() or 1, together=trains_together(args.speed, bench))
-    keys = {(j["task"], j["objective"], j["seed"]) for j in jobs}
-    jobs = [j for j in slice_commands(args, work / "runs", flags) if (j["task"], j["objective"], j["seed"]) in keys]
+    keys = {cell(j) for j in jobs}
+    jobs = [j for j in slice_commands(args, work / "runs", flags) if cell(j) in keys]
     info = {"gpu": name, "gpu_tag": gpu_tag(name), "commit": commit,
             "date": args.date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
             "runs_together": len(jobs), "host_cpus": os.cpu_count()}
