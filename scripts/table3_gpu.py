@@ -118,8 +118,9 @@ class RunArgs:
     """Seconds between looks at the runs (their exit, their progress)."""
     results: str = str(DEFAULT_RESULTS)
     """The results folder that `import` fills (in the working tree the command runs in): a (task, objective, seed)
-    with a finished run there at --env-steps, made with this slice's settings (fields a resumed run may change
-    aside), is left out, so the same command run again goes on with the cells still missing."""
+    with a finished run there at --env-steps, made with this slice's settings (how a run ran aside: graphs, threads,
+    workers; not the evaluation's episodes), is left out, so the same command run again goes on with the cells still
+    missing. A missing default folder means nothing to leave out."""
     redo: bool = False
     """Run every (task, objective, seed) given, even those already finished in --results."""
 
