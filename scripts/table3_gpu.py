@@ -13,7 +13,9 @@ them at the deadline: Ctrl-C, so that each stops at its next episode end, then a
 run that did not reach its last step is packed as *unfinished* with the step it reached, never as a result. Runs
 already finished in the results folder (``--results``, the one ``import`` fills) with the slice's settings are left
 out, so the same command run again goes on with the runs still missing (``--redo``: all of them).
-With ``--solo-env-steps N`` it first times one shorter run alone (``--sync-timing``: where its time goes).
+With ``--solo-env-steps N`` it first times one shorter run alone (``--sync-timing``: where its time goes); with
+``--solo-after`` it spends what is left of the deadline after the slice's runs on one whole run alone on the fastest
+one-run path (the time of a 100k run alone, or its env steps per second where it does not finish).
 
 The pack (``--pack``: at most 8 files, what a lent GPU machine brings back) holds ``table3_runs.tar.gz`` (one
 folder per run: config.json, eval.csv, log.csv, summary.json when finished, slice.json, train.log),
@@ -83,6 +85,12 @@ class RunArgs:
     throughput.json."""
     solo_deadline: float = 150.0
     """Seconds the solo run may take before it is stopped (its numbers are then not reported)."""
+    solo_after: bool = False
+    """After the slice's runs, if at least 30 s of --deadline are left (all of it when every run was already finished
+    in --results), run the slice's first run again alone to --env-steps on the fastest path for a run alone (--speed
+    auto's choice without training together; default and graphs as given), stopped when the deadline comes: its wall
+    time if it finishes, else its env steps/s, go into throughput.json as "alone_after". Not a result: its folder is
+    not packed."""
     work: str = ""
     """Where the runs' folders go (empty = a fresh temporary folder)."""
     commit: str = ""
@@ -618,6 +626,58 @@ def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
             "gpu_peak_reserved_gib": summary.get("gpu_peak_reserved_gib"), "command": job["cmd"][1:]}
 
 
+#: --solo-after runs only when at least this many seconds of the deadline are left.
+SOLO_AFTER_MIN_SECONDS = 30.0
+
+
+def solo_after(args: RunArgs, work: Path, bench: dict | None, seconds: float) -> dict:
+    """--solo-after: the slice's first run again, alone, to --env-steps on the fastest path for a run alone, stopped
+    after ``seconds`` (what is left of the deadline). ``args.extra`` holds no speed flags of the slice's."""
+    if seconds < SOLO_AFTER_MIN_SECONDS:
+        why = f"{max(seconds, 0.0):.0f} s of the deadline left, under {SOLO_AFTER_MIN_SECONDS:.0f} s"
+        print(f"[alone] not run: {why}", flush=True)
+        return {"ran": False, "why": why}
+    speed, why = choose_speed(args.speed if args.speed in ("default", "graphs") else "auto", bench, together=False)
+    alone = dataclasses.replace(args, tasks=args.tasks[:1], objectives=args.objectives[:1],
+                                extra=[*(f for f in speed if f not in args.extra), *args.extra])
+    job = slice_commands(alone, work / "alone", run_flags(1, os.cpu_count() or 1))[0]
+    print(f"[alone] {job['task']} {job['objective']} seed {job['seed']} alone to {args.env_steps} env steps in the "
+          f"{seconds:.0f} s left ({why})", flush=True)
+    (r,) = run_all([job], seconds, args.grace, args.poll, "alone")
+    done = finished(r.out, args.env_steps)
+    summary = read_summary(r.out) if done else {}
+    record = {"ran": True, "finished": done, "task": job["task"], "objective": job["objective"], "seed": job["seed"],
+              "speed": {"flags": list(speed), "why": why}, "deadline": round(seconds, 1),
+              "env_steps": args.env_steps, "env_steps_reached": reached(r.out), "wall_seconds": round(r.wall, 1),
+              # finished: the run's own count over its training; stopped: its progress between two looks
+              "env_steps_per_second": summary.get("env_steps_per_second") if done else rate(r),
+              "exit_code": r.proc.returncode, "stopped_at_deadline": r.stopped_at_deadline and not done,
+              **{k: summary.get(k) for k in ("train_seconds", "time_seconds", "gpu_peak_allocated_gib",
+                                             "gpu_peak_reserved_gib")},
+              "command": job["cmd"][1:]}
+    if not done and not r.stopped_at_deadline:
+        tail = r.log_path.read_text(errors="replace").splitlines()[-40:] if r.log_path.exists() else []
+        print("[alone] failed; the end of its log:\n" + "\n".join("    " + line for line in tail[-15:]), flush=True)
+        record["log_tail"] = tail
+    return record
+
+
+def alone_line(alone: dict) -> str:
+    """slice.txt's line for --solo-after's run."""
+    if not alone.get("ran"):
+        return f"alone after the slice: not run ({alone['why']})"
+    how = " ".join(alone["speed"]["flags"]) or "the default path"
+    what = f"{alone['task']} {alone['objective']} seed {alone['seed']} on {how}"
+    if alone["finished"]:
+        return (f"alone after the slice: {what}, {alone['env_steps']} env steps in {alone['wall_seconds']:.0f} s "
+                f"with start-up ({alone['env_steps_per_second']} env steps/s)")
+    if alone["stopped_at_deadline"]:
+        return (f"alone after the slice: {what}, stopped at the deadline at {alone['env_steps_reached']} of "
+                f"{alone['env_steps']} env steps after {alone['wall_seconds']:.0f} s "
+                f"({alone['env_steps_per_second']} env steps/s)")
+    return f"alone after the slice: {what} failed (exit {alone['exit_code']}; throughput.json has its log)"
+
+
 GRAPH_FLAGS = ("--cuda-graphs", "--replay-on-device")
 #: The fast paths --speed auto chooses from: the bench's variant -> rl_curl.train's flags.
 FAST_PATHS = {"graphs": GRAPH_FLAGS, "graphs_convrelu": (*GRAPH_FLAGS, "--cudnn-conv-relu")}
@@ -886,6 +946,7 @@ def run_slice(args: RunArgs) -> int:
     bench = run_bench(args, pack, commit) if args.bench else None
     speed, why = choose_speed(args.speed, bench)
     print(f"[speed] {why}", flush=True)
+    unsped = args  # --solo-after's run chooses its own speed
     args = dataclasses.replace(args, extra=[*(f for f in speed if f not in args.extra), *args.extra])
     jobs = to_run(slice_commands(args, work / "runs"))
     fit = {"fitted": False, "why": "--fit not given"}
@@ -909,15 +970,19 @@ def run_slice(args: RunArgs) -> int:
             "runs_together": len(jobs), "host_cpus": os.cpu_count()}
     print(f"slice: {len(jobs)} runs on {name}, commit {info['commit'][:12]}, {info['date']}", flush=True)
     solo = solo_timing(args, work, info) if args.solo_env_steps else None
+    started = time.monotonic()
     if jobs:
         runs = run_all(jobs, args.deadline, args.grace, args.poll, "slice",
                        together=trains_together(args.speed, bench), together_max=args.together_max)
     else:
         print(f"[slice] nothing to run: every run of the slice is already finished in {args.results}", flush=True)
         runs = []
+    spent = time.monotonic() - started
     rows = pack_runs(runs, args, info, pack)
+    pending = {"ran": False, "why": "not yet run: the slice's records are written first"} if args.solo_after else None
     summaries = [read_summary(r.out) if row["finished"] else {} for row, r in zip(rows, runs)]
-    throughput = {**info, "deadline": args.deadline, "solo": solo, "speed": {"flags": list(speed), "why": why},
+    throughput = {**info, "deadline": args.deadline, "solo": solo, "alone_after": pending,
+                  "speed": {"flags": list(speed), "why": why},
                   "fit": fit, "run_flags": list(flags),
                   "results": {"looked_at": None if args.redo else args.results, "already_finished": done,
                               "redone": redone},
@@ -935,9 +1000,22 @@ def run_slice(args: RunArgs) -> int:
                                                            "gpu_peak_reserved_gib")},
                             "progress": r.samples[::max(1, len(r.samples) // 60)]}
                            for row, r, summary in zip(rows, runs, summaries)]}
+    text = write_records(pack, throughput, rows, bench, args)
+    if args.solo_after:  # the records above stay if this process is stopped during the run alone
+        throughput["alone_after"] = solo_after(unsped, work, bench, args.deadline - spent)
+        text = write_records(pack, throughput, rows, bench, args)
+    print(text, flush=True)
+    crashed = [row for row in rows if not row["finished"] and not row["stopped_at_deadline"]]
+    return 1 if crashed else 0
+
+
+def write_records(pack: Path, throughput: dict, rows: list[dict], bench: dict | None, args: RunArgs) -> str:
+    """The slice's throughput.json and slice.txt (the text, returned) into the pack."""
     (pack / "throughput.json").write_text(json.dumps(throughput, indent=1) + "\n")
-    lines = [f"slice of {info['date']} on {name} (commit {info['commit'][:12]}), {len(runs)} runs together, "
-             f"deadline {args.deadline:.0f} s; updates: {why}"]
+    solo, alone, fit = throughput["solo"], throughput["alone_after"], throughput["fit"]
+    done = throughput["results"]["already_finished"]
+    lines = [f"slice of {throughput['date']} on {throughput['gpu']} (commit {throughput['commit'][:12]}), "
+             f"{len(rows)} runs together, deadline {args.deadline:.0f} s; updates: {throughput['speed']['why']}"]
     if bench is not None:
         lines.append("bench: self-test " + ("passed" if bench.get("selftest", {}).get("passed") else "FAILED")
                      + "; ms per update at batch " + str(bench.get("batch")) + ": "
@@ -949,6 +1027,8 @@ def run_slice(args: RunArgs) -> int:
                      f"part: {json.dumps(solo['time_seconds'])}")
     elif solo:
         lines.append(f"alone: the solo run did not finish (exit {solo['exit_code']}; throughput.json has its log)")
+    if alone is not None:
+        lines.append(alone_line(alone))
     if done:
         lines.append(f"already finished in {args.results}, left out: "
                      + ", ".join(f"{d['task']} {d['objective']} seed {d['seed']} ({d['run']})" for d in done))
@@ -962,9 +1042,7 @@ def run_slice(args: RunArgs) -> int:
         lines.append(f"  {row['name']}: {state} in {row['wall_seconds']:.0f} s{score}{held}")
     text = "\n".join(lines)
     (pack / "slice.txt").write_text(text + "\n")
-    print(text, flush=True)
-    crashed = [row for row in rows if not row["finished"] and not row["stopped_at_deadline"]]
-    return 1 if crashed else 0
+    return text
 
 
 # ------------------------------------------------------------------------------------------- import, tabulate

@@ -67,12 +67,13 @@ def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
     # A slice whose runs cannot finish: stopped at the deadline, packed as unfinished with the step they reached
     # (20 s: enough to start and log a step with the suite's other worker beside it).
     cut = slice_cmd(tmp_path / "pack2", tmp_path / "work2", "--seeds", "1", "--objectives", "curl", "--env-steps",
-                    "400000", "--deadline", "20", "--grace", "60")
+                    "400000", "--deadline", "20", "--grace", "60", "--solo-after")
     assert cut.returncode == 0, cut.stdout + cut.stderr  # a run stopped at the deadline is not a failure
     (meta,) = unpack(tmp_path / "pack2", tmp_path / "x2").values()
     assert not meta["finished"] and meta["stopped_at_deadline"] and meta["exit_code"] == 130
     assert 0 < meta["env_steps_reached"] < 400000 and meta["final_eval_return"] is None
     assert "UNFINISHED (reached" in cut.stdout
+    assert "alone after the slice: not run (0 s of the deadline left, under 30 s)" in cut.stdout  # the deadline spent
 
     # Both packs into one results folder: the finished pair is tabulated, the unfinished run shown as such.
     results = tmp_path / "results"
@@ -86,11 +87,14 @@ def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
 
     # The same slice again, with seed 1 added, on that results folder: seed 0 is left out, seed 1 runs.
     more = slice_cmd(tmp_path / "pack3", tmp_path / "work3", "--seeds", "0", "1", "--objectives", "curl",
-                     "--env-steps", "2000", "--deadline", "300", "--results", str(results))
+                     "--env-steps", "2000", "--deadline", "300", "--results", str(results), "--solo-after")
     assert more.returncode == 0, more.stdout + more.stderr
     assert "1 of 2 runs already finished" in more.stdout
-    (meta3,) = unpack(tmp_path / "pack3", tmp_path / "x3").values()
+    (meta3,) = unpack(tmp_path / "pack3", tmp_path / "x3").values()  # the run alone after it is not packed
     assert meta3["seed"] == 1 and meta3["finished"]
+    alone = json.loads((tmp_path / "pack3" / "throughput.json").read_text())["alone_after"]  # in the time left
+    assert alone["finished"] and alone["seed"] == 0 and alone["env_steps_reached"] == 2000 and alone["deadline"] < 300
+    assert alone["wall_seconds"] > 0 and alone["env_steps_per_second"] > 0 and "--sync-timing" not in alone["command"]
 
 
 def test_slice_options_are_checked_before_anything_runs(tmp_path):
@@ -236,6 +240,72 @@ def test_a_slice_with_every_run_finished_packs_its_records_alone(tmp_path, capsy
         table3_gpu.run_slice(RunArgs(pack=str(pack), results=str(results), work=str(work), redo=True))
 
 
+def test_the_run_alone_after_the_slice_takes_what_is_left_of_the_deadline(tmp_path, capsys, monkeypatch):
+    """--solo-after: the slice's first run again, alone, to --env-steps on the fastest path for one run, in what is left
+    of the deadline (all of it when every run was already finished); not run with under 30 s left; recorded in
+    throughput.json and slice.txt (finished: its wall time; stopped: its env steps/s from its progress)."""
+    from types import SimpleNamespace
+
+    import table3_gpu
+    from table3_gpu import GRAPH_FLAGS, RunArgs, slice_commands
+
+    results, pack = tmp_path / "results", tmp_path / "pack"
+    results.mkdir()
+    for job in slice_commands(RunArgs(pack=str(pack), seeds=[0]), tmp_path / "w"):
+        finished_folder(results, job)
+    checks = [{"path": p, "passed": True} for p in ("graphs", *table3_gpu.STACKED_CHECKS)]
+    trains_together = {"selftest": {"checks": checks}, "variants": [
+        {"name": "default", "median_ms": 12.0}, {"name": "graphs", "median_ms": 3.0},
+        {"name": "graphs_stacked22", "runs": 22, "median_ms": 22.0, "ms_per_run_update": 1.0}]}
+    assert table3_gpu.trains_together("auto", trains_together)  # the slice's runs would train together
+    monkeypatch.setattr(table3_gpu, "run_bench", lambda *a: trains_together)
+    started, outcome = [], {}
+
+    def fake_run_all(jobs, deadline, grace, poll, label, **kw):
+        (job,) = jobs
+        started.append((job, deadline, label))
+        out = Path(job["out"])
+        out.mkdir(parents=True)
+        if outcome.get("stopped"):  # reached 5000 steps, 4000 of them in the 20 s between its first and last look
+            (out / "log.csv").write_text("env_step,x\n5000,1\n")
+            return [SimpleNamespace(out=out, wall=31.0, stopped_at_deadline=True, proc=SimpleNamespace(returncode=130),
+                                    samples=[(0.0, 0), (10.0, 1000), (20.0, 3000), (30.0, 5000)], log_path=out / "l")]
+        (out / "summary.json").write_text(json.dumps({"env_steps": 100_000, "env_steps_per_second": 1234.5,
+                                                      "train_seconds": 81.0, "time_seconds": {"update": 30.0}}))
+        return [SimpleNamespace(out=out, wall=85.04, stopped_at_deadline=False, proc=SimpleNamespace(returncode=0),
+                                samples=[(0.0, 0)], log_path=out / "l")]
+
+    monkeypatch.setattr(table3_gpu, "run_all", fake_run_all)
+    assert table3_gpu.main(["run", "--pack", str(pack), "--results", str(results), "--work", str(tmp_path / "work"),
+                            "--commit", "abc1234def", "--date", "2026-11-29", "--bench", "--speed", "auto",
+                            "--deadline", "400", "--solo-after"]) == 0
+    ((job, deadline, label),) = started  # nothing else ran: every run of the slice was finished
+    assert label == "alone" and 390 < deadline <= 400 and (job["task"], job["objective"], job["seed"]) == (
+        "cartpole-swingup", "curl", 0)
+    cmd = job["cmd"]
+    assert cmd[cmd.index("--env-steps") + 1] == "100000" and "--eval-async" in cmd and "--sync-timing" not in cmd
+    assert set(GRAPH_FLAGS) <= set(cmd) and Path(job["out"]).is_relative_to(tmp_path / "work" / "alone")
+    alone = json.loads((pack / "throughput.json").read_text())["alone_after"]
+    assert alone["ran"] and alone["finished"] and alone["wall_seconds"] == 85.0
+    assert alone["env_steps_per_second"] == 1234.5 and alone["time_seconds"] == {"update": 30.0}
+    assert alone["speed"]["flags"] == list(GRAPH_FLAGS) and "together" not in alone["speed"]["why"]
+    line = ("alone after the slice: cartpole-swingup curl seed 0 on --cuda-graphs --replay-on-device, 100000 env "
+            "steps in 85 s with start-up (1234.5 env steps/s)")
+    assert line in (pack / "slice.txt").read_text() and line in capsys.readouterr().out
+    # stopped at the deadline: its env steps/s between its first and last look; --speed default stays default
+    outcome["stopped"] = True
+    stopped = table3_gpu.solo_after(RunArgs(pack=str(pack), speed="default"), tmp_path / "w3", None, 60.0)
+    assert stopped["ran"] and not stopped["finished"] and stopped["stopped_at_deadline"]
+    assert stopped["env_steps_reached"] == 5000 and stopped["env_steps_per_second"] == 200.0
+    assert stopped["speed"]["flags"] == [] and started[-1][1] == 60.0
+    assert "the default path, stopped at the deadline at 5000 of 100000 env steps after 31 s (200.0 env steps/s)" in \
+        table3_gpu.alone_line(stopped)
+    # under 30 s left: not run
+    assert table3_gpu.solo_after(RunArgs(pack=str(pack)), tmp_path / "w4", None, 12.4) == {
+        "ran": False, "why": "12 s of the deadline left, under 30 s"}
+    assert len(started) == 2
+
+
 def test_objectives_with_seeds_of_their_own(tmp_path):
     """The issue's 22-run column in one command: 3 seeds of every objective, 5 of the pair DCL compares."""
     from table3_gpu import RunArgs, check_run_args, slice_commands
@@ -283,6 +353,7 @@ def test_the_prepared_command_of_the_docs_parses_into_the_22_runs_of_the_column(
     args = tyro.cli(RunArgs, args=["--pack", str(tmp_path / "pack"), *argv[2:]])
     check_run_args(args)
     assert args.bench and args.fit and args.speed == "auto" and args.env_steps == 100_000 and args.batch_size == 512
+    assert args.solo_after and args.deadline + args.grace < 580 - args.bench_deadline  # the run alone within it
     jobs = slice_commands(args, tmp_path / "work")
     cells = {(j["objective"], j["seed"]) for j in jobs}
     dcl = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2", "debiased:0.1:2"]
