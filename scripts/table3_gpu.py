@@ -641,6 +641,10 @@ def solo_after(args: RunArgs, work: Path, bench: dict | None, seconds: float) ->
     alone = dataclasses.replace(args, tasks=args.tasks[:1], objectives=args.objectives[:1],
                                 extra=[*(f for f in speed if f not in args.extra), *args.extra])
     job = slice_commands(alone, work / "alone", run_flags(1, os.cpu_count() or 1))[0]
+    if Path(job["out"]).exists() and any(Path(job["out"]).iterdir()):  # a --work given again
+        why = f"{job['out']} already holds a run (pass another --work)"
+        print(f"[alone] not run: {why}", flush=True)
+        return {"ran": False, "why": why}
     print(f"[alone] {job['task']} {job['objective']} seed {job['seed']} alone to {args.env_steps} env steps in the "
           f"{seconds:.0f} s left ({why})", flush=True)
     (r,) = run_all([job], seconds, args.grace, args.poll, "alone")

@@ -303,6 +303,9 @@ def test_the_run_alone_after_the_slice_takes_what_is_left_of_the_deadline(tmp_pa
     # under 30 s left: not run
     assert table3_gpu.solo_after(RunArgs(pack=str(pack)), tmp_path / "w4", None, 12.4) == {
         "ran": False, "why": "12 s of the deadline left, under 30 s"}
+    # its folder taken (the same --work again): not run, nothing overwritten
+    taken = table3_gpu.solo_after(RunArgs(pack=str(pack), speed="default"), tmp_path / "w3", None, 60.0)
+    assert not taken["ran"] and "already holds a run" in taken["why"]
     assert len(started) == 2
 
 
