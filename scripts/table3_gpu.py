@@ -603,6 +603,18 @@ def pack_runs(runs: list[Launched], args: RunArgs, info: dict, pack: Path) -> li
     return rows
 
 
+#: What a run alone's record takes from its summary.json.
+ALONE_FIELDS = ("env_steps_per_second", "train_seconds", "time_seconds", "gpu_peak_allocated_gib",
+                "gpu_peak_reserved_gib")
+
+
+def log_tail(r: Launched) -> list[str]:
+    """The last 40 lines of a run's log (its last 15 printed): what a record of a run that did not finish keeps."""
+    tail = r.log_path.read_text(errors="replace").splitlines()[-40:] if r.log_path.exists() else []
+    print("\n".join("    " + line for line in tail[-15:]), flush=True)
+    return tail
+
+
 def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
     """One shorter run alone, with --sync-timing: its env steps/s and time per part of a step (summary.json)."""
     solo = dataclasses.replace(args, tasks=args.tasks[:1], objectives=args.objectives[:1], seeds=args.seeds[:1],
@@ -613,17 +625,12 @@ def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
         why = (f"stopped at its deadline, {args.solo_deadline:.0f} s" if r.stopped_at_deadline
                else f"failed with exit code {r.proc.returncode}")
         print(f"[solo] {why} (reached {reached(r.out)}); not reported; the end of its log:", flush=True)
-        tail = r.log_path.read_text(errors="replace").splitlines()[-40:] if r.log_path.exists() else []
-        print("\n".join("    " + line for line in tail[-15:]), flush=True)
         return {"finished": False, "env_steps_reached": reached(r.out), "wall_seconds": round(r.wall, 1),
-                "exit_code": r.proc.returncode, "stopped_at_deadline": r.stopped_at_deadline, "log_tail": tail}
+                "exit_code": r.proc.returncode, "stopped_at_deadline": r.stopped_at_deadline, "log_tail": log_tail(r)}
     summary = read_summary(r.out)
     return {"finished": True, "task": job["task"], "objective": job["objective"], "seed": job["seed"],
             "env_steps": args.solo_env_steps, "wall_seconds": round(r.wall, 1),
-            "env_steps_per_second": summary.get("env_steps_per_second"),
-            "train_seconds": summary.get("train_seconds"), "time_seconds": summary.get("time_seconds"),
-            "gpu_peak_allocated_gib": summary.get("gpu_peak_allocated_gib"),
-            "gpu_peak_reserved_gib": summary.get("gpu_peak_reserved_gib"), "command": job["cmd"][1:]}
+            **{k: summary.get(k) for k in ALONE_FIELDS}, "command": job["cmd"][1:]}
 
 
 #: --solo-after runs only when at least this many seconds of the deadline are left.
@@ -653,16 +660,13 @@ def solo_after(args: RunArgs, work: Path, bench: dict | None, seconds: float) ->
     record = {"ran": True, "finished": done, "task": job["task"], "objective": job["objective"], "seed": job["seed"],
               "speed": {"flags": list(speed), "why": why}, "deadline": round(seconds, 1),
               "env_steps": args.env_steps, "env_steps_reached": reached(r.out), "wall_seconds": round(r.wall, 1),
-              # finished: the run's own count over its training; stopped: its progress between two looks
-              "env_steps_per_second": summary.get("env_steps_per_second") if done else rate(r),
               "exit_code": r.proc.returncode, "stopped_at_deadline": r.stopped_at_deadline and not done,
-              **{k: summary.get(k) for k in ("train_seconds", "time_seconds", "gpu_peak_allocated_gib",
-                                             "gpu_peak_reserved_gib")},
-              "command": job["cmd"][1:]}
+              **{k: summary.get(k) for k in ALONE_FIELDS}, "command": job["cmd"][1:]}
+    if not done:  # its progress between two looks, in place of the run's own count over its training
+        record["env_steps_per_second"] = rate(r)
     if not done and not r.stopped_at_deadline:
-        tail = r.log_path.read_text(errors="replace").splitlines()[-40:] if r.log_path.exists() else []
-        print("[alone] failed; the end of its log:\n" + "\n".join("    " + line for line in tail[-15:]), flush=True)
-        record["log_tail"] = tail
+        print("[alone] failed; the end of its log:", flush=True)
+        record["log_tail"] = log_tail(r)
     return record
 
 
