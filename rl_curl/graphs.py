@@ -157,7 +157,8 @@ class GraphedUpdate:
         return graph, keys
 
     def update(self, idx: np.ndarray, step: int) -> dict[str, torch.Tensor]:
-        self.idx.copy_(torch.from_numpy(np.asarray(idx, dtype=np.int64)))
+        # launched without waiting: CUDA stages the host indices before the call returns (rl_curl.replay's copies)
+        self.idx.copy_(torch.from_numpy(np.asarray(idx, dtype=np.int64)), non_blocking=True)
         if not self.graphed:
             return self._update(step)
         if self._generation() != self.generation:  # a ring moved to a larger allocation: record again

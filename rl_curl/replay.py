@@ -27,6 +27,12 @@ class FrameReplay:
     #: run that stores fewer transitions than its capacity (a 100k-step cartpole run: 12.5k) holds only what it
     #: uses in GPU memory (0.4 GB instead of 3.3 GB at 100x100). Its positions are the full ring's: the same batches.
     DEVICE_RING_START = 16384
+    #: Copies into the device ring and the device copies of the per-transition arrays are launched without waiting
+    #: (``non_blocking``): from pageable host memory CUDA stages the bytes before the call returns, so the source may
+    #: change at once, and the copy runs in stream order after the update queued before it. A blocking copy would wait
+    #: for that update (five per step with device sampling). True restores the waiting copies (the behaviour up to
+    #: 2026-11-29), which scripts/bench_curl_gpu.py's ``replay_add`` row times against these.
+    blocking_copies = False
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3,
                  seed: int | np.random.SeedSequence = 0, device: torch.device | str | None = None):
@@ -72,7 +78,9 @@ class FrameReplay:
     # ------------------------------------------------------------------------------------------
     def _to_ring(self, a: np.ndarray) -> np.ndarray | torch.Tensor:
         """A host array as the ring holds its data: itself for the numpy ring, a tensor on ``device`` otherwise."""
-        return a if self.device is None else torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+        if self.device is None:
+            return a
+        return torch.from_numpy(np.ascontiguousarray(a)).to(self.device, non_blocking=not self.blocking_copies)
 
     def _reserve(self, n: int) -> None:
         """Make the device ring's first ``n`` slots exist (doubling its allocation, at most to ``frame_capacity``)."""
@@ -247,8 +255,9 @@ class FrameReplay:
 
     def _mirror(self, rows: slice) -> None:
         """Copy transitions ``rows`` of the host arrays to their device copies."""
+        wait = self.blocking_copies
         for name, dev in self._dev.items():
-            dev[rows] = torch.from_numpy(getattr(self, name)[rows]).to(self.device)
+            dev[rows] = torch.from_numpy(getattr(self, name)[rows]).to(self.device, non_blocking=not wait)
 
     def gather(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """The batch of transitions ``idx`` (an int64 tensor on the ring's device, from :meth:`sample_indices`), as

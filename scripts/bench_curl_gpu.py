@@ -25,7 +25,9 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    ``graphs_stacked22`` (the 22 runs of DCL Table 3's cartpole column in one graphed update),
    timed in the order checked, default, graphs, graphs_convrelu, graphs_stacked, graphs_stacked22, the acting of
    ``--stack`` runs (update_bench.json's "acting": each run's act in turn against one vmapped pass,
-   :meth:`rl_curl.stacked.StackedAgents.act`, eagerly and as a CUDA graph), then the profile (3.), then the others
+   :meth:`rl_curl.stacked.StackedAgents.act`, eagerly and as a CUDA graph), the replay's adds after their update
+   (update_bench.json's "replay_add": copies to the GPU that wait against copies launched without waiting,
+   :func:`time_replay_add`), then the profile (3.), then the others
    (a deadline skips the last
    first). Each with its
    TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
@@ -474,6 +476,57 @@ def time_acting(args: Args, device: torch.device) -> dict:
         return {"error": repr(err), "traceback": traceback.format_exc()[-3000:]}
 
 
+def time_replay_add(args: Args, device: torch.device) -> dict:
+    """ms per environment step of ``--stack`` runs trained together, from the meeting's update to the next acting: the
+    stacked update launched (CUDA graphs), then every run's ``FrameReplay.add`` of its step (device sampling on: the
+    frame and four per-transition copies to the GPU each), then the wait for the GPU that the next acting makes. Two
+    ways, alternated ``repeats`` times after a warm-up: the copies waiting (``blocking_copies``, rl_curl.replay up to
+    2026-11-29: each add waits for the queued update) and launched without waiting (today). ``*_add_ms``: the host's
+    time in the adds (what the runs' threads could spend on other work meanwhile); ``*_step_ms``: the whole step.
+    Wall clock; one replay serves every run here, as in the stacked variants."""
+    try:
+        cfg = config(args)
+        K, B = args.stack, cfg.batch_size
+        runs = StackedAgents([make_agent(cfg, device, seed=k) for k in range(K)])
+        rep = make_replay(cfg, args.capacity, device)
+        fast = GraphedStackedUpdate(runs, [rep] * K, B)  # turns on the replay's device sampling
+        rng = np.random.default_rng(2)
+        frame = rng.integers(0, 256, cfg.obs_shape, dtype=np.uint8)
+        ways = ("blocking", "non_blocking")
+        times: dict = {f"{w}_{part}": [] for w in ways for part in ("add_ms", "step_ms")}
+        i = 0
+
+        def steps(n: int) -> tuple[float, float]:
+            nonlocal i
+            add_s = step_s = 0.0
+            for _ in range(n):
+                w0 = time.perf_counter()
+                fast.update(np.stack([rep.sample_indices(B) for _ in range(K)]), i)
+                a0 = time.perf_counter()
+                for _ in range(K):
+                    rep.add(rng.uniform(-1, 1, 1), 0.0, frame, False)
+                a1 = time.perf_counter()
+                sync(device)  # the next acting reads the updated actor
+                add_s, step_s, i = add_s + a1 - a0, step_s + time.perf_counter() - w0, i + 1
+            return add_s * 1000 / n, step_s * 1000 / n
+
+        steps(3)  # the graphs' capture (both kinds of step), cuDNN's search
+        for _ in range(args.repeats):
+            for w in ways:
+                rep.blocking_copies = w == "blocking"
+                add_ms, step_ms = steps(args.updates)
+                times[f"{w}_add_ms"].append(round(add_ms, 3))
+                times[f"{w}_step_ms"].append(round(step_ms, 3))
+        rep.blocking_copies = False
+        row: dict = {"runs": K, "steps": args.updates, **times}
+        for key in list(times):
+            row[key.replace("_ms", "_median_ms")] = round(float(np.median(times[key])), 3)
+        row["step_speedup"] = round(row["blocking_step_median_ms"] / row["non_blocking_step_median_ms"], 3)
+        return row
+    except Exception as err:
+        return {"error": repr(err), "traceback": traceback.format_exc()[-3000:]}
+
+
 #: Operators that only make a view (no memory traffic of their own).
 VIEWS = frozenset({"view", "_unsafe_view", "t", "transpose", "permute", "expand", "as_strided", "detach", "unsqueeze",
                    "squeeze", "slice", "select", "diagonal", "alias", "_reshape_alias", "unfold", "empty",
@@ -695,6 +748,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{acting['graphed_ms']} ms as one CUDA graph ({acting['graphed_speedup']}x); copying "
             f"their parameters out of the stacked tensors {acting['copy_back_ms']} ms" if "error" not in acting
             else f"ERROR {acting['error']}"), flush=True)
+    if time.perf_counter() - t_start <= args.deadline:
+        added = report["replay_add"] = time_replay_add(args, device)
+        write()
+        print(f"  adding {args.stack} runs' steps to the GPU replay after their update: " + (
+            f"{added['blocking_add_median_ms']} ms in the adds, {added['blocking_step_median_ms']} ms a step with the "
+            f"copies waiting; {added['non_blocking_add_median_ms']} ms and {added['non_blocking_step_median_ms']} ms "
+            f"launched without waiting ({added['step_speedup']}x a step)" if "error" not in added
+            else f"ERROR {added['error']}"), flush=True)
     if args.profile_updates > 0:
         texts = []
         for v in PROFILED:

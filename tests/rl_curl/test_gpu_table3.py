@@ -443,6 +443,10 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     acting = bench["acting"]  # the runs' acting one by one and as one (rl_curl.together)
     assert acting["runs"] == 6 and acting["single_ms"] > 0 and acting["stacked_ms"] > 0 and acting["copy_back_ms"] > 0
     assert acting["graphed_ms"] > 0 and acting["graphed_speedup"] > 0
+    added = bench["replay_add"]  # the runs' replay adds after their update: copies that wait, and copies that don't
+    assert added["runs"] == 6 and added["step_speedup"] > 0 and "error" not in added
+    assert all(len(added[f"{w}_{p}_ms"]) == 1 and added[f"{w}_{p}_median_ms"] > 0
+               for w in ("blocking", "non_blocking") for p in ("add", "step"))
     assert [p["name"] for p in bench["profile"]] == ["checked", "graphs", "graphs_convrelu"]
     assert bench["work_per_update"]["bytes_float32_convrelu"] > 0  # on a CPU the default's computation
     thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())

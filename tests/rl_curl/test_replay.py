@@ -146,3 +146,37 @@ def test_ring_on_a_torch_device_gives_identical_batches_and_checkpoints():
     a, b = host.sample(5), other.sample(5)
     for k in a:
         assert torch.equal(a[k], b[k])
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_copies_to_the_device_ring_are_launched_without_waiting(monkeypatch, blocking):
+    """On a GPU a copy that waits (``non_blocking=False``) waits for the update queued before it: adding a step's
+    transition with device sampling made five such waits. Every host-to-ring copy of add(), start_episode() and
+    load_state_dict() is now launched without waiting (CUDA stages pageable bytes before returning), and
+    ``blocking_copies`` restores the waiting copies the bench times them against. The batches are the same."""
+    seen = []
+    to = torch.Tensor.to
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("non_blocking", False))
+        return to(self, *args, **kwargs)
+
+    ref_replay = FrameReplay(20, (K * C, H, H), 2, K, seed=7, device="cpu")
+    fill(ref_replay, [6, 9], np.random.default_rng(5))
+    ref_replay.enable_device_sampling()
+    state = ref_replay.state_dict()  # the frames come back to the host with a copy that waits, as it must
+    replay = FrameReplay(20, (K * C, H, H), 2, K, seed=7, device="cpu")
+    replay.blocking_copies = blocking
+    replay.enable_device_sampling()
+    monkeypatch.setattr(torch.Tensor, "to", spy)
+    fill(replay, [6, 9], np.random.default_rng(5))
+    assert len(seen) == (6 + 9) * 5 + 2 * K  # per step: the frame and four per-transition arrays; per episode: K frames
+    assert set(seen) == {not blocking}
+    seen.clear()
+    replay.load_state_dict(state)
+    assert seen and set(seen) == {not blocking}
+    monkeypatch.undo()
+    idx = torch.from_numpy(ref_replay.sample_indices(8))
+    a, b = ref_replay.gather(idx), replay.gather(idx)
+    for k in a:
+        assert torch.equal(a[k], b[k])
