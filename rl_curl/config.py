@@ -235,8 +235,9 @@ class Config:
     cuda_graphs: bool = False
     """Run each update as a CUDA graph (rl_curl.graphs): the same update on the same batches, launched as one graph
     instead of about two thousand small operations, with the batch gathered on the GPU and no value read on the host
-    during it. Needs --replay-on-device. On a CPU the same code runs without graphs (equal to the default update bit
-    for bit)."""
+    during it. Needs --replay-on-device. The training action (the actor's pass on one observation) is replayed from a
+    graph too, checked once against the eager pass when recorded (rl_curl.graphs.GraphedAct). On a CPU the same code
+    runs without graphs (equal to the default update and action bit for bit)."""
     cudnn_conv_relu: bool = False
     """On a CUDA device, each convolution of the encoders with its bias and ReLU as one cuDNN kernel
     (torch.cudnn_convolution_relu) instead of PyTorch's three (the convolution, then the bias added, then the ReLU,

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from .agent import CurlAgent
+from .augment import center_crop
 from .replay import FrameReplay
 
 
@@ -169,3 +170,89 @@ class GraphedUpdate:
         graph, keys = self.graphs[kind]
         graph.replay()
         return {k: self.out[k] for k in keys}
+
+
+class GraphedAct:
+    """A run's training action (``agent.act(obs, sample=True)``, its noise from the device's default generator) replayed
+    from one CUDA graph on a GPU: the actor's pass on one observation is a few dozen small kernels whose launches cost
+    more than their arithmetic, once per agent step. The observation is copied into a fixed input tensor, the graph
+    reads the actor's parameters where they are (the update changes them in place) and draws the policy's noise from
+    the default generator as the eager pass does (a replay advances it as the pass would). Recorded at the first call,
+    after a warm-up on a side stream (cuDNN's algorithm search) with the generator put back after it; the recording
+    is then checked once against the eager pass on the same observation and draws, and if the two differ by more than
+    :attr:`TOLERANCE` (relative) or the recording fails, a warning says so and the run acts eagerly from then on. On a
+    CPU the same pass runs eagerly: ``agent.act(obs, sample=True)`` exactly (tested)."""
+
+    TOLERANCE = 1e-4
+
+    def __init__(self, agent: CurlAgent, warmup: int = 2):
+        self.agent, self.warmup = agent, warmup
+        self.device = agent.log_alpha.device
+        self.graphed = self.device.type == "cuda"
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.obs: torch.Tensor | None = None
+        self.out: torch.Tensor | None = None
+        self.captures = 0
+        self.max_rel_err: float | None = None  # the recording against the eager pass, once recorded
+
+    def _pass(self, x: torch.Tensor) -> torch.Tensor:
+        """The sampled action ``[1, action_dim]`` for the uint8 observation ``x`` ``[1, C, H, W]`` on the device (the
+        work of :func:`rl_curl.agent.act_with` between the copy in and the copy out)."""
+        a = self.agent
+        with a.autocast():
+            return a.actor(center_crop(x, a.cfg.crop_size), sample=True)[1]
+
+    @torch.no_grad()
+    def act(self, obs) -> np.ndarray:
+        """``agent.act(obs, sample=True)`` for one uint8 observation ``[C, H, W]``; from the graph on a GPU."""
+        x = torch.from_numpy(np.ascontiguousarray(obs))
+        if x.dim() != 3:
+            raise ValueError(f"obs must be [C, H, W], got shape {tuple(x.shape)}")
+        x = x[None]
+        if self.graphed and (self.graph is None or self.obs.shape != x.shape or self.obs.dtype != x.dtype):
+            try:
+                return self._capture(x)
+            except RuntimeError as err:  # acting is not worth a run: the same pass, eagerly, from now on
+                self._give_up(f"{type(err).__name__}: {err}")
+        if not self.graphed:
+            return self._pass(x.to(self.device, non_blocking=True)).float().cpu().numpy()[0]
+        self.obs.copy_(x, non_blocking=True)
+        self.graph.replay()
+        return self.out.float().cpu().numpy()[0]
+
+    def _give_up(self, why: str) -> None:
+        import warnings
+
+        warnings.warn(f"the run's acting could not be recorded as a CUDA graph ({why}); it acts eagerly (the same "
+                      "pass)", RuntimeWarning, stacklevel=3)
+        self.graphed, self.graph = False, None
+
+    def _capture(self, x: torch.Tensor) -> np.ndarray:
+        dev = self.device
+        self.obs = torch.empty(x.shape, dtype=x.dtype, device=dev)
+        self.obs.copy_(x)
+        rng = torch.cuda.get_rng_state(dev)
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(self.warmup):  # cuDNN's algorithm search; acting changes no state but the generator's
+                self._pass(self.obs)
+        torch.cuda.current_stream(dev).wait_stream(side)
+        torch.cuda.set_rng_state(rng, dev)  # as if the warm-up never drew
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: an evaluation in the background (--eval-async) may launch its own work meanwhile
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            self.out = self._pass(self.obs)
+        self.graph = graph
+        self.captures += 1
+        # checked once: the eager pass and the graph on the same observation and the same draws
+        want = self._pass(self.obs).float()
+        torch.cuda.set_rng_state(rng, dev)
+        graph.replay()
+        got = self.out.float()
+        err = float(((got - want).norm() / want.norm().clamp_min(1e-12)).item())
+        self.max_rel_err = err
+        if not err <= self.TOLERANCE:  # NaN fails too
+            self._give_up(f"its action differs from the eager pass's by {err:.3g} relative")
+            return want.cpu().numpy()[0]  # the eager pass drew exactly what the replay did
+        return got.cpu().numpy()[0]

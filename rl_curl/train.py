@@ -332,6 +332,7 @@ class CurlApp(TrainingApp):
         self.last_eval, self.finished_before = math.nan, False
         self.eval_envs: EvalEnvs | None = None
         self.graphed = None  # rl_curl.graphs.GraphedUpdate under --cuda-graphs, made at the first update
+        self.graphed_act = None  # rl_curl.graphs.GraphedAct under --cuda-graphs, made at the first action
         self.background: EvalJob | None = None  # the evaluation running beside training (--eval-async)
         self.eval_thread: EvalThread | None = None
         self.background_seconds = 0.0
@@ -495,7 +496,14 @@ class CurlApp(TrainingApp):
             times["update"] += clock() - t1  # the meeting: its acting and update, and the wait for the other runs
         else:
             t0 = clock()
-            action = agent.act(self.obs, sample=True, generator=self.generator)
+            if cfg.cuda_graphs and self.generator is None:  # the actor's pass replayed from a CUDA graph too
+                if self.graphed_act is None:
+                    from .graphs import GraphedAct
+
+                    self.graphed_act = GraphedAct(agent)
+                action = self.graphed_act.act(self.obs)
+            else:
+                action = agent.act(self.obs, sample=True, generator=self.generator)
             t1 = clock()
             if cfg.cuda_graphs:  # indices from the replay's generator; the batch is gathered inside the graph
                 if self.graphed is None:

@@ -10,7 +10,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    run's own default update (each run drawing from its own generator; in float64, tolerance 1e-9, see
    :func:`selftest_stacked`), and as CUDA graphs against itself eagerly; the runs' acting in one vmapped pass
    against each run's own (``stacked_act``, float64), and that pass as a CUDA graph against it eagerly
-   (``graphs_stacked_act``, float32).
+   (``graphs_stacked_act``, float32); a run's training action as a CUDA graph against its eager action
+   (``graphs_act``, float32; a run also checks its recording once, rl_curl.graphs.GraphedAct).
    TF32 is off and cuDNN deterministic during the test, so what is compared is float32 arithmetic (tolerance 1e-4;
    NaN never passes). Each check's ``passed`` is what the slice reads before it uses that fast path.
 2. **Timing** (update_bench.json's "variants"): ms per update, sampling included, as rl_curl.train does it, after a
@@ -24,7 +25,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    rl_curl.stacked, as CUDA graphs and eagerly; timed per update of all the runs, ``ms_per_run_update`` per run) and
    ``graphs_stacked22`` (the 22 runs of DCL Table 3's cartpole column in one graphed update),
    timed in the order checked, default, graphs, graphs_convrelu, graphs_stacked, graphs_stacked22, the acting of
-   ``--stack`` runs (update_bench.json's "acting": each run's act in turn against one vmapped pass,
+   ``--stack`` runs (update_bench.json's "acting": one run's act eagerly and as a CUDA graph; each run's act in
+   turn against one vmapped pass,
    :meth:`rl_curl.stacked.StackedAgents.act`, eagerly and as a CUDA graph), the replay's adds after their update
    (update_bench.json's "replay_add": copies to the GPU that wait against copies launched without waiting,
    :func:`time_replay_add`), then the profile (3.), then the others
@@ -68,7 +70,7 @@ import tyro
 
 from rl_curl.agent import CurlAgent
 from rl_curl.config import Config
-from rl_curl.graphs import GraphedUpdate
+from rl_curl.graphs import GraphedAct, GraphedUpdate
 from rl_curl.replay import FrameReplay
 from rl_curl.stacked import GraphedStackedAct, GraphedStackedUpdate, StackedAgents
 
@@ -260,7 +262,7 @@ def selftest(args: Args, device: torch.device) -> dict:
                                "traceback": traceback.format_exc()[-3000:]})
                 lines.append(f"{fast_name} vs {ref_name}: ERROR {err!r}")
     with strict_float32(device):
-        stacked_checks = selftest_stacked(args, device)
+        stacked_checks = selftest_stacked(args, device) + [check_graphed_single_act(args, device)]
     for check in stacked_checks:
         checks.append(check)
         lines.append(check.pop("line"))
@@ -384,6 +386,34 @@ def check_graphed_act(args: Args, device: torch.device, runs: int = 2) -> dict:
                 "line": f"graphs_stacked_act vs stacked_act: ERROR {err!r}"}
 
 
+def check_graphed_single_act(args: Args, device: torch.device) -> dict:
+    """A run's training action as a CUDA graph (:class:`rl_curl.graphs.GraphedAct`, what rl_curl.train acts with under
+    --cuda-graphs) against ``agent.act(obs, sample=True)`` eagerly, in float32 on the same observations and default
+    generator state, twice (the call that records the graph, then a replay on another observation)."""
+    try:
+        agent = make_agent(config(args), device)
+        graphed = GraphedAct(agent)
+        rng, errs = np.random.default_rng(5), []
+        for i in range(2):
+            obs = rng.integers(0, 256, agent.cfg.obs_shape, dtype=np.uint8)
+            seed_all(5000 + i, device)
+            want = agent.act(obs, sample=True)
+            seed_all(5000 + i, device)
+            got = graphed.act(obs)
+            errs.append(float(np.abs(got - want).max() / max(1.0, float(np.abs(want).max()))))
+        worst = float(np.max(errs))
+        ok = bool(np.isfinite(worst) and worst <= args.tolerance)
+        return {"path": "graphs_act", "against": "act", "tolerance": args.tolerance, "max_rel_err_actions": worst,
+                "graphed": graphed.graphed, "recorded_rel_err": graphed.max_rel_err, "passed": ok,
+                "line": f"graphs_act vs act, 2 steps: actions {worst:.3g}" + ("" if graphed.graphed or
+                                                                            device.type != "cuda"
+                                                                            else " (the graph was given up: eager)")
+                        + f" -> {'PASS' if ok else 'FAIL'}"}
+    except Exception as err:  # recorded, never fatal
+        return {"path": "graphs_act", "against": "act", "passed": False, "error": repr(err),
+                "traceback": traceback.format_exc()[-3000:], "line": f"graphs_act vs act: ERROR {err!r}"}
+
+
 def autocast_under_vmap(device: torch.device) -> dict:
     """The dtype a convolution and a linear layer give under bf16 autocast, plainly and under ``torch.func.vmap`` (the
     stacked update's): on the CPU build of torch 2.13 a vmapped convolution is not cast (float32) while a vmapped
@@ -442,8 +472,10 @@ def check_stacked_act(stacked: StackedAgents, singles: list[CurlAgent], device: 
 
 
 def time_acting(args: Args, device: torch.device) -> dict:
-    """ms per environment step of acting for ``--stack`` runs: each run's ``act`` in turn (a run alone, or runs
-    trained together before they acted as one) against one :meth:`StackedAgents.act`, and the copy of every run's
+    """ms per environment step of acting: one run's ``act`` (``one_run_ms``) against its CUDA graph
+    (:class:`rl_curl.graphs.GraphedAct`, a run alone under --cuda-graphs: ``one_run_graphed_ms``); for ``--stack``
+    runs, each run's ``act`` in turn (runs trained together before they acted as one) against one
+    :meth:`StackedAgents.act`, eagerly and as a CUDA graph, and the copy of every run's
     parameters out of the stacked tensors (what rl_curl.together did after every update before it copied a run's
     only when the run reads its agent). Wall clock (acting ends with the actions on the host), ``updates`` steps."""
     try:
@@ -458,7 +490,10 @@ def time_acting(args: Args, device: torch.device) -> dict:
             for a, o, g in zip(agents, obs, g_single):
                 a.act(o, sample=True, generator=g)
 
-        parts = {"single_ms": singles, "stacked_ms": lambda: stacked.act(obs, g_stacked),
+        alone = GraphedAct(agents[0])
+        parts = {"one_run_ms": lambda: agents[0].act(obs[0], sample=True),
+                 "one_run_graphed_ms": lambda: alone.act(obs[0]),
+                 "single_ms": singles, "stacked_ms": lambda: stacked.act(obs, g_stacked),
                  "graphed_ms": lambda: graphed.act(obs, g_graphed),
                  "copy_back_ms": lambda: (stacked.to_agents(states=False), sync(device))}
         row: dict = {"runs": args.stack, "steps": args.updates}
@@ -469,6 +504,7 @@ def time_acting(args: Args, device: torch.device) -> dict:
             for _ in range(args.updates):
                 fn()
             row[key] = round((time.perf_counter() - t0) * 1000 / args.updates, 3)
+        row["one_run_speedup"] = round(row["one_run_ms"] / row["one_run_graphed_ms"], 2)
         row["speedup"] = round(row["single_ms"] / row["stacked_ms"], 2)
         row["graphed_speedup"] = round(row["single_ms"] / row["graphed_ms"], 2)
         return row
@@ -743,8 +779,10 @@ def main(argv: list[str] | None = None) -> int:
     if time.perf_counter() - t_start <= args.deadline:
         acting = report["acting"] = time_acting(args, device)
         write()
-        print(f"  acting for {args.stack} runs: " + (
-            f"{acting['single_ms']} ms one by one, {acting['stacked_ms']} ms as one ({acting['speedup']}x), "
+        print("  acting: " + (
+            f"one run {acting['one_run_ms']} ms, as a CUDA graph {acting['one_run_graphed_ms']} ms "
+            f"({acting['one_run_speedup']}x); {args.stack} runs {acting['single_ms']} ms one by one, "
+            f"{acting['stacked_ms']} ms as one ({acting['speedup']}x), "
             f"{acting['graphed_ms']} ms as one CUDA graph ({acting['graphed_speedup']}x); copying "
             f"their parameters out of the stacked tensors {acting['copy_back_ms']} ms" if "error" not in acting
             else f"ERROR {acting['error']}"), flush=True)

@@ -434,7 +434,8 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     assert bench["selftest"]["passed"] and [r["name"] for r in bench["variants"]] == ["checked", "default", "graphs",
                                                                                        "graphs_convrelu"]
     assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {
-        "graphs", "graphs_fused", "graphs_convrelu", "stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act"}
+        "graphs", "graphs_fused", "graphs_convrelu", "stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act",
+        "graphs_act"}
     assert all("median_ms" in r for r in bench["variants"])
     # what bf16 autocast does under vmap (torch 2.13's CPU build: a vmapped convolution stays float32, a linear is cast)
     assert bench["render"]["same_frames"] is True and bench["render"]["kept_camera_ms"] > 0  # the frame's cost
@@ -443,6 +444,7 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     acting = bench["acting"]  # the runs' acting one by one and as one (rl_curl.together)
     assert acting["runs"] == 6 and acting["single_ms"] > 0 and acting["stacked_ms"] > 0 and acting["copy_back_ms"] > 0
     assert acting["graphed_ms"] > 0 and acting["graphed_speedup"] > 0
+    assert acting["one_run_ms"] > 0 and acting["one_run_graphed_ms"] > 0 and acting["one_run_speedup"] > 0
     added = bench["replay_add"]  # the runs' replay adds after their update: copies that wait, and copies that don't
     assert added["runs"] == 6 and added["step_speedup"] > 0 and "error" not in added
     assert all(len(added[f"{w}_{p}_ms"]) == 1 and added[f"{w}_{p}_median_ms"] > 0

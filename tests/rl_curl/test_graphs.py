@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rl_curl.agent import CurlAgent
-from rl_curl.graphs import GraphedUpdate, Snapshot
+from rl_curl.graphs import GraphedAct, GraphedUpdate, Snapshot
 from rl_curl.replay import FrameReplay
 from rl_curl.train import run
 from shared_losses.training.runtime import TrainingDiverged
@@ -100,6 +100,26 @@ def test_the_graphed_update_is_the_default_update_bit_for_bit(aux, tau_plus, m, 
             assert torch.equal(want[k], got[k]), (step, k)
     same_state(default, graphed)
     assert graphed.check_finite() and fast.captures == 0  # no GPU here: nothing was captured
+
+
+def test_the_graphed_action_is_the_agents_sampled_action_bit_for_bit():
+    """GraphedAct (--cuda-graphs' training action) on its CPU path runs the pass a graph records: the same action as
+    ``agent.act(obs, sample=True)`` bit for bit, its noise from the default generator, which both leave alike."""
+    agent = make_agent(aux="curl", tau_plus=0.0, positives=1, update="official")
+    graphed = GraphedAct(agent)
+    rng = np.random.default_rng(4)
+    for step in range(4):
+        obs = rng.integers(0, 256, OBS, dtype=np.uint8)
+        torch.manual_seed(200 + step)
+        want = agent.act(obs, sample=True)
+        after = torch.get_rng_state()
+        torch.manual_seed(200 + step)
+        got = graphed.act(obs)
+        assert got.dtype == want.dtype == np.float32 and got.shape == want.shape == (agent.action_dim,)
+        assert np.array_equal(got, want) and torch.equal(torch.get_rng_state(), after)
+    assert graphed.captures == 0 and not graphed.graphed  # no GPU here: nothing was recorded
+    with pytest.raises(ValueError, match=r"obs must be \[C, H, W\], got shape \(2, 9, 20, 20\)"):
+        graphed.act(np.zeros((2, *OBS), dtype=np.uint8))
 
 
 @pytest.mark.parametrize("update", ["official", "fused"])
