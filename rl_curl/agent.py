@@ -49,16 +49,24 @@ def act_with(actor: Actor, obs, crop_size: int, autocast, device: torch.device, 
     if x.dim() not in (3, 4):
         raise ValueError(f"obs must be [C, H, W] or [B, C, H, W], got shape {tuple(x.shape)}")
     one = x.dim() == 3
-    x = center_crop(x[None] if one else x, crop_size)
+    x = x[None] if one else x
     noise = None
     if sample and generator is not None:  # the same draws as randn_like of the mean, from this generator
         last = actor.trunk[-1]
         noise = torch.randn((x.shape[0], last.out_features // 2), generator=generator, device=device,
                             dtype=last.weight.dtype)
-    with autocast():
-        mu, pi, _, _ = actor(x, sample=sample, noise=noise)
-    out = (pi if sample else mu).float().cpu().numpy()
+    out = actor_pass(actor, x, crop_size, autocast, sample, noise).float().cpu().numpy()
     return out[0] if one else out
+
+
+def actor_pass(actor: Actor, x: torch.Tensor, crop_size: int, autocast, sample: bool,
+               noise: torch.Tensor | None = None) -> torch.Tensor:
+    """The actions ``[B, action_dim]`` on the device for uint8 observations ``x`` ``[B, C, H, W]`` there: centre crop,
+    then the actor's pass (its sample when ``sample``, with ``noise`` or, if None, ``randn_like`` drawn from the
+    default generator; else its mean). The part of acting that rl_curl.graphs.GraphedAct records as a CUDA graph."""
+    with autocast():
+        mu, pi, _, _ = actor(center_crop(x, crop_size), sample=sample, noise=noise)
+    return pi if sample else mu
 
 
 class ActorSnapshot:

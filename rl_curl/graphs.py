@@ -26,8 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .agent import CurlAgent
-from .augment import center_crop
+from .agent import CurlAgent, actor_pass
 from .replay import FrameReplay
 
 
@@ -83,6 +82,27 @@ class Snapshot:
             torch.cuda.set_rng_state(self.rng, dev)
         else:
             torch.set_rng_state(self.rng)
+
+
+def record(fn, device: torch.device, warmup: int):
+    """``fn()`` recorded as one CUDA graph after ``warmup`` eager calls on a side stream (cuDNN's algorithm search),
+    with the device's default generator put back after them, as if they never drew. Returns ``(graph, what fn
+    returned while recorded)``: its output tensors, which every replay overwrites. What the acting graphs record
+    (:class:`GraphedAct`, rl_curl.stacked.GraphedStackedAct); the update's own recording also puts back the agent
+    (:class:`Snapshot`)."""
+    rng = torch.cuda.get_rng_state(device)
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.set_rng_state(rng, device)
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: an evaluation in the background (--eval-async) may launch its own work meanwhile
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        out = fn()
+    return graph, out
 
 
 class GraphedUpdate:
@@ -196,11 +216,9 @@ class GraphedAct:
         self.max_rel_err: float | None = None  # the recording against the eager pass, once recorded
 
     def _pass(self, x: torch.Tensor) -> torch.Tensor:
-        """The sampled action ``[1, action_dim]`` for the uint8 observation ``x`` ``[1, C, H, W]`` on the device (the
-        work of :func:`rl_curl.agent.act_with` between the copy in and the copy out)."""
+        """The sampled action ``[1, action_dim]`` for the uint8 observation ``x`` ``[1, C, H, W]`` on the device."""
         a = self.agent
-        with a.autocast():
-            return a.actor(center_crop(x, a.cfg.crop_size), sample=True)[1]
+        return actor_pass(a.actor, x, a.cfg.crop_size, a.autocast, sample=True)
 
     @torch.no_grad()
     def act(self, obs) -> np.ndarray:
@@ -231,18 +249,8 @@ class GraphedAct:
         dev = self.device
         self.obs = torch.empty(x.shape, dtype=x.dtype, device=dev)
         self.obs.copy_(x)
-        rng = torch.cuda.get_rng_state(dev)
-        side = torch.cuda.Stream(dev)
-        side.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(side):
-            for _ in range(self.warmup):  # cuDNN's algorithm search; acting changes no state but the generator's
-                self._pass(self.obs)
-        torch.cuda.current_stream(dev).wait_stream(side)
-        torch.cuda.set_rng_state(rng, dev)  # as if the warm-up never drew
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: an evaluation in the background (--eval-async) may launch its own work meanwhile
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            self.out = self._pass(self.obs)
+        rng = torch.cuda.get_rng_state(dev)  # what the recording's check draws with (record puts it back too)
+        graph, self.out = record(lambda: self._pass(self.obs), dev, self.warmup)
         self.graph = graph
         self.captures += 1
         # checked once: the eager pass and the graph on the same observation and the same draws

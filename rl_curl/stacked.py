@@ -37,7 +37,7 @@ from torch.func import functional_call, vmap
 
 from .agent import CurlAgent
 from .augment import center_crop, crop_at
-from .graphs import GraphedUpdate, Snapshot
+from .graphs import GraphedUpdate, Snapshot, record
 from .networks import ScaledPixels, scale_pixels
 from .objectives import OBJECTIVES, auxiliary_loss
 
@@ -480,15 +480,6 @@ class GraphedStackedAct:
         self.noise = torch.empty_like(noise)
         self.obs.copy_(x)
         self.noise.copy_(noise)
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            for _ in range(self.warmup):  # cuDNN's algorithm search; acting changes no state
-                self.stacked.act_drawn(self.obs, self.noise)
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: an evaluation in the background (--eval-async) may launch its own work meanwhile
-        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            self.out = self.stacked.act_drawn(self.obs, self.noise)
-        self.graph = graph
+        # the noise is drawn outside the graph, so the pass draws nothing; acting changes no state
+        self.graph, self.out = record(lambda: self.stacked.act_drawn(self.obs, self.noise), self.device, self.warmup)
         self.captures += 1

@@ -232,6 +232,12 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).norm().item() / den if den > 0 else (a - b).norm().item()
 
 
+def action_err(got: np.ndarray, want: np.ndarray) -> float:
+    """The largest difference of two actions, relative to the reference's largest magnitude (at least 1: actions are
+    in [-1, 1]); what the acting checks compare with their tolerance."""
+    return float(np.abs(got - want).max() / max(1.0, float(np.abs(want).max())))
+
+
 # ------------------------------------------------------------------------------------------------- parts
 
 
@@ -373,7 +379,7 @@ def check_graphed_act(args: Args, device: torch.device, runs: int = 2) -> dict:
         for i in range(2):
             obs, gens = acting_inputs(stacked, device, seed=i)
             want, got = stacked.act(obs, gens(4000 + 10 * i)), graphed.act(obs, gens(4000 + 10 * i))
-            errs.append(float(np.abs(got - want).max() / max(1.0, float(np.abs(want).max()))))
+            errs.append(action_err(got, want))
         worst = float(np.max(errs))
         ok = bool(np.isfinite(worst) and worst <= args.tolerance)
         return {"path": "graphs_stacked_act", "against": "stacked_act", "tolerance": args.tolerance,
@@ -400,7 +406,7 @@ def check_graphed_single_act(args: Args, device: torch.device) -> dict:
             want = agent.act(obs, sample=True)
             seed_all(5000 + i, device)
             got = graphed.act(obs)
-            errs.append(float(np.abs(got - want).max() / max(1.0, float(np.abs(want).max()))))
+            errs.append(action_err(got, want))
         worst = float(np.max(errs))
         ok = bool(np.isfinite(worst) and worst <= args.tolerance)
         return {"path": "graphs_act", "against": "act", "tolerance": args.tolerance, "max_rel_err_actions": worst,
@@ -459,7 +465,7 @@ def check_stacked_act(stacked: StackedAgents, singles: list[CurlAgent], device: 
         obs, gens = acting_inputs(stacked, device)
         got = stacked.act(obs, gens(3000))
         want = [a.act(o, sample=True, generator=g) for a, o, g in zip(singles, obs, gens(3000))]
-        errs = [float(np.abs(got[k] - w).max() / max(1.0, float(np.abs(w).max()))) for k, w in enumerate(want)]
+        errs = [action_err(got[k], w) for k, w in enumerate(want)]
         worst = float(np.max(errs))  # a NaN propagates (Python's max would drop one that is not first)
         ok = bool(np.isfinite(worst) and worst <= STACKED_FLOAT64_TOLERANCE)
         return {"path": "stacked_act", "against": "act", "dtype": "float64", "tolerance": STACKED_FLOAT64_TOLERANCE,
@@ -553,7 +559,6 @@ def time_replay_add(args: Args, device: torch.device) -> dict:
                 add_ms, step_ms = steps(args.updates)
                 times[f"{w}_add_ms"].append(round(add_ms, 3))
                 times[f"{w}_step_ms"].append(round(step_ms, 3))
-        rep.blocking_copies = False
         row: dict = {"runs": K, "steps": args.updates, **times}
         for key in list(times):
             row[key.replace("_ms", "_median_ms")] = round(float(np.median(times[key])), 3)

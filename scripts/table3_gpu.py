@@ -633,6 +633,11 @@ def solo_timing(args: RunArgs, work: Path, info: dict) -> dict | None:
             **{k: summary.get(k) for k in ALONE_FIELDS}, "command": job["cmd"][1:]}
 
 
+def with_speed(args: RunArgs, speed: tuple[str, ...]) -> RunArgs:
+    """``args`` whose runs take the speed flags ``speed`` (before the user's own --extra, which they do not repeat)."""
+    return dataclasses.replace(args, extra=[*(f for f in speed if f not in args.extra), *args.extra])
+
+
 #: --solo-after runs only when at least this many seconds of the deadline are left.
 SOLO_AFTER_MIN_SECONDS = 30.0
 
@@ -645,8 +650,7 @@ def solo_after(args: RunArgs, work: Path, bench: dict | None, seconds: float) ->
         print(f"[alone] not run: {why}", flush=True)
         return {"ran": False, "why": why}
     speed, why = choose_speed(args.speed if args.speed in ("default", "graphs") else "auto", bench, together=False)
-    alone = dataclasses.replace(args, tasks=args.tasks[:1], objectives=args.objectives[:1],
-                                extra=[*(f for f in speed if f not in args.extra), *args.extra])
+    alone = with_speed(dataclasses.replace(args, tasks=args.tasks[:1], objectives=args.objectives[:1]), speed)
     job = slice_commands(alone, work / "alone", run_flags(1, os.cpu_count() or 1))[0]
     if Path(job["out"]).exists() and any(Path(job["out"]).iterdir()):  # a --work given again
         why = f"{job['out']} already holds a run (pass another --work)"
@@ -955,7 +959,7 @@ def run_slice(args: RunArgs) -> int:
     speed, why = choose_speed(args.speed, bench)
     print(f"[speed] {why}", flush=True)
     unsped = args  # --solo-after's run chooses its own speed
-    args = dataclasses.replace(args, extra=[*(f for f in speed if f not in args.extra), *args.extra])
+    args = with_speed(args, speed)
     jobs = to_run(slice_commands(args, work / "runs"))
     fit = {"fitted": False, "why": "--fit not given"}
     if not jobs:

@@ -3,6 +3,7 @@ replay's sample, the update that a graph would capture equals the default update
 host, and is put back exactly after the warm-up a capture needs; whole runs with --cuda-graphs are the default runs.
 The capture itself needs a GPU: scripts/bench_curl_gpu.py's self-test compares it with the default update there."""
 
+import contextlib
 import copy
 import csv
 
@@ -120,6 +121,21 @@ def test_the_graphed_action_is_the_agents_sampled_action_bit_for_bit():
     assert graphed.captures == 0 and not graphed.graphed  # no GPU here: nothing was recorded
     with pytest.raises(ValueError, match=r"obs must be \[C, H, W\], got shape \(2, 9, 20, 20\)"):
         graphed.act(np.zeros((2, *OBS), dtype=np.uint8))
+    # a GPU whose recording of the pass fails: a warning, then the same pass eagerly
+    failing = GraphedAct(agent)
+    failing.graphed = True
+
+    def refuse(*a):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    failing._capture = refuse
+    for step in range(2):
+        torch.manual_seed(300 + step)
+        want = agent.act(obs, sample=True)
+        torch.manual_seed(300 + step)
+        with contextlib.nullcontext() if step else pytest.warns(RuntimeWarning, match="could not be recorded"):
+            assert np.array_equal(failing.act(obs), want)
+    assert not failing.graphed
 
 
 @pytest.mark.parametrize("update", ["official", "fused"])
