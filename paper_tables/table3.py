@@ -290,14 +290,12 @@ def mean_curve(runs: list[dict], ddof: int = 0) -> tuple[np.ndarray, np.ndarray,
 def plot_grid(root: str | Path, png: str | Path) -> Path:
     """Learning curves per task: per objective, the mean over seeds with a ±std band where at least two
     seeds were evaluated; where fewer seeds got that far the line is dashed (see ``mean_curve``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: the caller's backend is left alone
 
     runs = collect(root)
     tasks = table3_tasks(runs)
-    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.5 * max(1, len(tasks)), 3.5), squeeze=False)
+    fig = Figure(figsize=(4.5 * max(1, len(tasks)), 3.5))
+    axes = fig.subplots(1, max(1, len(tasks)), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         groups: dict[str, list[dict]] = {}
         for r in runs:
@@ -323,5 +321,4 @@ def plot_grid(root: str | Path, png: str | Path) -> Path:
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(png, dpi=100)
-    plt.close(fig)
     return Path(png)

@@ -439,18 +439,18 @@ def plot(root: str | Path, png: str | Path, env_step: int = TARGET_STEP) -> Path
     target step. Duplicates that are not used and runs of another target are left out. With no run: an
     empty figure saying so."""
     import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: the caller's backend is left alone
 
     runs = [r for r in assign(read_runs(root), env_step)
             if r["target"] == env_step and (r["used"] or not r["finished"])]
     tasks = table3.table3_tasks(runs)
     cols = min(3, max(1, len(tasks)))
     nrows = max(1, -(-len(tasks) // cols))
-    fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.8 * nrows), squeeze=False)
+    fig = Figure(figsize=(5 * cols, 3.8 * nrows))
+    axes = fig.subplots(nrows, cols, squeeze=False)
     labels = sorted({r["label"]: r["order"] for r in runs}.items(), key=lambda kv: kv[1])
-    colors = {lab: plt.cm.tab10(i % 10) for i, (lab, _) in enumerate(labels)}
+    tab10 = matplotlib.colormaps["tab10"]
+    colors = {lab: tab10(i % 10) for i, (lab, _) in enumerate(labels)}
     for ax in axes.flat[len(tasks):]:
         ax.axis("off")
     if not tasks:
@@ -490,7 +490,6 @@ def plot(root: str | Path, png: str | Path, env_step: int = TARGET_STEP) -> Path
         ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(png, dpi=100)
-    plt.close(fig)
     return Path(png)
 
 

@@ -17,14 +17,14 @@ def read_eval(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plot_curve(eval_csv: str | Path, png: str | Path, title: str = "") -> Path:
-    """Evaluation return against environment steps, one run (the curve.png a run writes at its end)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Evaluation return against environment steps, one run (the curve.png a run writes at its end). A figure of its
+    own, without pyplot: the caller's plotting backend is left alone, and runs trained together in threads of one
+    process (rl_curl.together), which end at the same step, plot at once without sharing pyplot's figures."""
+    from matplotlib.figure import Figure
 
     x, y = read_eval(eval_csv)
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig = Figure(figsize=(5, 3.5))
+    ax = fig.subplots()
     ax.plot(x, y, marker="o")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("evaluation return")
@@ -32,5 +32,4 @@ def plot_curve(eval_csv: str | Path, png: str | Path, title: str = "") -> Path:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(png, dpi=100)
-    plt.close(fig)
     return Path(png)
