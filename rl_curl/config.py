@@ -31,39 +31,9 @@ PRESETS: dict[str, dict] = {
 }
 PresetName = Literal[tuple(PRESETS)]
 
-# The CURL paper's settings (Srinivas, Laskin & Abbeel 2020, appendix): action repeat 8 cartpole;
-# 2 finger spin, walker; 4 cheetah, reacher, ball_in_cup.
-# Learning rate 1e-3 except 2e-4 for cheetah. Other tasks of these domains take their domain's values;
-# tasks of other domains fall back to DEFAULT_ACTION_REPEAT and DEFAULT_LR.
-TASK_DEFAULTS: dict[str, dict[str, float]] = {
-    "cartpole-swingup": {"action_repeat": 8, "lr": 1e-3},
-    "cartpole-balance": {"action_repeat": 8, "lr": 1e-3},
-    "finger-spin": {"action_repeat": 2, "lr": 1e-3},
-    "walker-walk": {"action_repeat": 2, "lr": 1e-3},
-    "walker-stand": {"action_repeat": 2, "lr": 1e-3},
-    "walker-run": {"action_repeat": 2, "lr": 1e-3},
-    "cheetah-run": {"action_repeat": 4, "lr": 2e-4},
-    "reacher-easy": {"action_repeat": 4, "lr": 1e-3},
-    "reacher-hard": {"action_repeat": 4, "lr": 1e-3},
-    "ball_in_cup-catch": {"action_repeat": 4, "lr": 1e-3},
-}
-DEFAULT_ACTION_REPEAT = 4
-DEFAULT_LR = 1e-3
-
-
-def task_default(task: str, key: str) -> float:
-    """The per-task default ``key`` ("action_repeat" or "lr") of ``task``."""
-    fallback = {"action_repeat": DEFAULT_ACTION_REPEAT, "lr": DEFAULT_LR}[key]
-    if task.startswith("gym:") and key == "action_repeat":
-        return 1  # a generic gymnasium environment: no action repeat unless asked for
-    if task in TASK_DEFAULTS:
-        return TASK_DEFAULTS[task].get(key, fallback)
-    # Other tasks of a listed domain (cartpole-swingup_sparse, finger-turn_easy, ...) take its value.
-    domain = task.split("-", 1)[0]
-    for name, values in TASK_DEFAULTS.items():
-        if name.split("-", 1)[0] == domain:
-            return values.get(key, fallback)
-    return fallback
+# The per-task defaults live in rl_curl.tasks (torch-free, for the environment's worker processes); kept importable
+# from here.
+from .tasks import DEFAULT_ACTION_REPEAT, DEFAULT_LR, TASK_DEFAULTS, task_default  # noqa: E402, F401
 
 
 @dataclass

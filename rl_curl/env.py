@@ -15,6 +15,7 @@ resized, stacked and paired with actions rescaled to ``[-1, 1]`` the same way. `
 from __future__ import annotations
 
 import os
+import subprocess
 from collections import deque
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -22,7 +23,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import gymnasium as gym
 import numpy as np
 
-from .config import task_default
+from .tasks import task_default
 
 
 def valid_tasks() -> list[str]:
@@ -285,6 +286,24 @@ class EnvGroup:
             env.close()
 
 
+#: The program of :class:`EnvWorker`'s process (``python -c``; argv: the pipe's descriptor, the parent's sys.path).
+_WORKER_CODE = ("import json, sys; sys.path[:0] = json.loads(sys.argv[2]); "
+                "from rl_curl.env import _worker_main; _worker_main(int(sys.argv[1]))")
+
+
+def _worker_main(fd: int) -> None:
+    """:class:`EnvWorker`'s process: the pipe from descriptor ``fd``, the environment's arguments from it, then
+    :func:`_serve`."""
+    from multiprocessing.connection import Connection
+
+    conn = Connection(fd)
+    try:
+        kwargs, episodes = conn.recv()
+    except (EOFError, KeyboardInterrupt):  # the parent ended before sending them
+        return
+    _serve(conn, kwargs, episodes)
+
+
 def _serve(conn, kwargs: dict, episodes: int | None = None) -> None:
     """The loop of :class:`EnvWorker`'s process: make the environment (an :class:`EnvGroup` of ``episodes``), then
     answer reset / step / close."""
@@ -314,7 +333,7 @@ def _serve(conn, kwargs: dict, episodes: int | None = None) -> None:
                 conn.send(("error", f"{type(err).__name__}: {err}", traceback.format_exc()))
                 continue
             conn.send(("ok", out))
-    except (EOFError, KeyboardInterrupt):  # the parent is gone, or Ctrl-C reached the whole process group
+    except (EOFError, OSError, KeyboardInterrupt):  # the parent is gone (its pipe closed or broken), or Ctrl-C
         env.close()
 
 
@@ -328,14 +347,20 @@ class EnvWorker(gym.Env):
         """Start the worker with :func:`make`'s ``kwargs`` (``episodes``: an :class:`EnvGroup` of that many
         environments, an evaluation's); ``wait=False``: return at once (the worker imports and makes its environment
         meanwhile), :meth:`ready` waits for it."""
+        import json
         import multiprocessing
+        import sys
 
-        ctx = multiprocessing.get_context("spawn")  # no copy of the parent's CUDA or EGL state
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, kwargs, episodes), daemon=True,
-                                 name=f"env {kwargs.get('task')}")
-        self._proc.start()
+        # A fresh interpreter (no copy of the parent's CUDA or EGL state) that imports rl_curl.env and what the
+        # environment needs, nothing else: multiprocessing's spawn would also import the parent's main module
+        # (rl_curl.train, and torch with it: about 2 s a worker). The parent's import path goes first, so the worker
+        # finds what the parent finds; the pipe's end is passed as a descriptor.
+        self._conn, child = multiprocessing.Pipe()
+        fd = child.fileno()
+        self._proc = subprocess.Popen([sys.executable, "-c", _WORKER_CODE, str(fd), json.dumps(sys.path)],
+                                      pass_fds=(fd,))
         child.close()
+        self._conn.send((kwargs, episodes))
         self._closed, self._ready = False, False
         if wait:
             self.ready()
@@ -350,10 +375,14 @@ class EnvWorker(gym.Env):
     def _call(self, message):
         if message is not None:
             self._conn.send(message)
+        return self._receive()
+
+    def _receive(self):
+        """The worker's answer to the last message sent (its error raised here)."""
         try:
             reply = self._conn.recv()
         except EOFError:
-            raise RuntimeError(f"the environment's worker process ended (exit code {self._proc.exitcode})") from None
+            raise RuntimeError(f"the environment's worker process ended (exit code {self._proc.poll()})") from None
         if reply[0] == "error":
             err = RuntimeError(f"in the environment's worker process: {reply[1]}")
             err.add_note(reply[2])  # the worker's traceback, shown with the full traceback
@@ -374,10 +403,20 @@ class EnvWorker(gym.Env):
             self._call(("close", None))
         except (RuntimeError, OSError):
             pass
-        self._proc.join(timeout=10)
-        if self._proc.is_alive():
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
             self._proc.kill()
+            self._proc.wait()
         self._conn.close()
+
+
+def side_by_side(workers: list[EnvWorker], messages: list) -> list:
+    """Send each worker its message (``("reset", seed)``, ``("step", action)``), then take their answers in turn: the
+    workers do the work at the same time (a vector of environments, one per process)."""
+    for w, m in zip(workers, messages, strict=True):
+        w._conn.send(m)
+    return [w._receive() for w in workers]
 
 
 # Every DeepMind Control suite task of dm-control 1.0.50 (``dm_control.suite.ALL_TASKS``; a test keeps the

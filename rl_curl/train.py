@@ -33,7 +33,7 @@ from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, m
 
 from .agent import ActorSnapshot, CurlAgent
 from .config import Config, from_cli
-from .env import EnvWorker, make
+from .env import EnvWorker, make, side_by_side
 from .objectives import OBJECTIVES
 
 # Bumped whenever the saved agent changes meaning (a layout that would load without a shape error but compute
@@ -158,24 +158,23 @@ class EvalEnvs:
     """The environments of an evaluation, one per episode, stepped side by side: the policy acts on every running
     episode in one batched forward pass per step (one transfer to the device and back, not one per episode).
 
-    In this process by default; with ``parallel`` each environment lives in a worker process of its own (gymnasium's
-    ``AsyncVectorEnv``, spawned once and reused by every evaluation of the run), so that physics and rendering use
-    several CPU cores; with ``worker`` (and not ``parallel``) all of them live in one worker process
-    (:class:`rl_curl.env.EnvWorker` of an :class:`rl_curl.env.EnvGroup`), stepped there one after another as here.
+    In this process by default; with ``parallel`` each environment lives in a worker process of its own
+    (:class:`rl_curl.env.EnvWorker`, started once and reused by every evaluation of the run; every running episode's
+    worker steps at the same time), so that physics and rendering use several CPU cores; with ``worker`` (and not
+    ``parallel``) all of them live in one worker process (:class:`rl_curl.env.EnvWorker` of an
+    :class:`rl_curl.env.EnvGroup`), stepped there one after another as here.
     All give the same returns: the same environments, reset with the same seeds, and the policy sees the same batches
     (the episodes still running, in order)."""
 
     def __init__(self, cfg: Config, episodes: int, parallel: bool = False, worker: bool = False):
         kwargs = {**env_kwargs(cfg), "seed": derived_seed(cfg.seed, EVAL_ENV)}
-        self.episodes, self.vec, self.envs, self.group = episodes, None, [], None
+        self.episodes, self.vec, self.envs, self.group = episodes, [], [], None
         if worker and not (parallel and episodes > 1):
             self.group = EnvWorker(episodes=episodes, **kwargs)
         elif parallel and episodes > 1:
-            import functools
-
-            import gymnasium as gym
-
-            self.vec = gym.vector.AsyncVectorEnv([functools.partial(make, **kwargs)] * episodes, context="spawn")
+            self.vec = [EnvWorker(wait=False, **kwargs) for _ in range(episodes)]  # they start side by side
+            for w in self.vec:
+                w.ready()
         else:
             self.envs = [make(**kwargs) for _ in range(episodes)]
 
@@ -185,8 +184,8 @@ class EvalEnvs:
         n = len(seeds)
         if n != self.episodes:
             raise ValueError(f"{n} seeds for {self.episodes} evaluation environments")
-        if self.vec is not None:
-            obs, _ = self.vec.reset(seed=list(seeds))
+        if self.vec:
+            obs = np.stack([o for o, _ in side_by_side(self.vec, [("reset", s) for s in seeds])])
         elif self.group is not None:
             obs, _ = self.group.reset(seed=list(seeds))
         else:
@@ -195,11 +194,11 @@ class EvalEnvs:
         while running.any():
             idx = np.flatnonzero(running)
             acts = agent.act(obs[idx])
-            if self.vec is not None:  # every worker steps; the results of finished episodes are ignored
-                full = np.zeros((n, *acts.shape[1:]), dtype=acts.dtype)
-                full[idx] = acts
-                nxt, rew, term, trunc, _ = self.vec.step(full)
-                ended = np.logical_or(term, trunc)
+            if self.vec:  # the running episodes' workers step at the same time
+                nxt, rew, ended = obs.copy(), np.zeros(n), np.zeros(n, dtype=bool)
+                answers = side_by_side([self.vec[i] for i in idx], [("step", a) for a in acts])
+                for i, (o, r, t, u, _) in zip(idx, answers):
+                    nxt[i], rew[i], ended[i] = o, r, t or u
             elif self.group is not None:  # the same steps, in the worker
                 nxt, rew, ended = obs.copy(), np.zeros(n), np.zeros(n, dtype=bool)
                 nxt[idx], rew[idx], ended[idx] = self.group.step((idx, acts))
@@ -216,13 +215,11 @@ class EvalEnvs:
         return [float(t) for t in totals], frames
 
     def close(self) -> None:
-        if self.vec is not None:
-            self.vec.close()
         if self.group is not None:
             self.group.close()
-        for env in self.envs:
+        for env in [*self.vec, *self.envs]:
             env.close()
-        self.vec, self.envs, self.group = None, [], None
+        self.vec, self.envs, self.group = [], [], None
 
 
 def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | None = None,
