@@ -286,8 +286,9 @@ class EnvGroup:
             env.close()
 
 
-#: The program of :class:`EnvWorker`'s process (``python -c``; argv: the pipe's descriptor, the parent's sys.path).
-_WORKER_CODE = ("import json, sys; sys.path[:0] = json.loads(sys.argv[2]); "
+#: The program of :class:`EnvWorker`'s process (``python -c``; argv: the pipe's descriptor, the parent's sys.path, which
+#: replaces the worker's, as multiprocessing's spawn does).
+_WORKER_CODE = ("import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
                 "from rl_curl.env import _worker_main; _worker_main(int(sys.argv[1]))")
 
 
@@ -353,8 +354,9 @@ class EnvWorker(gym.Env):
 
         # A fresh interpreter (no copy of the parent's CUDA or EGL state) that imports rl_curl.env and what the
         # environment needs, nothing else: multiprocessing's spawn would also import the parent's main module
-        # (rl_curl.train, and torch with it: about 2 s a worker). The parent's import path goes first, so the worker
-        # finds what the parent finds; the pipe's end is passed as a descriptor.
+        # (rl_curl.train, and torch with it: about 2 s a worker). The worker's import path is the parent's (not `-c`'s
+        # current folder first, where another checkout of rl_curl may lie), so it finds what the parent finds; the
+        # pipe's end is passed as a descriptor.
         self._conn, child = multiprocessing.Pipe()
         fd = child.fileno()
         self._proc = subprocess.Popen([sys.executable, "-c", _WORKER_CODE, str(fd), json.dumps(sys.path)],

@@ -195,3 +195,31 @@ def test_env_worker_ends_when_its_parent_is_gone():
     while w._proc.poll() is None and time.monotonic() - t < 30:
         time.sleep(0.05)
     assert w._proc.returncode == 0
+
+
+def test_env_worker_finds_the_parents_rl_curl_not_one_in_the_current_folder(tmp_path):
+    """The worker takes the parent's import path whole: `python -c` alone would look in the current folder first and
+    import another checkout's rl_curl there (seen with a second checkout as the current folder, the installed one in
+    the parent)."""
+    import subprocess
+    import sys
+
+    here = tmp_path / "elsewhere"
+    (here / "rl_curl").mkdir(parents=True)
+    (here / "rl_curl" / "__init__.py").write_text("raise ImportError('the rl_curl of the current folder')\n")
+    prog = tmp_path / "prog"
+    prog.mkdir()
+    (prog / "main.py").write_text(
+        "from rl_curl.env import EnvWorker\n"
+        "if __name__ == '__main__':\n"
+        "    w = EnvWorker(task='cartpole-swingup', seed=0, image_size=16)\n"
+        "    print(w.reset(seed=1)[0].shape)\n"
+        "    w.close()\n")
+    found = subprocess.run([sys.executable, "-c", "import rl_curl; print(rl_curl.__file__)"], cwd=prog,
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        pytest.skip("rl_curl is not installed in this Python (the suite runs from an installed checkout)")
+    res = subprocess.run([sys.executable, str(prog / "main.py")], cwd=here, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "(9, 16, 16)"
