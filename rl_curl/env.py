@@ -418,7 +418,15 @@ def side_by_side(workers: list[EnvWorker], messages: list) -> list:
     workers do the work at the same time (a vector of environments, one per process)."""
     for w, m in zip(workers, messages, strict=True):
         w._conn.send(m)
-    return [w._receive() for w in workers]
+    answers, error = [], None
+    for w in workers:  # every answer is read, also after an error, so that none is left for the next call to read
+        try:
+            answers.append(w._receive())
+        except RuntimeError as err:
+            error = error or err
+    if error is not None:
+        raise error
+    return answers
 
 
 # Every DeepMind Control suite task of dm-control 1.0.50 (``dm_control.suite.ALL_TASKS``; a test keeps the

@@ -173,8 +173,12 @@ class EvalEnvs:
             self.group = EnvWorker(episodes=episodes, **kwargs)
         elif parallel and episodes > 1:
             self.vec = [EnvWorker(wait=False, **kwargs) for _ in range(episodes)]  # they start side by side
-            for w in self.vec:
-                w.ready()
+            try:
+                for w in self.vec:
+                    w.ready()
+            except BaseException:
+                self.close()  # the workers that did start
+                raise
         else:
             self.envs = [make(**kwargs) for _ in range(episodes)]
 

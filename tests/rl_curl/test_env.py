@@ -223,3 +223,28 @@ def test_env_worker_finds_the_parents_rl_curl_not_one_in_the_current_folder(tmp_
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "(9, 16, 16)"
+
+
+def test_workers_side_by_side_answer_in_order_and_an_error_leaves_no_answer_behind():
+    """rl_curl.env.side_by_side (--eval-parallel's stepping): each worker's answer in the workers' order; when one
+    refuses its message, the error is raised after every other answer was read, so the next call reads its own."""
+    import numpy as np
+
+    from rl_curl.env import EnvWorker, side_by_side
+
+    kw = dict(task="cartpole-swingup", action_repeat=8, frame_stack=3, image_size=16)
+    workers = [EnvWorker(wait=False, seed=s, **kw) for s in (1, 2)]
+    try:
+        for w in workers:
+            w.ready()
+        obs = [o for o, _ in side_by_side(workers, [("reset", 5), ("reset", 6)])]
+        here = [make(seed=s, **kw).reset(seed=r)[0] for s, r in ((1, 5), (2, 6))]
+        assert all(np.array_equal(a, b) for a, b in zip(obs, here))
+        with pytest.raises(RuntimeError, match="worker process: ValueError"):  # the first refuses a wrong action
+            side_by_side(workers, [("step", np.zeros(3, np.float32)), ("step", np.zeros(1, np.float32))])
+        again = side_by_side(workers, [("reset", 5), ("reset", 6)])  # the answers to these, not a step's left over
+        assert [len(a) for a in again] == [2, 2]
+        assert all(np.array_equal(a[0], b) for a, b in zip(again, here))
+    finally:
+        for w in workers:
+            w.close()
