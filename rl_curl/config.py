@@ -1,6 +1,6 @@
 """Configuration of a CURL run: one dataclass, parsed with ``tyro.cli(Config)`` so ``--help`` documents itself.
 
-Per-task settings (action repeat, learning rate) live in :data:`TASK_DEFAULTS` as data; a field
+Per-task settings (action repeat, learning rate) live in :data:`rl_curl.tasks.TASK_DEFAULTS` as data; a field
 left at ``None`` takes the task's value (the CURL paper's settings, Srinivas, Laskin & Abbeel 2020,
 appendix hyper-parameter tables, and the official MishaLaskin/curl code).
 """
@@ -14,6 +14,8 @@ from typing import ClassVar, Literal, Optional
 from shared_losses.training.cli import config_from_cli
 
 from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, folder_name
+# the per-task defaults live in rl_curl.tasks (torch-free, for the environment's worker processes); importable here too
+from .tasks import DEFAULT_ACTION_REPEAT, DEFAULT_LR, TASK_DEFAULTS, task_default  # noqa: F401
 
 # The small-network protocol of the CPU runs (docs/results/rl_curl.md, "Auxiliary losses on cartpole-swingup, CPU,
 # 5 seeds" and the sections after it): 64 -> 56 px renders, 16 filters, hidden 256, batch 64, one torch thread per run.
@@ -30,11 +32,6 @@ PRESETS: dict[str, dict] = {
                  checkpoint_every=2000, save_video=True),
 }
 PresetName = Literal[tuple(PRESETS)]
-
-# The per-task defaults live in rl_curl.tasks (torch-free, for the environment's worker processes); kept importable
-# from here.
-from .tasks import DEFAULT_ACTION_REPEAT, DEFAULT_LR, TASK_DEFAULTS, task_default  # noqa: E402, F401
-
 
 @dataclass
 class Config:

@@ -63,11 +63,17 @@ def test_stacks_exact_after_wraparound(lengths):
     assert set(rb.sample_indices(500).tolist()) <= valid
 
 
-def stale_by_indexing_all(rb) -> int:
-    """The stale count as the equation states it: index every stored transition's oldest frame, oldest first."""
-    n = min(rb.added, rb.capacity)
-    order = (rb.added - n + np.arange(n)) % rb.capacity
-    return int(np.searchsorted(rb.next_frame[order] - rb.k, rb.frames_written - rb.frame_capacity, side="left"))
+def load_bench():
+    """scripts/bench_replay.py as a module: its ``stale_by_indexing_all`` is the stale count as the equation states it
+    (every stored transition's oldest frame indexed, oldest first), the baseline the bench times the search against."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_replay.py"
+    spec = importlib.util.spec_from_file_location("bench_replay", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
 
 
 @pytest.mark.parametrize("capacity", [5, 20, 64])
@@ -75,6 +81,7 @@ def test_stale_count_by_binary_search_equals_indexing_every_transition(capacity)
     """_num_stale searches the stored transitions instead of indexing them all (0.6 ms a call at 100k): after every
     step of episodes short and long (short ones overwrite frames fastest: k extra frames each), the same count,
     stale transitions included (the test fails when the search is off by one either way)."""
+    stale_by_indexing_all = load_bench().stale_by_indexing_all
     rng = np.random.default_rng(capacity)
     rb = FrameReplay(capacity, (K * C, H, H), 2, K, seed=0)
     seen = set()
@@ -90,13 +97,7 @@ def test_stale_count_by_binary_search_equals_indexing_every_transition(capacity)
 
 
 def test_the_replay_bench_times_the_search_against_indexing_all(capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_replay.py"
-    spec = importlib.util.spec_from_file_location("bench_replay", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench()
     assert bench.main(["--capacity", "60", "--stored", "20", "60", "--episode-length", "2", "--image-size", "4",
                        "--calls", "3", "--batch", "8", "--device", "cpu", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
