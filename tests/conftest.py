@@ -4,18 +4,38 @@ import sys
 
 import pytest
 
-# The longest test files (2026-11-26, 2 cores: each 40 s to 6 min), sent first: the suite runs a file to a worker
-# (scripts/test.sh: pytest-xdist, --dist loadfile), and a long file handed out last leaves the other worker idle
-# while it runs. Order within a file is kept (tests/test_suite_runner.py checks that the names exist).
+# One intra-op thread per process when the suite runs in several workers (scripts/test.sh: pytest-xdist, one worker
+# per core). torch's OpenMP pool takes one thread per core by default; each worker and every command it starts
+# (a training run, a grid's runs) would then spread over cores the other worker is using, and the threads spin while
+# they wait for each other: measured 2026-12-02 on the 2-core machine, three test files took 188 s with the
+# default and 167 s with one thread (user CPU 299 s -> 275 s, system 28 s -> 19 s). Set before torch is imported
+# here, and inherited by the commands the tests start; a value already in the environment is kept, and a suite run
+# in one process (TEST_WORKERS=0) keeps torch's default.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+    if "torch" in sys.modules:  # imported before this file (a plugin): its pool may be sized already
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+# The longest test files (census of 2026-12-02, 2 cores: each 50 s to 12 min), sent first: the suite runs a file to a
+# worker (scripts/test.sh: pytest-xdist, --dist loadfile), and a long file handed out last leaves the other worker
+# idle while it runs. Order within a file is kept (tests/test_suite_runner.py checks that the names exist).
 LONG_FILES_FIRST = (
     "tests/test_doc_examples.py",
-    "tests/nlp_qt/test_qt_scripts.py",
-    "tests/fewshot/test_table5_stats.py",
-    "tests/fewshot/test_fewshot_scripts.py",
-    "tests/test_grid_checks.py",
-    "tests/rl_curl/test_scripts_curl.py",
-    "tests/rl_curl/test_train.py",
     "tests/rl_curl/test_gpu_table3.py",
+    "tests/nlp_qt/test_qt_scripts.py",
+    "tests/fewshot/test_pu_images_table.py",
+    "tests/rl_curl/test_train.py",
+    "tests/rl_curl/test_graphs.py",
+    "tests/fewshot/test_fewshot.py",
+    "tests/fewshot/test_table5_stats.py",
+    "tests/fewshot/test_images.py",
+    "tests/rl_curl/test_together.py",
+    "tests/rl_curl/test_scripts_curl.py",
+    "tests/fewshot/test_fewshot_scripts.py",
+    "tests/test_docs_site.py",
+    "tests/fewshot/test_pu_selection.py",
+    "tests/test_grid_checks.py",
 )
 
 

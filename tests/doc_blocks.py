@@ -441,7 +441,8 @@ def _fewshot_text(tiny: list[str]) -> Callable[[list[str]], list[str]]:
 # values win over the documented ones. They shrink networks, data, steps, seeds and grids until a command takes
 # seconds (the 5,000 MNIST digits become 300 8x8 ones; where no --encoder is given, the shipped MiniLM stands
 # for the hub's roberta-base); they never rename an output folder, so later commands of a block find what
-# earlier ones wrote.
+# earlier ones wrote. The image grid's runs skip their ONNX export (seconds a run; no block reads a grid run's
+# model, and the exports have their own tests).
 TINY: dict[str, list[str] | Callable[[list[str]], list[str]]] = {
     "rl_curl.train": _RL_TINY + ["--env-steps", "20", "--eval-every", "20", "--batch-size", "8"],
     # after its --: rl_curl.train's options, for every run
@@ -469,7 +470,8 @@ TINY: dict[str, list[str] | Callable[[list[str]], list[str]]] = {
                                   "--set", "batch_labeled=4", "--set", "batch_unlabeled=4"],
     "scripts/pu_images_table.py": lambda argv: ["--tables", "2", "--n-ps", "50", "--seeds", "0", "--parallel", "1",
                                                 "--set", "max_steps=2", "--set", "hidden=16", "--set", "batch_size=32",
-                                                "--set", "passes=0.25"] + _digits(argv, default_mnist=True),
+                                                "--set", "passes=0.25", "--set", "export=false"]
+                                               + _digits(argv, default_mnist=True),
     "scripts/bench_pu_images.py": ["--max-steps", "2", "--repeats", "1"],
     "scripts/sampling_bias.py": ["--steps", "3", "--batch", "32", "--seeds", "0", "1"],
     "scripts/fewshot_prior_check.py": ["--seeds", "0", "1"],

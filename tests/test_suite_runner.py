@@ -35,3 +35,19 @@ def test_a_bad_worker_count_is_refused_before_the_set_up(workers):
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert res.stderr.startswith("error: TEST_WORKERS must be a whole number"), res.stderr
     assert not Path("/nonexistent/venv-never-made").exists()
+
+
+def test_workers_and_the_commands_they_start_use_one_torch_thread():
+    """tests/conftest.py: under several workers, torch in a worker and in a command it starts runs one intra-op
+    thread (the workers share the cores; more threads spin and wait for each other)."""
+    import sys
+
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) < 2:
+        pytest.skip("the suite runs in one process here: torch keeps its default")
+    import torch
+
+    child = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                           capture_output=True, text=True, timeout=120, check=True)
+    want = int(os.environ.get("OMP_NUM_THREADS", "0"))  # 1 unless the caller exported another value
+    assert want >= 1 and torch.get_num_threads() == want and child.stdout.strip() == str(want), (
+        os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads(), child.stdout)

@@ -100,7 +100,7 @@ def test_the_grid_runs_tabulates_and_refuses_a_run_made_otherwise(tmp_path):
     out = tmp_path / "grid"
     cmd = [sys.executable, str(ROOT / "scripts/pu_images_table.py"), "--dataset", str(data), "--positive-classes",
            "0", "2", "4", "--tables", "2", "--n-ps", "6", "--seeds", "0", "1", "--set", "max_steps=2", "--set",
-           "hidden=16", "--set", "batch_size=16", "--parallel", "2", "--out", str(out)]
+           "hidden=16", "--set", "batch_size=16", "--set", "export=false", "--parallel", "2", "--out", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -131,7 +131,7 @@ def test_the_cpc_rows_run_and_are_paired_with_the_other_losses(tmp_path):
     out = tmp_path / "grid"
     cmd = [sys.executable, str(ROOT / "scripts/pu_images_table.py"), "--dataset", str(data), "--positive-classes",
            "0", "2", "4", "--tables", "1", "--cpc", "--n-ps", "6", "--seeds", "0", "1", "--set", "max_steps=2", "--set",
-           "hidden=16", "--set", "batch_size=16", "--parallel", "2", "--out", str(out)]
+           "hidden=16", "--set", "batch_size=16", "--set", "export=false", "--parallel", "2", "--out", str(out)]
     r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     table = (out / "tables.md").read_text()
