@@ -338,6 +338,23 @@ def _serve(conn, kwargs: dict, episodes: int | None = None) -> None:
         env.close()
 
 
+def describe_exit(code: int | None) -> str:
+    """A worker process's exit status in words: a signal by name, with its usual cause where there is one."""
+    import signal
+
+    if code is None:
+        return "still running, but its pipe is closed"
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"killed by signal {-code}"
+    why = {"SIGKILL": ": the system's out-of-memory killer sends it",
+           "SIGSEGV": ": a crash in the simulator or its renderer"}
+    return f"killed by {name}{why.get(name, '')}"
+
+
 class EnvWorker(gym.Env):
     """:func:`make`'s environment in a process of its own (``rl_curl.train --env-worker``): ``reset`` and ``step``
     are answered by that process, so while it steps the physics and renders, the calling process is free (runs
@@ -376,20 +393,34 @@ class EnvWorker(gym.Env):
 
     def _call(self, message):
         if message is not None:
-            self._conn.send(message)
+            try:
+                self._conn.send(message)
+            except OSError:  # the pipe is broken: the worker is gone
+                raise self._ended() from None
         return self._receive()
 
     def _receive(self):
         """The worker's answer to the last message sent (its error raised here)."""
         try:
             reply = self._conn.recv()
-        except EOFError:
-            raise RuntimeError(f"the environment's worker process ended (exit code {self._proc.poll()})") from None
+        except (EOFError, OSError):
+            raise self._ended() from None
         if reply[0] == "error":
             err = RuntimeError(f"in the environment's worker process: {reply[1]}")
             err.add_note(reply[2])  # the worker's traceback, shown with the full traceback
             raise err
         return reply[1]
+
+    def _ended(self) -> Exception:
+        """The error for a worker that ended while the run needed it (a :class:`RunStopped`: the training loop says
+        where the run stopped and how to continue, and the command prints it in one line)."""
+        from shared_losses.training.runtime import RunStopped  # the parent's import only: workers import no torch
+
+        try:
+            code = self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        return RunStopped(f"the environment's worker process ended ({describe_exit(code)})")
 
     def reset(self, *, seed=None, options: dict | None = None):
         return self._call(("reset", seed))

@@ -5,8 +5,10 @@ missing or existing path, a corrupt checkpoint or data file: ``ValueError`` and 
 as ``CheckpointError``, ``CorpusError`` and ``DataError``, ``FileNotFoundError``,
 ``FileExistsError``) are printed as ``error: ...`` on stderr and the process exits with status 2,
 argparse's status for a usage error. Anything else (a bug, an out-of-memory) keeps its traceback.
-A run stopped by SIGINT/SIGTERM (:class:`shared_losses.training.runtime.RunInterrupted`: it wrote a checkpoint
-first) prints one line, ``interrupted at ...; continue with --resume``, and exits with status 130.
+A run that cannot go on because a process it depends on ended (:class:`shared_losses.training.runtime.RunStopped`:
+an environment's worker killed, say) prints one ``error:`` line saying where it stopped and how to continue, and
+exits with status 1. A run stopped by SIGINT/SIGTERM (:class:`shared_losses.training.runtime.RunInterrupted`: it
+wrote a checkpoint first) prints one line, ``interrupted at ...; continue with --resume``, and exits with status 130.
 A second Ctrl-C (which stops at once, without a checkpoint) prints one line too and exits with 130.
 ``CONTRASTIVE_SUITE_TRACEBACK=1`` shows the traceback for user errors too.
 
@@ -44,7 +46,7 @@ USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryErro
 def run_cli(main: Callable[[], Any]) -> Any:
     """Call ``main()`` as a command: user errors as one ``error:`` line and status 2, a stopped run as one line and
     status 130 (see the module's docstring); returns what ``main`` returns."""
-    from .runtime import RunInterrupted
+    from .runtime import RunInterrupted, RunStopped
 
     try:
         result = main()
@@ -52,6 +54,12 @@ def run_cli(main: Callable[[], Any]) -> Any:
         _to_stderr(str(err))
         end_process(130)
         raise SystemExit(130) from None
+    except RunStopped as err:  # a process the run depends on ended: its cause is outside our code
+        if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
+            raise
+        _to_stderr(f"error: {err}")
+        end_process(1)
+        raise SystemExit(1) from None
     except KeyboardInterrupt:  # a second Ctrl-C (or one before the training loop): stop at once
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise

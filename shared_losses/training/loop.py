@@ -41,7 +41,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .harness import RunHarness, Rows, merge_rows
-from .runtime import RunInterrupted, load_checkpoint
+from .runtime import RunInterrupted, RunStopped, checkpoint_exists, load_checkpoint
 
 
 class TrainingApp:
@@ -235,6 +235,12 @@ def run(app: TrainingApp) -> dict:
         except BaseException as err:
             if not (started or isinstance(err, RunInterrupted)):  # failed on its first step: bad input, no run
                 harness.abandon()
+            elif isinstance(err, RunStopped):  # a process the run steps ended: say where, and how to go on
+                harness.close()
+                how = (f"continue from its last checkpoint ({harness.checkpoint_dir}) with --resume"
+                       if checkpoint_exists(harness.checkpoint_dir) else
+                       "it wrote no checkpoint yet, so start it again (--overwrite moves the folder aside)")
+                raise RunStopped(f"{err}; the run stopped at {app.where()}: {how}") from err
             raise
         finally:
             bar.close()

@@ -516,6 +516,13 @@ class RunInterrupted(Exception):
         self.where = where
 
 
+class RunStopped(RuntimeError):
+    """The run cannot go on for a cause outside its training: a process it depends on ended (an environment's worker
+    killed by the system's out-of-memory killer, a renderer that crashed). The checkpoints it wrote stand. The
+    training loop adds where the run stopped and how to continue; ``run_cli`` prints ``error: ...`` in one line
+    (no traceback: the cause is not in the code that raised it) and exits with status 1."""
+
+
 class StopSignals:
     """Turns SIGINT (Ctrl-C) and SIGTERM into a request the training loop honours between steps.
 

@@ -197,6 +197,30 @@ def test_env_worker_ends_when_its_parent_is_gone():
     assert w._proc.returncode == 0
 
 
+def test_a_worker_that_ends_under_the_run_is_a_stopped_run_naming_the_signal():
+    """A worker killed while the run steps it (the out-of-memory killer's SIGKILL) raises RunStopped, which the
+    training loop completes with where the run stopped and ``run_cli`` prints in one line; whether the run's next
+    message fails to send (the pipe broken) or its answer never comes."""
+    import signal
+
+    from rl_curl.env import EnvWorker, describe_exit
+    from shared_losses.training.runtime import RunStopped
+
+    for first in ("step", "reset"):
+        w = EnvWorker(task="gym:tests.rl_curl.probe_env:Probe-v0", seed=0, image_size=16)
+        w.reset(seed=0)
+        w._proc.send_signal(signal.SIGKILL)
+        w._proc.wait(timeout=30)
+        with pytest.raises(RunStopped) as info:
+            w.step(w.action_space.sample()) if first == "step" else w.reset(seed=1)
+        assert str(info.value) == ("the environment's worker process ended (killed by SIGKILL: the system's "
+                                   "out-of-memory killer sends it)")
+        w.close()  # closing a worker that is gone is quiet
+    assert describe_exit(3) == "exit status 3" and describe_exit(None).startswith("still running")
+    assert describe_exit(-signal.SIGSEGV) == "killed by SIGSEGV: a crash in the simulator or its renderer"
+    assert describe_exit(-signal.SIGTERM) == "killed by SIGTERM" and describe_exit(-200) == "killed by signal 200"
+
+
 def test_env_worker_finds_the_parents_rl_curl_not_one_in_the_current_folder(tmp_path):
     """The worker takes the parent's import path whole: `python -c` alone would look in the current folder first and
     import another checkout's rl_curl there (seen with a second checkout as the current folder, the installed one in

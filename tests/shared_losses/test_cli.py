@@ -176,3 +176,22 @@ def test_entry_points_report_bad_input_in_one_line(tmp_path, argv, message):
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and message in res.stderr, res.stderr
     assert any(line.startswith("error: ") for line in res.stderr.splitlines()), res.stderr
+
+
+def test_run_cli_prints_a_stopped_run_in_one_line_with_status_1(capsys, monkeypatch):
+    """A run whose worker process ended (runtime.RunStopped) is not bad input (2) nor a bug (traceback): one line."""
+    from shared_losses.training.runtime import RunStopped
+
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+
+    def main():
+        raise RunStopped("the environment's worker process ended (killed by SIGKILL)")
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main)
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err == "error: the environment's worker process ended (killed by SIGKILL)\n"
+    monkeypatch.setenv("CONTRASTIVE_SUITE_TRACEBACK", "1")
+    with pytest.raises(RunStopped):
+        run_cli(main)

@@ -10,7 +10,7 @@ import pytest
 
 from shared_losses.training.harness import RunHarness
 from shared_losses.training.loop import TrainingApp, run
-from shared_losses.training.runtime import RunInterrupted, load_checkpoint
+from shared_losses.training.runtime import RunInterrupted, RunStopped, load_checkpoint
 
 from ..folder_rules import tree_hash
 
@@ -123,3 +123,32 @@ def test_a_finished_run_is_left_as_it_is(tmp_path):
     assert run(Counter(tmp_path / "a", resume=True, calls=calls)) == first
     assert calls == ["check_resume"]
     assert tree_hash(tmp_path / "a") == before
+
+
+class Crashing(Counter):
+    """A toy run whose worker process ends after step ``crash_at``."""
+
+    def __init__(self, out, crash_at, **kw):
+        super().__init__(out, **kw)
+        self.crash_at = crash_at
+
+    def train_step(self):
+        if self.step == self.crash_at:
+            raise RunStopped("the environment's worker process ended (killed by SIGKILL)")
+        return super().train_step()
+
+
+def test_a_run_whose_worker_ends_says_where_it_stopped_and_how_to_go_on(tmp_path):
+    # after its checkpoint at step 6: resume from it (and the resume finishes the run as an uninterrupted one would)
+    with pytest.raises(RunStopped) as info:
+        run(Crashing(tmp_path / "a", crash_at=7, steps=9))
+    msg = str(info.value)
+    assert msg.startswith("the environment's worker process ended (killed by SIGKILL); the run stopped at step 7: "
+                          "continue from its last checkpoint (") and msg.endswith(") with --resume"), msg
+    assert load_checkpoint(None, tmp_path / "a" / "checkpoint")["step"] == 6
+    resumed = run(Counter(tmp_path / "a", steps=9, resume=True))
+    assert resumed == run(Counter(tmp_path / "b", steps=9))
+    # before any checkpoint: nothing to resume from, and the folder is kept (it holds the logged steps)
+    with pytest.raises(RunStopped, match="it wrote no checkpoint yet, so start it again") as info:
+        run(Crashing(tmp_path / "c", crash_at=4, steps=9))
+    assert (tmp_path / "c" / "log.csv").exists() and not (tmp_path / "c" / "checkpoint").exists()
