@@ -393,11 +393,14 @@ class EnvWorker(gym.Env):
 
     def _call(self, message):
         if message is not None:
-            try:
-                self._conn.send(message)
-            except OSError:  # the pipe is broken: the worker is gone
-                raise self._ended() from None
+            self._send(message)
         return self._receive()
+
+    def _send(self, message) -> None:
+        try:
+            self._conn.send(message)
+        except OSError:  # the pipe is broken: the worker is gone
+            raise self._ended() from None
 
     def _receive(self):
         """The worker's answer to the last message sent (its error raised here)."""
@@ -447,10 +450,16 @@ class EnvWorker(gym.Env):
 def side_by_side(workers: list[EnvWorker], messages: list) -> list:
     """Send each worker its message (``("reset", seed)``, ``("step", action)``), then take their answers in turn: the
     workers do the work at the same time (a vector of environments, one per process)."""
+    sent, error = [], None
     for w, m in zip(workers, messages, strict=True):
-        w._conn.send(m)
-    answers, error = [], None
-    for w in workers:  # every answer is read, also after an error, so that none is left for the next call to read
+        try:
+            w._send(m)
+        except RuntimeError as err:  # a worker gone (RunStopped): the others are not sent theirs
+            error = err
+            break
+        sent.append(w)
+    answers = []
+    for w in sent:  # every answer sent for is read, also after an error, so that none is left for the next call
         try:
             answers.append(w._receive())
         except RuntimeError as err:

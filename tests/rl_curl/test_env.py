@@ -203,7 +203,7 @@ def test_a_worker_that_ends_under_the_run_is_a_stopped_run_naming_the_signal():
     message fails to send (the pipe broken) or its answer never comes."""
     import signal
 
-    from rl_curl.env import EnvWorker, describe_exit
+    from rl_curl.env import EnvWorker, describe_exit, side_by_side
     from shared_losses.training.runtime import RunStopped
 
     for first in ("step", "reset"):
@@ -216,6 +216,22 @@ def test_a_worker_that_ends_under_the_run_is_a_stopped_run_naming_the_signal():
         assert str(info.value) == ("the environment's worker process ended (killed by SIGKILL: the system's "
                                    "out-of-memory killer sends it)")
         w.close()  # closing a worker that is gone is quiet
+    # --eval-parallel's workers stepped side by side: one killed, the other's answer still read, then RunStopped
+    workers = [EnvWorker(task="gym:tests.rl_curl.probe_env:Probe-v0", seed=s, image_size=16) for s in (1, 2)]
+    try:
+        side_by_side(workers, [("reset", 5), ("reset", 6)])
+        workers[1]._proc.send_signal(signal.SIGKILL)
+        workers[1]._proc.wait(timeout=30)
+        with pytest.raises(RunStopped, match=r"worker process ended \(killed by SIGKILL"):
+            side_by_side(workers, [("reset", 7), ("reset", 8)])
+        assert workers[0].reset(seed=7)[0].shape == (9, 16, 16)  # the living worker's answer was not left behind
+        workers[0]._proc.send_signal(signal.SIGKILL)  # and the first one gone: the other is not sent its message
+        workers[0]._proc.wait(timeout=30)
+        with pytest.raises(RunStopped):
+            side_by_side(workers, [("reset", 9), ("reset", 10)])
+    finally:
+        for w in workers:
+            w.close()
     assert describe_exit(3) == "exit status 3" and describe_exit(None).startswith("still running")
     assert describe_exit(-signal.SIGSEGV) == "killed by SIGSEGV: a crash in the simulator or its renderer"
     assert describe_exit(-signal.SIGTERM) == "killed by SIGTERM" and describe_exit(-200) == "killed by signal 200"
