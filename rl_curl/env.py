@@ -15,6 +15,7 @@ resized, stacked and paired with actions rescaled to ``[-1, 1]`` the same way. `
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections import deque
 
@@ -340,8 +341,6 @@ def _serve(conn, kwargs: dict, episodes: int | None = None) -> None:
 
 def describe_exit(code: int | None) -> str:
     """A worker process's exit status in words: a signal by name, with its usual cause where there is one."""
-    import signal
-
     if code is None:
         return "still running, but its pipe is closed"
     if code >= 0:

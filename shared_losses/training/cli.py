@@ -44,38 +44,38 @@ USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryErro
 
 
 def run_cli(main: Callable[[], Any]) -> Any:
-    """Call ``main()`` as a command: user errors as one ``error:`` line and status 2, a stopped run as one line and
-    status 130 (see the module's docstring); returns what ``main`` returns."""
+    """Call ``main()`` as a command: user errors as one ``error:`` line and status 2, a run stopped by a process it
+    depends on as one ``error:`` line and status 1, a stopped run as one line and status 130 (see the module's
+    docstring); returns what ``main`` returns."""
     from .runtime import RunInterrupted, RunStopped
 
     try:
         result = main()
     except RunInterrupted as err:  # SIGINT/SIGTERM: the run wrote its checkpoint and stopped
-        _to_stderr(str(err))
-        end_process(130)
-        raise SystemExit(130) from None
+        _exit(str(err), 130)
     except RunStopped as err:  # a process the run depends on ended: its cause is outside our code
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
-        _to_stderr(f"error: {err}")
-        end_process(1)
-        raise SystemExit(1) from None
+        _exit(f"error: {err}", 1)
     except KeyboardInterrupt:  # a second Ctrl-C (or one before the training loop): stop at once
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
-        _to_stderr("\nstopped at once (Ctrl-C): work since the last checkpoint is lost; a run continues from its last "
-                   "checkpoint with --resume")
-        end_process(130)
-        raise SystemExit(130) from None
+        _exit("\nstopped at once (Ctrl-C): work since the last checkpoint is lost; a run continues from its last "
+              "checkpoint with --resume", 130)
     except USER_ERRORS as err:
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
-        _to_stderr(f"error: {err}\n(CONTRASTIVE_SUITE_TRACEBACK=1 shows where it was raised)")
-        end_process(2)
-        raise SystemExit(2) from None
+        _exit(f"error: {err}\n(CONTRASTIVE_SUITE_TRACEBACK=1 shows where it was raised)", 2)
     # a main that returns its exit status (the table scripts: ``sys.exit(run_cli(main))``) keeps it
     end_process(result if isinstance(result, int) and not isinstance(result, bool) else 0)
     return result
+
+
+def _exit(text: str, status: int) -> None:
+    """End the command with ``text`` (one write to stderr) and ``status``, without the traceback."""
+    _to_stderr(text)
+    end_process(status)
+    raise SystemExit(status) from None
 
 
 def _to_stderr(text: str) -> None:
