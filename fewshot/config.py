@@ -630,4 +630,5 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> A
     if cls is ImageConfig:
         sections.append(ENCODER_LOSSES.help_text("fewshot.objectives.ENCODER_LOSSES"))
     text = "\n\n".join(t for t in (description, inspect.getdoc(cls)) if t)
-    return config_from_cli(cls, presets_for(cls), args, text, finish=cli_finish, sections=sections)
+    prog = "python -m fewshot.train" + ("" if name == "text" else f" {name}")
+    return config_from_cli(cls, presets_for(cls), args, text, finish=cli_finish, sections=sections, prog=prog)

@@ -303,4 +303,5 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> C
     """The configuration of ``python -m rl_curl.train ARGS`` (``argv``: the arguments, default ``sys.argv[1:]``):
     tyro's parse of :class:`Config` with ``--preset NAME`` (:func:`shared_losses.training.cli.config_from_cli`)."""
     return config_from_cli(Config, PRESETS, argv, description,
-                           sections=[OBJECTIVES.help_text("rl_curl.objectives.OBJECTIVES")])
+                           sections=[OBJECTIVES.help_text("rl_curl.objectives.OBJECTIVES")],
+                           prog="python -m rl_curl.train")

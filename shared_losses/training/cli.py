@@ -9,6 +9,8 @@ A run that cannot go on because a process it depends on ended (:class:`shared_lo
 an environment's worker killed, say) prints one ``error:`` line saying where it stopped and how to continue, and
 exits with status 1. A run stopped by SIGINT/SIGTERM (:class:`shared_losses.training.runtime.RunInterrupted`: it
 wrote a checkpoint first) prints one line, ``interrupted at ...; continue with --resume``, and exits with status 130.
+Output read by a program that stops reading early (``--help | head``) ends the command quietly with status 141,
+as a shell reports a process ended by SIGPIPE, instead of a ``BrokenPipeError`` traceback.
 A second Ctrl-C (which stops at once, without a checkpoint) prints one line too and exits with 130.
 ``CONTRASTIVE_SUITE_TRACEBACK=1`` shows the traceback for user errors too.
 
@@ -66,9 +68,33 @@ def run_cli(main: Callable[[], Any]) -> Any:
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
         _exit(f"error: {err}\n(CONTRASTIVE_SUITE_TRACEBACK=1 shows where it was raised)", 2)
+    except BrokenPipeError:  # the reader of our output went away (``--help | head``): end quietly, as Unix tools do
+        if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
+            raise
+        _quiet_after_closed_pipe()
+        end_process(PIPE_CLOSED)
+        raise SystemExit(PIPE_CLOSED) from None
     # a main that returns its exit status (the table scripts: ``sys.exit(run_cli(main))``) keeps it
     end_process(result if isinstance(result, int) and not isinstance(result, bool) else 0)
     return result
+
+
+PIPE_CLOSED = 128 + 13  # the status of a process ended by SIGPIPE, as a shell reports it (``yes | head``)
+
+
+def _quiet_after_closed_pipe() -> None:
+    """Point stdout (and stderr, when it is the closed pipe too) at the null device, so the interpreter's last
+    flush at exit does not fail again on the closed pipe and print "Exception ignored"."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # the closed pipe itself; ValueError: a stream already closed
+            try:
+                os.dup2(null, stream.fileno())
+            except (OSError, ValueError):  # a stream with no descriptor (a test's capture): nothing to redirect
+                pass
+    os.close(null)
 
 
 def _exit(text: str, status: int) -> None:
@@ -179,7 +205,8 @@ def presets_help(presets: Mapping[str, Mapping[str, Any]], width: int = 100) -> 
 
 def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]], argv: Sequence[str] | None = None,
                     description: str | None = None, *, default_preset: Callable[[list[str]], str | None] | None = None,
-                    finish: Callable[[T, list[str]], T] | None = None, sections: Sequence[str] = ()) -> T:
+                    finish: Callable[[T, list[str]], T] | None = None, sections: Sequence[str] = (),
+                    prog: str | None = None) -> T:
     """Parse the command line into ``config_cls`` (a dataclass) with tyro, ``--preset NAME`` included.
 
     ``presets`` maps each preset's name to the fields it sets (declared beside the configuration, in the
@@ -192,7 +219,8 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
 
     Hooks: ``default_preset(argv)`` names the preset to use when the command line names none (or returns
     None); ``finish(config, argv)`` returns the parsed configuration adjusted (``argv`` tells which options
-    were given: :func:`option_given`)."""
+    were given: :func:`option_given`). ``prog`` is the command as ``--help``'s usage line names it (``python -m
+    rl_curl.train``; default: the script's path, which ``python -m`` makes a full path to the module's file)."""
     import dataclasses
     import inspect
 
@@ -220,5 +248,5 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
         default = config_cls(**presets[name], **({"preset": name} if has_field else {}))
     text = description if description is not None else (inspect.getdoc(config_cls) or "")
     text = "\n\n".join(t.strip("\n") for t in (text, *sections, presets_help(presets) if presets else "") if t)
-    cfg = tyro.cli(config_cls, args=args, default=default, description=text)
+    cfg = tyro.cli(config_cls, args=args, default=default, description=text, prog=prog)
     return finish(cfg, args) if finish is not None else cfg

@@ -195,3 +195,37 @@ def test_run_cli_prints_a_stopped_run_in_one_line_with_status_1(capsys, monkeypa
     monkeypatch.setenv("CONTRASTIVE_SUITE_TRACEBACK", "1")
     with pytest.raises(RunStopped):
         run_cli(main)
+
+
+def test_output_read_by_a_program_that_stops_early_ends_quietly_with_status_141():
+    """``--help | head`` and the like: the reader closes the pipe, the command ends as a SIGPIPE'd process would (a
+    shell's 141), with no BrokenPipeError traceback and no "Exception ignored" at the interpreter's exit."""
+    code = ("from shared_losses.training.cli import run_cli\n"
+            "def main():\n"
+            "    for i in range(100000):\n"
+            "        print('line', i)\n"
+            "run_cli(main)\n")
+    env = {k: v for k, v in os.environ.items() if k != "CONTRASTIVE_SUITE_TRACEBACK"}
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "line 0\n"
+    proc.stdout.close()  # the reader goes away
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141, err
+    assert err == "", err
+
+
+def test_trainers_name_themselves_in_their_usage_line(capsys):
+    """``python -m`` makes sys.argv[0] the module file's full path; --help and tyro's errors say the command."""
+    from fewshot.config import from_cli as fewshot_cli
+    from nlp_qt.config import from_cli as qt_cli
+    from rl_curl.config import from_cli as curl_cli
+
+    for parse, argv, prog in [(curl_cli, [], "python -m rl_curl.train"), (qt_cli, [], "python -m nlp_qt.train"),
+                              (fewshot_cli, [], "python -m fewshot.train"),
+                              (fewshot_cli, ["pu"], "python -m fewshot.train pu"),
+                              (fewshot_cli, ["images"], "python -m fewshot.train images")]:
+        with pytest.raises(SystemExit) as exit_info:
+            parse([*argv, "--help"])
+        assert exit_info.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: {prog} [-h]")
