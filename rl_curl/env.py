@@ -14,6 +14,7 @@ resized, stacked and paired with actions rescaled to ``[-1, 1]`` the same way. `
 
 from __future__ import annotations
 
+import difflib
 import os
 import signal
 import subprocess
@@ -37,10 +38,20 @@ def valid_tasks() -> list[str]:
 def parse_task(task: str) -> tuple[str, str]:
     names = valid_tasks()
     if task not in names:
-        raise ValueError(f"unknown DeepMind Control task {task!r}; valid tasks are: {', '.join(names)} "
-                         f"(other gymnasium environments: 'gym:ENV_ID')")
+        raise ValueError(f"unknown DeepMind Control task {task!r}{_task_hint(task, names)}; valid tasks are: "
+                         f"{', '.join(names)} (other gymnasium environments: 'gym:ENV_ID')")
     domain, name = task.split("-", 1)
     return domain, name
+
+
+def _task_hint(task: str, names: list[str]) -> str:
+    """What an unknown task name most likely meant: a gymnasium id without its ``gym:`` prefix, or the nearest
+    DeepMind Control names (a typo, another case, ``_`` for ``-``)."""
+    if task in gym.envs.registry:
+        return f" (it is a gymnasium environment: pass --task gym:{task})"
+    by_key = {n.lower().replace("_", "-"): n for n in names}
+    close = difflib.get_close_matches(task.lower().replace("_", "-"), list(by_key), n=3, cutoff=0.75)
+    return f" (did you mean {' or '.join(by_key[c] for c in close)}?)" if close else ""
 
 
 class _StackedPixels(gym.Env):

@@ -10,6 +10,20 @@ def test_unknown_task_lists_valid_names():
     assert "cartpole-swingup" in str(err.value) and "walker-walk" in str(err.value)
 
 
+@pytest.mark.parametrize("task,hint", [
+    ("cartpole-swingupp", "(did you mean cartpole-swingup or cartpole-swingup_sparse?)"),  # a typo
+    ("walker_walk", "(did you mean walker-walk?)"), ("Cheetah-Run", "(did you mean cheetah-run?)"),
+    ("Pendulum-v1", "(it is a gymnasium environment: pass --task gym:Pendulum-v1)"),  # gymnasium's id, no prefix
+    ("xyz-abc", "; valid tasks are"),  # nothing near: the list alone
+])
+def test_unknown_task_says_what_it_most_likely_meant(task, hint):
+    from rl_curl.env import parse_task
+
+    with pytest.raises(ValueError, match="valid tasks are") as err:
+        parse_task(task)
+    assert str(err.value).startswith(f"unknown DeepMind Control task {task!r} {hint}".replace(" ;", ";"))
+
+
 def test_all_table3_tasks_are_valid():
     names = valid_tasks()
     for t in ["cartpole-swingup", "walker-walk", "cheetah-run", "finger-spin", "reacher-easy", "ball_in_cup-catch"]:
