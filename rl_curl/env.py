@@ -208,6 +208,8 @@ class GymPixels(_StackedPixels):
                 self._env = gym.make(env_id, render_mode="rgb_array", **{**sized, **make_kwargs})
             except TypeError:  # this environment has no width/height arguments
                 self._env = gym.make(env_id, render_mode="rgb_array", **make_kwargs)
+        except gym.error.DependencyNotInstalled as e:  # a known environment whose extra is missing (mujoco, box2d)
+            raise ValueError(f"gymnasium environment {env_id!r} needs a package that is not installed: {e}") from e
         except gym.error.Error as e:  # NameNotFound, VersionNotFound, ... (also a module that fails to register)
             raise ValueError(f"unknown gymnasium environment {env_id!r}: {e}") from e
         what = f"gymnasium environment {env_id!r}"
@@ -224,7 +226,10 @@ class GymPixels(_StackedPixels):
         self._what = what
 
     def _frame(self, obs) -> np.ndarray:
-        frame = obs if self._image_obs else self._env.render()
+        try:
+            frame = obs if self._image_obs else self._env.render()
+        except gym.error.DependencyNotInstalled as e:  # classic control renders with pygame, an optional extra
+            raise ValueError(f"{self._what} cannot render its frames: {e}") from e
         frame = np.asarray(frame)
         if frame.ndim != 3 or frame.shape[-1] != 3:
             raise ValueError(f"{self._what}: expected RGB frames of shape (H, W, 3), got {frame.shape}")

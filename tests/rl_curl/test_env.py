@@ -302,3 +302,38 @@ def test_workers_side_by_side_answer_in_order_and_an_error_leaves_no_answer_behi
     finally:
         for w in workers:
             w.close()
+
+
+def test_a_missing_optional_package_of_a_gymnasium_environment_is_named_not_called_unknown(monkeypatch):
+    """Classic control renders with pygame (gymnasium[classic_control]) and MuJoCo's envs need mujoco: gymnasium's
+    DependencyNotInstalled, at make or at the first frame, is one error naming the package, not a traceback or an
+    "unknown environment"."""
+    import gymnasium as gym
+
+    from rl_curl.env import GymPixels
+    from tests.rl_curl.tiny_pixel_env import TinyDot
+
+    missing = gym.error.DependencyNotInstalled('pygame is not installed, run `pip install "gymnasium[extra]"`')
+
+    class NeedsAtMake(TinyDot):
+        def __init__(self, render_mode=None, size=32):
+            raise missing
+
+    class NeedsToRender(TinyDot):
+        def render(self):
+            raise missing
+
+    gym.register(id="NeedsAtMake-v0", entry_point=NeedsAtMake)
+    gym.register(id="NeedsToRender-v0", entry_point=NeedsToRender)
+    try:
+        with pytest.raises(ValueError) as err:
+            GymPixels("NeedsAtMake-v0", image_size=16)
+        assert str(err.value) == ("gymnasium environment 'NeedsAtMake-v0' needs a package that is not installed: "
+                                  'pygame is not installed, run `pip install "gymnasium[extra]"`')
+        env = GymPixels("NeedsToRender-v0", image_size=16)
+        with pytest.raises(ValueError, match=r"^gymnasium environment 'NeedsToRender-v0' cannot render its frames: "
+                                             r"pygame is not installed, run `pip install"):
+            env.reset()
+    finally:
+        for name in ("NeedsAtMake-v0", "NeedsToRender-v0"):
+            gym.envs.registry.pop(name, None)
