@@ -304,8 +304,12 @@ class EnvGroup:
 
 
 #: The program of :class:`EnvWorker`'s process (``python -c``; argv: the pipe's descriptor, the parent's sys.path, which
-#: replaces the worker's, as multiprocessing's spawn does).
-_WORKER_CODE = ("import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
+#: replaces the worker's, as multiprocessing's spawn does). Its first act: ignore SIGINT and SIGTERM. A terminal's
+#: Ctrl-C reaches every process of the foreground group, and a scheduler's cancel (Slurm's scancel, ``timeout``) every
+#: process of the job, workers included; the run asks to stop at the end of its episode and write a checkpoint, which
+#: needs its environment to the end. The worker ends when its run closes it or its pipe closes (the run gone).
+_WORKER_CODE = ("import signal; [signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)]; "
+                "import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
                 "from rl_curl.env import _worker_main; _worker_main(int(sys.argv[1]))")
 
 
@@ -317,7 +321,7 @@ def _worker_main(fd: int) -> None:
     conn = Connection(fd)
     try:
         kwargs, episodes = conn.recv()
-    except (EOFError, KeyboardInterrupt):  # the parent ended before sending them
+    except EOFError:  # the parent ended before sending them
         return
     _serve(conn, kwargs, episodes)
 
@@ -351,7 +355,7 @@ def _serve(conn, kwargs: dict, episodes: int | None = None) -> None:
                 conn.send(("error", f"{type(err).__name__}: {err}", traceback.format_exc()))
                 continue
             conn.send(("ok", out))
-    except (EOFError, OSError, KeyboardInterrupt):  # the parent is gone (its pipe closed or broken), or Ctrl-C
+    except (EOFError, OSError):  # the parent is gone (its pipe closed or broken)
         env.close()
 
 

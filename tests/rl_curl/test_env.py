@@ -211,6 +211,69 @@ def test_env_worker_ends_when_its_parent_is_gone():
     assert w._proc.returncode == 0
 
 
+def test_env_worker_outlives_the_ctrl_c_and_sigterm_that_reach_its_process_group():
+    """A terminal's Ctrl-C (SIGINT) and a scheduler's cancel (SIGTERM) reach the worker with its run; the run stops at
+    the end of its episode, so the worker must keep answering until the run closes it."""
+    import signal
+    import time
+
+    from rl_curl.env import EnvWorker
+
+    w = EnvWorker(task="gym:tests.rl_curl.probe_env:Probe-v0", seed=0, image_size=16)
+    try:
+        w.reset(seed=0)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            w._proc.send_signal(sig)
+            time.sleep(0.3)  # time to die, if it were going to
+            assert w._proc.poll() is None, f"the worker ended on {sig.name}"
+            obs, *_ = w.step(w.action_space.sample())
+            assert obs.shape == w.observation_space.shape
+    finally:
+        w.close()
+    assert w._proc.returncode == 0  # ended by close()
+
+
+@pytest.mark.slow  # a tiny run in a subprocess, stopped by a signal to its whole process group
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_run_with_an_env_worker_stopped_by_its_process_group_writes_its_checkpoint(tmp_path, sig):
+    """What a user's Ctrl-C does in a terminal (SIGINT to every process of the foreground group) and Slurm's cancel or
+    ``timeout`` (SIGTERM to all): the run ends its episode, writes its checkpoint and exits with 130. Its environment
+    worker used to die of the signal, and the run ended in an error that lost every step since the last checkpoint."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "rl_curl.train", "--env-worker", "--eval-parallel", "--output-dir", str(out),
+           "--env-steps", "1000000", "--action-repeat", "50", "--image-size", "20", "--crop-size", "16",
+           "--num-filters", "4", "--num-layers", "2", "--hidden-dim", "16", "--feature-dim", "8", "--batch-size", "8",
+           "--seed-steps", "5", "--eval-every", "100000", "--eval-episodes", "2", "--log-every", "100",
+           "--checkpoint-every", "1000000", "--torch-threads", "1", "--no-progress", "--no-save-video"]
+    # SIGINT's default put back in the child: a shell's background job (CI's, say) starts with SIGINT ignored, and the
+    # workers would inherit that and pass this test without the fix
+    proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], start_new_session=True, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+    try:
+        start = time.monotonic()  # signal once the run has stepped (its log has a row) and its workers are up
+        while not (out / "log.csv").exists() or len((out / "log.csv").read_text().splitlines()) < 2:
+            assert proc.poll() is None and time.monotonic() - start < 240, proc.stdout.read() if proc.poll() else ""
+            time.sleep(0.2)
+        os.killpg(proc.pid, getattr(signal, sig))
+        text = proc.communicate(timeout=240)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, text
+    assert "interrupted at environment step" in text and "Traceback" not in text and "error:" not in text, text
+    assert (out / "checkpoint" / "COMPLETE").exists()
+
+
 def test_a_worker_that_ends_under_the_run_is_a_stopped_run_naming_the_signal():
     """A worker killed while the run steps it (the out-of-memory killer's SIGKILL) raises RunStopped, which the
     training loop completes with where the run stopped and ``run_cli`` prints in one line; whether the run's next
