@@ -528,25 +528,34 @@ class StopSignals:
 
     Used as ``with StopSignals() as stop: ... if stop.requested: checkpoint, raise RunInterrupted``.
     The first signal sets ``requested`` (and prints one line saying the run stops after its step);
-    a second SIGINT raises KeyboardInterrupt at once, as usual. Outside the main thread (where
+    a second SIGINT raises KeyboardInterrupt at once, as usual, if it comes :attr:`again_after` seconds or more
+    after the first: a launcher (torchrun, ``accelerate launch``) forwards the terminal's Ctrl-C to processes that
+    the terminal already sent it to, so one press arrives twice, milliseconds apart. Outside the main thread (where
     handlers cannot be installed) it does nothing. Several processes must agree on stopping at the
     same step: combine ``requested`` across them (e.g. a sum in a reduce the loop already does).
     """
+
+    #: Seconds after the first signal from which a second SIGINT stops at once (sooner: the same press, forwarded).
+    again_after = 1.0
 
     def __init__(self, message: str = "stopping after the current step and writing a checkpoint "
                                       "(Ctrl-C again to stop at once, losing the steps since the last checkpoint)"):
         self.requested = False
         self.message = message
         self._old: dict = {}
+        self._first = 0.0  # time.monotonic() of the first signal
 
     def _handle(self, signum, frame):
         import signal
         import sys
+        import time
 
-        if self.requested and signum == signal.SIGINT:
+        now = time.monotonic()
+        if self.requested and signum == signal.SIGINT and now - self._first >= self.again_after:
             raise KeyboardInterrupt
         if not self.requested:
             print(f"\n{signal.Signals(signum).name}: {self.message}", file=sys.stderr, flush=True)
+            self._first = now
         self.requested = True
 
     def __enter__(self) -> "StopSignals":

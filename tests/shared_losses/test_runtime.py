@@ -267,3 +267,63 @@ def test_write_json_atomic_that_fails_leaves_the_old_file_and_no_temporary_file(
     monkeypatch.undo()
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+
+
+def test_one_ctrl_c_forwarded_by_a_launcher_is_one_request_and_a_later_one_stops_at_once(capsys):
+    """torchrun / accelerate launch forward the terminal's Ctrl-C to processes the terminal sent it to already: two
+    SIGINTs within StopSignals.again_after are one request (the run stops after its step with a checkpoint); a
+    SIGINT after that, a person's second press, stops at once; SIGTERM never does."""
+    import signal
+
+    from shared_losses.training.runtime import StopSignals
+
+    stop = StopSignals()
+    stop._handle(signal.SIGINT, None)
+    try:
+        stop._handle(signal.SIGINT, None)  # the same press, forwarded
+    except KeyboardInterrupt:  # caught: let loose, it would end the whole test session
+        pytest.fail("a SIGINT milliseconds after the first stopped the run at once")
+    assert stop.requested
+    assert capsys.readouterr().err.count("SIGINT: stopping after the current step") == 1
+    stop._first -= StopSignals.again_after  # a second press, a second later
+    stop._handle(signal.SIGTERM, None)
+    with pytest.raises(KeyboardInterrupt):
+        stop._handle(signal.SIGINT, None)
+
+
+@pytest.mark.slow  # a tiny run in a subprocess
+def test_a_run_given_one_ctrl_c_twice_writes_its_checkpoint(tmp_path):
+    """End to end: a run sent SIGINT twice, 20 ms apart, as a launcher forwarding a terminal's Ctrl-C does, stops
+    after its step with a checkpoint and exits 130 (it used to stop at once and lose every step since the last
+    checkpoint)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "nlp_qt.train", "--corpus", "nlp_qt/data/books", "--output-dir", str(out),
+           "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200", "--batch-size", "8", "--no-progress",
+           "--checkpoint-every", "1000000", "--log-every", "1", "--max-steps", "1000000", "--device", "cpu"]
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a background job's
+    try:                                                                 # ignored SIGINT put back for the run
+        start = time.monotonic()
+        while not (out / "log.csv").exists() or len((out / "log.csv").read_text().splitlines()) < 3:
+            assert proc.poll() is None and time.monotonic() - start < 240, proc.stdout.read() if proc.poll() else ""
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        text = proc.communicate(timeout=240)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, text
+    assert "interrupted at step" in text and "stopped at once" not in text, text
+    assert (out / "checkpoint" / "COMPLETE").exists()
