@@ -5,10 +5,11 @@ missing or existing path, a corrupt checkpoint or data file: ``ValueError`` and 
 as ``CheckpointError``, ``CorpusError`` and ``DataError``, ``FileNotFoundError``,
 ``FileExistsError``) are printed as ``error: ...`` on stderr and the process exits with status 2,
 argparse's status for a usage error. Anything else (a bug, an out-of-memory) keeps its traceback.
-A run that cannot go on because a process it depends on ended (:class:`shared_losses.training.runtime.RunStopped`:
-an environment's worker killed, say) prints one ``error:`` line saying where it stopped and how to continue, and
-exits with status 1. A run stopped by SIGINT/SIGTERM (:class:`shared_losses.training.runtime.RunInterrupted`: it
-wrote a checkpoint first) prints one line, ``interrupted at ...; continue with --resume``, and exits with status 130.
+A run that cannot go on because a process it depends on ended or its checkpoint could not be written
+(:class:`shared_losses.training.runtime.RunStopped`: an environment's worker killed, a full disk) prints one
+``error:`` line saying where it stopped and how to continue, and exits with status 1. A run stopped by
+SIGINT/SIGTERM (:class:`shared_losses.training.runtime.RunInterrupted`: it wrote a checkpoint first) prints one
+line, ``interrupted at ...; continue with --resume``, and exits with status 130.
 Output read by a program that stops reading early (``--help | head``) ends the command quietly with status 141,
 as a shell reports a process ended by SIGPIPE, instead of a ``BrokenPipeError`` traceback.
 A second Ctrl-C (which stops at once, without a checkpoint) prints one line too and exits with 130.

@@ -78,22 +78,60 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
     if _is_main(accelerator) and tmp.exists():
         shutil.rmtree(tmp)
     _wait(accelerator)
-    if accelerator is not None:
-        accelerator.save_state(str(tmp), safe_serialization=True)
-    _wait(accelerator)
+    try:
+        if accelerator is not None:
+            accelerator.save_state(str(tmp), safe_serialization=True)
+        _wait(accelerator)
+        if _is_main(accelerator):
+            tmp.mkdir(parents=True, exist_ok=True)
+            with open(tmp / EXTRA, "wb") as fh:
+                torch.save(state, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if accelerator is not None and _entries(accelerator):
+                (tmp / ENTRIES).write_text(json.dumps(_entries(accelerator), indent=1))
+            meta = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "keys": sorted(state)}
+            (tmp / MARKER).write_text(json.dumps(meta))
+    except Exception as err:
+        if not _write_failed(err):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # the part written: the last complete checkpoint stays as it was
+        raise RunStopped(f"could not write the checkpoint to {directory} ({_first_line(err)}; "
+                         f"{_free_space(directory.parent)}): the disk is full, or a quota or file-size limit was "
+                         "reached; make room") from err
     if _is_main(accelerator):
-        tmp.mkdir(parents=True, exist_ok=True)
-        with open(tmp / EXTRA, "wb") as fh:
-            torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if accelerator is not None and _entries(accelerator):
-            (tmp / ENTRIES).write_text(json.dumps(_entries(accelerator), indent=1))
-        meta = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "keys": sorted(state)}
-        (tmp / MARKER).write_text(json.dumps(meta))
         replace_directory(tmp, directory)
     _wait(accelerator)
     return directory
+
+
+#: What torch's and safetensors' writers say when the file system refuses a write (they lose the OSError's errno).
+_WRITE_FAILURES = ("iostream error", "unexpected pos", "failed writing", "file write failed", "ioerror",
+                   "no space left", "file too large", "quota exceeded")
+
+
+def _write_failed(err: BaseException) -> bool:
+    """Whether ``err``, raised while a checkpoint was written, is the file system refusing the write (a full disk, a
+    quota, a file-size limit) rather than a fault in what was being saved."""
+    seen = err
+    while seen is not None:
+        if isinstance(seen, OSError) or any(w in str(seen).lower() for w in _WRITE_FAILURES):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _free_space(folder: Path) -> str:
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return "free space unknown"
+    return f"{free / 2**20:,.0f} MiB free there"
 
 
 def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> Path:
@@ -518,7 +556,8 @@ class RunInterrupted(Exception):
 
 class RunStopped(RuntimeError):
     """The run cannot go on for a cause outside its training: a process it depends on ended (an environment's worker
-    killed by the system's out-of-memory killer, a renderer that crashed). The checkpoints it wrote stand. The
+    killed by the system's out-of-memory killer, a renderer that crashed), or the file system refused its checkpoint
+    (:func:`save_checkpoint`: a full disk, a quota, a file-size limit). The checkpoints it wrote stand. The
     training loop adds where the run stopped and how to continue; ``run_cli`` prints ``error: ...`` in one line
     (no traceback: the cause is not in the code that raised it) and exits with status 1."""
 

@@ -327,3 +327,72 @@ def test_a_run_given_one_ctrl_c_twice_writes_its_checkpoint(tmp_path):
     assert proc.returncode == 130, text
     assert "interrupted at step" in text and "stopped at once" not in text, text
     assert (out / "checkpoint" / "COMPLETE").exists()
+
+
+@pytest.mark.parametrize("failure", [
+    OSError(28, "No space left on device"),  # a full disk, as Python's own writes say it
+    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 29696 vs 29584"),  # torch.save's
+    RuntimeError("Error while serializing: IoError(Os { code: 122, kind: FilesystemQuotaExceeded })"),  # safetensors'
+])
+def test_a_checkpoint_the_disk_refuses_stops_the_run_and_leaves_the_last_one(tmp_path, monkeypatch, failure):
+    """A full disk, a quota or a file-size limit while a checkpoint is written: the run stops with one line
+    (RunStopped, status 1) naming the folder, what the writer said and the free space; the part written is removed
+    and the last complete checkpoint stays as it was, for --resume."""
+    from shared_losses.training import runtime
+    from shared_losses.training.runtime import RunStopped
+
+    acc, model, opt = _setup()
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 1})
+    real_save = torch.save
+
+    def refused(obj, f, *a, **kw):
+        real_save(obj, f, *a, **kw)  # some of it written, then the file system says no
+        raise failure
+
+    monkeypatch.setattr(runtime.torch, "save", refused)
+    with pytest.raises(RunStopped) as info:
+        save_checkpoint(acc, tmp_path / "ckpt", {"step": 2})
+    text = str(info.value)
+    assert text.startswith(f"could not write the checkpoint to {tmp_path / 'ckpt'} ({type(failure).__name__}: ")
+    assert "MiB free there" in text and "the disk is full, or a quota or file-size limit was reached" in text
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no partial checkpoint left behind
+    assert load_checkpoint(acc, tmp_path / "ckpt")["step"] == 1
+
+
+def test_a_fault_in_what_is_saved_is_not_taken_for_a_full_disk(tmp_path, monkeypatch):
+    from shared_losses.training import runtime
+
+    acc, model, opt = _setup()
+
+    def broken(obj, f, *a, **kw):
+        raise RuntimeError("Can't pickle local object 'f.<locals>.g'")
+
+    monkeypatch.setattr(runtime.torch, "save", broken)
+    with pytest.raises(RuntimeError, match="Can't pickle"):  # the bug keeps its own error and traceback
+        save_checkpoint(acc, tmp_path / "ckpt", {"step": 2})
+
+
+@pytest.mark.slow  # a tiny run in a subprocess under a file-size limit
+def test_a_run_whose_checkpoint_outgrows_a_file_size_limit_ends_in_one_line(tmp_path):
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    limit = 30 * 1024  # the run's logs fit; its optimiser's state does not
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "nlp_qt.train", "--corpus", "nlp_qt/data/books", "--output-dir", str(out),
+           "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200", "--batch-size", "8", "--no-progress",
+           "--checkpoint-every", "10", "--log-every", "5", "--max-steps", "30", "--device", "cpu"]
+    res = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300,
+                         preexec_fn=limited)
+    assert res.returncode == 1, res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith(f"error: could not write the checkpoint to {out / 'checkpoint'} ("), res.stderr
+    assert "the run stopped at step 10: it wrote no checkpoint yet" in lines[-1] and "Traceback" not in res.stderr
+    assert not (out / ".checkpoint.tmp").exists()
