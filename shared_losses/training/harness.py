@@ -34,7 +34,7 @@ import torch
 
 from .runtime import (CheckpointError, CsvLogger, RunFolder, RunInterrupted, StopSignals, _NoWriter,
                       checkpoint_application, checkpoint_exists, claim_run_folder, config_changes, load_checkpoint,
-                      save_checkpoint, tensorboard_writer, write_json_atomic)
+                      release_run_folder, save_checkpoint, tensorboard_writer, write_json_atomic)
 
 CHECKPOINT = "checkpoint"
 CONFIG_FILE = "config.json"
@@ -356,6 +356,12 @@ class RunHarness:
             self._tracking = False
         for logger in self._csv.values():
             logger.close()
+        self.release()
+
+    def release(self) -> None:
+        """Free the run folder for the next command (the hold :meth:`open` took; it also ends with the process)."""
+        if self._opened and self.is_main:
+            release_run_folder(self.out)
 
     # ------------------------------------------------------------------------------ checkpoints
 

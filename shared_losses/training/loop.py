@@ -209,6 +209,7 @@ def run(app: TrainingApp) -> dict:
         bar = app.progress()
     except BaseException:
         harness.abandon()
+        harness.release()
         raise
     try:
         try:
@@ -241,6 +242,7 @@ def run(app: TrainingApp) -> dict:
                        if checkpoint_exists(harness.checkpoint_dir) else
                        "it wrote no checkpoint yet, so start it again (--overwrite moves the folder aside)")
                 raise RunStopped(f"{err}; the run stopped at {app.where()}: {how}") from err
+            harness.release()
             raise
         finally:
             bar.close()

@@ -407,6 +407,91 @@ def _aside_name(folder: Path) -> Path:
     return candidate
 
 
+#: The run folders this process holds (its resolved path -> the open descriptor whose flock marks it in use).
+_HELD: dict[str, int] = {}
+
+
+def _folder_in_use_by(folder: Path) -> str | None:
+    """Who else has ``folder`` open as a run (``process 1234``; ``another process`` where /proc/locks does not say):
+    None when no other process holds its lock, when this process does, or where the file system has no locks
+    (some network file systems: there the rule is not enforced)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform
+        return None
+    if str(folder.resolve()) in _HELD:
+        return None
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _lock_holder(os.fstat(fd)) or "another process"
+    except OSError:
+        return None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _lock_holder(st: os.stat_result) -> str | None:
+    """The process holding an flock on the file of ``st``, from Linux's /proc/locks (None elsewhere)."""
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if "->" not in fields and len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == want:
+            return f"process {fields[4]}"
+    return None
+
+
+def _in_use_error(folder: Path, who: str, option: str) -> RunFolderError:
+    pid = who.split()[-1] if who.startswith("process ") else "PID"
+    return RunFolderError(f"{option} {folder} is in use by a run still going ({who}): wait for it to end, or stop it "
+                          f"(Ctrl-C where it runs, or kill {pid}: it writes a checkpoint first) and continue it with "
+                          "--resume; nothing was changed")
+
+
+def hold_run_folder(folder: str | os.PathLike, option: str = "--output-dir") -> None:
+    """Mark ``folder`` in use by this process for as long as it runs (an exclusive flock on the folder itself:
+    nothing is written into it, and the lock goes with the process however it ends), or until
+    :func:`release_run_folder`. Another process holding it already is a :class:`RunFolderError`. Where the file
+    system has no locks, nothing is held."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    folder = Path(folder)
+    key = str(folder.resolve())
+    if key in _HELD:
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        who = _lock_holder(os.fstat(fd)) or "another process"
+        os.close(fd)
+        raise _in_use_error(folder, who, option) from None
+    except OSError:
+        os.close(fd)
+        return
+    _HELD[key] = fd
+
+
+def release_run_folder(folder: str | os.PathLike) -> None:
+    """Give up this process's hold on ``folder`` (:func:`hold_run_folder`); nothing if it holds none."""
+    fd = _HELD.pop(str(Path(folder).resolve()), None)
+    if fd is not None:
+        os.close(fd)  # closing the descriptor ends its flock
+
+
 @dataclasses.dataclass
 class RunFolder:
     """What :func:`claim_run_folder` decided for an output folder; ``open()`` carries it out.
@@ -420,6 +505,7 @@ class RunFolder:
     application: str
     action: str
     moved_to: Path | None = None
+    option: str = "--output-dir"
 
     @property
     def resuming(self) -> bool:
@@ -433,10 +519,12 @@ class RunFolder:
         if not is_main:
             return self
         if self.action == "replace":
+            release_run_folder(self.path)  # a run this process left open there: its folder goes aside
             os.replace(self.path, self.moved_to)
             if announce:
                 print(f"--overwrite: moved the previous run in {self.path} to {self.moved_to}")
         self.path.mkdir(parents=True, exist_ok=True)
+        hold_run_folder(self.path, self.option)  # until the run ends: a second command on this folder is refused
         if self.action != "resume" or not (self.path / RUN_FILE).exists():
             write_json_atomic(self.path / RUN_FILE, {"application": self.application, "format": 1,
                                                      "created": time.strftime("%Y-%m-%dT%H:%M:%S")})
@@ -470,8 +558,11 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
                 raise RunFolderError(f"{option} {folder}: {parent} is not writable, so the run folder cannot be made "
                                      "there; choose another path (nothing was changed)")
             break
+    who = _folder_in_use_by(folder) if folder.is_dir() else None
+    if who is not None:  # another command is training there now (a second --resume, a job resubmitted early)
+        raise _in_use_error(folder, who, option)
     if not folder.exists() or not any(folder.iterdir()):
-        return RunFolder(folder, application, "new")
+        return RunFolder(folder, application, "new", option=option)
     owner = run_application(folder)
     if owner is None:
         names = sorted(p.name for p in folder.iterdir())
@@ -482,9 +573,9 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
         raise RunFolderError(f"{option} {folder} holds a run of {owner}, not of {application}: choose another folder "
                              f"(nothing was changed)")
     if resume:
-        return RunFolder(folder, application, "resume")
+        return RunFolder(folder, application, "resume", option=option)
     if overwrite:
-        return RunFolder(folder, application, "replace", moved_to=_aside_name(folder))
+        return RunFolder(folder, application, "replace", moved_to=_aside_name(folder), option=option)
     raise RunFolderError(f"{option} {folder} already holds a run of {application}: pass --resume to continue it, or "
                          "--overwrite to move it aside (to a .replaced-<time> folder next to it) and start a new "
                          "one; nothing was changed")

@@ -396,3 +396,99 @@ def test_a_run_whose_checkpoint_outgrows_a_file_size_limit_ends_in_one_line(tmp_
     assert lines[-1].startswith(f"error: could not write the checkpoint to {out / 'checkpoint'} ("), res.stderr
     assert "the run stopped at step 10: it wrote no checkpoint yet" in lines[-1] and "Traceback" not in res.stderr
     assert not (out / ".checkpoint.tmp").exists()
+
+
+def _holder_process(folder):
+    """A process that holds ``folder`` as a run (hold_run_folder) until killed; returns once it holds it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from shared_losses.training.runtime import hold_run_folder; "
+            "hold_run_folder(sys.argv[1]); print('held', flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_a_folder_a_running_process_holds_is_refused_whatever_the_command_asks(tmp_path):
+    """A second command on a run folder while the first still trains there (a second --resume, a job resubmitted
+    before the first ended, --overwrite) would write the same logs and checkpoints: refused, naming the process,
+    with nothing written; the hold ends with the process, however it ends (here SIGKILL)."""
+    import signal
+
+    from shared_losses.training.runtime import RunFolderError, claim_run_folder, release_run_folder
+
+    from ..folder_rules import tree_hash
+
+    folder = tmp_path / "run"
+    claim_run_folder(folder, "nlp_qt").open(announce=False)  # a run of nlp_qt (run.json), then freed
+    release_run_folder(folder)
+    before = tree_hash(tmp_path)
+    proc = _holder_process(folder)
+    try:
+        for kwargs in ({"resume": True}, {"overwrite": True}, {}):
+            with pytest.raises(RunFolderError) as info:
+                claim_run_folder(folder, "nlp_qt", **kwargs)
+            assert str(info.value) == (
+                f"--output-dir {folder} is in use by a run still going (process {proc.pid}): wait for it to end, or "
+                f"stop it (Ctrl-C where it runs, or kill {proc.pid}: it writes a checkpoint first) and continue it "
+                "with --resume; nothing was changed")
+        assert tree_hash(tmp_path) == before  # the check wrote nothing, the hold neither
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert claim_run_folder(folder, "nlp_qt", resume=True).action == "resume"  # free again
+
+
+def test_this_process_may_open_a_folder_it_holds_again_and_the_harness_frees_it(tmp_path):
+    """A run the process itself left open (an in-process caller whose run raised) does not lock the process out."""
+    from shared_losses.training.harness import RunHarness
+    from shared_losses.training.runtime import _HELD, claim_run_folder, hold_run_folder
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    hold_run_folder(folder)
+    assert claim_run_folder(folder, "nlp_qt").action == "new"
+    h = RunHarness("nlp_qt", folder).open()
+    assert str(folder.resolve()) in _HELD
+    h.finish({"done": True})
+    assert str(folder.resolve()) not in _HELD  # the run ended: free
+
+
+@pytest.mark.slow  # two tiny runs in subprocesses
+def test_a_second_command_on_a_folder_whose_run_still_trains_is_refused(tmp_path):
+    """End to end, as it happened: `--resume` given while the first command still trained in the folder was taken,
+    and the two wrote the same log.csv (steps twice) and checkpoint."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from shared_losses.training.runtime import claim_run_folder
+
+    root, out = Path(__file__).resolve().parents[2], tmp_path / "run"
+    cmd = [sys.executable, "-m", "nlp_qt.train", "--corpus", "nlp_qt/data/books", "--output-dir", str(out),
+           "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200", "--batch-size", "8", "--no-progress",
+           "--checkpoint-every", "20", "--log-every", "5", "--max-steps", "1000000", "--device", "cpu"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        start = time.monotonic()
+        while not (out / "checkpoint").exists():
+            assert first.poll() is None and time.monotonic() - start < 240, first.stdout.read() if first.poll() else ""
+            time.sleep(0.1)
+        second = subprocess.run([*cmd, "--resume"], cwd=root, env=env, capture_output=True, text=True, timeout=240)
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=240)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert second.returncode == 2, second.stderr
+    assert f"error: --output-dir {out} is in use by a run still going (process {first.pid})" in second.stderr
+    assert first.returncode == 130
+    steps = [line.split(",")[0] for line in (out / "log.csv").read_text().splitlines()[1:]]
+    assert len(steps) == len(set(steps))  # one writer
+    assert claim_run_folder(out, "nlp_qt", resume=True).action == "resume"  # free once the run has ended
