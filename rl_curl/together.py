@@ -214,7 +214,7 @@ def run_together(cfgs: list[Config]) -> list[dict]:
     """Train (or resume) the runs of ``cfgs`` together; returns their summaries, in order. A run that fails stops
     the others (each keeps its last checkpoint), and its error is raised."""
     from shared_losses.training.loop import run as run_app
-    from shared_losses.training.runtime import StopSignals
+    from shared_losses.training.runtime import RunInterrupted, StopSignals
 
     from .env import EnvWorker
     from .train import CurlApp, env_kwargs
@@ -263,6 +263,9 @@ def run_together(cfgs: list[Config]) -> list[dict]:
             for app in apps:  # a worker no run took (a finished run resumed builds nothing); closing twice is a no-op
                 if app.env_started is not None:
                     app.env_started.close()
+    if len(errors) > 1 and all(isinstance(e, RunInterrupted) for e in errors):  # stopped together: name every one
+        folders = ", ".join(str(app.harness.checkpoint_dir) for app in apps)
+        raise RunInterrupted(f"{errors[0].at} (checkpoints written to {folders})", at=errors[0].at) from errors[0]
     first = next((e for e in errors if e is not None and not _follows(e)), None) or \
         next((e for e in errors if e is not None), None)
     if first is not None:

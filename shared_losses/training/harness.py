@@ -401,7 +401,7 @@ class RunHarness:
         if state is not None:
             self.checkpoint(state)
         self.close()
-        return RunInterrupted(f"{where} (checkpoint written to {self.checkpoint_dir})")
+        return RunInterrupted(f"{where} (checkpoint written to {self.checkpoint_dir})", at=where)
 
     # ------------------------------------------------------------------------------ the end
 

@@ -640,9 +640,10 @@ class RunInterrupted(Exception):
     """A run stopped on SIGINT/SIGTERM after writing a checkpoint; ``run_cli`` prints ``str(self)``
     and exits with status 130."""
 
-    def __init__(self, where: str, option: str = "--resume"):
+    def __init__(self, where: str, option: str = "--resume", at: str | None = None):
         super().__init__(f"interrupted at {where}; continue with {option}")
         self.where = where
+        self.at = where if at is None else at  # the step alone ("environment step 3000"), without the checkpoint
 
 
 class RunStopped(RuntimeError):

@@ -112,9 +112,12 @@ def test_runs_together_resume_exactly_after_a_stop(tmp_path, monkeypatch):
 
     monkeypatch.setattr(runtime, "StopSignals", Signals)
     monkeypatch.setattr(StackedAgents, "update", counted)
-    with pytest.raises(RunInterrupted):
+    with pytest.raises(RunInterrupted) as info:
         run_together(part)
     monkeypatch.undo()
+    folders = ", ".join(str(tmp_path / f"part{i}" / "checkpoint") for i in range(2))  # every run's, in one line
+    assert str(info.value) == (f"interrupted at {info.value.at} (checkpoints written to {folders}); continue with "
+                               "--resume") and info.value.at.startswith("environment step ")
     stopped = {rows(tmp_path / f"part{i}" / "log.csv")[-1]["env_step"] for i in range(2)}
     assert len(stopped) == 1, stopped  # in step
     run_together([cfg(tmp_path, f"part{i}", env_steps=2000, checkpoint_every=1000, resume=True, **s)
