@@ -36,6 +36,7 @@ fits a plain step-counted run.
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -183,6 +184,10 @@ class TrainingApp:
         raise NotImplementedError
 
 
+#: The file system's refusals of a write: no space, the quota, the file-size limit.
+_DISK_REFUSED = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def run(app: TrainingApp) -> dict:
     """Train (or resume) ``app``'s run to the end; returns its summary (also written to ``app.summary_file``)."""
     harness = app.harness
@@ -234,16 +239,23 @@ def run(app: TrainingApp) -> dict:
                     if not app.done() and app.stop_requested():
                         raise harness.interrupted(app.where(), None if written else app.state())
         except BaseException as err:
+            if isinstance(err, OSError) and err.errno in _DISK_REFUSED:  # a log or event file the disk refused
+                refused = RunStopped(f"could not write to {harness.out} ({err.strerror}: {err.filename or 'a log'}): "
+                                     "the disk is full, or a quota or file-size limit was reached; make room")
+                refused.__cause__, err = err, refused
             if not (started or isinstance(err, RunInterrupted)):  # failed on its first step: bad input, no run
                 harness.abandon()
             elif isinstance(err, RunStopped):  # a process the run steps ended: say where, and how to go on
-                harness.close()
+                try:
+                    harness.close()
+                except OSError:  # the logs' last flush, on the disk that is full
+                    harness.release()
                 how = (f"continue from its last checkpoint ({harness.checkpoint_dir}) with --resume"
                        if checkpoint_exists(harness.checkpoint_dir) else
                        "it wrote no checkpoint yet, so start it again (--overwrite moves the folder aside)")
                 raise RunStopped(f"{err}; the run stopped at {app.where()}: {how}") from err
             harness.release()
-            raise
+            raise err
         finally:
             bar.close()
         app.finish()

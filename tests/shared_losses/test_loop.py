@@ -152,3 +152,29 @@ def test_a_run_whose_worker_ends_says_where_it_stopped_and_how_to_go_on(tmp_path
     with pytest.raises(RunStopped, match="it wrote no checkpoint yet, so start it again") as info:
         run(Crashing(tmp_path / "c", crash_at=4, steps=9))
     assert (tmp_path / "c" / "log.csv").exists() and not (tmp_path / "c" / "checkpoint").exists()
+
+
+class FullDisk(Counter):
+    """A toy run whose log writes the disk refuses from step ``full_at`` on (as a full disk or a quota does)."""
+
+    def __init__(self, out, full_at, **kw):
+        super().__init__(out, **kw)
+        self.full_at = full_at
+
+    def train_step(self):
+        if self.step == self.full_at:
+            import errno
+
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.harness.out / "log.csv"))
+        return super().train_step()
+
+
+def test_a_run_whose_logs_the_disk_refuses_says_so_where_it_stopped_and_how_to_go_on(tmp_path):
+    with pytest.raises(RunStopped) as info:
+        run(FullDisk(tmp_path / "a", full_at=7, steps=9))
+    assert str(info.value) == (
+        f"could not write to {tmp_path / 'a'} (No space left on device: {tmp_path / 'a' / 'log.csv'}): the disk is "
+        "full, or a quota or file-size limit was reached; make room; the run stopped at step 7: continue from its "
+        f"last checkpoint ({tmp_path / 'a' / 'checkpoint'}) with --resume")
+    assert isinstance(info.value.__cause__.__cause__, OSError)  # the file system's own error, kept for the traceback
+    assert run(Counter(tmp_path / "a", steps=9, resume=True)) == run(Counter(tmp_path / "b", steps=9))
