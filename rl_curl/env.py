@@ -304,13 +304,32 @@ class EnvGroup:
 
 
 #: The program of :class:`EnvWorker`'s process (``python -c``; argv: the pipe's descriptor, the parent's sys.path, which
-#: replaces the worker's, as multiprocessing's spawn does). Its first act: ignore SIGINT and SIGTERM. A terminal's
-#: Ctrl-C reaches every process of the foreground group, and a scheduler's cancel (Slurm's scancel, ``timeout``) every
-#: process of the job, workers included; the run asks to stop at the end of its episode and write a checkpoint, which
-#: needs its environment to the end. The worker ends when its run closes it or its pipe closes (the run gone).
-_WORKER_CODE = ("import signal; [signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)]; "
+#: replaces the worker's, as multiprocessing's spawn does). Its first act: ignore SIGINT, SIGTERM and SIGHUP (then
+#: :func:`_worker_main` takes SIGHUP to leave the terminal that hung up, :func:`_hung_up`). A
+#: terminal's Ctrl-C (and its hang-up) reaches every process of the foreground group, and a scheduler's cancel
+#: (Slurm's scancel, ``timeout``) every process of the job, workers included; the run asks to stop at the end of its
+#: episode and write a checkpoint, which needs its environment to the end. The worker ends when its run closes it or
+#: its pipe closes (the run gone).
+_WORKER_CODE = ("import signal; [signal.signal(getattr(signal, s), signal.SIG_IGN) for s in ('SIGINT', 'SIGTERM', "
+                "'SIGHUP') if hasattr(signal, s)]; "
                 "import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
                 "from rl_curl.env import _worker_main; _worker_main(int(sys.argv[1]))")
+
+
+def _hung_up(signum, frame) -> None:
+    """A worker's SIGHUP (its terminal closed): what it would write to that terminal goes to the null device, since a
+    write there now fails and would end the worker before its run has checkpointed (runtime's StopSignals does the same
+    for the run)."""
+    import stat
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    for out in (1, 2):
+        try:
+            if stat.S_ISCHR(os.fstat(out).st_mode):
+                os.dup2(null, out)
+        except OSError:
+            pass
+    os.close(null)
 
 
 def _worker_main(fd: int) -> None:
@@ -318,6 +337,8 @@ def _worker_main(fd: int) -> None:
     :func:`_serve`."""
     from multiprocessing.connection import Connection
 
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, _hung_up)
     conn = Connection(fd)
     try:
         kwargs, episodes = conn.recv()

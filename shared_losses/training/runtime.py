@@ -654,8 +654,33 @@ class RunStopped(RuntimeError):
     (no traceback: the cause is not in the code that raised it) and exits with status 1."""
 
 
+def _stop_signals() -> tuple:
+    """The signals a run stops on: SIGINT (Ctrl-C), SIGTERM (a scheduler's cancel) and, where there is one, SIGHUP
+    (the terminal gone: a closed window, a dropped ssh session)."""
+    import signal
+
+    return tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+
+
+def _leave_the_terminal() -> None:
+    """After SIGHUP, writes to the terminal that was fail (EIO), and the run's progress bar and last lines would stop
+    it before its checkpoint: point stdout and stderr, where they were that terminal, at the null device. A terminal is
+    told by its file type (a character device): ``isatty`` already fails on one that has hung up. (rl_curl.env's
+    workers, which import no torch, do the same in their own handler.)"""
+    import stat
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        try:
+            if stat.S_ISCHR(os.fstat(fd).st_mode):
+                os.dup2(null, fd)
+        except OSError:
+            pass
+    os.close(null)
+
+
 class StopSignals:
-    """Turns SIGINT (Ctrl-C) and SIGTERM into a request the training loop honours between steps.
+    """Turns SIGINT (Ctrl-C), SIGTERM and SIGHUP into a request the training loop honours between steps.
 
     Used as ``with StopSignals() as stop: ... if stop.requested: checkpoint, raise RunInterrupted``.
     The first signal sets ``requested`` (and prints one line saying the run stops after its step);
@@ -663,7 +688,9 @@ class StopSignals:
     after the first: a launcher (torchrun, ``accelerate launch``) forwards the terminal's Ctrl-C to processes that
     the terminal already sent it to, so one press arrives twice, milliseconds apart. Outside the main thread (where
     handlers cannot be installed) it does nothing. Several processes must agree on stopping at the
-    same step: combine ``requested`` across them (e.g. a sum in a reduce the loop already does).
+    same step: combine ``requested`` across them (e.g. a sum in a reduce the loop already does). SIGHUP (the
+    terminal closed, an ssh session dropped) also sends what the run writes to a terminal to the null device, since
+    the terminal is gone; a log file or pipe keeps getting it.
     """
 
     #: Seconds after the first signal from which a second SIGINT stops at once (sooner: the same press, forwarded).
@@ -684,6 +711,8 @@ class StopSignals:
         now = time.monotonic()
         if self.requested and signum == signal.SIGINT and now - self._first >= self.again_after:
             raise KeyboardInterrupt
+        if signum == getattr(signal, "SIGHUP", None):
+            _leave_the_terminal()
         if not self.requested:
             print(f"\n{signal.Signals(signum).name}: {self.message}", file=sys.stderr, flush=True)
             self._first = now
@@ -694,7 +723,7 @@ class StopSignals:
         import threading
 
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in _stop_signals():
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 

@@ -274,6 +274,48 @@ def test_a_run_with_an_env_worker_stopped_by_its_process_group_writes_its_checkp
     assert (out / "checkpoint" / "COMPLETE").exists()
 
 
+@pytest.mark.slow  # a tiny run in a subprocess on a pseudo-terminal that then hangs up
+def test_a_run_whose_terminal_hangs_up_writes_its_checkpoint(tmp_path):
+    """A closed terminal window or a dropped ssh session: the terminal goes away and SIGHUP reaches the run and its
+    environment worker. Both used to die of it (the run killed by SIGHUP, its steps since the last checkpoint lost);
+    now the run ends its episode and writes its checkpoint, its and its worker's writes going to the null device
+    instead of the terminal that is gone."""
+    import os
+    import pty
+    import select
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "rl_curl.train", "--env-worker", "--output-dir", str(out),
+           "--env-steps", "1000000", "--action-repeat", "50", "--image-size", "20", "--crop-size", "16",
+           "--num-filters", "4", "--num-layers", "2", "--hidden-dim", "16", "--feature-dim", "8", "--batch-size", "8",
+           "--seed-steps", "5", "--eval-every", "100000", "--eval-episodes", "2", "--log-every", "100",
+           "--checkpoint-every", "1000000", "--torch-threads", "1", "--no-save-video"]  # progress bar on: it writes
+    terminal, its_end = pty.openpty()
+    proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], start_new_session=True, stdin=its_end,
+                            stdout=its_end, stderr=its_end,
+                            env={**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")})
+    os.close(its_end)
+    try:
+        start = time.monotonic()  # read what the run writes, as a terminal does, until it has stepped
+        while not (out / "log.csv").exists() or len((out / "log.csv").read_text().splitlines()) < 2:
+            assert proc.poll() is None and time.monotonic() - start < 240
+            if select.select([terminal], [], [], 0.2)[0]:
+                os.read(terminal, 65536)
+        os.close(terminal)  # the terminal goes away, then the hang-up reaches the run's process group
+        os.killpg(proc.pid, signal.SIGHUP)
+        assert proc.wait(timeout=240) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert (out / "checkpoint" / "COMPLETE").exists()
+
+
 def test_a_worker_that_ends_under_the_run_is_a_stopped_run_naming_the_signal():
     """A worker killed while the run steps it (the out-of-memory killer's SIGKILL) raises RunStopped, which the
     training loop completes with where the run stopped and ``run_cli`` prints in one line; whether the run's next
