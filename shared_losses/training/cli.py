@@ -86,16 +86,30 @@ PIPE_CLOSED = 128 + 13  # the status of a process ended by SIGPIPE, as a shell r
 def _quiet_after_closed_pipe() -> None:
     """Point stdout (and stderr, when it is the closed pipe too) at the null device, so the interpreter's last
     flush at exit does not fail again on the closed pipe and print "Exception ignored"."""
-    null = os.open(os.devnull, os.O_WRONLY)
+    closed = []
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (BrokenPipeError, ValueError):  # the closed pipe itself; ValueError: a stream already closed
             try:
-                os.dup2(null, stream.fileno())
+                closed.append(stream.fileno())
             except (OSError, ValueError):  # a stream with no descriptor (a test's capture): nothing to redirect
                 pass
-    os.close(null)
+    point_at_null(closed)
+
+
+def point_at_null(fds) -> None:
+    """Point each descriptor of ``fds`` at the null device: writes to it then succeed and go nowhere (a reader that
+    went away, a terminal that hung up)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in fds:
+            try:
+                os.dup2(null, fd)
+            except OSError:
+                pass
+    finally:
+        os.close(null)
 
 
 def _exit(text: str, status: int) -> None:

@@ -411,52 +411,61 @@ def _aside_name(folder: Path) -> Path:
 _HELD: dict[str, int] = {}
 
 
-def _folder_in_use_by(folder: Path) -> str | None:
-    """Who else has ``folder`` open as a run (``process 1234``; ``another process`` where /proc/locks does not say):
-    None when no other process holds its lock, when this process does, or where the file system has no locks
-    (some network file systems: there the rule is not enforced)."""
+def _flock(folder: Path) -> tuple[int | None, str | None]:
+    """Try the exclusive, non-blocking flock of the run folder ``folder`` itself: (its descriptor, None) when taken,
+    (None, the process holding it: its pid, or "" where /proc/locks does not say) when another holds it, (None, None)
+    where there are no locks (no flock on this platform, a file system without them: some network ones)."""
     try:
         import fcntl
-    except ImportError:  # no flock on this platform
-        return None
-    if str(folder.resolve()) in _HELD:
-        return None
+    except ImportError:
+        return None, None
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
-        return None
+        return None, None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        return _lock_holder(os.fstat(fd)) or "another process"
-    except OSError:
-        return None
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
+        holder = _lock_holder(os.fstat(fd))
         os.close(fd)
+        return None, holder
+    except OSError:
+        os.close(fd)
+        return None, None
+    return fd, None
 
 
-def _lock_holder(st: os.stat_result) -> str | None:
-    """The process holding an flock on the file of ``st``, from Linux's /proc/locks (None elsewhere)."""
+def _lock_holder(st: os.stat_result) -> str:
+    """The pid of the process holding an flock on the file of ``st``, from Linux's /proc/locks ("" elsewhere)."""
     want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
         lines = Path("/proc/locks").read_text().splitlines()
     except OSError:
-        return None
+        return ""
     for line in lines:
         fields = line.split()
         if "->" not in fields and len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == want:
-            return f"process {fields[4]}"
-    return None
+            return fields[4]
+    return ""
 
 
-def _in_use_error(folder: Path, who: str, option: str) -> RunFolderError:
-    pid = who.split()[-1] if who.startswith("process ") else "PID"
+def _in_use_error(folder: Path, pid: str, option: str) -> RunFolderError:
+    who = f"process {pid}" if pid else "another process"
     return RunFolderError(f"{option} {folder} is in use by a run still going ({who}): wait for it to end, or stop it "
-                          f"(Ctrl-C where it runs, or kill {pid}: it writes a checkpoint first) and continue it with "
-                          "--resume; nothing was changed")
+                          f"(Ctrl-C where it runs, or kill {pid or 'PID'}: it writes a checkpoint first) and continue "
+                          "it with --resume; nothing was changed")
+
+
+def _refuse_if_in_use(folder: Path, option: str) -> None:
+    """Refuse (:class:`RunFolderError`) a folder another process holds as a run (:func:`hold_run_folder`); a folder
+    this process holds is its own to reopen."""
+    if not folder.is_dir() or str(folder.resolve()) in _HELD:
+        return
+    fd, holder = _flock(folder)
+    if fd is not None:
+        os.close(fd)  # free: the lock was only a test
+    if holder is not None:
+        raise _in_use_error(folder, holder, option)
 
 
 def hold_run_folder(folder: str | os.PathLike, option: str = "--output-dir") -> None:
@@ -464,25 +473,15 @@ def hold_run_folder(folder: str | os.PathLike, option: str = "--output-dir") -> 
     nothing is written into it, and the lock goes with the process however it ends), or until
     :func:`release_run_folder`. Another process holding it already is a :class:`RunFolderError`. Where the file
     system has no locks, nothing is held."""
-    try:
-        import fcntl
-    except ImportError:
-        return
     folder = Path(folder)
     key = str(folder.resolve())
     if key in _HELD:
         return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        who = _lock_holder(os.fstat(fd)) or "another process"
-        os.close(fd)
-        raise _in_use_error(folder, who, option) from None
-    except OSError:
-        os.close(fd)
-        return
-    _HELD[key] = fd
+    fd, holder = _flock(folder)
+    if holder is not None:
+        raise _in_use_error(folder, holder, option)
+    if fd is not None:
+        _HELD[key] = fd
 
 
 def release_run_folder(folder: str | os.PathLike) -> None:
@@ -558,9 +557,7 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
                 raise RunFolderError(f"{option} {folder}: {parent} is not writable, so the run folder cannot be made "
                                      "there; choose another path (nothing was changed)")
             break
-    who = _folder_in_use_by(folder) if folder.is_dir() else None
-    if who is not None:  # another command is training there now (a second --resume, a job resubmitted early)
-        raise _in_use_error(folder, who, option)
+    _refuse_if_in_use(folder, option)  # another command training there now (a second --resume, a job resubmitted)
     if not folder.exists() or not any(folder.iterdir()):
         return RunFolder(folder, application, "new", option=option)
     owner = run_application(folder)
@@ -663,20 +660,21 @@ def _stop_signals() -> tuple:
 
 
 def _leave_the_terminal() -> None:
-    """After SIGHUP, writes to the terminal that was fail (EIO), and the run's progress bar and last lines would stop
-    it before its checkpoint: point stdout and stderr, where they were that terminal, at the null device. A terminal is
-    told by its file type (a character device): ``isatty`` already fails on one that has hung up. (rl_curl.env's
-    workers, which import no torch, do the same in their own handler.)"""
+    """After SIGHUP, every write to what was the terminal fails (EIO), and the run's progress bar and last lines
+    would stop it before its checkpoint: point stdout and stderr, where they were that terminal, at the null device.
+    A terminal is told by its file type (a character device): ``isatty`` already fails on one that has hung up.
+    (rl_curl.env's workers, which import no torch, do the same in their own handler.)"""
     import stat
 
-    null = os.open(os.devnull, os.O_WRONLY)
-    for fd in (1, 2):
+    from .cli import point_at_null
+
+    def terminal(fd: int) -> bool:
         try:
-            if stat.S_ISCHR(os.fstat(fd).st_mode):
-                os.dup2(null, fd)
+            return stat.S_ISCHR(os.fstat(fd).st_mode)
         except OSError:
-            pass
-    os.close(null)
+            return False
+
+    point_at_null([fd for fd in (1, 2) if terminal(fd)])
 
 
 class StopSignals:
