@@ -126,15 +126,16 @@ def test_a_finished_run_is_left_as_it_is(tmp_path):
 
 
 class Crashing(Counter):
-    """A toy run whose worker process ends after step ``crash_at``."""
+    """A toy run that raises ``error`` after step ``crash_at`` (by default: its worker process ends)."""
 
-    def __init__(self, out, crash_at, **kw):
+    def __init__(self, out, crash_at, error=None, **kw):
         super().__init__(out, **kw)
         self.crash_at = crash_at
+        self.error = error or RunStopped("the environment's worker process ended (killed by SIGKILL)")
 
     def train_step(self):
         if self.step == self.crash_at:
-            raise RunStopped("the environment's worker process ended (killed by SIGKILL)")
+            raise self.error
         return super().train_step()
 
 
@@ -154,24 +155,12 @@ def test_a_run_whose_worker_ends_says_where_it_stopped_and_how_to_go_on(tmp_path
     assert (tmp_path / "c" / "log.csv").exists() and not (tmp_path / "c" / "checkpoint").exists()
 
 
-class FullDisk(Counter):
-    """A toy run whose log writes the disk refuses from step ``full_at`` on (as a full disk or a quota does)."""
-
-    def __init__(self, out, full_at, **kw):
-        super().__init__(out, **kw)
-        self.full_at = full_at
-
-    def train_step(self):
-        if self.step == self.full_at:
-            import errno
-
-            raise OSError(errno.ENOSPC, "No space left on device", str(self.harness.out / "log.csv"))
-        return super().train_step()
-
-
 def test_a_run_whose_logs_the_disk_refuses_says_so_where_it_stopped_and_how_to_go_on(tmp_path):
+    import errno
+
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "a" / "log.csv"))  # as a log write says it
     with pytest.raises(RunStopped) as info:
-        run(FullDisk(tmp_path / "a", full_at=7, steps=9))
+        run(Crashing(tmp_path / "a", crash_at=7, error=full, steps=9))
     assert str(info.value) == (
         f"could not write to {tmp_path / 'a'} (No space left on device: {tmp_path / 'a' / 'log.csv'}): the disk is "
         "full, or a quota or file-size limit was reached; make room; the run stopped at step 7: continue from its "
