@@ -95,21 +95,9 @@ def _quiet_after_closed_pipe() -> None:
                 closed.append(stream.fileno())
             except (OSError, ValueError):  # a stream with no descriptor (a test's capture): nothing to redirect
                 pass
+    from .runtime import point_at_null
+
     point_at_null(closed)
-
-
-def point_at_null(fds) -> None:
-    """Point each descriptor of ``fds`` at the null device: writes to it then succeed and go nowhere (a reader that
-    went away, a terminal that hung up)."""
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        for fd in fds:
-            try:
-                os.dup2(null, fd)
-            except OSError:
-                pass
-    finally:
-        os.close(null)
 
 
 def _exit(text: str, status: int) -> None:

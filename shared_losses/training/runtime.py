@@ -659,14 +659,26 @@ def _stop_signals() -> tuple:
     return tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
 
 
+def point_at_null(fds) -> None:
+    """Point each descriptor of ``fds`` at the null device: writes to it then succeed and go nowhere (a reader that
+    went away, a terminal that hung up)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in fds:
+            try:
+                os.dup2(null, fd)
+            except OSError:
+                pass
+    finally:
+        os.close(null)
+
+
 def _leave_the_terminal() -> None:
     """After SIGHUP, every write to what was the terminal fails (EIO), and the run's progress bar and last lines
     would stop it before its checkpoint: point stdout and stderr, where they were that terminal, at the null device.
     A terminal is told by its file type (a character device): ``isatty`` already fails on one that has hung up.
     (rl_curl.env's workers, which import no torch, do the same in their own handler.)"""
     import stat
-
-    from .cli import point_at_null
 
     def terminal(fd: int) -> bool:
         try:
