@@ -42,7 +42,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .harness import RunHarness, Rows, merge_rows
-from .runtime import RunInterrupted, RunStopped, checkpoint_exists, load_checkpoint
+from .runtime import DISK_REFUSED_HINT, RunInterrupted, RunStopped, checkpoint_exists, load_checkpoint
 
 
 class TrainingApp:
@@ -241,7 +241,7 @@ def run(app: TrainingApp) -> dict:
         except BaseException as err:
             if isinstance(err, OSError) and err.errno in _DISK_REFUSED:  # a log or event file the disk refused
                 refused = RunStopped(f"could not write to {harness.out} ({err.strerror}: {err.filename or 'a log'}): "
-                                     "the disk is full, or a quota or file-size limit was reached; make room")
+                                     f"{DISK_REFUSED_HINT}")
                 refused.__cause__, err = err, refused
             if not (started or isinstance(err, RunInterrupted)):  # failed on its first step: bad input, no run
                 harness.abandon()

@@ -97,13 +97,15 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
             raise
         shutil.rmtree(tmp, ignore_errors=True)  # the part written: the last complete checkpoint stays as it was
         raise RunStopped(f"could not write the checkpoint to {directory} ({_first_line(err)}; "
-                         f"{_free_space(directory.parent)}): the disk is full, or a quota or file-size limit was "
-                         "reached; make room") from err
+                         f"{_free_space(directory.parent)}): {DISK_REFUSED_HINT}") from err
     if _is_main(accelerator):
         replace_directory(tmp, directory)
     _wait(accelerator)
     return directory
 
+
+#: What a run stopped by a write the file system refused (a checkpoint here, a log in the training loop) advises.
+DISK_REFUSED_HINT = "the disk is full, or a quota or file-size limit was reached; make room"
 
 #: What torch's and safetensors' writers say when the file system refuses a write (they lose the OSError's errno).
 _WRITE_FAILURES = ("iostream error", "unexpected pos", "failed writing", "file write failed", "ioerror",
