@@ -560,6 +560,21 @@ def _read_members(tar_path: Path) -> tuple[tarfile.TarFile, list[tarfile.TarInfo
                          "nothing imported") from None
 
 
+def _extract_checked(tar: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path) -> None:
+    """Unpack the members :func:`_check_members` passed into ``into`` as tarfile's ``data`` filter does: no set-id,
+    sticky or group / other write bits, owner read and write kept, no owner taken from the archive. Python
+    3.11.0-3.11.3 (Debian 12's 3.11.2 among them) have no extraction filters; there the same modes are set here, and
+    the filter's other refusals (links, devices, absolute paths, ``..``) are already :func:`_check_members`'s."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(into, members=members, filter="data")
+        return
+    for m in members:
+        mode = (m.mode & 0o755) | (0o700 if m.isdir() else 0o600)
+        m.mode = mode if m.isdir() or mode & 0o100 else mode & ~0o011  # not executable by its owner: by nobody
+        m.uid, m.gid, m.uname, m.gname = os.getuid(), os.getgid(), "", ""  # a chown (as root) to oneself
+    tar.extractall(into, members=members, numeric_owner=True)
+
+
 def _stage_runs(tar_path: Path, into: Path, tmp: Path) -> list[str]:
     """Unpack the run archive into ``tmp`` and check every run folder (:func:`read_run`); their names. Raises a
     ValueError (nothing is written outside ``tmp``) on anything :func:`_check_members` refuses, a run folder
@@ -573,7 +588,7 @@ def _stage_runs(tar_path: Path, into: Path, tmp: Path) -> list[str]:
         if there:
             raise ValueError(f"{tar_path}: run folder {there[0]} already exists in {into}; nothing imported")
         try:
-            tar.extractall(tmp, filter="data")
+            _extract_checked(tar, members, tmp)
         except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
             raise ValueError(f"{tar_path} is truncated or damaged ({type(err).__name__}: {err}); nothing imported") \
                 from None

@@ -4,6 +4,7 @@ training)."""
 import io
 import json
 import tarfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -235,6 +236,42 @@ def test_import_pack_round_trip(tmp_path):
         slices.import_pack(pack, into)
     assert sorted(p.relative_to(into) for p in into.rglob("*")) == before and not (into / c.name).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again.tar.gz", "results", "slice.tar.gz", "slice_out"]
+
+
+@pytest.mark.parametrize("filters", [True, False], ids=["python_with_filters", "python_3_11_2"])
+def test_imported_files_get_the_data_filters_modes_with_or_without_extraction_filters(tmp_path, monkeypatch, filters):
+    # Python 3.11.0-3.11.3 have no tarfile.data_filter (and extractall takes no filter=): the import must still
+    # work there and unpack with the data filter's modes (no set-id / sticky / group-other write bits)
+    if not filters:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+        plain = tarfile.TarFile.extractall
+
+        def extractall(self, path=".", members=None, *, numeric_owner=False, **kw):  # 3.11.2's signature
+            if kw:
+                raise TypeError(f"TarFile.extractall() got an unexpected keyword argument {next(iter(kw))!r}")
+            return plain(self, path, members, numeric_owner=numeric_owner)
+
+        monkeypatch.setattr(tarfile.TarFile, "extractall", extractall)
+    src = tmp_path / "slice_out"
+    a = write_run(src, "curl", 0, 840.0)
+    modes = {"slice.json": 0o6777, "config.json": 0o4666, "eval.csv": 0o640}
+    pack = tmp_path / "slice.tar.gz"
+    with tarfile.open(pack, "w:gz") as tar:
+        for info in [tar.gettarinfo(a, arcname=a.name)] + [tar.gettarinfo(a / n, arcname=f"{a.name}/{n}")
+                                                           for n in modes]:
+            if info.isfile():
+                info.mode = modes[Path(info.name).name]
+                with open(a / Path(info.name).name, "rb") as f:
+                    tar.addfile(info, f)
+            else:
+                info.mode = 0o1777
+                tar.addfile(info)
+    into = tmp_path / "results"
+    assert slices.import_pack(pack, into) == [into / a.name]
+    got = {n: (into / a.name / n).stat().st_mode & 0o7777 for n in modes}
+    assert got == {"slice.json": 0o755, "config.json": 0o644, "eval.csv": 0o640}
+    assert not (into / a.name).stat().st_mode & 0o7022  # the folder: no sticky bit, no group / other write
+    assert (into / a.name / "eval.csv").read_text() == (a / "eval.csv").read_text()
 
 
 def test_import_pack_refuses_unsafe_members(tmp_path):
