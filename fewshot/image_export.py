@@ -114,6 +114,46 @@ def export_onnx(module: nn.Module, example: torch.Tensor, path: Path, legacy: bo
             lg.setLevel(level)
 
 
+class _BadOnnx(Exception):
+    """The ONNX file the exporter wrote does not load or does not compute what the module computes."""
+
+
+def _plain(text: str) -> str:
+    """``text`` without terminal colour codes (torch's exporter colours its messages; they land in metrics.json)."""
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def check_onnx(path: Path, example: torch.Tensor, expected: torch.Tensor) -> str:
+    """What is wrong with the ONNX file at ``path`` ("" when nothing): with onnxruntime installed, the file must load
+    and score ``example`` as the module did (``expected``, to 1e-4 after scaling); without it, onnx's checker must
+    pass it. Some torch / onnxscript pairs write files that load nowhere (torch 2.6 with onnxscript 0.2: "Duplicate
+    definition of name"), and a run must not leave such a file as its export."""
+    import numpy as np
+
+    try:
+        import onnxruntime
+    except ImportError:
+        import onnx
+
+        try:
+            onnx.checker.check_model(str(path))
+        except Exception as err:  # noqa: BLE001 - any refusal of the checker
+            return f"onnx's checker: {type(err).__name__}: {_plain(str(err).splitlines()[0] if str(err) else '')}"
+        return ""
+    try:
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        got = session.run(None, {session.get_inputs()[0].name: example.numpy()})[0]
+    except Exception as err:  # noqa: BLE001 - onnxruntime refuses the file or cannot run it
+        return f"onnxruntime: {type(err).__name__}: {_plain(str(err).splitlines()[0] if str(err) else '')}"
+    want = expected.detach().numpy()
+    if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(abs(want).max()))):
+        return (f"onnxruntime scores the example {got.ravel()[:2].tolist()} where the classifier scores "
+                f"{want.ravel()[:2].tolist()}")
+    return ""
+
+
 def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]]:
     """Write the portable files (see the module's docstring) of the classifier ``blob`` (the payload of
     ``image_classifier.pt``) into ``folder``; returns (the files written, notes on those left out)."""
@@ -141,13 +181,21 @@ def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]
             notes.append(f"{ONNX_FILE} not written: the onnx and onnxscript packages are not installed (pip install "
                          "'contrastive-suite[export]')")
         else:
+            def write_checked(p: Path) -> None:
+                export_onnx(module, example, p, legacy=blob["kind"] == "mlp")
+                problem = check_onnx(p, example, module(example))
+                if problem:
+                    raise _BadOnnx(problem)
+
             try:
-                _atomic(folder / ONNX_FILE, lambda p: export_onnx(module, example, p, legacy=blob["kind"] == "mlp"))
+                _atomic(folder / ONNX_FILE, write_checked)
                 written.append(ONNX_FILE)
             except Exception as err:  # noqa: BLE001 - an operator the exporter lacks: the other files still count
                 (folder / f".{ONNX_FILE}.tmp").unlink(missing_ok=True)
-                notes.append(f"{ONNX_FILE} not written: torch's ONNX exporter failed ({type(err).__name__}: "
-                             f"{str(err).splitlines()[0] if str(err) else ''})")
+                said = _plain(str(err).splitlines()[0] if str(err) else "")
+                notes.append(f"{ONNX_FILE} not written: the file torch's ONNX exporter wrote failed its check ({said})"
+                             if isinstance(err, _BadOnnx) else
+                             f"{ONNX_FILE} not written: torch's ONNX exporter failed ({type(err).__name__}: {said})")
     tensors = {f"encoder.{k}": v.contiguous() for k, v in module.encoder.state_dict().items()}
     tensors.update({f"head.{k}": getattr(module, k).contiguous() for k in ("weight", "bias", "mean", "std")})
     _atomic(folder / WEIGHTS_FILE, lambda p: save_file(tensors, str(p)))

@@ -19,7 +19,7 @@ from shared_losses import cpc_nce
 from shared_losses.data import DataError
 
 from ..folder_rules import tree_hash
-from .test_images import checkpoint_weights, image_cfg, make_images, one_line
+from .test_images import ONNX_OF_CONV, checkpoint_weights, image_cfg, make_images, one_line
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -184,10 +184,13 @@ def test_cpc_image_run_writes_its_files_and_exports_a_classifier_without_the_hea
     portable = json.loads((out / "model" / "config.json").read_text())
     assert portable["architecture"]["encoder_module"] == "fewshot.images.PatchEncoder"
     assert portable["architecture"]["patch_pool"] == pool and blob["patch_pool"] == pool
-    assert metrics["exports"]["files"] and "notes" not in metrics["exports"], metrics["exports"]
     # float32 sums over 49 patches in another order, then standardised: 1e-4 (the MLP and CNN hold 1e-5)
     ts = torch.jit.load(str(out / "model" / "image_classifier.torchscript.pt"))
     np.testing.assert_allclose(ts(torch.from_numpy(x[:7])).numpy(), scores, rtol=1e-4, atol=1e-4)
+    if not ONNX_OF_CONV:  # torch 2.5-2.6: the ONNX file is left out, and metrics.json says so
+        assert [n.split(":")[0] for n in metrics["exports"]["notes"]] == ["image_classifier.onnx not written"]
+        return
+    assert metrics["exports"]["files"] and "notes" not in metrics["exports"], metrics["exports"]
     import onnxruntime
 
     onnx = onnxruntime.InferenceSession(str(out / "model" / "image_classifier.onnx"))

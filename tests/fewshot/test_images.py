@@ -42,6 +42,15 @@ def make_images(n_per_class=PER_CLASS, classes=N_CLASSES, side=10, channels=None
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny networks: one thread (tests/conftest.py)
 
+#: torch's exporter writes a working ONNX file of the CNN and patch encoders (adaptive pooling, unfold) from torch 2.7
+#: on (with an onnxscript of its time); with torch 2.5-2.6 (the oldest the project supports) the run leaves that file
+#: out and says so in metrics.json's exports notes. The MLP goes through the TorchScript-based exporter everywhere.
+ONNX_OF_CONV = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 7)
+
+
+def onnx_expected(encoder: str) -> bool:
+    return encoder == "mlp" or ONNX_OF_CONV
+
 
 @pytest.fixture
 def npz(tmp_path):
@@ -260,9 +269,14 @@ def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_s
     assert (predict.scores(ex) > 0).astype(np.int64).tolist() == pred.tolist()
     with pytest.raises(ValueError, match="this classifier takes"):
         predict(np.zeros((2, 12, 12), np.uint8))
+    onnx = onnx_expected(opts["encoder"])
     assert {p.name for p in (out / "model").iterdir()} == {
-        "image_classifier.pt", TORCHSCRIPT_FILE, ONNX_FILE, WEIGHTS_FILE, CONFIG_FILE}
-    assert metrics["exports"]["files"] and "notes" not in metrics["exports"]
+        "image_classifier.pt", TORCHSCRIPT_FILE, WEIGHTS_FILE, CONFIG_FILE} | ({ONNX_FILE} if onnx else set())
+    assert metrics["exports"]["files"]
+    if onnx:
+        assert "notes" not in metrics["exports"]
+    else:
+        assert [n.split(":")[0] for n in metrics["exports"]["notes"]] == [f"{ONNX_FILE} not written"]
 
 
 def test_rgb_and_flat_arrays_run_and_a_square_flat_vector_feeds_the_cnn(tmp_path):
@@ -657,6 +671,8 @@ def test_the_exported_image_classifier_loads_and_predicts_without_the_suite(tmp_
     """Issue 46, item 3: TorchScript with torch alone and ONNX with onnxruntime, in a process where the suite's
     packages cannot be imported, give load_image_classifier's scores to 1e-5, on raw uint8 arrays (the
     normalisation inside), for any batch size; fewshot.export writes them again only with --overwrite."""
+    if not onnx_expected(encoder):
+        pytest.skip(f"torch {torch.__version__} writes no ONNX file of the {encoder} (torch 2.7 and later do)")
     from fewshot.export import export_run
 
     x, y = make_images()
