@@ -193,9 +193,10 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
         # accelerate skips an unreadable random-state file with a log line, and the run would go on
         # with other random numbers: read it here first, so a damaged one is refused like the rest.
         rng_file = path / f"random_states_{accelerator.process_index}.pkl"
+        random_states = None
         if rng_file.exists():
             try:
-                torch.load(rng_file, map_location="cpu", weights_only=False)
+                random_states = torch.load(rng_file, map_location="cpu", weights_only=False)
             except Exception as err:  # noqa: BLE001
                 raise CheckpointError(f"checkpoint {path}: {rng_file.name} is unreadable ({err}); the file is damaged "
                                       "(e.g. truncated), so the run could not continue exactly") from err
@@ -213,7 +214,31 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
                 f"{err}); was it written with a different configuration, or is one of its files damaged "
                 "(e.g. truncated by a full disk or a copy that did not finish)?"
             ) from err
+        if random_states is not None:
+            _set_random_states(random_states, path / rng_file.name)
     return state
+
+
+def _set_random_states(states: Mapping[str, Any], source: Path) -> None:
+    """Put back the random states accelerate saved (Python's, NumPy's, torch's CPU and CUDA generators), whether or
+    not ``accelerator.load_state`` did: accelerate reads that file with ``weights_only=True``, which refuses the
+    random state of NumPy 1.24 (1.26 passes), and then only logs "Could not load random states" at INFO level and
+    goes on, so a run resumed there (accelerate 1.3 and 1.15 seen, torch 2.5) drew other random numbers than the
+    uninterrupted run."""
+    import random
+
+    import numpy as np
+
+    try:
+        random.setstate(states["random_state"])
+        np.random.set_state(states["numpy_random_seed"])
+        torch.set_rng_state(states["torch_manual_seed"])
+        cuda = states.get("torch_cuda_manual_seed")
+        if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda)
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise CheckpointError(f"checkpoint {source.parent}: {source.name} does not hold the random states accelerate "
+                              f"writes ({type(err).__name__}: {err}); the run could not continue exactly") from err
 
 
 def local_path(value: Any) -> Any:

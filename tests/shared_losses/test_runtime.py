@@ -44,6 +44,51 @@ def test_save_and_resume_is_exact(tmp_path):
         assert torch.equal(a, b.detach())
 
 
+def test_resume_is_exact_when_accelerate_skips_the_random_states(tmp_path, monkeypatch):
+    """accelerate reads random_states_0.pkl with weights_only=True, which refuses NumPy 1.24's random state; it then
+    logs "Could not load random states" at INFO level and goes on (found with accelerate 1.3 and numpy 1.24: every
+    resume of the suite drew other numbers). load_checkpoint puts the states back itself."""
+    import pickle
+    import random
+
+    import accelerate.checkpointing
+    import numpy as np
+
+    acc, model, opt = _setup()
+    _train(model, opt, 3)
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 3})
+    draws = (random.random(), np.random.random())
+    _train(model, opt, 2)
+    want = [p.detach().clone() for p in model.parameters()]
+
+    plain = accelerate.checkpointing.load
+
+    def load(f, *args, **kwargs):
+        if "random_states" in str(f):
+            raise pickle.UnpicklingError("Weights only load failed")
+        return plain(f, *args, **kwargs)
+
+    monkeypatch.setattr(accelerate.checkpointing, "load", load)
+    acc2, model2, opt2 = _setup(seed=123)
+    random.seed(5)
+    np.random.seed(5)
+    assert load_checkpoint(acc2, tmp_path / "ckpt") == {"step": 3}
+    assert (random.random(), np.random.random()) == draws
+    _train(model2, opt2, 2)
+    for a, b in zip(want, model2.parameters()):
+        assert torch.equal(a, b.detach())
+
+
+def test_a_random_states_file_of_another_shape_is_refused(tmp_path):
+    acc, model, opt = _setup()
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 1})
+    torch.save({"something": "else"}, tmp_path / "ckpt" / "random_states_0.pkl")
+    acc2, _, _ = _setup()
+    with pytest.raises(CheckpointError, match=r"random_states_0.pkl does not hold the random states accelerate writes "
+                                              r"\(KeyError: 'random_state'\)"):
+        load_checkpoint(acc2, tmp_path / "ckpt")
+
+
 def test_resave_replaces_atomically(tmp_path):
     acc, model, opt = _setup()
     save_checkpoint(acc, tmp_path / "ckpt", {"step": 1})
@@ -324,7 +369,9 @@ def test_a_run_given_one_ctrl_c_twice_writes_its_checkpoint(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, text
+    # 130; or killed by the second SIGINT itself when the run had already written its checkpoint and given the
+    # signal back on its way out within the 20 ms (seen with torch 2.5 / numpy 1.24): a shell reports 130 either way
+    assert proc.returncode in (130, -signal.SIGINT), text
     assert "interrupted at step" in text and "stopped at once" not in text, text
     assert (out / "checkpoint" / "COMPLETE").exists()
 
