@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from .folder_rules import tree_hash
+from .shared_losses.test_trackers import mlflow_refuses_file_stores
 
 
 def _write_corpus(folder: Path) -> Path:
@@ -380,6 +381,8 @@ def run_command(module: str, argv: list[str], monkeypatch, capsys) -> tuple[int,
 @pytest.mark.parametrize("case", BATTERY, ids=[row[0] for row in BATTERY])
 def test_battery(case, qt_run, image_run, tmp_path, monkeypatch, capsys):
     _, module, argv, status, fragment, prepare, *more = case
+    if "MLflow 3" in case[0] and not mlflow_refuses_file_stores():
+        pytest.skip("this MLflow takes a file store (MLflow 3 refuses it): nothing to refuse")
     for name, value in (more[0] if more else {}).items():  # the row's environment (None: unset)
         if value is None:
             monkeypatch.delenv(name, raising=False)

@@ -24,6 +24,11 @@ SLEEP_1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]
 SLEEP_2 = [1.9, 0.8, 1.1, 0.1, -0.1, 4.4, 5.5, 1.6, 4.6, 3.4]
 
 
+#: how closely scipy's t quantile meets the exact one: to about 1e-15 in the scipy of the suite's set-up, to 2e-11
+#: (relative) in scipy 1.15, the oldest the project supports (12.706204736432 for 12.706204736174698 at df = 1)
+T_DIGITS = 1e-9
+
+
 def as_seeds(values):
     return dict(enumerate(values))
 
@@ -37,8 +42,8 @@ def test_t_interval_published_sleep_example():
     mean = sum(d) / len(d)
     sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1))
     half = 2.262157162798206 * sd / math.sqrt(len(d))
-    assert st["t_ci"] == pytest.approx([mean - half, mean + half], abs=1e-12)
-    assert st["t_crit"] == pytest.approx(2.262157162798206, abs=1e-12)
+    assert st["t_ci"] == pytest.approx([mean - half, mean + half], rel=T_DIGITS)
+    assert st["t_crit"] == pytest.approx(2.262157162798206, rel=T_DIGITS)
     assert st["std"] == pytest.approx(sd) and st["sem"] == pytest.approx(sd / math.sqrt(10))
     assert (st["wins"], st["losses"], st["ties"]) == (0, 9, 1)
 
@@ -58,7 +63,7 @@ def test_t_interval_five_seeds_by_hand():
 @pytest.mark.parametrize("df, value", [(1, 12.706204736174698), (2, 4.302652729749462), (4, 2.7764451051977943),
                                        (9, 2.262157162798206), (30, 2.042272456301238), (1000, 1.9623390808264078)])
 def test_t_critical_is_scipys_quantile(df, value):
-    assert stats.t_critical(df) == pytest.approx(value, abs=1e-12)
+    assert stats.t_critical(df) == pytest.approx(value, rel=T_DIGITS)
     assert stats.t_critical(df, use_scipy=False) == stats.t_critical(df)  # the old switch is ignored
 
 
@@ -72,7 +77,7 @@ def test_hand_written_table_is_gone_and_use_scipy_is_ignored():
     assert not hasattr(stats, "T975")
     a, b = as_seeds([1.0, 2.0, 3.0]), as_seeds([0.0, 0.0, 0.0])
     assert stats.paired_stats(a, b, use_scipy=False) == stats.paired_stats(a, b)
-    assert stats.paired_stats(a, b, use_scipy=False)["t_crit"] == pytest.approx(4.302652729749462, abs=1e-12)
+    assert stats.paired_stats(a, b, use_scipy=False)["t_crit"] == pytest.approx(4.302652729749462, rel=T_DIGITS)
 
 
 def test_bootstrap_matches_scipy_called_directly_and_is_deterministic():
