@@ -118,11 +118,13 @@ class _BadOnnx(Exception):
     """The ONNX file the exporter wrote does not load or does not compute what the module computes."""
 
 
-def _plain(text: str) -> str:
-    """``text`` without terminal colour codes (torch's exporter colours its messages; they land in metrics.json)."""
+def _said(err: BaseException) -> str:
+    """The first line of ``err``'s message without terminal colour codes (torch's exporter colours its messages;
+    they land in metrics.json)."""
     import re
 
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+    lines = str(err).splitlines()
+    return re.sub(r"\x1b\[[0-9;]*m", "", lines[0] if lines else "")
 
 
 def check_onnx(path: Path, example: torch.Tensor, expected: torch.Tensor) -> str:
@@ -140,13 +142,13 @@ def check_onnx(path: Path, example: torch.Tensor, expected: torch.Tensor) -> str
         try:
             onnx.checker.check_model(str(path))
         except Exception as err:  # noqa: BLE001 - any refusal of the checker
-            return f"onnx's checker: {type(err).__name__}: {_plain(str(err).splitlines()[0] if str(err) else '')}"
+            return f"onnx's checker: {type(err).__name__}: {_said(err)}"
         return ""
     try:
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         got = session.run(None, {session.get_inputs()[0].name: example.numpy()})[0]
     except Exception as err:  # noqa: BLE001 - onnxruntime refuses the file or cannot run it
-        return f"onnxruntime: {type(err).__name__}: {_plain(str(err).splitlines()[0] if str(err) else '')}"
+        return f"onnxruntime: {type(err).__name__}: {_said(err)}"
     want = expected.detach().numpy()
     if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(abs(want).max()))):
         return (f"onnxruntime scores the example {got.ravel()[:2].tolist()} where the classifier scores "
@@ -192,7 +194,7 @@ def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]
                 written.append(ONNX_FILE)
             except Exception as err:  # noqa: BLE001 - an operator the exporter lacks: the other files still count
                 (folder / f".{ONNX_FILE}.tmp").unlink(missing_ok=True)
-                said = _plain(str(err).splitlines()[0] if str(err) else "")
+                said = _said(err)
                 notes.append(f"{ONNX_FILE} not written: the file torch's ONNX exporter wrote failed its check ({said})"
                              if isinstance(err, _BadOnnx) else
                              f"{ONNX_FILE} not written: torch's ONNX exporter failed ({type(err).__name__}: {said})")

@@ -48,11 +48,13 @@ METADATA_GAPS = {"pyarrow<18": lambda floors: _older(floors.get("numpy"), "2")}
 _REQ = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?P<spec>[^;]*?)\s*(?P<marker>;.*)?$")
 
 
+def _key(version: str) -> list[int]:
+    """A version's numbers, for ordering (``2.3.1`` -> [2, 3, 1])."""
+    return [int(p) for p in re.findall(r"\d+", version)]
+
+
 def _older(version: str | None, than: str) -> bool:
-    if version is None:
-        return False
-    parts = [int(p) for p in re.findall(r"\d+", version)[:3]]
-    return parts < [int(p) for p in than.split(".")]
+    return version is not None and _key(version) < _key(than)
 
 
 def build_requirements(pyproject: str) -> list[str]:
@@ -89,14 +91,10 @@ def floors(reqs: list[str]) -> tuple[dict[str, str], list[str]]:
         if not low:
             open_ended.append(req)
             continue
-        version = max(low, key=lambda v: [int(p) for p in re.findall(r"\d+", v)])
+        version = max(low, key=_key)
         if name not in found or _older(found[name], version):
             found[name] = version
     return found, open_ended
-
-
-def _key(version: str) -> list[int]:
-    return [int(p) for p in re.findall(r"\d+", version)]
 
 
 def oldest_release(floor: str, released: list[str]) -> str:

@@ -215,7 +215,7 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
                 "(e.g. truncated by a full disk or a copy that did not finish)?"
             ) from err
         if random_states is not None:
-            _set_random_states(random_states, path / rng_file.name)
+            _set_random_states(random_states, rng_file)
     return state
 
 
