@@ -304,14 +304,14 @@ class EnvGroup:
 
 
 #: The program of :class:`EnvWorker`'s process (``python -c``; argv: the pipe's descriptor, the parent's sys.path, which
-#: replaces the worker's, as multiprocessing's spawn does). Its first act: ignore SIGINT, SIGTERM and SIGHUP (then
-#: :func:`_worker_main` takes SIGHUP to leave the terminal that hung up, :func:`_hung_up`). A
+#: replaces the worker's, as multiprocessing's spawn does). Its first act: ignore SIGINT, SIGTERM, SIGHUP, SIGUSR1 and
+#: SIGUSR2 (then :func:`_worker_main` takes SIGHUP to leave the terminal that hung up, :func:`_hung_up`). A
 #: terminal's Ctrl-C (and its hang-up) reaches every process of the foreground group, and a scheduler's cancel
-#: (Slurm's scancel, ``timeout``) every process of the job, workers included; the run asks to stop at the end of its
-#: episode and write a checkpoint, which needs its environment to the end. The worker ends when its run closes it or
-#: its pipe closes (the run gone).
+#: (Slurm's scancel, ``timeout``) or its warning before a time limit (Slurm's ``--signal``) every process of the job,
+#: workers included; the run asks to stop at the end of its episode and write a checkpoint, which needs its
+#: environment to the end. The worker ends when its run closes it or its pipe closes (the run gone).
 _WORKER_CODE = ("import signal; [signal.signal(getattr(signal, s), signal.SIG_IGN) for s in ('SIGINT', 'SIGTERM', "
-                "'SIGHUP') if hasattr(signal, s)]; "
+                "'SIGHUP', 'SIGUSR1', 'SIGUSR2') if hasattr(signal, s)]; "
                 "import json, sys; sys.path[:] = json.loads(sys.argv[2]); "
                 "from rl_curl.env import _worker_main; _worker_main(int(sys.argv[1]))")
 

@@ -381,7 +381,8 @@ class RunHarness:
     # ------------------------------------------------------------------------------ interrupts
 
     def signals(self, message: str | None = None) -> StopSignals:
-        """The SIGINT/SIGTERM handlers for the training loop (``with h.signals(): ...``)."""
+        """The stop signals' handlers for the training loop (``with h.signals(): ...``): SIGINT, SIGTERM, SIGHUP and a
+        scheduler's warning (SIGUSR1 / SIGUSR2)."""
         self.stop = StopSignals() if message is None else StopSignals(message)
         return self.stop
 

@@ -678,12 +678,20 @@ class RunStopped(RuntimeError):
     (no traceback: the cause is not in the code that raised it) and exits with status 1."""
 
 
+#: Signals a scheduler sends as a warning before it ends a job (Slurm's ``--signal=USR2@120``, which submitit and
+#: ``--backend slurm`` of the grid scripts use; ``--signal=USR1@90``, Lightning's habit): ahead of a time limit or a
+#: preemption. Their default action ends the process at once.
+SCHEDULER_WARNINGS = ("SIGUSR1", "SIGUSR2")
+
+
 def _stop_signals() -> tuple:
-    """The signals a run stops on: SIGINT (Ctrl-C), SIGTERM (a scheduler's cancel) and, where there is one, SIGHUP
-    (the terminal gone: a closed window, a dropped ssh session)."""
+    """The signals a run stops on: SIGINT (Ctrl-C), SIGTERM (a scheduler's cancel) and, where there are, SIGHUP
+    (the terminal gone: a closed window, a dropped ssh session) and SIGUSR1 / SIGUSR2 (a scheduler's warning before
+    a job's time limit or a preemption, :data:`SCHEDULER_WARNINGS`)."""
     import signal
 
-    return tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)
+    names = ("SIGINT", "SIGTERM", "SIGHUP", *SCHEDULER_WARNINGS)
+    return tuple(getattr(signal, s) for s in names if hasattr(signal, s))
 
 
 def point_at_null(fds) -> None:
@@ -717,7 +725,8 @@ def _leave_the_terminal() -> None:
 
 
 class StopSignals:
-    """Turns SIGINT (Ctrl-C), SIGTERM and SIGHUP into a request the training loop honours between steps.
+    """Turns SIGINT (Ctrl-C), SIGTERM, SIGHUP and a scheduler's warning (SIGUSR1 / SIGUSR2) into a request the
+    training loop honours between steps.
 
     Used as ``with StopSignals() as stop: ... if stop.requested: checkpoint, raise RunInterrupted``.
     The first signal sets ``requested`` (and prints one line saying the run stops after its step);

@@ -212,8 +212,9 @@ def test_env_worker_ends_when_its_parent_is_gone():
 
 
 def test_env_worker_outlives_the_ctrl_c_and_sigterm_that_reach_its_process_group():
-    """A terminal's Ctrl-C (SIGINT) and a scheduler's cancel (SIGTERM) reach the worker with its run; the run stops at
-    the end of its episode, so the worker must keep answering until the run closes it."""
+    """A terminal's Ctrl-C (SIGINT), a scheduler's cancel (SIGTERM) and its warning before a time limit (SIGUSR1 /
+    SIGUSR2, Slurm's --signal) reach the worker with its run; the run stops at the end of its episode, so the worker
+    must keep answering until the run closes it."""
     import signal
     import time
 
@@ -222,7 +223,7 @@ def test_env_worker_outlives_the_ctrl_c_and_sigterm_that_reach_its_process_group
     w = EnvWorker(task="gym:tests.rl_curl.probe_env:Probe-v0", seed=0, image_size=16)
     try:
         w.reset(seed=0)
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
             w._proc.send_signal(sig)
             time.sleep(0.3)  # time to die, if it were going to
             assert w._proc.poll() is None, f"the worker ended on {sig.name}"
@@ -234,11 +235,13 @@ def test_env_worker_outlives_the_ctrl_c_and_sigterm_that_reach_its_process_group
 
 
 @pytest.mark.slow  # a tiny run in a subprocess, stopped by a signal to its whole process group
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGUSR2"])
 def test_a_run_with_an_env_worker_stopped_by_its_process_group_writes_its_checkpoint(tmp_path, sig):
-    """What a user's Ctrl-C does in a terminal (SIGINT to every process of the foreground group) and Slurm's cancel or
-    ``timeout`` (SIGTERM to all): the run ends its episode, writes its checkpoint and exits with 130. Its environment
-    worker used to die of the signal, and the run ended in an error that lost every step since the last checkpoint."""
+    """What a user's Ctrl-C does in a terminal (SIGINT to every process of the foreground group), Slurm's cancel or
+    ``timeout`` (SIGTERM to all) and Slurm's warning before a job's time limit (``--signal=USR2@120``, to every
+    process of the job step): the run ends its episode, writes its checkpoint and exits with 130. Its environment
+    worker used to die of the signal, and the run ended in an error that lost every step since the last checkpoint
+    (SIGUSR2 ended the run itself at once)."""
     import os
     import signal
     import subprocess

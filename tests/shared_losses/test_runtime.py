@@ -336,6 +336,27 @@ def test_one_ctrl_c_forwarded_by_a_launcher_is_one_request_and_a_later_one_stops
         stop._handle(signal.SIGINT, None)
 
 
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGUSR2", "SIGHUP", "SIGTERM", "SIGINT"])
+def test_a_schedulers_warning_is_a_request_to_stop_with_a_checkpoint(name, capsys):
+    """Slurm's --signal (USR2 from submitit and the grid scripts' --backend slurm, USR1 from Lightning's habit) warns a
+    job before its time limit or a preemption; its default action ended the run at once, losing every step since its
+    last checkpoint. Under StopSignals every stop signal sets ``requested`` (the loop then checkpoints and exits 130),
+    and the handlers are given back afterwards."""
+    import os
+    import signal
+
+    from shared_losses.training.runtime import StopSignals
+
+    sig = getattr(signal, name)
+    before = signal.getsignal(sig)
+    with StopSignals() as stop:
+        assert not stop.requested
+        os.kill(os.getpid(), sig)  # the handler runs before the next bytecode
+        assert stop.requested
+    assert f"{name}: stopping after the current step" in capsys.readouterr().err
+    assert signal.getsignal(sig) == before
+
+
 @pytest.mark.slow  # a tiny run in a subprocess
 def test_a_run_given_one_ctrl_c_twice_writes_its_checkpoint(tmp_path):
     """End to end: a run sent SIGINT twice, 20 ms apart, as a launcher forwarding a terminal's Ctrl-C does, stops
