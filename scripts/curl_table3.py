@@ -8,6 +8,7 @@ parallel, then a mean ± std table in the paper's layout (table3.md) and learnin
     .venv/bin/python scripts/curl_table3.py --dry-run                                  # print the commands
     .venv/bin/python scripts/curl_table3.py --backend ray --gpus-per-run 0.5 --cpus-per-run 4     # on Ray (here)
     .venv/bin/python scripts/curl_table3.py --backend ray --address auto --gpus-per-run 0.5    # on a Ray cluster
+    .venv/bin/python scripts/curl_table3.py --backend slurm --slurm-partition gpu --gpus-per-run 1   # Slurm jobs
     .venv/bin/python scripts/curl_table3.py --preset cpu --tasks cartpole-swingup --objectives none curl \
         debiased:0.05:1 debiased:0.05:2 --parallel 2 --out runs/cpu    # the small-network CPU protocol
 
@@ -19,8 +20,9 @@ objectives is ``rl_curl.objectives``). The grid's options and commands, the tabl
 ``paper_tables.table3``'s; this script runs the grid and writes them.
 Every run resumes from its checkpoint if it was interrupted, and a finished run is skipped, so the
 command can simply be started again. The runs are started by shared_losses.training.sweep: a local pool (--parallel
-at once) or Ray (--backend ray; a run killed by a signal or a lost node is started again and continues from
-its checkpoint). Each run's stdout/stderr go to ``<run dir>.log`` beside its folder (not inside:
+at once), Ray (--backend ray) or one Slurm job per run (--backend slurm; a job at its time limit is requeued and its
+run continues from its checkpoint); a run killed by a signal or a lost node is started again and continues from
+its checkpoint. Each run's stdout/stderr go to ``<run dir>.log`` beside its folder (not inside:
 rl_curl.train starts a new run only in a missing or empty folder).
 """
 
@@ -102,7 +104,8 @@ def check_grid(args: Args) -> None:
     a bad value stops the grid here rather than in its first run. --aggregate-only needs runs under --out."""
     args.validate()
     if args.gpus and args.backend != "local":
-        raise ValueError("--gpus spreads runs over GPUs of this machine (--backend local); with Ray use --gpus-per-run")
+        raise ValueError("--gpus spreads runs over GPUs of this machine (--backend local); with Ray or Slurm use "
+                         "--gpus-per-run")
     for option in ("tasks", "objectives", "seeds", "updates"):
         if not getattr(args, option):
             raise ValueError(f"--{option} is empty: the grid would run nothing")
@@ -143,7 +146,7 @@ def main(args: Args) -> int:
             for _, cmd in jobs:
                 print(" ".join(cmd))
             return 0
-        how = f"{args.parallel} at a time" if args.backend == "local" else f"on Ray, {args.address or 'this machine'}"
+        how = args.describe()
         print(f"{len(jobs)} runs to do ({how})", flush=True)
         rcs = run_sweep(sweep_runs(jobs, args), args)
         failures = sum(rc != 0 for rc in rcs)

@@ -19,7 +19,8 @@ selection; the paper's baseline numbers are best 3 of 10). Written to <out>/tabl
 --eval-split dev (a development split held out of the training pool), never on the evaluation split.
 
 Each run is `python -m fewshot.train` with its configuration as options, started by shared_losses.training.sweep: a
-local pool (--parallel at a time) or Ray (--backend ray [--address auto|ray://HOST:PORT] --gpus-per-run 1);
+local pool (--parallel at a time), Ray (--backend ray [--address auto|ray://HOST:PORT] --gpus-per-run 1) or Slurm
+jobs (--backend slurm --slurm-partition P --gpus-per-run 1);
 its output goes to <run folder>.log beside the folder.
 
     python scripts/fewshot_table5.py --preset paper --encoder roberta-base --dataset glue/sst2       # the paper (GPU)
@@ -556,7 +557,7 @@ def main(argv=None):
                          "for the --methods, --ns and --seeds given); check --out")
     if not args.aggregate_only and todo:
         check_data(todo[0][3])
-        how = f"{args.parallel} at a time" if args.backend == "local" else f"on Ray, {args.address or 'this machine'}"
+        how = options_of(args).describe()
         print(f"{len(todo)} runs to do ({finished} finished earlier, skipped; {how})", flush=True)
         runs = []
         for m, n, s, cfg in todo:

@@ -6,9 +6,10 @@ OUT/debiased_TAU/seedS, OUT/untrained/seedS, OUT/bow/seedS, OUT/minilm; each loa
 protocol, and writes mean ± std over seeds, the per-seed numbers and paired per-seed differences
 (debiased − QT, and each trained encoder against each baseline) to OUT/table2.md and OUT/table2.json.
 Each training is `python -m nlp_qt.train` and each evaluation `python -m nlp_qt.senteval`, started as
-their own processes by shared_losses.training.sweep (a local pool, --parallel at a time, or Ray: --backend ray
-[--address ...]), so a run of the sweep is the run a user would start by hand. The trainings run first,
-then the evaluations that are not cached. Baselines (--baselines) run in the same sweep on the same data and protocol:
+their own processes by shared_losses.training.sweep (a local pool, --parallel at a time, Ray: --backend ray
+[--address ...], or Slurm jobs: --backend slurm), so a run of the sweep is the run a user would start by hand.
+The trainings run first, then the evaluations that are not cached. Baselines (--baselines) run in the same sweep
+on the same data and protocol:
 
 * untrained: an encoder of the same shape and seed that saw no training step;
 * bow: the mean of word2vec vectors trained on the same corpus (nlp_qt.bow; needs gensim);
@@ -232,7 +233,7 @@ def jobs(a) -> list[dict]:
 def _env(a) -> dict:
     if a.threads:
         threads = a.threads
-    elif a.backend == "ray":
+    elif a.backend in ("ray", "slurm"):
         threads = max(1, int(a.cpus_per_run))
     else:
         threads = max(1, (os.cpu_count() or 1) // max(1, a.parallel))
@@ -500,7 +501,7 @@ def main(argv=None) -> int:
     todo = jobs(a)
     check_sweep(a, todo)
     out.mkdir(parents=True, exist_ok=True)
-    how = f"{a.parallel} at a time" if a.backend == "local" else f"on Ray, {a.address or 'this machine'}"
+    how = options_of(a).describe()
     print(f"{len(todo)} models ({how}); logs beside each run folder in {out}", flush=True)
     res = run_all(a, todo)
     results: dict = {}

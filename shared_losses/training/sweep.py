@@ -1,8 +1,10 @@
 """One runner for the paper grids (scripts/curl_table3.py, qt_table2.py, fewshot_table5.py): every run of a
 grid is the application's own command line (``python -m rl_curl.train ...``), started on this machine by a
-pool of processes (``--backend local``) or as one Ray task per run (``--backend ray``; ``pip install -e
+pool of processes (``--backend local``), as one Ray task per run (``--backend ray``; ``pip install -e
 ".[cluster]"``), on a Ray started here (no ``--address``) or on an existing cluster (``--address auto`` or
-``ray://HOST:PORT``).
+``ray://HOST:PORT``), or as one Slurm job per run (``--backend slurm``, from a login node; submitit, in the same
+extra; :mod:`shared_losses.training.slurm`: time limits and preemptions end in a checkpoint and a requeued job that
+continues from it).
 
 * Resources: each run asks for ``--cpus-per-run`` CPUs and ``--gpus-per-run`` GPUs (a fraction such as 0.5
   shares a GPU); Ray places it and sets ``CUDA_VISIBLE_DEVICES``. The local pool runs ``--parallel`` at once.
@@ -21,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
-import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -31,11 +31,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
 
-BACKENDS = ("local", "ray")
+from .processes import SweepError, _local_python, _retry_worthy, _start, execute  # noqa: F401 (the runner's names)
 
-
-class SweepError(ValueError):
-    """A grid that cannot start (bad backend, unreachable cluster, resources it does not have): one line."""
+BACKENDS = ("local", "ray", "slurm")
 
 
 @dataclass
@@ -55,8 +53,9 @@ class Run:
 class SweepOptions:
     """How a grid runs (the same options in the three grid scripts)."""
 
-    backend: Literal["local", "ray"] = "local"
-    """local: a pool of processes on this machine (--parallel at once); ray: one Ray task per run."""
+    backend: Literal["local", "ray", "slurm"] = "local"
+    """local: a pool of processes on this machine (--parallel at once); ray: one Ray task per run; slurm: one Slurm
+    job per run (submitted from a login node with submitit)."""
     address: Optional[str] = None
     """Ray cluster to send the grid to: auto (the cluster this machine belongs to) or ray://HOST:PORT or
     HOST:PORT; none starts Ray on this machine. Only with --backend ray."""
@@ -68,23 +67,65 @@ class SweepOptions:
     """GPUs each run asks Ray for (0.5: two runs share one GPU)."""
     retries: int = 2
     """Times a run killed by a signal or a lost worker is started again (it continues from its checkpoint)."""
+    slurm_partition: Optional[str] = None
+    """Slurm partition of the jobs (--backend slurm); none: the cluster's default."""
+    slurm_time: int = 240
+    """Minutes each Slurm job may run (--backend slurm). A run that needs longer is warned 120 s before the limit,
+    writes its checkpoint and continues in the requeued job."""
+    slurm_requeues: int = 10
+    """Times one run's job may reach --slurm-time and be requeued to continue (preemptions do not count)."""
+    slurm_option: list[str] = field(default_factory=list)
+    """More sbatch options, each KEY=VALUE (account=myproject qos=high mem=32G constraint=a100) or a flag's name
+    (exclusive)."""
+    slurm_local: bool = False
+    """Run the Slurm jobs through submitit's local executor on this machine, without Slurm: to try --backend slurm's
+    options (time limit, requeue) before a cluster."""
 
     def validate(self) -> None:
         if self.backend not in BACKENDS:
             raise SweepError(f"--backend {self.backend!r}: choose one of {', '.join(BACKENDS)}")
         if self.address and self.backend != "ray":
             raise SweepError("--address names a Ray cluster: add --backend ray")
+        if self.backend != "slurm":
+            given = [f"--{f.name.replace('_', '-')}" for f in fields(self)
+                     if f.name.startswith("slurm_") and getattr(self, f.name) != _default(f)]
+            if given:
+                raise SweepError(f"{', '.join(given)}: Slurm options; add --backend slurm")
         if self.parallel < 1:
             raise SweepError(f"--parallel {self.parallel}: must be at least 1")
         if self.cpus_per_run <= 0 or self.gpus_per_run < 0:
             raise SweepError("--cpus-per-run must be > 0 and --gpus-per-run >= 0")
         if self.retries < 0:
             raise SweepError(f"--retries {self.retries}: must be 0 or more")
+        if self.backend == "slurm":
+            try:
+                from . import slurm
+            except ImportError:
+                raise SweepError("--backend slurm needs submitit: pip install -e \".[cluster]\" (or --backend local)") \
+                    from None
+            slurm.check(self)
+
+    def describe(self) -> str:
+        """Where and how the grid's runs go, for the line a grid script prints before starting them."""
+        if self.backend == "local":
+            return f"{self.parallel} at a time"
+        if self.backend == "ray":
+            return f"on Ray, {self.address or 'this machine'}"
+        if self.slurm_local:
+            return f"as Slurm jobs on this machine (submitit's local executor), {self.slurm_time:g}-minute jobs"
+        return (f"as Slurm jobs, partition {self.slurm_partition or '(the default)'}, {self.slurm_time:g}-minute jobs "
+                "requeued until their run finishes")
+
+
+def _default(f):
+    from dataclasses import MISSING
+
+    return f.default_factory() if f.default is MISSING else f.default
 
 
 def add_sweep_arguments(parser: argparse.ArgumentParser, parallel: int = 1) -> None:
     """The :class:`SweepOptions` as argparse options (for the scripts that use argparse)."""
-    g = parser.add_argument_group("how the grid runs (local pool or Ray)")
+    g = parser.add_argument_group("how the grid runs (local pool, Ray or Slurm)")
     doc = {f.name: _field_doc(f.name) for f in fields(SweepOptions)}
     g.add_argument("--backend", choices=BACKENDS, default="local", help=doc["backend"])
     g.add_argument("--address", default=None, help=doc["address"])
@@ -92,6 +133,11 @@ def add_sweep_arguments(parser: argparse.ArgumentParser, parallel: int = 1) -> N
     g.add_argument("--cpus-per-run", type=float, default=1.0, help=doc["cpus_per_run"])
     g.add_argument("--gpus-per-run", type=float, default=0.0, help=doc["gpus_per_run"])
     g.add_argument("--retries", type=int, default=2, help=doc["retries"])
+    g.add_argument("--slurm-partition", default=None, help=doc["slurm_partition"])
+    g.add_argument("--slurm-time", type=int, default=240, help=doc["slurm_time"])
+    g.add_argument("--slurm-requeues", type=int, default=10, help=doc["slurm_requeues"])
+    g.add_argument("--slurm-option", nargs="*", default=[], metavar="KEY=VALUE", help=doc["slurm_option"])
+    g.add_argument("--slurm-local", action="store_true", help=doc["slurm_local"])
 
 
 def _field_doc(name: str) -> str:
@@ -143,58 +189,6 @@ def dataclass_flags(obj, base=None) -> list[str]:
 # ------------------------------------------------------------------------------------------ running
 
 
-def _local_python(cmd: list[str], launcher_python: str) -> list[str]:
-    return [sys.executable, *cmd[1:]] if cmd and cmd[0] == launcher_python else list(cmd)
-
-
-def _load_prctl():
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux/glibc
-        return None
-
-
-_PRCTL = _load_prctl() if sys.platform.startswith("linux") else None  # looked up here, not in the forked child
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec (Linux): be killed when the process that started it dies. A Ray worker
-    killed while its run trains would otherwise leave the run training on, and the retried task would start
-    a second process on the same run folder. Only a C call here: no import or lookup between fork and exec."""
-    _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _start(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str]) -> subprocess.Popen:
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as fh:
-        return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL,
-                                preexec_fn=_die_with_parent if _PRCTL is not None else None)
-
-
-def execute(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str], launcher_python: str = "") -> int:
-    """Run one command to its end (its output appended to ``log``); its exit code (negative: killed by that
-    signal). This is what a Ray task runs on its node."""
-    proc = _start(_local_python(cmd, launcher_python), log, cwd, env)
-    try:
-        return proc.wait()
-    except BaseException:  # the task is cancelled or the worker stops: do not leave the run behind
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        raise
-
-
-def _retry_worthy(rc: int) -> bool:
-    """A run killed by a signal (kill -9, the OOM killer; negative code, or 128+N from a shell) is retried;
-    Ctrl-C's 130 from a run that checkpointed and stopped on purpose is not."""
-    return rc < 0 or rc in (128 + signal.SIGKILL, 128 + signal.SIGTERM)
-
-
 class _Progress:
     def __init__(self, total: int, quiet: bool = False):
         self.total, self.done, self.failed, self.running = total, 0, 0, 0
@@ -233,6 +227,10 @@ def run_sweep(runs: Sequence[Run], options: SweepOptions | None = None, quiet: b
     progress = _Progress(len(runs), quiet)
     if options.backend == "local":
         return _run_local(runs, options, progress, on_finish)
+    if options.backend == "slurm":
+        from .slurm import run_jobs
+
+        return run_jobs(runs, options, progress, on_finish)
     return _run_ray(runs, options, progress, on_finish)
 
 

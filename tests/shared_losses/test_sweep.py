@@ -99,7 +99,7 @@ def test_sweep_asking_for_gpus_on_a_ray_cluster_without_any_says_so_before_launc
 
 
 def test_sweep_options_are_checked_before_anything_runs():
-    for kw, msg in [({"backend": "slurm"}, "--backend 'slurm'"), ({"address": "auto"}, "add --backend ray"),
+    for kw, msg in [({"backend": "pbs"}, "--backend 'pbs'"), ({"address": "auto"}, "add --backend ray"),
                     ({"parallel": 0}, "--parallel 0"), ({"gpus_per_run": -1}, "--gpus-per-run"),
                     ({"retries": -1}, "--retries -1")]:
         with pytest.raises(SweepError, match=msg):

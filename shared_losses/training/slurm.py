@@ -1,0 +1,224 @@
+"""The grid runner's Slurm backend (``--backend slurm``): one Slurm job per run of a grid, submitted with submitit
+(``pip install -e ".[cluster]"``) from a login node, each job running the run's own command line as the local pool
+and Ray do (:func:`shared_losses.training.sweep.execute`).
+
+* Time limits and preemption: every job asks Slurm for a warning (``--signal=USR2@120``) before its ``--slurm-time``
+  runs out or it is preempted. The run's command gets it (from Slurm, which signals every process of the job step,
+  and from the job itself), stops after its step with a checkpoint (our trainers take SIGUSR1 / SIGUSR2 as they take
+  SIGTERM), and the job is requeued; the requeued job starts the same command, which continues from that checkpoint.
+  A run longer than one job's time limit therefore runs as a chain of jobs. Timeouts count against
+  ``--slurm-requeues``; preemptions do not.
+* Lost jobs (a node failure, a job killed for memory) and runs killed by a signal are submitted again, up to
+  ``--retries`` times, as with the other backends.
+* ``--slurm-local`` runs the same jobs through submitit's local executor on this machine (no Slurm needed), with the
+  same pickled jobs, time limit, warning and requeue: a way to try a grid's Slurm options before a cluster.
+
+submitit's own files (the sbatch scripts, each job's stdout / stderr, pickled results) go to ``slurm/`` in the
+folder that holds the grid's run logs; each run's output goes to its log as with the other backends.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Sequence
+
+import submitit
+from submitit.helpers import Checkpointable, DelayedSubmission
+
+#: Seconds of warning before a job's time limit (Slurm's ``--signal=USR2@SECONDS``): the run's step, its checkpoint
+#: and the exit must fit in it.
+WARNING_S = 120
+#: sbatch options the backend sets itself (from the grid's own options); ``--slurm-option`` may not set them.
+OWN_OPTIONS = {"partition": "--slurm-partition", "time": "--slurm-time", "cpus-per-task": "--cpus-per-run",
+               "gpus-per-node": "--gpus-per-run", "gpus": "--gpus-per-run", "signal": "(the warning before the time "
+               "limit)", "output": "(submitit's log files)", "error": "(submitit's log files)",
+               "job-name": "(each run's name)", "nodes": "(one node per run)", "ntasks": "(one task per run)",
+               "ntasks-per-node": "(one task per run)", "array": "(one job per run)", "open-mode": "(the logs)"}
+
+
+class SlurmRun(Checkpointable):
+    """What a Slurm job runs: one run's command, to its end (its exit code is the job's result). On the scheduler's
+    warning (:meth:`checkpoint`, called by submitit in the job), the run is asked to stop with a checkpoint and the
+    job requeued with the same command, which continues from it."""
+
+    def __init__(self, grace_s: float):
+        self.grace_s = grace_s
+        self._proc: subprocess.Popen | None = None
+
+    def __getstate__(self) -> dict:  # the process of one job is not the next job's
+        return {"grace_s": self.grace_s, "_proc": None}
+
+    def __call__(self, cmd: list[str], log: str, cwd, env: dict, launcher_python: str = "") -> int:
+        from .processes import _local_python, _start
+
+        self._proc = proc = _start(_local_python(cmd, launcher_python), log, cwd, env)
+        try:
+            return proc.wait()
+        except BaseException:  # cancelled (scancel's SIGTERM is bypassed by submitit), or requeued by checkpoint()
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            raise
+
+    def checkpoint(self, *args, **kwargs) -> DelayedSubmission:
+        """The job is about to end (time limit or preemption): ask the run to stop after its step with a checkpoint
+        (SIGUSR2; Slurm may have sent it the same signal already, which is one request), wait for it, then let
+        submitit requeue the same command, which continues from that checkpoint.
+
+        submitit calls this from its signal handler, which interrupts :meth:`__call__`'s ``proc.wait()`` while that
+        holds the Popen's wait lock: the run's end is watched here without reaping it (``waitid`` with
+        ``WNOWAIT``), which needs no lock."""
+        proc = self._proc
+        if proc is not None and not _exited(proc):
+            os.kill(proc.pid, signal.SIGUSR2)
+            end = time.monotonic() + self.grace_s
+            while not _exited(proc) and time.monotonic() < end:
+                time.sleep(0.2)
+            if not _exited(proc):  # it would be killed with the job: its last checkpoint stands
+                os.kill(proc.pid, signal.SIGKILL)
+                while not _exited(proc):
+                    time.sleep(0.05)
+        return DelayedSubmission(type(self)(self.grace_s), *args, **kwargs)
+
+
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether the run's process has ended, without reaping it."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped already
+        return True
+
+
+def check(options) -> None:
+    """Refuse, before anything is submitted, what Slurm cannot do with the grid's options (one line each)."""
+    from .processes import SweepError
+
+    if options.gpus_per_run != int(options.gpus_per_run):
+        raise SweepError(f"--gpus-per-run {options.gpus_per_run:g}: Slurm gives a job whole GPUs; use "
+                         f"{max(1, math.ceil(options.gpus_per_run))} (to share GPUs, start Ray in one allocation "
+                         "and use --backend ray there)")
+    if options.cpus_per_run != int(options.cpus_per_run):
+        raise SweepError(f"--cpus-per-run {options.cpus_per_run:g}: Slurm gives a job whole CPUs")
+    if options.slurm_time < 5 and not options.slurm_local:
+        raise SweepError(f"--slurm-time {options.slurm_time}: a job needs at least 5 minutes (the run is warned "
+                         f"{WARNING_S} s before the limit to write its checkpoint)")
+    if options.slurm_requeues < 0:
+        raise SweepError(f"--slurm-requeues {options.slurm_requeues}: must be 0 or more")
+    extra_options(options.slurm_option)
+    if not options.slurm_local and (shutil.which("sbatch") is None or shutil.which("srun") is None):
+        raise SweepError("--backend slurm: sbatch / srun are not on this machine's PATH; start the grid on a login "
+                         "node of the Slurm cluster (or add --slurm-local to try the jobs on this machine)")
+
+
+def extra_options(items: Sequence[str]) -> dict[str, str]:
+    """``--slurm-option KEY=VALUE ...`` as sbatch options (``account=proj``, ``qos=high``, ``mem=32G``,
+    ``constraint=a100``; ``exclusive`` alone: a flag). Options the backend sets itself are refused, naming the grid
+    option that sets them."""
+    from .processes import SweepError
+
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not key or (sep and not value.strip()):
+            raise SweepError(f"--slurm-option {item!r}: expected KEY=VALUE (account=myproject, qos=high, mem=32G) "
+                             "or a flag's name (exclusive)")
+        key = key.replace("_", "-")
+        if key in OWN_OPTIONS:
+            raise SweepError(f"--slurm-option {item!r}: {key} is set by the grid itself, {OWN_OPTIONS[key]}")
+        out[key] = value.strip() if sep else True
+    return out
+
+
+def executor(options, folder: Path):
+    """The submitit executor of a grid's jobs: sbatch on a Slurm cluster, or submitit's local executor
+    (``--slurm-local``). Each job: one task on one node, the run's CPUs and GPUs, ``--slurm-time`` minutes, the
+    warning :data:`WARNING_S` seconds before the end."""
+    if options.slurm_local:
+        ex = submitit.LocalExecutor(folder=folder / "%j", max_num_timeout=options.slurm_requeues)
+        ex.update_parameters(timeout_min=options.slurm_time, signal_delay_s=WARNING_S, tasks_per_node=1,
+                             gpus_per_node=int(options.gpus_per_run))
+        return ex
+    ex = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=options.slurm_requeues)
+    params = dict(time=int(options.slurm_time), nodes=1, ntasks_per_node=1, cpus_per_task=int(options.cpus_per_run),
+                  signal_delay_s=WARNING_S, additional_parameters=extra_options(options.slurm_option))
+    if options.gpus_per_run:
+        params["gpus_per_node"] = int(options.gpus_per_run)
+    if options.slurm_partition:
+        params["partition"] = options.slurm_partition
+    ex.update_parameters(**params)
+    return ex
+
+
+def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[int]:
+    """Submit one job per run and wait for them all; their exit codes in the runs' order. A lost job (no result:
+    node failure, killed for memory, timed out more than --slurm-requeues times) or a run killed by a signal is
+    submitted again up to --retries times. Ctrl-C here cancels the grid's jobs still queued or running (each run
+    writes its checkpoint on the cancel's SIGTERM) and re-raises."""
+    from .processes import _retry_worthy
+
+    folder = Path(_common_folder([r.log for r in runs])) / "slurm"
+    ex = executor(options, folder)
+    launcher = __import__("sys").executable
+    attempts = [0] * len(runs)
+
+    def submit(i: int):
+        r = runs[i]
+        ex.update_parameters(job_name=r.name[-120:])
+        return ex.submit(SlurmRun(grace_s=max(5, WARNING_S - 20)), r.cmd, str(r.log), r.cwd, r.env, launcher)
+
+    pending = {}
+    for i in range(len(runs)):
+        pending[i] = submit(i)
+        progress.started()
+    codes: dict[int, int] = {}
+    try:
+        while pending:
+            finished = [i for i, job in pending.items() if job.done()]
+            if not finished:
+                time.sleep(poll_s)
+                continue
+            for i in finished:
+                job = pending.pop(i)
+                try:
+                    rc = int(job.result())
+                    why = f"exit {rc}"
+                except Exception as err:  # submitit's UncompletedJobError / FailedJobError: the job has no result
+                    rc, why = -1, f"job {job.job_id}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+                if _retry_worthy(rc) and attempts[i] < options.retries:
+                    attempts[i] += 1
+                    progress.retry(runs[i], why, attempts[i], options.retries)
+                    pending[i] = submit(i)
+                    continue
+                codes[i] = rc
+                progress.finished(runs[i], rc)
+                if on_finish is not None:
+                    on_finish(runs[i], rc)
+    except KeyboardInterrupt:
+        for job in pending.values():
+            try:
+                job.cancel(check=False)
+            except Exception:  # noqa: BLE001 - cancel what can be cancelled
+                pass
+        print(f"cancelled the grid's {len(pending)} unfinished job(s); their runs continue from their checkpoints when "
+              "the grid is started again", flush=True)
+        raise
+    return [codes[i] for i in range(len(runs))]
+
+
+def _common_folder(paths) -> str:
+    import os
+
+    parents = [str(Path(p).resolve().parent) for p in paths]
+    return os.path.commonpath(parents)

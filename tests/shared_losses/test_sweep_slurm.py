@@ -1,0 +1,191 @@
+"""The grid runner's Slurm backend (--backend slurm, shared_losses.training.slurm): jobs through submitit's local
+executor (no Slurm here; the same pickled jobs, time limit, warning signal and requeue), the sbatch script written for
+a Slurm cluster (a stand-in sbatch that keeps it), and the options refused before anything is submitted."""
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("submitit")
+
+from shared_losses.training import slurm  # noqa: E402
+from shared_losses.training.sweep import Run, SweepError, SweepOptions, run_sweep  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: A stand-in for a run's command: counts to ``total`` in steps of 0.1 s, keeping its count in ``state`` (its
+#: checkpoint) after every step and continuing from it; SIGUSR2 (the scheduler's warning) stops it after its step
+#: with exit status 130, as the suite's trainers do.
+COUNTER = """
+import signal, sys, time
+from pathlib import Path
+state, total = Path(sys.argv[1]), int(sys.argv[2])
+stop = []
+signal.signal(signal.SIGUSR2, lambda *a: stop.append(1))
+n = int(state.read_text()) if state.exists() else 0
+print("start at", n, flush=True)
+while n < total:
+    time.sleep(0.1)
+    n += 1
+    state.write_text(str(n))
+    if stop:
+        print("stopped at", n, flush=True)
+        sys.exit(130)
+print("done at", n, flush=True)
+"""
+
+
+def _counter(tmp_path: Path, name: str, total: int) -> Run:
+    script = tmp_path / "counter.py"
+    script.write_text(COUNTER)
+    return Run(name, [sys.executable, str(script), str(tmp_path / f"{name}.state"), str(total)],
+               tmp_path / "logs" / f"{name}.log")
+
+
+def test_slurm_jobs_run_here_through_submitits_local_executor(tmp_path, capsys):
+    """--backend slurm --slurm-local: one job per run, exit codes in the runs' order, each run's output in its log,
+    submitit's files under slurm/ beside the logs; a run that fails with an exit code is not submitted again."""
+    runs = [Run(f"r{i}", [sys.executable, "-c", f"import sys; print('run {i}'); sys.exit({2 * (i % 2)})"],
+                tmp_path / "logs" / f"r{i}.log") for i in range(3)]
+    options = SweepOptions(backend="slurm", slurm_local=True, slurm_time=5)
+    options.validate()
+    assert "submitit's local executor" in options.describe()
+    assert run_sweep(runs, options) == [0, 2, 0]
+    out = capsys.readouterr().out
+    assert "retrying" not in out and out.count("FAILED (exit 2, see ") == 1 and "[3/3]" in out
+    assert (tmp_path / "logs" / "r1.log").read_text() == "run 1\n"
+    assert len(list((tmp_path / "logs" / "slurm").glob("*/*_result.pkl"))) == 3  # one folder per job
+
+
+@pytest.mark.slow  # two 15-second jobs
+def test_a_run_past_its_jobs_time_limit_stops_with_a_checkpoint_and_continues_in_the_requeued_job(
+        tmp_path, monkeypatch, capsys):
+    """The job's time limit comes before the run's end: the warning (SIGUSR2, WARNING_S before the limit) stops the
+    run after its step, the job is requeued, and the requeued job's command continues from the run's state to the
+    end; the grid sees one finished run."""
+    monkeypatch.setattr(slurm, "WARNING_S", 9)  # 15 s jobs warned 9 s before: the warning about 6 s in
+    run = _counter(tmp_path, "long", total=120)  # 12 s of counting (and the start): longer than one warning's time
+    rc = run_sweep([run], SweepOptions(backend="slurm", slurm_local=True, slurm_time=0.25, retries=0))
+    log = run.log.read_text()
+    assert rc == [0], log
+    starts = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("start at")]
+    stopped = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("stopped at")]
+    assert starts[0] == 0 and len(starts) >= 2 and stopped, log  # requeued at least once
+    assert starts[1] == stopped[0], log  # the second job continued where the first stopped
+    assert log.rstrip().endswith("done at 120") and (tmp_path / "long.state").read_text() == "120"
+    assert "[1/1] done: long" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # a tiny nlp_qt.train run through one-minute jobs, and the same run uninterrupted
+def test_a_trainer_cut_by_its_jobs_time_limits_ends_as_the_uninterrupted_run(tmp_path, monkeypatch, capsys):
+    """End to end with a real trainer: nlp_qt.train gets the scheduler's warning (SIGUSR2) in each one-minute job,
+    stops after its step with a checkpoint (exit 130), and every requeued job continues from the last one; the run
+    ends with the weights and log of the same run made in one go."""
+    from safetensors.torch import load_file
+
+    from tests.nlp_qt.test_train import _cfg
+
+    from .test_sweep import _qt_command
+
+    # one-minute jobs warned 20 s in (the run's start, imports included, must come first: a warning before the run's
+    # handlers are in ends the run, and its job is requeued with nothing gained)
+    monkeypatch.setattr(slurm, "WARNING_S", 40)
+    corpus = _cfg(tmp_path, "unused").corpus
+    steps = 400
+    env = {"OMP_NUM_THREADS": "1"}
+    cut = Run("cut", _qt_command(corpus, tmp_path / "cut", steps), tmp_path / "cut.log", cwd=str(ROOT), env=env)
+    assert run_sweep([cut], SweepOptions(backend="slurm", slurm_local=True, slurm_time=1, retries=0)) == [0]
+    log = cut.log.read_text()
+    assert "SIGUSR2: stopping after the current step" in log and "interrupted at step" in log, log
+    assert "resumed from" in log and "Traceback" not in log, log
+    plain = Run("plain", _qt_command(corpus, tmp_path / "plain", steps), tmp_path / "plain.log", cwd=str(ROOT),
+                env=env)
+    assert run_sweep([plain], SweepOptions(backend="local")) == [0]
+    a = load_file(str(tmp_path / "cut" / "model" / "model.safetensors"))
+    b = load_file(str(tmp_path / "plain" / "model" / "model.safetensors"))
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    rows = lambda p: (tmp_path / p / "log.csv").read_text().splitlines()  # noqa: E731
+    assert [r.split(",")[0] for r in rows("cut")] == [r.split(",")[0] for r in rows("plain")]
+    assert "[1/1] done: cut" in capsys.readouterr().out
+
+
+def test_a_run_killed_by_a_signal_is_submitted_again(tmp_path, capsys):
+    """A run killed (kill -9, the out-of-memory killer) is retried as a new job, as with the local pool and Ray."""
+    marker = tmp_path / "killed-once"
+    code = (f"import os, pathlib; m = pathlib.Path({str(marker)!r}); first = not m.exists(); m.touch(); "
+            "print('attempt', 'first' if first else 'second', flush=True); first and os.kill(os.getpid(), 9)")
+    run = Run("k", [sys.executable, "-c", code], tmp_path / "k.log")
+    assert run_sweep([run], SweepOptions(backend="slurm", slurm_local=True, slurm_time=5, retries=1)) == [0]
+    out = capsys.readouterr().out
+    assert "retrying k (exit -9; attempt 2 of 2" in out and "[1/1] done: k" in out
+    assert run.log.read_text() == "attempt first\nattempt second\n"
+
+
+def _fake_slurm(tmp_path: Path, monkeypatch) -> Path:
+    """sbatch and srun stand-ins on PATH: sbatch keeps the script it is given in ``kept.sbatch`` and answers as
+    Slurm's does."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    kept = tmp_path / "kept.sbatch"
+    (bin_ / "sbatch").write_text(f"#!/bin/sh\ncp \"$1\" {kept}\necho 'Submitted batch job 4242'\n")
+    (bin_ / "srun").write_text("#!/bin/sh\nexit 0\n")
+    for f in bin_.iterdir():
+        f.chmod(f.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    return kept
+
+
+def test_the_sbatch_script_of_a_run_asks_for_what_the_grid_says(tmp_path, monkeypatch):
+    """On a Slurm cluster each run is one sbatch script: the grid's partition, time, CPUs and GPUs per run, the
+    warning before the time limit, the run's name and the extra --slurm-option lines; the job runs the run's
+    command through submitit."""
+    kept = _fake_slurm(tmp_path, monkeypatch)
+    options = SweepOptions(backend="slurm", slurm_partition="gpu", slurm_time=90, cpus_per_run=4, gpus_per_run=1,
+                           slurm_option=["account=proj", "qos=high", "exclusive"])
+    options.validate()
+    assert "partition gpu, 90-minute jobs" in options.describe()
+    ex = slurm.executor(options, tmp_path / "slurm")
+    ex.update_parameters(job_name="table3/cartpole/curl/seed0")
+    job = ex.submit(slurm.SlurmRun(100), ["python", "-m", "rl_curl.train"], str(tmp_path / "r.log"), None, {}, "python")
+    assert job.job_id == "4242"
+    lines = set(kept.read_text().splitlines())
+    for want in ("#SBATCH --partition=gpu", "#SBATCH --time=90", "#SBATCH --cpus-per-task=4",
+                 "#SBATCH --gpus-per-node=1", "#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1",
+                 f"#SBATCH --signal=USR2@{slurm.WARNING_S}", "#SBATCH --account=proj", "#SBATCH --qos=high",
+                 "#SBATCH --exclusive", "#SBATCH --job-name=table3/cartpole/curl/seed0"):
+        assert want in lines, (want, kept.read_text())
+    assert any("submitit.core._submit" in line for line in lines)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"gpus_per_run": 0.5}, r"--gpus-per-run 0.5: Slurm gives a job whole GPUs; use 1"),
+    ({"cpus_per_run": 1.5}, r"--cpus-per-run 1.5: Slurm gives a job whole CPUs"),
+    ({"slurm_time": 3}, r"--slurm-time 3: a job needs at least 5 minutes"),
+    ({"slurm_requeues": -1}, r"--slurm-requeues -1"),
+    ({"slurm_option": ["account"]}, None),  # a flag's name is taken (sbatch refuses what it does not know)
+    ({"slurm_option": ["=x"]}, r"--slurm-option '=x': expected KEY=VALUE"),
+    ({"slurm_option": ["time=10"]}, r"--slurm-option 'time=10': time is set by the grid itself, --slurm-time"),
+    ({"slurm_option": ["--partition=a"]}, r"partition is set by the grid itself, --slurm-partition"),
+    ({"slurm_option": ["gpus=2"]}, r"gpus is set by the grid itself, --gpus-per-run"),
+])
+def test_slurm_options_slurm_cannot_take_are_refused_before_anything_is_submitted(tmp_path, monkeypatch, kw, msg):
+    _fake_slurm(tmp_path, monkeypatch)
+    options = SweepOptions(backend="slurm", **kw)
+    if msg is None:
+        options.validate()
+    else:
+        with pytest.raises(SweepError, match=msg):
+            options.validate()
+    assert not (tmp_path / "kept.sbatch").exists()
+
+
+def test_slurm_options_need_the_slurm_backend_and_slurm_itself(tmp_path, monkeypatch):
+    with pytest.raises(SweepError, match=r"--slurm-partition, --slurm-local: Slurm options; add --backend slurm"):
+        SweepOptions(slurm_partition="gpu", slurm_local=True).validate()
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no srun
+    with pytest.raises(SweepError, match=r"sbatch / srun are not on this machine's PATH; start the grid on a login "
+                                         r"node .* \(or add --slurm-local"):
+        SweepOptions(backend="slurm").validate()
