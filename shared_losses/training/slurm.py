@@ -161,26 +161,83 @@ def executor(options, folder: Path):
     return ex
 
 
+def job_name(run) -> str:
+    """A run's Slurm job name: the run's name (its last 100 characters, spaces and the like as ``_``) and a short
+    digest of its log's path, which is the grid's folder: the same run of the same grid has the same name in every
+    start of the grid, and runs of two grids with the same labels (two --out folders) have different ones."""
+    import hashlib
+
+    import re
+
+    digest = hashlib.sha1(str(Path(run.log).resolve()).encode()).hexdigest()[:8]
+    plain = re.sub(r"[^\w%+=:,./-]", "_", run.name[-100:])  # nothing to quote in the sbatch line, nothing for squeue
+    return f"{plain}@{digest}"
+
+
+def queued_jobs() -> dict[str, str]:
+    """This user's jobs in Slurm's queue (pending or running): {job name: job id}, from ``squeue``. Empty, with a
+    warning, where squeue does not answer."""
+    import getpass
+
+    try:
+        res = subprocess.run(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i|%j"], capture_output=True, text=True,
+                             timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        print(f"warning: squeue did not answer ({err}); runs already queued by an earlier start of this grid are "
+              "submitted again (a second job on a run that still trains stops at once)", flush=True)
+        return {}
+    if res.returncode != 0:
+        print(f"warning: squeue failed ({res.stderr.strip().splitlines()[-1:] or res.returncode}); runs already "
+              "queued by an earlier start of this grid are submitted again", flush=True)
+        return {}
+    jobs = {}
+    for line in res.stdout.splitlines():
+        job_id, sep, name = line.strip().partition("|")
+        if sep and job_id:
+            jobs[name] = job_id
+    return jobs
+
+
+def submit_or_attach(runs, options, ex, folder: Path) -> dict:
+    """A job for every run: a job of this grid still in Slurm's queue (an earlier start of the grid that stopped: a
+    closed terminal, a driver job at its time limit) is waited for instead of submitted again; the other runs are
+    submitted. {run index: submitit job}."""
+    live = {} if options.slurm_local else queued_jobs()
+    pending = {}
+    for i, r in enumerate(runs):
+        name = job_name(r)
+        if name in live:
+            pending[i] = submitit.SlurmJob(folder=folder / "%j", job_id=live[name])
+            print(f"{r.name}: already in Slurm's queue as job {live[name]} (an earlier start of this grid); waiting "
+                  "for it", flush=True)
+        else:
+            pending[i] = submit(ex, r)
+    return pending
+
+
+def submit(ex, run):
+    """Submit one run's job."""
+    import sys
+
+    ex.update_parameters(job_name=job_name(run))
+    return ex.submit(SlurmRun(grace_s=max(5, WARNING_S - 20)), run.cmd, str(run.log), run.cwd, run.env,
+                     sys.executable)
+
+
 def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[int]:
-    """Submit one job per run and wait for them all; their exit codes in the runs' order. A lost job (no result:
-    node failure, killed for memory, timed out more than --slurm-requeues times) or a run killed by a signal is
-    submitted again up to --retries times. Ctrl-C here cancels the grid's jobs still queued or running (each run
-    writes its checkpoint on the cancel's SIGTERM) and re-raises."""
+    """Submit one job per run (or wait for the grid's job already queued for it, :func:`submit_or_attach`) and wait
+    for them all; their exit codes in the runs' order. A lost job (no result: node failure, killed for memory, timed
+    out more than --slurm-requeues times) or a run killed by a signal is submitted again up to --retries times.
+    Ctrl-C here cancels the grid's jobs still queued or running (each run writes its checkpoint on the cancel's
+    SIGTERM) and re-raises; a launcher ended otherwise (a closed terminal) leaves them running, and starting the grid
+    again waits for them."""
     from .processes import _retry_worthy
 
     folder = Path(_common_folder([r.log for r in runs])) / "slurm"
     ex = executor(options, folder)
-    launcher = __import__("sys").executable
     attempts = [0] * len(runs)
-
-    def submit(i: int):
-        r = runs[i]
-        ex.update_parameters(job_name=r.name[-120:])
-        return ex.submit(SlurmRun(grace_s=max(5, WARNING_S - 20)), r.cmd, str(r.log), r.cwd, r.env, launcher)
-
-    pending = {}
-    for i in range(len(runs)):
-        pending[i] = submit(i)
+    pending = submit_or_attach(runs, options, ex, folder)
+    for _ in runs:
         progress.started()
     codes: dict[int, int] = {}
     try:
@@ -199,7 +256,7 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
                 if _retry_worthy(rc) and attempts[i] < options.retries:
                     attempts[i] += 1
                     progress.retry(runs[i], why, attempts[i], options.retries)
-                    pending[i] = submit(i)
+                    pending[i] = submit(ex, runs[i])
                     continue
                 codes[i] = rc
                 progress.finished(runs[i], rc)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_launch import LAUNCH_VARIABLES, PROBE
+from .test_launch import LAUNCH_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "slurm" / "multinode.sbatch"
@@ -83,22 +83,12 @@ def test_the_script_without_a_program_says_how_to_call_it(tmp_path):
     assert res.returncode == 2 and res.stderr.startswith("usage: sbatch [sbatch options]")
 
 
-@pytest.mark.slow  # accelerate launch on two "nodes"
-def test_one_launcher_per_node_makes_one_gloo_group_over_the_nodes(tmp_path):
-    """Each node's launcher gets its rank from SLURM_NODEID and the first host of the allocation as the rendezvous:
-    the two processes (one per node) form one group of 2, and the trainers' launch check accepts it."""
-    (tmp_path / "probe.py").write_text(PROBE)
-    out = _finish(_sbatch(tmp_path, "probe.py", "--cpu-accelerator"))
-    assert "nodes: 2 (node[1-2]), 1 processes each, rendezvous localhost:" in out, out
-    rows = sorted((json.loads(obj) for obj in re.findall(r"\{[^{}]*\}", out)), key=lambda r: r["index"])
-    assert rows == [{"index": i, "processes": 2, "backend": "gloo", "world": 2, "sum": 3.0} for i in (0, 1)], out
-
-
 @pytest.mark.slow  # a tiny nlp_qt run over two "nodes", warned, then continued
 def test_the_schedulers_warning_stops_every_process_with_a_checkpoint_and_the_next_job_continues(tmp_path):
-    """Slurm's --signal=USR2@120 reaches every process of the job step (the launchers and the run's processes): the
-    launchers ignore it, the run's two processes stop after the same step with a checkpoint; the same command again
-    (a second job, --resume) continues from it to the end."""
+    """One launcher per node, its rank from SLURM_NODEID and the allocation's first host as the rendezvous: the run's
+    two processes (one per "node") train as one group of 2. Slurm's --signal=USR2@120 reaches every process of the
+    job step (the launchers and the run's processes): the launchers ignore it, the run's two processes stop after the
+    same step with a checkpoint; the same command again (a second job, --resume) continues from it to the end."""
     import psutil
 
     from tests.nlp_qt.test_train import _cfg
@@ -132,6 +122,8 @@ def test_the_schedulers_warning_stops_every_process_with_a_checkpoint_and_the_ne
     assert stopped, text
     from shared_losses.training.runtime import load_checkpoint
 
+    assert json.loads((out_dir / "config.json").read_text())["num_processes"] == 2
+    assert "nodes: 2 (node[1-2]), 1 processes each, rendezvous localhost:" in text, text
     at = load_checkpoint(None, out_dir / "checkpoint")["step"]
     assert at == int(stopped[0])
     program[program.index("--max-steps") + 1] = str(at + 10)

@@ -16,34 +16,6 @@ from shared_losses.training.sweep import Run, SweepError, SweepOptions, run_swee
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: A stand-in for a run's command: counts to ``total`` in steps of 0.1 s, keeping its count in ``state`` (its
-#: checkpoint) after every step and continuing from it; SIGUSR2 (the scheduler's warning) stops it after its step
-#: with exit status 130, as the suite's trainers do.
-COUNTER = """
-import signal, sys, time
-from pathlib import Path
-state, total = Path(sys.argv[1]), int(sys.argv[2])
-stop = []
-signal.signal(signal.SIGUSR2, lambda *a: stop.append(1))
-n = int(state.read_text()) if state.exists() else 0
-print("start at", n, flush=True)
-while n < total:
-    time.sleep(0.1)
-    n += 1
-    state.write_text(str(n))
-    if stop:
-        print("stopped at", n, flush=True)
-        sys.exit(130)
-print("done at", n, flush=True)
-"""
-
-
-def _counter(tmp_path: Path, name: str, total: int) -> Run:
-    script = tmp_path / "counter.py"
-    script.write_text(COUNTER)
-    return Run(name, [sys.executable, str(script), str(tmp_path / f"{name}.state"), str(total)],
-               tmp_path / "logs" / f"{name}.log")
-
 
 def test_slurm_jobs_run_here_through_submitits_local_executor(tmp_path, capsys):
     """--backend slurm --slurm-local: one job per run, exit codes in the runs' order, each run's output in its log,
@@ -58,25 +30,6 @@ def test_slurm_jobs_run_here_through_submitits_local_executor(tmp_path, capsys):
     assert "retrying" not in out and out.count("FAILED (exit 2, see ") == 1 and "[3/3]" in out
     assert (tmp_path / "logs" / "r1.log").read_text() == "run 1\n"
     assert len(list((tmp_path / "logs" / "slurm").glob("*/*_result.pkl"))) == 3  # one folder per job
-
-
-@pytest.mark.slow  # two 15-second jobs
-def test_a_run_past_its_jobs_time_limit_stops_with_a_checkpoint_and_continues_in_the_requeued_job(
-        tmp_path, monkeypatch, capsys):
-    """The job's time limit comes before the run's end: the warning (SIGUSR2, WARNING_S before the limit) stops the
-    run after its step, the job is requeued, and the requeued job's command continues from the run's state to the
-    end; the grid sees one finished run."""
-    monkeypatch.setattr(slurm, "WARNING_S", 9)  # 15 s jobs warned 9 s before: the warning about 6 s in
-    run = _counter(tmp_path, "long", total=120)  # 12 s of counting (and the start): longer than one warning's time
-    rc = run_sweep([run], SweepOptions(backend="slurm", slurm_local=True, slurm_time=0.25, retries=0))
-    log = run.log.read_text()
-    assert rc == [0], log
-    starts = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("start at")]
-    stopped = [int(line.split()[-1]) for line in log.splitlines() if line.startswith("stopped at")]
-    assert starts[0] == 0 and len(starts) >= 2 and stopped, log  # requeued at least once
-    assert starts[1] == stopped[0], log  # the second job continued where the first stopped
-    assert log.rstrip().endswith("done at 120") and (tmp_path / "long.state").read_text() == "120"
-    assert "[1/1] done: long" in capsys.readouterr().out
 
 
 @pytest.mark.slow  # a tiny nlp_qt.train run through one-minute jobs, and the same run uninterrupted
@@ -124,18 +77,52 @@ def test_a_run_killed_by_a_signal_is_submitted_again(tmp_path, capsys):
     assert run.log.read_text() == "attempt first\nattempt second\n"
 
 
-def _fake_slurm(tmp_path: Path, monkeypatch) -> Path:
-    """sbatch and srun stand-ins on PATH: sbatch keeps the script it is given in ``kept.sbatch`` and answers as
-    Slurm's does."""
+def _fake_slurm(tmp_path: Path, monkeypatch, queue: str = "", squeue_rc: int = 0) -> Path:
+    """sbatch, srun and squeue stand-ins on PATH: sbatch keeps the script it is given in ``kept.sbatch``, counts its
+    calls in ``sbatch.calls`` and answers as Slurm's does; squeue prints ``queue`` (and exits with ``squeue_rc``)."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     kept = tmp_path / "kept.sbatch"
-    (bin_ / "sbatch").write_text(f"#!/bin/sh\ncp \"$1\" {kept}\necho 'Submitted batch job 4242'\n")
+    (bin_ / "sbatch").write_text(f"#!/bin/sh\ncp \"$1\" {kept}\necho x >> {tmp_path / 'sbatch.calls'}\n"
+                                 "echo 'Submitted batch job 4242'\n")
     (bin_ / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "queue.txt").write_text(queue)
+    (bin_ / "squeue").write_text(f"#!/bin/sh\ncat {tmp_path / 'queue.txt'}\nexit {squeue_rc}\n")
     for f in bin_.iterdir():
         f.chmod(f.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
     return kept
+
+
+def test_a_run_whose_job_is_still_in_the_queue_is_waited_for_not_submitted_again(tmp_path, monkeypatch, capsys):
+    """The grid started again while its jobs are queued or running (its terminal closed, a driver job ended): each
+    run's job is found by name in squeue and waited for; only the runs without one are submitted. Job names are stable
+    per grid folder and differ between grids whose runs have the same labels."""
+    runs = [Run(f"seed{i}", ["python", "-c", "pass"], tmp_path / "grid" / f"seed{i}.log") for i in range(3)]
+    other = Run("seed0", ["python"], tmp_path / "other_grid" / "seed0.log")
+    assert slurm.job_name(runs[0]) == slurm.job_name(Run("seed0", [], tmp_path / "grid" / "seed0.log"))
+    assert slurm.job_name(runs[0]) != slurm.job_name(other) and slurm.job_name(runs[0]).startswith("seed0@")
+    assert slurm.job_name(Run("training QT (seed 1)", [], tmp_path / "x.log")).startswith("training_QT__seed_1_@")
+    queue = f"77|{slurm.job_name(runs[0])}\n78|{slurm.job_name(other)}\n79|{slurm.job_name(runs[2])}\n"
+    _fake_slurm(tmp_path, monkeypatch, queue=queue)
+    options = SweepOptions(backend="slurm")
+    options.validate()
+    folder = tmp_path / "grid" / "slurm"
+    jobs = slurm.submit_or_attach(runs, options, slurm.executor(options, folder), folder)
+    assert {i: j.job_id for i, j in jobs.items()} == {0: "77", 1: "4242", 2: "79"}
+    assert (tmp_path / "sbatch.calls").read_text().count("x") == 1  # seed1 alone was submitted
+    out = capsys.readouterr().out
+    assert "seed0: already in Slurm's queue as job 77 (an earlier start of this grid); waiting for it" in out
+    assert "seed2: already in Slurm's queue as job 79" in out
+
+
+def test_without_squeue_every_run_is_submitted_with_a_warning(tmp_path, monkeypatch, capsys):
+    runs = [Run(f"seed{i}", ["python"], tmp_path / f"seed{i}.log") for i in range(2)]
+    _fake_slurm(tmp_path, monkeypatch, queue=f"77|{slurm.job_name(runs[0])}\n", squeue_rc=1)
+    options = SweepOptions(backend="slurm")
+    jobs = slurm.submit_or_attach(runs, options, slurm.executor(options, tmp_path / "slurm"), tmp_path / "slurm")
+    assert [j.job_id for j in jobs.values()] == ["4242", "4242"]
+    assert "warning: squeue failed" in capsys.readouterr().out
 
 
 def test_the_sbatch_script_of_a_run_asks_for_what_the_grid_says(tmp_path, monkeypatch):
@@ -148,14 +135,14 @@ def test_the_sbatch_script_of_a_run_asks_for_what_the_grid_says(tmp_path, monkey
     options.validate()
     assert "partition gpu, 90-minute jobs" in options.describe()
     ex = slurm.executor(options, tmp_path / "slurm")
-    ex.update_parameters(job_name="table3/cartpole/curl/seed0")
-    job = ex.submit(slurm.SlurmRun(100), ["python", "-m", "rl_curl.train"], str(tmp_path / "r.log"), None, {}, "python")
+    run = Run("table3/cartpole/curl/seed0", ["python", "-m", "rl_curl.train"], tmp_path / "r.log")
+    job = slurm.submit(ex, run)
     assert job.job_id == "4242"
     lines = set(kept.read_text().splitlines())
     for want in ("#SBATCH --partition=gpu", "#SBATCH --time=90", "#SBATCH --cpus-per-task=4",
                  "#SBATCH --gpus-per-node=1", "#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1",
                  f"#SBATCH --signal=USR2@{slurm.WARNING_S}", "#SBATCH --account=proj", "#SBATCH --qos=high",
-                 "#SBATCH --exclusive", "#SBATCH --job-name=table3/cartpole/curl/seed0"):
+                 "#SBATCH --exclusive", f"#SBATCH --job-name={slurm.job_name(run)}"):
         assert want in lines, (want, kept.read_text())
     assert any("submitit.core._submit" in line for line in lines)
 
