@@ -36,6 +36,8 @@ LONG_FILES_FIRST = (
     "tests/test_docs_site.py",
     "tests/fewshot/test_pu_selection.py",
     "tests/test_grid_checks.py",
+    "tests/shared_losses/test_sweep_slurm.py",
+    "tests/shared_losses/test_slurm_multinode.py",
 )
 
 
