@@ -110,7 +110,7 @@ def check(options) -> None:
                          "and use --backend ray there)")
     if options.cpus_per_run != int(options.cpus_per_run):
         raise SweepError(f"--cpus-per-run {options.cpus_per_run:g}: Slurm gives a job whole CPUs")
-    if options.slurm_time < 5 and not options.slurm_local:
+    if options.slurm_time < 5:
         raise SweepError(f"--slurm-time {options.slurm_time}: a job needs at least 5 minutes (the run is warned "
                          f"{WARNING_S} s before the limit to write its checkpoint)")
     if options.slurm_requeues < 0:
