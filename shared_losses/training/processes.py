@@ -49,15 +49,22 @@ def _start(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str]) ->
 def execute(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str], launcher_python: str = "") -> int:
     """Run one command to its end (its output appended to ``log``); its exit code (negative: killed by that
     signal). This is what a Ray task runs on its node."""
-    proc = _start(_local_python(cmd, launcher_python), log, cwd, env)
+    return wait_for(_start(_local_python(cmd, launcher_python), log, cwd, env))
+
+
+def wait_for(proc: subprocess.Popen) -> int:
+    """The exit code of a run's process, waited for to its end. A wait that ends otherwise (a Ray task cancelled, its
+    worker stopping, a Slurm job cancelled or requeued) ends the run first (SIGTERM: it writes its checkpoint; SIGKILL
+    after 30 s), so that no run is left behind."""
     try:
         return proc.wait()
-    except BaseException:  # the task is cancelled or the worker stops: do not leave the run behind
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    except BaseException:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         raise
 
 

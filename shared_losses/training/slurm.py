@@ -55,19 +55,10 @@ class SlurmRun(Checkpointable):
         return {"grace_s": self.grace_s, "_proc": None}
 
     def __call__(self, cmd: list[str], log: str, cwd, env: dict, launcher_python: str = "") -> int:
-        from .processes import _local_python, _start
+        from .processes import _local_python, _start, wait_for
 
-        self._proc = proc = _start(_local_python(cmd, launcher_python), log, cwd, env)
-        try:
-            return proc.wait()
-        except BaseException:  # cancelled (scancel's SIGTERM is bypassed by submitit), or requeued by checkpoint()
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-            raise
+        self._proc = _start(_local_python(cmd, launcher_python), log, cwd, env)
+        return wait_for(self._proc)  # interrupted by a cancel, or by the requeue after checkpoint()
 
     def checkpoint(self, *args, **kwargs) -> DelayedSubmission:
         """The job is about to end (time limit or preemption): ask the run to stop after its step with a checkpoint
