@@ -19,17 +19,23 @@ folder that holds the grid's run logs; each run's output goes to its log as with
 
 from __future__ import annotations
 
+import getpass
+import hashlib
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Sequence
 
 import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
+
+from .processes import SweepError, _local_python, _retry_worthy, _start, wait_for
 
 #: Seconds of warning before a job's time limit (Slurm's ``--signal=USR2@SECONDS``): the run's step, its checkpoint
 #: and the exit must fit in it.
@@ -55,8 +61,6 @@ class SlurmRun(Checkpointable):
         return {"grace_s": self.grace_s, "_proc": None}
 
     def __call__(self, cmd: list[str], log: str, cwd, env: dict, launcher_python: str = "") -> int:
-        from .processes import _local_python, _start, wait_for
-
         self._proc = _start(_local_python(cmd, launcher_python), log, cwd, env)
         return wait_for(self._proc)  # interrupted by a cancel, or by the requeue after checkpoint()
 
@@ -93,8 +97,6 @@ def _exited(proc: subprocess.Popen) -> bool:
 
 def check(options) -> None:
     """Refuse, before anything is submitted, what Slurm cannot do with the grid's options (one line each)."""
-    from .processes import SweepError
-
     if options.gpus_per_run != int(options.gpus_per_run):
         raise SweepError(f"--gpus-per-run {options.gpus_per_run:g}: Slurm gives a job whole GPUs; use "
                          f"{max(1, math.ceil(options.gpus_per_run))} (to share GPUs, start Ray in one allocation "
@@ -116,8 +118,6 @@ def extra_options(items: Sequence[str]) -> dict[str, str]:
     """``--slurm-option KEY=VALUE ...`` as sbatch options (``account=proj``, ``qos=high``, ``mem=32G``,
     ``constraint=a100``; ``exclusive`` alone: a flag). Options the backend sets itself are refused, naming the grid
     option that sets them."""
-    from .processes import SweepError
-
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -156,10 +156,6 @@ def job_name(run) -> str:
     """A run's Slurm job name: the run's name (its last 100 characters, spaces and the like as ``_``) and a short
     digest of its log's path, which is the grid's folder: the same run of the same grid has the same name in every
     start of the grid, and runs of two grids with the same labels (two --out folders) have different ones."""
-    import hashlib
-
-    import re
-
     digest = hashlib.sha1(str(Path(run.log).resolve()).encode()).hexdigest()[:8]
     plain = re.sub(r"[^\w%+=:,./-]", "_", run.name[-100:])  # nothing to quote in the sbatch line, nothing for squeue
     return f"{plain}@{digest}"
@@ -168,8 +164,6 @@ def job_name(run) -> str:
 def queued_jobs() -> dict[str, str]:
     """This user's jobs in Slurm's queue (pending or running): {job name: job id}, from ``squeue``. Empty, with a
     warning, where squeue does not answer."""
-    import getpass
-
     try:
         res = subprocess.run(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i|%j"], capture_output=True, text=True,
                              timeout=120)
@@ -208,8 +202,6 @@ def submit_or_attach(runs, options, ex, folder: Path) -> dict:
 
 def submit(ex, run):
     """Submit one run's job."""
-    import sys
-
     ex.update_parameters(job_name=job_name(run))
     return ex.submit(SlurmRun(grace_s=max(5, WARNING_S - 20)), run.cmd, str(run.log), run.cwd, run.env,
                      sys.executable)
@@ -222,8 +214,6 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
     Ctrl-C here cancels the grid's jobs still queued or running (each run writes its checkpoint on the cancel's
     SIGTERM) and re-raises; a launcher ended otherwise (a closed terminal) leaves them running, and starting the grid
     again waits for them."""
-    from .processes import _retry_worthy
-
     folder = Path(_common_folder([r.log for r in runs])) / "slurm"
     ex = executor(options, folder)
     attempts = [0] * len(runs)
@@ -266,7 +256,5 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
 
 
 def _common_folder(paths) -> str:
-    import os
-
     parents = [str(Path(p).resolve().parent) for p in paths]
     return os.path.commonpath(parents)
