@@ -220,33 +220,31 @@ def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path
     """Write ``hf``, ``tokenizer``, modeling_fewshot.py, the encoder as a sentence-transformers folder
     (``sentence-transformers/``, :func:`save_sentence_transformer`) and the marker into a temporary sibling
     folder and rename it into ``out_dir`` (:func:`shared_losses.training.runtime.replace_directory`)."""
-    from shared_losses.training.runtime import replace_directory
+    from transformers.utils import logging as hf_logging
+
+    from shared_losses.training.runtime import written_whole
 
     out_dir = Path(out_dir)
     check_target(out_dir, run_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    from transformers.utils import logging as hf_logging
-
     bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # "Writing model shards": noise at the end of a run's output
-    try:
-        hf.save_pretrained(tmp)
-        save_sentence_transformer(hf.encoder, tokenizer, tmp / ST_DIR, hf.config.pooling, hf.config.max_seq_length)
-    finally:
-        if bar:
-            hf_logging.enable_progress_bar()
-    tokenizer.save_pretrained(tmp)
-    # the pipeline cuts texts where the run did when called with truncation=True (set here, on the saved
-    # copy: the run's tokenizer object is left as it is)
-    set_max_length(tmp, hf.config.max_seq_length)
-    shutil.copyfile(MODELING_FILE, tmp / "modeling_fewshot.py")
-    (tmp / MARKER).write_text(json.dumps({"run": str(Path(run_dir).resolve()), **info,
-                                          "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2, default=str))
-    return replace_directory(tmp, out_dir)
+    with written_whole(out_dir, folder=True) as tmp:
+        hf_logging.disable_progress_bar()  # "Writing model shards": noise at the end of a run's output
+        try:
+            hf.save_pretrained(tmp)
+            save_sentence_transformer(hf.encoder, tokenizer, tmp / ST_DIR, hf.config.pooling,
+                                      hf.config.max_seq_length)
+        finally:
+            if bar:
+                hf_logging.enable_progress_bar()
+        tokenizer.save_pretrained(tmp)
+        # the pipeline cuts texts where the run did when called with truncation=True (set here, on the saved
+        # copy: the run's tokenizer object is left as it is)
+        set_max_length(tmp, hf.config.max_seq_length)
+        shutil.copyfile(MODELING_FILE, tmp / "modeling_fewshot.py")
+        (tmp / MARKER).write_text(json.dumps({"run": str(Path(run_dir).resolve()), **info,
+                                              "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2,
+                                             default=str))
+    return out_dir
 
 
 def export_model(cfg: TextOptions, model: FewShotModel, tokenizer, pooling: str, pooling_source: str, run_dir,

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from shared_losses.data import DataError, load_images
 from shared_losses.training.harness import RunHarness
-from shared_losses.training.runtime import DivergenceWatch, write_json_atomic
+from shared_losses.training.runtime import DivergenceWatch, write_json_atomic, written_whole
 
 from .config import ImageConfig
 from .images import Augment, ImageModel, as_images, binary_labels, features, stratified_split
@@ -539,9 +539,8 @@ def export_images(cfg: ImageConfig, models: dict, head: dict, data: ImageData, m
                "positive_classes": metrics["positive_classes"], "eval_accuracy": metrics["eval_accuracy"],
                "contrastive": cfg.contrastive, "setting": cfg.setting, "raw_shape": list(data.raw_shape),
                "raw_integer": data.raw_integer}
-    tmp = folder / ".image_classifier.pt.tmp"
-    torch.save(payload, tmp)
-    tmp.replace(folder / "image_classifier.pt")
+    with written_whole(folder / "image_classifier.pt") as tmp:
+        torch.save(payload, tmp)
     from .image_export import write_portable
 
     written, notes = write_portable(folder, payload)

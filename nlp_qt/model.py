@@ -201,26 +201,21 @@ def save_model(model: QuickThought, vocab, directory: str | os.PathLike, extra: 
     atomically (temp dir + rename)."""
     from safetensors.torch import save_file
 
-    directory = Path(directory)
-    tmp = directory.with_name(f".{directory.name}.tmp")
-    if tmp.exists():
-        import shutil
+    from shared_losses.training.runtime import written_whole
 
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    meta = {"type": "nlp_qt.QuickThought", "model": asdict(model.cfg), **(extra or {})}
-    (tmp / "config.json").write_text(json.dumps(meta, indent=2))
-    vocab.save(tmp / "vocab.json")
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(tmp / "model.safetensors"))
-    # The same folder is a sentence-transformers model that carries its module's code (modeling_qt.py), so it
-    # loads without nlp_qt: SentenceTransformer(path, trust_remote_code=True).
     from .st_module import write_sentence_transformers_files
 
-    write_sentence_transformers_files(tmp)
-    from shared_losses.training.runtime import replace_directory
-
-    return replace_directory(tmp, directory)
+    directory = Path(directory)
+    with written_whole(directory, folder=True) as tmp:
+        meta = {"type": "nlp_qt.QuickThought", "model": asdict(model.cfg), **(extra or {})}
+        (tmp / "config.json").write_text(json.dumps(meta, indent=2))
+        vocab.save(tmp / "vocab.json")
+        state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        save_file(state, str(tmp / "model.safetensors"))
+        # The same folder is a sentence-transformers model that carries its module's code (modeling_qt.py), so it
+        # loads without nlp_qt: SentenceTransformer(path, trust_remote_code=True).
+        write_sentence_transformers_files(tmp)
+    return directory
 
 
 def is_qt_model_dir(path: str | os.PathLike) -> bool:

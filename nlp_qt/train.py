@@ -215,6 +215,7 @@ class QuickThoughtApp(TrainingApp):
         self.epoch, self.batch_in_epoch, self.sentences_seen, self.no_neighbour_batches = 0, 0, 0, 0
         self.dev_losses: list[dict] = []  # {"epoch", "step", "dev_loss"} after each epoch (--dev-every)
         self.last_loss, self.stop_now, self.covered, self.stats = float("nan"), False, None, CorpusStats()
+        self.saved_stats: dict | None = None
         self.events = None  # the corpus stream's batches and epoch ends (made at the first step: a resume sets where)
         self.ended: list[LogRow] = []  # held-out losses of epochs ended since the last log row
         self.built = False
@@ -274,7 +275,7 @@ class QuickThoughtApp(TrainingApp):
         return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                 "sentences_seen": self.sentences_seen, "no_neighbour_batches": self.no_neighbour_batches,
                 "last_loss": self.last_loss, "corpus": self.fingerprint, "dev_losses": self.dev_losses,
-                "config": self._config}
+                "corpus_stats": self.pass_stats(), "config": self._config}
 
     def load_state(self, state):
         cfg, ckpt_dir = self.cfg, self.harness.checkpoint_dir
@@ -291,6 +292,7 @@ class QuickThoughtApp(TrainingApp):
         self.no_neighbour_batches = state.get("no_neighbour_batches", 0)
         self.dev_losses = list(state.get("dev_losses", []))
         self.last_loss = state.get("last_loss", self.last_loss)  # a finished run resumed keeps its final loss
+        self.saved_stats = state.get("corpus_stats")  # and its pass's counts (older checkpoints have none)
         self.watch.resumed(self.step)
         if self.main:
             print(f"resumed from {ckpt_dir} at step {self.step} (epoch {self.epoch}, batch {self.batch_in_epoch})")
@@ -444,6 +446,13 @@ class QuickThoughtApp(TrainingApp):
     def stop_requested(self):
         return self.stop_now or (self.world == 1 and self.harness.stop.requested)
 
+    def pass_stats(self) -> dict:
+        """The counts of the corpus pass the run was last in, so far: this process's reading of it (a resume reads
+        its pass again from the start), else (a finished run resumed, nothing left to read) its checkpoint's."""
+        if self.events is None and self.saved_stats is not None:
+            return self.saved_stats
+        return self.stats.as_dict()
+
     def export(self):
         unwrapped = self.accelerator.unwrap_model(self.model)
         save_model(unwrapped, self.vocab, self.harness.out / "model",
@@ -451,7 +460,7 @@ class QuickThoughtApp(TrainingApp):
 
     def summary(self):
         summary = {"step": self.step, "epoch": self.epoch, "sentences_seen": self.sentences_seen,
-                   "final_loss": self.last_loss, "corpus_stats_last_pass": self.stats.as_dict(),
+                   "final_loss": self.last_loss, "corpus_stats_last_pass": self.pass_stats(),
                    "vocab_size": len(self.vocab), "no_neighbour_batches": self.no_neighbour_batches}
         if self.covered is not None:
             summary["word_vectors_covered"] = self.covered

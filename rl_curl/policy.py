@@ -31,10 +31,11 @@ def policy_state(agent, cfg, obs_shape) -> dict:
 
 def save_policy(agent, cfg, obs_shape, path: str | os.PathLike) -> Path:
     """Write ``policy.pt`` whole (temporary name, then rename)."""
+    from shared_losses.training.runtime import written_whole
+
     path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
-    torch.save(policy_state(agent, cfg, obs_shape), tmp)
-    os.replace(tmp, path)
+    with written_whole(path) as tmp:
+        torch.save(policy_state(agent, cfg, obs_shape), tmp)
     return path
 
 

@@ -36,13 +36,13 @@ fits a plain step-counted run.
 
 from __future__ import annotations
 
-import errno
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from .harness import RunHarness, Rows, merge_rows
-from .runtime import DISK_REFUSED_HINT, RunInterrupted, RunStopped, checkpoint_exists, load_checkpoint
+from .runtime import (WRITE_ERRNOS, RunInterrupted, RunStopped, checkpoint_exists, load_checkpoint,
+                      write_refusal_hint)
 
 
 class TrainingApp:
@@ -184,10 +184,6 @@ class TrainingApp:
         raise NotImplementedError
 
 
-#: The file system's refusals of a write: no space, the quota, the file-size limit.
-_DISK_REFUSED = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
 def run(app: TrainingApp) -> dict:
     """Train (or resume) ``app``'s run to the end; returns its summary (also written to ``app.summary_file``)."""
     harness = app.harness
@@ -239,28 +235,61 @@ def run(app: TrainingApp) -> dict:
                     if not app.done() and app.stop_requested():
                         raise harness.interrupted(app.where(), None if written else app.state())
         except BaseException as err:
-            if isinstance(err, OSError) and err.errno in _DISK_REFUSED:  # a log or event file the disk refused
-                refused = RunStopped(f"could not write to {harness.out} ({err.strerror}: {err.filename or 'a log'}): "
-                                     f"{DISK_REFUSED_HINT}")
-                refused.__cause__, err = err, refused
+            err = _refused_write(err, harness, "a log")
             if not (started or isinstance(err, RunInterrupted)):  # failed on its first step: bad input, no run
                 harness.abandon()
             elif isinstance(err, RunStopped):  # a process the run steps ended: say where, and how to go on
-                try:
-                    harness.close()
-                except OSError:  # the logs' last flush, on the disk that is full
-                    harness.release()
-                how = (f"continue from its last checkpoint ({harness.checkpoint_dir}) with --resume"
-                       if checkpoint_exists(harness.checkpoint_dir) else
-                       "it wrote no checkpoint yet, so start it again (--overwrite moves the folder aside)")
-                raise RunStopped(f"{err}; the run stopped at {app.where()}: {how}") from err
+                _stopped(err, harness, f"the run stopped at {app.where()}")
             harness.release()
             raise err
         finally:
             bar.close()
-        app.finish()
+        try:
+            app.finish()
+        except BaseException as err:
+            _after_training(err, app)
     finally:
         app.close()
-    if harness.is_main:
-        app.export()
-    return harness.finish(app.summary(), app.summary_file)
+    try:
+        if harness.is_main:
+            app.export()
+        return harness.finish(app.summary(), app.summary_file)
+    except BaseException as err:
+        _after_training(err, app)
+
+
+def _refused_write(err: BaseException, harness: RunHarness, what: str) -> BaseException:
+    """``err``, or a :class:`RunStopped` naming the folder when it is a write the file system refused (only a write
+    meets these errors: :data:`~shared_losses.training.runtime.WRITE_ERRNOS`); ``what``: the file, when the error
+    does not name it."""
+    if not (isinstance(err, OSError) and err.errno in WRITE_ERRNOS):
+        return err
+    refused = RunStopped(f"could not write to {harness.out} ({err.strerror}: {err.filename or what}): "
+                         f"{write_refusal_hint(err)}")
+    refused.__cause__ = err
+    return refused
+
+
+def _stopped(err: RunStopped, harness: RunHarness, where: str) -> None:
+    """Close the run's logs (release the folder where their last flush fails too) and raise ``err`` completed with
+    ``where`` the run stopped and how to go on."""
+    try:
+        harness.close()
+    except OSError:  # the logs' last flush, on the disk that is full
+        harness.release()
+    how = (f"continue from its last checkpoint ({harness.checkpoint_dir}) with --resume"
+           if checkpoint_exists(harness.checkpoint_dir) else
+           "it wrote no checkpoint yet, so start it again (--overwrite moves the folder aside)")
+    raise RunStopped(f"{err}; {where}: {how}") from err
+
+
+def _after_training(err: BaseException, app: TrainingApp) -> None:
+    """A failure after the last step (the final evaluation and checkpoint, the export, the summary): a write the file
+    system refused stops the run in one line (a resume writes what is missing: a finished run's outputs are only
+    complete once its summary is written); anything else is raised as it is."""
+    harness = app.harness
+    err = _refused_write(err, harness, "the run's outputs")
+    if not isinstance(err, RunStopped):
+        harness.release()
+        raise err
+    _stopped(err, harness, f"the run trained to {app.where()} and stopped before its outputs were all written")

@@ -12,16 +12,19 @@ mid-save never leaves a half-written checkpoint where the last good one was.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import errno
 import json
 import math
 import os
+import re
 import shutil
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import torch
 
@@ -97,30 +100,78 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
             raise
         shutil.rmtree(tmp, ignore_errors=True)  # the part written: the last complete checkpoint stays as it was
         raise RunStopped(f"could not write the checkpoint to {directory} ({_first_line(err)}; "
-                         f"{_free_space(directory.parent)}): {DISK_REFUSED_HINT}") from err
+                         f"{_free_space(directory.parent)}): {write_refusal_hint(err)}") from err
     if _is_main(accelerator):
         replace_directory(tmp, directory)
     _wait(accelerator)
     return directory
 
 
-#: What a run stopped by a write the file system refused (a checkpoint here, a log in the training loop) advises.
+#: What a run stopped by a write the file system refused for lack of room advises.
 DISK_REFUSED_HINT = "the disk is full, or a quota or file-size limit was reached; make room"
+
+#: The file system refusing a write for lack of room: no space, the quota, the file-size limit.
+ROOM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+#: Errors that only a write can meet: lack of room, and a file system mounted read-only. A run stops on them in one
+#: line wherever they come from (a log, an event file, the export); other OSErrors may come from a read and keep their
+#: traceback.
+WRITE_ERRNOS = (*ROOM_ERRNOS, errno.EROFS)
 
 #: What torch's and safetensors' writers say when the file system refuses a write (they lose the OSError's errno).
 _WRITE_FAILURES = ("iostream error", "unexpected pos", "failed writing", "file write failed", "ioerror",
                    "no space left", "file too large", "quota exceeded")
+#: ... and the words of theirs that say it was for lack of room
+_ROOM_WORDS = ("no space left", "file too large", "quota", "storagefull")
 
 
 def _write_failed(err: BaseException) -> bool:
     """Whether ``err``, raised while a checkpoint was written, is the file system refusing the write (a full disk, a
-    quota, a file-size limit) rather than a fault in what was being saved."""
+    quota, a file-size limit, a read-only or failing file system) rather than a fault in what was being saved."""
     seen = err
     while seen is not None:
         if isinstance(seen, OSError) or any(w in str(seen).lower() for w in _WRITE_FAILURES):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _refused_errno(err: BaseException) -> int | None:
+    """The errno of the file system's refusal in ``err``'s chain: an OSError's, or the ``code: N`` that safetensors'
+    Rust writer prints (``IoError(Os { code: 28, kind: StorageFull ... })``); None when no writer said."""
+    seen = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno is not None:
+            return seen.errno
+        found = re.search(r"\bOs \{ code: (\d+)", str(seen))
+        if found:
+            return int(found.group(1))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def write_refusal_hint(err: BaseException) -> str:
+    """What to do about ``err``, a write the file system refused, by its cause: make room (no space, a quota, a
+    file-size limit), or look at the file system (read-only, permissions, a failing or stale mount). torch's own
+    writer loses the cause ("unexpected pos ..."): then both are named."""
+    code = _refused_errno(err)
+    if code in ROOM_ERRNOS:
+        return DISK_REFUSED_HINT
+    if code == errno.EROFS:
+        return "the file system is mounted read-only; write the run to a writable folder, or remount it"
+    if code in (errno.EACCES, errno.EPERM):
+        return "this user may not write there; fix the folder's permissions"
+    if code is not None:
+        name = errno.errorcode.get(code, str(code))
+        return (f"the file system failed ({name}: {os.strerror(code)}), not for lack of room; check the disk or "
+                "the network file system the folder is on")
+    seen, words = err, ""
+    while seen is not None:
+        words += str(seen).lower()
+        seen = seen.__cause__ or seen.__context__
+    if any(w in words for w in _ROOM_WORDS):
+        return DISK_REFUSED_HINT
+    return ("the writer did not say why: the disk may be full, a quota or file-size limit reached, or the file "
+            "system failing; make room, or check the disk")
 
 
 def _first_line(err: BaseException) -> str:
@@ -150,6 +201,35 @@ def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> P
     if old.exists():
         shutil.rmtree(old)
     return directory
+
+
+@contextlib.contextmanager
+def written_whole(path: str | os.PathLike, folder: bool = False) -> Iterator[Path]:
+    """A temporary sibling of ``path`` (``.NAME.tmp``) to write into: a new empty folder when ``folder``, else a
+    file's name. When the block ends, it replaces ``path`` whole (a folder through :func:`replace_directory`); when
+    the block fails (a full disk, a bug), what it wrote is removed: no partial copy holds the room, and the last
+    complete ``path`` stays as it was."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    _remove(tmp)
+    if folder:
+        tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    except BaseException:
+        _remove(tmp)
+        raise
+    if folder:
+        replace_directory(tmp, path)
+    else:
+        os.replace(tmp, path)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
 
 
 def _previous(directory: Path) -> Path:

@@ -364,3 +364,34 @@ def test_docs_pipeline_snippet_runs_as_written(tiny_encoder, tmp_path, monkeypat
     exec(snippet, scope)  # noqa: S102 - the documented lines themselves
     out = scope["clf"](["a gripping, funny film", "two hours I will not get back"], top_k=None)
     assert len(out) == 2 and all(abs(sum(d["score"] for d in o) - 1) < 1e-5 for o in out)
+
+
+def test_a_full_disk_during_the_export_leaves_no_partial_model_and_a_resume_writes_it(tiny_encoder, tmp_path,
+                                                                                      monkeypatch):
+    """The run's last step trained and checkpointed, then the disk fills while RUN/model/ is written: one line (how
+    to go on), no partial folder holding the room; --resume writes the same model and metrics as an uninterrupted
+    run."""
+    import errno
+
+    import fewshot.export as export
+    from shared_losses.training.runtime import RunStopped
+
+    full = train(_cfg(tiny_encoder, tmp_path, "full", max_steps=2, eval_every=2, checkpoint_every=2))
+
+    def full_disk(folder, max_length):  # the weights and tokenizer are written; the next file meets the full disk
+        raise OSError(errno.ENOSPC, "No space left on device", str(folder / "tokenizer_config.json"))
+
+    monkeypatch.setattr(export, "set_max_length", full_disk)
+    cut = tmp_path / "cut"
+    with pytest.raises(RunStopped) as info:
+        train(_cfg(tiny_encoder, tmp_path, "cut", max_steps=2, eval_every=2, checkpoint_every=2))
+    assert str(info.value).endswith(f"the run trained to step 2 and stopped before its outputs were all written: "
+                                    f"continue from its last checkpoint ({cut / 'checkpoint'}) with --resume")
+    assert not (cut / "metrics.json").exists() and not (cut / "model").exists() and not (cut / ".model.tmp").exists()
+    monkeypatch.undo()
+    again = train(_cfg(tiny_encoder, tmp_path, "cut", max_steps=2, eval_every=2, checkpoint_every=2, resume=True))
+    times = ("run_seconds", "model", "train_seconds")
+    assert {k: v for k, v in again.items() if k not in times} == {k: v for k, v in full.items() if k not in times}
+    texts = _eval_texts(tmp_path)[0]
+    probs = [_pipeline_probs(_pipeline(tmp_path / name / "model"), texts) for name in ("full", "cut")]
+    np.testing.assert_array_equal(probs[0], probs[1])

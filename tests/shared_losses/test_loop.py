@@ -167,3 +167,90 @@ def test_a_run_whose_logs_the_disk_refuses_says_so_where_it_stopped_and_how_to_g
         f"last checkpoint ({tmp_path / 'a' / 'checkpoint'}) with --resume")
     assert isinstance(info.value.__cause__.__cause__, OSError)  # the file system's own error, kept for the traceback
     assert run(Counter(tmp_path / "a", steps=9, resume=True)) == run(Counter(tmp_path / "b", steps=9))
+
+
+class Refusing(Counter):
+    """A toy run whose ``where`` part ("finish": the final checkpoint, "export", "summary") meets ``error``."""
+
+    def __init__(self, out, where, error, **kw):
+        super().__init__(out, **kw)
+        self.where_, self.error = where, error
+
+    def finish(self):
+        if self.where_ == "finish":
+            import shared_losses.training.runtime as rt
+
+            real = rt.torch.save
+            rt.torch.save = lambda *a, **k: (_ for _ in ()).throw(self.error)
+            try:
+                super().finish()
+            finally:
+                rt.torch.save = real
+        else:
+            super().finish()
+
+    def export(self):
+        super().export()
+        if self.where_ == "export":
+            raise self.error
+
+    def summary(self):
+        if self.where_ == "summary":
+            raise self.error
+        return super().summary()
+
+
+@pytest.mark.parametrize("where", ["finish", "export", "summary"])
+def test_a_write_refused_after_the_last_step_says_so_and_a_resume_writes_the_outputs(tmp_path, where):
+    """A full disk while the final checkpoint, the trained model or the summary is written (after every step was
+    trained): one line naming the cause and how to go on, no traceback; --resume then writes what is missing, as an
+    uninterrupted run would have."""
+    import errno
+
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "a" / "model.safetensors"))
+    with pytest.raises(RunStopped) as info:
+        run(Refusing(tmp_path / "a", where, full, steps=9))
+    msg = str(info.value)
+    assert "the disk is full, or a quota or file-size limit was reached; make room; the run trained to step 9 and " \
+           "stopped before its outputs were all written: continue from its last checkpoint (" in msg, msg
+    assert msg.endswith(") with --resume"), msg
+    if where != "finish":
+        assert msg.startswith(f"could not write to {tmp_path / 'a'} (No space left on device: {full.filename}): ")
+    assert not (tmp_path / "a" / "summary.json").exists()
+    calls = []
+    assert run(Counter(tmp_path / "a", steps=9, resume=True, calls=calls)) == run(Counter(tmp_path / "b", steps=9))
+    assert calls == ["check_resume", "build", "load_state", "finish", "export"]
+
+
+def test_an_error_after_the_last_step_that_is_no_refused_write_keeps_its_traceback(tmp_path):
+    import errno
+
+    with pytest.raises(ValueError, match="a bug"):
+        run(Refusing(tmp_path / "a", "export", ValueError("a bug"), steps=3))
+    with pytest.raises(FileNotFoundError):  # a read (or a bug's path) may meet this: not taken for the disk
+        run(Refusing(tmp_path / "b", "export", FileNotFoundError(errno.ENOENT, "No such file", "x"), steps=3))
+
+
+@pytest.mark.parametrize("error, hint", [
+    (OSError(28, "No space left on device"), "the disk is full"),
+    (OSError(122, "Disk quota exceeded"), "the disk is full, or a quota"),
+    (OSError(30, "Read-only file system"), "mounted read-only"),
+    (OSError(13, "Permission denied"), "fix the folder's permissions"),
+    (OSError(5, "Input/output error"), "the file system failed (EIO: Input/output error), not for lack of room"),
+    (OSError(116, "Stale file handle"), "the file system failed (ESTALE"),
+    (RuntimeError("Error while serializing: IoError(Os { code: 122, kind: FilesystemQuotaExceeded })"),
+     "the disk is full, or a quota"),
+    (RuntimeError("Error while serializing: IoError(Os { code: 5, kind: Uncategorized })"), "(EIO: "),
+    (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 29696 vs 29584"),
+     "the writer did not say why: the disk may be full"),
+    (RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed"), "did not say why"),
+])
+def test_a_refused_write_is_told_by_its_cause(error, hint):
+    """Only lack of room is told to make room: an input/output error of a failing disk or a stale network mount, a
+    read-only file system and permissions each get their own advice (torch's writer loses the cause: both named)."""
+    from shared_losses.training.runtime import write_refusal_hint
+
+    assert hint in write_refusal_hint(error)
+    wrapped = RuntimeError("saving failed")
+    wrapped.__cause__ = error
+    assert hint in write_refusal_hint(wrapped)  # found through the cause chain, as accelerate raises it

@@ -397,15 +397,18 @@ def test_a_run_given_one_ctrl_c_twice_writes_its_checkpoint(tmp_path):
     assert (out / "checkpoint" / "COMPLETE").exists()
 
 
-@pytest.mark.parametrize("failure", [
-    OSError(28, "No space left on device"),  # a full disk, as Python's own writes say it
-    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 29696 vs 29584"),  # torch.save's
-    RuntimeError("Error while serializing: IoError(Os { code: 122, kind: FilesystemQuotaExceeded })"),  # safetensors'
+@pytest.mark.parametrize("failure, hint", [
+    (OSError(28, "No space left on device"), "the disk is full"),  # a full disk, as Python's own writes say it
+    (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 29696 vs 29584"),  # torch.save's
+     "the writer did not say why: the disk may be full"),
+    (RuntimeError("Error while serializing: IoError(Os { code: 122, kind: FilesystemQuotaExceeded })"),  # safetensors'
+     "the disk is full, or a quota or file-size limit was reached"),
+    (OSError(5, "Input/output error"), "the file system failed (EIO: Input/output error), not for lack of room"),
 ])
-def test_a_checkpoint_the_disk_refuses_stops_the_run_and_leaves_the_last_one(tmp_path, monkeypatch, failure):
-    """A full disk, a quota or a file-size limit while a checkpoint is written: the run stops with one line
-    (RunStopped, status 1) naming the folder, what the writer said and the free space; the part written is removed
-    and the last complete checkpoint stays as it was, for --resume."""
+def test_a_checkpoint_the_disk_refuses_stops_the_run_and_leaves_the_last_one(tmp_path, monkeypatch, failure, hint):
+    """A full disk, a quota, a file-size limit or a failing file system while a checkpoint is written: the run stops
+    with one line (RunStopped, status 1) naming the folder, what the writer said, the free space and what to do about
+    that cause; the part written is removed and the last complete checkpoint stays as it was, for --resume."""
     from shared_losses.training import runtime
     from shared_losses.training.runtime import RunStopped
 
@@ -422,7 +425,7 @@ def test_a_checkpoint_the_disk_refuses_stops_the_run_and_leaves_the_last_one(tmp
         save_checkpoint(acc, tmp_path / "ckpt", {"step": 2})
     text = str(info.value)
     assert text.startswith(f"could not write the checkpoint to {tmp_path / 'ckpt'} ({type(failure).__name__}: ")
-    assert "MiB free there" in text and "the disk is full, or a quota or file-size limit was reached" in text
+    assert "MiB free there" in text and hint in text
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no partial checkpoint left behind
     assert load_checkpoint(acc, tmp_path / "ckpt")["step"] == 1
