@@ -50,10 +50,15 @@ def run_cli(main: Callable[[], Any]) -> Any:
     """Call ``main()`` as a command: user errors as one ``error:`` line and status 2, a run stopped by a process it
     depends on as one ``error:`` line and status 1, a stopped run as one line and status 130 (see the module's
     docstring); returns what ``main`` returns."""
+    from .processes import GridDetached
     from .runtime import RunInterrupted, RunStopped
 
     try:
         result = main()
+    except GridDetached as err:  # a grid's jobs submitted, not waited for (--slurm-detach): done, as asked
+        print(err, flush=True)
+        end_process(0)
+        raise SystemExit(0) from None
     except RunInterrupted as err:  # SIGINT/SIGTERM: the run wrote its checkpoint and stopped
         _exit(str(err), 130)
     except RunStopped as err:  # a process the run depends on ended: its cause is outside our code

@@ -15,6 +15,11 @@ class SweepError(ValueError):
     """A grid that cannot start (bad backend, unreachable cluster, resources it does not have): one line."""
 
 
+class GridDetached(Exception):
+    """The grid's jobs are submitted and the command ends without waiting for them (``--slurm-detach``): not a
+    failure; ``run_cli`` prints ``str(self)`` (what was submitted, how to go on) and exits with status 0."""
+
+
 def _local_python(cmd: list[str], launcher_python: str) -> list[str]:
     return [sys.executable, *cmd[1:]] if cmd and cmd[0] == launcher_python else list(cmd)
 

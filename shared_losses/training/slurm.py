@@ -10,6 +10,9 @@ and Ray do (:func:`shared_losses.training.sweep.execute`).
   ``--slurm-requeues``; preemptions do not.
 * Lost jobs (a node failure, a job killed for memory) and runs killed by a signal are submitted again, up to
   ``--retries`` times, as with the other backends.
+* ``--slurm-detach`` submits the jobs and ends the command (status 0), with nothing left waiting on the login node;
+  the same command started again judges each run by its last job (:data:`JOBS_FILE`, submitit's result file):
+  queued, done, or submitted again (:func:`detach`).
 * ``--slurm-local`` runs the same jobs through submitit's local executor on this machine (no Slurm needed), with the
   same pickled jobs, time limit, warning and requeue: a way to try a grid's Slurm options before a cluster.
 
@@ -21,7 +24,9 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 import math
+import pickle
 import os
 import re
 import shutil
@@ -35,7 +40,7 @@ from typing import Sequence
 import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from .processes import SweepError, _local_python, _retry_worthy, _start, wait_for
+from .processes import GridDetached, SweepError, _local_python, _retry_worthy, _start, wait_for
 
 #: Seconds of warning before a job's time limit (Slurm's ``--signal=USR2@SECONDS``): the run's step, its checkpoint
 #: and the exit must fit in it.
@@ -108,6 +113,9 @@ def check(options) -> None:
                          f"{WARNING_S} s before the limit to write its checkpoint)")
     if options.slurm_requeues < 0:
         raise SweepError(f"--slurm-requeues {options.slurm_requeues}: must be 0 or more")
+    if options.slurm_detach and options.slurm_local:
+        raise SweepError("--slurm-detach with --slurm-local: the local executor's jobs are this command's own "
+                         "processes and end with it; leave out --slurm-detach to wait for them here")
     extra_options(options.slurm_option)
     if not options.slurm_local and (shutil.which("sbatch") is None or shutil.which("srun") is None):
         raise SweepError("--backend slurm: sbatch / srun are not on this machine's PATH; start the grid on a login "
@@ -201,10 +209,97 @@ def submit_or_attach(runs, options, ex, folder: Path) -> dict:
 
 
 def submit(ex, run):
-    """Submit one run's job."""
-    ex.update_parameters(job_name=job_name(run))
-    return ex.submit(SlurmRun(grace_s=max(5, WARNING_S - 20)), run.cmd, str(run.log), run.cwd, run.env,
-                     sys.executable)
+    """Submit one run's job; its id goes into the grid's record of jobs (:func:`recorded_jobs`)."""
+    name = job_name(run)
+    ex.update_parameters(job_name=name)
+    job = ex.submit(SlurmRun(grace_s=max(5, WARNING_S - 20)), run.cmd, str(run.log), run.cwd, run.env,
+                    sys.executable)
+    _record(Path(str(ex.folder)).parent, name, {"job": str(job.job_id), "command": _command_digest(run)})
+    return job
+
+
+#: The grid's record of its jobs, in its slurm/ folder: {job name: {"job": the run's last job id, "command": a digest
+#: of the command that job ran}}.
+JOBS_FILE = "jobs.json"
+
+
+def _command_digest(run) -> str:
+    return hashlib.sha1(json.dumps([list(map(str, run.cmd)), str(run.cwd)]).encode()).hexdigest()[:16]
+
+
+def recorded_jobs(folder: Path) -> dict[str, dict]:
+    """The grid's record of its jobs (:data:`JOBS_FILE`; empty before the first submission or when the file cannot
+    be read)."""
+    try:
+        jobs = json.loads((folder / JOBS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in jobs.items() if isinstance(v, dict) and "job" in v} if isinstance(jobs, dict) else {}
+
+
+def _record(folder: Path, name: str, entry: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{JOBS_FILE}.tmp"
+    tmp.write_text(json.dumps({**recorded_jobs(folder), name: entry}, indent=1))
+    os.replace(tmp, folder / JOBS_FILE)
+
+
+def job_result(folder: Path, job_id: str) -> tuple[int | None, str]:
+    """How the job ``job_id`` ended, from the result submitit's job left in ``folder`` (read without asking Slurm):
+    (its run's exit code, or None when the job has none, words for the user). No result: the job is lost (a node
+    failure, killed for memory or at its time limit too often, cancelled), or failed in submitit's own code."""
+    path = folder / str(job_id) / f"{job_id}_0_result.pkl"
+    try:
+        with open(path, "rb") as fh:
+            kind, value = pickle.load(fh)
+    except FileNotFoundError:
+        return None, f"ended without a result (lost, cancelled, or out of requeues: see {folder / str(job_id)})"
+    except Exception as err:  # noqa: BLE001 - a result file we cannot read is reported, not raised
+        return None, f"left a result that cannot be read ({type(err).__name__}: {err})"
+    if kind == "success" and isinstance(value, int):
+        return value, f"ended with exit {value}" + (" (the run failed: see its log)" if value else "")
+    lines = str(value).strip().splitlines()
+    return None, f"failed in the job ({lines[-1] if lines else kind})"
+
+
+def detach(runs, options, ex, folder: Path, progress, on_finish) -> list[int]:
+    """``--slurm-detach``: each run by its last job (:data:`JOBS_FILE`): still in Slurm's queue, it is left to it;
+    ended with exit 0 running the same command, the run is done (its exit code is returned as the other backends
+    return it); otherwise (none yet, failed, lost) a job is submitted, saying how the last one ended. Where any job is
+    queued or submitted, the command ends (:class:`GridDetached`); else the exit codes, in the runs' order."""
+    live = queued_jobs()
+    record = recorded_jobs(folder)
+    codes: dict[int, int] = {}
+    queued = submitted = 0
+    for i, r in enumerate(runs):
+        name = job_name(r)
+        if name in live:
+            queued += 1
+            print(f"{r.name}: in Slurm's queue as job {live[name]} (pending or running)", flush=True)
+            continue
+        last = record.get(name)
+        was = ""
+        if last is not None:
+            rc, how = job_result(folder, last["job"])
+            if rc == 0 and last.get("command") == _command_digest(r):
+                codes[i] = 0
+                progress.started()
+                progress.finished(r, 0)
+                if on_finish is not None:
+                    on_finish(r, 0)
+                continue
+            was = f"its last job {last['job']} {how}; "
+        job = submit(ex, r)
+        submitted += 1
+        print(f"{r.name}: {was}submitted as job {job.job_id} (log: {r.log})", flush=True)
+    if queued or submitted:
+        raise GridDetached(
+            f"{queued + submitted} unfinished run(s): {submitted} job(s) submitted, {queued} still in Slurm's queue. "
+            "This command ends without waiting for them (--slurm-detach). Start it again with the same options to see "
+            "how far the grid is: it submits again what a failed or lost job left unfinished and, once every run has "
+            f"finished, goes on (the next stage, the results). squeue -u {getpass.getuser()} lists the jobs; their "
+            f"record: {folder / JOBS_FILE}.")
+    return [codes[i] for i in range(len(runs))]
 
 
 def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[int]:
@@ -216,6 +311,8 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
     again waits for them."""
     folder = Path(_common_folder([r.log for r in runs])) / "slurm"
     ex = executor(options, folder)
+    if options.slurm_detach:
+        return detach(runs, options, ex, folder, progress, on_finish)
     attempts = [0] * len(runs)
     pending = submit_or_attach(runs, options, ex, folder)
     for _ in runs:

@@ -77,6 +77,10 @@ class SweepOptions:
     slurm_option: list[str] = field(default_factory=list)
     """More sbatch options, each KEY=VALUE (account=myproject qos=high mem=32G constraint=a100) or a flag's name
     (exclusive)."""
+    slurm_detach: bool = False
+    """Submit the grid's Slurm jobs and end, without a process that waits for them (--backend slurm). Start the same
+    command again to see each run's job, submit again what a failed or lost job left unfinished, and (once every run
+    has finished) build the results."""
     slurm_local: bool = False
     """Run the Slurm jobs through submitit's local executor on this machine, without Slurm: to try --backend slurm's
     options (time limit, requeue) before a cluster."""
@@ -137,6 +141,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser, parallel: int = 1) -> N
     g.add_argument("--slurm-time", type=int, default=240, help=doc["slurm_time"])
     g.add_argument("--slurm-requeues", type=int, default=10, help=doc["slurm_requeues"])
     g.add_argument("--slurm-option", nargs="*", default=[], metavar="KEY=VALUE", help=doc["slurm_option"])
+    g.add_argument("--slurm-detach", action="store_true", help=doc["slurm_detach"])
     g.add_argument("--slurm-local", action="store_true", help=doc["slurm_local"])
 
 

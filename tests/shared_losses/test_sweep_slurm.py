@@ -94,12 +94,14 @@ def test_a_run_killed_by_a_signal_is_submitted_again(tmp_path, capsys):
 
 def _fake_slurm(tmp_path: Path, monkeypatch, queue: str = "", squeue_rc: int = 0) -> Path:
     """sbatch, srun and squeue stand-ins on PATH: sbatch keeps the script it is given in ``kept.sbatch``, counts its
-    calls in ``sbatch.calls`` and answers as Slurm's does; squeue prints ``queue`` (and exits with ``squeue_rc``)."""
+    calls in ``sbatch.calls`` and answers as Slurm's does (job 4242, then 4243, ...); squeue prints the file
+    ``queue.txt``, first ``queue`` (and exits with ``squeue_rc``)."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     kept = tmp_path / "kept.sbatch"
-    (bin_ / "sbatch").write_text(f"#!/bin/sh\ncp \"$1\" {kept}\necho x >> {tmp_path / 'sbatch.calls'}\n"
-                                 "echo 'Submitted batch job 4242'\n")
+    calls = tmp_path / "sbatch.calls"  # job ids 4242, 4243, ... in the order of submission
+    (bin_ / "sbatch").write_text(f"#!/bin/sh\ncp \"$1\" {kept}\necho x >> {calls}\n"
+                                 f"echo \"Submitted batch job $((4241 + $(wc -l < {calls})))\"\n")
     (bin_ / "srun").write_text("#!/bin/sh\nexit 0\n")
     (tmp_path / "queue.txt").write_text(queue)
     (bin_ / "squeue").write_text(f"#!/bin/sh\ncat {tmp_path / 'queue.txt'}\nexit {squeue_rc}\n")
@@ -136,7 +138,7 @@ def test_without_squeue_every_run_is_submitted_with_a_warning(tmp_path, monkeypa
     _fake_slurm(tmp_path, monkeypatch, queue=f"77|{slurm.job_name(runs[0])}\n", squeue_rc=1)
     options = SweepOptions(backend="slurm")
     jobs = slurm.submit_or_attach(runs, options, slurm.executor(options, tmp_path / "slurm"), tmp_path / "slurm")
-    assert [j.job_id for j in jobs.values()] == ["4242", "4242"]
+    assert [j.job_id for j in jobs.values()] == ["4242", "4243"]
     assert "warning: squeue failed" in capsys.readouterr().out
 
 
@@ -191,3 +193,81 @@ def test_slurm_options_need_the_slurm_backend_and_slurm_itself(tmp_path, monkeyp
     with pytest.raises(SweepError, match=r"sbatch / srun are not on this machine's PATH; start the grid on a login "
                                          r"node .* \(or add --slurm-local"):
         SweepOptions(backend="slurm").validate()
+
+
+def test_a_detached_grid_submits_its_jobs_and_ends_and_started_again_reports_and_resubmits(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """--slurm-detach: every run's job submitted, the ids recorded, the command ended (GridDetached: status 0 through
+    run_cli). Started again: a run whose job is still queued is left to it; a run whose last job failed or was lost is
+    submitted again, saying how that job ended (from submitit's result file, without asking Slurm); a run whose last
+    job ended with exit 0 is done. Once every run's last job has ended with exit 0, the grid goes on (the codes)."""
+    import pickle
+
+    from shared_losses.training.processes import GridDetached
+
+    def result(job_id, value):  # what submitit's job leaves when its function returns value
+        (folder / job_id).mkdir(parents=True, exist_ok=True)
+        with open(folder / job_id / f"{job_id}_0_result.pkl", "wb") as fh:
+            pickle.dump(("success", value), fh)
+
+    runs = [Run(f"seed{i}", ["python", "-c", "pass"], tmp_path / "grid" / f"seed{i}.log") for i in range(4)]
+    _fake_slurm(tmp_path, monkeypatch)
+    options = SweepOptions(backend="slurm", slurm_detach=True)
+    options.validate()
+    with pytest.raises(GridDetached) as info:
+        run_sweep(runs, options)
+    assert str(info.value).startswith("4 unfinished run(s): 4 job(s) submitted, 0 still in Slurm's queue. This "
+                                      "command ends without waiting for them (--slurm-detach).")
+    out = capsys.readouterr().out
+    assert f"seed1: submitted as job 4243 (log: {runs[1].log})" in out
+    folder = tmp_path / "grid" / "slurm"
+    names = [slurm.job_name(r) for r in runs]
+    assert {k: v["job"] for k, v in slurm.recorded_jobs(folder).items()} == dict(zip(names, ["4242", "4243", "4244",
+                                                                                             "4245"]))
+
+    (tmp_path / "queue.txt").write_text(f"4242|{names[0]}\n")  # seed0's job waits in the queue
+    result("4243", 1)  # seed1's run failed in its job; seed2's job left nothing (lost); seed3's run finished
+    result("4245", 0)
+    with pytest.raises(GridDetached) as info:
+        run_sweep(runs, options)
+    assert str(info.value).startswith("3 unfinished run(s): 2 job(s) submitted, 1 still in Slurm's queue.")
+    out = capsys.readouterr().out
+    assert "seed0: in Slurm's queue as job 4242 (pending or running)" in out
+    assert "seed1: its last job 4243 ended with exit 1 (the run failed: see its log); submitted as job 4246" in out
+    assert "seed2: its last job 4244 ended without a result (lost, cancelled, or out of requeues" in out
+    assert "submitted as job 4247" in out and "done: seed3" in out and "seed3: " not in out
+    assert {k: v["job"] for k, v in slurm.recorded_jobs(folder).items()} == dict(zip(names, ["4242", "4246", "4247",
+                                                                                             "4245"]))
+    assert (tmp_path / "sbatch.calls").read_text().count("x") == 6
+
+    (tmp_path / "queue.txt").write_text("")  # every job ended with exit 0: the grid goes on
+    for job_id in ("4242", "4246", "4247"):
+        result(job_id, 0)
+    assert run_sweep(runs, options) == [0, 0, 0, 0]
+    assert (tmp_path / "sbatch.calls").read_text().count("x") == 6
+    # another command under the same run name (a longer training asked for): not taken for done
+    longer = [Run(r.name, ["python", "-c", "pass", "--more"], r.log) for r in runs]
+    with pytest.raises(GridDetached, match="4 job\\(s\\) submitted"):
+        run_sweep(longer, options)
+
+
+def test_a_detached_grid_script_ends_with_status_0_and_says_how_to_go_on(tmp_path, monkeypatch):
+    """Through a grid script's command line (run_cli): the jobs' lines and the closing note on stdout, status 0, no
+    table yet."""
+    import subprocess
+
+    _fake_slurm(tmp_path, monkeypatch)
+    out = tmp_path / "grid"
+    cmd = [sys.executable, "scripts/fewshot_table5.py", "--out", str(out), "--seeds", "0", "--backend", "slurm",
+           "--slurm-detach"]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "job(s) submitted, 0 still in Slurm's queue. This command ends without waiting" in res.stdout, res.stdout
+    assert "submitted as job 4242" in res.stdout and "Traceback" not in res.stderr
+    assert (out / "slurm" / slurm.JOBS_FILE).exists()
+
+
+def test_detach_needs_slurm_itself():
+    with pytest.raises(SweepError, match="--slurm-detach with --slurm-local: the local executor's jobs are this "
+                                         "command's own processes"):
+        SweepOptions(backend="slurm", slurm_local=True, slurm_detach=True).validate()
