@@ -50,7 +50,7 @@ def run_cli(main: Callable[[], Any]) -> Any:
     """Call ``main()`` as a command: user errors as one ``error:`` line and status 2, a run stopped by a process it
     depends on as one ``error:`` line and status 1, a stopped run as one line and status 130 (see the module's
     docstring); returns what ``main`` returns."""
-    from .processes import GridDetached
+    from .processes import GridDetached, GridInterrupted
     from .runtime import RunInterrupted, RunStopped
 
     try:
@@ -61,6 +61,8 @@ def run_cli(main: Callable[[], Any]) -> Any:
         raise SystemExit(0) from None
     except RunInterrupted as err:  # SIGINT/SIGTERM: the run wrote its checkpoint and stopped
         _exit(str(err), 130)
+    except GridInterrupted as err:  # a grid's runs in progress stopped with their checkpoints
+        _exit(f"\n{err}", 130)
     except RunStopped as err:  # a process the run depends on ended: its cause is outside our code
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise

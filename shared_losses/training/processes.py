@@ -15,6 +15,54 @@ class SweepError(ValueError):
     """A grid that cannot start (bad backend, unreachable cluster, resources it does not have): one line."""
 
 
+class GridInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) stopped a grid after its runs in progress were asked to stop with a checkpoint and ended:
+    ``run_cli`` prints ``str(self)`` (how to continue: start the grid again) and exits with status 130, instead of
+    a plain KeyboardInterrupt's "work since the last checkpoint is lost"."""
+
+
+class GridSignals:
+    """While a grid runs (in the main thread): SIGTERM (a kill, a scheduler's cancel of the job the grid runs in),
+    SIGHUP (its terminal closed) and a scheduler's warning (SIGUSR1 / SIGUSR2) raise KeyboardInterrupt, as Ctrl-C
+    does. Their default action would end the grid's process at once, and with it (:func:`_die_with_parent`) the runs
+    it started, before they wrote their checkpoints. ``received``: the signal's name (None: Ctrl-C, or none). Later
+    signals of these are ignored while the grid stops its runs; a second Ctrl-C still stops at once."""
+
+    NAMES = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
+
+    def __init__(self):
+        self.received: str | None = None
+        self._old: dict = {}
+
+    def _handle(self, signum, frame):
+        if self.received is not None:
+            return
+        self.received = signal.Signals(signum).name
+        if signum == getattr(signal, "SIGHUP", None):  # the terminal is gone: writes to it would fail
+            from .runtime import _leave_the_terminal
+
+            _leave_the_terminal()
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> "GridSignals":
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for name in self.NAMES:
+                if hasattr(signal, name):
+                    self._old[name] = signal.signal(getattr(signal, name), self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, old in self._old.items():
+            signal.signal(getattr(signal, name), old)
+        self._old = {}
+
+    def how(self) -> str:
+        """What stopped the grid, for its message."""
+        return "Ctrl-C" if self.received is None else self.received
+
+
 class GridDetached(Exception):
     """The grid's jobs are submitted and the command ends without waiting for them (``--slurm-detach``): not a
     failure; ``run_cli`` prints ``str(self)`` (what was submitted, how to go on) and exits with status 0."""
@@ -51,18 +99,63 @@ def _start(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str]) ->
                                 preexec_fn=_die_with_parent if _PRCTL is not None else None)
 
 
-def execute(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str], launcher_python: str = "") -> int:
+def execute(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str], launcher_python: str = "",
+            stop=None) -> int:
     """Run one command to its end (its output appended to ``log``); its exit code (negative: killed by that
-    signal). This is what a Ray task runs on its node."""
-    return wait_for(_start(_local_python(cmd, launcher_python), log, cwd, env))
+    signal). This is what a Ray task runs on its node; ``stop``: the grid's :class:`StopFlag` (a Ray actor), which
+    the wait asks every :data:`STOP_POLL_S` seconds: once it is set, the run is asked to stop (SIGTERM: after its
+    step, with a checkpoint) and waited for, and its exit code returned."""
+    should_stop = None
+    if stop is not None:
+        import ray
+
+        def should_stop() -> bool:
+            return bool(ray.get(stop.is_set.remote()))
+
+        if should_stop():  # the grid stopped while this task waited for its resources: the run is not started
+            return STOPPED
+    return wait_for(_start(_local_python(cmd, launcher_python), log, cwd, env), should_stop)
 
 
-def wait_for(proc: subprocess.Popen) -> int:
-    """The exit code of a run's process, waited for to its end. A wait that ends otherwise (a Ray task cancelled, its
-    worker stopping, a Slurm job cancelled or requeued) ends the run first (SIGTERM: it writes its checkpoint; SIGKILL
-    after 30 s), so that no run is left behind."""
+#: The exit status of a run that was asked to stop (Ctrl-C, SIGTERM, a scheduler's warning) and stopped: after
+#: writing its checkpoint, unless asked twice.
+STOPPED = 130
+
+#: Seconds between a Ray task's questions to its grid's :class:`StopFlag`.
+STOP_POLL_S = 2.0
+
+
+class StopFlag:
+    """Set by a grid's launcher when it is stopped (Ctrl-C, SIGTERM): each Ray task asks it (as a Ray actor, its
+    methods called remotely) and then stops its run with a checkpoint, and the launcher waits for the tasks to return.
+    Ray's own cancel would not do: it marks the task done at once, the launcher exits, and Ray then kills the tasks'
+    workers and (:func:`_die_with_parent`) their runs, before the checkpoints are written."""
+
+    def __init__(self):
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
+def wait_for(proc: subprocess.Popen, should_stop=None) -> int:
+    """The exit code of a run's process, waited for to its end. ``should_stop``: asked every :data:`STOP_POLL_S`
+    seconds; once it answers True the run is asked to stop (SIGTERM) and waited for. A wait that ends otherwise (a Ray
+    task cancelled, its worker stopping, a Slurm job cancelled or requeued) ends the run first (SIGTERM: it writes its
+    checkpoint; SIGKILL after 30 s), so that no run is left behind."""
     try:
-        return proc.wait()
+        if should_stop is None:
+            return proc.wait()
+        while True:
+            try:
+                return proc.wait(timeout=STOP_POLL_S)
+            except subprocess.TimeoutExpired:
+                if should_stop():
+                    proc.terminate()
+                    return proc.wait()
     except BaseException:
         if proc.poll() is None:
             proc.terminate()

@@ -40,7 +40,7 @@ from typing import Sequence
 import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from .processes import GridDetached, SweepError, _local_python, _retry_worthy, _start, wait_for
+from .processes import GridDetached, GridInterrupted, SweepError, _local_python, _retry_worthy, _start, wait_for
 
 #: Seconds of warning before a job's time limit (Slurm's ``--signal=USR2@SECONDS``): the run's step, its checkpoint
 #: and the exit must fit in it.
@@ -307,8 +307,8 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
     for them all; their exit codes in the runs' order. A lost job (no result: node failure, killed for memory, timed
     out more than --slurm-requeues times) or a run killed by a signal is submitted again up to --retries times.
     Ctrl-C here cancels the grid's jobs still queued or running (each run writes its checkpoint on the cancel's
-    SIGTERM) and re-raises; a launcher ended otherwise (a closed terminal) leaves them running, and starting the grid
-    again waits for them."""
+    SIGTERM); SIGTERM or SIGHUP (a driver job at its time limit, a closed terminal: ``processes.GridSignals``)
+    leave them running, and starting the grid again waits for them. Either way :class:`GridInterrupted` says so."""
     folder = Path(_common_folder([r.log for r in runs])) / "slurm"
     ex = executor(options, folder)
     if options.slurm_detach:
@@ -341,14 +341,18 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
                 if on_finish is not None:
                     on_finish(runs[i], rc)
     except KeyboardInterrupt:
+        how = progress.signals.how()
+        if progress.signals.received is not None:  # a kill, a closed terminal, a driver job's end: the jobs go on
+            raise GridInterrupted(f"stopped ({how}): the grid's {len(pending)} unfinished job(s) stay in Slurm's "
+                                  "queue; start the same command again to wait for them") from None
         for job in pending.values():
             try:
                 job.cancel(check=False)
             except Exception:  # noqa: BLE001 - cancel what can be cancelled
                 pass
-        print(f"cancelled the grid's {len(pending)} unfinished job(s); their runs continue from their checkpoints when "
-              "the grid is started again", flush=True)
-        raise
+        raise GridInterrupted(f"stopped ({how}): cancelled the grid's {len(pending)} unfinished job(s), whose runs "
+                              "write their checkpoints on the cancel's SIGTERM; start the same command again to "
+                              "continue them") from None
     return [codes[i] for i in range(len(runs))]
 
 

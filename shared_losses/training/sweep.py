@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import sys
 import threading
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
 
 from .processes import SweepError, _local_python, _retry_worthy, _start, execute  # noqa: F401 (the runner's names)
+from .processes import STOPPED, GridInterrupted, GridSignals, StopFlag, wait_for
 
 BACKENDS = ("local", "ray", "slurm")
 
@@ -195,10 +197,11 @@ def dataclass_flags(obj, base=None) -> list[str]:
 
 
 class _Progress:
-    def __init__(self, total: int, quiet: bool = False):
-        self.total, self.done, self.failed, self.running = total, 0, 0, 0
+    def __init__(self, total: int, quiet: bool = False, signals: GridSignals | None = None):
+        self.total, self.done, self.failed, self.stopped, self.running = total, 0, 0, 0, 0
         self.quiet = quiet
         self.lock = threading.Lock()
+        self.signals = signals or GridSignals()  # what stopped the grid, if anything did
 
     def started(self) -> None:
         with self.lock:
@@ -213,9 +216,13 @@ class _Progress:
         with self.lock:
             self.running -= 1
             self.done += 1
-            self.failed += rc != 0
-            state = "done" if rc == 0 else f"FAILED (exit {rc}, see {run.log})"
-            line = f"[{self.done}/{self.total}] {state}: {run.name} (in progress {self.running}, failed {self.failed})"
+            self.stopped += rc == STOPPED
+            self.failed += rc not in (0, STOPPED)
+            state = ("done" if rc == 0 else f"stopped (exit {rc}: asked to stop; see {run.log})" if rc == STOPPED
+                     else f"FAILED (exit {rc}, see {run.log})")
+            stopped = f", stopped {self.stopped}" if self.stopped else ""
+            line = (f"[{self.done}/{self.total}] {state}: {run.name} (in progress {self.running}, failed {self.failed}"
+                    f"{stopped})")
         if not self.quiet:
             print(line, flush=True)
 
@@ -229,22 +236,46 @@ def run_sweep(runs: Sequence[Run], options: SweepOptions | None = None, quiet: b
     runs = list(runs)
     if not runs:
         return []
-    progress = _Progress(len(runs), quiet)
-    if options.backend == "local":
-        return _run_local(runs, options, progress, on_finish)
-    if options.backend == "slurm":
-        from .slurm import run_jobs
+    with GridSignals() as signals:  # SIGTERM, SIGHUP, a scheduler's warning: stopped as Ctrl-C stops the grid
+        progress = _Progress(len(runs), quiet, signals)
+        if options.backend == "local":
+            return _run_local(runs, options, progress, on_finish)
+        if options.backend == "slurm":
+            from .slurm import run_jobs
 
-        return run_jobs(runs, options, progress, on_finish)
-    return _run_ray(runs, options, progress, on_finish)
+            return run_jobs(runs, options, progress, on_finish)
+        return _run_ray(runs, options, progress, on_finish)
+
+
+#: What a grid stopped by Ctrl-C (or a signal, :class:`GridSignals`) says (:class:`GridInterrupted`).
+GRID_STOPPED = ("stopped ({how}): the runs in progress were asked to stop after their step with a checkpoint, and "
+                "ended; no other run was started. Start the same command again to continue the grid: finished runs "
+                "are skipped, stopped ones continue from their checkpoints")
 
 
 def _run_local(runs, options: SweepOptions, progress: _Progress, on_finish) -> list[int]:
+    """The local pool. Ctrl-C (or SIGTERM turned into it) stops the grid: every run in progress is asked to stop
+    (SIGTERM: after its step, with a checkpoint; those the terminal's Ctrl-C reached already take it as the same
+    request) and waited for, no other run is started, and :class:`GridInterrupted` says how to go on. A second Ctrl-C
+    while they finish is a plain KeyboardInterrupt (the runs the terminal reaches stop at once)."""
+    live: set = set()
+    lock = threading.Lock()
+    stopping = threading.Event()
+
     def one(run: Run) -> int:
         progress.started()
         for attempt in range(options.retries + 1):
-            rc = execute(run.cmd, str(run.log), run.cwd, run.env)
-            if not _retry_worthy(rc) or attempt == options.retries:
+            with lock:
+                if stopping.is_set():
+                    return STOPPED
+                proc = _start(_local_python(run.cmd, ""), str(run.log), run.cwd, run.env)
+                live.add(proc)
+            try:
+                rc = wait_for(proc)
+            finally:
+                with lock:
+                    live.discard(proc)
+            if not _retry_worthy(rc) or attempt == options.retries or stopping.is_set():
                 break
             progress.retry(run, f"exit {rc}", attempt + 1, options.retries)
         progress.finished(run, rc)
@@ -252,8 +283,22 @@ def _run_local(runs, options: SweepOptions, progress: _Progress, on_finish) -> l
             on_finish(run, rc)
         return rc
 
-    with ThreadPoolExecutor(max_workers=options.parallel) as pool:
+    pool = ThreadPoolExecutor(max_workers=options.parallel)
+    try:
         return list(pool.map(one, runs))
+    except KeyboardInterrupt:
+        with lock:
+            stopping.set()
+            running = [proc for proc in live if proc.poll() is None]
+            for proc in running:
+                proc.send_signal(signal.SIGTERM)
+        if running and not progress.quiet:
+            print(f"stopping: waiting for the {len(running)} run(s) in progress to write their checkpoints (Ctrl-C "
+                  "again to stop at once)", flush=True)
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise GridInterrupted(GRID_STOPPED.format(how=progress.signals.how())) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ---------------------------------------------------------------------------------------------- Ray
@@ -311,6 +356,10 @@ def check_resources(runs: Sequence[Run]) -> None:
                          "lower --cpus-per-run (nothing was launched)")
 
 
+#: Seconds a stopped Ray grid waits for its runs to stop with their checkpoints before it ends (and Ray with it).
+RAY_STOP_WAIT_S = 300
+
+
 def _run_ray(runs, options: SweepOptions, progress: _Progress, on_finish) -> list[int]:
     import ray
     from ray.exceptions import RayError
@@ -318,6 +367,7 @@ def _run_ray(runs, options: SweepOptions, progress: _Progress, on_finish) -> lis
     connect_ray(options.address)
     check_resources(runs)
     task = ray.remote(execute)
+    stop = ray.remote(StopFlag).options(num_cpus=0).remote()  # set when the grid is stopped
     launcher = sys.executable
     attempts = {i: 0 for i in range(len(runs))}
 
@@ -326,29 +376,41 @@ def _run_ray(runs, options: SweepOptions, progress: _Progress, on_finish) -> lis
         # max_retries: Ray starts the task again if its worker or node dies; a run killed by a signal is
         # retried below (the task itself returned its exit code).
         return task.options(num_cpus=r.cpus, num_gpus=r.gpus, max_retries=options.retries,
-                            retry_exceptions=False).remote(r.cmd, str(r.log), r.cwd, r.env, launcher)
+                            retry_exceptions=False).remote(r.cmd, str(r.log), r.cwd, r.env, launcher, stop)
 
     pending = {}
     for i in range(len(runs)):
         pending[submit(i)] = i
         progress.started()
     codes: dict[int, int] = {}
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        i = pending.pop(ready[0])
-        try:
-            rc = ray.get(ready[0])
-        except RayError as err:  # the task failed for good (Ray's own retries spent)
-            rc, why = -1, type(err).__name__
-        else:
-            why = f"exit {rc}"
-        if _retry_worthy(rc) and attempts[i] < options.retries:
-            attempts[i] += 1
-            progress.retry(runs[i], why, attempts[i], options.retries)
-            pending[submit(i)] = i
-            continue
-        codes[i] = rc
-        progress.finished(runs[i], rc)
-        if on_finish is not None:
-            on_finish(runs[i], rc)
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            i = pending.pop(ready[0])
+            try:
+                rc = ray.get(ready[0])
+            except RayError as err:  # the task failed for good (Ray's own retries spent)
+                rc, why = -1, type(err).__name__
+            else:
+                why = f"exit {rc}"
+            if _retry_worthy(rc) and attempts[i] < options.retries:
+                attempts[i] += 1
+                progress.retry(runs[i], why, attempts[i], options.retries)
+                pending[submit(i)] = i
+                continue
+            codes[i] = rc
+            progress.finished(runs[i], rc)
+            if on_finish is not None:
+                on_finish(runs[i], rc)
+    except KeyboardInterrupt:  # the tasks stop their runs (SIGTERM: a checkpoint) and return; then the grid ends
+        ray.get(stop.set.remote())  # a task still waiting for resources returns without starting its run
+        print(f"stopping: waiting for the grid's {len(pending)} unfinished run(s) to write their checkpoints "
+              "(Ctrl-C again to stop at once)", flush=True)
+        ended, _ = ray.wait(list(pending), num_returns=len(pending), timeout=RAY_STOP_WAIT_S)
+        for ref in ended:
+            try:
+                progress.finished(runs[pending[ref]], int(ray.get(ref)))
+            except RayError:
+                pass
+        raise GridInterrupted(GRID_STOPPED.format(how=progress.signals.how())) from None
     return [codes[i] for i in range(len(runs))]

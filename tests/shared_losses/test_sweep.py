@@ -164,3 +164,128 @@ def test_from_caller_makes_existing_relative_paths_absolute(tmp_path, monkeypatc
     assert from_caller("folder") == str(tmp_path / "folder")
     for kept in ("mnist", "glue/sst2", "hf:bookcorpus", "minilm", "/abs/missing.csv", "", None):
         assert from_caller(kept) == kept  # names, absolute paths and what the caller's folder lacks stay as given
+
+
+#: A run that behaves as our trainers do when asked to stop (StopSignals): the first SIGINT / SIGTERM / SIGHUP is a
+#: request (later ones change nothing), honoured after the step in progress by writing its checkpoint (a file here,
+#: naming the signal) and exiting with 130. It says it started (a file), then works until asked.
+_STOPPABLE_RUN = """
+import pathlib, signal, sys, time
+out = pathlib.Path(sys.argv[1])
+asked = []
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, lambda signum, frame: asked.append(signal.Signals(signum).name))
+out.mkdir(parents=True, exist_ok=True)
+(out / "started").write_text("")
+for _ in range(2400):
+    if asked:
+        time.sleep(0.5)  # the step in progress, then the checkpoint
+        (out / "checkpoint").write_text(asked[0])
+        sys.exit(130)
+    time.sleep(0.05)
+"""
+
+
+def _grid_driver(tmp_path: Path, runs: int = 3, parallel: int = 2, backend: str = "local") -> subprocess.Popen:
+    """A grid of ``runs`` stoppable runs, ``parallel`` at a time (Ray: as its resources allow), through run_cli as
+    the grid scripts run, in its own process group (the terminal's Ctrl-C reaches the whole group)."""
+    (tmp_path / "run.py").write_text(_STOPPABLE_RUN)
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+              "from shared_losses.training.cli import run_cli\n"
+              "from shared_losses.training.sweep import Run, SweepOptions, run_sweep\n"
+              f"runs = [Run(f'r{{i}}', [sys.executable, {str(tmp_path / 'run.py')!r}, {str(tmp_path)!r} + f'/r{{i}}'],"
+              f" {str(tmp_path)!r} + f'/r{{i}}.log') for i in range({runs})]\n"
+              "import os\n"  # Ray here has the machine's CPUs: each run asks for its share, `parallel` fit
+              f"options = SweepOptions(backend={backend!r}, retries=0, parallel={parallel}, "
+              f"cpus_per_run=1.0 if {backend!r} == 'local' else os.cpu_count() / {parallel})\n"
+              "sys.exit(run_cli(lambda: run_sweep(runs, options)))\n")
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _when_started(tmp_path: Path, names, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not all((tmp_path / n / "started").exists() for n in names):
+        assert time.monotonic() < end, "the runs never started"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow  # grids of processes in subprocesses
+@pytest.mark.parametrize("backend, how", [("local", "Ctrl-C"), ("local", "SIGTERM"), ("local", "SIGHUP"),
+                                          ("ray", "Ctrl-C")])
+def test_a_stopped_grid_waits_for_its_runs_checkpoints_and_says_how_to_continue(tmp_path, backend, how):
+    """Ctrl-C in the grid's terminal (SIGINT to the whole group), a kill / a scheduler's cancel (SIGTERM to the grid's
+    process alone) or a closed terminal (SIGHUP): each run in progress writes its checkpoint and ends (a SIGTERM or
+    SIGHUP used to end the grid at once, and its runs with it, killed before their checkpoints), no other run starts,
+    each stopped run is reported as stopped (not FAILED), and the grid ends with status 130 saying to start it again
+    (not "work since the last checkpoint is lost")."""
+    import os
+    import signal
+
+    if backend == "ray":
+        pytest.importorskip("ray")
+    proc = _grid_driver(tmp_path, backend=backend)
+    try:
+        _when_started(tmp_path, ["r0", "r1"], timeout=180)
+        if how == "Ctrl-C":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, getattr(signal, how))
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, (out, err)
+    for name in ("r0", "r1"):
+        # the terminal's Ctrl-C reaches the local pool's runs (its process group), not Ray's: the grid asks those
+        assert (tmp_path / name / "checkpoint").read_text() == ("SIGINT" if (how, backend) == ("Ctrl-C", "local")
+                                                                else "SIGTERM"), name
+        assert f"stopped (exit 130: asked to stop; see {tmp_path / name}.log)" in out, out
+    assert not (tmp_path / "r2").exists() and "FAILED" not in out  # the third run was never started
+    assert err.strip().splitlines()[-1] == (
+        f"stopped ({how}): the runs in progress were asked to stop after their step with a checkpoint, and ended; no "
+        "other run was started. Start the same command again to continue the grid: finished runs are skipped, "
+        "stopped ones continue from their checkpoints"), err
+    assert "lost" not in err and "Traceback" not in err, err
+
+
+def test_a_slurm_grid_stopped_by_a_signal_leaves_its_jobs_and_by_ctrl_c_cancels_them(monkeypatch, capsys):
+    """The Slurm backend: SIGTERM / SIGHUP (a driver job at its time limit, a closed terminal) leave the grid's jobs
+    in the queue, for the next start to wait for; Ctrl-C cancels them (each run checkpoints on the cancel)."""
+    import os
+    import signal
+
+    pytest.importorskip("submitit")
+    from shared_losses.training import slurm
+    from shared_losses.training.processes import GridInterrupted, GridSignals
+    from shared_losses.training.sweep import _Progress
+
+    class Job:
+        cancelled = 0
+
+        def __init__(self, stop):
+            self.stop = stop
+
+        def done(self):
+            self.stop()
+            return False
+
+        def cancel(self, check=True):
+            Job.cancelled += 1
+
+    def term():
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    runs = [Run("r0", ["true"], Path("/tmp/grid/r0.log")), Run("r1", ["true"], Path("/tmp/grid/r1.log"))]
+    monkeypatch.setattr(slurm, "executor", lambda options, folder: None)
+    for stop, words, cancelled in ((term, "stopped (SIGTERM): the grid's 2 unfinished job(s) stay in Slurm's queue; "
+                                          "start the same command again to wait for them", 0),
+                                   (ctrl_c, "stopped (Ctrl-C): cancelled the grid's 2 unfinished job(s)", 2)):
+        Job.cancelled = 0
+        monkeypatch.setattr(slurm, "submit_or_attach", lambda r, o, e, f: {i: Job(stop) for i in range(len(r))})
+        with GridSignals() as signals, pytest.raises(GridInterrupted) as info:
+            slurm.run_jobs(runs, SweepOptions(backend="slurm", slurm_local=True), _Progress(2, True, signals), None)
+        assert str(info.value).startswith(words) and Job.cancelled == cancelled
