@@ -10,6 +10,9 @@ A run that cannot go on because a process it depends on ended or its checkpoint 
 ``error:`` line saying where it stopped and how to continue, and exits with status 1. A run stopped by
 SIGINT/SIGTERM (:class:`shared_losses.training.runtime.RunInterrupted`: it wrote a checkpoint first) prints one
 line, ``interrupted at ...; continue with --resume``, and exits with status 130.
+A write the file system refuses anywhere in a command (a full disk, a quota, a file-size limit, a read-only file
+system: :data:`shared_losses.training.runtime.WRITE_ERRNOS`) prints one ``error:`` line naming the file and what to
+do, and exits with status 1; other OSErrors (a read can meet them too) keep their traceback.
 Output read by a program that stops reading early (``--help | head``) ends the command quietly with status 141,
 as a shell reports a process ended by SIGPIPE, instead of a ``BrokenPipeError`` traceback.
 A second Ctrl-C (which stops at once, without a checkpoint) prints one line too and exits with 130.
@@ -51,7 +54,7 @@ def run_cli(main: Callable[[], Any]) -> Any:
     depends on as one ``error:`` line and status 1, a stopped run as one line and status 130 (see the module's
     docstring); returns what ``main`` returns."""
     from .processes import GridDetached, GridInterrupted
-    from .runtime import RunInterrupted, RunStopped
+    from .runtime import RunInterrupted, RunStopped, is_refused_write, refused_write_words, write_refusal_hint
 
     try:
         result = main()
@@ -82,6 +85,11 @@ def run_cli(main: Callable[[], Any]) -> Any:
         _quiet_after_closed_pipe()
         end_process(PIPE_CLOSED)
         raise SystemExit(PIPE_CLOSED) from None
+    except OSError as err:  # a write the file system refused (full, a quota, read-only): not a bug in the command
+        if not is_refused_write(err) or os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
+            raise
+        _exit(f"error: could not write {err.filename or 'a file'} ({refused_write_words(err)}): "
+              f"{write_refusal_hint(err)}", 1)
     # a main that returns its exit status (the table scripts: ``sys.exit(run_cli(main))``) keeps it
     end_process(result if isinstance(result, int) and not isinstance(result, bool) else 0)
     return result

@@ -41,8 +41,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .harness import RunHarness, Rows, merge_rows
-from .runtime import (WRITE_ERRNOS, RunInterrupted, RunStopped, checkpoint_exists, load_checkpoint,
-                      write_refusal_hint)
+from .runtime import (RunInterrupted, RunStopped, checkpoint_exists, is_refused_write, load_checkpoint,
+                      refused_write_words, write_refusal_hint)
 
 
 class TrainingApp:
@@ -260,11 +260,11 @@ def run(app: TrainingApp) -> dict:
 
 def _refused_write(err: BaseException, harness: RunHarness, what: str) -> BaseException:
     """``err``, or a :class:`RunStopped` naming the folder when it is a write the file system refused (only a write
-    meets these errors: :data:`~shared_losses.training.runtime.WRITE_ERRNOS`); ``what``: the file, when the error
+    meets these errors: :func:`~shared_losses.training.runtime.is_refused_write`); ``what``: the file, when the error
     does not name it."""
-    if not (isinstance(err, OSError) and err.errno in WRITE_ERRNOS):
+    if not is_refused_write(err):
         return err
-    refused = RunStopped(f"could not write to {harness.out} ({err.strerror}: {err.filename or what}): "
+    refused = RunStopped(f"could not write to {harness.out} ({refused_write_words(err)}: {err.filename or what}): "
                          f"{write_refusal_hint(err)}")
     refused.__cause__ = err
     return refused

@@ -117,6 +117,21 @@ ROOM_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 #: traceback.
 WRITE_ERRNOS = (*ROOM_ERRNOS, errno.EROFS)
 
+def is_refused_write(err: BaseException) -> bool:
+    """Whether ``err`` is an error only a write can meet: an OSError with one of :data:`WRITE_ERRNOS`, or numpy's
+    short write (``OSError: 946200 requested and 5088 written``, no errno), which is how a full disk or a file-size
+    limit reaches ``np.save``."""
+    if not isinstance(err, OSError):
+        return False
+    return err.errno in WRITE_ERRNOS or (err.errno is None and re.search(r"requested and \d+ written", str(err))
+                                         is not None)
+
+
+def refused_write_words(err: OSError) -> str:
+    """What the writer said, for a message: the OSError's text without its errno."""
+    return err.strerror or str(err)
+
+
 #: What torch's and safetensors' writers say when the file system refuses a write (they lose the OSError's errno).
 _WRITE_FAILURES = ("iostream error", "unexpected pos", "failed writing", "file write failed", "ioerror",
                    "no space left", "file too large", "quota exceeded")

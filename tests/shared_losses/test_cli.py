@@ -166,6 +166,7 @@ def test_processes_of_a_multi_process_run_end_with_their_status_and_output(tmp_p
     (["-m", "fewshot.train", "--lam", "1.5"], "lam"),
     (["-m", "nlp_qt.train", "--corpus", "/nonexistent/books", "--output-dir", "OUT"], "/nonexistent/books"),
     (["-m", "nlp_qt.senteval", "--model", "OUT", "--data", "human", "--max-length", "-1"], "--max-length must be >= 0"),
+    (["-m", "nlp_qt.bow", "--corpus", "/nonexistent/books", "--output-dir", "OUT"], "corpus not found"),
 ])
 @pytest.mark.slow  # each case runs an entry point in a subprocess
 def test_entry_points_report_bad_input_in_one_line(tmp_path, argv, message):
@@ -229,3 +230,63 @@ def test_trainers_name_themselves_in_their_usage_line(capsys):
             parse([*argv, "--help"])
         assert exit_info.value.code == 0
         assert capsys.readouterr().out.startswith(f"usage: {prog} [-h]")
+
+
+def test_run_cli_reports_a_write_the_file_system_refused_in_one_line_with_status_1(capsys, monkeypatch):
+    """A full disk or a read-only file system in any command (an evaluation's results, predictions, a table) is the
+    machine's state, not a bug: one line naming the file and what to do, status 1. An OSError a read can meet keeps
+    its traceback."""
+    import errno
+
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+    for code, strerror, hint in ((errno.ENOSPC, "No space left on device", "the disk is full"),
+                                 (errno.EROFS, "Read-only file system", "mounted read-only")):
+        def main():
+            raise OSError(code, strerror, "/runs/t2/senteval.json")
+
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli(main)
+        assert exit_info.value.code == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: could not write /runs/t2/senteval.json ({strerror}): ") and hint in err, err
+        assert err.count("\n") == 1
+
+    def read_failed():
+        raise OSError(errno.EIO, "Input/output error", "/data/corpus.txt")
+
+    with pytest.raises(OSError, match="Input/output error"):
+        run_cli(read_failed)
+
+
+def test_every_command_of_the_packages_goes_through_run_cli():
+    """A module a user runs with ``python -m`` (its ``__main__`` block) reports bad input and refused writes through
+    run_cli. nlp_qt.bow did not: a missing corpus was a traceback. The data builders (``*/data/build_*.py``, run by
+    the maintainers to make the shipped data) are left out."""
+    missing = []
+    for package in ("nlp_qt", "fewshot", "rl_curl", "shared_losses"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            text = path.read_text()
+            if 'if __name__ == "__main__":' in text and not path.name.startswith("build_"):
+                if "run_cli(" not in text.split('if __name__ == "__main__":')[-1]:
+                    missing.append(str(path.relative_to(ROOT)))
+    assert not missing, missing
+
+
+@pytest.mark.slow  # a bag-of-words training in a subprocess
+def test_a_command_whose_output_outgrows_a_file_size_limit_ends_in_one_line(tmp_path):
+    """numpy's np.save meets a file-size limit as a short write (an OSError without errno); the command says what
+    could not be written and why, with status 1, and no traceback."""
+    import resource
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20 * 1024, 20 * 1024))
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
+    res = subprocess.run([sys.executable, "-m", "nlp_qt.bow", "--corpus", "nlp_qt/data/corpus_docstrings",
+                          "--output-dir", str(tmp_path / "bow"), "--epochs", "1"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300, preexec_fn=limited)
+    assert res.returncode == 1, res.stderr[-2000:]
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: could not write a file (") and "requested and" in lines[-1], res.stderr
+    assert "the writer did not say why: the disk may be full" in lines[-1] and "Traceback" not in res.stderr
