@@ -28,8 +28,6 @@ class GridSignals:
     it started, before they wrote their checkpoints. ``received``: the signal's name (None: Ctrl-C, or none). Later
     signals of these are ignored while the grid stops its runs; a second Ctrl-C still stops at once."""
 
-    NAMES = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
-
     def __init__(self):
         self.received: str | None = None
         self._old: dict = {}
@@ -47,15 +45,17 @@ class GridSignals:
     def __enter__(self) -> "GridSignals":
         import threading
 
+        from .runtime import _stop_signals  # the signals a run stops on: the grid takes the same (Ctrl-C its own way)
+
         if threading.current_thread() is threading.main_thread():
-            for name in self.NAMES:
-                if hasattr(signal, name):
-                    self._old[name] = signal.signal(getattr(signal, name), self._handle)
+            for sig in _stop_signals():
+                if sig != signal.SIGINT:
+                    self._old[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:
-        for name, old in self._old.items():
-            signal.signal(getattr(signal, name), old)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
         self._old = {}
 
     def how(self) -> str:

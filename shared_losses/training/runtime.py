@@ -139,28 +139,29 @@ _WRITE_FAILURES = ("iostream error", "unexpected pos", "failed writing", "file w
 _ROOM_WORDS = ("no space left", "file too large", "quota", "storagefull")
 
 
+def _causes(err: BaseException | None) -> Iterator[BaseException]:
+    """``err`` and the exceptions it was raised from or while handling, outermost first."""
+    while err is not None:
+        yield err
+        err = err.__cause__ or err.__context__
+
+
 def _write_failed(err: BaseException) -> bool:
     """Whether ``err``, raised while a checkpoint was written, is the file system refusing the write (a full disk, a
     quota, a file-size limit, a read-only or failing file system) rather than a fault in what was being saved."""
-    seen = err
-    while seen is not None:
-        if isinstance(seen, OSError) or any(w in str(seen).lower() for w in _WRITE_FAILURES):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(isinstance(seen, OSError) or any(w in str(seen).lower() for w in _WRITE_FAILURES)
+               for seen in _causes(err))
 
 
 def _refused_errno(err: BaseException) -> int | None:
     """The errno of the file system's refusal in ``err``'s chain: an OSError's, or the ``code: N`` that safetensors'
     Rust writer prints (``IoError(Os { code: 28, kind: StorageFull ... })``); None when no writer said."""
-    seen = err
-    while seen is not None:
+    for seen in _causes(err):
         if isinstance(seen, OSError) and seen.errno is not None:
             return seen.errno
         found = re.search(r"\bOs \{ code: (\d+)", str(seen))
         if found:
             return int(found.group(1))
-        seen = seen.__cause__ or seen.__context__
     return None
 
 
@@ -179,10 +180,7 @@ def write_refusal_hint(err: BaseException) -> str:
         name = errno.errorcode.get(code, str(code))
         return (f"the file system failed ({name}: {os.strerror(code)}), not for lack of room; check the disk or "
                 "the network file system the folder is on")
-    seen, words = err, ""
-    while seen is not None:
-        words += str(seen).lower()
-        seen = seen.__cause__ or seen.__context__
+    words = " ".join(str(seen).lower() for seen in _causes(err))
     if any(w in words for w in _ROOM_WORDS):
         return DISK_REFUSED_HINT
     return ("the writer did not say why: the disk may be full, a quota or file-size limit reached, or the file "
@@ -431,13 +429,8 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     path = Path(path)
     text = json.dumps(obj, indent=2, sort_keys=True, default=str)  # an object that cannot be written fails here
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with written_whole(path) as tmp:
         tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class CsvLogger:

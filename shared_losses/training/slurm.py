@@ -41,6 +41,7 @@ import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from .processes import GridDetached, GridInterrupted, SweepError, _local_python, _retry_worthy, _start, wait_for
+from .runtime import write_json_atomic
 
 #: Seconds of warning before a job's time limit (Slurm's ``--signal=USR2@SECONDS``): the run's step, its checkpoint
 #: and the exit must fit in it.
@@ -238,10 +239,7 @@ def recorded_jobs(folder: Path) -> dict[str, dict]:
 
 
 def _record(folder: Path, name: str, entry: dict) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{JOBS_FILE}.tmp"
-    tmp.write_text(json.dumps({**recorded_jobs(folder), name: entry}, indent=1))
-    os.replace(tmp, folder / JOBS_FILE)
+    write_json_atomic(folder / JOBS_FILE, {**recorded_jobs(folder), name: entry})
 
 
 def job_result(folder: Path, job_id: str) -> tuple[int | None, str]:
