@@ -43,19 +43,16 @@ class GridSignals:
         raise KeyboardInterrupt
 
     def __enter__(self) -> "GridSignals":
-        import threading
+        from .runtime import _stop_signals, install_handlers
 
-        from .runtime import _stop_signals  # the signals a run stops on: the grid takes the same (Ctrl-C its own way)
-
-        if threading.current_thread() is threading.main_thread():
-            for sig in _stop_signals():
-                if sig != signal.SIGINT:
-                    self._old[sig] = signal.signal(sig, self._handle)
+        # the signals a run stops on: the grid takes the same (Ctrl-C its own way)
+        self._old = install_handlers([sig for sig in _stop_signals() if sig != signal.SIGINT], self._handle)
         return self
 
     def __exit__(self, *exc) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+        from .runtime import restore_handlers
+
+        restore_handlers(self._old)
         self._old = {}
 
     def how(self) -> str:

@@ -853,20 +853,31 @@ class StopSignals:
         self.requested = True
 
     def __enter__(self) -> "StopSignals":
-        import signal
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            for sig in _stop_signals():
-                self._old[sig] = signal.signal(sig, self._handle)
+        self._old = install_handlers(_stop_signals(), self._handle)
         return self
 
     def __exit__(self, *exc) -> None:
-        import signal
-
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
+        restore_handlers(self._old)
         self._old = {}
+
+
+def install_handlers(signals, handler) -> dict:
+    """``handler`` for each of ``signals``, in the main thread only (elsewhere handlers cannot be installed: nothing
+    is done); the handlers they replace, for :func:`restore_handlers`."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, handler) for sig in signals}
+
+
+def restore_handlers(old: dict) -> None:
+    """Put back the handlers :func:`install_handlers` replaced."""
+    import signal
+
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
 
 
 def print_run_result(application: str, output_dir: str | os.PathLike, step: int, result: Mapping[str, Any]) -> dict:
