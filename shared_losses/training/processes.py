@@ -43,11 +43,20 @@ class GridSignals:
         raise KeyboardInterrupt
 
     def __enter__(self) -> "GridSignals":
+        self._old = {}
+        self.install()
+        return self
+
+    def install(self) -> None:
+        """Put the handlers in (again). ``ray.init`` installs Ray's own SIGTERM handler (which logs "SIGTERM
+        received" and ends the process at once), so the Ray backend calls this once Ray is up; :meth:`__exit__` puts
+        back the handlers from before the grid."""
         from .runtime import _stop_signals, install_handlers
 
         # the signals a run stops on: the grid takes the same (Ctrl-C its own way)
-        self._old = install_handlers([sig for sig in _stop_signals() if sig != signal.SIGINT], self._handle)
-        return self
+        replaced = install_handlers([sig for sig in _stop_signals() if sig != signal.SIGINT], self._handle)
+        for sig, old in replaced.items():
+            self._old.setdefault(sig, old)
 
     def __exit__(self, *exc) -> None:
         from .runtime import restore_handlers

@@ -365,6 +365,7 @@ def _run_ray(runs, options: SweepOptions, progress: _Progress, on_finish) -> lis
     from ray.exceptions import RayError
 
     connect_ray(options.address)
+    progress.signals.install()  # over the SIGTERM handler ray.init put in, which would end this process at once
     check_resources(runs)
     task = ray.remote(execute)
     stop = ray.remote(StopFlag).options(num_cpus=0).remote()  # set when the grid is stopped
