@@ -12,7 +12,7 @@ and Ray do (:func:`shared_losses.training.sweep.execute`).
   ``--retries`` times, as with the other backends.
 * ``--slurm-detach`` submits the jobs and ends the command (status 0), with nothing left waiting on the login node;
   the same command started again judges each run by its last job (:data:`JOBS_FILE`, submitit's result file):
-  queued, done, or submitted again (:func:`detach`).
+  queued, done, failed, or submitted again (:func:`detach`), by the rules of the waiting grid.
 * ``--slurm-local`` runs the same jobs through submitit's local executor on this machine (no Slurm needed), with the
   same pickled jobs, time limit, warning and requeue: a way to try a grid's Slurm options before a cluster.
 
@@ -40,7 +40,8 @@ from typing import Sequence
 import submitit
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from .processes import GridDetached, GridInterrupted, SweepError, _local_python, _retry_worthy, _start, wait_for
+from .processes import (STOPPED, GridDetached, GridInterrupted, SweepError, _local_python, _retry_worthy, _start,
+                        wait_for)
 from .runtime import write_json_atomic
 
 #: Seconds of warning before a job's time limit (Slurm's ``--signal=USR2@SECONDS``): the run's step, its checkpoint
@@ -114,6 +115,9 @@ def check(options) -> None:
                          f"{WARNING_S} s before the limit to write its checkpoint)")
     if options.slurm_requeues < 0:
         raise SweepError(f"--slurm-requeues {options.slurm_requeues}: must be 0 or more")
+    if options.slurm_resubmit and not options.slurm_detach:
+        raise SweepError("--slurm-resubmit goes with --slurm-detach: a grid that waits for its jobs submits its "
+                         "failed runs again whenever it is started")
     if options.slurm_detach and options.slurm_local:
         raise SweepError("--slurm-detach with --slurm-local: the local executor's jobs are this command's own "
                          "processes and end with it; leave out --slurm-detach to wait for them here")
@@ -209,18 +213,21 @@ def submit_or_attach(runs, options, ex, folder: Path) -> dict:
     return pending
 
 
-def submit(ex, run):
-    """Submit one run's job; its id goes into the grid's record of jobs (:func:`recorded_jobs`)."""
+def submit(ex, run, retries: int = 0):
+    """Submit one run's job; its id goes into the grid's record of jobs (:func:`recorded_jobs`), with ``retries``:
+    how many of the jobs before it, running the same command, were lost or had their run killed (``--slurm-detach``
+    counts them against ``--retries``)."""
     name = job_name(run)
     ex.update_parameters(job_name=name)
     job = ex.submit(SlurmRun(grace_s=max(5, WARNING_S - 20)), run.cmd, str(run.log), run.cwd, run.env,
                     sys.executable)
-    _record(Path(str(ex.folder)).parent, name, {"job": str(job.job_id), "command": _command_digest(run)})
+    _record(Path(str(ex.folder)).parent, name, {"job": str(job.job_id), "command": _command_digest(run),
+                                                 "retries": retries})
     return job
 
 
 #: The grid's record of its jobs, in its slurm/ folder: {job name: {"job": the run's last job id, "command": a digest
-#: of the command that job ran}}.
+#: of the command that job ran, "retries": the jobs before it for that command that were lost or had their run killed}}.
 JOBS_FILE = "jobs.json"
 
 
@@ -261,14 +268,18 @@ def job_result(folder: Path, job_id: str) -> tuple[int | None, str]:
 
 
 def detach(runs, options, ex, folder: Path, progress, on_finish) -> list[int]:
-    """``--slurm-detach``: each run by its last job (:data:`JOBS_FILE`): still in Slurm's queue, it is left to it;
-    ended with exit 0 running the same command, the run is done (its exit code is returned as the other backends
-    return it); otherwise (none yet, failed, lost) a job is submitted, saying how the last one ended. Where any job is
-    queued or submitted, the command ends (:class:`GridDetached`); else the exit codes, in the runs' order."""
+    """``--slurm-detach``: each run by its last job (:data:`JOBS_FILE`), by the rules of the grid that waits
+    (:func:`run_jobs`): still in Slurm's queue, it is left to it; ended with exit 0 running the same command, the run
+    is done; its run failed (an exit code other than 0 and 130), or the job was lost or its run killed more than
+    ``--retries`` times, the run has failed: it is reported with its exit code and log and not submitted again (with
+    ``--slurm-resubmit`` it is); otherwise (no job yet, another command, a lost job or killed run within
+    ``--retries``, a run asked to stop) a job is submitted, saying how the last one ended. Where any job is queued or
+    submitted, the command ends (:class:`GridDetached`); else the exit codes, in the runs' order (the failed runs'
+    among them: the grid goes on without them, as the waiting grid does)."""
     live = queued_jobs()
     record = recorded_jobs(folder)
     codes: dict[int, int] = {}
-    queued = submitted = 0
+    queued = submitted = failed = 0
     for i, r in enumerate(runs):
         name = job_name(r)
         if name in live:
@@ -276,10 +287,27 @@ def detach(runs, options, ex, folder: Path, progress, on_finish) -> list[int]:
             print(f"{r.name}: in Slurm's queue as job {live[name]} (pending or running)", flush=True)
             continue
         last = record.get(name)
-        was = ""
+        was, retries = "", 0
         if last is not None:
             rc, how = job_result(folder, last["job"])
-            if rc == 0 and last.get("command") == _command_digest(r):
+            same = last.get("command") == _command_digest(r)
+            done_before = last.get("retries", 0) if isinstance(last.get("retries", 0), int) else 0
+            lost = rc is None or _retry_worthy(rc)
+            retries = done_before + lost if same and not options.slurm_resubmit else 0
+            run_failed = not lost and rc not in (0, STOPPED)
+            if same and not options.slurm_resubmit and (run_failed or (lost and retries > options.retries)):
+                code = -1 if rc is None else rc
+                spent = f" (lost or killed {retries} time(s); --retries {options.retries})" if lost else ""
+                print(f"{r.name}: its last job {last['job']} {how}{spent}; not submitted again (once the cause is "
+                      "mended, start the command with --slurm-resubmit to submit it again)", flush=True)
+                failed += 1
+                codes[i] = code
+                progress.started()
+                progress.finished(r, code)
+                if on_finish is not None:
+                    on_finish(r, code)
+                continue
+            if same and rc == 0:
                 codes[i] = 0
                 progress.started()
                 progress.finished(r, 0)
@@ -287,16 +315,18 @@ def detach(runs, options, ex, folder: Path, progress, on_finish) -> list[int]:
                     on_finish(r, 0)
                 continue
             was = f"its last job {last['job']} {how}; "
-        job = submit(ex, r)
+        job = submit(ex, r, retries)
         submitted += 1
         print(f"{r.name}: {was}submitted as job {job.job_id} (log: {r.log})", flush=True)
     if queued or submitted:
+        gave_up = (f" {failed} run(s) failed and were not submitted again (above; --slurm-resubmit submits them)."
+                   if failed else "")
         raise GridDetached(
-            f"{queued + submitted} unfinished run(s): {submitted} job(s) submitted, {queued} still in Slurm's queue. "
-            "This command ends without waiting for them (--slurm-detach). Start it again with the same options to see "
-            "how far the grid is: it submits again what a failed or lost job left unfinished and, once every run has "
-            f"finished, goes on (the next stage, the results). squeue -u {getpass.getuser()} lists the jobs; their "
-            f"record: {folder / JOBS_FILE}.")
+            f"{queued + submitted} unfinished run(s): {submitted} job(s) submitted, {queued} still in Slurm's queue."
+            f"{gave_up} This command ends without waiting for them (--slurm-detach). Start it again with the same "
+            "options to see how far the grid is: it submits again what a lost job or a stopped run left unfinished "
+            "and, once every run has finished or failed, goes on (the next stage, the results). "
+            f"squeue -u {getpass.getuser()} lists the jobs; their record: {folder / JOBS_FILE}.")
     return [codes[i] for i in range(len(runs))]
 
 

@@ -81,8 +81,13 @@ class SweepOptions:
     (exclusive)."""
     slurm_detach: bool = False
     """Submit the grid's Slurm jobs and end, without a process that waits for them (--backend slurm). Start the same
-    command again to see each run's job, submit again what a failed or lost job left unfinished, and (once every run
-    has finished) build the results."""
+    command again to see each run's job, submit again what a lost job or a stopped run left unfinished (a lost job up
+    to --retries times), report the runs that failed, and (once every run has finished or failed) build the
+    results."""
+    slurm_resubmit: bool = False
+    """With --slurm-detach: submit again the runs whose last job failed (their run ended with an error, or their jobs
+    were lost or killed more than --retries times), which a detached grid otherwise reports as failed and goes on
+    without. For when the cause is mended."""
     slurm_local: bool = False
     """Run the Slurm jobs through submitit's local executor on this machine, without Slurm: to try --backend slurm's
     options (time limit, requeue) before a cluster."""
@@ -144,6 +149,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser, parallel: int = 1) -> N
     g.add_argument("--slurm-requeues", type=int, default=10, help=doc["slurm_requeues"])
     g.add_argument("--slurm-option", nargs="*", default=[], metavar="KEY=VALUE", help=doc["slurm_option"])
     g.add_argument("--slurm-detach", action="store_true", help=doc["slurm_detach"])
+    g.add_argument("--slurm-resubmit", action="store_true", help=doc["slurm_resubmit"])
     g.add_argument("--slurm-local", action="store_true", help=doc["slurm_local"])
 
 

@@ -195,20 +195,24 @@ def test_slurm_options_need_the_slurm_backend_and_slurm_itself(tmp_path, monkeyp
         SweepOptions(backend="slurm").validate()
 
 
+def _result(folder: Path, job_id: str, value) -> None:
+    """What submitit's job leaves in the grid's slurm/ folder when its function returns ``value``."""
+    import pickle
+
+    (folder / job_id).mkdir(parents=True, exist_ok=True)
+    with open(folder / job_id / f"{job_id}_0_result.pkl", "wb") as fh:
+        pickle.dump(("success", value), fh)
+
+
 def test_a_detached_grid_submits_its_jobs_and_ends_and_started_again_reports_and_resubmits(tmp_path, monkeypatch,
                                                                                            capsys):
     """--slurm-detach: every run's job submitted, the ids recorded, the command ended (GridDetached: status 0 through
-    run_cli). Started again: a run whose job is still queued is left to it; a run whose last job failed or was lost is
-    submitted again, saying how that job ended (from submitit's result file, without asking Slurm); a run whose last
-    job ended with exit 0 is done. Once every run's last job has ended with exit 0, the grid goes on (the codes)."""
-    import pickle
-
+    run_cli). Started again, by the waiting grid's rules: a run whose job is still queued is left to it; a run whose
+    last job was lost is submitted again, saying how that job ended (from submitit's result file, without asking
+    Slurm); a run that failed in its job is reported failed and not submitted again; a run whose last job ended with
+    exit 0 is done. Once no job is left, the grid goes on with the codes (the failed run's among them), as the waiting
+    grid does; --slurm-resubmit submits the failed run again."""
     from shared_losses.training.processes import GridDetached
-
-    def result(job_id, value):  # what submitit's job leaves when its function returns value
-        (folder / job_id).mkdir(parents=True, exist_ok=True)
-        with open(folder / job_id / f"{job_id}_0_result.pkl", "wb") as fh:
-            pickle.dump(("success", value), fh)
 
     runs = [Run(f"seed{i}", ["python", "-c", "pass"], tmp_path / "grid" / f"seed{i}.log") for i in range(4)]
     _fake_slurm(tmp_path, monkeypatch)
@@ -226,29 +230,78 @@ def test_a_detached_grid_submits_its_jobs_and_ends_and_started_again_reports_and
                                                                                              "4245"]))
 
     (tmp_path / "queue.txt").write_text(f"4242|{names[0]}\n")  # seed0's job waits in the queue
-    result("4243", 1)  # seed1's run failed in its job; seed2's job left nothing (lost); seed3's run finished
-    result("4245", 0)
+    _result(folder, "4243", 1)  # seed1's run failed in its job; seed2's job left nothing (lost); seed3's run finished
+    _result(folder, "4245", 0)
     with pytest.raises(GridDetached) as info:
         run_sweep(runs, options)
-    assert str(info.value).startswith("3 unfinished run(s): 2 job(s) submitted, 1 still in Slurm's queue.")
+    assert str(info.value).startswith("2 unfinished run(s): 1 job(s) submitted, 1 still in Slurm's queue. 1 run(s) "
+                                      "failed and were not submitted again (above; --slurm-resubmit submits them).")
     out = capsys.readouterr().out
     assert "seed0: in Slurm's queue as job 4242 (pending or running)" in out
-    assert "seed1: its last job 4243 ended with exit 1 (the run failed: see its log); submitted as job 4246" in out
+    assert ("seed1: its last job 4243 ended with exit 1 (the run failed: see its log); not submitted again (once the "
+            "cause is mended, start the command with --slurm-resubmit to submit it again)") in out
+    assert f"FAILED (exit 1, see {runs[1].log}): seed1" in out
     assert "seed2: its last job 4244 ended without a result (lost, cancelled, or out of requeues" in out
-    assert "submitted as job 4247" in out and "done: seed3" in out and "seed3: " not in out
-    assert {k: v["job"] for k, v in slurm.recorded_jobs(folder).items()} == dict(zip(names, ["4242", "4246", "4247",
-                                                                                             "4245"]))
-    assert (tmp_path / "sbatch.calls").read_text().count("x") == 6
+    assert "submitted as job 4246" in out and "done: seed3" in out and "seed3: " not in out
+    record = slurm.recorded_jobs(folder)
+    assert {k: v["job"] for k, v in record.items()} == dict(zip(names, ["4242", "4243", "4246", "4245"]))
+    assert record[names[2]]["retries"] == 1 and record[names[0]]["retries"] == 0
+    assert (tmp_path / "sbatch.calls").read_text().count("x") == 5
 
-    (tmp_path / "queue.txt").write_text("")  # every job ended with exit 0: the grid goes on
-    for job_id in ("4242", "4246", "4247"):
-        result(job_id, 0)
+    (tmp_path / "queue.txt").write_text("")  # every job has ended: the grid goes on without the failed run
+    for job_id in ("4242", "4246"):
+        _result(folder, job_id, 0)
+    assert run_sweep(runs, options) == [0, 1, 0, 0]
+    out = capsys.readouterr().out
+    assert "[4/4]" in out and "failed 1" in out
+    assert (tmp_path / "sbatch.calls").read_text().count("x") == 5
+
+    again = SweepOptions(backend="slurm", slurm_detach=True, slurm_resubmit=True)  # the cause mended
+    with pytest.raises(GridDetached, match="1 unfinished run\\(s\\): 1 job\\(s\\) submitted"):
+        run_sweep(runs, again)
+    assert "seed1: its last job 4243 ended with exit 1 (the run failed: see its log); submitted as job 4247" in \
+        capsys.readouterr().out
+    _result(folder, "4247", 0)
     assert run_sweep(runs, options) == [0, 0, 0, 0]
-    assert (tmp_path / "sbatch.calls").read_text().count("x") == 6
     # another command under the same run name (a longer training asked for): not taken for done
     longer = [Run(r.name, ["python", "-c", "pass", "--more"], r.log) for r in runs]
     with pytest.raises(GridDetached, match="4 job\\(s\\) submitted"):
         run_sweep(longer, options)
+
+
+def test_a_detached_run_lost_more_than_retries_times_is_reported_failed_and_a_stopped_one_continues(
+        tmp_path, monkeypatch, capsys):
+    """A run whose jobs are lost or killed every time (a node that fails it, the out-of-memory killer) is submitted
+    again --retries times, then reported failed (exit -1 for a job without a result, the signal's code for a killed
+    run) and left; the grid goes on without it. A run asked to stop (exit 130: scancel's SIGTERM, a checkpoint) is
+    submitted again to continue, without counting against --retries."""
+    from shared_losses.training.processes import GridDetached
+
+    runs = [Run(name, ["python", "-c", "pass"], tmp_path / "grid" / f"{name}.log") for name in ("lost", "killed",
+                                                                                                  "stopped")]
+    _fake_slurm(tmp_path, monkeypatch)
+    folder = tmp_path / "grid" / "slurm"
+    options = SweepOptions(backend="slurm", slurm_detach=True, retries=1)
+    options.validate()
+    with pytest.raises(GridDetached, match="3 job\\(s\\) submitted"):
+        run_sweep(runs, options)  # jobs 4242 (lost), 4243 (killed), 4244 (stopped)
+    _result(folder, "4243", -9)
+    _result(folder, "4244", 130)
+    with pytest.raises(GridDetached, match="3 job\\(s\\) submitted"):
+        run_sweep(runs, options)  # 4245, 4246, 4247: each a second job
+    out = capsys.readouterr().out
+    assert "killed: its last job 4243 ended with exit -9 (the run failed: see its log); submitted as job 4246" in out
+    assert "stopped: its last job 4244 ended with exit 130" in out
+    assert [v["retries"] for v in slurm.recorded_jobs(folder).values()] == [1, 1, 0]
+    _result(folder, "4246", -9)
+    _result(folder, "4247", 0)
+    assert run_sweep(runs, options) == [-1, -9, 0]
+    out = capsys.readouterr().out
+    assert ("lost: its last job 4245 ended without a result (lost, cancelled, or out of requeues: see "
+            f"{folder / '4245'}) (lost or killed 2 time(s); --retries 1); not submitted again") in out
+    assert "killed: its last job 4246 ended with exit -9 (the run failed: see its log) (lost or killed 2 time(s)" in out
+    assert "failed 2" in out
+    assert (tmp_path / "sbatch.calls").read_text().count("x") == 6
 
 
 def test_a_detached_grid_script_ends_with_status_0_and_says_how_to_go_on(tmp_path, monkeypatch):
@@ -271,3 +324,6 @@ def test_detach_needs_slurm_itself():
     with pytest.raises(SweepError, match="--slurm-detach with --slurm-local: the local executor's jobs are this "
                                          "command's own processes"):
         SweepOptions(backend="slurm", slurm_local=True, slurm_detach=True).validate()
+    with pytest.raises(SweepError, match="--slurm-resubmit goes with --slurm-detach: a grid that waits for its jobs "
+                                         "submits its failed runs again whenever it is started"):
+        SweepOptions(backend="slurm", slurm_local=True, slurm_resubmit=True).validate()
