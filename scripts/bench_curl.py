@@ -484,4 +484,6 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    main(tyro.cli(Args))
+    from shared_losses.training.cli import run_cli
+
+    run_cli(lambda: main(tyro.cli(Args)))

@@ -141,4 +141,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from shared_losses.training.cli import run_cli
+
+    run_cli(main)

@@ -120,4 +120,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from shared_losses.training.cli import run_cli
+
+    sys.exit(run_cli(main))

@@ -194,4 +194,6 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(tyro.cli(Args)))
+    from shared_losses.training.cli import run_cli
+
+    raise SystemExit(run_cli(lambda: main(tyro.cli(Args))))

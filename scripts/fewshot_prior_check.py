@@ -90,4 +90,6 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from shared_losses.training.cli import run_cli
+
+    run_cli(main)

@@ -90,3 +90,57 @@ def test_rotten_tomatoes_splits_by_movie_and_drops_plots_and_duplicates(tmp_path
             for s in ("train", "validation")}
     assert read["train"] == "sentence\tlabel\tdocument\nA fine film.\t1\tm0\nDull.\t0\tm1\nLoved it.\t1\tm3\n"
     assert read["validation"] == "sentence\tlabel\tdocument\nBad/ending.\t0\tm2\n"  # every 3rd movie
+
+
+def test_a_builder_given_the_wrong_input_says_so_and_leaves_the_shipped_files(tmp_path, monkeypatch):
+    """A builder writes over the data the suite ships. Given the wrong folder (nothing under acq/ and crude/) the
+    Reuters builder wrote two empty files over them; a CSV without the expected columns was a KeyError traceback.
+    Now each says what it expected, before anything is written."""
+    from shared_losses.data import build_reuters_acq_crude as r
+    from shared_losses.data import build_rotten_tomatoes as rt
+
+    for module in (r, rt):
+        monkeypatch.setattr(module, "__file__", str(tmp_path / "out" / "build.py"))  # writes next to itself
+    (tmp_path / "out").mkdir()
+    (tmp_path / "texts" / "acq").mkdir(parents=True)
+    (tmp_path / "texts" / "acq" / "1.xml").write_text("<TITLE>ONE COMPANY BUYS ANOTHER</TITLE>")
+    with pytest.raises(ValueError, match="no crude/\\*.xml under .*texts: give tm's texts folder"):
+        r.main(str(tmp_path / "texts"))
+    with pytest.raises(NotADirectoryError, match="not a folder"):
+        r.main(str(tmp_path / "nowhere"))
+    buf = io.StringIO()
+    csv.writer(buf).writerows([["label", "sentence"], ["1", "Fine."]])
+    (tmp_path / "other.csv.bz2").write_bytes(bz2.compress(buf.getvalue().encode()))
+    with pytest.raises(ValueError, match="no column category, movie_name, text"):
+        rt.main(str(tmp_path / "other.csv.bz2"))
+    buf = io.StringIO()
+    csv.writer(buf).writerows([["category", "text", "movie_name"], ["plot", "A man walks.", "m0"]])
+    (tmp_path / "plots.csv.bz2").write_bytes(bz2.compress(buf.getvalue().encode()))
+    with pytest.raises(ValueError, match="no fresh or rotten review for the train and validation split"):
+        rt.main(str(tmp_path / "plots.csv.bz2"))
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.slow  # a subprocess
+def test_a_builder_command_with_the_wrong_folder_is_one_line_and_the_data_beside_it_stay(tmp_path):
+    """The command as its docstring runs it, on a copy of the builder (it writes next to itself: the repository's
+    shipped files are not put at risk by the test)."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    here = tmp_path / "data"
+    here.mkdir()
+    script = shutil.copy(root / "shared_losses" / "data" / "build_reuters_acq_crude.py", here)
+    for split in ("train", "validation"):
+        shutil.copy(root / "shared_losses" / "data" / f"reuters_acq_crude_{split}.tsv", here)
+    before = {f.name: f.read_bytes() for f in here.iterdir()}
+    (tmp_path / "texts" / "acq").mkdir(parents=True)
+    res = subprocess.run([sys.executable, script, str(tmp_path / "texts")], cwd=root, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith(f"error: no acq/*.xml under {tmp_path / 'texts'}: give tm's texts folder"), res.stderr
+    assert {f.name: f.read_bytes() for f in here.iterdir()} == before
+    res = subprocess.run([sys.executable, script, "--help"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "apt-get download r-cran-tm" in res.stdout and "texts_dir" in res.stdout

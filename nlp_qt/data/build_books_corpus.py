@@ -170,4 +170,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from shared_losses.training.cli import run_cli
+
+    run_cli(main)

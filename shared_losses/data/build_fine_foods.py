@@ -27,11 +27,12 @@ import html
 import lzma
 import re
 import struct
-import sys
 import zlib
 from pathlib import Path
 
 import rdata
+
+from shared_losses.training.runtime import written_whole
 
 
 def _inflate(b: bytes) -> bytes:
@@ -80,14 +81,24 @@ def main(rdata_base: str) -> None:
             rows[split].append((t, int(str(score) == "great"), str(product)))
     val_texts = {t for t, _, _ in rows["validation"]}
     rows["train"] = [r for r in rows["train"] if r[0] not in val_texts]
+    empty = [split for split, rs in rows.items() if not rs]
+    if empty:
+        raise ValueError(f"{rdata_base}: no review for the {' and '.join(empty)} split; the shipped files were left "
+                         "as they were")
     for split, rs in rows.items():
         # GLUE-style TSV (no quoting; texts hold no tabs or newlines), gzip-ed reproducibly (mtime 0)
         body = "sentence\tlabel\tdocument\n" + "".join(f"{t}\t{y}\t{d}\n" for t, y, d in rs)
-        with open(here / f"fine_foods_{split}.tsv.gz", "wb") as raw, \
+        with written_whole(here / f"fine_foods_{split}.tsv.gz") as tmp, open(tmp, "wb") as raw, \
                 gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
             fh.write(body.encode("utf-8"))
         print(split, len(rs), "examples,", sum(r[1] for r in rs), "great (5 stars)")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    import argparse
+
+    from shared_losses.training.cli import run_cli
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("rdata_base", help="modeldata's data/Rdata (the .rdb / .rdx pair, without the suffix)")
+    run_cli(lambda: main(parser.parse_args().rdata_base))

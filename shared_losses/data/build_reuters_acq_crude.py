@@ -14,8 +14,9 @@ topic, by file name, goes to validation) so no document contributes to both.
 
 import html
 import re
-import sys
 from pathlib import Path
+
+from shared_losses.training.runtime import written_whole
 
 
 def paragraphs(xml_text: str) -> list[str]:
@@ -34,19 +35,31 @@ def paragraphs(xml_text: str) -> list[str]:
 def main(texts_dir: str) -> None:
     here = Path(__file__).resolve().parent
     rows = {"train": [], "validation": []}
+    if not Path(texts_dir).is_dir():
+        raise NotADirectoryError(f"{texts_dir}: not a folder; give tm's texts folder (in the unpacked r-cran-tm "
+                                 "package: usr/lib/R/site-library/tm/texts)")
     for topic, label in (("acq", 1), ("crude", 0)):
         files = sorted(Path(texts_dir, topic).glob("*.xml"))
+        if not files:
+            raise ValueError(f"no {topic}/*.xml under {texts_dir}: give tm's texts folder (in the unpacked r-cran-tm "
+                             "package: usr/lib/R/site-library/tm/texts); the shipped files were left as they were")
         for k, f in enumerate(files):
             split = "validation" if k % 3 == 2 else "train"
             for p in paragraphs(f.read_text(encoding="utf-8", errors="replace")):
                 rows[split].append((p.replace("\t", " ").replace("\\", "/"), label, f"{topic}/{f.stem}"))
     for split, rs in rows.items():
         # GLUE-style TSV: tab-separated, no quoting (texts hold no tabs or newlines)
-        with open(here / f"reuters_acq_crude_{split}.tsv", "w", encoding="utf-8") as fh:
+        with written_whole(here / f"reuters_acq_crude_{split}.tsv") as tmp, open(tmp, "w", encoding="utf-8") as fh:
             fh.write("sentence\tlabel\tdocument\n")
             fh.writelines(f"{t}\t{y}\t{d}\n" for t, y, d in rs)
         print(split, len(rs), "examples,", sum(r[1] for r in rs), "acq")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    import argparse
+
+    from shared_losses.training.cli import run_cli
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("texts_dir", help="tm's texts folder (holding acq/ and crude/)")
+    run_cli(lambda: main(parser.parse_args().texts_dir))

