@@ -7,7 +7,9 @@ and Ray do (:func:`shared_losses.training.sweep.execute`).
   and from the job itself), stops after its step with a checkpoint (our trainers take SIGUSR1 / SIGUSR2 as they take
   SIGTERM), and the job is requeued; the requeued job starts the same command, which continues from that checkpoint.
   A run longer than one job's time limit therefore runs as a chain of jobs. Timeouts count against
-  ``--slurm-requeues``; preemptions do not.
+  ``--slurm-requeues``; preemptions do not. A preemption announced with SIGTERM instead (``PreemptMode=REQUEUE``
+  with a grace time) stops the run with its checkpoint (exit 130) and Slurm puts the same job back in its queue: the
+  grid sees it there (:func:`requeued`) and waits for it, which continues the run.
 * Lost jobs (a node failure, a job killed for memory) and runs killed by a signal are submitted again, up to
   ``--retries`` times, as with the other backends.
 * ``--slurm-detach`` submits the jobs and ends the command (status 0), with nothing left waiting on the login node;
@@ -22,6 +24,7 @@ folder that holds the grid's run logs; each run's output goes to its log as with
 
 from __future__ import annotations
 
+import datetime
 import getpass
 import hashlib
 import json
@@ -196,6 +199,56 @@ def queued_jobs() -> dict[str, str]:
     return jobs
 
 
+#: Seconds a grid that waits gives Slurm to put a job back in its queue after the job's run ended asked to stop (exit
+#: 130) while the grid itself was not stopped: a preemption announced with SIGTERM (PreemptMode=REQUEUE) stops the run
+#: with its checkpoint and requeues the same job, which continues it. And how often it asks squeue meanwhile.
+REQUEUE_WAIT_S = 60.0
+REQUEUE_POLL_S = 5.0
+#: squeue states of a job that Slurm has put back in its queue or started again.
+_QUEUED_AGAIN = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING")
+
+
+def _squeue_job(job_id: str) -> tuple[str, float | None] | None:
+    """(state, start time as a timestamp, None where squeue gives none) of the job in Slurm's queue; None when it is
+    not there or squeue does not answer."""
+    try:
+        res = subprocess.run(["squeue", "-h", "-j", str(job_id), "-o", "%T|%S"], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = res.stdout.strip().splitlines()
+    if res.returncode != 0 or not lines:
+        return None
+    state, _, start = lines[0].strip().partition("|")
+    try:
+        when = datetime.datetime.fromisoformat(start.strip()).timestamp()
+    except ValueError:  # N/A, Unknown
+        when = None
+    return state.strip().upper(), when
+
+
+def requeued(job) -> bool:
+    """Whether Slurm put ``job`` back in its queue after its run ended asked to stop: the job is pending again, or
+    running since after its result was written, within :data:`REQUEUE_WAIT_S`. Then the result (the stopped run's
+    exit 130, which submitit would keep reading as the job's) is removed, so that the job is waited for again."""
+    result = Path(job.paths.result_pickle)
+    try:
+        written = result.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    deadline = time.monotonic() + REQUEUE_WAIT_S
+    while True:
+        seen = _squeue_job(job.job_id)
+        if seen is not None:
+            state, start = seen
+            if state in _QUEUED_AGAIN or (state == "RUNNING" and start is not None and start >= written):
+                result.unlink(missing_ok=True)
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(REQUEUE_POLL_S)
+
+
 def submit_or_attach(runs, options, ex, folder: Path) -> dict:
     """A job for every run: a job of this grid still in Slurm's queue (an earlier start of the grid that stopped: a
     closed terminal, a driver job at its time limit) is waited for instead of submitted again; the other runs are
@@ -353,12 +406,18 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
                 time.sleep(poll_s)
                 continue
             for i in finished:
-                job = pending.pop(i)
+                job = pending[i]
                 try:
                     rc = int(job.result())
                     why = f"exit {rc}"
                 except Exception as err:  # submitit's UncompletedJobError / FailedJobError: the job has no result
                     rc, why = -1, f"job {job.job_id}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+                if (rc == STOPPED and progress.signals.received is None and not options.slurm_local
+                        and requeued(job)):  # preempted with SIGTERM: the same job continues the run
+                    print(f"{runs[i].name}: its job {job.job_id} was stopped (exit {rc}, after a checkpoint) and "
+                          "Slurm put it back in its queue (a preemption); waiting for it", flush=True)
+                    continue
+                del pending[i]
                 if _retry_worthy(rc) and attempts[i] < options.retries:
                     attempts[i] += 1
                     progress.retry(runs[i], why, attempts[i], options.retries)

@@ -133,6 +133,98 @@ def test_a_run_whose_job_is_still_in_the_queue_is_waited_for_not_submitted_again
     assert "seed2: already in Slurm's queue as job 79" in out
 
 
+def _fake_squeue_job(tmp_path: Path, monkeypatch, answer: str, rc: int = 0) -> Path:
+    """A squeue stand-in for ``squeue -h -j ID -o %T|%S``: prints the file ``job.txt`` (first ``answer``) and exits
+    with the status in ``job.rc`` (first ``rc``; squeue's 1 for a job it no longer knows)."""
+    bin_ = tmp_path / "qbin"
+    bin_.mkdir(exist_ok=True)
+    (tmp_path / "job.txt").write_text(answer)
+    (tmp_path / "job.rc").write_text(str(rc))
+    (bin_ / "squeue").write_text(f"#!/bin/sh\ncat {tmp_path / 'job.txt'}\nexit $(cat {tmp_path / 'job.rc'})\n")
+    (bin_ / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path / "job.txt"
+
+
+def test_a_stopped_run_whose_job_slurm_requeued_is_told_apart_from_one_that_stays_stopped(tmp_path, monkeypatch):
+    """Exit 130 from a job's run while the grid was not stopped: either someone cancelled the job (it stays stopped)
+    or Slurm preempted it with SIGTERM and put the same job back in its queue (PreemptMode=REQUEUE). The second is
+    seen in squeue: pending again, or running since after its result was written; the stale result (which submitit
+    would go on reading as the job's) is removed."""
+    import datetime
+    import time
+
+    import submitit
+
+    monkeypatch.setattr(slurm, "REQUEUE_WAIT_S", 0.0)
+    folder = tmp_path / "slurm"
+    job = submitit.SlurmJob(folder=folder / "%j", job_id="4242")
+    _result(folder, "4242", 130)
+    result = folder / "4242" / "4242_0_result.pkl"
+    written = result.stat().st_mtime
+
+    def start(offset):
+        return datetime.datetime.fromtimestamp(written + offset).isoformat(timespec="seconds")
+
+    _fake_squeue_job(tmp_path, monkeypatch, "", rc=1)  # not in the queue: cancelled (slurm_load_jobs error)
+    assert not slurm.requeued(job) and result.exists()
+    (tmp_path / "job.rc").write_text("0")
+    (tmp_path / "job.txt").write_text(f"RUNNING|{start(-30)}\n")  # still the run that wrote it (before its end)
+    assert not slurm.requeued(job) and result.exists()
+    (tmp_path / "job.txt").write_text("PENDING|N/A\n")
+    assert slurm.requeued(job) and not result.exists()
+    _result(folder, "4242", 130)
+    written = result.stat().st_mtime
+    (tmp_path / "job.txt").write_text(f"RUNNING|{start(+5)}\n")  # started again after the result
+    assert slurm.requeued(job) and not result.exists()
+    _result(folder, "4242", 130)
+    monkeypatch.setattr(slurm, "REQUEUE_WAIT_S", 0.3)  # requeued a moment after the run ended
+    monkeypatch.setattr(slurm, "REQUEUE_POLL_S", 0.05)
+    (tmp_path / "job.txt").write_text("COMPLETING|N/A\n")
+    import threading
+
+    threading.Timer(0.1, lambda: (tmp_path / "job.txt").write_text("PENDING|N/A\n")).start()
+    t0 = time.monotonic()
+    assert slurm.requeued(job) and not result.exists() and time.monotonic() - t0 < 0.3
+
+
+def test_a_waiting_grid_waits_for_a_job_slurm_requeued_after_stopping_its_run(tmp_path, monkeypatch, capsys):
+    """The grid waits: the run's job ends with exit 130 (SIGTERM of a preemption), Slurm requeues it, the grid says so
+    and waits for the same job, whose run then finishes (exit 0): the run is done, not "stopped", and nothing is
+    submitted twice."""
+    import threading
+    import time
+
+    _fake_slurm(tmp_path, monkeypatch)
+    job_txt = _fake_squeue_job(tmp_path, monkeypatch, "PENDING|N/A\n")
+    monkeypatch.setattr(slurm, "REQUEUE_WAIT_S", 5.0)
+    monkeypatch.setattr(slurm, "REQUEUE_POLL_S", 0.05)
+    folder = tmp_path / "grid" / "slurm"
+    _result(folder, "4242", 130)  # what the first attempt of job 4242 leaves (the job id of the first submission)
+    result = folder / "4242" / "4242_0_result.pkl"
+
+    def requeued_job_finishes():
+        deadline = time.monotonic() + 60
+        while result.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        job_txt.write_text("")
+        _result(folder, "4242", 0)
+
+    threading.Thread(target=requeued_job_finishes, daemon=True).start()
+    run = Run("seed0", ["python", "-c", "pass"], tmp_path / "grid" / "seed0.log")
+    options = SweepOptions(backend="slurm")
+    options.validate()
+    from shared_losses.training.sweep import _Progress
+
+    assert slurm.run_jobs([run], options, _Progress(1), None, poll_s=0.05) == [0]
+    out = capsys.readouterr().out
+    assert ("seed0: its job 4242 was stopped (exit 130, after a checkpoint) and Slurm put it back in its queue (a "
+            "preemption); waiting for it") in out
+    assert "[1/1] done: seed0" in out and "stopped" not in out.split("waiting for it")[1]
+    assert (tmp_path / "sbatch.calls").read_text().count("x") == 1
+
+
 def test_without_squeue_every_run_is_submitted_with_a_warning(tmp_path, monkeypatch, capsys):
     runs = [Run(f"seed{i}", ["python"], tmp_path / f"seed{i}.log") for i in range(2)]
     _fake_slurm(tmp_path, monkeypatch, queue=f"77|{slurm.job_name(runs[0])}\n", squeue_rc=1)
