@@ -178,14 +178,14 @@ def test_a_stopped_run_whose_job_slurm_requeued_is_told_apart_from_one_that_stay
     (tmp_path / "job.txt").write_text(f"RUNNING|{start(+5)}\n")  # started again after the result
     assert slurm.requeued(job) and not result.exists()
     _result(folder, "4242", 130)
-    monkeypatch.setattr(slurm, "REQUEUE_WAIT_S", 0.3)  # requeued a moment after the run ended
+    monkeypatch.setattr(slurm, "REQUEUE_WAIT_S", 30.0)  # requeued a moment after the run ended
     monkeypatch.setattr(slurm, "REQUEUE_POLL_S", 0.05)
     (tmp_path / "job.txt").write_text("COMPLETING|N/A\n")
     import threading
 
-    threading.Timer(0.1, lambda: (tmp_path / "job.txt").write_text("PENDING|N/A\n")).start()
+    threading.Timer(0.5, lambda: (tmp_path / "job.txt").write_text("PENDING|N/A\n")).start()
     t0 = time.monotonic()
-    assert slurm.requeued(job) and not result.exists() and time.monotonic() - t0 < 0.3
+    assert slurm.requeued(job) and not result.exists() and 0.5 <= time.monotonic() - t0 < 30
 
 
 def test_a_waiting_grid_waits_for_a_job_slurm_requeued_after_stopping_its_run(tmp_path, monkeypatch, capsys):
