@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite. This is the README's test command and what CI runs.
-# Extra arguments go to pytest: `bash scripts/test.sh -m "not slow"` is the fast tier (98 s on 2 cores),
+# Extra arguments go to pytest: `bash scripts/test.sh -m "not slow"` is the fast tier (244 s on 2 cores, 2026-12-02),
 # which leaves out the tests marked slow (wheel builds, Ray, multi-process launches, scripts and runs end to end)
 # and still imports every module of the four packages (tests/test_fast_tier.py checks it).
 # The tests run in TEST_WORKERS processes (default 2, pytest-xdist), a test file to a process (module fixtures and

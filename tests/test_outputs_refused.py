@@ -91,6 +91,7 @@ def test_nlp_qt(tmp_path, monkeypatch):
         raise AssertionError(f"no weights file in {tmp_path / 'full' / 'model'}")
 
 
+@pytest.mark.slow  # an rl_curl run end to end, then its resume (about 20 s); nlp_qt's and the images' stay fast
 def test_rl_curl(tmp_path, monkeypatch):
     import dataclasses
 

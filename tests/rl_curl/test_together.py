@@ -86,6 +86,7 @@ def test_each_run_is_the_run_alone_up_to_rounding(tmp_path, monkeypatch):
         assert sizes == {k: v.untyped_storage().nbytes() for k, v in state(alone).items()}
 
 
+@pytest.mark.slow  # runs together stopped and resumed end to end (about 30 s)
 def test_runs_together_resume_exactly_after_a_stop(tmp_path, monkeypatch):
     full = [cfg(tmp_path, f"full{i}", env_steps=2000, checkpoint_every=1000, **s) for i, s in enumerate(SPECS)]
     run_together(full)
@@ -133,6 +134,7 @@ def test_runs_together_resume_exactly_after_a_stop(tmp_path, monkeypatch):
             assert torch.equal(sa[k], sb[k]), k
 
 
+@pytest.mark.slow  # runs together end to end with environment worker processes (about 20 s)
 def test_cuda_graphs_and_env_workers_on_the_cpu_are_the_default_path(tmp_path):
     """--cuda-graphs --replay-on-device together (rl_curl.stacked.GraphedStackedUpdate: eager on a CPU, batches
     gathered from the replays on the device, the draws made outside the graph from each run's generator), with each
