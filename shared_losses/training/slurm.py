@@ -333,6 +333,14 @@ def detach(runs, options, ex, folder: Path, progress, on_finish) -> list[int]:
     record = recorded_jobs(folder)
     codes: dict[int, int] = {}
     queued = submitted = failed = 0
+
+    def ended(i: int, run, code: int) -> None:  # the run's last job settled it: done or failed
+        codes[i] = code
+        progress.started()
+        progress.finished(run, code)
+        if on_finish is not None:
+            on_finish(run, code)
+
     for i, r in enumerate(runs):
         name = job_name(r)
         if name in live:
@@ -354,18 +362,10 @@ def detach(runs, options, ex, folder: Path, progress, on_finish) -> list[int]:
                 print(f"{r.name}: its last job {last['job']} {how}{spent}; not submitted again (once the cause is "
                       "mended, start the command with --slurm-resubmit to submit it again)", flush=True)
                 failed += 1
-                codes[i] = code
-                progress.started()
-                progress.finished(r, code)
-                if on_finish is not None:
-                    on_finish(r, code)
+                ended(i, r, code)
                 continue
             if same and rc == 0:
-                codes[i] = 0
-                progress.started()
-                progress.finished(r, 0)
-                if on_finish is not None:
-                    on_finish(r, 0)
+                ended(i, r, 0)
                 continue
             was = f"its last job {last['job']} {how}; "
         job = submit(ex, r, retries)
