@@ -204,8 +204,9 @@ def queued_jobs() -> dict[str, str]:
 #: with its checkpoint and requeues the same job, which continues it. And how often it asks squeue meanwhile.
 REQUEUE_WAIT_S = 60.0
 REQUEUE_POLL_S = 5.0
-#: squeue states of a job that Slurm has put back in its queue or started again.
+#: squeue states of a job that Slurm has put back in its queue or started again, and of one that has ended for good.
 _QUEUED_AGAIN = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING")
+_ENDED = ("CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
 
 
 def _squeue_job(job_id: str) -> tuple[str, float | None] | None:
@@ -230,7 +231,9 @@ def _squeue_job(job_id: str) -> tuple[str, float | None] | None:
 def requeued(job) -> bool:
     """Whether Slurm put ``job`` back in its queue after its run ended asked to stop: the job is pending again, or
     running since after its result was written, within :data:`REQUEUE_WAIT_S`. Then the result (the stopped run's
-    exit 130, which submitit would keep reading as the job's) is removed, so that the job is waited for again."""
+    exit 130, which submitit would keep reading as the job's) is removed, so that the job is waited for again. A job
+    gone from the queue, or there in a state that ends it (cancelled), is answered at once: a grid whose jobs were
+    cancelled together does not wait a minute for each."""
     result = Path(job.paths.result_pickle)
     try:
         written = result.stat().st_mtime
@@ -239,12 +242,13 @@ def requeued(job) -> bool:
     deadline = time.monotonic() + REQUEUE_WAIT_S
     while True:
         seen = _squeue_job(job.job_id)
-        if seen is not None:
-            state, start = seen
-            if state in _QUEUED_AGAIN or (state == "RUNNING" and start is not None and start >= written):
-                result.unlink(missing_ok=True)
-                return True
-        if time.monotonic() >= deadline:
+        if seen is None:  # not in the queue (or squeue does not answer): a requeued job stays in it
+            return False
+        state, start = seen
+        if state in _QUEUED_AGAIN or (state == "RUNNING" and start is not None and start >= written):
+            result.unlink(missing_ok=True)
+            return True
+        if state in _ENDED or time.monotonic() >= deadline:
             return False
         time.sleep(REQUEUE_POLL_S)
 

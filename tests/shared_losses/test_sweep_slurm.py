@@ -157,6 +157,7 @@ def test_a_stopped_run_whose_job_slurm_requeued_is_told_apart_from_one_that_stay
     import submitit
 
     monkeypatch.setattr(slurm, "REQUEUE_WAIT_S", 0.0)
+    monkeypatch.setattr(slurm, "REQUEUE_POLL_S", 0.05)
     folder = tmp_path / "slurm"
     job = submitit.SlurmJob(folder=folder / "%j", job_id="4242")
     _result(folder, "4242", 130)
@@ -168,7 +169,13 @@ def test_a_stopped_run_whose_job_slurm_requeued_is_told_apart_from_one_that_stay
 
     _fake_squeue_job(tmp_path, monkeypatch, "", rc=1)  # not in the queue: cancelled (slurm_load_jobs error)
     assert not slurm.requeued(job) and result.exists()
+    monkeypatch.setattr(slurm, "REQUEUE_WAIT_S", 600.0)  # gone, or cancelled: answered at once, not after the wait
+    t0 = time.monotonic()
+    assert not slurm.requeued(job) and result.exists()
     (tmp_path / "job.rc").write_text("0")
+    (tmp_path / "job.txt").write_text("CANCELLED|N/A\n")
+    assert not slurm.requeued(job) and result.exists() and time.monotonic() - t0 < 60
+    monkeypatch.setattr(slurm, "REQUEUE_WAIT_S", 0.0)
     (tmp_path / "job.txt").write_text(f"RUNNING|{start(-30)}\n")  # still the run that wrote it (before its end)
     assert not slurm.requeued(job) and result.exists()
     (tmp_path / "job.txt").write_text("PENDING|N/A\n")
