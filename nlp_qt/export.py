@@ -38,7 +38,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional
 
-import tyro
+from shared_losses.training.cli import parse_dataclass
 
 
 @dataclass
@@ -265,7 +265,7 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
 
 
 def main(args: ExportArgs | None = None) -> dict:
-    args = args or tyro.cli(ExportArgs)
+    args = args or parse_dataclass(ExportArgs)
     from .bow import is_bow_dir
 
     if is_bow_dir(args.run_dir):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import tyro
 
+from shared_losses.training.cli import parse_dataclass
 from shared_losses.training.runtime import (ENTRIES, CheckpointError, check_device, checkpoint_entry, load_checkpoint,
                                             read_json_file, resolve_checkpoint, run_application)
 
@@ -79,7 +79,7 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
 def main(args: EvalArgs | None = None) -> dict:
     from .train import evaluate
 
-    args = args or tyro.cli(EvalArgs)
+    args = args or parse_dataclass(EvalArgs)
     if args.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {args.episodes}")
     agent, cfg, env_step = load_agent(args.run_dir, args.device)

@@ -49,7 +49,6 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np
 import torch
 import torch.nn.functional as F
-import tyro
 
 from rl_curl.agent import CurlAgent, auxiliary_loss, contrastive_logits
 from rl_curl.config import Config
@@ -484,6 +483,6 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    from shared_losses.training.cli import run_cli
+    from shared_losses.training.cli import parse_dataclass, run_cli
 
-    run_cli(lambda: main(tyro.cli(Args)))
+    run_cli(lambda: main(parse_dataclass(Args)))

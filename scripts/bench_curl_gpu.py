@@ -66,7 +66,6 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import torch
-import tyro
 
 from rl_curl.agent import CurlAgent
 from rl_curl.config import Config
@@ -717,7 +716,9 @@ def profile_variant(args: Args, name: str, device: torch.device) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = tyro.cli(Args, args=argv, description=__doc__)
+    from shared_losses.training.cli import parse_dataclass
+
+    args = parse_dataclass(Args, args=argv, description=__doc__)
     unknown = [v for v in args.variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variant {unknown[0]!r}; choose from {', '.join(VARIANTS)}")

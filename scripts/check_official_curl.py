@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import tyro
 
 import rl_curl.agent as agent_module
 from bench_curl import load_official, make_official
@@ -194,6 +193,6 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-    from shared_losses.training.cli import run_cli
+    from shared_losses.training.cli import parse_dataclass, run_cli
 
-    raise SystemExit(run_cli(lambda: main(tyro.cli(Args))))
+    raise SystemExit(run_cli(lambda: main(parse_dataclass(Args))))

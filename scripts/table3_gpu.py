@@ -1082,8 +1082,10 @@ def tabulate(args: TabulateArgs) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cmd = tyro.extras.subcommand_cli_from_dict({"run": RunArgs, "import": ImportArgs, "tabulate": TabulateArgs},
-                                               args=argv, description=__doc__)
+    from shared_losses.training.cli import parse_subcommands
+
+    cmd = parse_subcommands({"run": RunArgs, "import": ImportArgs, "tabulate": TabulateArgs}, args=argv,
+                            description=__doc__)
     if isinstance(cmd, RunArgs):
         return run_slice(cmd)
     if isinstance(cmd, ImportArgs):

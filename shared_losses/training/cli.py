@@ -39,9 +39,15 @@ a one-line error naming the choices.
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
+import inspect
 import os
+import re
 import shlex
 import sys
+import textwrap
+import typing
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -239,11 +245,6 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
     None); ``finish(config, argv)`` returns the parsed configuration adjusted (``argv`` tells which options
     were given: :func:`option_given`). ``prog`` is the command as ``--help``'s usage line names it (``python -m
     rl_curl.train``; default: the script's path, which ``python -m`` makes a full path to the module's file)."""
-    import dataclasses
-    import inspect
-
-    import tyro
-
     args = list(sys.argv[1:] if argv is None else argv)
     name = _preset_on_command_line(args, presets)
     if name is None and default_preset is not None and not option_given(args, "--preset"):  # --preset None: none
@@ -266,5 +267,107 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
         default = config_cls(**presets[name], **({"preset": name} if has_field else {}))
     text = description if description is not None else (inspect.getdoc(config_cls) or "")
     text = "\n\n".join(t.strip("\n") for t in (text, *sections, presets_help(presets) if presets else "") if t)
-    cfg = tyro.cli(config_cls, args=args, default=default, description=text, prog=prog)
+    cfg = parse_dataclass(config_cls, args=args, default=default, description=text, prog=prog)
     return finish(cfg, args) if finish is not None else cfg
+
+
+# --------------------------------------------------------------------------------------------------------------
+# --help from the fields' docstrings, as paragraphs
+# --------------------------------------------------------------------------------------------------------------
+
+_LIST_ITEM = re.compile(r"([-*\u2022]|\d+[.)])\s")  # "- ", "* ", "• ", "1. ", "2) " begin a line of their own
+
+
+def reflow(doc: str) -> str:
+    """A docstring as ``--help`` text: each paragraph (paragraphs are separated by blank lines) on one line, for
+    the terminal to wrap, and each list item (a line starting with ``- ``, ``* ``, ``1. ``) on a line of its own.
+    The source's line breaks are where the source file wraps, not where the help should."""
+    paragraphs = []
+    for block in re.split(r"\n[ \t]*\n", inspect.cleandoc(doc)):
+        lines: list[str] = []
+        for raw in block.split("\n"):
+            line = raw.strip()
+            if lines and not _LIST_ITEM.match(line):
+                lines[-1] += " " + line
+            elif line:
+                lines.append(line)
+        if lines:
+            paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs)
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of a dataclass (``x: int = 0`` followed by ``\"\"\"...\"\"\"``), read from the
+    source of the class and of its dataclass bases (a subclass's wins); fields without one are left out."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):  # no source (made at run time, a frozen build)
+            continue
+        body = next((n.body for n in tree.body if isinstance(n, ast.ClassDef)), [])
+        for node, after in zip(body, body[1:]):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                    and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+                docs[node.target.id] = after.value.value
+    return docs
+
+
+def _with_help(cls: type) -> type:
+    """A dataclass with ``cls``'s fields (types, defaults) whose help is each field's docstring reflowed
+    (:func:`reflow`), given to tyro as ``tyro.conf.arg(help=...)``. tyro reads the docstrings itself but keeps every
+    line break of the source (its test for a list item sees the indentation of the continuation lines), so a
+    help text was broken where the source wraps, then again where the terminal does."""
+    import tyro
+
+    hints = typing.get_type_hints(cls, include_extras=True)
+    docs = field_docs(cls)
+    specs = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        typ = hints.get(f.name, f.type)
+        if f.name in docs:
+            typ = typing.Annotated[typ, tyro.conf.arg(help=reflow(docs[f.name]))]
+        default: dict[str, Any] = {}
+        if f.default is not dataclasses.MISSING:
+            default["default"] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default["default_factory"] = f.default_factory
+        specs.append((f.name, typ, dataclasses.field(**default)))
+    made = dataclasses.make_dataclass(cls.__name__, specs)
+    made.__module__ = cls.__module__
+    if cls.__doc__ != cls.__name__ + str(inspect.signature(cls)).replace(" -> None", ""):  # not dataclass's stand-in
+        made.__doc__ = cls.__doc__  # the description tyro prints
+    return made
+
+
+def _init_values(obj: Any, cls: type) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(cls) if f.init}
+
+
+def parse_dataclass(cls: type[T], args: Sequence[str] | None = None, default: T | None = None, **tyro_kw: Any) -> T:
+    """``tyro.cli(cls, args=args, default=default, **tyro_kw)`` with each field's help its docstring as
+    paragraphs (:func:`reflow`); returns a ``cls`` (made from the parsed values, so its ``__post_init__`` checks
+    run once, as with tyro)."""
+    import tyro
+
+    made = _with_help(cls)
+    start = None if default is None else made(**_init_values(default, cls))
+    parsed = tyro.cli(made, args=args, default=start, **tyro_kw)
+    return cls(**_init_values(parsed, made))
+
+
+def parse_subcommands(classes: Mapping[str, type], args: Sequence[str] | None = None, **tyro_kw: Any) -> Any:
+    """``tyro.extras.subcommand_cli_from_dict(classes, args=args, ...)`` with the fields' help as in
+    :func:`parse_dataclass`; returns an instance of the chosen class."""
+    import tyro
+
+    made = {name: _with_help(cls) for name, cls in classes.items()}
+    parsed = tyro.extras.subcommand_cli_from_dict(made, args=args, **tyro_kw)
+    for name, cls in classes.items():
+        if isinstance(parsed, made[name]):
+            return cls(**_init_values(parsed, made[name]))
+    return parsed

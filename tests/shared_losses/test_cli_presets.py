@@ -159,3 +159,109 @@ def test_fewshot_pipelines_are_chosen_by_name_and_steps_replace_the_image_passes
     cfg = from_cli(["images", "--max-steps", "3"])
     assert (cfg.max_steps, cfg.passes, cfg.lr) == (3, None, ImageConfig.lr)  # the defaults, but not their passes
     assert from_cli(["images", "--max-steps=3", "--passes", "2"]).passes == 2.0
+
+
+@dataclass
+class Documented:
+    """A documented trainer."""
+
+    width: int = 64
+    """The hidden width of every layer, a line the source
+    wraps, and a second sentence
+    that it wraps again.
+
+    A second paragraph:
+    - an item
+    - another item that the source
+      wraps"""
+    runs: int = 1
+    checked: list = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        self.checked.append(self.width)  # counts the checks made on this configuration
+        if self.width < 1:
+            raise ValueError(f"width must be >= 1, got {self.width}")
+
+
+def test_reflow_joins_the_source_lines_of_a_paragraph_and_keeps_paragraphs_and_list_items():
+    from shared_losses.training.cli import reflow
+
+    text = reflow("One line the source\n    wraps here.\n\n    Second:\n    - item one\n    - item two that\n"
+                  "      wraps\n    1. numbered\n    20, 100 or 1000 (a number that only continues the line)")
+    assert text == ("One line the source wraps here.\n\nSecond:\n- item one\n- item two that wraps\n1. numbered "
+                    "20, 100 or 1000 (a number that only continues the line)")
+    assert reflow("single") == "single" and reflow("  padded  \n\n\n  next  ") == "padded\n\nnext"
+
+
+def test_help_shows_each_field_docstring_as_paragraphs_not_where_the_source_wraps(capsys, monkeypatch):
+    """tyro keeps every line break of a field's docstring (its continuation lines are indented, which its list
+    test takes for a new line), so --help broke each help text where the source file wraps it."""
+    from shared_losses.training.cli import field_docs, parse_dataclass
+
+    assert set(field_docs(Documented)) == {"width"}
+    monkeypatch.setenv("COLUMNS", "250")
+    with pytest.raises(SystemExit):
+        parse_dataclass(Documented, args=["--help"])
+    out = capsys.readouterr().out
+    assert "The hidden width of every layer, a line the source wraps, and a second sentence that it wraps again." in out
+    assert "A documented trainer." in out
+    lines = [line.strip(" │") for line in out.splitlines()]
+    assert "A second paragraph:" in lines and "- an item" in lines and "- another item that the source wraps" in lines[
+        lines.index("- an item") + 1]
+    with pytest.raises(SystemExit):
+        tyro.cli(Documented, args=["--help"])  # what it replaces: the source's line breaks
+    assert "a line the source wraps" not in capsys.readouterr().out
+
+
+def test_parsed_configuration_is_the_class_checked_once_with_its_defaults_and_preset_values():
+    from shared_losses.training.cli import parse_dataclass
+
+    cfg = parse_dataclass(Documented, args=["--width", "8"])
+    assert type(cfg) is Documented and cfg.width == 8 and cfg.runs == 1 and cfg.checked == [8]  # one check
+    assert parse_dataclass(Documented, args=[], default=Documented(width=5, runs=3)).runs == 3
+    with pytest.raises(ValueError, match="width must be >= 1"):
+        parse_dataclass(Documented, args=["--width", "0"])
+    assert config_from_cli(Toy, PRESETS, ["--preset", "small"]) == Toy(width=8, lr=0.5, fast=True, preset="small")
+
+
+def test_subcommands_parse_into_their_own_classes(capsys, monkeypatch):
+    from shared_losses.training.cli import parse_subcommands
+
+    got = parse_subcommands({"toy": Toy, "documented": Documented}, args=["documented", "--width", "3"])
+    assert type(got) is Documented and got.width == 3
+    assert type(parse_subcommands({"toy": Toy, "documented": Documented}, args=["toy"])) is Toy
+    monkeypatch.setenv("COLUMNS", "250")
+    with pytest.raises(SystemExit):
+        parse_subcommands({"toy": Toy, "documented": Documented}, args=["documented", "--help"])
+    assert "a line the source wraps, and a second sentence that it wraps again." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["rl_curl.train"], ["nlp_qt.train"], ["fewshot.train"], ["fewshot.train", "pu"],
+                                     ["fewshot.train", "images"], ["nlp_qt.export"]])
+def test_every_command_help_joins_the_lines_of_a_help_text(command, capsys, monkeypatch):
+    """Each tyro command's --help, on a terminal wide enough for a source line: where a field's docstring wraps
+    in the source, the help goes on, on the same line (the last word of the first source line, a space, the first
+    word of the next), for every field of the command with a docstring of several lines."""
+    import importlib
+    import sys
+
+    from shared_losses.training.cli import field_docs
+
+    monkeypatch.setenv("COLUMNS", "400")
+    monkeypatch.setattr(sys, "argv", [command[0], *command[1:], "--help"])
+    module = importlib.import_module(command[0])
+    with pytest.raises(SystemExit):
+        module.main() if command[0] != "nlp_qt.export" else module.main(None)
+    out = capsys.readouterr().out
+    classes = {"rl_curl.train": "rl_curl.config:Config", "nlp_qt.train": "nlp_qt.config:Config",
+               "fewshot.train": "fewshot.config:FewShotConfig", "fewshot.train pu": "fewshot.config:PuConfig",
+               "fewshot.train images": "fewshot.config:ImageConfig", "nlp_qt.export": "nlp_qt.export:ExportArgs"}
+    where, name = classes[" ".join(command)].split(":")
+    joins = []
+    for doc in field_docs(getattr(importlib.import_module(where), name)).values():
+        first, second = (line.strip() for line in doc.split("\n")[:2]) if "\n" in doc else ("", "")
+        if first and second:
+            joins.append(f"{first.split()[-1]} {second.split()[0]}")
+    assert joins
+    missing = [j for j in joins if j not in out]
+    assert not missing, missing
