@@ -34,6 +34,9 @@ defaults that explicit options override, ``--help`` lists the presets (each appl
 ``PRESETS`` beside its configuration, in its ``config.py``) and, in ``sections``, the entries of the
 registries its options choose from (:meth:`shared_losses.training.registry.Registry.help_text`); an unknown preset is
 a one-line error naming the choices.
+
+Every tyro command of the suite parses through :func:`parse_dataclass` (or :func:`parse_subcommands`): tyro with
+each option's help the field's docstring as paragraphs (:func:`reflow`), not broken where the source file wraps it.
 """
 
 from __future__ import annotations
