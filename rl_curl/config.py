@@ -1,4 +1,5 @@
-"""Configuration of a CURL run: one dataclass, parsed with ``tyro.cli(Config)`` so ``--help`` documents itself.
+"""Configuration of a CURL run: one dataclass, parsed with tyro (:func:`shared_losses.training.cli.parse_dataclass`)
+so ``--help`` documents itself.
 
 Per-task settings (action repeat, learning rate) live in :data:`rl_curl.tasks.TASK_DEFAULTS` as data; a field
 left at ``None`` takes the task's value (the CURL paper's settings, Srinivas, Laskin & Abbeel 2020,

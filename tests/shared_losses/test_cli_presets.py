@@ -265,3 +265,16 @@ def test_every_command_help_joins_the_lines_of_a_help_text(command, capsys, monk
     assert joins
     missing = [j for j in joins if j not in out]
     assert not missing, missing
+
+
+def test_every_tyro_command_parses_through_parse_dataclass():
+    """A new command that called tyro.cli itself would bring the broken help texts back."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = [p for d in ("shared_losses", "rl_curl", "nlp_qt", "fewshot", "paper_tables", "scripts")
+             for p in (root / d).rglob("*.py")]
+    assert len(files) > 50
+    direct = [str(p.relative_to(root)) for p in files if p != root / "shared_losses/training/cli.py"
+              and any(call in p.read_text() for call in ("tyro.cli(", "subcommand_cli_from_dict("))]
+    assert not direct, direct
