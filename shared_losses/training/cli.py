@@ -268,7 +268,7 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
     default = None
     if name is not None:
         default = config_cls(**presets[name], **({"preset": name} if has_field else {}))
-    text = description if description is not None else (inspect.getdoc(config_cls) or "")
+    text = reflow(description if description is not None else (inspect.getdoc(config_cls) or ""))
     text = "\n\n".join(t.strip("\n") for t in (text, *sections, presets_help(presets) if presets else "") if t)
     cfg = parse_dataclass(config_cls, args=args, default=default, description=text, prog=prog)
     return finish(cfg, args) if finish is not None else cfg
@@ -283,10 +283,14 @@ _LIST_ITEM = re.compile(r"([-*\u2022]|\d+[.)])\s")  # "- ", "* ", "• ", "1. ",
 
 def reflow(doc: str) -> str:
     """A docstring as ``--help`` text: each paragraph (paragraphs are separated by blank lines) on one line, for
-    the terminal to wrap, and each list item (a line starting with ``- ``, ``* ``, ``1. ``) on a line of its own.
-    The source's line breaks are where the source file wraps, not where the help should."""
+    the terminal to wrap, and each list item (a line starting with ``- ``, ``* ``, ``1. ``) on a line of its own;
+    an indented paragraph (example commands) is kept as it is. The source's line breaks are where the source file
+    wraps, not where the help should."""
     paragraphs = []
     for block in re.split(r"\n[ \t]*\n", inspect.cleandoc(doc)):
+        if all(line[:1] in (" ", "\t") for line in block.split("\n") if line.strip()):
+            paragraphs.append(block.rstrip())
+            continue
         lines: list[str] = []
         for raw in block.split("\n"):
             line = raw.strip()
@@ -343,7 +347,7 @@ def _with_help(cls: type) -> type:
     made = dataclasses.make_dataclass(cls.__name__, specs)
     made.__module__ = cls.__module__
     if cls.__doc__ != cls.__name__ + str(inspect.signature(cls)).replace(" -> None", ""):  # not dataclass's stand-in
-        made.__doc__ = cls.__doc__  # the description tyro prints
+        made.__doc__ = reflow(cls.__doc__ or "")  # the description tyro prints
     return made
 
 

@@ -191,6 +191,21 @@ def test_reflow_joins_the_source_lines_of_a_paragraph_and_keeps_paragraphs_and_l
     assert text == ("One line the source wraps here.\n\nSecond:\n- item one\n- item two that wraps\n1. numbered "
                     "20, 100 or 1000 (a number that only continues the line)")
     assert reflow("single") == "single" and reflow("  padded  \n\n\n  next  ") == "padded\n\nnext"
+    example = "Run it:\n\n    python -m x --a 1\n    python -m x --a 2   # two\n\nThen look\nat it."
+    assert reflow(example) == "Run it:\n\n    python -m x --a 1\n    python -m x --a 2   # two\n\nThen look at it."
+
+
+def test_the_description_of_help_is_reflowed_too(capsys, monkeypatch):
+    """The class docstring above the options: nlp_qt.train's broke before "(DCL)" (a line starting with a
+    bracket is a new line to tyro)."""
+    import sys
+
+    import nlp_qt.train
+
+    monkeypatch.setattr(sys, "argv", ["nlp_qt.train", "--help"])
+    with pytest.raises(SystemExit):
+        nlp_qt.train.main()
+    assert "with the QT, debiased (DCL) or hard-negative objective" in capsys.readouterr().out
 
 
 def test_help_shows_each_field_docstring_as_paragraphs_not_where_the_source_wraps(capsys, monkeypatch):
