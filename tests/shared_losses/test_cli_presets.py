@@ -272,8 +272,11 @@ def test_every_command_help_joins_the_lines_of_a_help_text(command, capsys, monk
                "fewshot.train": "fewshot.config:FewShotConfig", "fewshot.train pu": "fewshot.config:PuConfig",
                "fewshot.train images": "fewshot.config:ImageConfig", "nlp_qt.export": "nlp_qt.export:ExportArgs"}
     where, name = classes[" ".join(command)].split(":")
+    cls = getattr(importlib.import_module(where), name)
+    undocumented = {f.name for f in dataclasses.fields(cls) if f.init} - set(field_docs(cls))
+    assert not undocumented, f"options without a docstring (their --help would be empty): {sorted(undocumented)}"
     joins = []
-    for doc in field_docs(getattr(importlib.import_module(where), name)).values():
+    for doc in field_docs(cls).values():
         first, second = (line.strip() for line in doc.split("\n")[:2]) if "\n" in doc else ("", "")
         if first and second:
             joins.append(f"{first.split()[-1]} {second.split()[0]}")
