@@ -358,7 +358,8 @@ def _init_values(obj: Any, cls: type) -> dict[str, Any]:
 def parse_dataclass(cls: type[T], args: Sequence[str] | None = None, default: T | None = None, **tyro_kw: Any) -> T:
     """``tyro.cli(cls, args=args, default=default, **tyro_kw)`` with each field's help its docstring as
     paragraphs (:func:`reflow`); returns a ``cls`` (made from the parsed values, so its ``__post_init__`` checks
-    run once, as with tyro)."""
+    run once, as with tyro). Help comes from docstrings only: a field documented by a ``#`` comment (which tyro
+    would read) has none here."""
     import tyro
 
     made = _with_help(cls)
