@@ -7,6 +7,9 @@
 # the doc examples' lanes stay in one process); TEST_WORKERS=0 runs them in this process, one after the other
 # (what `pytest --pdb` and print-debugging want). On 2 cores, 2 workers took the suite from 23 min 20 s to
 # 16 min 42 s (2026-11-26; a clean-clone .ci/run: 15 min 50 s of pytest; docs/lab_notes/2026-11-26_suite_time.md).
+# The tests' own `python -m ...` / `python SCRIPT.py` commands run in processes forked from one that imported torch,
+# transformers and scikit-learn once per worker (tests/warm.py; the doc examples, and the runs a grid starts, stay
+# fresh interpreters); CONTRASTIVE_SUITE_COLD_COMMANDS=1 runs every command in a fresh interpreter instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${TEST_WORKERS:-2}

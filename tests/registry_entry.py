@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 import typing
 from pathlib import Path
 
 import pytest
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,8 +32,8 @@ def run_with_entry(tmp_path: Path, package: str, registry: str, entry: str, code
     end = text.index("\n)", start)  # the registry's closing line
     path.write_text(text[:end] + "\n    " + entry.strip() + "," + text[end:])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(ROOT)])}
-    res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                         cwd=tmp_path, timeout=300)
+    res = warm.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                   cwd=tmp_path, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert f"{copy / package}" in res.stdout, "the copy was not the package imported"
     return res.stdout

@@ -24,12 +24,12 @@ import io
 import json
 import os
 import runpy
-import subprocess
 import sys
 import tempfile
 import traceback
 from pathlib import Path
 from types import SimpleNamespace
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,8 +71,8 @@ def run_batch(cases: list[tuple[str, list[str], str | os.PathLike]], env: dict |
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / "results.json"
-        res = subprocess.run([sys.executable, "-m", "tests.script_batch", str(dest)], input=payload,
-                             capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+        res = warm.run([sys.executable, "-m", "tests.script_batch", str(dest)], input=payload,
+                       capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
         if res.returncode != 0 or not dest.exists():
             raise RuntimeError(f"the batch runner failed (status {res.returncode}):\n{res.stderr[-3000:]}")
         results = json.loads(dest.read_text())

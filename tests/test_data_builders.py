@@ -10,6 +10,7 @@ import sys
 import types
 
 import pytest
+from tests import warm
 
 
 @pytest.fixture
@@ -126,7 +127,6 @@ def test_a_builder_command_with_the_wrong_folder_is_one_line_and_the_data_beside
     """The command as its docstring runs it, on a copy of the builder (it writes next to itself: the repository's
     shipped files are not put at risk by the test)."""
     import shutil
-    import subprocess
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
@@ -137,10 +137,10 @@ def test_a_builder_command_with_the_wrong_folder_is_one_line_and_the_data_beside
         shutil.copy(root / "shared_losses" / "data" / f"reuters_acq_crude_{split}.tsv", here)
     before = {f.name: f.read_bytes() for f in here.iterdir()}
     (tmp_path / "texts" / "acq").mkdir(parents=True)
-    res = subprocess.run([sys.executable, script, str(tmp_path / "texts")], cwd=root, capture_output=True, text=True,
-                         timeout=120)
+    res = warm.run([sys.executable, script, str(tmp_path / "texts")], cwd=root, capture_output=True, text=True,
+                   timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.startswith(f"error: no acq/*.xml under {tmp_path / 'texts'}: give tm's texts folder"), res.stderr
     assert {f.name: f.read_bytes() for f in here.iterdir()} == before
-    res = subprocess.run([sys.executable, script, "--help"], cwd=root, capture_output=True, text=True, timeout=120)
+    res = warm.run([sys.executable, script, "--help"], cwd=root, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "apt-get download r-cran-tm" in res.stdout and "texts_dir" in res.stdout

@@ -18,6 +18,7 @@ def cli(*argv, cwd=ROOT):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "MUJOCO_GL": "egl"}
     env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
+    # a fresh interpreter on purpose (not tests/warm.py): what a user sees includes what the imports print
     res = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
     assert res.returncode == 2 and "Traceback" not in res.stderr and len(errors) == 1, res.stderr

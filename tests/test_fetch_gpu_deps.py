@@ -4,12 +4,12 @@ import base64
 import csv
 import hashlib
 import io
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -82,14 +82,14 @@ def test_slimmed_wheel_installs_with_pip_no_index_no_deps_target(tmp_path):
     wheel = make_wheel(tmp_path)
     fgd.slim_wheel(wheel, DROP)
     site = tmp_path / "site"
-    res = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+    res = warm.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                           "--no-cache-dir", "--disable-pip-version-check", "--upgrade", "--target", str(site),
                           str(wheel)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert (site / "toypkg/core.py").read_bytes() == FILES["toypkg/core.py"]
     assert not (site / "toypkg/big").exists() and not (site / "toypkg/bigger.png").exists()
-    res = subprocess.run([sys.executable, "-c", "import toypkg; print(toypkg.core.VALUE)"], capture_output=True,
-                         text=True, env={"PYTHONPATH": str(site)})
+    res = warm.run([sys.executable, "-c", "import toypkg; print(toypkg.core.VALUE)"], capture_output=True,
+                   text=True, env={"PYTHONPATH": str(site)})
     assert res.stdout.strip() == "42", res.stderr
 
 

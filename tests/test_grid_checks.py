@@ -11,6 +11,7 @@ import types
 from pathlib import Path
 
 import pytest
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -70,8 +71,8 @@ def script_env() -> dict:
 
 
 def run_script(script: str, args: list[str], cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), *args], capture_output=True,
-                          text=True, timeout=120, cwd=cwd, env=script_env())
+    return warm.run([sys.executable, str(ROOT / "scripts" / f"{script}.py"), *args], capture_output=True,
+                    text=True, timeout=120, cwd=cwd, env=script_env())
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "sampling_bias.py"
@@ -97,8 +98,8 @@ def test_probe_never_reads_training_images():
 def test_synthetic_default_is_unchanged(tmp_path):
     """The synthetic run gives the numbers, table and results.json of the script before the image version."""
     try:
-        old_src = subprocess.run(["git", "-C", str(ROOT), "show", f"{BEFORE_IMAGES}:scripts/sampling_bias.py"],
-                                 capture_output=True, text=True, check=True, timeout=60).stdout
+        old_src = warm.run(["git", "-C", str(ROOT), "show", f"{BEFORE_IMAGES}:scripts/sampling_bias.py"],
+                           capture_output=True, text=True, check=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         pytest.skip("needs the git history (the script before the image version)")
     # the modules the old script imports have moved since (the run machinery into shared_losses.training)
@@ -126,8 +127,8 @@ def test_bad_npz_is_one_error_line(tmp_path):
     np.savez(tmp_path / "bad.npz", x=np.zeros((5, 10, 10), np.float32), y=np.zeros(4, np.int64))
     cases = ((tmp_path / "missing.npz", "file not found"), (tmp_path / "bad.npz", "x holds 5 images but y holds 4"))
     for path, words in cases:
-        res = subprocess.run([sys.executable, str(SCRIPT), "--data", str(path), "--out", str(tmp_path / "out")],
-                             capture_output=True, text=True, timeout=120, env=env)
+        res = warm.run([sys.executable, str(SCRIPT), "--data", str(path), "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=120, env=env)
         errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
         assert res.returncode == 2 and "Traceback" not in res.stderr and len(errors) == 1, res.stderr
         assert words in errors[0] and str(path) in errors[0]

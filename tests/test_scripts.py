@@ -1,11 +1,11 @@
 """Smoke tests of the loss-core scripts at tiny sizes (real runs: docs/results/losses.md, docs/results/fewshot.md)."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # every test runs a script in a subprocess
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # every test runs a script in a subprocess
 
 def test_sampling_bias_tiny(tmp_path):
     out = tmp_path / "sb"
-    res = subprocess.run(
+    res = warm.run(
         [sys.executable, str(ROOT / "scripts/sampling_bias.py"), "--steps", "3", "--batch", "32", "--seeds", "0", "1",
          "--out", str(out)], capture_output=True, text=True, timeout=300, check=True)
     assert "| biased (InfoNCE) |" in res.stdout
@@ -24,7 +24,7 @@ def test_sampling_bias_tiny(tmp_path):
 
 
 def test_bench_losses_json_fields():
-    res = subprocess.run(
+    res = warm.run(
         [sys.executable, str(ROOT / "scripts/bench_losses.py"), "--json", "--batches", "16", "--temperatures", "0.5",
          "0.01", "--repeats", "1"], capture_output=True, text=True, timeout=300, check=True)
     rows = [json.loads(line) for line in res.stdout.splitlines()]

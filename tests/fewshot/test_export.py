@@ -6,7 +6,6 @@ import csv
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -21,6 +20,7 @@ from shared_losses.training.harness import refuse_config_changes
 from fewshot.train import train
 
 from .conftest import make_texts, text_config
+from tests import warm
 
 #: longer than --max-length 16 tokens: the pipeline must cut it where the run did (truncation=True)
 LONG = " ".join(["the movie was good and the plot was bad"] * 4)
@@ -152,8 +152,8 @@ def test_export_refuses_a_folder_with_other_files(tiny_encoder, tmp_path):
     with pytest.raises(FileExistsError):
         export_run(run, other / "model")
     assert {p.name: p.stat().st_mtime_ns for p in (other / "model").iterdir()} == before
-    res = subprocess.run([sys.executable, "-m", "fewshot.export", "--run", str(run), "--output", str(target)],
-                         capture_output=True, text=True, timeout=300, cwd=os.getcwd())
+    res = warm.run([sys.executable, "-m", "fewshot.export", "--run", str(run), "--output", str(target)],
+                   capture_output=True, text=True, timeout=300, cwd=os.getcwd())
     assert res.returncode == 2 and res.stderr.startswith("error: ") and "Traceback" not in res.stderr
     assert len([ln for ln in res.stderr.splitlines() if ln.startswith("error:")]) == 1
     assert [p.name for p in target.iterdir()] == ["notes.txt"]
@@ -240,8 +240,8 @@ def test_predict_cli_errors_are_one_line(tiny_encoder, tmp_path):
     (tmp_path / "in.csv").write_text("id,review\n0,good movie\n")
 
     def fails(*args):
-        res = subprocess.run([sys.executable, "-m", "fewshot.predict", *args, "--output", str(tmp_path / "x.jsonl")],
-                             capture_output=True, text=True, timeout=300, cwd=os.getcwd())
+        res = warm.run([sys.executable, "-m", "fewshot.predict", *args, "--output", str(tmp_path / "x.jsonl")],
+                       capture_output=True, text=True, timeout=300, cwd=os.getcwd())
         assert res.returncode == 2, res.stderr
         assert "Traceback" not in res.stderr
         errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]

@@ -19,6 +19,7 @@ from shared_losses import punce_loss, supcon_loss
 from shared_losses.data import DataError, load_local
 
 from .conftest import make_texts, text_config, write_tsv
+from tests import warm
 
 
 def _cfg(tiny_encoder, easy_task, tmp_path, **kw):
@@ -169,7 +170,6 @@ def test_elkan_noto_is_deterministic_given_seed():
 @pytest.mark.slow  # runs scripts/fewshot_prior_check.py in a subprocess
 def test_prior_check_script_prints_a_row(tmp_path):
     # scripts/fewshot_prior_check.py (the docs/results/fewshot.md table): synthetic and --features rows
-    import subprocess
     import sys
     from pathlib import Path
 
@@ -177,7 +177,7 @@ def test_prior_check_script_prints_a_row(tmp_path):
     np.save(tmp_path / "f.npy", rng.normal(size=(60, 3)))
     np.save(tmp_path / "y.npy", (np.arange(60) % 2).astype(np.int64))
     script = Path(__file__).resolve().parents[2] / "scripts" / "fewshot_prior_check.py"
-    out = subprocess.run([sys.executable, str(script), "--dims", "3", "--n-p", "8", "--n-u", "30", "--pis", "0.5",
+    out = warm.run([sys.executable, str(script), "--dims", "3", "--n-p", "8", "--n-u", "30", "--pis", "0.5",
                           "--seeds", "0", "--features", str(tmp_path / "f.npy"), "--labels", str(tmp_path / "y.npy"),
                           "--real-n", "10", "--real-u", "20"], capture_output=True, text=True, check=True).stdout
     rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isalpha() and "data" not in line]
@@ -422,7 +422,6 @@ def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_ta
     copies of one batch, which --gather-across-processes then contrasted as negatives of each other); one
     log row per step, one metrics.json."""
     import os
-    import subprocess
 
     train_file, dev = easy_task
     out = tmp_path / "multi"
@@ -433,8 +432,8 @@ def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_ta
     if setting == "pnu":
         args += ["--objective", "ce+punce", "--gather-across-processes", "--eval-every", "3"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    res = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *args],
-                         capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
+    res = warm.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *args],
+                   capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert res.returncode == 0, res.stderr[-3000:]
     rows = list(csv.DictReader(open(out / "log.csv")))
     assert [int(r["step"]) for r in rows] == [1, 2, 3]
@@ -450,7 +449,6 @@ def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_
     (dropout off, so both runs are deterministic)."""
     import os
     import shutil
-    import subprocess
     import sys
 
     from safetensors.torch import load_file
@@ -466,14 +464,14 @@ def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_
               "--max-length", "16", "--pooling", "mean", "--proj-dim", "16", "--lr", "3e-3", "--eval-every", "3",
               "--checkpoint-every", "3", "--device", "cpu"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    single = subprocess.run([sys.executable, "-m", "fewshot.train", *common, "--batch-labeled", "8",
+    single = warm.run([sys.executable, "-m", "fewshot.train", *common, "--batch-labeled", "8",
                              "--batch-unlabeled", "12", "--output-dir", str(tmp_path / "one")],
-                            capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
+                      capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert single.returncode == 0, single.stderr[-3000:]
-    multi = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *common, "--batch-labeled", "4",
+    multi = warm.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *common, "--batch-labeled", "4",
                             "--batch-unlabeled", "6", "--gather-across-processes",
                             "--output-dir", str(tmp_path / "two")],
-                           capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
+                     capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert multi.returncode == 0, multi.stderr[-3000:]
     a = load_file(str(tmp_path / "one" / "checkpoint" / "model.safetensors"))
     b = load_file(str(tmp_path / "two" / "checkpoint" / "model.safetensors"))

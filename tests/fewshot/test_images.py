@@ -6,7 +6,6 @@ import re
 import csv
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from fewshot.train import train
 from shared_losses.data import DataError, check_arrays, load_images
 
 from ..folder_rules import tree_hash
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 #: six classes of 20 images each; the even ones form the positive class
@@ -593,10 +593,10 @@ def test_command_line_error_is_one_line_naming_positive_classes(tmp_path):
     np.savez(tmp_path / "multi.npz", x=x, y=y)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
-    res = subprocess.run([sys.executable, "-m", "fewshot.train", "images", "--dataset", str(tmp_path / "multi.npz"),
+    res = warm.run([sys.executable, "-m", "fewshot.train", "images", "--dataset", str(tmp_path / "multi.npz"),
                           "--encoder",
                           "mlp", "--no-progress", "--output-dir", str(tmp_path / "out")], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+                   capture_output=True, text=True, timeout=300)
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
     assert res.returncode == 2 and "Traceback" not in res.stderr and len(errors) == 1, res.stderr
     assert "6 class ids" in errors[0] and "--positive-classes" in errors[0] and "multi.npz" in errors[0]
@@ -683,8 +683,8 @@ def test_the_exported_image_classifier_loads_and_predicts_without_the_suite(tmp_
     raw = make_images(n_per_class=3, seed=5)[0]  # raw uint8 (N, 10, 10), as a user holds them
     np.save(tmp_path / "x.npy", raw)
     ref = load_image_classifier(out).scores(raw)
-    res = subprocess.run([sys.executable, "-c", PORTABLE_CHECK, str(out / "model"), str(tmp_path / "x.npy")],
-                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    res = warm.run([sys.executable, "-c", PORTABLE_CHECK, str(out / "model"), str(tmp_path / "x.npy")],
+                   capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(res.stdout.strip().splitlines()[-1])
     for name in ("torchscript", "onnx"):

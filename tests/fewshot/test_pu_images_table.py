@@ -4,7 +4,6 @@ composition, at tiny sizes."""
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from fewshot.config import ImageConfig
 from fewshot.image_run import ImageData, batch_sizes
 
 from .test_images import make_images
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("pu_images_table", ROOT / "scripts/pu_images_table.py")
@@ -102,7 +102,7 @@ def test_the_grid_runs_tabulates_and_refuses_a_run_made_otherwise(tmp_path):
            "0", "2", "4", "--tables", "2", "--n-ps", "6", "--seeds", "0", "1", "--set", "max_steps=2", "--set",
            "hidden=16", "--set", "batch_size=16", "--set", "export=false", "--parallel", "2", "--out", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    r = warm.run(cmd, capture_output=True, text=True, env=env, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
     table = (out / "tables.md").read_text()
     assert "## Table 2: PU learning" in table and "| nnPU, raw pixels |" in table
@@ -114,11 +114,11 @@ def test_the_grid_runs_tabulates_and_refuses_a_run_made_otherwise(tmp_path):
     assert "puNCE+nnPU − nnpu raw" in pairs and all(p["n_seeds"] == 2 for p in got["paired"])
     assert (out / "tables.png").stat().st_size > 0
     # nothing left to do: the finished runs are reused, not trained again
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=240)
+    r = warm.run(cmd, capture_output=True, text=True, env=env, timeout=240)
     assert r.returncode == 0 and "runs to do" not in r.stdout
     # a finished run made with other settings is refused, naming the field
-    r = subprocess.run(cmd[:-2] + ["--set", "temperature=0.9", "--out", str(out)], capture_output=True, text=True,
-                       env=env, timeout=240)
+    r = warm.run(cmd[:-2] + ["--set", "temperature=0.9", "--out", str(out)], capture_output=True, text=True,
+                 env=env, timeout=240)
     first = r.stderr.splitlines()[0]
     assert r.returncode == 2 and first.startswith("error: ") and "temperature: 0.5 -> 0.9" in first, r.stderr
 
@@ -132,7 +132,7 @@ def test_the_cpc_rows_run_and_are_paired_with_the_other_losses(tmp_path):
     cmd = [sys.executable, str(ROOT / "scripts/pu_images_table.py"), "--dataset", str(data), "--positive-classes",
            "0", "2", "4", "--tables", "1", "--cpc", "--n-ps", "6", "--seeds", "0", "1", "--set", "max_steps=2", "--set",
            "hidden=16", "--set", "batch_size=16", "--set", "export=false", "--parallel", "2", "--out", str(out)]
-    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    r = warm.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     table = (out / "tables.md").read_text()
     assert "| cpc (patch encoder) |" in table and "| infonce (patch encoder) |" in table
@@ -145,8 +145,8 @@ def test_the_cpc_rows_run_and_are_paired_with_the_other_losses(tmp_path):
 
 @pytest.mark.slow  # runs scripts/bench_pu_images.py in a subprocess
 def test_the_benchmark_times_both_runs_and_reports_ratios():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts/bench_pu_images.py"), "--max-steps", "2", "--json"],
-                       capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=240)
+    r = warm.run([sys.executable, str(ROOT / "scripts/bench_pu_images.py"), "--max-steps", "2", "--json"],
+                 capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=240)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
     for run in ("punce_run", "raw_baselines_run"):

@@ -16,6 +16,7 @@ from fewshot.image_run import (ImageData, held_out_scores, select_steps, selecti
 from fewshot.train import train
 
 from .test_images import image_cfg, npz  # noqa: F401 - the fixture
+from tests import warm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -299,7 +300,6 @@ def test_a_run_is_not_resumed_under_a_default_that_changed_after_it_started(npz,
 
 @pytest.mark.slow  # the script end to end: 5 tiny runs in subprocesses
 def test_the_selection_script_runs_its_methods_side_by_side_and_reports_the_choices(npz, tmp_path):  # noqa: F811
-    import subprocess
     import sys
     from pathlib import Path
 
@@ -309,7 +309,7 @@ def test_the_selection_script_runs_its_methods_side_by_side_and_reports_the_choi
     cmd = [sys.executable, str(root / "scripts" / "pu_selection.py"), "--dataset", path, "--positive-classes", "0", "2",
            "4", "--n-ps", "8", "--seeds", "0", "--label-shares", "0.5", "--eval-split", "dev", "--out", str(out),
            "--parallel", "1"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    done = warm.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     report = (out / "selection.md").read_text()
     for row in ("raw nnPU", "puNCE last step", "puNCE --label-share 0.5", "puNCE --select pu-auc"):
@@ -320,10 +320,10 @@ def test_the_selection_script_runs_its_methods_side_by_side_and_reports_the_choi
     run = json.loads((out / "select" / "n8" / "seed0" / "metrics.json").read_text())
     assert sel["pu-auc"]["step"] == run["selected_step"]  # the report's pick is the run's
     assert json.loads((out / "share0.5" / "n8" / "seed0" / "metrics.json").read_text())["n_encoder_labeled"] == 4
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)  # finished runs are skipped
+    again = warm.run(cmd, capture_output=True, text=True, timeout=600)  # finished runs are skipped
     assert again.returncode == 0 and "runs to do" not in again.stdout
     # a finished run made with other options is refused by name, not skipped as if it were this grid's
-    other = subprocess.run(cmd + ["--encoder", "cnn"], capture_output=True, text=True, timeout=600)
+    other = warm.run(cmd + ["--encoder", "cnn"], capture_output=True, text=True, timeout=600)
     assert other.returncode != 0 and "made with other settings (encoder: 'mlp' -> 'cnn'" in other.stderr
 
 

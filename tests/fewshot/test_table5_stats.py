@@ -5,7 +5,6 @@ scripts/bench_fewshot.py --protocol at tiny size."""
 import importlib.util
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 from fewshot.run import recorded_config
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts/fewshot_table5.py"
@@ -128,8 +128,8 @@ def test_cli_set_errors_are_usage_errors(tmp_path):
     for extra, message in ((["--set", "nope=1"], "no field 'nope'"),
                            (["--max-steps", "3", "--set", "max_steps=4"], "repeats the option --max-steps"),
                            (["--set", "prior=0.5"], "ce+punce-est would not estimate it")):
-        res = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "x"), "--aggregate-only", *extra],
-                             capture_output=True, text=True, timeout=120)
+        res = warm.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "x"), "--aggregate-only", *extra],
+                       capture_output=True, text=True, timeout=120)
         assert res.returncode == 2 and message in res.stderr, (extra, res.stderr)
     assert not (tmp_path / "x").exists()
 
@@ -220,7 +220,7 @@ def test_aggregate_only_writes_md_json_png(tmp_path):
     cmd = [sys.executable, str(SCRIPT), "--aggregate-only", "--preset", "cpu", "--dataset", "drugreview",
            "--encoder", "minilm", "--pooling", "mean", "--ns", "20", "100", "--seeds", "0", "1", "2",
            "--set", "lr=2e-4", "--out", str(tmp_path)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    res = warm.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     md = (tmp_path / "table5.md").read_text()
     assert md.strip() in res.stdout
@@ -239,9 +239,9 @@ def test_aggregate_only_writes_md_json_png(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     # the same finished runs with other options are refused, nothing rewritten
     (tmp_path / "table5.md").unlink()
-    res = subprocess.run([a if a != "lr=2e-4" else "lr=3e-4" for a in cmd], capture_output=True, text=True, timeout=300)
+    res = warm.run([a if a != "lr=2e-4" else "lr=3e-4" for a in cmd], capture_output=True, text=True, timeout=300)
     assert res.returncode != 0 and "lr: 0.0002 -> 0.0003" in res.stderr and not (tmp_path / "table5.md").exists()
-    res = subprocess.run([a for a in cmd if a not in ("--preset", "cpu")], capture_output=True, text=True, timeout=300)
+    res = warm.run([a for a in cmd if a not in ("--preset", "cpu")], capture_output=True, text=True, timeout=300)
     assert res.returncode != 0 and "preset: 'cpu' -> None" in res.stderr
 
 
@@ -249,7 +249,7 @@ def test_aggregate_only_writes_md_json_png(tmp_path):
 def test_dev_split_header_is_loud(tmp_path):
     fake_runs(tmp_path, acc={"ce": {20: {0: 70.0, 1: 71.0}}, "ce+punce": {20: {0: 72.0, 1: 70.5}}},
               overrides={"eval_split": "dev", "dev_fraction": 0.25})
-    res = subprocess.run([sys.executable, str(SCRIPT), "--aggregate-only", "--preset", "cpu", "--eval-split", "dev",
+    res = warm.run([sys.executable, str(SCRIPT), "--aggregate-only", "--preset", "cpu", "--eval-split", "dev",
                           "--dev-fraction", "0.25", "--methods", "majority", "ce", "ce+punce", "--ns", "20",
                           "--seeds", "0", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
@@ -270,7 +270,7 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
            "--seeds", "0", "1",
            "--max-steps", "2", "--n-unlabeled", "20", "--pooling", "mean", "--set", "max_length=16",
            "--set", "batch_unlabeled=8", "--out", str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    res = warm.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     progress = [line for line in res.stdout.splitlines() if line.startswith("[")]
     assert len(progress) == 8 and progress[0] == "[1/8] done: probe N=20 seed=0 (in progress 0, failed 0)"
@@ -293,7 +293,7 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
         ("ce+punce", b) for b in ("majority", "probe", "ce", "ce+punce-est")} | {
         ("ce+punce-est", b) for b in ("majority", "probe", "ce")}
     assert (out / "table5.png").exists() and (out / "table5.md").exists()
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)  # finished runs are skipped
+    again = warm.run(cmd, capture_output=True, text=True, timeout=600, check=True)  # finished runs are skipped
     assert not any(line.startswith("[") for line in again.stdout.splitlines())
 
 
@@ -303,7 +303,7 @@ def test_bench_protocol_json(tiny_encoder, easy_task):
     cmd = [sys.executable, str(ROOT / "scripts/bench_fewshot.py"), "--protocol", "--encoder", tiny_encoder,
            "--dataset", train, "--eval-file", dev, "--n-labeled", "10", "--n-unlabeled", "20", "--max-steps", "2",
            "--set", "max_length=16", "--json"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    res = warm.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = [json.loads(x) for x in res.stdout.splitlines()]
     assert [r["method"] for r in rows] == ["probe", "ce", "ce+scl", "ce+punce"]

@@ -14,7 +14,6 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
 import unicodedata
 from pathlib import Path
@@ -30,6 +29,7 @@ from nlp_qt.train import train
 from nlp_qt.vocab import tokenize
 
 from .test_train import _cfg, _word_vectors
+from tests import warm
 
 SENTENCES = ["The whale swam on.", "It's the story of a cat, don't you think?", "unknownword zzz", "",
              "Call me Ishmael, said he, and went on his way across the wide grey sea of the book.",
@@ -96,8 +96,8 @@ def _run_child(job: dict, tmp: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp / "hf"),
                HF_MODULES_CACHE=str(tmp / "hf_modules"), TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
-    res = subprocess.run([sys.executable, "-I", str(tmp / "child.py"), str(tmp / "job.json")], cwd=tmp, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = warm.run([sys.executable, "-I", str(tmp / "child.py"), str(tmp / "job.json")], cwd=tmp, env=env,
+                   capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -246,8 +246,8 @@ def test_modeling_qt_imports_nothing_of_the_suite():
 def _cli(*args, cwd=None):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
-    return subprocess.run([sys.executable, "-m", "nlp_qt.export", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=300)
+    return warm.run([sys.executable, "-m", "nlp_qt.export", *args], capture_output=True, text=True, env=env,
+                    cwd=cwd, timeout=300)
 
 
 def _truncate(path: Path) -> None:

@@ -2,11 +2,11 @@
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -14,7 +14,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 @pytest.mark.slow  # runs scripts/bench_qt.py in a subprocess
 def test_bench_qt_json_fields():
-    res = subprocess.run(
+    res = warm.run(
         [sys.executable, str(ROOT / "scripts/bench_qt.py"), "--json", "--sizes", "small", "--batch", "32",
          "--steps", "1", "--tasks", "MR", "--kfold", "2"],
         capture_output=True, text=True, timeout=300, check=True, env=ENV)
@@ -36,14 +36,14 @@ def test_qt_table2_reevaluates_when_tasks_or_training_change(tmp_path):
             "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--seeds", "0", "--tau-plus", "0.01",
             "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300", "--kfold", "2",
             "--out", str(tmp_path / "t2")]
-    res = subprocess.run(base + ["--tasks", "MR", "--max-steps", "1"], capture_output=True, text=True, timeout=300,
-                         check=True, env=ENV)
+    res = warm.run(base + ["--tasks", "MR", "--max-steps", "1"], capture_output=True, text=True, timeout=300,
+                   check=True, env=ENV)
     assert "| biased (QT) | 0 |" in res.stdout and "| biased (QT) (paper) |" in res.stdout
     summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
     assert set(summary) == {"biased (QT)", "debiased τ⁺=0.01", "majority class"}
     assert 0 <= summary["biased (QT)"]["MR"]["mean"] <= 100
-    subprocess.run(base + ["--tasks", "MR", "CR", "--max-steps", "2"], capture_output=True, timeout=300, check=True,
-                   env=ENV)
+    warm.run(base + ["--tasks", "MR", "CR", "--max-steps", "2"], capture_output=True, timeout=300, check=True,
+             env=ENV)
     summary = json.loads((tmp_path / "t2/table2.json").read_text())["summary"]
     assert set(summary["biased (QT)"]) == {"MR", "CR"}
     assert json.loads((tmp_path / "t2/qt/seed0/model/config.json").read_text())["step"] == 2
@@ -73,7 +73,7 @@ def test_qt_table2_runs_baselines_and_pairs_seeds(tmp_path):
            "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300", "--kfold", "2",
            "--baselines", "untrained", "bow", "--bow-dim", "8", "--parallel", "2", "--out", str(out)]
     env = {**ENV, "CONTRASTIVE_SUITE_CACHE": str(tmp_path / "cache")}
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    res = warm.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     data = json.loads((out / "table2.json").read_text())
     assert set(data["summary"]) == {"biased (QT)", "debiased τ⁺=0.01", "untrained", "bag of words (word2vec)",
@@ -88,7 +88,7 @@ def test_qt_table2_runs_baselines_and_pairs_seeds(tmp_path):
         assert (out / run).exists(), run
     assert json.loads((out / "untrained/seed1/model/config.json").read_text())["step"] == 0
     # a second launch reuses every training and evaluation
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    again = warm.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert again.returncode == 0 and json.loads((out / "table2.json").read_text())["summary"] == data["summary"]
 
 
@@ -97,7 +97,7 @@ def test_qt_table2_dev_every_reports_held_out_loss_by_epoch(tmp_path):
     """--dev-every reaches the trained runs (not the untrained baseline), and the table lists each run's
     held-out loss after each epoch, read from its summary.json."""
     out = tmp_path / "t2"
-    res = subprocess.run(
+    res = warm.run(
         [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
          "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "0", "--tau-plus", "0.01",
          "--max-sentences", "160", "--epochs", "2", "--dev-every", "2", "--batch-size", "16", "--word-dim", "8",
@@ -160,7 +160,7 @@ def test_qt_table2_init_from_bow_starts_encoders_from_the_same_seeds_vectors(tmp
            "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "1", "--tau-plus", "0.01",
            "--max-steps", "2", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300",
            "--kfold", "2", "--baselines", "untrained", "bow", "--bow-dim", "8", "--init-from-bow", "--out", str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
+    res = warm.run(cmd, capture_output=True, text=True, timeout=600, env=ENV)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "start from the bag of words' word2vec vectors of the same seed" in res.stdout
     words = json.loads((out / "bow/seed1/words.json").read_text())
@@ -175,7 +175,7 @@ def test_qt_table2_init_from_bow_starts_encoders_from_the_same_seeds_vectors(tmp
     assert shared and all(np.array_equal(emb[i], vectors[k]) for i, k in shared)
     for bad, message in ((["--baselines", "untrained"], "needs the bow baseline"),
                          (["--bow-dim", "16"], "--word-dim equal to --bow-dim")):
-        res = subprocess.run(cmd + bad, capture_output=True, text=True, timeout=120, env=ENV)
+        res = warm.run(cmd + bad, capture_output=True, text=True, timeout=120, env=ENV)
         assert res.returncode == 2 and message in res.stderr, res.stderr
 
 
@@ -188,15 +188,15 @@ def test_qt_table2_encoder_bow_trains_every_encoder_of_the_sweep_as_a_bag_of_wor
            "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "0", "--tau-plus", "0.01",
            "--max-steps", "2", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300",
            "--kfold", "2", "--baselines", "untrained", "--encoder", "bow", "--out", str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
+    res = warm.run(cmd, capture_output=True, text=True, timeout=300, env=ENV)
     assert res.returncode == 0, res.stdout + res.stderr
     for run in ("qt", "debiased_0.01", "untrained"):
         assert json.loads((out / run / "seed0/config.json").read_text())["encoder"] == "bow", run
         assert json.loads((out / run / "seed0/model/config.json").read_text())["model"]["encoder"] == "bow", run
     summary = json.loads((out / "table2.json").read_text())["summary"]
     assert {"biased (QT)", "debiased τ⁺=0.01", "untrained"} <= set(summary)
-    bad = subprocess.run(cmd[:-2] + ["--encoder-dim", "6", "--out", str(tmp_path / "bad")], capture_output=True,
-                         text=True, timeout=120, env=ENV)
+    bad = warm.run(cmd[:-2] + ["--encoder-dim", "6", "--out", str(tmp_path / "bad")], capture_output=True,
+                   text=True, timeout=120, env=ENV)
     assert bad.returncode == 2 and "--encoder bow needs --encoder-dim equal to --word-dim" in bad.stderr, bad.stderr
     assert not (tmp_path / "bad").exists()
 
@@ -249,7 +249,7 @@ def test_qt_table2_cpc_row_trains_cpc_with_its_encoder_beside_the_paper(tmp_path
     cmd = mod.train_command(a, Path("r"), "cpc", 0.0, 0, None)
     assert cmd[cmd.index("--encoder") + 1] == "conv" and cmd[cmd.index("--objective") + 1] == "cpc"
     assert mod.train_command(a, Path("r"), "qt", 0.0, 0, None)[cmd.index("--encoder") + 1] == "gru"
-    res = subprocess.run(
+    res = warm.run(
         [sys.executable, str(ROOT / "scripts/qt_table2.py"), "--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"),
          "--data", str(ROOT / "nlp_qt/data/senteval_demo"), "--tasks", "MR", "--seeds", "0", "--tau-plus", "0.01",
          "--cpc", "--max-steps", "1", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size",

@@ -4,7 +4,6 @@ evaluation tasks with human labels in SentEval's format; issue 16: a task is add
 import hashlib
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 
 from nlp_qt import senteval as se
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -287,8 +287,8 @@ def test_download_refuses_the_human_tasks():
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "nlp_qt.senteval", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    return warm.run([sys.executable, "-m", "nlp_qt.senteval", *args], cwd=ROOT, capture_output=True,
+                    text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
 
 
 @pytest.mark.slow
@@ -354,7 +354,7 @@ def test_a_name_that_is_no_local_folder_and_not_on_the_hub_gets_one_line(monkeyp
 
 def test_python_m_runs_the_package_cli():
     """`python -m nlp_qt.senteval` is the package's __main__.py, which runs cli.main."""
-    res = subprocess.run([sys.executable, "-m", "nlp_qt.senteval", "--help"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    res = warm.run([sys.executable, "-m", "nlp_qt.senteval", "--help"], cwd=ROOT, capture_output=True,
+                   text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.startswith("usage: python -m nlp_qt.senteval") and "--data" in res.stdout

@@ -9,6 +9,7 @@ from safetensors.torch import load_file
 from nlp_qt.config import Config
 from nlp_qt.model import load_model
 from nlp_qt.train import train
+from tests import warm
 
 
 def _corpus(tmp_path):
@@ -105,10 +106,9 @@ def test_bad_values_are_refused_before_reading_the_corpus(tmp_path, field, value
 
 @pytest.mark.slow  # runs the entry point in a subprocess
 def test_cli_help_documents_fields():
-    import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "nlp_qt.train", "--help"], capture_output=True, text=True, timeout=60)
+    out = warm.run([sys.executable, "-m", "nlp_qt.train", "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--tau-plus" in out.stdout and "Class prior" in out.stdout
 
 
@@ -131,7 +131,6 @@ def test_senteval_cli_on_our_checkpoint(tmp_path, capsys):
 def test_two_processes_with_gathered_candidates_match_single_process(tmp_path, torchrun):
     """2 CPU processes x 8 sentences with --gather-across-processes == 1 process x 16 sentences."""
     import os
-    import subprocess
 
     corpus = _corpus(tmp_path)
     common = ["--corpus", str(corpus), "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200",
@@ -140,7 +139,7 @@ def test_two_processes_with_gathered_candidates_match_single_process(tmp_path, t
     train(Config(**{**_cfg(tmp_path, "single").__dict__, "corpus": str(corpus), "max_steps": 2,
                     "objective": "debiased", "tau_plus": 0.01, "clip_mode": "global", "batch_size": 16}))
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(
+    out = warm.run(
         [torchrun, "--nproc_per_node", "2", "-m", "nlp_qt.train", *common, "--batch-size", "8",
          "--gather-across-processes", "--output-dir", str(tmp_path / "multi")],
         capture_output=True, text=True, timeout=240, env=env, cwd=os.getcwd(),
@@ -220,7 +219,6 @@ def test_two_processes_with_unequal_anchor_counts_match_single_process(tmp_path,
     2 processes x 8 sentences still train exactly like 1 process x 16 (a plain mean of the processes'
     means gave process 1's two anchors the weight of eight)."""
     import os
-    import subprocess
     import sys
 
     corpus = tmp_path / "uneven"
@@ -233,13 +231,13 @@ def test_two_processes_with_unequal_anchor_counts_match_single_process(tmp_path,
               "--vocab-size", "200", "--max-length", "12", "--epochs", "2", "--lr", "1e-2", "--objective", "debiased",
               "--tau-plus", "0.01", "--clip-mode", "global", "--log-every", "1", "--checkpoint-every", "100"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    single = subprocess.run([sys.executable, "-m", "nlp_qt.train", *common, "--batch-size", "16",
+    single = warm.run([sys.executable, "-m", "nlp_qt.train", *common, "--batch-size", "16",
                              "--output-dir", str(tmp_path / "single")],
-                            capture_output=True, text=True, timeout=240, env=env, cwd=os.getcwd())
+                      capture_output=True, text=True, timeout=240, env=env, cwd=os.getcwd())
     assert single.returncode == 0, single.stderr[-3000:]
-    multi = subprocess.run([torchrun, "--nproc_per_node", "2", "-m", "nlp_qt.train", *common, "--batch-size", "8",
+    multi = warm.run([torchrun, "--nproc_per_node", "2", "-m", "nlp_qt.train", *common, "--batch-size", "8",
                             "--gather-across-processes", "--output-dir", str(tmp_path / "multi")],
-                           capture_output=True, text=True, timeout=240, env=env, cwd=os.getcwd())
+                     capture_output=True, text=True, timeout=240, env=env, cwd=os.getcwd())
     assert multi.returncode == 0, multi.stderr[-3000:]
     assert json.loads((tmp_path / "multi/summary.json").read_text())["step"] == 2
     a = load_file(str(tmp_path / "single/model/model.safetensors"))

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from rl_curl.env import make, valid_tasks
+from tests import warm
 
 
 def test_unknown_task_lists_valid_names():
@@ -175,7 +176,6 @@ def test_env_worker_imports_the_environment_and_not_torch_or_the_parents_main_mo
     parent started as `python -m` with a main module that imports torch, as rl_curl.train does."""
     import json
     import os
-    import subprocess
     import sys
     from pathlib import Path
 
@@ -189,8 +189,8 @@ def test_env_worker_imports_the_environment_and_not_torch_or_the_parents_main_mo
         "    print(json.dumps({'imported': info['imported'], 'pid': info['pid'], 'mine': os.getpid(),\n"
         "                      'exit': w._proc.returncode}))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(root)])}
-    res = subprocess.run([sys.executable, "-m", "heavy_main"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=120)
+    res = warm.run([sys.executable, "-m", "heavy_main"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                   timeout=120)
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])
     assert got["pid"] != got["mine"] and got["exit"] == 0  # another process, ended by close()
@@ -363,7 +363,6 @@ def test_env_worker_finds_the_parents_rl_curl_not_one_in_the_current_folder(tmp_
     """The worker takes the parent's import path whole: `python -c` alone would look in the current folder first and
     import another checkout's rl_curl there (seen with a second checkout as the current folder, the installed one in
     the parent)."""
-    import subprocess
     import sys
 
     here = tmp_path / "elsewhere"
@@ -377,12 +376,12 @@ def test_env_worker_finds_the_parents_rl_curl_not_one_in_the_current_folder(tmp_
         "    w = EnvWorker(task='cartpole-swingup', seed=0, image_size=16)\n"
         "    print(w.reset(seed=1)[0].shape)\n"
         "    w.close()\n")
-    found = subprocess.run([sys.executable, "-c", "import rl_curl; print(rl_curl.__file__)"], cwd=prog,
-                           capture_output=True, text=True)
+    found = warm.run([sys.executable, "-c", "import rl_curl; print(rl_curl.__file__)"], cwd=prog,
+                     capture_output=True, text=True)
     if found.returncode != 0:
         pytest.skip("rl_curl is not installed in this Python (the suite runs from an installed checkout)")
-    res = subprocess.run([sys.executable, str(prog / "main.py")], cwd=here, capture_output=True, text=True,
-                         timeout=120)
+    res = warm.run([sys.executable, str(prog / "main.py")], cwd=here, capture_output=True, text=True,
+                   timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "(9, 16, 16)"
 

@@ -3,12 +3,12 @@ deadline; then the pack's import and tabulation (paper_tables.table3_slices)."""
 
 import json
 import os
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -22,9 +22,9 @@ TINY = ["--extra=--num-filters=4", "--extra=--num-layers=2", "--extra=--hidden-d
 
 def slice_cmd(pack, work, *args, cwd=ROOT):
     env = {**os.environ, "PYTHON": sys.executable, "OUT": str(pack), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    return subprocess.run(["bash", str(ROOT / "scripts/gpu_table3.sh"), "--work", str(work), "--commit", "abc1234def",
+    return warm.run(["bash", str(ROOT / "scripts/gpu_table3.sh"), "--work", str(work), "--commit", "abc1234def",
                            "--date", "2026-11-27", "--batch-size", "8", *TINY, *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+                    cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def unpack(pack, dest):
@@ -373,8 +373,8 @@ def test_slice_script_without_its_packages_or_wheels_says_what_to_do(tmp_path):
     fake.chmod(0o755)
     if (ROOT / ".whl").exists():
         pytest.skip(".whl/ exists in this checkout (the script would try to install from it)")
-    res = subprocess.run(["bash", str(ROOT / "scripts/gpu_table3.sh")], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHON": str(fake), "OUT": str(tmp_path / "out")}, timeout=60)
+    res = warm.run(["bash", str(ROOT / "scripts/gpu_table3.sh")], cwd=ROOT, capture_output=True, text=True,
+                   env={**os.environ, "PYTHON": str(fake), "OUT": str(tmp_path / "out")}, timeout=60)
     assert res.returncode == 2 and "fetch_gpu_deps.py" in res.stderr and not (tmp_path / "out").exists()
 
 

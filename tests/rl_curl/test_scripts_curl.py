@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -57,10 +58,10 @@ def test_table3_dry_run_and_bad_objective(tmp_path, capsys):
 
 @pytest.mark.slow  # runs scripts/bench_curl.py in a subprocess
 def test_bench_json_fields():
-    res = subprocess.run([sys.executable, str(ROOT / "scripts/bench_curl.py"), "--json", "--batches", "8",
+    res = warm.run([sys.executable, str(ROOT / "scripts/bench_curl.py"), "--json", "--batches", "8",
                           "--updates", "1", "--env-agent-steps", "2", "--threads", "1", "--device", "cpu",
                           "--mixed-precision", "bf16"],
-                         capture_output=True, text=True, timeout=300, check=True, cwd=ROOT)
+                   capture_output=True, text=True, timeout=300, check=True, cwd=ROOT)
     rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 1
     for key in ("batch", "update_ms", "replay_bytes_per_transition", "env_steps_per_s"):
@@ -193,10 +194,10 @@ def test_check_official_help_and_missing_checkout(tmp_path):
     """The update-for-update check needs the official code, which is not here: its --help explains,
     and a path that is not a checkout says what to fetch."""
     script = ROOT / "scripts" / "check_official_curl.py"
-    res = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    res = warm.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 0 and "--official" in res.stdout and "float64" in res.stdout
-    res = subprocess.run([sys.executable, str(script), "--official", str(tmp_path)], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+    res = warm.run([sys.executable, str(script), "--official", str(tmp_path)], capture_output=True, text=True,
+                   timeout=120, cwd=ROOT)
     assert res.returncode != 0 and "not a checkout of MishaLaskin/curl" in res.stderr
 
 
@@ -236,8 +237,8 @@ def test_demo_refuses_to_delete_a_folder_it_did_not_make(tmp_path):
     keep.parent.mkdir(parents=True)
     keep.write_text("env_step,eval_return_mean\n100000,850\n")
     try:
-        res = subprocess.run(["bash", str(ROOT / "scripts" / "demo_rl_curl.sh"), str(tmp_path / "runs")],
-                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+        res = warm.run(["bash", str(ROOT / "scripts" / "demo_rl_curl.sh"), str(tmp_path / "runs")],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
     except subprocess.TimeoutExpired:  # it went on to train (in a deleted folder)
         res = None
     assert keep.exists()
@@ -253,8 +254,8 @@ def test_demo_trains_evaluates_and_runs_again_in_its_own_folder(tmp_path):
            "RL_DEMO_EXTRA": " ".join([f"--task={TINY_ENV}", "--env-steps=20", "--batch-size=8", "--no-save-video",
                                       "--log-every=10", *TINY_EXTRA])}
     for _ in range(2):  # a second demo replaces the first one's folder, which it made
-        res = subprocess.run(["bash", str(ROOT / "scripts" / "demo_rl_curl.sh"), str(out)], capture_output=True,
-                             text=True, timeout=240, cwd=ROOT, env=env)
+        res = warm.run(["bash", str(ROOT / "scripts" / "demo_rl_curl.sh"), str(out)], capture_output=True,
+                       text=True, timeout=240, cwd=ROOT, env=env)
         assert res.returncode == 0, res.stderr[-2000:]
         assert json.loads((out / "summary.json").read_text())["env_steps"] >= 20
         assert (out / ".rl_curl_demo").exists() and (out / "eval.csv").exists()

@@ -9,6 +9,7 @@ from rl_curl.train import run
 from shared_losses.training.runtime import CheckpointError
 
 from .conftest import tiny_config
+from tests import warm
 
 # action_repeat 50 makes a cartpole episode 20 agent steps long (1000 / 50).
 BASE = dict(task="cartpole-swingup", action_repeat=50, seed_steps=5, eval_every=10_000, log_every=100)
@@ -400,7 +401,6 @@ def test_build_imports_torchs_compiler_before_the_environment_loads_egl(tmp_path
     """Triton (in CUDA builds of torch) imported after Mesa's EGL crashed the process (a segfault; see
     rl_curl.train.import_compiler_first): build() imports torch._dynamo before dm_control's renderer, in a fresh
     process where neither is loaded yet."""
-    import subprocess
     import sys
 
     code = """
@@ -417,6 +417,6 @@ from rl_curl.train import build
 build(Config(num_filters=4, num_layers=2, hidden_dim=16, feature_dim=8, image_size=20, crop_size=16).resolved(), "cpu")
 print(seen)
 """
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    res = warm.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "['torch._dynamo', 'dm_control._render']"

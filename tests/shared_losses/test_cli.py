@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from shared_losses.training.cli import run_cli
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,14 +141,13 @@ def test_processes_of_a_multi_process_run_end_with_their_status_and_output(tmp_p
     launches aborted on the 2-core machine (2026-11-25). Each launch must end with its status (0 / 130 / 2, or
     the status main returned),
     with its output flushed. Repeated, because the abort is a race."""
-    import subprocess
 
     script = tmp_path / "collectives.py"
     script.write_text(MULTI_PROCESS_SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     for how, code in [("run", 0)] * 4 + [("interrupt", 130), ("error", 2), ("status", 3)]:
-        res = subprocess.run([torchrun, "--nproc_per_node", "2", str(script), how], capture_output=True, text=True,
-                             timeout=120, env=env, cwd=tmp_path)
+        res = warm.run([torchrun, "--nproc_per_node", "2", str(script), how], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=tmp_path)
         assert "terminate called" not in res.stderr, res.stderr[-2000:]
         # both processes write to one pipe, so their lines can interleave
         assert sorted(re.findall(r"rank \d done, sum [\d.]+", res.stdout)) == \
@@ -173,7 +173,7 @@ def test_entry_points_report_bad_input_in_one_line(tmp_path, argv, message):
     argv = [a.replace("OUT", str(tmp_path / "run")) for a in argv]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MUJOCO_GL": "egl"}
     env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
-    res = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    res = warm.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 2, res.stderr
     assert "Traceback" not in res.stderr and message in res.stderr, res.stderr
     assert any(line.startswith("error: ") for line in res.stderr.splitlines()), res.stderr
@@ -290,9 +290,9 @@ def test_a_command_whose_output_outgrows_a_file_size_limit_ends_in_one_line(tmp_
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("CONTRASTIVE_SUITE_TRACEBACK", None)
-    res = subprocess.run([sys.executable, "-m", "nlp_qt.bow", "--corpus", "nlp_qt/data/corpus_docstrings",
+    res = warm.run([sys.executable, "-m", "nlp_qt.bow", "--corpus", "nlp_qt/data/corpus_docstrings",
                           "--output-dir", str(tmp_path / "bow"), "--epochs", "1"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300, preexec_fn=limited)
+                   capture_output=True, text=True, timeout=300, preexec_fn=limited)
     assert res.returncode == 1, res.stderr[-2000:]
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("error: could not write a file (") and "requested and" in lines[-1], res.stderr

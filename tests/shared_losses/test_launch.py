@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from shared_losses.distributed import WORLD_SIZE_VARIABLES, check_launch, launch_problem
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -163,8 +163,8 @@ def _launch(tmp_path, options, *program_args, env=None, timeout=120):
     script.write_text(PROBE)
     base = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
     env = {**base, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HOME": str(tmp_path / "hf"), **(env or {})}
-    return subprocess.run([*ACC, *options, str(script), *program_args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=tmp_path)
+    return warm.run([*ACC, *options, str(script), *program_args], capture_output=True, text=True,
+                    timeout=timeout, env=env, cwd=tmp_path)
 
 
 @pytest.fixture
@@ -237,9 +237,9 @@ def test_a_trainer_under_the_silent_single_launch_refuses_before_making_its_fold
     (tmp_path / "books.txt").write_text(" ".join(f"Sentence {i} of the book." for i in range(40)) + "\n")
     base = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
     env = {**base, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HOME": str(tmp_path / "hf")}
-    res = subprocess.run([*ACC, "--cpu", "--num_processes", "2", "--main_process_port", "0", *QT, "--max-steps", "2",
+    res = warm.run([*ACC, "--cpu", "--num_processes", "2", "--main_process_port", "0", *QT, "--max-steps", "2",
                           "--batch-size", "4", "--no-progress"], capture_output=True, text=True, timeout=180, env=env,
-                         cwd=tmp_path)
+                   cwd=tmp_path)
     errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
     assert res.returncode != 0 and len(errors) == 1, res.stderr[-3000:]
     # accelerate's launcher prints its own traceback for the child's status 2; the trainer printed none

@@ -7,6 +7,7 @@ import torch
 
 from shared_losses.training.runtime import (CheckpointError, CsvLogger, checkpoint_exists, config_changes,
                                             load_checkpoint, save_checkpoint, tensorboard_writer, write_json_atomic)
+from tests import warm
 
 
 def _setup(seed=0):
@@ -447,7 +448,6 @@ def test_a_fault_in_what_is_saved_is_not_taken_for_a_full_disk(tmp_path, monkeyp
 @pytest.mark.slow  # a tiny run in a subprocess under a file-size limit
 def test_a_run_whose_checkpoint_outgrows_a_file_size_limit_ends_in_one_line(tmp_path):
     import resource
-    import subprocess
     import sys
     from pathlib import Path
 
@@ -460,8 +460,8 @@ def test_a_run_whose_checkpoint_outgrows_a_file_size_limit_ends_in_one_line(tmp_
     cmd = [sys.executable, "-m", "nlp_qt.train", "--corpus", "nlp_qt/data/books", "--output-dir", str(out),
            "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200", "--batch-size", "8", "--no-progress",
            "--checkpoint-every", "10", "--log-every", "5", "--max-steps", "30", "--device", "cpu"]
-    res = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300,
-                         preexec_fn=limited)
+    res = warm.run(cmd, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300,
+                   preexec_fn=limited)
     assert res.returncode == 1, res.stderr
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith(f"error: could not write the checkpoint to {out / 'checkpoint'} ("), res.stderr
@@ -550,7 +550,7 @@ def test_a_second_command_on_a_folder_whose_run_still_trains_is_refused(tmp_path
         while not (out / "checkpoint").exists():
             assert first.poll() is None and time.monotonic() - start < 240, first.stdout.read() if first.poll() else ""
             time.sleep(0.1)
-        second = subprocess.run([*cmd, "--resume"], cwd=root, env=env, capture_output=True, text=True, timeout=240)
+        second = warm.run([*cmd, "--resume"], cwd=root, env=env, capture_output=True, text=True, timeout=240)
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=240)
     finally:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from .test_launch import LAUNCH_VARIABLES
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "slurm" / "multinode.sbatch"
@@ -79,7 +80,7 @@ def _finish(proc: subprocess.Popen, timeout: float = 240) -> str:
 
 
 def test_the_script_without_a_program_says_how_to_call_it(tmp_path):
-    res = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=30)
+    res = warm.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and res.stderr.startswith("usage: sbatch [sbatch options]")
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from shared_losses.training.sweep import Run, SweepError, SweepOptions, dataclass_flags, run_sweep
+from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,7 +79,7 @@ def test_sweep_runs_not_killed_by_a_signal_are_not_retried_and_codes_keep_their_
 def test_sweep_refuses_an_unreachable_ray_address_in_seconds_with_one_line(tmp_path):
     """An --address where nothing listens fails fast, naming it; no run is started."""
     t0 = time.monotonic()
-    res = subprocess.run([sys.executable, str(ROOT / "scripts" / "curl_table3.py"), "--out", str(tmp_path / "grid"),
+    res = warm.run([sys.executable, str(ROOT / "scripts" / "curl_table3.py"), "--out", str(tmp_path / "grid"),
                           "--tasks", "cartpole-swingup", "--objectives", "curl", "--seeds", "0", "--backend", "ray",
                           "--address", "127.0.0.1:1"], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert res.returncode == 2 and time.monotonic() - t0 < 60

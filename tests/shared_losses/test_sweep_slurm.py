@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import warm
 
 pytest.importorskip("submitit")
 
@@ -406,13 +407,12 @@ def test_a_detached_run_lost_more_than_retries_times_is_reported_failed_and_a_st
 def test_a_detached_grid_script_ends_with_status_0_and_says_how_to_go_on(tmp_path, monkeypatch):
     """Through a grid script's command line (run_cli): the jobs' lines and the closing note on stdout, status 0, no
     table yet."""
-    import subprocess
 
     _fake_slurm(tmp_path, monkeypatch)
     out = tmp_path / "grid"
     cmd = [sys.executable, "scripts/fewshot_table5.py", "--out", str(out), "--seeds", "0", "--backend", "slurm",
            "--slurm-detach"]
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    res = warm.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "job(s) submitted, 0 still in Slurm's queue. This command ends without waiting" in res.stdout, res.stdout
     assert "submitted as job 4242" in res.stdout and "Traceback" not in res.stderr
