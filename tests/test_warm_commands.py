@@ -38,7 +38,12 @@ def probe(tmp_path):
 
 
 def _both(cmd, **kw):
-    return warm.run(cmd, **kw), subprocess.run(cmd, **kw)
+    hot = warm.run(cmd, **kw)
+    # a variable set in this worker by what an earlier test imported (Ray's init sets PYTHONBREAKPOINT) would send
+    # every command of the suite to a fresh interpreter: say which
+    differs = warm._env_differences(kw.get("env"), warm._SERVER_ENV)
+    assert not differs, f"commands run cold here: the environment differs from the server's in {differs}"
+    return hot, subprocess.run(cmd, **kw)
 
 
 @pytest.mark.parametrize("code", ["0", "3", "raise", "message"])

@@ -51,8 +51,10 @@ IMPORT_TIME_PREFIXES = (
 #: Read only when the code runs (checked in the libraries' source), though their prefix is above. torch's compiler
 #: sets TORCHINDUCTOR_CACHE_DIR in the process that compiles (the test worker), and reads it in ``cache_dir()``;
 #: accelerate reads ACCELERATE_USE_CPU when a ``PartialState`` is made; tokenizers reads TOKENIZERS_PARALLELISM each
-#: time it would run in parallel.
-CALL_TIME_VARIABLES = frozenset({"TORCHINDUCTOR_CACHE_DIR", "ACCELERATE_USE_CPU", "TOKENIZERS_PARALLELISM"})
+#: time it would run in parallel; Python reads PYTHONBREAKPOINT at each ``breakpoint()`` (Ray's ``init`` sets it in
+#: the test worker).
+CALL_TIME_VARIABLES = frozenset({"TORCHINDUCTOR_CACHE_DIR", "ACCELERATE_USE_CPU", "TOKENIZERS_PARALLELISM",
+                                 "PYTHONBREAKPOINT"})
 
 #: The environment the server starts with: this process's when this module is first imported (at collection, after
 #: tests/conftest.py set the thread counts), not whatever a test has patched in by the time the first command runs.

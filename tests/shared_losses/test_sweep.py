@@ -200,8 +200,16 @@ def _grid_driver(tmp_path: Path, runs: int = 3, parallel: int = 2, backend: str 
               f"options = SweepOptions(backend={backend!r}, retries=0, parallel={parallel}, "
               f"cpus_per_run=1.0 if {backend!r} == 'local' else os.cpu_count() / {parallel})\n"
               "sys.exit(run_cli(lambda: run_sweep(runs, options)))\n")
+    # as a terminal's foreground command: Ctrl-C not ignored, even when the suite itself was started with SIGINT
+    # ignored (`nohup ... &` from a script: the driver then never saw the Ctrl-C and the test timed out)
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _when_started(tmp_path: Path, names, timeout: float = 60.0) -> None:
