@@ -13,6 +13,9 @@ import pytest
 
 from tests import warm
 
+# every test runs commands both ways (the warm server's start, then fresh interpreters): not the fast tier's
+pytestmark = pytest.mark.slow
+
 PROBE = textwrap.dedent("""
     import json, multiprocessing, os, sys
     print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0], "name": __name__,
@@ -79,7 +82,6 @@ def test_stderr_into_stdout_and_check(probe):
     assert err.value.returncode == 4
 
 
-@pytest.mark.slow  # the trainer's command line, cold and warm
 def test_a_real_command_matches(tmp_path):
     """An error of the suite's own command line: status, the one error line and nothing on stdout, warm and cold."""
     corpus = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nlp_qt/data/corpus_docstrings")
