@@ -47,9 +47,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name in commands(tmp):
             times: dict[str, list[float]] = {"cold": [], "warm": []}
-            for k in range(args.repeats):
+            for _ in range(args.repeats):
                 for how, run in (("cold", subprocess.run), ("warm", warm.run)):
-                    cmd, status = commands(os.path.join(tmp, f"{len(times['cold'])}-{how}-{k}-{abs(hash(name))}"))[name]
+                    cmd, status = commands(os.path.join(tempfile.mkdtemp(dir=tmp), "out"))[name]
                     t = time.monotonic()
                     res = run(cmd, capture_output=True, text=True, timeout=600)
                     times[how].append(time.monotonic() - t)

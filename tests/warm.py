@@ -12,7 +12,7 @@ uncaught exception, as Python does. What it cannot reproduce goes to :func:`subp
 * a command that is not ``sys.executable`` followed by ``-m MODULE`` or a ``.py`` script (interpreter options,
   ``-c``, other programs);
 * an environment that differs from the server's in a variable a library may read at import
-  (:data:`IMPORT_TIME_PREFIXES`: ``OMP_NUM_THREADS``, ``HF_HOME``, ``MUJOCO_GL``, ``PYTHONPATH`` ...);
+  (:data:`IMPORT_TIME_PREFIXES`: ``OMP_NUM_THREADS``, ``HF_HOME``, ``PYTHONPATH`` ...);
 * arguments this module does not handle (``stdin`` other than none, ``preexec_fn``, ``pass_fds`` ...).
 
 ``CONTRASTIVE_SUITE_COLD_COMMANDS=1`` makes every command cold (a check of the suite without this runner);
@@ -163,7 +163,7 @@ def run(args, *, capture_output: bool = False, stdout=None, stderr=None, text: b
                         or stdout not in (None, subprocess.PIPE, subprocess.DEVNULL)
                         or stderr not in (None, subprocess.PIPE, subprocess.STDOUT, subprocess.DEVNULL)) else None)
     if why is None:
-        _context()
+        ctx = _context()
         differs = _env_differences(env, _SERVER_ENV)
         why = "environment: " + ", ".join(differs) if differs else None
     if why is not None:
@@ -171,7 +171,6 @@ def run(args, *, capture_output: bool = False, stdout=None, stderr=None, text: b
             return subprocess.run(args, **cold)
         finally:
             _log(args, why, start)
-    ctx = _context()
     if capture_output:
         stdout = stderr = subprocess.PIPE
     as_text = bool(text or universal_newlines or encoding or errors)
