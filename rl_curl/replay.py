@@ -28,11 +28,17 @@ class FrameReplay:
     #: uses in GPU memory (0.4 GB instead of 3.3 GB at 100x100). Its positions are the full ring's: the same batches.
     DEVICE_RING_START = 16384
     #: Copies into the device ring and the device copies of the per-transition arrays are launched without waiting
-    #: (``non_blocking``): from pageable host memory CUDA stages the bytes before the call returns, so the source may
-    #: change at once, and the copy runs in stream order after the update queued before it. A blocking copy would wait
-    #: for that update (five per step with device sampling). True restores the waiting copies (the behaviour up to
-    #: 2026-11-29), which scripts/bench_curl_gpu.py's ``replay_add`` row times against these.
+    #: (``non_blocking``) and run in stream order after the update queued before them. A blocking copy would wait for
+    #: that update (five per step with device sampling). On a GPU a step's values go through pinned staging slots
+    #: (:attr:`staging`), since a copy from pageable memory may still wait for the stream; elsewhere (a CPU ring, the
+    #: bulk copies of a resume) they are copied from the host arrays, whose bytes CUDA stages before returning. True
+    #: restores the waiting copies (the behaviour up to 2026-11-29), which scripts/bench_curl_gpu.py's ``replay_add``
+    #: row times against the other two ways.
     blocking_copies = False
+    #: Slots of the pinned staging ring (:attr:`staging`): one per added step or reset frame. A slot is written again
+    #: only after the copies out of it have finished (its event), which on the training loop is long before: every
+    #: step's acting waits for the GPU.
+    STAGING_SLOTS = 16
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3,
                  seed: int | np.random.SeedSequence = 0, device: torch.device | str | None = None):
@@ -66,6 +72,16 @@ class FrameReplay:
         self._staging_copied = None
         # Device copies of the per-transition arrays (enable_device_sampling): batches gathered by torch ops alone.
         self._dev: dict[str, torch.Tensor] | None = None
+        #: Whether a step's host values reach the device ring through pinned staging buffers (None: on a CUDA ring,
+        #: unless ``blocking_copies``). CUDA copies from pageable memory "may synchronize with the stream" (CUDA's API
+        #: synchronization notes: the driver decides, by size among other things), i.e. wait for the update queued
+        #: before them; a copy from pinned memory never does. The values are first copied into a slot of a small ring
+        #: of pinned host buffers, the copies to the ring are launched from there, and an event recorded after them
+        #: guards the slot until they have run (:meth:`_take_slot`). The bytes that arrive are the same either way.
+        self.staging: bool | None = None
+        self._stage: dict[str, torch.Tensor] | None = None  # pinned buffers [STAGING_SLOTS, ...] per kind of value
+        self._stage_events: list = []
+        self._stage_next = 0
 
     @staticmethod
     def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3) -> dict:
@@ -93,11 +109,50 @@ class FrameReplay:
         self.frames = bigger
         self.generation += 1
 
-    def _write_frame(self, frame: np.ndarray) -> None:
+    def _staged(self) -> bool:
+        if self.device is None or self.blocking_copies:
+            return False
+        return self.device.type == "cuda" if self.staging is None else bool(self.staging)
+
+    def _take_slot(self) -> int:
+        """The next staging slot, once the copies launched from it before have run (their event)."""
+        if self._stage is None:
+            S, pin = self.STAGING_SLOTS, self.device.type == "cuda"
+            self._stage = {"frame": torch.empty((S, *self.frame_shape), dtype=torch.uint8, pin_memory=pin),
+                           "actions": torch.empty((S, self.action_dim), dtype=torch.float32, pin_memory=pin),
+                           "rewards": torch.empty((S,), dtype=torch.float32, pin_memory=pin),
+                           "not_dones": torch.empty((S,), dtype=torch.float32, pin_memory=pin),
+                           "next_frame": torch.empty((S,), dtype=torch.int64, pin_memory=pin)}
+            self._stage_events = [None] * S
+        s = self._stage_next
+        self._stage_next = (s + 1) % self.STAGING_SLOTS
+        if self._stage_events[s] is not None:
+            self._stage_events[s].synchronize()
+            self._stage_events[s] = None
+        return s
+
+    def _release_slot(self, s: int) -> None:
+        """Mark slot ``s`` busy until the copies launched from it so far have run."""
+        event = self._new_event()
+        event.record(torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None)
+        self._stage_events[s] = event
+
+    def _new_event(self):
+        """An event on the ring's device, recorded on its current stream (where the copies into the ring go) after
+        the copies it guards."""
+        if self.device.type == "cuda":
+            return torch.cuda.Event()
+        return _HostCopiesDone()
+
+    def _write_frame(self, frame: np.ndarray, slot_s: int | None = None) -> None:
         slot = self.frames_written % self.frame_capacity
         self._reserve(slot + 1)
         if self.device is None:
             self.frames[slot] = frame
+        elif slot_s is not None:  # through the pinned staging slot, launched without waiting
+            src = self._stage["frame"][slot_s]
+            src.numpy()[...] = frame
+            self.frames[slot].copy_(src, non_blocking=True)
         else:  # one copy from the host straight into the ring's slot (no device temporary, no second copy)
             src = torch.from_numpy(np.ascontiguousarray(frame))
             self.frames[slot].copy_(src, non_blocking=not self.blocking_copies)
@@ -112,7 +167,12 @@ class FrameReplay:
     def start_episode(self, obs: np.ndarray) -> None:
         """Store the reset observation (all its ``k`` frames)."""
         for frame in self._split(obs):
-            self._write_frame(frame)
+            if self._staged():
+                s = self._take_slot()
+                self._write_frame(frame, s)
+                self._release_slot(s)
+            else:
+                self._write_frame(frame)
         self._episode_open = True
 
     def add(self, action, reward: float, next_obs: np.ndarray, done: bool) -> None:
@@ -120,14 +180,24 @@ class FrameReplay:
         if not self._episode_open:
             raise RuntimeError("call start_episode(obs) with the reset observation before add()")
         frames = self._split(next_obs)
-        self._write_frame(frames[-1])
+        staged = self._staged()
+        s = self._take_slot() if staged else None
+        self._write_frame(frames[-1], s)
         i = self.added % self.capacity
         self.actions[i] = np.asarray(action, dtype=np.float32).reshape(self.action_dim)
         self.rewards[i] = reward
         self.not_dones[i] = 0.0 if done else 1.0
         self.next_frame[i] = self.frames_written - 1
         if self._dev is not None:
-            self._mirror(slice(i, i + 1))
+            if staged:
+                for name, dev in self._dev.items():  # the row through its staging slot
+                    src = self._stage[name][s:s + 1]
+                    src.numpy()[...] = getattr(self, name)[i:i + 1]
+                    dev[i:i + 1].copy_(src, non_blocking=True)
+            else:
+                self._mirror(slice(i, i + 1))
+        if staged:
+            self._release_slot(s)
         self.added += 1
 
     def __len__(self) -> int:
@@ -327,3 +397,13 @@ class FrameReplay:
         self.rng.bit_generator.state = state["rng"]
         if self._dev is not None:
             self._mirror(slice(0, nt))
+
+
+class _HostCopiesDone:
+    """The event of a staging slot on a ring that is not on a GPU: copies there have run when launched."""
+
+    def record(self, stream=None) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass

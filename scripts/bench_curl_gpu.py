@@ -11,7 +11,9 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    :func:`selftest_stacked`), and as CUDA graphs against itself eagerly; the runs' acting in one vmapped pass
    against each run's own (``stacked_act``, float64), and that pass as a CUDA graph against it eagerly
    (``graphs_stacked_act``, float32); a run's training action as a CUDA graph against its eager action
-   (``graphs_act``, float32; a run also checks its recording once, rl_curl.graphs.GraphedAct).
+   (``graphs_act``, float32; a run also checks its recording once, rl_curl.graphs.GraphedAct); and the GPU replay's
+   staged copies (``replay_staged``: a step's values copied into pinned slots and from there to the GPU without
+   waiting, rl_curl.replay) against waiting copies, byte for byte, with the GPU busy so that the copies run late.
    TF32 is off and cuDNN deterministic during the test, so what is compared is float32 arithmetic (tolerance 1e-4;
    NaN never passes). Each check's ``passed`` is what the slice reads before it uses that fast path.
 2. **Timing** (update_bench.json's "variants"): ms per update, sampling included, as rl_curl.train does it, after a
@@ -28,8 +30,9 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    ``--stack`` runs (update_bench.json's "acting": one run's act eagerly and as a CUDA graph; each run's act in
    turn against one vmapped pass,
    :meth:`rl_curl.stacked.StackedAgents.act`, eagerly and as a CUDA graph), the replay's adds after their update
-   (update_bench.json's "replay_add": copies to the GPU that wait against copies launched without waiting,
-   :func:`time_replay_add`), then the profile (3.), then the others
+   (update_bench.json's "replay_add": copies to the GPU that wait, copies launched without waiting from the caller's
+   pageable arrays, and copies launched from pinned staging slots, :func:`time_replay_add`), then the profile (3.),
+   then the others
    (a deadline skips the last
    first). Each with its
    TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
@@ -267,7 +270,8 @@ def selftest(args: Args, device: torch.device) -> dict:
                                "traceback": traceback.format_exc()[-3000:]})
                 lines.append(f"{fast_name} vs {ref_name}: ERROR {err!r}")
     with strict_float32(device):
-        stacked_checks = selftest_stacked(args, device) + [check_graphed_single_act(args, device)]
+        stacked_checks = selftest_stacked(args, device) + [check_graphed_single_act(args, device),
+                                                           check_replay_staged(args, device)]
     for check in stacked_checks:
         checks.append(check)
         lines.append(check.pop("line"))
@@ -389,6 +393,49 @@ def check_graphed_act(args: Args, device: torch.device, runs: int = 2) -> dict:
         return {"path": "graphs_stacked_act", "against": "stacked_act", "passed": False, "error": repr(err),
                 "traceback": traceback.format_exc()[-3000:],
                 "line": f"graphs_stacked_act vs stacked_act: ERROR {err!r}"}
+
+
+def check_replay_staged(args: Args, device: torch.device, episodes: int = 5, length: int = 11) -> dict:
+    """The GPU replay's staged copies (:attr:`rl_curl.replay.FrameReplay.staging`, on by default on a GPU: a step's
+    frame and rows copied into a pinned slot, then to the GPU without waiting, the slot reused once its event says
+    the copies ran) against copies that wait, straight from the caller's arrays. The steps are fed as an environment
+    loop feeds them (one observation array and one action array, overwritten once the replay has taken them), and
+    before each episode a long kernel is queued (on a GPU), so that the staged copies run well after the host moved
+    on; the frame ring and the device rows must then be equal byte for byte, over more steps than there are slots."""
+    try:
+        cfg = config(args)
+        reps = {}
+        for way in ("waiting", "staged"):
+            rep = FrameReplay(max(args.capacity, 16), cfg.obs_shape, 1, cfg.frame_stack, seed=1, device=device)
+            rep.enable_device_sampling()
+            rep.blocking_copies, rep.staging = way == "waiting", way == "staged"
+            rng = np.random.default_rng(11)
+            obs, act = np.empty(cfg.obs_shape, np.uint8), np.empty(1, np.float32)
+            for _ in range(episodes):
+                if device.type == "cuda":
+                    torch.cuda._sleep(50_000_000)  # tens of ms of a busy GPU: the copies queue behind it
+                obs[...] = rng.integers(0, 256, cfg.obs_shape, dtype=np.uint8)
+                rep.start_episode(obs)
+                for t in range(length):
+                    obs[...], act[...] = rng.integers(0, 256, cfg.obs_shape, dtype=np.uint8), rng.uniform(-1, 1, 1)
+                    rep.add(act, float(rng.normal()), obs, t == length - 1)
+                    obs[...], act[...] = 0, 0.0
+            sync(device)
+            reps[way] = rep
+        want, got = reps["waiting"], reps["staged"]
+        n = min(want.frames_written, want.frame_capacity)
+        differ = {"frames": int((got.frames[:n] != want.frames[:n]).sum())}
+        differ.update({name: int((got._dev[name] != want._dev[name]).sum()) for name in want._dev})
+        steps = episodes * length
+        ok = steps > FrameReplay.STAGING_SLOTS and not any(differ.values())
+        return {"path": "replay_staged", "against": "waiting copies", "steps": steps, "values_differing": differ,
+                "passed": bool(ok),
+                "line": f"replay_staged vs waiting copies, {steps} steps"
+                        f"{' with the GPU busy' if device.type == 'cuda' else ''}: "
+                        f"{sum(differ.values())} values differ -> {'PASS' if ok else 'FAIL'}"}
+    except Exception as err:  # recorded, never fatal
+        return {"path": "replay_staged", "against": "waiting copies", "passed": False, "error": repr(err),
+                "traceback": traceback.format_exc()[-3000:], "line": f"replay_staged vs waiting copies: ERROR {err!r}"}
 
 
 def check_graphed_single_act(args: Args, device: torch.device) -> dict:
@@ -522,9 +569,11 @@ def time_replay_add(args: Args, device: torch.device) -> dict:
     stacked update launched (CUDA graphs), then every run's ``FrameReplay.add`` of its step (device sampling on: the
     frame and four per-transition copies to the GPU each), then the wait for the GPU that the next acting makes. Two
     ways, alternated ``repeats`` times after a warm-up: the copies waiting (``blocking_copies``, rl_curl.replay up to
-    2026-11-29: each add waits for the queued update) and launched without waiting (today). ``*_add_ms``: the host's
-    time in the adds (what the runs' threads could spend on other work meanwhile); ``*_step_ms``: the whole step.
-    Wall clock; one replay serves every run here, as in the stacked variants."""
+    2026-11-29: each add waits for the queued update), launched without waiting from the caller's pageable arrays
+    (up to 2026-12-03; CUDA may still make such a copy wait for the stream), and launched from pinned staging slots
+    (today's default on a GPU). ``*_add_ms``: the host's time in the adds (what the runs' threads could spend on other
+    work meanwhile); ``*_step_ms``: the whole step. Wall clock; one replay serves every run here, as in the stacked
+    variants."""
     try:
         cfg = config(args)
         K, B = args.stack, cfg.batch_size
@@ -533,7 +582,7 @@ def time_replay_add(args: Args, device: torch.device) -> dict:
         fast = GraphedStackedUpdate(runs, [rep] * K, B)  # turns on the replay's device sampling
         rng = np.random.default_rng(2)
         frame = rng.integers(0, 256, cfg.obs_shape, dtype=np.uint8)
-        ways = ("blocking", "non_blocking")
+        ways = ("blocking", "non_blocking", "staged")
         times: dict = {f"{w}_{part}": [] for w in ways for part in ("add_ms", "step_ms")}
         i = 0
 
@@ -554,7 +603,7 @@ def time_replay_add(args: Args, device: torch.device) -> dict:
         steps(3)  # the graphs' capture (both kinds of step), cuDNN's search
         for _ in range(args.repeats):
             for w in ways:
-                rep.blocking_copies = w == "blocking"
+                rep.blocking_copies, rep.staging = w == "blocking", w == "staged"
                 add_ms, step_ms = steps(args.updates)
                 times[f"{w}_add_ms"].append(round(add_ms, 3))
                 times[f"{w}_step_ms"].append(round(step_ms, 3))
@@ -562,6 +611,7 @@ def time_replay_add(args: Args, device: torch.device) -> dict:
         for key in list(times):
             row[key.replace("_ms", "_median_ms")] = round(float(np.median(times[key])), 3)
         row["step_speedup"] = round(row["blocking_step_median_ms"] / row["non_blocking_step_median_ms"], 3)
+        row["staged_step_speedup"] = round(row["blocking_step_median_ms"] / row["staged_step_median_ms"], 3)
         return row
     except Exception as err:
         return {"error": repr(err), "traceback": traceback.format_exc()[-3000:]}
@@ -798,7 +848,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  adding {args.stack} runs' steps to the GPU replay after their update: " + (
             f"{added['blocking_add_median_ms']} ms in the adds, {added['blocking_step_median_ms']} ms a step with the "
             f"copies waiting; {added['non_blocking_add_median_ms']} ms and {added['non_blocking_step_median_ms']} ms "
-            f"launched without waiting ({added['step_speedup']}x a step)" if "error" not in added
+            f"launched without waiting ({added['step_speedup']}x a step); {added['staged_add_median_ms']} ms and "
+            f"{added['staged_step_median_ms']} ms from pinned staging slots ({added['staged_step_speedup']}x)"
+            if "error" not in added
             else f"ERROR {added['error']}"), flush=True)
     if args.profile_updates > 0:
         texts = []

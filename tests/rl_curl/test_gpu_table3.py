@@ -435,7 +435,7 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
                                                                                        "graphs_convrelu"]
     assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {
         "graphs", "graphs_fused", "graphs_convrelu", "stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act",
-        "graphs_act"}
+        "graphs_act", "replay_staged"}
     assert all("median_ms" in r for r in bench["variants"])
     # what bf16 autocast does under vmap (torch 2.13's CPU build: a vmapped convolution stays float32, a linear is cast)
     assert bench["render"]["same_frames"] is True and bench["render"]["kept_camera_ms"] > 0  # the frame's cost
@@ -445,10 +445,13 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     assert acting["runs"] == 6 and acting["single_ms"] > 0 and acting["stacked_ms"] > 0 and acting["copy_back_ms"] > 0
     assert acting["graphed_ms"] > 0 and acting["graphed_speedup"] > 0
     assert acting["one_run_ms"] > 0 and acting["one_run_graphed_ms"] > 0 and acting["one_run_speedup"] > 0
-    added = bench["replay_add"]  # the runs' replay adds after their update: copies that wait, and copies that don't
-    assert added["runs"] == 6 and added["step_speedup"] > 0 and "error" not in added
+    added = bench["replay_add"]  # the runs' replay adds after their update: copies that wait, that don't, and staged
+    assert added["runs"] == 6 and added["step_speedup"] > 0 and added["staged_step_speedup"] > 0
+    assert "error" not in added
     assert all(len(added[f"{w}_{p}_ms"]) == 1 and added[f"{w}_{p}_median_ms"] > 0
-               for w in ("blocking", "non_blocking") for p in ("add", "step"))
+               for w in ("blocking", "non_blocking", "staged") for p in ("add", "step"))
+    staged = next(c for c in bench["selftest"]["checks"] if c["path"] == "replay_staged")
+    assert staged["steps"] > 16 and not any(staged["values_differing"].values())
     assert [p["name"] for p in bench["profile"]] == ["checked", "graphs", "graphs_convrelu"]
     assert bench["work_per_update"]["bytes_float32_convrelu"] > 0  # on a CPU the default's computation
     thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
@@ -490,7 +493,7 @@ def test_auto_trains_together_only_where_the_bench_shows_it_pays():
     from table3_gpu import GRAPH_FLAGS, TOGETHER_SHARE, choose_speed, stacked_row, trains_together
 
     checks = [{"path": p, "passed": True} for p in ("graphs", "stacked", "stacked_act", "graphs_stacked",
-                                                    "graphs_stacked_act")]
+                                                    "graphs_stacked_act", "replay_staged")]
     single = [{"name": "default", "median_ms": 12.0}, {"name": "graphs", "median_ms": 3.0}]
 
     def bench(per_run22=None, per_run6=None, failed=()):
@@ -511,7 +514,7 @@ def test_auto_trains_together_only_where_the_bench_shows_it_pays():
     assert not trains_together("auto", bench(per_run22=3.0 * TOGETHER_SHARE + 0.01, per_run6=1.0))
     assert trains_together("auto", bench(per_run6=3.0 * TOGETHER_SHARE))
     # not where a check failed or is missing, nor without a stacked time, nor with --speed graphs / default
-    for failed in ("stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act"):
+    for failed in ("stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act", "replay_staged"):
         assert not trains_together("auto", bench(per_run22=1.0, failed=(failed,)))
         assert "together" not in choose_speed("auto", bench(per_run22=1.0, failed=(failed,)))[1]
     old = bench(per_run22=1.0)
@@ -522,6 +525,28 @@ def test_auto_trains_together_only_where_the_bench_shows_it_pays():
     # against the default when no fast path passed
     slow_graphs = {**pays, "selftest": {"checks": [{**c, "passed": c["path"] != "graphs"} for c in checks]}}
     assert "against 12.00 ms for default" in choose_speed("auto", slow_graphs)[1]
+
+
+def test_a_failed_check_of_the_gpu_replays_staged_copies_keeps_every_run_on_the_default_path():
+    """Every fast path and the runs trained together keep their replay on the GPU, whose copies go through pinned
+    staging slots (rl_curl.replay): where the bench's replay_staged check failed, --speed auto takes the default
+    update (host replay) for the runs one by one, and --speed together trains them one by one on that path."""
+    from table3_gpu import choose_speed, trains_together
+
+    checks = [{"path": p, "passed": p != "replay_staged"} for p in ("graphs", "graphs_convrelu", "stacked",
+                                                                      "stacked_act", "graphs_stacked",
+                                                                      "graphs_stacked_act", "replay_staged")]
+    bench = {"selftest": {"checks": checks},
+             "variants": [{"name": "default", "median_ms": 12.0}, {"name": "graphs", "median_ms": 3.0},
+                          {"name": "graphs_convrelu", "median_ms": 2.5},
+                          {"name": "graphs_stacked22", "runs": 22, "median_ms": 22.0, "ms_per_run_update": 1.0}]}
+    flags, why = choose_speed("auto", bench)
+    assert flags == () and "replay_staged" in why
+    assert not trains_together("auto", bench) and not trains_together("together", bench)
+    flags, why = choose_speed("together", bench)
+    assert flags == () and "not together" in why and "replay_staged" in why
+    passing = {**bench, "selftest": {"checks": [{**c, "passed": True} for c in checks]}}
+    assert choose_speed("auto", passing)[0] != () and trains_together("auto", passing)
 
 
 def test_the_fit_keeps_the_runs_within_the_gpus_memory():

@@ -234,3 +234,116 @@ def test_copies_to_the_device_ring_are_launched_without_waiting(monkeypatch, blo
     a, b = ref_replay.gather(idx), replay.gather(idx)
     for k in a:
         assert torch.equal(a[k], b[k])
+
+
+class DeferredStream:
+    """A CPU stand-in for a GPU stream: a copy launched without waiting runs later, in launch order, when an event
+    recorded after it is waited on, when a waiting copy is launched, or at the end. What it reads from its source is
+    what the source holds then, as a GPU's copy engine would."""
+
+    def __init__(self, monkeypatch):
+        self.queue, self.done = [], 0
+        real = torch.Tensor.copy_
+
+        def copy_(dst, src, non_blocking=False):
+            if non_blocking:
+                self.queue.append((dst, src))
+                return dst
+            self.run()
+            return real(dst, src)
+
+        self.real = real
+        monkeypatch.setattr(torch.Tensor, "copy_", copy_)
+
+    def run(self, upto=None):
+        upto = len(self.queue) if upto is None else upto
+        while self.done < upto:
+            dst, src = self.queue[self.done]
+            self.real(dst, src)
+            self.done += 1
+
+    def event(self):
+        stream = self
+
+        class Event:
+            def record(self, *_):
+                self.upto = len(stream.queue)
+
+            def synchronize(self):
+                stream.run(self.upto)
+
+        return Event()
+
+
+def fill_reusing_buffers(replay, lengths, rng):
+    """Episodes fed as an environment loop feeds them: one observation array and one action array, overwritten with
+    the next step's values (and with garbage after each call) once the replay has taken them."""
+    obs_buf, act_buf, uid = np.empty((K * C, H, H), np.uint8), np.empty(2, np.float32), 1
+    for length in lengths:
+        frames = [frame(uid)] * K
+        uid += 1
+        obs_buf[...] = np.concatenate(frames)
+        replay.start_episode(obs_buf)
+        obs_buf[...] = 255
+        for t in range(length):
+            frames = frames[1:] + [frame(uid)]
+            uid += 1
+            obs_buf[...], act_buf[...] = np.concatenate(frames), rng.uniform(-1, 1, 2)
+            replay.add(act_buf, float(rng.normal()), obs_buf, t == length - 1 and length % 2 == 0)
+            obs_buf[...], act_buf[...] = 255, 9.0
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_staged_copies_arrive_intact_when_the_copies_run_late(monkeypatch, guarded):
+    """A step's values reach the device ring through a small ring of (on a GPU, pinned) staging slots, copied from
+    there without waiting; a slot is written again only once the copies out of it have run (its event). Here the copies
+    run late (a deferred stand-in for the GPU's stream) and the caller reuses its arrays: the ring and the device rows
+    equal a host ring's after more steps than there are slots. Without the wait on the slot's event (guarded=False) a
+    late copy reads the slot's next values: the check then sees wrong frames, which shows it can fail."""
+    rng_ref, rng = np.random.default_rng(3), np.random.default_rng(3)
+    lengths = [7, 1, 12, 30, 2, 9]
+    ref = FrameReplay(25, (K * C, H, H), 2, K, seed=4)
+    fill_reusing_buffers(ref, lengths, rng_ref)
+    replay = FrameReplay(25, (K * C, H, H), 2, K, seed=4, device="cpu")
+    replay.enable_device_sampling()
+    replay.staging = True
+    stream = DeferredStream(monkeypatch)
+    monkeypatch.setattr(replay, "_new_event", stream.event)
+    if not guarded:
+        take = FrameReplay._take_slot
+
+        def no_wait(self):
+            self._stage_events = [None] * self.STAGING_SLOTS if self._stage is not None else []
+            return take(self)
+
+        monkeypatch.setattr(FrameReplay, "_take_slot", no_wait)
+    fill_reusing_buffers(replay, lengths, rng)
+    assert replay.added == sum(lengths) > 2 * replay.STAGING_SLOTS and stream.done < len(stream.queue)
+    stream.run()
+    monkeypatch.undo()
+    n = min(ref.frames_written, ref.frame_capacity)
+    same_frames = torch.equal(replay.frames[:n], torch.from_numpy(ref.frames[:n]))
+    assert same_frames == guarded
+    if guarded:
+        for name, dev in replay._dev.items():
+            assert torch.equal(dev, torch.from_numpy(getattr(ref, name))), name
+        idx = ref.sample_indices(16)
+        assert np.array_equal(replay.sample_indices(16), idx)
+        got = replay.gather(torch.from_numpy(idx))
+        want_obs, want_next = ref.stacks(idx)
+        assert np.array_equal(got["obs"].numpy(), want_obs) and np.array_equal(got["next_obs"].numpy(), want_next)
+
+
+def test_staging_is_off_for_host_rings_and_waiting_copies_and_on_by_default_only_on_a_gpu():
+    host = FrameReplay(10, (K * C, H, H), 2, K)
+    cpu_ring = FrameReplay(10, (K * C, H, H), 2, K, device="cpu")
+    assert not host._staged() and not cpu_ring._staged()  # copies to a CPU ring have run when launched
+    cpu_ring.staging = True
+    assert cpu_ring._staged()
+    cpu_ring.blocking_copies = True  # the waiting copies the bench times: straight from the caller's arrays
+    assert not cpu_ring._staged()
+    fill(cpu_ring, [4], np.random.default_rng(0))
+    assert cpu_ring._stage is None
+    gpu_typed = FrameReplay(10, (K * C, H, H), 2, K, device="cpu")
+    gpu_typed.device = torch.device("cuda")  # only the device's type decides (no GPU needed to read it)
+    assert gpu_typed._staged()
