@@ -411,6 +411,7 @@ class CurlApp(TrainingApp):
         self.harness.write_config(self.recorded_options)
         self.seed_until = cfg.seed_steps
         self.started, self.start_step = time.perf_counter(), 0
+        self.cpu_started = time.thread_time()  # this thread's CPU time from here (summary.json's thread_cpu_seconds)
         cuda = accelerator.device.type == "cuda" and cfg.sync_timing
         self.sync = (lambda: torch.cuda.synchronize(accelerator.device)) if cuda else (lambda: None)
 
@@ -676,7 +677,13 @@ class CurlApp(TrainingApp):
                 "train_from_env_step": self.start_step * self.ar,
                 "env_steps_per_second": (round((self.step - self.start_step) * self.ar / total, 1) if total > 0
                                          else None),
-                "time_seconds": times, "time_synced": bool(self.cfg.sync_timing), **gpu_memory(self.accelerator.device)}
+                "time_seconds": times, "time_synced": bool(self.cfg.sync_timing),
+                # The CPU time of the thread that trained the run, over the same span: its steps' host work (the
+                # environment's pipe, the replay, logs, checkpoints, evaluations made in it) and the meetings it made
+                # for runs trained together; not torch's other threads, worker processes or background evaluations.
+                # Runs trained together share one interpreter, so their threads' sum bounds how fast the group steps.
+                "thread_cpu_seconds": round(time.thread_time() - self.cpu_started, 2),
+                **gpu_memory(self.accelerator.device)}
 
 
 def gpu_memory(device: torch.device) -> dict:

@@ -604,7 +604,7 @@ def pack_runs(runs: list[Launched], args: RunArgs, info: dict, pack: Path) -> li
 
 
 #: What a run alone's record takes from its summary.json.
-ALONE_FIELDS = ("env_steps_per_second", "train_seconds", "time_seconds", "gpu_peak_allocated_gib",
+ALONE_FIELDS = ("env_steps_per_second", "train_seconds", "time_seconds", "thread_cpu_seconds", "gpu_peak_allocated_gib",
                 "gpu_peak_reserved_gib")
 
 
@@ -1014,8 +1014,10 @@ def run_slice(args: RunArgs) -> int:
                             "finished": row["finished"], "wall_seconds": row["wall_seconds"],
                             "env_steps_per_second": rate(r),
                             # from a finished run's summary.json (GPU memory: its process's; None on a CPU)
-                            **{k: summary.get(k) for k in ("time_seconds", "gpu_peak_allocated_gib",
-                                                           "gpu_peak_reserved_gib")},
+                            # thread_cpu_seconds: the CPU time of the thread that trained it (runs trained
+                            # together share one interpreter: their sum per step is the group's host work)
+                            **{k: summary.get(k) for k in ("time_seconds", "thread_cpu_seconds",
+                                                           "gpu_peak_allocated_gib", "gpu_peak_reserved_gib")},
                             "progress": r.samples[::max(1, len(r.samples) // 60)]}
                            for row, r, summary in zip(rows, runs, summaries)]}
     text = write_records(pack, throughput, rows, bench, args)

@@ -650,6 +650,8 @@ def test_slice_with_runs_trained_together(tmp_path):
         assert cfg["eval_async"] and cfg["eval_worker"] and not cfg["eval_parallel"]  # beside training, one worker
     thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
     assert thr["speed"]["flags"] == ["--cuda-graphs", "--replay-on-device"] and "together" in thr["speed"]["why"]
+    # each run's thread's CPU time (the group's host work per step, summed over the runs of a process)
+    assert all(0 < r["thread_cpu_seconds"] <= r["wall_seconds"] for r in thr["runs"])
     from paper_tables.table3_slices import import_pack, tabulate
 
     (tmp_path / "results").mkdir()
