@@ -13,7 +13,7 @@ from shared_losses.training.runtime import RunStopped
 
 #: fields of a summary that measure this process's time, not the run
 TIMES = {"train_seconds", "time_seconds", "env_steps_per_second", "run_seconds", "probe_seconds", "train_from_env_step",
-         "wall_seconds", "seconds"}
+         "wall_seconds", "seconds", "thread_cpu_seconds"}
 
 
 def _full_disk(monkeypatch, module, name, path_of):
