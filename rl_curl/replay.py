@@ -189,13 +189,7 @@ class FrameReplay:
         self.not_dones[i] = 0.0 if done else 1.0
         self.next_frame[i] = self.frames_written - 1
         if self._dev is not None:
-            if staged:
-                for name, dev in self._dev.items():  # the row through its staging slot
-                    src = self._stage[name][s:s + 1]
-                    src.numpy()[...] = getattr(self, name)[i:i + 1]
-                    dev[i:i + 1].copy_(src, non_blocking=True)
-            else:
-                self._mirror(slice(i, i + 1))
+            self._mirror(slice(i, i + 1), s)
         if staged:
             self._release_slot(s)
         self.added += 1
@@ -343,11 +337,17 @@ class FrameReplay:
             self._arange = torch.arange(self.k + 1, device=self.device)
             self._mirror(slice(0, min(self.added, self.capacity)))
 
-    def _mirror(self, rows: slice) -> None:
-        """Copy transitions ``rows`` of the host arrays to their device copies."""
+    def _mirror(self, rows: slice, slot: int | None = None) -> None:
+        """Copy transitions ``rows`` of the host arrays to their device copies (one row through staging slot
+        ``slot``, when given)."""
         wait = self.blocking_copies
         for name, dev in self._dev.items():  # straight into the rows of the device copy
-            dev[rows].copy_(torch.from_numpy(getattr(self, name)[rows]), non_blocking=not wait)
+            if slot is None:
+                src = torch.from_numpy(getattr(self, name)[rows])
+            else:  # a host write into the pinned slot (numpy's: no torch operation), then the copy from there
+                src = self._stage[name][slot:slot + 1]
+                src.numpy()[...] = getattr(self, name)[rows]
+            dev[rows].copy_(src, non_blocking=not wait)
 
     def gather(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         """The batch of transitions ``idx`` (an int64 tensor on the ring's device, from :meth:`sample_indices`), as
