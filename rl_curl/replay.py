@@ -114,8 +114,11 @@ class FrameReplay:
             return False
         return self.device.type == "cuda" if self.staging is None else bool(self.staging)
 
-    def _take_slot(self) -> int:
-        """The next staging slot, once the copies launched from it before have run (their event)."""
+    def _take_slot(self) -> int | None:
+        """The next staging slot, once the copies launched from it before have run (their event); None when the
+        copies are not staged (:meth:`_staged`)."""
+        if not self._staged():
+            return None
         if self._stage is None:
             S, pin = self.STAGING_SLOTS, self.device.type == "cuda"
             self._stage = {"frame": torch.empty((S, *self.frame_shape), dtype=torch.uint8, pin_memory=pin),
@@ -131,8 +134,10 @@ class FrameReplay:
             self._stage_events[s] = None
         return s
 
-    def _release_slot(self, s: int) -> None:
-        """Mark slot ``s`` busy until the copies launched from it so far have run."""
+    def _release_slot(self, s: int | None) -> None:
+        """Mark slot ``s`` busy until the copies launched from it so far have run (nothing for None)."""
+        if s is None:
+            return
         event = self._new_event()
         event.record(torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None)
         self._stage_events[s] = event
@@ -167,12 +172,9 @@ class FrameReplay:
     def start_episode(self, obs: np.ndarray) -> None:
         """Store the reset observation (all its ``k`` frames)."""
         for frame in self._split(obs):
-            if self._staged():
-                s = self._take_slot()
-                self._write_frame(frame, s)
-                self._release_slot(s)
-            else:
-                self._write_frame(frame)
+            s = self._take_slot()
+            self._write_frame(frame, s)
+            self._release_slot(s)
         self._episode_open = True
 
     def add(self, action, reward: float, next_obs: np.ndarray, done: bool) -> None:
@@ -180,8 +182,7 @@ class FrameReplay:
         if not self._episode_open:
             raise RuntimeError("call start_episode(obs) with the reset observation before add()")
         frames = self._split(next_obs)
-        staged = self._staged()
-        s = self._take_slot() if staged else None
+        s = self._take_slot()
         self._write_frame(frames[-1], s)
         i = self.added % self.capacity
         self.actions[i] = np.asarray(action, dtype=np.float32).reshape(self.action_dim)
@@ -190,8 +191,7 @@ class FrameReplay:
         self.next_frame[i] = self.frames_written - 1
         if self._dev is not None:
             self._mirror(slice(i, i + 1), s)
-        if staged:
-            self._release_slot(s)
+        self._release_slot(s)
         self.added += 1
 
     def __len__(self) -> int:
