@@ -14,6 +14,9 @@ scikit-learn path):
   (``acc``) and the mean best inner accuracy (``devacc``).
 * TREC, MRPC: k-fold on the training set picks C in {0.5, 1, 2, 4, 8, 16, 32}; refit on the whole
   training set; score the test set once. MRPC uses ``[|u - v|, u * v]`` and reports acc and F1.
+* The stratified folds are today's scikit-learn's (``--folds current``) or those scikit-learn drew before 0.22,
+  SentEval's published numbers (``--folds legacy``; :func:`stratified_folds`). On the same embeddings either gives
+  the official code's numbers under the matching scikit-learn (``scripts/senteval_side_by_side.py``).
 
 Two tables drive the evaluation. Every task is one row of :data:`TASKS` (a :class:`Task`: its files, its
 protocol ``kind``, a description, and where it differs from its protocol's, the reader of its files); every
@@ -50,7 +53,7 @@ PTB tokenizer), :mod:`~nlp_qt.senteval.human` (the human-labeled tasks and the `
 """
 
 
-from .classify import C_BINARY, C_TRAIN_TEST, SEED, eval_kfold, eval_train_test, mrpc_features
+from .classify import C_BINARY, C_TRAIN_TEST, FOLDS, SEED, eval_kfold, eval_train_test, mrpc_features, stratified_folds
 from .cli import main
 from .encoders import Encoder, load_encoder, make_qt_encoder
 from .fetch import DOWNLOAD_FIXES, DOWNLOADS, cat_v, download, ptb_tokenize
@@ -59,8 +62,9 @@ from .protocols import KINDS, PROTOCOLS, TABLE2_COLUMNS, Protocol, evaluate, for
 from .tasks import (ALL_TASKS, BINARY_TASKS, HUMAN_TASKS, TASK_FILES, TASKS, TREC_CLASSES, SentEvalDataError, Task,
                     load_binary, load_mrpc, load_trec, task_files)
 
-__all__ = ["ALL_TASKS", "BINARY_TASKS", "C_BINARY", "C_TRAIN_TEST", "DOWNLOADS", "DOWNLOAD_FIXES", "HUMAN_TASKS",
-           "KINDS", "PROTOCOLS", "SEED", "TABLE2_COLUMNS", "TASKS", "TASK_FILES", "TREC_CLASSES", "Encoder", "Protocol",
-           "SentEvalDataError", "Task", "build_human_tasks", "cache_dir", "cat_v", "download", "eval_kfold",
-           "eval_train_test", "evaluate", "format_table", "load_binary", "load_encoder", "load_mrpc", "load_trec",
-           "main", "make_qt_encoder", "mrpc_features", "ptb_tokenize", "resolve_data_dir", "task_files"]
+__all__ = ["ALL_TASKS", "BINARY_TASKS", "C_BINARY", "C_TRAIN_TEST", "DOWNLOADS", "DOWNLOAD_FIXES", "FOLDS",
+           "HUMAN_TASKS", "KINDS", "PROTOCOLS", "SEED", "TABLE2_COLUMNS", "TASKS", "TASK_FILES", "TREC_CLASSES",
+           "Encoder", "Protocol", "SentEvalDataError", "Task", "build_human_tasks", "cache_dir", "cat_v", "download",
+           "eval_kfold", "eval_train_test", "evaluate", "format_table", "load_binary", "load_encoder", "load_mrpc",
+           "load_trec", "main", "make_qt_encoder", "mrpc_features", "ptb_tokenize", "resolve_data_dir",
+           "stratified_folds", "task_files"]

@@ -56,6 +56,51 @@ def _fits(kind: str, k: int, inner_k: int | None) -> int:
 #: Logistic regressions of one C-selection fitted at once (evaluate's ``jobs``; --jobs). 1: one after another.
 _JOBS = 1
 
+#: How the stratified folds are drawn (:data:`FOLDS`): evaluate's ``folds`` (--folds) sets it for one evaluation.
+_FOLDS = "current"
+FOLDS = {
+    "current": "scikit-learn's StratifiedKFold(shuffle=True) as drawn since scikit-learn 0.22: what SentEval's code "
+               "draws when it runs with a scikit-learn of today",
+    "legacy": "the stratified folds of scikit-learn 0.18-0.21 (SentEval's time: its published numbers, 2017-2019), "
+              "drawn by our own code, equal to that scikit-learn's (tested against folds drawn by scikit-learn 0.20.4)",
+}
+
+
+def _legacy_test_folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Each example's test fold as scikit-learn's StratifiedKFold(k, shuffle=True, random_state=seed) drew them
+    before 0.22. For each class in sorted order, with one RandomState(seed) used by all of them in turn: the
+    positions 0..max(n_c, k)-1 are shuffled and cut into k consecutive parts (the first max(n_c, k) % k one longer);
+    part j, kept to positions below n_c, names the class's examples (in the order they occur) that fold j tests."""
+    rng = np.random.RandomState(seed)
+    _, inverse = np.unique(y, return_inverse=True)
+    fold = np.empty(len(y), dtype=int)
+    for c in range(inverse.max() + 1):
+        members = np.flatnonzero(inverse == c)
+        positions = np.arange(max(len(members), k))
+        rng.shuffle(positions)
+        sizes = np.full(k, len(positions) // k)
+        sizes[: len(positions) % k] += 1
+        start = 0
+        for j, size in enumerate(sizes):
+            part = positions[start:start + size]
+            fold[members[part[part < len(members)]]] = j
+            start += size
+    return fold
+
+
+def stratified_folds(y: np.ndarray, k: int, seed: int, folds: str | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (train, test) index pairs of a shuffled stratified ``k``-fold over labels ``y`` with seed ``seed``, drawn
+    as :data:`FOLDS` ``[folds]`` says (None: the evaluation's, ``current`` unless set)."""
+    folds = _FOLDS if folds is None else folds
+    if folds == "current":
+        from sklearn.model_selection import StratifiedKFold
+
+        return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+    if folds == "legacy":
+        fold = _legacy_test_folds(np.asarray(y), k, seed)
+        return [(np.flatnonzero(fold != j), np.flatnonzero(fold == j)) for j in range(k)]
+    raise ValueError(f"unknown folds {folds!r}; choose from {', '.join(FOLDS)}")
+
 
 def _fold_accuracy(X, y, C: float, seed: int, tr, te) -> float:
     return float((_logreg(C, seed).fit(X[tr], y[tr]).predict(X[te]) == y[te]).mean())
@@ -63,10 +108,7 @@ def _fold_accuracy(X, y, C: float, seed: int, tr, te) -> float:
 
 def _best_C(X, y, Cs, k: int, seed: int) -> tuple[float, float]:
     """Inner stratified k-fold: (best C, its mean accuracy in %)."""
-    from sklearn.model_selection import StratifiedKFold
-
-    skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
-    splits = list(skf.split(X, y))
+    splits = stratified_folds(y, k, seed)
     fits = [(C, tr, te) for C in Cs for tr, te in splits]  # C-major: fold j of C i is fits[i * k + j]
     accs = []
     if _JOBS == 1:
@@ -106,13 +148,10 @@ def _check_folds(y: np.ndarray, k: int, task: str, inner_k: int | None = None) -
 def eval_kfold(X: np.ndarray, y: np.ndarray, k: int = 10, inner_k: int | None = None, seed: int = SEED,
                Cs: Sequence[float] = C_BINARY, task: str = "") -> dict:
     """Outer k-fold with inner model selection (MR/CR/SUBJ/MPQA)."""
-    from sklearn.model_selection import StratifiedKFold
-
     inner_k = inner_k or k
     _check_folds(y, k, task, inner_k)
-    outer = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
     accs, devs = [], []
-    for tr, te in outer.split(X, y):
+    for tr, te in stratified_folds(y, k, seed):
         C, dev = _best_C(X[tr], y[tr], list(Cs), inner_k, seed)
         clf = _logreg(C, seed).fit(X[tr], y[tr])
         _tick()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from .classify import SEED
+from .classify import FOLDS, SEED
 from .encoders import load_encoder
 from .fetch import download
 from .human import build_human_tasks, resolve_data_dir
@@ -86,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     p.add_argument("--jobs", type=int, default=-1,
                    help="logistic regressions fitted at once, in threads (default -1: one per CPU; 1: one after "
                    "another). The scores do not depend on it")
+    p.add_argument("--folds", choices=list(FOLDS), default="current",
+                   help="how the stratified folds are drawn: current = scikit-learn's StratifiedKFold of today (what "
+                   "SentEval's code draws with a scikit-learn of 0.22 or later); legacy = as scikit-learn drew them "
+                   "before 0.22, SentEval's published numbers (2017-2019). The same embeddings give the official "
+                   "code's numbers under either (default: %(default)s)")
     p.add_argument("--seed", type=int, default=SEED,
                    help="seed of the fold shuffles and of LogisticRegression (default: SentEval's %(default)s)")
     p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: %(default)s)")
@@ -119,12 +124,13 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     for t in a.tasks:
         task_files(root, t)
     encode, desc = load_encoder(a.model, a.device, a.batch_size, a.max_length)
-    results = evaluate(encode, root, a.tasks, a.kfold, a.inner_kfold, a.seed, verbose=not a.json, jobs=a.jobs)
+    results = evaluate(encode, root, a.tasks, a.kfold, a.inner_kfold, a.seed, verbose=not a.json, jobs=a.jobs,
+                       folds=a.folds)
     if a.output:
         from shared_losses.training.runtime import write_json_atomic
 
-        write_json_atomic(a.output, {"model": a.model, "kfold": a.kfold, "seed": a.seed, "max_length": a.max_length,
-                                     "results": results})
+        write_json_atomic(a.output, {"model": a.model, "kfold": a.kfold, "seed": a.seed, "folds": a.folds,
+                                     "max_length": a.max_length, "results": results})
     if a.json:
         print(json.dumps(results))
     else:

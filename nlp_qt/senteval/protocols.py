@@ -85,12 +85,16 @@ KINDS = PROTOCOLS.keys()  # the protocols' names (a live view: a protocol added 
 
 
 def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int = 10,
-             inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False, jobs: int = 1) -> dict:
+             inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False, jobs: int = 1,
+             folds: str = "current") -> dict:
     """Run the tasks, each read and scored by its protocol; ``{task: {"acc", "devacc", "n", ...}}``. ``jobs``:
     logistic regressions of a C-selection fitted at once in threads (-1: one per CPU); the results do not depend
-    on it."""
+    on it. ``folds``: how the stratified folds are drawn, a key of :data:`~nlp_qt.senteval.classify.FOLDS`
+    (``current``: today's scikit-learn; ``legacy``: scikit-learn before 0.22, SentEval's published numbers)."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or (jobs < 1 and jobs != -1):
         raise ValueError(f"jobs must be a whole number >= 1, or -1 for one per CPU; got {jobs!r}")
+    if folds not in classify.FOLDS:
+        raise ValueError(f"unknown folds {folds!r}; choose from {', '.join(classify.FOLDS)}")
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise ValueError(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
@@ -111,10 +115,11 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         bar = tqdm(total=fits, desc=f"[{i}/{len(tasks)}] {t}: encode, then fits",
                    unit="fit", disable=not verbose, mininterval=0.5 if sys.stderr.isatty() else 30.0, leave=False)
         classify._TICK, classify._JOBS = functools.partial(bar.update, 1), (os.cpu_count() or 1) if jobs == -1 else jobs
+        classify._FOLDS = folds
         try:
             res, scored = protocol.score(encode, examples, t, kfold, inner_kfold, seed)
         finally:
-            classify._TICK, classify._JOBS = None, 1
+            classify._TICK, classify._JOBS, classify._FOLDS = None, 1, "current"
             bar.close()
         # the accuracy of always answering the most frequent class of the scored examples
         res["majority"] = float(round(100.0 * np.bincount(np.asarray(scored)).max() / len(scored), 2))

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -168,25 +169,28 @@ def test_download_offline_says_so(tmp_path, capsys):
         se.download(tmp_path / "d", ["SST"])
 
 
-def _senteval_reference(samples, labels, feats, k):
+def _senteval_reference(samples, labels, feats, k, split=None):
     """The protocol of facebookresearch/SentEval's binary tasks (scikit-learn path), restated in a few
     lines of our own: stable sort by (token count, label); outer and inner StratifiedKFold (seed 1111);
-    the C with the best rounded inner accuracy; per-fold test accuracies rounded, then averaged."""
+    liblinear as SentEval ran it; the C with the best rounded inner accuracy; per-fold test accuracies rounded, then
+    averaged. ``split(y)``: the (train, test) pairs of a k-fold over labels y (default: the installed
+    scikit-learn's)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold
 
     order = sorted(range(len(samples)), key=lambda i: (len(samples[i].split()), labels[i]))
     X, y = feats(samples)[order], np.array(labels)[order]
     skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=1111)
+    split = split or (lambda y: skf.split(np.zeros(len(y)), y))
     dev, test = [], []
-    for tr, te in skf.split(X, y):
+    for tr, te in split(y):
         scores = []
         for reg in se.C_BINARY:
-            inner = [LogisticRegression(C=reg, random_state=1111, max_iter=1000).fit(X[tr][a], y[tr][a])
-                     .score(X[tr][b], y[tr][b]) for a, b in skf.split(X[tr], y[tr])]
+            inner = [LogisticRegression(C=reg, random_state=1111, solver="liblinear").fit(X[tr][a], y[tr][a])
+                     .score(X[tr][b], y[tr][b]) for a, b in split(y[tr])]
             scores.append(round(100 * np.mean(inner), 2))
         dev.append(np.max(scores))
-        clf = LogisticRegression(C=se.C_BINARY[int(np.argmax(scores))], random_state=1111, max_iter=1000)
+        clf = LogisticRegression(C=se.C_BINARY[int(np.argmax(scores))], random_state=1111, solver="liblinear")
         test.append(round(100 * clf.fit(X[tr], y[tr]).score(X[te], y[te]), 2))
     return round(np.mean(test), 2), round(np.mean(dev), 2)
 
@@ -209,6 +213,45 @@ def test_binary_task_matches_senteval_fold_order(tmp_path):
     res = se.evaluate(feats, tmp_path, ["MR"], kfold=3)["MR"]
     acc, dev = _senteval_reference(pos + neg, [1] * 60 + [0] * 60, feats, 3)
     assert (res["acc"], res["devacc"]) == (acc, dev)
+    # the folds of scikit-learn before 0.22 (--folds legacy): drawn by stratified_folds, checked against that
+    # scikit-learn's own below
+    legacy = se.evaluate(feats, tmp_path, ["MR"], kfold=3, folds="legacy")["MR"]
+    acc, dev = _senteval_reference(pos + neg, [1] * 60 + [0] * 60, feats, 3,
+                                   split=lambda y: se.stratified_folds(y, 3, 1111, "legacy"))
+    assert (legacy["acc"], legacy["devacc"]) == (acc, dev)
+    from nlp_qt.senteval import classify
+
+    assert classify._FOLDS == "current"  # the evaluation's choice does not outlive it
+    with pytest.raises(ValueError, match="unknown folds 'sklearn'; choose from current, legacy"):
+        se.evaluate(feats, tmp_path, ["MR"], kfold=3, folds="sklearn")
+
+
+LEGACY_FOLDS = json.loads((Path(__file__).parent / "data" / "legacy_folds.json").read_text())
+
+
+@pytest.mark.parametrize("case", LEGACY_FOLDS["cases"], ids=lambda c: c["name"])
+def test_legacy_folds_are_those_scikit_learn_0_20_drew(case):
+    """tests/nlp_qt/data/legacy_folds.json holds folds drawn by scikit-learn 0.20.4 itself (make_legacy_folds.py)."""
+    assert LEGACY_FOLDS["scikit_learn"] == "0.20.4"
+    y = np.array(case["y"])
+    fold = np.full(len(y), -1)
+    for j, (train, test) in enumerate(se.stratified_folds(y, case["k"], case["seed"], "legacy")):
+        assert (fold[test] == -1).all()  # each example is tested once
+        fold[test] = j
+        assert sorted(np.concatenate([train, test]).tolist()) == list(range(len(y)))
+    assert fold.tolist() == case["test_fold"]
+
+
+def test_current_folds_are_the_installed_scikit_learns_and_differ_from_legacy():
+    from sklearn.model_selection import StratifiedKFold
+
+    y = np.array(LEGACY_FOLDS["cases"][1]["y"])
+    ours = se.stratified_folds(y, 10, 1111, "current")
+    theirs = StratifiedKFold(10, shuffle=True, random_state=1111).split(np.zeros(len(y)), y)
+    for (a, b), (c, d) in zip(ours, theirs, strict=True):
+        assert a.tolist() == c.tolist() and b.tolist() == d.tolist()
+    legacy = se.stratified_folds(y, 10, 1111, "legacy")
+    assert any(a.tolist() != c.tolist() for (_, a), (_, c) in zip(ours, legacy))
 
 
 def test_unfinished_run_or_corrupt_model_gives_a_clear_error(tmp_path):
@@ -255,6 +298,22 @@ def test_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, m
                    "--output", str(out), "--overwrite"])
     assert json.loads(out.read_text())["results"]["MR"]["acc"] == res["MR"]["acc"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "res.json"]  # no temporary file left
+
+
+def test_folds_option_reaches_the_evaluation_and_its_output(tmp_path, monkeypatch):
+    root = _write_task_folder(tmp_path / "data", n=12)
+    seen = []
+    real = se.cli.evaluate
+    monkeypatch.setattr(se.cli, "load_encoder", lambda *a, **k: (_keyword_encoder, "keyword encoder"))
+    monkeypatch.setattr(se.cli, "evaluate", lambda *a, **k: seen.append(k["folds"]) or real(*a, **k))
+    out = tmp_path / "res.json"
+    se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--kfold", "2", "--json", "--folds", "legacy",
+             "--output", str(out)])
+    se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--kfold", "2", "--json"])
+    assert seen == ["legacy", "current"]
+    assert json.loads(out.read_text())["folds"] == "legacy"
+    with pytest.raises(SystemExit):
+        se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--folds", "0.20"])
 
 
 def test_overwrite_is_documented_in_help(capsys):
