@@ -54,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nlp_qt.senteval.classify import _SentEvalLogReg
 from shared_losses.training.cli import HelpFormatter, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,24 +112,13 @@ class EmbeddingTable:
         return np.stack([self.vectors[k] for k in keys])
 
 
-class _LiblinearAsInSentEval:
+class _LiblinearAsInSentEval(_SentEvalLogReg):
     """scikit-learn's ``LogisticRegression(C, random_state)`` as SentEval called it before scikit-learn 0.22 (its
-    defaults then: liblinear, 100 iterations, one class against the rest); has what SentEval calls: fit, predict,
-    score."""
+    defaults then: liblinear, 100 iterations, one class against the rest): our evaluator's classifier, with the
+    signature and the ``score`` that SentEval's code calls."""
 
     def __init__(self, C: float = 1.0, random_state=None):
-        self.C, self.random_state = C, random_state
-
-    def fit(self, X, y):
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.multiclass import OneVsRestClassifier
-
-        lr = LogisticRegression(C=self.C, solver="liblinear", max_iter=100, random_state=self.random_state)
-        self.model = (OneVsRestClassifier(lr) if len(np.unique(y)) > 2 else lr).fit(X, y)
-        return self
-
-    def predict(self, X):
-        return self.model.predict(X)
+        super().__init__(C, random_state)
 
     def score(self, X, y):
         return float((self.predict(X) == y).mean())
