@@ -147,11 +147,24 @@ def official_senteval(root: Path, way: str):
         sys.path.remove(str(root))
 
 
+@contextlib.contextmanager
+def task_path(data: Path):
+    """A temporary folder to give SentEval as ``task_path``: it reads ``task_path/downstream/TASK``, and ``data``
+    (our readers' folder) is linked there."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.symlink(data.resolve(), Path(tmp) / "downstream")
+        yield tmp
+
+
+def _metrics(res: dict) -> dict:
+    """The metrics both evaluators report, of one task's result."""
+    return {m: float(res[m]) for m in METRICS if m in res}
+
+
 def run_official(root: Path, way: str, table: EmbeddingTable, data: Path, tasks: list[str], kfold: int,
                  batch_size: int) -> dict:
     """The official evaluation of ``tasks``: ``{task: {acc, devacc, f1 (MRPC), seconds}}``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        os.symlink(data.resolve(), Path(tmp) / "downstream")  # SentEval reads task_path/downstream/TASK
+    with task_path(data) as tmp:
         params = {"task_path": tmp, "usepytorch": False, "kfold": kfold, "seed": 1111, "batch_size": batch_size}
 
         def batcher(params, batch):
@@ -163,7 +176,7 @@ def run_official(root: Path, way: str, table: EmbeddingTable, data: Path, tasks:
             for t in tasks:
                 t0 = time.perf_counter()
                 res = se.eval(t)
-                out[t] = {m: float(res[m]) for m in METRICS if m in res}
+                out[t] = _metrics(res)
                 out[t]["seconds"] = round(time.perf_counter() - t0, 2)
         return out
 
@@ -236,8 +249,7 @@ def run_official_python(python: str, root: Path, embeddings: Path, data: Path, t
     what ran: versions)."""
     import subprocess
 
-    with tempfile.TemporaryDirectory() as tmp:
-        os.symlink(data.resolve(), Path(tmp) / "downstream")
+    with task_path(data) as tmp:
         cmd = [python, "-c", RUNNER, str(root), tmp, json.dumps(tasks), str(kfold), str(batch_size), str(embeddings)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -265,15 +277,12 @@ def _texts(examples) -> list[str]:
     return []
 
 
-def _before_0_22(version: str) -> bool:
-    """Whether scikit-learn ``version`` draws its stratified folds the way it did before 0.22."""
-    major, minor = (int("".join(c for c in part if c.isdigit()) or 0) for part in version.split(".")[:2])
-    return (major, minor) < (0, 22)
+def _older(version: str, than: str) -> bool:
+    """Whether scikit-learn ``version`` comes before ``than``: before 0.22 it drew other stratified folds, before 1.0
+    its bundled liblinear stopped some fits one iteration earlier."""
+    from packaging.version import Version
 
-
-def _before_1_0(version: str) -> bool:
-    """Whether scikit-learn ``version`` comes before 1.0 (its bundled liblinear stopped some fits earlier)."""
-    return not version.split(".")[0].isdigit() or int(version.split(".")[0]) < 1
+    return Version(version) < Version(than)
 
 
 def compare(ours: dict, official: dict, tasks: list[str]) -> dict:
@@ -378,7 +387,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     ours = evaluate(table, data, a.tasks, kfold=a.kfold, seed=1111, jobs=a.jobs)
     seconds = {"ours": time.perf_counter() - t0}
-    ours = {t: {m: float(r[m]) for m in METRICS if m in r} for t, r in ours.items()}
+    ours = {t: _metrics(r) for t, r in ours.items()}
     official = {}
     for way in a.official:
         encoded = table.texts_encoded
@@ -403,7 +412,7 @@ def main(argv=None) -> int:
         (out / "embeddings.npz").unlink()
     # a scikit-learn before 0.22 draws other stratified folds (nlp_qt.senteval.classify.FOLDS): its columns are
     # compared with ours under those folds
-    compared_with = {w: "ours_legacy" if w in versions and _before_0_22(versions[w]["scikit_learn"]) else "ours"
+    compared_with = {w: "ours_legacy" if w in versions and _older(versions[w]["scikit_learn"], "0.22") else "ours"
                      for w in official}
     result = {"model": a.model, "encoder": desc, "data": str(data), "stand_in": a.stand_in, "tasks": a.tasks,
               "kfold": a.kfold, "seed": 1111, "senteval": str(root), "texts": table.texts_encoded,
@@ -413,7 +422,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         legacy = evaluate(table, data, a.tasks, kfold=a.kfold, seed=1111, jobs=a.jobs, folds="legacy")
         seconds["ours_legacy"] = time.perf_counter() - t0
-        result["ours_legacy"] = {t: {m: float(r[m]) for m in METRICS if m in r} for t, r in legacy.items()}
+        result["ours_legacy"] = {t: _metrics(r) for t, r in legacy.items()}
     result["differences"] = {w: compare(result[compared_with[w]], official[w], a.tasks) for w in official}
     result["seconds"] = {k: round(v, 2) for k, v in seconds.items()}
     import sklearn
@@ -433,7 +442,7 @@ def main(argv=None) -> int:
         off = [(t, m, d) for t, ds in result["differences"][way].items() for m, d in ds.items()
                if abs(d) > a.tolerance]
         if off:
-            old = way in versions and _before_1_0(versions[way]["scikit_learn"])
+            old = way in versions and _older(versions[way]["scikit_learn"], "1.0")
             print(f"ours differs from the official code ({way}) on: "
                   + ", ".join(f"{t} {m} {d:+.2f}" for t, m, d in off)
                   + (" (scikit-learn's liblinear stopped some fits one iteration earlier before 1.0, which moves a "

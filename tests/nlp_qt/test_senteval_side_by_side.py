@@ -250,8 +250,9 @@ def test_stand_in_data_has_sentevals_six_tasks(tmp_path):
 
 
 def test_before_0_22():
-    assert sbs._before_0_22("0.20.4") and sbs._before_0_22("0.21.3") and sbs._before_0_22("0.18")
-    assert not any(sbs._before_0_22(v) for v in ("0.22", "0.22.2.post1", "1.4.2", "1.9.1", "2.0rc1"))
+    assert sbs._older("0.20.4", "0.22") and sbs._older("0.21.3", "0.22") and sbs._older("0.18", "0.22")
+    assert not any(sbs._older(v, "0.22") for v in ("0.22", "0.22.2.post1", "1.4.2", "1.9.1", "2.0rc1"))
+    assert sbs._older("0.24.2", "1.0") and not sbs._older("1.0.2", "1.0")
 
 
 def test_official_python_runs_the_code_in_that_interpreter(tmp_path, monkeypatch, clean_senteval_modules, capsys):
