@@ -178,6 +178,7 @@ def run_official(root: Path, way: str, table: EmbeddingTable, data: Path, tasks:
                 res = se.eval(t)
                 out[t] = _metrics(res)
                 out[t]["seconds"] = round(time.perf_counter() - t0, 2)
+                print(f"official ({way}) {t}: {out[t]}", file=sys.stderr, flush=True)
         return out
 
 
@@ -226,6 +227,8 @@ with warnings.catch_warnings():
         res = se.eval(t)
         out[t] = {m: float(res[m]) for m in ("acc", "devacc", "f1") if m in res}
         out[t]["seconds"] = round(time.time() - t0, 2)
+        sys.stderr.write("%s: %s\n" % (t, out[t]))
+        sys.stderr.flush()
 print(json.dumps({"results": out, "missing": len(missing), "python": platform.python_version(),
                   "numpy": np.__version__, "scikit_learn": sklearn.__version__, "torch": torch_version}))
 """
@@ -252,13 +255,19 @@ def run_official_python(python: str, root: Path, embeddings: Path, data: Path, t
     with task_path(data) as tmp:
         cmd = [python, "-c", RUNNER, str(root), tmp, json.dumps(tasks), str(kfold), str(batch_size), str(embeddings)]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         except OSError as err:
             raise FileNotFoundError(f"--official-python {python}: cannot run it ({err.strerror})") from None
+        last = "(no output)"
+        for line in proc.stderr:  # its tasks as they end (and, if it fails, its traceback)
+            if line.strip():
+                last = line.strip()
+                print(f"official ({python}) {last}", file=sys.stderr, flush=True)
+        stdout = proc.stdout.read()
+        proc.wait()
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ValueError(f"--official-python {python}: the official code failed there: {last}")
-    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    info = json.loads(stdout.strip().splitlines()[-1])
     if info["missing"]:
         raise ValueError(f"--official-python {python}: the official code asked for {info['missing']} texts that our "
                          "readers do not give: the two read the files differently")
@@ -385,7 +394,7 @@ def main(argv=None) -> int:
     encode_seconds = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    ours = evaluate(table, data, a.tasks, kfold=a.kfold, seed=1111, jobs=a.jobs)
+    ours = evaluate(table, data, a.tasks, kfold=a.kfold, seed=1111, jobs=a.jobs, verbose=True)
     seconds = {"ours": time.perf_counter() - t0}
     ours = {t: _metrics(r) for t, r in ours.items()}
     official = {}
@@ -420,7 +429,7 @@ def main(argv=None) -> int:
               "compared_with": compared_with}
     if "ours_legacy" in compared_with.values():
         t0 = time.perf_counter()
-        legacy = evaluate(table, data, a.tasks, kfold=a.kfold, seed=1111, jobs=a.jobs, folds="legacy")
+        legacy = evaluate(table, data, a.tasks, kfold=a.kfold, seed=1111, jobs=a.jobs, folds="legacy", verbose=True)
         seconds["ours_legacy"] = time.perf_counter() - t0
         result["ours_legacy"] = {t: _metrics(r) for t, r in legacy.items()}
     result["differences"] = {w: compare(result[compared_with[w]], official[w], a.tasks) for w in official}
