@@ -6,10 +6,11 @@
 Reads top to bottom like the official loop: act (random during the seed steps), update, step the
 environment, store, log; evaluate every ``eval_every`` environment steps; checkpoint at an episode
 end after every ``checkpoint_every`` environment steps, so a resumed run starts a fresh episode whose
-seed depends only on its index and continues exactly as the uninterrupted run would. One exception:
-the final checkpoint is written when ``env_steps`` is reached, which can be mid-episode (never with
-the DMC defaults, whose episodes divide 100k steps); extending such a run with ``--resume
---env-steps N`` restarts that episode from its start instead of continuing it.
+seed depends only on its index and continues exactly as the uninterrupted run would. The final
+checkpoint is written when ``env_steps`` is reached, which can be mid-episode (never with the DMC
+defaults, whose episodes divide 100k steps); extending such a run with ``--resume --env-steps N``
+replays the episode in progress from its seed with its stored actions (the simulation is deterministic)
+and continues it, checking that the replay arrives at the stored observation.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -327,6 +329,8 @@ class CurlApp(TrainingApp):
         self.cfg, self.ar = cfg, cfg.action_repeat
         self.episode, self.next_ckpt, self.metrics, self.resumed = 0, cfg.checkpoint_every, {}, False
         self.obs, self.ep_return, self.episode_ended, self.ckpt_due = None, 0.0, False, False
+        self.ep_step = 0  # agent steps into the episode in progress
+        self.open_episode: tuple[int, float] | None = None  # (steps, return) of a checkpoint's unfinished episode
         # a checkpoint follows this step (one is due, or a stop was asked for, as seen at the step's end): the
         # evaluation running in the background is collected first, so that eval.csv is whole at every checkpoint
         self.stop_seen = self.settling = False
@@ -440,7 +444,9 @@ class CurlApp(TrainingApp):
         state = {"format": CHECKPOINT_FORMAT, "step": self.step, "episode": self.episode, "next_ckpt": self.next_ckpt,
                  "action_rng": self.action_rng.bit_generator.state,
                  "metrics": {k: float(v) for k, v in self.metrics.items()},
-                 "config": self.recorded_options}
+                 "config": self.recorded_options,
+                 # the episode in progress (the final checkpoint can fall mid-episode): replayed by an extension
+                 "episode_step": self.ep_step if self.obs is not None else 0, "episode_return": float(self.ep_return)}
         if self.together is not None:
             self.together.sync()  # the optimisers' states of the stacked update into this run's optimisers
             state["torch_generator"] = self.generator.get_state().tolist()
@@ -459,12 +465,35 @@ class CurlApp(TrainingApp):
         # the replay refills it (no updates then, so nothing new to log).
         self.metrics = state.get("metrics", {}) if self.cfg.save_replay else {}
         self.resumed, self.start_step = True, self.step
+        if state.get("episode_step", 0) > 0 and self.cfg.save_replay:  # without the replay, no actions to replay
+            self.open_episode = (int(state["episode_step"]), float(state["episode_return"]))
         self.finite_until = self.checkpointed = self.step * self.ar
         self.agent.set_capturable(False)  # the checkpoint's optimisers bring their own; --cuda-graphs sets it again
         # Seed steps are counted from the start of the run; a resume without the replay refills it first.
         if not self.cfg.save_replay:
             self.seed_until = self.step + self.cfg.seed_steps
 
+
+    def continue_episode(self) -> None:
+        """Bring the freshly reset environment to where the checkpoint's unfinished episode stopped: its stored
+        actions, stepped again from the episode's seed. The replay already holds that episode's transitions, so
+        nothing is stored; the last observation must equal the stored one (a simulation that does not repeat, e.g.
+        another machine's MuJoCo build, restarts the episode instead, with a warning)."""
+        steps, ret = self.open_episode
+        self.open_episode = None
+        replay = self.replay
+        last = (replay.added - 1) % replay.capacity
+        if steps <= min(replay.added, replay.capacity):
+            first = replay.added - steps
+            for j in range(steps):
+                obs, *_ = self.env.step(replay.actions[(first + j) % replay.capacity])
+            if np.array_equal(obs, replay.stacks(np.array([last]))[1][0]):
+                self.obs, self.ep_return, self.ep_step = obs, ret, steps
+                return
+        warnings.warn(f"the episode in progress at the checkpoint (episode {self.episode}, {steps} agent steps in) "
+                      "could not be replayed to its stored observation; it starts again from its first step")
+        self.obs, _ = self.env.reset(seed=episode_seed(self.cfg, self.episode))
+        self.replay.start_episode(self.obs)
 
     def total_steps(self):
         return self.cfg.agent_steps
@@ -480,8 +509,11 @@ class CurlApp(TrainingApp):
         cfg, agent, step = self.cfg, self.agent, self.step
         if self.obs is None:
             self.obs, _ = self.env.reset(seed=episode_seed(cfg, self.episode))
-            self.replay.start_episode(self.obs)
-            self.ep_return = 0.0
+            self.ep_return, self.ep_step = 0.0, 0
+            if self.open_episode is not None:
+                self.continue_episode()
+            else:
+                self.replay.start_episode(self.obs)
         times, clock = self.times, time.perf_counter
         if step < self.seed_until:
             action = self.action_rng.uniform(-1.0, 1.0, size=agent.action_dim).astype(np.float32)
@@ -534,6 +566,7 @@ class CurlApp(TrainingApp):
         times["env"] += t1 - t0
         times["replay_add"] += clock() - t1
         self.obs, self.ep_return, self.step = next_obs, self.ep_return + reward, step + 1
+        self.ep_step += 1
         env_step, rows = self.step * self.ar, []
         if self.metrics and crossed(env_step, self.ar, cfg.log_every):
             self.require_finite()

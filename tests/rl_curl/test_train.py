@@ -59,6 +59,39 @@ def test_resume_continues_exactly(tmp_path, update):
                 assert torch.equal(sa["state"][p][k], sb["state"][p][k])
 
 
+def episode_rows(out):
+    return [(r["env_step"], r["episode"], r["episode_return"]) for r in csv.DictReader(open(out / "log.csv"))
+            if r.get("episode_return")]
+
+
+def test_extending_a_run_that_ended_mid_episode_continues_that_episode_exactly(tmp_path):
+    # 1500 environment steps end 10 agent steps into the second 20-step episode; the extension replays those 10
+    # steps from the episode's seed with the stored actions and goes on as the uninterrupted run does
+    run(cfg(tmp_path, "full", env_steps=2500, eval_every=500))
+    run(cfg(tmp_path, "part", env_steps=1500, eval_every=500))
+    assert json.loads((tmp_path / "part/summary.json").read_text())["env_steps"] == 1500
+    run(cfg(tmp_path, "part", env_steps=2500, eval_every=500, resume=True))
+    a, b = agent_state(tmp_path / "full"), agent_state(tmp_path / "part")
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert episode_rows(tmp_path / "part") == episode_rows(tmp_path / "full")
+    assert [int(s) for s, _, _ in episode_rows(tmp_path / "full")] == [1000, 2000]
+    evals = [list(csv.DictReader(open(tmp_path / n / "eval.csv"))) for n in ("full", "part")]
+    assert [r["eval_return_mean"] for r in evals[0]] == [r["eval_return_mean"] for r in evals[1]]
+
+
+def test_an_episode_that_does_not_replay_to_its_stored_observation_starts_again_with_a_warning(tmp_path, monkeypatch):
+    import rl_curl.train as train
+
+    run(cfg(tmp_path, "m", env_steps=1500, eval_every=10_000))
+    seed = train.episode_seed
+    monkeypatch.setattr(train, "episode_seed", lambda c, e: seed(c, e) + 1)  # another initial state
+    with pytest.warns(UserWarning, match="episode 1, 10 agent steps in.*starts again from its first step"):
+        run(cfg(tmp_path, "m", env_steps=2500, eval_every=10_000, resume=True))
+    steps = [int(s) for s, _, _ in episode_rows(tmp_path / "m")]
+    assert steps == [1000, 2500]  # the restarted episode: its 20 steps after the checkpoint at 1500
+
+
 def test_corrupt_or_mismatched_checkpoint_is_refused(tmp_path):
     run(cfg(tmp_path, "c", env_steps=1000))
     out = tmp_path / "c"
