@@ -74,6 +74,9 @@ class Policy:
             lo, hi = float(x.min()), float(x.max())
             raise ValueError(f"obs holds values from {lo:g} to {hi:g}: a policy acts on pixel values 0-255 (uint8, as "
                              "the run's environment gives them; not scaled to [0, 1] or centred)")
+        if x.is_floating_point() and x.numel() and not bool((x == x.round()).all()):
+            raise ValueError("obs holds values that are not whole numbers: a policy acts on pixel values 0-255 (uint8, "
+                             "as the run's environment gives them; not scaled to [0, 1] or centred)")
         one = x.dim() == 3
         mu, _, _, _ = self.actor(center_crop(x[None] if one else x, self.cfg.crop_size), sample=False)
         out = mu.float().cpu().numpy()
@@ -87,6 +90,9 @@ def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
 
     check_device(str(device))
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: pass a finished run's folder (--output-dir of "
+                                "rl_curl.train) or its policy.pt")
     file = path / POLICY_FILE if path.is_dir() else path
     if not file.is_file():
         raise FileNotFoundError(f"{file} not found: a run writes policy.pt when it finishes (an unfinished run: "

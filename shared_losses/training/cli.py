@@ -355,6 +355,14 @@ def _init_values(obj: Any, cls: type) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(cls) if f.init}
 
 
+def _prog() -> str | None:
+    """How the running program was started, for its usage line: ``python -m rl_curl.evaluate`` for a module run with
+    ``-m`` (whose ``sys.argv[0]`` is the module's file path, which argparse would show); None (argparse's own
+    choice, the script's name) otherwise."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return f"python -m {spec.name.removesuffix('.__main__')}" if spec is not None and spec.name else None
+
+
 def parse_dataclass(cls: type[T], args: Sequence[str] | None = None, default: T | None = None, **tyro_kw: Any) -> T:
     """``tyro.cli(cls, args=args, default=default, **tyro_kw)`` with each field's help its docstring as
     paragraphs (:func:`reflow`); returns a ``cls`` (made from the parsed values, so its ``__post_init__`` checks
@@ -364,7 +372,7 @@ def parse_dataclass(cls: type[T], args: Sequence[str] | None = None, default: T 
 
     made = _with_help(cls)
     start = None if default is None else made(**_init_values(default, cls))
-    parsed = tyro.cli(made, args=args, default=start, **tyro_kw)
+    parsed = tyro.cli(made, args=args, default=start, **{"prog": _prog(), **tyro_kw})
     return cls(**_init_values(parsed, made))
 
 
@@ -374,7 +382,7 @@ def parse_subcommands(classes: Mapping[str, type], args: Sequence[str] | None = 
     import tyro
 
     made = {name: _with_help(cls) for name, cls in classes.items()}
-    parsed = tyro.extras.subcommand_cli_from_dict(made, args=args, **tyro_kw)
+    parsed = tyro.extras.subcommand_cli_from_dict(made, args=args, **{"prog": _prog(), **tyro_kw})
     for name, cls in classes.items():
         if isinstance(parsed, made[name]):
             return cls(**_init_values(parsed, made[name]))

@@ -105,6 +105,8 @@ def test_policy_file_loads_with_weights_only_and_acts_as_the_agent(finished_run)
 def test_policy_bad_input(tmp_path):
     with pytest.raises(FileNotFoundError, match="policy.pt not found"):
         rl_curl.load_policy(tmp_path)
+    with pytest.raises(FileNotFoundError, match="^.*no_such_run does not exist: pass a finished run's folder"):
+        rl_curl.load_policy(tmp_path / "no_such_run")
     (tmp_path / "x.pt").write_bytes(b"not a torch file")
     with pytest.raises(ValueError, match="is not a readable rl_curl policy"):
         rl_curl.load_policy(tmp_path / "x.pt")
@@ -187,3 +189,18 @@ def test_policy_refuses_pixel_values_outside_0_255(tmp_path, bad, dtype):
     with pytest.raises(ValueError, match=f"^obs holds values from {min(bad, 128):g} to {max(bad, 128):g}: a policy "
                                          "acts on pixel values 0-255"):
         act(obs)
+
+
+def test_policy_refuses_pixels_scaled_to_0_1(tmp_path):
+    """A float observation in [0, 1] (pixels divided by 255) was acted on silently, giving another action."""
+    from rl_curl.agent import CurlAgent
+    from rl_curl.policy import save_policy
+
+    cfg = tiny_config().resolved()
+    shape = cfg.obs_shape
+    save_policy(CurlAgent(shape, 2, cfg), cfg, shape, tmp_path / "policy.pt")
+    act = rl_curl.load_policy(tmp_path)
+    obs = np.random.default_rng(0).integers(0, 256, size=shape).astype(np.uint8)
+    assert np.array_equal(act(obs.astype(np.float32)), act(obs))  # whole-number floats are pixel values
+    with pytest.raises(ValueError, match="^obs holds values that are not whole numbers: .*not scaled to \\[0, 1\\]"):
+        act(obs.astype(np.float32) / 255)

@@ -232,6 +232,13 @@ def test_trainers_name_themselves_in_their_usage_line(capsys):
         assert capsys.readouterr().out.startswith(f"usage: {prog} [-h]")
 
 
+@pytest.mark.parametrize("module", ["rl_curl.evaluate", "nlp_qt.export"])
+def test_a_module_parsed_by_parse_dataclass_names_its_command_in_its_usage_line(module):
+    """Without a prog of their own, parse_dataclass's programs said `usage: /path/to/rl_curl/evaluate.py`."""
+    res = warm.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.startswith(f"usage: python -m {module} [-h]"), res.stdout[:200]
+
+
 def test_run_cli_reports_a_write_the_file_system_refused_in_one_line_with_status_1(capsys, monkeypatch):
     """A full disk or a read-only file system in any command (an evaluation's results, predictions, a table) is the
     machine's state, not a bug: one line naming the file and what to do, status 1. An OSError a read can meet keeps
