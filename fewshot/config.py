@@ -289,10 +289,10 @@ class PuConfig(TextOptions):
     """n_P: labeled positives, a uniform draw from the training pool's positives (not read with --positive-file,
     whose every row is a labeled positive)."""
     positive_file: Optional[str] = None
-    """Your own PU data: a file of labeled positives, text only (.txt one per line, or .csv/.tsv/.jsonl with
-    --text-column). Needs --unlabeled-file; then --dataset, --n-labeled and --n-unlabeled are not read (every row is
-    used), the prior is --prior or estimated (Elkan-Noto), and --eval-file (labeled, optional) is the only source of
-    accuracy."""
+    """Your own PU data: a file of labeled positives, text only (.txt one per line, or .csv/.tsv/.jsonl/.json, each
+    also .gz, or .parquet with --text-column; empty texts skipped with a warning). Needs --unlabeled-file; then
+    --dataset, --n-labeled and --n-unlabeled are not read (every row is used; giving them is refused), the prior is
+    --prior or estimated (Elkan-Noto), and --eval-file (labeled, optional) is the only source of accuracy."""
     unlabeled_file: Optional[str] = None
     """The unlabeled texts (no labels at all) that go with --positive-file; same formats."""
     label_pull: float = 1.0
@@ -400,7 +400,8 @@ class ImageConfig(RunOptions):
     of 1024's); docs/lab_notes/2026-11-26_pu_images.md lists what 1024 gave on the development split."""
     batch_size: Optional[int] = 256
     """Images per step, labeled ones in their share of the training pool (at least one), as a uniform draw from the
-    pool has them (the paper's sampling). Unset (`--batch-size None`): --batch-labeled and --batch-unlabeled."""
+    pool has them (the paper's sampling). Unset (`--batch-size None`): --batch-labeled and --batch-unlabeled, which
+    are refused beside a --batch-size (the default included)."""
     passes: Optional[float] = 300 * 256 / 3500
     """Training length in passes over the training pool, so that a pool of any size trains alike: --max-steps becomes
     round(passes x pool / images per step), at least 1. The default, 21.94, is what the chosen 300 steps of 256 images
@@ -597,10 +598,22 @@ def cli_finish(cfg: AnyConfig, argv: list[str]) -> AnyConfig:
     """Text: an explicit --positive-label (even the default value, 1) is refused beside --label-map, which says which
     class is positive. Images: a --contrastive that needs its own encoder (cpc: the patch grid) gets it when --encoder
     is not given, and an explicit step count (--max-steps) replaces the default --passes unless --passes is given
-    too."""
+    too. Options the run would not read are refused: PU data from files with --dataset, --n-labeled or --n-unlabeled;
+    images with --batch-labeled or --batch-unlabeled beside a --batch-size (the default included)."""
     if isinstance(cfg, TextOptions) and option_given(argv, "--positive-label") and cfg.label_map is not None:
         raise ValueError(f"--positive-label {cfg.positive_label} and --label-map {cfg.label_map} both say which "
                          "class is positive: give one of them (the map's 1 values are the positive class)")
+    if isinstance(cfg, PuConfig) and cfg.pu_files:
+        unread = [o for o in ("--dataset", "--n-labeled", "--n-unlabeled") if option_given(argv, o)]
+        if unread:
+            raise ValueError(f"{' / '.join(unread)}: not read with --positive-file and --unlabeled-file (every row of "
+                             f"the two files is used); drop {'it' if len(unread) == 1 else 'them'}")
+    if isinstance(cfg, ImageConfig) and cfg.batch_size is not None:
+        unread = [o for o in ("--batch-labeled", "--batch-unlabeled") if option_given(argv, o)]
+        if unread:
+            raise ValueError(f"{' / '.join(unread)}: read with --batch-size None only; --batch-size {cfg.batch_size} "
+                             "draws each batch with the labeled images in their share of the pool: drop one or the "
+                             "other")
     if isinstance(cfg, ImageConfig):
         encoder = ENCODER_LOSSES[cfg.contrastive].encoder  # --contrastive cpc without --encoder: its patch encoder
         if encoder is not None and not option_given(argv, "--encoder"):

@@ -6,15 +6,14 @@ Every loader returns ``(texts, labels)`` with labels in {0, 1} (1 = the positive
 
 from __future__ import annotations
 
-import csv
-import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from shared_losses.data import (TEXT_SETS, DataError, LabelRule, label_values, load_text_set, not_utf8_error,
-                                read_local)
+from shared_losses.data import (RECORD_SUFFIXES, TEXT_SETS, DataError, LabelRule, is_empty, label_values,
+                                load_text_set, not_utf8_error, read_local, read_records)
 
 
 def load_splits(cfg):
@@ -103,55 +102,48 @@ def read_labeled(path: str, cfg, option: str):
         raise type(err)(f"{option}: {err}") from None
 
 
-TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".jsonl")
+#: the files of texts without labels (:func:`read_rows`): .txt, and the data files the training reads
+TEXT_SUFFIXES = (".txt", *RECORD_SUFFIXES)
 
 
-def read_texts(path: str, text_column: str = "text", what: str = "input file") -> list[str]:
-    """The texts of a file without labels: .txt (one text per line), .csv / .tsv (a header row; the column
-    ``text_column``), .jsonl (one object per line with ``text_column``, or one JSON string per line). Blank
-    lines and empty texts are skipped. Errors are one line naming the file and what is wrong."""
+def read_rows(path: str, text_column: str = "text", what: str = "input file") -> tuple[list, list[dict]]:
+    """(texts, others): the rows of a file of texts without labels, in file order. ``.txt``: one text per line.
+    Else a data file as the training reads it (:func:`shared_losses.data.read_records`: .csv / .tsv with a header
+    row, .jsonl / .json, each also .gz, or .parquet) with the column ``text_column``; a .jsonl line may also be
+    one JSON string. ``texts[i]`` is None where a row's text is empty (a blank line; a missing, null, NaN or blank
+    cell), ``others[i]`` the row's other columns ({} for .txt). Errors are one line naming the file and what is
+    wrong."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{what} not found: {p}")
     if p.is_dir():
-        raise DataError(f"{what} {p} is a folder; pass one file ({', '.join(TEXT_SUFFIXES)})")
-    suffix = p.suffix.lower()
-    if suffix not in TEXT_SUFFIXES:
-        raise DataError(f"{what} {p}: unsupported file type {suffix or '(none)'!r}; use {', '.join(TEXT_SUFFIXES)}")
+        raise DataError(f"{what} {p} is a folder; pass one file ({', '.join(TEXT_SUFFIXES)}, or .gz)")
+    if p.suffix.lower() == ".txt":
+        try:
+            with open(p, encoding="utf-8-sig") as fh:
+                lines = [line.rstrip("\r\n") for line in fh]
+        except UnicodeDecodeError as err:
+            raise not_utf8_error(p) from err
+        return [t if t.strip() else None for t in lines], [{} for _ in lines]
     try:
-        with open(p, encoding="utf-8-sig", newline="" if suffix in (".csv", ".tsv") else None) as fh:
-            if suffix == ".txt":
-                texts = [line.rstrip("\r\n") for line in fh]
-            elif suffix in (".csv", ".tsv"):
-                reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",",
-                                        quoting=csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL)
-                if text_column not in (reader.fieldnames or []):
-                    raise DataError(f"{what} {p}: no column {text_column!r}; its columns: "
-                                    f"{list(reader.fieldnames or [])}. Set --text-column")
-                texts = [row.get(text_column) or "" for row in reader]
-            else:
-                texts = []
-                for n, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError as err:
-                        raise DataError(f"{what} {p}:{n}: not valid JSON ({err.msg})") from None
-                    if isinstance(obj, str):
-                        texts.append(obj)
-                    elif isinstance(obj, dict) and text_column in obj:
-                        texts.append("" if obj[text_column] is None else str(obj[text_column]))
-                    else:
-                        raise DataError(f"{what} {p}:{n}: expected an object with the key {text_column!r} (or a JSON "
-                                        f"string){'; its keys: ' + str(list(obj)) if isinstance(obj, dict) else ''}. "
-                                        "Set --text-column")
-    except UnicodeDecodeError as err:
-        raise not_utf8_error(p) from err
-    texts = [t for t in texts if t.strip()]
-    if not texts:
-        raise DataError(f"{what} {p}: no texts in it")
-    return texts
+        records = read_records(p, (text_column,), "--text-column", strings_as=text_column)
+    except DataError as err:
+        raise DataError(f"{what} {str(err).replace('; use .tsv', '; use .txt, .tsv')}") from None
+    texts = [None if is_empty(r.get(text_column)) else str(r[text_column]) for r in records]
+    return texts, [{k: v for k, v in r.items() if k != text_column} for r in records]
+
+
+def read_texts(path: str, text_column: str = "text", what: str = "input file") -> list[str]:
+    """The non-empty texts of a file without labels (:func:`read_rows`); the empty ones skipped are counted in a
+    warning."""
+    texts = read_rows(path, text_column, what)[0]
+    kept = [t for t in texts if t is not None]
+    if not kept:
+        raise DataError(f"{what} {path}: no texts in it")
+    if len(kept) < len(texts):
+        warnings.warn(f"{what} {path}: skipped {len(texts) - len(kept)} of {len(texts)} "
+                      f"{'lines' if Path(path).suffix.lower() == '.txt' else 'rows'} with an empty text", stacklevel=2)
+    return kept
 
 
 def load_pu_files(cfg):

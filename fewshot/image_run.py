@@ -97,9 +97,10 @@ def image_data(cfg: ImageConfig) -> ImageData:
     else:
         eval_x, eval_y, name = full.x[test], yb[test], f"test split ({len(test)} images, {TEST_FRACTION:.0%} per class)"
     x, y = full.x[pool], yb[pool]
-    for part, labels in (("training pool", y), ("evaluation split", eval_y)):
+    eval_source = ev.source if ev is not None and cfg.eval_split != "dev" else full.source  # where the split came from
+    for part, labels, source in (("training pool", y, full.source), ("evaluation split", eval_y, eval_source)):
         if len(labels) == 0 or labels.all() or not labels.any():
-            raise DataError(f"{full.source}: the {part} has {int(labels.sum())} positive and "
+            raise DataError(f"{source}: the {part} has {int(labels.sum())} positive and "
                             f"{int(len(labels) - labels.sum())} negative images; both classes are needed "
                             "(more images, or other --positive-classes)")
     labeled = sample_labeled(y, cfg.setting, cfg.n_labeled if cfg.setting == "pu" else cfg.labeled_percent, cfg.seed)

