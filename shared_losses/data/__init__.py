@@ -348,11 +348,22 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
             with open_text(newline="", encoding="utf-8-sig") as fh:
                 reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
                 _check_columns(reader.fieldnames or [], columns, str(p), options)
-                rows = list(reader)
+                rows, long_rows = [], []  # the lines of rows with more fields than the header
+                for row in reader:
+                    rows.append(row)
+                    if None in row:
+                        long_rows.append(reader.line_num)
         except UnicodeDecodeError as err:
             raise not_utf8_error(p) from err
         if suffix == ".tsv":
             _warn_quoted(p, rows, columns)
+        if long_rows:
+            delimiter = "tab" if suffix == ".tsv" else "comma"
+            warnings.warn(f"{p}: {len(long_rows)} row(s) have more fields than the header (the first ends on line "
+                          f"{long_rows[0]}): a {delimiter} inside a text that is not quoted? The extra fields are "
+                          "not read", stacklevel=4)
+            for row in rows:
+                row.pop(None, None)
     elif suffix in (".jsonl", ".json"):
         rows = []
         try:

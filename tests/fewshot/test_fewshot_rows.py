@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fewshot.config import ImageConfig, from_cli
-from fewshot.data import load_splits, read_texts
+from fewshot.data import load_splits, read_rows, read_texts
 from fewshot.train import train
 from shared_losses.data import DataError, LabelRule, parse_label_map, read_local
 
@@ -185,6 +185,15 @@ def test_a_tsv_quoted_the_csv_way_is_warned(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # GLUE's unquoted texts may start with a quote: no warning
         read_local(str(tmp_path / "glue.tsv"), "text", "label")
+
+
+@pytest.mark.parametrize("suffix,sep", [(".csv", ","), (".tsv", "\t")])
+def test_rows_with_more_fields_than_the_header_are_warned_and_their_extras_not_kept(tmp_path, suffix, sep):
+    f = tmp_path / f"t{suffix}"
+    f.write_text(f"id{sep}text\n1{sep}good\n2{sep}bad{sep} really\n3{sep}fine\n4{sep}x{sep}y{sep}z\n")
+    with pytest.warns(UserWarning, match=r"2 row\(s\) have more fields than the header \(the first ends on line 3\)"):
+        texts, others = read_rows(str(f), "text", "--input")
+    assert texts == ["good", "bad", "fine", "x"] and others == [{"id": str(i)} for i in range(1, 5)]
 
 
 @pytest.mark.slow  # runs the entry point in a subprocess
