@@ -145,8 +145,9 @@ class Config:
 
     dev_every: int = 0
     """Hold out every Nth batch of the corpus stream (never trained on; N >= 2) and score the loss on the held-out
-    batches after each epoch: dev_loss in log.csv and summary.json, the check that training has reached a plateau
-    (or overfits). 0: every batch is trained on. The vocabulary is still counted over the whole corpus."""
+    batches after each epoch (dev_loss in log.csv and summary.json) and, when --max-steps stops the run inside an
+    epoch, at the end (summary.json): the check that training has reached a plateau (or overfits). 0: every batch
+    is trained on. The vocabulary is still counted over the whole corpus."""
     dev_max_batches: int = 50
     """Score at most this many held-out batches (the first ones of the stream)."""
 

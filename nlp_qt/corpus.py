@@ -30,6 +30,7 @@ import io
 import lzma
 import os
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -86,15 +87,26 @@ CAPITALISED_ABBREVIATIONS = {
 }
 NUMBERED_ABBREVIATIONS = {"no", "vol", "fig", "figs", "eq", "eqs", "sec", "ch", "pp", "p"}
 
-# A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace,
-# then (optionally opening quotes/brackets and) an upper-case letter or a digit.
+# A candidate boundary: terminal punctuation, optional closing quotes/brackets, whitespace, then (optionally
+# opening quotes/brackets, Spanish ¿ ¡) the sentence's first letter or digit, which split_sentences checks with
+# _starts_sentence. French guillemets may stand apart by a space ("« Oui. » Il"). Groups 1-4.
 # A match starts only at the first mark of a run of marks, and takes the run whole (possessive), so
 # a long run of "!" or "." costs linear time, not quadratic; the boundaries found are the same.
-_BOUNDARY = re.compile(r"((?<![.!?])[.!?]++|…)([\"'”’)\]]*)(\s+)(?=[\"'“‘(\[]*[A-Z0-9])")
+# Or (groups 5-7) a sentence end of a script without case, followed by anything: 。！？ (Chinese, Japanese; no space
+# follows them), । ॥ (Devanagari), ؟ ۔ (Arabic, Urdu); a straight quote after it closes only before a space.
+_BOUNDARY = re.compile(
+    r"((?<![.!?])[.!?]++|…)((?:[\"'”’“‘)\]»›]|\s[»›])*)(\s+)(?=(?:[\"'“‘(\[¿¡„‚«‹]|[«‹]\s)*(\w))"
+    r"|([。！？।॥؟۔][.!?…。！？।॥؟۔]*+)((?:[”’)\]»›」』）〕】》〉]|[\"'](?!\S))*)(\s*)"
+)
 _WS = re.compile(r"\s+")
 PARAGRAPH_CHARS = 1_000_000  # a paragraph this long (no blank line) is split before its end
-_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.")
 _LONGEST_WORD = 64  # a longer run of letters and dots before a '.' is never an abbreviation
+
+
+def _starts_sentence(char: str) -> bool:
+    """True if a sentence may start with ``char`` after ``. ``: an upper- or title-case letter, a decimal digit
+    (any script), or a letter of a script without case (Unicode category Lo: CJK, Arabic, Hebrew, Devanagari...)."""
+    return unicodedata.category(char) in ("Lu", "Lt", "Nd", "Lo")
 
 
 def _is_abbreviation(text: str, start: int, end: int, next_char: str = "") -> bool:
@@ -102,10 +114,10 @@ def _is_abbreviation(text: str, start: int, end: int, next_char: str = "") -> bo
     abbreviation or a single-letter initial, so the '.' does not end the sentence. ``next_char``:
     the first character after the whitespace that follows the '.'.
 
-    The word is the run of ASCII letters and dots before ``end``, from its first letter. It is read
+    The word is the run of letters (any script) and dots before ``end``, from its first letter. It is read
     by stepping back at most ``_LONGEST_WORD`` characters: linear time, also on degenerate lines."""
     i = end
-    while i > start and text[i - 1] in _WORD_CHARS:
+    while i > start and (text[i - 1].isalpha() or text[i - 1] == "."):
         i -= 1
         if end - i > _LONGEST_WORD:
             return False
@@ -123,7 +135,7 @@ def _is_abbreviation(text: str, start: int, end: int, next_char: str = "") -> bo
         return True
     if word == "al" and text[max(start, i - 3):i] == "et ":  # "et al."
         return True
-    if len(word) == 1 and word_raw[0].isupper():  # initials: "J. R. R. Tolkien"
+    if len(word) == 1 and word_raw[0].isupper():  # initials: "J. R. R. Tolkien", "А. С. Пушкин"
         return True
     return bool(re.fullmatch(r"(?:[a-z]\.)+[a-z]", word))  # "u.s.a" style
 
@@ -131,24 +143,31 @@ def _is_abbreviation(text: str, start: int, end: int, next_char: str = "") -> bo
 def split_sentences(text: str) -> list[str]:
     """Split a paragraph into sentences with rules (no NLTK data is needed).
 
-    Boundaries are ``.``, ``!``, ``?``, ``...`` (with closing quotes or brackets) followed by
-    whitespace and a capital letter, digit or opening quote; a ``.`` after a known abbreviation
-    (``Mr.``, ``e.g.``, ``Fig.``) or a single capital initial is not a boundary. Whitespace is
-    normalised; empty pieces are dropped.
+    Boundaries are ``.``, ``!``, ``?``, ``...`` or ``…`` (with closing quotes or brackets) followed by
+    whitespace and (after opening quotes, brackets, ``¿`` or ``¡``) an upper- or title-case letter of any
+    script, a decimal digit or a letter of a script without case (:func:`_starts_sentence`); a ``.`` after a
+    known English abbreviation (``Mr.``, ``e.g.``, ``Fig.``) or a single capital initial is not a boundary.
+    ``。！？`` (CJK, no whitespace needed), ``। ॥`` (Devanagari) and ``؟ ۔`` (Arabic, Urdu) always end a sentence.
+    Whitespace is normalised; empty pieces are dropped.
     """
     text = _WS.sub(" ", text).strip()
     if not text:
         return []
     out, start = [], 0
     for m in _BOUNDARY.finditer(text):
-        punct = m.group(1)
-        if punct == "." and _is_abbreviation(text, start, m.start(1), text[m.end(3):m.end(3) + 1]):
-            continue
-        end = m.end(2)
+        if m.group(1):
+            punct = m.group(1)
+            if not _starts_sentence(m.group(4)):
+                continue
+            if punct == "." and _is_abbreviation(text, start, m.start(1), text[m.end(3):m.end(3) + 1]):
+                continue
+            end, after = m.end(2), m.end(3)
+        else:
+            end, after = m.end(6), m.end(7)
         piece = text[start:end].strip()
         if piece:
             out.append(piece)
-        start = m.end(3)
+        start = after
     tail = text[start:].strip()
     if tail:
         out.append(tail)
@@ -176,7 +195,9 @@ def _text_files(path: Path) -> list[Path]:
         return [path]
     files = [p for p in _visible_files(path) if _format_suffix(p) in TEXT_SUFFIXES]
     if not files:
-        raise CorpusError(f"corpus folder {path} has no text files (*.txt, *.txt.gz or files without a suffix)")
+        named = ", ".join(f"*{suffix}" for suffix in sorted(TEXT_SUFFIXES) if suffix)
+        raise CorpusError(f"corpus folder {path} has no text files ({named} or files without a suffix, also "
+                          f"compressed ({', '.join(COMPRESSED)}, e.g. *.txt.gz))")
     return files
 
 
@@ -306,9 +327,9 @@ def iter_text_sentences(
                 if para_chars > 10_000 * len(pieces):  # prose has about 100 characters a sentence
                     raise CorpusError(
                         f"{file}: {para_chars} characters without a blank line hold only {len(pieces)} sentence(s) "
-                        "the splitter recognises (it needs '.', '!' or '?' before a capital letter). One sentence "
-                        "per line, such as the lower-cased BookCorpus release? pass --one-sentence-per-line True "
-                        "(one paragraph per line: --doc-boundary line)"
+                        "the splitter recognises (it needs '.', '!' or '?' before a capital letter or a digit, or "
+                        "。！？ । ؟). One sentence per line, such as the lower-cased BookCorpus release? pass "
+                        "--one-sentence-per-line True (one paragraph per line: --doc-boundary line)"
                     )
                 para[:] = pieces[-1:]
                 carried = para_chars = len(pieces[-1])
@@ -335,15 +356,24 @@ def _is_saved_dataset(path: Path) -> bool:
 
 def _rows(ds, source: str, stats: CorpusStats):
     """Rows of a streamed dataset; a read/parse failure (not UTF-8, malformed JSON) becomes a
-    :class:`CorpusError` naming the source (datasets cannot skip a bad row)."""
+    :class:`CorpusError` naming the source (datasets cannot skip a bad row). datasets reads a file in blocks and
+    numbers the rows of its errors in the failing block, so the rows read before it are the blocks before."""
     try:
         yield from ds
     except Exception as err:  # noqa: BLE001 - arrow / json / decode errors come in many types
+        after = f" after its first {stats.lines} rows" if stats.lines else ""
         raise CorpusError(
-            f"could not read {source!r} after {stats.lines} rows ({type(err).__name__}: {err}); "
+            f"could not read {source!r}{after} ({type(err).__name__}: {err}); "
             "datasets sources must be valid UTF-8 and well-formed (bad rows cannot be skipped; plain-text "
             "corpora skip and count bad lines)"
         ) from err
+
+
+def _parquet_rows(path: Path) -> int:
+    """The number of rows a Parquet file's footer records (datasets' streaming fails on a file of none)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
 
 
 def _load_datasets_stream(source: str, text_column: str, split: str):
@@ -360,7 +390,8 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
                         raise CorpusError(f"dataset {path} has splits {sorted(ds)}, not {split!r}")
                     ds = ds[split]
                 return ds.to_iterable_dataset()
-            if path.is_file() and path.stat().st_size == 0:
+            if path.is_file() and (path.stat().st_size == 0 or path.suffix.lower() == ".parquet"
+                                   and _parquet_rows(path) == 0):
                 raise CorpusError(f"corpus file {path} is empty")
             builder = DATASETS_SUFFIXES.get(_format_suffix(path))
             if builder is None:

@@ -158,9 +158,14 @@ UNK_TOKEN = "<unk>"  # the word-level tokenizer's id 0: weight 0, a zero vector 
 @functools.lru_cache(maxsize=None)
 def _class_of(predicate_name: str) -> str:
     """An Oniguruma character class of the code points for which ``str.<predicate_name>()`` (or, for "word",
-    Python's ``\\w``: ``isalnum()`` or ``_``) holds: the exporting Python's Unicode tables, written out, so the
-    tokenizer does not depend on the Unicode version of the ``tokenizers`` build that reads it."""
+    Python's ``\\w``: ``isalnum()`` or ``_``; for "token", :func:`nlp_qt.modeling_qt.is_word_char`) holds: the
+    exporting Python's Unicode tables, written out, so the tokenizer does not depend on the Unicode version of the
+    ``tokenizers`` build that reads it."""
+    from .modeling_qt import is_word_char
+
     def pred(ch: str) -> bool:
+        if predicate_name == "token":
+            return is_word_char(ch)
         return ch.isalnum() or ch == "_" if predicate_name == "word" else getattr(ch, predicate_name)()
 
     parts, start = [], None
@@ -174,15 +179,15 @@ def _class_of(predicate_name: str) -> str:
 
 
 def bow_tokenizer(words: list[str], lowercase: bool):
-    """A ``tokenizers`` word-level tokenizer that splits a text as :func:`nlp_qt.vocab.tokenize` (version 2) does
+    """A ``tokenizers`` word-level tokenizer that splits a text as :func:`nlp_qt.vocab.tokenize` (version 3) does
     and maps each token to its row in ``words`` + 1 (id 0: ``<unk>``)."""
     from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordLevel
 
     from .vocab import TOKENIZER_VERSION
 
-    if TOKENIZER_VERSION != 2:  # the rules below are version 2's; a new version needs them rewritten
-        raise NotImplementedError(f"the bag-of-words export reproduces tokenizer version 2, not {TOKENIZER_VERSION}")
+    if TOKENIZER_VERSION != 3:  # the rules below are version 3's; a new version needs them rewritten
+        raise NotImplementedError(f"the bag-of-words export reproduces tokenizer version 3, not {TOKENIZER_VERSION}")
     vocab = {UNK_TOKEN: 0}
     for w in words:
         vocab.setdefault(w, len(vocab))
@@ -202,12 +207,12 @@ def bow_tokenizer(words: list[str], lowercase: bool):
     clitic = "(?:[sS\u017f]|[rR][eE]|[vV][eE]|[lL][lL]|[dD]|[mM])"
     rules.append(normalizers.Replace(Regex(f"(?<=[{letter}0-9])['\u2019](?={clitic}(?!{word}))"), " '"))
     tok.normalizer = normalizers.Sequence(rules)
-    # vocab._TOKEN.findall: whitespace (Python's) apart, then its alternatives in order; every other character
-    # is a token of its own, so the pieces between matches are empty
+    # version 3's token pattern (modeling_qt._unicode_token).findall: whitespace (Python's) apart, then its
+    # alternatives in order; every other character is a token of its own, so the pieces between matches are empty
+    token = _class_of("token")
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(_class_of("isspace") + "+"), "removed"),
-        pre_tokenizers.Split(Regex("[A-Za-z0-9\u00c0-\u024f]+(?:['\u2019\\-][A-Za-z0-9\u00c0-\u024f]+)*"
-                                   "|n't|'[A-Za-z]+|[^A-Za-z0-9]"), "isolated"),
+        pre_tokenizers.Split(Regex(f"{token}+(?:['\u2019\\-]{token}+)*|n't|'[A-Za-z]+|[^A-Za-z0-9]"), "isolated"),
     ])
     return tok
 

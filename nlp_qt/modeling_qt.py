@@ -21,11 +21,13 @@ whole; ``model.max_seq_length = N`` cuts them to their first N tokens (None: who
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
 import sys
+import unicodedata
 from pathlib import Path
 
 import torch
@@ -45,10 +47,36 @@ _TOKEN = re.compile(r"[A-Za-z0-9\u00C0-\u024F]+(?:['’\-][A-Za-z0-9\u00C0-\u024
 # for its words to meet the evaluation's.
 _NOT = re.compile(r"(?i)([a-z])(n['’]t)\b")
 _CLITIC = re.compile(r"(?i)([a-z0-9])(['’](?:s|re|ve|ll|d|m))\b")
-# The tokenizer a vocabulary records ("tokenizer" in vocab.json): version 2 splits clitics off; version 1 keeps
-# "don't" and "it's" whole and is the one a vocab.json without that field is read with. A model is always read
-# with the tokenizer it was trained with.
-TOKENIZER_VERSION = 2
+# The tokenizer a vocabulary records ("tokenizer" in vocab.json): version 3 takes words of every script whole;
+# version 2 splits clitics off but knows only Latin letters (a Cyrillic or Greek word falls apart into its letters);
+# version 1, Latin letters only too, keeps "don't" and "it's" whole and is the one a vocab.json without that field is
+# read with. A model is always read with the tokenizer it was trained with.
+TOKENIZER_VERSION = 3
+
+
+def is_word_char(char: str) -> bool:
+    """True if words of tokenizer version 3 are made of ``char``: below U+0250 the characters of versions 1 and 2
+    (A-Z, a-z, 0-9, À-ɏ: × and ÷ too, not ª µ º), so Latin text splits as before; from U+0250 on, a letter, mark or
+    decimal digit of any script (Unicode categories L*, M*, Nd)."""
+    if char < "\u0250":
+        return char.isascii() and char.isalnum() or char >= "\u00c0"
+    category = unicodedata.category(char)
+    return category[0] in "LM" or category == "Nd"
+
+
+@functools.lru_cache(maxsize=None)
+def _unicode_token() -> re.Pattern:
+    """Version 3's ``_TOKEN``: its Latin class replaced by :func:`is_word_char`'s characters (the running Python's
+    Unicode tables), written out on first use (a scan of every code point, about 0.3 s)."""
+    ranges, start = [], None
+    for c in range(sys.maxunicode + 2):
+        if c <= sys.maxunicode and is_word_char(chr(c)):
+            start = c if start is None else start
+        elif start is not None:
+            ranges.append(f"\\U{start:08x}-\\U{c - 1:08x}")
+            start = None
+    word = "[" + "".join(ranges) + "]"
+    return re.compile(rf"{word}+(?:['’\-]{word}+)*|n't|'[A-Za-z]+|[^\sA-Za-z0-9]")
 
 
 def tokenize(sentence: str, lowercase: bool = False, version: int = TOKENIZER_VERSION) -> list[str]:
@@ -57,11 +85,11 @@ def tokenize(sentence: str, lowercase: bool = False, version: int = TOKENIZER_VE
         sentence = sentence.lower()
     if version == 1:
         return _TOKEN.findall(sentence)
-    if version != TOKENIZER_VERSION:
-        raise ValueError(f"unknown tokenizer version {version} (this tokenizer knows 1 and {TOKENIZER_VERSION})")
+    if version not in (2, 3):
+        raise ValueError(f"unknown tokenizer version {version} (this tokenizer knows 1, 2 and 3)")
     sentence = _NOT.sub(lambda m: f"{m.group(1)} {m.group(2)[0]}'t", sentence)
     sentence = _CLITIC.sub(lambda m: f"{m.group(1)} '{m.group(2)[1:]}", sentence)
-    return _TOKEN.findall(sentence)
+    return (_TOKEN if version == 2 else _unicode_token()).findall(sentence)
 
 
 def check_texts(texts, what: str = "encode") -> list[str]:

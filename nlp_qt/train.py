@@ -214,6 +214,8 @@ class QuickThoughtApp(TrainingApp):
         self.global_bs = cfg.batch_size * self.world
         self.epoch, self.batch_in_epoch, self.sentences_seen, self.no_neighbour_batches = 0, 0, 0, 0
         self.dev_losses: list[dict] = []  # {"epoch", "step", "dev_loss"} after each epoch (--dev-every)
+        self.held_out: list = []  # the held-out batches of the pass being read (--dev-every)
+        self.end_dev_loss: float | None = None  # scored at the end of a run stopped inside a pass (--max-steps)
         self.last_loss, self.stop_now, self.covered, self.stats = float("nan"), False, None, CorpusStats()
         self.saved_stats: dict | None = None
         self.events = None  # the corpus stream's batches and epoch ends (made at the first step: a resume sets where)
@@ -269,8 +271,8 @@ class QuickThoughtApp(TrainingApp):
         self.built = True
 
     def state(self):
-        # never a checkpoint of a diverged model (before its first step, last_loss is NaN: no loss yet)
-        self.watch.check(self.step, self.last_loss if self.step > 0 else None)
+        # never a checkpoint of a diverged model (before its first optimiser step, last_loss is NaN: no loss yet)
+        self.watch.check(self.step, self.loss_so_far())
         self.watch.checkpointed = self.step
         return {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
                 "sentences_seen": self.sentences_seen, "no_neighbour_batches": self.no_neighbour_batches,
@@ -307,14 +309,14 @@ class QuickThoughtApp(TrainingApp):
 
     def corpus_events(self, first_epoch: int, skip: int):
         """What the deterministic corpus stream holds from epoch ``first_epoch`` on, as events; it changes nothing
-        of the run (:meth:`next_batch` does): ``("epoch", stats)`` when an epoch's pass starts (``stats`` fills as the
-        stream is read), ``("held", index)`` for a held-out batch, ``("batch", batch)`` for a global batch to train on
-        (the first epoch's before ``skip`` were used before a resume) and ``("end", held_out)`` when the pass ends,
-        with its held-out batches (the same every epoch)."""
+        of the run (:meth:`next_batch` does): ``("epoch", (stats, held_out))`` when an epoch's pass starts (``stats``
+        and the list of its held-out batches fill as the stream is read), ``("held", index)`` for a held-out batch,
+        ``("batch", batch)`` for a global batch to train on (the first epoch's before ``skip`` were used before a
+        resume) and ``("end", held_out)`` when the pass ends, with its held-out batches (the same every epoch)."""
         cfg = self.cfg
         for _ in range(first_epoch, cfg.epochs):
             stats, held_out = CorpusStats(), []
-            yield "epoch", stats
+            yield "epoch", (stats, held_out)
             for index, batch in enumerate(contiguous_batches(sentence_stream(cfg, stats), self.global_bs)):
                 if is_dev_batch(cfg, index):
                     if len(held_out) < cfg.dev_max_batches:
@@ -337,7 +339,7 @@ class QuickThoughtApp(TrainingApp):
             if kind == "batch":
                 return value
             if kind == "epoch":
-                self.stats = value
+                self.stats, self.held_out = value
             elif kind == "held":
                 self.batch_in_epoch = max(self.batch_in_epoch, value + 1)
             else:  # the pass ended
@@ -374,23 +376,46 @@ class QuickThoughtApp(TrainingApp):
         self.step += 1
         self.batch_in_epoch += 1
         self.sentences_seen += self.global_bs
-        # logged loss: mean over processes (each process's loss covers its own anchors)
-        self.last_loss = (acc.reduce(loss.detach(), reduction="mean") if self.world > 1 else loss.detach()).item()
+        # logged loss: mean over processes (each process's loss covers its own anchors); a skipped batch has none
+        if n_global > 0:
+            self.last_loss = (acc.reduce(loss.detach(), reduction="mean") if self.world > 1 else loss.detach()).item()
         self.rate = (self.sentences_seen - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
         # first the held-out loss of each epoch that ended before this step (a row of its own), then the step's
         rows, self.ended = self.ended, []
         if self.step % cfg.log_every and self.step != 1:
             return rows
-        self.watch.check(self.step, self.last_loss)
-        row = {"step": self.step, "epoch": self.epoch, "loss": self.last_loss, "grad_norm": grad_norm,
-               "sentences": self.sentences_seen, "sentences_per_s": self.rate}
-        return rows + [LogRow(row, scalars={f"train/{k}": row[k] for k in ("loss", "grad_norm", "sentences_per_s")})]
+        self.watch.check(self.step, self.loss_so_far())
+        row = {"step": self.step, "epoch": self.epoch, "loss": self.last_loss if n_global > 0 else None,
+               "grad_norm": grad_norm, "sentences": self.sentences_seen, "sentences_per_s": self.rate}
+        return rows + [LogRow(row, scalars={f"train/{k}": row[k] for k in ("loss", "grad_norm", "sentences_per_s")
+                                            if row[k] is not None})]
+
+    def loss_so_far(self) -> float | None:
+        """The loss of the last optimiser step (None before the first: batches without a neighbour make none)."""
+        return None if math.isnan(self.last_loss) else self.last_loss
 
     def finish(self):
         if self.ended:  # the last epoch's held-out loss, found when the stream ran out
             rows, self.ended = self.ended, []
             self.log(rows)
+        if self.cfg.dev_every and self.events is not None and not (self.dev_losses and
+                                                                   self.dev_losses[-1]["step"] == self.step):
+            self.score_held_out_at_the_end()
         super().finish()
+
+    def score_held_out_at_the_end(self) -> None:
+        """--max-steps stopped the run inside a pass: the held-out loss of the model as trained, on the pass's held-out
+        batches (the stream is read on, not trained on, to the first ``dev_max_batches`` of them or the pass's end:
+        the same batches an epoch's end scores). Reported in the summary, not logged nor checkpointed, so a run
+        resumed with a larger --max-steps goes on exactly as the uninterrupted run."""
+        cfg = self.cfg
+        while len(self.held_out) < cfg.dev_max_batches and next(self.events, ("end", None))[0] != "end":
+            pass
+        if self.held_out:
+            self.end_dev_loss = dev_loss(self.model, self.vocab, self.held_out, cfg, self.accelerator)
+            if self.main:
+                print(f"step {self.step} (the end): dev loss {self.end_dev_loss:.4f} over {len(self.held_out)} "
+                      "held-out batches")
 
     def batch_loss(self, batch):
         """(this process's loss on its block of the global batch, its count of anchors with a neighbour)."""
@@ -460,13 +485,15 @@ class QuickThoughtApp(TrainingApp):
 
     def summary(self):
         summary = {"step": self.step, "epoch": self.epoch, "sentences_seen": self.sentences_seen,
-                   "final_loss": self.last_loss, "corpus_stats_last_pass": self.pass_stats(),
-                   "vocab_size": len(self.vocab), "no_neighbour_batches": self.no_neighbour_batches}
+                   "final_loss": self.loss_so_far(), "corpus_stats_last_pass": self.pass_stats(),
+                   "vocab_size": len(self.vocab), "no_neighbour_batches": self.no_neighbour_batches,
+                   "optimizer_steps": self.step - self.no_neighbour_batches}
         if self.covered is not None:
             summary["word_vectors_covered"] = self.covered
         if self.cfg.dev_every:
             summary["dev_losses"] = self.dev_losses
-            summary["dev_loss"] = self.dev_losses[-1]["dev_loss"] if self.dev_losses else None
+            summary["dev_loss"] = (self.end_dev_loss if self.end_dev_loss is not None
+                                   else self.dev_losses[-1]["dev_loss"] if self.dev_losses else None)
         return summary
 
     def report(self) -> None:
@@ -477,7 +504,11 @@ class QuickThoughtApp(TrainingApp):
         if self.no_neighbour_batches:
             print(f"warning: {self.no_neighbour_batches} of {self.step} batches had no sentence with a neighbour in "
                   "its own document (one-sentence documents?); their optimiser step was skipped. Check --doc-boundary.")
-        print(f"done: {self.step} steps, {self.sentences_seen} sentences; model in {out / 'model'}")
+        if self.cfg.dev_every and self.end_dev_loss is None and not self.dev_losses:
+            print(f"warning: --dev-every {self.cfg.dev_every} held out no batch (an epoch has fewer than "
+                  f"{self.cfg.dev_every} batches); no dev loss")
+        skipped = f" ({self.step - self.no_neighbour_batches} optimiser steps)" if self.no_neighbour_batches else ""
+        print(f"done: {self.step} steps{skipped}, {self.sentences_seen} sentences; model in {out / 'model'}")
 
 
 def train(cfg: Config) -> dict:

@@ -420,8 +420,8 @@ def training_table(a, todo: list[dict]) -> tuple[str, dict]:
         s = json.loads(path.read_text())
         dev = [d["dev_loss"] for d in s.get("dev_losses", [])]
         data[label(job)] = {"step": s.get("step"), "final_loss": s.get("final_loss"), "dev_losses": dev}
-        rows.append(f"| {label(job)} | {s.get('step')} | {s.get('final_loss', float('nan')):.3f} | "
-                    + (" ".join(f"{d:.3f}" for d in dev) or "-") + " |")
+        loss = "-" if s.get("final_loss") is None else f"{s['final_loss']:.3f}"  # None: no optimiser step
+        rows.append(f"| {label(job)} | {s.get('step')} | {loss} | " + (" ".join(f"{d:.3f}" for d in dev) or "-") + " |")
     if not rows:
         return "", data
     lines = ["Training (summary.json of each run; held-out loss after each epoch with --dev-every)", "",

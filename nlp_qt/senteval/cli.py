@@ -107,14 +107,15 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     a = p.parse_args(argv)
     if a.max_length is not None and a.max_length < 0:  # before the data or the model is read
         raise ValueError(f"--max-length must be >= 0 (0: the whole text), got {a.max_length}")
+    # bad values: one error line (run_cli), as --max-length's, not argparse's usage block
     if a.kfold < 2:
-        p.error("--kfold must be >= 2")
+        raise ValueError(f"--kfold must be >= 2, got {a.kfold}")
     if a.inner_kfold is not None and a.inner_kfold < 2:
-        p.error("--inner-kfold must be >= 2")
+        raise ValueError(f"--inner-kfold must be >= 2, got {a.inner_kfold}")
     if a.batch_size < 1:
-        p.error(f"--batch-size must be >= 1, got {a.batch_size}")
+        raise ValueError(f"--batch-size must be >= 1, got {a.batch_size}")
     if a.jobs < 1 and a.jobs != -1:
-        p.error(f"--jobs must be >= 1, or -1 for one per CPU; got {a.jobs}")
+        raise ValueError(f"--jobs must be >= 1, or -1 for one per CPU; got {a.jobs}")
     from shared_losses.training.runtime import check_device
 
     check_device(a.device)

@@ -53,7 +53,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
 
     from ..model import is_qt_model_dir, load_model
 
-    from shared_losses.training.runtime import run_application
+    from shared_losses.training.runtime import checkpoint_exists, run_application
 
     from ..bow import is_bow_dir, load_bow_encoder
 
@@ -70,11 +70,18 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         raise FileNotFoundError(f"--model {model}: no such folder")
     if path.is_dir() and not is_qt_model_dir(path) and is_qt_model_dir(path / "model"):
         path = path / "model"
-    if path.is_dir() and not is_qt_model_dir(path) and (path / "checkpoint").is_dir() and not (path / "model").exists():
+    if path.is_dir() and not is_qt_model_dir(path) and not (path / "model").exists() and (
+            owner == "nlp_qt" or (path / "checkpoint").is_dir() or (path / "vocab.json").is_file()):
+        if checkpoint_exists(path / "checkpoint"):
+            raise FileNotFoundError(
+                f"{path} is an nlp_qt run folder without model/: it is written when training ends (still running, "
+                "or stopped before its end? add --resume to its training command to finish it, or write its "
+                f"checkpoint's model with python -m nlp_qt.export --run-dir {path})"
+            )
         raise FileNotFoundError(
-            f"{path} is an nlp_qt run folder without model/: it is written when training ends (still running, "
-            "or stopped before its end? rerun the same training command to resume and finish it, or write its "
-            f"checkpoint's model with python -m nlp_qt.export --run-dir {path})"
+            f"{path} is an nlp_qt run folder without model/ and without a checkpoint: the run has saved no model yet "
+            "(it stopped before its first checkpoint, e.g. because it diverged, or has not reached it yet), so "
+            "there is nothing to evaluate or export: train again (--overwrite moves this folder aside)"
         )
     if is_qt_model_dir(path):
         qt, vocab = load_model(path, device)

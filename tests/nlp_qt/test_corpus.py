@@ -141,12 +141,16 @@ def test_vocab_build_encode_save(tmp_path):
 
 def test_vocabulary_keeps_the_tokenizer_it_was_built_with(tmp_path):
     """A vocabulary saved before clitics were split (no "tokenizer" field) still tokenizes as it did
-    when its model was trained; a new one records version 2."""
+    when its model was trained; a new one records version 3 (version 2: Latin letters only)."""
     import json
 
     new = Vocab.build(["I don't know."], size=10)
     new.save(tmp_path / "new.json")
-    assert json.loads((tmp_path / "new.json").read_text())["tokenizer"] == 2
+    assert json.loads((tmp_path / "new.json").read_text())["tokenizer"] == 3
+    (tmp_path / "v2.json").write_text(json.dumps({"itos": ["<pad>", "<unk>", "д", "а", "да"], "max_len": 50,
+                                                  "lowercase": False, "tokenizer": 2}))
+    assert Vocab.load(tmp_path / "v2.json").encode("да") == [2, 3]
+    assert Vocab(["да"]).encode("да") == [2]
     assert Vocab.load(tmp_path / "new.json").encode("don't") == [new.stoi["do"], new.stoi["n't"]]
     (tmp_path / "old.json").write_text(json.dumps({"itos": ["<pad>", "<unk>", "I", "don't", "know", "."],
                                                    "max_len": 50, "lowercase": False}))
@@ -279,3 +283,96 @@ def test_a_skipped_undecodable_line_ends_the_paragraph(tmp_path):
     assert [s for _, s in got] == ["He walked into the little", "down by the window.", "Next one."]
     assert [d for d, _ in got] == [0, 0, 1]  # not a document boundary: only the blank line is
     assert stats.undecodable_lines == 1 and stats.examples == [f"{f}:2"]
+
+
+def test_sentences_of_any_script_are_split():
+    """Only an ASCII capital or digit started a sentence: French, Spanish, German, Russian or Greek text lost its
+    boundaries (a Russian book became one "sentence"), and scripts without case had none at all."""
+    assert split_sentences("Él dijo hola. ¿Qué tal? ¡Muy bien! Émile est là. Über alles.") == [
+        "Él dijo hola.", "¿Qué tal?", "¡Muy bien!", "Émile est là.", "Über alles."]
+    assert split_sentences("Привет. Как дела? Хорошо! А. С. Пушкин родился в 1799 г. Он поэт. Это т. е. так.") == [
+        "Привет.", "Как дела?", "Хорошо!", "А. С. Пушкин родился в 1799 г.", "Он поэт.", "Это т. е. так."]
+    assert split_sentences("Γεια σου. Ωραία! ǅemal je došao. ٣ أيام") == [
+        "Γεια σου.", "Ωραία!", "ǅemal je došao.", "٣ أيام"]  # titlecase ǅ; an Arabic-Indic digit
+    # French guillemets, spaced or not; German quotes
+    assert split_sentences("« Bonjour. » Il part. « Oui ! » dit-il. Fin. «Non.» Elle rit. „Ja.“ Er ging.") == [
+        "« Bonjour. »", "Il part.", "« Oui ! » dit-il.", "Fin.", "«Non.»", "Elle rit.", "„Ja.“", "Er ging."]
+    # scripts without case: their own sentence ends, and '.' '!' '?' before any of their letters
+    assert split_sentences("今天天气很好。我们去公园吧！你呢？“好的。”他说。") == [
+        "今天天气很好。", "我们去公园吧！", "你呢？", "“好的。”", "他说。"]
+    assert split_sentences("यह किताब है। वह घर है॥ ठीक है") == ["यह किताब है।", "वह घर है॥", "ठीक है"]
+    assert split_sentences("هل أنت بخير؟ نعم. شكرا") == ["هل أنت بخير؟", "نعم.", "شكرا"]
+    # no boundary before a lower-case letter, in any script
+    assert split_sentences("Il est né en 1900 env. à Paris. Он сказал т. е. нет.") == [
+        "Il est né en 1900 env. à Paris.", "Он сказал т. е. нет."]
+
+
+def test_a_russian_corpus_has_its_sentences(tmp_path):
+    f = tmp_path / "ru.txt"
+    f.write_text(" ".join(f"Кот номер {i} видел большой дом." for i in range(200)) + "\n", encoding="utf-8")
+    stats = CorpusStats()
+    got = [s for _, s in iter_text_sentences(f, stats)]
+    assert len(got) == 200 and got[1] == "Кот номер 1 видел большой дом."
+
+
+def test_words_of_any_script_are_tokens():
+    """Every Cyrillic, Greek, Arabic or Indic word fell apart into single letters (a character vocabulary)."""
+    assert tokenize("Привет, мир! Кто-то сказал «нет».") == ["Привет", ",", "мир", "!", "Кто-то", "сказал", "«", "нет",
+                                                            "»", "."]
+    assert tokenize("नमस्ते दुनिया। Ελληνικά κείμενα. مرحبا ١٢٣ 日本語です。 e\u0301te") == [
+        "नमस्ते", "दुनिया", "।", "Ελληνικά", "κείμενα", ".", "مرحبا", "١٢٣", "日本語です", "。", "e\u0301te"]
+    # Latin as before: clitics, apostrophes and hyphens; other numbers (², ½), symbols and ª µ º stand alone
+    assert tokenize("Don't it’s l'été x² 3×4 ½ well-known 5µg") == ["Do", "n't", "it", "'s", "l'été", "x", "²", "3×4",
+                                                                   "½", "well-known", "5", "µ", "g"]
+    # a vocabulary of version 2 (before this) still splits as it did when its model was trained
+    assert tokenize("Привет мир", version=2) == list("Приветмир")
+
+
+def test_the_unicode_tokenizer_splits_latin_text_as_version_2_did():
+    """Version 3 differs from version 2 only on letters, marks and digits from U+0250 on (lower-cased: also on the
+    few capitals below it whose lower case lies beyond, Ɗ -> ɗ, İ -> i + U+0307)."""
+    import random
+
+    rng = random.Random(0)
+    quotes = list("’‘“”«»—–… \t")
+    for lowercase, last in ((False, 0x250), (True, 0x180)):
+        chars = [chr(c) for c in range(0x20, last) if chr(c) != "İ"] + quotes
+        for _ in range(20000):
+            text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 20)))
+            assert tokenize(text, lowercase, 3) == tokenize(text, lowercase, 2), text
+
+
+def test_an_empty_parquet_file_and_a_bad_last_row_are_named_plainly(tmp_path):
+    """A Parquet file of no rows failed with "after 0 rows (ArrowInvalid: BatchSize must be greater than 0)"; a
+    malformed last JSONL row gave "after 0 rows (... in row 60)": datasets reads blocks, so no row had been read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), tmp_path / "empty.parquet")
+    with pytest.raises(CorpusError, match=r"^corpus file .*empty.parquet is empty$"):
+        list(iter_corpus(str(tmp_path / "empty.parquet")))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(f'{{"text": "Row {i}."}}\n' for i in range(60)) + "{not json\n")
+    with pytest.raises(CorpusError, match=r"could not read '.*bad.jsonl' \(ArrowInvalid: .* in row 60\)") as err:
+        list(iter_corpus(str(bad)))
+    assert "after" not in str(err.value)
+
+
+def test_a_folder_without_text_files_names_every_kind_that_is_read(tmp_path):
+    """The message listed *.txt, *.txt.gz and files without a suffix; .md, .text, .bz2 and .xz are read too."""
+    import bz2
+    import lzma
+
+    from nlp_qt.corpus import COMPRESSED, TEXT_SUFFIXES
+
+    (tmp_path / "paper.pdf").write_bytes(b"%PDF-1.4")
+    with pytest.raises(CorpusError) as err:
+        list(iter_corpus(str(tmp_path)))
+    message = str(err.value)
+    assert "*.md, *.text, *.txt or files without a suffix" in message and ".gz, .bz2, .xz" in message
+    assert all(f"*{s}" in message for s in TEXT_SUFFIXES if s) and all(c in message for c in COMPRESSED)
+    (tmp_path / "a.md").write_text("Markdown.\n")
+    (tmp_path / "b.text").write_text("Text.\n")
+    (tmp_path / "c.bz2").write_bytes(bz2.compress(b"Bzip2.\n"))
+    (tmp_path / "d.txt.xz").write_bytes(lzma.compress(b"Xz.\n"))
+    assert [s for _, s in iter_corpus(str(tmp_path))] == ["Markdown.", "Text.", "Bzip2.", "Xz."]

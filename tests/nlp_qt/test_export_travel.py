@@ -34,11 +34,12 @@ from tests import warm
 SENTENCES = ["The whale swam on.", "It's the story of a cat, don't you think?", "unknownword zzz", "",
              "Call me Ishmael, said he, and went on his way across the wide grey sea of the book.",
              "DON’T stop: it’s we'RE and the cat's book-shelf ; «quoted» — 3.5 kg", "the the the",
-             "Book 1 tells part 3"]
+             "Book 1 tells part 3", "Привет, мир: кто-то नमस्ते"]
 # words of the hand-made bag-of-words folders: clitics, punctuation and capitals included, so that the tokenizer's
 # every rule decides which rows a sentence averages
 BOW_WORDS = ["the", "The", "cat", "story", "of", "a", "'s", "n't", "do", "It", "it", ",", ".", "?", "Book", "book",
-             "book-shelf", "we", "'RE", "N't", "DO", "stop", ":", "3", "«", "tells", "part", "1", "whale", "sea"]
+             "book-shelf", "we", "'RE", "N't", "DO", "stop", ":", "3", "«", "tells", "part", "1", "whale", "sea",
+             "Привет", "кто-то", "नमस्ते"]
 
 # The child process: nlp_qt and the rest of the suite cannot be imported in it (a meta path finder refuses them,
 # ahead of the editable install's finder), and it says so before loading anything.
@@ -164,6 +165,12 @@ def test_bag_of_words_exports_as_standard_modules_that_encode_as_nlp_qt_bow(trav
     assert torch.allclose(theirs, ours, rtol=0, atol=1e-6)
     assert not ours[3].any() and not ours[2].any()  # "" and a sentence of unknown words: zeros in both
     assert ours[0].any() and ours[5].any()
+    # words of other scripts are found whole: the mean of the rows of Привет (привет), кто-то, नमस्ते and the marks
+    words = json.loads((travelled["tmp"] / name / "words.json").read_text())
+    vectors = np.load(travelled["tmp"] / name / "word_vectors.npy")
+    known = [t for t in tokenize(SENTENCES[8], name == "w2v_lower") if t in words]
+    assert {"кто-то", "नमस्ते", ",", ":"} < set(known) and len(known) == 5
+    assert np.abs(ours[8].numpy() - vectors[[words.index(w) for w in known]].mean(axis=0)).max() < 1e-6
 
 
 def test_bag_of_words_vectors_are_the_mean_of_the_known_words(travelled):
@@ -180,10 +187,12 @@ def test_bag_of_words_vectors_are_the_mean_of_the_known_words(travelled):
 
 def _random_texts(seed: int, n: int) -> list[str]:
     """Random strings over the characters the tokenizer's rules turn on (apostrophes, clitic letters, Python's
-    case-insensitive extras İ ı ſ K, exotic whitespace, case-ignorable marks, Σ), plus any assigned character."""
+    case-insensitive extras İ ı ſ K, exotic whitespace, case-ignorable marks, Σ, letters, marks and digits of other
+    scripts and the Latin-range characters that are no letters of it: ª µ º × ²), plus any assigned character."""
     rng = random.Random(seed)
     tricky = list("aAnNtTsSdDmMrReEvVlL0 '’-.,:_ʹ") + ["\t", "\x1c", "\u00a0", "\u2028", "é", "À", "ɐ", "Σ", "σ",
                                                      "İ", "ı", "ſ", "K", "²", "ँ", "‿", "ß", "\u0301"]
+    tricky += list("жЖйΩωάक्षিاً٣日本ªµº×Ɗ½Ⅳ")
     out = []
     for _ in range(n):
         chars = []
@@ -209,6 +218,8 @@ def test_bag_of_words_tokenizer_splits_as_nlp_qt_vocab_tokenize(lowercase):
     tok = bow_tokenizer(["a"], lowercase)
     texts = _random_texts(int(lowercase), 20000) + SENTENCES
     texts += ["Don't you DON'T it’s I’dn’t rock’n’roll, the cat's. 3'S  x\x1cy", "ΑΣ. ΑΣ'Α A'Σ ΣΑ", "n't 's"]
+    texts += ["Привет, мир! Кто-то сказал «нет».", "नमस्ते दुनिया। क्षत्रिय", "مرحبا بالعالم؟ ١٢٣", "日本語です。",
+              "Ελληνικά ΟΔΟΣ.", "e\u0301te 5µg x² Ɗaka"]
     differ = [t for t in texts
               if [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(t))]
               != tokenize(t, lowercase)]
@@ -224,7 +235,7 @@ def test_modeling_qt_tokenizer_is_nlp_qt_vocab_tokenizer():
     assert (modeling_qt.TOKENIZER_VERSION, modeling_qt.PAD, modeling_qt.UNK) == (vocab.TOKENIZER_VERSION, vocab.PAD,
                                                                                  vocab.UNK)
     for text in _random_texts(7, 3000):
-        for version in (1, 2):
+        for version in (1, 2, 3):
             assert modeling_qt.tokenize(text, True, version) == tokenize(text, True, version)
             assert modeling_qt.tokenize(text, False, version) == tokenize(text, False, version)
 
@@ -236,7 +247,8 @@ def test_modeling_qt_imports_nothing_of_the_suite():
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level]  # no relative import
-    allowed = {"__future__", "json", "os", "re", "shutil", "sys", "pathlib", "torch", "torch.nn", "torch.nn.functional",
+    allowed = {"__future__", "functools", "json", "os", "re", "shutil", "sys", "unicodedata", "pathlib", "torch",
+               "torch.nn", "torch.nn.functional",
                "torch.nn.utils.rnn", "safetensors.torch", "sentence_transformers.util"}
     assert names <= allowed, names - allowed
 

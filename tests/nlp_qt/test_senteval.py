@@ -263,8 +263,20 @@ def test_unfinished_run_or_corrupt_model_gives_a_clear_error(tmp_path):
     run = tmp_path / "run"
     (run / "checkpoint").mkdir(parents=True)
     (run / "config.json").write_text(json.dumps({"corpus": "books/", "batch_size": 400}))
-    with pytest.raises(FileNotFoundError, match="without model/"):
+    with pytest.raises(FileNotFoundError, match="without model/.*add --resume to its training command"):
         se.load_encoder(str(run))
+    # a run that stopped before its first checkpoint (it diverged) was tried as a sentence-transformers model
+    # ("ValueError: Unrecognized model"): it has nothing to evaluate, and says so
+    for name in ("early", "older"):  # "older": a run folder from before run.json (config.json, vocab.json)
+        folder = tmp_path / name
+        folder.mkdir()
+        if name == "early":
+            (folder / "run.json").write_text(json.dumps({"application": "nlp_qt", "format": 1}))
+        (folder / "config.json").write_text(json.dumps({"corpus": "books/", "batch_size": 400}))
+        (folder / "vocab.json").write_text(json.dumps({"itos": ["<pad>", "<unk>"], "max_len": 50, "lowercase": False}))
+        with pytest.raises(FileNotFoundError, match="without model/ and without a checkpoint: the run has saved no "
+                                                    "model yet .* train again"):
+            se.load_encoder(str(folder))
     torch.manual_seed(0)
     save_model(QuickThought(ModelConfig(10, 4, 4)), Vocab(["a", "b"]), run / "model")
     (run / "model" / "model.safetensors").write_bytes(b"\x10\x00\x00")
@@ -366,3 +378,18 @@ def test_fits_in_threads_give_the_serial_results(tmp_path):
     assert tt == S.eval_train_test(X[:60], y[:60], X[60:], y[60:], k=3)
     with pytest.raises(ValueError, match="jobs must be a whole number >= 1, or -1"):
         se.evaluate(lambda texts: np.zeros((len(texts), 2)), tmp_path, ["MR"], jobs=0)
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--batch-size", "0", "--batch-size must be >= 1, got 0"), ("--kfold", "1", "--kfold must be >= 2, got 1"),
+    ("--inner-kfold", "1", "--inner-kfold must be >= 2, got 1"),
+    ("--jobs", "0", "--jobs must be >= 1, or -1 for one per CPU; got 0")])
+def test_bad_option_values_are_one_error_line(tmp_path, capsys, option, value, message):
+    """--batch-size 0 or --kfold 1 printed argparse's usage block; the other checks of the command are one line."""
+    from shared_losses.training.cli import run_cli
+
+    argv = ["--model", str(tmp_path / "m"), "--data", str(tmp_path / "d"), "--tasks", "MR", option, value]
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(lambda: se.main(argv))
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.splitlines()[0] == f"error: {message}" and "usage:" not in err

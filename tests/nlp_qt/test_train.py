@@ -367,6 +367,45 @@ def test_held_out_batches_resume_exactly(tmp_path):
     assert strip == strip_cut
 
 
+def test_a_max_steps_run_scores_its_held_out_batches_at_the_end(tmp_path, capsys):
+    """--dev-every with --max-steps gave dev_loss null and no warning (the held-out loss was only scored when an
+    epoch ended). The final model is now scored on the pass's held-out batches at the end, also when the stream
+    has not reached them yet; it is not logged (a resume with a larger --max-steps goes on as the uninterrupted run,
+    test_held_out_batches_resume_exactly)."""
+    kw = dict(epochs=3, objective="qt", dev_every=3)  # 5 batches an epoch, batch 2 held out: 4 steps an epoch
+    early = train(_cfg(tmp_path, "early", max_steps=2, **kw))  # stopped before batch 2 was read
+    assert early["dev_losses"] == [] and early["dev_loss"] == pytest.approx(
+        _dev_loss_by_hand(tmp_path / "early", _cfg(tmp_path, "x", **kw), [2]), rel=1e-5)
+    assert "step 2 (the end): dev loss" in capsys.readouterr().out
+    mid = train(_cfg(tmp_path, "mid", max_steps=6, **kw))  # inside the second epoch
+    assert [d["step"] for d in mid["dev_losses"]] == [4]
+    assert mid["dev_loss"] == pytest.approx(_dev_loss_by_hand(tmp_path / "mid", _cfg(tmp_path, "x", **kw), [2]),
+                                            rel=1e-5)
+    assert mid["dev_loss"] != pytest.approx(mid["dev_losses"][0]["dev_loss"], rel=1e-6)  # the model moved
+    assert [r["step"] for r in csv.DictReader(open(tmp_path / "mid/log.csv")) if r["dev_loss"]] == ["4"]
+
+
+def test_batches_without_a_neighbour_are_no_optimiser_steps(tmp_path, capsys):
+    """A run whose batches were all skipped (no sentence with a neighbour) said "done: 2 steps" with final_loss -0.0
+    and logged a loss of -0.0: the zero stand-in loss of a skipped step. Steps still count batches (--max-steps,
+    checkpoints and resumes count them); a skipped one has no loss."""
+    (tmp_path / "lonely.txt").write_text("".join(f"Lonely line {i} stands alone.\n\n" for i in range(32)))
+    s = train(_cfg(tmp_path, "lonely", corpus=str(tmp_path / "lonely.txt"), doc_boundary="blank_line", max_steps=2))
+    assert (s["step"], s["optimizer_steps"], s["no_neighbour_batches"], s["final_loss"]) == (2, 0, 2, None)
+    assert "done: 2 steps (0 optimiser steps)" in capsys.readouterr().out
+    assert [r["loss"] for r in csv.DictReader(open(tmp_path / "lonely/log.csv"))] == ["", ""]
+    # two batches of a document, then two skipped: the final loss is the second step's, resumed or not
+    doc = " ".join(f"Sentence {i} of the long document is here." for i in range(16))
+    (tmp_path / "mixed.txt").write_text("\n".join([doc] + [f"Lonely line {i} stands alone." for i in range(16)]) + "\n")
+    kw = dict(corpus=str(tmp_path / "mixed.txt"), doc_boundary="line", epochs=1, checkpoint_every=1)
+    two = train(_cfg(tmp_path, "two", max_steps=2, **kw))
+    full = train(_cfg(tmp_path, "full", **kw))
+    assert (full["step"], full["optimizer_steps"], full["final_loss"]) == (4, 2, two["final_loss"])
+    assert [r["loss"] == "" for r in csv.DictReader(open(tmp_path / "full/log.csv"))] == [False, False, True, True]
+    train(_cfg(tmp_path, "cut", max_steps=3, **kw))
+    assert train(_cfg(tmp_path, "cut", **kw))["final_loss"] == full["final_loss"]
+
+
 def _word_vectors(folder, words, dim, lowercase=False, seed=0):
     """A folder in nlp_qt.bow's format, written by hand (no gensim needed)."""
     folder.mkdir()
