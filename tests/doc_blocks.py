@@ -428,9 +428,17 @@ def _workspace_path(rel: str) -> str:
 
 def _fewshot_text(tiny: list[str]) -> Callable[[list[str]], list[str]]:
     def extra(argv: list[str]) -> list[str]:
+        # PU data from files uses every row: --n-unlabeled is refused there, as an option it would not read
+        own = _without(tiny, "--n-unlabeled") if _last(argv, "--positive-file") else tiny
         # the default encoder, roberta-base, is on the hub: without --encoder, the shipped MiniLM
-        return tiny + ([] if _last(argv, "--encoder") else ["--encoder", "minilm", "--pooling", "mean"])
+        return own + ([] if _last(argv, "--encoder") else ["--encoder", "minilm", "--pooling", "mean"])
     return extra
+
+
+def _without(options: list[str], flag: str) -> list[str]:
+    """``options`` without ``flag`` and its value."""
+    i = options.index(flag)
+    return options[:i] + options[i + 2:]
 
 
 # Options appended at the end of a command line, by program: the module after ``-m`` (``rl_curl.train``), a

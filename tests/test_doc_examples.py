@@ -299,6 +299,8 @@ def test_tiny_settings_are_appended_by_program():
     assert text[-4:] == ["--encoder", "minilm", "--pooling", "mean"]  # the hub's default encoder: the shipped one
     pu = D.tiny_argv(["-m", "fewshot.train", "pu", "--dataset", "train.tsv"])[1]
     assert "--eval-every" not in pu and pu[-4:] == ["--encoder", "minilm", "--pooling", "mean"]  # not a PU option
+    files = D.tiny_argv(["-m", "fewshot.train", "pu", "--positive-file", "p.txt", "--unlabeled-file", "u.csv"])[1]
+    assert "--n-unlabeled" not in files and "--n-unlabeled" in pu  # refused beside PU files (every row is used)
     images = D.tiny_argv(["-m", "fewshot.train", "images", "--dataset", "mnist", "--positive-classes", "1"])[1]
     assert "--hidden" in images and images[images.index("--dataset") + 1].endswith(D.DIGITS)
     default = D.tiny_argv(["-m", "fewshot.train", "images"])[1]  # mnist is the image pipeline's default data
