@@ -220,7 +220,20 @@ def save_model(model: QuickThought, vocab, directory: str | os.PathLike, extra: 
 
 def is_qt_model_dir(path: str | os.PathLike) -> bool:
     p = Path(path)
-    return (p / "config.json").exists() and (p / "model.safetensors").exists() and (p / "vocab.json").exists()
+    return (p / "config.json").exists() and (p / "model.safetensors").exists() and is_qt_vocab(p / "vocab.json")
+
+
+def is_qt_vocab(file: Path) -> bool:
+    """Whether ``file`` is nlp_qt's vocab.json: it exists and is not another tokenizer's (RoBERTa's, GPT-2's, which
+    sentence-transformers folders hold at their top: a JSON object without nlp_qt's ``itos``). A damaged one counts
+    as nlp_qt's, so that loading it names the damage."""
+    if not file.is_file():
+        return False
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return True
+    return not isinstance(data, dict) or "itos" in data
 
 
 def load_model(directory: str | os.PathLike, device="cpu"):

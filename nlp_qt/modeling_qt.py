@@ -21,6 +21,7 @@ whole; ``model.max_seq_length = N`` cuts them to their first N tokens (None: who
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import os
@@ -54,28 +55,52 @@ _CLITIC = re.compile(r"(?i)([a-z0-9])(['’](?:s|re|ve|ll|d|m))\b")
 TOKENIZER_VERSION = 3
 
 
+#: Blocks of the scripts written without spaces between words (Thai, Lao, Myanmar, Khmer, the kana, Han
+#: ideographs with their radicals and strokes): a run of their letters is a phrase, not a word, so each of their
+#: characters is a token of its own (as BERT's tokenizer treats Han), not a word character.
+NO_SPACE_BLOCKS = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x19E0, 0x19FF), (0x2E80, 0x2FDF),
+                   (0x3005, 0x3007), (0x3021, 0x3029), (0x3031, 0x3035), (0x3038, 0x303C), (0x3040, 0x30FF),
+                   (0x31C0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xA9E0, 0xA9FF), (0xAA60, 0xAA7F),
+                   (0xF900, 0xFAFF), (0xFF66, 0xFF9F), (0x1B000, 0x1B16F), (0x20000, 0x3FFFF))
+
+
 def is_word_char(char: str) -> bool:
     """True if words of tokenizer version 3 are made of ``char``: below U+0250 the characters of versions 1 and 2
     (A-Z, a-z, 0-9, À-ɏ: × and ÷ too, not ª µ º), so Latin text splits as before; from U+0250 on, a letter, mark or
-    decimal digit of any script (Unicode categories L*, M*, Nd)."""
+    decimal digit (Unicode categories L*, M*, Nd) of any script but those of :data:`NO_SPACE_BLOCKS`."""
     if char < "\u0250":
         return char.isascii() and char.isalnum() or char >= "\u00c0"
     category = unicodedata.category(char)
-    return category[0] in "LM" or category == "Nd"
+    if not (category[0] in "LM" or category == "Nd"):
+        return False
+    code = ord(char)
+    i = bisect.bisect_right(_NO_SPACE_STARTS, code) - 1
+    return i < 0 or code > NO_SPACE_BLOCKS[i][1]
+
+
+_NO_SPACE_STARTS = [lo for lo, _ in NO_SPACE_BLOCKS]
 
 
 @functools.lru_cache(maxsize=None)
 def _unicode_token() -> re.Pattern:
     """Version 3's ``_TOKEN``: its Latin class replaced by :func:`is_word_char`'s characters (the running Python's
-    Unicode tables), written out on first use (a scan of every code point, about 0.3 s)."""
+    Unicode tables), written out on first use (a scan of every code point, about 0.3 s). The class is two: ``re``
+    looks a character of the Basic Multilingual Plane up in a table but tries the ranges beyond it one by one, so
+    those are tried only for a character beyond it (4 times faster on English, the same matches)."""
     ranges, start = [], None
     for c in range(sys.maxunicode + 2):
         if c <= sys.maxunicode and is_word_char(chr(c)):
             start = c if start is None else start
         elif start is not None:
-            ranges.append(f"\\U{start:08x}-\\U{c - 1:08x}")
+            ranges.append((start, c - 1))
             start = None
-    word = "[" + "".join(ranges) + "]"
+
+    def char_class(spans) -> str:
+        return "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in spans) + "]"
+
+    bmp = [(lo, min(hi, 0xFFFF)) for lo, hi in ranges if lo <= 0xFFFF]
+    astral = [(max(lo, 0x10000), hi) for lo, hi in ranges if hi > 0xFFFF]
+    word = f"(?:{char_class(bmp)}|(?=[\\U00010000-\\U0010ffff]){char_class(astral)})"
     return re.compile(rf"{word}+(?:['’\-]{word}+)*|n't|'[A-Za-z]+|[^\sA-Za-z0-9]")
 
 

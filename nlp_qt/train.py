@@ -12,11 +12,13 @@ checkpoint (weights, Adam state, RNG states) the already-consumed batches are sk
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import itertools
 import sys
 import time
+import warnings
 
 import torch
 from tqdm.auto import tqdm
@@ -29,7 +31,7 @@ from shared_losses.training.runtime import (DivergenceWatch, make_accelerator, p
                                             read_json_file, with_local_paths)
 
 from .config import Config, from_cli
-from .corpus import CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
+from .corpus import CorpusError, CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
 from .model import QuickThought, init_word_vectors, model_config, save_model
 from .objectives import OBJECTIVES, compute_loss, neighbours
 from .vocab import Vocab
@@ -408,9 +410,15 @@ class QuickThoughtApp(TrainingApp):
         batches (the stream is read on, not trained on, to the first ``dev_max_batches`` of them or the pass's end:
         the same batches an epoch's end scores). Reported in the summary, not logged nor checkpointed, so a run
         resumed with a larger --max-steps goes on exactly as the uninterrupted run."""
-        cfg = self.cfg
-        while len(self.held_out) < cfg.dev_max_batches and next(self.events, ("end", None))[0] != "end":
-            pass
+        cfg, counted = self.cfg, copy.deepcopy(self.stats)
+        try:
+            while len(self.held_out) < cfg.dev_max_batches and next(self.events, ("end", None))[0] != "end":
+                pass
+        except CorpusError as err:  # in text never trained on: the run itself is whole
+            warnings.warn(f"the held-out loss at the end was not scored: reading on to the held-out batches met {err}")
+            return
+        finally:  # the pass's statistics (summary.json, the final checkpoint) count what was trained on
+            self.stats = counted
         if self.held_out:
             self.end_dev_loss = dev_loss(self.model, self.vocab, self.held_out, cfg, self.accelerator)
             if self.main:

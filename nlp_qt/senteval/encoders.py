@@ -51,7 +51,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
 
     check_device(str(device), "device")
 
-    from ..model import is_qt_model_dir, load_model
+    from ..model import is_qt_model_dir, is_qt_vocab, load_model
 
     from shared_losses.training.runtime import checkpoint_exists, run_application
 
@@ -71,7 +71,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
     if path.is_dir() and not is_qt_model_dir(path) and is_qt_model_dir(path / "model"):
         path = path / "model"
     if path.is_dir() and not is_qt_model_dir(path) and not (path / "model").exists() and (
-            owner == "nlp_qt" or (path / "checkpoint").is_dir() or (path / "vocab.json").is_file()):
+            owner == "nlp_qt" or (path / "checkpoint").is_dir() or is_qt_vocab(path / "vocab.json")):
         if checkpoint_exists(path / "checkpoint"):
             raise FileNotFoundError(
                 f"{path} is an nlp_qt run folder without model/: it is written when training ends (still running, "

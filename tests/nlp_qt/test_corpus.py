@@ -319,8 +319,13 @@ def test_words_of_any_script_are_tokens():
     """Every Cyrillic, Greek, Arabic or Indic word fell apart into single letters (a character vocabulary)."""
     assert tokenize("Привет, мир! Кто-то сказал «нет».") == ["Привет", ",", "мир", "!", "Кто-то", "сказал", "«", "нет",
                                                             "»", "."]
-    assert tokenize("नमस्ते दुनिया। Ελληνικά κείμενα. مرحبا ١٢٣ 日本語です。 e\u0301te") == [
-        "नमस्ते", "दुनिया", "।", "Ελληνικά", "κείμενα", ".", "مرحبا", "١٢٣", "日本語です", "。", "e\u0301te"]
+    assert tokenize("नमस्ते दुनिया। Ελληνικά κείμενα. مرحبا ١٢٣ 한국어 문장입니다 e\u0301te") == [
+        "नमस्ते", "दुनिया", "।", "Ελληνικά", "κείμενα", ".", "مرحبا", "١٢٣", "한국어", "문장입니다", "e\u0301te"]
+    # scripts written without spaces: a run of their letters is a phrase (a vocabulary of phrases is all <unk>), so
+    # each character is a token, as BERT's tokenizer treats Han
+    assert tokenize("今天天气很好，我们去公园吧！") == list("今天天气很好，我们去公园吧！")
+    assert tokenize("東京都に住んでいます。カタカナ") == list("東京都に住んでいます。カタカナ")
+    assert tokenize("สวัสดีครับ 𠀀𠀁") == list("สวัสดีครับ𠀀𠀁")
     # Latin as before: clitics, apostrophes and hyphens; other numbers (², ½), symbols and ª µ º stand alone
     assert tokenize("Don't it’s l'été x² 3×4 ½ well-known 5µg") == ["Do", "n't", "it", "'s", "l'été", "x", "²", "3×4",
                                                                    "½", "well-known", "5", "µ", "g"]

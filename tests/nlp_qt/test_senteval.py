@@ -284,6 +284,37 @@ def test_unfinished_run_or_corrupt_model_gives_a_clear_error(tmp_path):
         se.load_encoder(str(run))
 
 
+@pytest.mark.parametrize("weights", [False, True])
+def test_a_sentence_transformers_folder_with_a_byte_level_vocab_json_is_not_taken_for_an_nlp_qt_run(
+        tmp_path, monkeypatch, weights):
+    """RoBERTa-based sentence-transformers models hold vocab.json (token -> id) at their top: such a folder was
+    refused as "an nlp_qt run folder without model/" and, with model.safetensors, loaded as nlp_qt's (KeyError)."""
+    import sentence_transformers
+
+    from nlp_qt.model import is_qt_model_dir
+
+    folder = tmp_path / "all-distilroberta-v1"
+    folder.mkdir()
+    for name, text in [("modules.json", "[]"), ("config.json", '{"model_type": "roberta"}'),
+                       ("vocab.json", '{"<s>": 0, "<pad>": 1, "hello": 2}'), ("merges.txt", "#version: 0.2\n")]:
+        (folder / name).write_text(text)
+    if weights:
+        (folder / "model.safetensors").write_bytes(b"")
+    assert not is_qt_model_dir(folder)
+    loaded = []
+
+    class Fake:
+        def __init__(self, path, **kw):
+            loaded.append(path)
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Fake)
+    try:
+        se.load_encoder(str(folder))
+    except Exception:  # noqa: BLE001 - what the fake gives back is not an encoder; the folder reached it
+        pass
+    assert loaded == [str(folder)]
+
+
 def test_too_many_inner_folds_are_refused_with_the_option_name():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(24, 3)), np.array([0] * 18 + [1] * 6)

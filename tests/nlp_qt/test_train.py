@@ -377,6 +377,16 @@ def test_a_max_steps_run_scores_its_held_out_batches_at_the_end(tmp_path, capsys
     assert early["dev_losses"] == [] and early["dev_loss"] == pytest.approx(
         _dev_loss_by_hand(tmp_path / "early", _cfg(tmp_path, "x", **kw), [2]), rel=1e-5)
     assert "step 2 (the end): dev loss" in capsys.readouterr().out
+    # what was read on to reach the held-out batches is not counted in the pass's statistics (summary, checkpoint)
+    from nlp_qt.train import QuickThoughtApp
+
+    score = QuickThoughtApp.score_held_out_at_the_end
+    QuickThoughtApp.score_held_out_at_the_end = lambda self: None
+    try:
+        unscored = train(_cfg(tmp_path, "unscored", max_steps=2, **kw))
+    finally:
+        QuickThoughtApp.score_held_out_at_the_end = score
+    assert early["corpus_stats_last_pass"] == unscored["corpus_stats_last_pass"]
     mid = train(_cfg(tmp_path, "mid", max_steps=6, **kw))  # inside the second epoch
     assert [d["step"] for d in mid["dev_losses"]] == [4]
     assert mid["dev_loss"] == pytest.approx(_dev_loss_by_hand(tmp_path / "mid", _cfg(tmp_path, "x", **kw), [2]),
