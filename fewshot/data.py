@@ -6,6 +6,7 @@ Every loader returns ``(texts, labels)`` with labels in {0, 1} (1 = the positive
 
 from __future__ import annotations
 
+import gzip
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,15 +119,15 @@ def read_rows(path: str, text_column: str = "text", what: str = "input file") ->
         raise FileNotFoundError(f"{what} not found: {p}")
     if p.is_dir():
         raise DataError(f"{what} {p} is a folder; pass one file ({', '.join(TEXT_SUFFIXES)}, or .gz)")
-    if p.suffix.lower() == ".txt":
+    if p.name.lower().endswith((".txt", ".txt.gz")):
         try:
-            with open(p, encoding="utf-8-sig") as fh:
+            with (gzip.open if p.suffix.lower() == ".gz" else open)(p, "rt", encoding="utf-8-sig") as fh:
                 lines = [line.rstrip("\r\n") for line in fh]
         except UnicodeDecodeError as err:
             raise not_utf8_error(p) from err
         return [t if t.strip() else None for t in lines], [{} for _ in lines]
     try:
-        records = read_records(p, (text_column,), "--text-column", strings_as=text_column)
+        records = read_records(p, (text_column,), "--text-column", strings_as=text_column, only=False)
     except DataError as err:
         raise DataError(f"{what} {str(err).replace('; use .tsv', '; use .txt, .tsv')}") from None
     texts = [None if is_empty(r.get(text_column)) else str(r[text_column]) for r in records]
@@ -142,7 +143,8 @@ def read_texts(path: str, text_column: str = "text", what: str = "input file") -
         raise DataError(f"{what} {path}: no texts in it")
     if len(kept) < len(texts):
         warnings.warn(f"{what} {path}: skipped {len(texts) - len(kept)} of {len(texts)} "
-                      f"{'lines' if Path(path).suffix.lower() == '.txt' else 'rows'} with an empty text", stacklevel=2)
+                      f"{'lines' if path.lower().endswith(('.txt', '.txt.gz')) else 'rows'} with an empty text",
+                      stacklevel=2)
     return kept
 
 

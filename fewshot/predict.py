@@ -3,7 +3,7 @@
     python -m fewshot.predict --model runs/fewshot --input texts.txt --output preds.jsonl
     python -m fewshot.predict --model runs/fewshot/model --input reviews.csv --text-column review --output preds.csv
 
-Input: .txt (one text per line; blank lines skipped, counted on stderr), or a data file as training reads it:
+Input: .txt or .txt.gz (one text per line; blank lines skipped, counted on stderr), or a data file as training reads it:
 .csv / .tsv (a header row), .jsonl / .json, each also .gz, or .parquet, with the column --text-column (default
 `text`; a .jsonl line may also be one JSON string). Output, one row per input row in input order (for .txt,
 per non-blank line): .jsonl ({<the input's other columns>, "text", "label", "score", "probabilities": {label: p}})
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -111,7 +112,7 @@ def write_predictions(path: Path, texts, probs, id2label: dict, others=None) -> 
     names = [id2label[i] for i in range(len(id2label))]
     probs = probs.tolist() if isinstance(probs, torch.Tensor) else probs
     own = ["text", "label", "score", "probabilities", *(f"p({n})" for n in names)]
-    others = [{f"input_{k}" if k in own else k: v for k, v in o.items()} for o in (others or [{}] * len(texts))]
+    others = [{_kept_name(k, o, own): _json_value(v) for k, v in o.items()} for o in (others or [{}] * len(texts))]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -151,6 +152,31 @@ def _cell(v):
     return v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
 
+def _kept_name(name: str, row: dict, own) -> str:
+    """The output name of the input column ``name``: itself, or ``input_<name>`` (``input_<name>_2``, ...) where an
+    output column, or another input column, has that name."""
+    if name not in own:
+        return name
+    kept, k = f"input_{name}", 2
+    while kept in own or kept in row:
+        kept, k = f"input_{name}_{k}", k + 1
+    return kept
+
+
+def _json_value(v):
+    """A kept input value as JSON can hold it: NaN as null (strict JSON has no NaN); dates, decimals, bytes (what
+    Parquet gives back) as their text."""
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if v is None or isinstance(v, (str, bool, int, float)):
+        return v
+    if isinstance(v, dict):
+        return {str(k): _json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
 def main(argv=None):
     import argparse
 
@@ -162,7 +188,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m fewshot.predict", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--model", required=True, help="a fewshot run folder (uses its model/) or an exported model folder")
     p.add_argument("--input", required=True,
-                   help="texts: .txt (one per line), .csv/.tsv, .jsonl/.json (each also .gz) or .parquet")
+                   help="texts: .txt (one per line; also .txt.gz), .csv/.tsv, .jsonl/.json (each also .gz) or .parquet")
     p.add_argument("--text-column", default="text", help="column (key, in JSON) holding the text")
     p.add_argument("--output", required=True,
                    help="predictions: .jsonl or .csv (an existing file is refused unless --overwrite)")
@@ -186,7 +212,7 @@ def main(argv=None):
     hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: noise on the command line
     folder = model_folder(args.model)
     texts, others = read_rows(args.input, args.text_column, "--input")
-    if Path(args.input).suffix.lower() == ".txt":  # a blank line is no text
+    if args.input.lower().endswith((".txt", ".txt.gz")):  # a blank line is no text
         kept = [i for i, t in enumerate(texts) if t is not None]
         if len(kept) < len(texts):
             print(f"--input {args.input}: skipped {len(texts) - len(kept)} blank line(s)", file=sys.stderr)

@@ -329,12 +329,14 @@ def is_empty(value) -> bool:
 RECORD_SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet")
 
 
-def read_records(p: Path, columns, options: str = "--text-column / --label-column", strings_as: str | None = None):
+def read_records(p: Path, columns, options: str = "--text-column / --label-column", strings_as: str | None = None,
+                 only: bool = True):
     """Every record of a data file as a dict, in file order: a GLUE-style ``.tsv`` (header row, no quoting),
     ``.csv``, ``.jsonl`` / ``.json`` (one object per line; a .json may also be one array of objects), each also
     gzip-compressed, or ``.parquet``. ``columns`` must be among its columns (else one error naming ``options``,
     the command's options that choose them). ``strings_as``: a .jsonl line holding a JSON string is the record
-    ``{strings_as: string}`` (else refused)."""
+    ``{strings_as: string}`` (else refused). ``only``: a Parquet file's other columns are not read (False: kept, as
+    fewshot.predict writes them beside its predictions)."""
     gz = p.suffix.lower() == ".gz"  # a gzip-compressed .tsv/.csv/.jsonl/.json (as shipped in shared_losses/data)
     suffix = Path(p.stem).suffix.lower() if gz else p.suffix.lower()
 
@@ -399,10 +401,14 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
         import pyarrow.parquet as pq
 
         try:
-            table = pq.read_table(p)
+            names = pq.read_schema(p).names
+            _check_columns(names, columns, str(p), options)
+            # only: the columns asked for (a wide file's other columns, embeddings say, are not read)
+            table = pq.read_table(p, columns=list(columns) if only else None)
+        except DataError:
+            raise
         except Exception as err:  # pyarrow's errors have no common base worth naming
             raise DataError(f"{p}: not a readable Parquet file ({type(err).__name__}: {err})") from err
-        _check_columns(table.column_names, columns, str(p), options)
         rows = table.to_pylist()
     else:
         raise DataError(f"{p}: unsupported file type {p.suffix.lower() if not gz else suffix + '.gz'!r}; "

@@ -63,23 +63,23 @@ USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryErro
 #: Where the suite's own code lives (the four packages and scripts/): a warning raised there is a message to the user.
 OWN_CODE = tuple(str(Path(__file__).resolve().parents[2] / d) + os.sep
                  for d in ("shared_losses", "rl_curl", "nlp_qt", "fewshot", "scripts"))
+_PYTHONS_FORMAT = warnings.formatwarning
+
+
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    if os.path.realpath(filename).startswith(OWN_CODE):
+        return f"warning: {message}\n"
+    return _PYTHONS_FORMAT(message, category, filename, lineno, line)
 
 
 def show_warnings_as_lines() -> None:
     """Show the suite's own warnings (rows a data file skipped, an episode started again, ...) as one ``warning:
     ...`` line on stderr, without the file, line and source line Python adds to them; a library's warnings keep
-    Python's form, and so do ours under CONTRASTIVE_SUITE_TRACEBACK=1 (to find where one was raised)."""
-    if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
-        return
-    python_s = warnings.showwarning
-
-    def show(message, category, filename, lineno, file=None, line=None):
-        if os.path.abspath(filename).startswith(OWN_CODE):
-            print(f"warning: {message}", file=file or sys.stderr, flush=True)
-        else:
-            python_s(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show
+    Python's form, and so do ours under CONTRASTIVE_SUITE_TRACEBACK=1 (to find where one was raised). Only the
+    text changes (``warnings.formatwarning``): where warnings go, and whether they are recorded (pytest's
+    ``warns``), is as before."""
+    if not os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
+        warnings.formatwarning = _warning_line
 
 
 def run_cli(main: Callable[[], Any]) -> Any:
@@ -385,7 +385,9 @@ def _prog() -> str | None:
     ``-m`` (whose ``sys.argv[0]`` is the module's file path, which argparse would show); None (argparse's own
     choice, the script's name) otherwise."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return f"python -m {spec.name.removesuffix('.__main__')}" if spec is not None and spec.name else None
+    name = spec.name.removesuffix(".__main__") if spec is not None and spec.name else ""
+    # one of the suite's (a command parsed in a process that `python -m pytest` started is not pytest)
+    return f"python -m {name}" if name.split(".")[0] in ("shared_losses", "rl_curl", "nlp_qt", "fewshot") else None
 
 
 def parse_dataclass(cls: type[T], args: Sequence[str] | None = None, default: T | None = None, **tyro_kw: Any) -> T:

@@ -82,12 +82,32 @@ def test_predict_reads_what_training_reads(tiny_encoder, tmp_path):
     with gzip.open(tmp_path / "in.csv.gz", "wt") as fh:
         fh.write("text\ngood movie\nawful plot\n")
     pq.write_table(pa.table({"text": ["good movie", None, "awful plot"], "id": [7, 8, 9]}), tmp_path / "in.parquet")
-    predict(["--model", str(run), "--input", str(tmp_path / "in.csv.gz"), "--output", str(tmp_path / "a.jsonl")])
-    assert [json.loads(line)["text"] for line in (tmp_path / "a.jsonl").read_text().splitlines()] == [
-        "good movie", "awful plot"]
+    with gzip.open(tmp_path / "in.txt.gz", "wt") as fh:
+        fh.write("good movie\n\nawful plot\n")
+    for name in ("in.csv.gz", "in.txt.gz"):
+        predict(["--model", str(run), "--input", str(tmp_path / name), "--output", str(tmp_path / "a.jsonl"),
+                 "--overwrite"])
+        assert [json.loads(line)["text"] for line in (tmp_path / "a.jsonl").read_text().splitlines()] == [
+            "good movie", "awful plot"]
     predict(["--model", str(run), "--input", str(tmp_path / "in.parquet"), "--output", str(tmp_path / "b.csv")])
     out = list(csv.DictReader(open(tmp_path / "b.csv")))
     assert [r["id"] for r in out] == ["7", "8", "9"] and [r["label"] == "" for r in out] == [False, True, False]
+    # what Parquet gives back besides text and numbers (dates, decimals, bytes), a NaN, and input columns named
+    # label and input_label: written as strict JSON, none lost
+    import datetime
+    import decimal
+
+    pq.write_table(pa.table({"text": ["good movie", "awful plot"], "day": [datetime.date(2026, 12, 3)] * 2,
+                             "price": [decimal.Decimal("1.50")] * 2, "raw": [b"ab", b"cd"], "x": [float("nan"), 1.0],
+                             "label": ["pos", "neg"], "input_label": ["p", "n"]}), tmp_path / "types.parquet")
+    predict(["--model", str(run), "--input", str(tmp_path / "types.parquet"), "--output", str(tmp_path / "c.jsonl")])
+    lines = (tmp_path / "c.jsonl").read_text().splitlines()
+    rows = [json.loads(line, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}")) for line in lines]
+    assert rows[0]["day"] == "2026-12-03" and rows[0]["price"] == "1.50" and rows[0]["raw"] == "ab"
+    assert [r["x"] for r in rows] == [None, 1.0]
+    assert [(r["input_label"], r["input_label_2"]) for r in rows] == [("p", "pos"), ("n", "neg")]
+    predict(["--model", str(run), "--input", str(tmp_path / "types.parquet"), "--output", str(tmp_path / "c.csv")])
+    assert list(csv.DictReader(open(tmp_path / "c.csv")))[0]["day"] == "2026-12-03"
 
 
 def test_blank_and_nan_cells_are_empty_in_training_files(tmp_path):

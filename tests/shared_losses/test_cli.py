@@ -239,26 +239,23 @@ def test_a_module_parsed_by_parse_dataclass_names_its_command_in_its_usage_line(
     assert res.returncode == 0 and res.stdout.startswith(f"usage: python -m {module} [-h]"), res.stdout[:200]
 
 
-def test_run_cli_shows_the_suites_warnings_as_one_line_and_a_librarys_as_python_does(capsys, monkeypatch):
+def test_run_cli_shows_the_suites_warnings_as_one_line_and_a_librarys_as_python_does(monkeypatch):
     import warnings
 
     import fewshot.data
     import numpy
 
     monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
-
-    def main():
-        warnings.warn_explicit("t.csv: skipped 1 of 3 rows", UserWarning, fewshot.data.__file__, 10)
-        warnings.warn_explicit("a library's", FutureWarning, numpy.__file__, 20)
-
-    passed_on = []
-    with warnings.catch_warnings():  # restores showwarning
-        warnings.simplefilter("always")
-        warnings.showwarning = lambda message, category, filename, lineno, *_: passed_on.append(
-            (str(message), category, filename, lineno))
-        run_cli(main)
-    assert capsys.readouterr().err == "warning: t.csv: skipped 1 of 3 rows\n"
-    assert passed_on == [("a library's", FutureWarning, numpy.__file__, 20)]  # to Python's (here pytest's) showwarning
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    python_s = warnings.formatwarning("a library's", FutureWarning, numpy.__file__, 20)
+    run_cli(lambda: None)
+    run_cli(lambda: None)  # a second command in the same process: the same form, not one wrapped in another
+    assert warnings.formatwarning("t.csv: skipped 1 of 3 rows", UserWarning, fewshot.data.__file__, 10) == (
+        "warning: t.csv: skipped 1 of 3 rows\n")
+    assert warnings.formatwarning("a library's", FutureWarning, numpy.__file__, 20) == python_s
+    assert python_s.startswith(f"{numpy.__file__}:20: FutureWarning: a library's")
+    with pytest.warns(UserWarning, match="still recorded"):  # where warnings go is unchanged
+        warnings.warn_explicit("still recorded", UserWarning, fewshot.data.__file__, 10)
 
 
 def test_run_cli_reports_a_write_the_file_system_refused_in_one_line_with_status_1(capsys, monkeypatch):
