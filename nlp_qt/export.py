@@ -161,21 +161,13 @@ def _class_of(predicate_name: str) -> str:
     Python's ``\\w``: ``isalnum()`` or ``_``; for "token", :func:`nlp_qt.modeling_qt.is_word_char`) holds: the
     exporting Python's Unicode tables, written out, so the tokenizer does not depend on the Unicode version of the
     ``tokenizers`` build that reads it."""
-    from .modeling_qt import is_word_char
+    from .modeling_qt import code_point_ranges, word_char_ranges
 
     def pred(ch: str) -> bool:
-        if predicate_name == "token":
-            return is_word_char(ch)
         return ch.isalnum() or ch == "_" if predicate_name == "word" else getattr(ch, predicate_name)()
 
-    parts, start = [], None
-    for c in range(0x110001):
-        if c < 0x110000 and pred(chr(c)):
-            start = c if start is None else start
-        elif start is not None:
-            parts.append(f"\\x{{{start:x}}}" + (f"-\\x{{{c - 1:x}}}" if c - 1 > start else ""))
-            start = None
-    return "[" + "".join(parts) + "]"
+    ranges = word_char_ranges() if predicate_name == "token" else code_point_ranges(pred)
+    return "[" + "".join(f"\\x{{{lo:x}}}" + (f"-\\x{{{hi:x}}}" if hi > lo else "") for lo, hi in ranges) + "]"
 
 
 def bow_tokenizer(words: list[str], lowercase: bool):

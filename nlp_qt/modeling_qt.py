@@ -81,19 +81,32 @@ def is_word_char(char: str) -> bool:
 _NO_SPACE_STARTS = [lo for lo, _ in NO_SPACE_BLOCKS]
 
 
+def code_point_ranges(pred) -> list[tuple[int, int]]:
+    """The runs ``(first, last)`` of code points ``c`` for which ``pred(chr(c))`` holds, in order (a scan of every
+    code point of the running Python's Unicode tables)."""
+    ranges, start = [], None
+    for c in range(sys.maxunicode + 2):
+        if c <= sys.maxunicode and pred(chr(c)):
+            start = c if start is None else start
+        elif start is not None:
+            ranges.append((start, c - 1))
+            start = None
+    return ranges
+
+
+@functools.lru_cache(maxsize=None)
+def word_char_ranges() -> list[tuple[int, int]]:
+    """:func:`code_point_ranges` of :func:`is_word_char`, scanned once a process."""
+    return code_point_ranges(is_word_char)
+
+
 @functools.lru_cache(maxsize=None)
 def _unicode_token() -> re.Pattern:
     """Version 3's ``_TOKEN``: its Latin class replaced by :func:`is_word_char`'s characters (the running Python's
     Unicode tables), written out on first use (a scan of every code point, about 0.3 s). The class is two: ``re``
     looks a character of the Basic Multilingual Plane up in a table but tries the ranges beyond it one by one, so
     those are tried only for a character beyond it (4 times faster on English, the same matches)."""
-    ranges, start = [], None
-    for c in range(sys.maxunicode + 2):
-        if c <= sys.maxunicode and is_word_char(chr(c)):
-            start = c if start is None else start
-        elif start is not None:
-            ranges.append((start, c - 1))
-            start = None
+    ranges = word_char_ranges()
 
     def char_class(spans) -> str:
         return "[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in spans) + "]"
