@@ -285,6 +285,9 @@ class PuConfig(TextOptions):
     #: The registry entry whose term trains the encoder: puNCE, in its PU form (no labeled negatives).
     objective: ClassVar[str] = DEFAULT_OBJECTIVE
 
+    #: The options PU data from files does not read (:attr:`unread_fields`).
+    FILES_UNREAD: ClassVar[tuple[str, ...]] = ("dataset", "n_labeled", "n_unlabeled")
+
     n_labeled: int = 20
     """n_P: labeled positives, a uniform draw from the training pool's positives (not read with --positive-file,
     whose every row is a labeled positive)."""
@@ -305,6 +308,12 @@ class PuConfig(TextOptions):
     def pu_files(self) -> bool:
         """Whether the data is --positive-file / --unlabeled-file (every row used) rather than a labeled --dataset."""
         return self.positive_file is not None
+
+    @property
+    def unread_fields(self) -> tuple[str, ...]:
+        """Options this run does not read (recorded as null in config.json): with PU files, the labeled --dataset and
+        the sizes drawn from it."""
+        return self.FILES_UNREAD if self.pu_files else ()
 
     def validate(self) -> None:
         """The common checks, then the PU ones (n_P >= 1, the two files together, unlabeled examples)."""
@@ -558,7 +567,9 @@ def config_for(saved: dict, where: str) -> AnyConfig:
         raise ValueError(f"{where} names no fewshot pipeline (text, pu or images; it was written before the pipelines "
                          "had configurations of their own): run it again")
     cls = PIPELINES[name]
-    names = {f.name for f in dataclasses.fields(cls)}
+    # PU files record the options they do not read as null: those take their defaults here
+    unread = {k for k in getattr(cls, "FILES_UNREAD", ()) if saved.get(k) is None}
+    names = {f.name for f in dataclasses.fields(cls)} - unread
     # JSON gives lists where the configuration holds tuples (--positive-classes, --report-to)
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in names})
 

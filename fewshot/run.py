@@ -341,6 +341,7 @@ def recorded_config(cfg: AnyConfig) -> dict:
     from shared_losses.training.runtime import with_local_paths
 
     record = with_local_paths({"pipeline": cfg.PIPELINE, **dataclasses.asdict(cfg)}, PATH_FIELDS)
+    record.update(dict.fromkeys(getattr(cfg, "unread_fields", ()), None))  # PU files: no --dataset was read
     if type(cfg).RESOLVED_DEFAULTS:
         record[RESOLVED_KEY] = {key: getattr(cfg, prop) for prop, key, _ in type(cfg).RESOLVED_DEFAULTS}
     return record
@@ -412,6 +413,7 @@ def comparable_configs(saved: dict, cfg: AnyConfig) -> tuple[dict, dict]:
     from shared_losses.training.runtime import with_local_paths
 
     saved, current = with_local_paths(saved, PATH_FIELDS), recorded_config(cfg)
+    saved.update(dict.fromkeys(getattr(cfg, "unread_fields", ()), None))  # records written before they were null
     # an option added after the run was made: the run behaved as its default does (an option that changes what a run
     # did is added with a default that keeps it), so a record without it matches the default and nothing else
     for f in dataclasses.fields(cfg):

@@ -74,6 +74,8 @@ def train_bow(cfg: BowConfig) -> Path:
             return out  # already trained with these settings
         raise SystemExit(f"--output-dir {out} is not empty and holds no bag-of-words baseline with these settings; "
                          "choose another folder (nothing was changed)")
+    from .vocab import TOKENIZER_VERSION
+
     t0 = time.perf_counter()
     sents = _sentences(cfg)
     # workers=1: gensim is only deterministic for a seed with one worker thread
@@ -85,7 +87,7 @@ def train_bow(cfg: BowConfig) -> Path:
     (tmp / "words.json").write_text(json.dumps(list(model.wv.index_to_key)))
     info = {"config": asdict(cfg), "sentences": len(sents), "words": int(sum(map(len, sents))),
             "vocabulary": len(model.wv.index_to_key), "seconds": round(time.perf_counter() - t0, 1),
-            "model": "gensim Word2Vec skip-gram, negative sampling"}
+            "model": "gensim Word2Vec skip-gram, negative sampling", "tokenizer": TOKENIZER_VERSION}
     (tmp / BOW_MARKER).write_text(json.dumps(info, indent=1) + "\n")
     if out.exists():
         out.rmdir()  # empty (checked above)
@@ -118,17 +120,25 @@ def read_word_vectors(path: str | os.PathLike) -> tuple[list[str], np.ndarray, b
     return words, vectors.astype(np.float32, copy=False), bool(info.get("config", {}).get("lowercase", False))
 
 
+def bow_tokenizer_version(path: str | os.PathLike) -> int:
+    """The :func:`nlp_qt.vocab.tokenize` version a baseline's words were split with (bow.json's ``tokenizer``; 2 for
+    a folder written before it was recorded, which version 2 made, or version 3 on the same words for Latin text)."""
+    return int(json.loads((Path(path) / BOW_MARKER).read_text()).get("tokenizer", 2))
+
+
 def load_bow_encoder(path: str | os.PathLike) -> Callable[[Sequence[str]], np.ndarray]:
-    """``encode(sentences) -> [n, dim]``: the mean of the sentence's known words' vectors (zeros if none)."""
+    """``encode(sentences) -> [n, dim]``: the mean of the sentence's known words' vectors (zeros if none), the
+    sentences split by the tokenizer version the words were (:func:`bow_tokenizer_version`)."""
     from .vocab import tokenize
 
     words, vectors, lowercase = read_word_vectors(path)
+    version = bow_tokenizer_version(path)
     index = {w: i for i, w in enumerate(words)}
 
     def encode(sentences: Sequence[str]) -> np.ndarray:
         res = np.zeros((len(sentences), vectors.shape[1]), dtype=np.float32)
         for k, s in enumerate(sentences):
-            ids = [index[t] for t in tokenize(s, lowercase) if t in index]
+            ids = [index[t] for t in tokenize(s, lowercase, version) if t in index]
             if ids:
                 res[k] = vectors[ids].mean(axis=0)
         return res

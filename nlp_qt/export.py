@@ -219,10 +219,15 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
 
     from shared_losses.training.runtime import replace_directory
 
-    from .bow import read_word_vectors
+    from .bow import bow_tokenizer_version, read_word_vectors
+    from .vocab import TOKENIZER_VERSION
 
     run = Path(bow_dir)
     words, vectors, lowercase = read_word_vectors(run)  # names a missing or damaged file in one line
+    if bow_tokenizer_version(run) != TOKENIZER_VERSION:
+        warnings.warn(f"{run} was tokenized with tokenizer version {bow_tokenizer_version(run)} (bow.json; a folder "
+                      f"without the record is taken as version 2); the export splits text as version "
+                      f"{TOKENIZER_VERSION} does, the same on Latin text, not on words of other scripts")
     out = Path(output) if output else run / "model"
     check_target(out, run, overwrite)
     from sentence_transformers import SentenceTransformer

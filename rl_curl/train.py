@@ -502,8 +502,13 @@ class CurlApp(TrainingApp):
         return self.step * self.ar
 
     def progress(self):
-        return tqdm(total=self.cfg.agent_steps, initial=self.step, disable=not self.cfg.progress,
-                    desc=f"{self.cfg.task} {self.cfg.aux}", unit="step")
+        cfg = self.cfg
+        if self.step < cfg.agent_steps <= self.seed_until:  # asked once, before the loop's first step
+            warnings.warn(f"--seed-steps {cfg.seed_steps} covers every agent step left in this run (to step "
+                          f"{cfg.agent_steps} = --env-steps {cfg.env_steps} / action repeat {self.ar}): every action "
+                          "is random and no update is made; lower --seed-steps or raise --env-steps to train")
+        return tqdm(total=cfg.agent_steps, initial=self.step, disable=not cfg.progress,
+                    desc=f"{cfg.task} {cfg.aux}", unit="step")
 
     def train_step(self):
         cfg, agent, step = self.cfg, self.agent, self.step

@@ -3,6 +3,7 @@ id2label, the pooling) through AutoModelForSequenceClassification and pipeline, 
 fewshot's own evaluation; fewshot.export, fewshot.predict, --pooling auto, PU data from files."""
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -319,6 +320,14 @@ def test_pu_from_files_trains_and_exports_positive_vs_not(tiny_encoder, tmp_path
     cfg = _cfg(tiny_encoder, tmp_path, "pu", eval_file=str(dev), prior=0.5, **common)
     metrics = train(cfg)
     assert metrics["n_labeled"] == 25 and metrics["n_unlabeled"] == 60 and metrics["prior_source"] == "given"
+    recorded = json.loads((tmp_path / "pu" / "config.json").read_text())  # the options PU files do not read: null
+    assert [recorded[k] for k in ("dataset", "n_labeled", "n_unlabeled")] == [None, None, None]
+    assert train(dataclasses.replace(cfg, resume=True))["eval_accuracy"] == metrics["eval_accuracy"]  # finished
+    before = {**recorded, "dataset": "glue/sst2", "n_labeled": 20, "n_unlabeled": 2000}  # as runs recorded them before
+    refuse_config_changes(*compare_options(cfg, before), free=type(cfg).RESUME_FREE)  # still the same run
+    with pytest.raises(ValueError, match="unlabeled_file"):
+        refuse_config_changes(*compare_options(cfg, {**before, "unlabeled_file": str(tmp_path / "other.jsonl")}),
+                              free=type(cfg).RESUME_FREE)
     folder = tmp_path / "pu" / "model"
     clf = _pipeline(folder)
     assert clf.model.config.id2label == {0: "not spam", 1: "spam"}

@@ -67,3 +67,22 @@ def test_bow_refuses_a_folder_holding_other_files(small_corpus, tmp_path):
     with pytest.raises(SystemExit, match="not empty"):
         train_bow(BowConfig(corpus=str(small_corpus), output_dir=str(tmp_path), dim=8, epochs=1))
     assert (tmp_path / "notes.txt").read_text() == "mine" and len(list(tmp_path.iterdir())) == 1
+
+
+def test_bow_encodes_with_the_tokenizer_version_its_words_were_split_with(small_corpus, tmp_path):
+    pytest.importorskip("gensim")
+    from nlp_qt.bow import BowConfig, bow_tokenizer_version, load_bow_encoder, train_bow
+    from nlp_qt.vocab import TOKENIZER_VERSION
+
+    a = train_bow(BowConfig(corpus=str(small_corpus), output_dir=str(tmp_path / "a"), dim=8, epochs=1, min_count=1))
+    assert json.loads((a / "bow.json").read_text())["tokenizer"] == TOKENIZER_VERSION == bow_tokenizer_version(a)
+    # a Cyrillic word: whole under version 3, its letters under version 2 (the version of folders without the record)
+    words = json.loads((a / "words.json").read_text())
+    (a / "words.json").write_text(json.dumps(["кот", "к", "о", "т"] + words[4:]))
+    vec = np.load(a / "word_vectors.npy")
+    assert np.allclose(load_bow_encoder(a)(["кот"])[0], vec[0], atol=1e-6)
+    info = json.loads((a / "bow.json").read_text())
+    del info["tokenizer"]
+    (a / "bow.json").write_text(json.dumps(info))
+    assert bow_tokenizer_version(a) == 2
+    assert np.allclose(load_bow_encoder(a)(["кот"])[0], vec[1:4].mean(axis=0), atol=1e-6)

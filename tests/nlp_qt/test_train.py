@@ -422,7 +422,7 @@ def _word_vectors(folder, words, dim, lowercase=False, seed=0):
     vectors = np.random.default_rng(seed).normal(size=(len(words), dim)).astype(np.float32)
     np.save(folder / "word_vectors.npy", vectors)
     (folder / "words.json").write_text(json.dumps(words))
-    (folder / "bow.json").write_text(json.dumps({"config": {"lowercase": lowercase, "dim": dim}}))
+    (folder / "bow.json").write_text(json.dumps({"config": {"lowercase": lowercase, "dim": dim}, "tokenizer": 3}))
     return vectors
 
 

@@ -59,6 +59,15 @@ def test_resume_continues_exactly(tmp_path, update):
                 assert torch.equal(sa["state"][p][k], sb["state"][p][k])
 
 
+def test_seed_steps_covering_the_whole_run_are_warned_of(tmp_path, recwarn):
+    # 250 environment steps at action repeat 50 are 5 agent steps: --seed-steps 5 leaves no step to update at
+    with pytest.warns(UserWarning, match="--seed-steps 5 covers every agent step left in this run"):
+        run(cfg(tmp_path, "all_seed", env_steps=250, seed_steps=5))
+    recwarn.clear()
+    run(cfg(tmp_path, "one_update", env_steps=250, seed_steps=4))
+    assert not [w for w in recwarn if "--seed-steps" in str(w.message)]
+
+
 def episode_rows(out):
     return [(r["env_step"], r["episode"], r["episode_return"]) for r in csv.DictReader(open(out / "log.csv"))
             if r.get("episode_return")]
