@@ -13,6 +13,7 @@ Two subpackages sit beside it and import it, never the other way round:
   shipped data files with their rebuild scripts.
 """
 
+from ._core import twice_differentiable
 from .distributed import gather_with_grad, is_distributed
 from .functional import (
     cpc_nce,
@@ -45,5 +46,5 @@ __all__ = [
     "PUNCELoss", "SCLPULoss", "SupConLoss", "cosine_scores", "cpc_nce", "debiased_nce", "debiased_nce_from_logits",
     "dot_scores", "gather_with_grad", "hard_negative_nce", "hard_negative_nce_from_logits", "info_nce",
     "info_nce_from_logits", "is_distributed", "log_floor_min_negative", "punce_loss", "punce_weights",
-    "scl_pu_loss", "supcon_loss",
+    "scl_pu_loss", "supcon_loss", "twice_differentiable",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -12,6 +13,24 @@ REDUCTIONS = ("mean", "sum", "none")
 def check_reduction(reduction: str) -> None:
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def check_similarity(similarity: str) -> str:
+    if similarity not in ("cosine", "dot"):
+        raise ValueError(f"similarity must be 'cosine' or 'dot', got {similarity!r}")
+    return similarity
+
+
+def check_log_floor_option(log_floor):
+    """A module's ``log_floor`` setting, checked when the module is made: None, ``"auto"``, a number or a tensor
+    (its shape and values are checked against each batch)."""
+    if isinstance(log_floor, str) and log_floor != "auto":
+        raise ValueError(f"log_floor must be None, a float, a tensor or 'auto', got {log_floor!r}")
+    if log_floor is not None and not isinstance(log_floor, (str, numbers.Real, torch.Tensor)):
+        raise ValueError(f"log_floor must be None, a float, a tensor or 'auto', got {type(log_floor).__name__}")
+    if isinstance(log_floor, numbers.Real):
+        check_log_floor(float(log_floor), 1, torch.device("cpu"))
+    return log_floor
 
 
 def check_tau_plus(tau_plus: float) -> float:
@@ -41,6 +60,15 @@ def check_label_pull(label_pull: float) -> float:
 
 
 def check_temperature(temperature: float) -> float:
+    if isinstance(temperature, torch.Tensor):
+        if temperature.requires_grad:  # float() would detach it: a learned temperature that never learns
+            raise ValueError("temperature is a tensor that requires grad: these losses take a fixed number; for a "
+                             "learned temperature (CLIP's), divide your scores by it and pass them to the "
+                             "*_from_logits functions, whose gradient reaches it")
+        if temperature.numel() != 1:
+            raise ValueError(f"temperature must be one number, got a tensor of shape {tuple(temperature.shape)}")
+    elif not isinstance(temperature, numbers.Real) or isinstance(temperature, bool):
+        raise ValueError(f"temperature must be a number, got {type(temperature).__name__}")
     temperature = float(temperature)
     if not 0.0 < temperature < float("inf"):
         raise ValueError(f"temperature must be finite and > 0, got {temperature}")
@@ -85,7 +113,9 @@ def check_int_vector(name: str, t: torch.Tensor, n: int) -> None:
         raise ValueError(f"{name} must be an integer tensor, got {t.dtype}")
 
 
-def check_log_floor(log_floor, batch: int, device: torch.device) -> None:
+def check_log_floor(log_floor, batch: int, device: torch.device, values: bool = False) -> None:
+    """Type, shape and device of a floor; with ``values`` also NaN / +inf in a tensor (one device sync; the logit-level
+    functions check it with their other flags)."""
     if log_floor is None:
         return
     if isinstance(log_floor, (int, float)):
@@ -98,3 +128,5 @@ def check_log_floor(log_floor, batch: int, device: torch.device) -> None:
         raise ValueError(f"log_floor tensor must have shape [{batch}] or be a scalar, got {tuple(log_floor.shape)}")
     if log_floor.device != device:
         raise ValueError(f"log_floor is on {log_floor.device} but the logits are on {device}")
+    if values and bool((log_floor.isnan() | (log_floor == float("inf"))).any()):
+        raise ValueError("log_floor contains NaN or +inf (a floor is a finite number or -inf, no floor)")

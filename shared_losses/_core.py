@@ -15,7 +15,9 @@ Nothing here validates its inputs: the public functions do that once, at the bou
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -50,6 +52,10 @@ class _LogSumExpInPlace(torch.autograd.Function):
     into the gradient ``softmax(x) * g`` without a second exp pass. Saves one ``[A, K]``
     allocation and one exp pass per step against ``torch.logsumexp``. Only for buffers the caller
     owns and never reads again (the freshly built similarity matrix).
+
+    Its gradient has no graph back to ``x`` (the values of ``x`` are gone), so it has no second
+    derivative: a backward with ``create_graph=True`` through it raises (:func:`twice_differentiable`
+    computes out of place instead), where it would otherwise return a wrong Hessian silently.
     """
 
     @staticmethod
@@ -62,12 +68,46 @@ class _LogSumExpInPlace(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if torch.is_grad_enabled():  # create_graph=True: a second derivative is asked for
+            raise RuntimeError(
+                "a second derivative (backward with create_graph=True) of info_nce, debiased_nce or "
+                "hard_negative_nce with beta=0: their fast path computes the row-wise logsumexp in the score "
+                "matrix's own memory and has no second derivative; compute the loss inside "
+                "`with shared_losses.twice_differentiable():` (out of place, exact to any order)")
         buf, total = ctx.saved_tensors
         return buf * (grad.unsqueeze(1) / total)
 
 
+_OUT_OF_PLACE = threading.local()
+
+
+@contextlib.contextmanager
+def twice_differentiable():
+    """Within this block (this thread), the losses compute out of place: their second and higher derivatives
+    (``torch.autograd.grad(..., create_graph=True)``: gradient penalties, MAML, influence functions) are exact. Outside
+    it, :func:`info_nce`, :func:`debiased_nce` and :func:`hard_negative_nce` with ``beta=0`` reuse the score matrix's
+    memory for speed and refuse a second derivative. ``torch.func`` transforms (grad, jacrev, hessian) always take
+    the out-of-place path (``vmap`` does not apply: the input checks read values on the host)."""
+    before = getattr(_OUT_OF_PLACE, "on", False)
+    _OUT_OF_PLACE.on = True
+    try:
+        yield
+    finally:
+        _OUT_OF_PLACE.on = before
+
+
+def _transforms_active() -> bool:
+    """Whether a ``torch.func`` transform (grad, vmap, ...) is running: its tensors go through functorch, whose
+    autograd.Function support the in-place path does not have."""
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(active is not None and active())
+
+
 def logsumexp_inplace(x: torch.Tensor) -> torch.Tensor:
-    """``torch.logsumexp(x, 1)`` that consumes ``x`` (see :class:`_LogSumExpInPlace`)."""
+    """``torch.logsumexp(x, 1)`` that consumes ``x`` (see :class:`_LogSumExpInPlace`); out of place, and with
+    every derivative, inside :func:`twice_differentiable` and under ``torch.func`` transforms."""
+    if getattr(_OUT_OF_PLACE, "on", False) or _transforms_active():
+        return torch.logsumexp(x, 1)
     return _LogSumExpInPlace.apply(x)
 
 

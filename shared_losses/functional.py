@@ -78,8 +78,6 @@ def _prepare_logits(pos_logits, neg_logits, log_floor, host_checks=True):
         present.all(), (n_neg == neg.shape[-1]).all(), bad_floor,
     ]).tolist()
     pos_nan, neg_nan, has_inf, no_pos, no_neg, all_present, all_neg, floor_bad = flags
-    if floor_bad:
-        raise ValueError("log_floor contains NaN or +inf")
     if pos_nan:
         raise ValueError("pos_logits contains NaN")
     if neg_nan:
@@ -90,7 +88,14 @@ def _prepare_logits(pos_logits, neg_logits, log_floor, host_checks=True):
         i = int((n_present == 0).nonzero()[0])
         raise ValueError(f"anchor {i} has no positive (all its pos_logits are -inf)")
     if no_neg:
-        raise ValueError("an anchor has no negative (all its neg_logits are -inf)")
+        where = (n_neg == 0).nonzero()[0].tolist()
+        if neg.dim() == 3:  # per turn
+            raise ValueError(f"anchor {where[0]}, turn {where[1]} has no negative (all its neg_logits[{where[0]}, "
+                             f"{where[1]}] are -inf); a turn without a positive still needs its row of negatives "
+                             "filled (any finite values: an absent turn's loss is not counted)")
+        raise ValueError(f"anchor {where[0]} has no negative (all its neg_logits are -inf)")
+    if floor_bad:  # after the empty rows: log_floor_min_negative of a row without negatives is +inf
+        raise ValueError("log_floor contains NaN or +inf")
     if all_neg:
         n_neg = float(neg.shape[-1])
     return pos, neg, n_neg, (None if all_present else present)
@@ -216,7 +221,17 @@ def _stack_views(views: Views, more: tuple) -> torch.Tensor:
             )
         stacked = views
     else:
+        if not isinstance(views, (list, tuple)) and not hasattr(views, "__iter__"):
+            raise ValueError(f"views must be a [B, V, d] tensor or V tensors of shape [B, d], got "
+                             f"{type(views).__name__}")
         views = list(views)
+        for i, v in enumerate(views):
+            if not isinstance(v, torch.Tensor):
+                hint = (" (a number among the views: pass temperature= and the other options by name)"
+                        if isinstance(v, (int, float)) else "")
+                raise ValueError(f"views must be torch tensors; view {i} is {type(v).__name__}{hint}")
+            if not v.is_floating_point():
+                raise ValueError(f"views must be floating point, view {i} is {v.dtype}")
         if len(views) < 2:
             raise ValueError(f"need at least 2 views per sample, got {len(views)}")
         shapes = {tuple(v.shape) for v in views}
@@ -270,13 +285,18 @@ def _multiview_terms(
     return pos, logits, n_neg
 
 
-def _check_scores(pos: torch.Tensor, neg: torch.Tensor, similarity: str, temperature: float) -> None:
+def _check_scores(pos: torch.Tensor, neg: torch.Tensor, similarity: str, temperature: float,
+                  inputs_checked: bool = True) -> None:
     """Refuse scores that overflowed their dtype (finite embeddings, infinite or NaN scores: e.g. dot products of
     vectors of norm 1e20 in float32): a NaN loss would follow, with nothing saying why. One read on the host."""
     bad = ~torch.isfinite(pos).all() | (neg == float("inf")).any() | neg.isnan().any()
     if bool(bad):
         hint = ("scale the embeddings down or use similarity='cosine'" if similarity == "dot"
                 else "raise the temperature")
+        if not inputs_checked:  # CPC: absent latents may hold anything, so the inputs are not checked first
+            raise ValueError(f"the scores (similarity {similarity!r} / temperature {temperature:g}) are infinite or "
+                             "NaN: the present latents or the predictions hold NaN or inf, or the scores overflow "
+                             f"{pos.dtype} ({hint})")
         raise ValueError(f"the scores (similarity {similarity!r} / temperature {temperature:g}) overflow {pos.dtype}: "
                          f"they are infinite or NaN for finite embeddings; {hint}")
 
@@ -336,7 +356,7 @@ def debiased_nce(
         raise ValueError("need at least 2 samples in the batch to have negatives")
     _check_scores(pos, neg, similarity, temperature)
     floor = _auto_floor(log_floor, similarity, temperature, neg)
-    C.check_log_floor(floor, pos.shape[0], pos.device)
+    C.check_log_floor(floor, pos.shape[0], pos.device, values=isinstance(log_floor, torch.Tensor))
     loss = debiased_terms(pos, neg, n_neg, tau_plus, floor, beta, consume_neg=True)
     return reduce(loss, reduction)
 
@@ -440,6 +460,14 @@ def _row_normalise(mask: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tenso
     return m / count.clamp(min=1), count.squeeze(1)
 
 
+def _vector_length(name: str, t) -> int:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(t.shape)}")
+    return t.shape[0]
+
+
 def punce_weights(
     source_ids: torch.Tensor,
     labels: torch.Tensor,
@@ -460,13 +488,34 @@ def punce_weights(
     * ``label_pull`` lambda (a variant beyond the paper; docs/equations.md section 5): an unlabeled anchor's
       row is ``lambda x`` the above ``+ (1 - lambda)/|A(i)|`` on A(i). 1 is the paper; 0 is SCL-PU.
 
-    Every row sums to 1. ``cand_*`` default to the anchors themselves (single process).
+    Every row that has a positive sums to 1; a labeled anchor without another view of its label gets a row of
+    zeros (:func:`punce_loss` refuses such a batch). ``cand_*`` default to the anchors themselves (single process);
+    the anchors are the candidates ``self_offset`` to ``self_offset + n - 1``. ``dtype``: a floating-point dtype.
     """
     prior = C.check_prior(prior)
     label_pull = C.check_label_pull(label_pull)
+    n = _vector_length("source_ids", source_ids)
+    C.check_int_vector("source_ids", source_ids, n)
+    C.check_int_vector("labels", labels, n)
+    if (cand_source_ids is None) != (cand_labels is None):
+        raise ValueError("give cand_source_ids and cand_labels together (or neither: the anchors are the candidates)")
     if cand_source_ids is None:
         cand_source_ids, cand_labels = source_ids, labels
+    else:
+        k = _vector_length("cand_source_ids", cand_source_ids)
+        C.check_int_vector("cand_source_ids", cand_source_ids, k)
+        C.check_int_vector("cand_labels", cand_labels, k)
+    C.check_same_device(source_ids=source_ids, labels=labels, cand_source_ids=cand_source_ids, cand_labels=cand_labels)
+    bad = set(torch.cat([labels, cand_labels]).unique().tolist()) - {-1, 0, 1}
+    if bad:
+        raise ValueError(f"labels must be in {{-1, 0, 1}} (-1 labeled negative, 0 unlabeled, 1 labeled positive), got "
+                         f"{sorted(bad)}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch dtype, got {dtype}")
     n, K = source_ids.shape[0], cand_source_ids.shape[0]
+    if isinstance(self_offset, bool) or not isinstance(self_offset, int) or not 0 <= self_offset <= K - n:
+        raise ValueError(f"self_offset must be a whole number in [0, {K - n}] (the anchors are candidates "
+                         f"self_offset..self_offset + {n} - 1 of {K}), got {self_offset!r}")
     dev = source_ids.device
     self_cols = torch.arange(n, device=dev) + self_offset
     not_self = torch.ones(n, K, dtype=torch.bool, device=dev)
@@ -725,12 +774,12 @@ def cpc_nce(
         # against the target column (one fused pass, where the general path below masks and scatters the row)
         terms = F.cross_entropy(logits, target, reduction="none")
         if not bool(torch.isfinite(pos).all() & torch.isfinite(terms).all()):
-            _check_scores(pos, logits, similarity, temperature)  # names the overflow
+            _check_scores(pos, logits, similarity, temperature, inputs_checked=False)  # names the overflow
             raise ValueError("CPC's loss is not finite for finite scores")  # pragma: no cover - defensive
         return _cpc_reduce(terms, valid, reduction)
     absent = ~present.reshape(1, B * T)
     live = logits.masked_fill(absent, 0.0)  # what sits at an absent position never counts
-    _check_scores(pos, live.abs(), similarity, temperature)  # a score of -inf is an overflow here too
+    _check_scores(pos, live.abs(), similarity, temperature, inputs_checked=False)  # -inf is an overflow here too
     if negatives == "other_sequences":
         seq_of_col = torch.arange(B, device=dev).repeat_interleave(T)
         seq_of_row = b_idx.expand(B, Tc, K)[valid]
@@ -744,7 +793,7 @@ def cpc_nce(
     floor = None
     if tau_plus > 0.0:
         floor = _auto_floor(log_floor, similarity, temperature, neg)
-        C.check_log_floor(floor, pos.shape[0], pos.device)
+        C.check_log_floor(floor, pos.shape[0], pos.device, values=isinstance(log_floor, torch.Tensor))
     terms = debiased_terms(pos, neg, n_neg, tau_plus, floor)  # [A]
     return _cpc_reduce(terms, valid, reduction)
 

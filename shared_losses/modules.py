@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from . import _checks as C
 from . import functional as Fn
+
+
+def _reduction(reduction: str) -> str:
+    C.check_reduction(reduction)
+    return reduction
 
 
 class _LossModule(nn.Module):
@@ -29,17 +35,19 @@ class InfoNCELoss(_LossModule):
     Relations: ``DebiasedNCELoss(tau_plus=0, log_floor=None)`` is this loss.
     """
 
-    _config_keys = ("temperature", "similarity", "gather_distributed")
+    _config_keys = ("temperature", "similarity", "gather_distributed", "reduction")
 
-    def __init__(self, temperature: float = 0.5, similarity: str = "cosine", gather_distributed: bool = False):
+    def __init__(self, temperature: float = 0.5, similarity: str = "cosine", gather_distributed: bool = False,
+                 reduction: str = "mean"):
         super().__init__()
         self.temperature = C.check_temperature(temperature)
-        self.similarity, self.gather_distributed = similarity, gather_distributed
+        self.similarity, self.gather_distributed = C.check_similarity(similarity), gather_distributed
+        self.reduction = _reduction(reduction)
 
     def forward(self, views, *more_views) -> torch.Tensor:
         """The loss of the inputs: :func:`shared_losses.functional.info_nce` with this module's settings."""
         return Fn.info_nce(views, *more_views, temperature=self.temperature, similarity=self.similarity,
-                           gather_distributed=self.gather_distributed)
+                           gather_distributed=self.gather_distributed, reduction=self.reduction)
 
 
 class DebiasedNCELoss(_LossModule):
@@ -49,20 +57,21 @@ class DebiasedNCELoss(_LossModule):
     :class:`HardNegativeNCELoss` with beta = 0 gives this loss.
     """
 
-    _config_keys = ("temperature", "tau_plus", "log_floor", "similarity", "gather_distributed")
+    _config_keys = ("temperature", "tau_plus", "log_floor", "similarity", "gather_distributed", "reduction")
 
     def __init__(self, temperature: float = 0.5, tau_plus: float = 0.1, log_floor="auto",
-                 similarity: str = "cosine", gather_distributed: bool = False):
+                 similarity: str = "cosine", gather_distributed: bool = False, reduction: str = "mean"):
         super().__init__()
         self.temperature = C.check_temperature(temperature)
         self.tau_plus = C.check_tau_plus(tau_plus)
-        self.log_floor, self.similarity, self.gather_distributed = log_floor, similarity, gather_distributed
+        self.log_floor, self.similarity = C.check_log_floor_option(log_floor), C.check_similarity(similarity)
+        self.gather_distributed, self.reduction = gather_distributed, _reduction(reduction)
 
     def forward(self, views, *more_views) -> torch.Tensor:
         """The loss of the inputs: :func:`shared_losses.functional.debiased_nce` with this module's settings."""
         return Fn.debiased_nce(views, *more_views, temperature=self.temperature, tau_plus=self.tau_plus,
                                log_floor=self.log_floor, similarity=self.similarity,
-                               gather_distributed=self.gather_distributed)
+                               gather_distributed=self.gather_distributed, reduction=self.reduction)
 
 
 class HardNegativeNCELoss(DebiasedNCELoss):
@@ -71,34 +80,38 @@ class HardNegativeNCELoss(DebiasedNCELoss):
     _config_keys = DebiasedNCELoss._config_keys + ("beta",)
 
     def __init__(self, temperature: float = 0.5, tau_plus: float = 0.1, beta: float = 1.0, log_floor="auto",
-                 similarity: str = "cosine", gather_distributed: bool = False):
-        super().__init__(temperature, tau_plus, log_floor, similarity, gather_distributed)
+                 similarity: str = "cosine", gather_distributed: bool = False, reduction: str = "mean"):
+        super().__init__(temperature, tau_plus, log_floor, similarity, gather_distributed, reduction)
         self.beta = C.check_beta(beta)
 
     def forward(self, views, *more_views) -> torch.Tensor:
         """The loss of the inputs: :func:`shared_losses.functional.hard_negative_nce` with this module's settings."""
         return Fn.hard_negative_nce(views, *more_views, temperature=self.temperature, tau_plus=self.tau_plus,
                                     beta=self.beta, log_floor=self.log_floor, similarity=self.similarity,
-                                    gather_distributed=self.gather_distributed)
+                                    gather_distributed=self.gather_distributed, reduction=self.reduction)
 
 
 class DebiasedNCEFromLogits(_LossModule):
     """Module form of :func:`functional.debiased_nce_from_logits` (and of the hard-negative variant
     when ``beta > 0``), for applications that build their own scores (CURL, quick-thought)."""
 
-    _config_keys = ("tau_plus", "beta")
+    _config_keys = ("tau_plus", "beta", "reduction", "host_checks")
 
-    def __init__(self, tau_plus: float = 0.0, beta: float = 0.0):
+    def __init__(self, tau_plus: float = 0.0, beta: float = 0.0, reduction: str = "mean", host_checks: bool = True):
         super().__init__()
         self.tau_plus = C.check_tau_plus(tau_plus)
         self.beta = C.check_beta(beta)
+        self.reduction, self.host_checks = _reduction(reduction), bool(host_checks)
 
     def forward(self, pos_logits, neg_logits, log_floor=None) -> torch.Tensor:
         """The loss of scores already divided by the temperature: the debiased (or, with ``beta``, hard-negative)
-        estimator of :func:`shared_losses.functional.debiased_nce_from_logits`."""
+        estimator of :func:`shared_losses.functional.debiased_nce_from_logits`. With ``tau_plus > 0`` pass a
+        ``log_floor`` (e.g. :func:`shared_losses.functional.log_floor_min_negative`): without one an anchor whose
+        estimate of the negatives' term falls to 0 has a loss of 0 and no gradient (docs/equations.md section 3)."""
+        kw = dict(reduction=self.reduction, host_checks=self.host_checks)
         if self.beta:
-            return Fn.hard_negative_nce_from_logits(pos_logits, neg_logits, self.tau_plus, self.beta, log_floor)
-        return Fn.debiased_nce_from_logits(pos_logits, neg_logits, self.tau_plus, log_floor)
+            return Fn.hard_negative_nce_from_logits(pos_logits, neg_logits, self.tau_plus, self.beta, log_floor, **kw)
+        return Fn.debiased_nce_from_logits(pos_logits, neg_logits, self.tau_plus, log_floor, **kw)
 
 
 class SupConLoss(_LossModule):
@@ -106,17 +119,17 @@ class SupConLoss(_LossModule):
 
     Relations: PUNCELoss on a fully labeled batch is this loss."""
 
-    _config_keys = ("temperature", "gather_distributed")
+    _config_keys = ("temperature", "gather_distributed", "reduction")
 
-    def __init__(self, temperature: float = 0.5, gather_distributed: bool = False):
+    def __init__(self, temperature: float = 0.5, gather_distributed: bool = False, reduction: str = "mean"):
         super().__init__()
         self.temperature = C.check_temperature(temperature)
-        self.gather_distributed = gather_distributed
+        self.gather_distributed, self.reduction = gather_distributed, _reduction(reduction)
 
     def forward(self, features, labels, source_ids=None) -> torch.Tensor:
         """The loss of the inputs: :func:`shared_losses.functional.supcon_loss` with this module's settings."""
         return Fn.supcon_loss(features, labels, self.temperature, source_ids=source_ids,
-                              gather_distributed=self.gather_distributed)
+                              gather_distributed=self.gather_distributed, reduction=self.reduction)
 
 
 class PUNCELoss(_LossModule):
@@ -124,35 +137,36 @@ class PUNCELoss(_LossModule):
 
     Relations: all labeled -> SupConLoss; none labeled -> InfoNCE; SCLPULoss is the baseline."""
 
-    _config_keys = ("prior", "temperature", "gather_distributed", "label_pull")
+    _config_keys = ("prior", "temperature", "gather_distributed", "label_pull", "reduction")
 
     def __init__(self, prior: float, temperature: float = 0.5, gather_distributed: bool = False,
-                 label_pull: float = 1.0):
+                 label_pull: float = 1.0, reduction: str = "mean"):
         super().__init__()
         self.prior = C.check_prior(prior)
         self.temperature = C.check_temperature(temperature)
         self.gather_distributed = gather_distributed
         self.label_pull = C.check_label_pull(label_pull)
+        self.reduction = _reduction(reduction)
 
     def forward(self, features, source_ids, labels) -> torch.Tensor:
         """The loss of the inputs: :func:`shared_losses.functional.punce_loss` with this module's settings."""
-        return Fn.punce_loss(features, source_ids, labels, self.prior, self.temperature,
+        return Fn.punce_loss(features, source_ids, labels, self.prior, self.temperature, reduction=self.reduction,
                              gather_distributed=self.gather_distributed, label_pull=self.label_pull)
 
 
 class SCLPULoss(_LossModule):
     """SCL-PU baseline (puNCE section 5). See :func:`functional.scl_pu_loss`."""
 
-    _config_keys = ("temperature", "gather_distributed")
+    _config_keys = ("temperature", "gather_distributed", "reduction")
 
-    def __init__(self, temperature: float = 0.5, gather_distributed: bool = False):
+    def __init__(self, temperature: float = 0.5, gather_distributed: bool = False, reduction: str = "mean"):
         super().__init__()
         self.temperature = C.check_temperature(temperature)
-        self.gather_distributed = gather_distributed
+        self.gather_distributed, self.reduction = gather_distributed, _reduction(reduction)
 
     def forward(self, features, source_ids, labels) -> torch.Tensor:
         """The loss of the inputs: :func:`shared_losses.functional.scl_pu_loss` with this module's settings."""
-        return Fn.scl_pu_loss(features, source_ids, labels, self.temperature,
+        return Fn.scl_pu_loss(features, source_ids, labels, self.temperature, reduction=self.reduction,
                               gather_distributed=self.gather_distributed)
 
 
@@ -190,7 +204,10 @@ class CPCLoss(_LossModule):
         if context.dim() != 3 or context.shape[-1] != self.context_dim:
             raise ValueError(f"context must be [B, T_c, {self.context_dim}], got {list(context.shape)}")
         B, Tc, _ = context.shape
-        return self.predictors(context).view(B, Tc, self.steps, self.latent_dim)
+        w = self.predictors.weight
+        if context.dtype != w.dtype and context.is_floating_point():  # as predict_each: the maps in context's dtype
+            w = w.to(context.dtype)
+        return F.linear(context, w).view(B, Tc, self.steps, self.latent_dim)
 
     def predict_each(self, contexts: torch.Tensor) -> torch.Tensor:
         """``[B, K, latent_dim]``: ``W_k c_k`` for contexts ``[B, K, context_dim]`` that differ by step (context k

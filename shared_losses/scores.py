@@ -7,6 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import _checks as C
+from ._core import promote
 
 
 def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -19,15 +20,26 @@ def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
     C.check_same_device(a=a, b=b)
 
 
+def _wide(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Half-precision inputs scored in float32 (docs/equations.md section 1), both in one dtype."""
+    a, b = promote(a), promote(b)
+    wide = torch.promote_types(a.dtype, b.dtype)
+    return a.to(wide), b.to(wide)
+
+
 def cosine_scores(a: torch.Tensor, b: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """``[Ba, Bb]`` matrix of ``cos(a_i, b_j) / t`` (SimCLR, DCL, puNCE)."""
+    """``[Ba, Bb]`` matrix of ``cos(a_i, b_j) / t`` (SimCLR, DCL, puNCE); float16 / bfloat16 inputs are scored in
+    float32."""
     _check_pair(a, b)
+    a, b = _wide(a, b)
     return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T / C.check_temperature(temperature)
 
 
 def dot_scores(a: torch.Tensor, b: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """``[Ba, Bb]`` matrix of ``a_i^T b_j / t`` (quick-thought uses t = 1, no normalisation)."""
+    """``[Ba, Bb]`` matrix of ``a_i^T b_j / t`` (quick-thought uses t = 1, no normalisation); float16 / bfloat16
+    inputs are scored in float32."""
     _check_pair(a, b)
+    a, b = _wide(a, b)
     return a @ b.T / C.check_temperature(temperature)
 
 
@@ -49,7 +61,15 @@ class BilinearScore(nn.Module):
         """Scores ``a W b^T`` of every row of ``a`` [N, dim] against every row of ``b`` [M, dim]: [N, M]."""
         if a.shape[-1] != self.dim or b.shape[-1] != self.dim:
             raise ValueError(f"BilinearScore({self.dim}) got features of size {a.shape[-1]} and {b.shape[-1]}")
-        return a @ (self.W @ b.T)
+        w = self.W
+        if not a.dtype == b.dtype == w.dtype and not torch.is_autocast_enabled(a.device.type):
+            # outside autocast (which casts the matmuls itself): half inputs scored at W's precision
+            if {a.dtype, b.dtype} <= {torch.float16, torch.bfloat16, w.dtype}:
+                a, b = a.to(w.dtype), b.to(w.dtype)
+            else:
+                raise ValueError(f"BilinearScore: features of dtype {a.dtype} and {b.dtype} against W of {w.dtype}: "
+                                 f"cast them (or the module: .to({a.dtype})) to one dtype")
+        return a @ (w @ b.T)
 
     def extra_repr(self) -> str:
         """The feature size, for ``print(module)``."""
