@@ -283,8 +283,13 @@ def export_model(cfg: TextOptions, model: FewShotModel, tokenizer, pooling: str,
 def run_config(run_dir: Path) -> AnyConfig:
     """The configuration a run was made with (its config.json, as its pipeline's dataclass; fields added since take
     their defaults)."""
+    from shared_losses.training.runtime import another_application, run_application
+
     from .run import read_json
 
+    owner = run_application(run_dir) if Path(run_dir).is_dir() else None
+    if owner not in ("fewshot", "unknown", None):
+        raise FileNotFoundError(another_application(run_dir, owner, "fewshot"))
     f = run_dir / "config.json"
     if not f.is_file():
         raise FileNotFoundError(f"{run_dir} is not a fewshot run: it has no config.json")

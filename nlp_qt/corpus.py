@@ -467,12 +467,26 @@ def is_plain_text(source: str) -> bool:
     return _format_suffix(path) not in DATASETS_SUFFIXES
 
 
+def shipped_or_given(source: str) -> str:
+    """``source`` itself, unless it is a relative ``nlp_qt/data/...`` path (the presets' shipped books) that the
+    current folder does not hold: then that path inside the installed package, so a preset runs from any folder."""
+    path = Path(source)
+    if not source or source.startswith("hf:") or path.is_absolute() or path.exists():
+        return source
+    if path.parts[:2] == ("nlp_qt", "data"):
+        shipped = Path(__file__).resolve().parent.joinpath(*path.parts[1:])
+        if shipped.exists():
+            return str(shipped)
+    return source
+
+
 def corpus_fingerprint(source: str) -> dict | None:
     """What a resume checks to know it reads the corpus it stopped in: the number of files under a
     local ``source`` (a file, a text folder or a saved dataset; hidden paths ignored), their total size and
     a digest of their relative paths and sizes. ``None`` for a hub dataset, which cannot be checked cheaply."""
     import hashlib
 
+    source = shipped_or_given(source)
     path = Path(source)
     if source.startswith("hf:") or not path.exists():
         return None
@@ -497,6 +511,7 @@ def iter_corpus(
     """Dispatch to :func:`iter_text_sentences` (plain text) or :func:`iter_dataset_sentences`."""
     if not source:
         raise CorpusError("no corpus given (pass a text file, a folder, a .jsonl file or hf:NAME)")
+    source = shipped_or_given(source)
     if is_plain_text(source):
         return iter_text_sentences(source, stats, doc_boundary, bool(one_sentence_per_line))
     local = Path(source)

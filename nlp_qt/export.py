@@ -57,7 +57,7 @@ class ExportArgs:
 
 def _run_settings(run: Path):
     """(train Config, Vocab, checkpoint folder) of the run in ``run``; one-line errors for what is missing."""
-    from shared_losses.training.runtime import read_json_file, resolve_checkpoint, run_application
+    from shared_losses.training.runtime import another_application, read_json_file, resolve_checkpoint, run_application
 
     from .config import Config
     from .vocab import Vocab
@@ -66,7 +66,7 @@ def _run_settings(run: Path):
         raise FileNotFoundError(f"--run-dir {run}: no such folder")
     owner = run_application(run)
     if owner not in ("nlp_qt", "unknown", None):
-        raise FileNotFoundError(f"{run} holds a run of {owner}, not of nlp_qt (use python -m {owner}.export)")
+        raise FileNotFoundError(another_application(run, owner, "nlp_qt"))
     for name in ("config.json", "vocab.json"):
         if not (run / name).is_file():
             raise FileNotFoundError(f"{run} is not an nlp_qt run folder: it has no {name}")

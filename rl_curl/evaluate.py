@@ -16,7 +16,8 @@ import torch
 
 from shared_losses.training.cli import parse_dataclass
 from shared_losses.training.runtime import (ENTRIES, CheckpointError, check_device, checkpoint_entry, load_checkpoint,
-                                            read_json_file, resolve_checkpoint, run_application)
+                                            read_json_file, resolve_checkpoint, run_application,
+                                            another_application)
 
 from .config import Config
 
@@ -48,8 +49,7 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
         raise ValueError(f"{run_dir} holds no run (no run.json, and its config.json is not an rl_curl run's): pass "
                          "an rl_curl training folder (the --output-dir of python -m rl_curl.train)")
     if owner not in ("rl_curl", "unknown"):
-        raise ValueError(f"{run_dir} holds a run of {owner}, not of rl_curl: pass an rl_curl training folder "
-                         "(its config.json names a task and an aux loss)")
+        raise ValueError(another_application(run_dir, owner, "rl_curl"))
     check_device(str(device))
     saved = read_json_file(cfg_path, "rl_curl run's configuration")
     fields = {f.name for f in dataclasses.fields(Config)}

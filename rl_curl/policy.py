@@ -94,6 +94,12 @@ def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
         raise FileNotFoundError(f"{path} does not exist: pass a finished run's folder (--output-dir of "
                                 "rl_curl.train) or its policy.pt")
     file = path / POLICY_FILE if path.is_dir() else path
+    if path.is_dir() and not file.is_file():
+        from shared_losses.training.runtime import another_application, run_application
+
+        owner = run_application(path)
+        if owner not in ("rl_curl", "unknown", None):
+            raise FileNotFoundError(another_application(path, owner, "rl_curl"))
     if not file.is_file():
         raise FileNotFoundError(f"{file} not found: a run writes policy.pt when it finishes (an unfinished run: "
                                 "continue it with `python -m rl_curl.train ... --resume`)")

@@ -84,6 +84,9 @@ def check_replay_memory(cfg: Config, device: torch.device, action_dim: int = 64)
 def check_checkpoint_format(extra: dict, path) -> None:
     """Refuse a checkpoint whose agent layout is not this code's (see CHECKPOINT_FORMAT)."""
     fmt = extra.get("format")
+    owner = extra.get("application")
+    if owner not in (None, "rl_curl"):
+        raise CheckpointError(f"checkpoint {path} was written by a run of {owner}, not of rl_curl")
     if fmt != CHECKPOINT_FORMAT:
         raise CheckpointError(f"checkpoint {path} was written by another version of rl_curl (agent format {fmt}, this "
                               f"one reads {CHECKPOINT_FORMAT}); start a new run")

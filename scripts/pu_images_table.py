@@ -41,7 +41,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from shared_losses.training.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 
 from fewshot.config import ImageConfig
 from fewshot.run import refuse_other_finished_run
@@ -167,8 +167,10 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
     batch = (f"batches of {header['batch_size']} images with the labeled ones in their share of the pool"
              if header.get("batch_size") else f"batch {header['batch_labeled']} labeled + {header['batch_unlabeled']} "
              "unlabeled")
-    length = (f"{header['passes']:.2f} passes over the pool (300 steps on the 5k digits)" if header.get("passes")
-              else f"{header['max_steps']} steps")
+    default = header.get("passes") == ImageConfig.__dataclass_fields__["passes"].default
+    length = (f"{header['passes']:.2f} passes over the pool"
+              + (" (the default: 300 steps of 256 images on the 5k digits)" if default else "")
+              if header.get("passes") else f"{header['max_steps']} steps")
     get = lambda setting, method, n, row="main": res.get((setting, method, n), {}).get("acc", {}).get(row)
     L = [f"# puNCE image tables on {header['dataset']} (positive classes {header['positive_classes']}), "
          f"encoder {header['encoder']}, {header['eval_split']}", "",
@@ -324,7 +326,7 @@ def plot(path: Path, res: dict, tables, n_ps, percents) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--dataset", default="mnist", help="mnist (shipped) or an .npz file with x and y")
     p.add_argument("--eval-file", default=None, help="an .npz evaluation file (default: a 20 %% test split)")
     p.add_argument("--positive-classes", type=int, nargs="+", default=None,
@@ -388,6 +390,9 @@ def main(argv=None) -> int:
         sets = parse_set(args.set_)
     except ValueError as err:
         p.error(str(err))
+    if "passes" in sets and "max_steps" in sets:
+        p.error("--set passes and --set max_steps both set the training length; give one (max_steps alone replaces "
+                "the default passes)")
     positive = args.positive_classes or ([0, 2, 4, 6, 8] if args.dataset == "mnist" else None)
     base = {"dataset": args.dataset, "eval_file": args.eval_file, "encoder": args.encoder,
             "eval_split": args.eval_split, "positive_classes": tuple(positive) if positive else None, **sets}

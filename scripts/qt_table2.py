@@ -95,8 +95,10 @@ def columns(tasks: list[str]) -> list[tuple[str, str, str]]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    from shared_losses.training.cli import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help="a frozen protocol: nlp_qt.config.PRESETS's training settings (python -m nlp_qt.train --help "
                         "lists them) with this sweep's tasks, seeds and baselines (cpu: books corpus, human-labeled "
@@ -159,7 +161,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.set_defaults(**PRESETS[pre.preset])
     a = p.parse_args(argv)
     if not a.corpus or not a.data:
-        p.error("--corpus and --data are required (or --preset cpu)")
+        p.error(f"--corpus and --data are required (or a --preset: {', '.join(sorted(PRESETS))})")
     if a.init_from_bow and "bow" not in a.baselines:
         p.error("--init-from-bow needs the bow baseline (--baselines ... bow): its vectors are the initialisation")
     if a.encoder == "bow" and a.encoder_dim != a.word_dim:

@@ -93,3 +93,62 @@ def test_fewshot_names_a_missing_local_encoder_folder(tmp_path):
                "--output-dir", str(tmp_path / "run"))
     assert f"--encoder {missing}: no such folder" in line and "Repo id" not in line
     assert not (tmp_path / "run").exists()
+
+
+def test_each_applications_tools_name_the_owner_of_another_applications_run_and_what_reads_it(tmp_path):
+    # in process: the messages, not the entry points (those are the tests above and tests/test_battery.py)
+    from fewshot.export import run_config
+    from nlp_qt.export import _run_settings
+    from rl_curl import load_policy
+    from rl_curl.evaluate import load_agent
+
+    rl = fake_run(tmp_path / "rl", "rl_curl", {"task": "cartpole-swingup"})
+    qt = fake_run(tmp_path / "qt", "nlp_qt", {"objective": "qt"})
+    fs = fake_run(tmp_path / "fs", "fewshot", {"pipeline": "text"})
+    with pytest.raises(FileNotFoundError, match="holds a run of rl_curl, not of nlp_qt: use .*rl_curl.evaluate"):
+        _run_settings(rl)
+    with pytest.raises(FileNotFoundError, match="holds a run of rl_curl, not of fewshot: use .*rl_curl.load_policy"):
+        run_config(rl)
+    with pytest.raises(FileNotFoundError, match="holds a run of nlp_qt, not of fewshot: use .*nlp_qt.export"):
+        run_config(qt)
+    with pytest.raises(FileNotFoundError, match="holds a run of fewshot, not of rl_curl: use .*fewshot.export"):
+        load_policy(fs)
+    with pytest.raises(ValueError, match="holds a run of nlp_qt, not of rl_curl: use .*nlp_qt.export"):
+        load_agent(qt)
+    with pytest.raises(FileNotFoundError, match="policy.pt not found: a run writes"):  # its own, unfinished
+        load_policy(rl)
+
+
+def test_rl_curl_refuses_a_checkpoint_written_by_another_application():
+    from rl_curl.train import check_checkpoint_format
+    from shared_losses.training.runtime import CheckpointError
+
+    with pytest.raises(CheckpointError, match="written by a run of nlp_qt, not of rl_curl"):
+        check_checkpoint_format({"application": "nlp_qt", "step": 3}, "ck")
+
+
+@pytest.mark.parametrize("script, argv, words", [
+    ("qt_table2", ["--bogus"], "unrecognized arguments: --bogus (see qt_table2.py --help)"),
+    ("qt_table2", ["--seeds", "x"], "argument --seeds: invalid int value: 'x' (see qt_table2.py --help)"),
+    ("qt_table2", [], "--corpus and --data are required (or a --preset: cpu, cpu-bow, cpu-w2v, demo) (see "
+                      "qt_table2.py --help)"),
+    ("pu_images_table", ["--bogus"], "unrecognized arguments: --bogus (see pu_images_table.py --help)"),
+    ("pu_images_table", ["--set", "passes=0.25", "--set", "max_steps=2"],
+     "--set passes and --set max_steps both set the training length; give one (max_steps alone replaces the default "
+     "passes) (see pu_images_table.py --help)"),
+])
+def test_table_scripts_refuse_a_bad_command_line_in_one_line(script, argv, words, capsys, monkeypatch):
+    import importlib.util
+
+    from shared_losses.training.cli import run_cli
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(script, root / "scripts" / f"{script}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", *argv])
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(lambda: mod.main(argv) if script == "pu_images_table" else mod.parse_args(argv))
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.strip() == f"error: {words}", err

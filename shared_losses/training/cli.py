@@ -109,6 +109,8 @@ def run_cli(main: Callable[[], Any]) -> Any:
             raise
         _exit("\nstopped at once (Ctrl-C): work since the last checkpoint is lost; a run continues from its last "
               "checkpoint with --resume", 130)
+    except UsageError as err:  # argparse's refusal of the command line: where it was raised says nothing more
+        _exit(f"error: {err}", 2)
     except USER_ERRORS as err:
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
@@ -194,6 +196,23 @@ def end_process(code: int) -> None:
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """argparse help for the scripts: keeps the module docstring's layout and shows every option's default."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse for the scripts run through :func:`run_cli`: a usage error (an unknown option, a missing or bad
+    value, ``parser.error(...)``) is one ``error: ...`` line and status 2, as every other command line of the suite,
+    instead of argparse's usage block. ``--help`` is argparse's, with :class:`HelpFormatter` by default."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+class UsageError(ValueError):
+    """A command line argparse refused (see :class:`ArgumentParser`); printed by :func:`run_cli` as one line."""
 
 
 # --- presets: one ``--preset NAME`` for every trainer ---------------------------------------------------------

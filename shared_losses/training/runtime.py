@@ -16,6 +16,7 @@ import contextlib
 import csv
 import dataclasses
 import errno
+import io
 import json
 import math
 import os
@@ -433,6 +434,15 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
         tmp.write_text(text)
 
 
+def _step_or_blank(value) -> bool:
+    if value in (None, ""):
+        return True
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
 class CsvLogger:
     """Append rows to a CSV file; the header comes from the first row and grows with new keys.
 
@@ -447,10 +457,20 @@ class CsvLogger:
         self.fields: list[str] = []
         if self.path.exists() and resume_step is not None:
             with open(self.path, newline="") as fh:
-                reader = csv.DictReader(fh)
-                self.fields = list(reader.fieldnames or [])
-                # a row logged without step_key reads back with "" there: keep it, like a file without the column
-                self.rows = [r for r in reader if r.get(step_key) in (None, "") or float(r[step_key]) <= resume_step]
+                text = fh.read()
+            if text and not text.endswith("\n"):  # the run stopped while writing its last line: that line is cut
+                text = text[:text.rfind("\n") + 1]
+                warnings.warn(f"{self.path}: its last line was cut off (the run stopped while writing it); dropped")
+            reader = csv.DictReader(io.StringIO(text, newline=""))
+            self.fields = list(reader.fieldnames or [])
+            rows = [r for r in reader]
+            # as many cells as the header, and a step that is a number (a row logged without step_key reads back
+            # with "" there: kept, like a file without the column)
+            whole = [r for r in rows if None not in r and None not in r.values() and _step_or_blank(r.get(step_key))]
+            if len(whole) < len(rows):
+                warnings.warn(f"{self.path}: {len(rows) - len(whole)} damaged row(s) dropped (another number of cells "
+                              f"than the header's, or a {step_key} that is not a number)")
+            self.rows = [r for r in whole if r.get(step_key) in (None, "") or float(r[step_key]) <= resume_step]
             self._rewrite()
         elif self.path.exists():
             self.path.unlink()
@@ -489,6 +509,22 @@ def checkpoint_application(state: Mapping[str, Any]) -> str | None:
     """The application whose run wrote the checkpoint ``state`` (its extra state), as the harness records it;
     None for a checkpoint that names none (written by another version of the suite, or not by a run)."""
     return str(state["application"]) if "application" in state else None
+
+
+#: What to do with a finished run of each application (the command or call that reads it): named by the one-line
+#: errors of a tool pointed at another application's run.
+APPLICATION_TOOLS = {
+    "rl_curl": "`python -m rl_curl.evaluate --run-dir RUN`, or rl_curl.load_policy(RUN) for its policy",
+    "nlp_qt": "`python -m nlp_qt.export --run-dir RUN`, or `python -m nlp_qt.senteval --model RUN`",
+    "fewshot": "`python -m fewshot.export --run RUN`, or `python -m fewshot.predict`",
+}
+
+
+def another_application(folder: str | os.PathLike, owner: str, expected: str) -> str:
+    """The one-line message for a tool of ``expected`` given ``folder``, a run of ``owner``: whose run it is, and
+    what reads that application's runs."""
+    tool = APPLICATION_TOOLS.get(owner)
+    return f"{folder} holds a run of {owner}, not of {expected}" + (f": use {tool}" if tool else "")
 
 
 class RunFolderError(FileExistsError):

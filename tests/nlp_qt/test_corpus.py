@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -381,3 +382,24 @@ def test_a_folder_without_text_files_names_every_kind_that_is_read(tmp_path):
     (tmp_path / "c.bz2").write_bytes(bz2.compress(b"Bzip2.\n"))
     (tmp_path / "d.txt.xz").write_bytes(lzma.compress(b"Xz.\n"))
     assert [s for _, s in iter_corpus(str(tmp_path))] == ["Markdown.", "Text.", "Bzip2.", "Xz."]
+
+
+def test_the_presets_shipped_books_are_found_from_any_folder(tmp_path, monkeypatch):
+    from nlp_qt.config import PRESETS
+    from nlp_qt.corpus import corpus_fingerprint, iter_corpus, shipped_or_given
+
+    given = PRESETS["cpu"]["corpus"]
+    assert given == "nlp_qt/data/books"
+    in_repo = corpus_fingerprint(given) if Path(given).exists() else None
+    monkeypatch.chdir(tmp_path)  # a user's own folder, outside the repository
+    found = Path(shipped_or_given(given))
+    assert found.is_absolute() and found.is_dir() and found.parent.name == "data"
+    assert next(iter(iter_corpus(given)))[1]  # read, not "corpus not found"
+    if in_repo is not None:
+        assert corpus_fingerprint(given) == in_repo  # a resume from another folder checks the same corpus
+    for other in ("nlp_qt/data/no_such_corpus", "my/books", "hf:bookcorpus", ""):
+        assert shipped_or_given(other) == other
+    (tmp_path / "nlp_qt/data/books").mkdir(parents=True)  # a folder of that name here is the user's: it wins
+    (tmp_path / "nlp_qt/data/books/mine.txt").write_text("My own sentence. Another one.\n")
+    assert shipped_or_given(given) == given
+    assert [s for _, s in iter_corpus(given)] == ["My own sentence.", "Another one."]

@@ -232,7 +232,7 @@ def test_qt_table2_eval_max_length_reaches_the_encoders_evaluations_only_and_key
     old = {k: v for k, v in mod.eval_key(plain, job).items() if k != "max_length"}
     (job["dir"] / "sweep_eval.json").write_text(json.dumps({"results": results, **old}))
     assert mod.cached_evaluation(plain, job) is None and mod.cached_evaluation(a, job) is None
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="eval-max-length"):  # one error: line through run_cli, not a usage block
         mod.parse_args(base + ["--eval-max-length", "-1"])
 
 

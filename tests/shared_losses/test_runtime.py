@@ -165,6 +165,28 @@ def test_csv_logger_resume_keeps_rows_logged_without_a_step(tmp_path):
     assert [r["step"] for r in csv.DictReader(open(path))] == ["1", ""]
 
 
+def test_csv_logger_resume_drops_a_cut_last_line_and_damaged_rows(tmp_path):
+    path = tmp_path / "log.csv"
+    log = CsvLogger(path)
+    for step in range(1, 4):
+        log.log({"step": step, "loss": 1.0 / step, "acc": 0.5})
+    text = path.read_text()
+    path.write_text(text[:-6])  # the run stopped while writing step 3's row: "3,0.33" is left
+    with pytest.warns(UserWarning, match="last line was cut off"):
+        CsvLogger(path, resume_step=5)
+    assert [r["step"] for r in csv.DictReader(open(path))] == ["1", "2"]
+    with open(path, "a") as fh:
+        fh.write("3,0.3\nx,0.2,0.5\n4,0.25,0.5,extra\n")  # too few cells, a step that is no number, too many
+    with pytest.warns(UserWarning, match="3 damaged row"):
+        resumed = CsvLogger(path, resume_step=5)
+    resumed.log({"step": 3, "loss": 0.3, "acc": 0.5})
+    assert [(r["step"], r["acc"]) for r in csv.DictReader(open(path))] == [("1", "0.5"), ("2", "0.5"), ("3", "0.5")]
+    path.write_text("step,lo")  # cut inside the header: nothing to keep, a fresh log
+    with pytest.warns(UserWarning, match="cut off"):
+        CsvLogger(path, resume_step=5).log({"step": 1, "loss": 1.0})
+    assert path.read_text().splitlines() == ["step,loss", "1,1.0"]
+
+
 def test_write_json_atomic(tmp_path):
     write_json_atomic(tmp_path / "a" / "m.json", {"acc": 1.5})
     assert (tmp_path / "a" / "m.json").read_text().strip().startswith("{")
