@@ -139,9 +139,11 @@ class ImportArgs:
     results folder, all or nothing: every run folder (refused, with nothing written, if one of that name is there
     already) and the pack's records (throughput.json, slice.txt, and update_bench.json, selftest.txt, profile.txt,
     dmon.txt, README.md where the pack has them) under slices/. Everything in the pack is checked before anything
-    is written: the archive read to its end, no links, '..', duplicate members or reserved folder names, every run
-    readable, throughput.json's date, GPU tag and commit plain names. A pack of records alone (a timing, no runs)
-    is imported too."""
+    is written: the archive read to its end (nothing after it), no links, '..', duplicate members or reserved folder
+    names, every run readable, the pack's files regular files (not links), throughput.json's date, GPU tag and commit
+    plain names; no folder (not even --into's parents) is made before, and a failed import removes those it made. A
+    pack of records alone (a timing, no runs) is imported too, once: records identical to ones already under slices/
+    are refused."""
 
     pack: Annotated[str, tyro.conf.Positional]
     """The pack: a folder holding table3_runs.tar.gz and/or throughput.json, or the .tar.gz itself."""
@@ -157,10 +159,12 @@ class ImportArgs:
 @dataclass
 class TabulateArgs:
     """Write RESULTS/table3_gpu.md (mean ± std at the target step, per-seed numbers, paired differences against
-    CURL, the papers' numbers, runs) and RESULTS/curves.png from every run folder there."""
+    CURL, the papers' numbers, runs) and RESULTS/curves.png from every run folder there. RESULTS must be a folder
+    that `import` filled (a run folder with slice.json, or slices/); any other folder (a scripts/curl_table3.py grid,
+    say) is refused with nothing written, as is a table3_gpu.md or curves.png there that tabulate did not write."""
 
     results: Annotated[str, tyro.conf.Positional] = str(DEFAULT_RESULTS)
-    """The results folder (one subfolder per run)."""
+    """The results folder that `import` fills (one subfolder per run)."""
 
 
 # --------------------------------------------------------------------------------------------------------- run
@@ -1067,9 +1071,11 @@ def write_records(pack: Path, throughput: dict, rows: list[dict], bench: dict | 
 
 # ------------------------------------------------------------------------------------------- import, tabulate
 def import_slice(args: ImportArgs) -> int:
-    from paper_tables.table3_slices import import_slice_pack, write_report
+    from paper_tables.table3_slices import check_report_files, import_slice_pack, write_report
 
     into = Path(args.into)
+    if args.tabulate and into.is_dir():
+        check_report_files(into)  # a table or curves.png tabulate would refuse to replace: say so before importing
     new, records = import_slice_pack(args.pack, into, args.label)
     print(f"imported {len(new)} run folder(s) into {into}" + (": " + ", ".join(p.name for p in new) if new else ""))
     if records:

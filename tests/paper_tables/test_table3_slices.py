@@ -190,7 +190,8 @@ def test_other_tasks_come_after_dcls_in_their_order(tmp_path):
 
 
 def test_write_report_and_plot(tmp_path):
-    md, png = slices.write_report(tmp_path)  # no runs: an empty figure with a note
+    (tmp_path / "slices").mkdir()  # records imported, no runs yet: an empty figure with a note
+    md, png = slices.write_report(tmp_path)
     assert md == tmp_path / "table3_gpu.md" and png == tmp_path / "curves.png" and png.stat().st_size > 0
     for seed, score in enumerate([840.0, 850.0]):
         write_run(tmp_path, "curl", seed, score)
@@ -347,12 +348,14 @@ def test_a_whole_pack_is_imported_with_its_records(tmp_path):
                                          "2026-11-27__H200__b3b304f__slice.txt",
                                          "2026-11-27__H200__b3b304f__update_bench.json",
                                          "2026-11-27__H200__b3b304f__dmon.txt"]  # notes.txt is not a record
-    # the same records again (another pack of that date, GPU and commit): numbered, never over the first
-    again = write_pack(tmp_path / "again", runs=(), throughput=None)
+    # another pack of that date, GPU and commit: numbered, never over the first
+    meta = {"date": "2026-11-27", "gpu_tag": "H200", "commit": "b3b304f3c5f6", "runs": []}
+    again = write_pack(tmp_path / "again", runs=(), throughput=meta)
     new2, records2 = slices.import_slice_pack(again, into, label="solo_defaults")
     assert new2 == [] and [p.name for p in records2] == ["2026-11-27__H200__b3b304f__solo_defaults__throughput.json",
                                                           "2026-11-27__H200__b3b304f__solo_defaults__slice.txt"]
-    new3, records3 = slices.import_slice_pack(again, into)
+    third = write_pack(tmp_path / "third", runs=(), throughput={**meta, "runs": [1]})
+    new3, records3 = slices.import_slice_pack(third, into)
     assert records3[0].name == "2026-11-27__H200__b3b304f__2__throughput.json"
 
 
@@ -452,3 +455,157 @@ def test_a_row_whose_runs_differ_in_settings_says_so(tmp_path):
     line = line_of(md, "**Settings differ within a row**")
     assert "biased (CURL) seed 2 against seed 0: batch_size 256 against 512" in line and "seed 1" not in line
     assert "seed 3 against seed 0: eval_episodes 2 against 10" in line
+
+
+# ------------------------------------------------- what an import creates, and what the pack may hold (F8, F9)
+
+
+def test_a_refused_pack_creates_no_folder_and_a_failed_import_removes_only_those_it_created(tmp_path, monkeypatch):
+    into = tmp_path / "imp" / "par" / "x" / "results"
+    evil = tarfile.TarInfo("../escaped/slice.json")
+    evil.size = 2
+    pack = write_pack(tmp_path / "pack", runs=())
+    add_member(pack / "table3_runs.tar.gz", evil, b"{}")
+    with pytest.raises(ValueError, match="leaves the folder"):
+        slices.import_slice_pack(pack, into)
+    assert not (tmp_path / "imp").exists() and not (tmp_path / "escaped").exists()
+    # a failure after the folders were made (a record that cannot be copied): they go again, those that were there stay
+    (tmp_path / "imp").mkdir()
+    (tmp_path / "imp" / "keep").write_text("x")
+    plain = slices._copy_record
+
+    def fail_second(source, target, copied):
+        if copied:
+            raise OSError("disk full")
+        plain(source, target, copied)
+
+    monkeypatch.setattr(slices, "_copy_record", fail_second)
+    pack = write_pack(tmp_path / "good", runs=(("curl", 0),))
+    with pytest.raises(ValueError, match=r"could not import .* \(disk full\); nothing imported"):
+        slices.import_slice_pack(pack, into)
+    assert tree(tmp_path / "imp") == ["keep"]
+    assert not [p for p in (tmp_path / "imp").iterdir() if p.name.startswith(".results.import-")]
+    monkeypatch.setattr(slices, "_copy_record", plain)
+    new, records = slices.import_slice_pack(pack, into)  # the same pack, nothing in the way: the parents made
+    assert [p.parent for p in new] == [into] and len(records) == 2 and (tmp_path / "imp" / "keep").is_file()
+    # a parent that is a file: refused before anything is made
+    before = tree(tmp_path / "imp")
+    with pytest.raises(ValueError, match="keep is not a folder"):
+        slices.import_slice_pack(write_pack(tmp_path / "other", runs=(("curl", 1),)),
+                                 tmp_path / "imp" / "keep" / "sub" / "results")
+    assert tree(tmp_path / "imp") == before and (tmp_path / "imp" / "keep").read_text() == "x"
+
+
+def test_the_same_records_imported_twice_are_refused(tmp_path):
+    pack = write_pack(tmp_path / "pack", runs=())
+    into = tmp_path / "results"
+    _, records = slices.import_slice_pack(pack, into)
+    before = tree(into)
+    for label in ("", "again"):  # identical records, whatever the label: the same slice
+        with pytest.raises(ValueError, match=r"is already imported: its throughput\.json, slice\.txt are identical "
+                                             r"to .*2026-11-27__H200__b3b304f__\*; nothing imported"):
+            slices.import_slice_pack(pack, into, label=label)
+    assert tree(into) == before
+    (pack / "slice.txt").write_text("slice of 2026-11-27, printed again\n")  # not identical: another record
+    _, again = slices.import_slice_pack(pack, into)
+    assert [p.name for p in again] == ["2026-11-27__H200__b3b304f__2__throughput.json",
+                                       "2026-11-27__H200__b3b304f__2__slice.txt"]
+
+
+@pytest.mark.parametrize("what", ["record_link", "record_folder", "archive_link"])
+def test_links_and_other_non_files_in_a_pack_folder_are_refused(tmp_path, what):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not the pack's\n")
+    pack = write_pack(tmp_path / "pack")
+    if what == "record_link":
+        (pack / "slice.txt").unlink()
+        (pack / "slice.txt").symlink_to(secret)
+        message = r"slice\.txt is a symbolic link"
+    elif what == "record_folder":
+        (pack / "dmon.txt").mkdir()
+        message = r"dmon\.txt is not a regular file"
+    else:
+        (pack / "table3_runs.tar.gz").rename(tmp_path / "runs.tar.gz")
+        (pack / "table3_runs.tar.gz").symlink_to(tmp_path / "runs.tar.gz")
+        message = r"table3_runs\.tar\.gz is a symbolic link"
+    into = tmp_path / "results"
+    with pytest.raises(ValueError, match=message + ".*nothing imported"):
+        slices.import_slice_pack(pack, into)
+    assert not into.exists()
+
+
+@pytest.mark.parametrize("where", ["after_gzip", "inside_gzip"])
+def test_data_after_the_archives_end_is_refused(tmp_path, where):
+    import gzip
+
+    pack = write_pack(tmp_path / "pack")
+    archive = pack / "table3_runs.tar.gz"
+    good = archive.read_bytes()
+    if where == "after_gzip":
+        archive.write_bytes(good + b"garbage" * 100)
+    else:  # a second archive (or anything) behind the first's end-of-archive marker
+        archive.write_bytes(gzip.compress(gzip.decompress(good) + b"garbage" * 100))
+    into = tmp_path / "results"
+    with pytest.raises(ValueError, match=r"table3_runs\.tar\.gz has data after the archive's end.*nothing imported"):
+        slices.import_slice_pack(pack, into)
+    assert not into.exists()
+    archive.write_bytes(good + b"\0" * 1024)  # zeros (padding) after it are no data
+    assert len(slices.import_slice_pack(pack, into)[0]) == 1
+
+
+def curl_table3_grid(out):
+    """What scripts/curl_table3.py --out OUT leaves: runs under TASK/OBJECTIVE/seedS, its table3.md and curves.png."""
+    run = out / "cartpole-swingup" / "curl" / "seed0"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"task": "cartpole-swingup", "seed": 0, "aux": "curl"}))
+    (run / "eval.csv").write_text("env_step,episode,eval_return_mean,eval_return_std\n1000,1,10.0,1.0\n")
+    (out / "table3.md").write_text("Score at 1000 environment steps\n")
+    (out / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\nthe grid's own curves")
+    return out
+
+
+def test_tabulate_refuses_a_folder_of_no_imported_slices_and_keeps_its_files(tmp_path, capsys):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import table3_gpu
+
+    grid = curl_table3_grid(tmp_path / "grid")
+    before = {p: p.read_bytes() for p in grid.rglob("*") if p.is_file()}
+    for call in (lambda: slices.write_report(grid), lambda: table3_gpu.main(["tabulate", str(grid)])):
+        with pytest.raises(ValueError, match=r"grid holds no imported GPU slice .* tabulate expects a results folder "
+                                             r"that `scripts/table3_gpu.py import` fills.*curl_table3\.py grid.*"
+                                             r"--aggregate-only`; nothing written$"):
+            call()
+    assert {p: p.read_bytes() for p in grid.rglob("*") if p.is_file()} == before  # no table3_gpu.md, curves kept
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds no imported GPU slice"):
+        slices.write_report(tmp_path / "empty")
+    assert tree(tmp_path / "empty") == []
+    assert capsys.readouterr().out == ""
+
+
+def test_write_report_replaces_only_its_own_table_and_curves(tmp_path):
+    root = tmp_path / "results"
+    write_run(root, "curl", 0)
+    foreign = b"\x89PNG\r\n\x1a\nsomeone else's"
+    (root / "curves.png").write_bytes(foreign)
+    with pytest.raises(ValueError, match=r"curves\.png was not written by `scripts/table3_gpu.py tabulate`"):
+        slices.write_report(root)
+    assert (root / "curves.png").read_bytes() == foreign and not (root / "table3_gpu.md").exists()
+    (root / "curves.png").unlink()
+    md, png = slices.write_report(root)
+    first = png.read_bytes()
+    write_run(root, "curl", 1)
+    slices.write_report(root)  # its own (marked) curves: replaced
+    assert png.read_bytes() != first
+    # curves.png written before the mark existed, beside the table this module wrote: taken as its own
+    from PIL import Image
+
+    Image.new("RGB", (4, 4)).save(png)
+    slices.write_report(root)
+    assert slices._png_software(png).startswith(slices.PNG_SOFTWARE)
+    md.write_text("# my notes\n")
+    with pytest.raises(ValueError, match=r"table3_gpu\.md was not written by .*not replaced; nothing written"):
+        slices.write_report(root)
+    assert md.read_text() == "# my notes\n"
