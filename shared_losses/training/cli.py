@@ -207,7 +207,8 @@ class ArgumentParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str):  # noqa: D102 - argparse's hook
+    def error(self, message: str):
+        """argparse's hook for a refused command line: a :class:`UsageError` (one line through :func:`run_cli`)."""
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 

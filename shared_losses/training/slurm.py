@@ -18,8 +18,10 @@ and Ray do (:func:`shared_losses.training.sweep.execute`).
 * ``--slurm-local`` runs the same jobs through submitit's local executor on this machine (no Slurm needed), with the
   same pickled jobs, time limit, warning and requeue: a way to try a grid's Slurm options before a cluster.
 
-submitit's own files (the sbatch scripts, each job's stdout / stderr, pickled results) go to ``slurm/`` in the
-folder that holds the grid's run logs; each run's output goes to its log as with the other backends.
+submitit's own files (the sbatch scripts, each job's stdout / stderr, pickled results) and the record of the jobs go
+to ``slurm/`` in the folder that holds the grid's run logs, the one its first start had: a later start, with fewer
+unfinished runs, keeps it (:func:`grid_folder`), and finds a run's job recorded lower down by earlier versions
+(:func:`last_jobs`). Each run's output goes to its log as with the other backends.
 """
 
 from __future__ import annotations
@@ -56,6 +58,24 @@ OWN_OPTIONS = {"partition": "--slurm-partition", "time": "--slurm-time", "cpus-p
                "limit)", "output": "(submitit's log files)", "error": "(submitit's log files)",
                "job-name": "(each run's name)", "nodes": "(one node per run)", "ntasks": "(one task per run)",
                "ntasks-per-node": "(one task per run)", "array": "(one job per run)", "open-mode": "(the logs)"}
+#: sbatch options that would break how the grid submits its jobs or continues a run in a chain of jobs; refused.
+BREAKING_OPTIONS = {
+    "no-requeue": "a job at its time limit or preempted could not be requeued to continue its run (the grid's jobs "
+                  "must be requeueable; --slurm-requeues bounds the chain)",
+    "wait": "sbatch would wait for each job to end before the next one is submitted",
+    "parsable": "sbatch would answer without the 'Submitted batch job N' line the job's id is read from",
+    "test-only": "sbatch would submit nothing",
+}
+#: sbatch's one-letter options, by their long names. ``--slurm-option`` writes every name as a long option
+#: (``--NAME=VALUE``), so a one-letter name is refused, naming its long one.
+SHORT_OPTIONS = {"A": "account", "B": "extra-node-info", "C": "constraint", "D": "chdir", "F": "nodefile",
+                 "G": "gpus", "H": "hold", "J": "job-name", "L": "licenses", "M": "clusters", "N": "nodes",
+                 "O": "overcommit", "Q": "quiet", "S": "core-spec", "V": "version", "W": "wait", "a": "array",
+                 "b": "begin", "c": "cpus-per-task", "d": "dependency", "e": "error", "h": "help", "i": "input",
+                 "k": "no-kill", "m": "distribution", "n": "ntasks", "o": "output", "p": "partition", "q": "qos",
+                 "s": "oversubscribe", "t": "time", "v": "verbose", "w": "nodelist", "x": "exclude"}
+#: sbatch options that take no value, among those the grid lets through.
+FLAG_OPTIONS = ("requeue",)
 
 
 class SlurmRun(Checkpointable):
@@ -132,8 +152,12 @@ def check(options) -> None:
 
 def extra_options(items: Sequence[str]) -> dict[str, str]:
     """``--slurm-option KEY=VALUE ...`` as sbatch options (``account=proj``, ``qos=high``, ``mem=32G``,
-    ``constraint=a100``; ``exclusive`` alone: a flag). Options the backend sets itself are refused, naming the grid
-    option that sets them."""
+    ``constraint=a100``; ``exclusive`` alone: a flag), each written as ``#SBATCH --KEY=VALUE``. Refused, in one line
+    naming the grid's own option to use: any spelling sbatch would take for an option the backend sets itself
+    (:data:`OWN_OPTIONS`: the name, the start of it, which sbatch takes for the whole name, or its one-letter form)
+    or for one that breaks the grid (:data:`BREAKING_OPTIONS`: ``no-requeue`` would end a run's chain of jobs at the
+    first time limit); a one-letter name (sbatch's short option: the long name is asked for); a name with capitals
+    (sbatch's names are all lower case, and case-sensitive: ``Time`` is no option of sbatch)."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -142,10 +166,48 @@ def extra_options(items: Sequence[str]) -> dict[str, str]:
             raise SweepError(f"--slurm-option {item!r}: expected KEY=VALUE (account=myproject, qos=high, mem=32G) "
                              "or a flag's name (exclusive)")
         key = key.replace("_", "-")
-        if key in OWN_OPTIONS:
-            raise SweepError(f"--slurm-option {item!r}: {key} is set by the grid itself, {OWN_OPTIONS[key]}")
+        problem = _refused_option(key, value.strip() if sep else None)
+        if problem:
+            raise SweepError(f"--slurm-option {item!r}: {problem}")
         out[key] = value.strip() if sep else True
     return out
+
+
+def _why_refused(name: str) -> str:
+    """Why the sbatch option ``name`` (a key of :data:`OWN_OPTIONS` or :data:`BREAKING_OPTIONS`) is refused."""
+    if name in OWN_OPTIONS:
+        return f"set by the grid itself, {OWN_OPTIONS[name]}"
+    return f"refused: {BREAKING_OPTIONS[name]}"
+
+
+def _refused_option(key: str, value: str | None) -> str:
+    """Why ``--slurm-option KEY[=VALUE]`` is refused (words after the item), or "" when it is let through to sbatch
+    (which refuses, at the first submission, a name it does not know)."""
+    refused = [*OWN_OPTIONS, *BREAKING_OPTIONS]
+    if len(key) == 1:  # written as --K=VALUE, which sbatch would read as the start of some long name, not as -K
+        long = SHORT_OPTIONS.get(key)
+        if long in refused:
+            return f"{key} is sbatch's -{key}, --{long}, {_why_refused(long)}"
+        if long:
+            return (f"{key} is sbatch's -{key}: --slurm-option takes sbatch's long names, here "
+                    f"{long}{'=' + value if value is not None else ''}")
+        return f"{key} is no option of sbatch (--slurm-option takes sbatch's long names: account=..., qos=...)"
+    if not re.fullmatch(r"[a-z0-9-]+", key):  # sbatch's long names: lower case (read case-sensitively), - and x11
+        lower = key.lower()
+        if not re.fullmatch(r"[a-z0-9-]+", lower):
+            return f"{key} is no option of sbatch (its names are lower-case words joined by -: mail-type, qos)"
+        hint = _refused_option(lower, value)
+        return (f"sbatch's option names are lower case ({key} is none of them); "
+                + (f"and {hint}" if hint else f"did you mean {lower}?"))
+    if key in refused:
+        return f"{key} is {_why_refused(key)}"
+    taken = [name for name in refused if name.startswith(key)]  # sbatch takes the start of a long name for it
+    if taken:
+        return (f"{key} is the start of " + " or ".join(f"--{name} ({_why_refused(name)})" for name in taken)
+                + ", and sbatch takes the start of an option's name for the option")
+    if key in FLAG_OPTIONS and value is not None:
+        return f"{key} is a flag, without a value (write {key} alone)"
+    return ""
 
 
 def executor(options, folder: Path):
@@ -258,11 +320,13 @@ def submit_or_attach(runs, options, ex, folder: Path) -> dict:
     closed terminal, a driver job at its time limit) is waited for instead of submitted again; the other runs are
     submitted. {run index: submitit job}."""
     live = {} if options.slurm_local else queued_jobs()
+    last = last_jobs(runs, folder) if live else {}
     pending = {}
     for i, r in enumerate(runs):
         name = job_name(r)
         if name in live:
-            pending[i] = submitit.SlurmJob(folder=folder / "%j", job_id=live[name])
+            where = _job_folder(live[name], last.get(name), runs, folder)
+            pending[i] = submitit.SlurmJob(folder=where / "%j", job_id=live[name])
             print(f"{r.name}: already in Slurm's queue as job {live[name]} (an earlier start of this grid); waiting "
                   "for it", flush=True)
         else:
@@ -284,7 +348,9 @@ def submit(ex, run, retries: int = 0):
 
 
 #: The grid's record of its jobs, in its slurm/ folder: {job name: {"job": the run's last job id, "command": a digest
-#: of the command that job ran, "retries": the jobs before it for that command that were lost or had their run killed}}.
+#: of the command that job ran, "retries": the jobs before it for that command that were lost or had their run killed,
+#: and "folder": the slurm/ folder of the job's files where it is not this one (a job recorded by earlier versions in
+#: another place, :func:`gather`)}}.
 JOBS_FILE = "jobs.json"
 
 
@@ -304,6 +370,89 @@ def recorded_jobs(folder: Path) -> dict[str, dict]:
 
 def _record(folder: Path, name: str, entry: dict) -> None:
     write_json_atomic(folder / JOBS_FILE, {**recorded_jobs(folder), name: entry})
+
+
+def grid_folder(runs) -> Path:
+    """The grid's ``slurm/`` folder: its record of jobs (:data:`JOBS_FILE`) and submitit's files. The same in every
+    start of the grid, whichever of its runs are still unfinished: the highest ``slurm/`` folder, in the folder that
+    holds the runs' logs or one above it, whose record has a job of one of these runs (written by an earlier start,
+    when more runs were unfinished and their common folder higher up); else, on the grid's first start, ``slurm/`` in
+    the folder that holds the runs' logs. (A record is the grid's only if it names its runs' jobs: job names carry a
+    digest of each run's log path, :func:`job_name`; a record of another grid above this one is left alone.)"""
+    common = Path(_common_folder([r.log for r in runs]))
+    above = {common / "slurm", *(folder / "slurm" for folder in common.parents)}
+    names = {job_name(r) for r in runs}
+    for folder in _record_folders(runs):  # highest first
+        if folder in above and names & recorded_jobs(folder).keys():
+            return folder
+    return common / "slurm"
+
+
+def _record_folders(runs, *more: Path) -> list[Path]:
+    """Every ``slurm/`` folder holding a record of jobs (:data:`JOBS_FILE`) beside a run's log or in a folder above
+    it, and those of ``more`` that hold one; highest first. Starts of the grid record its runs' jobs there: the
+    record's place (:func:`grid_folder`) rises when a start has more unfinished runs than the one before (a task
+    added), and earlier versions of the backend put it in the folder of the logs of the runs then unfinished, lower
+    down once some had finished; either way a record of a run's job is on the way up from its log."""
+    places: set[Path] = {Path(folder).resolve() for folder in more}
+    for r in runs:
+        here = Path(r.log).resolve().parent
+        places.update(folder / "slurm" for folder in (here, *here.parents))
+    return sorted((p for p in places if (p / JOBS_FILE).is_file()), key=lambda p: (len(p.parts), str(p)))
+
+
+def last_jobs(runs, folder: Path | None = None) -> dict[str, tuple[Path, dict]]:
+    """Each run's last job, from the grid's records (:func:`_record_folders`, and ``folder``'s): {job name: (the
+    ``slurm/`` folder of that job's files, its entry in the record)}. A run recorded in more than one place (by
+    earlier versions, which moved the record as runs finished; or before :func:`gather`) is judged by its job
+    submitted last."""
+    names = {job_name(r) for r in runs}
+    best: dict[str, tuple[tuple[float, int], Path, dict]] = {}
+    for place in _record_folders(runs, *([folder] if folder is not None else [])):
+        for name, entry in recorded_jobs(place).items():
+            if name in names:
+                files = Path(entry["folder"]) if isinstance(entry.get("folder"), str) else place
+                order = (_submitted_at(files, entry["job"]), -len(place.parts))  # then the higher record
+                if name not in best or order > best[name][0]:
+                    best[name] = (order, files, entry)
+    return {name: (files, entry) for name, (_, files, entry) in best.items()}
+
+
+def gather(runs, folder: Path) -> None:
+    """Copy into the grid's record (in ``folder``, :func:`grid_folder`) each run's last job recorded in another place
+    (:func:`last_jobs`), with the folder of its files (``"folder"``): the next start, whichever runs it has left,
+    finds the grid's record here and every run's last job in it."""
+    record = recorded_jobs(folder)
+    here = Path(folder).resolve()
+    moved = {}
+    for name, (files, entry) in last_jobs(runs, folder).items():
+        entry = {k: v for k, v in entry.items() if k != "folder"}
+        if files.resolve() != here:
+            entry["folder"] = str(files)
+        if record.get(name) != entry:
+            moved[name] = entry
+    if moved:
+        write_json_atomic(Path(folder) / JOBS_FILE, {**record, **moved})
+
+
+def _submitted_at(folder: Path, job_id) -> float:
+    """When submitit last wrote the job's pickled submission (at the submission, and at each requeue from its
+    checkpoint): a run's jobs do not overlap, so its later job has the later time. -inf when it is gone."""
+    try:
+        return (folder / str(job_id) / f"{job_id}_submitted.pkl").stat().st_mtime
+    except (OSError, ValueError):
+        return -math.inf
+
+
+def _job_folder(job_id: str, last: tuple[Path, dict] | None, runs, default: Path) -> Path:
+    """The ``slurm/`` folder of a job still in Slurm's queue: that of the run's record naming it, else the one of the
+    grid's records that holds its files, else ``default``."""
+    if last is not None and str(last[1]["job"]) == str(job_id):
+        return last[0]
+    for place in _record_folders(runs):
+        if (place / str(job_id)).is_dir():
+            return place
+    return default
 
 
 def job_result(folder: Path, job_id: str) -> tuple[int | None, str]:
@@ -334,7 +483,7 @@ def detach(runs, options, ex, folder: Path, progress, on_finish) -> list[int]:
     submitted, the command ends (:class:`GridDetached`); else the exit codes, in the runs' order (the failed runs'
     among them: the grid goes on without them, as the waiting grid does)."""
     live = queued_jobs()
-    record = recorded_jobs(folder)
+    record = last_jobs(runs, folder)
     codes: dict[int, int] = {}
     queued = submitted = failed = 0
 
@@ -351,10 +500,10 @@ def detach(runs, options, ex, folder: Path, progress, on_finish) -> list[int]:
             queued += 1
             print(f"{r.name}: in Slurm's queue as job {live[name]} (pending or running)", flush=True)
             continue
-        last = record.get(name)
+        place, last = record.get(name, (folder, None))
         was, retries = "", 0
         if last is not None:
-            rc, how = job_result(folder, last["job"])
+            rc, how = job_result(place, last["job"])
             same = last.get("command") == _command_digest(r)
             done_before = last.get("retries", 0) if isinstance(last.get("retries", 0), int) else 0
             lost = rc is None or _retry_worthy(rc)
@@ -394,7 +543,8 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
     Ctrl-C here cancels the grid's jobs still queued or running (each run writes its checkpoint on the cancel's
     SIGTERM); SIGTERM or SIGHUP (a driver job at its time limit, a closed terminal: ``processes.GridSignals``)
     leave them running, and starting the grid again waits for them. Either way :class:`GridInterrupted` says so."""
-    folder = Path(_common_folder([r.log for r in runs])) / "slurm"
+    folder = grid_folder(runs)  # the same in each start of the grid, whichever runs are still to do
+    gather(runs, folder)
     ex = executor(options, folder)
     if options.slurm_detach:
         return detach(runs, options, ex, folder, progress, on_finish)

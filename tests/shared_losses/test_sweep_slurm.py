@@ -286,6 +286,68 @@ def test_slurm_options_slurm_cannot_take_are_refused_before_anything_is_submitte
     assert not (tmp_path / "kept.sbatch").exists()
 
 
+@pytest.mark.parametrize("item, msg", [
+    # sbatch's short options (written as --t=10 they would be no option sbatch knows, or the start of another one)
+    ("t=10", "'t=10': t is sbatch's -t, --time, set by the grid itself, --slurm-time"),
+    ("p=debug", "'p=debug': p is sbatch's -p, --partition, set by the grid itself, --slurm-partition"),
+    ("N=2", "'N=2': N is sbatch's -N, --nodes, set by the grid itself, (one node per run)"),
+    ("-c=8", "c is sbatch's -c, --cpus-per-task, set by the grid itself, --cpus-per-run"),
+    ("G=2", "G is sbatch's -G, --gpus, set by the grid itself, --gpus-per-run"),
+    ("A=proj", "'A=proj': A is sbatch's -A: --slurm-option takes sbatch's long names, here account=proj"),
+    ("z=1", "z is no option of sbatch"),
+    # the start of a name, which sbatch takes for the whole name
+    ("partit=debug", "'partit=debug': partit is the start of --partition (set by the grid itself, "
+                     "--slurm-partition), and sbatch takes the start of an option's name for the option"),
+    ("tim=10", "tim is the start of --time (set by the grid itself, --slurm-time)"),
+    ("cpus=4", "cpus is the start of --cpus-per-task (set by the grid itself, --cpus-per-run)"),
+    ("sig=USR1@60", "sig is the start of --signal"),
+    ("job_na=x", "job-na is the start of --job-name"),
+    ("no-req", "no-req is the start of --no-requeue (refused: a job at its time limit"),
+    # what breaks the chain of jobs of a run, or the submission
+    ("no-requeue", "'no-requeue': no-requeue is refused: a job at its time limit or preempted could not be requeued "
+                   "to continue its run"),
+    ("--no-requeue", "no-requeue is refused"),
+    ("requeue=no", "'requeue=no': requeue is a flag, without a value (write requeue alone)"),
+    ("wait", "wait is refused: sbatch would wait for each job to end before the next one is submitted"),
+    ("parsable", "parsable is refused"),
+    # sbatch's names are lower case and case-sensitive
+    ("Time=10", "'Time=10': sbatch's option names are lower case (Time is none of them); and time is set by the "
+                "grid itself, --slurm-time"),
+    ("Mem=4G", "sbatch's option names are lower case (Mem is none of them); did you mean mem?"),
+    ("mail type=END", "mail type is no option of sbatch"),
+])
+def test_any_spelling_of_an_option_the_grid_sets_or_that_breaks_its_jobs_is_refused(tmp_path, monkeypatch, item,
+                                                                                    msg):
+    """Each in one line naming the option and what to use instead, before anything is submitted (and before the
+    grid's description, which would promise requeued jobs)."""
+    _fake_slurm(tmp_path, monkeypatch)
+    with pytest.raises(SweepError) as info:
+        SweepOptions(backend="slurm", slurm_option=[item]).validate()
+    said = str(info.value)
+    assert msg in said and "\n" not in said and said.startswith(f"--slurm-option {item!r}: "), said
+    assert not (tmp_path / "kept.sbatch").exists()
+
+
+def test_users_sbatch_options_go_into_the_script_as_written(tmp_path, monkeypatch):
+    """Options the grid does not set, including ones whose names begin like the grid's (time-min, gpus-per-task,
+    mem-per-cpu) and the requeue flag, which the chain of jobs needs anyway."""
+    kept = _fake_slurm(tmp_path, monkeypatch)
+    items = ["account=abc", "qos=high", "mail_type=END", "constraint=a100", "exclusive", "time-min=60",
+             "gpus-per-task=1", "mem-per-cpu=4G", "requeue", "--mail-user=me@example.org"]
+    assert slurm.extra_options(items) == {"account": "abc", "qos": "high", "mail-type": "END",
+                                          "constraint": "a100", "exclusive": True, "time-min": "60",
+                                          "gpus-per-task": "1", "mem-per-cpu": "4G", "requeue": True,
+                                          "mail-user": "me@example.org"}
+    options = SweepOptions(backend="slurm", slurm_option=items)
+    options.validate()
+    slurm.submit(slurm.executor(options, tmp_path / "slurm"), Run("r", ["python"], tmp_path / "r.log"))
+    lines = set(kept.read_text().splitlines())
+    for want in ("#SBATCH --account=abc", "#SBATCH --qos=high", "#SBATCH --mail-type=END", "#SBATCH --requeue",
+                 "#SBATCH --constraint=a100", "#SBATCH --exclusive", "#SBATCH --time-min=60", "#SBATCH --time=240",
+                 "#SBATCH --gpus-per-task=1", "#SBATCH --mem-per-cpu=4G", "#SBATCH --mail-user=me@example.org"):
+        assert want in lines, (want, kept.read_text())
+
+
 def test_slurm_options_need_the_slurm_backend_and_slurm_itself(tmp_path, monkeypatch):
     with pytest.raises(SweepError, match=r"--slurm-partition, --slurm-local: Slurm options; add --backend slurm"):
         SweepOptions(slurm_partition="gpu", slurm_local=True).validate()
