@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal, Optional
@@ -85,6 +86,33 @@ def parse_objective(text: str) -> list[str]:
     return objectives.cli_flags(objectives.parse_spec(text))
 
 
+def objective_folder(text: str) -> str:
+    """The folder of an objective's runs: its name and the values rl_curl.train is given for it
+    (:func:`parse_objective`), joined by ``_``. Spellings of the same settings share it (``debiased:0.05:1``,
+    ``debiased:0.050:1`` and ``debiased:5e-2:1`` are all ``debiased_0.05_1``); the usual spelling gives the spec
+    with ``:`` made ``_``, the folder name of earlier grids."""
+    return "_".join(parse_objective(text)[1::2])
+
+
+def grid_points(args: Args) -> tuple[dict[str, list], list[str]]:
+    """The grid's ``{"tasks", "objectives", "updates", "seeds"}``, each given once, in the order given, and what was
+    left out as given twice (for a note). Objectives that parse to the same settings are one objective (the first
+    spelling is kept): they would train the same runs."""
+    kept: dict[str, list] = {}
+    dropped: list[str] = []
+    for option in ("tasks", "objectives", "updates", "seeds"):
+        seen: dict = {}
+        for value in getattr(args, option):
+            key = tuple(parse_objective(value)) if option == "objectives" else value
+            if key in seen:
+                same = f" (same settings as {seen[key]})" if option == "objectives" and value != seen[key] else ""
+                dropped.append(f"--{option} {value}{same}")
+            else:
+                seen[key] = value
+        kept[option] = list(seen.values())
+    return kept, dropped
+
+
 def check_extra(extra: list[str]) -> None:
     """Options the grid sets itself are refused in --extra: the folder of a run is named from them, so a
     run made with another value would be taken for this one (and, once finished, skipped)."""
@@ -102,20 +130,23 @@ def check_extra(extra: list[str]) -> None:
 def commands(args: Args) -> list[tuple[Path, list[str]]]:
     """Every run of the grid as ``(output folder, command)``: tasks x objectives x update schedules x seeds, each
     ``python -m rl_curl.train`` with ``--resume`` (an interrupted run continues, a finished one is skipped by its
-    runner) and ``--extra`` (checked by :func:`check_extra`)."""
+    runner) and ``--extra`` (checked by :func:`check_extra`). A task, seed, update schedule or objective given twice
+    (an objective also in another spelling of the same settings) is one point of the grid (:func:`grid_points`), run
+    once, in the folder of :func:`objective_folder`."""
     check_extra(args.extra)
+    points, _ = grid_points(args)
     jobs = []
-    for task in args.tasks:
-        for obj in args.objectives:
+    for task in points["tasks"]:
+        for obj in points["objectives"]:
             flags = parse_objective(obj)
             future = objectives.OBJECTIVES.get(flags[1]).kind == "future"  # CPC: the official update, no CUDA graphs
             if future and "fused" in args.updates:
                 raise ValueError(f"--objectives {obj}: CPC has the official update only; drop fused from --updates "
                                  "or run it in a grid of its own")
             extra = [f for f in args.extra if not (future and f == "--cuda-graphs")]
-            for update in args.updates:
-                for seed in args.seeds:
-                    folder = obj.replace(":", "_") + (objectives.FUSED_FOLDER if update == "fused" else "")
+            for update in points["updates"]:
+                for seed in points["seeds"]:
+                    folder = objective_folder(obj) + (objectives.FUSED_FOLDER if update == "fused" else "")
                     out = Path(args.out) / task / folder / f"seed{seed}"
                     cmd = [sys.executable, "-m", "rl_curl.train", *(["--preset", args.preset] if args.preset else []),
                            "--task", task, *flags, "--seed", str(seed),
@@ -133,7 +164,8 @@ def table3_tasks(runs: list[dict]) -> list[str]:
 
 
 def collect(root: str | Path) -> list[dict]:
-    """Every run under ``root`` (a directory holding config.json and eval.csv)."""
+    """Every run under ``root`` (a directory holding config.json and eval.csv), one per task, row (objective label)
+    and seed: :func:`once_per_seed`."""
     runs = []
     for cfg_path in sorted(Path(root).rglob("config.json")):
         eval_csv = cfg_path.parent / "eval.csv"
@@ -142,7 +174,53 @@ def collect(root: str | Path) -> list[dict]:
             x, y = read_eval(eval_csv)
             if len(x):
                 runs.append({"cfg": cfg, "steps": x, "returns": y, "dir": str(cfg_path.parent)})
-    return runs
+    return once_per_seed(runs)
+
+
+class TwoRunsOfOneSeed(UserWarning):
+    """Two run folders of one task, objective and seed under a grid's folder (:func:`once_per_seed`)."""
+
+
+def once_per_seed(runs: list[dict]) -> list[dict]:
+    """``runs`` with one run per (task, objective label, seed): two folders holding the same cell (an objective
+    spelled two ways by an earlier grid, a copy of a run folder) would count one seed twice in the mean, the std and
+    the number of seeds. The run kept is the one that got further; if they got as far, the one in the folder this
+    grid would use (:func:`objective_folder`), else the first by folder name. A warning
+    (:class:`TwoRunsOfOneSeed`) names the folders."""
+    cells: dict[tuple, list[dict]] = {}
+    for r in runs:
+        cfg, seed = r["cfg"], _seed(r)
+        key = (cfg.get("task"), objectives.label(cfg), seed) if "aux" in cfg and seed is not None else (r["dir"],)
+        cells.setdefault(key, []).append(r)
+    kept = []
+    for key, group in cells.items():
+        best = min(group, key=lambda r: (-r["steps"].max(), Path(r["dir"]).parent.name != _grid_folder(r["cfg"])))
+        kept.append(best)
+        if len(group) > 1:
+            others = ", ".join(r["dir"] for r in group if r is not best)
+            warnings.warn(f"{key[0]}, {key[1]}, seed {key[2]}: {len(group)} runs under the grid's folder; the table "
+                          f"counts {best['dir']} only (the one that got furthest, else the one in the grid's own "
+                          f"folder), not {others}: move those out of the grid's folder", TwoRunsOfOneSeed, stacklevel=1)
+    return kept
+
+
+def _seed(run: dict) -> int | None:
+    """A run's seed: its config.json's, else its folder's name (seedS); None if neither tells."""
+    if run["cfg"].get("seed") is not None:
+        return int(run["cfg"]["seed"])
+    name = Path(run["dir"]).name
+    return int(name[4:]) if name.startswith("seed") and name[4:].isdigit() else None
+
+
+def _grid_folder(cfg: dict) -> str | None:
+    """The folder name :func:`commands` gives a run of ``cfg``'s objective and update (None: not one of its)."""
+    try:
+        obj = objectives.OBJECTIVES[cfg["aux"]]
+        values = [f"{cfg[f]}" for f in objectives.SPEC_FIELDS if f in obj.uses and "tau_plus" in obj.uses]
+        return (objective_folder(":".join([cfg["aux"], *values]))
+                + (objectives.FUSED_FOLDER if cfg.get("update", "official") == "fused" else ""))
+    except (KeyError, ValueError):
+        return None
 
 
 def score_at(run: dict, env_step: int) -> float | None:

@@ -9,6 +9,7 @@ appendix hyper-parameter tables, and the official MishaLaskin/curl code).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
@@ -266,7 +267,8 @@ class Config:
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
         need(self.beta >= 0.0, f"beta must be >= 0 (0 = the debiased loss), got {self.beta}")
         OBJECTIVES.check_fields(self.aux, {"tau_plus": self.tau_plus, "positives": self.positives,
-                                           "beta": self.beta, "cpc_steps": self.cpc_steps})
+                                           "beta": self.beta, "cpc_steps": self.cpc_steps,
+                                           "log_floor": self.log_floor})
         need(self.cpc_steps >= 1, f"cpc_steps must be >= 1, got {self.cpc_steps}")
         if OBJECTIVES.get(self.aux).kind == "future":
             need(self.update == "official", "--aux cpc has the official update only (--update fused fuses CURL's "
@@ -290,6 +292,11 @@ class Config:
         need(not self.cuda_graphs or self.replay_on_device,
              "--cuda-graphs gathers each batch inside the graph, from the replay on the device: add --replay-on-device")
         need(self.num_layers >= 1 and self.num_filters >= 1, "num_layers and num_filters must be >= 1")
+        for name in ("feature_dim", "hidden_dim"):
+            need(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        need(math.isfinite(self.init_temperature) and self.init_temperature > 0,
+             f"--init-temperature must be > 0 (SAC's entropy weight alpha starts there; 0 would train without the "
+             f"entropy term, its log never moving), got {self.init_temperature}")
         for name in ("discount", "critic_tau", "encoder_tau"):  # written so that NaN fails too
             value = getattr(self, name)
             need(0.0 < value <= 1.0, f"--{name.replace('_', '-')} must be in (0, 1], got {value}")

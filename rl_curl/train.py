@@ -331,6 +331,7 @@ class CurlApp(TrainingApp):
                                     free=Config.RESUME_FREE))
         self.cfg, self.ar = cfg, cfg.action_repeat
         self.episode, self.next_ckpt, self.metrics, self.resumed = 0, cfg.checkpoint_every, {}, False
+        self.step_episode = 0  # the episode of the last step taken (an evaluation after it is labelled with it)
         self.obs, self.ep_return, self.episode_ended, self.ckpt_due = None, 0.0, False, False
         self.ep_step = 0  # agent steps into the episode in progress
         self.open_episode: tuple[int, float] | None = None  # (steps, return) of a checkpoint's unfinished episode
@@ -368,6 +369,10 @@ class CurlApp(TrainingApp):
             print(f"{out} already holds this run, finished at {saved['step'] * self.ar} environment steps; nothing to "
                   "do (pass a larger --env-steps to train on)")
             return read_json_file(out / "summary.json", "run's summary")
+        if saved["step"] > cfg.agent_steps:  # an unfinished run, stopped beyond the steps now asked for
+            raise CheckpointError(f"{out}'s checkpoint is at environment step {saved['step'] * self.ar}, past "
+                                  f"--env-steps {cfg.env_steps}: a run cannot be cut back; continue it with "
+                                  f"--env-steps {saved['step'] * self.ar} or more (nothing was changed)")
         return None
 
     def build(self, saved):
@@ -457,6 +462,8 @@ class CurlApp(TrainingApp):
 
     def load_state(self, state):
         self.step, self.episode, self.next_ckpt = state["step"], state["episode"], state["next_ckpt"]
+        # the checkpoint's last step ended episode - 1, or fell inside the episode in progress
+        self.step_episode = self.episode if state.get("episode_step", 0) > 0 else max(self.episode - 1, 0)
         self.action_rng.bit_generator.state = state["action_rng"]
         if self.generator is not None:
             if "torch_generator" not in state:
@@ -506,6 +513,9 @@ class CurlApp(TrainingApp):
 
     def progress(self):
         cfg = self.cfg
+        if cfg.env_steps % self.ar and self.step < cfg.agent_steps:
+            warnings.warn(f"--env-steps {cfg.env_steps} is not a whole number of agent steps at action repeat "
+                          f"{self.ar}: the run trains to environment step {cfg.agent_steps * self.ar}")
         if self.step < cfg.agent_steps <= self.seed_until:  # asked once, before the loop's first step
             warnings.warn(f"--seed-steps {cfg.seed_steps} covers every agent step left in this run (to step "
                           f"{cfg.agent_steps} = --env-steps {cfg.env_steps} / action repeat {self.ar}): every action "
@@ -606,7 +616,7 @@ class CurlApp(TrainingApp):
     def evaluate(self, final: bool = False):
         self.require_finite()  # a diverged policy would act with NaN
         cfg, env_step = self.cfg, self.step * self.ar
-        episode = self.episode if final else self.step_episode
+        episode = self.step_episode  # the final evaluation too: the episode its last step ended or is in
         rows = self.finish_background_eval()  # eval.csv stays in order of steps
         video = self.harness.out / "eval.mp4" if (final and cfg.save_video) else None
         t0 = time.perf_counter()

@@ -28,14 +28,16 @@ rl_curl.train starts a new run only in a missing or empty folder).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
-from paper_tables.table3 import (Args, check_extra, commands, paired_table, parse_args, parse_objective, plot_grid,
-                                 table3)
-from shared_losses.training.sweep import Run, run_sweep
+from paper_tables.table3 import (Args, TwoRunsOfOneSeed, check_extra, commands, grid_points, paired_table, parse_args,
+                                 parse_objective, plot_grid, table3)
+from shared_losses.training.sweep import Run, grid_lock, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,31 +138,51 @@ def check_grid(args: Args) -> None:
             raise ValueError(f"{err} (rl_curl.train's check of the grid's run {out})") from None
 
 
+def write_tables(args: Args) -> str:
+    """table3.md and curves.png of the runs under --out; the tables' text. Two run folders of one task, objective
+    and seed (paper_tables.table3.once_per_seed) are counted once, each such pair named in one ``warning:`` line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        md = table3(args.out, args.env_steps)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        paired = paired_table(args.out, args.env_steps)
+        (Path(args.out) / "table3.md").write_text(f"Score at {args.env_steps} environment steps, mean ± std over "
+                                                  f"seeds (population std, n shown below 3 seeds)\n\n{md}\n"
+                                                  + (f"\n{paired}\n" if paired else ""))
+        try:
+            plot_grid(args.out, Path(args.out) / "curves.png")
+        except ValueError:
+            pass
+    ours = [w for w in caught if issubclass(w.category, TwoRunsOfOneSeed)]
+    for text in dict.fromkeys(str(w.message) for w in ours):  # each table reads the runs: one line per pair
+        print(f"warning: {text}", file=sys.stderr, flush=True)
+    for w in caught:
+        if w not in ours:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return md + (f"\n\n{paired}" if paired else "")
+
+
 def main(args: Args) -> int:
     args.out = str(Path(args.out).resolve())  # --out is the caller's, for runs and tables alike
     check_grid(args)
+    _, dropped = grid_points(args)
+    if dropped:
+        print(f"note: given twice, run once: {', '.join(dropped)}", file=sys.stderr, flush=True)
     failures = 0
-    if not args.aggregate_only:
-        jobs = to_run(args)
-        if args.dry_run:
-            for _, cmd in jobs:
-                print(" ".join(cmd))
-            return 0
-        how = args.describe()
-        print(f"{len(jobs)} runs to do ({how})", flush=True)
-        rcs = run_sweep(sweep_runs(jobs, args), args)
-        failures = sum(rc != 0 for rc in rcs)
-    md = table3(args.out, args.env_steps)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    paired = paired_table(args.out, args.env_steps)
-    (Path(args.out) / "table3.md").write_text(f"Score at {args.env_steps} environment steps, mean ± std over seeds "
-                                              f"(population std, n shown below 3 seeds)\n\n{md}\n"
-                                              + (f"\n{paired}\n" if paired else ""))
-    try:
-        plot_grid(args.out, Path(args.out) / "curves.png")
-    except ValueError:
-        pass
-    print(md + (f"\n\n{paired}" if paired else ""))
+    # a grid that runs holds --out's lock (a second grid started on it is refused at once) until its tables are written
+    starts = not args.aggregate_only and not args.dry_run
+    with grid_lock(args.out) if starts else contextlib.nullcontext():
+        if not args.aggregate_only:
+            jobs = to_run(args)
+            if args.dry_run:
+                for _, cmd in jobs:
+                    print(" ".join(cmd))
+                return 0
+            how = args.describe()
+            print(f"{len(jobs)} runs to do ({how})", flush=True)
+            rcs = run_sweep(sweep_runs(jobs, args), args)
+            failures = sum(rc != 0 for rc in rcs)
+        print(write_tables(args))
     return 1 if failures else 0
 
 

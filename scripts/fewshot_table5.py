@@ -34,6 +34,7 @@ its output goes to <run folder>.log beside the folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import json
@@ -45,14 +46,15 @@ import typing
 from pathlib import Path
 
 
-from shared_losses.training.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 
 from fewshot import objectives as FO
 from fewshot.config import PRESETS, FewShotConfig, preset_config
 from fewshot.run import refuse_other_finished_run
 from shared_losses.training.runtime import write_json_atomic
 from shared_losses.training.stats import paired_stats, summarize
-from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
+from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock, options_of,
+                                          run_sweep)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -432,7 +434,7 @@ def header_of(cfg: FewShotConfig, overrides: dict) -> dict:
 # ----------------------------------------------------------------------------------------- CLI
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     unset = " (unset: the preset's value where it sets one, else FewShotConfig's: {})"
     p.add_argument("--preset", default=None, choices=sorted(PRESETS),
                    help="training protocol defaults (fewshot.config.PRESETS); options given explicitly override it")
@@ -506,28 +508,63 @@ def check_run(cfg: FewShotConfig) -> None:
         raise ValueError(f"--n-unlabeled must be >= 0, got {cfg.n_unlabeled}")
 
 
-def check_data(cfg: FewShotConfig) -> None:
-    """A local text --dataset / --eval-file read by fewshot.data.load_splits, the runs' own loader, as the runs
-    will read it (they run in the repository root): a missing file, a missing --eval-file, an unknown column or
-    label fails here, not in every run. Named sets (glue/sst2 may need the hub) and image data are left to the
-    runs."""
+def check_data(cfg: FewShotConfig, ns=()) -> None:
+    """The runs' data, read by fewshot.data.load_splits, the runs' own loader, as the runs will read it (they run in
+    the repository root), checked before anything starts. A local text --dataset / --eval-file: a missing file, a
+    missing --eval-file, an unknown column or label fails here, not in every run. A named set shipped with the suite
+    (drugreview, reuters, rotten_tomatoes, fine_foods: read in a moment) and a local file: the largest of ``ns``
+    (with --n-unlabeled, after the development split of --eval-split dev) must fit the training set, as
+    fewshot.data.sample_fewshot draws it. glue/sst2 (it may need the hub) and image data are left to the runs."""
     import contextlib
 
-    from fewshot.data import load_splits
     from fewshot.images import is_image_dataset
     from shared_losses.data import TEXT_SETS
 
-    if cfg.dataset in TEXT_SETS or is_image_dataset(cfg.dataset):  # image data: the runs refuse it in one line
+    if cfg.dataset == "glue/sst2" or is_image_dataset(cfg.dataset):  # image data: the runs refuse it in one line
         return
     with contextlib.chdir(ROOT):
-        if Path(cfg.dataset).exists() and cfg.eval_file is not None and not Path(cfg.eval_file).is_file():
-            raise FileNotFoundError(f"--eval-file {cfg.eval_file}: no such file")  # the loader does not name it
-        load_splits(cfg)
+        if cfg.dataset in TEXT_SETS:
+            if getattr(cfg, "label_map", None) is not None:
+                from fewshot.data import load_splits
+
+                load_splits(cfg)  # its one-line refusal
+            named = TEXT_SETS[cfg.dataset]
+            train_x, train_y = named.load(named.splits[0])  # the training split only: the sample's pool
+        else:
+            from fewshot.data import load_splits
+
+            if Path(cfg.dataset).exists() and cfg.eval_file is not None and not Path(cfg.eval_file).is_file():
+                raise FileNotFoundError(f"--eval-file {cfg.eval_file}: no such file")  # the loader does not name it
+            train_x, train_y = load_splits(cfg)[:2]
+    if ns:
+        check_sizes(cfg, train_x, train_y, max(ns))
+
+
+def check_sizes(cfg: FewShotConfig, train_x, train_y, n: int) -> None:
+    """N = ``n`` labeled and --n-unlabeled unlabeled examples must fit the training set (the pool left by the
+    development split with --eval-split dev), as fewshot.data.sample_fewshot draws them: a ValueError naming --ns,
+    the set's size and what would fit, otherwise."""
+    from fewshot.run import dev_split
+
+    where = f"--dataset {cfg.dataset}: its training set has {len(train_y)} examples"
+    if cfg.eval_split == "dev":
+        train_x, train_y = dev_split(train_x, train_y, cfg.dev_fraction)[:2]
+        where += f", {len(train_y)} left after the development split (--dev-fraction {cfg.dev_fraction:g})"
+    size, u = len(train_y), cfg.n_unlabeled
+    if n + u > size:
+        fits = (f"N of at most {size - u} with --n-unlabeled {u}" if size - u >= 2
+                else f"a --n-unlabeled below {size - 1}")
+        raise ValueError(f"--ns {n} does not fit {where}, too few for {n} labeled + {u} unlabeled; use {fits} "
+                         "(nothing was started)")
 
 
 def main(argv=None):
     p = build_parser()
     args = p.parse_args(argv)
+    # a grid point given twice is run once (a copy would fail on the folder the other trains, and count twice)
+    dropped = [f"--{name} {v}" for name in ("methods", "ns", "seeds") for i, v in enumerate(getattr(args, name))
+               if v in getattr(args, name)[:i]]
+    args.ns, args.seeds = list(dict.fromkeys(args.ns)), list(dict.fromkeys(args.seeds))
     args.out = str(Path(args.out).resolve())  # --out is the caller's, for runs and tables alike
     for name in ("encoder", "dataset", "eval_file"):  # and so are the inputs it names
         setattr(args, name, from_caller(getattr(args, name)))
@@ -539,7 +576,7 @@ def main(argv=None):
     options = options_of(args)
     options.validate()
 
-    todo, finished, failed = [], 0, 0
+    todo, finished = [], 0
     for n in args.ns:  # seed-major: an interrupted sweep leaves whole seeds (every method on the same sample)
         for s in args.seeds:
             for m in checked:
@@ -556,7 +593,18 @@ def main(argv=None):
         raise ValueError(f"--aggregate-only: no finished runs under {out} (expected METHOD/N<n>/seed<s>/metrics.json "
                          "for the --methods, --ns and --seeds given); check --out")
     if not args.aggregate_only and todo:
-        check_data(todo[0][3])
+        check_data(todo[0][3], sorted({n for _, n, _, _ in todo}))
+    if dropped:
+        print(f"note: given twice, run once: {', '.join(dropped)}", file=sys.stderr, flush=True)
+    # a grid that runs holds --out's lock (a second grid started on it is refused at once) until its tables are written
+    with contextlib.nullcontext() if args.aggregate_only else grid_lock(out):
+        return run_and_tabulate(args, out, todo, finished, methods, run_methods, overrides, options)
+
+
+def run_and_tabulate(args, out: Path, todo: list, finished: int, methods, run_methods, overrides, options) -> int:
+    """The runs of ``todo`` (none with --aggregate-only), then the table, its JSON and plot; the exit status."""
+    failed = 0
+    if not args.aggregate_only and todo:
         how = options_of(args).describe()
         print(f"{len(todo)} runs to do ({finished} finished earlier, skipped; {how})", flush=True)
         runs = []

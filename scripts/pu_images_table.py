@@ -444,7 +444,7 @@ def main(argv=None) -> int:
                 m = json.loads(metrics.read_text())
                 print(f"  {run.name}: {m['eval_accuracy']:.2f} ({m['run_seconds']:.0f} s)", flush=True)
 
-        codes = run_sweep(todo, options, on_finish=report)
+        codes = run_sweep(todo, options, on_finish=report, lock=args.out)
         failed = sum(rc != 0 for rc in codes)
         if failed:
             print(f"{failed} of {len(todo)} runs failed (see the .log beside each run folder)", file=sys.stderr)

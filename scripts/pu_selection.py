@@ -190,7 +190,7 @@ def main(argv=None) -> int:
                                     env={"OMP_NUM_THREADS": str(max(1, int(args.cpus_per_run)))}))
     if todo and not args.aggregate_only:
         print(f"{len(todo)} runs to do", flush=True)
-        codes = run_sweep(todo, options_of(args))
+        codes = run_sweep(todo, options_of(args), lock=args.out)
         failed = sum(rc != 0 for rc in codes)
         if failed:
             print(f"{failed} of {len(todo)} runs failed (see the .log beside each run folder)", file=sys.stderr)

@@ -316,7 +316,7 @@ def run_all(a, todo: list[dict]) -> list[dict | None]:
         if not stage:
             continue
         print(f"{len(stage)} trainings (a finished one returns at once)", flush=True)
-        codes = run_sweep([sweep_run(f"training {label(j)}", j["train"], j) for j in stage], options)
+        codes = run_sweep([sweep_run(f"training {label(j)}", j["train"], j) for j in stage], options, lock=a.out)
         for j, rc in zip(stage, codes):
             trained[id(j)] = rc == 0
     results: dict[int, dict | None] = {}
@@ -327,7 +327,8 @@ def run_all(a, todo: list[dict]) -> list[dict | None]:
             evals.append(j)
     if evals:
         print(f"{len(evals)} evaluations ({len(todo) - len(evals)} cached or failed)", flush=True)
-        codes = run_sweep([sweep_run(f"evaluation {label(j)}", eval_command(a, j), j) for j in evals], options)
+        codes = run_sweep([sweep_run(f"evaluation {label(j)}", eval_command(a, j), j) for j in evals], options,
+                           lock=a.out)
         for j, rc in zip(evals, codes):
             results[id(j)] = store_evaluation(a, j) if rc == 0 else None
     return [results[id(j)] for j in todo]

@@ -247,10 +247,18 @@ def objective_seeds(args: RunArgs) -> list[tuple[str, list[int]]]:
     for text in args.objectives:
         spec, at, seeds = text.partition("@")
         cells.append((spec, parse_seeds(seeds, f"--objectives {text}") if at else list(args.seeds)))
+    from paper_tables.table3 import objective_folder
+
     specs = [spec for spec, _ in cells]
     twice = sorted({s for s in specs if specs.count(s) > 1})
     if twice:
         raise ValueError(f"--objectives names {', '.join(twice)} twice: give each objective once (its seeds after '@')")
+    folders = [objective_folder(spec) for spec in specs]  # other spellings of the same settings: the same runs
+    same = [f"{specs[folders.index(f)]} and {spec}" for f, spec in zip(folders, specs) if folders.count(f) > 1
+            and specs[folders.index(f)] != spec]
+    if same:
+        raise ValueError(f"--objectives names the same objective twice ({'; '.join(same)}: the same settings): give "
+                         "each objective once (its seeds after '@')")
     return cells
 
 

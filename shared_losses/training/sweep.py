@@ -14,6 +14,10 @@ continues from it).
   would. A run that exits with an error code (bad option, refused folder) is not retried.
 * Progress: one line per finished run, ``[k/n] done: NAME (in progress r, failed f)`` (with Ray, in progress
   counts the runs waiting for resources too).
+* One grid at a time on a folder: :func:`grid_lock` (``run_sweep(..., lock=OUT)``, or held by the grid script
+  around its whole start) makes a second grid started on the same ``--out`` while the first still runs stop at once
+  in one line, instead of both starting the same runs (each then fails the runs the other is training). It is a lock
+  held by the grid's process (``flock``), gone when that process ends however it ends; its runs do not take it.
 * On a cluster the grid's paths (the code, the output folder) must be the same on every node: a shared file
   system, or the same checkout and folders on each. Each run starts the Python of the node that runs it when
   the command names the Python of the launching machine (``sys.executable``).
@@ -22,15 +26,17 @@ continues from it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Literal, Optional, Sequence
+from typing import Callable, Iterator, Literal, Optional, Sequence
 
 from .processes import SweepError, _local_python, _retry_worthy, _start, execute  # noqa: F401 (the runner's names)
 from .processes import STOPPED, GridInterrupted, GridSignals, StopFlag, wait_for
@@ -199,6 +205,96 @@ def dataclass_flags(obj, base=None) -> list[str]:
     return out
 
 
+# ------------------------------------------------------------------------------------------ one grid per folder
+
+#: The lock file of a grid in its output folder (:func:`grid_lock`).
+LOCK_NAME = ".grid.lock"
+_held: dict[str, list] = {}  # lock file -> [its descriptor, how many times this process holds it]
+_held_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def grid_lock(out: str | Path, option: str = "--out") -> Iterator[Path]:
+    """Hold the lock of the grid folder ``out`` (``OUT/.grid.lock``, an exclusive ``flock``) for the block: a
+    second grid on the same folder, while this process holds it, is refused at once (a :class:`SweepError`, one
+    line naming ``option`` and the process that holds it). ``out`` is made if missing; a folder that cannot be made
+    or written is refused the same way (``option`` named), before anything starts. The lock goes with the process
+    that holds it, however it ends (a killed grid leaves no lock behind), and is not passed to the processes it
+    starts (the runs never take it). The file is removed when the block ends. The same process may take it again
+    inside the block (it then holds it once more)."""
+    folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise SweepError(f"{option} {out} is a file, not a folder: give a folder for the grid (nothing was started)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = str((folder / LOCK_NAME).resolve())
+    except OSError as err:
+        raise SweepError(f"{option} {out}: cannot make the folder ({err.strerror or err}); give a folder you can "
+                         "write to (nothing was started)") from None
+    with _held_lock:
+        if path in _held:
+            _held[path][1] += 1
+        else:
+            _held[path] = [_acquire(path, out, option), 1]
+    try:
+        yield Path(path)
+    finally:
+        with _held_lock:
+            _held[path][1] -= 1
+            if _held[path][1] == 0:
+                _release(path, _held.pop(path)[0])
+
+
+def _acquire(path: str, out, option: str) -> int:
+    """The descriptor of the lock file ``path``, locked (see :func:`grid_lock`)."""
+    import fcntl
+
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the runs (PEP 446)
+        except OSError as err:
+            raise SweepError(f"{option} {out}: cannot write there ({err.strerror or err}); give a folder you can write "
+                             "to (nothing was started)") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 4096).decode("utf-8", "replace").strip()
+            os.close(fd)
+            raise SweepError(f"{option} {out} is in use by another grid still running ({holder or 'its lock ' + path}):"
+                             f" wait for it to end, or use another {option} (nothing was started)") from None
+        except OSError as err:  # a file system without locks
+            os.close(fd)
+            raise SweepError(f"{option} {out}: cannot lock {path} ({err.strerror or err}), so two grids on it could "
+                             "not be told apart; use a folder on a local file system (nothing was started)") from None
+        try:  # the file may have been removed by the grid that held it just before: then lock the new one
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    command = " ".join([os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python", *sys.argv[1:]])
+    text = (f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}: "
+            f"{command if len(command) <= 160 else command[:159] + '…'}")
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.encode(), 0)
+    except OSError:  # only the message of a refused grid loses its details
+        pass
+    return fd
+
+
+def _release(path: str, fd: int) -> None:
+    import fcntl
+
+    try:
+        os.unlink(path)  # first: a grid waiting on this file then sees it gone and locks a new one
+    except OSError:
+        pass
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
 # ------------------------------------------------------------------------------------------ running
 
 
@@ -234,15 +330,17 @@ class _Progress:
 
 
 def run_sweep(runs: Sequence[Run], options: SweepOptions | None = None, quiet: bool = False,
-              on_finish: Callable[[Run, int], None] | None = None) -> list[int]:
+              on_finish: Callable[[Run, int], None] | None = None, lock: str | Path | None = None) -> list[int]:
     """Run every run of the grid; their exit codes, in the order given. ``on_finish(run, rc)`` is called in
-    this process as each run ends."""
+    this process as each run ends. ``lock``: the grid's output folder, whose :func:`grid_lock` is held while the
+    runs go (a grid script that holds it itself around its whole start need not pass it)."""
     options = options or SweepOptions()
     options.validate()
     runs = list(runs)
     if not runs:
         return []
-    with GridSignals() as signals:  # SIGTERM, SIGHUP, a scheduler's warning: stopped as Ctrl-C stops the grid
+    held = grid_lock(lock) if lock is not None else contextlib.nullcontext()
+    with held, GridSignals() as signals:  # SIGTERM, SIGHUP, a scheduler's warning: stopped as Ctrl-C stops the grid
         progress = _Progress(len(runs), quiet, signals)
         if options.backend == "local":
             return _run_local(runs, options, progress, on_finish)

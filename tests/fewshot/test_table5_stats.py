@@ -313,3 +313,77 @@ def test_bench_protocol_json(tiny_encoder, easy_task):
         assert r["wall_s"] > 0 and r["time_vs_ce"] == pytest.approx(r["wall_s"] / ce["wall_s"], rel=1e-2)
         assert r["preset"] == "cpu" and r["n_labeled"] == 10 and 0 <= r["eval_accuracy"] <= 100
         assert r["steps"] == (0 if r["method"] == "probe" else 2)
+
+
+# ------------------------------------------------------------------------------------ checks before the first run
+
+T5_BASE = ["--preset", "cpu", "--encoder", "minilm", "--pooling", "mean", "--dataset", "drugreview", "--methods", "ce",
+           "--max-steps", "2", "--n-unlabeled", "24"]
+
+
+def test_an_n_larger_than_a_named_sets_training_set_is_refused_before_any_run(tmp_path, capsys):
+    """drugreview's training set has 546 examples: every N=1000 run of the default --ns failed after launch ("too few
+    examples" in its log). The named sets shipped with the suite are read (in a moment) and the largest N checked."""
+    with pytest.raises(ValueError, match=r"^--ns 1000 does not fit --dataset drugreview: its training set has 546 "
+                                         r"examples, too few for 1000 labeled \+ 24 unlabeled; use N of at most 522 "
+                                         r"with --n-unlabeled 24"):
+        t5.main([*T5_BASE, "--ns", "20", "1000", "--seeds", "0", "--out", str(tmp_path / "out")])
+    with pytest.raises(ValueError, match=r"^--ns 400 does not fit --dataset drugreview: its training set has 546 "
+                                         r"examples, 382 left after the development split \(--dev-fraction 0.3\)"):
+        t5.main([*T5_BASE, "--ns", "400", "--seeds", "0", "--eval-split", "dev", "--dev-fraction", "0.3",
+                 "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists() and "runs to do" not in capsys.readouterr().out
+    cfg = t5.run_config("cpu", {"dataset": "reuters", "n_unlabeled": 0}, "ce", 20, 0, tmp_path / "r")
+    t5.check_data(cfg, [20, 346])  # reuters: 346 examples, all of them may be labeled
+    with pytest.raises(ValueError, match="--ns 347 does not fit --dataset reuters: its training set has 346"):
+        t5.check_data(cfg, [347])
+
+
+def test_bad_options_are_one_error_line(capsys, monkeypatch):
+    from shared_losses.training.cli import run_cli
+
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+    for argv, message in ((["--bogus"], "error: unrecognized arguments: --bogus"),
+                          (["--ns", "x"], "error: argument --ns: invalid int value: 'x'"),
+                          (["--set", "nope=1", "--aggregate-only"], "error: --set nope: FewShotConfig has no field")):
+        with pytest.raises(SystemExit) as exit_:
+            run_cli(lambda: t5.main(argv))
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and len(err.splitlines()) == 1 and err.startswith(message), err
+        assert "--help)" in err and "usage:" not in err
+
+
+def test_a_grid_point_given_twice_is_one_column_and_one_run(tmp_path, capsys):
+    fake_runs(tmp_path, overrides={"dataset": "drugreview", "encoder": "minilm", "pooling": "mean"},
+              acc={"ce": {20: {0: 70.0}}})
+    assert t5.main(["--preset", "cpu", "--encoder", "minilm", "--pooling", "mean", "--dataset", "drugreview",
+                    "--methods", "ce", "ce", "--ns", "20", "20", "--seeds", "0", "0", "--aggregate-only",
+                    "--out", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "| N | method | seed 0 | mean train s |" in out and "seed 0 | seed 0" not in out
+    assert out.count("| 20 | ce |") == 1
+    assert "note: given twice, run once: --methods ce, --ns 20, --seeds 0" in err
+
+
+def test_a_second_grid_on_a_busy_out_and_an_out_that_cannot_be_made_are_refused_before_any_run(tmp_path, capsys):
+    import subprocess
+
+    from shared_losses.training.sweep import SweepError
+
+    code = ("import sys, time\nfrom shared_losses.training.sweep import grid_lock\nwith grid_lock(sys.argv[1]):\n"
+            "    print('held', flush=True)\n    time.sleep(300)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "grid")], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(SweepError, match=rf"^--out {tmp_path / 'grid'} is in use by another grid still running "
+                                             rf"\(pid {holder.pid} "):
+            t5.main([*T5_BASE, "--ns", "20", "--seeds", "0", "--out", str(tmp_path / "grid")])
+    finally:
+        holder.kill()
+        holder.wait()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SweepError, match=rf"^--out {tmp_path / 'file' / 'x'}: cannot make the folder"):
+        t5.main([*T5_BASE, "--ns", "20", "--seeds", "0", "--out", str(tmp_path / "file" / "x")])
+    assert "runs to do" not in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "grid").iterdir()) == [".grid.lock"]  # the killed holder's, no run

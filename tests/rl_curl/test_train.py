@@ -59,6 +59,43 @@ def test_resume_continues_exactly(tmp_path, update):
                 assert torch.equal(sa["state"][p][k], sb["state"][p][k])
 
 
+def test_an_extension_from_an_episode_boundary_labels_its_evaluations_as_the_uninterrupted_run(tmp_path):
+    # the final evaluation of a run that ends with an episode is labelled with that episode, as every other
+    # evaluation is: the extension's eval.csv equals the uninterrupted run's row for row
+    run(cfg(tmp_path, "full", env_steps=3000, eval_every=1000))
+    run(cfg(tmp_path, "part", env_steps=2000, eval_every=1000))
+    run(cfg(tmp_path, "part", env_steps=3000, eval_every=1000, resume=True))
+    rows = [list(csv.DictReader(open(tmp_path / n / "eval.csv"))) for n in ("full", "part")]
+    assert rows[0] == rows[1]
+    assert [(r["env_step"], r["episode"]) for r in rows[0]] == [("1000", "0"), ("2000", "1"), ("3000", "2")]
+
+
+def test_a_resume_below_the_checkpoint_is_refused_and_a_rounded_length_warned_of(tmp_path):
+    run(cfg(tmp_path, "a", env_steps=2000, checkpoint_every=1000))
+    (tmp_path / "a/summary.json").unlink()  # as a run stopped after its checkpoint at 2000
+    before = (tmp_path / "a/config.json").read_text()
+    with pytest.raises(CheckpointError, match="at environment step 2000, past --env-steps 1000.*--env-steps 2000"):
+        run(cfg(tmp_path, "a", env_steps=1000, checkpoint_every=1000, resume=True))
+    assert (tmp_path / "a/config.json").read_text() == before
+    with pytest.warns(UserWarning, match="--env-steps 260 is not a whole number .* to environment step 300"):
+        summary = run(cfg(tmp_path, "b", env_steps=260, seed_steps=2))
+    assert summary["env_steps"] == 300
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(init_temperature=0.0), "--init-temperature must be > 0"),
+    (dict(init_temperature=-1.0), "--init-temperature must be > 0"),
+    (dict(feature_dim=0), "--feature-dim must be >= 1"),
+    (dict(hidden_dim=0), "--hidden-dim must be >= 1"),
+    (dict(aux="curl", log_floor="none"), "--log-floor none only applies to --aux debiased or hard or cpc"),
+    (dict(aux="none", log_floor="none"), "--aux none takes --log-floor min-negative"),
+])
+def test_options_that_would_train_a_dead_or_unread_setting_are_refused(tmp_path, kw, words):
+    with pytest.raises(ValueError, match=words):
+        run(cfg(tmp_path, "x", env_steps=100, **kw))
+    assert not (tmp_path / "x").exists()
+
+
 def test_seed_steps_covering_the_whole_run_are_warned_of(tmp_path, recwarn):
     # 250 environment steps at action repeat 50 are 5 agent steps: --seed-steps 5 leaves no step to update at
     with pytest.warns(UserWarning, match="--seed-steps 5 covers every agent step left in this run"):

@@ -299,3 +299,62 @@ def test_a_slurm_grid_stopped_by_a_signal_leaves_its_jobs_and_by_ctrl_c_cancels_
         with GridSignals() as signals, pytest.raises(GridInterrupted) as info:
             slurm.run_jobs(runs, SweepOptions(backend="slurm", slurm_local=True), _Progress(2, True, signals), None)
         assert str(info.value).startswith(words) and Job.cancelled == cancelled
+
+
+# ------------------------------------------------------------------------------------------ one grid per folder
+
+def _hold_lock(out: Path) -> subprocess.Popen:
+    """Another grid, still running: a process holding the grid lock of ``out`` until it is killed."""
+    code = ("import sys, time\nfrom shared_losses.training.sweep import grid_lock\nwith grid_lock(sys.argv[1]):\n"
+            "    print('held', flush=True)\n    time.sleep(300)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_grid_on_one_folder_is_refused_at_once_and_a_killed_ones_lock_does_not_block(tmp_path):
+    """Two starts of one grid on one --out both failed: each exited 1 with a FAILED run (the other grid was training
+    it). The second start is refused at once now, naming the grid that holds the folder; the lock goes with that
+    grid's process, however it ends (kill -9 here)."""
+    from shared_losses.training.sweep import LOCK_NAME, grid_lock
+
+    out = tmp_path / "grid"
+    holder = _hold_lock(out)
+    try:
+        runs = [Run("r0", [sys.executable, "-c", "print('ran')"], out / "r0.log")]
+        with pytest.raises(SweepError, match=rf"^--out {out} is in use by another grid still running \(pid "
+                                             rf"{holder.pid} on .*\): wait for it to end, or use another --out"):
+            run_sweep(runs, SweepOptions(), lock=out)
+        assert not (out / "r0.log").exists()  # nothing started
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (out / LOCK_NAME).exists()  # left by the killed grid: stale, not in the way
+    assert run_sweep(runs, SweepOptions(), lock=out) == [0]
+    assert (out / "r0.log").read_text() == "ran\n" and not (out / LOCK_NAME).exists()
+    with grid_lock(out), grid_lock(out):  # the same process again (a script holding it, then run_sweep): one holder
+        assert (out / LOCK_NAME).exists()
+    assert not (out / LOCK_NAME).exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+def test_a_grids_runs_do_not_hold_its_lock(tmp_path):
+    """The runs a grid starts do not get the lock's descriptor (a run left over after its grid would keep the folder
+    locked)."""
+    check = ("import os, sys\nlinks = [os.readlink(f'/proc/self/fd/{fd}') for fd in os.listdir('/proc/self/fd')\n"
+             "         if os.path.exists(f'/proc/self/fd/{fd}')]\nsys.exit(3 if any('.grid.lock' in x for x in links) "
+             "else 0)\n")
+    assert run_sweep([Run("r0", [sys.executable, "-c", check], tmp_path / "r0.log")], SweepOptions(),
+                     lock=tmp_path) == [0]
+
+
+def test_a_grid_folder_that_cannot_be_made_is_refused_in_one_line_naming_it(tmp_path):
+    from shared_losses.training.sweep import grid_lock
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SweepError, match=rf"^--out {tmp_path / 'file'} is a file, not a folder"):
+        with grid_lock(tmp_path / "file"):
+            pass
+    with pytest.raises(SweepError, match=rf"^--out {tmp_path / 'file' / 'x'}: cannot make the folder \(Not a dir"):
+        run_sweep([Run("r0", [sys.executable, "-c", "pass"], tmp_path / "file" / "x" / "r0.log")], SweepOptions(),
+                  lock=tmp_path / "file" / "x")
