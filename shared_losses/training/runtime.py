@@ -1038,10 +1038,22 @@ def check_tracker_setup(names: Iterable[str]) -> None:
         scheme = urlparse(uri).scheme
         file_store = scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")  # a Windows drive letter
         refuses = hasattr(getattr(mlflow, "environment_variables", None), "MLFLOW_ALLOW_FILE_STORE")
+        # a database store (MLflow 3's default is sqlite) needs SQLAlchemy and Alembic, which mlflow-skinny lacks
+        database = scheme.split("+")[0] in ("sqlite", "postgresql", "mysql", "mssql")
+        import importlib.util
+
+        missing = [m for m in ("sqlalchemy", "alembic") if importlib.util.find_spec(m) is None]
         if file_store and refuses and not _truthy("MLFLOW_ALLOW_FILE_STORE"):
+            other = ("a database (MLFLOW_TRACKING_URI=sqlite:///mlflow.db)" if not missing else
+                     "a database (MLFLOW_TRACKING_URI=sqlite:///mlflow.db, after pip install mlflow)")
             raise ValueError(f"--report-to mlflow: MLFLOW_TRACKING_URI={uri} is a file store, which this MLflow "
-                             f"({mlflow.__version__}) refuses unless MLFLOW_ALLOW_FILE_STORE=true; set that, or use a "
-                             "database (MLFLOW_TRACKING_URI=sqlite:///mlflow.db) or a tracking server")
+                             f"({mlflow.__version__}) refuses unless MLFLOW_ALLOW_FILE_STORE=true; set that, or use "
+                             f"{other} or a tracking server")
+        if database and missing:
+            raise ValueError(f"--report-to mlflow: the tracking URI {uri} is a database store, which needs "
+                             f"{' and '.join(missing)} (not installed: mlflow-skinny has neither); pip install mlflow, "
+                             "or set MLFLOW_TRACKING_URI to a tracking server, or to a file: folder with "
+                             "MLFLOW_ALLOW_FILE_STORE=true")
 
 
 def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Iterable[str] = ("tensorboard",),

@@ -139,5 +139,19 @@ def test_trackers_that_would_fail_after_the_start_are_refused_in_one_line(tmp_pa
     check_tracker_setup(["mlflow"])
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///" + str(tmp_path / "mlflow.db"))
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")
-    check_tracker_setup(["mlflow"])
+    check_tracker_setup(["mlflow"])  # the set-up's trackers extra brings SQLAlchemy and Alembic
+    import importlib.util
+
+    find_spec = importlib.util.find_spec  # mlflow-skinny alone: the database stores' two packages are missing
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("sqlalchemy", "alembic") else find_spec(name, *a))
+    with pytest.raises(ValueError, match="is a database store, which needs sqlalchemy and alembic.*pip install mlflow"):
+        check_tracker_setup(["mlflow"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "postgresql+psycopg2://u@host/db")
+    with pytest.raises(ValueError, match="is a database store"):
+        check_tracker_setup(["mlflow"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    if mlflow_refuses_file_stores():  # and the file store's message suggests a database only with the install
+        with pytest.raises(ValueError, match=r"sqlite:///mlflow.db, after pip install mlflow"):
+            check_tracker_setup(["mlflow"])
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "mlflow.db").exists()
