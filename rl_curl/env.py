@@ -54,6 +54,51 @@ def _task_hint(task: str, names: list[str]) -> str:
     return f" (did you mean {' or '.join(by_key[c] for c in close)}?)" if close else ""
 
 
+#: Whether this process made a MuJoCo rendering context with the EGL backend (:meth:`DMCPixels._render`), and whether
+#: it is a child forked (``os.fork``: multiprocessing's default ``fork`` start method on Linux, gymnasium's async
+#: vector environment with it) from a process that had: EGL does not survive a fork. The child's first frame would
+#: wait forever (Mesa's EGL; also after the parent closed its environments), so it raises instead; and its exit would
+#: too, in dm_control's ``eglTerminate`` at exit, which the child therefore leaves to its parent.
+_egl_context_made = False
+_egl_forked = False
+
+EGL_FORK_ERROR = ("this process was forked from one that had rendered with MuJoCo's EGL backend (an rl_curl "
+                  "environment reset or stepped before the fork): EGL does not survive a fork, and rendering here "
+                  "would hang. Start the worker processes fresh instead: gymnasium.make_vec(..., "
+                  "vectorization_mode='async', vector_kwargs={'context': 'spawn'}) (or 'forkserver'; the calling "
+                  "script's code under `if __name__ == '__main__':`), multiprocessing.get_context('spawn'), or "
+                  "vectorization_mode='sync'")
+
+
+def _after_fork_in_child() -> None:
+    global _egl_forked
+    if not _egl_context_made:
+        return
+    _egl_forked = True
+    try:  # the parent's EGL display is not the child's to terminate (it would hang the child's exit)
+        import atexit
+        import sys
+
+        egl = sys.modules.get("dm_control._render.pyopengl.egl_renderer")
+        if egl is not None:
+            atexit.unregister(egl.EGL.eglTerminate)
+    except Exception:  # noqa: BLE001 - a fork handler must not fail the fork
+        pass
+
+
+if hasattr(os, "register_at_fork"):  # runs in the child of os.fork (not of subprocess's fork-exec: EnvWorker's)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _note_rendering_context() -> None:
+    """Remember that this process made a rendering context, where it is EGL's (what a forked child cannot use)."""
+    global _egl_context_made
+    if not _egl_context_made:
+        from dm_control import _render
+
+        _egl_context_made = _render.BACKEND == "egl"
+
+
 class _StackedPixels(gym.Env):
     """What both pixel environments share: the frame stack, the observation, render, action mapping."""
 
@@ -128,11 +173,14 @@ class DMCPixels(_StackedPixels):
         geom allocated, the GL context made current to set the offscreen buffer, the scene freed again), which took a
         third of a step's rendering time beside the rendering itself; the camera is made again if the task reloads
         its physics or model."""
+        if _egl_forked:  # a child forked after EGL was used: its first frame would hang
+            raise RuntimeError(EGL_FORK_ERROR)
         physics = self._env.physics
         if self._camera is None or self._camera[0] is not physics or self._camera[1] is not physics.model.ptr:
             from dm_control.mujoco.engine import Camera
 
             self._free_camera()
+            _note_rendering_context()  # before: a fork while the context is being made is a fork after it
             camera = Camera(physics, height=self.image_size, width=self.image_size, camera_id=self.camera_id)
             self._camera = (physics, physics.model.ptr, camera)
         frame = self._camera[2].render()  # a view of the camera's buffer, flipped: copied here

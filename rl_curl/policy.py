@@ -4,7 +4,13 @@ reads it) and :func:`load_policy`, a callable from uint8 observations to actions
 
     import rl_curl
     act = rl_curl.load_policy("runs/rl_curl/cartpole-swingup/curl/seed0")   # or .../policy.pt
+    env = act.make_env()  # the run's own environment: its task, action repeat, frame stack, image size, camera
+    obs, _ = env.reset(seed=0)
     actions = act(obs)   # obs: [C, H, W] or [B, C, H, W] uint8, as the run's environment gives them
+
+A policy acts on observations alone, so it cannot see the environment they came from: one made otherwise (another
+action repeat or camera, which give observations of the same shape) is acted on without a word. Make it with
+:meth:`Policy.make_env`, or check one made elsewhere with :meth:`Policy.check_env`.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +66,72 @@ class Policy:
         self.device = torch.device(device)
         self.actor.to(self.device).eval()
 
+    #: The run's settings that make its environment (:meth:`env_settings`), as the environments name them.
+    ENV_SETTINGS = ("action_repeat", "frame_stack", "image_size", "camera_id")
+
+    def env_settings(self) -> dict:
+        """The run's environment: ``task`` and :data:`ENV_SETTINGS` (the action repeat filled in from the task's
+        default where the run left it to that). ``camera_id`` is a DeepMind Control setting: absent for a
+        ``gym:ENV_ID`` task."""
+        from .env import GYM_PREFIX
+        from .tasks import task_default
+
+        c = self.cfg
+        repeat = c.action_repeat
+        if repeat is None:
+            repeat = 1 if c.task.startswith(GYM_PREFIX) else int(task_default(c.task, "action_repeat"))
+        out = {"task": c.task, "action_repeat": int(repeat), "frame_stack": c.frame_stack, "image_size": c.image_size}
+        if not c.task.startswith(GYM_PREFIX):
+            out["camera_id"] = c.camera_id
+        return out
+
+    def make_env(self, render_mode: str | None = "rgb_array", **kwargs):
+        """The run's own environment, a ``gymnasium.Env``: ``gymnasium.make("rl_curl/<task>-v0", ...)`` with the
+        run's action repeat, frame stack, image size and camera, and ``max_episode_steps`` of 1000 simulator steps
+        at that action repeat (a ``gym:ENV_ID`` task: :class:`rl_curl.env.GymPixels` with the run's settings).
+
+        ``kwargs`` go to the environment: ``seed``, ``max_episode_steps``, and for a ``gym:`` task the wrapped
+        environment's own arguments. One of the run's settings (:data:`ENV_SETTINGS`) given another value is
+        used, with a warning: the policy then acts in an environment it was not trained in."""
+        import gymnasium as gym
+
+        from .env import GYM_PREFIX, GymPixels, gym_id
+
+        settings = self.env_settings()
+        task = settings.pop("task")
+        changed = {k: v for k, v in kwargs.items() if k in settings and v != settings[k]}
+        if changed:
+            warnings.warn("make_env: " + ", ".join(f"{k}={v!r} (the run's: {settings[k]!r})" for k, v in
+                                                   changed.items())
+                          + ": the policy acts in an environment other than the one it was trained in", stacklevel=2)
+        settings.update(kwargs)
+        if task.startswith(GYM_PREFIX):
+            settings.pop("camera_id", None)
+            return GymPixels(task[len(GYM_PREFIX):], render_mode=render_mode, **settings)
+        settings.setdefault("max_episode_steps", -(-1000 // int(settings["action_repeat"])))
+        return gym.make(gym_id(task), render_mode=render_mode, **settings)
+
+    def check_env(self, env, warn: bool = True) -> list[str]:
+        """How ``env`` (an environment of rl_curl's, wrapped or not) differs from the run's own: its task and each
+        of :data:`ENV_SETTINGS` it has, and its spaces; with ``warn`` one warning naming them. An empty list: the
+        policy's own environment. Other environments say nothing of their settings and are not checked."""
+        inner = getattr(env, "unwrapped", env)
+        diffs = []
+        for key, want in self.env_settings().items():
+            have = getattr(inner, key, None)
+            if have is not None and have != want:
+                diffs.append(f"{key} {have!r} (the run's: {want!r})")
+        obs = getattr(env, "observation_space", None)
+        if getattr(obs, "shape", None) is not None and tuple(obs.shape) != self.obs_shape:
+            diffs.append(f"observations {list(obs.shape)} (the run's: {list(self.obs_shape)})")
+        act = getattr(env, "action_space", None)
+        if getattr(act, "shape", None) is not None and int(np.prod(act.shape)) != self.action_dim:
+            diffs.append(f"actions of {int(np.prod(act.shape))} (the run's: {self.action_dim})")
+        if diffs and warn:
+            warnings.warn("the environment differs from the run's: " + ", ".join(diffs) + "; make the run's own with "
+                          "policy.make_env()", stacklevel=2)
+        return diffs
+
     @torch.no_grad()
     def __call__(self, obs) -> np.ndarray:
         from .augment import center_crop
@@ -65,7 +139,7 @@ class Policy:
         x = torch.as_tensor(np.asarray(obs), device=self.device)
         if x.dim() not in (3, 4) or tuple(x.shape[-3:]) != self.obs_shape:
             raise ValueError(f"obs must be [C, H, W] or [B, C, H, W] with [C, H, W] = {list(self.obs_shape)} (the "
-                             f"run's observations), got shape {tuple(x.shape)}")
+                             f"run's observations: its environment is policy.make_env()), got shape {tuple(x.shape)}")
         if x.is_floating_point() and not bool(torch.isfinite(x).all()):
             bad = int((~torch.isfinite(x)).sum())
             raise ValueError(f"obs holds {bad} NaN or inf value(s): a policy acts on finite pixel values (uint8 "
@@ -101,12 +175,48 @@ def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
         if owner not in ("rl_curl", "unknown", None):
             raise FileNotFoundError(another_application(path, owner, "rl_curl"))
     if not file.is_file():
+        beside = _where_the_policy_is(file)
+        if beside.startswith("this run's"):  # a folder inside a finished run (its checkpoint/)
+            raise FileNotFoundError(f"{file} not found: {beside}")
         raise FileNotFoundError(f"{file} not found: a run writes policy.pt when it finishes (an unfinished run: "
                                 "continue it with `python -m rl_curl.train ... --resume`)")
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - not a torch file, or damaged
-        raise ValueError(f"{file} is not a readable rl_curl policy ({type(err).__name__}: {err})") from None
+        raise ValueError(f"{file} is not a readable rl_curl policy file ({_why_unreadable(file, err)})"
+                         f"{_where_the_policy_is(file, '; ')}") from None
     if not isinstance(state, dict) or state.get("format") != POLICY_FORMAT or "actor" not in state:
-        raise ValueError(f"{file} is not an rl_curl policy (format {POLICY_FORMAT} with actor weights)")
+        raise ValueError(f"{file} is not an rl_curl policy file (format {POLICY_FORMAT} with actor weights)"
+                         f"{_where_the_policy_is(file, '; ')}")
     return Policy(state, device)
+
+
+def _where_the_policy_is(file: Path, before: str = "") -> str:
+    """Where the policy is, for a message about ``file``, which is not one (``before`` it, or nothing where
+    ``file`` is itself a ``policy.pt``, a damaged one): beside it when it is in a finished run, else where a run
+    writes it."""
+    for folder in (file.parent, *file.parent.parents[:1]):  # the run's folder, or its checkpoint/ inside it
+        if (folder / POLICY_FILE).is_file() and (folder / POLICY_FILE) != file:
+            return f"{before}this run's policy is {folder / POLICY_FILE} (pass it, or the folder {folder})"
+    if file.name == POLICY_FILE:
+        return ""
+    return f"{before}a policy is the {POLICY_FILE} of a finished run's folder (pass that folder, or its {POLICY_FILE})"
+
+
+def _why_unreadable(file: Path, err: BaseException) -> str:
+    """Why ``torch.load(file, weights_only=True)`` failed, in words: not a file of torch.save (a JSON config, a
+    CSV log), a torch file holding more than tensors and plain values, or torch's first line."""
+    try:
+        with open(file, "rb") as f:
+            head = f.read(2)
+    except OSError as read_err:
+        return f"it cannot be read: {read_err.strerror or read_err}"
+    if not (zipfile.is_zipfile(file) or head[:1] == b"\x80"):  # torch.save: a zip archive; before torch 1.6, a pickle
+        kind = {".json": "a JSON file", ".csv": "a CSV file", ".md": "a text file"}.get(file.suffix.lower())
+        return f"{kind} that torch.save did not write" if kind else "not a file torch.save wrote, or a damaged one"
+    text = str(err)
+    if "weights_only" in text or "Weights only load failed" in text:
+        return ("a torch file holding objects other than tensors and plain values, as a checkpoint's files do; a "
+                "policy holds only those")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return f"{type(err).__name__}: {lines[0][:200] if lines else ''}".rstrip(": ")
