@@ -121,7 +121,7 @@ class GraphedUpdate:
         self.graphed = device.type == "cuda"
         for replay in {id(r): r for r in replays}.values():  # one replay may serve several runs
             replay.enable_device_sampling()
-            if replay.device != device:
+            if replay.device != torch.empty(0, device=device).device:  # both as a tensor names its device
                 raise ValueError(f"the replay's frames are on {replay.device}, the agent on {device}: --cuda-graphs "
                                  "needs the replay on the training device (--replay-on-device)")
         agent.host_checks = False

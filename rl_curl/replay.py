@@ -57,6 +57,9 @@ class FrameReplay:
         else:
             self.frames = torch.zeros((min(self.frame_capacity, self.DEVICE_RING_START), *self.frame_shape),
                                       dtype=torch.uint8, device=self.device)
+            # the device the frames are on, as a tensor names it: "cuda" is cuda:0 (the current device), and the
+            # agent's tensors say cuda:0; a comparison of the two spellings would fail (rl_curl.graphs)
+            self.device = self.frames.device
         self.generation = 0  # counts the device ring's moves to a larger allocation (a CUDA graph must be recaptured)
         self.actions = np.zeros((capacity, action_dim), dtype=np.float32)
         self.rewards = np.zeros((capacity,), dtype=np.float32)

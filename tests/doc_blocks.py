@@ -478,7 +478,7 @@ TINY: dict[str, list[str] | Callable[[list[str]], list[str]]] = {
                                   "--set", "batch_labeled=4", "--set", "batch_unlabeled=4"],
     "scripts/pu_images_table.py": lambda argv: ["--tables", "2", "--n-ps", "50", "--seeds", "0", "--parallel", "1",
                                                 "--set", "max_steps=2", "--set", "hidden=16", "--set", "batch_size=32",
-                                                "--set", "passes=0.25", "--set", "export=false"]
+                                                "--set", "export=false"]
                                                + _digits(argv, default_mnist=True),
     "scripts/bench_pu_images.py": ["--max-steps", "2", "--repeats", "1"],
     "scripts/sampling_bias.py": ["--steps", "3", "--batch", "32", "--seeds", "0", "1"],

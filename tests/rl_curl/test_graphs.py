@@ -103,6 +103,17 @@ def test_the_graphed_update_is_the_default_update_bit_for_bit(aux, tau_plus, m, 
     assert graphed.check_finite() and fast.captures == 0  # no GPU here: nothing was captured
 
 
+def test_a_replay_on_the_device_spelled_without_its_index_is_the_agents_device():
+    # On a GPU the replay was made with device "cuda" and the agent's tensors are on "cuda:0": the check compared the
+    # two spellings and refused every graphed update (seen on an H200, 2026-12-04). "cpu:0" against the agent's "cpu"
+    # is the same case on this machine.
+    rep = filled_replay(device="cpu:0")
+    assert rep.device == torch.device("cpu") and rep.frames.device == rep.device
+    agent = make_agent(aux="curl", tau_plus=0.0, positives=1)
+    fast = GraphedUpdate(agent, rep, B)
+    assert fast.update(rep.sample_indices(B), 0)
+
+
 def test_the_graphed_action_is_the_agents_sampled_action_bit_for_bit():
     """GraphedAct (--cuda-graphs' training action) on its CPU path runs the pass a graph records: the same action as
     ``agent.act(obs, sample=True)`` bit for bit, its noise from the default generator, which both leave alike."""
