@@ -33,6 +33,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -221,7 +222,8 @@ def grid_lock(out: str | Path, option: str = "--out") -> Iterator[Path]:
     or written is refused the same way (``option`` named), before anything starts. The lock goes with the process
     that holds it, however it ends (a killed grid leaves no lock behind), and is not passed to the processes it
     starts (the runs never take it). The file is removed when the block ends. The same process may take it again
-    inside the block (it then holds it once more)."""
+    inside the block (it then holds it once more). On a file system without locks (Lustre mounted without flock) the
+    grid goes on with a warning that a second grid there would not be refused."""
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise SweepError(f"{option} {out} is a file, not a folder: give a folder for the grid (nothing was started)")
@@ -262,10 +264,10 @@ def _acquire(path: str, out, option: str) -> int:
             os.close(fd)
             raise SweepError(f"{option} {out} is in use by another grid still running ({holder or 'its lock ' + path}):"
                              f" wait for it to end, or use another {option} (nothing was started)") from None
-        except OSError as err:  # a file system without locks
-            os.close(fd)
-            raise SweepError(f"{option} {out}: cannot lock {path} ({err.strerror or err}), so two grids on it could "
-                             "not be told apart; use a folder on a local file system (nothing was started)") from None
+        except OSError as err:  # a file system without locks (Lustre mounted without flock, some FUSE mounts)
+            warnings.warn(f"{option} {out}: cannot lock {path} ({err.strerror or err}) on this file system, so a "
+                          "second grid started on the same folder would not be refused: start one grid per folder")
+            break
         try:  # the file may have been removed by the grid that held it just before: then lock the new one
             same = os.path.samestat(os.fstat(fd), os.stat(path))
         except FileNotFoundError:
@@ -291,7 +293,10 @@ def _release(path: str, fd: int) -> None:
         os.unlink(path)  # first: a grid waiting on this file then sees it gone and locks a new one
     except OSError:
         pass
-    fcntl.flock(fd, fcntl.LOCK_UN)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError:  # never locked: a file system without locks (see _acquire)
+        pass
     os.close(fd)
 
 

@@ -358,3 +358,20 @@ def test_a_grid_folder_that_cannot_be_made_is_refused_in_one_line_naming_it(tmp_
     with pytest.raises(SweepError, match=rf"^--out {tmp_path / 'file' / 'x'}: cannot make the folder \(Not a dir"):
         run_sweep([Run("r0", [sys.executable, "-c", "pass"], tmp_path / "file" / "x" / "r0.log")], SweepOptions(),
                   lock=tmp_path / "file" / "x")
+
+
+def test_a_file_system_without_locks_warns_and_the_grid_goes_on(tmp_path, monkeypatch):
+    # Lustre mounted without flock answers ENOSYS: the grid is not refused there, it is told a second grid would not be
+    import errno
+    import fcntl
+
+    from shared_losses.training.sweep import LOCK_NAME, grid_lock
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.warns(UserWarning, match="cannot lock .*Function not implemented.*would not be refused"):
+        with grid_lock(tmp_path / "out"):
+            assert (tmp_path / "out" / LOCK_NAME).exists()
+    assert not (tmp_path / "out" / LOCK_NAME).exists()
