@@ -2,7 +2,8 @@
 
 Importing rl_curl registers every DeepMind Control task with gymnasium as ``rl_curl/<domain>-<task>-v0``
 (``gymnasium.make("rl_curl/cartpole-swingup-v0", render_mode="rgb_array")``); :func:`load_policy` turns
-a finished run's ``policy.pt`` into a callable from uint8 observations to actions.
+a finished run's ``policy.pt`` into a callable from uint8 observations to actions, whose ``make_env()`` builds the
+run's own environment (its action repeat, camera and frame size).
 """
 
 from .env import register_envs as _register_envs
