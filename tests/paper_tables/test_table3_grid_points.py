@@ -3,7 +3,6 @@ run once, a (task, objective, seed) counted once in the tables, and one grid at 
 hand-made run folders, and grids refused before their first run)."""
 
 import json
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from paper_tables import table3 as t3
+from tests.shared_losses.test_sweep import _hold_lock  # another grid, still running
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -87,15 +87,6 @@ def test_curl_table3_warns_once_per_pair(tmp_path, capsys):
     assert f"| {DEBIASED} | 800±0 (n=1) |" in (tmp_path / "table3.md").read_text()
 
 
-def hold_lock(out: Path) -> subprocess.Popen:
-    """A process that holds the grid lock of ``out`` until it is killed (another grid, still running)."""
-    code = ("import sys, time\nfrom shared_losses.training.sweep import grid_lock\nwith grid_lock(sys.argv[1]):\n"
-            "    print('held', flush=True)\n    time.sleep(300)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "held"
-    return proc
-
-
 def test_a_second_grid_on_a_busy_out_is_refused_before_anything_starts(tmp_path, capsys):
     import curl_table3
 
@@ -103,7 +94,7 @@ def test_a_second_grid_on_a_busy_out_is_refused_before_anything_starts(tmp_path,
 
     args = curl_table3.Args(out=str(tmp_path / "grid"), tasks=["cartpole-swingup"], objectives=["curl"], seeds=[0],
                             env_steps=20, batch_size=8)
-    holder = hold_lock(tmp_path / "grid")
+    holder = _hold_lock(tmp_path / "grid")
     try:
         with pytest.raises(SweepError, match=rf"^--out {tmp_path / 'grid'} is in use by another grid still running "
                                              rf"\(pid {holder.pid} on .*: wait for it to end, or use another --out"):
