@@ -125,26 +125,6 @@ def video_target(args: EvalArgs) -> Path | None:
     return path
 
 
-def write_video(path: Path, frames: list) -> None:
-    """``frames`` as the video ``path``, whole or not at all: written to a temporary file beside it, then renamed
-    (a failed write leaves no partial video)."""
-    import imageio.v2 as imageio
-
-    if not frames:
-        raise ValueError("no frames to write")
-    # a name of this process's own, made by the writer (the file's mode the umask's, as a plain write's)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
-    try:
-        imageio.mimsave(tmp, frames, fps=30)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def _first_line(err: BaseException) -> str:
     """``err`` in one line; for imageio's ffmpeg writer (a broken pipe, then the command and ffmpeg's output) the
     last line ffmpeg wrote, which says why."""
@@ -158,7 +138,7 @@ def _first_line(err: BaseException) -> str:
 def main(args: EvalArgs | None = None) -> dict:
     """Evaluate ``args.run_dir``'s checkpoint; prints and returns the result. A video that could not be written
     after the episodes ran leaves the result whole, with ``video_error`` (and ``video`` None) in it."""
-    from .train import EvalEnvs, eval_episode_seed
+    from .train import eval_episodes, write_video
 
     args = args or parse_dataclass(EvalArgs)
     if args.episodes < 1:
@@ -167,16 +147,11 @@ def main(args: EvalArgs | None = None) -> dict:
     video = video_target(args)
     if cfg.mixed_precision == "bf16":  # act as the run's own evaluations did: under bf16 autocast
         agent.autocast = functools.partial(torch.autocast, torch.device(args.device).type, dtype=torch.bfloat16)
-    # rl_curl.train's evaluate, with the video written here: after the returns are safe, so that a video that
+    # rl_curl.train's evaluation, with the video written here: after the returns are safe, so that a video that
     # cannot be written does not lose the evaluation. The initial states of the evaluation at the checkpoint's
     # step: re-evaluating a finished run's checkpoint replays its final evaluation's episodes (numbers equal up
     # to device and precision).
-    envs = EvalEnvs(cfg, args.episodes, cfg.eval_parallel, cfg.eval_worker)
-    try:
-        returns, frames = envs.run(agent, [eval_episode_seed(cfg, env_step, e) for e in range(args.episodes)],
-                                   video=video is not None)
-    finally:
-        envs.close()
+    returns, frames = eval_episodes(agent, cfg, args.episodes, env_step, video=video is not None)
     result = {"task": cfg.task, "aux": cfg.aux, "episodes": args.episodes,
               "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns}
     problem = None

@@ -231,24 +231,47 @@ class EvalEnvs:
         self.vec, self.envs, self.group = [], [], None
 
 
-def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | None = None,
-             env_step: int = 0, envs: EvalEnvs | None = None) -> list[float]:
-    """Returns of ``episodes`` deterministic episodes (mean action) on separate environments (:class:`EvalEnvs`;
-    ``envs`` reuses a run's, else they are made for this call and closed), from the initial states of the
-    evaluation at ``env_step`` (see :func:`eval_episode_seed`)."""
+def eval_episodes(agent: CurlAgent, cfg: Config, episodes: int, env_step: int = 0, envs: EvalEnvs | None = None,
+                  video: bool = False) -> tuple[list[float], list]:
+    """(returns, the first episode's frames if ``video`` else []) of ``episodes`` deterministic episodes (mean
+    action) on separate environments (:class:`EvalEnvs`; ``envs`` reuses a run's, else they are made for this call
+    and closed), from the initial states of the evaluation at ``env_step`` (see :func:`eval_episode_seed`)."""
     own = envs is None
     if own:
         envs = EvalEnvs(cfg, episodes, cfg.eval_parallel, cfg.eval_worker)
     try:
-        returns, frames = envs.run(agent, [eval_episode_seed(cfg, env_step, e) for e in range(episodes)],
-                                   video=video_path is not None)
+        return envs.run(agent, [eval_episode_seed(cfg, env_step, e) for e in range(episodes)], video=video)
     finally:
         if own:
             envs.close()
-    if video_path is not None and frames:
-        import imageio.v2 as imageio
 
-        imageio.mimsave(video_path, frames, fps=30)
+
+def write_video(path: Path, frames: list) -> None:
+    """``frames`` as the video ``path``, whole or not at all: written to a temporary file beside it, then renamed
+    (a failed write leaves no partial video)."""
+    import imageio.v2 as imageio
+
+    if not frames:
+        raise ValueError("no frames to write")
+    # a name of this process's own, made by the writer (the file's mode the umask's, as a plain write's)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
+    try:
+        imageio.mimsave(tmp, frames, fps=30)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | None = None,
+             env_step: int = 0, envs: EvalEnvs | None = None) -> list[float]:
+    """Returns of :func:`eval_episodes`; with ``video_path``, the first episode written there (:func:`write_video`)."""
+    returns, frames = eval_episodes(agent, cfg, episodes, env_step, envs, video=video_path is not None)
+    if video_path is not None and frames:
+        write_video(video_path, frames)
     return returns
 
 
