@@ -231,7 +231,7 @@ class Config:
     def objective_name(self) -> str:
         """The auxiliary objective with the settings that tell its variants apart, as a folder name:
         curl, none, debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1 ..."""
-        return folder_name(self.aux, self.tau_plus, self.positives, self.beta)
+        return folder_name(self.aux, self.tau_plus, self.positives, self.beta, self.cpc_steps, self.log_floor)
 
     @property
     def obs_shape(self) -> tuple[int, int, int]:

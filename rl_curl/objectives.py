@@ -59,9 +59,11 @@ AuxName = OBJECTIVES.choices
 SPEC_FIELDS = ("tau_plus", "positives", "beta")
 
 
-def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float = 1.0) -> str:
+def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float = 1.0,
+                cpc_steps: int = NEUTRAL["cpc_steps"], log_floor: str = NEUTRAL["log_floor"]) -> str:
     """The objective with the settings that tell its variants apart, as a folder name: curl, none,
-    debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1 ..."""
+    debiased-tau0.05, debiased-tau0.1-M2, hard-tau0.1-beta1, cpc-tau0-K5, debiased-tau0.1-nofloor ... (the default
+    K and floor add nothing)."""
     uses = OBJECTIVES.get(aux).uses
     name = aux
     if "tau_plus" in uses:
@@ -70,6 +72,10 @@ def folder_name(aux: str, tau_plus: float = 0.0, positives: int = 1, beta: float
         name += f"-M{positives}"
     if "beta" in uses:
         name += f"-beta{beta:g}"
+    if "cpc_steps" in uses and cpc_steps != NEUTRAL["cpc_steps"]:
+        name += f"-K{cpc_steps}"
+    if "log_floor" in uses and log_floor != NEUTRAL["log_floor"]:
+        name += "-nofloor"
     return name
 
 
@@ -86,6 +92,10 @@ def label(cfg: Mapping) -> str:
     text = obj.label + "".join(LABEL_FORMAT[f].format(cfg[f]) for f in obj.label_fields)
     if "positives" not in obj.label_fields and cfg.get("positives", 1) != 1:
         text += LABEL_FORMAT["positives"].format(cfg["positives"])
+    if "cpc_steps" in obj.uses and cfg.get("cpc_steps", NEUTRAL["cpc_steps"]) != NEUTRAL["cpc_steps"]:
+        text += f", K={cfg['cpc_steps']}"
+    if "log_floor" in obj.uses and cfg.get("log_floor", NEUTRAL["log_floor"]) != NEUTRAL["log_floor"]:
+        text += ", no floor"
     return (text + ("" if cfg.get("encoder_tanh", True) else ", no tanh")
             + (FUSED_LABEL if cfg.get("update", "official") == "fused" else ""))
 

@@ -330,7 +330,8 @@ def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
         fields = {"aux": spec["aux"], "tau_plus": spec.get("tau_plus", 0.0), "positives": spec.get("positives", 1),
                   "beta": spec.get("beta", 1.0), "seed": int(seed)}
         if args.output_root:
-            name = folder_name(fields["aux"], fields["tau_plus"], fields["positives"], fields["beta"])
+            name = folder_name(fields["aux"], fields["tau_plus"], fields["positives"], fields["beta"], base.cpc_steps,
+                               base.log_floor)
             out = f"{args.output_root.rstrip('/')}/{name}/seed{seed}"
         cfgs.append(dataclasses.replace(base, output_dir=out, **fields))
     return cfgs

@@ -110,3 +110,21 @@ def test_help_and_spec_list_cpc():
     assert "cpc:TAU_PLUS" in O.spec_syntax() and O.parse_spec("cpc:0.05") == {"aux": "cpc", "tau_plus": 0.05}
     assert O.folder_name("cpc", 0.0) == "cpc-tau0" and O.label({"aux": "cpc", "tau_plus": 0.0, "positives": 1}) \
         == "CPC τ⁺=0"
+
+
+def test_settings_that_change_a_run_change_its_folder_and_its_row():
+    # CPC's K and the debiased losses' floor were left out of the default folder and of the table's row: two runs
+    # that differ only there shared a folder name and would be averaged in one cell
+    from rl_curl import objectives as O
+    from rl_curl.config import Config
+
+    k5 = Config(aux="cpc", tau_plus=0.05, cpc_steps=5).resolved()
+    k3 = Config(aux="cpc", tau_plus=0.05).resolved()
+    assert k5.output_dir != k3.output_dir and "cpc-tau0.05-K5" in k5.output_dir and "cpc-tau0.05/" in k3.output_dir
+    assert O.label({"aux": "cpc", "tau_plus": 0.05, "cpc_steps": 5}) == "CPC τ⁺=0.05, K=5"
+    assert O.label({"aux": "cpc", "tau_plus": 0.05, "cpc_steps": 3}) == "CPC τ⁺=0.05"
+    floor = dict(aux="debiased", tau_plus=0.1, positives=1)
+    assert O.folder_name(**floor, log_floor="none") == "debiased-tau0.1-nofloor"
+    assert O.folder_name(**floor) == "debiased-tau0.1"
+    assert O.label({**floor, "log_floor": "none"}) == "debiased τ⁺=0.1, M=1, no floor"
+    assert O.label({**floor, "log_floor": "min-negative"}) == "debiased τ⁺=0.1, M=1"
