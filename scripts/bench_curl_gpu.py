@@ -27,22 +27,20 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    rl_curl.stacked, as CUDA graphs and eagerly; timed per update of all the runs, ``ms_per_run_update`` per run) and
    ``graphs_stacked22`` (the 22 runs of DCL Table 3's cartpole column in one graphed update),
    timed in the order checked, default, graphs, graphs_convrelu, graphs_bf16_convrelu, graphs_stacked,
-   graphs_stacked22, the acting of
+   graphs_stacked22, then the profile (3.), then the acting of
    ``--stack`` runs (update_bench.json's "acting": one run's act eagerly and as a CUDA graph; each run's act in
    turn against one vmapped pass,
    :meth:`rl_curl.stacked.StackedAgents.act`, eagerly and as a CUDA graph), the replay's adds after their update
    (update_bench.json's "replay_add": copies to the GPU that wait, copies launched without waiting from the caller's
-   pageable arrays, and copies launched from pinned staging slots, :func:`time_replay_add`), then the profile (3.),
-   then the others
-   (a deadline skips the last
-   first). Each with its
+   pageable arrays, and copies launched from pinned staging slots, :func:`time_replay_add`), then the others (a
+   deadline skips the last first). Each with its
    TFLOP/s and GB/s (the FLOPs of one update by torch's FlopCounterMode, and the bytes it touches if every operator
    reads its inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
    The byte count sees operators as dispatched: the bias add that PyTorch's cuDNN convolution launches inside the
    operator is not in it, so the default's count is low by one read and write of every convolution's output.
-3. **Profile** (profile.txt; "profile"): torch.profiler over a few updates of ``checked``, ``graphs`` and
-   ``graphs_convrelu``: kernels per update, their summed GPU time, the host's time, and the 15 kernels that take the
-   most GPU time.
+3. **Profile** (profile.txt; "profile"): torch.profiler over a few updates of ``graphs_convrelu``, ``graphs`` and
+   ``checked``, in that order (what is left in the fastest float32 update first): kernels per update, their summed
+   GPU time, the host's time, and the 15 kernels that take the most GPU time.
 
 Also recorded first: ms per cartpole frame from dm_control's ``physics.render`` and from the environment's kept camera
 ("render"), and ("autocast_under_vmap") the dtype a convolution and a linear layer give under bf16 autocast,
@@ -107,7 +105,7 @@ LEVERS_EARLY = ("graphs_bf16_convrelu",)
 #: the slices train their runs together, rl_curl.together).
 STACKED_EARLY = ("graphs_stacked", "graphs_stacked22")
 #: Profiled (after PRIMARY, before the other variants).
-PROFILED = ("checked", "graphs", "graphs_convrelu")
+PROFILED = ("graphs_convrelu", "graphs", "checked")
 #: The self-test: (fast path, the path it must equal).
 SELFTESTS = (("graphs", "default"), ("graphs_fused", "default_fused"), ("graphs_convrelu", "default"))
 TINY = dict(num_filters=4, num_layers=2, hidden_dim=16, feature_dim=8, image_size=20, crop_size=16)
@@ -833,11 +831,24 @@ def main(argv: list[str] | None = None) -> int:
                      if "median_ms" in row else f"ERROR {row.get('error')}")
             print(f"  {v:20s} {shown}", flush=True)
 
-    # What the slices choose between, then the profiles (where the time goes), then the other variants: a deadline
-    # skips the last first.
+    # What the slices choose between, the fewest bytes, runs together, then the profiles (where the time goes), then
+    # acting, the replay's adds and the other variants: a deadline skips the last first.
     time_all([v for v in args.variants if v in PRIMARY])
     time_all([v for v in args.variants if v in LEVERS_EARLY])
     time_all([v for v in args.variants if v in STACKED_EARLY])
+    if args.profile_updates > 0:
+        texts = []
+        for v in PROFILED:
+            if time.perf_counter() - t_start > args.deadline:
+                report["profile"].append({"name": v, "skipped": f"past the {args.deadline:.0f} s deadline"})
+                continue
+            p = profile_variant(args, v, device)
+            report["profile"].append({k: x for k, x in p.items() if k != "table"})
+            texts.append(f"== {v}: " + (json.dumps({k: x for k, x in p.items() if k != "table"}) + "\n" +
+                                        p.get("table", "")))
+            if out is not None:
+                (out / "profile.txt").write_text("\n\n".join(texts) + "\n")
+        write()
     if time.perf_counter() - t_start <= args.deadline:
         acting = report["acting"] = time_acting(args, device)
         write()
@@ -858,19 +869,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{added['staged_step_median_ms']} ms from pinned staging slots ({added['staged_step_speedup']}x)"
             if "error" not in added
             else f"ERROR {added['error']}"), flush=True)
-    if args.profile_updates > 0:
-        texts = []
-        for v in PROFILED:
-            if time.perf_counter() - t_start > args.deadline:
-                report["profile"].append({"name": v, "skipped": f"past the {args.deadline:.0f} s deadline"})
-                continue
-            p = profile_variant(args, v, device)
-            report["profile"].append({k: x for k, x in p.items() if k != "table"})
-            texts.append(f"== {v}: " + (json.dumps({k: x for k, x in p.items() if k != "table"}) + "\n" +
-                                        p.get("table", "")))
-            if out is not None:
-                (out / "profile.txt").write_text("\n\n".join(texts) + "\n")
-        write()
     time_all([v for v in args.variants if v not in PRIMARY + LEVERS_EARLY + STACKED_EARLY])
     base = next((r for r in report["variants"] if r["name"] == "checked" and "median_ms" in r), None)
     for r in report["variants"]:
