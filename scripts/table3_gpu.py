@@ -705,6 +705,9 @@ def alone_line(alone: dict) -> str:
 GRAPH_FLAGS = ("--cuda-graphs", "--replay-on-device")
 #: The fast paths --speed auto chooses from: the bench's variant -> rl_curl.train's flags.
 FAST_PATHS = {"graphs": GRAPH_FLAGS, "graphs_convrelu": (*GRAPH_FLAGS, "--cudnn-conv-relu")}
+#: The bench's other self-test checks a fast path needs to have passed where the report has them: the fused kernel
+#: against the default convolution (its own check compares the graph with the same kernel run eagerly).
+FAST_PATH_CHECKS = {"graphs_convrelu": ("conv_relu_op",)}
 
 
 def variant_of(flags: tuple[str, ...]) -> str:
@@ -817,6 +820,9 @@ def choose_speed(mode: str, bench: dict | None, together: bool = True) -> tuple[
     # each fast path by its own check (a report without the list: its one verdict, for graphs)
     passed = ({c.get("path") for c in checks if c.get("passed")} if checks is not None
               else ({"graphs"} if test.get("passed") else set()))
+    failed = {c.get("path") for c in checks if not c.get("passed")} if checks is not None else set()
+    passed -= failed  # a path with several checks needs them all
+    passed -= {path for path, needs in FAST_PATH_CHECKS.items() if failed & set(needs)}
     if not passed & set(FAST_PATHS):
         return (), "default: the fast path's self-test did not pass (selftest.txt)"
     if checks is not None and any(c.get("path") == REPLAY_CHECK and not c.get("passed") for c in checks):

@@ -396,6 +396,15 @@ def test_speed_choice_and_the_fit_estimate():
              "variants": [*bench["variants"], {"name": "graphs_convrelu", "median_ms": 2.5}]}
     flags, why = choose_speed("auto", three)
     assert flags == (*GRAPH_FLAGS, "--cudnn-conv-relu") and variant_of(flags) == "graphs_convrelu" and "2.50" in why
+    # the fused kernel's own check (conv_relu_op) failed: the graph's check alone does not make the path pass
+    op = {"path": "conv_relu_op", "passed": False}
+    with_op = {**three, "selftest": {"passed": False, "checks": [*checks, op]}}
+    assert choose_speed("auto", with_op)[0] == GRAPH_FLAGS
+    op["passed"] = True
+    assert choose_speed("auto", with_op)[0] == (*GRAPH_FLAGS, "--cudnn-conv-relu")
+    # a path with two checks of its own needs both
+    twice = {**three, "selftest": {"passed": False, "checks": [*checks, {"path": "graphs_convrelu", "passed": False}]}}
+    assert choose_speed("auto", twice)[0] == GRAPH_FLAGS
     checks[2]["passed"] = False  # its check failed: graphs, whose check passed
     assert choose_speed("auto", three)[0] == GRAPH_FLAGS and variant_of(GRAPH_FLAGS) == "graphs"
     checks[0]["passed"] = False
@@ -435,7 +444,7 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
                                                                                        "graphs_convrelu"]
     assert {c["path"] for c in bench["selftest"]["checks"] if c["passed"]} == {
         "graphs", "graphs_fused", "graphs_convrelu", "stacked", "stacked_act", "graphs_stacked", "graphs_stacked_act",
-        "graphs_act", "replay_staged"}
+        "graphs_act", "replay_staged", "conv_relu_op"}
     assert all("median_ms" in r for r in bench["variants"])
     # what bf16 autocast does under vmap (torch 2.13's CPU build: a vmapped convolution stays float32, a linear is cast)
     assert bench["render"]["same_frames"] is True and bench["render"]["kept_camera_ms"] > 0  # the frame's cost
