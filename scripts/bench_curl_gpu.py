@@ -26,7 +26,8 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    warm-up (cuDNN's algorithm search; the graphs' capture); CUDA events around ``updates`` updates, twice. Variants:
    ``checked`` (the update as of commit b3b304f: the losses' host checks on, one device sync per update; host
    replay), ``default`` (today's default: no host check; host replay), ``device_replay`` (the same, replay on the
-   GPU), ``graphs`` (--cuda-graphs --replay-on-device), ``graphs_bf16`` (with --mixed-precision bf16), and
+   GPU; ``device_replay_convrelu`` with --cudnn-conv-relu), ``graphs`` (--cuda-graphs --replay-on-device),
+   ``graphs_bf16`` (with --mixed-precision bf16), and
    ``graphs_fused`` (the fused schedule: not the official update, half the convolutions), ``graphs_convrelu``
    (``graphs`` with --cudnn-conv-relu: each convolution, its bias and its ReLU one cuDNN kernel) and
    ``graphs_bf16_convrelu`` (both), and ``graphs_stacked`` / ``stacked`` (``--stack`` runs' updates as one,
@@ -44,9 +45,10 @@ and where the time goes (issue 42). The first thing scripts/gpu_table3.sh runs o
    reads its inputs and writes its outputs once: the two numbers whose rates bound the time) and its peak GPU memory.
    The byte count sees operators as dispatched: the bias add that PyTorch's cuDNN convolution launches inside the
    operator is not in it, so the default's count is low by one read and write of every convolution's output.
-3. **Profile** (profile.txt; "profile"): torch.profiler over a few updates of ``graphs_convrelu``, ``graphs`` and
-   ``checked``, in that order (what is left in the fastest float32 update first): kernels per update, their summed
-   GPU time, the host's time, and the 15 kernels that take the most GPU time.
+3. **Profile** (profile.txt; "profile"): torch.profiler over a few updates of ``device_replay_convrelu`` (the
+   kernels of ``graphs_convrelu`` launched one by one), ``graphs_convrelu`` and ``device_replay``, in that order
+   (PROFILED): kernels per update, their summed GPU time, the host's time, and the 15 kernels that take the most GPU
+   time.
 
 Also recorded first: ms per cartpole frame from dm_control's ``physics.render`` and from the environment's kept camera
 ("render"), and ("autocast_under_vmap") the dtype a convolution and a linear layer give under bf16 autocast,
@@ -97,6 +99,9 @@ VARIANTS = {
     "graphs_stacked22": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="official",
                              stacked=True, stack=22),
     "device_replay": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official"),
+    # graphs_convrelu's kernels launched one by one (what its profile is taken of, see PROFILED)
+    "device_replay_convrelu": dict(device_replay=True, graphs=False, bf16=False, host_checks=False, update="official",
+                                   conv_relu=True),
     "graphs_bf16": dict(device_replay=True, graphs=True, bf16=True, host_checks=False, update="official"),
     "graphs_fused": dict(device_replay=True, graphs=True, bf16=False, host_checks=False, update="fused"),
     "graphs_bf16_convrelu": dict(device_replay=True, graphs=True, bf16=True, host_checks=False, update="official",
@@ -112,7 +117,11 @@ LEVERS_EARLY = ("graphs_bf16_convrelu",)
 #: the slices train their runs together, rl_curl.together).
 STACKED_EARLY = ("graphs_stacked", "graphs_stacked22")
 #: Profiled (after PRIMARY, before the other variants).
-PROFILED = ("graphs_convrelu", "graphs", "checked")
+#: Profiled, in this order: the kernels of the fastest float32 update launched one by one (the same kernels as its
+#: CUDA graph; the profiler's view of kernels inside a graph is not trusted: CUPTI before CUDA 13.1 misreports
+#: them), the graph itself (to see what the profiler makes of it), and the unfused update's kernels. The default
+#: update's profile (checked) was taken on an H200 on 2026-12-04.
+PROFILED = ("device_replay_convrelu", "graphs_convrelu", "device_replay")
 #: The self-test: (fast path, the path it must equal).
 #: graphs_convrelu is compared with the same fused convolutions run eagerly (isolating the graph, as graphs against
 #: default does): on a GPU the fused kernel adds in another order than the default convolution, which Adam turns into
@@ -136,7 +145,7 @@ class Args:
     """Timed repetitions per variant (the spread says how much a difference must be to count)."""
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
     """Variants to time: checked, default, graphs, graphs_convrelu, graphs_stacked, stacked, graphs_stacked22,
-    device_replay, graphs_bf16, graphs_fused, graphs_bf16_convrelu."""
+    device_replay, device_replay_convrelu, graphs_bf16, graphs_fused, graphs_bf16_convrelu."""
     stack: int = 6
     """Runs in the stacked variants (K agents' updates as one, rl_curl.stacked; their ms_per_run_update is the time
     of one stacked update divided by K)."""
