@@ -73,14 +73,14 @@ def test_no_fused_engine_without_tf32_is_checked_as_the_runs_compute(monkeypatch
     engine_only_with_tf32(monkeypatch)
     check = B.check_conv_relu_op(args(), CPU)
     assert check["passed"], check  # the runs train with TF32 allowed, as torch leaves cuDNN
-    assert "error" in check["modes"]["float32"] and "no fused engine" in check["line"]
+    assert "error" in check["modes"]["float32"] and "float32: ERROR RuntimeError" in check["line"]
     assert not check["modes"]["tf32"]["failed"]
     # the update's check of the graph falls back the same way, and says so
     report = B.selftest(args(), CPU)
     conv = next(c for c in report["checks"] if c["path"] == "graphs_convrelu")
     assert conv["passed"] and conv["tf32"] and conv["against"] == "default_convrelu"
     assert "graphs_convrelu vs default_convrelu, 2 updates" in report["text"]
-    assert "TF32 as in training" in report["text"]
+    assert "TF32 as in training; without it: RuntimeError" in report["text"] and conv["float32_error"]
     assert report["passed"]
 
 
