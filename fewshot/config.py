@@ -20,6 +20,7 @@ from typing import ClassVar, Literal, Optional
 from shared_losses.training.cli import config_from_cli, option_given, option_value
 
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName
+from .pu import MIN_UNLABELED
 
 #: Protocol presets of the text pipelines (``--preset``): the fields each one sets; options given explicitly win.
 #: The PU pipeline takes the fields it has (not lam or head).
@@ -152,6 +153,9 @@ class RunOptions:
         need(self, math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", ">= 0")
         need(self, math.isfinite(self.temperature) and self.temperature > 0, "temperature", "a positive number")
         need(self, self.prior is None or 0.0 <= self.prior <= 1.0, "prior", "in [0, 1]")
+        if self.prior is not None and self.estimate_prior:
+            raise ValueError(f"--prior {self.prior:g} and --estimate-prior contradict each other (a given prior is "
+                             "used as it is, an estimate replaces it): pass one of them")
         need(self, math.isfinite(self.probe_c) and self.probe_c > 0, "probe_c", "a positive number")
         need(self, 0.0 < self.dev_fraction < 1.0, "dev_fraction", "in (0, 1)")
 
@@ -273,6 +277,11 @@ class FewShotConfig(TextOptions):
                              f"{self.objective}: drop it")
 
 
+#: What a PU pipeline run's metrics.json and exported model call its objective: puNCE (PU form) trains the encoder,
+#: the nnPU probe classifies.
+PU_OBJECTIVE = "punce(pu)+nnpu-probe"
+
+
 @dataclass
 class PuConfig(TextOptions):
     """Text PU learning (``python -m fewshot.train pu``, puNCE section 5.1): n_P labeled positives plus U unlabeled
@@ -327,9 +336,16 @@ class PuConfig(TextOptions):
         if self.positive_file is not None and self.eval_split == "dev":
             raise ValueError("--eval-split dev needs labels to hold a development split out of; PU data from files "
                              "has none: pass a labeled --eval-file instead")
-        if self.n_unlabeled < 1 and self.positive_file is None:
-            raise ValueError(f"--n-unlabeled must be >= 1 in the PU pipeline (the puNCE prior and the PU probes need "
-                             f"unlabeled examples), got {self.n_unlabeled}")
+        if self.n_unlabeled < MIN_UNLABELED and self.positive_file is None:
+            raise ValueError(f"--n-unlabeled must be >= {MIN_UNLABELED} in the PU pipeline (the PU probes standardise "
+                             f"the features with the unlabeled examples' spread, and the prior estimate needs "
+                             f"{MIN_UNLABELED}), got {self.n_unlabeled}")
+        need(self, self.batch_unlabeled >= 1, "batch_unlabeled",
+             ">= 1 in the PU pipeline (puNCE's PU form trains on the unlabeled examples: 0 trains on nothing)")
+        if self.prior is not None and not 0.0 < self.prior < 1.0:
+            raise ValueError(f"--prior must be strictly between 0 and 1 in the PU pipeline (it is also the PU probes' "
+                             f"class prior, and {self.prior:g} leaves them no "
+                             f"{'negatives' if self.prior >= 1 else 'positives'}), got {self.prior:g}")
 
 
 @dataclass
@@ -521,6 +537,10 @@ class ImageConfig(RunOptions):
                              "it needs --setting pu and a --contrastive loss (not none)")
         if self.setting == "pu":
             need(self, self.n_labeled >= 1, "n_labeled", ">= 1 (n_P labeled positives)")
+            if self.prior is not None and self.prior >= 1.0:
+                raise ValueError(f"--prior must be below 1 with --setting pu, got {self.prior:g}: a prior of 1 says "
+                                 "every unlabeled image is positive, so the PU risks' pool prior pi_p is 1 too and "
+                                 "they have no negatives to learn")
             if self.labeled_percent != default["labeled_percent"]:
                 raise ValueError(f"--labeled-percent {self.labeled_percent:g} applies to --setting pnu; --setting pu "
                                  f"labels n_P positives: --n-labeled")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_losses.data import (RECORD_SUFFIXES, TEXT_SETS, DataError, LabelRule, is_empty, label_values,
+from shared_losses.data import (RECORD_SUFFIXES, TEXT_SETS, DataError, LabelRule, is_empty, label_values, positive_text,
                                 load_text_set, not_utf8_error, read_local, read_records)
 
 
@@ -152,12 +152,43 @@ def load_pu_files(cfg):
     """PU data as users have it: (train_x, train_y, eval_x, eval_y, sample). train_x holds the
     --positive-file texts (label 1, the labeled set) then the --unlabeled-file texts (label -1: unknown,
     never read as a class); every row is used. The evaluation split is the labeled --eval-file, or empty."""
+    from .pu import MIN_UNLABELED
+
+    if Path(cfg.positive_file).is_file() and Path(cfg.unlabeled_file).is_file() and \
+            Path(cfg.positive_file).samefile(cfg.unlabeled_file):
+        raise DataError(f"--positive-file and --unlabeled-file are the same file ({cfg.unlabeled_file}): the unlabeled "
+                        "texts must be other texts than the labeled positives (a sample of the data, positives and "
+                        "negatives, without labels)")
     pos = read_texts(cfg.positive_file, cfg.text_column, "--positive-file")
     unl = read_texts(cfg.unlabeled_file, cfg.text_column, "--unlabeled-file")
+    if len(unl) < MIN_UNLABELED:
+        raise DataError(f"--unlabeled-file {cfg.unlabeled_file} holds {len(unl)} text; the PU probes standardise the "
+                        f"features with the unlabeled texts' spread and the prior estimate needs them too: give at "
+                        f"least {MIN_UNLABELED}")
+    positives = set(pos)
+    shared = sum(t in positives for t in unl)
+    if shared == len(unl):
+        raise DataError(f"every text of --unlabeled-file {cfg.unlabeled_file} ({len(unl)}) is also in --positive-file "
+                        f"{cfg.positive_file}: the unlabeled texts must be a sample of the data (positives and "
+                        "negatives) besides the labeled positives")
+    if shared:
+        warnings.warn(f"{shared} of the {len(unl)} texts of --unlabeled-file {cfg.unlabeled_file} are also in "
+                      f"--positive-file {cfg.positive_file}: a copy of a labeled positive among the unlabeled texts is "
+                      "usually a mistake, and it biases the prior estimate (remove them unless they are really "
+                      "unlabeled texts)", stacklevel=2)
     eval_x, eval_y = [], []
     if cfg.eval_file is not None:
         eval_x, raw = read_labeled(cfg.eval_file, cfg, "--eval-file")
-        kept, eval_y = label_rule(cfg).apply(raw, f"--eval-file {cfg.eval_file}", need_both=False)  # may hold one class
+        rule, source = label_rule(cfg), f"--eval-file {cfg.eval_file}"
+        values = label_values(raw)
+        known = None
+        if rule.mapping is None and len(values) == 1 and positive_text(cfg.positive_label, raw) not in values:
+            # one class, and not the positive one: an evaluation file of negatives only (no training file to compare)
+            known = values
+            warnings.warn(f"{source}: every row has the label {values[0]!r}, not --positive-label "
+                          f"{cfg.positive_label!r}: all {len(raw)} rows are scored as the negative class", stacklevel=2)
+        kept, eval_y = rule.apply(raw, source, known=known, known_from="the evaluation file",
+                                  need_both=False)  # may hold one class
         eval_x = [eval_x[i] for i in kept]
     sample = FewShotSample(np.arange(len(pos)), np.arange(len(pos), len(pos) + len(unl)))
     return pos + unl, [1] * len(pos) + [-1] * len(unl), eval_x, eval_y, sample

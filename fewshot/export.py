@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import AnyConfig, ImageConfig, TextOptions, config_for
+from .config import PU_OBJECTIVE, AnyConfig, ImageConfig, TextOptions, config_for
 from .data import class_names
 from .model import FewShotModel, load_tokenizer, resolve_pooling
 from .objectives import ALL_OBJECTIVES
@@ -271,7 +271,8 @@ def export_model(cfg: TextOptions, model: FewShotModel, tokenizer, pooling: str,
         bias = torch.tensor([0.0, float(torch.as_tensor(pu_head["bias"]).reshape(-1)[0])])
         extra.update(feature_mean=pu_head["mean"], feature_std=pu_head["std"])
     hf = to_hf_model(model, pooling, weight, bias, names, cfg.max_length, **extra)
-    info = {"objective": cfg.objective, "setting": cfg.setting, "head": kind, "pooling": pooling,
+    info = {"objective": PU_OBJECTIVE if cfg.setting == "pu" else cfg.objective, "setting": cfg.setting,
+            "head": kind, "pooling": pooling,
             "pooling_source": pooling_source, "max_length": cfg.max_length, "encoder": cfg.encoder,
             "labels": {"0": names[0], "1": names[1]}, "eval_accuracy": eval_accuracy,
             "load_with": "transformers.pipeline('text-classification', model=FOLDER, trust_remote_code=True, "

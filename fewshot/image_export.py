@@ -10,11 +10,17 @@ An image run ends with ``model/image_classifier.pt`` (:func:`fewshot.image_run.e
 * ``model.safetensors`` + ``config.json``: the weights and every size and setting, for those who rebuild the
   network themselves (the architecture is in ``config.json``'s ``architecture``).
 
-The first two take the images exactly as the training arrays held them, the normalisation inside: a batch
-``[N, *raw_shape]`` (``(H, W)``, ``(H, W, C)`` or ``(D,)`` per image) of uint8 pixels 0-255 when the training
-pixels were integers (else float32 in [0, 1]), and return ``scores`` ``[N]``: the logit of the positive class
-(``scores > 0``: the positive class, the classes ``config.json`` names). They compute what
-:func:`load_image_classifier` computes (tested to 1e-5, in a process where the suite cannot be imported).
+Both take a batch ``[N, *raw_shape]`` (``(H, W)``, ``(H, W, C)`` or ``(D,)`` per image), the normalisation
+inside, and return ``scores`` ``[N]``: the logit of the positive class (``scores > 0``: the positive class, the
+classes ``config.json`` names). They compute what :func:`load_image_classifier` computes (tested to 1e-5, in a
+process where the suite cannot be imported). They differ in the pixels they take:
+
+* the TorchScript module follows :func:`load_image_classifier`'s rule whatever the training pixels were: integer
+  pixels (uint8) 0-255 are divided by 255, float pixels are taken as they are and must lie in [0, 1] (else it
+  raises, naming the range found);
+* the ONNX graph has one input type, that of the training arrays (``config.json``'s ``input``): uint8 0-255 when
+  the training pixels were integers (onnxruntime refuses floats), else float32 in [0, 1] (onnxruntime refuses
+  uint8; a graph cannot check the range, so float pixels 0-255 give wrong scores without an error).
 """
 
 from __future__ import annotations
@@ -60,6 +66,46 @@ class PortableImageClassifier(nn.Module):
         if self.standardise:
             f = (f - self.mean) / self.std
         return (f @ self.weight.T + self.bias).squeeze(1)
+
+
+class AnyPixels(nn.Module):
+    """The TorchScript export's front: the pixels :func:`fewshot.image_run.load_image_classifier` takes, whatever the
+    training arrays held (integers 0-255 -> divided by 255; floats in [0, 1] as they are, others refused), into
+    ``core``, a traced :class:`PortableImageClassifier` that takes float pixels in [0, 1]. Scripted, so that the
+    choice by dtype and the range check stay in the saved module (a trace would keep only the example's branch)."""
+
+    def __init__(self, core: nn.Module):
+        super().__init__()
+        self.core = core
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if images.dtype == torch.bool or images.is_complex():
+            raise ValueError("images must hold numbers (uint8 0-255 or float in [0, 1]), got " + str(images.dtype))
+        if images.is_floating_point():
+            x = images.float()
+            if x.numel() > 0:
+                if not bool(torch.isfinite(x).all()):
+                    raise ValueError("images hold NaN or infinite values")
+                lo, hi = float(x.min()), float(x.max())
+                if lo < 0.0 or hi > 1.0:
+                    raise ValueError("float pixels must lie in [0, 1], found values in [{}, {}] (0-255 floats? "
+                                     "divide by 255, or pass uint8)".format(lo, hi))
+        else:
+            if images.numel() > 0:
+                lo, hi = int(images.min()), int(images.max())
+                if lo < 0 or hi > 255:
+                    raise ValueError("integer pixels must lie in 0-255, found values in [{}, {}]".format(lo, hi))
+            x = images.float() / 255.0
+        return self.core(x)
+
+
+def torchscript_module(model, head: dict, raw_shape: tuple, in_shape: tuple) -> torch.jit.ScriptModule:
+    """The TorchScript export of a classifier (see :class:`AnyPixels`): the network traced on float pixels, the
+    scripted front that reads any pixel dtype before it."""
+    core = PortableImageClassifier(model, head, raw_shape, False, in_shape).eval().requires_grad_(False)
+    with torch.no_grad():
+        traced = torch.jit.trace(core, (torch.rand((2, *raw_shape)),), check_trace=False)
+    return torch.jit.script(AnyPixels(traced))
 
 
 def rebuild(blob: dict):
@@ -165,7 +211,8 @@ def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]
 
     folder = Path(folder)
     raw_shape, raw_integer = raw_input(blob)
-    module = PortableImageClassifier(rebuild(blob), blob["head"], raw_shape, raw_integer, tuple(blob["in_shape"]))
+    model = rebuild(blob)
+    module = PortableImageClassifier(model, blob["head"], raw_shape, raw_integer, tuple(blob["in_shape"]))
     module.eval().requires_grad_(False)  # the loaded files predict; their outputs need no gradient
     dtype = torch.uint8 if raw_integer else torch.float32
     example = (torch.randint(0, 256, (2, *raw_shape), dtype=torch.uint8) if raw_integer
@@ -173,8 +220,8 @@ def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]
     written, notes = [], []
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tracer and exporter warnings about shapes that are in fact fixed
-        traced = torch.jit.trace(module, (example,), check_trace=False)
-        _atomic(folder / TORCHSCRIPT_FILE, lambda p: torch.jit.save(traced, str(p)))
+        scripted = torchscript_module(model, blob["head"], raw_shape, tuple(blob["in_shape"]))
+        _atomic(folder / TORCHSCRIPT_FILE, lambda p: torch.jit.save(scripted, str(p)))
         written.append(TORCHSCRIPT_FILE)
         try:
             import onnx  # noqa: F401  (torch's exporter needs both)
@@ -205,7 +252,10 @@ def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]
         "format": "contrastive-suite image classifier, version 1",
         "input": {"name": "images", "shape": ["N", *raw_shape], "dtype": "uint8" if raw_integer else "float32",
                   "values": "pixels 0-255" if raw_integer else "pixels in [0, 1]",
-                  "scaling": f"multiplied by {module.scale!r} inside"},
+                  "scaling": f"multiplied by {module.scale!r} inside",
+                  "onnx": ("uint8 pixels 0-255 only" if raw_integer else "float32 pixels in [0, 1] only"),
+                  "torchscript": "uint8 pixels 0-255 (divided by 255 inside) or float pixels in [0, 1] (as they are; "
+                                 "others refused)"},
         "output": {"name": "scores", "shape": ["N"], "meaning": "logit of the positive class: > 0 means positive"},
         "positive_classes": blob.get("positive_classes"), "classes": {"1": "positive", "0": "negative"},
         "architecture": {"encoder": blob["kind"], "in_shape": list(blob["in_shape"]), "hidden": blob["hidden"],

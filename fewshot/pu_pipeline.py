@@ -7,6 +7,7 @@ case-control setting of Kiryo et al.)."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -15,7 +16,7 @@ from tqdm import tqdm
 
 from shared_losses.training.runtime import DivergenceWatch
 
-from .config import PuConfig
+from .config import PU_OBJECTIVE, PuConfig
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE
 from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
@@ -36,8 +37,6 @@ class PuApp(FewShotRunApp):
         cfg = self.cfg
         self.run = run = prepare(cfg, self.model, self.tokenizer, self.harness, saved)
         self.accelerator, self.tokenizer = acc, tokenizer = run.acc, run.tokenizer
-        if not 0.0 < run.prior < 1.0:
-            raise ValueError(f"the PU probes need a prior strictly between 0 and 1, got {run.prior}")
         self.t0 = time.time()
         # no evaluation split (PU files without --eval-file): the baseline probes would score nothing; a resumed
         # run has them in its checkpoint
@@ -55,6 +54,13 @@ class PuApp(FewShotRunApp):
         self.world, self.rank = acc.num_processes, acc.process_index
         self.n_lab = min(cfg.batch_labeled * self.world, len(run.sample.labeled))
         self.n_unl = min(cfg.batch_unlabeled * self.world, len(run.sample.unlabeled))
+        capped = [f"--batch-{what} {asked} x {self.world} process(es) to the {have} {what} examples"
+                  for what, asked, have in (("labeled", cfg.batch_labeled, len(run.sample.labeled)),
+                                            ("unlabeled", cfg.batch_unlabeled, len(run.sample.unlabeled)))
+                  if asked * self.world > have]
+        if capped and acc.is_main_process:
+            print(f"batches capped to the data: {'; '.join(capped)} (metrics.json: batch_labeled_used, "
+                  "batch_unlabeled_used)", file=sys.stderr)
         self.head = None
 
     def state(self):
@@ -85,6 +91,13 @@ class PuApp(FewShotRunApp):
         ids, mask = tokenize(self.tokenizer, [run.train_x[i] for i in idx], cfg.max_length, device)
         with acc.autocast():
             z1, z2 = forward_views(self.model, ids, mask, DEFAULT_OBJECTIVE)[1]  # two dropout views, as puNCE
+        if not bool(torch.isfinite(z1).all() and torch.isfinite(z2).all()):
+            # weights finite but overflowing features: the loss would be NaN (its input check would name the features,
+            # not the learning rate); the watch stops the run as at any diverged step
+            self.step += 1
+            self.loss = float("nan")
+            self.watch.check(self.step, self.loss)
+        with acc.autocast():
             # the contrastive term of puNCE's objective: with no labeled negatives, its PU form
             loss = ALL_OBJECTIVES.get(DEFAULT_OBJECTIVE).loss(z1=z1, z2=z2, roles=roles, temperature=cfg.temperature,
                                                               prior=run.prior, gather=False,
@@ -126,12 +139,13 @@ class PuApp(FewShotRunApp):
         cfg, run, trained = self.cfg, self.run, self.trained
         sample, from_files = run.sample, cfg.positive_file is not None
         metrics = {
-            "eval_accuracy": trained["nnpu"] if trained is not None else None, "objective": "punce(pu)+nnpu-probe",
+            "eval_accuracy": trained["nnpu"] if trained is not None else None, "objective": PU_OBJECTIVE,
             "setting": "pu", "n_labeled": len(sample.labeled) if from_files else cfg.n_labeled,
             "n_unlabeled": len(sample.unlabeled) if from_files else cfg.n_unlabeled, "seed": cfg.seed,
             "encoder": cfg.encoder, "dataset": None if from_files else cfg.dataset, "eval_file": cfg.eval_file,
             "temperature": cfg.temperature, "label_pull": cfg.label_pull, "prior": run.prior,
-            "prior_source": run.prior_source, "steps": cfg.max_steps,
+            "prior_source": run.prior_source, "exact_prior": run.exact_prior, "steps": cfg.max_steps,
+            "batch_labeled_used": self.n_lab, "batch_unlabeled_used": self.n_unl,
             "probes": {"pretrained_encoder": self.baseline, "punce_encoder": trained},
             "train_seconds": time.time() - self.t0, "pooling": run.pooling, "pooling_source": run.pooling_source,
             "n_eval": len(run.eval_y),

@@ -21,7 +21,7 @@ from .data import load_pu_files, load_splits, sample_fewshot
 from .heads import embed_all
 from .objectives import ALL_OBJECTIVES
 from .model import FewShotModel, load_tokenizer, max_tokens, resolve_pooling
-from .prior import elkan_noto_prior
+from .prior import ESTIMATE_HINTS, elkan_noto_prior, warn_given_prior
 
 
 class Batches:
@@ -110,6 +110,7 @@ class Run:
     tokenizer: object
     prior: float = 0.5
     prior_source: str = ""
+    exact_prior: float | None = None  # the positive share of the drawn unlabeled sample, where its labels are known
     resuming: bool = False  # continuing from the checkpoint in out
     harness: RunHarness | None = None  # the run's folder, loggers, checkpoints and signals
     pooling: str = "cls"  # --pooling resolved (auto -> cls / mean / max)
@@ -210,6 +211,11 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
         raise ValueError(f"--n-labeled {cfg.n_labeled} is smaller than the number of processes ({acc.num_processes}): "
                          "each process takes its share of every batch and needs at least one labeled example")
     train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
+    exact = exact_unlabeled_prior(cfg, train_y, sample)
+    if cfg.setting == "pu" and cfg.prior is None and not cfg.estimate_prior and exact is not None:
+        check_pu_prior(exact, "exact", len(sample.unlabeled))  # before the encoder loads
+    if cfg.prior is not None and exact is not None:
+        warn_given_prior(cfg.prior, exact)
     if cfg.pu_files and len(sample.labeled) < acc.num_processes:
         raise ValueError(f"--positive-file holds {len(sample.labeled)} texts, fewer than the number of processes "
                          f"({acc.num_processes}): each process needs at least one labeled example")
@@ -234,6 +240,9 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
     run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer, resuming=resuming,
               pooling=pooling, pooling_source=pooling_source, harness=harness)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
+    run.exact_prior = exact
+    if cfg.setting == "pu":
+        check_pu_prior(run.prior, run.prior_source, len(sample.unlabeled), cfg.pu_files)  # before anything is written
     harness.open(acc)  # every process has read the folder before the main one changes it
     harness.write_config(recorded_options(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
     if acc.is_main_process:
@@ -452,10 +461,42 @@ def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None
         pos = sample.labeled[train_y[sample.labeled] == 1]
         fp, _ = embed_all(model, tokenizer, [train_x[i] for i in pos], cfg.max_length, device)
         fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
-        return elkan_noto_prior(fp.numpy(), fu.numpy(), seed=cfg.seed), "elkan-noto"
+        hint = ESTIMATE_HINTS["files" if cfg.pu_files else "sampled"]
+        return elkan_noto_prior(fp.numpy(), fu.numpy(), seed=cfg.seed, hint=hint), "elkan-noto"
     if len(sample.unlabeled) == 0:
         return 0.5, "no unlabeled data"
     return float(train_y[sample.unlabeled].mean()), "exact"
+
+
+def exact_unlabeled_prior(cfg, train_y, sample) -> float | None:
+    """The exact prior of a run's drawn unlabeled sample (the positive share of it, puNCE appendix A.1.1), where its
+    labels are known (a sample drawn from a labeled data set); None for PU files or without unlabeled examples."""
+    if cfg.pu_files or len(sample.unlabeled) == 0:
+        return None
+    return float((np.asarray(train_y)[sample.unlabeled] == 1).mean())
+
+
+def check_pu_prior(prior: float, source: str, n_unlabeled: int, pu_files: bool = False) -> None:
+    """Refuse, in one line, a prior the PU probes cannot use (0 or 1), saying where it came from (the exact prior of the
+    drawn unlabeled sample, or the Elkan-Noto estimate) and what to do. A given --prior is refused by
+    :meth:`fewshot.config.PuConfig.validate`."""
+    if 0.0 < prior < 1.0:
+        return
+    need = f"the PU probes need a prior strictly between 0 and 1, got {prior:g}"
+    if source == "exact":
+        what = ("none of its examples is positive (the data set's positives went to the labeled draw, or are rare)"
+                if prior <= 0 else "every one of them is positive (the data set has too few negatives)")
+        raise ValueError(f"the exact prior of the drawn unlabeled sample ({n_unlabeled} examples) is {prior:g}: "
+                         f"{what}; {need}: raise --n-unlabeled, lower --n-labeled or try another --seed, or pass "
+                         "--prior")
+    if source == "elkan-noto":
+        what = ("it found no positives among the unlabeled texts" if prior <= 0 else
+                "it could not tell the labeled positives from the unlabeled texts (docs/results/fewshot.md, 'How close "
+                "is the Elkan-Noto estimate')")
+        where = "of --unlabeled-file" if pu_files else "of the unlabeled texts"
+        raise ValueError(f"the Elkan-Noto estimate of the prior came out as {prior:g}: {what}; {need}: pass --prior P "
+                         f"(your estimate of the positive share {where})")
+    raise ValueError(f"{need} ({source})")
 
 
 def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, train_seconds: float) -> dict:
@@ -476,6 +517,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
         "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
         "label_pull": cfg.label_pull, "prior": run.prior, "prior_source": run.prior_source,
+        "exact_prior": run.exact_prior,
         "steps": cfg.max_steps if ALL_OBJECTIVES.get(cfg.objective).trains_encoder else 0,
         "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
         "pooling": run.pooling, "pooling_source": run.pooling_source,

@@ -237,7 +237,10 @@ def is_qt_vocab(file: Path) -> bool:
 
 
 def load_model(directory: str | os.PathLike, device="cpu"):
-    """``(model, vocab)`` from a directory written by :func:`save_model`."""
+    """``(model, vocab)`` from a directory written by :func:`save_model` (or by sentence-transformers' save of
+    such a model). A CPC model (``heads: cpc``) whose folder lacks the training heads' weights (``cpc.*``: a
+    sentence-transformers save from before it kept them) loads with freshly initialised heads: it encodes as
+    saved (the heads take no part in the sentence vector)."""
     from safetensors.torch import load_file
 
     from .vocab import Vocab
@@ -253,7 +256,10 @@ def load_model(directory: str | os.PathLike, device="cpu"):
     vocab = Vocab.load(directory / "vocab.json")
     try:
         model = QuickThought(ModelConfig(**meta["model"]))
-        model.load_state_dict(load_file(str(directory / "model.safetensors")))
+        state = load_file(str(directory / "model.safetensors"))
+        if model.g is None and not any(k.startswith("cpc.") for k in state):  # encoder only: heads as initialised
+            state.update({k: v for k, v in model.state_dict().items() if k.startswith("cpc.")})
+        model.load_state_dict(state)
     except Exception as err:  # noqa: BLE001 - json / safetensors / shape errors: say which model is broken
         raise ValueError(
             f"{directory}: the nlp_qt model files are corrupt or do not match each other ({type(err).__name__}: {err})"

@@ -15,8 +15,11 @@ sizes; ``vocab.json``: the words and the tokenizer settings; ``model.safetensors
 f and g) and computes what :func:`nlp_qt.senteval.make_qt_encoder` computes: the same tokenizer
 (defined here; :mod:`nlp_qt.vocab` imports it, so both tokenize alike), the same ids, the same
 GRU, bag-of-words or convolutional encoders, the same ``[f/|f|; g/|g|]`` (a CPC model, ``heads: cpc``: its one
-encoder's ``f/|f|``; its training heads, the GRU context and the prediction maps, are not read). Texts are read
-whole; ``model.max_seq_length = N`` cuts them to their first N tokens (None: whole texts again).
+encoder's ``f/|f|``; its training heads, the GRU context and the prediction maps, do not take part, but are kept
+and written back by ``save``, as are config.json's other entries, so a saved folder loads in nlp_qt again). Texts
+are read whole; ``model.max_seq_length = N`` cuts them to their first N tokens (None: whole texts again). The
+module trains in sentence-transformers (its losses and trainer): the vector keeps its gradient; encoding (``encode``)
+runs without one.
 """
 
 from __future__ import annotations
@@ -252,13 +255,18 @@ class QuickThought(nn.Module):
         kind = {"gru": GRUEncoder, "bow": BowEncoder, "conv": ConvEncoder}[cfg["encoder"]]
         self.f = kind(cfg)
         self.g = None if cfg["heads"] == "cpc" else kind(cfg)
+        # what a folder holds beside the encoders, kept for save(): the CPC training heads' weights (cpc.*, not
+        # modules here) and config.json's entries other than the model's sizes (train_config, step)
+        self.kept_state: dict[str, torch.Tensor] = {}
+        self.kept_config: dict = {}
 
     @property
     def embedding_dim(self) -> int:
         return self.cfg["encoder_dim"] * (1 if self.g is None else 2)
 
-    @torch.no_grad()
     def embed(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """``[f/|f|; g/|g|]`` with its gradient (sentence-transformers trains through it; its ``encode`` runs in
+        inference mode)."""
         u = F.normalize(self.f(ids, lengths), dim=-1)
         if self.g is None:
             return u
@@ -290,13 +298,15 @@ def load_folder(path: str | os.PathLike) -> tuple[QuickThought, Vocab]:
         state = load_file(str(path / "model.safetensors"))
     except Exception as err:  # noqa: BLE001 - safetensors' own errors: a truncated or overwritten file
         raise ValueError(f"{path / 'model.safetensors'} is damaged ({type(err).__name__}: {err})") from None
-    if model.g is None:  # a CPC model: its training heads (cpc.*) are not part of the sentence encoder
+    if model.g is None:  # a CPC model: its training heads (cpc.*) are not part of the sentence encoder; save keeps them
+        model.kept_state = {k: v for k, v in state.items() if k.startswith("cpc.")}
         state = {k: v for k, v in state.items() if not k.startswith("cpc.")}
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as err:
         raise ValueError(f"{path / 'model.safetensors'} does not match {path / 'config.json'} "
                          f"({str(err).splitlines()[0]})") from None
+    model.kept_config = {k: v for k, v in parts["config.json"].items() if k not in ("type", "model")}
     return model.eval(), vocab
 
 
@@ -355,10 +365,12 @@ class QuickThoughtModule(nn.Module):
         out = Path(output_path)
         out.mkdir(parents=True, exist_ok=True)
         cfg = {k: self.qt.cfg[k] for k in ("vocab_size", "word_dim", "encoder_dim", "bidirectional", "encoder", "heads",
-                                           "conv_width")}
-        (out / "config.json").write_text(json.dumps({"type": "nlp_qt.QuickThought", "model": cfg}, indent=2))
+                                           "cpc_steps", "conv_width") if k in self.qt.cfg}
+        meta = {"type": "nlp_qt.QuickThought", "model": cfg, **getattr(self.qt, "kept_config", {})}
+        (out / "config.json").write_text(json.dumps(meta, indent=2))
         (out / "vocab.json").write_text(json.dumps(self.vocab.to_json()))
         state = {k: v.detach().cpu().contiguous() for k, v in self.qt.state_dict().items()}
+        state.update({k: v.detach().cpu().contiguous() for k, v in getattr(self.qt, "kept_state", {}).items()})
         save_file(state, str(out / "model.safetensors"))
         source = Path(__file__).resolve()
         if source != (out / MODULE_FILE).resolve():

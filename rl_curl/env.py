@@ -14,10 +14,12 @@ resized, stacked and paired with actions rescaled to ``[-1, 1]`` the same way. `
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import os
 import signal
 import subprocess
+import weakref
 from collections import deque
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -234,6 +236,31 @@ def _to_unit_box(space, what: str):
     return low, high
 
 
+#: gymnasium environments that have rendered and are not closed: closed at exit (see _close_at_exit)
+_rendering_gym_envs: weakref.WeakSet = weakref.WeakSet()
+_close_registered = False
+
+
+def _close_open_gym_envs() -> None:
+    for env in list(_rendering_gym_envs):
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - the process is ending: a close that fails changes nothing
+            pass
+
+
+def _close_at_exit(env: "GymPixels") -> None:
+    """Close ``env`` at interpreter exit if its user did not. MuJoCo's EGL context (gymnasium's offscreen renderer)
+    left to the interpreter's teardown prints "Exception ignored in: GLContext.__del__ ... 'NoneType' object is not
+    callable". Registered after the first frame, hence after MuJoCo's own exit hook (eglTerminate), so it runs
+    before that one."""
+    global _close_registered
+    _rendering_gym_envs.add(env)
+    if not _close_registered:
+        _close_registered = True
+        atexit.register(_close_open_gym_envs)
+
+
 class GymPixels(_StackedPixels):
     """Any gymnasium environment seen from pixels, with action repeat and frame stacking.
 
@@ -278,6 +305,8 @@ class GymPixels(_StackedPixels):
             frame = obs if self._image_obs else self._env.render()
         except gym.error.DependencyNotInstalled as e:  # classic control renders with pygame, an optional extra
             raise ValueError(f"{self._what} cannot render its frames: {e}") from e
+        if not self._image_obs and self not in _rendering_gym_envs:
+            _close_at_exit(self)
         frame = np.asarray(frame)
         if frame.ndim != 3 or frame.shape[-1] != 3:
             raise ValueError(f"{self._what}: expected RGB frames of shape (H, W, 3), got {frame.shape}")
@@ -311,6 +340,7 @@ class GymPixels(_StackedPixels):
         return self._obs(), reward, bool(terminated), bool(truncated), info
 
     def close(self):
+        _rendering_gym_envs.discard(self)
         self._env.close()
 
 

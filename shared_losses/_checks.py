@@ -45,6 +45,14 @@ def check_tau_plus(tau_plus: float) -> float:
 
 
 def check_prior(prior: float) -> float:
+    if isinstance(prior, torch.Tensor):
+        if prior.requires_grad:  # float() would detach it: a learned prior that never learns
+            raise ValueError("prior is a tensor that requires grad: these losses take a fixed number (pi = p(y=+1 | "
+                             "unlabeled)); pass prior.item() or a detached tensor")
+        if prior.numel() != 1:
+            raise ValueError(f"prior must be one number, got a tensor of shape {tuple(prior.shape)}")
+    elif isinstance(prior, (bool, str, bytes)) or not hasattr(prior, "__float__"):  # numbers, numpy scalars pass
+        raise ValueError(f"prior must be a number, got {type(prior).__name__}")
     prior = float(prior)
     if not 0.0 <= prior <= 1.0:
         raise ValueError(f"prior (pi = p(y=+1 | unlabeled)) must be in [0, 1], got {prior}")

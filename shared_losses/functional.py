@@ -488,8 +488,12 @@ def punce_weights(
     * ``label_pull`` lambda (a variant beyond the paper; docs/equations.md section 5): an unlabeled anchor's
       row is ``lambda x`` the above ``+ (1 - lambda)/|A(i)|`` on A(i). 1 is the paper; 0 is SCL-PU.
 
-    Every row that has a positive sums to 1; a labeled anchor without another view of its label gets a row of
-    zeros (:func:`punce_loss` refuses such a batch). ``cand_*`` default to the anchors themselves (single process);
+    Every row sums to 1 when each anchor has a positive: another view of its label (labeled anchors) and another view
+    of its source (unlabeled anchors: eq. (8)'s ``1/|A(i)|``), as :func:`punce_loss` requires. Otherwise a row holds
+    only the parts it has: a labeled anchor without another view of its label gets a row of zeros, and an unlabeled
+    anchor without another view of its source (single-view input) only ``lambda pi`` on the labeled positives and
+    ``lambda (1 - pi)`` on the labeled negatives, where the batch has them: its row sums to less than 1
+    (:func:`punce_loss` refuses both batches). ``cand_*`` default to the anchors themselves (single process);
     the anchors are the candidates ``self_offset`` to ``self_offset + n - 1``. ``dtype``: a floating-point dtype.
     """
     prior = C.check_prior(prior)

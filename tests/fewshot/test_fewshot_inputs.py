@@ -122,7 +122,7 @@ def test_pu_setting_refuses_what_it_cannot_do(tiny_encoder, easy_task, tmp_path)
     names = {f.name for f in dataclasses.fields(PuConfig)}
     assert not names & {"gather_across_processes", "objective", "lam", "head"}
     # was: torch.cat() of nothing
-    with pytest.raises(ValueError, match="--n-unlabeled must be >= 1 in the PU pipeline"):
+    with pytest.raises(ValueError, match="--n-unlabeled must be >= 2 in the PU pipeline"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", n_unlabeled=0))
     with pytest.raises(ValueError, match=r"--n-labeled must be >= 1 \(labeled positives\)"):
         train(_cfg(tiny_encoder, easy_task, tmp_path / "pu", setting="pu", n_labeled=0))
