@@ -43,6 +43,8 @@ from typing import Annotated, Literal
 
 import tyro
 
+#: When this script started (what --finish-by counts from).
+STARTED = time.monotonic()
 ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_RESULTS = ROOT / "docs" / "data" / "table3_gpu"
@@ -79,6 +81,11 @@ class RunArgs:
     and writes a checkpoint), not counting --solo-env-steps's run."""
     grace: float = 45.0
     """Seconds a run has after the deadline's Ctrl-C before it is killed."""
+    finish_by: float = 0.0
+    """Seconds after this script starts by which the slice's runs must be stopped and packed (0: no such limit): for
+    a machine that kills the command at a fixed time. After the bench, --deadline is shortened where need be so that
+    the runs (and --solo-env-steps's run), their --grace and the packing (PACK_SECONDS) end by then, whatever the
+    bench took; the pack then always comes back. throughput.json records both deadlines."""
     solo_env_steps: int = 0
     """Before the slice, time one run of this many environment steps alone (the first task, objective and seed; with
     --sync-timing, so its summary says where the time goes). 0 = no solo run. Not a result: it goes only into
@@ -262,6 +269,26 @@ def objective_seeds(args: RunArgs) -> list[tuple[str, list[int]]]:
     return cells
 
 
+#: Seconds --finish-by keeps for packing the runs (their folders into a tar.gz) and writing the records.
+PACK_SECONDS = 20.0
+
+
+def deadline_within(args: RunArgs, elapsed: float) -> tuple[float, str | None]:
+    """The runs' deadline given ``elapsed`` seconds since the script started: --deadline, or less where --finish-by
+    would otherwise pass before the runs (and --solo-env-steps's run), their grace and the packing are done; and why
+    it was shortened (None: not). Never below 0 (the runs are then stopped at once, and packed unfinished)."""
+    if not args.finish_by:
+        return args.deadline, None
+    before = args.solo_deadline + args.grace if args.solo_env_steps else 0.0
+    left = args.finish_by - elapsed - before - args.grace - PACK_SECONDS
+    if left >= args.deadline:
+        return args.deadline, None
+    left = max(0.0, left)
+    return left, (f"--deadline {args.deadline:g} s shortened to {left:.0f} s: --finish-by {args.finish_by:g} s, "
+                  f"{elapsed:.0f} s gone" + (f", the solo run's {before:g} s" if before else "")
+                  + f", {args.grace:g} s of grace and {PACK_SECONDS:g} s of packing")
+
+
 def check_run_args(args: RunArgs) -> None:
     for option in ("tasks", "objectives"):
         if not getattr(args, option):
@@ -276,6 +303,13 @@ def check_run_args(args: RunArgs) -> None:
         value = getattr(args, name)
         if not value > 0:
             raise ValueError(f"--{name.replace('_', '-')} must be > 0 seconds, got {value}")
+    if args.finish_by < 0:
+        raise ValueError(f"--finish-by must be >= 0 seconds (0: no limit), got {args.finish_by}")
+    if args.finish_by and args.finish_by <= args.grace + PACK_SECONDS + (args.bench_deadline + 60 if args.bench else 0):
+        raise ValueError(f"--finish-by {args.finish_by:g} leaves the runs no time: it must exceed --grace "
+                         f"({args.grace:g}) + packing ({PACK_SECONDS:g})"
+                         + (f" + the bench's limit (--bench-deadline + 60 = {args.bench_deadline + 60:g})"
+                            if args.bench else "") + " seconds")
     if args.env_steps < 1 or args.solo_env_steps < 0:
         raise ValueError(f"--env-steps must be >= 1 and --solo-env-steps >= 0, got {args.env_steps} and "
                          f"{args.solo_env_steps}")
@@ -980,6 +1014,11 @@ def run_slice(args: RunArgs) -> int:
     name = gpu_name()
     commit = code_commit(args.commit)
     bench = run_bench(args, pack, commit) if args.bench else None
+    given_deadline = args.deadline
+    deadline, shortened = deadline_within(args, time.monotonic() - STARTED)
+    if shortened:
+        print(f"[deadline] {shortened}", flush=True)
+        args = dataclasses.replace(args, deadline=deadline)
     speed, why = choose_speed(args.speed, bench)
     print(f"[speed] {why}", flush=True)
     unsped = args  # --solo-after's run chooses its own speed
@@ -1017,7 +1056,8 @@ def run_slice(args: RunArgs) -> int:
     rows = pack_runs(runs, args, info, pack)
     pending = {"ran": False, "why": "not yet run: the slice's records are written first"} if args.solo_after else None
     summaries = [read_summary(r.out) if row["finished"] else {} for row, r in zip(rows, runs)]
-    throughput = {**info, "deadline": args.deadline, "solo": solo, "alone_after": pending,
+    throughput = {**info, "deadline": args.deadline, "deadline_given": given_deadline, "finish_by": args.finish_by,
+                  "deadline_shortened": shortened, "solo": solo, "alone_after": pending,
                   "speed": {"flags": list(speed), "why": why},
                   "fit": fit, "run_flags": list(flags),
                   "results": {"looked_at": None if args.redo else args.results, "already_finished": done,

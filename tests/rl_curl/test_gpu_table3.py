@@ -357,6 +357,9 @@ def test_the_prepared_command_of_the_docs_parses_into_the_22_runs_of_the_column(
     check_run_args(args)
     assert args.bench and args.fit and args.speed == "auto" and args.env_steps == 100_000 and args.batch_size == 512
     assert args.solo_after and args.deadline + args.grace < 580 - args.bench_deadline  # the run alone within it
+    # whatever the bench takes, the runs are packed before the machine's 580 s (the install and the render check,
+    # about 15 s, come before the script starts)
+    assert 0 < args.finish_by <= 580 - 15
     jobs = slice_commands(args, tmp_path / "work")
     cells = {(j["objective"], j["seed"]) for j in jobs}
     dcl = ["curl", "debiased:0.01:1", "debiased:0.05:1", "debiased:0.1:1", "debiased:0.01:2", "debiased:0.1:2"]
@@ -364,6 +367,30 @@ def test_the_prepared_command_of_the_docs_parses_into_the_22_runs_of_the_column(
                                                                for s in (3, 4)}
     todo, done, _ = left_to_run(jobs, DEFAULT_RESULTS, args.env_steps)
     assert len(todo) + len(done) == 22
+
+
+def test_finish_by_shortens_the_deadline_so_that_the_runs_are_packed_in_time():
+    import tyro
+    from table3_gpu import PACK_SECONDS, RunArgs, check_run_args, deadline_within
+
+    def args(*argv):
+        a = tyro.cli(RunArgs, args=["--pack", "p", *argv])
+        check_run_args(a)
+        return a
+
+    assert deadline_within(args("--deadline", "400"), 500.0) == (400.0, None)  # no --finish-by: as given
+    a = args("--deadline", "400", "--grace", "30", "--finish-by", "555")
+    assert deadline_within(a, 100.0) == (400.0, None)  # the bench was quick: room for all of it
+    got, why = deadline_within(a, 140.0)
+    assert got == 555 - 140 - 30 - PACK_SECONDS and "shortened to 365 s" in why and "140 s gone" in why
+    assert deadline_within(a, 540.0)[0] == 0.0  # no time left: the runs stop at once and are packed unfinished
+    solo = args("--deadline", "400", "--grace", "30", "--finish-by", "555", "--solo-env-steps", "2000",
+                "--solo-deadline", "100")
+    assert deadline_within(solo, 100.0)[0] == 555 - 100 - (100 + 30) - 30 - PACK_SECONDS  # the solo run comes first
+    for bad, msg in ((["--finish-by", "-1"], ">= 0"), (["--finish-by", "60"], "leaves the runs no time"),
+                     (["--bench", "--finish-by", "200"], "the bench's limit")):
+        with pytest.raises(ValueError, match=msg):
+            args(*bad)
 
 
 def test_slice_script_without_its_packages_or_wheels_says_what_to_do(tmp_path):
@@ -435,9 +462,13 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
                     # the variants --speed auto chooses between (the others are the same code at other settings)
                     "--bench-extra=--variants", "--bench-extra=checked", "--bench-extra=default",
                     "--bench-extra=graphs", "--bench-extra=graphs_convrelu",
-                    "--speed", "auto", "--fit")
+                    "--speed", "auto", "--fit", "--finish-by", "300")
     assert res.returncode == 0, res.stdout + res.stderr
     files = sorted(p.name for p in (tmp_path / "pack").iterdir())
+    # --finish-by 300 with the default grace (45 s) and packing (20 s): the 400 s deadline is cut after the bench
+    thr = json.loads((tmp_path / "pack" / "throughput.json").read_text())
+    assert thr["deadline_given"] == 400 and thr["finish_by"] == 300 and "[deadline]" in res.stdout
+    assert 100 < thr["deadline"] < 300 - 45 - 20 and thr["deadline_shortened"].startswith("--deadline 400 s shortened")
     assert files == sorted(table3_gpu.PACK_FILES + table3_gpu.BENCH_FILES) and len(files) <= 8
     bench = json.loads((tmp_path / "pack" / "update_bench.json").read_text())
     assert bench["selftest"]["passed"] and [r["name"] for r in bench["variants"]] == ["checked", "default", "graphs",
