@@ -144,3 +144,29 @@ def test_a_builder_command_with_the_wrong_folder_is_one_line_and_the_data_beside
     assert {f.name: f.read_bytes() for f in here.iterdir()} == before
     res = warm.run([sys.executable, script, "--help"], cwd=root, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "apt-get download r-cran-tm" in res.stdout and "texts_dir" in res.stdout
+
+
+@pytest.mark.parametrize("script, folder", [("build_demo_corpus.py", "corpus_docstrings"),
+                                            ("build_demo_eval.py", "senteval_demo")])
+def test_the_demo_builders_help_and_refuse_options_without_rebuilding_anything(tmp_path, script, folder):
+    """``--help`` (or a wrong option) must not rebuild the shipped data: copies of the builders run where their output
+    folder would be written next to them, so the real files stay untouched even where the builder misbehaves."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    here = tmp_path / "a" / "b" / "data"
+    here.mkdir(parents=True)
+    for name in ("build_demo_corpus.py", "build_demo_eval.py"):
+        shutil.copy(root / "nlp_qt" / "data" / name, here / name)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    shown = warm.run([sys.executable, str(here / script), "--help"], env=env, capture_output=True, text=True,
+                     timeout=120)
+    assert shown.returncode == 0 and "usage: python " + script in shown.stdout, shown.stderr
+    refused = warm.run([sys.executable, str(here / script), "--out", "x"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0
+    assert "error: unrecognized arguments: --out x" in refused.stderr
+    assert sorted(p.name for p in here.iterdir()) == ["build_demo_corpus.py", "build_demo_eval.py"]  # no `folder`
+    assert not (here / folder).exists()

@@ -67,7 +67,11 @@ def docs_in_order(mod) -> list[str]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    from shared_losses.training.cli import ArgumentParser
+
+    # no options: the parser gives --help (which must not rebuild the shipped files) and refuses anything else
+    ArgumentParser(prog=f"python {Path(__file__).name}", description=__doc__).parse_args(argv)
     exclude = {m for mods in TOPICS.values() for m in mods}
     out = Path(__file__).resolve().parent / "corpus_docstrings"
     out.mkdir(exist_ok=True)

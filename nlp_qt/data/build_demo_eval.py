@@ -75,7 +75,11 @@ def clean_sentences(doc: str) -> list[str]:
     return sents
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    from shared_losses.training.cli import ArgumentParser
+
+    # no options: the parser gives --help (which must not rebuild the shipped files) and refuses anything else
+    ArgumentParser(prog=f"python {Path(__file__).name}", description=__doc__).parse_args(argv)
     rng = random.Random(0)
     out = Path(__file__).resolve().parent / "senteval_demo"
     by_topic: dict[str, list[list[str]]] = {}
