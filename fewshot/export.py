@@ -43,13 +43,13 @@ import torch
 
 from .config import PU_OBJECTIVE, AnyConfig, ImageConfig, TextOptions, config_for
 from .data import class_names
-from .model import FewShotModel, load_tokenizer, resolve_pooling
+from .model import EXPORT_ENCODER_DIR, EXPORT_MARKER, FewShotModel, load_tokenizer, resolve_pooling
 from .objectives import ALL_OBJECTIVES
 
 MODEL_DIR = "model"
-MARKER = "fewshot_export.json"
-#: the trained encoder as a sentence-transformers folder, inside the exported model folder
-ST_DIR = "sentence-transformers"
+#: the marker file, and the trained encoder as a sentence-transformers folder, inside the exported model folder
+#: (named in fewshot.model, whose --encoder reads such a folder)
+MARKER, ST_DIR = EXPORT_MARKER, EXPORT_ENCODER_DIR
 #: fewshot's pooling -> the sentence-transformers Pooling module's mode (its classic config keys, which
 #: sentence-transformers 2.x to 6.x read, and fewshot's --pooling auto too)
 ST_POOLING_KEYS = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens",
