@@ -499,7 +499,7 @@ def check_conv_relu_op(args: Args, device: torch.device) -> dict:
     blocks of the activations' sizes are filled with NaN (cuDNN's fused kernel takes its output, made with
     ``torch.empty``, as an addend scaled by zero, so a kernel that read it would turn NaN into its result); any
     non-finite value fails. On a CPU the fused path is the default computation, so only the plumbing is checked."""
-    from rl_curl.networks import ConvTrunk, weight_init
+    from rl_curl.networks import ConvTrunk, conv_output_size, weight_init
 
     try:
         cfg = config(args)
@@ -514,10 +514,8 @@ def check_conv_relu_op(args: Args, device: torch.device) -> dict:
         obs = torch.randint(0, 256, (args.batch, cfg.obs_shape[0], cfg.crop_size, cfg.crop_size), generator=gen,
                             dtype=torch.uint8).to(device)
         g = torch.randn((args.batch, trunk.out_dim), generator=gen, dtype=torch.float64).to(device)
-        sizes, side = [], cfg.crop_size
-        for i, conv in enumerate(trunk.convs):
-            side = (side - 3) // (2 if i == 0 else 1) + 1
-            sizes.append(args.batch * conv.out_channels * side * side * 4)
+        sizes = [args.batch * conv.out_channels * conv_output_size(cfg.crop_size, i + 1) ** 2 * 4  # float32 bytes
+                 for i, conv in enumerate(trunk.convs)]
 
         def run(net: ConvTrunk, fused: bool, dtype: torch.dtype) -> list[torch.Tensor]:
             net.cudnn_relu = fused
