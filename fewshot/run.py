@@ -465,7 +465,7 @@ def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None
         return elkan_noto_prior(fp.numpy(), fu.numpy(), seed=cfg.seed, hint=hint), "elkan-noto"
     if len(sample.unlabeled) == 0:
         return 0.5, "no unlabeled data"
-    return float(train_y[sample.unlabeled].mean()), "exact"
+    return exact_unlabeled_prior(cfg, train_y, sample), "exact"
 
 
 def exact_unlabeled_prior(cfg, train_y, sample) -> float | None:
