@@ -14,12 +14,12 @@ from .heads import embed_all
 def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device, risks=RISKS):
     """(accuracy (%) per risk on the evaluation split, or None without one; the nnPU head for the export:
     the probe's ``weight`` [1, d] and ``bias`` [1] with the standardisation's ``mean`` and ``std``)."""
+    if len(sample.unlabeled) < MIN_UNLABELED:  # one row's spread is NaN, and so would the probes be
+        raise ValueError(f"the PU probes standardise the features with the unlabeled examples' spread: they need at "
+                         f"least {MIN_UNLABELED} unlabeled examples, got {len(sample.unlabeled)}")
     fp, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
     fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
     fe = embed_all(model, tokenizer, eval_x, cfg.max_length, device)[0] if len(eval_x) else None
-    if len(fu) < MIN_UNLABELED:  # the standardisation's spread of one row is NaN, and so would the probes be
-        raise ValueError(f"the PU probes standardise the features with the unlabeled examples' spread: they need at "
-                         f"least {MIN_UNLABELED} unlabeled examples, got {len(fu)}")
     mean, std = fu.mean(0), fu.std(0).clamp(min=1e-6)  # standardise with unlabeled statistics
     fp, fu = (fp - mean) / std, (fu - mean) / std
     out, head = ({} if fe is not None else None), None
