@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .scores import binary_scores
+
 
 def tokenize(tokenizer, texts, max_length, device):
     enc = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
@@ -52,25 +54,30 @@ def logreg_accuracy(feats_labeled, y_labeled, feats_eval, eval_y, c: float, seed
 
 
 def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device,
-                    trains_head: bool) -> dict:
+                    trains_head: bool) -> tuple[dict, dict]:
     """Evaluation accuracy (%) of both classifiers from one pass over the evaluation split: ``linear``
     (the CE-trained head; absent when the objective trains none, ``trains_head`` False: the baselines) and
-    ``logreg``."""
+    ``logreg``; and each one's :func:`fewshot.scores.binary_scores` (F1, ROC-AUC, ...)."""
     fl, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
     fe, logits = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
     fl, fe, yl = fl.numpy(), fe.numpy(), np.asarray(train_y)[sample.labeled]
-    out = {"logreg": logreg_accuracy(fl, yl, fe, eval_y, cfg.probe_c, cfg.seed)}
+    clf = fit_logreg(fl, yl, cfg.probe_c, cfg.seed)
+    out = {"logreg": float((clf.predict(unit_rows(fe)) == np.asarray(eval_y)).mean() * 100.0)}
+    scores = {"logreg": binary_scores(eval_y, clf.decision_function(unit_rows(fe)))}
     if trains_head:
         out["linear"] = float((logits.argmax(1).numpy() == np.asarray(eval_y)).mean() * 100.0)
+        scores["linear"] = binary_scores(eval_y, (logits[:, 1] - logits[:, 0]).numpy())
     if cfg.eval_split == "dev":  # choosing --probe-c: only ever on the development split
         for c in DEV_PROBE_CS:
             out[f"logreg_C{c:g}"] = logreg_accuracy(fl, yl, fe, eval_y, c, cfg.seed)
-    return out
+    return out, scores
 
 
 def head_accuracy(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device,
-                  trains_head: bool) -> tuple[float, dict]:
+                  trains_head: bool) -> tuple[float, dict, dict]:
     """(accuracy with the classifier ``cfg.head`` names (a baseline, which trains no head: always logreg), both heads'
-    accuracies)."""
-    both = head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device, trains_head)
-    return both[cfg.head if trains_head else "logreg"], both
+    accuracies, that classifier's scores)."""
+    both, scores = head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device,
+                                   trains_head)
+    chosen = cfg.head if trains_head else "logreg"
+    return both[chosen], both, scores[chosen]

@@ -46,6 +46,7 @@ from .images import Augment, ImageModel, as_images, binary_labels, features, str
 from .objectives import ENCODER_LOSSES, encoder_loss
 from .prior import ESTIMATE_HINTS, elkan_noto_prior, warn_given_prior
 from .pu import RISKS, pu_risk, train_probe
+from .scores import binary_scores
 from .run import Batches, FewShotRunApp, check_steps, make_accelerator, read_json
 
 #: share of each class held out as the test split when no --eval-file is given
@@ -460,11 +461,12 @@ class ImageApp(FewShotRunApp):
         if self.best is not None:  # --select: the encoder of the best step
             self.models["encoder"].load_state_dict(self.best["weights"])
         t1 = time.time()
-        accuracies, self.head = classify(cfg, data, self.models, self.pi_p)
+        accuracies, self.head, scores = classify(cfg, data, self.models, self.pi_p)
         probe_seconds = time.time() - t1
         main_key = "nnpu" if cfg.setting == "pu" else ("logreg" if self.contrastive else "ce")
         self.metrics = {
-            "eval_accuracy": accuracies[main_key], "probes": accuracies, "setting": cfg.setting,
+            "eval_accuracy": accuracies[main_key], "eval_scores": scores[main_key], "probes": accuracies,
+            "setting": cfg.setting,
             "contrastive": cfg.contrastive, "encoder": cfg.encoder, "dataset": cfg.dataset, "eval_file": cfg.eval_file,
             "positive_classes": list(cfg.positive_classes) if cfg.positive_classes is not None else [1],
             "n_labeled": len(data.labeled), "n_unlabeled": len(data.unlabeled),
@@ -503,11 +505,12 @@ def pool_scaling(f_pool: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
-             risks: tuple[str, ...] = RISKS) -> tuple[dict, dict]:
-    """Accuracy (%) on the evaluation split of each classifier of the run, and the head to export
-    (the nnPU / logistic-regression / end-to-end one that gives ``eval_accuracy``). ``risks``: the PU probes fitted
-    (PU setting, contrastive encoder)."""
+             risks: tuple[str, ...] = RISKS) -> tuple[dict, dict, dict]:
+    """Accuracy (%) on the evaluation split of each classifier of the run, the head to export (the nnPU /
+    logistic-regression / end-to-end one that gives ``eval_accuracy``), and each classifier's
+    :func:`fewshot.scores.binary_scores`. ``risks``: the PU probes fitted (PU setting, contrastive encoder)."""
     ev_y = data.eval_y
+    scores = {}
     if cfg.contrastive == "none":
         out, head = {}, None
         for name, model in models.items():
@@ -515,10 +518,11 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
                 logits = F.linear(features(model, data.eval_x), model.head.weight.cpu(),
                                   model.head.bias.cpu()).squeeze(1)
             out[name] = float(((logits > 0).long().numpy() == ev_y).mean() * 100.0)
+            scores[name] = binary_scores(ev_y, logits.numpy())
             if name in ("nnpu", "ce"):
                 head = {"learner": name, "weight": model.head.weight.detach().cpu().clone(),
                         "bias": model.head.bias.detach().cpu().clone(), "mean": None, "std": None}
-        return out, head
+        return out, head, scores
     model = models["encoder"]
     f_pool, f_eval = features(model, data.x), features(model, data.eval_x)
     mean, std = pool_scaling(f_pool)
@@ -529,19 +533,20 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
         for risk in risks:
             probe = train_probe(f_lab, f_pool, pi_p, risk, seed=cfg.seed)
             with torch.no_grad():
-                pred = (probe(f_eval).squeeze(1) > 0).long().numpy()
-            out[risk] = float((pred == ev_y).mean() * 100.0)
+                logits = probe(f_eval).squeeze(1)
+            out[risk] = float(((logits > 0).long().numpy() == ev_y).mean() * 100.0)
+            scores[risk] = binary_scores(ev_y, logits.numpy())
             if risk == "nnpu":
                 head = {"learner": "nnpu probe", "weight": probe.weight.detach().clone(),
                         "bias": probe.bias.detach().clone(), "mean": mean, "std": std}
-        return out, head
+        return out, head, scores
     from sklearn.linear_model import LogisticRegression
 
     clf = LogisticRegression(C=cfg.probe_c, max_iter=5000).fit(f_lab.numpy(), data.y[data.labeled])
     acc_ = float((clf.predict(f_eval.numpy()) == ev_y).mean() * 100.0)
     head = {"learner": "logistic regression", "weight": torch.from_numpy(clf.coef_).float(),
             "bias": torch.from_numpy(clf.intercept_).float(), "mean": mean, "std": std}
-    return {"logreg": acc_}, head
+    return {"logreg": acc_}, head, {"logreg": binary_scores(ev_y, clf.decision_function(f_eval.numpy()))}
 
 
 def export_images(cfg: ImageConfig, models: dict, head: dict, data: ImageData, metrics: dict, out) -> None:

@@ -39,7 +39,8 @@ class Objective(Entry):
     step encodes (0: no training step). ``reads_unlabeled``: whether a step draws unlabeled examples.
     ``no_model``: why the run keeps no model to export (empty: it keeps one, the usual case). ``baseline``: what a
     baseline runs instead of training steps, ``baseline(cfg, run) -> (accuracy %, accuracy of each classifier,
-    seconds)`` on the prepared run (:class:`fewshot.run.Run`); None for the trained objectives."""
+    seconds, the classifier's scores (:func:`fewshot.scores.binary_scores`) or None)`` on the prepared run
+    (:class:`fewshot.run.Run`); None for the trained objectives."""
 
     loss: Callable[..., torch.Tensor] | None = None
     trains_encoder: bool = True
@@ -47,27 +48,27 @@ class Objective(Entry):
     views: int = 1
     reads_unlabeled: bool = False
     no_model: str = ""
-    baseline: Callable[..., tuple[float, dict, float]] | None = None
+    baseline: Callable[..., tuple[float, dict, float, dict | None]] | None = None
 
 
-def _probe(cfg, run) -> tuple[float, dict, float]:
+def _probe(cfg, run) -> tuple[float, dict, float, dict]:
     """The frozen encoder's logistic-regression head on the N labeled examples' sentence vectors."""
     import time
 
     from .heads import head_accuracy
 
     t0 = time.time()
-    accuracy, heads = head_accuracy(run.model, run.tokenizer, cfg, run.train_x, run.train_y, run.sample, run.eval_x,
-                                    run.eval_y, run.acc.device, trains_head=False)
-    return accuracy, heads, time.time() - t0
+    accuracy, heads, scores = head_accuracy(run.model, run.tokenizer, cfg, run.train_x, run.train_y, run.sample,
+                                            run.eval_x, run.eval_y, run.acc.device, trains_head=False)
+    return accuracy, heads, time.time() - t0, scores
 
 
-def _setfit(cfg, run) -> tuple[float, dict, float]:
+def _setfit(cfg, run) -> tuple[float, dict, float, None]:
     """SetFit with its own defaults (:mod:`fewshot.setfit_baseline`; the optional extra .[setfit])."""
     from .setfit_baseline import run_setfit
 
     accuracy, seconds = run_setfit(cfg, run)
-    return accuracy, {"setfit": accuracy}, seconds
+    return accuracy, {"setfit": accuracy}, seconds, None
 
 
 def _supcon_term(*, z1, z2, roles, temperature, prior, gather, label_pull=1.0):

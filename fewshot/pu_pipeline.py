@@ -121,9 +121,9 @@ class PuApp(FewShotRunApp):
         # the probes first: the checkpoint keeps the nnPU probe (the exported head) beside the encoder
         run, cfg = self.run, self.cfg
         self.watch.check(self.step, self.loss)  # the probes would read the features of a diverged encoder
-        self.trained, self.head = _probes(self.raw, self.tokenizer, cfg, run.train_x, run.sample, run.eval_x,
-                                          run.eval_y, run.prior, self.accelerator.device,
-                                          risks=RISKS if len(run.eval_x) else ("nnpu",))
+        self.trained, self.head, self.scores = _probes(self.raw, self.tokenizer, cfg, run.train_x, run.sample,
+                                                       run.eval_x, run.eval_y, run.prior, self.accelerator.device,
+                                                       risks=RISKS if len(run.eval_x) else ("nnpu",))
         self.harness.checkpoint(self.state())
 
     def export(self):
@@ -147,6 +147,7 @@ class PuApp(FewShotRunApp):
             "prior_source": run.prior_source, "exact_prior": run.exact_prior, "steps": cfg.max_steps,
             "batch_labeled_used": self.n_lab, "batch_unlabeled_used": self.n_unl,
             "probes": {"pretrained_encoder": self.baseline, "punce_encoder": trained},
+            "eval_scores": self.scores["nnpu"] if self.scores else None,
             "train_seconds": time.time() - self.t0, "pooling": run.pooling, "pooling_source": run.pooling_source,
             "n_eval": len(run.eval_y),
             "majority_accuracy": (float(max(np.mean(run.eval_y), 1 - np.mean(run.eval_y)) * 100.0)

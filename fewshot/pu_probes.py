@@ -9,11 +9,13 @@ import torch
 
 from .pu import MIN_UNLABELED, RISKS, train_probe
 from .heads import embed_all
+from .scores import binary_scores
 
 
 def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device, risks=RISKS):
     """(accuracy (%) per risk on the evaluation split, or None without one; the nnPU head for the export:
-    the probe's ``weight`` [1, d] and ``bias`` [1] with the standardisation's ``mean`` and ``std``)."""
+    the probe's ``weight`` [1, d] and ``bias`` [1] with the standardisation's ``mean`` and ``std``; the scores of
+    :func:`fewshot.scores.binary_scores` per risk, or None without an evaluation split)."""
     if len(sample.unlabeled) < MIN_UNLABELED:  # one row's spread is NaN, and so would the probes be
         raise ValueError(f"the PU probes standardise the features with the unlabeled examples' spread: they need at "
                          f"least {MIN_UNLABELED} unlabeled examples, got {len(sample.unlabeled)}")
@@ -23,6 +25,7 @@ def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, devic
     mean, std = fu.mean(0), fu.std(0).clamp(min=1e-6)  # standardise with unlabeled statistics
     fp, fu = (fp - mean) / std, (fu - mean) / std
     out, head = ({} if fe is not None else None), None
+    scores = {} if fe is not None else None
     for risk in risks:
         probe = train_probe(fp, fu, prior, risk, seed=cfg.seed)
         if risk == "nnpu":
@@ -30,9 +33,11 @@ def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, devic
                     "std": std}
         if fe is not None:
             with torch.no_grad():
-                pred = (probe((fe - mean) / std).squeeze(1) > 0).long().numpy()
+                logits = probe((fe - mean) / std).squeeze(1)
+            pred = (logits > 0).long().numpy()
             out[risk] = float((pred == np.asarray(eval_y)).mean() * 100.0)
-    return out, head
+            scores[risk] = binary_scores(eval_y, logits.numpy())
+    return out, head, scores
 
 
 def _probe_accuracies(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device):

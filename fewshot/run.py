@@ -499,8 +499,10 @@ def check_pu_prior(prior: float, source: str, n_unlabeled: int, pu_files: bool =
     raise ValueError(f"{need} ({source})")
 
 
-def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, train_seconds: float) -> dict:
-    """metrics.json: the same keys for every objective (``probe`` included)."""
+def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, train_seconds: float,
+                eval_scores: dict | None = None) -> dict:
+    """metrics.json: the same keys for every objective (``probe`` included); ``eval_scores``: the classifier's
+    :func:`fewshot.scores.binary_scores` (None for SetFit)."""
     if cfg.eval_split == "dev":
         split = f"DEVELOPMENT split: {cfg.dev_fraction} of the training pool (for choosing hyperparameters)"
     elif cfg.dataset == "glue/sst2":
@@ -511,7 +513,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
     else:
         split = "eval file / test split"
     return {
-        "eval_accuracy": eval_accuracy, "head_accuracies": heads,
+        "eval_accuracy": eval_accuracy, "eval_scores": eval_scores, "head_accuracies": heads,
         **majority_rates(run.train_y, run.sample, run.eval_y),
         "objective": cfg.objective, "setting": cfg.setting, "preset": cfg.preset, "head": cfg.head,
         "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,

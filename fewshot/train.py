@@ -109,9 +109,11 @@ class FewShotApp(FewShotRunApp):
 
     def evaluate(self):
         run = self.run
-        accuracy, both = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x, run.train_y, run.sample,
-                                       run.eval_x, run.eval_y, self.accelerator.device, self.objective.trains_head)
-        self.history.append({"step": self.step, "eval_accuracy": accuracy, "head_accuracies": both})
+        accuracy, both, scores = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x, run.train_y,
+                                               run.sample, run.eval_x, run.eval_y, self.accelerator.device,
+                                               self.objective.trains_head)
+        self.history.append({"step": self.step, "eval_accuracy": accuracy, "head_accuracies": both,
+                             "eval_scores": scores})
         return {"eval_accuracy": accuracy}
 
     def log(self, row):
@@ -126,12 +128,15 @@ class FewShotApp(FewShotRunApp):
     def finish(self):
         run = self.run
         if self.history and self.history[-1]["step"] == self.step:
-            self.final, self.both = self.history[-1]["eval_accuracy"], self.history[-1].get("head_accuracies", {})
+            last = self.history[-1]
+            self.final, self.both, scores = last["eval_accuracy"], last.get("head_accuracies", {}), \
+                last.get("eval_scores")
         else:  # no step trained (--steps 0), or a resumed run whose history predates the last step
-            self.final, self.both = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x, run.train_y,
-                                                  run.sample, run.eval_x, run.eval_y, self.accelerator.device,
-                                                  self.objective.trains_head)
-        self.metrics = run_metrics(self.cfg, run, self.final, self.both, self.history, time.time() - self.t0)
+            self.final, self.both, scores = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x,
+                                                          run.train_y, run.sample, run.eval_x, run.eval_y,
+                                                          self.accelerator.device, self.objective.trains_head)
+        self.metrics = run_metrics(self.cfg, run, self.final, self.both, self.history, time.time() - self.t0,
+                                   scores)
 
     def export(self):
         if self.cfg.export:  # RUN/model/ before metrics.json: a finished run has its model
@@ -194,8 +199,8 @@ class BaselineApp(FewShotRunApp):
         self.accelerator = self.run.acc
 
     def finish(self):
-        accuracy, heads, seconds = ALL_OBJECTIVES.get(self.cfg.objective).baseline(self.cfg, self.run)
-        self.metrics = run_metrics(self.cfg, self.run, accuracy, heads, [], seconds)
+        accuracy, heads, seconds, scores = ALL_OBJECTIVES.get(self.cfg.objective).baseline(self.cfg, self.run)
+        self.metrics = run_metrics(self.cfg, self.run, accuracy, heads, [], seconds, scores)
 
     def summary(self):
         return self.metrics
@@ -209,12 +214,17 @@ def main(argv=None):
             if k in metrics]
     from shared_losses.training.stats import standing
 
+    from .scores import scores_line
+
     baselines = {}
     probes = metrics.get("probes") or {}
     if isinstance(probes.get("pretrained_encoder"), dict):  # the PU pipeline: the frozen encoder's nnPU probe
         baselines["the frozen encoder's nnPU probe"] = probes["pretrained_encoder"].get("nnpu")
     if metrics.get("eval_accuracy") is not None and "majority_accuracy" in metrics:
         print(standing(metrics["eval_accuracy"], metrics["majority_accuracy"], baselines))
+    line = scores_line(metrics.get("eval_scores"))
+    if line:
+        print(line)
     print_run_result("fewshot", cfg.output_dir, metrics.get("steps", 0), {k: metrics[k] for k in keys})
 
 

@@ -183,6 +183,7 @@ def test_docs_stars_examples_run_as_written(tiny_encoder, tmp_path, monkeypatch,
         n_eval, names = (30 if which == "positive-label" else 24), {"0": "not 5", "1": "5"}
         assert (which == "one-file") == ("24 of its 120 examples (20% of each class" in out)
         assert "always answering the majority class" in out  # the last lines say where the accuracy stands
+        assert "positive class (" in out and "ROC-AUC" in out  # and the positive class's F1, recall, ...
     else:
         with pytest.warns(UserWarning) as record:
             main(args + tiny)
@@ -193,6 +194,8 @@ def test_docs_stars_examples_run_as_written(tiny_encoder, tmp_path, monkeypatch,
         n_eval, names = sum(y != 3 for _, y in dev_rows), {"0": "1/2", "1": "4/5"}
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["n_eval"] == n_eval and metrics["eval_accuracy"] is not None
+    assert metrics["eval_scores"]["accuracy"] == pytest.approx(metrics["eval_accuracy"])  # the chosen head's scores
+    assert metrics["eval_scores"]["n_positive"] + metrics["eval_scores"]["n_negative"] == n_eval
     config = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
     assert config["id2label"] == names
     assert (tmp_path / "run" / "model" / "sentence-transformers" / "modules.json").is_file()
