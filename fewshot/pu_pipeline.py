@@ -106,7 +106,9 @@ class PuApp(FewShotRunApp):
         acc.backward(loss)
         self.opt.step()
         self.step += 1
-        self.loss = loss.item()
+        # the mean over processes (the global batch's loss, as the text pipeline logs): every process then
+        # takes the same divergence decision
+        self.loss = (acc.reduce(loss.detach(), reduction="mean").item() if self.world > 1 else loss.item())
         if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
             self.watch.check(self.step, self.loss)
         return {"step": self.step, "punce": self.loss}

@@ -13,6 +13,7 @@ and metrics.json.
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -53,12 +54,12 @@ class FewShotApp(FewShotRunApp):
         self.last_loss = None
         # Global batches (the same draw on every process), each process training on its share.
         self.world, self.rank = acc.num_processes, acc.process_index
-        self.lab_batches = Batches(run.sample.labeled, min(cfg.batch_labeled * self.world, cfg.n_labeled), cfg.seed)
         # Only puNCE reads unlabeled examples (CE and SupCon need labels): the others draw none, so no step
         # encodes examples that no term of its loss sees.
-        self.unl_batches = Batches(run.sample.unlabeled,
-                                   cfg.batch_unlabeled * self.world if self.objective.reads_unlabeled else 0,
-                                   cfg.seed + 1)
+        n_lab, n_unl = global_batches(cfg, len(run.sample.labeled), len(run.sample.unlabeled), self.world,
+                                      self.objective.reads_unlabeled, acc.is_main_process)
+        self.lab_batches = Batches(run.sample.labeled, n_lab, cfg.seed)
+        self.unl_batches = Batches(run.sample.unlabeled, n_unl, cfg.seed + 1)
 
     def state(self):
         self.watch.check(self.step, self.last_loss)  # never a checkpoint of a diverged model
@@ -152,6 +153,29 @@ class FewShotApp(FewShotRunApp):
         return self.metrics
 
 
+def global_batches(cfg, n_labeled: int, n_unlabeled: int, world: int, reads_unlabeled: bool,
+                   main: bool = True) -> tuple[int, int]:
+    """The labeled and unlabeled examples of one global batch (every process draws it, and trains on its share):
+    ``--batch-labeled`` / ``--batch-unlabeled`` per process, capped to the examples there are. With
+    ``--gather-across-processes`` on several processes each is cut to a multiple of the number of processes (said
+    on stderr), since the gathered candidates need the same number of rows from every process; unequal shares
+    would stop the run inside the collective (gloo: "Received data size doesn't match expected size")."""
+    n_lab = min(cfg.batch_labeled * world, n_labeled)
+    n_unl = min(cfg.batch_unlabeled * world, n_unlabeled) if reads_unlabeled else 0
+    if not (cfg.gather_across_processes and world > 1):
+        return n_lab, n_unl
+    if reads_unlabeled and n_unl < world:
+        raise ValueError(f"--gather-across-processes on {world} processes needs at least {world} unlabeled examples "
+                         f"(one per process in every batch), got {n_unlabeled}")
+    even = n_lab - n_lab % world, n_unl - n_unl % world
+    cut = [f"{what} {n} to {e}" for what, n, e in (("labeled", n_lab, even[0]), ("unlabeled", n_unl, even[1]))
+           if e != n]
+    if cut and main:
+        print(f"global batch cut to a multiple of the {world} processes (--gather-across-processes needs equal "
+              f"shares): {', '.join(cut)} examples per step", file=sys.stderr)
+    return even
+
+
 def train(cfg: AnyConfig, model: FewShotModel | None = None, tokenizer=None) -> dict:
     """Train (or resume) the run ``cfg`` describes (its pipeline by its class: :class:`FewShotConfig` text few-shot,
     :class:`PuConfig` text PU, :class:`ImageConfig` image arrays), or run its baseline (probe, SetFit); returns
@@ -212,6 +236,7 @@ def main(argv=None):
     keys = [k for k in ("eval_accuracy", "majority_accuracy", "objective", "contrastive", "n_labeled", "seed", "prior",
                         "probes", "run_seconds")
             if k in metrics]
+    from shared_losses.training.runtime import is_main_process
     from shared_losses.training.stats import standing
 
     from .scores import scores_line
@@ -220,10 +245,10 @@ def main(argv=None):
     probes = metrics.get("probes") or {}
     if isinstance(probes.get("pretrained_encoder"), dict):  # the PU pipeline: the frozen encoder's nnPU probe
         baselines["the frozen encoder's nnPU probe"] = probes["pretrained_encoder"].get("nnpu")
-    if metrics.get("eval_accuracy") is not None and "majority_accuracy" in metrics:
+    if metrics.get("eval_accuracy") is not None and "majority_accuracy" in metrics and is_main_process():
         print(standing(metrics["eval_accuracy"], metrics["majority_accuracy"], baselines))
     line = scores_line(metrics.get("eval_scores"))
-    if line:
+    if line and is_main_process():  # once per run, as print_run_result's line
         print(line)
     print_run_result("fewshot", cfg.output_dir, metrics.get("steps", 0), {k: metrics[k] for k in keys})
 

@@ -157,15 +157,34 @@ def is_dev_batch(cfg: Config, index: int) -> bool:
 
 @torch.no_grad()
 def dev_loss(model, vocab, batches, cfg: Config, accelerator) -> float:
-    """Mean training objective over the held-out ``batches`` (each process scores its own block of each batch
-    against that block's candidates; batches whose block has no anchor with a neighbour are left out)."""
+    """Mean training objective over the held-out ``batches``, with the candidates training contrasts: each
+    process scores its own block of each batch against that block's candidates, or, with
+    ``--gather-across-processes`` (quick-thought heads), against the whole global batch's, each batch's loss then
+    the mean over all its anchors as in training (so the same global batch gives the same dev loss on one process
+    or several). Batches with no anchor that has a neighbour are left out."""
     model.eval()
-    rank = accelerator.process_index
-    total, count = torch.zeros((), device=accelerator.device), torch.zeros((), device=accelerator.device)
+    rank, device = accelerator.process_index, accelerator.device
+    gathered = (cfg.gather_across_processes and accelerator.num_processes > 1
+                and OBJECTIVES.get(cfg.objective).heads == "qt")
+    total, count = torch.zeros((), device=device), torch.zeros((), device=device)
     for batch in batches:
         lo, hi = rank * cfg.batch_size, (rank + 1) * cfg.batch_size  # full batches: contiguous_batches drops the rest
-        ids, lengths = vocab.batch(batch.sentences[lo:hi], accelerator.device)
-        doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=accelerator.device)
+        ids, lengths = vocab.batch(batch.sentences[lo:hi], device)
+        doc_ids = torch.tensor(batch.doc_ids[lo:hi], device=device)
+        if gathered:  # every process takes part in each batch's two collectives, whatever its block holds
+            u, v = model(ids, lengths)
+            v_all = gather_with_grad(v)[0]
+            doc_all, pos = torch.tensor(batch.doc_ids, device=device), torch.arange(lo, hi, device=device)
+            nb = neighbours(doc_all, pos)
+            n_local = (nb.has_prev | nb.has_next).sum().float()
+            part = (compute_loss(u, v_all, doc_all, pos, cfg.objective, cfg.tau_plus, cfg.beta, cfg.temperature,
+                                 cfg.log_floor, cfg.self_score).float() * n_local
+                    if n_local > 0 else torch.zeros((), device=device))
+            summed = accelerator.reduce(torch.stack([part, n_local]), reduction="sum")
+            if summed[1] > 0:
+                total += summed[0] / summed[1]
+                count += 1
+            continue
         if OBJECTIVES.get(cfg.objective).heads == "cpc":
             loss, anchors = model(ids, lengths, cpc=cpc_arguments(cfg, doc_ids))
             if anchors:
@@ -180,7 +199,7 @@ def dev_loss(model, vocab, batches, cfg: Config, accelerator) -> float:
                               cfg.log_floor, cfg.self_score).float()
         count += 1
     model.train()
-    if accelerator.num_processes > 1:
+    if accelerator.num_processes > 1 and not gathered:  # gathered: every process already holds the global sums
         total, count = accelerator.reduce(total, reduction="sum"), accelerator.reduce(count, reduction="sum")
     return float(total / count) if count > 0 else float("nan")
 

@@ -916,14 +916,19 @@ def restore_handlers(old: dict) -> None:
         signal.signal(sig, handler)
 
 
+def is_main_process() -> bool:
+    """Whether this process prints a run's last lines: the only one, or rank 0 of a torch.distributed group."""
+    import torch.distributed as dist
+
+    return not (dist.is_available() and dist.is_initialized() and dist.get_rank() != 0)
+
+
 def print_run_result(application: str, output_dir: str | os.PathLike, step: int, result: Mapping[str, Any]) -> dict:
     """The last line of every run, the same keys in every application: one JSON object with
     ``application``, ``output_dir``, ``step`` (the run's final step, in the unit of its step option)
     and ``result`` (its headline numbers), printed by the main process only. Returns the object."""
     line = {"application": application, "output_dir": str(output_dir), "step": int(step), "result": dict(result)}
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
+    if not is_main_process():
         return line  # one line per run, from the main process
     print(json.dumps(_finite_or_null(line), default=str, allow_nan=False), flush=True)
     return line

@@ -420,33 +420,45 @@ def test_a_record_from_before_an_option_existed_matches_its_default_only(tiny_en
 def test_two_processes_train_on_shares_of_one_global_batch(tiny_encoder, easy_task, tmp_path, setting, torchrun):
     """Two CPU processes: every step's global batch is split between them (they used to train on
     copies of one batch, which --gather-across-processes then contrasted as negatives of each other); one
-    log row per step, one metrics.json."""
+    log row per step, holding the mean of the two processes' losses (the PU pipeline logged rank 0's), one
+    metrics.json, and the run's last lines printed once."""
     import os
+    from pathlib import Path
 
     train_file, dev = easy_task
     out = tmp_path / "multi"
     args = [*(["pu"] if setting == "pu" else []), "--encoder", str(tiny_encoder), "--dataset", str(train_file),
             "--eval-file", str(dev), "--n-labeled", "20", "--n-unlabeled", "40", "--max-steps", "3",
             "--batch-labeled", "4", "--batch-unlabeled", "6", "--max-length", "16", "--pooling", "mean", "--proj-dim",
-            "16", "--checkpoint-every", "3", "--device", "cpu", "--output-dir", str(out)]
+            "16", "--checkpoint-every", "3", "--log-every", "1", "--device", "cpu", "--output-dir", str(out)]
     if setting == "pnu":
         args += ["--objective", "ce+punce", "--gather-across-processes", "--eval-every", "3"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    res = warm.run([torchrun, "--nproc_per_node", "2", "-m", "fewshot.train", *args],
+    script = Path(__file__).with_name("losses_per_rank.py")
+    res = warm.run([torchrun, "--nproc_per_node", "2", str(script), str(tmp_path / "loss"), *args],
                    capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert res.returncode == 0, res.stderr[-3000:]
     rows = list(csv.DictReader(open(out / "log.csv")))
     assert [int(r["step"]) for r in rows] == [1, 2, 3]
+    per_rank = [[float(v) for v in (tmp_path / f"loss.{r}").read_text().split()] for r in (0, 1)]
+    assert len(per_rank[0]) == len(per_rank[1]) == 3 and per_rank[0] != per_rank[1]  # two shares, two losses
+    logged = [float(r["punce" if setting == "pu" else "loss"]) for r in rows]
+    np.testing.assert_allclose(logged, np.mean(per_rank, axis=0), rtol=1e-5)
+    assert res.stdout.count("eval accuracy") == 1 and res.stdout.count("positive class (") == 1
     assert 0 <= json.loads((out / "metrics.json").read_text())["eval_accuracy"] <= 100
     saved = torch.load(out / "checkpoint" / "extra.pt", weights_only=False)
     assert saved["config"]["num_processes"] == 2
 
 
+@pytest.mark.parametrize("n_labeled,single_batch", [(20, 8), (7, 6)])
 @pytest.mark.slow  # torchrun: two processes
-def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_task, tmp_path, torchrun):
+def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_task, tmp_path, torchrun, n_labeled,
+                                                             single_batch):
     """2 processes x (4 labeled + 6 unlabeled) with --gather-negatives train exactly like 1 process x
     (8 + 12): the same global batches, CE averaged over processes, puNCE on gathered candidates
-    (dropout off, so both runs are deterministic)."""
+    (dropout off, so both runs are deterministic). With 7 labeled examples the global batch of 7 is cut to 6, a
+    multiple of the 2 processes, so that every process gathers the same number of rows (7 split 4 + 3 stopped the
+    run inside gloo's all_gather); it trains as one process with --batch-labeled 6."""
     import os
     import shutil
     import sys
@@ -460,11 +472,11 @@ def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_
     (encoder / "config.json").write_text(json.dumps(config))
     train_file, dev = easy_task
     common = ["--encoder", str(encoder), "--dataset", str(train_file), "--eval-file", str(dev),
-              "--objective", "ce+punce", "--n-labeled", "20", "--n-unlabeled", "40", "--max-steps", "3",
+              "--objective", "ce+punce", "--n-labeled", str(n_labeled), "--n-unlabeled", "40", "--max-steps", "3",
               "--max-length", "16", "--pooling", "mean", "--proj-dim", "16", "--lr", "3e-3", "--eval-every", "3",
               "--checkpoint-every", "3", "--device", "cpu"]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
-    single = warm.run([sys.executable, "-m", "fewshot.train", *common, "--batch-labeled", "8",
+    single = warm.run([sys.executable, "-m", "fewshot.train", *common, "--batch-labeled", str(single_batch),
                              "--batch-unlabeled", "12", "--output-dir", str(tmp_path / "one")],
                       capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert single.returncode == 0, single.stderr[-3000:]
@@ -473,6 +485,8 @@ def test_two_processes_equal_one_process_on_the_global_batch(tiny_encoder, easy_
                             "--output-dir", str(tmp_path / "two")],
                      capture_output=True, text=True, timeout=300, env=env, cwd=os.getcwd())
     assert multi.returncode == 0, multi.stderr[-3000:]
+    cut = "global batch cut to a multiple of the 2 processes (--gather-across-processes needs equal shares): labeled 7"
+    assert (cut in multi.stderr) == (n_labeled == 7)
     a = load_file(str(tmp_path / "one" / "checkpoint" / "model.safetensors"))
     b = load_file(str(tmp_path / "two" / "checkpoint" / "model.safetensors"))
     assert a.keys() == b.keys()
@@ -549,3 +563,22 @@ def test_one_file_holds_out_a_stratified_evaluation_split(tiny_encoder, easy_tas
     assert "no --eval-file; 40 of its 200 examples" in capsys.readouterr().out
     with pytest.raises(DataError, match="class 1 has 1 example"):
         held_out_split(["a", "b", "c", "d"], [0, 0, 0, 1], 0.2, "four.tsv")
+
+
+def test_global_batches_are_equal_shares_when_gathering(capsys):
+    """--gather-across-processes needs the same number of rows from every process: the global batch is cut to a
+    multiple of the processes (said once, by the main process), and fewer unlabeled examples than processes are
+    refused; without gathering, or on one process, the batches are as asked (capped to the data)."""
+    from fewshot.train import global_batches
+
+    cfg = FewShotConfig(batch_labeled=4, batch_unlabeled=6, gather_across_processes=True)
+    assert global_batches(cfg, 7, 40, 2, True) == (6, 12)
+    assert "labeled 7 to 6 examples per step" in capsys.readouterr().err
+    assert global_batches(cfg, 7, 11, 3, True) == (6, 9)
+    assert "labeled 7 to 6, unlabeled 11 to 9" in capsys.readouterr().err
+    assert global_batches(cfg, 7, 11, 3, True, main=False) == (6, 9) and not capsys.readouterr().err
+    assert global_batches(cfg, 7, 40, 2, False) == (6, 0)
+    assert global_batches(cfg, 7, 40, 1, True) == (4, 6)
+    assert global_batches(FewShotConfig(batch_labeled=4, batch_unlabeled=6), 7, 11, 2, True) == (7, 11)
+    with pytest.raises(ValueError, match="on 3 processes needs at least 3 unlabeled examples .* got 2"):
+        global_batches(cfg, 7, 2, 3, True)

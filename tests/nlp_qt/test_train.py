@@ -1,5 +1,6 @@
 import csv
 import json
+import math
 
 import numpy as np
 
@@ -129,15 +130,18 @@ def test_senteval_cli_on_our_checkpoint(tmp_path, capsys):
 
 @pytest.mark.slow  # torchrun: two processes
 def test_two_processes_with_gathered_candidates_match_single_process(tmp_path, torchrun):
-    """2 CPU processes x 8 sentences with --gather-across-processes == 1 process x 16 sentences."""
+    """2 CPU processes x 8 sentences with --gather-across-processes == 1 process x 16 sentences, the held-out
+    loss included (each process scored its block of 8 against its own 8 candidates: about ln 7 at chance against
+    training's ln 15, so a gathered run's dev loss looked far below its training loss)."""
     import os
 
     corpus = _corpus(tmp_path)
     common = ["--corpus", str(corpus), "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "200",
               "--max-steps", "2", "--lr", "1e-2", "--objective", "debiased", "--tau-plus", "0.01",
-              "--clip-mode", "global", "--log-every", "1"]
+              "--clip-mode", "global", "--log-every", "1", "--dev-every", "2", "--epochs", "2"]
     train(Config(**{**_cfg(tmp_path, "single").__dict__, "corpus": str(corpus), "max_steps": 2,
-                    "objective": "debiased", "tau_plus": 0.01, "clip_mode": "global", "batch_size": 16}))
+                    "objective": "debiased", "tau_plus": 0.01, "clip_mode": "global", "batch_size": 16,
+                    "dev_every": 2, "epochs": 2}))  # 2 batches an epoch, 1 held out
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"}
     out = warm.run(
         [torchrun, "--nproc_per_node", "2", "-m", "nlp_qt.train", *common, "--batch-size", "8",
@@ -148,7 +152,9 @@ def test_two_processes_with_gathered_candidates_match_single_process(tmp_path, t
     a = load_file(str(tmp_path / "single/model/model.safetensors"))
     b = load_file(str(tmp_path / "multi/model/model.safetensors"))
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
-    assert json.loads((tmp_path / "multi/summary.json").read_text())["sentences_seen"] == 32
+    single, multi = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("single", "multi"))
+    assert multi["sentences_seen"] == 32
+    assert single["dev_loss"] == pytest.approx(multi["dev_loss"], rel=1e-5) and math.isfinite(multi["dev_loss"])
 
 
 def test_resume_refuses_changed_clipping_or_process_count(tmp_path):
