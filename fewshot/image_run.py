@@ -335,9 +335,8 @@ class ImageApp(FewShotRunApp):
         # read as labeled (--label-share, --select), by the counts
         moved, n_u = len(self.data.labeled) - len(data.labeled), len(self.data.unlabeled)
         self.pi_enc = (self.pi * n_u + moved) / (n_u + moved)
-        acc = make_accelerator(cfg)
-        if acc.num_processes > 1:
-            raise ValueError("image runs are one process; launch them without accelerate launch / torchrun")
+        acc = make_accelerator(cfg, one_process="image runs are one process: run python -m fewshot.train images "
+                                                "without accelerate launch / torchrun")
         self.accelerator, device = acc, acc.device
         models, opts = {}, {}
         for name in names:

@@ -82,7 +82,7 @@ def quiet_loading(quiet: bool):
             hf_logging.enable_progress_bar()
 
 
-def make_accelerator(cfg):
+def make_accelerator(cfg, one_process: str | None = None):
     from accelerate.utils import DistributedDataParallelKwargs
 
     from shared_losses.training.runtime import make_accelerator as accelerator_for
@@ -92,7 +92,7 @@ def make_accelerator(cfg):
     # DDP refuses that unless told to look for them.
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
     return accelerator_for(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu",
-                           report_to=cfg.report_to, kwargs_handlers=[ddp])
+                           report_to=cfg.report_to, one_process=one_process, kwargs_handlers=[ddp])
 
 
 @dataclasses.dataclass

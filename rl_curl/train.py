@@ -408,11 +408,10 @@ class CurlApp(TrainingApp):
         from .replay import FrameReplay
 
         cfg = self.cfg
-        accelerator = make_accelerator(cpu=cfg.device == "cpu", mixed_precision=cfg.mixed_precision,
-                                       report_to=cfg.report_to)
-        if accelerator.num_processes > 1:
-            raise ValueError("rl_curl trains one agent per process on one device; launch several seeds with "
-                             "scripts/curl_table3.py instead of `accelerate launch --num_processes > 1`")
+        accelerator = make_accelerator(
+            cpu=cfg.device == "cpu", mixed_precision=cfg.mixed_precision, report_to=cfg.report_to,
+            one_process="rl_curl trains one agent per process on one device: run python -m rl_curl.train without "
+                        "accelerate launch / torchrun, and launch several seeds with scripts/curl_table3.py")
         check_replay_memory(cfg, accelerator.device)
         self.harness.open(accelerator)
         self.accelerator = accelerator

@@ -1062,14 +1062,16 @@ def check_tracker_setup(names: Iterable[str]) -> None:
 
 
 def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Iterable[str] = ("tensorboard",),
-                     **kwargs):
+                     one_process: str | None = None, **kwargs):
     """The ``accelerate.Accelerator`` of a training run, with the experiment trackers of ``report_to`` (wandb,
     mlflow: accelerate's ``log_with``; TensorBoard is the harness's own writer). Refuses what accelerate would
     otherwise accept silently: ``--mixed-precision fp16`` on a CPU (accelerate then runs float32 and says
     nothing; bf16 autocast works there), a launch of several processes that runs this one alone
     (:func:`shared_losses.distributed.check_launch`, e.g. ``accelerate launch --cpu --num_processes 2``) and a
     tracker whose set-up would fail once the run has started (:func:`check_tracker_setup`). Raises a ValueError of
-    one line before anything is written."""
+    one line before anything is written. ``one_process``: the refusal of a program that runs as one process only,
+    given for any launch of several processes (also one that runs this process alone), instead of the command
+    that would start several."""
     from accelerate import Accelerator
 
     log_with = [n for n in check_report_to(report_to) if n in ACCELERATE_TRACKERS]
@@ -1079,8 +1081,12 @@ def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Itera
         raise ValueError("--mixed-precision fp16 needs a GPU: on the CPU accelerate would run float32 without "
                          "saying so; use --mixed-precision bf16 (CPU autocast) or no")
     accelerator = Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=log_with or None, **kwargs)
-    from ..distributed import check_launch
+    from ..distributed import check_launch, launch_problem
 
+    if one_process is not None:
+        if accelerator.num_processes > 1 or launch_problem(accelerator.num_processes) is not None:
+            raise ValueError(one_process)
+        return accelerator
     check_launch(accelerator.num_processes)  # a launch asked for several processes but this one runs alone
     return accelerator
 

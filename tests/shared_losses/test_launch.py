@@ -246,3 +246,38 @@ def test_a_trainer_under_the_silent_single_launch_refuses_before_making_its_fold
     assert "exit status 2" in res.stderr and "shared_losses/" not in res.stderr and "nlp_qt/" not in res.stderr
     assert "started a single process" in errors[0] and "--multi_gpu --num_processes 2 -m nlp_qt.train" in errors[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_one_process_programs_refuse_every_launch_of_several_with_their_own_words(launch_env, monkeypatch, tmp_path):
+    """rl_curl and fewshot's image runs are one process each. Under `accelerate launch --cpu --num_processes 2` the
+    general refusal named `accelerate launch --multi_gpu ...` as the command that works, which these programs then
+    refused in turn; now their own refusal comes first (make_accelerator's ``one_process``), before any folder."""
+    import shared_losses.distributed as distributed
+    from shared_losses.training.runtime import make_accelerator
+
+    launch_env(SIMPLE)
+    monkeypatch.setattr(distributed, "_parent_argv",
+                        lambda: [*ACC, "--cpu", "--num_processes", "2", "-m", "rl_curl.train"])
+    with pytest.raises(ValueError, match="started a single process"):
+        make_accelerator(cpu=True, report_to=())
+    with pytest.raises(ValueError, match="^only one$"):
+        make_accelerator(cpu=True, report_to=(), one_process="only one")
+
+    from fewshot.train import train as fewshot_train
+    from rl_curl.train import run as rl_train
+    from tests.fewshot.test_images import image_cfg, make_images
+    from tests.rl_curl.conftest import tiny_config
+
+    with pytest.raises(ValueError, match=r"^rl_curl trains one agent per process on one device: run python -m "
+                                         r"rl_curl.train without accelerate launch / torchrun"):
+        rl_train(tiny_config(output_dir=str(tmp_path / "rl"), device="cpu"))
+    x, y = make_images()
+    import numpy as np
+
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    with pytest.raises(ValueError, match=r"^image runs are one process: run python -m fewshot.train images without"):
+        fewshot_train(image_cfg(tmp_path / "d.npz", tmp_path / "img"))
+    assert not (tmp_path / "rl").exists() and not (tmp_path / "img").exists()
+    launch_env({})
+    monkeypatch.setattr(distributed, "_parent_argv", lambda: ["bash"])
+    assert make_accelerator(cpu=True, report_to=(), one_process="only one").num_processes == 1
