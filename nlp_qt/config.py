@@ -113,7 +113,7 @@ class Config:
     """The sentence's own score: excluded (-inf; needed by the debiased estimator) or zero and kept
     in the denominator (exactly S2V; objective qt only)."""
     cpc_steps: int = 3
-    """objective cpc: sentences predicted ahead, k = 1..K (CPC's text model predicts 3)."""
+    """objective cpc: sentences predicted ahead, k = 1..K (CPC's text model predicts 3); below --cpc-length."""
     cpc_length: int = 10
     """objective cpc: the batch's consecutive sentences are cut into sequences of at most this many (and at every
     document end); the GRU context runs over each."""

@@ -57,6 +57,10 @@ def validate(cfg: Config) -> None:
     if cfg.cpc_steps < 1 or cfg.cpc_length < 2 or cfg.conv_width < 1:
         raise ValueError(f"cpc_steps must be >= 1, cpc_length >= 2 and conv_width >= 1; got {cfg.cpc_steps}, "
                          f"{cfg.cpc_length} and {cfg.conv_width}")
+    if OBJECTIVES.get(cfg.objective).heads == "cpc" and cfg.cpc_steps >= cfg.cpc_length:
+        raise ValueError(f"--cpc-steps {cfg.cpc_steps} must be below --cpc-length {cfg.cpc_length}: a prediction k "
+                         f"sentences ahead needs a sequence of more than k sentences, so steps {cfg.cpc_length} and "
+                         "beyond would never have a target (nor their maps a gradient)")
     if cfg.conv_width != 3 and cfg.encoder != "conv":
         raise ValueError(f"--conv-width is the conv encoder's; --encoder {cfg.encoder} has no convolution")
     if OBJECTIVES.get(cfg.objective).heads == "cpc" and cfg.gather_across_processes:

@@ -275,6 +275,20 @@ class Config:
                  "key pass, which CPC does not have)")
             need(not self.cuda_graphs, "--aux cpc is not available with --cuda-graphs (its sequences are gathered "
                  "on the host)")
+            # a step k needs an observation k agent steps later in the same episode and in the replay: steps
+            # beyond never have a target (their maps never train, the update still pays for them)
+            need(self.cpc_steps < self.replay_capacity,
+                 f"--cpc-steps {self.cpc_steps} must be below --replay-capacity {self.replay_capacity} (each "
+                 "prediction's target is that many transitions later in the replay)")
+            if not self.task.startswith("gym:"):  # DeepMind Control: 1000 simulator steps an episode
+                repeat = self.action_repeat or int(task_default(self.task, "action_repeat"))
+                episode = -(-1000 // repeat)
+                need(self.cpc_steps < episode,
+                     f"--cpc-steps {self.cpc_steps}: an episode of {self.task} at action repeat {repeat} has {episode} "
+                     f"agent steps (1000 simulator steps), so a prediction at most {episode - 1} steps ahead can "
+                     "have a target" if episode > 1 else
+                     f"--aux cpc: an episode of {self.task} at action repeat {repeat} is one agent step (1000 "
+                     "simulator steps), so no observation has a future to predict; lower --action-repeat")
         need(self.crop_size <= self.image_size, f"crop_size {self.crop_size} > image_size {self.image_size}")
         need(self.action_repeat is None or self.action_repeat >= 1,
              f"action_repeat must be >= 1, got {self.action_repeat}")

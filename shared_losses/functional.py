@@ -737,8 +737,10 @@ def cpc_nce(
         similarity: ``"dot"`` (the paper's log-bilinear score) or ``"cosine"`` (both sides unit-normalised).
         negatives: ``"mixed"`` or ``"other_sequences"``.
         reduction: ``"mean"`` averages each step's terms, then the K steps (each step weighs the same, as K
-            losses of eq. 4 would); ``"sum"`` adds every term; ``"none"`` returns ``[B, T_c, K]`` with 0 where
-            a prediction has no target.
+            losses of eq. 4 would; a step with no target in the batch, ``k >= T`` or beyond every masked
+            sequence, is left out); ``"sum"`` adds every term; ``"none"`` returns ``[B, T_c, K]`` with 0 where
+            a prediction has no target. Absent latents (and the predictions of absent contexts) are set to zero
+            first, so that padding of any value (NaN too) reaches no score and no gradient.
 
     Example:
         >>> z = encoder(x)                                  # [B, T, d]
@@ -750,6 +752,9 @@ def cpc_nce(
     tau_plus = C.check_tau_plus(tau_plus)
     temperature = C.check_temperature(temperature)
     _check_cpc_inputs(latents, predictions, mask, negatives)
+    if mask is not None:  # padding may hold anything: a NaN there would give 0 * NaN in the scores' backward
+        latents = torch.where(mask.unsqueeze(-1), latents, latents.new_zeros(()))
+        predictions = torch.where(mask[:, :predictions.shape[1], None, None], predictions, predictions.new_zeros(()))
     z = _normalise(promote(latents), similarity)
     pred = _normalise(promote(predictions), similarity)
     if z.dtype != pred.dtype:

@@ -196,7 +196,8 @@ class CPCLoss(_LossModule):
         self.context_dim, self.latent_dim, self.steps = context_dim, latent_dim, steps
         self.temperature = C.check_temperature(temperature)
         self.tau_plus = C.check_tau_plus(tau_plus)
-        self.log_floor, self.similarity, self.negatives = log_floor, similarity, negatives
+        self.log_floor = C.check_log_floor_option(log_floor)
+        self.similarity, self.negatives = similarity, negatives
         self.predictors = nn.Linear(context_dim, steps * latent_dim, bias=False)
 
     def predict(self, context: torch.Tensor) -> torch.Tensor:

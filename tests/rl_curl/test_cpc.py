@@ -98,6 +98,12 @@ def test_cpc_run_trains_and_resumes_exactly(tmp_path):
     (dict(aux="cpc", positives=2), "--positives 2 only applies to --aux curl or debiased or hard"),
     (dict(aux="cpc", update="fused"), "--aux cpc has the official update only"),
     (dict(aux="cpc", cuda_graphs=True, replay_on_device=True), "not available with --cuda-graphs"),
+    # steps that can never have a target: beyond an episode's agent steps, or the replay's capacity
+    (dict(aux="cpc", cpc_steps=125), r"--cpc-steps 125: an episode of cartpole-swingup at action repeat 8 has 125 "
+                                     r"agent steps .* at most 124 steps ahead"),
+    (dict(aux="cpc", task="walker-walk", cpc_steps=500, replay_capacity=2000), "repeat 2 has 500 agent steps"),
+    (dict(aux="cpc", action_repeat=1000), "is one agent step .* no observation has a future to predict"),
+    (dict(aux="cpc", cpc_steps=100, replay_capacity=100), "--cpc-steps 100 must be below --replay-capacity 100"),
 ])
 def test_cpc_settings_that_cannot_apply_are_refused(kw, message):
     with pytest.raises(ValueError, match=message):

@@ -128,6 +128,8 @@ def test_cpc_module_holds_one_map_per_step():
     (lambda: S.cpc_nce(torch.randn(2, 3, 4), torch.randn(2, 2, 1, 4), tau_plus=1.0), "tau_plus"),
     (lambda: S.cpc_nce(torch.randn(2, 3, 4) * 1e30, torch.randn(2, 2, 1, 4) * 1e30), "overflow"),
     (lambda: S.CPCLoss(4, 4, steps=0), "steps must be a whole number"),
+    (lambda: S.CPCLoss(4, 4, log_floor="min"), "log_floor must be None, a float, a tensor or 'auto'"),
+    (lambda: S.CPCLoss(4, 4, 3, 1.0, 0.0, "cosine"), "log_floor must be None"),  # the docs' old positional order
     (lambda: S.CPCLoss(4, 4).predict(torch.randn(2, 3, 5)), "context must be [B, T_c, 4]"),
     (lambda: S.CPCLoss(4, 4).predict_each(torch.randn(2, 2, 4)), "contexts must be [B, 3, 4]"),
 ])
@@ -158,3 +160,34 @@ def test_cpc_unmasked_paper_loss_takes_the_cross_entropy_path_with_the_same_valu
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="overflow"):  # the fast path names an overflow as the general one does
         S.cpc_nce(z.float() * 1e30, p.float() * 1e30)
+
+
+@pytest.mark.parametrize("similarity", ["dot", "cosine"])
+@pytest.mark.parametrize("tau_plus", [0.0, 0.1])
+def test_cpc_padding_of_any_value_reaches_no_gradient(similarity, tau_plus):
+    """NaN or inf at absent latents (and at absent contexts' predictions) gave a finite loss but NaN gradients
+    (0 * NaN in the scores' backward); now the loss and every gradient equal those of zero padding."""
+    z, p = _seq(3, 5, 5, 2, 4, seed=3)
+    mask = torch.tensor([[s < n for s in range(5)] for n in (5, 3, 4)])
+    grads = []
+    for pad in (0.0, float("nan"), float("inf")):
+        zz, pp = z.clone(), p.clone()
+        zz[~mask], pp[~mask] = pad, pad
+        zz.requires_grad_(True)
+        pp.requires_grad_(True)
+        loss = S.cpc_nce(zz, pp, mask, tau_plus=tau_plus, similarity=similarity, temperature=0.5)
+        loss.backward()
+        assert torch.isfinite(zz.grad).all() and torch.isfinite(pp.grad).all()
+        assert (zz.grad[~mask] == 0).all() and (pp.grad[~mask] == 0).all()
+        grads.append((loss.detach(), zz.grad, pp.grad))
+    for other in grads[1:]:
+        for a, b in zip(grads[0], other):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_cpc_steps_without_a_target_in_the_batch_are_left_out_of_the_mean():
+    """K = 10 on T = 4 positions: steps 4..10 have no target anywhere; the mean is that of steps 1..3 (documented;
+    the applications refuse such a K up front)."""
+    z, p = _seq(2, 4, 4, 10, 3, seed=5)
+    torch.testing.assert_close(S.cpc_nce(z, p), S.cpc_nce(z, p[:, :, :3]))
+    assert (S.cpc_nce(z, p, reduction="none")[:, :, 3:] == 0).all()
