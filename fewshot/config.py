@@ -351,7 +351,8 @@ class PuConfig(TextOptions):
 @dataclass
 class ImageConfig(RunOptions):
     """Image arrays (``python -m fewshot.train images``, puNCE Tables 1, 2 and 4): an encoder trained with a
-    contrastive loss over two augmented views (--contrastive, listed below) or end to end, then linear probes on its
+    contrastive loss over two augmented views (cpc: over one view's patches; --contrastive, listed below) or end to
+    end, then linear probes on its
     frozen features. `--setting pu`: n_P labeled positives (--n-labeled) and the rest of the pool unlabeled; `--setting
     pnu`: a percentage of the pool labeled, both classes (--labeled-percent). The defaults are the setting chosen on
     the shipped digits' development split (docs/lab_notes/2026-11-26_pu_images.md)."""
@@ -376,7 +377,8 @@ class ImageConfig(RunOptions):
     """`--setting pu`: n_P, the labeled positives, a uniform draw from the training pool's positives (the rest of the
     pool is unlabeled). `--setting pnu` keeps a percentage of labels instead: --labeled-percent."""
     temperature: float = 0.5
-    """Temperature of the contrastive loss."""
+    """Temperature of the contrastive loss (every --contrastive; CPC's own score has none: --temperature 1 for the
+    paper's)."""
     max_steps: int = 300
     """Optimisation steps (the defaults' --passes replaces it; a --max-steps given on the command line wins)."""
     lr: float = 1e-3
@@ -398,11 +400,11 @@ class ImageConfig(RunOptions):
     """The class ids that form the positive class (`--positive-classes 0 2 4 6 8`: even digits, puNCE's odd/even
     MNIST); every other class is the negative class. Unset: the labels must be 0 / 1."""
     contrastive: EncoderLossName = "punce"
-    """The encoder's contrastive loss over two augmented views (puNCE Tables 1 and 4), one of the losses listed at the
-    top (fewshot.objectives.ENCODER_LOSSES); a linear probe on the frozen encoder is then fitted (pu: PN / uPU / nnPU
-    risks; pnu: logistic regression on the labeled images). `none`: no contrastive stage: the encoder and a linear head
-    are trained end to end on raw pixels (pu: one model per risk, the PN / uPU / nnPU rows of puNCE Table 2; pnu:
-    cross-entropy on the labeled images)."""
+    """The encoder's contrastive loss over two augmented views (cpc: the patches of one view; puNCE Tables 1 and 4),
+    one of the losses listed at the top (fewshot.objectives.ENCODER_LOSSES); a linear probe on the frozen encoder is
+    then fitted (pu: PN / uPU / nnPU risks; pnu: logistic regression on the labeled images). `none`: no contrastive
+    stage: the encoder and a linear head are trained end to end on raw pixels (pu: one model per risk, the PN / uPU /
+    nnPU rows of puNCE Table 2; pnu: cross-entropy on the labeled images)."""
     tau_plus: float = 0.1
     """`--contrastive dcl`: tau+ of the debiased loss, the probability that another image shares the
     anchor's latent class (0.1: ten digit classes)."""
@@ -506,6 +508,9 @@ class ImageConfig(RunOptions):
                 if getattr(self, option) != default[option]:
                     raise ValueError(f"--{option.replace('_', '-')} applies to --contrastive cpc only, not "
                                      f"--contrastive {self.contrastive}: drop it")
+        if self.contrastive != "dcl" and self.tau_plus != default["tau_plus"]:
+            raise ValueError(f"--tau-plus applies to --contrastive dcl only, not --contrastive {self.contrastive}: "
+                             "drop it")
         if self.encoder != "patches" and self.patch_pool != default["patch_pool"]:
             raise ValueError(f"--patch-pool applies to --encoder patches only, not --encoder {self.encoder}: drop it")
         if not 1 <= self.patch_pool <= CPC_GRID:

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,7 +188,7 @@ def patch_layout(height: int, width: int, grid: int = CPC_GRID) -> tuple[int, in
     stride ``ceil(side / (grid + 1))`` so that ``grid`` patches a side cover the image, which is zero-padded
     evenly to ``(grid + 1) * stride`` (28x28 digits: 8x8 patches, stride 4, 2 pixels of padding a side)."""
     side = max(height, width)
-    if side < CPC_MIN_SIDE:
+    if min(height, width) < CPC_MIN_SIDE:
         raise DataError(f"CPC's patch grid (--encoder patches) needs images of at least {CPC_MIN_SIDE} pixels a side "
                         f"({grid}x{grid} patches of 4x4 or more); these are {height}x{width}: use --encoder mlp or cnn "
                         "with another --contrastive")
@@ -195,6 +196,13 @@ def patch_layout(height: int, width: int, grid: int = CPC_GRID) -> tuple[int, in
     total = (grid + 1) * stride
     pw, ph = total - width, total - height
     return 2 * stride, stride, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2)
+
+
+def blank_patch_lines(height: int, width: int, grid: int = CPC_GRID) -> int:
+    """How many rows (or columns, on the shorter side) of the patch grid hold only padding on a non-square image."""
+    patch, stride, (left, _, top, _) = patch_layout(height, width, grid)
+    start, size = (top, height) if height <= width else (left, width)
+    return sum(1 for i in range(grid) if i * stride + patch <= start or i * stride >= start + size)
 
 
 class PatchEncoder(nn.Module):
@@ -216,6 +224,12 @@ class PatchEncoder(nn.Module):
                             f"{in_shape[0]} values: use --encoder mlp")
         c, h, w = in_shape
         self.patch, self.stride, self.pad = patch_layout(h, w, grid)
+        blank = blank_patch_lines(h, w, grid)
+        if blank:
+            lines = "rows" if h < w else "columns"
+            warnings.warn(f"CPC's patch grid pads {h}x{w} images to a square: {blank} of its {grid} {lines} of patches "
+                          "hold only padding, which CPC then predicts from padding; crop or resize the images closer "
+                          "to square", UserWarning, stacklevel=2)
         if not 1 <= pool <= grid:
             raise ValueError(f"--patch-pool must be 1 to {grid} (cells a side of the pooled {grid}x{grid} grid), got "
                              f"{pool}")

@@ -251,3 +251,32 @@ def test_cpc_on_images_too_small_for_the_grid_is_one_line_and_writes_nothing(tmp
         train(cpc_cfg(tmp_path / "d.npz", out))
     one_line(err)
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_short_side_under_16_pixels_is_refused_and_a_grid_of_padding_is_warned_about():
+    """8x40 images passed (only the longer side was checked) and were padded to 40x40, 4 of the 7 rows of patches
+    only padding; now the shorter side must be 16 or more too, and a grid with rows (or columns) of padding alone
+    warns, naming how many."""
+    with pytest.raises(DataError, match="at least 16 pixels a side .* these are 8x40") as err:
+        PatchEncoder((1, 8, 40))
+    one_line(err)
+    with pytest.warns(UserWarning, match="pads 16x100 images to a square: 4 of its 7 rows of patches hold only"):
+        PatchEncoder((1, 16, 100))
+    with pytest.warns(UserWarning, match="pads 40x16 images to a square: 2 of its 7 columns"):
+        PatchEncoder((1, 40, 16))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PatchEncoder((1, 20, 30))  # padded 6 rows top and bottom: every row of patches still sees the image
+        PatchEncoder((1, 28, 28))
+
+
+def test_tau_plus_is_refused_for_every_loss_but_dcl(tmp_path):
+    """--contrastive cpc (or punce, infonce, ...) with --tau-plus 0.3 trained as without it, saying nothing."""
+    for contrastive in ("cpc", "punce", "infonce", "scl", "none"):
+        with pytest.raises(ValueError, match=f"--tau-plus applies to --contrastive dcl only, not --contrastive "
+                                             f"{contrastive}"):
+            image_cfg(tmp_path / "d.npz", tmp_path / "run", contrastive=contrastive, tau_plus=0.3,
+                      encoder="patches" if contrastive == "cpc" else "mlp").validate()
+    image_cfg(tmp_path / "d.npz", tmp_path / "run", contrastive="dcl", tau_plus=0.3).validate()
