@@ -180,11 +180,17 @@ def debiased_terms(
     log_ng = log_n + log_g
 
     if pos_present is None:
-        return F.softplus(log_ng - pos).mean(dim=1)
+        return _softplus(log_ng - pos).mean(dim=1)
     safe_pos = torch.where(pos_present, pos, torch.zeros_like(pos))
-    turns = F.softplus(log_ng - safe_pos)
+    turns = _softplus(log_ng - safe_pos)
     turns = torch.where(pos_present, turns, torch.zeros_like(turns))
     return turns.sum(1) / pos_present.sum(1).to(turns.dtype)
+
+
+def _softplus(x: torch.Tensor) -> torch.Tensor:
+    """log(1 + e^x) to the dtype's precision: torch's softplus returns x itself above its threshold (20), off by
+    up to e^-20 = 2e-9, below float32's resolution there but not float64's (whose threshold is then 40)."""
+    return F.softplus(x, threshold=40.0 if x.dtype == torch.float64 else 20.0)
 
 
 def weighted_log_softmax(logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -192,3 +192,19 @@ def test_scl_pu_matches_loop(labels):
     feats, src, lab = _labelled_batch(labels, seed=4)
     ref = R.scl_pu(feats.tolist(), src.tolist(), lab.tolist(), 0.5)
     assert _rel(S.scl_pu_loss(feats, src, lab, 0.5, reduction="none"), ref) < 1e-6
+
+
+def test_float64_terms_keep_float64_precision_where_the_softplus_is_large():
+    """-log(e^p / (e^p + N g)) = log(1 + e^x), x = log(N g) - p: torch's softplus returns x itself above 20, off by
+    up to e^-20 = 2e-9, a billion times float64's resolution; checked against x + log1p(e^-x) for x from 15 to 35."""
+    import math
+
+    import shared_losses as S
+
+    gaps = torch.arange(15.0, 36.0, 2.5, dtype=torch.float64)
+    pos = -gaps.unsqueeze(1)  # [A, 1]
+    neg = torch.zeros(len(gaps), 3, dtype=torch.float64)  # N g = 3 e^0 at tau+ = 0: x = gap + ln 3
+    got = S.debiased_nce_from_logits(pos, neg, reduction="none")
+    for g, value in zip(gaps.tolist(), got.tolist()):
+        x = g + math.log(3.0)
+        assert value == pytest.approx(x + math.log1p(math.exp(-x)), rel=1e-15, abs=0)
