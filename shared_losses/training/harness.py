@@ -23,6 +23,7 @@ part in the checkpoint (accelerate saves each process's random state).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -32,12 +33,34 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
-from .runtime import (CheckpointError, CsvLogger, RunFolder, RunInterrupted, StopSignals, _NoWriter,
+from .runtime import (CheckpointError, CsvLogger, RunFolder, RunInterrupted, StopSignals, _NoWriter, _stop_signals,
                       checkpoint_application, checkpoint_exists, claim_run_folder, config_changes, load_checkpoint,
                       release_run_folder, save_checkpoint, tensorboard_writer, write_json_atomic)
 
 CHECKPOINT = "checkpoint"
 CONFIG_FILE = "config.json"
+
+
+@contextlib.contextmanager
+def _stop_signals_held():
+    """SIGINT / SIGTERM / ... arriving inside the block are noted, not acted on (a clean-up of a few file operations
+    that a signal's default action would cut in half, leaving a half-made run folder); outside the main thread,
+    where handlers cannot be set, nothing changes. A signal noted is then sent again under the handlers of before."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    before = {sig: signal.signal(sig, lambda signum, frame: got.append(signum)) for sig in _stop_signals()}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        if got:
+            signal.raise_signal(got[0])
 
 
 class ConfigChanged(CheckpointError):
@@ -282,15 +305,16 @@ class RunHarness:
         folder = self.folder
         if not (self._opened and self.is_main) or folder.action == "resume":
             return
-        self.close()
-        if self.out.is_dir():
-            shutil.rmtree(self.out)
-        if self._existed and folder.action == "new":
-            self.out.mkdir()
-        if folder.action == "replace" and folder.moved_to is not None and folder.moved_to.exists():
-            os.replace(folder.moved_to, self.out)
-            print(f"the new run did not start: the previous run is back in {self.out}", file=sys.stderr)
-        self._opened = False
+        with _stop_signals_held():  # a launcher's SIGTERM (torchrun's, when another process failed first) waits
+            self.close()
+            if self.out.is_dir():
+                shutil.rmtree(self.out)
+            if self._existed and folder.action == "new":
+                self.out.mkdir()
+            if folder.action == "replace" and folder.moved_to is not None and folder.moved_to.exists():
+                os.replace(folder.moved_to, self.out)
+                print(f"the new run did not start: the previous run is back in {self.out}", file=sys.stderr)
+            self._opened = False
 
     # ------------------------------------------------------------------------------ logging
 

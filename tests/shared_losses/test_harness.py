@@ -205,3 +205,32 @@ def test_harness_compares_every_recorded_option_record_in_one_place(tmp_path):
         h.refuse_changed_options(same, {k: v for k, v in saved.items() if k != "config"})
     with pytest.raises(CheckpointError, match=r"another version of tiny \(checkpoint format 3, this one reads 4\)"):
         h.refuse_changed_options(same, saved, checkpoint_format=4)
+
+
+def test_a_stop_signal_during_the_clean_up_of_a_failed_start_waits_for_it(tmp_path, monkeypatch):
+    """torchrun sends SIGTERM to the other processes when one fails: a main process still removing its new run's
+    folder was ended half-way (config.json, run.json, vocab.json left, and the corrected command then refused the
+    folder). The signal now waits until the folder is gone, then goes to the handler of before."""
+    import os
+    import signal
+
+    import shared_losses.training.harness as harness_module
+    from accelerate import Accelerator
+
+    h = RunHarness("tiny", tmp_path / "run", free=FREE)
+    h.open(Accelerator(cpu=True))
+    h.write_config({"steps": 1})
+    real_rmtree, got = harness_module.shutil.rmtree, []
+
+    def rmtree_after_a_signal(path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives before the first file is removed
+        assert not got  # held: not yet acted on
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(harness_module.shutil, "rmtree", rmtree_after_a_signal)
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        h.abandon()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert not (tmp_path / "run").exists() and got == [signal.SIGTERM]
