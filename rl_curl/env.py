@@ -135,7 +135,7 @@ def _check_render_mode(render_mode: str | None) -> str | None:
 class DMCPixels(_StackedPixels):
     """A DeepMind Control task rendered from pixels, with action repeat and frame stacking."""
 
-    def __init__(self, task: str, seed: int = 0, action_repeat: int | None = None, frame_stack: int = 3,
+    def __init__(self, task: str, seed: int | None = 0, action_repeat: int | None = None, frame_stack: int = 3,
                  image_size: int = 100, camera_id: int | None = None, render_mode: str | None = None):
         from dm_control import suite
 
@@ -268,7 +268,9 @@ class GymPixels(_StackedPixels):
     ``env.render()`` with ``render_mode="rgb_array"``; each is resized to ``image_size`` (PIL
     bilinear) and stacked channels-first, oldest first, like :class:`DMCPixels`. Actions in
     ``[-1, 1]`` are mapped linearly onto the environment's Box bounds. ``terminated`` and
-    ``truncated`` are passed through (a terminal state is not bootstrapped; a time limit is).
+    ``truncated`` are passed through (a terminal state is not bootstrapped; a time limit is). Float frames are read
+    as 0-1 where every value is within [0, 1], else as 0-255. The environment needs a time limit
+    (``max_episode_steps`` in its registration, or given to ``gymnasium.make``): an episode must end.
     """
 
     def __init__(self, env_id: str, seed: int = 0, action_repeat: int = 1, frame_stack: int = 3,
@@ -277,21 +279,35 @@ class GymPixels(_StackedPixels):
         if action_repeat < 1 or frame_stack < 1 or image_size < 1:
             raise ValueError(f"action_repeat, frame_stack and image_size must be >= 1, got "
                              f"{action_repeat}, {frame_stack}, {image_size}")
+        what = f"gymnasium environment {env_id!r}"
         try:
             try:  # render at the target size where the env takes one (MuJoCo envs: 480x480 by default, ~10x slower)
                 sized = {"width": image_size, "height": image_size}
                 self._env = gym.make(env_id, render_mode="rgb_array", **{**sized, **make_kwargs})
-            except TypeError:  # this environment has no width/height arguments
+            except (TypeError, ValueError, AssertionError):  # no width/height arguments, or not these values
                 self._env = gym.make(env_id, render_mode="rgb_array", **make_kwargs)
         except gym.error.DependencyNotInstalled as e:  # a known environment whose extra is missing (mujoco, box2d)
-            raise ValueError(f"gymnasium environment {env_id!r} needs a package that is not installed: {e}") from e
-        except gym.error.Error as e:  # NameNotFound, VersionNotFound, ... (also a module that fails to register)
+            raise ValueError(f"{what} needs a package that is not installed: {e}") from e
+        except (gym.error.Error, ModuleNotFoundError) as e:  # NameNotFound, ...; gym:MODULE:ID whose module is missing
             raise ValueError(f"unknown gymnasium environment {env_id!r}: {e}") from e
-        what = f"gymnasium environment {env_id!r}"
+        except (TypeError, AssertionError) as e:
+            if "render" not in str(e):
+                raise
+            raise ValueError(f"{what} cannot render rgb_array frames, which rl_curl learns from: {e}") from e
+        if self._env.spec is None or self._env.spec.max_episode_steps is None:
+            self._env.close()
+            raise ValueError(f"{what} has no time limit (its spec's max_episode_steps is None), so an episode that "
+                             f"never terminates would never end, nor an evaluation: register it with "
+                             f"gymnasium.register(..., max_episode_steps=N)")
         self._low, self._high = _to_unit_box(self._env.action_space, what)
         space = self._env.observation_space
         self._image_obs = (isinstance(space, gym.spaces.Box) and space.dtype == np.uint8
                            and len(space.shape) == 3 and space.shape[-1] == 3)
+        modes = (getattr(self._env, "metadata", None) or {}).get("render_modes") or []
+        if not self._image_obs and "rgb_array" not in modes:
+            self._env.close()
+            raise ValueError(f"{what} cannot render rgb_array frames, which rl_curl learns from (its render modes: "
+                             f"{list(modes)}; its observations are no (H, W, 3) uint8 images either)")
         self.task, self.action_repeat, self.frame_stack, self.image_size = (GYM_PREFIX + env_id, action_repeat,
                                                                             frame_stack, image_size)
         self.action_space = gym.spaces.Box(-1.0, 1.0, shape=self._env.action_space.shape, dtype=np.float32)
@@ -307,11 +323,15 @@ class GymPixels(_StackedPixels):
             raise ValueError(f"{self._what} cannot render its frames: {e}") from e
         if not self._image_obs and self not in _rendering_gym_envs:
             _close_at_exit(self)
+        if frame is None:
+            raise ValueError(f"{self._what}: render() returned None, not an RGB frame (H, W, 3)")
         frame = np.asarray(frame)
         if frame.ndim != 3 or frame.shape[-1] != 3:
             raise ValueError(f"{self._what}: expected RGB frames of shape (H, W, 3), got {frame.shape}")
         if frame.dtype != np.uint8:
-            frame = np.clip(frame, 0, 255).astype(np.uint8)
+            # floats in [0, 1] are the other usual encoding of a frame (0-255 cut to uint8 made them black)
+            scale = 255.0 if np.issubdtype(frame.dtype, np.floating) and frame.size and frame.max() <= 1.0 else 1.0
+            frame = np.clip(np.rint(frame * scale) if scale != 1.0 else frame, 0, 255).astype(np.uint8)
         if frame.shape[:2] != (self.image_size, self.image_size):
             from PIL import Image
 
@@ -621,5 +641,7 @@ def register_envs() -> None:
         if env_id in gym.registry:
             continue
         repeat = int(task_default(task, "action_repeat"))
-        gym.register(id=env_id, entry_point="rl_curl.env:DMCPixels", kwargs={"task": task},
+        # seed None unless given: environments made without one differ (gymnasium's convention; make_vec's copies
+        # would otherwise step in lockstep), reset(seed=...) makes an episode a function of its seed
+        gym.register(id=env_id, entry_point="rl_curl.env:DMCPixels", kwargs={"task": task, "seed": None},
                      max_episode_steps=-(-1000 // repeat), disable_env_checker=False)

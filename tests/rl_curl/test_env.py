@@ -432,7 +432,7 @@ def test_a_missing_optional_package_of_a_gymnasium_environment_is_named_not_call
             raise missing
 
     gym.register(id="NeedsAtMake-v0", entry_point=NeedsAtMake)
-    gym.register(id="NeedsToRender-v0", entry_point=NeedsToRender)
+    gym.register(id="NeedsToRender-v0", entry_point=NeedsToRender, max_episode_steps=10)
     try:
         with pytest.raises(ValueError) as err:
             GymPixels("NeedsAtMake-v0", image_size=16)
@@ -445,3 +445,78 @@ def test_a_missing_optional_package_of_a_gymnasium_environment_is_named_not_call
     finally:
         for name in ("NeedsAtMake-v0", "NeedsToRender-v0"):
             gym.envs.registry.pop(name, None)
+
+
+def test_gymnasium_environments_users_write_get_one_line_errors_or_work(monkeypatch):
+    """Found by making such environments: one without a time limit hung the evaluation for ever; float frames in
+    [0, 1] became black (cut to uint8); one that cannot render rgb_array, or takes no render_mode, a module of
+    gym:MODULE:ID that does not import, and render() returning None gave tracebacks; an environment that rejects
+    the image size as width/height was refused instead of rendered at its own size and resized."""
+    import gymnasium as gym
+
+    from rl_curl.env import GymPixels
+    from tests.rl_curl.tiny_pixel_env import TinyDot
+
+    class FloatFrames(TinyDot):
+        def render(self):
+            return super().render().astype(np.float32) / 255.0
+
+    class HumanOnly(TinyDot):
+        metadata = {"render_modes": ["human"], "render_fps": 30}
+
+    class NoRenderMode(TinyDot):
+        def __init__(self, size=32):
+            super().__init__(None, size)
+
+    class RendersNone(TinyDot):
+        def render(self):
+            return None
+
+    class WidthRejects(TinyDot):
+        def __init__(self, render_mode=None, width=64, height=64):
+            if width < 64:
+                raise ValueError(f"width must be >= 64, got {width}")
+            super().__init__(render_mode, 32)
+
+    for name, cls in (("Float", FloatFrames), ("HumanOnly", HumanOnly), ("NoRenderMode", NoRenderMode),
+                      ("RendersNone", RendersNone), ("WidthRejects", WidthRejects)):
+        gym.register(id=f"Probe{name}-v0", entry_point=cls, max_episode_steps=10)
+    gym.register(id="ProbeEndless-v0", entry_point=TinyDot)
+    try:
+        with pytest.raises(ValueError, match=r"'ProbeEndless-v0' has no time limit .* max_episode_steps=N"):
+            GymPixels("ProbeEndless-v0", image_size=16)
+        GymPixels("ProbeEndless-v0", image_size=16, max_episode_steps=5).close()  # a limit given to make is one
+        env = GymPixels("ProbeFloat-v0", image_size=32, frame_stack=1)
+        obs, _ = env.reset(seed=0)
+        assert obs.max() == 255  # the dot, white (it was 0: every frame black)
+        env.close()
+        for name in ("HumanOnly", "NoRenderMode"):
+            with pytest.raises(ValueError, match=f"'Probe{name}-v0' cannot render rgb_array frames"):
+                GymPixels(f"Probe{name}-v0", image_size=16)
+        with pytest.raises(ValueError, match=r"render\(\) returned None"):
+            GymPixels("ProbeRendersNone-v0", image_size=16).reset(seed=0)
+        env = GymPixels("ProbeWidthRejects-v0", image_size=16, frame_stack=1)
+        assert env.reset(seed=0)[0].shape == (3, 16, 16)
+        env.close()
+        with pytest.raises(ValueError, match="unknown gymnasium environment 'no_such_module_xyz:TinyDot-v0'"):
+            GymPixels("no_such_module_xyz:TinyDot-v0", image_size=16)
+    finally:
+        for name in ("Float", "HumanOnly", "NoRenderMode", "RendersNone", "WidthRejects", "Endless"):
+            gym.registry.pop(f"Probe{name}-v0", None)
+
+
+def test_dmc_environments_made_without_a_seed_differ():
+    """gymnasium's convention: gym.make_vec's copies of rl_curl/cartpole-swingup-v0 stepped in lockstep (every
+    copy seeded 0); a seed given still fixes the episode."""
+    import gymnasium as gym
+
+    import rl_curl  # noqa: F401  (registers the ids)
+
+    kw = dict(image_size=16, frame_stack=1)
+    a, b = gym.make("rl_curl/cartpole-swingup-v0", **kw), gym.make("rl_curl/cartpole-swingup-v0", **kw)
+    try:
+        assert not np.array_equal(a.reset()[0], b.reset()[0])
+        assert np.array_equal(a.reset(seed=3)[0], b.reset(seed=3)[0])
+    finally:
+        a.close()
+        b.close()
