@@ -47,7 +47,7 @@ class Config:
     #: are compared one by one.
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "output_dir", "resume", "device", "overwrite", "progress", "epochs", "max_steps", "log_every",
-        "checkpoint_every", "vocab_sentences", "preset", "report_to"})
+        "checkpoint_every", "vocab_sentences", "preset", "report_to", "accept_corpus_change"})
 
     corpus: str = ""
     """Training corpus: a plain-text file or folder (files in sorted order; .gz/.bz2/.xz read
@@ -161,6 +161,10 @@ class Config:
     overwrite: bool = False
     """Move the run already in output_dir aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a
     new one there."""
+    accept_corpus_change: bool = False
+    """With --resume: continue although the corpus changed since the checkpoint (a resume skips the batches already
+    used by count, which is right only if the text read so far is unchanged: a bad file not yet read fixed or
+    removed, a bad line of the file being read removed). A warning says so."""
     progress: bool = True
     """Show a progress bar (tqdm, on stderr)."""
 

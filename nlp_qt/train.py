@@ -308,12 +308,15 @@ class QuickThoughtApp(TrainingApp):
         cfg, ckpt_dir = self.cfg, self.harness.checkpoint_dir
         was = state.get("corpus")
         if was is not None and self.fingerprint is not None and was != self.fingerprint:
-            raise ValueError(
-                f"cannot resume from {ckpt_dir}: the corpus {cfg.corpus} changed since the checkpoint "
-                f"({was['files']} files, {was['bytes']} bytes then; {self.fingerprint['files']} files, "
-                f"{self.fingerprint['bytes']} bytes now), so skipping the batches already used would misalign the "
-                "rest; resume with the corpus as it was, or start a new --output-dir"
-            )
+            change = (f"the corpus {cfg.corpus} changed since the checkpoint ({was['files']} files, {was['bytes']} "
+                      f"bytes then; {self.fingerprint['files']} files, {self.fingerprint['bytes']} bytes now)")
+            if not cfg.accept_corpus_change:
+                raise ValueError(
+                    f"cannot resume from {ckpt_dir}: {change}, so skipping the batches already used would misalign "
+                    "the rest; resume with the corpus as it was, or, if only text not yet read changed (a bad file "
+                    "fixed or removed), add --accept-corpus-change; or start a new --output-dir")
+            warnings.warn(f"--accept-corpus-change: {change}; the batches already used are skipped by count, as "
+                          "if the text read so far were unchanged")
         self.step, self.epoch, self.batch_in_epoch = state["step"], state["epoch"], state["batch_in_epoch"]
         self.sentences_seen = state["sentences_seen"]
         self.no_neighbour_batches = state.get("no_neighbour_batches", 0)
@@ -384,7 +387,15 @@ class QuickThoughtApp(TrainingApp):
         return None
 
     def train_step(self):
-        batch = self.next_batch()
+        try:
+            batch = self.next_batch()
+        except CorpusError as err:
+            if not (self.built and self.step > 0):
+                raise
+            # a fault met in text the vocabulary pass never read (a large corpus): keep every step trained
+            self.harness.checkpoint(self.state())
+            raise CorpusError(f"{err} (met at step {self.step}: the checkpoint holds every step trained; fix or "
+                              "remove that text, then continue with --resume --accept-corpus-change)") from None
         if batch is None:
             return None
         cfg, acc = self.cfg, self.accelerator

@@ -1,6 +1,7 @@
 import csv
 import json
 import math
+import re
 
 import numpy as np
 
@@ -518,3 +519,37 @@ def test_the_corpus_stream_changes_nothing_of_the_run(tmp_path):
     assert kinds.count("epoch") == kinds.count("end") == 2 and kinds.count("batch") == 8 and kinds.count("held") == 2
     # from epoch 1 after its first 2 batches (0, 1; batch 2 is held out): batches 3 and 4 are left to train
     assert [k for k, _ in app.corpus_events(1, 2)] == ["epoch", "held", "batch", "batch", "end"]
+
+
+def test_a_bad_file_met_mid_run_keeps_the_steps_trained_and_the_run_continues_once_it_is_fixed(tmp_path):
+    """On a large corpus the vocabulary pass (--vocab-sentences) may never reach a bad file (an interrupted download,
+    here a truncated .gz): the run stopped there without a checkpoint of the steps since the last one, and no resume
+    was possible: with the file fixed or removed the corpus had changed. Now the error writes a checkpoint, and
+    --accept-corpus-change resumes on the fixed corpus."""
+    import gzip
+
+    import torch
+
+    from nlp_qt.corpus import CorpusError
+
+    corpus = tmp_path / "books"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("".join(f"Part {i} of the long story tells of the {['cat', 'dog'][i % 2]}. "
+                                          f"Then the {['bird', 'fox'][i % 2]} ran off again {i} times.\n\n"
+                                          for i in range(60)))
+    whole = gzip.compress(b"The last book starts here. It goes on and on.\n" * 200)
+    (corpus / "z.txt.gz").write_bytes(whole[: len(whole) // 2])  # cut short
+    cfg = dict(corpus=str(corpus), vocab_sentences=50, max_steps=40, checkpoint_every=1000, resume=False)
+    with pytest.raises(CorpusError, match=r"met at step (\d+): the checkpoint holds every step trained; .*"
+                                          r"--resume --accept-corpus-change") as err:
+        train(_cfg(tmp_path, "run", **cfg))
+    stopped_at = int(re.search(r"met at step (\d+)", str(err.value)).group(1))
+    assert stopped_at > 0
+    saved = torch.load(tmp_path / "run" / "checkpoint" / "extra.pt", weights_only=False)
+    assert saved["step"] == stopped_at  # every step trained kept (the last checkpoint was only at the start)
+    (corpus / "z.txt.gz").write_bytes(whole)  # the file downloaded again
+    with pytest.raises(ValueError, match="changed since the checkpoint .* add --accept-corpus-change"):
+        train(_cfg(tmp_path, "run", **{**cfg, "resume": True}))
+    with pytest.warns(UserWarning, match="--accept-corpus-change: the corpus .* changed since the checkpoint"):
+        summary = train(_cfg(tmp_path, "run", **{**cfg, "resume": True, "accept_corpus_change": True}))
+    assert summary["step"] == 40
