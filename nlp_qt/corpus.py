@@ -31,6 +31,7 @@ import lzma
 import os
 import re
 import unicodedata
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -40,6 +41,7 @@ DATASETS_SUFFIXES = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet
 # Compressed files are read through (``book.txt.gz``, ``rows.jsonl.xz``); recognised by their first bytes.
 COMPRESSED = {".gz": (b"\x1f\x8b", gzip.open), ".bz2": (b"BZh", bz2.open), ".xz": (b"\xfd7zXZ\x00", lzma.open)}
 ARCHIVES = {b"PK\x03\x04": "zip", b"7z\xbc\xaf": "7z"}  # several files in one: refused with a message
+ZSTD = b"\x28\xb5\x2f\xfd"  # zstd's frame (The Pile's .jsonl.zst): not read here; its bytes are no text
 
 
 def _format_suffix(path: Path) -> str:
@@ -193,7 +195,14 @@ def _visible_files(path: Path) -> list[Path]:
 def _text_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
-    files = [p for p in _visible_files(path) if _format_suffix(p) in TEXT_SUFFIXES]
+    visible = _visible_files(path)
+    files = [p for p in visible if _format_suffix(p) in TEXT_SUFFIXES]
+    skipped = [p for p in visible if _format_suffix(p) not in TEXT_SUFFIXES]
+    if files and skipped:  # a user's book.chapter.01 or notes.rst: said, not dropped silently
+        shown = ", ".join(str(p.relative_to(path)) for p in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
+        warnings.warn(f"corpus folder {path}: {len(skipped)} file(s) not read, their suffix is not a text file's "
+                      f"({shown}); text files are *.txt, *.text, *.md or have no suffix, also compressed "
+                      f"({', '.join(COMPRESSED)})", UserWarning, stacklevel=2)
     if not files:
         named = ", ".join(f"*{suffix}" for suffix in sorted(TEXT_SUFFIXES) if suffix)
         raise CorpusError(f"corpus folder {path} has no text files ({named} or files without a suffix, also "
@@ -208,6 +217,9 @@ def _open_text_file(path: Path):
     for magic, kind in ARCHIVES.items():
         if head.startswith(magic):
             raise CorpusError(f"{path} is a {kind} archive: unpack it (gzip, bz2 and xz files are read directly)")
+    if head.startswith(ZSTD):
+        raise CorpusError(f"{path} is zstd-compressed: decompress it first (zstd -d {path.name}); gzip, bz2 and xz "
+                          "files are read directly")
     for magic, opener in COMPRESSED.values():
         if head.startswith(magic) and (magic != b"BZh" or head[3:4].isdigit()):  # bzip2: "BZh" + block size
             return opener(path, "rb")
