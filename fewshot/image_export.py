@@ -128,8 +128,11 @@ def raw_input(blob: dict) -> tuple[tuple, bool]:
 
 
 def _atomic(path: Path, write) -> None:
+    from shared_losses.training.runtime import readable_as_umask_allows
+
     tmp = path.with_name(f".{path.name}.tmp")
     write(tmp)
+    readable_as_umask_allows(tmp)  # safetensors' files come out 0600
     os.replace(tmp, path)
 
 

@@ -372,6 +372,8 @@ class QuickThoughtModule(nn.Module):
         state = {k: v.detach().cpu().contiguous() for k, v in self.qt.state_dict().items()}
         state.update({k: v.detach().cpu().contiguous() for k, v in getattr(self.qt, "kept_state", {}).items()})
         save_file(state, str(out / "model.safetensors"))
+        # safetensors 0.8 writes through a temporary file made 0600: give it the mode of the folder's other files
+        os.chmod(out / "model.safetensors", os.stat(out / "config.json").st_mode & 0o777)
         source = Path(__file__).resolve()
         if source != (out / MODULE_FILE).resolve():
             shutil.copyfile(source, out / MODULE_FILE)

@@ -201,11 +201,41 @@ def _free_space(folder: Path) -> str:
     return f"{free / 2**20:,.0f} MiB free there"
 
 
+def _umask() -> int:
+    """This process's umask (Linux: read from /proc, which leaves it untouched; elsewhere set and put back)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def readable_as_umask_allows(path: str | os.PathLike) -> None:
+    """Give the files under ``path`` (or the file ``path``) that were made 0600 the mode a file written with ``open``
+    gets (0666 less the umask). safetensors' ``save_file`` (0.8) writes through a temporary file made 0600, so a
+    model folder was readable by its owner alone, beside files of 0644 (safetensors issue 782); other modes are
+    left as they are."""
+    path, mode = Path(path), 0o666 & ~_umask()
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
+    for f in files:
+        try:
+            if f.stat().st_mode & 0o777 == 0o600 and mode != 0o600:
+                os.chmod(f, mode)
+        except OSError:
+            pass  # a file system without modes
+
+
 def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> Path:
     """Move the complete folder ``tmp`` to ``directory``, replacing an older one: the old folder
     is first renamed to ``.NAME.old`` (which :func:`resolve_checkpoint` falls back to if we are cut
     off between the two renames) and removed only once the new one is in place."""
     tmp, directory = Path(tmp), Path(directory)
+    readable_as_umask_allows(tmp)
     old = _previous(directory)
     if directory.exists():
         if old.exists():
@@ -236,6 +266,8 @@ def written_whole(path: str | os.PathLike, folder: bool = False) -> Iterator[Pat
     if folder:
         replace_directory(tmp, path)
     else:
+        if tmp.exists():
+            readable_as_umask_allows(tmp)
         os.replace(tmp, path)
 
 

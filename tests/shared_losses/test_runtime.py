@@ -585,3 +585,27 @@ def test_a_second_command_on_a_folder_whose_run_still_trains_is_refused(tmp_path
     steps = [line.split(",")[0] for line in (out / "log.csv").read_text().splitlines()[1:]]
     assert len(steps) == len(set(steps))  # one writer
     assert claim_run_folder(out, "nlp_qt", resume=True).action == "resume"  # free once the run has ended
+
+
+def test_model_files_get_the_mode_the_umask_allows_not_safetensors_0600(tmp_path):
+    """safetensors 0.8 writes through a temporary file made 0600: model.safetensors was readable by its owner
+    alone beside 0644 files, so a model shared on a cluster could not be loaded by a colleague."""
+    import os
+
+    from safetensors.torch import save_file
+
+    from shared_losses.training.runtime import written_whole
+
+    old = os.umask(0o022)
+    try:
+        with written_whole(tmp_path / "model", folder=True) as tmp:
+            save_file({"w": torch.zeros(2)}, str(tmp / "model.safetensors"))
+            (tmp / "config.json").write_text("{}")
+            os.chmod(tmp / "config.json", 0o640)  # a mode set on purpose stays
+        with written_whole(tmp_path / "alone.safetensors") as tmp:
+            save_file({"w": torch.zeros(2)}, str(tmp))
+    finally:
+        os.umask(old)
+    mode = lambda p: os.stat(p).st_mode & 0o777  # noqa: E731
+    assert mode(tmp_path / "model" / "model.safetensors") == 0o644
+    assert mode(tmp_path / "alone.safetensors") == 0o644 and mode(tmp_path / "model" / "config.json") == 0o640
