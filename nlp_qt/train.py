@@ -129,7 +129,10 @@ def build_vocab(cfg: Config) -> Vocab:
     stream = sentence_stream(cfg)
     if cfg.vocab_sentences is not None:
         stream = itertools.islice(stream, cfg.vocab_sentences)
-    return Vocab.build((s for _, s in stream), cfg.vocab_size, cfg.max_length, cfg.lowercase)
+    # minutes on a large corpus (5M sentences by default): a bar, gone once the vocabulary is built
+    bar = tqdm(stream, total=cfg.vocab_sentences, desc="vocabulary pass", unit=" sentences", leave=False,
+               disable=not cfg.progress, mininterval=1.0)
+    return Vocab.build((s for _, s in bar), cfg.vocab_size, cfg.max_length, cfg.lowercase)
 
 
 def _clip(model, cfg: Config, accelerator) -> float:

@@ -571,3 +571,13 @@ def test_zstd_files_are_refused_and_files_a_folder_does_not_read_are_named(tmp_p
     (tmp_path / "pile.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd" + bytes(range(200)))
     with pytest.raises(CorpusError, match=r"pile.txt.zst is zstd-compressed: decompress it first \(zstd -d"):
         list(iter_corpus(str(tmp_path / "pile.txt.zst"), CorpusStats()))
+
+
+def test_the_vocabulary_pass_shows_a_bar_and_no_bar_without_progress(tmp_path, capsys):
+    """The vocabulary pass (minutes on a large corpus: 5M sentences by default) printed nothing until it ended."""
+    from nlp_qt.train import build_vocab
+
+    build_vocab(_cfg(tmp_path, "v", progress=True))
+    assert "vocabulary pass" in capsys.readouterr().err
+    build_vocab(_cfg(tmp_path, "v", progress=False))
+    assert "vocabulary pass" not in capsys.readouterr().err
