@@ -981,27 +981,31 @@ def _finite_or_null(value: Any) -> Any:
 # ------------------------------------------------------------------------------------- up-front checks
 
 def check_device(name: str, option: str = "--device") -> torch.device:
-    """``torch.device(name)`` if this machine can use it, else a ValueError of one line naming ``option``:
-    an unknown device type, CUDA asked of a torch built without it or on a machine without a GPU, or a GPU
-    index beyond those visible. Checked before any work starts."""
+    """``torch.device(name)`` if this machine can use it, else a ValueError of one line naming ``option`` (a
+    command-line flag such as ``--device``, or a Python argument such as ``device``): an unknown device type, CUDA
+    asked of a torch built without it or on a machine without a GPU, or a GPU index beyond those visible. Checked
+    before any work starts."""
+    cpu = f"{option} cpu" if option.startswith("-") else f"{option}='cpu'"
+    said = f"{option} {name}" if option.startswith("-") else f"{option}={name!r}"
+    quoted = f"{option} {name!r}" if option.startswith("-") else f"{option}={name!r}"
     try:
         dev = torch.device(name)
     except (RuntimeError, ValueError, TypeError):
-        raise ValueError(f"{option} {name!r} is not a torch device; use cpu, cuda, cuda:N or mps") from None
+        raise ValueError(f"{quoted} is not a torch device; use cpu, cuda, cuda:N or mps") from None
     if dev.type == "cuda":
         if not torch.backends.cuda.is_built():
-            raise ValueError(f"{option} {name}: this torch ({torch.__version__}) was built without CUDA; "
-                             "use --device cpu, or install a CUDA build of torch")
+            raise ValueError(f"{said}: this torch ({torch.__version__}) was built without CUDA; "
+                             f"use {cpu}, or install a CUDA build of torch")
         n = torch.cuda.device_count()
         if n == 0:
-            raise ValueError(f"{option} {name}: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES="
-                             f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); use --device cpu")
+            raise ValueError(f"{said}: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES="
+                             f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); use {cpu}")
         if dev.index is not None and dev.index >= n:
-            raise ValueError(f"{option} {name}: only {n} CUDA GPU(s) are visible (cuda:0 to cuda:{n - 1})")
+            raise ValueError(f"{said}: only {n} CUDA GPU(s) are visible (cuda:0 to cuda:{n - 1})")
     elif dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"{option} {name}: MPS is not available on this machine; use --device cpu")
+        raise ValueError(f"{said}: MPS is not available on this machine; use {cpu}")
     elif dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"{option} {name!r}: only cpu, cuda and mps devices are supported")
+        raise ValueError(f"{quoted}: only cpu, cuda and mps devices are supported")
     return dev
 
 

@@ -274,3 +274,19 @@ def test_a_forked_child_of_a_process_that_rendered_raises_instead_of_hanging(tmp
     assert lines[1].startswith("fork: RuntimeError: this process was forked"), text[-3000:]
     assert lines[2] == "spawn: reset (2, 9, 16, 16)", text[-3000:]
     assert len(lines) == 3
+
+
+def test_load_policy_names_its_python_argument_not_the_command_lines_flag(tmp_path):
+    """load_policy(run, device="cuda") on a machine without CUDA said "--device cuda: ... use --device cpu", the
+    command line's words in a Python call."""
+    import torch
+
+    from rl_curl import load_policy
+    from shared_losses.training.runtime import check_device
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible here")
+    with pytest.raises(ValueError, match=r"^device='cuda': .*use device='cpu'"):
+        load_policy(tmp_path, device="cuda")
+    with pytest.raises(ValueError, match=r"^--device cuda: .*use --device cpu"):
+        check_device("cuda")
