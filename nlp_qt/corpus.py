@@ -230,13 +230,20 @@ def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
     """Decoded, stripped lines of a file; ``None`` stands for an empty line (a paragraph break).
     Undecodable lines are counted and skipped; each yields ``""``, which ends the paragraph (the
     text on either side is never joined into one sentence) but is not a blank line. UTF-16 with a
-    byte-order mark (Windows editors' "Unicode") is decoded as such."""
+    byte-order mark (Windows editors' "Unicode"), or without one where its first bytes show it, is decoded as such;
+    a file whose first bytes end lines with CR alone (old Mac) is split at CR."""
     with _open_text_file(path) as fh:
         lines, head = fh, _first_bytes(fh, path)
         if head[257:262] == b"ustar":  # also inside .tar.gz
             raise CorpusError(f"{path} is a tar archive: unpack it (gzip, bz2 and xz files are read directly)")
         if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
             lines = (line.encode("utf-8") for line in io.TextIOWrapper(fh, encoding="utf-16", errors="replace"))
+        elif _bomless_utf16(head):  # iconv's utf-16le / utf-16be: every other byte 0, read as NULs between letters
+            lines = (line.encode("utf-8") for line in io.TextIOWrapper(fh, encoding=_bomless_utf16(head),
+                                                                       errors="replace"))
+        elif b"\r" in head and b"\n" not in head:  # old Mac line endings (CR alone): the whole file was one line
+            lines = (line.encode("utf-8", "surrogateescape")
+                     for line in io.TextIOWrapper(fh, encoding="utf-8", errors="surrogateescape", newline=None))
         for lineno, raw in enumerate(_read_or_fail(lines, path), 1):
             stats.lines += 1
             try:
@@ -253,6 +260,21 @@ def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
                 yield None
                 continue
             yield line
+
+
+def _bomless_utf16(head: bytes) -> str | None:
+    """``"utf-16-le"`` / ``"utf-16-be"`` where the first bytes are text of that encoding without a byte-order mark
+    (nearly every odd, or even, byte 0 and the others not), else None."""
+    n = len(head) - len(head) % 2
+    if n < 8:
+        return None
+    even, odd = head[0:n:2], head[1:n:2]
+    zero = lambda b: b.count(0) / len(b)  # noqa: E731
+    if zero(odd) >= 0.9 and zero(even) <= 0.1:
+        return "utf-16-le"
+    if zero(even) >= 0.9 and zero(odd) <= 0.1:
+        return "utf-16-be"
+    return None
 
 
 _READ_ERRORS = (EOFError, OSError, lzma.LZMAError)  # a truncated or corrupt compressed file

@@ -404,3 +404,21 @@ def test_the_presets_shipped_books_are_found_from_any_folder(tmp_path, monkeypat
     (tmp_path / "nlp_qt/data/books/mine.txt").write_text("My own sentence. Another one.\n")
     assert shipped_or_given(given) == given
     assert [s for _, s in iter_corpus(given)] == ["My own sentence.", "Another one."]
+
+
+@pytest.mark.parametrize("encode", [
+    lambda t: t.encode("utf-16-le"), lambda t: t.encode("utf-16-be"),  # iconv -t utf-16le: no byte-order mark
+    lambda t: t.replace("\n", "\r").encode(),  # old Mac line endings
+    lambda t: t.replace("\n", "\r").encode("utf-16-le"),
+])
+def test_bomless_utf16_and_cr_line_endings_read_as_the_same_text(tmp_path, encode):
+    """UTF-16 without a byte-order mark decoded as UTF-8 with a NUL between the letters (NUL the commonest token);
+    a file ending its lines with CR alone was one line: one sentence, one document."""
+    text = "Emma was handsome. She was clever.\nShe was rich.\n\nA new part starts here. It ends.\n"
+    (tmp_path / "lf.txt").write_bytes(text.encode())
+    (tmp_path / "other.txt").write_bytes(encode(text))
+    want = [s for _, s in iter_corpus(str(tmp_path / "lf.txt"))]
+    assert [s for _, s in iter_corpus(str(tmp_path / "other.txt"))] == want and len(want) == 5
+    for boundary in ("line", "blank_line"):  # the documents too: (document, sentence) pairs
+        docs = lambda f: list(iter_corpus(str(tmp_path / f), doc_boundary=boundary))  # noqa: E731
+        assert docs("other.txt") == docs("lf.txt")
