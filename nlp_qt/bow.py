@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -117,6 +118,15 @@ def read_word_vectors(path: str | os.PathLike) -> tuple[list[str], np.ndarray, b
                          f"[{len(words)} words, dim]")
     if not np.isfinite(vectors).all():
         raise ValueError(f"word vectors {path}: word_vectors.npy holds non-finite values")
+    if len(set(words)) != len(words):  # a word listed twice: which vector it gets would otherwise go unsaid
+        seen, twice = set(), []
+        for w in words:
+            if w in seen and w not in twice:
+                twice.append(w)
+            seen.add(w)
+        shown = ", ".join(repr(w) for w in twice[:5]) + (", ..." if len(twice) > 5 else "")
+        warnings.warn(f"word vectors {path}: {len(twice)} word(s) listed more than once in words.json ({shown}); "
+                      "each takes its last vector", UserWarning, stacklevel=2)
     return words, vectors.astype(np.float32, copy=False), bool(info.get("config", {}).get("lowercase", False))
 
 

@@ -86,3 +86,25 @@ def test_bow_encodes_with_the_tokenizer_version_its_words_were_split_with(small_
     (a / "bow.json").write_text(json.dumps(info))
     assert bow_tokenizer_version(a) == 2
     assert np.allclose(load_bow_encoder(a)(["кот"])[0], vec[1:4].mean(axis=0), atol=1e-6)
+
+
+def test_words_listed_twice_in_word_vectors_are_named(tmp_path):
+    """A words.json with 'the' twice gave 'the' its last vector without a word."""
+    import json
+    import warnings
+
+    import numpy as np
+
+    from nlp_qt.bow import BOW_MARKER, read_word_vectors
+
+    (tmp_path / BOW_MARKER).write_text("{}")
+    (tmp_path / "words.json").write_text(json.dumps(["the", "cat", "the", "dog"]))
+    np.save(tmp_path / "word_vectors.npy", np.arange(8, dtype=np.float32).reshape(4, 2))
+    with pytest.warns(UserWarning, match=r"1 word\(s\) listed more than once in words.json \('the'\); each takes "
+                                         r"its last vector"):
+        words, vectors, _ = read_word_vectors(tmp_path)
+    assert words == ["the", "cat", "the", "dog"] and vectors.shape == (4, 2)
+    (tmp_path / "words.json").write_text(json.dumps(["the", "cat", "a", "dog"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read_word_vectors(tmp_path)
