@@ -115,7 +115,11 @@ class _StackedPixels(gym.Env):
 
     def _env_action(self, action) -> np.ndarray:
         """``action`` in [-1, 1] (clipped) mapped linearly onto the wrapped environment's bounds."""
-        action = np.asarray(action, dtype=np.float64).reshape(self.action_space.shape)
+        action = np.asarray(action, dtype=np.float64)
+        if action.size != int(np.prod(self.action_space.shape)):
+            raise ValueError(f"action of shape {list(action.shape)} for an action space of shape "
+                             f"{list(self.action_space.shape)} ({getattr(self, 'task', 'this environment')})")
+        action = action.reshape(self.action_space.shape)
         if not np.all(np.isfinite(action)):
             raise ValueError(f"action must be finite, got {action}")
         return self._low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)

@@ -520,3 +520,18 @@ def test_dmc_environments_made_without_a_seed_differ():
     finally:
         a.close()
         b.close()
+
+
+def test_an_action_of_the_wrong_size_names_the_action_space():
+    """cartpole stepped with two numbers gave numpy's "cannot reshape array of size 2 into shape (1,)"."""
+    from rl_curl.env import make
+
+    env = make("cartpole-swingup", seed=0, image_size=16, frame_stack=1)
+    try:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=r"action of shape \[2\] for an action space of shape \[1\] "
+                                             r"\(cartpole-swingup\)"):
+            env.step(np.array([0.1, 0.2]))
+        env.step(np.array([[0.1]]))  # one number, in any shape, is cartpole's action
+    finally:
+        env.close()
