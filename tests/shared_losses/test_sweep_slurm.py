@@ -191,7 +191,11 @@ def test_a_stopped_run_whose_job_slurm_requeued_is_told_apart_from_one_that_stay
     (tmp_path / "job.txt").write_text("COMPLETING|N/A\n")
     import threading
 
-    threading.Timer(0.5, lambda: (tmp_path / "job.txt").write_text("PENDING|N/A\n")).start()
+    def requeue():  # atomically: the fake squeue reading the file between its truncation and write saw no job
+        (tmp_path / "job.new").write_text("PENDING|N/A\n")
+        os.replace(tmp_path / "job.new", tmp_path / "job.txt")
+
+    threading.Timer(0.5, requeue).start()
     t0 = time.monotonic()
     assert slurm.requeued(job) and not result.exists() and 0.5 <= time.monotonic() - t0 < 30
 
