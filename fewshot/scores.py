@@ -31,18 +31,12 @@ def binary_scores(y_true, logits) -> dict:
     out = {"accuracy": pct(tp + tn, y.size), "balanced_accuracy": None, "precision": pct(tp, tp + fp),
            "recall": recall, "f1": pct(2 * tp, 2 * tp + fp + fn), "roc_auc": None,
            "n_positive": int(pos.sum()), "n_negative": int(neg.sum())}
-    if recall is not None and specificity is not None:
+    if recall is not None and specificity is not None:  # both classes: the ranking's ROC-AUC is defined
+        from sklearn.metrics import roc_auc_score
+
         out["balanced_accuracy"] = (recall + specificity) / 2
-        out["roc_auc"] = 100.0 * _auc(s[pos], s[neg])
+        out["roc_auc"] = 100.0 * float(roc_auc_score(y, s))
     return out
-
-
-def _auc(sp: np.ndarray, sn: np.ndarray) -> float:
-    """P(score of a positive > score of a negative) + P(tie) / 2 (the Mann-Whitney statistic), from ranks."""
-    from scipy.stats import rankdata
-
-    ranks = rankdata(np.concatenate([sp, sn]))  # ties get their average rank
-    return float((ranks[:sp.size].sum() - sp.size * (sp.size + 1) / 2) / (sp.size * sn.size))
 
 
 def scores_line(scores: dict | None) -> str | None:
