@@ -62,8 +62,9 @@ def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eva
     fe, logits = embed_all(model, tokenizer, eval_x, cfg.max_length, device)
     fl, fe, yl = fl.numpy(), fe.numpy(), np.asarray(train_y)[sample.labeled]
     clf = fit_logreg(fl, yl, cfg.probe_c, cfg.seed)
-    out = {"logreg": float((clf.predict(unit_rows(fe)) == np.asarray(eval_y)).mean() * 100.0)}
-    scores = {"logreg": binary_scores(eval_y, clf.decision_function(unit_rows(fe)))}
+    decision = clf.decision_function(unit_rows(fe))  # classes [0, 1]: predict() is decision > 0
+    out = {"logreg": float(((decision > 0).astype(int) == np.asarray(eval_y)).mean() * 100.0)}
+    scores = {"logreg": binary_scores(eval_y, decision)}
     if trains_head:
         out["linear"] = float((logits.argmax(1).numpy() == np.asarray(eval_y)).mean() * 100.0)
         scores["linear"] = binary_scores(eval_y, (logits[:, 1] - logits[:, 0]).numpy())

@@ -542,10 +542,11 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
     from sklearn.linear_model import LogisticRegression
 
     clf = LogisticRegression(C=cfg.probe_c, max_iter=5000).fit(f_lab.numpy(), data.y[data.labeled])
-    acc_ = float((clf.predict(f_eval.numpy()) == ev_y).mean() * 100.0)
+    decision = clf.decision_function(f_eval.numpy())  # classes [0, 1]: predict() is decision > 0
+    acc_ = float(((decision > 0).astype(int) == ev_y).mean() * 100.0)
     head = {"learner": "logistic regression", "weight": torch.from_numpy(clf.coef_).float(),
             "bias": torch.from_numpy(clf.intercept_).float(), "mean": mean, "std": std}
-    return {"logreg": acc_}, head, {"logreg": binary_scores(ev_y, clf.decision_function(f_eval.numpy()))}
+    return {"logreg": acc_}, head, {"logreg": binary_scores(ev_y, decision)}
 
 
 def export_images(cfg: ImageConfig, models: dict, head: dict, data: ImageData, metrics: dict, out) -> None:
