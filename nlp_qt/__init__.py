@@ -26,11 +26,12 @@ class SentenceEncoder:
 
 
 def load_encoder(path: str, device: str = "cpu", batch_size: int = 128,
-                 max_length: int | None = None) -> SentenceEncoder:
+                 max_length: int | None = None, trust_remote_code: bool = False) -> SentenceEncoder:
     """The encoder in ``path``: an nlp_qt run or its ``model/``, a bag-of-words folder (:mod:`nlp_qt.bow`) or a
     sentence-transformers model (local folder or hub id). An nlp_qt model reads whole texts unless ``max_length``
-    cuts them to their first tokens. One-line errors name what is missing."""
+    cuts them to their first tokens; ``trust_remote_code`` lets a sentence-transformers folder run its own Python
+    modules. One-line errors name what is missing. ``nlp_qt.senteval.evaluate`` takes the result as it is."""
     from .senteval import load_encoder as _load
 
-    encode, desc = _load(str(path), device, batch_size, max_length)
+    encode, desc = _load(str(path), device, batch_size, max_length, trust_remote_code)
     return SentenceEncoder(encode, desc)

@@ -283,12 +283,36 @@ def eval_max_length(a, job: dict) -> int | None:
     return (a.eval_max_length or 0) if job["config"] is not None and job["config"].name == "config.json" else None
 
 
+def resumable_evaluation(a, job: dict) -> bool:
+    """Whether the job's evaluation output holds the finished tasks of a stopped evaluation with the settings it
+    would run with now (it is rewritten after every task): then it continues (--resume); any other file there is
+    removed, as the evaluation would make it again."""
+    out = eval_output(job)
+    if not out.exists():
+        return False
+    from nlp_qt.senteval import SEED, resolve_data_dir
+
+    try:
+        saved = json.loads(out.read_text())
+        same = {"model": str(job["model"]), "kfold": a.kfold, "inner_kfold": a.inner_kfold, "seed": SEED,
+                "folds": "current", "max_length": eval_max_length(a, job),
+                "data": str(resolve_data_dir(a.data, a.tasks))}
+        if all(saved.get(k) == v for k, v in same.items()) and isinstance(saved.get("results"), dict):
+            return True
+    except (ValueError, OSError, TypeError):
+        pass
+    out.unlink()
+    return False
+
+
 def eval_command(a, job: dict) -> list[str]:
     cmd = [sys.executable, "-m", "nlp_qt.senteval", "--model", str(job["model"]), "--data", a.data, "--tasks",
            *a.tasks, "--kfold", str(a.kfold), "--device", a.device, "--json", "--output", str(eval_output(job))]
     max_length = eval_max_length(a, job)
     if max_length is not None:
         cmd += ["--max-length", str(max_length)]
+    if resumable_evaluation(a, job):
+        cmd.append("--resume")
     return cmd + (["--inner-kfold", str(a.inner_kfold)] if a.inner_kfold else [])
 
 

@@ -58,13 +58,13 @@ from .cli import main
 from .encoders import Encoder, load_encoder, make_qt_encoder
 from .fetch import DOWNLOAD_FIXES, DOWNLOADS, cat_v, download, ptb_tokenize
 from .human import build_human_tasks, cache_dir, resolve_data_dir
-from .protocols import KINDS, PROTOCOLS, TABLE2_COLUMNS, Protocol, evaluate, format_table
+from .protocols import KINDS, PROTOCOLS, TABLE2_COLUMNS, Protocol, as_encoder, evaluate, format_table, prepare_tasks
 from .tasks import (ALL_TASKS, BINARY_TASKS, HUMAN_TASKS, TASK_FILES, TASKS, TREC_CLASSES, SentEvalDataError, Task,
                     load_binary, load_mrpc, load_trec, task_files)
 
 __all__ = ["ALL_TASKS", "BINARY_TASKS", "C_BINARY", "C_TRAIN_TEST", "DOWNLOADS", "DOWNLOAD_FIXES", "FOLDS",
            "HUMAN_TASKS", "KINDS", "PROTOCOLS", "SEED", "TABLE2_COLUMNS", "TASKS", "TASK_FILES", "TREC_CLASSES",
-           "Encoder", "Protocol", "SentEvalDataError", "Task", "build_human_tasks", "cache_dir", "cat_v", "download",
-           "eval_kfold", "eval_train_test", "evaluate", "format_table", "load_binary", "load_encoder", "load_mrpc",
-           "load_trec", "main", "make_qt_encoder", "mrpc_features", "ptb_tokenize", "resolve_data_dir",
-           "stratified_folds", "task_files"]
+           "Encoder", "Protocol", "SentEvalDataError", "Task", "as_encoder", "build_human_tasks", "cache_dir", "cat_v",
+           "download", "eval_kfold", "eval_train_test", "evaluate", "format_table", "load_binary", "load_encoder",
+           "load_mrpc", "load_trec", "main", "make_qt_encoder", "mrpc_features", "prepare_tasks", "ptb_tokenize",
+           "resolve_data_dir", "stratified_folds", "task_files"]

@@ -12,9 +12,9 @@ from typing import Sequence
 from .classify import FOLDS, SEED
 from .encoders import load_encoder
 from .fetch import download
-from .human import build_human_tasks, resolve_data_dir
-from .protocols import evaluate, format_table
-from .tasks import ALL_TASKS, HUMAN_TASKS, TASKS, SentEvalDataError, task_files
+from .human import build_human_tasks
+from .protocols import _check_seed, evaluate, format_table, prepare_tasks
+from .tasks import ALL_TASKS, HUMAN_TASKS, TASKS, SentEvalDataError
 
 
 def _check_output(path: str, overwrite: bool = False) -> None:
@@ -30,6 +30,29 @@ def _check_output(path: str, overwrite: bool = False) -> None:
         raise ValueError(f"--output {out}: the folder {parent} does not exist")
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
         raise ValueError(f"--output {out} cannot be written (permission denied)")
+
+
+#: what an --output file records of the evaluation; a --resume must match every one
+RECORDED = ("model", "data", "kfold", "inner_kfold", "seed", "folds", "max_length")
+
+
+def _resumed(path: str, settings: dict, tasks: list[str]) -> dict:
+    """The finished tasks of an earlier --output with the same settings (``--resume``); one-line errors for a
+    missing or unreadable file and for one made with other settings."""
+    out = Path(path)
+    if not out.is_file():
+        raise FileNotFoundError(f"--resume: --output {out} does not exist (nothing to continue; drop --resume)")
+    try:
+        saved = json.loads(out.read_text())
+        done = saved["results"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"--resume: --output {out} is not a results file of nlp_qt.senteval ({err})") from None
+    other = {k: (saved.get(k), settings[k]) for k in RECORDED if saved.get(k) != settings[k]}
+    if other:
+        what = ", ".join(f"{k} {a!r} there, {b!r} now" for k, (a, b) in other.items())
+        raise ValueError(f"--resume: --output {out} was made with other settings ({what}); evaluate into another "
+                         "--output, or pass --overwrite instead of --resume to start again")
+    return {t: done[t] for t in tasks if t in done}
 
 
 def main(argv: Sequence[str] | None = None) -> dict | None:
@@ -104,6 +127,13 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                    help="also write the results JSON here (an existing file is refused unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="let --output replace an existing file (written to a temporary file, then renamed)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an evaluation whose --output holds some finished tasks (it is rewritten after "
+                   "every task, so a stopped evaluation keeps them): those are kept, the others evaluated; the "
+                   "settings must be the same")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="sentence-transformers models whose folder holds its own Python modules (modules.json "
+                   "naming them): load and run that code (only for folders you trust)")
     a = p.parse_args(argv)
     if a.max_length is not None and a.max_length < 0:  # before the data or the model is read
         raise ValueError(f"--max-length must be >= 0 (0: the whole text), got {a.max_length}")
@@ -116,22 +146,48 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         raise ValueError(f"--batch-size must be >= 1, got {a.batch_size}")
     if a.jobs < 1 and a.jobs != -1:
         raise ValueError(f"--jobs must be >= 1, or -1 for one per CPU; got {a.jobs}")
+    try:
+        _check_seed(a.seed)
+    except ValueError:
+        raise ValueError(f"--seed must be in [0, 2**32 - 1] (it seeds the folds and the logistic regressions), "
+                         f"got {a.seed}") from None
+    if a.resume and not a.output:
+        raise ValueError("--resume continues the evaluation written to --output; pass --output FILE")
+    if a.resume and a.overwrite:
+        raise ValueError("--resume keeps --output's finished tasks, --overwrite replaces the file: pass one of them")
+    tasks = list(dict.fromkeys(a.tasks))  # a task named twice is evaluated once
     from shared_losses.training.runtime import check_device
 
     check_device(a.device)
-    if a.output:
+    if a.output and not a.resume:
         _check_output(a.output, a.overwrite)
-    root = resolve_data_dir(a.data, a.tasks)
-    for t in a.tasks:
-        task_files(root, t)
-    encode, desc = load_encoder(a.model, a.device, a.batch_size, a.max_length)
-    results = evaluate(encode, root, a.tasks, a.kfold, a.inner_kfold, a.seed, verbose=not a.json, jobs=a.jobs,
-                       folds=a.folds)
-    if a.output:
+    root, _ = prepare_tasks(a.data, tasks, a.kfold, a.inner_kfold)  # every file read and checked before the model
+    settings = {"model": a.model, "data": str(root), "kfold": a.kfold, "inner_kfold": a.inner_kfold, "seed": a.seed,
+                "folds": a.folds, "max_length": a.max_length}
+    done = _resumed(a.output, settings, tasks) if a.resume else {}
+    if done:
+        print(f"--resume: {', '.join(done)} finished in {a.output}; evaluating "
+              f"{', '.join(t for t in tasks if t not in done) or 'nothing more'}", file=sys.stderr)
+
+    def save(results: dict) -> None:
         from shared_losses.training.runtime import write_json_atomic
 
-        write_json_atomic(a.output, {"model": a.model, "kfold": a.kfold, "seed": a.seed, "folds": a.folds,
-                                     "max_length": a.max_length, "results": results})
+        ordered = {t: results[t] for t in tasks if t in results}
+        write_json_atomic(a.output, {**settings, "tasks": tasks, "results": ordered,
+                                     "complete": len(ordered) == len(tasks)})
+
+    todo = [t for t in tasks if t not in done]
+    results = dict(done)
+    if todo:
+        encode, desc = load_encoder(a.model, a.device, a.batch_size, a.max_length, a.trust_remote_code)
+        results.update(evaluate(encode, root, todo, a.kfold, a.inner_kfold, a.seed, verbose=not a.json,
+                                jobs=a.jobs, folds=a.folds,
+                                on_task=(lambda t, so_far: save({**done, **so_far})) if a.output else None))
+    else:
+        desc = f"{a.model}: every task was already in {a.output}"
+    results = {t: results[t] for t in tasks}
+    if a.output:
+        save(results)
     if a.json:
         print(json.dumps(results))
     else:

@@ -37,12 +37,13 @@ def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128, max_l
 
 
 def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
-                 max_length: int | None = None) -> tuple[Encoder, str]:
+                 max_length: int | None = None, trust_remote_code: bool = False) -> tuple[Encoder, str]:
     """An ``encode(sentences) -> [n, d] float array`` for an nlp_qt model or a sentence-transformers
     model; returns it with a short description. ``max_length`` (nlp_qt models only): tokens of each text the
     encoder reads, the first ``max_length`` of them; None or 0 (the default): the whole text, as the bag-of-words
     baseline reads it. A model's training ``--max-length`` (50 by default) cuts the corpus sentences it trained
-    on, not the texts it encodes."""
+    on, not the texts it encodes. ``trust_remote_code``: a sentence-transformers folder's own Python modules are
+    loaded and run (sentence-transformers refuses them otherwise)."""
     if max_length is not None and max_length < 0:
         raise ValueError(f"max_length must be >= 0 (0: the whole text), got {max_length}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -99,13 +100,21 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
     from sentence_transformers import SentenceTransformer
 
     try:
-        st = SentenceTransformer(str(path) if path.exists() else model, device=device)
+        st = SentenceTransformer(str(path) if path.exists() else model, device=device,
+                                 trust_remote_code=trust_remote_code)
     except Exception as err:  # noqa: BLE001
-        why = (str(err).strip().splitlines() or [""])[0]  # the hub's messages run over several lines
+        text = str(err).strip()
+        why = (text.splitlines() or [""])[0]  # the hub's messages run over several lines
         where = "" if path.exists() else " (no such local folder, so it was asked of the hub)"
+        if "trust_remote_code" in text and not trust_remote_code:
+            hint = ("its folder holds its own Python code: pass --trust-remote-code (trust_remote_code=True) to "
+                    "load and run it, if you trust it")
+        elif path.exists():
+            hint = "is it a complete sentence-transformers folder (modules.json and the modules it names)?"
+        else:
+            hint = "offline? pass a local model folder"
         raise FileNotFoundError(
-            f"could not load {model!r} as a sentence-transformers model{where}: {type(err).__name__}: {why}; "
-            "offline? pass a local model folder"
+            f"could not load {model!r} as a sentence-transformers model{where}: {type(err).__name__}: {why}; {hint}"
         ) from err
 
     def encode_st(sentences: list[str]) -> np.ndarray:

@@ -31,11 +31,45 @@ def _ntok(texts: list[str]) -> list[int]:
     return [len(t.split()) for t in texts]
 
 
+def _encoded(encode: Encoder, sentences: list[str], task: str) -> np.ndarray:
+    """``encode(sentences)`` as a 2-d float array with one finite row per sentence; anything else is refused in
+    one line naming the task and what came back (a torch tensor is taken to numpy, whole numbers to float32)."""
+    out = encode(sentences)
+    if hasattr(out, "detach") and hasattr(out, "cpu"):  # a torch tensor (any dtype, any device)
+        out = out.detach().float().cpu().numpy()
+    try:
+        arr = np.asarray(out)
+    except (ValueError, TypeError) as err:  # ragged rows
+        raise ValueError(f"task {task}: the encoder returned {type(out).__name__} that is not an array of numbers "
+                         f"({err}); it must return an array [n, d], one row per sentence") from None
+    if arr.dtype.kind in "biu":
+        arr = arr.astype(np.float32)
+    if arr.dtype.kind != "f":
+        raise ValueError(f"task {task}: the encoder returned an array of {arr.dtype} for {len(sentences)} "
+                         "sentences; it must return numbers, an array [n, d] of floats")
+    if arr.ndim != 2 or arr.shape[0] != len(sentences):
+        raise ValueError(f"task {task}: the encoder returned shape {tuple(arr.shape)} for {len(sentences)} "
+                         f"sentences; it must return [n, d] = [{len(sentences)}, d], one row per sentence")
+    if not np.isfinite(arr).all():
+        rows = np.flatnonzero(~np.isfinite(arr).all(axis=1))
+        raise ValueError(f"task {task}: the encoder returned NaN or infinite values in {len(rows)} of "
+                         f"{len(sentences)} rows (first: sentence {rows[0]}, {sentences[rows[0]][:60]!r})")
+    return arr
+
+
+def _check_binary(examples, task: str, kfold: int, inner_kfold: int | None) -> None:
+    classify._check_folds(np.asarray(examples[1]), kfold, task, inner_kfold or kfold)
+
+
+def _check_train_test(examples, task: str, kfold: int, inner_kfold: int | None) -> None:
+    classify._check_folds(np.asarray(examples["train"][-1]), kfold, task)
+
+
 def _score_binary(encode: Encoder, examples, task: str, kfold: int, inner_kfold: int | None, seed: int):
     texts, y = examples
     order = _senteval_order(_ntok(texts), y)
     texts, y = [texts[i] for i in order], y[order]
-    return eval_kfold(encode(texts), y, kfold, inner_kfold, seed, task=task), y
+    return eval_kfold(_encoded(encode, texts, task), y, kfold, inner_kfold, seed, task=task), y
 
 
 def _score_train_test(encode: Encoder, examples, task: str, kfold: int, inner_kfold: int | None, seed: int):
@@ -44,7 +78,8 @@ def _score_train_test(encode: Encoder, examples, task: str, kfold: int, inner_kf
         texts, y = examples[s]
         order = _senteval_order(_ntok(texts), y)
         d[s] = ([texts[i] for i in order], y[order])
-    res = eval_train_test(encode(d["train"][0]), d["train"][1], encode(d["test"][0]), d["test"][1], kfold, seed,
+    res = eval_train_test(_encoded(encode, d["train"][0], task), d["train"][1], _encoded(encode, d["test"][0], task),
+                          d["test"][1], kfold, seed,
                           task=task)
     return res, d["test"][1]
 
@@ -55,7 +90,8 @@ def _score_pair(encode: Encoder, examples, task: str, kfold: int, inner_kfold: i
         a, b, y = examples[s]
         order = _senteval_order(_ntok(a), _ntok(b), y)
         d[s] = ([a[i] for i in order], [b[i] for i in order], y[order])
-    feats = {s: mrpc_features(encode(d[s][0]), encode(d[s][1])) for s in ("train", "test")}
+    feats = {s: mrpc_features(_encoded(encode, d[s][0], task), _encoded(encode, d[s][1], task))
+             for s in ("train", "test")}
     res = eval_train_test(feats["train"], d["train"][2], feats["test"], d["test"][2], kfold, seed, f1=True, task=task)
     return res, d["test"][2]
 
@@ -65,51 +101,96 @@ class Protocol:
     """How one kind of task is read and scored, one entry of :data:`PROTOCOLS`. ``load(root, task)``: the reader
     of this kind's files (a task may name its own, :attr:`Task.load`). ``score(encode, examples, task, kfold,
     inner_kfold, seed)``: puts the examples in SentEval's order, encodes and scores them; returns (the metrics,
-    the labels of the scored examples). A new protocol is one entry here."""
+    the labels of the scored examples). ``check(examples, task, kfold, inner_kfold)`` (optional): raises when the
+    folds cannot be drawn on these examples, before anything is encoded. A new protocol is one entry here."""
 
     load: Callable[[Path, str], Any]
     score: Callable[..., tuple[dict, np.ndarray]]
     description: str
+    check: Callable[..., None] | None = None
 
 
 PROTOCOLS: dict[str, Protocol] = {
     "binary": Protocol(load_binary, _score_binary,
                        "outer stratified k-fold, an inner k-fold on each training part choosing C (MR, CR, SUBJ, "
-                       "MPQA)"),
+                       "MPQA)", _check_binary),
     "train_test": Protocol(load_trec, _score_train_test,
-                           "k-fold on the training set chooses C; refit on it, score the test set once (TREC)"),
+                           "k-fold on the training set chooses C; refit on it, score the test set once (TREC)",
+                           _check_train_test),
     "pair": Protocol(load_mrpc, _score_pair,
-                     "sentence pairs as [|u - v|, u * v], then train_test's protocol; acc and F1 (MRPC)"),
+                     "sentence pairs as [|u - v|, u * v], then train_test's protocol; acc and F1 (MRPC)",
+                     _check_train_test),
 }
 KINDS = PROTOCOLS.keys()  # the protocols' names (a live view: a protocol added to PROTOCOLS is a kind)
 
 
+def as_encoder(model) -> Encoder:
+    """What :func:`evaluate` calls: ``model.encode`` when the object has one (:func:`nlp_qt.load_encoder`'s
+    encoder, a ``SentenceTransformer``), else ``model`` itself, a function ``list[str] -> [n, d]`` array."""
+    method = getattr(model, "encode", None)
+    if callable(method):
+        return method
+    if callable(model):
+        return model
+    raise TypeError(f"evaluate() takes a function list[str] -> [n, d] array, or an object with such an encode() "
+                    f"method (nlp_qt.load_encoder, a SentenceTransformer); got {type(model).__name__}")
+
+
+def _check_seed(seed) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be a whole number in [0, 2**32 - 1] (it seeds the folds and the logistic "
+                         f"regressions), got {seed!r}")
+
+
+def prepare_tasks(data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int = 10,
+                  inner_kfold: int | None = None) -> tuple[Path, dict]:
+    """Read and check every task's files before anything is encoded: (the data folder, ``{task: examples}``).
+    Raises on an unknown task or kind, a missing, malformed or empty file (naming it and the line) and on folds
+    that cannot be drawn (a class with fewer examples than ``kfold``), so a fault in the last task is found before
+    the first one is scored. ``data="human"`` builds the human-labeled tasks asked for."""
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise ValueError(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
+    for t in tasks:
+        if TASKS[t].kind not in PROTOCOLS:  # never score a task with another task's protocol
+            raise ValueError(f"task {t}: unknown kind {TASKS[t].kind!r} (known: {', '.join(PROTOCOLS)})")
+    root = resolve_data_dir(data, tasks)
+    for t in tasks:  # every missing file named before any is read
+        task_files(root, t)
+    examples = {}
+    for t in dict.fromkeys(tasks):
+        protocol = PROTOCOLS[TASKS[t].kind]
+        examples[t] = (TASKS[t].load or protocol.load)(root, t)
+        if protocol.check is not None:
+            protocol.check(examples[t], t, kfold, inner_kfold)
+    return root, examples
+
+
 def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int = 10,
              inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False, jobs: int = 1,
-             folds: str = "current") -> dict:
-    """Run the tasks, each read and scored by its protocol; ``{task: {"acc", "devacc", "n", ...}}``. ``jobs``:
-    logistic regressions of a C-selection fitted at once in threads (-1: one per CPU); the results do not depend
-    on it. ``folds``: how the stratified folds are drawn, a key of :data:`~nlp_qt.senteval.classify.FOLDS`
-    (``current``: today's scikit-learn; ``legacy``: scikit-learn before 0.22, SentEval's published numbers)."""
+             folds: str = "current", on_task: Callable[[str, dict], None] | None = None) -> dict:
+    """Run the tasks, each read and scored by its protocol; ``{task: {"acc", "devacc", "n", ...}}``. ``encode``: a
+    function ``list[str] -> [n, d]`` array (numpy or torch), or an object with such an ``encode`` method
+    (:func:`nlp_qt.load_encoder`'s, a ``SentenceTransformer``). Every task's files are read and checked first
+    (:func:`prepare_tasks`); a task named twice is scored once. ``jobs``: logistic regressions of a C-selection
+    fitted at once in threads (-1: one per CPU); the results do not depend on it. ``folds``: how the stratified
+    folds are drawn, a key of :data:`~nlp_qt.senteval.classify.FOLDS` (``current``: today's scikit-learn;
+    ``legacy``: scikit-learn before 0.22, SentEval's published numbers). ``on_task(task, results so far)`` is
+    called after each task (the command line writes ``--output`` there, so finished tasks are kept)."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or (jobs < 1 and jobs != -1):
         raise ValueError(f"jobs must be a whole number >= 1, or -1 for one per CPU; got {jobs!r}")
     if folds not in classify.FOLDS:
         raise ValueError(f"unknown folds {folds!r}; choose from {', '.join(classify.FOLDS)}")
-    unknown = [t for t in tasks if t not in TASKS]
-    if unknown:
-        raise ValueError(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
-    root = resolve_data_dir(data, tasks)  # data="human" builds only the tasks asked for
-    for t in tasks:  # fail before spending time on encoding
-        if TASKS[t].kind not in PROTOCOLS:  # never score a task with another task's protocol
-            raise ValueError(f"task {t}: unknown kind {TASKS[t].kind!r} (known: {', '.join(PROTOCOLS)})")
-        task_files(root, t)
+    _check_seed(seed)
+    encode = as_encoder(encode)
+    tasks = list(dict.fromkeys(tasks))
+    _, examples = prepare_tasks(data, tasks, kfold, inner_kfold)  # data="human" builds only the tasks asked for
     from tqdm import tqdm
 
     results = {}
     for i, t in enumerate(tasks, 1):
         t0 = time.perf_counter()
         protocol = PROTOCOLS[TASKS[t].kind]
-        examples = (TASKS[t].load or protocol.load)(root, t)
         # progress: the task, then its logistic regressions (every fold of every C, the outer folds' refits)
         fits = classify._fits(TASKS[t].kind, kfold, inner_kfold)
         bar = tqdm(total=fits, desc=f"[{i}/{len(tasks)}] {t}: encode, then fits",
@@ -117,7 +198,7 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         classify._TICK, classify._JOBS = functools.partial(bar.update, 1), (os.cpu_count() or 1) if jobs == -1 else jobs
         classify._FOLDS = folds
         try:
-            res, scored = protocol.score(encode, examples, t, kfold, inner_kfold, seed)
+            res, scored = protocol.score(encode, examples.pop(t), t, kfold, inner_kfold, seed)
         finally:
             classify._TICK, classify._JOBS, classify._FOLDS = None, 1, "current"
             bar.close()
@@ -127,6 +208,8 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         results[t] = res
         if verbose:
             print(f"{t}: {res}", file=sys.stderr)
+        if on_task is not None:
+            on_task(t, dict(results))
     return results
 
 

@@ -4,6 +4,8 @@ A new task with an existing protocol is one row of :data:`TASKS` and nothing els
 
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -86,20 +88,36 @@ def task_files(root: Path, task: str) -> list[Path]:
 _CONTROL = bytes(range(0, 9)) + bytes(range(14, 32)) + b"\x7f"
 
 
-def _read_lines(path: Path, encoding: str = "latin-1") -> list[str]:
-    """The non-empty lines of a task file; a file that is not text (NUL or other control bytes, or
-    not valid UTF-8 for a UTF-8 task) is refused by name instead of being scored."""
+def _is_utf8(encoding: str) -> bool:
+    return encoding.lower().replace("-", "").replace("_", "").startswith("utf8")
+
+
+def _decode(path: Path, encoding: str) -> str:
+    """The text of a task file; a file that is not text (NUL or other control bytes, or not valid UTF-8 for a
+    UTF-8 task) is refused by name instead of being scored."""
     raw = path.read_bytes()
     bad = sum(raw.count(bytes([c])) for c in _CONTROL)
     if b"\x00" in raw or bad > max(2, len(raw) // 1000):
         raise SentEvalDataError(f"{path} is not a text file ({bad} control bytes in {len(raw)}); a task file holds "
-                                "one sentence per line")
+                                "one example per line")
     try:
-        text = raw.decode(encoding, errors="strict" if encoding.lower().replace("-", "") == "utf8" else "replace")
+        return raw.decode(encoding, errors="strict" if _is_utf8(encoding) else "replace")
     except UnicodeDecodeError as err:
-        raise SentEvalDataError(f"{path} is not UTF-8 text (byte {err.start}); a task file holds one sentence "
+        raise SentEvalDataError(f"{path} is not UTF-8 text (byte {err.start}); a task file holds one example "
                                 "per line") from None
-    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _read_lines(path: Path, encoding: str = "latin-1") -> list[str]:
+    """The non-empty lines of a one-sentence-per-line task file, split as SentEval splits them (``str.splitlines``),
+    stripped; a file that is not text is refused by name (:func:`_decode`)."""
+    return [line.strip() for line in _decode(path, encoding).splitlines() if line.strip()]
+
+
+def _numbered_lines(path: Path, encoding: str) -> list[tuple[int, str]]:
+    """(line number, line) of each line of a file of labelled lines, split only at ``\\n``, ``\\r\\n`` and
+    ``\\r`` (as SentEval reads TREC and MRPC, a line at a time), so a Latin-1 byte such as 0x85 inside a line
+    stays in it; the numbers are the file's own, blank lines counted."""
+    return list(enumerate(re.split(r"\r\n|\r|\n", _decode(path, encoding)), 1))
 
 
 def load_binary(root: Path, task: str) -> tuple[list[str], np.ndarray]:
@@ -114,39 +132,59 @@ def load_binary(root: Path, task: str) -> tuple[list[str], np.ndarray]:
 
 def load_trec(root: Path, task: str = "TREC") -> dict:
     """A train and a test file of labelled lines, ``COARSE:fine words...`` (TREC's format), COARSE one of the
-    task's ``classes``: ``{"train": (texts, labels), "test": (texts, labels)}``."""
+    task's ``classes``: ``{"train": (texts, labels), "test": (texts, labels)}``. A malformed line is refused with
+    its file and line number, a file without examples by name."""
     out = {}
     classes = TASKS[task].classes
     for split, path in zip(("train", "test"), task_files(root, task)):
         texts, labels = [], []
-        for n, line in enumerate(_read_lines(path, TASKS[task].encoding), 1):
+        for n, line in _numbered_lines(path, TASKS[task].encoding):
+            line = line.strip()
+            if not line:
+                continue
             head, _, rest = line.partition(" ")
             coarse = head.split(":")[0]
-            if coarse not in classes or not rest:
-                raise SentEvalDataError(f"{path}:{n}: expected 'COARSE:fine words...', got {line[:60]!r}")
-            texts.append(rest)
+            if coarse not in classes or not rest.strip():
+                raise SentEvalDataError(f"{path}:{n}: expected 'COARSE:fine words...' with COARSE one of "
+                                        f"{', '.join(classes)}, got {line[:60]!r}")
+            texts.append(rest.strip())
             labels.append(classes.index(coarse))
-        out[split] = (texts, np.array(labels))
+        if not texts:
+            raise SentEvalDataError(f"task {task}: {path} holds no examples (expected lines 'COARSE:fine words...')")
+        out[split] = (texts, np.array(labels, dtype=int))
     return out
+
+
+def _looks_like_mrpc_row(line: str) -> bool:
+    cols = line.split("\t")
+    return len(cols) >= 5 and cols[0].strip() in ("0", "1") and cols[1].strip().isdigit()
 
 
 def load_mrpc(root: Path, task: str = "MRPC") -> dict:
     """A train and a test file of sentence pairs in MRPC's format (a header, then ``label, id, id, sentence,
-    sentence`` tab-separated): ``{"train": (sentences a, sentences b, labels), "test": ...}``."""
+    sentence`` tab-separated, UTF-8): ``{"train": (sentences a, sentences b, labels), "test": ...}``. As SentEval,
+    the first line is taken for the header and skipped (with a warning when it looks like a pair instead); a
+    malformed line is refused with its file and line number, a file that is not UTF-8 or holds no pairs by name."""
     out = {}
     for split, path in zip(("train", "test"), task_files(root, task)):
         a, b, labels = [], [], []
-        with open(path, encoding=TASKS[task].encoding, errors="replace") as fh:
-            lines = fh.read().splitlines()
-        for n, line in enumerate(lines[1:], 2):  # header first
+        lines = _numbered_lines(path, TASKS[task].encoding)
+        if lines and _looks_like_mrpc_row(lines[0][1]):
+            warnings.warn(f"{path}: line 1 looks like a sentence pair, not MRPC's header line; it is skipped as "
+                          "SentEval skips the header (add the header line to keep the pair)", stacklevel=2)
+        for n, line in lines[1:]:  # header first
             if not line.strip():
                 continue
             cols = line.split("\t")
             if len(cols) < 5 or cols[0].strip() not in ("0", "1"):
-                raise SentEvalDataError(f"{path}:{n}: expected 5 tab-separated columns with label 0/1 first")
+                raise SentEvalDataError(f"{path}:{n}: expected 5 tab-separated columns (label 0/1, id, id, "
+                                        f"sentence, sentence), got {len(cols)} column(s) starting "
+                                        f"{line[:40]!r}")
             labels.append(int(cols[0]))
             a.append(cols[3].strip())
             b.append(cols[4].strip())
-        out[split] = (a, b, np.array(labels))
+        if not labels:
+            raise SentEvalDataError(f"task {task}: {path} holds no sentence pairs (expected a header line, then "
+                                    "lines 'label<TAB>id<TAB>id<TAB>sentence<TAB>sentence')")
+        out[split] = (a, b, np.array(labels, dtype=int))
     return out
-

@@ -294,3 +294,33 @@ def test_qt_table2_refuses_a_finished_training_of_another_length_before_anything
     with pytest.raises(ValueError, match=r"finished trainings under --out ran for another length.*max_steps: 6 -> 3"):
         mod.main(base + ["--max-steps", "3", "--epochs", "1"])
     assert sorted(p.name for p in out.rglob("*")) == before  # nothing started, nothing written
+
+
+def test_qt_table2_continues_a_stopped_evaluation_and_drops_an_output_of_other_settings(tmp_path, monkeypatch):
+    """nlp_qt.senteval rewrites --output after every task; a sweep whose evaluation stopped found that file there
+    and the next evaluation refused it ('exists; pass --overwrite'), for ever. It continues it now (--resume)
+    when the settings are the ones it runs with, and removes any other file."""
+    import importlib.util
+
+    import numpy as np
+
+    from nlp_qt import senteval as se
+    from nlp_qt.senteval import cli
+
+    spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    base = ["--preset", "cpu-bow", "--out", str(tmp_path), "--data", str(ROOT / "nlp_qt/data/senteval_demo"),
+            "--tasks", "MR", "CR", "--kfold", "2"]
+    a = mod.parse_args(base)
+    job = mod.jobs(a)[0]
+    cmd = mod.eval_command(a, job)
+    assert "--resume" not in cmd
+    monkeypatch.setattr(cli, "load_encoder", lambda *args: (lambda s: np.array([[len(t)] for t in s], float), "len"))
+    mod.eval_output(job).parent.mkdir(parents=True, exist_ok=True)
+    args = cmd[3:]  # after python -m nlp_qt.senteval; MR only, as if stopped before CR
+    se.main(args[:args.index("--tasks")] + ["--tasks", "MR"] + args[args.index("--kfold"):])
+    assert mod.eval_output(job).exists()
+    assert "--resume" in mod.eval_command(a, job)  # MR finished with these settings: CR continues it
+    other = mod.parse_args(base[:-1] + ["3"])
+    assert "--resume" not in mod.eval_command(other, job) and not mod.eval_output(job).exists()
