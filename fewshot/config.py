@@ -275,6 +275,12 @@ class FewShotConfig(TextOptions):
         if self.label_pull != 1 and self.objective != "ce+punce":
             raise ValueError(f"--label-pull weighs puNCE's unlabeled examples (--objective ce+punce), not --objective "
                              f"{self.objective}: drop it")
+        if self.n_unlabeled == 0 and self.objective == "ce+punce":
+            import warnings
+
+            warnings.warn("--n-unlabeled 0 with --objective ce+punce: no unlabeled examples, so puNCE's unlabeled "
+                          "terms are empty and the run trains CE + puNCE on the labeled examples alone (SupCon-like); "
+                          "give --n-unlabeled > 0 for the paper's setting", stacklevel=2)
 
 
 #: What a PU pipeline run's metrics.json and exported model call its objective: puNCE (PU form) trains the encoder,

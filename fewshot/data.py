@@ -34,14 +34,31 @@ def load_splits(cfg):
     if note:
         print(f"{cfg.dataset}: {note}")
     if cfg.eval_file is None:  # one file: hold out a stratified evaluation split of it
-        return held_out_split([train_x[i] for i in kept], train_y, cfg.eval_fraction, cfg.dataset)
+        split = held_out_split([train_x[i] for i in kept], train_y, cfg.eval_fraction, cfg.dataset)
+        warn_overlap(split[0], split[2], f"--dataset {cfg.dataset}'s training part",
+                     "its held-out evaluation split (texts repeated in the file)")
+        return split
     eval_x, eval_raw = read_labeled(cfg.eval_file, cfg, "--eval-file")
     # The evaluation file gets the training file's rule. Its values must be the training file's (it may
     # hold one class only): a value the training file lacks would silently count as negative; with
     # --label-map the map says where every value goes.
     kept_eval, eval_y = rule.apply(eval_raw, f"--eval-file {cfg.eval_file}", known=label_values(train_raw),
                                    known_from=f"the training file {cfg.dataset}")
-    return [train_x[i] for i in kept], train_y, [eval_x[i] for i in kept_eval], eval_y
+    train_x, eval_x = [train_x[i] for i in kept], [eval_x[i] for i in kept_eval]
+    warn_overlap(train_x, eval_x, f"--dataset {cfg.dataset}", f"--eval-file {cfg.eval_file}")
+    return train_x, train_y, eval_x, eval_y
+
+
+def warn_overlap(train_x: list, eval_x: list, train_what: str, eval_what: str) -> int:
+    """Warn when texts of the evaluation split also stand in the training pool (compared after stripping spaces):
+    the few-shot sample may draw them, and a score on texts trained on overstates the method. Returns the count."""
+    pool = {str(t).strip() for t in train_x}
+    shared = sum(str(t).strip() in pool for t in eval_x)
+    if shared:
+        warnings.warn(f"{shared} of the {len(eval_x)} evaluation texts ({eval_what}) also stand in the training pool "
+                      f"({train_what}): the run may train on texts it is scored on, which overstates its accuracy; "
+                      "remove them from one side", stacklevel=3)
+    return shared
 
 
 #: The evaluation split held out of a single --dataset file is a fixed draw (not --seed): every seed and every
@@ -85,7 +102,9 @@ def class_names(cfg) -> tuple[str, str]:
         raw = []
         if cfg.setting != "pu" and Path(cfg.dataset).is_file():
             try:
-                _, raw = read_local(cfg.dataset, cfg.text_column, cfg.label_column)
+                with warnings.catch_warnings():  # the file's warnings were shown when the run read it
+                    warnings.simplefilter("ignore")
+                    _, raw = read_local(cfg.dataset, cfg.text_column, cfg.label_column)
             except (ValueError, OSError):
                 raw = []
         neg, pos = label_rule(cfg).names(raw)
@@ -194,6 +213,34 @@ def load_pu_files(cfg):
     return pos + unl, [1] * len(pos) + [-1] * len(unl), eval_x, eval_y, sample
 
 
+def data_fingerprint(train_x, train_y, eval_x, eval_y, sample: "FewShotSample") -> str:
+    """SHA-256 of what a run learns and is scored on: the drawn labeled examples (text and label), the drawn
+    unlabeled ones (text and hidden label) and the evaluation split, in order. sample.json records it, so a resume or
+    an export on data that changed (a file edited, reordered or replaced: the same indices, other examples) is
+    refused instead of going on with other examples."""
+    import hashlib
+    import json
+
+    y = np.asarray(train_y).tolist()
+    parts = {"labeled": [[train_x[i], y[i]] for i in sample.labeled.tolist()],
+             "unlabeled": [[train_x[i], y[i]] for i in sample.unlabeled.tolist()],
+             "eval": [[x, int(v)] for x, v in zip(eval_x, np.asarray(eval_y).tolist())]}
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def check_same_data(recorded: dict, sample: "FewShotSample", fingerprint: str, where, what: str) -> None:
+    """Refuse, in one line, data that draw other examples than sample.json ``recorded`` (its indices, and its
+    ``data_sha256`` where an older run has one)."""
+    same_draw = recorded.get("labeled") == sample.labeled.tolist() and \
+        recorded.get("unlabeled") == sample.unlabeled.tolist()
+    if same_draw and recorded.get("data_sha256", fingerprint) == fingerprint:
+        return
+    change = "other rows are drawn" if not same_draw else "the drawn rows hold other texts or labels"
+    raise DataError(f"{where}: the data differ from those the run was made with ({change}: a data file edited, "
+                    f"reordered or replaced since; sample.json records the draw and a fingerprint of its examples), "
+                    f"so {what}. Give the run its data back, or start a new run (--overwrite moves this one aside)")
+
+
 @dataclass
 class FewShotSample:
     labeled: np.ndarray  # indices into the training set
@@ -219,8 +266,12 @@ def sample_fewshot(labels, n_labeled: int, n_unlabeled: int, seed: int, setting:
                         f"got {n_labeled}, {n_unlabeled}")
     pool = np.flatnonzero(labels == 1) if setting == "pu" else np.arange(n)
     if len(pool) < n_labeled or n < n_labeled + n_unlabeled:
-        hint = (f"; lower --n-unlabeled (at most {n - n_labeled} here)" if len(pool) >= n_labeled
-                else f"; lower --n-labeled (at most {len(pool)} here)")
+        if len(pool) >= n_labeled:
+            hint = f"; lower --n-unlabeled (at most {n - n_labeled} here)"
+        else:  # the most labeled examples that also leave --n-unlabeled
+            most = min(len(pool), n - n_unlabeled)
+            hint = (f"; lower --n-labeled (at most {most} here with --n-unlabeled {n_unlabeled})" if most >= 2 else
+                    f"; lower --n-labeled (at most {len(pool)}) and --n-unlabeled (labeled + unlabeled at most {n})")
         raise DataError(f"too few examples: {n} in the training set ({len(pool)} eligible to be labeled) "
                         f"for {n_labeled} labeled + {n_unlabeled} unlabeled{hint}")
     rng = np.random.default_rng(seed)

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from .config import PU_OBJECTIVE, AnyConfig, ImageConfig, TextOptions, config_for
-from .data import class_names
+from .data import check_same_data, class_names, data_fingerprint
 from .model import EXPORT_ENCODER_DIR, EXPORT_MARKER, FewShotModel, load_tokenizer, resolve_pooling
 from .objectives import ALL_OBJECTIVES
 
@@ -348,10 +348,11 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     data = {}
     pu_head = state.get("pu_head") if state is not None else None
     if kind == "logreg" or (kind == "nnpu" and pu_head is None):
-        train_x, train_y, _, _, sample = training_data(cfg)
-        if (run_dir / "sample.json").is_file() and read_json(run_dir / "sample.json") != sample.to_json():
-            raise ValueError(f"{run_dir}: the data drawn now differs from the run's sample.json (the data files "
-                             "changed?); cannot fit its head again")
+        train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
+        if (run_dir / "sample.json").is_file():
+            check_same_data(read_json(run_dir / "sample.json"), sample,
+                            data_fingerprint(train_x, train_y, eval_x, eval_y, sample), run_dir,
+                            "its logistic-regression head cannot be fitted again on the examples it was fitted on")
         data = {"train_x": train_x, "train_y": train_y, "sample": sample}
         if kind == "nnpu":
             from .pu_probes import fit_pu_head

@@ -215,21 +215,55 @@ def load_tokenizer(name: str):
     return tok
 
 
-def max_tokens(encoder: nn.Module, tokenizer) -> int | None:
-    """Most tokens per example the encoder takes (None: unknown): the tokenizer's model_max_length
-    when it is set, and the position embeddings (config.max_position_embeddings; RoBERTa-style
-    embeddings number positions from padding_idx + 1, so roberta-base's 514 hold 512 tokens)."""
-    limits = []
+def token_limits(encoder: nn.Module, tokenizer) -> dict[str, int]:
+    """The limits on tokens per example that are known: ``tokenizer`` (its model_max_length, when set) and
+    ``positions`` (config.max_position_embeddings; RoBERTa-style embeddings number positions from padding_idx + 1,
+    so roberta-base's 514 hold 512 tokens)."""
+    limits = {}
     n = getattr(tokenizer, "model_max_length", None)
     if isinstance(n, int) and 0 < n < NO_LIMIT:
-        limits.append(n)
+        limits["tokenizer"] = n
     n = getattr(getattr(encoder, "config", None), "max_position_embeddings", None)
     if isinstance(n, int) and n > 0:
         emb = getattr(encoder, "embeddings", None)
         if hasattr(emb, "create_position_ids_from_input_ids") and getattr(emb, "padding_idx", None) is not None:
             n -= emb.padding_idx + 1  # fairseq numbering (RobertaEmbeddings and its copies)
-        limits.append(n)
-    return min(limits) if limits else None
+        limits["positions"] = n
+    return limits
+
+
+def max_tokens(encoder: nn.Module, tokenizer) -> int | None:
+    """Most tokens per example the encoder takes (None: unknown): the least of :func:`token_limits`."""
+    limits = token_limits(encoder, tokenizer)
+    return min(limits.values()) if limits else None
+
+
+def max_length_error(max_length: int, encoder_name: str, encoder: nn.Module, tokenizer) -> str | None:
+    """The one-line error for a --max-length the encoder cannot take (None: it can), saying which limit binds: a
+    tokenizer's model_max_length (an exported run's is that run's --max-length) can be raised in its
+    tokenizer_config.json up to what the position embeddings hold."""
+    limits = token_limits(encoder, tokenizer)
+    if not limits or max_length <= min(limits.values()):
+        return None
+    limit = min(limits.values())
+    if limits.get("tokenizer") == limit and limits.get("positions", limit) > limit:
+        return (f"--max-length {max_length} exceeds the tokenizer's model_max_length {limit} of the encoder "
+                f"{encoder_name!r} (an exported run sets it to that run's --max-length); its position embeddings "
+                f"take {limits['positions']} tokens: use --max-length {limit} or less, or raise model_max_length in "
+                f"its tokenizer_config.json (up to {limits['positions']})")
+    return (f"--max-length {max_length} exceeds what the encoder {encoder_name!r} takes: {limit} tokens (its position "
+            f"embeddings / tokenizer limit); use --max-length {limit} or less")
+
+
+def count_cut(tokenizer, texts, max_length: int) -> tuple[int, int]:
+    """(how many of ``texts`` are longer than ``max_length`` tokens, the most tokens of one), special tokens
+    counted as the encoder sees them."""
+    cut, longest = 0, 0
+    for i in range(0, len(texts), 1024):
+        lengths = [len(ids) for ids in tokenizer(list(texts[i:i + 1024]), truncation=False)["input_ids"]]
+        cut += sum(n > max_length for n in lengths)
+        longest = max([longest, *lengths])
+    return cut, longest
 
 
 class FewShotModel(nn.Module):

@@ -17,10 +17,10 @@ from shared_losses.training.loop import TrainingApp
 from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
 from .config import AnyConfig, TextOptions
-from .data import load_pu_files, load_splits, sample_fewshot
+from .data import check_same_data, data_fingerprint, load_pu_files, load_splits, sample_fewshot
 from .heads import embed_all
 from .objectives import ALL_OBJECTIVES
-from .model import FewShotModel, load_tokenizer, max_tokens, resolve_pooling
+from .model import FewShotModel, count_cut, load_tokenizer, max_length_error, resolve_pooling
 from .prior import ESTIMATE_HINTS, elkan_noto_prior, warn_given_prior
 
 
@@ -211,6 +211,10 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
         raise ValueError(f"--n-labeled {cfg.n_labeled} is smaller than the number of processes ({acc.num_processes}): "
                          "each process takes its share of every batch and needs at least one labeled example")
     train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
+    fingerprint = data_fingerprint(train_x, train_y, eval_x, eval_y, sample)
+    if resuming and (out / "sample.json").is_file():  # before the encoder loads or anything is rewritten
+        check_same_data(read_json(out / "sample.json"), sample, fingerprint, out,
+                        "resuming would go on training and scoring on other examples")
     exact = exact_unlabeled_prior(cfg, train_y, sample)
     if cfg.setting == "pu" and cfg.prior is None and not cfg.estimate_prior and exact is not None:
         check_pu_prior(exact, "exact", len(sample.unlabeled))  # before the encoder loads
@@ -232,11 +236,11 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
         model = (model or FewShotModel(cfg.encoder, pooling, cfg.proj_dim)).to(acc.device)
     if cfg.train_layers is not None:
         freeze_lower_layers(model.encoder, cfg.train_layers)
-    limit = max_tokens(model.encoder, tokenizer)
-    if limit is not None and cfg.max_length > limit:
-        raise ValueError(f"--max-length {cfg.max_length} exceeds what the encoder {cfg.encoder!r} takes: "
-                         f"{limit} tokens (its position embeddings / tokenizer limit); use --max-length {limit} "
-                         "or less")
+    too_long = max_length_error(cfg.max_length, cfg.encoder, model.encoder, tokenizer)
+    if too_long:
+        raise ValueError(too_long)
+    if acc.is_main_process and not resuming:
+        note_cut_texts(tokenizer, cfg.max_length, train_x, sample, eval_x)
     run = Run(out, acc, train_x, np.asarray(train_y), eval_x, eval_y, sample, model, tokenizer, resuming=resuming,
               pooling=pooling, pooling_source=pooling_source, harness=harness)
     run.prior, run.prior_source = resolve_prior(cfg, run.train_y, sample, model, tokenizer, train_x, acc.device)
@@ -246,8 +250,24 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
     harness.open(acc)  # every process has read the folder before the main one changes it
     harness.write_config(recorded_options(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
     if acc.is_main_process:
-        write_json_atomic(out / "sample.json", sample.to_json())
+        write_json_atomic(out / "sample.json", sample.to_json() | {"data_sha256": fingerprint})
     return run
+
+
+def note_cut_texts(tokenizer, max_length: int, train_x, sample, eval_x) -> None:
+    """Print how many of the run's texts (the drawn labeled and unlabeled ones, the evaluation split) are longer
+    than --max-length tokens: the encoder reads their first --max-length tokens only."""
+    import warnings
+
+    drawn = [train_x[i] for i in np.concatenate([sample.labeled, sample.unlabeled]).tolist()]
+    with warnings.catch_warnings():  # the tokenizer's own "longer than the model's maximum" warning: counted here
+        warnings.simplefilter("ignore")
+        parts = [(what, len(texts), *count_cut(tokenizer, texts, max_length))
+                 for what, texts in (("drawn training", drawn), ("evaluation", eval_x)) if texts]
+    cut = [f"{c} of the {n} {what} texts (longest {longest} tokens)" for what, n, c, longest in parts if c]
+    if cut:
+        print(f"note: {' and '.join(cut)} are longer than --max-length {max_length} tokens; the encoder reads their "
+              "first --max-length tokens only")
 
 
 def training_data(cfg: TextOptions):
@@ -388,6 +408,27 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
         fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
         raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "
                          "grid's); use another --out, or the run's settings")
+    refuse_changed_data(folder, cfg)
+
+
+def refuse_changed_data(folder: Path, cfg: AnyConfig) -> None:
+    """A text run's data checked against its sample.json (the draw and its fingerprint,
+    :func:`fewshot.data.data_fingerprint`) before a grid counts it: a data file edited or replaced since gives other
+    examples under the same options. Runs from before sample.json recorded a fingerprint, and image runs, pass."""
+    import io
+    import warnings
+
+    sample_file = Path(folder) / "sample.json"
+    if not isinstance(cfg, TextOptions) or not sample_file.is_file():
+        return
+    recorded = read_json(sample_file)
+    if "data_sha256" not in recorded:
+        return
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # the data's notes were shown once
+        warnings.simplefilter("ignore")
+        train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
+    check_same_data(recorded, sample, data_fingerprint(train_x, train_y, eval_x, eval_y, sample), folder,
+                    "it cannot count as a run of this grid's data")
 
 
 def launched_processes() -> int:

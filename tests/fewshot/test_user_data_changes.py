@@ -1,0 +1,133 @@
+"""A text run's data checked against what it was made with: sample.json records a fingerprint of the drawn
+examples, and a resume, an export or a grid refuses data that changed (a file reordered or edited gives other
+examples under the same indices)."""
+
+import json
+
+import pytest
+
+from fewshot.train import train
+from tests.fewshot.conftest import make_texts, write_tsv
+from tests.fewshot.test_fewshot import _cfg
+
+
+def _reorder(path):
+    lines = open(path).read().splitlines()
+    open(path, "w").write("\n".join([lines[0]] + sorted(lines[1:])) + "\n")
+
+
+def test_a_resume_on_a_reordered_data_file_is_refused(tiny_encoder, easy_task, tmp_path):
+    train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, eval_every=2, checkpoint_every=2))
+    recorded = json.loads((tmp_path / "run" / "sample.json").read_text())
+    assert len(recorded["data_sha256"]) == 64
+    _reorder(easy_task[0])  # the same rows in another order: the same indices draw other examples
+    with pytest.raises(ValueError, match="the data differ from those the run was made with .the drawn rows hold "
+                                         "other texts or labels"):
+        train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=4, eval_every=2, checkpoint_every=2, resume=True))
+    assert json.loads((tmp_path / "run" / "sample.json").read_text()) == recorded  # nothing rewritten
+
+
+def test_a_resume_on_an_edited_evaluation_file_is_refused_and_on_the_same_data_goes_on(tiny_encoder, easy_task,
+                                                                                       tmp_path):
+    train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, eval_every=2, checkpoint_every=2))
+    dev = easy_task[1]
+    original = open(dev).read()
+    write_tsv(dev, [(t, 1 - y) for t, y in make_texts(60, 1)])  # the evaluation labels flipped
+    with pytest.raises(ValueError, match="the data differ"):
+        train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=4, eval_every=2, checkpoint_every=2, resume=True))
+    open(dev, "w").write(original)
+    m = train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=4, eval_every=2, checkpoint_every=2, resume=True))
+    assert m["steps"] == 4
+
+
+def test_a_grid_refuses_to_count_a_finished_run_whose_data_changed(tiny_encoder, easy_task, tmp_path):
+    from fewshot.run import refuse_other_finished_run
+
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, eval_every=2, checkpoint_every=2)
+    train(cfg)
+    refuse_other_finished_run(tmp_path / "run", cfg)  # the same data: counted
+    _reorder(easy_task[0])
+    with pytest.raises(ValueError, match="the data differ.*it cannot count as a run of this grid's data"):
+        refuse_other_finished_run(tmp_path / "run", cfg)
+
+
+def test_an_export_that_fits_the_head_again_refuses_changed_data(tiny_encoder, easy_task, tmp_path):
+    from fewshot.export import export_run
+
+    train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, eval_every=2, checkpoint_every=2, head="logreg",
+               export=False))
+    _reorder(easy_task[0])
+    with pytest.raises(ValueError, match="the data differ.*head cannot be fitted again"):
+        export_run(tmp_path / "run", tmp_path / "exported")
+
+
+
+def test_evaluation_texts_that_stand_in_the_training_pool_are_counted_in_a_warning(tiny_encoder, easy_task, tmp_path):
+    from fewshot.data import load_splits
+
+    train_file, _ = easy_task
+    rows = make_texts(200, 0)
+    leak = write_tsv(tmp_path / "leak.tsv", rows[:30] + make_texts(30, 7))
+    cfg = _cfg(tiny_encoder, (train_file, leak), tmp_path)
+    with pytest.warns(UserWarning, match=r"(3[0-9]|[4-5][0-9]) of the 60 evaluation texts \(--eval-file .*leak.tsv\) "
+                                         r"also stand in the training pool"):
+        load_splits(cfg)
+    with pytest.warns(UserWarning, match="200 of the 200 evaluation texts"):
+        load_splits(_cfg(tiny_encoder, (train_file, train_file), tmp_path))
+
+
+def test_a_file_without_repeated_texts_gives_no_overlap_warning(tiny_encoder, tmp_path):
+    import warnings
+
+    from fewshot.data import load_splits
+
+    rows = [(f"{t} number {i}", y) for i, (t, y) in enumerate(make_texts(200, 0))]  # every text distinct
+    train_file = write_tsv(tmp_path / "train.tsv", rows)
+    cfg = _cfg(tiny_encoder, (train_file, None), tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_splits(cfg)
+
+
+def test_texts_longer_than_max_length_are_counted_in_a_note(tiny_encoder, tmp_path, capsys):
+    from fewshot.run import prepare
+
+    rows = [((t + " ") * (6 if i % 4 == 0 else 1), y) for i, (t, y) in enumerate(make_texts(200, 0))]
+    train_file = write_tsv(tmp_path / "train.tsv", rows)
+    dev = write_tsv(tmp_path / "dev.tsv", make_texts(60, 1))
+    prepare(_cfg(tiny_encoder, (train_file, dev), tmp_path, max_length=16))
+    out = capsys.readouterr().out
+    drawn = json.loads((tmp_path / "run" / "sample.json").read_text())
+    long = sum(i % 4 == 0 for i in drawn["labeled"] + drawn["unlabeled"])  # 42 tokens (this tokenizer adds none)
+    assert 0 < long < 120
+    assert f"note: {long} of the 120 drawn training texts (longest 42 tokens) are longer than --max-length 16 " in out
+    assert "evaluation texts" not in out  # 7 words: none cut
+
+
+def test_a_max_length_over_the_tokenizers_own_limit_says_which_limit_binds(tiny_encoder, easy_task, tmp_path):
+    import shutil
+
+    folder = tmp_path / "enc"
+    shutil.copytree(tiny_encoder, folder)
+    conf = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**conf, "model_max_length": 16}))
+    with pytest.raises(ValueError, match=r"--max-length 32 exceeds the tokenizer's model_max_length 16 .* position "
+                                         r"embeddings take 64 tokens.*raise model_max_length in its "
+                                         r"tokenizer_config.json \(up to 64\)"):
+        train(_cfg(str(folder), easy_task, tmp_path, max_length=32))
+
+
+def test_the_hint_for_too_few_examples_leaves_room_for_the_unlabeled_ones():
+    from fewshot.data import DataError, sample_fewshot
+
+    labels = [0, 1] * 80  # 160 examples
+    with pytest.raises(DataError, match=r"lower --n-labeled \(at most 144 here with --n-unlabeled 16\)"):
+        sample_fewshot(labels, 300, 16, 0)
+    sample_fewshot(labels, 144, 16, 0)  # the hint's numbers work
+    with pytest.raises(DataError, match=r"at most 160\) and --n-unlabeled \(labeled \+ unlabeled at most 160\)"):
+        sample_fewshot(labels, 300, 500, 0)
+
+
+def test_ce_punce_without_unlabeled_examples_warns(tiny_encoder, easy_task, tmp_path):
+    with pytest.warns(UserWarning, match="--n-unlabeled 0 with --objective ce\\+punce"):
+        _cfg(tiny_encoder, easy_task, tmp_path, objective="ce+punce", n_unlabeled=0).validate()
