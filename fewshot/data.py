@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_losses.data import (RECORD_SUFFIXES, TEXT_SETS, DataError, LabelRule, is_empty, label_values, positive_text,
-                                load_text_set, not_utf8_error, read_local, read_records)
+from shared_losses.data import (RECORD_SUFFIXES, TEXT_SETS, DataError, LabelRule, is_empty, is_saved_dataset,
+                                label_values, load_text_set, not_utf8_error, positive_text, read_local, read_records)
 
 
 def load_splits(cfg):
@@ -100,7 +100,7 @@ def class_names(cfg) -> tuple[str, str]:
         neg, pos = TEXT_SETS[cfg.dataset].classes
     else:
         raw = []
-        if cfg.setting != "pu" and Path(cfg.dataset).is_file():
+        if cfg.setting != "pu" and Path(cfg.dataset).exists():
             try:
                 with warnings.catch_warnings():  # the file's warnings were shown when the run read it
                     warnings.simplefilter("ignore")
@@ -136,8 +136,9 @@ def read_rows(path: str, text_column: str = "text", what: str = "input file") ->
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"{what} not found: {p}")
-    if p.is_dir():
-        raise DataError(f"{what} {p} is a folder; pass one file ({', '.join(TEXT_SUFFIXES)}, or .gz)")
+    if p.is_dir() and not is_saved_dataset(p):
+        raise DataError(f"{what} {p} is a folder; pass one file ({', '.join(TEXT_SUFFIXES)}, or .gz) or a folder "
+                        "written by datasets' save_to_disk")
     if p.name.lower().endswith((".txt", ".txt.gz")):
         try:
             with (gzip.open if p.suffix.lower() == ".gz" else open)(p, "rt", encoding="utf-8-sig") as fh:

