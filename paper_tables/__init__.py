@@ -7,3 +7,17 @@ numbers, plotting their learning curves.
 It sits above the applications: it reads their objectives registries and run folders, and no application imports
 it (tests/test_import_graph.py).
 """
+
+
+def not_a_command(module: str, usage: str, argv: list[str]) -> int:
+    """What ``python -m paper_tables.MODULE`` does (a library module, not a command): one line naming the command
+    that makes its table, ``usage``; on stdout with status 0 for ``--help`` / ``-h``, else as an ``error:`` line on
+    stderr with status 2."""
+    import sys
+
+    line = f"{module} is a library module, not a command: {usage}"
+    if {"-h", "--help"} & set(argv):
+        print(line)
+        return 0
+    print(f"error: {line}", file=sys.stderr)
+    return 2

@@ -400,3 +400,11 @@ def plot_grid(root: str | Path, png: str | Path) -> Path:
     fig.tight_layout()
     fig.savefig(png, dpi=100)
     return Path(png)
+
+
+if __name__ == "__main__":
+    from paper_tables import not_a_command
+
+    sys.exit(not_a_command("paper_tables.table3", "the grid and its table3.md and curves.png are made by `python "
+                           "scripts/curl_table3.py` (from runs already under OUT: `python scripts/curl_table3.py "
+                           "--aggregate-only --out OUT`; its options: --help)", sys.argv[1:]))

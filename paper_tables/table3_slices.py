@@ -890,3 +890,12 @@ def import_pack(tar_path: str | Path, into: str | Path) -> list[Path]:
     if os.path.lexists(into) and not into.is_dir():
         raise ValueError(f"results folder {into} exists and is not a folder; nothing imported")
     return _import(str(tar_path), tar_path, {}, into)[0]
+
+
+if __name__ == "__main__":
+    import sys
+
+    from paper_tables import not_a_command
+
+    sys.exit(not_a_command("paper_tables.table3_slices", "the table of the GPU slices' runs is made by `python "
+                           "scripts/table3_gpu.py tabulate [RESULTS]` (its options: --help)", sys.argv[1:]))

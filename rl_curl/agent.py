@@ -221,7 +221,8 @@ class CurlAgent(nn.Module):
         with self.autocast():
             h = self.critic.encoder.trunk(obs)
             z = self.critic.encoder.head(h)
-            qa = torch.cat([z, action], dim=-1)
+            # --detach-encoder: the critic's loss stops at the conv features; the auxiliary anchors keep z
+            qa = torch.cat([self.critic.encoder.head(h.detach()) if c.detach_encoder else z, action], dim=-1)
             q1, q2 = self.critic.q1(qa), self.critic.q2(qa)
         losses = {"critic_loss": F.mse_loss(full(q1), target_q) + F.mse_loss(full(q2), target_q)}
         if keys:
@@ -260,14 +261,15 @@ class CurlAgent(nn.Module):
 
     def critic_loss(self, obs, action, reward, next_obs, not_done, noise: torch.Tensor | None = None) -> torch.Tensor:
         """The critic's loss: both Q heads against the soft target of ``next_obs`` (the next action drawn with
-        ``noise``, the policy's standard normal draws; None: drawn here)."""
+        ``noise``, the policy's standard normal draws; None: drawn here). Under ``--detach-encoder`` its gradient
+        stops at the conv features."""
         with torch.no_grad(), self.autocast():
             _, next_pi, next_log_pi, _ = self.actor(next_obs, noise=noise)
             tq1, tq2 = self.critic_target(next_obs, next_pi)
             target_v = full(torch.min(tq1, tq2)) - self.alpha.detach() * full(next_log_pi)
             target_q = reward + not_done * self.cfg.discount * target_v
-        with self.autocast():
-            q1, q2 = self.critic(obs, action)
+        with self.autocast():  # --detach-encoder: the loss stops at the conv features, as the official code's
+            q1, q2 = self.critic(obs, action, detach_encoder=self.cfg.detach_encoder)
         return F.mse_loss(full(q1), target_q) + F.mse_loss(full(q2), target_q)
 
     def update_critic(self, obs, action, reward, next_obs, not_done) -> dict[str, float]:

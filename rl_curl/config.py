@@ -47,6 +47,15 @@ class Config:
         "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu", "env_worker",
         "eval_worker"})
 
+    #: Fields added after runs were recorded without them, with the value those runs trained with: a record that lacks
+    #: one is read with it (a resume, a grid counting a finished run), so older runs stay the same runs.
+    ADDED_FIELDS: ClassVar[dict] = {"detach_encoder": False}
+
+    @classmethod
+    def with_added_fields(cls, record):
+        """``record`` (a run's recorded options) with :attr:`ADDED_FIELDS` it lacks filled in."""
+        return {**cls.ADDED_FIELDS, **record} if isinstance(record, dict) else record
+
     task: str = "cartpole-swingup"
     """DeepMind Control task as domain-task, e.g. cartpole-swingup, walker-walk, ball_in_cup-catch; or gym:ENV_ID for
     any gymnasium environment with a bounded continuous action space (rendered to pixels)."""
@@ -91,9 +100,12 @@ class Config:
     """Camera of the DeepMind Control renders: 0 for every task, as the official CURL code (dmc2gym's default); DrQ and
     later work use 2 for quadruped. -1 is MuJoCo's free camera. Not used by gym: environments."""
     image_size: int = 100
-    """Rendered frame size (pixels, square)."""
+    """Rendered frame size (pixels, square): the official code's --pre_transform_image_size (100), not its
+    --image_size. The random crops of --crop-size are taken from it, so it must be larger than --crop-size for the crops
+    to differ: at --crop-size every crop is the whole frame and CURL's two views are the same image (warned of)."""
     crop_size: int = 84
-    """Random-crop size fed to the encoder (centre crop when acting)."""
+    """Random-crop size fed to the encoder (centre crop when acting): the official code's --image_size (84); our
+    --image-size is the official --pre_transform_image_size (the render size, 100)."""
     env_steps: int = 100_000
     """Total environment steps (= agent steps x action repeat) to train for."""
     seed_steps: int = 1000
@@ -110,9 +122,15 @@ class Config:
     discount: float = 0.99
     """Discount factor gamma."""
     lr: float | None = None
-    """Actor and critic learning rate; None = the task's value (2e-4 cheetah, else 1e-3)."""
+    """Actor and critic learning rate (the official --actor_lr and --critic_lr); None = the task's value (2e-4 cheetah,
+    else 1e-3). The critic's Adam covers its encoder too (convolutions, linear layer, LayerNorm), so the critic's loss
+    trains the encoder at this rate; the actor's covers its own linear layer, LayerNorm and MLP."""
     encoder_lr: float = 1e-3
-    """Learning rate of the encoder and W for the auxiliary loss."""
+    """Learning rate of the auxiliary (CURL) update, the official --encoder_lr: its two Adams, the encoder's (the
+    critic's convolutions, linear layer and LayerNorm) and the auxiliary one (W, or CPC's maps, with the encoder
+    again), as the official encoder_optimizer and cpc_optimizer. Not taken from the task: with cheetah's --lr 2e-4
+    the actor and critic (the encoder through the critic) learn at 2e-4 and the CURL update at this 1e-3; the official
+    cheetah script (scripts/run_cheetah.sh) passes --encoder_lr 2e-4 as well: add --encoder-lr 2e-4 for its setting."""
     alpha_lr: float = 1e-4
     """Learning rate of the entropy temperature."""
     alpha_beta1: float = 0.5
@@ -146,6 +164,10 @@ class Config:
     matches that code update for update (scripts/check_official_curl.py)."""
     hidden_dim: int = 1024
     """Hidden width of the actor and critic MLPs."""
+    detach_encoder: bool = False
+    """The critic's loss does not train the convolutions: its gradient stops at the conv features (the encoder's linear
+    layer and LayerNorm still learn from it), so only the auxiliary loss trains them (with --aux none, nothing does).
+    The official code's --detach_encoder, off by default there too."""
     update: Literal["official", "fused"] = "official"
     """The update's schedule. official: MishaLaskin/curl's (critic step, then actor, targets and the auxiliary loss on a
     fresh pass of the critic's crop). fused: shares conv passes (one online pass of the critic's crop feeds the critic

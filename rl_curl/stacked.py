@@ -48,7 +48,7 @@ FREE = ("seed", "aux", "tau_plus", "beta")
 SHARED = ("batch_size", "crop_size", "frame_stack", "num_filters", "num_layers", "feature_dim", "encoder_tanh",
           "hidden_dim", "log_std_min", "log_std_max", "discount", "lr", "encoder_lr", "alpha_lr", "alpha_beta1",
           "actor_beta1", "critic_tau", "encoder_tau", "actor_update_every", "target_update_every", "aux_update_every",
-          "positives", "log_floor", "subtract_row_max", "update", "cudnn_conv_relu")
+          "positives", "log_floor", "subtract_row_max", "update", "cudnn_conv_relu", "detach_encoder")
 
 
 def check_stackable(cfgs: list, names: list[str], what: str, also: tuple[str, ...] = ()) -> None:

@@ -248,15 +248,22 @@ def eval_episodes(agent: CurlAgent, cfg: Config, episodes: int, env_step: int = 
 
 def write_video(path: Path, frames: list) -> None:
     """``frames`` as the video ``path``, whole or not at all: written to a temporary file beside it, then renamed
-    (a failed write leaves no partial video)."""
+    (a failed write leaves no partial video). Frames keep their size (an odd side of an ffmpeg video gains one edge
+    row or column)."""
     import imageio.v2 as imageio
 
     if not frames:
         raise ValueError("no frames to write")
     # a name of this process's own, made by the writer (the file's mode the umask's, as a plain write's)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
+    kwargs = {}
+    if path.suffix.lower() != ".gif":  # ffmpeg: frames as they are (its default resizes them to a multiple of 16,
+        # with a warning every time); H.264's colour subsampling needs even sides, so an odd one gains an edge row
+        h, w = np.asarray(frames[0]).shape[:2]
+        frames = [np.pad(np.asarray(f), ((0, h % 2), (0, w % 2), (0, 0)), mode="edge") for f in frames]
+        kwargs["macro_block_size"] = 1
     try:
-        imageio.mimsave(tmp, frames, fps=30)
+        imageio.mimsave(tmp, frames, fps=30, **kwargs)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -382,6 +389,11 @@ class CurlApp(TrainingApp):
     def recorded_options(self):
         return dataclasses.asdict(self.cfg)
 
+    def compare_options(self, record):
+        # a run recorded before a field existed trained with its old behaviour (Config.ADDED_FIELDS): the same run; any
+        # other missing field is refused, naming it
+        return Config.with_added_fields(record), self.recorded_options
+
     def check_resume(self, saved):
         # the loop has refused another agent layout or other options (naming the fields) before accelerate tries to
         # load models, optimisers or a replay of another shape
@@ -504,6 +516,10 @@ class CurlApp(TrainingApp):
         # Seed steps are counted from the start of the run; a resume without the replay refills it first.
         if not self.cfg.save_replay:
             self.seed_until = self.step + self.cfg.seed_steps
+        where = f"resuming at environment step {self.step * self.ar} from {self.harness.checkpoint_dir}"
+        print(f"{where} (replay: {len(self.replay)} transitions restored)" if self.cfg.save_replay else
+              f"{where} (replay not saved (--no-save-replay): refilled with --seed-steps {self.cfg.seed_steps} random "
+              "actions, so the run is not the uninterrupted one)", flush=True)
 
 
     def continue_episode(self) -> None:
@@ -542,6 +558,11 @@ class CurlApp(TrainingApp):
             warnings.warn(f"--seed-steps {cfg.seed_steps} covers every agent step left in this run (to step "
                           f"{cfg.agent_steps} = --env-steps {cfg.env_steps} / action repeat {self.ar}): every action "
                           "is random and no update is made; lower --seed-steps or raise --env-steps to train")
+        if cfg.crop_size >= cfg.image_size and cfg.aux != "none":
+            warnings.warn(f"--crop-size {cfg.crop_size} equals --image-size {cfg.image_size}: every random crop is "
+                          f"the whole frame, so --aux {cfg.aux} contrasts two identical views (no augmentation); "
+                          "--image-size is the official --pre_transform_image_size (100), --crop-size the official "
+                          "--image_size (84)")
         return tqdm(total=cfg.agent_steps, initial=self.step, disable=not cfg.progress,
                     desc=f"{cfg.task} {cfg.aux}", unit="step")
 

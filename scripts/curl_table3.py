@@ -60,8 +60,8 @@ def changed_settings(out: Path, cmd: list[str]) -> list[tuple[str, object, objec
     if not path.exists():
         return []
     wanted = from_cli(cmd[3:]).resolved()  # cmd: python -m rl_curl.train ...
-    return config_changes(read_json_file(path, "run's configuration"), dataclasses.asdict(wanted),
-                          free=Config.RESUME_FREE)
+    return config_changes(Config.with_added_fields(read_json_file(path, "run's configuration")),
+                          dataclasses.asdict(wanted), free=Config.RESUME_FREE)
 
 
 def to_run(args: Args) -> list[tuple[Path, list[str]]]:

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from rl_curl.agent import CurlAgent, auxiliary_loss, contrastive_logits
+from rl_curl.networks import ScaledPixels
 from shared_losses import BilinearScore
 
 from .conftest import tiny_config
@@ -222,3 +223,34 @@ def test_float64_agent_stays_float64():
         metrics = ag.update(batch(), step)
     assert all(v.dtype == torch.float64 for v in metrics.values())
     assert {p.dtype for p in ag.parameters()} == {torch.float64}
+
+
+def conv_weights(ag):
+    return [p.detach().clone() for p in ag.critic.encoder.trunk.parameters()]
+
+
+@pytest.mark.parametrize("update", ["official", "fused"])
+def test_detach_encoder_keeps_the_critic_loss_off_the_convolutions(update):
+    """--detach-encoder (the official code's --detach_encoder): one critic update leaves the conv weights as they
+    were, while the default changes them; the encoder's linear layer still learns from the critic. With the fused
+    schedule (no auxiliary loss, so only the critic could move them) likewise."""
+    for detach in (False, True):
+        ag = agent(detach_encoder=detach, update=update, aux="none" if update == "fused" else "curl")
+        b = batch()
+        before, fc = conv_weights(ag), ag.critic.encoder.fc.weight.detach().clone()
+        if update == "official":
+            obs, next_obs = ScaledPixels(b["obs"][:, :, :16, :16]), ScaledPixels(b["next_obs"][:, :, :16, :16])
+            ag.update_critic(obs, b["action"], b["reward"], next_obs, b["not_done"])
+        else:
+            ag.update(b, 1)  # odd step: critic only
+        same = [torch.equal(p, q) for p, q in zip(before, conv_weights(ag))]
+        assert all(same) == detach, (detach, same)
+        assert not torch.equal(fc, ag.critic.encoder.fc.weight)
+
+
+def test_detach_encoder_leaves_the_convolutions_to_the_auxiliary_loss():
+    """With --detach-encoder a full update still trains the convolutions, through the auxiliary (CURL) loss."""
+    ag = agent(detach_encoder=True)
+    before = conv_weights(ag)
+    ag.update(batch(), 1)
+    assert not any(torch.equal(p, q) for p, q in zip(before, conv_weights(ag)))

@@ -430,3 +430,33 @@ def test_table3_cpc_objective_runs_the_official_update_without_cuda_graphs(tmp_p
     fused = dataclasses.replace(args, updates=["official", "fused"])
     with pytest.raises(ValueError, match="CPC has the official update only"):
         curl_table3.commands(fused)
+
+
+@pytest.mark.parametrize("module, command", [("paper_tables.table3", "scripts/curl_table3.py --aggregate-only"),
+                                             ("paper_tables.table3_slices", "scripts/table3_gpu.py tabulate")])
+def test_the_table_modules_name_the_command_that_makes_their_table(module, command):
+    """python -m paper_tables.table3 --help printed nothing and exited 0: the module is a library; it now says so in
+    one line naming the command that makes the table (stdout and status 0 with --help; an error line and status 2
+    otherwise)."""
+    res = warm.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.count("\n") == 1 and command in res.stdout, res
+    res = warm.run([sys.executable, "-m", module], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and command in res.stderr, res
+
+
+def test_a_finished_run_recorded_before_detach_encoder_counts_in_the_grid_as_the_same_run(tmp_path):
+    """--detach-encoder was added after runs were recorded without it; the grid's check of finished runs read its
+    absence as other settings (None -> False) and refused the whole grid."""
+    import importlib.util
+
+    from rl_curl.config import from_cli
+
+    spec = importlib.util.spec_from_file_location("curl_table3", ROOT / "scripts/curl_table3.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cmd = [sys.executable, "-m", "rl_curl.train", "--task", "cartpole-swingup", "--seed", "0"]
+    record = {k: v for k, v in dataclasses.asdict(from_cli(cmd[3:]).resolved()).items() if k != "detach_encoder"}
+    (tmp_path / "config.json").write_text(json.dumps(record))
+    assert mod.changed_settings(tmp_path, cmd) == []
+    (tmp_path / "config.json").write_text(json.dumps({**record, "detach_encoder": True}))
+    assert mod.changed_settings(tmp_path, cmd) == [("detach_encoder", True, False)]

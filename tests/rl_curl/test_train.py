@@ -501,3 +501,81 @@ print(seen)
     res = warm.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "['torch._dynamo', 'dm_control._render']"
+
+
+def test_a_crop_as_large_as_the_frame_is_warned_of_naming_the_official_flags(tmp_path, recwarn):
+    """--crop-size equal to --image-size (e.g. --image-size 84 with the default crop 84, taking --image-size for the
+    official --image_size) makes every random crop the whole frame: CURL's two views are then the same image."""
+    words = (r"--crop-size 20 equals --image-size 20: every random crop is the whole frame, so --aux curl contrasts "
+             r"two identical views .*--image-size is the official --pre_transform_image_size \(100\), --crop-size the "
+             r"official --image_size")
+    with pytest.warns(UserWarning, match=words):
+        run(cfg(tmp_path, "same", env_steps=250, seed_steps=2, crop_size=20))
+    recwarn.clear()
+    run(cfg(tmp_path, "cropped", env_steps=250, seed_steps=2))  # crop 16 of 20: crops differ
+    run(cfg(tmp_path, "none", env_steps=250, seed_steps=2, crop_size=20, aux="none"))  # no contrastive views
+    assert not [w for w in recwarn if "--crop-size" in str(w.message)]
+
+
+def test_the_help_maps_the_size_options_to_the_official_flags(capsys):
+    from rl_curl.config import from_cli
+
+    with pytest.raises(SystemExit):
+        from_cli(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "official code's --pre_transform_image_size (100)" in text and "official code's --image_size (84)" in text
+    assert "the official --encoder_lr" in text and "--detach-encoder" in text
+
+
+def test_a_resume_says_where_it_resumes_and_what_became_of_the_replay(tmp_path, capsys):
+    run(cfg(tmp_path, "r", env_steps=1000))
+    assert "resuming" not in capsys.readouterr().out
+    run(cfg(tmp_path, "r", env_steps=2000, resume=True))
+    out = capsys.readouterr().out
+    assert (f"resuming at environment step 1000 from {tmp_path / 'r' / 'checkpoint'} (replay: 20 transitions "
+            "restored)\n") in out  # one episode of 20 agent steps
+    run(cfg(tmp_path, "n", env_steps=1000, save_replay=False))
+    run(cfg(tmp_path, "n", env_steps=2000, resume=True, save_replay=False))
+    assert (f"resuming at environment step 1000 from {tmp_path / 'n' / 'checkpoint'} (replay not saved "
+            "(--no-save-replay): refilled with --seed-steps 5 random actions, so the run is not the uninterrupted "
+            "one)\n") in capsys.readouterr().out
+
+
+def test_detach_encoder_is_a_recorded_option_that_a_resume_cannot_change(tmp_path):
+    """--detach-encoder is recorded like the other options: a resume with another value is refused naming it. A run
+    recorded before the option existed (no detach_encoder in its record) trained with it off."""
+    import dataclasses
+
+    from rl_curl.config import Config
+    from rl_curl.train import CurlApp
+    from shared_losses.training.harness import refuse_config_changes
+
+    run(cfg(tmp_path, "d", env_steps=1000, detach_encoder=True))
+    assert json.loads((tmp_path / "d/config.json").read_text())["detach_encoder"] is True
+    with pytest.raises(CheckpointError, match=r"detach_encoder: True -> False"):
+        run(cfg(tmp_path, "d", env_steps=2000, resume=True))
+    c = cfg(tmp_path, "s").resolved()
+    older = {k: v for k, v in dataclasses.asdict(c).items() if k != "detach_encoder"}
+    refuse_config_changes(*CurlApp(c).compare_options(older), free=Config.RESUME_FREE)
+    with pytest.raises(CheckpointError, match=r"detach_encoder: False -> True"):
+        app = CurlApp(cfg(tmp_path, "s", detach_encoder=True).resolved())
+        refuse_config_changes(*app.compare_options(older), free=Config.RESUME_FREE)
+
+
+@pytest.mark.parametrize("size", [40, 41, 100])
+def test_videos_keep_their_frames_size_without_ffmpegs_resize_warning(tmp_path, size, caplog, capfd):
+    """imageio's ffmpeg writer resized frames whose sides are not a multiple of 16 (40 -> 48, 100 -> 112) with a
+    warning on every video; they are written as they are (an odd side gains one edge row or column)."""
+    import imageio.v2 as imageio
+    import numpy as np
+
+    from rl_curl.train import write_video
+
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for _ in range(4)]
+    write_video(tmp_path / "v.mp4", frames)
+    write_video(tmp_path / "v.gif", frames)
+    assert "macro_block_size" not in caplog.text + capfd.readouterr().err
+    with imageio.get_reader(tmp_path / "v.mp4") as reader:
+        assert reader.get_meta_data()["size"] == (size + size % 2,) * 2
+    assert imageio.mimread(tmp_path / "v.gif")[0].shape[:2] == (size, size)

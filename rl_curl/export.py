@@ -1,0 +1,47 @@
+"""A run's policy file (``policy.pt``, what :func:`rl_curl.load_policy` reads) from its last checkpoint, for a run
+that was interrupted before it finished (a finished run wrote its own):
+
+    python -m rl_curl.export --run-dir runs/rl_curl/cartpole-swingup/curl/seed0        # writes RUN/policy.pt
+    python -m rl_curl.export --run-dir runs/rl_curl/cartpole-swingup/curl/seed0 --output /tmp/cartpole.pt
+
+The policy is the checkpoint's actor, written whole (temporary name, then rename) as a finished run writes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class ExportArgs:
+    """Write the policy of a training run's last checkpoint as a policy file (rl_curl.load_policy reads it)."""
+
+    run_dir: str
+    """Training output directory (holds config.json and checkpoint/)."""
+    output: str | None = None
+    """The policy file to write (default RUN_DIR/policy.pt)."""
+    overwrite: bool = False
+    """Replace an existing --output (without it, one is refused and left as it is)."""
+
+
+def main(args: ExportArgs | None = None) -> Path:
+    from shared_losses.training.cli import parse_dataclass
+
+    from .evaluate import load_agent
+    from .policy import POLICY_FILE, save_policy
+
+    args = args or parse_dataclass(ExportArgs)
+    out = Path(args.output) if args.output is not None else Path(args.run_dir) / POLICY_FILE
+    if out.exists() and not args.overwrite:
+        raise FileExistsError(f"--output {out} already exists: pass --overwrite to replace it, or another --output")
+    agent, cfg, env_step = load_agent(args.run_dir)
+    save_policy(agent, cfg, cfg.obs_shape, out)
+    print(f"wrote {out}: the policy of {args.run_dir}'s checkpoint at environment step {env_step}", flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    from shared_losses.training.cli import run_cli
+
+    run_cli(main)
