@@ -125,12 +125,12 @@ class Config:
     """Actor and critic learning rate (the official --actor_lr and --critic_lr); None = the task's value (2e-4 cheetah,
     else 1e-3). The critic's Adam covers its encoder too (convolutions, linear layer, LayerNorm), so the critic's loss
     trains the encoder at this rate; the actor's covers its own linear layer, LayerNorm and MLP."""
-    encoder_lr: float = 1e-3
+    encoder_lr: float | None = None
     """Learning rate of the auxiliary (CURL) update, the official --encoder_lr: its two Adams, the encoder's (the
     critic's convolutions, linear layer and LayerNorm) and the auxiliary one (W, or CPC's maps, with the encoder
-    again), as the official encoder_optimizer and cpc_optimizer. Not taken from the task: with cheetah's --lr 2e-4
-    the actor and critic (the encoder through the critic) learn at 2e-4 and the CURL update at this 1e-3; the official
-    cheetah script (scripts/run_cheetah.sh) passes --encoder_lr 2e-4 as well: add --encoder-lr 2e-4 for its setting."""
+    again), as the official encoder_optimizer and cpc_optimizer. None = the task's value: 2e-4 for cheetah, as the CURL
+    paper's table (one rate for encoder, policy and Q function) and the official scripts/run_cheetah.sh set it; else
+    1e-3 (until 2026-12-05 cheetah's was 1e-3 too)."""
     alpha_lr: float = 1e-4
     """Learning rate of the entropy temperature."""
     alpha_beta1: float = 0.5
@@ -273,6 +273,8 @@ class Config:
             c.output_dir = f"runs/rl_curl/{task_dir}/{variant}/seed{c.seed}"
         if c.lr is None:
             c.lr = float(task_default(c.task, "lr"))
+        if c.encoder_lr is None:
+            c.encoder_lr = float(task_default(c.task, "encoder_lr"))
         c.validate()
         return c
 
