@@ -539,8 +539,8 @@ def test_an_action_of_the_wrong_size_names_the_action_space():
 
 def test_cheetahs_curl_update_learns_at_the_papers_rate_as_its_actor_and_critic():
     """The CURL paper's table gives cheetah one learning rate, 2e-4, for the encoder, the policy and the Q function
-    (the official scripts/run_cheetah.sh: --encoder_lr 2e-4 --critic_lr 2e-4 --actor_lr 2e-4); our default lowered
-    --lr only and left the CURL update at 1e-3."""
+    (the official scripts/run_cheetah.sh sets --encoder_lr, --critic_lr and --actor_lr to one value in each run); our
+    default lowered --lr only and left the CURL update at 1e-3."""
     from rl_curl.config import Config
 
     cheetah = Config(task="cheetah-run").resolved()
