@@ -246,6 +246,11 @@ class FewShotConfig(TextOptions):
     n_labeled: int = 20
     """N labeled training examples, both classes: a uniform draw from the training pool that holds both (the paper:
     20, 100, 1000; at least 2)."""
+    unlabeled_file: Optional[str] = None
+    """Texts without labels (.txt one per line, or .csv/.tsv/.jsonl/.json, each also .gz, .parquet, .arrow or a
+    datasets folder with --text-column): the U = --n-unlabeled unlabeled examples are a uniform draw from it instead
+    of from the labeled pool's other rows (the paper's setting, labels hidden). Their labels are unknown, so the prior
+    is --prior or estimated (Elkan-Noto from the labeled positives), never exact."""
     objective: ObjectiveName = DEFAULT_OBJECTIVE
     """The training objective, one of those listed at the top (fewshot.objectives.ALL_OBJECTIVES)."""
     lam: float = 0.1
@@ -275,6 +280,9 @@ class FewShotConfig(TextOptions):
         if self.label_pull != 1 and self.objective != "ce+punce":
             raise ValueError(f"--label-pull weighs puNCE's unlabeled examples (--objective ce+punce), not --objective "
                              f"{self.objective}: drop it")
+        if self.unlabeled_file is not None and self.n_unlabeled < 1:
+            raise ValueError(f"--unlabeled-file gives the unlabeled examples; --n-unlabeled {self.n_unlabeled} draws "
+                             "none of them: give --n-unlabeled >= 1 (how many to draw) or drop --unlabeled-file")
         if self.n_unlabeled == 0 and self.objective == "ce+punce":
             import warnings
 

@@ -73,6 +73,8 @@ ESTIMATE_HINTS = {
                "--prior instead",
     "files": "put more labeled positives in --positive-file, or pass --prior (your estimate of the positive share of "
              "--unlabeled-file)",
+    "unlabeled file": "raise --n-labeled (the estimate learns the positives from the labeled ones), or pass --prior "
+                      "(your estimate of the positive share of --unlabeled-file)",
     "images": "raise --n-labeled, or drop --estimate-prior (the exact prior is then read from the labels) or pass "
               "--prior instead",
 }

@@ -282,9 +282,41 @@ def training_data(cfg: TextOptions):
     train_x, train_y, eval_x, eval_y = load_splits(cfg)
     if cfg.eval_split == "dev":
         train_x, train_y, eval_x, eval_y = dev_split(train_x, train_y, cfg.dev_fraction)
-    sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
     eval_x, eval_y = eval_subset(eval_x, eval_y, cfg.max_eval, cfg.seed)
+    if getattr(cfg, "unlabeled_file", None) is not None and not cfg.pu_files:  # the text pipeline's own unlabeled texts
+        train_x, train_y, sample = with_unlabeled_file(cfg, train_x, train_y, eval_x)
+        return train_x, train_y, eval_x, eval_y, sample
+    sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
     return train_x, train_y, eval_x, eval_y, sample
+
+
+def with_unlabeled_file(cfg, train_x, train_y, eval_x):
+    """(train_x, train_y, sample) of a text run with --unlabeled-file: the N labeled examples drawn from the labeled
+    pool as without it, then the file's texts appended to the pool with label -1 (unknown, never read as a class)
+    and U of them drawn uniformly (their own generator, a child of --seed) as the unlabeled sample."""
+    from shared_losses.data import DataError
+
+    from .data import FewShotSample, read_texts, warn_overlap
+
+    labeled = sample_fewshot(train_y, cfg.n_labeled, 0, cfg.seed, cfg.setting).labeled
+    texts = read_texts(cfg.unlabeled_file, cfg.text_column, "--unlabeled-file")
+    if cfg.n_unlabeled > len(texts):
+        raise DataError(f"--unlabeled-file {cfg.unlabeled_file} holds {len(texts)} texts, fewer than --n-unlabeled "
+                        f"{cfg.n_unlabeled}: lower --n-unlabeled (at most {len(texts)})")
+    rng = np.random.default_rng(np.random.SeedSequence(cfg.seed).spawn(2)[1])
+    drawn = np.sort(rng.choice(len(texts), size=cfg.n_unlabeled, replace=False))
+    warn_overlap(texts, eval_x, f"--unlabeled-file {cfg.unlabeled_file}", "the evaluation split")
+    labeled_texts = {str(train_x[i]).strip() for i in labeled.tolist()}
+    shared = sum(str(texts[i]).strip() in labeled_texts for i in drawn.tolist())
+    if shared:
+        import warnings
+
+        warnings.warn(f"{shared} of the {len(drawn)} drawn unlabeled texts of --unlabeled-file {cfg.unlabeled_file} "
+                      "are also labeled examples of the run: a copy of a labeled example among the unlabeled ones is "
+                      "usually a mistake", stacklevel=3)
+    n = len(train_x)
+    return (list(train_x) + texts, list(np.asarray(train_y).tolist()) + [-1] * len(texts),
+            FewShotSample(labeled, n + drawn))
 
 
 #: The development split's draw is fixed (not --seed): every seed and every setting is scored on the same rows.
@@ -498,11 +530,12 @@ def resolve_defaults(saved: dict, current: dict, cfg: AnyConfig) -> tuple[dict, 
 def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None, device="cpu") -> tuple[float, str]:
     if cfg.prior is not None:  # in [0, 1]: RunOptions.validate
         return float(cfg.prior), "given"
-    if cfg.estimate_prior or cfg.pu_files:  # PU files have no labels to count: estimate
+    unknown = len(sample.unlabeled) > 0 and bool((np.asarray(train_y)[sample.unlabeled] < 0).any())
+    if cfg.estimate_prior or cfg.pu_files or unknown:  # unlabeled texts from a file have no labels to count: estimate
         pos = sample.labeled[train_y[sample.labeled] == 1]
         fp, _ = embed_all(model, tokenizer, [train_x[i] for i in pos], cfg.max_length, device)
         fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
-        hint = ESTIMATE_HINTS["files" if cfg.pu_files else "sampled"]
+        hint = ESTIMATE_HINTS["files" if cfg.pu_files else "unlabeled file" if unknown else "sampled"]
         return elkan_noto_prior(fp.numpy(), fu.numpy(), seed=cfg.seed, hint=hint), "elkan-noto"
     if len(sample.unlabeled) == 0:
         return 0.5, "no unlabeled data"
@@ -514,7 +547,10 @@ def exact_unlabeled_prior(cfg, train_y, sample) -> float | None:
     labels are known (a sample drawn from a labeled data set); None for PU files or without unlabeled examples."""
     if cfg.pu_files or len(sample.unlabeled) == 0:
         return None
-    return float((np.asarray(train_y)[sample.unlabeled] == 1).mean())
+    labels = np.asarray(train_y)[sample.unlabeled]
+    if (labels < 0).any():  # unlabeled texts from a file: unknown
+        return None
+    return float((labels == 1).mean())
 
 
 def check_pu_prior(prior: float, source: str, n_unlabeled: int, pu_files: bool = False) -> None:

@@ -547,9 +547,9 @@ _HAM = ["lunch at noon tomorrow?", "the minutes of Monday's meeting are attached
 # The files and folders a user of the docs is assumed to have, made in every workspace: what the commands
 # call "your own data" (train.tsv, spam.txt, cells.npz, my_books/, ...), and data/downstream, a tiny stand-in
 # in SentEval's layout for what `python -m nlp_qt.senteval download` fetches (online).
-SAMPLE_FILES = (DIGITS, DIGITS16, "train.tsv", "dev.tsv", "texts.txt", "new_mail.txt", "spam.txt", "inbox.csv",
-                "labeled_sample.csv", "cells.npz", "cells_test.npz", "my_images.npz", "my_books/", "books/",
-                "data/downstream/")
+SAMPLE_FILES = (DIGITS, DIGITS16, "train.tsv", "dev.tsv", "more_reviews.txt", "texts.txt", "new_mail.txt", "spam.txt",
+                "inbox.csv", "labeled_sample.csv", "cells.npz", "cells_test.npz", "my_images.npz", "my_books/",
+                "books/", "data/downstream/")
 
 
 def _reviews(n: int, seed: int) -> list[tuple[str, int]]:
@@ -580,6 +580,7 @@ def make_sample_files(ws: Path) -> None:
     for name, n, seed in (("train.tsv", 80, 0), ("dev.tsv", 40, 1)):
         rows = "".join(f"{t}\t{s}\n" for t, s in _reviews(n, seed))
         (ws / name).write_text("review\tstars\n" + rows)
+    (ws / "more_reviews.txt").write_text("".join(f"{t} more\n" for t, _ in _reviews(60, 2)))  # reviews without stars
     texts = "\n".join(_POS[:3] + _NEG[:3]) + "\n"
     (ws / "texts.txt").write_text(texts)
     (ws / "new_mail.txt").write_text("\n".join(_SPAM[:2] + _HAM[:2]) + "\n")

@@ -131,3 +131,63 @@ def test_the_hint_for_too_few_examples_leaves_room_for_the_unlabeled_ones():
 def test_ce_punce_without_unlabeled_examples_warns(tiny_encoder, easy_task, tmp_path):
     with pytest.warns(UserWarning, match="--n-unlabeled 0 with --objective ce\\+punce"):
         _cfg(tiny_encoder, easy_task, tmp_path, objective="ce+punce", n_unlabeled=0).validate()
+
+
+def _unlabeled_file(path, n=150, seed=5):
+    texts = [t for t, _ in make_texts(n, seed)]
+    path.write_text("\n".join(texts) + "\n")
+    return str(path)
+
+
+def test_the_text_pipeline_draws_its_unlabeled_examples_from_an_unlabeled_file(tiny_encoder, easy_task, tmp_path):
+    """Texts without labels could only go to the PU pipeline (`--unlabeled-file ... belongs to python -m fewshot.train
+    pu`); a file's rows without labels were skipped as empty."""
+    from fewshot.data import sample_fewshot
+    from fewshot.run import prepare, training_data
+
+    unl = _unlabeled_file(tmp_path / "unlabeled.txt")
+    cfg = _cfg(tiny_encoder, easy_task, tmp_path, unlabeled_file=unl, n_unlabeled=40, prior=0.5)
+    train_x, train_y, _, _, sample = training_data(cfg)
+    pool = 200 - 0  # the easy task's training file, every row (the evaluation split is its own file)
+    assert len(train_x) == pool + 150 and train_y[pool:] == [-1] * 150
+    assert len(sample.unlabeled) == 40 and sample.unlabeled.min() >= pool
+    # the labeled draw is the one the run makes without the file
+    assert sample.labeled.tolist() == sample_fewshot(train_y[:pool], 20, 0, cfg.seed).labeled.tolist()
+    assert set(train_x[i] for i in sample.unlabeled) <= set(open(unl).read().splitlines())
+    run = prepare(cfg)
+    assert (run.prior, run.prior_source, run.exact_prior) == (0.5, "given", None)
+    m = train(_cfg(tiny_encoder, easy_task, tmp_path / "b", unlabeled_file=unl, n_unlabeled=40, prior=0.5,
+                   objective="ce+punce", max_steps=2, eval_every=2, checkpoint_every=2))
+    assert m["prior"] == 0.5 and json.loads((tmp_path / "b" / "run" / "config.json").read_text())["unlabeled_file"]
+
+
+def test_an_unlabeled_file_without_a_prior_gets_an_estimate_and_its_limits_are_named(tiny_encoder, easy_task,
+                                                                                    tmp_path):
+    from fewshot.run import prepare
+
+    unl = _unlabeled_file(tmp_path / "unlabeled.txt")
+    run = prepare(_cfg(tiny_encoder, easy_task, tmp_path / "a", unlabeled_file=unl, n_unlabeled=40))
+    assert run.prior_source == "elkan-noto" and 0.0 <= run.prior <= 1.0
+    with pytest.raises(ValueError, match=r"holds 150 texts, fewer than --n-unlabeled 500: lower --n-unlabeled"):
+        prepare(_cfg(tiny_encoder, easy_task, tmp_path / "b", unlabeled_file=unl, n_unlabeled=500))
+    with pytest.raises(ValueError, match="--n-unlabeled 0 draws none of them"):
+        _cfg(tiny_encoder, easy_task, tmp_path / "c", unlabeled_file=unl, n_unlabeled=0).validate()
+
+
+def test_an_unlabeled_file_sharing_texts_with_the_evaluation_split_is_warned_of(tiny_encoder, easy_task, tmp_path):
+    from fewshot.run import training_data
+
+    dev_texts = [t for t, _ in make_texts(60, 1)]
+    unl = tmp_path / "unlabeled.txt"
+    unl.write_text("\n".join(dev_texts[:10] + [t for t, _ in make_texts(100, 9)]) + "\n")
+    with pytest.warns(UserWarning, match=r"of the 60 evaluation texts \(the evaluation split\) also stand in the "
+                                         r"training pool \(--unlabeled-file"):
+        training_data(_cfg(tiny_encoder, easy_task, tmp_path, unlabeled_file=str(unl), n_unlabeled=40, prior=0.5))
+
+
+def test_the_command_line_takes_unlabeled_file_in_the_text_pipeline():
+    from fewshot.config import check_pipeline_options
+
+    check_pipeline_options("text", ["--unlabeled-file", "u.txt"])  # refused before as the PU pipeline's option
+    with pytest.raises(ValueError, match="--positive-file is not an option of the text pipeline"):
+        check_pipeline_options("text", ["--positive-file", "p.txt"])
