@@ -24,12 +24,42 @@ import torch
 from torch import Tensor, nn
 
 from shared_losses import debiased_nce_from_logits, gather_with_grad
+from shared_losses._core import full_precision
 
 
 def _cos_sim(a: Tensor, b: Tensor) -> Tensor:
     a = nn.functional.normalize(a, p=2, dim=1)
     b = nn.functional.normalize(b, p=2, dim=1)
     return a @ b.T
+
+
+def _widen(t: Tensor) -> Tensor:
+    return t if t.dtype == torch.float64 else t.float()
+
+
+@full_precision
+def _full_precision_loss(loss: "DebiasedMultipleNegativesRankingLoss", embeddings: list[Tensor]) -> Tensor:
+    anchors = embeddings[0]
+    docs = torch.cat(embeddings[1:], dim=0)  # [k * B, d]: positives first, then hard negatives
+    b = anchors.shape[0]
+    offset = 0
+    if loss.gather_across_devices:
+        anchors_all, rank, world = gather_with_grad(anchors)
+        cols = [gather_with_grad(e)[0] for e in embeddings[1:]]
+        docs = torch.cat(cols, dim=0)
+        offset = rank * b
+        del anchors_all
+    if docs.shape[0] == 1:  # one anchor, one candidate (its positive): no negative; MNRL's cross-entropy is 0 here
+        return (anchors.sum() + docs.sum()) * 0.0 + 0.0  # 0 with the graph kept (+ 0.0: not -0.0)
+    # float32 before the normalisation: bf16/fp16 cosines are off by ~1e-3, times scale in the logits
+    logits = _cos_sim(_widen(anchors), _widen(docs)) * loss.scale  # [b, C]
+    rows = torch.arange(b, device=logits.device)
+    pos_idx = rows + offset
+    pos = logits[rows, pos_idx].unsqueeze(1)
+    is_pos = torch.zeros_like(logits, dtype=torch.bool)
+    is_pos[rows, pos_idx] = True
+    neg = logits.masked_fill(is_pos, float("-inf"))
+    return debiased_nce_from_logits(pos, neg, tau_plus=loss.tau_plus, log_floor=-loss.scale)
 
 
 class DebiasedMultipleNegativesRankingLoss(nn.Module):
@@ -42,8 +72,8 @@ class DebiasedMultipleNegativesRankingLoss(nn.Module):
             gather_across_devices: use the embeddings of all processes as candidates.
         """
         super().__init__()
-        if not scale > 0:
-            raise ValueError(f"scale must be > 0, got {scale}")
+        if not 0 < scale < float("inf"):
+            raise ValueError(f"scale must be finite and > 0, got {scale}")
         if not 0.0 <= tau_plus < 1.0:
             raise ValueError(f"tau_plus must be in [0, 1), got {tau_plus}")
         self.model = model
@@ -57,26 +87,18 @@ class DebiasedMultipleNegativesRankingLoss(nn.Module):
         return self.compute_loss_from_embeddings(embeddings, labels)
 
     def compute_loss_from_embeddings(self, embeddings: list[Tensor], labels: Tensor | None = None) -> Tensor:
-        """The loss of embeddings already computed: anchors against the positives and the batch's other candidates."""
+        """The loss of embeddings already computed: anchors against the positives and the batch's other candidates.
+        Computed in float32 (float64 kept) with autocast off, as MNRL's cross-entropy is under mixed precision; a
+        batch with no negative at all (one pair, no hard negatives, one process) gives 0, as MNRL's does."""
         if len(embeddings) < 2:
             raise ValueError("need (anchor, positive[, negatives...]) columns, got fewer than 2")
-        anchors = embeddings[0]
-        docs = torch.cat(embeddings[1:], dim=0)  # [k * B, d]: positives first, then hard negatives
-        b = anchors.shape[0]
-        offset = 0
-        if self.gather_across_devices:
-            anchors_all, rank, world = gather_with_grad(anchors)
-            cols = [gather_with_grad(e)[0] for e in embeddings[1:]]
-            docs = torch.cat(cols, dim=0)
-            offset = rank * b
-            del anchors_all
-        # float32 before the normalisation: bf16/fp16 cosines are off by ~1e-3, times scale in the logits
-        logits = _cos_sim(anchors.float(), docs.float()) * self.scale  # [b, C]
-        rows = torch.arange(b, device=logits.device)
-        pos_idx = rows + offset
-        pos = logits[rows, pos_idx].unsqueeze(1)
-        neg = logits.index_put((rows, pos_idx), torch.tensor(float("-inf"), device=logits.device))
-        return debiased_nce_from_logits(pos, neg, tau_plus=self.tau_plus, log_floor=-self.scale)
+        b = embeddings[0].shape[0]
+        bad = [(k, tuple(e.shape)) for k, e in enumerate(embeddings) if e.dim() != 2 or e.shape[0] != b
+               or e.shape[1] != embeddings[0].shape[1]]
+        if bad:
+            raise ValueError(f"every column must be [{b}, {embeddings[0].shape[1]}] like the anchors; column(s) "
+                             + ", ".join(f"{k} are {shape}" for k, shape in bad))
+        return _full_precision_loss(self, embeddings)
 
     def get_config_dict(self) -> dict[str, Any]:
         """The loss's settings, as sentence-transformers records them in a model card."""

@@ -33,9 +33,25 @@ def check_log_floor_option(log_floor):
     return log_floor
 
 
+def _fixed_number(name: str, value, meaning: str):
+    """A scalar hyperparameter as a plain number: a tensor that requires grad (float() would detach it silently), a
+    tensor of several numbers, a string or a bool are refused, naming ``name``."""
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad:
+            raise ValueError(f"{name} is a tensor that requires grad: these losses take a fixed number ({meaning}); "
+                             f"pass {name}.item() or a detached tensor")
+        if value.numel() != 1:
+            raise ValueError(f"{name} must be one number, got a tensor of shape {tuple(value.shape)}")
+    elif not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {type(value).__name__}")
+    return float(value)
+
+
 def check_tau_plus(tau_plus: float) -> float:
-    tau_plus = float(tau_plus)
-    if math.isnan(tau_plus) or tau_plus < 0.0:
+    tau_plus = _fixed_number("tau_plus", tau_plus, "the class prior tau+")
+    if math.isnan(tau_plus):
+        raise ValueError("tau_plus (the class prior tau+) must be in [0, 1), got nan")
+    if tau_plus < 0.0:
         raise ValueError(f"tau_plus (the class prior tau+) must be in [0, 1), got {tau_plus}: a prior is a "
                          "probability, never negative (0 gives InfoNCE)")
     if tau_plus >= 1.0:
@@ -84,7 +100,7 @@ def check_temperature(temperature: float) -> float:
 
 
 def check_beta(beta: float) -> float:
-    beta = float(beta)
+    beta = _fixed_number("beta", beta, "the hard-negative concentration")
     if not 0.0 <= beta < float("inf"):
         raise ValueError(f"beta (hard-negative concentration) must be finite and >= 0, got {beta}")
     return beta

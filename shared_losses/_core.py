@@ -24,6 +24,35 @@ import torch.nn.functional as F
 
 NEG_INF = float("-inf")
 
+#: The device types whose autocast :func:`full_precision` switches off around a loss.
+AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu")
+
+
+def _autocast_on(device_type: str) -> bool:
+    try:
+        return bool(torch.is_autocast_enabled(device_type))
+    except (RuntimeError, TypeError, ValueError):  # a device type this build does not know
+        return False
+
+
+def full_precision(fn):
+    """Run the loss ``fn`` with autocast switched off: under ``torch.autocast`` (mixed-precision training) its
+    matrix products would run in float16 / bfloat16 again after :func:`promote` widened the inputs, and the scores
+    of a temperature of 0.01 would lose their digits (SPEC: losses in float32 or wider, whatever the inputs)."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        on = [d for d in AUTOCAST_DEVICES if _autocast_on(d)]
+        if not on:
+            return fn(*args, **kwargs)
+        with contextlib.ExitStack() as stack:
+            for device_type in on:
+                stack.enter_context(torch.autocast(device_type, enabled=False))
+            return fn(*args, **kwargs)
+
+    return run
+
 
 def promote(t: torch.Tensor) -> torch.Tensor:
     """Half-precision inputs are computed in float32; float32/float64 are kept."""

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _checks as C
-from ._core import NEG_INF, debiased_terms, promote, reduce, weighted_log_softmax
+from ._core import NEG_INF, debiased_terms, full_precision, promote, reduce, weighted_log_softmax
 from .distributed import gather_with_grad
 
 Views = Union[torch.Tensor, Sequence[torch.Tensor]]
@@ -101,6 +101,7 @@ def _prepare_logits(pos_logits, neg_logits, log_floor, host_checks=True):
     return pos, neg, n_neg, (None if all_present else present)
 
 
+@full_precision
 def debiased_nce_from_logits(
     pos_logits: torch.Tensor,
     neg_logits: torch.Tensor,
@@ -150,6 +151,7 @@ def debiased_nce_from_logits(
     return reduce(loss, reduction)
 
 
+@full_precision
 def hard_negative_nce_from_logits(
     pos_logits: torch.Tensor,
     neg_logits: torch.Tensor,
@@ -175,6 +177,7 @@ def hard_negative_nce_from_logits(
     return reduce(loss, reduction)
 
 
+@full_precision
 def info_nce_from_logits(
     pos_logits: torch.Tensor, neg_logits: torch.Tensor, reduction: str = "mean", *, host_checks: bool = True
 ) -> torch.Tensor:
@@ -186,6 +189,7 @@ def info_nce_from_logits(
     return debiased_nce_from_logits(pos_logits, neg_logits, 0.0, None, reduction, host_checks=host_checks)
 
 
+@full_precision
 def log_floor_min_negative(neg_logits: torch.Tensor) -> torch.Tensor:
     """A data-dependent floor for unbounded scores: each anchor's smallest present negative logit.
 
@@ -311,6 +315,7 @@ def _auto_floor(log_floor, similarity: str, temperature: float, neg: torch.Tenso
     return log_floor
 
 
+@full_precision
 def debiased_nce(
     views: Views,
     *more_views: torch.Tensor,
@@ -361,6 +366,7 @@ def debiased_nce(
     return reduce(loss, reduction)
 
 
+@full_precision
 def info_nce(
     views: Views,
     *more_views: torch.Tensor,
@@ -381,6 +387,7 @@ def info_nce(
     )
 
 
+@full_precision
 def hard_negative_nce(
     views: Views,
     *more_views: torch.Tensor,
@@ -468,6 +475,7 @@ def _vector_length(name: str, t) -> int:
     return t.shape[0]
 
 
+@full_precision
 def punce_weights(
     source_ids: torch.Tensor,
     labels: torch.Tensor,
@@ -560,6 +568,7 @@ def _check_every_anchor_has_positive(weights, same_src, labels):
         )
 
 
+@full_precision
 def punce_loss(
     features: torch.Tensor,
     source_ids: torch.Tensor,
@@ -610,6 +619,7 @@ def punce_loss(
     return reduce(weighted_log_softmax(logits, weights), reduction)
 
 
+@full_precision
 def supcon_loss(
     features: torch.Tensor,
     labels: torch.Tensor,
@@ -637,6 +647,7 @@ def supcon_loss(
     return reduce(weighted_log_softmax(logits, weights), reduction)
 
 
+@full_precision
 def scl_pu_loss(
     features: torch.Tensor,
     source_ids: torch.Tensor,
@@ -692,6 +703,7 @@ def _check_cpc_inputs(latents, predictions, mask, negatives):
         raise ValueError(f"negatives must be one of {CPC_NEGATIVES}, got {negatives!r}")
 
 
+@full_precision
 def cpc_nce(
     latents: torch.Tensor,
     predictions: torch.Tensor,

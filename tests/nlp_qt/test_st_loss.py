@@ -69,3 +69,31 @@ def test_half_precision_embeddings_scored_in_float32(dtype):
     ref = loss_fn.compute_loss_from_embeddings([e.double() for e in emb])
     assert got.dtype == torch.float32
     assert abs(got.item() - ref.item()) < 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_loss_runs_under_autocast_as_mnrl_does(dtype):
+    """Under autocast (the sentence-transformers trainer with bf16=True / fp16=True) the cosine matrix came out in
+    half precision and index_put of a float32 -inf raised 'Index put requires the source and destination dtypes
+    match'."""
+    g = torch.Generator().manual_seed(0)
+    a, p = torch.randn(6, 8, generator=g), torch.randn(6, 8, generator=g)
+    loss = DebiasedMultipleNegativesRankingLoss(None, tau_plus=0.05)
+    want = loss.compute_loss_from_embeddings([a, p])
+    with torch.autocast("cpu", dtype=dtype):
+        got = loss.compute_loss_from_embeddings([a.to(dtype), p.to(dtype)])
+    assert got.dtype == torch.float32 and abs(got.item() - want.item()) < 0.05  # half inputs, float32 scores
+
+
+def test_a_batch_of_one_pair_gives_zero_as_mnrl_and_bad_columns_are_named():
+    loss = DebiasedMultipleNegativesRankingLoss(None, tau_plus=0.05)
+    a = torch.randn(1, 8, requires_grad=True)
+    out = loss.compute_loss_from_embeddings([a, torch.randn(1, 8)])
+    assert out.item() == 0.0 and str(out.item()) == "0.0"
+    out.backward()
+    assert torch.equal(a.grad, torch.zeros_like(a))
+    with pytest.raises(ValueError, match=r"every column must be \[4, 8\] like the anchors; column\(s\) 1 are \(3, 8\)"):
+        loss.compute_loss_from_embeddings([torch.randn(4, 8), torch.randn(3, 8)])
+    wide = loss.compute_loss_from_embeddings([torch.randn(4, 8, dtype=torch.float64),
+                                              torch.randn(4, 8, dtype=torch.float64)])
+    assert wide.dtype == torch.float64
