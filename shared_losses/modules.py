@@ -23,10 +23,18 @@ class _LossModule(nn.Module):
     _config_keys: tuple[str, ...] = ()
 
     def get_config_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self._config_keys}
+        """The module's settings as plain Python values (a tensor setting, such as a log_floor per anchor, as a
+        number or a list), so the dict goes to JSON as sentence-transformers saves it beside a model."""
+        return {k: _plain(getattr(self, k)) for k in self._config_keys}
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.get_config_dict().items())
+
+
+def _plain(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().tolist()
+    return value
 
 
 class InfoNCELoss(_LossModule):

@@ -65,3 +65,12 @@ def test_tau_plus_and_beta_are_numbers_as_temperature_is(name, value, message):
     with pytest.raises(ValueError, match=message):
         L.hard_negative_nce(a, b, **{"tau_plus": 0.1, "beta": 1.0, name: value})
     L.hard_negative_nce(a, b, tau_plus=torch.tensor(0.1), beta=1)  # a detached tensor and an int pass
+
+
+def test_a_modules_config_with_a_tensor_log_floor_goes_to_json():
+    """get_config_dict() returned the tensor itself, which json.dumps refuses (sentence-transformers saves the dict
+    beside a model)."""
+    import json
+
+    m = L.DebiasedNCELoss(tau_plus=0.1, temperature=0.5, log_floor=torch.tensor([-2.0, -1.5]))
+    assert json.loads(json.dumps(m.get_config_dict()))["log_floor"] == [-2.0, -1.5]
