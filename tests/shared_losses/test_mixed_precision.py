@@ -74,3 +74,20 @@ def test_a_modules_config_with_a_tensor_log_floor_goes_to_json():
 
     m = L.DebiasedNCELoss(tau_plus=0.1, temperature=0.5, log_floor=torch.tensor([-2.0, -1.5]))
     assert json.loads(json.dumps(m.get_config_dict()))["log_floor"] == [-2.0, -1.5]
+
+
+def test_the_logit_level_losses_without_host_checks_take_vmap_and_a_full_graph():
+    """docs/losses.md: the *_from_logits functions with host_checks=False read nothing on the host (autocast's switch
+    included), so vmap and torch.compile(fullgraph=True) take them."""
+    from torch.func import vmap
+
+    g = torch.Generator().manual_seed(0)
+    pos, neg = torch.randn(5, 4, 1, generator=g), torch.randn(5, 4, 7, generator=g)
+
+    def loss(p, n):
+        return L.debiased_nce_from_logits(p, n, tau_plus=0.1, host_checks=False)
+
+    batched = vmap(loss)(pos, neg)
+    assert torch.allclose(batched, torch.stack([loss(p, n) for p, n in zip(pos, neg)]))
+    whole = torch.compile(loss, fullgraph=True, backend="eager")
+    assert torch.allclose(whole(pos[0], neg[0]), loss(pos[0], neg[0]))
