@@ -14,6 +14,7 @@ import dataclasses
 import inspect
 import math
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
@@ -89,7 +90,8 @@ class RunOptions:
     set, known for benchmark data: puNCE appendix A.1.1, docs/equations.md section 5) or estimated when
     `--estimate-prior` is set."""
     estimate_prior: bool = False
-    """Estimate pi with the Elkan-Noto estimator on the encoder's features instead of using labels."""
+    """Estimate pi with the Elkan-Noto estimator instead of using labels: text runs on the pretrained encoder's
+    sentence vectors, image runs on the pixels."""
     temperature: float = 0.3
     """Temperature of the contrastive term (Gunel et al. reproductions: 0.3)."""
     max_steps: int = 200
@@ -501,6 +503,11 @@ class ImageConfig(RunOptions):
         from .images import CPC_GRID, IMAGE_ENCODERS, is_image_dataset
 
         if not is_image_dataset(self.dataset):
+            if str(self.dataset).lower().endswith(".npy") or Path(str(self.dataset)).is_dir():
+                raise ValueError(f"--dataset {self.dataset}: image runs read `mnist` or an .npz file holding arrays x "
+                                 "(images: N x H x W[ x C], uint8 or floats in [0, 1]) and y (class ids); save your "
+                                 "images so: numpy.savez('images.npz', x=x, y=y) (a folder of image files: read them "
+                                 "into x with PIL, one size for all)")
             raise ValueError(f"--dataset {self.dataset} is not image data (`mnist` or an .npz file): text runs are "
                              "`python -m fewshot.train` (few-shot) or `python -m fewshot.train pu`")
         if self.encoder not in IMAGE_ENCODERS:
@@ -560,6 +567,10 @@ class ImageConfig(RunOptions):
                 raise ValueError(f"--prior must be below 1 with --setting pu, got {self.prior:g}: a prior of 1 says "
                                  "every unlabeled image is positive, so the PU risks' pool prior pi_p is 1 too and "
                                  "they have no negatives to learn")
+            if self.prior is not None and self.prior <= 0.0:
+                raise ValueError(f"--prior must be above 0 with --setting pu, got {self.prior:g}: a prior of 0 says no "
+                                 "unlabeled image is positive, so the PU risks learn the labeled positives against "
+                                 "every unlabeled image as a negative (plain PN); the text PU pipeline refuses it too")
             if self.labeled_percent != default["labeled_percent"]:
                 raise ValueError(f"--labeled-percent {self.labeled_percent:g} applies to --setting pnu; --setting pu "
                                  f"labels n_P positives: --n-labeled")

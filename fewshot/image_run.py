@@ -31,6 +31,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -71,6 +72,54 @@ class ImageData:
     raw_integer: bool = False
 
 
+def image_fingerprint(data: ImageData) -> str:
+    """SHA-256 of what an image run learns and is scored on: the labeled and unlabeled images of the pool with their
+    labels, and the evaluation split (pixels as the run reads them). sample.json records it, so that a resume, or a
+    grid counting a finished run, refuses data that changed since (the same indices would name other images)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for part in (data.x[data.labeled], data.y[data.labeled], data.x[data.unlabeled], data.y[data.unlabeled],
+                 data.eval_x, data.eval_y):
+        arr = np.ascontiguousarray(part)
+        h.update(f"{arr.dtype.str}{arr.shape}".encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def refuse_changed_images(folder, data: ImageData, what: str) -> None:
+    """Refuse, in one line, images that differ from those the run in ``folder`` recorded in its sample.json (its
+    draw and ``data_sha256``; a run from before the fingerprint is compared by its draw only)."""
+    from types import SimpleNamespace
+
+    from .data import check_same_data
+
+    path = Path(folder) / "sample.json"
+    if path.is_file():
+        check_same_data(read_json(path), SimpleNamespace(labeled=np.asarray(data.labeled),
+                                                         unlabeled=np.asarray(data.unlabeled)),
+                        image_fingerprint(data), folder, what)
+
+
+def warn_image_overlap(pool_x: np.ndarray, eval_x: np.ndarray, pool_what: str, eval_what: str) -> int:
+    """Warn when images of the evaluation split also stand in the training pool (pixel for pixel): the run may train
+    on images it is scored on. Returns the count."""
+    import hashlib
+
+    def digests(arr):
+        return [hashlib.sha1(np.ascontiguousarray(im).tobytes()).digest() for im in arr]
+
+    pool = set(digests(pool_x))
+    shared = sum(d in pool for d in digests(eval_x))
+    if shared:
+        import warnings
+
+        warnings.warn(f"{shared} of the {len(eval_x)} evaluation images ({eval_what}) also stand in the training pool "
+                      f"({pool_what}), pixel for pixel: the run may train on images it is scored on, which overstates "
+                      "its accuracy; remove them from one side", stacklevel=3)
+    return shared
+
+
 def image_data(cfg: ImageConfig) -> ImageData:
     """Load, split and sample the images of a run (deterministic given the configuration)."""
     full = load_images(cfg.dataset, "--dataset")
@@ -98,6 +147,8 @@ def image_data(cfg: ImageConfig) -> ImageData:
     else:
         eval_x, eval_y, name = full.x[test], yb[test], f"test split ({len(test)} images, {TEST_FRACTION:.0%} per class)"
     x, y = full.x[pool], yb[pool]
+    if ev is not None and cfg.eval_split != "dev":
+        warn_image_overlap(x, eval_x, f"--dataset {cfg.dataset}", f"--eval-file {cfg.eval_file}")
     eval_source = ev.source if ev is not None and cfg.eval_split != "dev" else full.source  # where the split came from
     for part, labels, source in (("training pool", y, full.source), ("evaluation split", eval_y, eval_source)):
         if len(labels) == 0 or labels.all() or not labels.any():
@@ -317,6 +368,7 @@ class ImageApp(FewShotRunApp):
         if saved is None:
             return None
         check_steps(cfg, saved["step"], out)  # no fewer steps (the loop compared the options)
+        refuse_changed_images(out, self.data, "resuming would go on training and scoring on other images")
         trained_for = saved["config"].get("max_steps")
         if cfg.select != "none" and trained_for != cfg.max_steps:
             raise ValueError(f"--select {cfg.select} scores steps spaced over the whole run, and the run in {out} was "
@@ -359,7 +411,7 @@ class ImageApp(FewShotRunApp):
         if self.selection is not None:  # the labels the encoder did not see, and the unlabeled images set aside
             sample |= {"select_positives": self.selection.positives.tolist(),
                        "select_unlabeled": self.selection.unlabeled.tolist()}
-        write_json_atomic(self.harness.out / "sample.json", sample)
+        write_json_atomic(self.harness.out / "sample.json", sample | {"data_sha256": image_fingerprint(self.data)})
         n_lab, n_unl = batch_sizes(cfg, data)
         self.lab_batches = Batches(data.labeled, n_lab, cfg.seed)
         # cross-entropy on the labeled images (pnu, no encoder stage) draws no unlabeled ones
@@ -592,6 +644,18 @@ def load_image_classifier(path):
 
     def scores(images) -> np.ndarray:
         arr = np.asarray(images)
+        try:
+            return _scores(arr)
+        except (DataError, ValueError) as err:
+            if arr.ndim >= 2:
+                try:
+                    _scores(arr[None])
+                except (DataError, ValueError):
+                    raise err from None
+                raise type(err)(f"{err} (one image? pass a batch of one: images[None])") from None
+            raise
+
+    def _scores(arr) -> np.ndarray:
         x = check_arrays(arr, np.zeros(len(arr), dtype=np.int64), "images").x
         in_shape = tuple(blob["in_shape"])
         if blob["kind"] != "mlp":

@@ -446,15 +446,24 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
 def refuse_changed_data(folder: Path, cfg: AnyConfig) -> None:
     """A text run's data checked against its sample.json (the draw and its fingerprint,
     :func:`fewshot.data.data_fingerprint`) before a grid counts it: a data file edited or replaced since gives other
-    examples under the same options. Runs from before sample.json recorded a fingerprint, and image runs, pass."""
+    examples under the same options (image runs: :func:`fewshot.image_run.refuse_changed_images`). Runs from before
+    sample.json recorded a fingerprint pass."""
     import io
     import warnings
 
     sample_file = Path(folder) / "sample.json"
-    if not isinstance(cfg, TextOptions) or not sample_file.is_file():
+    if not sample_file.is_file():
         return
     recorded = read_json(sample_file)
     if "data_sha256" not in recorded:
+        return
+    if not isinstance(cfg, TextOptions):  # an image run
+        from .image_run import image_data, refuse_changed_images
+
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            data = image_data(cfg)
+        refuse_changed_images(folder, data, "it cannot count as a run of this grid's data")
         return
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # the data's notes were shown once
         warnings.simplefilter("ignore")

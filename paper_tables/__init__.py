@@ -9,15 +9,12 @@ it (tests/test_import_graph.py).
 """
 
 
-def not_a_command(module: str, usage: str, argv: list[str]) -> int:
+def not_a_command(module: str, usage: str, argv: list[str]) -> None:
     """What ``python -m paper_tables.MODULE`` does (a library module, not a command): one line naming the command
-    that makes its table, ``usage``; on stdout with status 0 for ``--help`` / ``-h``, else as an ``error:`` line on
-    stderr with status 2."""
-    import sys
-
+    that makes its table, ``usage``; on stdout for ``--help`` / ``-h``, else a ValueError (through ``run_cli``: an
+    ``error:`` line on stderr and status 2)."""
     line = f"{module} is a library module, not a command: {usage}"
     if {"-h", "--help"} & set(argv):
         print(line)
-        return 0
-    print(f"error: {line}", file=sys.stderr)
-    return 2
+        return
+    raise ValueError(line)

@@ -404,7 +404,9 @@ def plot_grid(root: str | Path, png: str | Path) -> Path:
 
 if __name__ == "__main__":
     from paper_tables import not_a_command
+    from shared_losses.training.cli import run_cli
 
-    sys.exit(not_a_command("paper_tables.table3", "the grid and its table3.md and curves.png are made by `python "
-                           "scripts/curl_table3.py` (from runs already under OUT: `python scripts/curl_table3.py "
-                           "--aggregate-only --out OUT`; its options: --help)", sys.argv[1:]))
+    usage = ("the grid and its table3.md and curves.png are made by `python "
+             "scripts/curl_table3.py` (from runs already under OUT: `python scripts/curl_table3.py "
+             "--aggregate-only --out OUT`; its options: --help)")
+    run_cli(lambda: not_a_command("paper_tables.table3", usage, sys.argv[1:]))

@@ -896,6 +896,8 @@ if __name__ == "__main__":
     import sys
 
     from paper_tables import not_a_command
+    from shared_losses.training.cli import run_cli
 
-    sys.exit(not_a_command("paper_tables.table3_slices", "the table of the GPU slices' runs is made by `python "
-                           "scripts/table3_gpu.py tabulate [RESULTS]` (its options: --help)", sys.argv[1:]))
+    usage = ("the table of the GPU slices' runs is made by `python "
+             "scripts/table3_gpu.py tabulate [RESULTS]` (its options: --help)")
+    run_cli(lambda: not_a_command("paper_tables.table3_slices", usage, sys.argv[1:]))

@@ -680,7 +680,13 @@ def load_images(spec: str, option: str = "--dataset") -> ImageSet:
     try:
         keys = list(z.keys())
         arrays = {k: z[k] for k in ("x", "y") if k in keys}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+    except ValueError as err:
+        if "allow_pickle" in str(err):  # an object array: numpy's way of holding images of different sizes
+            raise DataError(f"{option} {p}: holds an array of Python objects, not of numbers (images of different "
+                            "sizes, or lists, saved as one array?); give every image one size (resize them) and "
+                            f"{how}") from None
+        raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
+    except (OSError, EOFError, zipfile.BadZipFile) as err:
         raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
     finally:
         z.close()
@@ -726,6 +732,9 @@ def check_arrays(x: np.ndarray, y: np.ndarray, source: str) -> ImageSet:
         lo, hi = int(x.min()), int(x.max())
         if lo < 0 or hi > 255:
             raise DataError(f"{source}: integer pixels must lie in 0-255, found values in [{lo}, {hi}]")
+        if hi <= 1 and x.size > 1:
+            warnings.warn(f"{source}: integer pixels of 0 and 1 only (a binary mask?) are read as 0-255, so the images "
+                          "are almost black; store them as x * 255 (uint8) or as floats in [0, 1]", stacklevel=2)
         xf = x.astype(np.float32) / 255.0
     if np.issubdtype(y.dtype, np.floating):
         if not np.isfinite(y).all() or not (y == np.round(y)).all():

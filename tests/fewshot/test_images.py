@@ -698,3 +698,83 @@ def test_the_exported_image_classifier_loads_and_predicts_without_the_suite(tmp_
     assert export_run(out, overwrite=True) == out / "model"
     elsewhere = export_run(out, tmp_path / "portable")
     assert (elsewhere / "image_classifier.onnx").is_file() and (elsewhere / "image_classifier.pt").is_file()
+
+
+@pytest.mark.parametrize("change", ["shuffled", "relabeled", "one pixel"])
+def test_an_image_run_resumed_on_changed_images_is_refused_and_a_grid_does_not_count_it(npz, tmp_path, change):
+    """A resume after the .npz was shuffled, relabeled or edited went on with other images (sample.json rewritten
+    with new indices), as image runs recorded no fingerprint of their data."""
+    from fewshot.run import refuse_other_finished_run
+
+    path, x, y = npz
+    cfg = image_cfg(path, tmp_path / "run", max_steps=3, checkpoint_every=100)
+    train(cfg)
+    recorded = json.loads((tmp_path / "run" / "sample.json").read_text())
+    assert len(recorded["data_sha256"]) == 64
+    refuse_other_finished_run(tmp_path / "run", cfg)  # the same images: counted
+    if change == "shuffled":
+        p = np.random.default_rng(1).permutation(len(y))
+        x, y = x[p], y[p]
+    elif change == "relabeled":
+        y = np.where(y == 1, 2, np.where(y == 2, 1, y))  # two negative classes swapped: the same binary labels
+    else:
+        x = x.copy()
+        x[:, 0, 0] ^= 1
+    np.savez(path, x=x, y=y)
+    with pytest.raises(ValueError, match="the data differ from those the run was made with") as err:
+        train(image_cfg(path, tmp_path / "run", max_steps=6, checkpoint_every=100, resume=True))
+    one_line(err)
+    assert json.loads((tmp_path / "run" / "sample.json").read_text()) == recorded
+    with pytest.raises(ValueError, match="it cannot count as a run of this grid's data"):
+        refuse_other_finished_run(tmp_path / "run", cfg)
+
+
+def test_image_files_a_user_has_get_errors_that_say_how_to_make_the_npz(tmp_path):
+    """A .npy or a folder of images was told it is 'not image data' and sent to the text pipelines; an object array
+    (images of different sizes) was 'not a readable .npz file'."""
+    x, y = make_images()
+    np.save(tmp_path / "x.npy", x)
+    (tmp_path / "folder").mkdir()
+    for bad in (tmp_path / "x.npy", tmp_path / "folder"):
+        with pytest.raises(ValueError, match=r"numpy.savez\('images.npz', x=x, y=y\)") as err:
+            ImageConfig(dataset=str(bad), encoder="mlp").validate()
+        assert "text runs" not in one_line(err)
+    mixed = np.empty(3, dtype=object)
+    mixed[0], mixed[1], mixed[2] = np.zeros((10, 10)), np.zeros((10, 10)), np.zeros((12, 12))
+    np.savez(tmp_path / "mixed.npz", x=mixed, y=np.array([0, 1, 0]))
+    with pytest.raises(DataError, match="holds an array of Python objects, not of numbers .images of different") as err:
+        load_images(str(tmp_path / "mixed.npz"))
+    one_line(err)
+
+
+def test_binary_mask_pixels_are_warned_of():
+    x, y = make_images()
+    with pytest.warns(UserWarning, match="integer pixels of 0 and 1 only"):
+        check_arrays((x > 128).astype(np.int64), y, "masks.npz")
+
+
+def test_evaluation_images_in_the_training_pool_are_counted(npz, tmp_path):
+    from fewshot.image_run import image_data
+
+    path, x, y = npz
+    np.savez(tmp_path / "eval.npz", x=x[:30], y=y[:30])
+    cfg = image_cfg(path, tmp_path / "run", eval_file=str(tmp_path / "eval.npz"))
+    with pytest.warns(UserWarning, match=r"of the 30 evaluation images \(--eval-file .*eval.npz\) also stand in the "
+                                         r"training pool"):
+        image_data(cfg)
+
+
+def test_a_pu_prior_of_zero_is_refused_as_in_the_text_pu_pipeline(npz, tmp_path):
+    path, _, _ = npz
+    with pytest.raises(ValueError, match="--prior must be above 0 with --setting pu"):
+        image_cfg(path, tmp_path / "run", prior=0.0).validate()
+    image_cfg(path, tmp_path / "run", prior=0.0, setting="pnu", labeled_percent=20.0).validate()
+
+
+def test_one_image_given_to_a_saved_classifier_is_told_to_be_a_batch_of_one(npz, tmp_path):
+    path, x, _ = npz
+    train(image_cfg(path, tmp_path / "run", encoder="cnn", contrastive="none", max_steps=1))
+    clf = load_image_classifier(tmp_path / "run")
+    with pytest.raises(ValueError, match=r"one image\? pass a batch of one: images\[None\]"):
+        clf.scores(x[0])
+    assert clf.scores(x[0][None]).shape == (1,)
