@@ -43,6 +43,14 @@ class BowConfig:
     seed: int = 0
     lowercase: bool = False
     max_sentences: int | None = None
+    # how the corpus is read, as nlp_qt.train reads it (so the baseline learns from exactly its sentences)
+    text_column: str = "text"
+    one_sentence_per_line: bool | None = None
+    doc_boundary: str = "file"
+
+
+#: BowConfig fields added after baselines were written without them, with the value those baselines were made with
+ADDED_FIELDS = {"text_column": "text", "one_sentence_per_line": None, "doc_boundary": "file"}
 
 
 def is_bow_dir(path: str | os.PathLike) -> bool:
@@ -54,7 +62,9 @@ def _sentences(cfg: BowConfig) -> list[list[str]]:
     from .vocab import tokenize
 
     out = []
-    for i, (_, sentence) in enumerate(iter_corpus(cfg.corpus)):
+    stream = iter_corpus(cfg.corpus, text_column=cfg.text_column, doc_boundary=cfg.doc_boundary,
+                         one_sentence_per_line=cfg.one_sentence_per_line)
+    for i, (_, sentence) in enumerate(stream):
         if cfg.max_sentences is not None and i >= cfg.max_sentences:
             break
         toks = tokenize(sentence, cfg.lowercase)
@@ -71,7 +81,8 @@ def train_bow(cfg: BowConfig) -> Path:
         raise SystemExit("the bag-of-words baseline needs gensim: pip install gensim") from err
     out = Path(cfg.output_dir)
     if out.exists() and any(out.iterdir()):
-        if is_bow_dir(out) and json.loads((out / BOW_MARKER).read_text()).get("config") == asdict(cfg):
+        saved = json.loads((out / BOW_MARKER).read_text()).get("config") if is_bow_dir(out) else None
+        if isinstance(saved, dict) and {**ADDED_FIELDS, **saved} == asdict(cfg):
             return out  # already trained with these settings
         raise SystemExit(f"--output-dir {out} is not empty and holds no bag-of-words baseline with these settings; "
                          "choose another folder (nothing was changed)")
@@ -167,10 +178,18 @@ def main(argv=None) -> None:
                     ("max-sentences", None, "use only the first N sentences")]:
         p.add_argument(f"--{f}", type=int, default=d, help=h)
     p.add_argument("--lowercase", action="store_true", help="lower-case before tokenising")
+    p.add_argument("--text-column", default="text", help="column with the text (datasets sources), as nlp_qt.train")
+    p.add_argument("--one-sentence-per-line", choices=["None", "True", "False"], default="None",
+                   help="each non-empty line is one sentence, as nlp_qt.train's option; None: no for plain text "
+                   "(paragraphs split by the built-in splitter), yes for datasets sources")
+    p.add_argument("--doc-boundary", choices=["file", "blank_line", "line"], default="file",
+                   help="plain text: what separates documents, as nlp_qt.train (a sentence never spans two)")
     a = p.parse_args(argv)
     cfg = BowConfig(corpus=a.corpus, output_dir=a.output_dir, dim=a.dim, window=a.window, min_count=a.min_count,
                     epochs=a.epochs, negative=a.negative, seed=a.seed, lowercase=a.lowercase,
-                    max_sentences=a.max_sentences)
+                    max_sentences=a.max_sentences, text_column=a.text_column,
+                    one_sentence_per_line={"None": None, "True": True, "False": False}[a.one_sentence_per_line],
+                    doc_boundary=a.doc_boundary)
     out = train_bow(cfg)
     print(json.dumps({"output_dir": str(out), **{k: v for k, v in json.loads((out / BOW_MARKER).read_text()).items()
                                                   if k != "config"}}))

@@ -106,6 +106,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "--init-from-bow; cpu-bow: cpu-w2v with the bag-of-words encoder, --encoder bow; demo: one "
                         "seed, two tasks, 10,000 sentences); explicit options win")
     p.add_argument("--corpus", help="training corpus, as nlp_qt.train --corpus (the paper: hf:bookcorpus)")
+    p.add_argument("--text-column", default=None,
+                   help="column with the text of a datasets corpus (.jsonl, .parquet, hf:NAME), passed to every "
+                        "training and to the bag of words (default: theirs, text)")
+    p.add_argument("--one-sentence-per-line", choices=["True", "False"], default=None,
+                   help="each non-empty line is one sentence; passed to every training and to the bag of words "
+                        "(default: theirs: no for plain text, yes for datasets sources)")
+    p.add_argument("--doc-boundary", choices=["file", "blank_line", "line"], default=None,
+                   help="plain text: what separates documents; passed to every training and to the bag of words "
+                        "(default: theirs, file)")
     p.add_argument("--data", help="SentEval data/downstream folder, or 'human' for the human-labeled tasks")
     p.add_argument("--out", default="runs/qt_table2",
                    help="sweep folder: one run folder per objective, tau+ and seed; table2.md, table2.json")
@@ -181,11 +190,25 @@ def train_command(a, run: Path, objective: str, tau: float, seed: int, max_steps
            str(a.vocab_size), "--lr", str(a.lr), "--encoder", encoder, "--resume", "--no-progress"]
     if a.max_sentences is not None:
         cmd += ["--max-sentences", str(a.max_sentences)]
+    cmd += corpus_options(a)
     if a.dev_every and max_steps != 0:  # the untrained baseline takes no step, so scores nothing
         cmd += ["--dev-every", str(a.dev_every)]
     if a.init_from_bow:
         cmd += ["--word-vectors", str(bow_dir(a, seed))]
     return cmd + ([] if max_steps is None else ["--max-steps", str(max_steps)])
+
+
+def corpus_options(a) -> list[str]:
+    """How the corpus is read, the same for the trainings and the bag of words (so the baseline learns from exactly
+    the encoders' sentences): the options given, none otherwise (each program's defaults, which agree)."""
+    out = []
+    if getattr(a, "text_column", None) is not None:
+        out += ["--text-column", a.text_column]
+    if getattr(a, "one_sentence_per_line", None) is not None:
+        out += ["--one-sentence-per-line", a.one_sentence_per_line]
+    if getattr(a, "doc_boundary", None) is not None:
+        out += ["--doc-boundary", a.doc_boundary]
+    return out
 
 
 def bow_dir(a, seed: int) -> Path:
@@ -220,7 +243,7 @@ def jobs(a) -> list[dict]:
             res.append(dict(name="bag of words (word2vec)", seed=seed, dir=run, model=run, config=run / "bow.json",
                             first=a.init_from_bow,
                             train=[sys.executable, "-m", "nlp_qt.bow", "--corpus", a.corpus, "--output-dir", str(run),
-                                   "--dim", str(a.bow_dim), "--seed", str(seed)]
+                                   "--dim", str(a.bow_dim), "--seed", str(seed)] + corpus_options(a)
                             + ([] if a.max_sentences is None else ["--max-sentences", str(a.max_sentences)])))
     if "minilm" in a.baselines:
         try:

@@ -108,3 +108,48 @@ def test_words_listed_twice_in_word_vectors_are_named(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         read_word_vectors(tmp_path)
+
+
+def test_the_bag_of_words_reads_the_corpus_as_the_encoders_do(tmp_path):
+    """nlp_qt.bow took --corpus only: a .jsonl corpus with its text in another column, or plain text read one
+    sentence per line, gave the encoders other sentences than the baseline (or none: 'no column text')."""
+    pytest.importorskip("gensim")
+    from nlp_qt.bow import BowConfig, _sentences, main, train_bow
+    from nlp_qt.config import Config
+    from nlp_qt.train import sentence_stream
+    from nlp_qt.vocab import tokenize
+
+    rows = [{"body": f"The {w} sat on the mat. It was {w}ish and calm."} for w in ("cat", "dog", "fox", "owl") * 5]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for one in (None, False):
+        train_cfg = Config(corpus=str(corpus), text_column="body", one_sentence_per_line=one)
+        want = [tokenize(s) for _, s in sentence_stream(train_cfg)]
+        got = _sentences(BowConfig(str(corpus), str(tmp_path / "unused"), text_column="body",
+                                   one_sentence_per_line=one))
+        assert got == [t for t in want if t], one
+    text = tmp_path / "lines.txt"
+    text.write_text("one short line\nthat goes on here\n\nanother line of words\n")
+    for one in (True, False):
+        want = [tokenize(s) for _, s in sentence_stream(Config(corpus=str(text), one_sentence_per_line=one))]
+        assert _sentences(BowConfig(str(text), "x", one_sentence_per_line=one)) == want
+    main(["--corpus", str(corpus), "--output-dir", str(tmp_path / "bow"), "--text-column", "body", "--dim", "8",
+          "--min-count", "1", "--epochs", "1"])
+    words = json.loads((tmp_path / "bow" / "words.json").read_text())
+    assert {"cat", "owl", "mat"} <= set(words)
+
+
+def test_a_bag_of_words_written_before_the_corpus_options_counts_as_trained_with_their_defaults(small_corpus,
+                                                                                             tmp_path):
+    pytest.importorskip("gensim")
+    from nlp_qt.bow import ADDED_FIELDS, BOW_MARKER, BowConfig, train_bow
+
+    cfg = BowConfig(str(small_corpus), str(tmp_path / "bow"), dim=8, epochs=1, min_count=1)
+    out = train_bow(cfg)
+    info = json.loads((out / BOW_MARKER).read_text())
+    info["config"] = {k: v for k, v in info["config"].items() if k not in ADDED_FIELDS}  # as written before
+    (out / BOW_MARKER).write_text(json.dumps(info))
+    before = (out / "word_vectors.npy").stat().st_mtime_ns
+    assert train_bow(cfg) == out and (out / "word_vectors.npy").stat().st_mtime_ns == before
+    with pytest.raises(SystemExit, match="not empty and holds no bag-of-words baseline with these settings"):
+        train_bow(BowConfig(str(small_corpus), str(out), dim=8, epochs=1, min_count=1, one_sentence_per_line=True))

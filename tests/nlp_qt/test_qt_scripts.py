@@ -324,3 +324,21 @@ def test_qt_table2_continues_a_stopped_evaluation_and_drops_an_output_of_other_s
     assert "--resume" in mod.eval_command(a, job)  # MR finished with these settings: CR continues it
     other = mod.parse_args(base[:-1] + ["3"])
     assert "--resume" not in mod.eval_command(other, job) and not mod.eval_output(job).exists()
+
+
+def test_qt_table2_reads_the_corpus_the_same_way_for_the_encoders_and_the_bag_of_words(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = mod.parse_args(["--preset", "cpu-bow", "--out", str(tmp_path), "--baselines", "bow", "--text-column", "body",
+                        "--one-sentence-per-line", "False", "--doc-boundary", "line"])
+    want = ["--text-column", "body", "--one-sentence-per-line", "False", "--doc-boundary", "line"]
+    commands = [j["train"] for j in mod.jobs(a) if j["train"] is not None]
+    assert any("nlp_qt.bow" in c for c in commands) and any("nlp_qt.train" in c for c in commands)
+    for cmd in commands:
+        i = cmd.index("--text-column")
+        assert cmd[i:i + 6] == want, cmd
+    plain = mod.parse_args(["--preset", "cpu-bow", "--out", str(tmp_path), "--baselines", "bow"])
+    assert all("--text-column" not in c for c in (j["train"] for j in mod.jobs(plain) if j["train"] is not None))
