@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import os
 import sys
 import threading
 import traceback
@@ -200,14 +201,52 @@ def check_runs(cfgs: list[Config]) -> None:
     if not cfgs:
         raise ValueError("no runs to train together")
     dirs = [c.output_dir for c in cfgs]
-    twice = sorted({d for d in dirs if dirs.count(d) > 1})
-    if twice:
-        raise ValueError(f"two runs would write to {twice[0]}: give each objective and seed once")
+    where = [os.path.realpath(d) for d in dirs]  # one folder spelled two ways (./x/, x, an absolute path, a link)
+    for i, d in enumerate(where):
+        if where.count(d) > 1:
+            j = where.index(d, i + 1)
+            same = "" if dirs[i] == dirs[j] else f" (given as {dirs[i]} and as {dirs[j]})"
+            raise ValueError(f"two runs would write to {dirs[i]}{same}: give each objective and seed once")
     for c in cfgs:  # the stacked update runs without autocast (refused there by the agent's autocast context)
         if c.mixed_precision != "no":
             raise ValueError(f"{c.output_dir}: --mixed-precision {c.mixed_precision} is not supported by runs trained "
                              "together (rl_curl.together); train these runs one by one with rl_curl.train")
     check_stackable(cfgs, dirs, "runs trained together (rl_curl.together)", also=IN_STEP)
+
+
+def check_checkpoints(apps) -> None:
+    """The resume checks of every run, before any of them starts (in its thread a run writes its folder at once, so a
+    refusal there would come after the others had begun): each checkpoint's options against its run's (the refusal
+    names the folder and how to change one run of a group), no checkpoint of a run trained alone among runs still to
+    train, and every run still to train at one step (a run added to a group that has trained would never meet it)."""
+    from shared_losses.training.harness import ConfigChanged
+
+    steps = {}
+    for app in apps:
+        cfg, harness = app.cfg, app.harness
+        if app.keeps_checkpoint:
+            harness.refuse_resume_without_checkpoint(app.summary_file)
+        saved = harness.saved_state()
+        try:
+            harness.refuse_changed_options(app.compare_options, saved, checkpoint_format=app.checkpoint_format)
+        except ConfigChanged as err:
+            text = str(err).split("; use the same options")[0]
+            raise ConfigChanged(f"{text}; give that run its own options in its --run, or move its folder aside "
+                                "yourself (--overwrite after -- moves every run's folder aside); nothing was "
+                                "changed") from None
+        if saved is not None and saved["step"] >= cfg.agent_steps:
+            continue  # finished (or asked for fewer steps): its own check says so, it trains no step
+        if saved is not None and "torch_generator" not in saved:
+            raise ValueError(f"{cfg.output_dir}: its checkpoint was written by a run trained alone (rl_curl.train), "
+                             "whose random stream is the process's, not a generator of its own: continue it alone "
+                             "with `python -m rl_curl.train ... --output-dir "
+                             f"{cfg.output_dir} --resume`, or leave it out of this group; nothing was changed")
+        steps[cfg.output_dir] = 0 if saved is None else int(saved["step"])
+    if len(set(steps.values())) > 1:
+        at = ", ".join(f"{d} at agent step {s}" for d, s in steps.items())
+        raise ValueError(f"the runs are not in step ({at}): runs trained together must be at the same step; continue "
+                         "them one by one with `python -m rl_curl.train ... --resume`, or group the runs at one step; "
+                         "nothing was changed")
 
 
 def run_together(cfgs: list[Config]) -> list[dict]:
@@ -223,6 +262,7 @@ def run_together(cfgs: list[Config]) -> list[dict]:
     check_runs(cfgs)
     # every run's folder is checked here, before anything starts (rl_curl.train's check when a run is set up)
     apps = [CurlApp(c if k == 0 else dataclasses.replace(c, progress=False)) for k, c in enumerate(cfgs)]
+    check_checkpoints(apps)  # in this thread, before any run writes: each run's own checks would come too late
     results: list = [None] * len(cfgs)
     errors: list = [None] * len(cfgs)
     stop = StopSignals("stopping every run at the end of the same episode and writing its checkpoint (Ctrl-C again "

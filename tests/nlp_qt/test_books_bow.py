@@ -114,7 +114,7 @@ def test_the_bag_of_words_reads_the_corpus_as_the_encoders_do(tmp_path):
     """nlp_qt.bow took --corpus only: a .jsonl corpus with its text in another column, or plain text read one
     sentence per line, gave the encoders other sentences than the baseline (or none: 'no column text')."""
     pytest.importorskip("gensim")
-    from nlp_qt.bow import BowConfig, _sentences, main, train_bow
+    from nlp_qt.bow import BowConfig, _sentences, main
     from nlp_qt.config import Config
     from nlp_qt.train import sentence_stream
     from nlp_qt.vocab import tokenize

@@ -304,3 +304,51 @@ def test_a_run_that_leaves_before_the_first_meeting_is_not_waited_for():
     table.leave(1, RuntimeError("boom"))  # a run that fails: the next meeting raises, naming it
     with pytest.raises(RuntimeError, match="another run trained together.*run1: RuntimeError: boom"):
         table.update(0, None, 8)
+
+
+def test_one_folder_spelled_two_ways_is_refused(tmp_path, monkeypatch):
+    """`--run curl 0 H/a --run debiased:0.05:1 1 ./H/a/` passed the check (raw strings compared) and both runs wrote
+    into one folder: interleaved log.csv, one run's config.json beside the other's summary.json."""
+    monkeypatch.chdir(tmp_path)
+    a = cfg(tmp_path, "a", env_steps=1000).resolved()
+    b = cfg(tmp_path, "b", env_steps=1000, seed=1).resolved()
+    for spelling in ("./a/", str(tmp_path / "a"), "a"):
+        b.output_dir = spelling
+        a.output_dir = "a"
+        if spelling == "a":
+            continue
+        with pytest.raises(ValueError, match=rf"two runs would write to a \(given as a and as {spelling}\)"):
+            check_runs([a, b])
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real", target_is_directory=True)
+    a.output_dir, b.output_dir = "real", "alias"
+    with pytest.raises(ValueError, match="two runs would write to"):
+        check_runs([a, b])
+
+
+def test_a_group_that_cannot_resume_is_refused_before_any_run_writes(tmp_path):
+    """A run trained alone, or a new run beside runs that have trained, was refused only once the runs had started:
+    the other runs had rewritten their config.json and opened new event files, and the new run's folder was left
+    holding a run."""
+    run_together([cfg(tmp_path, f"g{i}", env_steps=1000, checkpoint_every=1000, **s) for i, s in enumerate(SPECS)])
+    run(cfg(tmp_path, "alone", env_steps=1000, checkpoint_every=1000, **{**SPECS[1], "seed": 2}))
+
+    def files(name):
+        return sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in (tmp_path / name).rglob("*"))
+
+    before = files("g0")
+    with pytest.raises(ValueError, match=r"alone: its checkpoint was written by a run trained alone"):
+        run_together([cfg(tmp_path, "g0", env_steps=2000, checkpoint_every=1000, resume=True, **SPECS[0]),
+                      cfg(tmp_path, "alone", env_steps=2000, checkpoint_every=1000, resume=True,
+                          **{**SPECS[1], "seed": 2})])
+    assert files("g0") == before
+    with pytest.raises(ValueError, match=r"not in step \(.*g0 at agent step \d+, .*new at agent step 0\)"):
+        run_together([cfg(tmp_path, "g0", env_steps=2000, checkpoint_every=1000, resume=True, **SPECS[0]),
+                      cfg(tmp_path, "new", env_steps=2000, checkpoint_every=1000, resume=True, **SPECS[1])])
+    assert files("g0") == before and not (tmp_path / "new").exists()
+    with pytest.raises(ValueError, match=r"cannot resume the run in .*g1.*tau_plus: 0.05 -> 0.1.*give that run its own "
+                                         r"options in its --run"):
+        run_together([cfg(tmp_path, "g0", env_steps=2000, checkpoint_every=1000, resume=True, **SPECS[0]),
+                      cfg(tmp_path, "g1", env_steps=2000, checkpoint_every=1000, resume=True,
+                          **{**SPECS[1], "tau_plus": 0.1})])
+    assert files("g0") == before
