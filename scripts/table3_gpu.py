@@ -1110,7 +1110,10 @@ def write_records(pack: Path, throughput: dict, rows: list[dict], bench: dict | 
     if done:
         lines.append(f"already finished in {args.results}, left out: "
                      + ", ".join(f"{d['task']} {d['objective']} seed {d['seed']} ({d['run']})" for d in done))
-    lines.append(f"together: {throughput['together_env_steps_per_second']} env steps/s in all")
+    rate = throughput["together_env_steps_per_second"]
+    lines.append(f"together: {rate} env steps/s in all" if rate is not None else
+                 "together: not measured (fewer than two progress polls while every run was running: runs this "
+                 "short end between polls)")
     memory = {r["name"]: r.get("gpu_peak_reserved_gib") for r in throughput["runs"]}
     for row in rows:
         state = ("finished" if row["finished"] else

@@ -62,7 +62,9 @@ def test_slice_runs_packs_and_marks_unfinished_runs(tmp_path):
         assert r["gpu_peak_allocated_gib"] is None and r["gpu_peak_reserved_gib"] is None
     assert set(thr["solo"]["time_seconds"]) >= {"act", "update", "env", "eval", "replay_sample", "replay_add"}
     assert "--sync-timing" in thr["solo"]["command"] and len(thr["runs"]) == 2
-    assert "together:" in (tmp_path / "pack1" / "slice.txt").read_text()
+    text = (tmp_path / "pack1" / "slice.txt").read_text()
+    assert "together:" in text and "together: None" not in text  # a rate, or why there is none
+    assert ("env steps/s in all" in text) == (thr["together_env_steps_per_second"] is not None)
 
     # A slice whose runs cannot finish: stopped at the deadline, packed as unfinished with the step they reached
     # (20 s: enough to start and log a step with the suite's other worker beside it).
