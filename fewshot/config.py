@@ -695,6 +695,13 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> A
     ``sys.argv[1:]``): the pipeline named by the first argument (none: ``text``), tyro's parse of its dataclass with
     ``--preset NAME`` (text pipelines; :func:`shared_losses.training.cli.config_from_cli`) and :func:`cli_finish`."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and not args[0].startswith("-") and args[0] not in PIPELINES:  # a pipeline name mistyped (imagez)
+        import difflib
+
+        close = difflib.get_close_matches(args[0], list(PIPELINES), n=1)
+        raise ValueError(f"{args[0]!r} is not a pipeline of python -m fewshot.train: "
+                         f"{', '.join(PIPELINES)}{f' (did you mean {close[0]}?)' if close else ''}; options start "
+                         "with --")
     name = args.pop(0) if args and args[0] in PIPELINES else "text"
     check_pipeline_options(name, args)
     cls = PIPELINES[name]

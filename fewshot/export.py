@@ -1,7 +1,7 @@
 """A fewshot run's classifier as a Hugging Face model folder (RUN/model/), loadable without this package.
 
-    python -m fewshot.export --run runs/fewshot                 # writes runs/fewshot/model/
-    python -m fewshot.export --run runs/fewshot --output my_model
+    python -m fewshot.export --run-dir runs/fewshot                 # writes runs/fewshot/model/
+    python -m fewshot.export --run-dir runs/fewshot --output my_model
 
     from transformers import pipeline
     clf = pipeline("text-classification", model="runs/fewshot/model", trust_remote_code=True, truncation=True)
@@ -403,7 +403,9 @@ def main(argv=None):
     from shared_losses.training.cli import HelpFormatter
 
     p = argparse.ArgumentParser(prog="python -m fewshot.export", description=__doc__, formatter_class=HelpFormatter)
-    p.add_argument("--run", required=True, help="a finished fewshot run folder (its --output-dir)")
+    p.add_argument("--run-dir", "--run", dest="run", required=True,
+                   help="a finished fewshot run folder (its --output-dir); --run-dir as in rl_curl.export and "
+                   "nlp_qt.export, --run also taken")
     p.add_argument("--output", default=None, help="folder to write the model into (default: RUN/model)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier export of this run in the output folder (anything else is never replaced)")

@@ -51,7 +51,7 @@ def model_folder(path) -> Path:
         if (p / MODEL_DIR).is_dir():
             return model_folder(p / MODEL_DIR)
         raise ValueError(f"--model {p} is a fewshot run without model/ (made with --no-export, by a baseline or before "
-                         f"exports existed): write it with python -m fewshot.export --run {p}")
+                         f"exports existed): write it with python -m fewshot.export --run-dir {p}")
     missing = [f for f in ("config.json", "model.safetensors", "tokenizer_config.json") if not (p / f).is_file()]
     if not missing:
         try:
@@ -131,7 +131,7 @@ def load_classifier(path, device="cpu"):
 
     folder = model_folder(path)
     check_safetensors(folder / "model.safetensors", f"--model {folder}",
-                      "export the run again (python -m fewshot.export --run RUN) or copy the folder again")
+                      "export the run again (python -m fewshot.export --run-dir RUN) or copy the folder again")
     try:
         model = FewShotForSequenceClassification.from_pretrained(str(folder))
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:

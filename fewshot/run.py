@@ -413,65 +413,6 @@ def recorded_config(cfg: AnyConfig) -> dict:
 FINISHED_COMPARED = frozenset({"max_steps", "passes"})
 
 
-def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
-    """A grid script's check of a run folder it would skip as finished: the run counts only if it was made with
-    ``cfg``'s options (its config.json against :func:`recorded_config`; the configuration's free fields and the
-    process count aside, but not the training length, ``FINISHED_COMPARED``) and, for an option left unset whose
-    default has changed (``RESOLVED_DEFAULTS``), with the value that default now resolves to (as its metrics.json
-    records it); otherwise one line naming each field that differs."""
-    from shared_losses.training.runtime import config_changes, read_json_file
-
-    if not (Path(folder) / "config.json").exists():
-        raise ValueError(f"{folder} has metrics.json but no config.json: cannot tell which options it was run with; "
-                         "move it aside or use another --out")
-    saved = read_json_file(Path(folder) / "config.json", "run's configuration")
-    saved = {k: v for k, v in saved.items() if k not in ("prior_used", "prior_source")}
-    if RESOLVED_KEY not in saved and type(cfg).RESOLVED_DEFAULTS and (Path(folder) / "metrics.json").exists():
-        # a run from before config.json recorded them: its metrics.json says what it used (runs from before metrics.json
-        # recorded a key used the value ``before``)
-        metrics = read_json_file(Path(folder) / "metrics.json", "run's metrics")
-        saved[RESOLVED_KEY] = {key: metrics.get(key, before) for _, key, before in type(cfg).RESOLVED_DEFAULTS}
-    compared = set(FINISHED_COMPARED)
-    if saved.get("passes") is not None and getattr(cfg, "passes", None) is not None:
-        compared.discard("max_steps")  # both set by --passes: the run recorded the steps they resolved to on its pool
-    free = (set(type(cfg).RESUME_FREE) - compared) | {"num_processes"}
-    changes = config_changes(*comparable_configs(saved, cfg), free=free)
-    if changes:
-        fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
-        raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "
-                         "grid's); use another --out, or the run's settings")
-    refuse_changed_data(folder, cfg)
-
-
-def refuse_changed_data(folder: Path, cfg: AnyConfig) -> None:
-    """A text run's data checked against its sample.json (the draw and its fingerprint,
-    :func:`fewshot.data.data_fingerprint`) before a grid counts it: a data file edited or replaced since gives other
-    examples under the same options (image runs: :func:`fewshot.image_run.refuse_changed_images`). Runs from before
-    sample.json recorded a fingerprint pass."""
-    import io
-    import warnings
-
-    sample_file = Path(folder) / "sample.json"
-    if not sample_file.is_file():
-        return
-    recorded = read_json(sample_file)
-    if "data_sha256" not in recorded:
-        return
-    if not isinstance(cfg, TextOptions):  # an image run
-        from .image_run import image_data, refuse_changed_images
-
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            data = image_data(cfg)
-        refuse_changed_images(folder, data, "it cannot count as a run of this grid's data")
-        return
-    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # the data's notes were shown once
-        warnings.simplefilter("ignore")
-        train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
-    check_same_data(recorded, sample, data_fingerprint(train_x, train_y, eval_x, eval_y, sample), folder,
-                    "it cannot count as a run of this grid's data")
-
-
 def launched_processes() -> int:
     """The processes of this run, as the launcher (``accelerate launch``, ``torchrun``) declares them in WORLD_SIZE
     (1 without one): known before the accelerator is made, so that a resume compares it with the rest of the

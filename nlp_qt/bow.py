@@ -168,7 +168,7 @@ def load_bow_encoder(path: str | os.PathLike) -> Callable[[Sequence[str]], np.nd
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m nlp_qt.bow", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--corpus", required=True, help="training corpus, as nlp_qt.train --corpus")
     p.add_argument("--output-dir", required=True, help="folder for word_vectors.npy, words.json, bow.json")

@@ -131,7 +131,8 @@ class Config:
     epochs: int = 1
     """Passes over the corpus."""
     max_steps: Optional[int] = None
-    """Stop after this many optimiser steps in total (across resumes)."""
+    """Stop after this many steps in total (across resumes); a step is a batch (a batch without a neighbour pair
+    makes no optimiser step but counts: docs/nlp_qt.md)."""
     seed: int = 0
     """Random seed (initialisation)."""
     device: Literal["auto", "cpu"] = "auto"

@@ -44,7 +44,7 @@ class Args(SweepOptions):
     tasks: list[str] = field(default_factory=lambda: list(TABLE3_TASKS))
     """Tasks (DCL Table 3: finger-spin cartpole-swingup reacher-easy cheetah-run walker-walk ball_in_cup-catch)."""
     objectives: list[str] = field(default_factory=lambda: list(TABLE3_OBJECTIVES))
-    """Objectives: curl | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA | none (rl_curl.objectives)."""
+    """Objectives: curl | debiased:TAU_PLUS:M | hard:TAU_PLUS:M:BETA | cpc:TAU_PLUS | none (rl_curl.objectives)."""
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     """Seeds per (task, objective)."""
     env_steps: int = 100_000

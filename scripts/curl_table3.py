@@ -15,7 +15,8 @@ parallel, then a mean ± std table in the paper's layout (table3.md) and learnin
 ``--preset NAME`` (rl_curl.config.PRESETS) is passed to every run, and the preset's --env-steps and --batch-size
 become the grid's defaults; options given explicitly win.
 
-Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA`` (the table of
+Objectives are written ``curl`` | ``none`` | ``debiased:TAU_PLUS:M`` | ``hard:TAU_PLUS:M:BETA`` |
+``cpc:TAU_PLUS`` (the table of
 objectives is ``rl_curl.objectives``). The grid's options and commands, the table and the curves are
 ``paper_tables.table3``'s; this script runs the grid and writes them.
 Every run resumes from its checkpoint if it was interrupted, and a finished run is skipped, so the

@@ -44,7 +44,7 @@ from pathlib import Path
 from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 
 from fewshot.config import ImageConfig
-from fewshot.run import refuse_other_finished_run
+from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.runtime import write_json_atomic
 from shared_losses.training.stats import paired_stats, summarize
 from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep

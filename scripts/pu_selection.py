@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 
 from fewshot.config import ImageConfig
-from fewshot.run import refuse_other_finished_run
+from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.cli import HelpFormatter, run_cli
 from shared_losses.training.runtime import write_json_atomic
 from shared_losses.training.stats import paired_stats, summarize

@@ -732,7 +732,7 @@ def check_arrays(x: np.ndarray, y: np.ndarray, source: str) -> ImageSet:
         lo, hi = int(x.min()), int(x.max())
         if lo < 0 or hi > 255:
             raise DataError(f"{source}: integer pixels must lie in 0-255, found values in [{lo}, {hi}]")
-        if hi <= 1 and x.size > 1:
+        if hi == 1:  # 0 and 1 only: a mask (all 0 is merely black)
             warnings.warn(f"{source}: integer pixels of 0 and 1 only (a binary mask?) are read as 0-255, so the images "
                           "are almost black; store them as x * 255 (uint8) or as floats in [0, 1]", stacklevel=2)
         xf = x.astype(np.float32) / 255.0

@@ -195,7 +195,14 @@ def end_process(code: int) -> None:
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """argparse help for the scripts: keeps the module docstring's layout and shows every option's default."""
+    """argparse help for the scripts: keeps the module docstring's layout and shows every option's default, except
+    where the help already says it ("(default: RUN/model)") or the option is required."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "(default" in text or action.required:
+            return text
+        return super()._get_help_string(action)
 
 
 class ArgumentParser(argparse.ArgumentParser):

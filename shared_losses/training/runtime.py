@@ -548,7 +548,7 @@ def checkpoint_application(state: Mapping[str, Any]) -> str | None:
 APPLICATION_TOOLS = {
     "rl_curl": "`python -m rl_curl.evaluate --run-dir RUN`, or rl_curl.load_policy(RUN) for its policy",
     "nlp_qt": "`python -m nlp_qt.export --run-dir RUN`, or `python -m nlp_qt.senteval --model RUN`",
-    "fewshot": "`python -m fewshot.export --run RUN`, or `python -m fewshot.predict`",
+    "fewshot": "`python -m fewshot.export --run-dir RUN`, or `python -m fewshot.predict`",
 }
 
 

@@ -704,7 +704,7 @@ def test_the_exported_image_classifier_loads_and_predicts_without_the_suite(tmp_
 def test_an_image_run_resumed_on_changed_images_is_refused_and_a_grid_does_not_count_it(npz, tmp_path, change):
     """A resume after the .npz was shuffled, relabeled or edited went on with other images (sample.json rewritten
     with new indices), as image runs recorded no fingerprint of their data."""
-    from fewshot.run import refuse_other_finished_run
+    from fewshot.grids import refuse_other_finished_run
 
     path, x, y = npz
     cfg = image_cfg(path, tmp_path / "run", max_steps=3, checkpoint_every=100)

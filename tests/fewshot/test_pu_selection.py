@@ -199,7 +199,8 @@ def test_a_finished_run_made_under_an_older_default_is_refused_by_what_it_used(t
     the grids' check compares what the run used with what the default resolves to now, so a default that changed is
     not mistaken for the same options. Runs from before that record: their metrics.json says what they used (runs
     from before metrics.json recorded the key used 1)."""
-    from fewshot.run import RESOLVED_KEY, recorded_config, refuse_other_finished_run
+    from fewshot.grids import refuse_other_finished_run
+    from fewshot.run import RESOLVED_KEY, recorded_config
     from shared_losses.training.runtime import write_json_atomic
 
     def finished(cfg, metrics, resolved=None, before_the_record=False):
@@ -246,7 +247,8 @@ def test_a_finished_run_of_another_training_length_is_refused_though_a_resume_ma
     length in a table whose header names this one (it did, for the image grids, until 2026-11-29). Options that do not
     change the result (logging, checkpoints) stay free; a run without config.json is refused by name."""
     from fewshot.config import FewShotConfig
-    from fewshot.run import recorded_config, refuse_other_finished_run
+    from fewshot.grids import refuse_other_finished_run
+    from fewshot.run import recorded_config
     from shared_losses.training.runtime import write_json_atomic
 
     def finished(cfg, name):

@@ -41,7 +41,7 @@ def test_a_resume_on_an_edited_evaluation_file_is_refused_and_on_the_same_data_g
 
 
 def test_a_grid_refuses_to_count_a_finished_run_whose_data_changed(tiny_encoder, easy_task, tmp_path):
-    from fewshot.run import refuse_other_finished_run
+    from fewshot.grids import refuse_other_finished_run
 
     cfg = _cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, eval_every=2, checkpoint_every=2)
     train(cfg)
