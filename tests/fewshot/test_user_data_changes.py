@@ -191,3 +191,20 @@ def test_the_command_line_takes_unlabeled_file_in_the_text_pipeline():
     check_pipeline_options("text", ["--unlabeled-file", "u.txt"])  # refused before as the PU pipeline's option
     with pytest.raises(ValueError, match="--positive-file is not an option of the text pipeline"):
         check_pipeline_options("text", ["--positive-file", "p.txt"])
+
+
+def test_a_mistyped_pipeline_is_named_and_export_takes_run_dir_as_the_other_exporters(tmp_path, capsys):
+    from fewshot.config import from_cli
+    from fewshot.export import main as export_main
+
+    with pytest.raises(ValueError, match=r"'imagez' is not a pipeline of python -m fewshot.train: text, pu, images "
+                                         r"\(did you mean images\?\)"):
+        from_cli(["imagez", "--help"])
+    with pytest.raises(FileNotFoundError):  # --run-dir is read (argparse said "required: --run" before)
+        export_main(["--run-dir", str(tmp_path / "absent")])
+    with pytest.raises(SystemExit):
+        export_main(["--help"])
+    text = capsys.readouterr().out
+    import re
+
+    assert "(default: RUN/model)" in text and not re.search(r"\(default: RUN/model\)\s+\(default", text)
