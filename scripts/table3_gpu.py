@@ -172,6 +172,9 @@ class TabulateArgs:
 
     results: Annotated[str, tyro.conf.Positional] = str(DEFAULT_RESULTS)
     """The results folder that `import` fills (one subfolder per run)."""
+    env_step: int = 100_000
+    """The step the table is at (DCL Table 3's 100k): runs trained to another target (a short CPU slice, say) are
+    tabulated with --env-step set to theirs, and only listed otherwise."""
 
 
 # --------------------------------------------------------------------------------------------------------- run
@@ -1146,7 +1149,9 @@ def import_slice(args: ImportArgs) -> int:
 def tabulate(args: TabulateArgs) -> int:
     from paper_tables.table3_slices import write_report
 
-    md, png = write_report(Path(args.results))
+    if args.env_step < 1:
+        raise ValueError(f"--env-step must be >= 1, got {args.env_step}")
+    md, png = write_report(Path(args.results), args.env_step)
     print(md.read_text())
     print(f"wrote {md} and {png}")
     return 0

@@ -702,3 +702,22 @@ def test_slice_with_runs_trained_together(tmp_path):
     assert text.count("trained together in one process with 3 other run(s)") == 4  # M = 1: curl and tau+ 0.05
     assert text.count("trained together in one process with 1 other run(s)") == 2  # M = 2
     assert "| GPU GiB | note |" in text
+
+
+def test_tabulate_takes_the_step_of_short_slices(tmp_path, capsys):
+    """`tabulate` had no option for the step: runs trained to another target (a short CPU slice) were only listed,
+    'not used: target 2,000'."""
+    from table3_gpu import RunArgs, main, slice_commands
+
+    results = tmp_path / "results"
+    results.mkdir()
+    jobs = slice_commands(RunArgs(pack=str(tmp_path / "pack"), seeds=[0]), tmp_path / "work")
+    for job in jobs[:2]:
+        finished_folder(results, job, target=2000)
+    main(["tabulate", str(results)])
+    assert "not used: target 2,000" in capsys.readouterr().out
+    main(["tabulate", str(results), "--env-step", "2000"])
+    text = (results / "table3_gpu.md").read_text()
+    assert "score at 2,000 environment steps" in text and "not used: target 2,000" not in text
+    with pytest.raises(ValueError, match="--env-step must be >= 1"):
+        main(["tabulate", str(results), "--env-step", "0"])
