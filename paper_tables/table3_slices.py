@@ -614,7 +614,14 @@ def _read_members(tar_path: Path) -> tuple[tarfile.TarFile, list[tarfile.TarInfo
     try:
         tar = tarfile.open(tar_path, "r:*")
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
-        raise ValueError(f"{tar_path} is not a readable tar archive ({err or type(err).__name__})") from None
+        try:
+            with open(tar_path, "rb") as fh:
+                gz = fh.read(2) == b"\x1f\x8b"
+        except OSError:
+            gz = True  # unreadable: tarfile's own reason
+        what = " ".join(str(err).split()) or type(err).__name__  # tarfile's reasons span lines: one line
+        raise ValueError(f"{tar_path} is not a readable tar archive ("
+                         + (what if gz else "it is not gzip-compressed; a pack's archive is a .tar.gz") + ")") from None
     try:
         members = tar.getmembers()
     except (tarfile.TarError, OSError, EOFError, zlib.error) as err:

@@ -721,3 +721,21 @@ def test_tabulate_takes_the_step_of_short_slices(tmp_path, capsys):
     assert "score at 2,000 environment steps" in text and "not used: target 2,000" not in text
     with pytest.raises(ValueError, match="--env-step must be >= 1"):
         main(["tabulate", str(results), "--env-step", "0"])
+
+
+def test_an_archive_that_is_not_a_tar_gz_is_one_line(tmp_path):
+    """tarfile's reasons for every compression it tried came out as a five-line error."""
+    from paper_tables.table3_slices import import_pack
+
+    plain = tmp_path / "table3_runs.tar.gz"
+    plain.write_text("hello\n")
+    with pytest.raises(ValueError, match=r"is not a readable tar archive \(it is not gzip-compressed; a pack's "
+                                         r"archive is a .tar.gz\)") as err:
+        import_pack(plain, tmp_path / "results")
+    assert "\n" not in str(err.value) and not (tmp_path / "results").exists()
+    import gzip
+
+    plain.write_bytes(gzip.compress(b"not a tar"))
+    with pytest.raises(ValueError, match="is not a readable tar archive") as err:
+        import_pack(plain, tmp_path / "results")
+    assert "\n" not in str(err.value)
