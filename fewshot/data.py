@@ -210,6 +210,8 @@ def load_pu_files(cfg):
         kept, eval_y = rule.apply(raw, source, known=known, known_from="the evaluation file",
                                   need_both=False)  # may hold one class
         eval_x = [eval_x[i] for i in kept]
+        warn_overlap(pos + unl, eval_x, f"--positive-file {cfg.positive_file} and --unlabeled-file "
+                     f"{cfg.unlabeled_file}", f"--eval-file {cfg.eval_file}")
     sample = FewShotSample(np.arange(len(pos)), np.arange(len(pos), len(pos) + len(unl)))
     return pos + unl, [1] * len(pos) + [-1] * len(unl), eval_x, eval_y, sample
 

@@ -102,6 +102,10 @@ def standing(accuracy: float | None, majority: float | None, baselines: dict | N
     parts += [against(v, name) for name, v in (baselines or {}).items()
               if v is not None and math.isfinite(v)]
     text = f"{what} {accuracy:.2f} %: " + "; ".join(parts)
+    if majority >= 100.0:  # one class only: the comparison says nothing about the classifier
+        return (f"{what} {accuracy:.2f} %: the evaluation examples are all of one class, so this is the share scored "
+                "as that class (no comparison with the majority class means anything here; add examples of the "
+                "other class to the evaluation file)")
     if accuracy < majority - level:
         text += " (worse than guessing the commoner class: train longer, or check the labels and settings)"
     return text

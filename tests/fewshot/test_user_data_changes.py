@@ -208,3 +208,19 @@ def test_a_mistyped_pipeline_is_named_and_export_takes_run_dir_as_the_other_expo
     import re
 
     assert "(default: RUN/model)" in text and not re.search(r"\(default: RUN/model\)\s+\(default", text)
+
+
+def test_a_pu_evaluation_file_sharing_texts_with_the_pu_files_is_warned_of(tmp_path):
+    """The text pipeline warned of evaluation texts in its training pool; the PU pipeline's files did not."""
+    from fewshot.config import PuConfig
+    from fewshot.data import load_pu_files
+
+    pos = [t for t, y in make_texts(60, 3) if y == 1]
+    unl = [t for t, _ in make_texts(80, 4)]
+    (tmp_path / "pos.txt").write_text("\n".join(pos) + "\n")
+    (tmp_path / "unl.txt").write_text("\n".join(unl) + "\n")
+    ev = write_tsv(tmp_path / "ev.tsv", [(t, 1) for t in pos[:10]] + make_texts(20, 5))
+    cfg = PuConfig(positive_file=str(tmp_path / "pos.txt"), unlabeled_file=str(tmp_path / "unl.txt"), eval_file=ev)
+    with pytest.warns(UserWarning, match=r"of the 30 evaluation texts \(--eval-file .*ev.tsv\) also stand in the "
+                                         r"training pool \(--positive-file"):
+        load_pu_files(cfg)

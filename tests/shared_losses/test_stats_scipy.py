@@ -160,3 +160,12 @@ def test_standing_says_in_words_where_an_accuracy_stands():
     assert above == ("RT accuracy 90.00 %: 30.00 points above always answering the majority class (60.00 %); "
                      "4.50 points above the frozen encoder's nnPU probe (85.50 %)")
     assert standing(None, 50.0) == "eval accuracy: not measured"
+
+
+def test_standing_on_one_class_says_the_comparison_means_nothing():
+    """A PU evaluation file of negatives only: 'BELOW always answering the majority class (100.00 %) ... train
+    longer' was advice about nothing."""
+    from shared_losses.training.stats import standing
+
+    text = standing(92.5, 100.0)
+    assert "all of one class" in text and "BELOW" not in text and "train longer" not in text
