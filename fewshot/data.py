@@ -224,21 +224,47 @@ def data_fingerprint(train_x, train_y, eval_x, eval_y, sample: "FewShotSample") 
     import hashlib
     import json
 
-    y = np.asarray(train_y).tolist()
-    parts = {"labeled": [[train_x[i], y[i]] for i in sample.labeled.tolist()],
-             "unlabeled": [[train_x[i], y[i]] for i in sample.unlabeled.tolist()],
-             "eval": [[x, int(v)] for x, v in zip(eval_x, np.asarray(eval_y).tolist())]}
+    parts = _fingerprint_parts(train_x, train_y, eval_x, eval_y, sample)
     return hashlib.sha256(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()
 
 
-def check_same_data(recorded: dict, sample: "FewShotSample", fingerprint: str, where, what: str) -> None:
+def _fingerprint_parts(train_x, train_y, eval_x, eval_y, sample: "FewShotSample") -> dict:
+    y = np.asarray(train_y).tolist()
+    return {"labeled": [[train_x[i], y[i]] for i in sample.labeled.tolist()],
+            "unlabeled": [[train_x[i], y[i]] for i in sample.unlabeled.tolist()],
+            "eval": [[x, int(v)] for x, v in zip(eval_x, np.asarray(eval_y).tolist())]}
+
+
+#: What each part of a text run's data fingerprint holds, for the refusal that names the parts that changed.
+FINGERPRINT_PARTS = {"labeled": "the labeled examples", "unlabeled": "the unlabeled examples",
+                     "eval": "the evaluation split"}
+
+
+def data_part_fingerprints(train_x, train_y, eval_x, eval_y, sample: "FewShotSample") -> dict:
+    """SHA-256 of each part of :func:`data_fingerprint` (``labeled``, ``unlabeled``, ``eval``): sample.json records
+    them beside it, so a refusal can say which part changed."""
+    import hashlib
+    import json
+
+    return {name: hashlib.sha256(json.dumps(part, ensure_ascii=False, default=str).encode()).hexdigest()
+            for name, part in _fingerprint_parts(train_x, train_y, eval_x, eval_y, sample).items()}
+
+
+def check_same_data(recorded: dict, sample: "FewShotSample", fingerprint: str, where, what: str,
+                    parts: dict | None = None) -> None:
     """Refuse, in one line, data that draw other examples than sample.json ``recorded`` (its indices, and its
-    ``data_sha256`` where an older run has one)."""
+    ``data_sha256`` where an older run has one); with ``parts`` (:func:`data_part_fingerprints`) and a record of
+    them, the refusal names the parts that changed."""
     same_draw = recorded.get("labeled") == sample.labeled.tolist() and \
         recorded.get("unlabeled") == sample.unlabeled.tolist()
     if same_draw and recorded.get("data_sha256", fingerprint) == fingerprint:
         return
     change = "other rows are drawn" if not same_draw else "the drawn rows hold other texts or labels"
+    old_parts = recorded.get("data_sha256_parts")
+    if parts and isinstance(old_parts, dict):
+        changed = [FINGERPRINT_PARTS.get(k, k) for k in parts if old_parts.get(k) != parts[k]]
+        if changed:
+            change += f" ({', '.join(changed)} changed)"
     raise DataError(f"{where}: the data differ from those the run was made with ({change}: a data file edited, "
                     f"reordered or replaced since; sample.json records the draw and a fingerprint of its examples), "
                     f"so {what}. Give the run its data back, or start a new run (--overwrite moves this one aside)")

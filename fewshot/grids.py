@@ -9,7 +9,7 @@ import contextlib
 from pathlib import Path
 
 from .config import AnyConfig, TextOptions
-from .data import check_same_data, data_fingerprint
+from .data import check_same_data, data_fingerprint, data_part_fingerprints
 from .image_run import image_data, refuse_changed_images
 from .run import FINISHED_COMPARED, RESOLVED_KEY, comparable_configs, read_json, training_data
 
@@ -68,4 +68,5 @@ def refuse_changed_data(folder: Path, cfg: AnyConfig) -> None:
         warnings.simplefilter("ignore")
         train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
     check_same_data(recorded, sample, data_fingerprint(train_x, train_y, eval_x, eval_y, sample), folder,
-                    "it cannot count as a run of this grid's data")
+                    "it cannot count as a run of this grid's data",
+                    data_part_fingerprints(train_x, train_y, eval_x, eval_y, sample))

@@ -17,7 +17,8 @@ from shared_losses.training.loop import TrainingApp
 from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
 from .config import AnyConfig, TextOptions
-from .data import check_same_data, data_fingerprint, load_pu_files, load_splits, sample_fewshot
+from .data import (check_same_data, data_fingerprint, data_part_fingerprints, load_pu_files, load_splits,
+                   sample_fewshot)
 from .heads import embed_all
 from .objectives import ALL_OBJECTIVES
 from .model import FewShotModel, count_cut, load_tokenizer, max_length_error, resolve_pooling
@@ -212,9 +213,10 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
                          "each process takes its share of every batch and needs at least one labeled example")
     train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
     fingerprint = data_fingerprint(train_x, train_y, eval_x, eval_y, sample)
+    parts = data_part_fingerprints(train_x, train_y, eval_x, eval_y, sample)
     if resuming and (out / "sample.json").is_file():  # before the encoder loads or anything is rewritten
         check_same_data(read_json(out / "sample.json"), sample, fingerprint, out,
-                        "resuming would go on training and scoring on other examples")
+                        "resuming would go on training and scoring on other examples", parts)
     exact = exact_unlabeled_prior(cfg, train_y, sample)
     if cfg.setting == "pu" and cfg.prior is None and not cfg.estimate_prior and exact is not None:
         check_pu_prior(exact, "exact", len(sample.unlabeled))  # before the encoder loads
@@ -250,7 +252,8 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
     harness.open(acc)  # every process has read the folder before the main one changes it
     harness.write_config(recorded_options(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
     if acc.is_main_process:
-        write_json_atomic(out / "sample.json", sample.to_json() | {"data_sha256": fingerprint})
+        write_json_atomic(out / "sample.json", sample.to_json() | {"data_sha256": fingerprint,
+                                                                   "data_sha256_parts": parts})
     return run
 
 
