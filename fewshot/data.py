@@ -49,15 +49,21 @@ def load_splits(cfg):
     return train_x, train_y, eval_x, eval_y
 
 
-def warn_overlap(train_x: list, eval_x: list, train_what: str, eval_what: str) -> int:
-    """Warn when texts of the evaluation split also stand in the training pool (compared after stripping spaces):
-    the few-shot sample may draw them, and a score on texts trained on overstates the method. Returns the count."""
-    pool = {str(t).strip() for t in train_x}
-    shared = sum(str(t).strip() in pool for t in eval_x)
+def warn_overlap(train_x, eval_x, train_what: str, eval_what: str, *, kind: str = "texts", key=None,
+                 compared: str = "") -> int:
+    """Warn when examples of the evaluation split also stand in the training pool: the few-shot sample may draw them,
+    and a score on examples trained on overstates the method. Texts are compared after stripping spaces; ``key``
+    maps an example to what is compared otherwise (images: a digest of their pixels, ``compared`` then says so in the
+    warning). Returns the count."""
+    if key is None:
+        def key(t):
+            return str(t).strip()
+    pool = {key(t) for t in train_x}
+    shared = sum(key(t) in pool for t in eval_x)
     if shared:
-        warnings.warn(f"{shared} of the {len(eval_x)} evaluation texts ({eval_what}) also stand in the training pool "
-                      f"({train_what}): the run may train on texts it is scored on, which overstates its accuracy; "
-                      "remove them from one side", stacklevel=3)
+        warnings.warn(f"{shared} of the {len(eval_x)} evaluation {kind} ({eval_what}) also stand in the training pool "
+                      f"({train_what}){compared}: the run may train on {kind} it is scored on, which overstates its "
+                      "accuracy; remove them from one side", stacklevel=3)
     return shared
 
 
@@ -216,45 +222,37 @@ def load_pu_files(cfg):
     return pos + unl, [1] * len(pos) + [-1] * len(unl), eval_x, eval_y, sample
 
 
-def data_fingerprint(train_x, train_y, eval_x, eval_y, sample: "FewShotSample") -> str:
-    """SHA-256 of what a run learns and is scored on: the drawn labeled examples (text and label), the drawn
-    unlabeled ones (text and hidden label) and the evaluation split, in order. sample.json records it, so a resume or
-    an export on data that changed (a file edited, reordered or replaced: the same indices, other examples) is
-    refused instead of going on with other examples."""
-    import hashlib
-    import json
-
-    parts = _fingerprint_parts(train_x, train_y, eval_x, eval_y, sample)
-    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()
-
-
-def _fingerprint_parts(train_x, train_y, eval_x, eval_y, sample: "FewShotSample") -> dict:
-    y = np.asarray(train_y).tolist()
-    return {"labeled": [[train_x[i], y[i]] for i in sample.labeled.tolist()],
-            "unlabeled": [[train_x[i], y[i]] for i in sample.unlabeled.tolist()],
-            "eval": [[x, int(v)] for x, v in zip(eval_x, np.asarray(eval_y).tolist())]}
-
-
 #: What each part of a text run's data fingerprint holds, for the refusal that names the parts that changed.
 FINGERPRINT_PARTS = {"labeled": "the labeled examples", "unlabeled": "the unlabeled examples",
                      "eval": "the evaluation split"}
 
 
-def data_part_fingerprints(train_x, train_y, eval_x, eval_y, sample: "FewShotSample") -> dict:
-    """SHA-256 of each part of :func:`data_fingerprint` (``labeled``, ``unlabeled``, ``eval``): sample.json records
-    them beside it, so a refusal can say which part changed."""
+def data_fingerprints(train_x, train_y, eval_x, eval_y, sample: "FewShotSample") -> tuple[str, dict]:
+    """SHA-256 of what a run learns and is scored on, whole and by part: the drawn labeled examples (text and
+    label), the drawn unlabeled ones (text and hidden label) and the evaluation split, in order. sample.json records
+    both (``data_sha256`` and ``data_sha256_parts``: ``labeled``, ``unlabeled``, ``eval``), so a resume or an export
+    on data that changed (a file edited, reordered or replaced: the same indices, other examples) is refused instead
+    of going on with other examples, and the refusal can say which part changed. The whole hash is that of the
+    parts' JSON object, as it has been since runs first recorded it."""
     import hashlib
     import json
 
-    return {name: hashlib.sha256(json.dumps(part, ensure_ascii=False, default=str).encode()).hexdigest()
-            for name, part in _fingerprint_parts(train_x, train_y, eval_x, eval_y, sample).items()}
+    y = np.asarray(train_y).tolist()
+    parts = {"labeled": [[train_x[i], y[i]] for i in sample.labeled.tolist()],
+             "unlabeled": [[train_x[i], y[i]] for i in sample.unlabeled.tolist()],
+             "eval": [[x, int(v)] for x, v in zip(eval_x, np.asarray(eval_y).tolist())]}
+
+    def sha(value) -> str:
+        return hashlib.sha256(json.dumps(value, ensure_ascii=False, default=str).encode()).hexdigest()
+
+    return sha(parts), {name: sha(part) for name, part in parts.items()}
 
 
 def check_same_data(recorded: dict, sample: "FewShotSample", fingerprint: str, where, what: str,
                     parts: dict | None = None) -> None:
     """Refuse, in one line, data that draw other examples than sample.json ``recorded`` (its indices, and its
-    ``data_sha256`` where an older run has one); with ``parts`` (:func:`data_part_fingerprints`) and a record of
-    them, the refusal names the parts that changed."""
+    ``data_sha256`` where an older run has one); with ``parts`` (the second of :func:`data_fingerprints`) and a
+    record of them, the refusal names the parts that changed."""
     same_draw = recorded.get("labeled") == sample.labeled.tolist() and \
         recorded.get("unlabeled") == sample.unlabeled.tolist()
     if same_draw and recorded.get("data_sha256", fingerprint) == fingerprint:

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from .config import PU_OBJECTIVE, AnyConfig, ImageConfig, TextOptions, config_for
-from .data import check_same_data, class_names, data_fingerprint, data_part_fingerprints
+from .data import check_same_data, class_names, data_fingerprints
 from .model import EXPORT_ENCODER_DIR, EXPORT_MARKER, FewShotModel, load_tokenizer, resolve_pooling
 from .objectives import ALL_OBJECTIVES
 
@@ -350,10 +350,10 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     if kind == "logreg" or (kind == "nnpu" and pu_head is None):
         train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
         if (run_dir / "sample.json").is_file():
-            check_same_data(read_json(run_dir / "sample.json"), sample,
-                            data_fingerprint(train_x, train_y, eval_x, eval_y, sample), run_dir,
+            fingerprint, parts = data_fingerprints(train_x, train_y, eval_x, eval_y, sample)
+            check_same_data(read_json(run_dir / "sample.json"), sample, fingerprint, run_dir,
                             "its logistic-regression head cannot be fitted again on the examples it was fitted on",
-                            data_part_fingerprints(train_x, train_y, eval_x, eval_y, sample))
+                            parts)
         data = {"train_x": train_x, "train_y": train_y, "sample": sample}
         if kind == "nnpu":
             from .pu_probes import fit_pu_head

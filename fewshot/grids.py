@@ -9,7 +9,7 @@ import contextlib
 from pathlib import Path
 
 from .config import AnyConfig, TextOptions
-from .data import check_same_data, data_fingerprint, data_part_fingerprints
+from .data import check_same_data, data_fingerprints
 from .image_run import image_data, refuse_changed_images
 from .run import FINISHED_COMPARED, RESOLVED_KEY, comparable_configs, read_json, training_data
 
@@ -46,7 +46,7 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
 
 def refuse_changed_data(folder: Path, cfg: AnyConfig) -> None:
     """A text run's data checked against its sample.json (the draw and its fingerprint,
-    :func:`fewshot.data.data_fingerprint`) before a grid counts it: a data file edited or replaced since gives other
+    :func:`fewshot.data.data_fingerprints`) before a grid counts it: a data file edited or replaced since gives other
     examples under the same options (image runs: :func:`fewshot.image_run.refuse_changed_images`). Runs from before
     sample.json recorded a fingerprint pass."""
     import io
@@ -67,6 +67,5 @@ def refuse_changed_data(folder: Path, cfg: AnyConfig) -> None:
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # the data's notes were shown once
         warnings.simplefilter("ignore")
         train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
-    check_same_data(recorded, sample, data_fingerprint(train_x, train_y, eval_x, eval_y, sample), folder,
-                    "it cannot count as a run of this grid's data",
-                    data_part_fingerprints(train_x, train_y, eval_x, eval_y, sample))
+    fingerprint, parts = data_fingerprints(train_x, train_y, eval_x, eval_y, sample)
+    check_same_data(recorded, sample, fingerprint, folder, "it cannot count as a run of this grid's data", parts)

@@ -42,6 +42,7 @@ from shared_losses.data import DataError, load_images
 from shared_losses.training.harness import RunHarness
 from shared_losses.training.runtime import DivergenceWatch, write_json_atomic, written_whole
 
+from .data import warn_overlap
 from .config import ImageConfig
 from .images import Augment, ImageModel, as_images, binary_labels, features, stratified_split
 from .objectives import ENCODER_LOSSES, encoder_loss
@@ -101,23 +102,12 @@ def refuse_changed_images(folder, data: ImageData, what: str) -> None:
                         image_fingerprint(data), folder, what)
 
 
-def warn_image_overlap(pool_x: np.ndarray, eval_x: np.ndarray, pool_what: str, eval_what: str) -> int:
-    """Warn when images of the evaluation split also stand in the training pool (pixel for pixel): the run may train
-    on images it is scored on. Returns the count."""
+def pixel_digest(image: np.ndarray) -> bytes:
+    """What two images are compared by when the evaluation split is checked against the training pool: a digest of
+    their pixels (the same pixels, the same digest)."""
     import hashlib
 
-    def digests(arr):
-        return [hashlib.sha1(np.ascontiguousarray(im).tobytes()).digest() for im in arr]
-
-    pool = set(digests(pool_x))
-    shared = sum(d in pool for d in digests(eval_x))
-    if shared:
-        import warnings
-
-        warnings.warn(f"{shared} of the {len(eval_x)} evaluation images ({eval_what}) also stand in the training pool "
-                      f"({pool_what}), pixel for pixel: the run may train on images it is scored on, which overstates "
-                      "its accuracy; remove them from one side", stacklevel=3)
-    return shared
+    return hashlib.sha1(np.ascontiguousarray(image).tobytes()).digest()
 
 
 def image_data(cfg: ImageConfig) -> ImageData:
@@ -148,7 +138,8 @@ def image_data(cfg: ImageConfig) -> ImageData:
         eval_x, eval_y, name = full.x[test], yb[test], f"test split ({len(test)} images, {TEST_FRACTION:.0%} per class)"
     x, y = full.x[pool], yb[pool]
     if ev is not None and cfg.eval_split != "dev":
-        warn_image_overlap(x, eval_x, f"--dataset {cfg.dataset}", f"--eval-file {cfg.eval_file}")
+        warn_overlap(x, eval_x, f"--dataset {cfg.dataset}", f"--eval-file {cfg.eval_file}", kind="images",
+                     key=pixel_digest, compared=", pixel for pixel")
     eval_source = ev.source if ev is not None and cfg.eval_split != "dev" else full.source  # where the split came from
     for part, labels, source in (("training pool", y, full.source), ("evaluation split", eval_y, eval_source)):
         if len(labels) == 0 or labels.all() or not labels.any():

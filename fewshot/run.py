@@ -17,7 +17,7 @@ from shared_losses.training.loop import TrainingApp
 from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
 
 from .config import AnyConfig, TextOptions
-from .data import (check_same_data, data_fingerprint, data_part_fingerprints, load_pu_files, load_splits,
+from .data import (check_same_data, data_fingerprints, load_pu_files, load_splits,
                    sample_fewshot)
 from .heads import embed_all
 from .objectives import ALL_OBJECTIVES
@@ -212,8 +212,7 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
         raise ValueError(f"--n-labeled {cfg.n_labeled} is smaller than the number of processes ({acc.num_processes}): "
                          "each process takes its share of every batch and needs at least one labeled example")
     train_x, train_y, eval_x, eval_y, sample = training_data(cfg)
-    fingerprint = data_fingerprint(train_x, train_y, eval_x, eval_y, sample)
-    parts = data_part_fingerprints(train_x, train_y, eval_x, eval_y, sample)
+    fingerprint, parts = data_fingerprints(train_x, train_y, eval_x, eval_y, sample)
     if resuming and (out / "sample.json").is_file():  # before the encoder loads or anything is rewritten
         check_same_data(read_json(out / "sample.json"), sample, fingerprint, out,
                         "resuming would go on training and scoring on other examples", parts)

@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     check_device(a.device)
     if a.output and not a.resume:
         _check_output(a.output, a.overwrite)
-    root, _ = prepare_tasks(a.data, tasks, a.kfold, a.inner_kfold)  # every file read and checked before the model
+    root, examples = prepare_tasks(a.data, tasks, a.kfold, a.inner_kfold)  # every file read and checked first
     settings = {"model": a.model, "data": str(root), "kfold": a.kfold, "inner_kfold": a.inner_kfold, "seed": a.seed,
                 "folds": a.folds, "max_length": a.max_length}
     done = _resumed(a.output, settings, tasks) if a.resume else {}
@@ -182,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         encode, desc = load_encoder(a.model, a.device, a.batch_size, a.max_length, a.trust_remote_code)
         results.update(evaluate(encode, root, todo, a.kfold, a.inner_kfold, a.seed, verbose=not a.json,
                                 jobs=a.jobs, folds=a.folds,
-                                on_task=(lambda t, so_far: save({**done, **so_far})) if a.output else None))
+                                on_task=(lambda t, so_far: save({**done, **so_far})) if a.output else None,
+                                examples=examples))
     else:
         desc = f"{a.model}: every task was already in {a.output}"
     results = {t: results[t] for t in tasks}

@@ -168,7 +168,8 @@ def prepare_tasks(data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int
 
 def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS, kfold: int = 10,
              inner_kfold: int | None = None, seed: int = SEED, verbose: bool = False, jobs: int = 1,
-             folds: str = "current", on_task: Callable[[str, dict], None] | None = None) -> dict:
+             folds: str = "current", on_task: Callable[[str, dict], None] | None = None,
+             examples: dict | None = None) -> dict:
     """Run the tasks, each read and scored by its protocol; ``{task: {"acc", "devacc", "n", ...}}``. ``encode``: a
     function ``list[str] -> [n, d]`` array (numpy or torch), or an object with such an ``encode`` method
     (:func:`nlp_qt.load_encoder`'s, a ``SentenceTransformer``). Every task's files are read and checked first
@@ -176,7 +177,9 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
     fitted at once in threads (-1: one per CPU); the results do not depend on it. ``folds``: how the stratified
     folds are drawn, a key of :data:`~nlp_qt.senteval.classify.FOLDS` (``current``: today's scikit-learn;
     ``legacy``: scikit-learn before 0.22, SentEval's published numbers). ``on_task(task, results so far)`` is
-    called after each task (the command line writes ``--output`` there, so finished tasks are kept)."""
+    called after each task (the command line writes ``--output`` there, so finished tasks are kept). ``examples``:
+    the tasks' examples as :func:`prepare_tasks` returned them for these ``data``, ``kfold`` and ``inner_kfold``
+    (the command line reads and checks them before loading the model), so the files are not read again."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or (jobs < 1 and jobs != -1):
         raise ValueError(f"jobs must be a whole number >= 1, or -1 for one per CPU; got {jobs!r}")
     if folds not in classify.FOLDS:
@@ -184,7 +187,14 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
     _check_seed(seed)
     encode = as_encoder(encode)
     tasks = list(dict.fromkeys(tasks))
-    _, examples = prepare_tasks(data, tasks, kfold, inner_kfold)  # data="human" builds only the tasks asked for
+    if examples is None:
+        _, examples = prepare_tasks(data, tasks, kfold, inner_kfold)  # data="human" builds only the tasks asked for
+    else:
+        missing = [t for t in tasks if t not in examples]
+        if missing:
+            raise ValueError(f"examples holds no {', '.join(missing)}: pass prepare_tasks(...)'s examples for every "
+                             "task evaluated, or leave examples out to read them from data")
+        examples = {t: examples[t] for t in tasks}  # the caller's dict is left whole
     from tqdm import tqdm
 
     results = {}

@@ -760,7 +760,8 @@ def test_evaluation_images_in_the_training_pool_are_counted(npz, tmp_path):
     np.savez(tmp_path / "eval.npz", x=x[:30], y=y[:30])
     cfg = image_cfg(path, tmp_path / "run", eval_file=str(tmp_path / "eval.npz"))
     with pytest.warns(UserWarning, match=r"of the 30 evaluation images \(--eval-file .*eval.npz\) also stand in the "
-                                         r"training pool"):
+                                         r"training pool \(--dataset .*\), pixel for pixel: the run may train "
+                                         r"on images it is scored on"):
         image_data(cfg)
 
 

@@ -225,3 +225,19 @@ def test_a_pu_evaluation_file_sharing_texts_with_the_pu_files_is_warned_of(tmp_p
     with pytest.warns(UserWarning, match=r"of the 30 evaluation texts \(--eval-file .*ev.tsv\) also stand in the "
                                          r"training pool \(--positive-file"):
         load_pu_files(cfg)
+
+
+def test_the_recorded_data_fingerprints_stay_those_older_runs_wrote():
+    """sample.json files written before the fingerprints were computed in one pass hold these values for these
+    examples: a change of the serialisation would refuse every older run's resume as changed data."""
+    import numpy as np
+
+    from fewshot.data import FewShotSample, data_fingerprints
+
+    sample = FewShotSample(np.array([2, 0]), np.array([1, 3]))
+    whole, parts = data_fingerprints(["a good film", "dull", "é — ünïcode", "plain"], [1, 0, 1, -1],
+                                     ["eval one", "eval two"], [1, 0], sample)
+    assert whole == "e4f28409087df43e8393d1bb465d1c8337222f70f90a812ba3c40eab156e0d44"
+    assert parts == {"labeled": "6e415db184c661532b4dec19237709e33c1c79770ee8b7e5a924566ae821a957",
+                     "unlabeled": "49ac433ac56ae46b1872ecfdffa162531e083c095d7f21b416aec3643bb75920",
+                     "eval": "9e4869fcb8bd197a34fa93b81bac9bc93c0bc98aa0b665aa4fb4738a747009d7"}

@@ -263,3 +263,30 @@ def test_a_sentence_transformers_folder_with_its_own_code_needs_trust_remote_cod
     assert "offline?" not in str(err.value)
     encode, desc = se.load_encoder(str(folder), trust_remote_code=True)
     assert encode(["alpha x y", "beta z"]).shape == (2, 16)
+
+
+def test_the_command_line_reads_each_task_file_once(root, tmp_path, keyword_model, monkeypatch):
+    """The files are read and checked before the model loads; evaluate() then scores those examples instead of
+    reading every file again (a BookCorpus-size MR or a slow disk paid twice)."""
+    from nlp_qt.senteval import protocols
+
+    reads = []
+    for kind, real in list(protocols.PROTOCOLS.items()):
+        def load(root_, task, real=real):
+            reads.append(task)
+            return real.load(root_, task)
+        monkeypatch.setitem(protocols.PROTOCOLS, kind, protocols.Protocol(load, real.score, real.description,
+                                                                           real.check))
+    res = se.main(_cli(root, tmp_path / "res.json", "--tasks", "MR", "TREC", "MRPC", "--inner-kfold", "2"))
+    assert set(res) == {"MR", "TREC", "MRPC"}
+    assert sorted(reads) == ["MR", "MRPC", "TREC"]
+
+
+def test_evaluate_with_prepared_examples_scores_them_and_names_a_task_they_lack(root):
+    _, examples = se.prepare_tasks(root, ["MR", "TREC"], 3, 2)
+    kept = dict(examples)
+    res = se.evaluate(_keyword_encoder, root, ["MR"], kfold=3, inner_kfold=2, examples=examples)
+    assert res["MR"]["acc"] == se.evaluate(_keyword_encoder, root, ["MR"], kfold=3, inner_kfold=2)["MR"]["acc"]
+    assert examples.keys() == kept.keys()  # the caller's examples are left whole
+    with pytest.raises(ValueError, match="examples holds no MRPC"):
+        se.evaluate(_keyword_encoder, root, ["MR", "MRPC"], kfold=3, inner_kfold=2, examples=examples)
