@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -248,6 +249,12 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
     run.exact_prior = exact
     if cfg.setting == "pu":
         check_pu_prior(run.prior, run.prior_source, len(sample.unlabeled), cfg.pu_files)  # before anything is written
+    if run.prior_source == "elkan-noto" and acc.is_main_process:  # a number the user did not give, said in words
+        n_pos = int((run.train_y[sample.labeled] == 1).sum())
+        print(f"prior: {run.prior:.4g}, the Elkan-Noto estimate of the positive share of the "
+              f"{len(sample.unlabeled)} unlabeled texts (from {n_pos} labeled positives on the pretrained encoder's "
+              f"vectors; about {run.prior * len(sample.unlabeled):.0f} positives among them); pass --prior P if you "
+              "know better (config.json: prior_used, prior_source)", file=sys.stderr, flush=True)
     harness.open(acc)  # every process has read the folder before the main one changes it
     harness.write_config(recorded_options(cfg) | {"prior_used": run.prior, "prior_source": run.prior_source})
     if acc.is_main_process:
@@ -507,19 +514,27 @@ def exact_unlabeled_prior(cfg, train_y, sample) -> float | None:
 
 def check_pu_prior(prior: float, source: str, n_unlabeled: int, pu_files: bool = False) -> None:
     """Refuse, in one line, a prior the PU probes cannot use (0 or 1), saying where it came from (the exact prior of the
-    drawn unlabeled sample, or the Elkan-Noto estimate) and what to do. A given --prior is refused by
-    :meth:`fewshot.config.PuConfig.validate`."""
-    if 0.0 < prior < 1.0:
-        return
+    drawn unlabeled sample, or the Elkan-Noto estimate) and what to do. An estimate that leaves under half an expected
+    positive (or negative) among the ``n_unlabeled`` texts (1.5e-07 of 30, say) is 0 (or 1) in all but name and is
+    refused alike. A given --prior is refused by :meth:`fewshot.config.PuConfig.validate`."""
     need = f"the PU probes need a prior strictly between 0 and 1, got {prior:g}"
+    low = prior <= 0.0
+    if 0.0 < prior < 1.0:
+        if source != "elkan-noto" or n_unlabeled <= 0 or min(prior, 1.0 - prior) * n_unlabeled >= 0.5:
+            return
+        low = prior < 0.5
+        expected = prior * n_unlabeled if low else (1.0 - prior) * n_unlabeled
+        need = (f"the PU probes need a prior strictly between 0 and 1, and this one is {'0' if low else '1'} in all "
+                f"but name ({expected:.2g} expected {'positives' if low else 'negatives'} among the {n_unlabeled} "
+                "unlabeled texts)")
     if source == "exact":
         what = ("none of its examples is positive (the data set's positives went to the labeled draw, or are rare)"
-                if prior <= 0 else "every one of them is positive (the data set has too few negatives)")
+                if low else "every one of them is positive (the data set has too few negatives)")
         raise ValueError(f"the exact prior of the drawn unlabeled sample ({n_unlabeled} examples) is {prior:g}: "
                          f"{what}; {need}: raise --n-unlabeled, lower --n-labeled or try another --seed, or pass "
                          "--prior")
     if source == "elkan-noto":
-        what = ("it found no positives among the unlabeled texts" if prior <= 0 else
+        what = ("it found no positives among the unlabeled texts" if low else
                 "it could not tell the labeled positives from the unlabeled texts (docs/results/fewshot.md, 'How close "
                 "is the Elkan-Noto estimate')")
         where = "of --unlabeled-file" if pu_files else "of the unlabeled texts"

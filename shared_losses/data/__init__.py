@@ -384,6 +384,16 @@ def _arrow_file(p: Path, columns, options: str, only: bool) -> list[dict]:
         return table.select(list(columns)).to_pylist() if only else table.to_pylist()
 
 
+def _json_kind(value) -> str:
+    """What a JSON value is, in words, for a refusal that names it."""
+    if value is None:
+        return "null"
+    kinds = ((bool, "true/false"), (str, "a string"), ((int, float), "a number"), (list, "an array"),
+             (dict, "an object"))
+    return next((f"{name} ({json.dumps(value)[:40]})" if not isinstance(value, (dict, list)) else name
+                 for t, name in kinds if isinstance(value, t)), type(value).__name__)
+
+
 def _json_records(p: Path, obj: dict, columns, strings_as: str | None) -> list:
     """The records of a .json file that is one JSON object: the object itself when it holds the columns (or no list),
     else the list of records under its one key that holds one (``{"data": [...]}``, the SQuAD / Hugging Face
@@ -449,7 +459,7 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
             for row in rows:
                 row.pop(None, None)
     elif suffix in (".jsonl", ".json"):
-        rows = []
+        rows, line_of = [], []  # JSON lines: the line each record stands on (for the refusal of a bad one)
         try:
             with open_text(encoding="utf-8-sig") as fh:  # -sig: files saved with a BOM (Windows editors)
                 lines = fh.readlines()
@@ -465,6 +475,7 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
                 if line.strip():
                     try:
                         rows.append(json.loads(line))
+                        line_of.append(n)
                     except json.JSONDecodeError as err:
                         if suffix == ".jsonl":
                             raise DataError(f"{p}:{n}: not valid JSON ({err.msg})") from err
@@ -480,8 +491,13 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
                 rows = _json_records(p, rows[0], columns, strings_as)
         if strings_as is not None:
             rows = [{strings_as: r} if isinstance(r, str) else r for r in rows]
-        if not all(isinstance(r, dict) for r in rows):
-            raise DataError(f"{p}: each record must be a JSON object with the columns as keys "
+        bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict)), None)
+        if bad is not None:
+            where = f"{p}:{line_of[bad]}" if len(line_of) == len(rows) else f"{p}: record {bad + 1}"
+            n_bad = sum(not isinstance(r, dict) for r in rows)
+            raise DataError(f"{where}: {_json_kind(rows[bad])} where a record should be"
+                            + (f" ({n_bad} such records)" if n_bad > 1 else "")
+                            + "; each record must be a JSON object with the columns as keys "
                             "(one object per line, or a .json array of objects)"
                             + (" or a JSON string" if strings_as is not None else ""))
         _check_columns(rows[0].keys() if rows else [], columns, str(p), options)

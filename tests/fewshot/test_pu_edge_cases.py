@@ -165,6 +165,24 @@ def test_the_estimate_advice_fits_the_path(tmp_path, monkeypatch):
         run.check_pu_prior(1.0, "elkan-noto", 3, pu_files=True)
 
 
+def test_an_estimate_that_is_0_or_1_in_all_but_name_is_refused_as_0_and_1_are():
+    """A user's 12 positives and 30 unlabeled texts gave the estimate 1.5e-07: nnPU then ran as if every unlabeled
+    text were negative, and nothing said so."""
+    import fewshot.run as run
+
+    with pytest.raises(ValueError, match=r"came out as 1\.5e-07: it found no positives among the unlabeled texts; .*"
+                                         r"0 in all but name \(4\.5e-06 expected positives among the 30 unlabeled "
+                                         r"texts\): pass --prior P"):
+        run.check_pu_prior(1.5e-7, "elkan-noto", 30, pu_files=True)
+    with pytest.raises(ValueError, match=r"came out as 0\.99: it could not tell .* 1 in all but name \(0\.3 "
+                                         r"expected negatives among the 30"):
+        run.check_pu_prior(0.99, "elkan-noto", 30)
+    for prior, n in ((0.02, 30), (0.98, 30), (1e-4, 10_000), (0.5, 1)):  # half an expected positive or more: kept
+        run.check_pu_prior(prior, "elkan-noto", n)
+    run.check_pu_prior(1e-4, "exact", 30)  # an exact prior is what the labels say
+    run.check_pu_prior(1e-4, "given", 30)
+
+
 # ------------------------------------------------------------------ 4, 8, 9. what a PU run records
 
 @pytest.mark.slow  # a PU pipeline run end to end (tiny encoder, 2 steps)

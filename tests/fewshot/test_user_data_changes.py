@@ -163,12 +163,15 @@ def test_the_text_pipeline_draws_its_unlabeled_examples_from_an_unlabeled_file(t
 
 
 def test_an_unlabeled_file_without_a_prior_gets_an_estimate_and_its_limits_are_named(tiny_encoder, easy_task,
-                                                                                    tmp_path):
+                                                                                    tmp_path, capsys):
     from fewshot.run import prepare
 
     unl = _unlabeled_file(tmp_path / "unlabeled.txt")
     run = prepare(_cfg(tiny_encoder, easy_task, tmp_path / "a", unlabeled_file=unl, n_unlabeled=40))
     assert run.prior_source == "elkan-noto" and 0.0 <= run.prior <= 1.0
+    # the estimate is said in words: a number the user did not give
+    assert f"prior: {run.prior:.4g}, the Elkan-Noto estimate of the positive share of the 40 unlabeled texts" in \
+        capsys.readouterr().err
     with pytest.raises(ValueError, match=r"holds 150 texts, fewer than --n-unlabeled 500: lower --n-unlabeled"):
         prepare(_cfg(tiny_encoder, easy_task, tmp_path / "b", unlabeled_file=unl, n_unlabeled=500))
     with pytest.raises(ValueError, match="--n-unlabeled 0 draws none of them"):

@@ -146,3 +146,15 @@ def test_the_pu_files_and_predict_inputs_read_save_to_disk_folders_too(tmp_path)
     plain.mkdir()
     with pytest.raises(DataError, match="is a folder; pass one file"):
         read_texts(str(plain), "sentence", "--unlabeled-file")
+
+
+def test_a_json_lines_record_that_is_not_an_object_is_named_by_its_line(tmp_path):
+    lines = tmp_path / "u.jsonl"
+    lines.write_text('{"text": "a"}\n\nnull\n[1, 2]\n{"text": "b"}\n')
+    with pytest.raises(DataError, match=r"u\.jsonl:3: null where a record should be \(2 such records\); each record "
+                                        r"must be a JSON object"):
+        read_records(Path(lines), ["text"])
+    array = tmp_path / "a.json"
+    array.write_text('[{"text": "a"}, 5]')
+    with pytest.raises(DataError, match=r"a\.json: record 2: a number \(5\) where a record should be; "):
+        read_records(Path(array), ["text"])
