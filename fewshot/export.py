@@ -305,7 +305,8 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     evaluation fitted it; the draw is checked against sample.json)."""
     from safetensors.torch import load_file
 
-    from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, resolve_checkpoint
+    from shared_losses.training.runtime import (checkpoint_exists, load_checkpoint, resolve_checkpoint,
+                                                state_dict_mismatch)
 
     from .run import read_json, training_data
 
@@ -344,7 +345,7 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
             model.load_state_dict(load_file(str(weights)), strict=True)
         except RuntimeError as err:
             raise ValueError(f"{weights} does not fit the encoder {cfg.encoder!r} "
-                             f"({str(err).splitlines()[0]})") from None
+                             f"({state_dict_mismatch(err)})") from None
     data = {}
     pu_head = state.get("pu_head") if state is not None else None
     if kind == "logreg" or (kind == "nnpu" and pu_head is None):

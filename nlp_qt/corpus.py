@@ -481,7 +481,11 @@ def iter_dataset_sentences(
             except UnicodeDecodeError:
                 stats.undecodable_lines += 1
                 continue
-        if not isinstance(text, str) or not text.strip():
+        if text is not None and not isinstance(text, str):  # a number, true/false, a list: not a text
+            raise CorpusError(f"dataset {source!r}, row {stats.lines}: column {text_column!r} holds "
+                              f"{type(text).__name__} {str(text)[:40]!r}, not a text (a malformed row; a null "
+                              "or empty text is skipped and counted)")
+        if text is None or not text.strip():
             stats.empty_lines += 1
             continue
         pieces = [_WS.sub(" ", text.strip())] if one_sentence_per_line else split_sentences(text)

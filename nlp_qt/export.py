@@ -30,6 +30,7 @@ into place.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import shutil
@@ -70,6 +71,13 @@ def _run_settings(run: Path):
     for name in ("config.json", "vocab.json"):
         if not (run / name).is_file():
             raise FileNotFoundError(f"{run} is not an nlp_qt run folder: it has no {name}")
+    from .model import is_qt_model_dir
+
+    if is_qt_model_dir(run) and not (run / "checkpoint").exists():
+        raise FileNotFoundError(f"--run-dir {run} is a model folder already (a run's model/ or an export), not a "
+                                "training run: load it as it is (nlp_qt.load_encoder, SentenceTransformer(FOLDER, "
+                                "trust_remote_code=True), nlp_qt.senteval --model); --run-dir takes the run folder "
+                                "that holds checkpoint/")
     ckpt = resolve_checkpoint(run / "checkpoint")  # names a missing or incomplete checkpoint in one line
     if not (ckpt / "model.safetensors").is_file():
         raise FileNotFoundError(f"checkpoint {ckpt} holds no model.safetensors: not an nlp_qt checkpoint")
@@ -95,9 +103,56 @@ def _exported_from(out: Path):
     return None
 
 
+WEIGHTS_KEY = "exported_weights_sha256"  # in an export's config.json or bag-of-words marker: its weights as written
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def weights_fingerprint(folder: Path) -> str:
+    """SHA-256 over a model folder's weight files (their paths inside it and their bytes, in path order; hidden
+    files apart): what an export records of itself, so that a folder fine-tuned and saved over it since is not
+    taken for the export."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES
+                    and not any(part.startswith(".") for part in p.relative_to(folder).parts)):
+        digest.update(f.relative_to(folder).as_posix().encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _record_weights(staging: Path, meta_name: str) -> None:
+    """Add the staging folder's :func:`weights_fingerprint` to its ``meta_name`` (config.json, or the marker)."""
+    meta_file = staging / meta_name
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    meta[WEIGHTS_KEY] = weights_fingerprint(staging)
+    meta_file.write_text(json.dumps(meta, indent=2))
+
+
+def _recorded_weights(out: Path) -> str | None:
+    for name in ("config.json", BOW_MARKER):
+        try:
+            meta = json.loads((out / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(meta, dict) and isinstance(meta.get(WEIGHTS_KEY), str):
+            return meta[WEIGHTS_KEY]
+    return None
+
+
+def _target(output: str | Path) -> Path:
+    """--output as a path with a name (``.`` or ``..``, the folder one is in, resolved): the export is staged
+    beside it under that name."""
+    out = Path(output)
+    return out.resolve() if out.name in ("", ".", "..") else out
+
+
 def check_target(out: Path, run: Path, overwrite: bool = False) -> None:
-    """Refuse a target holding anything but an earlier export of ``run``, and that one without ``overwrite``
-    (nothing is written)."""
+    """Refuse a target holding anything but an earlier export of ``run`` as it was written (an export fine-tuned
+    and saved over since is the user's model, not the export: its weights differ from those the export recorded),
+    and that one without ``overwrite`` (nothing is written)."""
     if not out.exists():
         return
     if not out.is_dir():
@@ -108,6 +163,11 @@ def check_target(out: Path, run: Path, overwrite: bool = False) -> None:
         raise FileExistsError(f"--output {out} already holds files that are not an export of {run}; pass a new or "
                               "empty folder (nothing was written; --overwrite replaces only an earlier export of "
                               "the same run)")
+    recorded = _recorded_weights(out)
+    if recorded is not None and recorded != weights_fingerprint(out):
+        raise FileExistsError(f"--output {out} holds an export of {run} whose weights have changed since it was "
+                              "written (fine-tuned and saved there?): it is not replaced, even with --overwrite; "
+                              "pass another --output, or move the folder aside yourself (nothing was written)")
     if not overwrite:
         raise FileExistsError(f"--output {out} already holds an export of {run}; pass --overwrite to replace it, or "
                               "another --output (nothing was written)")
@@ -117,15 +177,14 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
     """Write the model of ``run_dir``'s checkpoint to ``output``; returns ``{"model": path, "step": N}``."""
     from safetensors.torch import load_file
 
-    from shared_losses.training.runtime import CheckpointError, load_checkpoint, replace_directory
+    from shared_losses.training.runtime import CheckpointError, load_checkpoint, replace_directory, state_dict_mismatch
 
     from .model import QuickThought, model_config, save_model
-    from .st_module import write_sentence_transformers_files
 
     run = Path(run_dir)
     cfg, vocab, ckpt = _run_settings(run)
     step = int(load_checkpoint(None, ckpt)["step"])
-    out = Path(output) if output else run / f"model_step{step}"
+    out = _target(output) if output else run / f"model_step{step}"
     check_target(out, run, overwrite)
     qt = QuickThought(model_config(cfg, len(vocab)))
     weights = ckpt / "model.safetensors"
@@ -139,15 +198,29 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
         qt.load_state_dict(state, strict=True)
     except RuntimeError as err:
         raise CheckpointError(f"checkpoint {ckpt} does not match {run / 'config.json'} and {run / 'vocab.json'} "
-                              f"({str(err).splitlines()[0]})") from None
+                              f"({state_dict_mismatch(err)})") from None
     import dataclasses
 
     # written beside the target, completed there (the module's code, modules.json) and renamed into place
-    staging = save_model(qt.eval(), vocab, out.with_name(f".{out.name}.export"),
-                         {"train_config": dataclasses.asdict(cfg), "step": step, "exported_from": str(run.resolve())})
-    write_sentence_transformers_files(staging)
-    replace_directory(staging, out)
+    staging = out.with_name(f".{out.name}.export")
+    with _removed_when_cut_off(staging):
+        save_model(qt.eval(), vocab, staging,
+                   {"train_config": dataclasses.asdict(cfg), "step": step, "exported_from": str(run.resolve())})
+        _record_weights(staging, "config.json")  # save_model wrote the sentence-transformers files
+        replace_directory(staging, out)
     return {"model": str(out), "step": step}
+
+
+@contextlib.contextmanager
+def _removed_when_cut_off(staging: Path):
+    """The staging folder an export is written into beside its target, removed when the export stops before it is
+    renamed into place (an error, a Ctrl-C, or SIGTERM on the command line): no hidden half-copy is left beside the
+    target, which stays as it was."""
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 # --- the bag-of-words baseline as standard sentence-transformers modules -------------------------------------------
@@ -228,7 +301,7 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
         warnings.warn(f"{run} was tokenized with tokenizer version {bow_tokenizer_version(run)} (bow.json; a folder "
                       f"without the record is taken as version 2); the export splits text as version "
                       f"{TOKENIZER_VERSION} does, the same on Latin text, not on words of other scripts")
-    out = Path(output) if output else run / "model"
+    out = _target(output) if output else run / "model"
     check_target(out, run, overwrite)
     from sentence_transformers import SentenceTransformer
     from transformers import PreTrainedTokenizerFast
@@ -252,6 +325,13 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
     staging = out.with_name(f".{out.name}.export")
     if staging.exists():
         shutil.rmtree(staging)
+    with _removed_when_cut_off(staging):
+        _write_bow_folder(st, staging, run, words, vectors, lowercase)
+        replace_directory(staging, out)
+    return {"model": str(out), "words": len(words)}
+
+
+def _write_bow_folder(st, staging: Path, run: Path, words, vectors, lowercase: bool) -> None:
     st.save(str(staging), create_model_card=False)
     # transformers 5 names its fast tokenizer class TokenizersBackend; the older name loads in 4.x too
     meta_file = staging / "tokenizer_config.json"
@@ -262,8 +342,7 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
         "exported_from": str(run.resolve()), "kind": "bag of words (nlp_qt.bow)", "words": len(words),
         "dim": int(vectors.shape[1]), "lowercase": lowercase,
         "load_with": "sentence_transformers.SentenceTransformer(FOLDER)"}, indent=2))
-    replace_directory(staging, out)
-    return {"model": str(out), "words": len(words)}
+    _record_weights(staging, BOW_MARKER)
 
 
 def main(args: ExportArgs | None = None) -> dict:
@@ -279,6 +358,12 @@ def main(args: ExportArgs | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    import signal
+
     from shared_losses.training.cli import run_cli
 
-    run_cli(main)
+    def stop(signum, frame):  # SIGTERM (kill, a scheduler) as Ctrl-C: the staging folder is removed on the way out
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    run_cli(main, interrupted="stopped (Ctrl-C or SIGTERM): nothing was exported; --output is as it was")

@@ -304,8 +304,10 @@ def load_folder(path: str | os.PathLike) -> tuple[QuickThought, Vocab]:
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as err:
+        reasons = sorted((line.strip().rstrip(". ") for line in str(err).splitlines()[1:] if line.strip()),
+                         key=lambda r: not r.startswith("size mismatch"))  # the shapes first: they say the most
         raise ValueError(f"{path / 'model.safetensors'} does not match {path / 'config.json'} "
-                         f"({str(err).splitlines()[0]})") from None
+                         f"({'; '.join(reasons[:2]) or str(err).strip()})") from None
     model.kept_config = {k: v for k, v in parts["config.json"].items() if k not in ("type", "model")}
     return model.eval(), vocab
 

@@ -9,12 +9,11 @@ The module is :class:`nlp_qt.modeling_qt.QuickThoughtModule` (self-contained: no
 holds the nlp_qt files (``config.json``, ``vocab.json``, ``model.safetensors``) and ``modules.json``, which names one
 module in the folder itself:
 
-* a folder written by ``python -m nlp_qt.export`` (:func:`write_sentence_transformers_files`) carries the module's
-  code as ``modeling_qt.py`` and names ``modeling_qt.QuickThoughtModule``: sentence-transformers imports the
-  folder's copy, so the folder loads where nlp_qt is not installed;
-* a run's ``model/`` as training writes it (:func:`nlp_qt.model.save_model`) names
-  ``nlp_qt.st_module.QuickThoughtModule``, this module's name for the same class: it loads where nlp_qt is
-  installed (``python -m nlp_qt.export --run-dir RUN`` writes a folder that travels).
+every folder nlp_qt writes, a run's ``model/`` (:func:`nlp_qt.model.save_model`) as an export of its checkpoint
+(``python -m nlp_qt.export``), gets :func:`write_sentence_transformers_files`: it carries the module's code as
+``modeling_qt.py`` and names ``modeling_qt.QuickThoughtModule``, so sentence-transformers imports the folder's copy
+and the folder loads where nlp_qt is not installed. ``nlp_qt.st_module.QuickThoughtModule`` is this module's name for
+the same class (an older folder that names it loads where nlp_qt is installed).
 
 sentence-transformers 6 asks for ``trust_remote_code=True`` for any module class it does not ship, either way;
 nothing is downloaded. The module tokenises with the run's own vocabulary (:mod:`nlp_qt.vocab`'s tokenizer) and

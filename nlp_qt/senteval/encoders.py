@@ -73,6 +73,14 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         path = path / "model"
     if path.is_dir() and not is_qt_model_dir(path) and not (path / "model").exists() and (
             owner == "nlp_qt" or (path / "checkpoint").is_dir() or is_qt_vocab(path / "vocab.json")):
+        exports = sorted((p for p in path.glob("model_step*") if is_qt_model_dir(p)),
+                         key=lambda p: int(p.name[len("model_step"):]) if p.name[len("model_step"):].isdigit() else -1)
+        if exports:  # the advice below, followed already
+            raise FileNotFoundError(
+                f"{path} is an nlp_qt run folder without model/ (written when training ends), and "
+                f"{', '.join(p.name for p in exports)} {'is an export' if len(exports) == 1 else 'are exports'} of "
+                f"its checkpoint: pass --model {exports[-1]}"
+            )
         if checkpoint_exists(path / "checkpoint"):
             raise FileNotFoundError(
                 f"{path} is an nlp_qt run folder without model/: it is written when training ends (still running, "
@@ -92,6 +100,10 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
     if max_length is not None:
         raise ValueError("--max-length applies to nlp_qt models only (a sentence-transformers model keeps its own "
                          "max_seq_length)")
+    if path.is_dir() and path.name == "checkpoint" and is_qt_vocab(path.parent / "vocab.json"):
+        raise FileNotFoundError(f"{path} is an nlp_qt run's training checkpoint, not a model: pass the run folder, "
+                                f"--model {path.parent} (its model/), or write the checkpoint's model with "
+                                f"python -m nlp_qt.export --run-dir {path.parent}")
     if path.exists() and path.is_dir() and not (path / "modules.json").exists() and not (path / "config.json").exists():
         raise FileNotFoundError(
             f"{path} is neither an nlp_qt model (config.json, vocab.json, model.safetensors) nor a "

@@ -82,10 +82,16 @@ def show_warnings_as_lines() -> None:
         warnings.formatwarning = _warning_line
 
 
-def run_cli(main: Callable[[], Any]) -> Any:
+#: What a Ctrl-C says by default: the command trains a run.
+STOPPED_RUN = ("stopped at once (Ctrl-C): work since the last checkpoint is lost; a run continues from its last "
+               "checkpoint with --resume")
+
+
+def run_cli(main: Callable[[], Any], interrupted: str = STOPPED_RUN) -> Any:
     """Call ``main()`` as a command: user errors as one ``error:`` line and status 2, a run stopped by a process it
     depends on as one ``error:`` line and status 1, a stopped run as one line and status 130 (see the module's
-    docstring); returns what ``main`` returns."""
+    docstring); returns what ``main`` returns. ``interrupted``: the line for a Ctrl-C that reaches ``main`` (a
+    command that trains nothing, an export say, says what became of its output instead of a run's checkpoint)."""
     from .processes import GridDetached, GridInterrupted
     from .runtime import RunInterrupted, RunStopped, is_refused_write, refused_write_words, write_refusal_hint
 
@@ -107,8 +113,7 @@ def run_cli(main: Callable[[], Any]) -> Any:
     except KeyboardInterrupt:  # a second Ctrl-C (or one before the training loop): stop at once
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
-        _exit("\nstopped at once (Ctrl-C): work since the last checkpoint is lost; a run continues from its last "
-              "checkpoint with --resume", 130)
+        _exit(f"\n{interrupted}", 130)
     except UsageError as err:  # argparse's refusal of the command line: where it was raised says nothing more
         _exit(f"error: {err}", 2)
     except USER_ERRORS as err:

@@ -188,6 +188,17 @@ def write_refusal_hint(err: BaseException) -> str:
             "system failing; make room, or check the disk")
 
 
+def state_dict_mismatch(err: BaseException, most: int = 2) -> str:
+    """What ``load_state_dict``'s RuntimeError says, in one line: its first ``most`` reasons (``size mismatch for
+    f.embed.weight: ... [55, 16] ... [23, 16]``, the missing and unexpected keys), not only its header line."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    reasons = sorted(lines[1:], key=lambda r: not r.startswith("size mismatch"))  # the shapes say the most
+    if not reasons:
+        return lines[0] if lines else type(err).__name__
+    more = f"; and {len(reasons) - most} more" if len(reasons) > most else ""
+    return "; ".join(r.rstrip(". ") for r in reasons[:most]) + more
+
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -422,3 +422,16 @@ def test_bomless_utf16_and_cr_line_endings_read_as_the_same_text(tmp_path, encod
     for boundary in ("line", "blank_line"):  # the documents too: (document, sentence) pairs
         docs = lambda f: list(iter_corpus(str(tmp_path / f), doc_boundary=boundary))  # noqa: E731
         assert docs("other.txt") == docs("lf.txt")
+
+
+def test_a_row_whose_text_is_a_number_or_a_list_is_refused_by_its_row(tmp_path):
+    """Rows whose text was 987654, true or [1, 2] were skipped and counted among the empty lines, unsaid."""
+    for value, kind in ((987654, "int"), ([1, 2], "list")):
+        f = tmp_path / f"{kind}.jsonl"
+        f.write_text("\n".join(json.dumps({"text": t}) for t in ["A one. A two.", None, value, "B one."]))
+        with pytest.raises(CorpusError, match=rf"row 3: column 'text' holds {kind} .*not a text"):
+            list(iter_corpus(str(f)))
+    f = tmp_path / "nulls.jsonl"
+    f.write_text("\n".join(json.dumps({"text": t}) for t in ["A one.", None, "", "B one."]))
+    stats = CorpusStats()
+    assert [s for _, s in iter_corpus(str(f), stats)] == ["A one.", "B one."] and stats.empty_lines == 2

@@ -371,3 +371,125 @@ def test_load_encoder_encode_names_the_bad_item(small_run):
     enc = nlp_qt.load_encoder(small_run)
     with pytest.raises(TypeError, match=r"item 0 is NoneType \(None\)"):
         enc.encode([None, 3])
+
+
+def test_an_export_fine_tuned_and_saved_in_sentence_transformers_is_not_replaced_by_overwrite(small_run, tmp_path):
+    """A user loaded an export in sentence-transformers, trained it further and saved it into the export's folder
+    (its config.json keeps the export's entries): `nlp_qt.export --overwrite` took it for the export and replaced
+    the fine-tuned weights."""
+    st = pytest.importorskip("sentence_transformers")
+    out = Path(export_main(ExportArgs(run_dir=str(small_run), output=str(tmp_path / "enc")))["model"])
+    model = st.SentenceTransformer(str(out), trust_remote_code=True, device="cpu")
+    model.save(str(out))  # saved as it is: still the export, --overwrite replaces it
+    export_main(ExportArgs(run_dir=str(small_run), output=str(out), overwrite=True))
+    model = st.SentenceTransformer(str(out), trust_remote_code=True, device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)  # stands for a few steps of training
+    model.save(str(out))
+    tuned = _tree(out)
+    with pytest.raises(FileExistsError, match="whose weights have changed since it was written .*not replaced, "
+                                              "even with --overwrite"):
+        export_main(ExportArgs(run_dir=str(small_run), output=str(out), overwrite=True))
+    assert _tree(out) == tuned
+    # a bag-of-words export saved over in place likewise
+    _word_vectors(tmp_path / "w2v", BOW_WORDS, dim=4)
+    bow = Path(export_main(ExportArgs(run_dir=str(tmp_path / "w2v")))["model"])
+    model = st.SentenceTransformer(str(bow), device="cpu")
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)
+    model.save(str(bow))
+    with pytest.raises(FileExistsError, match="whose weights have changed"):
+        export_main(ExportArgs(run_dir=str(tmp_path / "w2v"), overwrite=True))
+
+
+def test_a_checkpoint_of_another_run_is_refused_with_the_shapes_that_differ(small_run, tmp_path):
+    """The refusal kept only torch's header line ("Error(s) in loading state_dict for QuickThought:"), in the export
+    and in the exported folder's own loader."""
+    import shutil
+
+    from shared_losses.training.runtime import CheckpointError
+
+    vocab = json.loads((small_run / "vocab.json").read_text())
+    out = Path(export_main(ExportArgs(run_dir=str(small_run), output=str(tmp_path / "enc")))["model"])
+    vocab["itos"] += ["extra1", "extra2"]  # another run's vocabulary: two more rows of word vectors
+    other = tmp_path / "other"
+    shutil.copytree(small_run, other)
+    (other / "vocab.json").write_text(json.dumps(vocab))
+    with pytest.raises(CheckpointError, match=r"does not match .*\(size mismatch for \S*embed\S*: copying a param "
+                                              r"with shape torch.Size\(\[\d+, \d+\]\)"):
+        export_main(ExportArgs(run_dir=str(other), output=str(tmp_path / "enc2")))
+    assert not (tmp_path / "enc2").exists() and not (tmp_path / ".enc2.export").exists()
+    config = json.loads((out / "config.json").read_text())
+    config["model"]["vocab_size"] += 2
+    (out / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"model.safetensors does not match .*\(size mismatch for \S*embed"):
+        modeling_qt.load_folder(out)
+
+
+def test_export_to_the_folder_one_is_in_and_a_stopped_export_leaves_nothing_beside_its_target(small_run, tmp_path,
+                                                                                              monkeypatch):
+    import nlp_qt.export as export
+
+    target = tmp_path / "here"
+    target.mkdir()
+    before = {p.name for p in tmp_path.iterdir()}
+    monkeypatch.chdir(target)
+    assert export_main(ExportArgs(run_dir=str(small_run), output="."))["model"] == str(target)
+    assert (target / "modules.json").is_file()
+
+    def cut(*args):
+        raise KeyboardInterrupt  # Ctrl-C once the staged copy is whole, before its rename
+
+    monkeypatch.setattr(export, "_record_weights", cut)
+    with pytest.raises(KeyboardInterrupt):
+        export_main(ExportArgs(run_dir=str(small_run), output=str(tmp_path / "enc")))
+    assert {p.name for p in tmp_path.iterdir()} == before
+
+
+def test_a_sigterm_during_an_export_says_nothing_was_exported_and_leaves_no_staging_folder(small_run, tmp_path):
+    """Ctrl-C printed a training run's line ("work since the last checkpoint is lost; ... with --resume"), and
+    SIGTERM (kill, a scheduler) ended the export without removing its staging folder."""
+    import subprocess
+
+    child = (
+        "import os, runpy, signal, sys, time\n"
+        "import nlp_qt.model as model\n"
+        "real = model.save_model\n"
+        "def save(*args, **kwargs):\n"
+        "    real(*args, **kwargs)\n"  # the staged copy is whole; then the signal comes
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n"
+        "model.save_model = save\n"
+        f"sys.argv = ['nlp_qt.export', '--run-dir', {str(small_run)!r}, '--output', {str(tmp_path / 'enc')!r}]\n"
+        "runpy.run_module('nlp_qt.export', run_name='__main__', alter_sys=True)\n")
+    before = {p.name for p in tmp_path.iterdir()}
+    res = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "CONTRASTIVE_SUITE_TRACEBACK": ""})
+    assert res.returncode == 130, res.stderr
+    assert res.stderr.strip().splitlines()[-1] == ("stopped (Ctrl-C or SIGTERM): nothing was exported; --output is "
+                                                   "as it was")
+    assert {p.name for p in tmp_path.iterdir()} == before  # no enc, no .enc.export
+
+
+def test_a_model_folder_given_for_a_run_and_a_checkpoint_given_for_a_model_are_named(small_run):
+    """`--run-dir RUN/model` said "checkpoint not found ... (nothing to resume from)"; `--model RUN/checkpoint` that it
+    was neither kind of model; after exporting as advised, the evaluation repeated the same advice."""
+    import shutil
+
+    from nlp_qt.senteval.encoders import load_encoder
+
+    with pytest.raises(FileNotFoundError, match=r"--run-dir .*model is a model folder already .*--run-dir takes the "
+                                                r"run folder that holds checkpoint/"):
+        export_main(ExportArgs(run_dir=str(small_run / "model")))
+    with pytest.raises(FileNotFoundError, match=r"checkpoint is an nlp_qt run's training checkpoint, not a model: pass "
+                                                rf"the run folder, --model {re.escape(str(small_run))} "):
+        load_encoder(str(small_run / "checkpoint"), "cpu", 8, None)
+    shutil.rmtree(small_run / "model")  # a run stopped before its end
+    with pytest.raises(FileNotFoundError, match="write its checkpoint's model with python -m nlp_qt.export"):
+        load_encoder(str(small_run), "cpu", 8, None)
+    exported = export_main(ExportArgs(run_dir=str(small_run)))["model"]
+    with pytest.raises(FileNotFoundError, match=rf"model_step2 is an export of its checkpoint: pass --model "
+                                                rf"{re.escape(exported)}$"):
+        load_encoder(str(small_run), "cpu", 8, None)
+    load_encoder(exported, "cpu", 8, None)
