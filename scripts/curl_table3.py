@@ -38,6 +38,7 @@ from pathlib import Path
 
 from paper_tables.table3 import (Args, TwoRunsOfOneSeed, check_extra, commands, grid_points, paired_table, parse_args,
                                  parse_objective, plot_grid, table3)
+from shared_losses.training.runtime import write_text_atomic
 from shared_losses.training.sweep import Run, grid_lock, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,9 +148,9 @@ def write_tables(args: Args) -> str:
         md = table3(args.out, args.env_steps)
         Path(args.out).mkdir(parents=True, exist_ok=True)
         paired = paired_table(args.out, args.env_steps)
-        (Path(args.out) / "table3.md").write_text(f"Score at {args.env_steps} environment steps, mean ± std over "
-                                                  f"seeds (population std, n shown below 3 seeds)\n\n{md}\n"
-                                                  + (f"\n{paired}\n" if paired else ""))
+        write_text_atomic(Path(args.out) / "table3.md", f"Score at {args.env_steps} environment steps, mean ± std "
+                          f"over seeds (population std, n shown below 3 seeds)\n\n{md}\n"
+                          + (f"\n{paired}\n" if paired else ""))
         try:
             plot_grid(args.out, Path(args.out) / "curves.png")
         except ValueError:

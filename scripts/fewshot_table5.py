@@ -51,7 +51,7 @@ from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 from fewshot import objectives as FO
 from fewshot.config import PRESETS, FewShotConfig, preset_config
 from fewshot.grids import refuse_other_finished_run
-from shared_losses.training.runtime import write_json_atomic
+from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats, summarize
 from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock, options_of,
                                           run_sweep)
@@ -632,12 +632,11 @@ def run_and_tabulate(args, out: Path, todo: list, finished: int, methods, run_me
     text = render_markdown(header, agg, methods, args.ns, args.seeds)
     print(text)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "table5.md").write_text(text + "\n")
+    write_text_atomic(out / "table5.md", text + "\n")
     write_json_atomic(out / "table5.json", to_json(header, agg, methods, args.ns, args.seeds))
-    if plot(out / "table5.png", header, agg, methods, args.ns):
-        print(f"plot: {out / 'table5.png'}")
-    else:
-        print("(matplotlib missing: no plot)")
+    plotted = plot(out / "table5.png", header, agg, methods, args.ns)
+    print(f"results in {out}: table5.md, table5.json" + (", table5.png" if plotted else
+                                                          " (matplotlib missing: no plot)"))
     return 1 if failed else 0
 
 

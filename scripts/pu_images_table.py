@@ -45,7 +45,7 @@ from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 
 from fewshot.config import ImageConfig
 from fewshot.grids import refuse_other_finished_run
-from shared_losses.training.runtime import write_json_atomic
+from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats, summarize
 from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
 
@@ -380,6 +380,29 @@ def check_data(args, positive) -> None:
                 binary_labels(data.y, tuple(positive) if positive else None, data.source)
 
 
+def check_sizes(args, base: dict, runs) -> None:
+    """The largest --n-ps drawn as its runs will draw it (fewshot.image_run.image_data: the pool split, the labeled
+    positives sampled), so a pool with too few positive images fails here in one line naming --n-ps, not in every
+    run of the grid naming the runs' --n-labeled."""
+    import contextlib
+    import io
+    import warnings
+
+    from fewshot.image_run import image_data
+
+    pu = [n for setting, _, n in runs if setting == "pu"]
+    if not pu:
+        return
+    cfg = run_config(base, "pu", "punce", max(pu), args.seeds[0], Path(args.out) / "unused")
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the data's notes: each run shows them in its log
+        try:
+            image_data(cfg)
+        except ValueError as err:
+            raise ValueError(f"--n-ps {max(pu)}: {str(err).replace(f'--n-labeled {max(pu)}: ', '')} (the runs of the "
+                             "grid draw their labeled positives from it; lower --n-ps)") from None
+
+
 def main(argv=None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
@@ -435,6 +458,7 @@ def main(argv=None) -> int:
     failed = 0
     if todo and not args.aggregate_only:
         check_data(args, positive)
+        check_sizes(args, base, runs)
         options = options_of(args)
         print(f"{len(todo)} runs to do ({done} finished earlier, skipped)", flush=True)
 
@@ -457,12 +481,12 @@ def main(argv=None) -> int:
     text, paired = tables_markdown(res, header, args.tables, args.n_ps, args.percents, args.seeds)
     print(text)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "tables.md").write_text(text + "\n")
+    write_text_atomic(out / "tables.md", text + "\n")
     write_json_atomic(out / "tables.json", {
         "header": header, "seeds": args.seeds, "paired": paired,
         "results": [{"setting": k[0], "method": k[1], "n": k[2], **v} for k, v in res.items()]})
-    if plot(out / "tables.png", res, args.tables, args.n_ps, args.percents):
-        print(f"plot: {out / 'tables.png'}")
+    plotted = plot(out / "tables.png", res, args.tables, args.n_ps, args.percents)
+    print(f"results in {out}: tables.md, tables.json" + (", tables.png" if plotted else ""))
     return 1 if failed else 0
 
 

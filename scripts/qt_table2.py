@@ -50,9 +50,9 @@ import numpy as np
 from nlp_qt import objectives as O
 from nlp_qt.config import PRESETS as TRAIN_PRESETS
 from nlp_qt.senteval import ALL_TASKS, TASKS
-from shared_losses.training.runtime import write_json_atomic
+from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats
-from shared_losses.training.sweep import Run, add_sweep_arguments, from_caller, options_of, run_sweep
+from shared_losses.training.sweep import Run, add_sweep_arguments, from_caller, grid_lock, options_of, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -550,7 +550,11 @@ def main(argv=None) -> int:
     out = Path(a.out)
     todo = jobs(a)
     check_sweep(a, todo)
-    out.mkdir(parents=True, exist_ok=True)
+    with grid_lock(out):  # from the first training to the last table: a second grid on --out is refused throughout
+        return _run_and_tabulate(a, out, todo)
+
+
+def _run_and_tabulate(a, out: Path, todo: list[dict]) -> int:
     how = options_of(a).describe()
     print(f"{len(todo)} models ({how}); logs beside each run folder in {out}", flush=True)
     res = run_all(a, todo)
@@ -564,7 +568,8 @@ def main(argv=None) -> int:
         text += "\n\n" + train_text
     print(text)
     write_json_atomic(out / "table2.json", {"args": vars(a), **data})
-    (out / "table2.md").write_text(text + "\n")
+    write_text_atomic(out / "table2.md", text + "\n")
+    print(f"results in {out}: table2.md, table2.json")
     failed = sum(r is None for r in res)
     if failed:
         print(f"{failed} of {len(todo)} models failed (see the .log files beside their folders)", file=sys.stderr)

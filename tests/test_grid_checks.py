@@ -57,6 +57,8 @@ CASES = [
     ("pu_images_table", ["--set", "tau_plus=-0.5"], ["--tau-plus must be in [0, 1), got -0.5"]),
     ("pu_images_table", ["--dataset", "{tmp}/missing.npz"], ["--dataset", "missing.npz: file not found"]),
     ("pu_images_table", ["--aggregate-only"], ["--aggregate-only: no finished runs under"]),
+    ("pu_images_table", ["--n-ps", "100", "5000"], ["--n-ps 5000: the training pool has", "positive images",
+                                                   "lower --n-ps"]),
 ]
 
 
@@ -77,10 +79,10 @@ def run_script(script: str, args: list[str], cwd=ROOT) -> subprocess.CompletedPr
 
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory) -> dict:
-    """{case id: (its temporary folder, the finished command)}: the 31 commands run one after the other in one
+    """{case id: (its temporary folder, the finished command)}: the commands run one after the other in one
     interpreter (tests/script_batch.py: each as ``python scripts/X.py ...`` would, its exit status and output its
-    own), so the imports are paid once instead of 31 times (41 s alone, 136 s beside the other worker, as
-    separate processes); the other tests of this file run the scripts as real commands."""
+    own), so the imports are paid once instead of once a command (31 commands as separate processes: 41 s alone,
+    136 s beside the other worker); the other tests of this file run the scripts as real commands."""
     from tests.script_batch import run_batch
 
     cases, tmps = [], []

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -113,13 +114,23 @@ def execute(cmd: list[str], log: str, cwd: Optional[str], env: dict[str, str], l
     step, with a checkpoint) and waited for, and its exit code returned."""
     should_stop = None
     if stop is not None:
-        import ray
+        # Never a blocking ray.get or ray.wait in here (the answers are read as futures): a task blocked in one lends
+        # its CPUs back to the node, and Ray starts another run on them (two runs of --cpus-per-run 2 at once on 2
+        # CPUs); time.sleep keeps them.
+        first = stop.is_set.remote().future()
+        while not first.done():
+            time.sleep(0.02)
+        if first.result():  # the grid stopped while this task waited for its resources: the run is not started
+            return STOPPED
+        asked = [stop.is_set.remote().future()]
 
         def should_stop() -> bool:
-            return bool(ray.get(stop.is_set.remote()))
-
-        if should_stop():  # the grid stopped while this task waited for its resources: the run is not started
-            return STOPPED
+            # the answer to the last question read once it is there (no wait), and the next question asked
+            if not asked[0].done():
+                return False
+            answer = bool(asked[0].result())
+            asked[0] = stop.is_set.remote().future()
+            return answer
     return wait_for(_start(_local_python(cmd, launcher_python), log, cwd, env), should_stop)
 
 

@@ -467,6 +467,15 @@ def _after_older_event_files(directory: Path) -> None:
         time.sleep(0.05)
 
 
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` via a temporary file and a rename: a reader (a second command, a stop in
+    the middle) sees the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with written_whole(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as indented JSON to ``path`` via a temporary file and a rename; a write that fails leaves
     the old file as it was and no temporary file."""

@@ -161,6 +161,9 @@ def extra_options(items: Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
+        if any(ch.isspace() for ch in value.strip()):  # "mem=4G qos=x": one #SBATCH line that sbatch misreads
+            raise SweepError(f"--slurm-option {item!r}: a space in the value; give one KEY=VALUE per --slurm-option "
+                             "(--slurm-option mem=4G --slurm-option qos=high)")
         key = key.strip().lstrip("-")
         if not key or (sep and not value.strip()):
             raise SweepError(f"--slurm-option {item!r}: expected KEY=VALUE (account=myproject, qos=high, mem=32G) "
@@ -215,6 +218,11 @@ def executor(options, folder: Path):
     (``--slurm-local``). Each job: one task on one node, the run's CPUs and GPUs, ``--slurm-time`` minutes, the
     warning :data:`WARNING_S` seconds before the end."""
     if options.slurm_local:
+        ignored = [name for name, given in (("--slurm-partition", options.slurm_partition),
+                                            ("--slurm-option", options.slurm_option)) if given]
+        print("--slurm-local: every job starts at once on this machine (submitit's local executor takes no queue, "
+              "partition or CPU count)" + (f"; {' and '.join(ignored)} checked, not applied" if ignored else ""),
+              flush=True)
         ex = submitit.LocalExecutor(folder=folder / "%j", max_num_timeout=options.slurm_requeues)
         ex.update_parameters(timeout_min=options.slurm_time, signal_delay_s=WARNING_S, tasks_per_node=1,
                              gpus_per_node=int(options.gpus_per_run))
@@ -536,13 +544,19 @@ def detach(runs, options, ex, folder: Path, progress, on_finish) -> list[int]:
     return [codes[i] for i in range(len(runs))]
 
 
+#: Seconds a stopped --slurm-local grid waits for its cancelled jobs (their runs write checkpoints) before it ends.
+LOCAL_STOP_WAIT_S = 60.0
+
+
 def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[int]:
     """Submit one job per run (or wait for the grid's job already queued for it, :func:`submit_or_attach`) and wait
     for them all; their exit codes in the runs' order. A lost job (no result: node failure, killed for memory, timed
     out more than --slurm-requeues times) or a run killed by a signal is submitted again up to --retries times.
     Ctrl-C here cancels the grid's jobs still queued or running (each run writes its checkpoint on the cancel's
     SIGTERM); SIGTERM or SIGHUP (a driver job at its time limit, a closed terminal: ``processes.GridSignals``)
-    leave them running, and starting the grid again waits for them. Either way :class:`GridInterrupted` says so."""
+    leave them running, and starting the grid again waits for them; with ``--slurm-local`` (the jobs are this
+    command's processes) every stop cancels them and waits for their runs' checkpoints. Either way
+    :class:`GridInterrupted` says so."""
     folder = grid_folder(runs)  # the same in each start of the grid, whichever runs are still to do
     gather(runs, folder)
     ex = executor(options, folder)
@@ -583,7 +597,9 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
                     on_finish(runs[i], rc)
     except KeyboardInterrupt:
         how = progress.signals.how()
-        if progress.signals.received is not None:  # a kill, a closed terminal, a driver job's end: the jobs go on
+        if progress.signals.received is not None and not options.slurm_local:
+            # a kill, a closed terminal, a driver job's end: Slurm's jobs go on (--slurm-local's are this command's
+            # own processes, cancelled below: nothing would wait for them, and a new start would find them running)
             raise GridInterrupted(f"stopped ({how}): the grid's {len(pending)} unfinished job(s) stay in Slurm's "
                                   "queue; start the same command again to wait for them") from None
         for job in pending.values():
@@ -591,6 +607,10 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
                 job.cancel(check=False)
             except Exception:  # noqa: BLE001 - cancel what can be cancelled
                 pass
+        if options.slurm_local:  # wait for the runs' checkpoints, as the local backend does
+            end = time.monotonic() + LOCAL_STOP_WAIT_S
+            while time.monotonic() < end and not all(job.done() for job in pending.values()):
+                time.sleep(0.2)
         raise GridInterrupted(f"stopped ({how}): cancelled the grid's {len(pending)} unfinished job(s), whose runs "
                               "write their checkpoints on the cancel's SIGTERM; start the same command again to "
                               "continue them") from None

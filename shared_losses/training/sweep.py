@@ -325,8 +325,11 @@ class _Progress:
             self.done += 1
             self.stopped += rc == STOPPED
             self.failed += rc not in (0, STOPPED)
-            state = ("done" if rc == 0 else f"stopped (exit {rc}: asked to stop; see {run.log})" if rc == STOPPED
-                     else f"FAILED (exit {rc}, see {run.log})")
+            if rc == STOPPED and not Path(run.log).exists():  # stopped while it waited for its resources
+                state = "stopped before it started (no log)"
+            else:
+                state = ("done" if rc == 0 else f"stopped (exit {rc}: asked to stop; see {run.log})" if rc == STOPPED
+                         else f"FAILED (exit {rc}, see {run.log})")
             stopped = f", stopped {self.stopped}" if self.stopped else ""
             line = (f"[{self.done}/{self.total}] {state}: {run.name} (in progress {self.running}, failed {self.failed}"
                     f"{stopped})")

@@ -113,6 +113,7 @@ def test_the_grid_runs_tabulates_and_refuses_a_run_made_otherwise(tmp_path):
     pairs = {p["comparison"] for p in got["paired"]}
     assert "puNCE+nnPU − nnpu raw" in pairs and all(p["n_seeds"] == 2 for p in got["paired"])
     assert (out / "tables.png").stat().st_size > 0
+    assert f"results in {out}: tables.md, tables.json, tables.png" in r.stdout
     # nothing left to do: the finished runs are reused, not trained again
     r = warm.run(cmd, capture_output=True, text=True, env=env, timeout=240)
     assert r.returncode == 0 and "runs to do" not in r.stdout

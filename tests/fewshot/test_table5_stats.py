@@ -276,6 +276,7 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     assert len(progress) == 8 and progress[0] == "[1/8] done: probe N=20 seed=0 (in progress 0, failed 0)"
     assert "  probe N=20 seed=0: acc " in res.stdout  # each run's accuracy as it finishes
     assert "  ce+punce N=20 seed=1: acc " in res.stdout and "| 20 |" in res.stdout
+    assert f"results in {out}: table5.md, table5.json, table5.png" in res.stdout  # where to look, in one line
     assert (out / "ce+punce" / "N20" / "seed1.log").exists()  # each run's output beside its folder
     assert sorted(p.relative_to(out).parts[0] for p in out.glob("*/N*/seed*/metrics.json")) == \
         ["ce"] * 2 + ["ce+punce"] * 2 + ["ce+punce-est"] * 2 + ["probe"] * 2

@@ -342,3 +342,30 @@ def test_qt_table2_reads_the_corpus_the_same_way_for_the_encoders_and_the_bag_of
         assert cmd[i:i + 6] == want, cmd
     plain = mod.parse_args(["--preset", "cpu-bow", "--out", str(tmp_path), "--baselines", "bow"])
     assert all("--text-column" not in c for c in (j["train"] for j in mod.jobs(plain) if j["train"] is not None))
+
+
+def test_qt_table2_holds_its_grid_lock_from_the_first_training_to_the_last_table(tmp_path, monkeypatch):
+    """The lock was taken by each stage's run_sweep only: between the trainings and the evaluations, and while the
+    tables were written, a second grid on the same --out was not refused."""
+    import importlib.util
+
+    from shared_losses.training import sweep
+
+    spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    lock = str((tmp_path / "grid" / sweep.LOCK_NAME).resolve())
+    held = []
+
+    def run_all(a, todo):
+        held.append(lock in sweep._held)
+        return [None] * len(todo)  # every model failed: the tables are still written
+
+    def write(path, text):
+        held.append(lock in sweep._held)
+        Path(path).write_text(text)
+
+    monkeypatch.setattr(mod, "run_all", run_all)
+    monkeypatch.setattr(mod, "write_text_atomic", write, raising=False)
+    assert mod.main(["--preset", "cpu-bow", "--out", str(tmp_path / "grid"), "--baselines", "untrained", "bow"]) == 1
+    assert held == [True, True] and lock not in sweep._held

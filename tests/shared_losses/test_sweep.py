@@ -99,6 +99,18 @@ def test_sweep_asking_for_gpus_on_a_ray_cluster_without_any_says_so_before_launc
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow  # Ray (starts the local cluster)
+def test_runs_on_ray_that_take_every_cpu_run_one_after_the_other(tmp_path, ray_local):
+    """Each task asked the grid's stop flag with a blocking ray.get every 2 s; a task blocked so lends its CPUs back,
+    and Ray started the next run on them: two runs of --cpus-per-run 2 at once on a 2-CPU cluster."""
+    span = "import sys, time; print(time.time(), flush=True); time.sleep(5); print(time.time())"
+    runs = [Run(f"r{i}", [sys.executable, "-c", span], tmp_path / f"r{i}.log", cpus=2) for i in range(3)]
+    assert run_sweep(runs, SweepOptions(backend="ray", cpus_per_run=2)) == [0, 0, 0]
+    spans = sorted(tuple(float(t) for t in (tmp_path / f"r{i}.log").read_text().split()) for i in range(3))
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end - 0.05, spans  # the next run starts once the last one has ended
+
+
 def test_sweep_options_are_checked_before_anything_runs():
     for kw, msg in [({"backend": "pbs"}, "--backend 'pbs'"), ({"address": "auto"}, "add --backend ray"),
                     ({"parallel": 0}, "--parallel 0"), ({"gpus_per_run": -1}, "--gpus-per-run"),
@@ -197,9 +209,11 @@ def _grid_driver(tmp_path: Path, runs: int = 3, parallel: int = 2, backend: str 
               f"runs = [Run(f'r{{i}}', [sys.executable, {str(tmp_path / 'run.py')!r}, {str(tmp_path)!r} + f'/r{{i}}'],"
               f" {str(tmp_path)!r} + f'/r{{i}}.log') for i in range({runs})]\n"
               "import os\n"  # Ray here has the machine's CPUs: each run asks for its share, `parallel` fit
-              f"options = SweepOptions(backend={backend!r}, retries=0, parallel={parallel}, "
-              f"cpus_per_run=1.0 if {backend!r} == 'local' else os.cpu_count() / {parallel})\n"
-              "sys.exit(run_cli(lambda: run_sweep(runs, options)))\n")
+              + (f"options = SweepOptions(backend={backend!r}, retries=0, parallel={parallel}, "
+                 f"cpus_per_run=1.0 if {backend!r} == 'local' else os.cpu_count() / {parallel})\n"
+                 if backend != "slurm-local" else
+                 "options = SweepOptions(backend='slurm', slurm_local=True, slurm_time=10, retries=0)\n")
+              + "sys.exit(run_cli(lambda: run_sweep(runs, options)))\n")
     # as a terminal's foreground command: Ctrl-C not ignored, even when the suite itself was started with SIGINT
     # ignored (`nohup ... &` from a script: the driver then never saw the Ctrl-C and the test timed out)
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -259,6 +273,32 @@ def test_a_stopped_grid_waits_for_its_runs_checkpoints_and_says_how_to_continue(
     assert "lost" not in err and "Traceback" not in err, err
 
 
+@pytest.mark.slow  # a grid of processes in a subprocess
+def test_a_slurm_local_grid_stopped_by_sigterm_cancels_its_jobs_and_waits_for_their_checkpoints(tmp_path):
+    """--slurm-local's jobs are the command's own processes: SIGTERM to the grid said they "stay in Slurm's queue",
+    left them training with nothing waiting for them, and the same command started again failed every run on its
+    folder still in use."""
+    import os
+    import signal
+
+    import psutil
+
+    proc = _grid_driver(tmp_path, runs=2, backend="slurm-local")
+    try:
+        _when_started(tmp_path, ["r0", "r1"], timeout=180)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1].startswith("stopped (SIGTERM): cancelled the grid's 2 unfinished job(s)"), err
+    for name in ("r0", "r1"):
+        assert (tmp_path / name / "checkpoint").exists(), name  # written before the grid ended
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(tmp_path / "run.py") in (p.info["cmdline"] or [])]
+    assert not left, left
+
+
 def test_a_slurm_grid_stopped_by_a_signal_leaves_its_jobs_and_by_ctrl_c_cancels_them(monkeypatch):
     """The Slurm backend: SIGTERM / SIGHUP (a driver job at its time limit, a closed terminal) leave the grid's jobs
     in the queue, for the next start to wait for; Ctrl-C cancels them (each run checkpoints on the cancel)."""
@@ -297,7 +337,9 @@ def test_a_slurm_grid_stopped_by_a_signal_leaves_its_jobs_and_by_ctrl_c_cancels_
         Job.cancelled = 0
         monkeypatch.setattr(slurm, "submit_or_attach", lambda r, o, e, f: {i: Job(stop) for i in range(len(r))})
         with GridSignals() as signals, pytest.raises(GridInterrupted) as info:
-            slurm.run_jobs(runs, SweepOptions(backend="slurm", slurm_local=True), _Progress(2, True, signals), None)
+            # Slurm's own jobs (the executor is a stand-in: nothing is submitted); --slurm-local's jobs are the
+            # command's processes, cancelled on every stop (the test above)
+            slurm.run_jobs(runs, SweepOptions(backend="slurm"), _Progress(2, True, signals), None)
         assert str(info.value).startswith(words) and Job.cancelled == cancelled
 
 
@@ -375,3 +417,19 @@ def test_a_file_system_without_locks_warns_and_the_grid_goes_on(tmp_path, monkey
         with grid_lock(tmp_path / "out"):
             assert (tmp_path / "out" / LOCK_NAME).exists()
     assert not (tmp_path / "out" / LOCK_NAME).exists()
+
+
+def test_a_run_stopped_before_it_started_is_not_pointed_to_a_log_it_never_wrote(tmp_path, capsys):
+    """After a stop on Ray, the runs still waiting for their resources were reported "stopped (exit 130: asked to
+    stop; see R.log)", a log that does not exist."""
+    from shared_losses.training.processes import GridSignals
+    from shared_losses.training.sweep import _Progress
+
+    (tmp_path / "ran.log").write_text("step 1\n")
+    progress = _Progress(2, False, GridSignals())
+    for name in ("ran", "waited"):
+        progress.started()
+        progress.finished(Run(name, ["true"], tmp_path / f"{name}.log"), 130)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"[1/2] stopped (exit 130: asked to stop; see {tmp_path / 'ran.log'}): ran")
+    assert out[1].startswith("[2/2] stopped before it started (no log): waited")

@@ -31,6 +31,7 @@ def test_slurm_jobs_run_here_through_submitits_local_executor(tmp_path, capsys):
     assert run_sweep(runs, options) == [0, 2, 0]
     out = capsys.readouterr().out
     assert "retrying" not in out and out.count("FAILED (exit 2, see ") == 1 and "[3/3]" in out
+    assert "--slurm-local: every job starts at once on this machine" in out
     assert (tmp_path / "logs" / "r1.log").read_text() == "run 1\n"
     assert len(list((tmp_path / "logs" / "slurm").glob("*/*_result.pkl"))) == 3  # one folder per job
 
@@ -278,6 +279,7 @@ def test_the_sbatch_script_of_a_run_asks_for_what_the_grid_says(tmp_path, monkey
     ({"slurm_option": ["time=10"]}, r"--slurm-option 'time=10': time is set by the grid itself, --slurm-time"),
     ({"slurm_option": ["--partition=a"]}, r"partition is set by the grid itself, --slurm-partition"),
     ({"slurm_option": ["gpus=2"]}, r"gpus is set by the grid itself, --gpus-per-run"),
+    ({"slurm_option": ["mem=4G qos=x"]}, r"--slurm-option 'mem=4G qos=x': a space in the value; give one KEY=VALUE "),
 ])
 def test_slurm_options_slurm_cannot_take_are_refused_before_anything_is_submitted(tmp_path, monkeypatch, kw, msg):
     _fake_slurm(tmp_path, monkeypatch)
