@@ -180,8 +180,8 @@ def main(args: Args) -> int:
                 for _, cmd in jobs:
                     print(" ".join(cmd))
                 return 0
-            how = args.describe()
-            print(f"{len(jobs)} runs to do ({how})", flush=True)
+            how, skipped = args.describe(), len(commands(args)) - len(jobs)
+            print(f"{len(jobs)} runs to do ({skipped} finished earlier, skipped; {how})", flush=True)
             rcs = run_sweep(sweep_runs(jobs, args), args)
             failures = sum(rc != 0 for rc in rcs)
         print(write_tables(args))

@@ -624,6 +624,8 @@ def run_and_tabulate(args, out: Path, todo: list, finished: int, methods, run_me
         if failed:
             print(f"{failed} of {len(runs)} runs failed (see the .log beside each run folder); the table counts the "
                   "finished ones", file=sys.stderr)
+    elif not args.aggregate_only:
+        print(f"nothing to run: the grid's {finished} runs finished earlier (the table is made again)", flush=True)
 
     ref = run_config(args.preset, overrides, run_methods[0] if run_methods else "ce+punce", args.ns[0], args.seeds[0],
                      out)

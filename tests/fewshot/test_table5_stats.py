@@ -296,6 +296,7 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     assert (out / "table5.png").exists() and (out / "table5.md").exists()
     again = warm.run(cmd, capture_output=True, text=True, timeout=600, check=True)  # finished runs are skipped
     assert not any(line.startswith("[") for line in again.stdout.splitlines())
+    assert "nothing to run: the grid's 8 runs finished earlier" in again.stdout
 
 
 @pytest.mark.slow  # runs a benchmark script in a subprocess

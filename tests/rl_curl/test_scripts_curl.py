@@ -364,7 +364,7 @@ def test_table3_sweep_on_ray_gives_the_local_table_and_starts_nothing_when_rerun
         assert curl_table3.main(args) == 0
         tables[backend] = (tmp_path / backend / "table3.md").read_text()
     out = capsys.readouterr().out
-    assert "4 runs to do (on Ray, this machine)" in out
+    assert "4 runs to do (0 finished earlier, skipped; on Ray, this machine)" in out
     assert "[4/4] done: " in out and "failed 0)" in out
     # The same table but for the wall times, which are the processes' own (0.0 against 0.2 minutes when other jobs
     # shared the cores).
@@ -372,7 +372,8 @@ def test_table3_sweep_on_ray_gives_the_local_table_and_starts_nothing_when_rerun
     assert _without_wall_times(tables["ray"]) == _without_wall_times(tables["local"])
     stamp = _tree_stamps(tmp_path / "ray")
     assert curl_table3.main(args) == 0
-    assert "0 runs to do" in capsys.readouterr().out and _tree_stamps(tmp_path / "ray") == stamp
+    assert "0 runs to do (4 finished earlier, skipped;" in capsys.readouterr().out
+    assert _tree_stamps(tmp_path / "ray") == stamp
 
 
 def test_table3_runs_fused_updates_in_folders_and_rows_of_their_own(tmp_path, capsys):
