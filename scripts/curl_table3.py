@@ -39,7 +39,7 @@ from pathlib import Path
 from paper_tables.table3 import (Args, TwoRunsOfOneSeed, check_extra, commands, grid_points, paired_table, parse_args,
                                  parse_objective, plot_grid, table3)
 from shared_losses.training.runtime import write_text_atomic
-from shared_losses.training.sweep import Run, grid_lock, run_sweep
+from shared_losses.training.sweep import Run, grid_lock, note_running_grid, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -173,6 +173,8 @@ def main(args: Args) -> int:
     failures = 0
     # a grid that runs holds --out's lock (a second grid started on it is refused at once) until its tables are written
     starts = not args.aggregate_only and not args.dry_run
+    if args.aggregate_only:
+        note_running_grid(args.out)
     with grid_lock(args.out) if starts else contextlib.nullcontext():
         if not args.aggregate_only:
             jobs = to_run(args)

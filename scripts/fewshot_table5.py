@@ -53,8 +53,8 @@ from fewshot.config import PRESETS, FewShotConfig, preset_config
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats, summarize
-from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock, options_of,
-                                          run_sweep)
+from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock,
+                                          note_running_grid, options_of, run_sweep)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -597,6 +597,8 @@ def main(argv=None):
     if dropped:
         print(f"note: given twice, run once: {', '.join(dropped)}", file=sys.stderr, flush=True)
     # a grid that runs holds --out's lock (a second grid started on it is refused at once) until its tables are written
+    if args.aggregate_only:
+        note_running_grid(out)
     with contextlib.nullcontext() if args.aggregate_only else grid_lock(out):
         return run_and_tabulate(args, out, todo, finished, methods, run_methods, overrides, options)
 

@@ -47,7 +47,8 @@ from fewshot.config import ImageConfig
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats, summarize
-from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
+from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, note_running_grid,
+                                          options_of, run_sweep)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -452,6 +453,8 @@ def main(argv=None) -> int:
                                 cpus=args.cpus_per_run, gpus=args.gpus_per_run, cwd=str(ROOT),
                                 # one thread per CPU the run is given: --parallel runs do not fight over cores
                                 env={"OMP_NUM_THREADS": str(max(1, int(args.cpus_per_run)))}))
+    if args.aggregate_only:
+        note_running_grid(out)
     if args.aggregate_only and not done:
         raise ValueError(f"--aggregate-only: no finished runs under {out} (expected SETTING/METHOD/n<k>/seed<s>/"
                          "metrics.json for the --tables, --n-ps, --percents and --seeds given); check --out")

@@ -247,6 +247,31 @@ def grid_lock(out: str | Path, option: str = "--out") -> Iterator[Path]:
                 _release(path, _held.pop(path)[0])
 
 
+def note_running_grid(out: str | Path, option: str = "--out") -> None:
+    """For a command that only reads a grid's folder (``--aggregate-only``): one ``note:`` line on stderr when
+    another grid holds ``out``'s lock, so a table made while it runs is not taken for the grid's last word. The lock
+    is only tested (a shared lock that is not kept), never taken; the file is not made."""
+    import fcntl
+
+    path = Path(out) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except BlockingIOError:
+        holder = os.read(fd, 4096).decode("utf-8", "replace").strip()
+        print(f"note: a grid is still running on {option} {out} ({holder or 'its lock ' + str(path)}): this table "
+              "counts the runs finished so far, and that grid writes the tables again when it ends", file=sys.stderr,
+              flush=True)
+    except OSError:  # a file system without locks: nothing to tell
+        pass
+    finally:
+        os.close(fd)
+
+
 def _acquire(path: str, out, option: str) -> int:
     """The descriptor of the lock file ``path``, locked (see :func:`grid_lock`)."""
     import fcntl

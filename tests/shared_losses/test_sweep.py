@@ -433,3 +433,24 @@ def test_a_run_stopped_before_it_started_is_not_pointed_to_a_log_it_never_wrote(
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"[1/2] stopped (exit 130: asked to stop; see {tmp_path / 'ran.log'}): ran")
     assert out[1].startswith("[2/2] stopped before it started (no log): waited")
+
+
+def test_a_table_made_while_a_grid_runs_on_its_folder_says_so(tmp_path, capsys):
+    """--aggregate-only takes no lock (it reads): while a grid still runs there, its table counts the runs finished so
+    far, and nothing said so."""
+    from shared_losses.training.sweep import LOCK_NAME, note_running_grid
+
+    out = tmp_path / "grid"
+    note_running_grid(out)  # no folder, no lock: nothing to say, nothing made
+    assert capsys.readouterr().err == "" and not out.exists()
+    holder = _hold_lock(out)
+    try:
+        note_running_grid(out)
+        err = capsys.readouterr().err
+        assert err.startswith(f"note: a grid is still running on --out {out} (pid {holder.pid} on ") and \
+            "counts the runs finished so far" in err and err.count("\n") == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    note_running_grid(out)  # the killed grid's lock file stays, its lock went with it
+    assert capsys.readouterr().err == "" and (out / LOCK_NAME).exists()
