@@ -90,8 +90,9 @@ def _run_settings(run: Path):
 BOW_MARKER = "nlp_qt_export.json"  # in a bag-of-words export: which folder it came from
 
 
-def _exported_from(out: Path):
-    """The run an export folder names (``exported_from`` in its config.json or its bag-of-words marker), or None."""
+def _export_record(out: Path) -> dict:
+    """What an export folder says of itself: the config.json or bag-of-words marker that names ``exported_from``
+    (with, since exports record it, :data:`WEIGHTS_KEY`); {} for a folder that is no export."""
     for name in ("config.json", BOW_MARKER):
         if (out / name).is_file():
             try:
@@ -99,8 +100,8 @@ def _exported_from(out: Path):
             except (ValueError, UnicodeDecodeError):
                 continue
             if isinstance(meta, dict) and meta.get("exported_from"):
-                return meta["exported_from"]
-    return None
+                return meta
+    return {}
 
 
 WEIGHTS_KEY = "exported_weights_sha256"  # in an export's config.json or bag-of-words marker: its weights as written
@@ -131,17 +132,6 @@ def _record_weights(staging: Path, meta_name: str) -> None:
     meta_file.write_text(json.dumps(meta, indent=2))
 
 
-def _recorded_weights(out: Path) -> str | None:
-    for name in ("config.json", BOW_MARKER):
-        try:
-            meta = json.loads((out / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
-            continue
-        if isinstance(meta, dict) and isinstance(meta.get(WEIGHTS_KEY), str):
-            return meta[WEIGHTS_KEY]
-    return None
-
-
 def _target(output: str | Path) -> Path:
     """--output as a path with a name (``.`` or ``..``, the folder one is in, resolved): the export is staged
     beside it under that name."""
@@ -159,12 +149,13 @@ def check_target(out: Path, run: Path, overwrite: bool = False) -> None:
         raise FileExistsError(f"--output {out} is a file, not a folder to export into (nothing was written)")
     if not any(out.iterdir()):
         return
-    if _exported_from(out) != str(run.resolve()):
+    record = _export_record(out)
+    if record.get("exported_from") != str(run.resolve()):
         raise FileExistsError(f"--output {out} already holds files that are not an export of {run}; pass a new or "
                               "empty folder (nothing was written; --overwrite replaces only an earlier export of "
                               "the same run)")
-    recorded = _recorded_weights(out)
-    if recorded is not None and recorded != weights_fingerprint(out):
+    recorded = record.get(WEIGHTS_KEY)
+    if isinstance(recorded, str) and recorded != weights_fingerprint(out):
         raise FileExistsError(f"--output {out} holds an export of {run} whose weights have changed since it was "
                               "written (fine-tuned and saved there?): it is not replaced, even with --overwrite; "
                               "pass another --output, or move the folder aside yourself (nothing was written)")
