@@ -479,11 +479,8 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as indented JSON to ``path`` via a temporary file and a rename; a write that fails leaves
     the old file as it was and no temporary file."""
-    path = Path(path)
     text = json.dumps(obj, indent=2, sort_keys=True, default=str)  # an object that cannot be written fails here
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with written_whole(path) as tmp:
-        tmp.write_text(text)
+    write_text_atomic(path, text)  # ASCII (json's default): the same bytes in any encoding
 
 
 def _step_or_blank(value) -> bool:
