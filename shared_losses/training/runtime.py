@@ -942,6 +942,16 @@ class StopSignals:
         return self
 
     def __exit__(self, *exc) -> None:
+        import time
+
+        if self.requested and self._old:
+            # A run whose step and checkpoint took less than again_after would give SIGINT back to its default
+            # (KeyboardInterrupt) while the same press, forwarded by a launcher, may still be on its way, and that
+            # copy would cut the run's way out (the "interrupted at ..." line, the folder's release) short: keep
+            # the handler until the window has passed (at most again_after, only on a stop).
+            left = self._first + self.again_after - time.monotonic()
+            if left > 0:
+                time.sleep(left)  # a signal in the sleep runs _handle; the sleep then goes on (PEP 475)
         restore_handlers(self._old)
         self._old = {}
 

@@ -359,6 +359,35 @@ def test_one_ctrl_c_forwarded_by_a_launcher_is_one_request_and_a_later_one_stops
         stop._handle(signal.SIGINT, None)
 
 
+def test_the_forwarded_copy_of_a_ctrl_c_arriving_after_the_loop_left_its_handlers_is_still_one_press():
+    """A tiny run's step and checkpoint can take less than the 20 ms between a terminal's Ctrl-C and a launcher's
+    copy of it: the loop then left StopSignals, SIGINT was KeyboardInterrupt again, and the copy cut the run's way out
+    short ("stopped at once" where the checkpoint was written; seen in a CI run). Leaving the block now waits out
+    StopSignals.again_after from the first signal, under the handler."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from shared_losses.training.runtime import StopSignals
+
+    before = signal.getsignal(signal.SIGINT)
+    copy = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    try:
+        with StopSignals() as stop:
+            os.kill(os.getpid(), signal.SIGINT)  # the press; the loop then stops at once (a tiny step)
+            assert stop.requested
+            copy.start()  # the launcher's copy, 50 ms later
+        time.sleep(0.2)  # where the run prints its last line and exits
+    except KeyboardInterrupt:  # caught: let loose, it would end the whole test session
+        pytest.fail("the forwarded copy of one Ctrl-C stopped the run at once after the loop had left its handlers")
+    finally:
+        copy.join()
+    assert signal.getsignal(signal.SIGINT) == before
+    assert StopSignals.again_after <= time.monotonic() - start < StopSignals.again_after + 1.0
+
+
 @pytest.mark.parametrize("name", ["SIGUSR1", "SIGUSR2", "SIGHUP", "SIGTERM", "SIGINT"])
 def test_a_schedulers_warning_is_a_request_to_stop_with_a_checkpoint(name, capsys):
     """Slurm's --signal (USR2 from submitit and the grid scripts' --backend slurm, USR1 from Lightning's habit) warns a
@@ -376,6 +405,7 @@ def test_a_schedulers_warning_is_a_request_to_stop_with_a_checkpoint(name, capsy
         assert not stop.requested
         os.kill(os.getpid(), sig)  # the handler runs before the next bytecode
         assert stop.requested
+        stop._first -= StopSignals.again_after  # no launcher's copy to wait for: leave at once
     assert f"{name}: stopping after the current step" in capsys.readouterr().err
     assert signal.getsignal(sig) == before
 
