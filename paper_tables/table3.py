@@ -261,6 +261,30 @@ def table3(root: str | Path, env_step: int = 100_000) -> str:
     return "\n".join(lines)
 
 
+def empty_cells(root: str | Path, env_step: int = 100_000) -> list[str]:
+    """Why each cell of :func:`table3` that has runs shows "–": one line per cell (task, objective label), saying
+    how far its runs got (none reached ``env_step``) or where their first evaluation is (all came after it). A cell
+    with a score is not listed (its runs that have no score yet are the paired table's concern)."""
+    runs = collect(root)
+    cells: dict[tuple[str, str], list[dict]] = {}
+    for r in runs:
+        cells.setdefault((r["cfg"]["task"], objectives.label(r["cfg"])), []).append(r)
+    lines = []
+    for (task, label), group in sorted(cells.items()):
+        if any(score_at(r, env_step) is not None for r in group):
+            continue
+        its = "its run" if len(group) == 1 else f"its {len(group)} runs"
+        furthest = max(int(r["steps"].max()) for r in group)
+        if furthest < env_step:
+            why = f"{its} got to {furthest:,} environment steps at most, short of {env_step:,}"
+        else:  # every evaluation after env_step (a table asked for a step before the first evaluation)
+            first = min(int(r["steps"].min()) for r in group)
+            has = "has" if len(group) == 1 else "have"
+            why = f"{its} {has} no evaluation at or before {env_step:,} environment steps (the first is at {first:,})"
+        lines.append(f"{task}, {label}: – because {why}")
+    return lines
+
+
 def final_scores(root: str | Path, env_step: int = 100_000) -> dict[str, dict[str, dict[int, float]]]:
     """``{task: {objective label: {seed: score at env_step}}}`` for every run that got there."""
     out: dict[str, dict[str, dict[int, float]]] = {}

@@ -36,8 +36,8 @@ import sys
 import warnings
 from pathlib import Path
 
-from paper_tables.table3 import (Args, TwoRunsOfOneSeed, check_extra, commands, grid_points, paired_table, parse_args,
-                                 parse_objective, plot_grid, table3)
+from paper_tables.table3 import (Args, TwoRunsOfOneSeed, check_extra, commands, empty_cells, grid_points, paired_table,
+                                 parse_args, parse_objective, plot_grid, table3)
 from shared_losses.training.runtime import write_text_atomic
 from shared_losses.training.sweep import Run, grid_lock, note_running_grid, run_sweep
 
@@ -148,6 +148,9 @@ def write_tables(args: Args) -> str:
         md = table3(args.out, args.env_steps)
         Path(args.out).mkdir(parents=True, exist_ok=True)
         paired = paired_table(args.out, args.env_steps)
+        empty = empty_cells(args.out, args.env_steps)
+        if empty:  # a dash where runs exist: say why, in the table's file and under the printed table
+            md += "\n\n" + "\n".join(f"- {line}" for line in empty)
         write_text_atomic(Path(args.out) / "table3.md", f"Score at {args.env_steps} environment steps, mean ± std "
                           f"over seeds (population std, n shown below 3 seeds)\n\n{md}\n"
                           + (f"\n{paired}\n" if paired else ""))

@@ -42,6 +42,33 @@ def test_table3_aggregates_mean_std_in_paper_layout(tmp_path):
     assert (tmp_path / "curves.png").exists()
 
 
+def test_a_dash_where_runs_exist_says_why(tmp_path, capsys):
+    """--env-steps before the runs' first evaluation, or past where they got, used to give a table of dashes
+    without a word; each such cell is now explained under the table (in table3.md and in what is printed). A cell
+    with no run at all stays a bare dash."""
+    import curl_table3
+
+    for s in range(2):
+        fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, s, [100, 800])  # evaluations at 50k and 100k
+    fake_run(tmp_path, "walker-walk", "debiased", 0.05, 1, 0, [400])  # at 50k only
+    assert curl_table3.main(curl_table3.Args(out=str(tmp_path), aggregate_only=True, env_steps=10_000)) == 0
+    md = (tmp_path / "table3.md").read_text()
+    assert "| biased (CURL) | – | – |" in md.splitlines()
+    assert ("- cartpole-swingup, biased (CURL): – because its 2 runs have no evaluation at or before 10,000 "
+            "environment steps (the first is at 50,000)") in md.splitlines()
+    assert ("- walker-walk, debiased τ⁺=0.05, M=1: – because its run has no evaluation at or before 10,000 "
+            "environment steps (the first is at 50,000)") in md.splitlines()
+    assert "walker-walk, biased (CURL)" not in md  # no run there: nothing to explain
+    assert "its 2 runs have no evaluation" in capsys.readouterr().out
+
+    assert curl_table3.main(curl_table3.Args(out=str(tmp_path), aggregate_only=True, env_steps=100_000)) == 0
+    lines = (tmp_path / "table3.md").read_text().splitlines()
+    assert "| biased (CURL) | 800±0 (n=2) | – |" in lines
+    assert ("- walker-walk, debiased τ⁺=0.05, M=1: – because its run got to 50,000 environment steps at most, "
+            "short of 100,000") in lines
+    assert not any(line.startswith("- cartpole-swingup") for line in lines)
+
+
 def test_table3_dry_run_and_bad_objective(tmp_path, capsys):
     import curl_table3
 
