@@ -138,6 +138,7 @@ def check_grid(args: Args) -> None:
             from_cli(cmd[3:]).resolved()  # cmd: python -m rl_curl.train ...
         except ValueError as err:
             raise ValueError(f"{err} (rl_curl.train's check of the grid's run {out})") from None
+    args.check_cluster()  # last: the options first, then a cluster that may take seconds to answer
 
 
 def write_tables(args: Args) -> str:

@@ -594,6 +594,7 @@ def main(argv=None):
                          "for the --methods, --ns and --seeds given); check --out")
     if not args.aggregate_only and todo:
         check_data(todo[0][3], sorted({n for _, n, _, _ in todo}))
+        options.check_cluster()
     if dropped:
         print(f"note: given twice, run once: {', '.join(dropped)}", file=sys.stderr, flush=True)
     # a grid that runs holds --out's lock (a second grid started on it is refused at once) until its tables are written

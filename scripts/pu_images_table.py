@@ -463,6 +463,7 @@ def main(argv=None) -> int:
         check_data(args, positive)
         check_sizes(args, base, runs)
         options = options_of(args)
+        options.check_cluster()
         print(f"{len(todo)} runs to do ({done} finished earlier, skipped)", flush=True)
 
         def report(run: Run, rc: int) -> None:

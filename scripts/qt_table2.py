@@ -524,6 +524,7 @@ def check_sweep(a, todo: list[dict]) -> None:
                          "the sweep's; nlp_qt.train leaves a finished run as it is when asked for fewer steps, so it "
                          "would be counted as this sweep's): " + "; ".join(stale) + ". Use another --out, or the "
                          "runs' --epochs / --max-steps")
+    options_of(a).check_cluster()  # last: the options first, then a cluster that may take seconds to answer
 
 
 def other_length(run: Path, cfg) -> list[str]:

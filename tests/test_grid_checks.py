@@ -59,6 +59,11 @@ CASES = [
     ("pu_images_table", ["--aggregate-only"], ["--aggregate-only: no finished runs under"]),
     ("pu_images_table", ["--n-ps", "100", "5000"], ["--n-ps 5000: the training pool has", "positive images",
                                                    "lower --n-ps"]),
+    # a Ray cluster that is not there: refused before "N runs to do" and before --out is made (it used to be after)
+    *[(script, [*base, "--backend", "ray", "--address", "127.0.0.1:1"],
+       ["--address 127.0.0.1:1: no Ray cluster reachable there"])
+      for script, base in (("curl_table3", []), ("qt_table2", QT_BASE), ("fewshot_table5", [*T5_BASE, "--ns", "20"]),
+                           ("pu_images_table", []))],
 ]
 
 
@@ -96,7 +101,7 @@ def refused(tmp_path_factory) -> dict:
 
 
 @pytest.mark.slow  # the grid scripts run as commands (subprocesses)
-@pytest.mark.timeout(600)  # the first case's setup runs all 31 commands
+@pytest.mark.timeout(600)  # the first case's setup runs all 35 commands
 @pytest.mark.parametrize("case_id, fragments", [(i, c[2]) for i, c in zip(IDS, CASES)], ids=IDS)
 def test_bad_option_is_refused_before_anything_runs(refused, case_id, fragments):
     tmp, res = refused[case_id]

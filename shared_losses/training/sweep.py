@@ -123,6 +123,13 @@ class SweepOptions:
                     from None
             slurm.check(self)
 
+    def check_cluster(self) -> None:
+        """With ``--backend ray --address HOST:PORT``: refuse, in seconds and naming the address, when nothing
+        listens there. A grid calls it once it knows it will start runs, before it makes its folder or says what it
+        will run (:func:`connect_ray` would find out only then, and retry for minutes)."""
+        if self.backend == "ray" and self.address:
+            _check_reachable(self.address)
+
     def describe(self) -> str:
         """Where and how the grid's runs go, for the line a grid script prints before starting them."""
         if self.backend == "local":
