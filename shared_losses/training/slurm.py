@@ -26,6 +26,7 @@ unfinished runs, keeps it (:func:`grid_folder`), and finds a run's job recorded 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import getpass
 import hashlib
@@ -562,6 +563,16 @@ def run_jobs(runs, options, progress, on_finish, poll_s: float = 2.0) -> list[in
     ex = executor(options, folder)
     if options.slurm_detach:
         return detach(runs, options, ex, folder, progress, on_finish)
+    try:
+        return _wait_for_jobs(runs, options, ex, folder, progress, on_finish, poll_s)
+    finally:
+        if options.slurm_local:  # its jobs' controllers make the folder template itself (".../%j"), and leave it empty
+            with contextlib.suppress(OSError):
+                (folder / "%j").rmdir()
+
+
+def _wait_for_jobs(runs, options, ex, folder: Path, progress, on_finish, poll_s: float) -> list[int]:
+    """:func:`run_jobs` once its executor is made: submit (or attach to) every run's job and wait for them."""
     attempts = [0] * len(runs)
     pending = submit_or_attach(runs, options, ex, folder)
     for _ in runs:

@@ -34,6 +34,7 @@ def test_slurm_jobs_run_here_through_submitits_local_executor(tmp_path, capsys):
     assert "--slurm-local: every job starts at once on this machine" in out
     assert (tmp_path / "logs" / "r1.log").read_text() == "run 1\n"
     assert len(list((tmp_path / "logs" / "slurm").glob("*/*_result.pkl"))) == 3  # one folder per job
+    assert not (tmp_path / "logs" / "slurm" / "%j").exists()  # submitit's local jobs make the template's folder
 
 
 @pytest.mark.slow  # a tiny nlp_qt.train run through two local jobs, and the same run uninterrupted
