@@ -149,9 +149,15 @@ def main(args: EvalArgs | None = None) -> dict:
         agent.autocast = functools.partial(torch.autocast, torch.device(args.device).type, dtype=torch.bfloat16)
     # rl_curl.train's evaluation, with the video written here: after the returns are safe, so that a video that
     # cannot be written does not lose the evaluation. The initial states of the evaluation at the checkpoint's
-    # step: re-evaluating a finished run's checkpoint replays its final evaluation's episodes (numbers equal up
-    # to device and precision).
-    returns, frames = eval_episodes(agent, cfg, args.episodes, env_step, video=video is not None)
+    # step: re-evaluating a finished run's checkpoint replays its final evaluation's episodes (numbers equal on
+    # the machine and device of the run; another CPU or GPU may end a few ulps apart).
+    threads = torch.get_num_threads()
+    if cfg.torch_threads > 0:  # as many CPU threads as the run had: a float sum split otherwise ends a few ulps apart
+        torch.set_num_threads(cfg.torch_threads)
+    try:
+        returns, frames = eval_episodes(agent, cfg, args.episodes, env_step, video=video is not None)
+    finally:
+        torch.set_num_threads(threads)
     result = {"task": cfg.task, "aux": cfg.aux, "episodes": args.episodes,
               "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns}
     problem = None

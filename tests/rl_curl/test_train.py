@@ -182,6 +182,29 @@ def test_evaluate_loads_the_checkpoint(tmp_path):
         main(EvalArgs(run_dir=str(tmp_path / "early")))
 
 
+def test_evaluate_acts_with_the_runs_cpu_threads_and_gives_this_process_its_own_back(tmp_path, monkeypatch):
+    """A run with --torch-threads 1 (--preset cpu sets it) evaluated by rl_curl.evaluate in a fresh process (torch's
+    default threads) ended a few ulps away from its final evaluation (95.03617595870917 against 95.03619474457103,
+    seen): the evaluation now uses the run's thread count, and the caller's is put back afterwards."""
+    import rl_curl.train as train_module
+    from rl_curl.evaluate import EvalArgs, main
+
+    before = torch.get_num_threads()
+    run(cfg(tmp_path, "t", env_steps=1000, eval_every=1000, torch_threads=1))
+    seen = []
+    real = train_module.eval_episodes
+    monkeypatch.setattr(train_module, "eval_episodes",
+                        lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+    torch.set_num_threads(2)  # a fresh process's default on this machine's 2 cores
+    try:
+        res = main(EvalArgs(run_dir=str(tmp_path / "t"), episodes=1))
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    last = list(csv.DictReader(open(tmp_path / "t" / "eval.csv")))[-1]
+    assert res["return_mean"] == float(last["eval_return_mean"])
+
+
 @pytest.mark.slow  # a bf16 run, then its evaluation
 def test_evaluate_replays_a_bf16_runs_final_evaluation(tmp_path):
     """rl_curl.evaluate acts as the run's own evaluations did: under bf16 autocast for a bf16 run (it
