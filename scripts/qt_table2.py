@@ -49,7 +49,7 @@ import numpy as np
 
 from nlp_qt import objectives as O
 from nlp_qt.config import PRESETS as TRAIN_PRESETS
-from nlp_qt.senteval import ALL_TASKS, TASKS
+from nlp_qt.senteval import ALL_TASKS, HUMAN_TASKS, TASKS
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats
 from shared_losses.training.sweep import Run, add_sweep_arguments, from_caller, grid_lock, options_of, run_sweep
@@ -125,7 +125,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "same corpus, sizes and seeds, with --cpc-encoder")
     p.add_argument("--cpc-encoder", choices=["conv", "gru", "bow"], default="conv",
                    help="the CPC runs' sentence encoder (default conv: the paper's 1D convolution + ReLU + mean)")
-    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=list(TASKS), help="SentEval tasks")
+    p.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS),
+                   help="SentEval tasks (default: SentEval's six, " + " ".join(ALL_TASKS) + "; with --data human "
+                        "the human-labeled ones, " + " ".join(HUMAN_TASKS) + ")")
     p.add_argument("--baselines", nargs="*", default=[], choices=BASELINES,
                    help="baselines evaluated beside the trained encoders (see above)")
     p.add_argument("--kfold", type=int, default=10, help="SentEval folds (as nlp_qt.senteval --kfold)")
@@ -171,6 +173,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if not a.corpus or not a.data:
         p.error(f"--corpus and --data are required (or a --preset: {', '.join(sorted(PRESETS))})")
+    if a.tasks is None:  # the default follows --data: the human-labeled tasks are all that `human` holds
+        a.tasks = list(HUMAN_TASKS) if a.data == "human" else list(ALL_TASKS)
     if a.init_from_bow and "bow" not in a.baselines:
         p.error("--init-from-bow needs the bow baseline (--baselines ... bow): its vectors are the initialisation")
     if a.encoder == "bow" and a.encoder_dim != a.word_dim:

@@ -95,9 +95,9 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         "human-labeled tasks (offline).",
     )
     p.add_argument("--model", required=True, help="nlp_qt run/model folder, or a sentence-transformers model path/name")
-    p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=list(TASKS),
-                   help="tasks to evaluate (default: SentEval's six; the human-labeled ones: "
-                   + " ".join(HUMAN_TASKS) + ")")
+    p.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS),
+                   help="tasks to evaluate (default: SentEval's six, " + " ".join(ALL_TASKS) + "; with --data human "
+                   "the human-labeled ones, " + " ".join(HUMAN_TASKS) + ")")
     p.add_argument("--data", required=True,
                    help="SentEval data/downstream folder (its parent data/ or the SentEval root also work), or "
                    "`human` for the human-labeled tasks (built in the cache on first use)")
@@ -135,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                    help="sentence-transformers models whose folder holds its own Python modules (modules.json "
                    "naming them): load and run that code (only for folders you trust)")
     a = p.parse_args(argv)
+    if a.tasks is None:  # the default follows --data: the human-labeled tasks are all that `human` holds
+        a.tasks = list(HUMAN_TASKS) if a.data == "human" else list(ALL_TASKS)
     if a.max_length is not None and a.max_length < 0:  # before the data or the model is read
         raise ValueError(f"--max-length must be >= 0 (0: the whole text), got {a.max_length}")
     # bad values: one error line (run_cli), as --max-length's, not argparse's usage block

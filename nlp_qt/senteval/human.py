@@ -26,6 +26,12 @@ def resolve_data_dir(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> Pa
     """Accept ``data/downstream``, its parent ``data`` or the SentEval root; ``human`` is the folder of
     the human-labeled tasks in the cache (built on first use, :func:`build_human_tasks`)."""
     if str(data) == "human":
+        other = [t for t in dict.fromkeys(tasks) if not is_human(t)]
+        if other:  # never looked for in the cache (the advice would be to download SentEval's data into it)
+            raise SentEvalDataError(
+                f"--data human holds the human-labeled tasks ({' '.join(HUMAN_TASKS)}), not {' '.join(other)}: "
+                f"ask for those with --tasks, or give SentEval's data folder as --data for {' '.join(other)} "
+                "(`python -m nlp_qt.senteval download --data DIR` fetches it)")
         root = cache_dir() / "senteval_human"
         missing = [t for t in dict.fromkeys(tasks) if is_human(t) and not _human_task_built(root, t)]
         return _build_human_cache(root, missing) if missing else root

@@ -16,6 +16,7 @@ from nlp_qt import senteval as se
 from tests import warm
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))  # qt_table2
 
 
 def test_one_table_holds_every_task():
@@ -302,6 +303,35 @@ def test_build_human_cli(tmp_path):
     assert len(errors) == 1 and all(t in errors[0] for t in se.HUMAN_TASKS), bad.stderr
     helped = _cli("build-human", "--help")
     assert helped.returncode == 0 and "SentEval's binary format" in helped.stdout and "--tasks" in helped.stdout
+
+
+def test_data_human_defaults_to_its_own_tasks_and_names_a_task_it_does_not_hold(monkeypatch, tmp_path):
+    """`--data human` without --tasks asked for SentEval's six, none of which `human` holds, and the error told the
+    user to download SentEval's data into the human tasks' cache. The default now follows --data (nlp_qt.senteval
+    and qt_table2), and a SentEval task with --data human is named, before anything is built or loaded."""
+    import qt_table2
+
+    from nlp_qt.senteval import cli
+
+    monkeypatch.setenv("CONTRASTIVE_SUITE_CACHE", str(tmp_path / "cache"))
+    asked = []
+
+    def stop_here(data, tasks, *a, **k):
+        asked.append(list(tasks))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(cli, "prepare_tasks", stop_here)
+    for data, tasks in (("human", list(se.HUMAN_TASKS)), (str(tmp_path), list(se.ALL_TASKS))):
+        with pytest.raises(SystemExit):
+            cli.main(["--model", str(tmp_path / "nomodel"), "--data", data])
+        assert asked.pop() == tasks
+    assert qt_table2.parse_args(["--corpus", "c.txt", "--data", "human"]).tasks == list(se.HUMAN_TASKS)
+    assert qt_table2.parse_args(["--corpus", "c.txt", "--data", "d"]).tasks == list(se.ALL_TASKS)
+    assert qt_table2.parse_args(["--corpus", "c.txt", "--data", "human", "--tasks", "RT"]).tasks == ["RT"]
+    with pytest.raises(se.SentEvalDataError, match=r"--data human holds the human-labeled tasks \(RT FOOD DRUG "
+                                                   r"REUTERS\), not MR TREC: ask for those with --tasks"):
+        se.resolve_data_dir("human", ["MR", "RT", "TREC"])
+    assert not (tmp_path / "cache").exists()  # nothing built for a refused request
 
 
 def test_task_files_that_are_not_text_are_refused(tmp_path):
