@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# Create .venv and install the suite. Idempotent: a second run only checks.
-# The CPU torch pin goes in first so nothing pulls a multi-GB CUDA build on a CPU machine.
-# GPU users: set TORCH_SPEC (e.g. TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu124")
-# or install torch into .venv yourself before running this.
+# Create .venv and install the suite. Idempotent: a second run only checks (it installs again when pyproject.toml
+# changed), and installs nothing.
+# The torch pin (torch==2.13.0) goes in first, before the suite's requirements could pull another torch. Which build
+# that pin is depends on pip's index: on plain PyPI on Linux x86_64 it is the CUDA build (several GB); for a CPU-only
+# install set TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" (docs/getting_started.md,
+# "Which torch"). GPU users: set TORCH_SPEC (e.g. TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu124")
+# or install torch into .venv yourself before running this; an installed torch is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true  # a new venv's pip, once
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
   # shellcheck disable=SC2086
   "$VENV/bin/python" -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
