@@ -130,7 +130,8 @@ def build_vocab(cfg: Config) -> Vocab:
     if cfg.vocab_sentences is not None:
         stream = itertools.islice(stream, cfg.vocab_sentences)
     # minutes on a large corpus (5M sentences by default): a bar, gone once the vocabulary is built
-    bar = tqdm(stream, total=cfg.vocab_sentences, desc="vocabulary pass", unit=" sentences", leave=False,
+    limits = [n for n in (cfg.vocab_sentences, cfg.max_sentences) if n is not None]  # the pass reads the lesser
+    bar = tqdm(stream, total=min(limits) if limits else None, desc="vocabulary pass", unit=" sentences", leave=False,
                disable=not cfg.progress, mininterval=1.0)
     return Vocab.build((s for _, s in bar), cfg.vocab_size, cfg.max_length, cfg.lowercase)
 
@@ -553,7 +554,11 @@ class QuickThoughtApp(TrainingApp):
             print(f"warning: --dev-every {self.cfg.dev_every} held out no batch (an epoch has fewer than "
                   f"{self.cfg.dev_every} batches); no dev loss")
         skipped = f" ({self.step - self.no_neighbour_batches} optimiser steps)" if self.no_neighbour_batches else ""
-        print(f"done: {self.step} steps{skipped}, {self.sentences_seen} sentences; model in {out / 'model'}")
+        cfg = self.cfg
+        why = (f"--max-steps {cfg.max_steps}" if cfg.max_steps is not None and self.step >= cfg.max_steps
+               else f"--epochs {cfg.epochs}: {cfg.epochs} pass{'es' if cfg.epochs != 1 else ''} over the corpus")
+        print(f"done: {self.step} steps{skipped}, {self.sentences_seen} sentences (the end of {why}); model in "
+              f"{out / 'model'}")
 
 
 def train(cfg: Config) -> dict:

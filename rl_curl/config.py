@@ -37,7 +37,8 @@ PresetName = Literal[tuple(PRESETS)]
 
 @dataclass
 class Config:
-    """Train SAC + CURL (or the debiased / hard-negative auxiliary loss) on a DeepMind Control task from pixels."""
+    """Train SAC + CURL (or the debiased, hard-negative or CPC auxiliary loss) on a DeepMind Control task from
+    pixels."""
 
     #: Fields a resumed run may change; every other field must match the run's (its checkpoint's recorded options).
     #: preset: only a name; the fields it set are compared one by one.
@@ -313,7 +314,8 @@ class Config:
                      "have a target" if episode > 1 else
                      f"--aux cpc: an episode of {self.task} at action repeat {repeat} is one agent step (1000 "
                      "simulator steps), so no observation has a future to predict; lower --action-repeat")
-        need(self.crop_size <= self.image_size, f"crop_size {self.crop_size} > image_size {self.image_size}")
+        need(self.crop_size <= self.image_size, f"--crop-size {self.crop_size} is larger than --image-size "
+             f"{self.image_size} (the crop is cut from the rendered image): lower --crop-size or raise --image-size")
         need(self.action_repeat is None or self.action_repeat >= 1,
              f"action_repeat must be >= 1, got {self.action_repeat}")
         need(self.batch_size >= 2,

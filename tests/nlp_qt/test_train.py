@@ -402,6 +402,16 @@ def test_a_max_steps_run_scores_its_held_out_batches_at_the_end(tmp_path, capsys
     assert [r["step"] for r in csv.DictReader(open(tmp_path / "mid/log.csv")) if r["dev_loss"]] == ["4"]
 
 
+def test_the_last_line_says_which_limit_ended_the_run(tmp_path, capsys):
+    """`--max-steps 200` on a corpus of one epoch's 50 batches said "done: 50 steps" without saying that --epochs
+    (default 1) ended it first."""
+    train(_cfg(tmp_path, "steps", max_steps=2))
+    assert "done: 2 steps, 16 sentences (the end of --max-steps 2)" in capsys.readouterr().out
+    s = train(_cfg(tmp_path, "epochs", max_steps=10_000, epochs=1))
+    assert s["step"] < 10_000
+    assert "sentences (the end of --epochs 1: 1 pass over the corpus)" in capsys.readouterr().out
+
+
 def test_batches_without_a_neighbour_are_no_optimiser_steps(tmp_path, capsys):
     """A run whose batches were all skipped (no sentence with a neighbour) said "done: 2 steps" with final_loss -0.0
     and logged a loss of -0.0: the zero stand-in loss of a skipped step. Steps still count batches (--max-steps,

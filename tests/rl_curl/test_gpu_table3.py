@@ -117,7 +117,7 @@ def test_slice_options_are_checked_before_anything_runs(tmp_path):
         slice_commands(RunArgs(pack=str(tmp_path), extra=["--seed=3"]), tmp_path)
     with pytest.raises(ValueError, match="TAU_PLUS"):  # the objective parser, before any run starts
         slice_commands(RunArgs(pack=str(tmp_path), objectives=["debiased:1.5:1"]), tmp_path)
-    with pytest.raises(ValueError, match="crop_size 200 > image_size 100"):  # rl_curl.train's own check
+    with pytest.raises(ValueError, match="--crop-size 200 is larger than --image-size 100"):  # rl_curl.train's check
         slice_commands(RunArgs(pack=str(tmp_path), extra=["--crop-size=200"]), tmp_path)
     jobs = slice_commands(RunArgs(pack=str(tmp_path), seeds=[0, 1]), tmp_path)
     assert [(j["objective"], j["seed"]) for j in jobs] == [("curl", 0), ("debiased:0.05:1", 0), ("curl", 1),
