@@ -322,12 +322,9 @@ class Config:
              f"batch_size must be >= 2 (the other samples are the negatives), got {self.batch_size}")
         need(self.frame_stack >= 1, f"frame_stack must be >= 1, got {self.frame_stack}")
         need(self.replay_capacity > self.batch_size, "replay_capacity must exceed batch_size")
-        need(self.env_steps > 0 and self.eval_every > 0 and self.eval_episodes >= 1,
-             "env_steps, eval_every, eval_episodes must be positive")
-        need(self.log_every >= 1 and self.seed_steps >= 1,
-             "log_every and seed_steps must be >= 1 (updates sample the replay)")
-        need(min(self.actor_update_every, self.target_update_every, self.aux_update_every) >= 1,
-             "actor_update_every, target_update_every and aux_update_every must be >= 1")
+        for name in ("env_steps", "eval_every", "eval_episodes", "log_every", "seed_steps", "actor_update_every",
+                     "target_update_every", "aux_update_every"):  # each named with the value given
+            need(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
         need(not self.cuda_graphs or self.replay_on_device,
              "--cuda-graphs gathers each batch inside the graph, from the replay on the device: add --replay-on-device")

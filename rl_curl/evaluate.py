@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from shared_losses.training.cli import parse_dataclass
-from shared_losses.training.runtime import (ENTRIES, CheckpointError, check_device, checkpoint_entry, load_checkpoint,
-                                            read_json_file, resolve_checkpoint, run_application,
-                                            another_application)
+from shared_losses.training.runtime import (ENTRIES, CheckpointError, another_application, check_device,
+                                            checkpoint_entry, config_changes, load_checkpoint, read_json_file,
+                                            resolve_checkpoint, run_application)
 
 from .config import Config
 
@@ -60,6 +60,9 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
         raise NotADirectoryError(f"{run_dir} is a file, not a run's folder: pass the run's folder (the --output-dir "
                                  "of python -m rl_curl.train" + (f", here {holder}" if holder else "") + "); a "
                                  "finished run's policy.pt alone loads with rl_curl.load_policy")
+    if not run_dir.exists():
+        raise FileNotFoundError(f"{run_dir}: no such folder (pass a run's folder, the --output-dir of python -m "
+                                "rl_curl.train)")
     if not cfg_path.exists():
         raise FileNotFoundError(f"{cfg_path} not found: is {run_dir} a rl_curl training directory?"
                                 + (f" (it is inside the run folder {holder}: pass that)" if holder else ""))
@@ -77,22 +80,89 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
         raise ValueError(f"{cfg_path} is not an rl_curl configuration (" + ("not a JSON object" if unknown is None else
                          f"unknown keys {', '.join(unknown[:5])}") + "): is it a run of another application?")
     cfg = Config(**saved).resolved()
-    try:
-        ckpt = resolve_checkpoint(run_dir / "checkpoint")
-    except FileNotFoundError as err:
-        raise FileNotFoundError(f"{run_dir} has no checkpoint/ yet: a run writes one every --checkpoint-every "
-                                "environment steps and at its end; evaluate it after that") from err
-    extra = load_checkpoint(None, ckpt)
+    ckpt, extra, weights = _read_checkpoint(run_dir, device)
     check_checkpoint_format(extra, ckpt)
+    if isinstance(extra.get("config"), dict):  # the options the checkpoint was written under (older ones lack them)
+        changes = config_changes(Config.with_added_fields(extra["config"]), Config.with_added_fields(saved),
+                                 free=Config.RESUME_FREE)
+        if changes:  # config.json edited or copied over: the agent would be built for another task or shape
+            fields = ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changes)
+            raise CheckpointError(f"{cfg_path} and the checkpoint {ckpt} disagree ({fields}, as the checkpoint's "
+                                  "value -> config.json's): the checkpoint was written with other options; put back "
+                                  "the run's config.json, or pass the run folder the checkpoint belongs to")
     env, agent = build(cfg, device)
     env.close()
     try:
-        # by name where the checkpoint has a table of entries; checkpoints written before it hold the agent first
-        entry = checkpoint_entry(ckpt, "agent") if (ckpt / ENTRIES).exists() else ckpt / "custom_checkpoint_0.pkl"
-        agent.load_state_dict(torch.load(entry, map_location=device, weights_only=False))
+        agent.load_state_dict(weights)
     except Exception as err:  # noqa: BLE001
         raise CheckpointError(f"checkpoint {ckpt} does not hold this run's agent ({err})") from err
     return agent, cfg, extra["step"] * cfg.action_repeat
+
+
+def _read_checkpoint(run_dir: Path, device: str, tries: int = 5) -> tuple[Path, dict, dict]:
+    """``(folder, extra state, agent weights)`` of ``run_dir``'s checkpoint, read from one checkpoint: a run that is
+    still training replaces its checkpoint folder whole (a rename), and one replaced between the reads (the folder's
+    inode changed, or a file gone) is read again, so the step and the weights are never of two checkpoints."""
+    def replaced(ckpt: Path, inode: int) -> bool:
+        return not ckpt.exists() or os.stat(ckpt).st_ino != inode
+
+    for attempt in range(tries):
+        try:
+            ckpt = resolve_checkpoint(run_dir / "checkpoint")
+        except FileNotFoundError as err:
+            raise FileNotFoundError(f"{run_dir} has no checkpoint/ yet: a run writes one every --checkpoint-every "
+                                    "environment steps and at its end; evaluate it after that") from err
+        try:
+            inode = os.stat(ckpt).st_ino
+        except FileNotFoundError:  # replaced since it was found
+            continue
+        try:
+            extra = load_checkpoint(None, ckpt)
+            # by name where the checkpoint has a table of entries; checkpoints written before it hold the agent first
+            entry = checkpoint_entry(ckpt, "agent") if (ckpt / ENTRIES).exists() else ckpt / "custom_checkpoint_0.pkl"
+            weights = torch.load(entry, map_location=device, weights_only=False)
+        except Exception as err:  # noqa: BLE001
+            if replaced(ckpt, inode) and attempt < tries - 1:  # a file gone with the folder: read the new one
+                continue
+            if isinstance(err, CheckpointError):
+                raise
+            raise CheckpointError(f"checkpoint {ckpt} does not hold this run's agent ({err})") from err
+        if not replaced(ckpt, inode):
+            return ckpt, extra, weights
+    raise CheckpointError(f"the checkpoint of {run_dir} was replaced {tries} times while it was read (a run "
+                          "checkpointing that often); try again, or evaluate a copy of the folder")
+
+
+def episodes_in_turn(agent, cfg: Config, episodes: int, env_step: int, video: bool = False) -> tuple[list, list]:
+    """:func:`rl_curl.train.eval_episodes` of ``episodes`` episodes, run as many at a time as the run's own
+    evaluations ran (its --eval-episodes): each open environment holds a renderer (about 80 MB), so 60 side by side
+    took 5.5 GB; in turns the memory stays that of the run's evaluations, and the first turn is the run's evaluation
+    at ``env_step`` to the last digit (the same batch). Episode ``e`` starts from the same state either way; a line
+    on stderr after each turn when there are several."""
+    from .train import EvalEnvs, eval_episode_seed
+
+    size = min(episodes, max(1, cfg.eval_episodes))
+    seeds = [eval_episode_seed(cfg, env_step, e) for e in range(episodes)]
+    returns: list = []
+    frames: list = []
+    envs = None
+    try:
+        for start in range(0, episodes, size):
+            part = seeds[start:start + size]
+            if envs is None or envs.episodes != len(part):  # the last turn may be smaller
+                if envs is not None:
+                    envs.close()
+                envs = EvalEnvs(cfg, len(part), cfg.eval_parallel, cfg.eval_worker)
+            got, seen = envs.run(agent, part, video=video and start == 0)
+            returns += got
+            frames = frames or seen
+            if episodes > size:
+                print(f"evaluated {len(returns)} of {episodes} episodes ({size} at a time, as the run's evaluations)",
+                      file=sys.stderr, flush=True)
+    finally:
+        if envs is not None:
+            envs.close()
+    return returns, frames
 
 
 #: Endings of a video file that imageio writes (ffmpeg's containers for H.264, and GIF); the format is the ending's.
@@ -138,7 +208,7 @@ def _first_line(err: BaseException) -> str:
 def main(args: EvalArgs | None = None) -> dict:
     """Evaluate ``args.run_dir``'s checkpoint; prints and returns the result. A video that could not be written
     after the episodes ran leaves the result whole, with ``video_error`` (and ``video`` None) in it."""
-    from .train import eval_episodes, write_video
+    from .train import write_video
 
     args = args or parse_dataclass(EvalArgs)
     if args.episodes < 1:
@@ -155,10 +225,10 @@ def main(args: EvalArgs | None = None) -> dict:
     if cfg.torch_threads > 0:  # as many CPU threads as the run had: a float sum split otherwise ends a few ulps apart
         torch.set_num_threads(cfg.torch_threads)
     try:
-        returns, frames = eval_episodes(agent, cfg, args.episodes, env_step, video=video is not None)
+        returns, frames = episodes_in_turn(agent, cfg, args.episodes, env_step, video=video is not None)
     finally:
         torch.set_num_threads(threads)
-    result = {"task": cfg.task, "aux": cfg.aux, "episodes": args.episodes,
+    result = {"task": cfg.task, "aux": cfg.aux, "env_step": env_step, "episodes": args.episodes,
               "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)), "returns": returns}
     problem = None
     if video is not None:

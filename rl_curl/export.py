@@ -35,6 +35,10 @@ def main(args: ExportArgs | None = None) -> Path:
     out = Path(args.output) if args.output is not None else Path(args.run_dir) / POLICY_FILE
     if out.exists() and not args.overwrite:
         raise FileExistsError(f"--output {out} already exists: pass --overwrite to replace it, or another --output")
+    if out.is_dir():
+        raise IsADirectoryError(f"--output {out} is a folder: name the policy file (e.g. {out / POLICY_FILE})")
+    if not out.parent.is_dir():  # before the checkpoint is read, not after (torch.save's traceback)
+        raise FileNotFoundError(f"--output {out}: the folder {out.parent} does not exist")
     agent, cfg, env_step = load_agent(args.run_dir)
     save_policy(agent, cfg, cfg.obs_shape, out)
     print(f"wrote {out}: the policy of {args.run_dir}'s checkpoint at environment step {env_step}", flush=True)

@@ -179,7 +179,8 @@ def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
         if beside.startswith("this run's"):  # a folder inside a finished run (its checkpoint/)
             raise FileNotFoundError(f"{file} not found: {beside}")
         raise FileNotFoundError(f"{file} not found: a run writes policy.pt when it finishes (an unfinished run: "
-                                "continue it with `python -m rl_curl.train ... --resume`)")
+                                "continue it with `python -m rl_curl.train ... --resume`, or write the policy of its "
+                                f"last checkpoint with `python -m rl_curl.export --run-dir {file.parent}`)")
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - not a torch file, or damaged

@@ -115,7 +115,9 @@ def test_each_applications_tools_name_the_owner_of_another_applications_run_and_
         load_policy(fs)
     with pytest.raises(ValueError, match="holds a run of nlp_qt, not of rl_curl: use .*nlp_qt.export"):
         load_agent(qt)
-    with pytest.raises(FileNotFoundError, match="policy.pt not found: a run writes"):  # its own, unfinished
+    with pytest.raises(FileNotFoundError, match=r"policy.pt not found: a run writes .*--resume`, or write the "
+                                                r"policy of its last checkpoint with `python -m rl_curl.export "
+                                                rf"--run-dir {rl}`"):  # its own, unfinished
         load_policy(rl)
 
 

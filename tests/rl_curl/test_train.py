@@ -175,11 +175,94 @@ def test_evaluate_loads_the_checkpoint(tmp_path):
     res = main(EvalArgs(run_dir=str(tmp_path / "e"), episodes=1))
     last = list(csv.DictReader(open(tmp_path / "e" / "eval.csv")))[-1]
     assert res["return_mean"] == pytest.approx(float(last["eval_return_mean"]), rel=1e-6)
-    with pytest.raises(FileNotFoundError, match="config.json"):
+    with pytest.raises(FileNotFoundError, match="nothing: no such folder"):  # was "config.json not found"
         main(EvalArgs(run_dir=str(tmp_path / "nothing")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="config.json not found"):
+        main(EvalArgs(run_dir=str(tmp_path / "empty")))
     shutil.copytree(tmp_path / "e", tmp_path / "early", ignore=shutil.ignore_patterns("checkpoint"))
     with pytest.raises(FileNotFoundError, match="no checkpoint/ yet"):  # a run that has not saved one
         main(EvalArgs(run_dir=str(tmp_path / "early")))
+
+
+def test_evaluate_reads_one_checkpoint_while_the_run_replaces_it(tmp_path, monkeypatch):
+    """A run that checkpoints while it is evaluated (or exported) replaces its checkpoint folder between evaluate's
+    read of the step and its read of the weights (about 7 % of loads at one checkpoint a second, seen): the step of
+    one checkpoint and the weights of the next. A folder replaced during the reads is now read again."""
+    import rl_curl.evaluate as ev
+    from shared_losses.training.runtime import replace_directory
+
+    out = tmp_path / "r"
+    run(cfg(tmp_path, "r", env_steps=1000, eval_every=1000))
+    shutil.copytree(out / "checkpoint", tmp_path / "first")
+    run(cfg(tmp_path, "r", env_steps=2000, eval_every=1000, resume=True))
+    shutil.copytree(out / "checkpoint", tmp_path / "second")
+    newer = torch.load(next((tmp_path / "second").glob("custom_checkpoint_0.pkl")), weights_only=False)
+    shutil.rmtree(out / "checkpoint")
+    shutil.copytree(tmp_path / "first", out / "checkpoint")  # the run at 1000, about to write its next checkpoint
+    real, swapped = torch.load, []
+
+    def load_while_the_run_checkpoints(f, *a, **k):
+        if not swapped and str(f).endswith("custom_checkpoint_0.pkl"):  # the agent's weights, after the step
+            swapped.append(True)
+            replace_directory(tmp_path / "second", out / "checkpoint")  # how a run replaces its checkpoint
+        return real(f, *a, **k)
+
+    monkeypatch.setattr(torch, "load", load_while_the_run_checkpoints)
+    agent, _, env_step = ev.load_agent(out)
+    assert swapped and env_step == 2000  # the step and the weights of the checkpoint now in place
+    state = agent.state_dict()
+    assert all(torch.equal(state[k], newer[k]) for k in newer)
+
+
+def test_evaluate_and_export_refuse_a_config_json_that_is_not_the_checkpoints(tmp_path, capsys):
+    """config.json edited (or copied from another run) over a checkpoint: evaluate built the agent of config.json's
+    task and evaluated cartpole-swingup's policy on cartpole-balance without a word (export wrote that policy file);
+    the two are now compared (the fields a resume may change aside), naming the fields."""
+    from rl_curl.evaluate import EvalArgs, main
+    from rl_curl.export import ExportArgs
+    from rl_curl.export import main as export
+
+    run(cfg(tmp_path, "c", env_steps=1000, eval_every=1000))
+    path = tmp_path / "c" / "config.json"
+    saved = json.loads(path.read_text())
+    path.write_text(json.dumps({**saved, "eval_episodes": 1}))  # a field a resume may change: evaluated as before
+    res = main(EvalArgs(run_dir=str(tmp_path / "c"), episodes=1))
+    assert res["env_step"] == 1000 and json.loads(capsys.readouterr().out.splitlines()[-1])["env_step"] == 1000
+    path.write_text(json.dumps({**saved, "task": "cartpole-balance"}))
+    words = r"config.json and the checkpoint .* disagree \(task: 'cartpole-swingup' -> 'cartpole-balance', as"
+    with pytest.raises(CheckpointError, match=words):
+        main(EvalArgs(run_dir=str(tmp_path / "c"), episodes=1))
+    with pytest.raises(CheckpointError, match=words):
+        export(ExportArgs(run_dir=str(tmp_path / "c"), output=str(tmp_path / "p.pt")))
+    assert not (tmp_path / "p.pt").exists()
+    with pytest.raises(FileNotFoundError, match=r"--output .*p.pt: the folder .*nodir does not exist"):
+        export(ExportArgs(run_dir=str(tmp_path / "c"), output=str(tmp_path / "nodir" / "p.pt")))
+
+
+def test_evaluate_runs_many_episodes_in_turns_of_the_runs_evaluation_size(tmp_path, monkeypatch, capsys):
+    """`rl_curl.evaluate --episodes 60` opened 60 environments at once (5.5 GB, seen); episodes now run as many at a
+    time as the run's own evaluations, the first turn being the run's final evaluation, and a line after each turn."""
+    import numpy as np
+
+    import rl_curl.train as train_module
+    from rl_curl.evaluate import EvalArgs, main
+
+    run(cfg(tmp_path, "m", env_steps=1000, eval_every=1000, eval_episodes=2))
+    sizes = []
+    real = train_module.EvalEnvs
+
+    class Recorded(real):
+        def __init__(self, cfg, episodes, *a, **k):
+            sizes.append(episodes)
+            super().__init__(cfg, episodes, *a, **k)
+
+    monkeypatch.setattr(train_module, "EvalEnvs", Recorded)
+    res = main(EvalArgs(run_dir=str(tmp_path / "m"), episodes=5))
+    assert sizes == [2, 1] and len(res["returns"]) == 5
+    last = list(csv.DictReader(open(tmp_path / "m" / "eval.csv")))[-1]
+    assert float(np.mean(res["returns"][:2])) == float(last["eval_return_mean"])  # the run's final evaluation
+    assert "evaluated 4 of 5 episodes (2 at a time" in capsys.readouterr().err
 
 
 def test_evaluate_acts_with_the_runs_cpu_threads_and_gives_this_process_its_own_back(tmp_path, monkeypatch):
@@ -192,8 +275,8 @@ def test_evaluate_acts_with_the_runs_cpu_threads_and_gives_this_process_its_own_
     before = torch.get_num_threads()
     run(cfg(tmp_path, "t", env_steps=1000, eval_every=1000, torch_threads=1))
     seen = []
-    real = train_module.eval_episodes
-    monkeypatch.setattr(train_module, "eval_episodes",
+    real = train_module.EvalEnvs.run
+    monkeypatch.setattr(train_module.EvalEnvs, "run",
                         lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
     torch.set_num_threads(2)  # a fresh process's default on this machine's 2 cores
     try:
@@ -414,6 +497,18 @@ def test_options_of_another_objective_are_refused_up_front():
             Config(**kw).resolved()
     Config(aux="hard", tau_plus=0.1, beta=0.0, positives=2).resolved()
     Config(aux="curl", positives=2).resolved()
+
+
+@pytest.mark.parametrize("field", ["env_steps", "eval_every", "eval_episodes", "log_every", "seed_steps",
+                                   "actor_update_every", "target_update_every", "aux_update_every"])
+def test_each_count_below_1_is_named_alone(field):
+    """`--eval-episodes 0` said "env_steps, eval_every, eval_episodes must be positive": now the option given, and
+    its value."""
+    from rl_curl.config import Config
+
+    option = "--" + field.replace("_", "-")
+    with pytest.raises(ValueError, match=rf"^invalid config: {option} must be >= 1, got 0$"):
+        Config(**{field: 0}).resolved()
 
 
 @pytest.mark.parametrize("field, option", [
