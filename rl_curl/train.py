@@ -516,6 +516,10 @@ class CurlApp(TrainingApp):
         # Seed steps are counted from the start of the run; a resume without the replay refills it first.
         if not self.cfg.save_replay:
             self.seed_until = self.step + self.cfg.seed_steps
+        if self.step >= self.cfg.agent_steps:  # a finished run asked again: nothing is trained
+            print(f"the run finished at environment step {self.step * self.ar} (--env-steps {self.cfg.env_steps}): "
+                  "nothing to train; its summary follows (a larger --env-steps extends it)", flush=True)
+            return
         where = f"resuming at environment step {self.step * self.ar} from {self.harness.checkpoint_dir}"
         print(f"{where} (replay: {len(self.replay)} transitions restored)" if self.cfg.save_replay else
               f"{where} (replay not saved (--no-save-replay): refilled with --seed-steps {self.cfg.seed_steps} random "

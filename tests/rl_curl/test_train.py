@@ -307,13 +307,18 @@ def test_evaluate_replays_a_bf16_runs_final_evaluation(tmp_path):
 
 
 @pytest.mark.slow  # a run, then its resume writing a video
-def test_resume_of_a_finished_run_adds_nothing(tmp_path):
+def test_resume_of_a_finished_run_adds_nothing(tmp_path, capsys):
     """--resume on a finished run used to evaluate again (a duplicate final row in eval.csv) and rewrite the
-    checkpoint; it now only reports the summary (and writes the video if asked for)."""
+    checkpoint; it now only reports the summary (and writes the video if asked for), saying so (it said "resuming
+    at environment step 1000")."""
     first = run(cfg(tmp_path, "f", env_steps=1000, eval_every=500))
     out = tmp_path / "f"
     eval_csv, stamp = (out / "eval.csv").read_text(), (out / "checkpoint" / "COMPLETE").read_text()
+    capsys.readouterr()
     again = run(cfg(tmp_path, "f", env_steps=1000, eval_every=500, resume=True, save_video=True))
+    said = capsys.readouterr().out
+    assert "the run finished at environment step 1000 (--env-steps 1000): nothing to train" in said
+    assert "resuming at" not in said
     assert (out / "eval.csv").read_text() == eval_csv
     assert (out / "checkpoint" / "COMPLETE").read_text() == stamp
     assert again == first and (out / "eval.mp4").exists()
