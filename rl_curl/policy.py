@@ -115,16 +115,20 @@ class Policy:
         """How ``env`` (an environment of rl_curl's, wrapped or not) differs from the run's own: its task and each
         of :data:`ENV_SETTINGS` it has, and its spaces; with ``warn`` one warning naming them. An empty list: the
         policy's own environment. Other environments say nothing of their settings and are not checked."""
-        inner = getattr(env, "unwrapped", env)
+        # a gymnasium vector environment: one environment's spaces (its own carry the batch), and the settings of
+        # its first environment where it holds them here (SyncVectorEnv); an AsyncVectorEnv's are not checked
+        vector = hasattr(env, "single_observation_space")
+        first = (getattr(env, "envs", None) or [env])[0] if vector else env
+        inner = getattr(first, "unwrapped", first)
         diffs = []
         for key, want in self.env_settings().items():
             have = getattr(inner, key, None)
             if have is not None and have != want:
                 diffs.append(f"{key} {have!r} (the run's: {want!r})")
-        obs = getattr(env, "observation_space", None)
+        obs = getattr(env, "single_observation_space" if vector else "observation_space", None)
         if getattr(obs, "shape", None) is not None and tuple(obs.shape) != self.obs_shape:
             diffs.append(f"observations {list(obs.shape)} (the run's: {list(self.obs_shape)})")
-        act = getattr(env, "action_space", None)
+        act = getattr(env, "single_action_space" if vector else "action_space", None)
         if getattr(act, "shape", None) is not None and int(np.prod(act.shape)) != self.action_dim:
             diffs.append(f"actions of {int(np.prod(act.shape))} (the run's: {self.action_dim})")
         if diffs and warn:

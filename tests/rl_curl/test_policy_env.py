@@ -73,6 +73,23 @@ def test_an_environment_made_otherwise_is_named_by_check_env(repeat50_run):
     other.close()
 
 
+def test_check_env_reads_a_vector_environments_single_spaces(repeat50_run):
+    """gymnasium's vector environments batch their spaces ([2, 9, 20, 20]): check_env called the run's own
+    environment, two at once, different ("observations [2, 9, 20, 20] (the run's: [9, 20, 20])", seen)."""
+    act = rl_curl.load_policy(repeat50_run)
+    kw = dict(image_size=20, action_repeat=50, camera_id=1)
+    same = gym.make_vec("rl_curl/cartpole-swingup-v0", num_envs=2, vectorization_mode="sync", **kw)
+    other = gym.make_vec("rl_curl/cartpole-swingup-v0", num_envs=2, vectorization_mode="sync", **{**kw, "camera_id": 0})
+    try:
+        assert act.check_env(same, warn=False) == []
+        assert act.check_env(other, warn=False) == ["camera_id 0 (the run's: 1)"]
+        obs, _ = same.reset(seed=0)
+        assert act(obs).shape == (2, act.action_dim)  # and the policy acts on the batch
+    finally:
+        same.close()
+        other.close()
+
+
 def test_make_env_takes_extra_arguments_and_warns_of_changed_settings(repeat50_run):
     act = rl_curl.load_policy(repeat50_run)
     with warnings.catch_warnings():
