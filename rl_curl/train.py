@@ -408,6 +408,11 @@ class CurlApp(TrainingApp):
             raise CheckpointError(f"{out}'s checkpoint is at environment step {saved['step'] * self.ar}, past "
                                   f"--env-steps {cfg.env_steps}: a run cannot be cut back; continue it with "
                                   f"--env-steps {saved['step'] * self.ar} or more (nothing was changed)")
+        before = (saved.get("config") or {}).get("eval_episodes")
+        if before is not None and before != cfg.eval_episodes:  # a free field, but eval.csv has no column for it
+            warnings.warn(f"--eval-episodes {cfg.eval_episodes} differs from the run's {before}: eval.csv's rows from "
+                          f"here on are means over {cfg.eval_episodes} episode(s), the earlier ones over {before}",
+                          stacklevel=2)
         return None
 
     def build(self, saved):

@@ -307,6 +307,15 @@ def test_evaluate_replays_a_bf16_runs_final_evaluation(tmp_path):
 
 
 @pytest.mark.slow  # a run, then its resume writing a video
+def test_a_resume_with_other_evaluation_episodes_says_eval_csv_will_mix_them(tmp_path):
+    """--eval-episodes may change on a resume, and eval.csv has no column for it: its rows then mix means over
+    different counts without a word (seen); the resume now warns."""
+    run(cfg(tmp_path, "e", env_steps=1000, eval_every=500, eval_episodes=2))
+    with pytest.warns(UserWarning, match=r"--eval-episodes 1 differs from the run's 2: eval.csv's rows from here on "
+                                         r"are means over 1 episode\(s\), the earlier ones over 2"):
+        run(cfg(tmp_path, "e", env_steps=1500, eval_every=500, eval_episodes=1, resume=True))
+
+
 def test_resume_of_a_finished_run_adds_nothing(tmp_path, capsys):
     """--resume on a finished run used to evaluate again (a duplicate final row in eval.csv) and rewrite the
     checkpoint; it now only reports the summary (and writes the video if asked for), saying so (it said "resuming
