@@ -167,7 +167,7 @@ def test_scaled_pixels_are_bit_identical_to_converting_in_the_trunk():
                                    "aux_update_every"])
 def test_config_refuses_zero_periods(field):
     """0 used to pass validation and stop the run later (ZeroDivisionError, or sampling an empty replay)."""
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValueError, match="--" + field.replace("_", "-")):  # the option, as the command line names it
         tiny_config(**{field: 0}).resolved()
 
 
