@@ -754,6 +754,11 @@ class CurlApp(TrainingApp):
         else:
             self.log(self.evaluate(final=True))
             self.harness.checkpoint(self.state())
+            video = out / "eval.mp4"
+            if self.resumed and not self.cfg.save_video and video.exists() and self.harness.is_main:
+                print(f"note: {video} is a video of this run from before environment step "
+                      f"{self.start_step * self.ar}, where this part resumed; this part wrote none (--save-video "
+                      "writes the final evaluation's)", flush=True)
 
     def export(self):
         from .curve import plot_curve

@@ -316,6 +316,18 @@ def test_a_resume_with_other_evaluation_episodes_says_eval_csv_will_mix_them(tmp
         run(cfg(tmp_path, "e", env_steps=1500, eval_every=500, eval_episodes=1, resume=True))
 
 
+def test_an_extension_without_a_video_says_the_one_there_is_older(tmp_path, capsys):
+    """An extension without --save-video left the earlier part's eval.mp4 beside the new policy.pt and curve.png,
+    as if it were the final one (seen); the extension now says so."""
+    run(cfg(tmp_path, "v", env_steps=1000, eval_every=1000, save_video=True))
+    made = (tmp_path / "v" / "eval.mp4").stat().st_mtime_ns
+    capsys.readouterr()
+    run(cfg(tmp_path, "v", env_steps=1500, eval_every=1000, resume=True))
+    assert (f"note: {tmp_path / 'v' / 'eval.mp4'} is a video of this run from before environment step 1000, where "
+            "this part resumed; this part wrote none") in capsys.readouterr().out
+    assert (tmp_path / "v" / "eval.mp4").stat().st_mtime_ns == made  # left as it is
+
+
 def test_resume_of_a_finished_run_adds_nothing(tmp_path, capsys):
     """--resume on a finished run used to evaluate again (a duplicate final row in eval.csv) and rewrite the
     checkpoint; it now only reports the summary (and writes the video if asked for), saying so (it said "resuming
