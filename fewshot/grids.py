@@ -20,7 +20,7 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
     process count aside, but not the training length, ``FINISHED_COMPARED``) and, for an option left unset whose
     default has changed (``RESOLVED_DEFAULTS``), with the value that default now resolves to (as its metrics.json
     records it); otherwise one line naming each field that differs."""
-    from shared_losses.training.runtime import config_changes, read_json_file
+    from shared_losses.training.runtime import changes_text, config_changes, read_json_file
 
     if not (Path(folder) / "config.json").exists():
         raise ValueError(f"{folder} has metrics.json but no config.json: cannot tell which options it was run with; "
@@ -38,9 +38,8 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
     free = (set(type(cfg).RESUME_FREE) - compared) | {"num_processes"}
     changes = config_changes(*comparable_configs(saved, cfg), free=free)
     if changes:
-        fields = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes)
-        raise ValueError(f"{folder} holds a finished run made with other settings ({fields}: the run's -> this "
-                         "grid's); use another --out, or the run's settings")
+        raise ValueError(f"{folder} holds a finished run made with other settings ({changes_text(changes)}: the "
+                         "run's -> this grid's); use another --out, or the run's settings")
     refuse_changed_data(folder, cfg)
 
 

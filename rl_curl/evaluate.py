@@ -24,8 +24,8 @@ import torch
 
 from shared_losses.training.cli import parse_dataclass
 from shared_losses.training.runtime import (ENTRIES, CheckpointError, another_application, check_device,
-                                            checkpoint_entry, config_changes, load_checkpoint, read_json_file,
-                                            resolve_checkpoint, run_application)
+                                            changes_text, checkpoint_entry, config_changes, load_checkpoint,
+                                            read_json_file, resolve_checkpoint, run_application)
 
 from .config import Config
 
@@ -86,10 +86,10 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
         changes = config_changes(Config.with_added_fields(extra["config"]), Config.with_added_fields(saved),
                                  free=Config.RESUME_FREE)
         if changes:  # config.json edited or copied over: the agent would be built for another task or shape
-            fields = ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changes)
-            raise CheckpointError(f"{cfg_path} and the checkpoint {ckpt} disagree ({fields}, as the checkpoint's "
-                                  "value -> config.json's): the checkpoint was written with other options; put back "
-                                  "the run's config.json, or pass the run folder the checkpoint belongs to")
+            raise CheckpointError(f"{cfg_path} and the checkpoint {ckpt} disagree ({changes_text(changes)}, as the "
+                                  "checkpoint's value -> config.json's): the checkpoint was written with other "
+                                  "options; put back the run's config.json, or pass the run folder the checkpoint "
+                                  "belongs to")
     env, agent = build(cfg, device)
     env.close()
     try:

@@ -69,12 +69,14 @@ def changed_settings(out: Path, cmd: list[str]) -> list[tuple[str, object, objec
 def to_run(args: Args) -> list[tuple[Path, list[str]]]:
     """The grid's runs that are not finished. A finished run made with other settings than the grid's is
     refused (SystemExit naming each such run and field) rather than skipped as if it were this grid's."""
+    from shared_losses.training.runtime import changes_text
+
     jobs, stale = [], []
     for out, cmd in commands(args):
         if not finished(out, args.env_steps):
             jobs.append((out, cmd))
         elif changes := changed_settings(out, cmd):
-            stale.append(f"{out} ({', '.join(f'{k}: {old!r} -> {new!r}' for k, old, new in changes)})")
+            stale.append(f"{out} ({changes_text(changes)})")
     if stale:
         raise SystemExit("finished runs under --out were made with other settings than this grid's (the run's value "
                          "-> the grid's): " + "; ".join(stale) + ". Use another --out for this grid (or the same "

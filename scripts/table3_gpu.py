@@ -336,7 +336,7 @@ def left_to_run(jobs: list[dict], results: Path, env_steps: int) -> tuple[list[d
     from paper_tables.table3_slices import read_runs, settings_changes
     from rl_curl.config import from_cli
     from rl_curl.objectives import label
-    from shared_losses.training.runtime import read_json_file
+    from shared_losses.training.runtime import changes_text, read_json_file
 
     if not results.is_dir():
         raise ValueError(f"--results {results} is not a folder (the results folder `import` fills); pass --redo to run "
@@ -359,7 +359,7 @@ def left_to_run(jobs: list[dict], results: Path, env_steps: int) -> tuple[list[d
                 done.append({"task": job["task"], "objective": job["objective"], "seed": job["seed"],
                              "run": run["name"]})
                 break
-            other.append(f"{run['name']} ({', '.join(f'{k}: {old!r} -> {new!r}' for k, old, new in changes[:4])})")
+            other.append(f"{run['name']} ({changes_text(changes[:4])})")
         else:
             todo.append(job)
             if other:

@@ -34,8 +34,8 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 
 from .runtime import (CheckpointError, CsvLogger, RunFolder, RunInterrupted, StopSignals, _NoWriter, _stop_signals,
-                      checkpoint_application, checkpoint_exists, claim_run_folder, config_changes, load_checkpoint,
-                      release_run_folder, save_checkpoint, tensorboard_writer, write_json_atomic)
+                      changes_text, checkpoint_application, checkpoint_exists, claim_run_folder, config_changes,
+                      load_checkpoint, release_run_folder, save_checkpoint, tensorboard_writer, write_json_atomic)
 
 CHECKPOINT = "checkpoint"
 CONFIG_FILE = "config.json"
@@ -74,10 +74,9 @@ def refuse_config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], 
     :class:`ConfigChanged` naming each differing field outside ``free`` as ``field: saved -> now``."""
     changes = config_changes(saved, current, free=free)
     if changes:
-        fields = ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changes)
         raise ConfigChanged(f"cannot resume the run in {where}: it was written with a different configuration "
-                            f"({fields}), as the run's value -> this command's; use the same options, another "
-                            "--output-dir, or --overwrite (moves that run aside)")
+                            f"({changes_text(changes)}), as the run's value -> this command's; use the same options, "
+                            "another --output-dir, or --overwrite (moves that run aside)")
 
 
 class _Scalars:

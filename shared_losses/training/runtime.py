@@ -410,6 +410,11 @@ def config_changes(saved: Mapping[str, Any], current: Mapping[str, Any],
             if k not in free and old.get(k) != new.get(k)]
 
 
+def changes_text(changes: Iterable[tuple[str, Any, Any]]) -> str:
+    """:func:`config_changes`' list as every refusal words it: ``field: old -> new, ...`` (values as repr)."""
+    return ", ".join(f"{k}: {old!r} -> {new!r}" for k, old, new in changes)
+
+
 def config_markdown(config: Mapping[str, Any]) -> str:
     """A run configuration as a two-column Markdown table (TensorBoard's text tab renders it)."""
     def cell(v: Any) -> str:
