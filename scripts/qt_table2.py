@@ -50,6 +50,7 @@ import numpy as np
 from nlp_qt import objectives as O
 from nlp_qt.config import PRESETS as TRAIN_PRESETS
 from nlp_qt.senteval import ALL_TASKS, HUMAN_TASKS, TASKS
+from nlp_qt.senteval.tasks import default_tasks
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats
 from shared_losses.training.sweep import Run, add_sweep_arguments, from_caller, grid_lock, options_of, run_sweep
@@ -173,8 +174,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if not a.corpus or not a.data:
         p.error(f"--corpus and --data are required (or a --preset: {', '.join(sorted(PRESETS))})")
-    if a.tasks is None:  # the default follows --data: the human-labeled tasks are all that `human` holds
-        a.tasks = list(HUMAN_TASKS) if a.data == "human" else list(ALL_TASKS)
+    if a.tasks is None:  # the default follows --data, as nlp_qt.senteval's
+        a.tasks = default_tasks(a.data)
     if a.init_from_bow and "bow" not in a.baselines:
         p.error("--init-from-bow needs the bow baseline (--baselines ... bow): its vectors are the initialisation")
     if a.encoder == "bow" and a.encoder_dim != a.word_dim:

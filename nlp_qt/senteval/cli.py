@@ -14,7 +14,7 @@ from .encoders import load_encoder
 from .fetch import download
 from .human import build_human_tasks
 from .protocols import _check_seed, evaluate, format_table, prepare_tasks
-from .tasks import ALL_TASKS, HUMAN_TASKS, TASKS, SentEvalDataError
+from .tasks import ALL_TASKS, HUMAN_TASKS, TASKS, SentEvalDataError, default_tasks
 
 
 def _check_output(path: str, overwrite: bool = False) -> None:
@@ -135,8 +135,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                    help="sentence-transformers models whose folder holds its own Python modules (modules.json "
                    "naming them): load and run that code (only for folders you trust)")
     a = p.parse_args(argv)
-    if a.tasks is None:  # the default follows --data: the human-labeled tasks are all that `human` holds
-        a.tasks = list(HUMAN_TASKS) if a.data == "human" else list(ALL_TASKS)
+    if a.tasks is None:  # the default follows --data
+        a.tasks = default_tasks(a.data)
     if a.max_length is not None and a.max_length < 0:  # before the data or the model is read
         raise ValueError(f"--max-length must be >= 0 (0: the whole text), got {a.max_length}")
     # bad values: one error line (run_cli), as --max-length's, not argparse's usage block

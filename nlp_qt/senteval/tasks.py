@@ -65,6 +65,12 @@ class SentEvalDataError(FileNotFoundError):
 
 
 
+def default_tasks(data) -> list[str]:
+    """The tasks evaluated when none are named: the human-labeled ones for ``--data human`` (all it holds), else
+    SentEval's six."""
+    return list(HUMAN_TASKS) if str(data) == "human" else list(ALL_TASKS)
+
+
 def is_human(task: str) -> bool:
     return task in TASKS and TASKS[task].source == "human"
 
