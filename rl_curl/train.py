@@ -401,8 +401,7 @@ class CurlApp(TrainingApp):
         if saved is None:
             return None
         if saved["step"] >= cfg.agent_steps and (out / "summary.json").exists() and not cfg.save_video:
-            print(f"{out} already holds this run, finished at {saved['step'] * self.ar} environment steps; nothing to "
-                  "do (pass a larger --env-steps to train on)")
+            self.say_finished(saved["step"])
             return read_json_file(out / "summary.json", "run's summary")
         if saved["step"] > cfg.agent_steps:  # an unfinished run, stopped beyond the steps now asked for
             raise CheckpointError(f"{out}'s checkpoint is at environment step {saved['step'] * self.ar}, past "
@@ -414,6 +413,12 @@ class CurlApp(TrainingApp):
                           f"here on are means over {cfg.eval_episodes} episode(s), the earlier ones over {before}",
                           stacklevel=2)
         return None
+
+    def say_finished(self, step: int) -> None:
+        """The one line of a finished run given --resume again without a larger --env-steps (step: agent steps)."""
+        print(f"{self.harness.out}: the run finished at environment step {step * self.ar} (--env-steps "
+              f"{self.cfg.env_steps}): nothing to train; its summary follows (a larger --env-steps extends it)",
+              flush=True)
 
     def build(self, saved):
         with BUILD_LOCK:  # runs built in threads side by side (rl_curl.together) seed the global generators in turn
@@ -521,9 +526,8 @@ class CurlApp(TrainingApp):
         # Seed steps are counted from the start of the run; a resume without the replay refills it first.
         if not self.cfg.save_replay:
             self.seed_until = self.step + self.cfg.seed_steps
-        if self.step >= self.cfg.agent_steps:  # a finished run asked again: nothing is trained
-            print(f"the run finished at environment step {self.step * self.ar} (--env-steps {self.cfg.env_steps}): "
-                  "nothing to train; its summary follows (a larger --env-steps extends it)", flush=True)
+        if self.step >= self.cfg.agent_steps:  # a finished run asked again (for its video): nothing is trained
+            self.say_finished(self.step)
             return
         where = f"resuming at environment step {self.step * self.ar} from {self.harness.checkpoint_dir}"
         print(f"{where} (replay: {len(self.replay)} transitions restored)" if self.cfg.save_replay else
