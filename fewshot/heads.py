@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .scores import binary_scores
+from .scores import binary_scores, percent_agree
 
 
 def tokenize(tokenizer, texts, max_length, device):
@@ -50,7 +50,7 @@ def fit_logreg(feats_labeled, y_labeled, c: float, seed: int):
 def logreg_accuracy(feats_labeled, y_labeled, feats_eval, eval_y, c: float, seed: int) -> float:
     """Accuracy (%) of a logistic regression fitted on L2-normalised labeled sentence vectors."""
     clf = fit_logreg(feats_labeled, y_labeled, c, seed)
-    return float((clf.predict(unit_rows(feats_eval)) == np.asarray(eval_y)).mean() * 100.0)
+    return percent_agree(clf.predict(unit_rows(feats_eval)), eval_y)
 
 
 def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eval_y, device,
@@ -63,10 +63,10 @@ def head_accuracies(model, tokenizer, cfg, train_x, train_y, sample, eval_x, eva
     fl, fe, yl = fl.numpy(), fe.numpy(), np.asarray(train_y)[sample.labeled]
     clf = fit_logreg(fl, yl, cfg.probe_c, cfg.seed)
     decision = clf.decision_function(unit_rows(fe))  # classes [0, 1]: predict() is decision > 0
-    out = {"logreg": float(((decision > 0).astype(int) == np.asarray(eval_y)).mean() * 100.0)}
+    out = {"logreg": percent_agree((decision > 0).astype(int), eval_y)}
     scores = {"logreg": binary_scores(eval_y, decision)}
     if trains_head:
-        out["linear"] = float((logits.argmax(1).numpy() == np.asarray(eval_y)).mean() * 100.0)
+        out["linear"] = percent_agree(logits.argmax(1).numpy(), eval_y)
         scores["linear"] = binary_scores(eval_y, (logits[:, 1] - logits[:, 0]).numpy())
     if cfg.eval_split == "dev":  # choosing --probe-c: only ever on the development split
         for c in DEV_PROBE_CS:

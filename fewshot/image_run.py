@@ -48,7 +48,7 @@ from .images import Augment, ImageModel, as_images, binary_labels, features, str
 from .objectives import ENCODER_LOSSES, encoder_loss
 from .prior import ESTIMATE_HINTS, elkan_noto_prior, warn_given_prior
 from .pu import RISKS, pu_risk, train_probe
-from .scores import binary_scores
+from .scores import binary_scores, majority_percent, percent_agree
 from .run import Batches, FewShotRunApp, check_steps, make_accelerator, read_json
 
 #: share of each class held out as the test split when no --eval-file is given
@@ -519,7 +519,7 @@ class ImageApp(FewShotRunApp):
             "exact_prior": exact_image_prior(data), "batch_labeled_used": self.lab_batches.batch_size,
             "batch_unlabeled_used": self.unl_batches.batch_size,
             "train_seconds": train_seconds, "probe_seconds": probe_seconds, "run_seconds": time.time() - self.t_start,
-            "majority_accuracy": float(max(data.eval_y.mean(), 1 - data.eval_y.mean()) * 100.0),
+            "majority_accuracy": majority_percent(data.eval_y),
         }
         if self.contrastive and cfg.setting == "pu":
             self.metrics |= {"label_share": cfg.encoder_label_share, "n_encoder_labeled": len(self.enc_data.labeled),
@@ -559,7 +559,7 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
             with torch.no_grad():  # the head on the encoder's features (on the CPU, where features() returns them)
                 logits = F.linear(features(model, data.eval_x), model.head.weight.cpu(),
                                   model.head.bias.cpu()).squeeze(1)
-            out[name] = float(((logits > 0).long().numpy() == ev_y).mean() * 100.0)
+            out[name] = percent_agree((logits > 0).long().numpy(), ev_y)
             scores[name] = binary_scores(ev_y, logits.numpy())
             if name in ("nnpu", "ce"):
                 head = {"learner": name, "weight": model.head.weight.detach().cpu().clone(),
@@ -576,7 +576,7 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
             probe = train_probe(f_lab, f_pool, pi_p, risk, seed=cfg.seed)
             with torch.no_grad():
                 logits = probe(f_eval).squeeze(1)
-            out[risk] = float(((logits > 0).long().numpy() == ev_y).mean() * 100.0)
+            out[risk] = percent_agree((logits > 0).long().numpy(), ev_y)
             scores[risk] = binary_scores(ev_y, logits.numpy())
             if risk == "nnpu":
                 head = {"learner": "nnpu probe", "weight": probe.weight.detach().clone(),
@@ -586,7 +586,7 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
 
     clf = LogisticRegression(C=cfg.probe_c, max_iter=5000).fit(f_lab.numpy(), data.y[data.labeled])
     decision = clf.decision_function(f_eval.numpy())  # classes [0, 1]: predict() is decision > 0
-    acc_ = float(((decision > 0).astype(int) == ev_y).mean() * 100.0)
+    acc_ = percent_agree((decision > 0).astype(int), ev_y)
     head = {"learner": "logistic regression", "weight": torch.from_numpy(clf.coef_).float(),
             "bias": torch.from_numpy(clf.intercept_).float(), "mean": mean, "std": std}
     return {"logreg": acc_}, head, {"logreg": binary_scores(ev_y, decision)}

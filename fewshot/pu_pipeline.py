@@ -22,6 +22,7 @@ from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
 from .heads import tokenize
 from .run import FewShotRunApp, forward_views, prepare, process_share
+from .scores import majority_percent
 
 
 class PuApp(FewShotRunApp):
@@ -152,8 +153,7 @@ class PuApp(FewShotRunApp):
             "eval_scores": self.scores["nnpu"] if self.scores else None,
             "train_seconds": time.time() - self.t0, "pooling": run.pooling, "pooling_source": run.pooling_source,
             "n_eval": len(run.eval_y),
-            "majority_accuracy": (float(max(np.mean(run.eval_y), 1 - np.mean(run.eval_y)) * 100.0)
-                                  if len(run.eval_y) else None),
+            "majority_accuracy": majority_percent(run.eval_y) if len(run.eval_y) else None,
         }
         if from_files:
             metrics.update(positive_file=cfg.positive_file, unlabeled_file=cfg.unlabeled_file)

@@ -4,12 +4,11 @@ from both so that neither imports the other)."""
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from .pu import MIN_UNLABELED, RISKS, train_probe
 from .heads import embed_all
-from .scores import binary_scores
+from .scores import binary_scores, percent_agree
 
 
 def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, device, risks=RISKS):
@@ -35,7 +34,7 @@ def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, devic
             with torch.no_grad():
                 logits = probe((fe - mean) / std).squeeze(1)
             pred = (logits > 0).long().numpy()
-            out[risk] = float((pred == np.asarray(eval_y)).mean() * 100.0)
+            out[risk] = percent_agree(pred, eval_y)
             scores[risk] = binary_scores(eval_y, logits.numpy())
     return out, head, scores
 

@@ -24,6 +24,7 @@ from .heads import embed_all
 from .objectives import ALL_OBJECTIVES
 from .model import FewShotModel, count_cut, load_tokenizer, max_length_error, resolve_pooling
 from .prior import ESTIMATE_HINTS, elkan_noto_prior, warn_given_prior
+from .scores import majority_percent, percent_agree
 
 
 class Batches:
@@ -378,8 +379,8 @@ def majority_rates(train_y, sample, eval_y) -> dict:
     predicting the labeled sample's majority class (ties: positive)."""
     ev = np.asarray(eval_y)
     lab_major = int(np.asarray(train_y)[sample.labeled].mean() >= 0.5)
-    return {"majority_accuracy": float(max(ev.mean(), 1 - ev.mean()) * 100.0),
-            "labeled_majority_accuracy": float((ev == lab_major).mean() * 100.0)}
+    return {"majority_accuracy": majority_percent(ev),
+            "labeled_majority_accuracy": percent_agree(np.full_like(ev, lab_major), ev)}
 
 
 def eval_subset(eval_x, eval_y, max_eval, seed):

@@ -10,6 +10,26 @@ from __future__ import annotations
 import numpy as np
 
 
+def percent_agree(pred, truth) -> float:
+    """The share (%) of ``pred`` equal to ``truth``, as ``100 * agreeing / n`` in one division: 23 of 40 is 57.5,
+    not ``mean() * 100``'s 57.49999999999999."""
+    pred, truth = np.asarray(pred).reshape(-1), np.asarray(truth).reshape(-1)
+    if pred.shape != truth.shape:
+        raise ValueError(f"percent_agree: {pred.size} predictions but {truth.size} labels")
+    if not truth.size:
+        raise ValueError("percent_agree: no labels")
+    return 100.0 * int((pred == truth).sum()) / truth.size
+
+
+def majority_percent(y) -> float:
+    """The accuracy (%) of always answering the commoner class of the 0/1 labels ``y``."""
+    y = np.asarray(y).reshape(-1)
+    if not y.size:
+        raise ValueError("majority_percent: no labels")
+    n_pos = int((y == 1).sum())
+    return 100.0 * max(n_pos, y.size - n_pos) / y.size
+
+
 def binary_scores(y_true, logits) -> dict:
     """``{"accuracy", "balanced_accuracy", "precision", "recall", "f1", "roc_auc", "n_positive", "n_negative"}`` of
     the decisions ``logits > 0`` (and of the ranking by ``logits`` for ROC-AUC) against labels 0/1."""

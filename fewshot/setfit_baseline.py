@@ -15,6 +15,8 @@ import warnings
 
 import numpy as np
 
+from .scores import percent_agree
+
 
 def run_setfit(cfg, run) -> tuple[float, float]:
     """(evaluation accuracy in %, training seconds) of SetFit trained on ``run.sample.labeled``."""
@@ -40,4 +42,4 @@ def run_setfit(cfg, run) -> tuple[float, float]:
         Trainer(model=model, args=args, train_dataset=train_ds).train()
     seconds = time.time() - t0
     pred = np.asarray(model.predict(list(run.eval_x), batch_size=64, show_progress_bar=False))
-    return float((pred.astype(int) == np.asarray(run.eval_y)).mean() * 100.0), seconds
+    return percent_agree(pred.astype(int), run.eval_y), seconds

@@ -37,6 +37,7 @@ def check(run: Path) -> dict:
     from fewshot.image_run import image_data
     from fewshot.image_export import rebuild
     from fewshot.images import features
+    from fewshot.scores import percent_agree
     from shared_losses.training.runtime import read_json_file
 
     saved = read_json_file(run / "config.json", "run's configuration")
@@ -57,7 +58,7 @@ def check(run: Path) -> dict:
         clf = LogisticRegression(max_iter=5000).fit(z, data.y)
     out = {"run": str(run), "setting": cfg.setting, "contrastive": cfg.contrastive, "n_labeled": len(data.labeled),
            "run_accuracy": read_json_file(run / "metrics.json", "run's metrics")["eval_accuracy"],
-           "all_label_probe": float((clf.predict(ze) == data.eval_y).mean() * 100.0)}
+           "all_label_probe": percent_agree(clf.predict(ze), data.eval_y)}
     centre = np.where(data.y[:, None] == 1, z[data.y == 1].mean(0), z[data.y == 0].mean(0))
     spread = float(np.sqrt(((z - centre) ** 2).sum(1).mean()))
     out["class_gap"] = float(np.linalg.norm(z[data.y == 1].mean(0) - z[data.y == 0].mean(0)) / spread)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from fewshot.scores import binary_scores, scores_line
+from fewshot.scores import binary_scores, majority_percent, percent_agree, scores_line
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -56,3 +56,31 @@ def test_the_line_a_run_prints():
                     "balanced accuracy 83.33; ROC-AUC 100.00 (%)")
     assert "recall n/a" in scores_line(binary_scores([0, 0], [1.0, -1.0]))
     assert scores_line(None) is None and scores_line({"accuracy": None}) is None
+
+
+def test_accuracies_are_one_division_as_the_scores_are():
+    """23 of 40 right is 57.5 in metrics.json, not ``mean() * 100``'s 57.49999999999999; and the accuracy of
+    ``eval_accuracy`` is the same float as ``eval_scores["accuracy"]`` (both 100 * right / n)."""
+    truth = np.array([1] * 24 + [0] * 16)
+    pred = truth.copy()
+    pred[:17] = 0  # 7 of the 24 positives right, all 16 negatives: 23 of 40
+    assert repr(percent_agree(pred, truth)) == "57.5"
+    assert float((pred == truth).mean() * 100.0) != 57.5  # what the runs wrote before
+    assert majority_percent(truth) == 60.0 and majority_percent(1 - truth) == 60.0
+    rng = np.random.default_rng(0)
+    for n in range(1, 120):
+        y = rng.integers(0, 2, n)
+        p = rng.integers(0, 2, n)
+        k = int((p == y).sum())
+        assert percent_agree(p, y) == 100.0 * k / n == binary_scores(y, np.where(p == 1, 1.0, -1.0))["accuracy"]
+        assert majority_percent(y) == 100.0 * max(int(y.sum()), n - int(y.sum())) / n
+    assert percent_agree([True, False], [1, 1]) == 50.0  # booleans against 0/1 labels
+
+
+def test_accuracy_inputs_are_named():
+    with pytest.raises(ValueError, match="3 predictions but 2 labels"):
+        percent_agree([0, 1, 1], [0, 1])
+    with pytest.raises(ValueError, match="no labels"):
+        percent_agree([], [])
+    with pytest.raises(ValueError, match="no labels"):
+        majority_percent([])
