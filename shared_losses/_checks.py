@@ -76,7 +76,7 @@ def check_prior(prior: float) -> float:
 
 
 def check_label_pull(label_pull: float) -> float:
-    label_pull = float(label_pull)
+    label_pull = _fixed_number("label_pull", label_pull, "the weight of an unlabeled anchor's pull")
     if not 0.0 <= label_pull <= 1.0:
         raise ValueError(f"label_pull (the weight of an unlabeled anchor's pull towards the labeled views) must be in "
                          f"[0, 1], got {label_pull}")
@@ -142,7 +142,8 @@ def check_log_floor(log_floor, batch: int, device: torch.device, values: bool = 
     functions check it with their other flags)."""
     if log_floor is None:
         return
-    if isinstance(log_floor, (int, float)):
+    if isinstance(log_floor, numbers.Real) and not isinstance(log_floor, bool):  # numpy's floats too
+        log_floor = float(log_floor)
         if math.isnan(log_floor) or log_floor == float("inf"):
             raise ValueError(f"log_floor must be a number or -inf, got {log_floor}")
         return

@@ -199,7 +199,9 @@ def debiased_terms(
             floor = log_floor.to(log_g.dtype)
             if floor.dim() == 1:
                 floor = floor.unsqueeze(1)
-            log_g = torch.maximum(log_g, floor)
+            # where, not torch.maximum: at a tie (one negative, tau+ = 0, the min-negative floor) maximum sends half
+            # the gradient to the floor, a constant; clamp(min=), the float floor's path, sends it all to the estimate
+            log_g = torch.where(log_g < floor, floor, log_g)  # a NaN estimate stays NaN, as with maximum
         else:
             log_g = log_g.clamp(min=float(log_floor))
 

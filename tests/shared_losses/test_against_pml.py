@@ -72,10 +72,28 @@ def test_supcon_is_pml_supcon_where_every_row_has_a_positive(temperature):
 
 
 def test_a_row_without_a_positive_is_refused_where_pml_leaves_it_out_of_the_mean():
-    """The one difference: pml's SupConLoss averages over the rows that have a positive (a label seen once adds a
+    """A difference: pml's SupConLoss averages over the rows that have a positive (a label seen once adds a
     zero it leaves out); ours names the row, since SupCon's L_out is undefined for it (docs/losses.md)."""
     feats = torch.randn(5, 8, dtype=torch.float64)
     labels = torch.tensor([0, 0, 1, 1, 2])
     assert torch.isfinite(pml.SupConLoss(temperature=0.5)(feats, labels))
     with pytest.raises(ValueError, match=r"anchor 4 \(label 2\) has no positive"):
         L.supcon_loss(feats, labels, temperature=0.5)
+
+
+def test_a_batch_of_one_label_is_supcons_value_where_pml_returns_0():
+    """The other difference (docs/losses.md): every row a positive of every other, no negative; pml's SupConLoss
+    returns 0, ours L_out as the equation has it, checked against a float64 loop."""
+    g = torch.Generator().manual_seed(3)
+    feats = torch.randn(6, 8, generator=g, dtype=torch.float64)
+    labels = torch.zeros(6, dtype=torch.long)
+    assert pml.SupConLoss(temperature=0.5)(feats, labels).item() == 0.0
+    z = torch.nn.functional.normalize(feats, dim=1)
+    s = z @ z.T / 0.5
+    want = 0.0
+    for i in range(6):
+        others = [a for a in range(6) if a != i]
+        log_den = torch.logsumexp(s[i, others], 0)
+        want += -sum(float(s[i, p] - log_den) for p in others) / len(others)
+    got = L.supcon_loss(feats, labels, temperature=0.5).item()
+    assert got > 0 and abs(got - want / 6) < 1e-12

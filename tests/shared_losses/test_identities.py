@@ -134,6 +134,27 @@ def test_floor_is_used_when_estimator_goes_negative():
     assert S.debiased_nce_from_logits(pos, neg, tau_plus=0.5).item() == 0.0
 
 
+def test_a_floor_at_a_tie_passes_the_whole_gradient():
+    """One negative, tau+ = 0, the min-negative floor: the floor equals the estimate, so the loss is InfoNCE's and so
+    is its gradient (the floor is a constant of the step). A tensor floor and the same floor as a float agree."""
+    pos = torch.tensor([[1.0], [0.3]], dtype=torch.float64, requires_grad=True)
+    neg = torch.tensor([[0.5], [-0.2]], dtype=torch.float64, requires_grad=True)
+    want = torch.autograd.grad(S.info_nce_from_logits(pos, neg), [pos, neg])
+    got = torch.autograd.grad(S.debiased_nce_from_logits(pos, neg, 0.0, S.log_floor_min_negative(neg)), [pos, neg])
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=0, atol=1e-15)
+    for row in range(2):  # a tensor floor and a float floor, each at the tie
+        p, q = pos[row:row + 1], neg[row:row + 1]
+        by_tensor = torch.autograd.grad(S.debiased_nce_from_logits(p, q, 0.0, q.detach()[:, 0]), [p, q])
+        by_float = torch.autograd.grad(S.debiased_nce_from_logits(p, q, 0.0, float(q[0, 0])), [p, q])
+        for g, w in zip(by_tensor, by_float):
+            torch.testing.assert_close(g, w, rtol=0, atol=1e-15)
+    # a NaN estimate is not hidden by the floor (host checks off, where NaN inputs reach the loss)
+    nan = S.debiased_nce_from_logits(torch.tensor([[1.0]]), torch.tensor([[float("nan")]]), 0.0,
+                                     torch.tensor([0.0]), host_checks=False)
+    assert torch.isnan(nan)
+
+
 def test_log_floor_min_negative():
     neg = torch.tensor([[1.0, -2.0, -math.inf], [3.0, 0.5, 2.0]])
     assert torch.equal(S.log_floor_min_negative(neg), torch.tensor([-2.0, 0.5]))

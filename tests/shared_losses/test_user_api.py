@@ -76,6 +76,25 @@ def test_temperature_a_learned_tensor_is_refused_a_plain_number_of_any_kind_take
     assert log_t.grad is not None and log_t.grad != 0
 
 
+def test_label_pull_and_log_floor_take_numbers_as_their_siblings_do():
+    """label_pull refuses a learned tensor and a bool as temperature, tau_plus and prior do; a numpy float floor is a
+    floor like Python's."""
+    feats, labels, roles = torch.randn(4, 8), torch.arange(2).repeat(2), torch.tensor([1, 0, 1, 0])
+    with pytest.raises(ValueError, match="label_pull is a tensor that requires grad"):
+        S.punce_loss(feats, labels, roles, prior=0.3, label_pull=torch.tensor(0.5, requires_grad=True))
+    with pytest.raises(ValueError, match="label_pull must be a number, got bool"):
+        S.punce_loss(feats, labels, roles, prior=0.3, label_pull=True)
+    ref = S.punce_loss(feats, labels, roles, prior=0.3, label_pull=0.5)
+    for v in (np.float32(0.5), torch.tensor(0.5)):
+        assert torch.equal(S.punce_loss(feats, labels, roles, prior=0.3, label_pull=v), ref)
+    pos, neg = torch.randn(3, 1), torch.randn(3, 5)
+    ref = S.debiased_nce_from_logits(pos, neg, 0.1, -2.0)
+    for floor in (np.float32(-2.0), np.float64(-2.0), -2):
+        assert torch.equal(S.debiased_nce_from_logits(pos, neg, 0.1, floor), ref)
+    with pytest.raises(ValueError, match="log_floor must be None, a float or a \\[B\\] tensor, got bool"):
+        S.debiased_nce_from_logits(pos, neg, 0.1, True)
+
+
 def test_views_that_are_not_float_tensors_are_named():
     z1, z2 = views(dtype=torch.float32).unbind(1)
     with pytest.raises(ValueError, match="view 2 is float .*temperature= .* by name"):
