@@ -51,7 +51,7 @@ class Config:
 
     corpus: str = ""
     """Training corpus: a plain-text file or folder (files in sorted order; .gz/.bz2/.xz read
-    directly), a local .json/.jsonl/.csv/.parquet file (compressed too) or `save_to_disk` folder, or
+    directly), a local .json/.jsonl/.csv/.tsv/.parquet file (compressed too) or `save_to_disk` folder, or
     a hub dataset `hf:NAME` (e.g. hf:bookcorpus; needs internet)."""
     output_dir: str = "runs/nlp_qt"
     """Run directory: config.json, vocab.json, checkpoint/, model/ (for evaluation), log.csv, tb/, summary.json."""

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 TEXT_SUFFIXES = {".txt", ".text", ".md", ""}
-DATASETS_SUFFIXES = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+DATASETS_SUFFIXES = {".json": "json", ".jsonl": "json", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
+DATASETS_OPTIONS = {".tsv": {"sep": "\t"}}  # a tab-separated table is datasets' csv builder with a tab
 # Compressed files are read through (``book.txt.gz``, ``rows.jsonl.xz``); recognised by their first bytes.
 COMPRESSED = {".gz": (b"\x1f\x8b", gzip.open), ".bz2": (b"BZh", bz2.open), ".xz": (b"\xfd7zXZ\x00", lzma.open)}
 ARCHIVES = {b"PK\x03\x04": "zip", b"7z\xbc\xaf": "7z"}  # several files in one: refused with a message
@@ -231,7 +232,7 @@ def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
     Undecodable lines are counted and skipped; each yields ``""``, which ends the paragraph (the
     text on either side is never joined into one sentence) but is not a blank line. UTF-16 with a
     byte-order mark (Windows editors' "Unicode"), or without one where its first bytes show it, is decoded as such;
-    a file whose first bytes end lines with CR alone (old Mac) is split at CR."""
+    a file whose first 64 KiB end lines with CR alone (old Mac) is split at CR."""
     with _open_text_file(path) as fh:
         lines, head = fh, _first_bytes(fh, path)
         if head[257:262] == b"ustar":  # also inside .tar.gz
@@ -277,6 +278,8 @@ def _bomless_utf16(head: bytes) -> str | None:
     return None
 
 
+FIRST_BYTES = 1 << 16  # what the sniffing of a file's kind and line endings reads
+
 _READ_ERRORS = (EOFError, OSError, lzma.LZMAError)  # a truncated or corrupt compressed file
 
 
@@ -292,9 +295,10 @@ def _read_or_fail(lines, path: Path) -> Iterator[bytes]:
 
 
 def _first_bytes(fh, path: Path) -> bytes:
-    """The first bytes of ``fh`` (enough to see a tar header), which is left at its start."""
+    """The first bytes of ``fh``, which is left at its start: enough to see a tar header, and the line ending of a
+    file whose first lines are long (a CR-only file's first paragraph of 300 characters was read as all one line)."""
     try:
-        head = fh.read(262)
+        head = fh.read(FIRST_BYTES)
         fh.seek(0)
     except _READ_ERRORS as err:
         raise _unreadable(path, err) from err
@@ -429,8 +433,10 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
                 raise CorpusError(f"corpus file {path} is empty")
             builder = DATASETS_SUFFIXES.get(_format_suffix(path))
             if builder is None:
-                raise CorpusError(f"cannot tell the format of {path}: use .json/.jsonl/.csv/.parquet or plain text")
-            return datasets.load_dataset(builder, data_files=str(path), split=split, streaming=True)
+                raise CorpusError(f"cannot tell the format of {path}: use .json/.jsonl/.csv/.tsv/.parquet or plain "
+                                  "text")
+            return datasets.load_dataset(builder, data_files=str(path), split=split, streaming=True,
+                                         **DATASETS_OPTIONS.get(_format_suffix(path), {}))
         name = source.removeprefix("hf:")
         return datasets.load_dataset(name, split=split, streaming=True)
     except CorpusError:
@@ -536,6 +542,22 @@ def corpus_fingerprint(source: str) -> dict | None:
     return {"files": len(files), "bytes": sum(sizes), "digest": digest.hexdigest()}
 
 
+def _check_plain_text_source(source: str, text_column: str, doc_field: str | None) -> None:
+    """A table's options given for plain text are refused (they were ignored: a .tsv file's header and columns were
+    read as sentences); a single file whose suffix is not a text file's is read as text, and a warning says so."""
+    tables = "/".join(DATASETS_SUFFIXES)
+    for option, value, given in (("--doc-field", doc_field, doc_field is not None),
+                                 ("--text-column", text_column, text_column != "text")):
+        if given:
+            raise CorpusError(f"{option} {value} names a column, but the corpus {source} is plain text, which has "
+                              f"none; columns are read from {tables} files (compressed too), save_to_disk folders "
+                              "and hf: datasets (for plain text: --doc-boundary)")
+    path = Path(source)
+    if path.is_file() and _format_suffix(path) not in TEXT_SUFFIXES:
+        warnings.warn(f"corpus {path} is read as plain text: its suffix {_format_suffix(path)!r} is neither a text "
+                      f"file's (*.txt, *.text, *.md, none) nor a table's ({tables})", UserWarning, stacklevel=3)
+
+
 def iter_corpus(
     source: str,
     stats: CorpusStats | None = None,
@@ -551,6 +573,7 @@ def iter_corpus(
         raise CorpusError("no corpus given (pass a text file, a folder, a .jsonl file or hf:NAME)")
     source = shipped_or_given(source)
     if is_plain_text(source):
+        _check_plain_text_source(source, text_column, doc_field)
         return iter_text_sentences(source, stats, doc_boundary, bool(one_sentence_per_line))
     local = Path(source)
     if not source.startswith("hf:") and not local.exists() and (os.sep in source or local.suffix):

@@ -424,6 +424,25 @@ def test_bomless_utf16_and_cr_line_endings_read_as_the_same_text(tmp_path, encod
         assert docs("other.txt") == docs("lf.txt")
 
 
+@pytest.mark.parametrize("suffix", [".txt", ".txt.gz"])
+def test_cr_line_endings_are_seen_past_a_long_first_line(tmp_path, suffix):
+    """The line ending was sniffed in the first 262 bytes: a CR-only file whose first paragraph was longer was read
+    as one line (one document, one sentence per paragraph-run), without a word."""
+    import gzip
+
+    paras = [" ".join(f"Sentence {p} {i} has several words in it." for i in range(12)) for p in range(6)]
+    text = "\n\n".join(paras) + "\n"
+    assert len(paras[0]) > 262
+    (tmp_path / "lf.txt").write_bytes(text.encode())
+    data = text.replace("\n", "\r").encode()
+    other = tmp_path / f"cr{suffix}"
+    other.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
+    for boundary in ("file", "blank_line"):
+        want = list(iter_corpus(str(tmp_path / "lf.txt"), doc_boundary=boundary))
+        assert list(iter_corpus(str(other), doc_boundary=boundary)) == want and len(want) == 72
+    assert len({d for d, _ in iter_corpus(str(other), doc_boundary="blank_line")}) == 6
+
+
 def test_a_row_whose_text_is_a_number_or_a_list_is_refused_by_its_row(tmp_path):
     """Rows whose text was 987654, true or [1, 2] were skipped and counted among the empty lines, unsaid."""
     for value, kind in ((987654, "int"), ([1, 2], "list")):
@@ -435,3 +454,25 @@ def test_a_row_whose_text_is_a_number_or_a_list_is_refused_by_its_row(tmp_path):
     f.write_text("\n".join(json.dumps({"text": t}) for t in ["A one.", None, "", "B one."]))
     stats = CorpusStats()
     assert [s for _, s in iter_corpus(str(f), stats)] == ["A one.", "B one."] and stats.empty_lines == 2
+
+
+def test_a_tsv_corpus_is_a_table_and_table_options_on_plain_text_are_refused(tmp_path):
+    """A .tsv file was read as plain text: its header and book ids became sentences and --doc-field was ignored,
+    unsaid. It is now a table (datasets' csv with a tab); a column option given for plain text is refused; a single
+    file of another suffix is read as text with a warning."""
+    rows = [("A first one. A second one.", "b1"), ("A third one.", "b1"), ("Another book starts.", "b2")]
+    tsv = tmp_path / "rows.tsv"
+    tsv.write_text("text\tbook\n" + "".join(f"{t}\t{b}\n" for t, b in rows))
+    got = list(iter_corpus(str(tsv), doc_field="book"))
+    assert [s for _, s in got] == ["A first one. A second one.", "A third one.", "Another book starts."]
+    assert got[0][0] == got[1][0] != got[2][0]
+    renamed = tmp_path / "rows.tab.txt"
+    renamed.write_text(tsv.read_text())
+    for kw, words in (({"doc_field": "book"}, "--doc-field book names a column"),
+                      ({"text_column": "review"}, "--text-column review names a column")):
+        with pytest.raises(CorpusError, match=f"{words}, but the corpus .*rows.tab.txt is plain text"):
+            list(iter_corpus(str(renamed), **kw))
+    odd = tmp_path / "book.rst"
+    odd.write_text("One sentence here. And another.\n")
+    with pytest.warns(UserWarning, match=r"book.rst is read as plain text: its suffix '.rst'"):
+        assert [s for _, s in iter_corpus(str(odd))] == ["One sentence here.", "And another."]
