@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from shared_losses.data import (RECORD_SUFFIXES, TEXT_SETS, DataError, LabelRule, is_empty, is_saved_dataset,
-                                label_values, load_text_set, not_utf8_error, positive_text, read_local, read_records)
+                                label_values, load_text_set, positive_text, read_local, read_records, reading_text)
 
 
 def load_splits(cfg):
@@ -146,11 +146,8 @@ def read_rows(path: str, text_column: str = "text", what: str = "input file") ->
         raise DataError(f"{what} {p} is a folder; pass one file ({', '.join(TEXT_SUFFIXES)}, or .gz) or a folder "
                         "written by datasets' save_to_disk")
     if p.name.lower().endswith((".txt", ".txt.gz")):
-        try:
-            with (gzip.open if p.suffix.lower() == ".gz" else open)(p, "rt", encoding="utf-8-sig") as fh:
-                lines = [line.rstrip("\r\n") for line in fh]
-        except UnicodeDecodeError as err:
-            raise not_utf8_error(p) from err
+        with reading_text(p), (gzip.open if p.suffix.lower() == ".gz" else open)(p, "rt", encoding="utf-8-sig") as fh:
+            lines = [line.rstrip("\r\n") for line in fh]
         return [t if t.strip() else None for t in lines], [{} for _ in lines]
     try:
         records = read_records(p, (text_column,), "--text-column", strings_as=text_column, only=False)

@@ -28,6 +28,8 @@ import re
 import shlex
 import warnings
 import zipfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -287,15 +289,41 @@ def load_local(path: str, text_column: str, label_column: str, positive_label: s
 
 def not_utf8_error(p: Path) -> DataError:
     """The error for a file that is not UTF-8, with the first bad byte's offset and line."""
-    raw = gzip.decompress(p.read_bytes()) if p.suffix.lower() == ".gz" else p.read_bytes()
+    # a gzip file is decompressed as far as it goes (a truncated one too: the bad byte may come before its end)
+    raw = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(p.read_bytes()) if p.suffix.lower() == ".gz" \
+        else p.read_bytes()
     try:
         raw.decode("utf-8")
         where = ""
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         where = f" (byte {err.start}, line {line}: {raw[err.start:err.start + 1]!r})"
+    target = p.with_name(p.stem + '.utf8' + p.suffix)
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # a byte-order mark: Windows editors' "Unicode"
+        return DataError(f"{p}: UTF-16 (it starts with a byte-order mark), not UTF-8; the file must be UTF-8. "
+                         f"Convert it: iconv -f utf-16 -t utf-8 {p} > {target}")
     return DataError(f"{p}: not UTF-8{where}; the file must be UTF-8. Convert it, e.g. from Latin-1: "
-                     f"iconv -f latin1 -t utf-8 {p} > {p.with_name(p.stem + '.utf8' + p.suffix)}")
+                     f"iconv -f latin1 -t utf-8 {p} > {target}")
+
+
+#: what reading a damaged or mis-named .gz raises: truncated (EOFError), not gzip at all, corrupt inside
+GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+@contextmanager
+def reading_text(p: Path):
+    """Around the reading of the text file ``p`` (gzip-compressed where it ends in .gz): a file that is not UTF-8,
+    or a .gz that is truncated, corrupt or not gzip, is one :class:`DataError` naming the file."""
+    try:
+        yield
+    except UnicodeDecodeError as err:
+        raise not_utf8_error(p) from err
+    except GZIP_ERRORS as err:
+        if p.read_bytes()[:2] != b"\x1f\x8b":
+            raise DataError(f"{p}: not gzip-compressed, though it ends in .gz (it starts {p.read_bytes()[:8]!r}); "
+                            f"rename it without .gz if it is plain text") from err
+        raise DataError(f"{p}: could not decompress it ({type(err).__name__}: {err}); is the file complete? "
+                        f"(gzip -t {p} tests it)") from err
 
 
 def read_local(path: str, text_column: str, label_column: str):
@@ -438,17 +466,14 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
         # GLUE's TSV files are not quoted (a sentence may start with or contain a lone `"`), so a
         # .tsv is read without quote handling, as GLUE's own readers do; a .csv uses CSV quoting.
         quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
-        try:
-            with open_text(newline="", encoding="utf-8-sig") as fh:
-                reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
-                _check_columns(reader.fieldnames or [], columns, str(p), options)
-                rows, long_rows = [], []  # the lines of rows with more fields than the header
-                for row in reader:
-                    rows.append(row)
-                    if None in row:
-                        long_rows.append(reader.line_num)
-        except UnicodeDecodeError as err:
-            raise not_utf8_error(p) from err
+        with reading_text(p), open_text(newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
+            _check_columns(reader.fieldnames or [], columns, str(p), options)
+            rows, long_rows = [], []  # the lines of rows with more fields than the header
+            for row in reader:
+                rows.append(row)
+                if None in row:
+                    long_rows.append(reader.line_num)
         if suffix == ".tsv":
             _warn_quoted(p, rows, columns)
         if long_rows:
@@ -460,11 +485,8 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
                 row.pop(None, None)
     elif suffix in (".jsonl", ".json"):
         rows, line_of = [], []  # JSON lines: the line each record stands on (for the refusal of a bad one)
-        try:
-            with open_text(encoding="utf-8-sig") as fh:  # -sig: files saved with a BOM (Windows editors)
-                lines = fh.readlines()
-        except UnicodeDecodeError as err:
-            raise not_utf8_error(p) from err
+        with reading_text(p), open_text(encoding="utf-8-sig") as fh:  # -sig: a BOM (Windows editors)
+            lines = fh.readlines()
         if suffix == ".json" and "".join(lines).lstrip().startswith("["):  # a JSON array of objects
             try:
                 rows = json.loads("".join(lines))

@@ -200,6 +200,37 @@ def test_non_utf8_file_names_the_file_and_position(tmp_path):
             load_local(str(f), "sentence", "label", "1")
 
 
+def test_a_damaged_or_misnamed_gz_and_utf16_are_named_in_one_error(tmp_path):
+    """A truncated .gz, a plain file named .gz and a corrupt one were tracebacks (EOFError, BadGzipFile, zlib.error)
+    for every file option (labeled, evaluation, unlabeled, positives, fewshot.predict's input); a UTF-16 file was
+    advised a conversion from Latin-1."""
+    import gzip
+
+    from fewshot.data import read_texts
+
+    body = "sentence\tlabel\n" + "".join(f"text number {i} here\t{i % 2}\n" for i in range(400))
+    whole = gzip.compress(body.encode())
+    (tmp_path / "trunc.tsv.gz").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "plain.tsv.gz").write_bytes(body.encode())
+    corrupt = bytearray(whole)
+    corrupt[40:60] = b"\xff" * 20
+    (tmp_path / "corrupt.tsv.gz").write_bytes(bytes(corrupt))
+    texts = "".join(f"text number {i} here\n" for i in range(400))
+    (tmp_path / "trunc.txt.gz").write_bytes(gzip.compress(texts.encode())[:300])
+    (tmp_path / "plain.txt.gz").write_bytes(texts.encode())
+    for name, words in (("trunc", "could not decompress it .*is the file complete"),
+                        ("plain", "not gzip-compressed, though it ends in .gz .*rename it"),
+                        ("corrupt", "could not decompress it")):
+        with pytest.raises(DataError, match=f"{name}.tsv.gz: {words}"):
+            load_local(str(tmp_path / f"{name}.tsv.gz"), "sentence", "label", "1")
+        if name != "corrupt":
+            with pytest.raises(DataError, match=f"{name}.txt.gz: {words}"):
+                read_texts(str(tmp_path / f"{name}.txt.gz"), "text", "--unlabeled-file")
+    (tmp_path / "u16.tsv").write_bytes(body.encode("utf-16"))
+    with pytest.raises(DataError, match=r"u16.tsv: UTF-16 .*iconv -f utf-16 -t utf-8"):
+        load_local(str(tmp_path / "u16.tsv"), "sentence", "label", "1")
+
+
 def test_rows_with_empty_text_or_label_are_dropped_with_a_warning(tmp_path):
     train_file = tmp_path / "train.tsv"
     train_file.write_text("sentence\tlabel\ngood\t1\n\t0\nbad\t\nfine\t1\nawful\t0\n")
