@@ -23,7 +23,8 @@ class Task:
     files: tuple[str, ...]
     kind: str
     description: str
-    encoding: str = "latin-1"  # of its files (SentEval's are Latin-1/ASCII; the human-labeled ones UTF-8)
+    encoding: str = "latin-1"  # of its files (SentEval's are Latin-1/ASCII; the human-labeled ones UTF-8); a
+    # "latin-1" file that is valid UTF-8 is read as UTF-8 (_decode)
     source: str = "senteval"   # senteval: fetched by `download`; human: built offline by `build-human`
     positive: str = ""         # what the first (label 1) file holds, for the human-labeled tasks' manifest
     origin: str = ""           # human-labeled tasks: the shared_losses.data text set they are built from
@@ -106,6 +107,12 @@ def _decode(path: Path, encoding: str) -> str:
     if b"\x00" in raw or bad > max(2, len(raw) // 1000):
         raise SentEvalDataError(f"{path} is not a text file ({bad} control bytes in {len(raw)}); a task file holds "
                                 "one example per line")
+    if not _is_utf8(encoding):  # SentEval's Latin-1 files; a user's own in that layout are mostly UTF-8 today
+        raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark (Windows editors) is no text
+        try:  # a file that is valid UTF-8 is UTF-8 ("caf\xc3\xa9" was read as "cafÃ©"); ASCII reads alike
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # Latin-1 bytes (SentEval's MR, SUBJ, TREC), as SentEval reads them
     try:
         return raw.decode(encoding, errors="strict" if _is_utf8(encoding) else "replace")
     except UnicodeDecodeError as err:

@@ -81,6 +81,24 @@ def test_trec_lines_split_only_at_line_ends_as_senteval_reads_them(root):
     assert trec["train"][0][5] == "Form\x0cfeed and vertical\x0btab ?"
 
 
+def test_a_users_utf8_task_files_are_read_as_utf8_and_senteval_latin1_as_latin1(root):
+    """MR/TREC files in UTF-8 were decoded as Latin-1, SentEval's encoding: "caf\u00e9" became "cafÃ©", missing
+    every vocabulary, and a byte-order mark stayed in the first sentence ("ï»¿For ...") or broke TREC's first line.
+    A file that is valid UTF-8 is read as UTF-8 (a BOM dropped); one with Latin-1 bytes as Latin-1, as before."""
+    mr, trec = root / "MR" / "rt-polarity.pos", root / "TREC" / "train_5500.label"
+    texts, _ = se.load_binary(root, "MR")
+    first = texts[0]
+    mr.write_bytes(b"\xef\xbb\xbf" + mr.read_bytes().replace(first.encode(), first.encode() + " café".encode(), 1))
+    got, _ = se.load_binary(root, "MR")
+    assert got[0] == first + " café" and got[1:] == texts[1:]
+    before = se.load_trec(root)["train"][0]
+    trec.write_bytes(b"\xef\xbb\xbf" + trec.read_bytes().replace(b"\n", " naïve\n".encode(), 1))
+    assert se.load_trec(root)["train"][0] == [before[0] + " naïve"] + before[1:]
+    mr.write_bytes(mr.read_bytes().replace("café".encode(), b"caf\xe9"))  # Latin-1 bytes: SentEval's reading
+    got, _ = se.load_binary(root, "MR")
+    assert got[0] == first + " café"  # Latin-1's é is the same letter
+
+
 def test_mrpc_that_is_not_utf8_is_refused_by_name(root):
     path = root / "MRPC" / "msr_paraphrase_train.txt"
     path.write_bytes(path.read_bytes().replace(b"alpha", b"Jos\xe9", 1))
