@@ -104,6 +104,9 @@ def _decode(path: Path, encoding: str) -> str:
     UTF-8 task) is refused by name instead of being scored."""
     raw = path.read_bytes()
     bad = sum(raw.count(bytes([c])) for c in _CONTROL)
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # a byte-order mark: Windows editors' "Unicode"
+        raise SentEvalDataError(f"{path} is UTF-16 (it starts with a byte-order mark); task files are UTF-8 or "
+                                f"Latin-1: iconv -f utf-16 -t utf-8 converts it")
     if b"\x00" in raw or bad > max(2, len(raw) // 1000):
         raise SentEvalDataError(f"{path} is not a text file ({bad} control bytes in {len(raw)}); a task file holds "
                                 "one example per line")

@@ -244,6 +244,11 @@ class LabelRule:
         elif need_both and len(values) < 2:
             raise DataError(f"{source}: every row has the label {values[0]!r}: a binary task needs rows of both "
                             "classes")
+        alike = [v for v in values if v != positive and v.casefold() == positive.casefold()]
+        if alike:  # "Positive" beside "positive": one against the rest puts it with the negatives
+            warnings.warn(f"{source}: label value(s) {alike} differ from --positive-label {positive!r} only in case; "
+                          "they are in the negative class (--label-map says which values are 1 and which 0)",
+                          UserWarning, stacklevel=3)
         return list(range(len(texts))), [int(t == positive) for t in texts]
 
     def describe(self, raw_labels, labels) -> str | None:

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import re
 import shlex
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,23 @@ def test_positive_label_on_many_values_is_one_against_the_rest(tmp_path, capsys)
     # the same with the training file as JSON floats and --positive-label 5.0
     train_f = write_jsonl(tmp_path / "train_f.jsonl", [(t, float(y)) for t, y in star_rows(40, 0)])
     assert load_splits(cfg_for(train_f, dev, positive_label="5.0"))[1] == train_y
+
+
+def test_a_value_that_is_the_positive_label_in_another_case_is_warned_of(tmp_path):
+    """"Positive" beside "positive" went to the negative class with only the stdout line of the split; a warning names
+    it now. Values that differ otherwise are one against the rest without a warning."""
+    rows = [(f"text {i}", ("positive", "Positive", "negative")[i % 3]) for i in range(30)]
+    dev_rows = [(f"other {t}", y) for t, y in rows]
+    train, dev = write_csv(tmp_path / "train.csv", rows), write_csv(tmp_path / "dev.csv", dev_rows)
+    with pytest.warns(UserWarning, match=r"\['Positive'\] differ from --positive-label 'positive' only in case"):
+        _, train_y, _, _ = load_splits(cfg_for(train, dev, positive_label="positive"))
+    assert sum(train_y) == 10
+    plain = [(t, y.lower()) for t, y in rows]
+    train = write_csv(tmp_path / "train2.csv", plain)
+    dev = write_csv(tmp_path / "dev2.csv", [(t, y.lower()) for t, y in dev_rows])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_splits(cfg_for(train, dev, positive_label="positive"))
 
 
 def test_labels_that_cannot_be_made_binary_name_the_options(tmp_path):

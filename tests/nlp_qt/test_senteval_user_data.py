@@ -97,6 +97,9 @@ def test_a_users_utf8_task_files_are_read_as_utf8_and_senteval_latin1_as_latin1(
     mr.write_bytes(mr.read_bytes().replace("café".encode(), b"caf\xe9"))  # Latin-1 bytes: SentEval's reading
     got, _ = se.load_binary(root, "MR")
     assert got[0] == first + " café"  # Latin-1's é is the same letter
+    mr.write_bytes(mr.read_bytes().decode("latin-1").encode("utf-16"))
+    with pytest.raises(se.SentEvalDataError, match=r"rt-polarity.pos is UTF-16 .*iconv -f utf-16 -t utf-8"):
+        se.load_binary(root, "MR")
 
 
 def test_mrpc_that_is_not_utf8_is_refused_by_name(root):
