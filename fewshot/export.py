@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -227,6 +228,7 @@ def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path
     out_dir = Path(out_dir)
     check_target(out_dir, run_dir)
     bar = hf_logging.is_progress_bar_enabled()
+    before = _earlier_export(out_dir)
     with written_whole(out_dir, folder=True) as tmp:
         hf_logging.disable_progress_bar()  # "Writing model shards": noise at the end of a run's output
         try:
@@ -241,10 +243,43 @@ def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path
         # copy: the run's tokenizer object is left as it is)
         set_max_length(tmp, hf.config.max_seq_length)
         shutil.copyfile(MODELING_FILE, tmp / "modeling_fewshot.py")
+        files = sorted([p.name for p in tmp.iterdir()] + [MARKER])
         (tmp / MARKER).write_text(json.dumps({"run": str(Path(run_dir).resolve()), **info,
-                                              "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2,
-                                             default=str))
+                                              "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": files},
+                                             indent=2, default=str))
+        kept = _keep_users_files(out_dir, tmp, before)
+    if kept:
+        print(f"kept what you added to {out_dir} (not files of the export): {', '.join(kept[:5])}"
+              + (", ..." if len(kept) > 5 else ""), file=sys.stderr)
     return out_dir
+
+
+def _earlier_export(out_dir: Path) -> tuple[list[str], list[str] | None]:
+    """(the names in ``out_dir``, the files its export recorded writing, None for an export from before they were
+    recorded) of the earlier export that a new one of the same run replaces."""
+    if not out_dir.is_dir():
+        return [], None
+    try:
+        recorded = json.loads((out_dir / MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    return sorted(p.name for p in out_dir.iterdir()), recorded if isinstance(recorded, list) else None
+
+
+def _keep_users_files(out_dir: Path, tmp: Path, before: tuple[list[str], list[str] | None]) -> list[str]:
+    """Copy into the new export ``tmp`` what the user added to the earlier one in ``out_dir`` (a README, an ONNX
+    file): the names the earlier export did not write (nor the new one: from before exports recorded their files),
+    which --overwrite deleted with the folder. A name the new export writes is the export's."""
+    names, recorded = before
+    ours = set(p.name for p in tmp.iterdir()) | set(recorded or ())
+    kept = [n for n in names if n not in ours]
+    for n in kept:
+        src = out_dir / n
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, tmp / n, symlinks=True)
+        else:
+            shutil.copy2(src, tmp / n, follow_symlinks=False)
+    return kept
 
 
 def export_model(cfg: TextOptions, model: FewShotModel, tokenizer, pooling: str, pooling_source: str, run_dir,
@@ -311,6 +346,8 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
     from .run import read_json, training_data
 
     run_dir = Path(run_dir)
+    if run_dir.is_file():
+        raise FileNotFoundError(f"{run_dir} is a file; --run-dir is a run's folder (its --output-dir)")
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder not found: {run_dir}")
     cfg = run_config(run_dir)
@@ -365,6 +402,19 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
                         eval_accuracy=metrics.get("eval_accuracy"), **data)
 
 
+def _image_export_of(out_dir: Path, run_dir: Path, source: Path) -> bool:
+    """Whether the image export in ``out_dir`` is ``run_dir``'s: its config.json names the run, or (an export from
+    before the run was recorded) its copy of image_classifier.pt is the run's, byte for byte."""
+    try:
+        recorded = json.loads((out_dir / "config.json").read_text(encoding="utf-8")).get("run")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if recorded is not None:
+        return recorded == str(Path(run_dir).resolve())
+    copy = out_dir / source.name
+    return copy.is_file() and copy.read_bytes() == source.read_bytes()
+
+
 def export_image_run(run_dir: Path, out_dir=None, overwrite: bool = False) -> Path:
     """An image run's classifier (RUN/model/image_classifier.pt, written when the run ended) in the portable formats
     of :mod:`fewshot.image_export` (TorchScript, ONNX, safetensors + config.json), into ``out_dir`` (default
@@ -379,6 +429,8 @@ def export_image_run(run_dir: Path, out_dir=None, overwrite: bool = False) -> Pa
     out_dir = Path(out_dir) if out_dir is not None else run_dir / MODEL_DIR
     if out_dir.exists() and not out_dir.is_dir():
         raise FileExistsError(f"{out_dir} is a file, not a folder to export into; pass another --output")
+    from .image_run import read_classifier_blob
+
     ours = (TORCHSCRIPT_FILE, ONNX_FILE, WEIGHTS_FILE, CONFIG_FILE, "image_classifier.pt")
     there = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
     foreign = [n for n in there if n not in ours]
@@ -386,14 +438,18 @@ def export_image_run(run_dir: Path, out_dir=None, overwrite: bool = False) -> Pa
         raise FileExistsError(f"{out_dir} holds files that are not this run's export ({', '.join(foreign[:5])}); "
                               "pass another --output (nothing was written)")
     same = out_dir.resolve() == source.parent.resolve()
+    if there and not same and not _image_export_of(out_dir, run_dir, source):  # names alone do not tell whose
+        raise FileExistsError(f"{out_dir} holds another run's export (its {CONFIG_FILE} names another run, or it "
+                              "has none and its image_classifier.pt is not this run's); pass another --output "
+                              "(nothing was written)")
     if not overwrite and [n for n in there if not (same and n == "image_classifier.pt")]:
         raise FileExistsError(f"{out_dir} already holds this run's export; pass --overwrite to replace it, or another "
                               "--output (nothing was written)")
-    blob = torch.load(source, map_location="cpu", weights_only=False)
+    blob = read_classifier_blob(source)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not same:
         shutil.copyfile(source, out_dir / source.name)
-    written, notes = write_portable(out_dir, blob)
+    written, notes = write_portable(out_dir, blob, run=run_dir)
     for note in notes:
         print(note)
     return out_dir
@@ -412,6 +468,9 @@ def main(argv=None):
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier export of this run in the output folder (anything else is never replaced)")
     args = p.parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: noise before the one line this prints
     path = export_run(args.run, args.output, args.overwrite)
     if (path / "image_classifier.torchscript.pt").is_file():
         print(f"exported {args.run} to {path}: torch.jit.load('{path}/image_classifier.torchscript.pt'), "

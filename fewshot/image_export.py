@@ -205,9 +205,10 @@ def check_onnx(path: Path, example: torch.Tensor, expected: torch.Tensor) -> str
     return ""
 
 
-def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]]:
+def write_portable(folder: str | Path, blob: dict, run=None) -> tuple[list[str], list[str]]:
     """Write the portable files (see the module's docstring) of the classifier ``blob`` (the payload of
-    ``image_classifier.pt``) into ``folder``; returns (the files written, notes on those left out)."""
+    ``image_classifier.pt``) into ``folder``; returns (the files written, notes on those left out). ``run``: the run
+    folder, recorded in config.json (an export elsewhere is replaced only by its own run's)."""
     import warnings
 
     from safetensors.torch import save_file
@@ -271,6 +272,7 @@ def write_portable(folder: str | Path, blob: dict) -> tuple[list[str], list[str]
         "head_learner": blob["head"].get("learner"), "contrastive": blob.get("contrastive"),
         "setting": blob.get("setting"), "eval_accuracy": blob.get("eval_accuracy"),
         "input_dtype_torch": str(dtype),
+        **({"run": str(Path(run).resolve())} if run is not None else {}),
     }
     _atomic(folder / CONFIG_FILE, lambda p: p.write_text(json.dumps(config, indent=1) + "\n"))
     written += [WEIGHTS_FILE, CONFIG_FILE]

@@ -610,8 +610,18 @@ def export_images(cfg: ImageConfig, models: dict, head: dict, data: ImageData, m
         torch.save(payload, tmp)
     from .image_export import write_portable
 
-    written, notes = write_portable(folder, payload)
+    written, notes = write_portable(folder, payload, run=out)
     metrics["exports"] = {"files": written, **({"notes": notes} if notes else {})}
+
+
+def read_classifier_blob(p) -> dict:
+    """The payload of an image_classifier.pt (tensors, numbers, strings and lists: loaded without running code); a
+    damaged file is one ValueError naming it."""
+    try:
+        return torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - torch's reader raises several kinds for a cut or garbled file
+        raise ValueError(f"{p} could not be read ({type(err).__name__}: {str(err).splitlines()[0][:200]}): the file "
+                         "is damaged; restore it, or train the run again") from None
 
 
 def load_image_classifier(path):
@@ -627,7 +637,7 @@ def load_image_classifier(path):
     p = p / "image_classifier.pt" if p.is_dir() else p
     if not p.exists():
         raise FileNotFoundError(f"no image classifier at {path} (expected RUN/model/image_classifier.pt)")
-    blob = torch.load(p, map_location="cpu", weights_only=True)  # tensors, numbers, strings and lists: no code
+    blob = read_classifier_blob(p)
     from .image_export import rebuild
 
     model = rebuild(blob)

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import torch
 import torch.nn as nn
 
 MINILM = "minilm"
@@ -292,7 +293,7 @@ class FewShotModel(nn.Module):
         if self.pooling == "cls":
             return out[:, 0]
         if self.pooling == "max":  # sentence-transformers' max pooling: padded positions never win
-            return out.masked_fill(attention_mask.unsqueeze(-1) == 0, -1e9).max(1).values
+            return out.masked_fill(attention_mask.unsqueeze(-1) == 0, torch.finfo(out.dtype).min).max(1).values
         mask = attention_mask.unsqueeze(-1).to(out.dtype)
         return (out * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 

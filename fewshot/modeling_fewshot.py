@@ -68,7 +68,7 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
     if pooling == "cls":
         return hidden[:, 0]
     if pooling == "max":  # sentence-transformers' max pooling: padded positions never win
-        return hidden.masked_fill(attention_mask.unsqueeze(-1) == 0, -1e9).max(1).values
+        return hidden.masked_fill(attention_mask.unsqueeze(-1) == 0, torch.finfo(hidden.dtype).min).max(1).values
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 

@@ -133,7 +133,17 @@ def test_no_export_then_export_run_and_the_logreg_head(tiny_encoder, tmp_path):
     with pytest.raises(FileExistsError, match="already holds this run's export; pass --overwrite"):
         export_run(run)
     assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == before
+    # what the user added beside the export (notes, an ONNX conversion) was deleted by --overwrite; now kept
+    (out / "README.md").write_text("my notes")
+    (out / "onnx").mkdir()
+    (out / "onnx" / "model.onnx").write_bytes(b"x")
     assert export_run(run, overwrite=True) == out and (out / "model.safetensors").exists()
+    assert (out / "README.md").read_text() == "my notes" and (out / "onnx" / "model.onnx").read_bytes() == b"x"
+    recorded = json.loads((out / "fewshot_export.json").read_text())["files"]
+    assert "README.md" not in recorded and {"model.safetensors", "fewshot_export.json", "config.json"} <= set(recorded)
+    assert sorted(p.name for p in out.iterdir()) == sorted(recorded + ["README.md", "onnx"])
+    with pytest.raises(FileNotFoundError, match="config.json is a file; --run-dir is a run's folder"):
+        export_run(run / "config.json")
 
 
 @pytest.mark.slow  # runs the entry point in a subprocess

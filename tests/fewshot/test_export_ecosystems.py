@@ -123,3 +123,27 @@ def test_an_exported_classifier_folder_as_encoder_trains_from_its_encoder_withou
         train(_cfg(tiny_encoder, root, "refused", encoder=str(other), objective="ce", max_steps=1))
     assert "\n" not in str(err.value)
     assert not (root / "refused").exists()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_max_pooling_in_half_precision_ignores_padding_without_overflow(dtype):
+    """Padding was filled with -1e9, which float16 cannot hold: a max-pooled export loaded with dtype=torch.float16
+    failed ("value cannot be converted to type c10::Half without overflow"), as would the training's own pooling."""
+    from fewshot.model import FewShotModel
+    from fewshot.modeling_fewshot import pool
+
+    hidden = torch.randn(2, 5, 4) - 3.0  # all negative: a padded 0 would win a max if padding took part
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    want = torch.stack([hidden[0, :3].amax(0), hidden[1].amax(0)])
+    got = pool(hidden.to(dtype), mask, "max")
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.float(), want.to(dtype).float())
+
+    class Encoder(torch.nn.Module):
+        def forward(self, input_ids, attention_mask):
+            return type("Out", (), {"last_hidden_state": hidden.to(dtype)})()
+
+    model = FewShotModel.__new__(FewShotModel)
+    torch.nn.Module.__init__(model)
+    model.encoder, model.pooling = Encoder(), "max"
+    torch.testing.assert_close(model.embed(None, mask), got)

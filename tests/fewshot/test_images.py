@@ -6,6 +6,7 @@ import re
 import csv
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -698,6 +699,36 @@ def test_the_exported_image_classifier_loads_and_predicts_without_the_suite(tmp_
     assert export_run(out, overwrite=True) == out / "model"
     elsewhere = export_run(out, tmp_path / "portable")
     assert (elsewhere / "image_classifier.onnx").is_file() and (elsewhere / "image_classifier.pt").is_file()
+
+
+def test_an_image_export_is_replaced_only_by_its_own_run_and_a_damaged_classifier_is_named(tmp_path):
+    """--overwrite let another run's export be replaced (the files were told apart by name only), refused without it
+    as "this run's export"; a cut image_classifier.pt was a traceback (and was unpickled with code allowed)."""
+    from fewshot.export import export_run
+
+    x, y = make_images()
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    runs = {}
+    for name, seed in (("a", 0), ("b", 1)):
+        runs[name] = tmp_path / name
+        train(image_cfg(tmp_path / "d.npz", runs[name], encoder="mlp", setting="pu", n_labeled=8, seed=seed,
+                        max_steps=2))
+    portable = export_run(runs["a"], tmp_path / "portable")
+    assert json.loads((portable / "config.json").read_text())["run"] == str(runs["a"].resolve())
+    before = {p.name: p.read_bytes() for p in portable.iterdir()}
+    for overwrite in (False, True):
+        with pytest.raises(FileExistsError, match="holds another run's export"):
+            export_run(runs["b"], portable, overwrite=overwrite)
+    assert {p.name: p.read_bytes() for p in portable.iterdir()} == before
+    assert export_run(runs["a"], portable, overwrite=True) == portable  # its own run's: replaced when asked
+    cut = tmp_path / "cut"
+    shutil.copytree(runs["a"], cut)
+    blob = cut / "model" / "image_classifier.pt"
+    blob.write_bytes(blob.read_bytes()[:2000])
+    with pytest.raises(ValueError, match=r"image_classifier.pt could not be read .*the file is damaged"):
+        export_run(cut, overwrite=True)
+    with pytest.raises(ValueError, match="the file is damaged"):
+        load_image_classifier(cut)
 
 
 @pytest.mark.parametrize("change", ["shuffled", "relabeled", "one pixel"])
