@@ -223,12 +223,12 @@ def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path
     folder and rename it into ``out_dir`` (:func:`shared_losses.training.runtime.replace_directory`)."""
     from transformers.utils import logging as hf_logging
 
-    from shared_losses.training.runtime import written_whole
+    from shared_losses.training.runtime import keep_added_files, kept_files_line, written_whole
 
     out_dir = Path(out_dir)
     check_target(out_dir, run_dir)
     bar = hf_logging.is_progress_bar_enabled()
-    before = _earlier_export(out_dir)
+    recorded = _recorded_files(out_dir)
     with written_whole(out_dir, folder=True) as tmp:
         hf_logging.disable_progress_bar()  # "Writing model shards": noise at the end of a run's output
         try:
@@ -247,39 +247,20 @@ def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path
         (tmp / MARKER).write_text(json.dumps({"run": str(Path(run_dir).resolve()), **info,
                                               "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": files},
                                              indent=2, default=str))
-        kept = _keep_users_files(out_dir, tmp, before)
+        kept = keep_added_files(out_dir, tmp, recorded)
     if kept:
-        print(f"kept what you added to {out_dir} (not files of the export): {', '.join(kept[:5])}"
-              + (", ..." if len(kept) > 5 else ""), file=sys.stderr)
+        print(kept_files_line(out_dir, kept), file=sys.stderr)
     return out_dir
 
 
-def _earlier_export(out_dir: Path) -> tuple[list[str], list[str] | None]:
-    """(the names in ``out_dir``, the files its export recorded writing, None for an export from before they were
-    recorded) of the earlier export that a new one of the same run replaces."""
-    if not out_dir.is_dir():
-        return [], None
+def _recorded_files(out_dir: Path) -> list[str] | None:
+    """The files the export in ``out_dir`` recorded writing (None for none there, or one from before they were
+    recorded), which a new export of the same run does not keep as the user's."""
     try:
         recorded = json.loads((out_dir / MARKER).read_text(encoding="utf-8")).get("files")
     except (OSError, ValueError, AttributeError):
         recorded = None
-    return sorted(p.name for p in out_dir.iterdir()), recorded if isinstance(recorded, list) else None
-
-
-def _keep_users_files(out_dir: Path, tmp: Path, before: tuple[list[str], list[str] | None]) -> list[str]:
-    """Copy into the new export ``tmp`` what the user added to the earlier one in ``out_dir`` (a README, an ONNX
-    file): the names the earlier export did not write (nor the new one: from before exports recorded their files),
-    which --overwrite deleted with the folder. A name the new export writes is the export's."""
-    names, recorded = before
-    ours = set(p.name for p in tmp.iterdir()) | set(recorded or ())
-    kept = [n for n in names if n not in ours]
-    for n in kept:
-        src = out_dir / n
-        if src.is_dir() and not src.is_symlink():
-            shutil.copytree(src, tmp / n, symlinks=True)
-        else:
-            shutil.copy2(src, tmp / n, follow_symlinks=False)
-    return kept
+    return recorded if isinstance(recorded, list) else None
 
 
 def export_model(cfg: TextOptions, model: FewShotModel, tokenizer, pooling: str, pooling_source: str, run_dir,

@@ -24,8 +24,9 @@ clitics glued to each other (``it’s’s``, ``x'ſ'd``) and, in a lower-cased f
 the version of the exporting Python (14.0 for Python 3.11); the tests compare them on random strings.
 
 A target that exists and is not empty is refused: an earlier export of the same run is replaced only with
-``--overwrite``, anything else never (nothing is written). The folder is written beside its target and renamed
-into place.
+``--overwrite``, anything else never (nothing is written); what the user added to the earlier export (names it
+does not write, such as notes or a conversion) is copied into the new one. The folder is written beside its target
+and renamed into place.
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
     """Write the model of ``run_dir``'s checkpoint to ``output``; returns ``{"model": path, "step": N}``."""
     from safetensors.torch import load_file
 
-    from shared_losses.training.runtime import CheckpointError, load_checkpoint, replace_directory, state_dict_mismatch
+    from shared_losses.training.runtime import (CheckpointError, keep_added_files, kept_files_line, load_checkpoint,
+                                                replace_directory, state_dict_mismatch)
 
     from .model import QuickThought, model_config, save_model
 
@@ -198,7 +200,10 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
         save_model(qt.eval(), vocab, staging,
                    {"train_config": dataclasses.asdict(cfg), "step": step, "exported_from": str(run.resolve())})
         _record_weights(staging, "config.json")  # save_model wrote the sentence-transformers files
+        kept = keep_added_files(out, staging)
         replace_directory(staging, out)
+    if kept:
+        print(kept_files_line(out, kept), file=sys.stderr)
     return {"model": str(out), "step": step}
 
 
@@ -281,7 +286,7 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
 
     import numpy as np
 
-    from shared_losses.training.runtime import replace_directory
+    from shared_losses.training.runtime import keep_added_files, kept_files_line, replace_directory
 
     from .bow import bow_tokenizer_version, read_word_vectors
     from .vocab import TOKENIZER_VERSION
@@ -318,7 +323,10 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
         shutil.rmtree(staging)
     with _removed_when_cut_off(staging):
         _write_bow_folder(st, staging, run, words, vectors, lowercase)
+        kept = keep_added_files(out, staging)
         replace_directory(staging, out)
+    if kept:
+        print(kept_files_line(out, kept), file=sys.stderr)
     return {"model": str(out), "words": len(words)}
 
 

@@ -241,6 +241,31 @@ def readable_as_umask_allows(path: str | os.PathLike) -> None:
             pass  # a file system without modes
 
 
+def keep_added_files(old: str | os.PathLike, new: str | os.PathLike, written: Iterable[str] | None = None) -> list[str]:
+    """Copy into the new export folder ``new`` (not yet renamed into place) what a user added to the earlier export
+    ``old`` that it replaces (notes, a conversion to another format): the names in ``old`` that neither the new export
+    holds nor the earlier one recorded writing (``written``; None where it recorded nothing). Returns those names.
+    An export's --overwrite replaced the folder whole, and deleted them with it."""
+    old, new = Path(old), Path(new)
+    if not old.is_dir():
+        return []
+    ours = {p.name for p in new.iterdir()} | set(written or ())
+    kept = sorted(p.name for p in old.iterdir() if p.name not in ours)
+    for name in kept:
+        src = old / name
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, new / name, symlinks=True)
+        else:
+            shutil.copy2(src, new / name, follow_symlinks=False)
+    return kept
+
+
+def kept_files_line(folder: str | os.PathLike, kept: list[str]) -> str:
+    """The line an export prints for :func:`keep_added_files`' names."""
+    return (f"kept what you added to {folder} (not files of the export): {', '.join(kept[:5])}"
+            + (", ..." if len(kept) > 5 else ""))
+
+
 def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> Path:
     """Move the complete folder ``tmp`` to ``directory``, replacing an older one: the old folder
     is first renamed to ``.NAME.old`` (which :func:`resolve_checkpoint` falls back to if we are cut

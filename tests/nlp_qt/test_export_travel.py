@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import shutil
 import sys
 import unicodedata
 from pathlib import Path
@@ -305,9 +306,17 @@ def test_export_never_replaces_an_export_without_overwrite(small_run, tmp_path):
     res = _cli("--run-dir", str(small_run))
     assert res.returncode == 2 and "pass --overwrite" in res.stderr and "Traceback" not in res.stderr
     assert _tree(first) == before
-    (first / "notes.txt").write_text("mine")  # a file of the user's in an old export: --overwrite replaces the folder
-    assert export_main(ExportArgs(run_dir=str(small_run), overwrite=True))["model"] == str(first)
-    assert not (first / "notes.txt").exists() and _tree(first) == before
+    # a file of the user's in an old export: --overwrite replaced the folder and deleted it; now kept, and said
+    (first / "notes.txt").write_text("mine")
+    (first / "onnx").mkdir()
+    (first / "onnx" / "model.onnx").write_bytes(b"x")
+    res = _cli("--run-dir", str(small_run), "--overwrite")
+    assert res.returncode == 0, res.stderr
+    assert f"kept what you added to {first} (not files of the export): notes.txt, onnx" in res.stderr
+    assert (first / "notes.txt").read_text() == "mine" and (first / "onnx" / "model.onnx").read_bytes() == b"x"
+    shutil.rmtree(first / "onnx")
+    (first / "notes.txt").unlink()
+    assert _tree(first) == before
     # --overwrite never replaces what is not an export of this run
     foreign = tmp_path / "foreign"
     foreign.mkdir()
