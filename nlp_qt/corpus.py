@@ -249,6 +249,8 @@ def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
             stats.lines += 1
             try:
                 line = raw.decode("utf-8")
+                if "\x00" in line:  # NUL bytes (a binary file, or a write cut off by a crash): no text, as above
+                    raise UnicodeDecodeError("utf-8", raw, raw.index(b"\x00"), raw.index(b"\x00") + 1, "NUL byte")
             except UnicodeDecodeError:
                 stats.undecodable_lines += 1
                 if len(stats.examples) < 5:
@@ -383,7 +385,7 @@ def iter_text_sentences(
     if stats.sentences == 0:
         raise CorpusError(
             f"corpus {path} has no usable sentences ({stats.lines} lines, {stats.empty_lines} empty, "
-            f"{stats.undecodable_lines} not UTF-8)"
+            f"{stats.undecodable_lines} not UTF-8 text)"
         )
 
 

@@ -546,7 +546,8 @@ class QuickThoughtApp(TrainingApp):
         """What the user should know about the finished run (main process)."""
         stats, out = self.stats, self.harness.out
         if stats.undecodable_lines:
-            print(f"corpus: skipped {stats.undecodable_lines} lines that are not UTF-8 (e.g. {stats.examples[:3]})")
+            print(f"corpus: skipped {stats.undecodable_lines} lines that are not UTF-8 text (undecodable, or holding "
+                  f"NUL bytes; e.g. {stats.examples[:3]})")
         if self.no_neighbour_batches:
             print(f"warning: {self.no_neighbour_batches} of {self.step} batches had no sentence with a neighbour in "
                   "its own document (one-sentence documents?); their optimiser step was skipped. Check --doc-boundary.")

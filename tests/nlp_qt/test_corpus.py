@@ -286,6 +286,15 @@ def test_a_skipped_undecodable_line_ends_the_paragraph(tmp_path):
     assert stats.undecodable_lines == 1 and stats.examples == [f"{f}:2"]
 
 
+def test_a_line_holding_nul_bytes_is_skipped_and_counted_as_not_text(tmp_path):
+    """"Be\x00ta" became the tokens Be, \x00, ta; a line with NUL bytes (binary data, a write cut off) is no text."""
+    f = tmp_path / "nul.txt"
+    f.write_bytes(b"Alpha is here. Be\x00ta is not.\nGamma stays.\n\x00\x00\x00\x00\n")
+    stats = CorpusStats()
+    got = [s for _, s in iter_text_sentences(f, stats)]
+    assert got == ["Gamma stays."] and stats.undecodable_lines == 2 and stats.examples == [f"{f}:1", f"{f}:3"]
+
+
 def test_sentences_of_any_script_are_split():
     """Only an ASCII capital or digit started a sentence: French, Spanish, German, Russian or Greek text lost its
     boundaries (a Russian book became one "sentence"), and scripts without case had none at all."""
