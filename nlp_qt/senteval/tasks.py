@@ -115,7 +115,7 @@ def _decode(path: Path, encoding: str) -> str:
         try:  # a file that is valid UTF-8 is UTF-8 ("caf\xc3\xa9" was read as "cafÃ©"); ASCII reads alike
             return raw.decode("utf-8")
         except UnicodeDecodeError:
-            pass  # Latin-1 bytes (SentEval's MR, SUBJ, TREC), as SentEval reads them
+            pass  # bytes that are not UTF-8: Latin-1, as SentEval reads its files
     try:
         return raw.decode(encoding, errors="strict" if _is_utf8(encoding) else "replace")
     except UnicodeDecodeError as err:
