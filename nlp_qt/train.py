@@ -249,6 +249,7 @@ class QuickThoughtApp(TrainingApp):
         self.saved_stats: dict | None = None
         self.events = None  # the corpus stream's batches and epoch ends (made at the first step: a resume sets where)
         self.ended: list[LogRow] = []  # held-out losses of epochs ended since the last log row
+        self.unlogged: LogRow | None = None  # the last step's row while --log-every has not logged it
         self.built = False
 
     @property
@@ -366,9 +367,11 @@ class QuickThoughtApp(TrainingApp):
         cfg = self.cfg
         if self.events is None:
             self.events = self.corpus_events(self.epoch, self.batch_in_epoch)
-            self.t0, self.s0 = time.perf_counter(), self.sentences_seen
+            self.t0 = None
         for kind, value in self.events:
             if kind == "batch":
+                if self.t0 is None:  # the rate counts from the first batch trained, not from the batches a resume
+                    self.t0, self.s0 = time.perf_counter(), self.sentences_seen  # reads past (minutes, late on)
                 return value
             if kind == "epoch":
                 self.stats, self.held_out = value
@@ -422,13 +425,17 @@ class QuickThoughtApp(TrainingApp):
         self.rate = (self.sentences_seen - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
         # first the held-out loss of each epoch that ended before this step (a row of its own), then the step's
         rows, self.ended = self.ended, []
-        if self.step % cfg.log_every and self.step != 1:
-            return rows
-        self.watch.check(self.step, self.loss_so_far())
         row = {"step": self.step, "epoch": self.epoch, "loss": self.last_loss if n_global > 0 else None,
                "grad_norm": grad_norm, "sentences": self.sentences_seen, "sentences_per_s": self.rate}
-        return rows + [LogRow(row, scalars={f"train/{k}": row[k] for k in ("loss", "grad_norm", "sentences_per_s")
-                                            if row[k] is not None})]
+        logged = LogRow(row, scalars={f"train/{k}": row[k] for k in ("loss", "grad_norm", "sentences_per_s")
+                                      if row[k] is not None})
+        # every --log-every steps, the first, and the last of --max-steps (an end at the epochs' is logged by finish)
+        if self.step % cfg.log_every and self.step != 1 and not self.done():
+            self.unlogged = logged
+            return rows
+        self.unlogged = None
+        self.watch.check(self.step, self.loss_so_far())
+        return rows + [logged]
 
     def loss_so_far(self) -> float | None:
         """The loss of the last optimiser step (None before the first: batches without a neighbour make none)."""
@@ -438,6 +445,9 @@ class QuickThoughtApp(TrainingApp):
         if self.ended:  # the last epoch's held-out loss, found when the stream ran out
             rows, self.ended = self.ended, []
             self.log(rows)
+        if self.unlogged is not None and self.unlogged.values["step"] == self.step:  # the last step of the last epoch
+            self.log([self.unlogged])
+            self.unlogged = None
         if self.cfg.dev_every and self.events is not None and not (self.dev_losses and
                                                                    self.dev_losses[-1]["step"] == self.step):
             self.score_held_out_at_the_end()

@@ -591,3 +591,33 @@ def test_the_vocabulary_pass_shows_a_bar_and_no_bar_without_progress(tmp_path, c
     assert "vocabulary pass" in capsys.readouterr().err
     build_vocab(_cfg(tmp_path, "v", progress=False))
     assert "vocabulary pass" not in capsys.readouterr().err
+
+
+def test_the_last_step_is_logged_and_a_resumes_rate_counts_only_the_batches_it_trains(tmp_path, monkeypatch):
+    """--max-steps 6 with --log-every 4 logged steps 1 and 4 only (summary.json's loss was step 6's); a run that ends
+    with its epochs too. After a resume the rate (sentences_per_s) counted the reading past the batches already
+    trained as training time: 6.66 sentences/s at the first rows where an unbroken run made 190."""
+    import nlp_qt.train as qt_train
+
+    def rows(out):
+        return list(csv.DictReader(open(tmp_path / out / "log.csv")))
+
+    assert train(_cfg(tmp_path, "six", max_steps=6, log_every=4, epochs=5))["step"] == 6
+    assert [int(r["step"]) for r in rows("six") if r["loss"]] == [1, 4, 6]
+    done = train(_cfg(tmp_path, "epoch", epochs=1, log_every=100))
+    assert [int(r["step"]) for r in rows("epoch") if r["loss"]] == [1, done["step"]] and done["step"] > 1
+    # a clock that moves only while sentences are read: one second a sentence
+    clock = [0.0]
+    real_stream = qt_train.sentence_stream
+
+    def slow_stream(cfg, stats=None):
+        for item in real_stream(cfg, stats):
+            clock[0] += 1.0
+            yield item
+
+    monkeypatch.setattr(qt_train, "sentence_stream", slow_stream)
+    monkeypatch.setattr(qt_train.time, "perf_counter", lambda: clock[0])
+    train(_cfg(tmp_path, "cut", max_steps=4, log_every=1))
+    train(_cfg(tmp_path, "cut", max_steps=5, log_every=1))
+    first_resumed = next(r for r in rows("cut") if int(r["step"]) == 5)
+    assert float(first_resumed["sentences_per_s"]) >= 0.5  # 8 sentences in about 8 s of reading, not 40
