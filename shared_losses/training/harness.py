@@ -27,6 +27,7 @@ import contextlib
 import os
 import shutil
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -34,8 +35,9 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 
 from .runtime import (CheckpointError, CsvLogger, RunFolder, RunInterrupted, StopSignals, _NoWriter, _stop_signals,
-                      changes_text, checkpoint_application, checkpoint_exists, claim_run_folder, config_changes,
-                      load_checkpoint, release_run_folder, save_checkpoint, tensorboard_writer, write_json_atomic)
+                      changes_text, checkpoint_application, checkpoint_exists, checkpoint_meta, claim_run_folder,
+                      config_changes, load_checkpoint, release_run_folder, save_checkpoint, tensorboard_writer,
+                      write_json_atomic)
 
 CHECKPOINT = "checkpoint"
 CONFIG_FILE = "config.json"
@@ -336,9 +338,23 @@ class RunHarness:
         if not self.is_main:
             return
         self._csv = {name: CsvLogger(self.out / name, resume_step=resume_step, step_key=step_key) for name in csv}
+        if resume_step is not None:
+            self._say_lost_rows(resume_step)
         if "tensorboard" in tuple(report_to):
             self._tb = tensorboard_writer(self.out / "tb", resume_step=resume_step,
                                           config=None if config is None else dict(config))
+
+    def _say_lost_rows(self, resume_step: int) -> None:
+        """A warning for each CSV log holding fewer rows up to the checkpoint than the checkpoint recorded: deleted or
+        replaced since, its rows are not written again (the log goes on from the checkpoint)."""
+        recorded = checkpoint_meta(self.checkpoint_dir).get("log_rows")
+        for name, n in (recorded.items() if isinstance(recorded, dict) else ()):
+            log = self._csv.get(name)
+            if isinstance(log, CsvLogger) and isinstance(n, int) and len(log.rows) < n:
+                gone = "is gone" if not log.rows else f"holds {len(log.rows)} of them"
+                warnings.warn(f"{log.path} had {n} rows at the checkpoint (step {resume_step}) and now {gone} (deleted "
+                              "or replaced since?); those rows are not written again: the log goes on from the "
+                              "checkpoint", UserWarning, stacklevel=3)
 
     def log_row(self, row: Mapping[str, Any], step_key: str = "step", name: str = "log.csv",
                 scalars: Mapping[str, Any] | None = None) -> None:
@@ -399,7 +415,10 @@ class RunHarness:
         a resumed run does not log the steps before its checkpoint again."""
         if self._tb is not None:
             self._tb.flush()
-        return save_checkpoint(self.accelerator, self.checkpoint_dir, {**state, "application": self.application})
+        # the rows each CSV log holds: a resume finds out whether some were lost since (the file deleted or replaced)
+        rows = {name: len(log.rows) for name, log in self._csv.items() if isinstance(log, CsvLogger)}
+        return save_checkpoint(self.accelerator, self.checkpoint_dir, {**state, "application": self.application},
+                               meta={"log_rows": rows} if rows else None)
 
     # ------------------------------------------------------------------------------ interrupts
 

@@ -70,11 +70,13 @@ def checkpoint_entry(directory: str | os.PathLike, name: str) -> Path:
     return path / entries[name]
 
 
-def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, Any]) -> Path:
+def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, Any],
+                    meta: Mapping[str, Any] | None = None) -> Path:
     """Atomically write a checkpoint to ``directory`` (replacing an older one only when done).
 
     Call it from every process (``save_state`` gathers RNG states of all of them). ``accelerator``
-    may be None to save only ``state``.
+    may be None to save only ``state``. ``meta``: more of what the checkpoint's marker records (JSON, read back by
+    :func:`checkpoint_meta` without loading the checkpoint).
     """
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -94,8 +96,8 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
                 os.fsync(fh.fileno())
             if accelerator is not None and _entries(accelerator):
                 (tmp / ENTRIES).write_text(json.dumps(_entries(accelerator), indent=1))
-            meta = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "keys": sorted(state)}
-            (tmp / MARKER).write_text(json.dumps(meta))
+            marker = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "keys": sorted(state), **(meta or {})}
+            (tmp / MARKER).write_text(json.dumps(marker))
     except Exception as err:
         if not _write_failed(err):
             raise
@@ -327,6 +329,16 @@ def checkpoint_exists(directory: str | os.PathLike) -> bool:
     return directory.exists() or (_previous(directory) / MARKER).exists()
 
 
+def checkpoint_meta(directory: str | os.PathLike) -> dict:
+    """What the usable checkpoint at ``directory`` records in its marker (``saved_at``, ``keys``, and what
+    :func:`save_checkpoint` was given as ``meta``); {} where there is none or it cannot be read."""
+    try:
+        meta = json.loads((resolve_checkpoint(directory) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError, CheckpointError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def resolve_checkpoint(directory: str | os.PathLike) -> Path:
     """The usable checkpoint at ``directory`` (or the previous one, if a save was cut off between
     its two renames); raises FileNotFoundError / CheckpointError with a clear message."""
@@ -473,11 +485,26 @@ def tensorboard_writer(directory: str | os.PathLike, resume_step: int | None = N
     except ImportError:
         warnings.warn("tensorboard is not installed: no TensorBoard events are written (log.csv has the same numbers)")
         return _NoWriter()
+    _check_writable(Path(directory), "TensorBoard's events")  # SummaryWriter's own failure is two threads' tracebacks
     _after_older_event_files(Path(directory))
     tb = SummaryWriter(str(directory), purge_step=0 if resume_step is None else resume_step + 1)
     if config is not None and resume_step is None:
         tb.add_text("config", config_markdown(config), 0)
     return tb
+
+
+def _check_writable(directory: Path, what: str) -> None:
+    """Refuse in one line a folder of the run that cannot be written (made, or a file made in it), before a writer
+    starts on it."""
+    import tempfile
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-check-"):
+            pass
+    except OSError as err:
+        raise RunFolderError(f"{directory} cannot be written ({type(err).__name__}: {err.strerror or err}), so {what} "
+                             "cannot go there; make it writable (chmod u+w), or pass --report-to none") from None
 
 
 def _after_older_event_files(directory: Path) -> None:

@@ -93,6 +93,33 @@ def test_harness_a_run_cut_after_its_checkpoint_logs_the_redone_steps_once(tmp_p
     assert log_steps(out) == list(range(1, 7))
 
 
+def test_a_log_deleted_or_cut_before_a_resume_is_warned_of(tmp_path):
+    """log.csv (or eval.csv) deleted between a stop and --resume started again at the next step without a word: the
+    rows up to the checkpoint were gone for good. The checkpoint records how many rows each log held."""
+    import warnings
+
+    out = tmp_path / "r"
+    with pytest.raises(RunInterrupted):
+        tiny_run(out, interrupt_at=4, steps=6)
+    meta = json.loads((out / "checkpoint" / "COMPLETE").read_text())
+    assert meta["log_rows"] == {"log.csv": 4}
+    (out / "log.csv").unlink()
+    with pytest.warns(UserWarning, match=r"log.csv had 4 rows at the checkpoint \(step 4\) and now is gone"):
+        tiny_run(out, resume=True, steps=8)
+    assert log_steps(out) == [5, 6, 7, 8]
+    with pytest.raises(RunInterrupted):
+        tiny_run(tmp_path / "s", interrupt_at=4, steps=6)
+    lines = (tmp_path / "s" / "log.csv").read_text().splitlines()
+    (tmp_path / "s" / "log.csv").write_text("\n".join(lines[:3]) + "\n")  # the header and two rows of four
+    with pytest.warns(UserWarning, match=r"had 4 rows at the checkpoint \(step 4\) and now holds 2 of them"):
+        tiny_run(tmp_path / "s", resume=True)
+    with pytest.raises(RunInterrupted):
+        tiny_run(tmp_path / "t", interrupt_at=4, steps=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the log as the checkpoint left it: no word
+        tiny_run(tmp_path / "t", resume=True)
+
+
 def test_harness_refuses_a_resume_with_other_options_naming_each_field(tmp_path):
     out = tmp_path / "c"
     tiny_run(out, steps=2)

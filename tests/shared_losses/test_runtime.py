@@ -639,3 +639,24 @@ def test_model_files_get_the_mode_the_umask_allows_not_safetensors_0600(tmp_path
     mode = lambda p: os.stat(p).st_mode & 0o777  # noqa: E731
     assert mode(tmp_path / "model" / "model.safetensors") == 0o644
     assert mode(tmp_path / "alone.safetensors") == 0o644 and mode(tmp_path / "model" / "config.json") == 0o640
+
+
+def test_a_tensorboard_folder_that_cannot_be_written_is_one_error(tmp_path, monkeypatch):
+    """A tb/ made read-only between a stop and --resume gave two tracebacks (the main thread's and the event writer
+    thread's PermissionError); now one error naming the folder, before a writer starts."""
+    import tempfile
+
+    from shared_losses.training.runtime import RunFolderError
+
+    (tmp_path / "tb").write_text("a file where the folder goes")
+    with pytest.raises(RunFolderError, match=r"tb cannot be written \(FileExistsError.*TensorBoard's events"):
+        tensorboard_writer(tmp_path / "tb", resume_step=3)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", refused)
+    with pytest.raises(RunFolderError, match=r"tb2 cannot be written \(PermissionError: Permission denied\).*"
+                                             r"--report-to none"):
+        tensorboard_writer(tmp_path / "tb2", resume_step=3)
+    assert not list((tmp_path / "tb2").iterdir())  # no event file begun
