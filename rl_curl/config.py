@@ -325,6 +325,7 @@ class Config:
         for name in ("env_steps", "eval_every", "eval_episodes", "log_every", "seed_steps", "actor_update_every",
                      "target_update_every", "aux_update_every"):  # each named with the value given
             need(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        need(self.torch_threads >= 0, f"--torch-threads must be >= 0 (0: torch's default), got {self.torch_threads}")
         need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
         need(not self.cuda_graphs or self.replay_on_device,
              "--cuda-graphs gathers each batch inside the graph, from the replay on the device: add --replay-on-device")

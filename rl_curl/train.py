@@ -438,6 +438,10 @@ class CurlApp(TrainingApp):
         self.harness.open(accelerator)
         self.accelerator = accelerator
         if cfg.torch_threads > 0:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+            if cores and cfg.torch_threads > cores:
+                warnings.warn(f"--torch-threads {cfg.torch_threads} is more than the {cores} CPU cores this process "
+                              "may use: the threads take turns, which is slower than one a core")
             torch.set_num_threads(cfg.torch_threads)
         if accelerator.device.type == "cuda":
             torch.backends.cudnn.benchmark = cfg.cudnn_benchmark

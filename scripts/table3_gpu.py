@@ -1023,6 +1023,8 @@ def run_slice(args: RunArgs) -> int:
         print(f"[deadline] {shortened}", flush=True)
         args = dataclasses.replace(args, deadline=deadline)
     speed, why = choose_speed(args.speed, bench)
+    if speed and name == "cpu":  # the flags are taken on the CPU, where they run the default path's eager update
+        why += " (on the CPU: eager updates, no CUDA graphs)"
     print(f"[speed] {why}", flush=True)
     unsped = args  # --solo-after's run chooses its own speed
     args = with_speed(args, speed)

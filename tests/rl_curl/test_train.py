@@ -537,6 +537,25 @@ def test_each_count_below_1_is_named_alone(field):
         Config(**{field: 0}).resolved()
 
 
+def test_torch_threads_below_0_are_refused_and_above_the_cores_warned_of(tmp_path, monkeypatch):
+    """--torch-threads -1 ran as 0 (torch's default) with -1 in config.json; 999 on 2 cores ran about 10x slower
+    without a word."""
+    import os
+
+    from rl_curl.config import Config
+
+    with pytest.raises(ValueError, match=r"^invalid config: --torch-threads must be >= 0 \(0: torch's default\), "
+                                         r"got -1$"):
+        Config(torch_threads=-1).resolved()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    threads = torch.get_num_threads()
+    try:
+        with pytest.warns(UserWarning, match="--torch-threads 3 is more than the 2 CPU cores this process may use"):
+            run(cfg(tmp_path, "many", env_steps=100, torch_threads=3))
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("field, option", [
     ("discount", "--discount"), ("critic_tau", "--critic-tau"), ("encoder_tau", "--encoder-tau")])
 @pytest.mark.parametrize("value", [0.0, -0.5, 1.5, float("nan"), float("inf")])
