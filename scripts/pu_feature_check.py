@@ -29,12 +29,11 @@ from shared_losses.training.cli import HelpFormatter, run_cli
 
 
 def check(run: Path) -> dict:
-    import torch
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import cross_val_score
 
     from fewshot.config import ImageConfig, config_for
-    from fewshot.image_run import image_data
+    from fewshot.image_run import image_data, read_classifier_blob
     from fewshot.image_export import rebuild
     from fewshot.images import features
     from fewshot.scores import percent_agree
@@ -47,7 +46,7 @@ def check(run: Path) -> dict:
     model_file = run / "model" / "image_classifier.pt"
     if not model_file.exists():
         raise FileNotFoundError(f"{model_file}: not found (an image run exports it unless --no-export)")
-    blob = torch.load(model_file, map_location="cpu", weights_only=False)
+    blob = read_classifier_blob(model_file)  # without running code; a damaged file named
     model = rebuild(blob)  # any image encoder, with its settings (the patch grid's pooling)
     data = image_data(cfg)
     f_pool, f_eval = features(model, data.x).numpy(), features(model, data.eval_x).numpy()
