@@ -324,9 +324,11 @@ def reading_text(p: Path):
     except UnicodeDecodeError as err:
         raise not_utf8_error(p) from err
     except GZIP_ERRORS as err:
-        if p.read_bytes()[:2] != b"\x1f\x8b":
-            raise DataError(f"{p}: not gzip-compressed, though it ends in .gz (it starts {p.read_bytes()[:8]!r}); "
-                            f"rename it without .gz if it is plain text") from err
+        with open(p, "rb") as fh:
+            head = fh.read(8)
+        if head[:2] != b"\x1f\x8b":
+            raise DataError(f"{p}: not gzip-compressed, though it ends in .gz (it starts {head!r}); rename it without "
+                            ".gz if it is plain text") from err
         raise DataError(f"{p}: could not decompress it ({type(err).__name__}: {err}); is the file complete? "
                         f"(gzip -t {p} tests it)") from err
 
