@@ -396,7 +396,8 @@ class ImageConfig(RunOptions):
     """Temperature of the contrastive loss (every --contrastive; CPC's own score has none: --temperature 1 for the
     paper's)."""
     max_steps: int = 300
-    """Optimisation steps (the defaults' --passes replaces it; a --max-steps given on the command line wins)."""
+    """Optimisation steps (the defaults' --passes replaces it; a --max-steps given on the command line wins, as does a
+    max_steps other than 300 given in Python beside the default passes)."""
     lr: float = 1e-3
     """AdamW learning rate."""
     weight_decay: float = 1e-5

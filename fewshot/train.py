@@ -13,6 +13,7 @@ and metrics.json.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -181,6 +182,8 @@ def train(cfg: AnyConfig, model: FewShotModel | None = None, tokenizer=None) -> 
     :class:`PuConfig` text PU, :class:`ImageConfig` image arrays), or run its baseline (probe, SetFit); returns
     metrics.json's content. ``model`` / ``tokenizer``: a text model to start from instead of loading ``cfg.encoder``
     (tests)."""
+    if isinstance(cfg, ImageConfig):
+        cfg = explicit_steps_win(cfg)
     cfg.validate()
     harness = claim(cfg)
     if isinstance(cfg, ImageConfig):
@@ -192,6 +195,16 @@ def train(cfg: AnyConfig, model: FewShotModel | None = None, tokenizer=None) -> 
     if ALL_OBJECTIVES.get(cfg.objective).trains_encoder:
         return run_app(FewShotApp(cfg, harness, model, tokenizer))
     return run_app(BaselineApp(cfg, harness, model, tokenizer))
+
+
+def explicit_steps_win(cfg: ImageConfig) -> ImageConfig:
+    """An ImageConfig made in Python with its own ``max_steps`` and the default ``passes``: the step count wins, as
+    --max-steps does on the command line (the default passes made ``ImageConfig(max_steps=3)`` train 2,400 steps on
+    the digits without a word). ``passes=None`` keeps any ``max_steps``; other passes replace it."""
+    defaults = {f.name: f.default for f in dataclasses.fields(ImageConfig) if f.name in ("max_steps", "passes")}
+    if cfg.passes == defaults["passes"] and cfg.max_steps != defaults["max_steps"]:
+        return dataclasses.replace(cfg, passes=None)
+    return cfg
 
 
 class BaselineApp(FewShotRunApp):

@@ -819,8 +819,13 @@ def crossed(env_step: int, action_repeat: int, every: int) -> bool:
 
 
 def run(cfg: Config) -> dict:
-    """Train (or resume) one run; returns a summary with the final evaluation."""
-    return run_app(CurlApp(cfg.resolved()))
+    """Train (or resume) one run; returns a summary with the final evaluation. The caller's torch thread count is
+    given back (--torch-threads sets the run's: a later run in the same process, at 0, would take it over)."""
+    threads = torch.get_num_threads()
+    try:
+        return run_app(CurlApp(cfg.resolved()))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def main(argv=None) -> None:

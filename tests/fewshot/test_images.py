@@ -701,6 +701,23 @@ def test_the_exported_image_classifier_loads_and_predicts_without_the_suite(tmp_
     assert (elsewhere / "image_classifier.onnx").is_file() and (elsewhere / "image_classifier.pt").is_file()
 
 
+def test_max_steps_given_in_python_wins_over_the_default_passes(npz, tmp_path):
+    """ImageConfig(max_steps=3) from Python trained the default passes' steps (2,400 on the digits, four minutes)
+    without a word: only the command line dropped the passes for an explicit --max-steps."""
+    path, _, _ = npz
+    fields = dict(dataset=str(path), encoder="mlp", setting="pu", contrastive="punce", n_labeled=8,
+                  positive_classes=POSITIVE, hidden=16, batch_size=16, progress=False)
+    train(ImageConfig(**fields, max_steps=3, output_dir=str(tmp_path / "three")))
+    saved = json.loads((tmp_path / "three" / "config.json").read_text())
+    assert saved["max_steps"] == 3 and saved["passes"] is None
+    default = ImageConfig(**fields, output_dir=str(tmp_path / "d"))  # the default passes still set the length
+    from fewshot.train import explicit_steps_win
+
+    assert explicit_steps_win(default) is default and default.passes is not None
+    both = ImageConfig(**fields, max_steps=3, passes=0.5, output_dir=str(tmp_path / "b"))
+    assert explicit_steps_win(both) is both  # passes given: they win, as --passes does
+
+
 def test_an_image_export_is_replaced_only_by_its_own_run_and_a_damaged_classifier_is_named(tmp_path):
     """--overwrite let another run's export be replaced (the files were told apart by name only), refused without it
     as "this run's export"; a cut image_classifier.pt was a traceback (and was unpickled with code allowed)."""

@@ -552,6 +552,8 @@ def test_torch_threads_below_0_are_refused_and_above_the_cores_warned_of(tmp_pat
     try:
         with pytest.warns(UserWarning, match="--torch-threads 3 is more than the 2 CPU cores this process may use"):
             run(cfg(tmp_path, "many", env_steps=100, torch_threads=3))
+        # the caller's count is given back: a later run at 0 (torch's default) in this process took the run's
+        assert torch.get_num_threads() == threads
     finally:
         torch.set_num_threads(threads)
 
