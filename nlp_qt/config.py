@@ -40,7 +40,8 @@ PresetName = Literal[tuple(PRESETS)]
 class Config:
     """Pretrain a quick-thought sentence encoder (QT, Logeswaran & Lee 2018) with the QT, debiased
     (DCL) or hard-negative objective, or a CPC sentence encoder (van den Oord et al. 2018, --objective cpc).
-    Defaults are QT's reference configuration."""
+    Defaults are QT's reference configuration, but for two stated choices: the sentence's own score is left out of
+    the softmax (--self-score zero keeps it as S2V does), and neighbours across a document boundary are dropped."""
 
     #: Fields a resumed run may change; every other field (new ones included) must agree with the run's.
     #: vocab_sentences: the vocabulary is read back from vocab.json on resume. preset: only a name; the fields it set

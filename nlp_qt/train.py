@@ -49,6 +49,9 @@ def validate(cfg: Config) -> None:
         raise ValueError("--corpus is required (a text file/folder, a .jsonl/.parquet file, or hf:NAME)")
     if cfg.batch_size < 2:
         raise ValueError(f"batch_size must be >= 2, got {cfg.batch_size}")
+    if cfg.objective in ("debiased", "hard") and cfg.batch_size < 3 and not cfg.gather_across_processes:
+        raise ValueError(f"--objective {cfg.objective} needs --batch-size >= 3: each neighbour's term takes the batch's"
+                         " other sentences but the sentence and that neighbour as negatives, and 2 leave none")
     if not 0.0 <= cfg.tau_plus < 1.0:
         raise ValueError(f"tau_plus must be in [0, 1), got {cfg.tau_plus}")
     # the objectives' table says what applies

@@ -621,3 +621,13 @@ def test_the_last_step_is_logged_and_a_resumes_rate_counts_only_the_batches_it_t
     train(_cfg(tmp_path, "cut", max_steps=5, log_every=1))
     first_resumed = next(r for r in rows("cut") if int(r["step"]) == 5)
     assert float(first_resumed["sentences_per_s"]) >= 0.5  # 8 sentences in about 8 s of reading, not 40
+
+
+def test_a_debiased_batch_of_two_is_refused_before_the_run_folder(tmp_path):
+    """--batch-size 2 with debiased or hard failed at step 1 ("anchor 0, turn 1 has no negative"), after the folder
+    was made: a neighbour's term takes the batch but the sentence and that neighbour as negatives."""
+    for objective in ("debiased", "hard"):
+        with pytest.raises(ValueError, match=f"--objective {objective} needs --batch-size >= 3"):
+            train(_cfg(tmp_path, objective, batch_size=2, objective=objective, tau_plus=0.01, max_steps=1))
+        assert not (tmp_path / objective).exists()
+    assert train(_cfg(tmp_path, "qt", batch_size=2, max_steps=1))["step"] == 1  # QT's softmax has its neighbour
