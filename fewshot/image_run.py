@@ -287,6 +287,10 @@ def priors(cfg: ImageConfig, data: ImageData) -> tuple[float, float, str]:
         flat = data.x.reshape(len(data.x), -1)
         pi, source = (elkan_noto_prior(flat[data.labeled], flat[data.unlabeled], seed=cfg.seed,
                                        hint=ESTIMATE_HINTS["images"]), "elkan-noto (pixels)")
+        if pi <= 0.0:  # as the text pipeline refuses it: puNCE would weigh no unlabeled image as a positive
+            raise ValueError(f"the Elkan-Noto estimate of the prior came out as {pi:g}: it found no positives among "
+                             "the unlabeled images; the PU learners need a prior strictly between 0 and 1: pass "
+                             "--prior P (your estimate of the positive share of the unlabeled images)")
     else:
         pi, source = exact_image_prior(data), "exact (labels of the unlabeled images)"
     lab_pos = float(data.y[data.labeled].sum()) if cfg.setting == "pnu" else float(n_l)
@@ -326,10 +330,22 @@ def learner_names(cfg: ImageConfig) -> tuple[str, ...]:
     return RISKS if cfg.setting == "pu" else ("ce",)
 
 
+def batch_prior(cfg: ImageConfig, pi: float, pi_p: float, n_lab: int, n_unl: int) -> float:
+    """The positive share the PU risks of the end-to-end learners give their U, the whole batch: ``pi_p``, the pool's,
+    where the batch is a draw from the pool (``--batch-size B``: its labeled images in their pool share); with
+    ``--batch-labeled`` / ``--batch-unlabeled`` the batch's own, ``(n_lab + n_unl pi) / (n_lab + n_unl)`` (16 labeled
+    beside 32 unlabeled are a third of the batch, 20 in 3,500 of the pool: weighting such a batch by the pool's prior
+    biased the risk, 0.2333 against 0.1023 in a probe)."""
+    if cfg.batch_size is not None or n_lab + n_unl == 0:
+        return pi_p
+    return (n_lab + n_unl * pi) / (n_lab + n_unl)
+
+
 def end_to_end_loss(name: str, logits: torch.Tensor, y: torch.Tensor, n_lab: int, pi_p: float) -> torch.Tensor:
     """The loss of an end-to-end model (``--contrastive none``) on the head's logits of a batch whose first
     ``n_lab`` rows are the labeled images: cross-entropy on those, or a PU risk with them as P and the whole
-    batch, a draw from the pool, as U (the case-control set-up of the pool prior ``pi_p``)."""
+    batch as U, of the positive share ``pi_p`` (:func:`batch_prior`: the pool's prior for a draw from the pool, the
+    case-control set-up)."""
     if name == "ce":
         return F.binary_cross_entropy_with_logits(logits[:n_lab], y[:n_lab].float())
     return pu_risk(logits[:n_lab], logits, pi_p, name, check=False)[0]  # NaN logits: the divergence watch's
@@ -408,6 +424,7 @@ class ImageApp(FewShotRunApp):
         # cross-entropy on the labeled images (pnu, no encoder stage) draws no unlabeled ones
         self.unl_batches = Batches(data.unlabeled, n_unl if (self.contrastive or cfg.setting == "pu") else 0,
                                    cfg.seed + 1)
+        self.pi_batch = batch_prior(cfg, self.pi, self.pi_p, self.lab_batches.batch_size, self.unl_batches.batch_size)
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.augment = Augment(strength=cfg.augment)
         self.x_all = torch.from_numpy(data.x)
@@ -455,7 +472,7 @@ class ImageApp(FewShotRunApp):
             losses = {"encoder": loss}
         else:
             yb = torch.from_numpy((data.y[np.concatenate([li, ui])] == 1).astype(np.int64)).to(device)
-            losses = {n: end_to_end_loss(n, self.models[n](xb.to(device))[2].float(), yb, len(li), self.pi_p)
+            losses = {n: end_to_end_loss(n, self.models[n](xb.to(device))[2].float(), yb, len(li), self.pi_batch)
                       for n in names}
         for n in names:
             self.opts[n].zero_grad(set_to_none=True)

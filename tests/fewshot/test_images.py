@@ -622,6 +622,19 @@ def test_the_prior_is_exact_given_or_estimated_and_the_pool_prior_follows_from_i
     assert config["prior_used"] == est["prior"] and config["pool_prior"] == est["pool_prior"]
 
 
+def test_an_elkan_noto_estimate_of_0_is_refused_for_images_as_for_text(npz, tmp_path, monkeypatch):
+    """The text pipeline refuses an estimate of 0 ("found no positives"); the image pipeline trained puNCE with pi = 0
+    and the probes with pi_p = n_P / n, without a word."""
+    import fewshot.image_run as image_run
+
+    path, _, _ = npz
+    monkeypatch.setattr(image_run, "elkan_noto_prior", lambda *a, **k: 0.0)
+    with pytest.raises(ValueError, match=r"Elkan-Noto estimate of the prior came out as 0: it found no positives "
+                                         r"among the unlabeled images.*--prior P"):
+        train(image_cfg(path, tmp_path / "zero", max_steps=1, estimate_prior=True))
+    assert not (tmp_path / "zero").exists()  # refused before the run folder is made
+
+
 def test_passes_set_the_steps_from_the_pool_size(npz, tmp_path, capsys):
     path, _, _ = npz
     m = train(image_cfg(path, tmp_path / "p2", passes=2.0))
@@ -699,6 +712,31 @@ def test_the_exported_image_classifier_loads_and_predicts_without_the_suite(tmp_
     assert export_run(out, overwrite=True) == out / "model"
     elsewhere = export_run(out, tmp_path / "portable")
     assert (elsewhere / "image_classifier.onnx").is_file() and (elsewhere / "image_classifier.pt").is_file()
+
+
+def test_the_end_to_end_pu_risks_weight_a_batch_of_set_sizes_by_its_own_prior(npz, tmp_path, monkeypatch):
+    """With --batch-labeled / --batch-unlabeled the raw-pixel PU learners' U (the whole batch) was weighted by the
+    pool's prior, though its labeled share is the batch's (4 of 12 here, 8 of 120 in the pool): a biased risk.
+    --batch-size B draws from the pool, and the pool's prior stays."""
+    import fewshot.image_run as image_run
+
+    path, _, _ = npz
+    seen = []
+    real = image_run.end_to_end_loss
+
+    def spy(name, logits, y, n_lab, pi_p):
+        seen.append((n_lab, len(logits), pi_p))
+        return real(name, logits, y, n_lab, pi_p)
+
+    monkeypatch.setattr(image_run, "end_to_end_loss", spy)
+    m = train(image_cfg(path, tmp_path / "sets", contrastive="none", batch_size=None, batch_labeled=4,
+                        batch_unlabeled=8, max_steps=1))
+    pi = m["prior"]
+    assert {s[:2] for s in seen} == {(4, 12)}
+    assert all(s[2] == pytest.approx((4 + 8 * pi) / 12) for s in seen) and m["pool_prior"] != pytest.approx(seen[0][2])
+    seen.clear()
+    m = train(image_cfg(path, tmp_path / "drawn", contrastive="none", max_steps=1))  # --batch-size 16
+    assert seen and all(s[2] == m["pool_prior"] for s in seen)
 
 
 def test_max_steps_given_in_python_wins_over_the_default_passes(npz, tmp_path):
