@@ -96,6 +96,8 @@ def elkan_noto_prior(feats_labeled, feats_unlabeled, folds: int = 5, seed: int =
     s = np.concatenate([np.ones(len(P)), np.zeros(len(U))])
     g = _out_of_fold_g(X, s, folds=max(2, min(folds, len(P), len(U))), seed=seed)
     c = g[: len(P)].mean()
+    if c <= 0.0:  # the classifier gave no labeled positive any chance of being labeled: (1 - c) / c is unbounded
+        return 1.0  # every weight clips to 1, as the division did (with a RuntimeWarning of numpy's)
     gu = np.clip(g[len(P):], 1e-6, 1 - 1e-6)
     w = (1.0 - c) / c * gu / (1.0 - gu)
     return float(np.clip(w, 0.0, 1.0).mean())

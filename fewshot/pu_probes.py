@@ -1,6 +1,6 @@
-"""The PU probes on a (trained or frozen) encoder's sentence vectors: PN, uPU and nnPU logistic probes,
-standardised with the unlabeled statistics. Used by the PU pipeline and by the export of PU runs (kept apart
-from both so that neither imports the other)."""
+"""The PU probes on a (trained or frozen) encoder's sentence vectors: PN, uPU and nnPU linear probes (the sigmoid
+loss, as Kiryo et al.; :mod:`fewshot.pu`), standardised with the unlabeled statistics. Used by the PU pipeline and by
+the export of PU runs (kept apart from both so that neither imports the other)."""
 
 from __future__ import annotations
 

@@ -582,3 +582,17 @@ def test_global_batches_are_equal_shares_when_gathering(capsys):
     assert global_batches(FewShotConfig(batch_labeled=4, batch_unlabeled=6), 7, 11, 2, True) == (7, 11)
     with pytest.raises(ValueError, match="on 3 processes needs at least 3 unlabeled examples .* got 2"):
         global_batches(cfg, 7, 2, 3, True)
+
+
+def test_elkan_noto_with_no_chance_for_the_labeled_positives_is_1_without_a_numpy_warning(monkeypatch):
+    """c = 0 (g = 0 on every labeled positive) divided by zero: numpy's RuntimeWarning, then every weight clipped to 1.
+    The same 1 now, said by the code."""
+    import warnings
+
+    import fewshot.prior as prior
+
+    P, U = np.random.default_rng(0).normal(size=(6, 3)), np.random.default_rng(1).normal(size=(8, 3))
+    monkeypatch.setattr(prior, "_out_of_fold_g", lambda X, s, folds, seed: np.where(s == 1, 0.0, 0.4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert prior.elkan_noto_prior(P, U, seed=0) == 1.0
