@@ -278,6 +278,10 @@ class FewShotConfig(TextOptions):
         need(self, self.n_labeled >= 2, "n_labeled", ">= 2 (the labeled sample holds both classes)")
         need(self, self.eval_every >= 1, "eval_every", ">= 1")
         need(self, 0.0 <= self.lam <= 1.0, "lam", "in [0, 1]")
+        if self.lam == 0.0 and self.head == "linear" and self.objective in ("ce+scl", "ce+punce"):
+            raise ValueError("--lam 0 gives cross-entropy no weight, so the linear head --head linear scores with "
+                             "would never train; pass --head logreg (the contrastive term alone, scored by a "
+                             "logistic regression on the labeled examples), or a --lam above 0")
         need_label_pull(self)
         if self.label_pull != 1 and self.objective != "ce+punce":
             raise ValueError(f"--label-pull weighs puNCE's unlabeled examples (--objective ce+punce), not --objective "

@@ -560,7 +560,9 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
     return {
         "eval_accuracy": eval_accuracy, "eval_scores": eval_scores, "head_accuracies": heads,
         **majority_rates(run.train_y, run.sample, run.eval_y),
-        "objective": cfg.objective, "setting": cfg.setting, "preset": cfg.preset, "head": cfg.head,
+        "objective": cfg.objective, "setting": cfg.setting, "preset": cfg.preset,
+        # the head that scored eval_accuracy: an objective that trains none (probe, setfit) is scored by the logreg
+        "head": cfg.head if ALL_OBJECTIVES.get(cfg.objective).trains_head else "logreg",
         "n_labeled": cfg.n_labeled, "n_unlabeled": cfg.n_unlabeled, "seed": cfg.seed, "encoder": cfg.encoder,
         "dataset": cfg.dataset, "eval_file": cfg.eval_file, "lam": cfg.lam, "temperature": cfg.temperature,
         "label_pull": cfg.label_pull, "prior": run.prior, "prior_source": run.prior_source,

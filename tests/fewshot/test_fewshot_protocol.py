@@ -33,6 +33,7 @@ def test_probe_is_logistic_regression_on_the_frozen_encoder(tiny_encoder, easy_t
     saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert saved["eval_accuracy"] == m["eval_accuracy"] and saved["objective"] == "probe" and saved["steps"] == 0
     assert set(m["head_accuracies"]) == {"logreg"}  # an untrained linear head is not a baseline
+    assert m["head"] == saved["head"] == "logreg"  # the head that scored it (was the default --head, linear)
     # the same number from a plain transcription: pretrained weights (seed-independent), the seed's sample
     run = prepare(_cfg(tiny_encoder, easy_task, tmp_path, objective="probe", seed=3, output_dir=str(tmp_path / "x")))
     fl, _ = embed_all(run.model, run.tokenizer, [run.train_x[i] for i in run.sample.labeled], 16, "cpu")
@@ -163,3 +164,15 @@ def test_setfit_baseline_runs_on_the_same_sample(tiny_encoder, easy_task, tmp_pa
     assert json.loads((tmp_path / "probe" / "sample.json").read_text())["labeled"] == sample["labeled"]
     assert probe["majority_accuracy"] == m["majority_accuracy"]
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_lam_0_with_the_linear_head_is_refused():
+    """--lam 0 gives CE no weight: the linear head that --head linear scores with never trained, and its random
+    scores were eval_accuracy without a word."""
+    from fewshot.config import FewShotConfig
+
+    for objective in ("ce+punce", "ce+scl"):
+        with pytest.raises(ValueError, match="--lam 0 gives cross-entropy no weight.*--head logreg"):
+            FewShotConfig(objective=objective, lam=0.0).validate()
+        FewShotConfig(objective=objective, lam=0.0, head="logreg").validate()  # the contrastive term alone: fine
+    FewShotConfig(objective="ce", lam=0.0).validate()  # CE alone reads no --lam
