@@ -115,13 +115,8 @@ def check_target(out_dir: Path, run_dir: Path, overwrite: bool = True) -> None:
                               "(nothing was written)")
     if not any(out_dir.iterdir()):
         return
-    marker = out_dir / MARKER
-    if marker.is_file():
-        try:
-            info = json.loads(marker.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            info = {}
-        same_run = isinstance(info, dict) and info.get("run") == str(run_dir.resolve())
+    if (out_dir / MARKER).is_file():
+        same_run = export_marker(out_dir).get("run") == str(run_dir.resolve())
         if same_run or out_dir.resolve() == (run_dir / MODEL_DIR).resolve():
             if overwrite:
                 return  # this run's own export: replaced
@@ -253,13 +248,20 @@ def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path
     return out_dir
 
 
+def export_marker(out_dir: Path) -> dict:
+    """What the export in ``out_dir`` says of itself (fewshot_export.json: its run, head, files ...); {} where there is
+    none, or it cannot be read as a JSON object."""
+    try:
+        info = json.loads((Path(out_dir) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def _recorded_files(out_dir: Path) -> list[str] | None:
     """The files the export in ``out_dir`` recorded writing (None for none there, or one from before they were
     recorded), which a new export of the same run does not keep as the user's."""
-    try:
-        recorded = json.loads((out_dir / MARKER).read_text(encoding="utf-8")).get("files")
-    except (OSError, ValueError, AttributeError):
-        recorded = None
+    recorded = export_marker(out_dir).get("files")
     return recorded if isinstance(recorded, list) else None
 
 
