@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.training.cli import config_from_cli
+from shared_losses.training.cli import config_from_cli, option_given
 
 from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, folder_name
 # the per-task defaults live in rl_curl.tasks (torch-free, for the environment's worker processes); importable here too
@@ -131,7 +131,8 @@ class Config:
     critic's convolutions, linear layer and LayerNorm) and the auxiliary one (W, or CPC's maps, with the encoder
     again), as the official encoder_optimizer and cpc_optimizer. None = the task's value: 2e-4 for cheetah, as the CURL
     paper's table (one rate for encoder, policy and Q function; the official scripts/run_cheetah.sh sets the three to
-    one value in every run of its sweep), else 1e-3 (until 2026-12-05 cheetah's was 1e-3 too)."""
+    one value in every run of its sweep), else 1e-3 (until 2026-12-05 cheetah's was 1e-3 too). Refused with --aux
+    none, which has no auxiliary update."""
     alpha_lr: float = 1e-4
     """Learning rate of the entropy temperature."""
     alpha_beta1: float = 0.5
@@ -150,7 +151,7 @@ class Config:
     target_update_every: int = 2
     """Soft-update the targets every this many agent steps."""
     aux_update_every: int = 1
-    """Update the auxiliary loss every this many agent steps."""
+    """Update the auxiliary loss every this many agent steps (not with --aux none, which has no auxiliary update)."""
 
     # --- network sizes -------------------------------------------------------------------------
     num_filters: int = 32
@@ -293,7 +294,7 @@ class Config:
         need(self.beta >= 0.0, f"beta must be >= 0 (0 = the debiased loss), got {self.beta}")
         OBJECTIVES.check_fields(self.aux, {"tau_plus": self.tau_plus, "positives": self.positives,
                                            "beta": self.beta, "cpc_steps": self.cpc_steps,
-                                           "log_floor": self.log_floor})
+                                           "log_floor": self.log_floor, "aux_update_every": self.aux_update_every})
         need(self.cpc_steps >= 1, f"cpc_steps must be >= 1, got {self.cpc_steps}")
         if OBJECTIVES.get(self.aux).kind == "future":
             need(self.update == "official", "--aux cpc has the official update only (--update fused fuses CURL's "
@@ -350,4 +351,15 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> C
     tyro's parse of :class:`Config` with ``--preset NAME`` (:func:`shared_losses.training.cli.config_from_cli`)."""
     return config_from_cli(Config, PRESETS, argv, description,
                            sections=[OBJECTIVES.help_text("rl_curl.objectives.OBJECTIVES")],
-                           prog="python -m rl_curl.train")
+                           prog="python -m rl_curl.train", finish=_refuse_unused_encoder_lr)
+
+
+def _refuse_unused_encoder_lr(cfg: Config, argv: list[str]) -> Config:
+    """--encoder-lr given with an objective that has no auxiliary update (--aux none) would be recorded and never
+    used: refused as the objectives' other unused settings are. (On the command line only: a configuration
+    resolved before holds the task's value, which is no choice of the user's.)"""
+    if option_given(argv, "--encoder-lr") and OBJECTIVES.get(cfg.aux).kind == "none":
+        users = " or ".join(name for name, o in OBJECTIVES.items() if o.kind != "none")
+        raise ValueError(f"--encoder-lr {cfg.encoder_lr:g} only applies to --aux {users} (the auxiliary update's "
+                         f"rate); --aux {cfg.aux} has no auxiliary update")
+    return cfg

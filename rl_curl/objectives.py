@@ -15,7 +15,8 @@ from shared_losses import (debiased_nce_from_logits, hard_negative_nce_from_logi
 from shared_losses.training.registry import Entry, Registry
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
-NEUTRAL = {"tau_plus": 0.0, "positives": 1, "beta": 1.0, "cpc_steps": 3, "log_floor": "min-negative"}
+NEUTRAL = {"tau_plus": 0.0, "positives": 1, "beta": 1.0, "cpc_steps": 3, "log_floor": "min-negative",
+           "aux_update_every": 1}
 
 
 @dataclass(frozen=True)
@@ -35,22 +36,23 @@ class Objective(Entry):
 
 
 OBJECTIVES: Registry[Objective] = Registry("--aux", (
-    Objective("curl", "biased (CURL)", 0, "InfoNCE on the bilinear logits (CURL, the baseline)", ("positives",),
+    Objective("curl", "biased (CURL)", 0, "InfoNCE on the bilinear logits (CURL, the baseline)",
+              ("positives", "aux_update_every"),
               loss=lambda pos, neg, tau_plus, beta, floor, host_checks: info_nce_from_logits(
                   pos, neg, host_checks=host_checks)),
     Objective("debiased", "debiased", 1, "the debiased loss, DCL (--tau-plus, --positives)",
-              ("tau_plus", "positives", "log_floor"),
+              ("tau_plus", "positives", "log_floor", "aux_update_every"),
               loss=lambda pos, neg, tau_plus, beta, floor, host_checks: debiased_nce_from_logits(
                   pos, neg, tau_plus=tau_plus, log_floor=floor, host_checks=host_checks),
               label_fields=("tau_plus", "positives")),
     Objective("hard", "hard", 2, "the hard-negative debiased loss, HCL (--tau-plus, --positives, --beta)",
-              ("tau_plus", "positives", "beta", "log_floor"),
+              ("tau_plus", "positives", "beta", "log_floor", "aux_update_every"),
               loss=lambda pos, neg, tau_plus, beta, floor, host_checks: hard_negative_nce_from_logits(
                   pos, neg, tau_plus=tau_plus, beta=beta, log_floor=floor, host_checks=host_checks),
               label_fields=("beta", "tau_plus", "positives")),
     Objective("cpc", "CPC", 3, "Contrastive Predictive Coding: a GRU over the actions predicts the keys of the next "
               "--cpc-steps observations from the present one (--tau-plus > 0: debiased negatives)",
-              ("tau_plus", "cpc_steps", "log_floor"), kind="future", label_fields=("tau_plus",)),
+              ("tau_plus", "cpc_steps", "log_floor", "aux_update_every"), kind="future", label_fields=("tau_plus",)),
     Objective("none", "pixel SAC (no aux)", 4, "no auxiliary loss: pixel SAC", kind="none"),
 ), neutral=NEUTRAL)
 #: The configuration's --aux type: the registry's names, so a new entry is a new choice.

@@ -7,9 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
-OUT=${OUT:-runs/demo/fewshot}
-DATASET=${DATASET:-drugreview}
-rm -rf "$OUT"  # a fresh demo each time (fewshot.train never overwrites an existing run)
+# bash scripts/demo_fewshot.sh [FOLDER [DATASET]]: the demo's folder (default runs/demo/fewshot) and data set.
+DEFAULT_OUT=runs/demo/fewshot
+OUT="${1:-$DEFAULT_OUT}"
+DATASET="${2:-drugreview}"
+# A fresh demo each time (fewshot.train never overwrites an existing run), deleting only the demo's own folder.
+. scripts/demo_folder.sh
+fresh_demo_folder "$OUT" "$DEFAULT_OUT" .fewshot_demo demo_fewshot.sh
+mkdir -p "$OUT" && touch "$OUT/.fewshot_demo"
 common=(--preset cpu --encoder minilm --pooling mean --dataset "$DATASET" --n-labeled 20 --n-unlabeled 500 --seed 0)
 for obj in probe ce ce+punce; do
   .venv/bin/python -m fewshot.train "${common[@]}" --objective "$obj" --output-dir "$OUT/$obj"

@@ -6,9 +6,13 @@
 # are scripts/pu_images_table.py (docs/results/fewshot.md, "Images").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-runs/demo/pu_images}
-rm -rf "$OUT"  # a fresh demo each time (fewshot.train never overwrites an existing run)
-mkdir -p "$(dirname "$OUT")"
+# bash scripts/demo_images.sh [FOLDER]: the demo's folder (default runs/demo/pu_images; its log beside it).
+DEFAULT_OUT=runs/demo/pu_images
+OUT="${1:-$DEFAULT_OUT}"
+# A fresh demo each time (fewshot.train never overwrites an existing run), deleting only the demo's own folder.
+. scripts/demo_folder.sh
+fresh_demo_folder "$OUT" "$DEFAULT_OUT" .images_demo demo_images.sh
+mkdir -p "$OUT" && touch "$OUT/.images_demo"
 .venv/bin/python scripts/pu_images_table.py --tables 2 --n-ps 100 1000 --seeds 0 --parallel 2 --out "$OUT" \
   > "$OUT.log" 2>&1 || { cat "$OUT.log"; exit 1; }
 .venv/bin/python - "$OUT" <<'PY'

@@ -17,6 +17,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-OUT=${OUT:-runs/demo/nlp_qt}
-rm -rf "$OUT"  # a fresh demo each time
+# bash scripts/demo_nlp_qt.sh [FOLDER]: the demo's folder (default runs/demo/nlp_qt).
+DEFAULT_OUT=runs/demo/nlp_qt
+OUT="${1:-$DEFAULT_OUT}"
+# A fresh demo each time, deleting only the demo's own folder.
+. scripts/demo_folder.sh
+fresh_demo_folder "$OUT" "$DEFAULT_OUT" .nlp_qt_demo demo_nlp_qt.sh
+mkdir -p "$OUT" && touch "$OUT/.nlp_qt_demo"
 .venv/bin/python scripts/qt_table2.py --preset demo --out "$OUT"

@@ -11,11 +11,8 @@ DEFAULT_OUT=runs/demo/rl_curl
 OUT="${1:-$DEFAULT_OUT}"
 # A fresh demo each time (rl_curl.train never overwrites an existing run without --resume), but only a
 # folder that is the demo's own (the default, or one marked by an earlier demo) or empty is deleted.
-if [ "$OUT" != "$DEFAULT_OUT" ] && [ -d "$OUT" ] && [ ! -e "$OUT/.rl_curl_demo" ] && [ -n "$(ls -A "$OUT")" ]; then
-  echo "demo_rl_curl.sh: $OUT exists and was not made by this demo; not deleting it (give a new or empty folder)" >&2
-  exit 1
-fi
-rm -rf "$OUT"
+. scripts/demo_folder.sh
+fresh_demo_folder "$OUT" "$DEFAULT_OUT" .rl_curl_demo demo_rl_curl.sh
 # The marker goes in once the run exists: rl_curl.train starts a new run only in a missing or empty folder.
 # RL_DEMO_EXTRA: options appended to the training command (later options win; the tests use a tiny task).
 # shellcheck disable=SC2086

@@ -42,10 +42,27 @@ def test_rows_follow_dcl_table3_order():
     ("debiased", "beta", 0.5, "--beta 0.5 only applies to --aux hard; --aux debiased takes --beta 1"),
     ("none", "positives", 2, "--positives 2 only applies to --aux curl or debiased or hard; --aux none takes "
                              "--positives 1"),
+    # pixel SAC has no auxiliary update: the option was recorded and changed nothing (log.csv byte-equal)
+    ("none", "aux_update_every", 7, "--aux-update-every 7 only applies to --aux curl or debiased or hard or cpc; "
+                                    "--aux none takes --aux-update-every 1"),
 ])
 def test_a_hyperparameter_the_objective_ignores_is_refused(aux, field, value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         tiny_config(aux=aux, **{field: value}).resolved()
+
+
+def test_an_encoder_lr_typed_for_pixel_sac_is_refused_on_the_command_line():
+    """--aux none has no auxiliary update, so --encoder-lr was recorded in config.json and used nowhere. The
+    command line refuses it; a resolved configuration (the task's value filled in, as a saved run's) loads."""
+    from rl_curl.config import from_cli
+
+    with pytest.raises(ValueError, match=r"--encoder-lr 0.5 only applies to --aux curl or debiased or hard or cpc"):
+        from_cli(["--aux", "none", "--encoder-lr", "0.5"])
+    with pytest.raises(ValueError, match="--aux none has no auxiliary update"):
+        from_cli(["--aux=none", "--encoder-lr=0.5"])
+    assert from_cli(["--aux", "curl", "--encoder-lr", "0.5"]).encoder_lr == 0.5
+    saved = Config(aux="none").resolved()
+    assert Config(**{**saved.__dict__}).resolved().encoder_lr == saved.encoder_lr == 1e-3
 
 
 @pytest.mark.parametrize("spec", ["infonce", "debiased", "debiased:2:1", "debiased:0.1:3", "hard:0.1:1", "curl:1"])
