@@ -31,7 +31,7 @@ def test_a_demo_ignores_an_out_variable_of_the_callers_shell(tmp_path, script):
 
 
 def _fresh(folder: Path, default: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", f'. scripts/demo_folder.sh; fresh_demo_folder "$1" "$2" .demo_mark demo.sh',
+    return subprocess.run(["bash", "-c", '. scripts/demo_folder.sh; fresh_demo_folder "$1" "$2" .demo_mark demo.sh',
                            "_", str(folder), str(default)], capture_output=True, text=True, timeout=30, cwd=ROOT)
 
 
