@@ -47,6 +47,10 @@ def _resumed(path: str, settings: dict, tasks: list[str]) -> dict:
         done = saved["results"]
     except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"--resume: --output {out} is not a results file of nlp_qt.senteval ({err})") from None
+    from shared_losses.training.runtime import local_path
+
+    # a local model is recorded as its absolute path (one written before, relative: taken from this folder)
+    saved = {**saved, "model": local_path(saved.get("model"))}
     other = {k: (saved.get(k), settings[k]) for k in RECORDED if saved.get(k) != settings[k]}
     if other:
         what = ", ".join(f"{k} {a!r} there, {b!r} now" for k, (a, b) in other.items())
@@ -164,7 +168,11 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     if a.output and not a.resume:
         _check_output(a.output, a.overwrite)
     root, examples = prepare_tasks(a.data, tasks, a.kfold, a.inner_kfold)  # every file read and checked first
-    settings = {"model": a.model, "data": str(root), "kfold": a.kfold, "inner_kfold": a.inner_kfold, "seed": a.seed,
+    from shared_losses.training.runtime import local_path
+
+    # a local model by its absolute path: the same folder typed another way is the same model, and one spelling
+    # from another working folder is not
+    settings = {"model": local_path(a.model), "data": str(root), "kfold": a.kfold, "inner_kfold": a.inner_kfold, "seed": a.seed,
                 "folds": a.folds, "max_length": a.max_length}
     done = _resumed(a.output, settings, tasks) if a.resume else {}
     if done:

@@ -231,6 +231,35 @@ def test_the_output_keeps_finished_tasks_and_a_resume_scores_only_the_others(roo
     assert len(keyword_model) == encode_calls + 1
 
 
+def test_a_resume_knows_a_local_model_by_its_folder_not_its_spelling(root, tmp_path, keyword_model, monkeypatch):
+    """--resume compared --model as typed: the same folder typed from another working folder (or absolutely) was
+    refused, and another folder typed the same way from elsewhere was taken, its scores merged with the first
+    model's in one results file."""
+    model, other = tmp_path / "models" / "qt", tmp_path / "elsewhere" / "models" / "qt"
+    model.mkdir(parents=True)
+    other.mkdir(parents=True)
+    out = tmp_path / "res.json"
+
+    def cli(spelling, *extra):
+        return ["--model", spelling, "--data", str(root), "--kfold", "3", "--json", "--output", str(out), *extra]
+
+    monkeypatch.chdir(tmp_path)
+    se.main(cli("models/qt", "--tasks", "MR"))
+    assert json.loads(out.read_text())["model"] == str(model)
+    monkeypatch.chdir(tmp_path / "models")
+    se.main(cli("qt", "--tasks", "MR", "TREC", "--resume"))  # the same folder, typed from its parent
+    assert set(json.loads(out.read_text())["results"]) == {"MR", "TREC"}
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match=rf"other settings \(model '{model}' there, '{other}' now\)"):
+        se.main(cli("models/qt", "--tasks", "MR", "TREC", "MRPC", "--resume"))  # the same spelling, another model
+    # a results file written before, with the model as typed, resumes from the folder it was typed in
+    saved = json.loads(out.read_text())
+    out.write_text(json.dumps({**saved, "model": "models/qt"}))
+    monkeypatch.chdir(tmp_path)
+    se.main(cli(str(model), "--tasks", "MR", "TREC", "MRPC", "--resume"))
+    assert set(json.loads(out.read_text())["results"]) == {"MR", "TREC", "MRPC"}
+
+
 @pytest.mark.parametrize("args, message", [
     (["--seed", "-5"], r"--seed must be in \[0, 2\*\*32 - 1\]"),
     (["--resume"], "--resume: --output .* does not exist"),
