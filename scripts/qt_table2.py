@@ -318,7 +318,7 @@ def resumable_evaluation(a, job: dict) -> bool:
     out = eval_output(job)
     if not out.exists():
         return False
-    from nlp_qt.senteval import SEED, resolve_data_dir
+    from nlp_qt.senteval import resolve_data_dir
     from shared_losses.training.runtime import local_path
 
     try:
