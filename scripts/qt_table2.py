@@ -318,12 +318,13 @@ def resumable_evaluation(a, job: dict) -> bool:
     out = eval_output(job)
     if not out.exists():
         return False
-    from nlp_qt.senteval import resolve_data_dir
+    from nlp_qt.senteval import SEED, resolve_data_dir
     from shared_losses.training.runtime import local_path
 
     try:
         saved = json.loads(out.read_text())
-        same = {"model": local_path(str(job["model"])),  # as nlp_qt.senteval records it "kfold": a.kfold, "inner_kfold": a.inner_kfold, "seed": SEED,
+        # the model as nlp_qt.senteval records it (a local folder by its absolute path)
+        same = {"model": local_path(str(job["model"])), "kfold": a.kfold, "inner_kfold": a.inner_kfold, "seed": SEED,
                 "folds": "current", "max_length": eval_max_length(a, job),
                 "data": str(resolve_data_dir(a.data, a.tasks))}
         if all(saved.get(k) == v for k, v in same.items()) and isinstance(saved.get("results"), dict):

@@ -172,8 +172,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
 
     # a local model by its absolute path: the same folder typed another way is the same model, and one spelling
     # from another working folder is not
-    settings = {"model": local_path(a.model), "data": str(root), "kfold": a.kfold, "inner_kfold": a.inner_kfold, "seed": a.seed,
-                "folds": a.folds, "max_length": a.max_length}
+    settings = {"model": local_path(a.model), "data": str(root), "kfold": a.kfold, "inner_kfold": a.inner_kfold,
+                "seed": a.seed, "folds": a.folds, "max_length": a.max_length}
     done = _resumed(a.output, settings, tasks) if a.resume else {}
     if done:
         print(f"--resume: {', '.join(done)} finished in {a.output}; evaluating "
