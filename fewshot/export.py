@@ -147,7 +147,9 @@ def to_hf_model(model: FewShotModel, pooling: str, weight, bias, names: tuple[st
 
     enc = model.encoder
     config = FewShotClassifierConfig(
-        encoder_config=enc.config.to_dict(), pooling=pooling, normalize=normalize, standardize=feature_mean is not None,
+        # without _name_or_path: where the encoder was loaded from (a local path on the trainer's machine) is no
+        # part of the export, which loads its weights from its own folder
+        encoder_config={k: v for k, v in enc.config.to_dict().items() if k != "_name_or_path"}, pooling=pooling, normalize=normalize, standardize=feature_mean is not None,
         max_seq_length=max_length, classifier_dropout=float(getattr(enc.config, "hidden_dropout_prob", 0.1) or 0.0),
         id2label={0: names[0], 1: names[1]}, label2id={names[0]: 0, names[1]: 1},
         architectures=["FewShotForSequenceClassification"])
@@ -292,6 +294,8 @@ def export_model(cfg: TextOptions, model: FewShotModel, tokenizer, pooling: str,
     info = {"objective": PU_OBJECTIVE if cfg.setting == "pu" else cfg.objective, "setting": cfg.setting,
             "head": kind, "pooling": pooling,
             "pooling_source": pooling_source, "max_length": cfg.max_length, "encoder": cfg.encoder,
+            # the training's column, which fewshot.predict takes by default: recorded here, the export travels alone
+            "text_column": cfg.text_column,
             "labels": {"0": names[0], "1": names[1]}, "eval_accuracy": eval_accuracy,
             "load_with": "transformers.pipeline('text-classification', model=FOLDER, trust_remote_code=True, "
                          "truncation=True)",

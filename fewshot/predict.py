@@ -68,21 +68,24 @@ def model_folder(path) -> Path:
 
 def recorded_text_column(model, folder: Path) -> tuple[str, Path] | None:
     """(the text column the run was trained with, the config.json that records it) for ``--model`` ``model``, whose
-    model folder is ``folder`` (:func:`model_folder`): the run is ``model`` when it is a run folder, else the folder
-    above ``folder`` when that is RUN/model, else the run that the export's marker names; None when none of them is
-    a run that records a ``text_column`` (a model folder copied on its own, an image run)."""
+    model folder is ``folder`` (:func:`model_folder`): the export's marker when it records the column, else the run
+    (``model`` when it is a run folder, else the folder above ``folder`` when that is RUN/model, else the run that
+    an older export's marker names); None when none of them records a ``text_column`` (a model folder copied on its
+    own from an older export, an image run)."""
     folder = Path(folder)
+    marker = _json_object(folder / MARKER)
     runs = [Path(model)] if Path(model).resolve() != folder.resolve() else []
     if folder.name == MODEL_DIR:
         runs.append(folder.parent)
-    marker = _json_object(folder / MARKER)
+    # the export's own record (it holds wherever the export goes), else the run an older export's marker names
+    runs.append(folder / MARKER)
     if isinstance(marker.get("run"), str):
         runs.append(Path(marker["run"]))
     for run in runs:
-        config = _json_object(run / "config.json")
+        config = marker if run == folder / MARKER else _json_object(run / "config.json")
         column = config.get("text_column")
         if "model_type" not in config and isinstance(column, str) and column.strip():  # a run's, not a model's
-            return column, run / "config.json"
+            return column, run if run == folder / MARKER else run / "config.json"
     return None
 
 

@@ -37,6 +37,9 @@ def test_the_run_s_text_column_is_found_from_the_run_its_model_folder_or_an_expo
     # a model folder on its own (copied, its run gone): no recorded column, predict falls back to `text`
     (elsewhere / "fewshot_export.json").write_text(json.dumps({"run": str(tmp_path / "gone")}))
     assert recorded_text_column(elsewhere, elsewhere) is None
+    # ... unless the export records the column itself (every export since 2026-12-05): then the run is not needed
+    (elsewhere / "fewshot_export.json").write_text(json.dumps({"run": str(tmp_path / "gone"), "text_column": "body"}))
+    assert recorded_text_column(elsewhere, elsewhere) == ("body", elsewhere / "fewshot_export.json")
     # a folder above the model whose config.json is a model's (or no JSON object) is no run
     nested = tmp_path / "hub" / "model"
     nested.mkdir(parents=True)
@@ -94,3 +97,23 @@ def test_an_input_without_the_run_s_column_names_where_the_default_came_from(sen
     predict(["--model", str(sentence_run), "--input", str(tmp_path / "in.csv"), "--text-column", "body",
              "--output", str(tmp_path / "o.jsonl")])
     assert json.loads((tmp_path / "o.jsonl").read_text().splitlines()[0])["text"] == "good movie"
+
+
+def test_an_export_keeps_its_text_column_when_its_run_is_moved(sentence_run, tmp_path):
+    """fewshot.predict found the column through the absolute path of the run that the export's marker recorded: once
+    the run was moved (or the export copied to another machine) it fell back to `text` and refused the input."""
+    import shutil
+
+    from fewshot.export import main as export
+
+    run = tmp_path / "run"
+    shutil.copytree(sentence_run, run)
+    export(["--run-dir", str(run), "--output", str(tmp_path / "shared")])
+    assert json.loads((tmp_path / "shared" / "fewshot_export.json").read_text())["text_column"] == "sentence"
+    run.rename(tmp_path / "moved")
+    test = tmp_path / "test.tsv"
+    test.write_text("index\tsentence\n0\tthe movie was good\n")
+    predict(["--model", str(tmp_path / "shared"), "--input", str(test), "--output", str(tmp_path / "p.jsonl")])
+    assert json.loads((tmp_path / "p.jsonl").read_text())["text"] == "the movie was good"
+    config = json.loads((tmp_path / "shared" / "config.json").read_text())
+    assert "_name_or_path" not in config["encoder_config"]  # no path of the trainer's machine in what is shared
