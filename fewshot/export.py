@@ -149,7 +149,8 @@ def to_hf_model(model: FewShotModel, pooling: str, weight, bias, names: tuple[st
     config = FewShotClassifierConfig(
         # without _name_or_path: where the encoder was loaded from (a local path on the trainer's machine) is no
         # part of the export, which loads its weights from its own folder
-        encoder_config={k: v for k, v in enc.config.to_dict().items() if k != "_name_or_path"}, pooling=pooling, normalize=normalize, standardize=feature_mean is not None,
+        encoder_config={k: v for k, v in enc.config.to_dict().items() if k != "_name_or_path"}, pooling=pooling,
+        normalize=normalize, standardize=feature_mean is not None,
         max_seq_length=max_length, classifier_dropout=float(getattr(enc.config, "hidden_dropout_prob", 0.1) or 0.0),
         id2label={0: names[0], 1: names[1]}, label2id={names[0]: 0, names[1]: 1},
         architectures=["FewShotForSequenceClassification"])
