@@ -829,6 +829,10 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
     if resume:
         return RunFolder(folder, application, "resume", option=option)
     if overwrite:
+        if Path.cwd().resolve().is_relative_to(folder.resolve()):  # moved aside, the working folder would go too
+            raise RunFolderError(f"--overwrite moves the run in {option} {folder} aside, but that folder is (or holds) "
+                                 "the working folder: run the command from outside it, say from its parent "
+                                 "(nothing was changed)")
         return RunFolder(folder, application, "replace", moved_to=_aside_name(folder), option=option)
     raise RunFolderError(f"{option} {folder} already holds a run of {application}: pass --resume to continue it, or "
                          "--overwrite to move it aside (to a .replaced-<time> folder next to it) and start a new "

@@ -295,6 +295,25 @@ def test_overwrite_moves_aside_under_a_new_name_each_time(tmp_path):
     assert len(aside) == 3 and sorted((p / "mark.txt").read_text() for p in aside) == ["0", "1", "2"]
 
 
+def test_overwrite_of_the_working_folder_is_refused_with_nothing_moved(tmp_path, monkeypatch):
+    """--output-dir . --overwrite failed with "PosixPath('.') has an empty name"; moved aside, the working folder
+    would have gone with it (the new run then written into the old one's new place)."""
+    from shared_losses.training.runtime import RunFolderError, claim_run_folder
+
+    out = tmp_path / "run"
+    claim_run_folder(out, "nlp_qt").open()
+    (out / "mark.txt").write_text("old")
+    for cwd, spelling in ((out, "."), (out, str(out)), (out / "sub", "..")):
+        cwd.mkdir(exist_ok=True)
+        monkeypatch.chdir(cwd)
+        with pytest.raises(RunFolderError, match=r"that folder is \(or holds\) the working folder: run the command "
+                                                 r"from outside it"):
+            claim_run_folder(spelling, "nlp_qt", overwrite=True)
+    assert (out / "mark.txt").read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    monkeypatch.chdir(tmp_path)
+    assert claim_run_folder("run", "nlp_qt", overwrite=True).action == "replace"  # from its parent: as before
+
+
 @pytest.mark.parametrize("result, written", [
     ({"return": float("nan")}, {"return": None}),
     ({"return": float("inf"), "loss": -float("inf"), "ok": 1.5}, {"return": None, "loss": None, "ok": 1.5}),
