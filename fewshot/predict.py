@@ -89,6 +89,24 @@ def recorded_text_column(model, folder: Path) -> tuple[str, Path] | None:
     return None
 
 
+def _check_writable_output(out: Path) -> None:
+    """Refuse in one line an --output whose folder cannot be made or written, before the model or the texts are
+    read (the predictions were made, then lost at the write). A missing folder is made, as the write would."""
+    import tempfile
+
+    parent = out.parent
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise ValueError(f"--output {out}: {existing} is a file, not a folder (nothing was read or predicted)")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".write-check-"):
+            pass
+    except OSError as err:
+        raise ValueError(f"--output {out}: the folder {parent} cannot be written ({err.strerror or err}); nothing was "
+                         "read or predicted") from None
+
+
 def _json_object(path: Path) -> dict:
     """The JSON object in ``path``; {} where there is none (no file, not JSON, not an object)."""
     try:
@@ -269,6 +287,7 @@ def main(argv=None):
         raise ValueError(f"--output {out} is a folder; give a file name, e.g. {out / 'predictions.jsonl'}")
     if out.exists() and not args.overwrite:  # before the model or the texts are read
         raise FileExistsError(f"--output {out} exists; pass --overwrite to replace it")
+    _check_writable_output(out)
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
     device = check_device(args.device)

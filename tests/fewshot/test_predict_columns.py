@@ -2,6 +2,7 @@
 not `text`: predicting GLUE's test.tsv with a model trained on GLUE-style files used to need --text-column sentence."""
 
 import json
+import os
 
 import pytest
 
@@ -117,3 +118,35 @@ def test_an_export_keeps_its_text_column_when_its_run_is_moved(sentence_run, tmp
     assert json.loads((tmp_path / "p.jsonl").read_text())["text"] == "the movie was good"
     config = json.loads((tmp_path / "shared" / "config.json").read_text())
     assert "_name_or_path" not in config["encoder_config"]  # no path of the trainer's machine in what is shared
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_anything_is_predicted(sentence_run, tmp_path,
+                                                                                   monkeypatch):
+    """The folder of --output was first tried at the write, after the whole input was predicted; a file in the
+    place of a folder came out as "[Errno 17] File exists: 'afile'"."""
+    import fewshot.predict as P
+
+    calls = []
+    monkeypatch.setattr(P, "load_classifier", lambda *a: calls.append(a))
+    test = tmp_path / "test.tsv"
+    test.write_text("index\tsentence\n0\tthe movie was good\n")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match=r"afile is a file, not a folder \(nothing was read or predicted\)"):
+        predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "afile" / "o.jsonl")])
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        try:
+            with pytest.raises(ValueError, match="the folder .*ro cannot be written"):
+                predict(["--model", str(sentence_run), "--input", str(test), "--output", str(ro / "o.jsonl")])
+        finally:
+            ro.chmod(0o700)
+    monkeypatch.setattr("tempfile.NamedTemporaryFile", _refusing_temporary_file)  # a read-only file system
+    with pytest.raises(ValueError, match=r"the folder .*new cannot be written \(Read-only file system\)"):
+        predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "new" / "o.jsonl")])
+    assert calls == [] and not list(tmp_path.glob("**/o.jsonl"))
+
+
+def _refusing_temporary_file(*args, **kwargs):
+    raise OSError(30, "Read-only file system")
