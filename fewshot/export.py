@@ -459,6 +459,10 @@ def main(argv=None):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: noise before the one line this prints
+    if args.output is not None:
+        from shared_losses.training.runtime import check_parent_folder
+
+        check_parent_folder(args.output, "--output")
     path = export_run(args.run, args.output, args.overwrite)
     if (path / "image_classifier.torchscript.pt").is_file():
         print(f"exported {args.run} to {path}: torch.jit.load('{path}/image_classifier.torchscript.pt'), "

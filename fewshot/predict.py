@@ -94,10 +94,10 @@ def _check_writable_output(out: Path) -> None:
     read (the predictions were made, then lost at the write). A missing folder is made, as the write would."""
     import tempfile
 
+    from shared_losses.training.runtime import check_parent_folder
+
+    check_parent_folder(out, "--output", "nothing was read or predicted")
     parent = out.parent
-    existing = next((p for p in (parent, *parent.parents) if p.exists()), Path("."))
-    if not existing.is_dir():
-        raise ValueError(f"--output {out}: {existing} is a file, not a folder (nothing was read or predicted)")
     try:
         parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=parent, prefix=".write-check-"):

@@ -65,7 +65,8 @@ def _run_settings(run: Path):
     from .vocab import Vocab
 
     if not run.is_dir():
-        raise FileNotFoundError(f"--run-dir {run}: no such folder")
+        raise FileNotFoundError(f"--run-dir {run}: "
+                                + ("a file, not a run folder" if run.exists() else "no such folder"))
     owner = run_application(run)
     if owner not in ("nlp_qt", "unknown", None):
         raise FileNotFoundError(another_application(run, owner, "nlp_qt"))
@@ -346,6 +347,10 @@ def _write_bow_folder(st, staging: Path, run: Path, words, vectors, lowercase: b
 
 def main(args: ExportArgs | None = None) -> dict:
     args = args or parse_dataclass(ExportArgs)
+    if args.output is not None:
+        from shared_losses.training.runtime import check_parent_folder
+
+        check_parent_folder(args.output, "--output")
     from .bow import is_bow_dir
 
     if is_bow_dir(args.run_dir):

@@ -154,3 +154,21 @@ def test_table_scripts_refuse_a_bad_command_line_in_one_line(script, argv, words
         run_cli(lambda: mod.main(argv) if script == "pu_images_table" else mod.parse_args(argv))
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.strip() == f"error: {words}", err
+
+
+@pytest.mark.parametrize("module, argv, words", [
+    # --run-dir missing: rl_curl.export named its default --output (a file in that folder) instead
+    ("rl_curl.export", ["--run-dir", "{tmp}/nodir"], "--run-dir {tmp}/nodir: no such folder"),
+    ("rl_curl.export", ["--run-dir", "{tmp}/afile"], "--run-dir {tmp}/afile: a file, not a run folder"),
+    ("nlp_qt.export", ["--run-dir", "{tmp}/afile"], "--run-dir {tmp}/afile: a file, not a run folder"),
+    # an --output under a file: "[Errno 20] Not a directory" naming a temporary name
+    ("nlp_qt.export", ["--run-dir", "{tmp}/nodir", "--output", "{tmp}/afile/m"],
+     "--output {tmp}/afile/m: {tmp}/afile is a file, not a folder (nothing was written)"),
+    ("fewshot.export", ["--run-dir", "{tmp}/nodir", "--output", "{tmp}/afile/m"],
+     "--output {tmp}/afile/m: {tmp}/afile is a file, not a folder (nothing was written)"),
+])
+@pytest.mark.slow  # each case runs the entry point in a subprocess
+def test_exports_name_the_option_at_fault(tmp_path, module, argv, words):
+    (tmp_path / "afile").write_text("x")
+    line = cli("-m", module, *[a.format(tmp=tmp_path) for a in argv])
+    assert line == "error: " + words.format(tmp=tmp_path)

@@ -285,6 +285,16 @@ def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> P
     return directory
 
 
+def check_parent_folder(path: str | os.PathLike, option: str, nothing: str = "nothing was written") -> None:
+    """Refuse in one line a ``path`` whose folder cannot exist because the nearest existing path above it is a file
+    (``afile/out``: "[Errno 20] Not a directory" at the write, naming a temporary name); ``nothing`` says what was
+    not done."""
+    parent = Path(path).parent
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise NotADirectoryError(f"{option} {path}: {existing} is a file, not a folder ({nothing})")
+
+
 @contextlib.contextmanager
 def written_whole(path: str | os.PathLike, folder: bool = False) -> Iterator[Path]:
     """A temporary sibling of ``path`` (``.NAME.tmp``) to write into: a new empty folder when ``folder``, else a

@@ -131,7 +131,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_predicte
     test = tmp_path / "test.tsv"
     test.write_text("index\tsentence\n0\tthe movie was good\n")
     (tmp_path / "afile").write_text("x")
-    with pytest.raises(ValueError, match=r"afile is a file, not a folder \(nothing was read or predicted\)"):
+    with pytest.raises(NotADirectoryError, match=r"afile is a file, not a folder \(nothing was read or predicted\)"):
         predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "afile" / "o.jsonl")])
     if os.geteuid() != 0:  # root writes anywhere
         ro = tmp_path / "ro"
