@@ -42,6 +42,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from shared_losses.training.runtime import export_source, exported_from
+
 from .config import PU_OBJECTIVE, AnyConfig, ImageConfig, TextOptions, config_for
 from .data import check_same_data, class_names, data_fingerprints
 from .model import EXPORT_ENCODER_DIR, EXPORT_MARKER, FewShotModel, load_tokenizer, resolve_pooling
@@ -116,7 +118,7 @@ def check_target(out_dir: Path, run_dir: Path, overwrite: bool = True) -> None:
     if not any(out_dir.iterdir()):
         return
     if (out_dir / MARKER).is_file():
-        same_run = export_marker(out_dir).get("run") == str(run_dir.resolve())
+        same_run = exported_from(export_marker(out_dir), run_dir, "run")  # by the run's id: moved, still its own
         if same_run or out_dir.resolve() == (run_dir / MODEL_DIR).resolve():
             if overwrite:
                 return  # this run's own export: replaced
@@ -242,7 +244,7 @@ def save_folder(hf, tokenizer, out_dir: Path, run_dir: Path, info: dict) -> Path
         set_max_length(tmp, hf.config.max_seq_length)
         shutil.copyfile(MODELING_FILE, tmp / "modeling_fewshot.py")
         files = sorted([p.name for p in tmp.iterdir()] + [MARKER])
-        (tmp / MARKER).write_text(json.dumps({"run": str(Path(run_dir).resolve()), **info,
+        (tmp / MARKER).write_text(json.dumps({**export_source(run_dir, "run"), **info,
                                               "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "files": files},
                                              indent=2, default=str))
         kept = keep_added_files(out_dir, tmp, recorded)
@@ -394,11 +396,12 @@ def _image_export_of(out_dir: Path, run_dir: Path, source: Path) -> bool:
     """Whether the image export in ``out_dir`` is ``run_dir``'s: its config.json names the run, or (an export from
     before the run was recorded) its copy of image_classifier.pt is the run's, byte for byte."""
     try:
-        recorded = json.loads((out_dir / "config.json").read_text(encoding="utf-8")).get("run")
+        config = json.loads((out_dir / "config.json").read_text(encoding="utf-8"))
+        recorded = config.get("run")
     except (OSError, ValueError, AttributeError):
-        recorded = None
-    if recorded is not None:
-        return recorded == str(Path(run_dir).resolve())
+        config, recorded = {}, None
+    if recorded is not None or isinstance(config.get("run_id"), str):
+        return exported_from(config, run_dir, "run")
     copy = out_dir / source.name
     return copy.is_file() and copy.read_bytes() == source.read_bytes()
 

@@ -32,6 +32,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from shared_losses.training.runtime import export_source
+
 TORCHSCRIPT_FILE = "image_classifier.torchscript.pt"
 ONNX_FILE = "image_classifier.onnx"
 WEIGHTS_FILE = "model.safetensors"
@@ -272,7 +274,7 @@ def write_portable(folder: str | Path, blob: dict, run=None) -> tuple[list[str],
         "head_learner": blob["head"].get("learner"), "contrastive": blob.get("contrastive"),
         "setting": blob.get("setting"), "eval_accuracy": blob.get("eval_accuracy"),
         "input_dtype_torch": str(dtype),
-        **({"run": str(Path(run).resolve())} if run is not None else {}),
+        **(export_source(run, "run") if run is not None else {}),
     }
     _atomic(folder / CONFIG_FILE, lambda p: p.write_text(json.dumps(config, indent=1) + "\n"))
     written += [WEIGHTS_FILE, CONFIG_FILE]

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Optional
 
 from shared_losses.training.cli import parse_dataclass
+from shared_losses.training.runtime import export_source, exported_from
 
 
 @dataclass
@@ -93,15 +94,16 @@ BOW_MARKER = "nlp_qt_export.json"  # in a bag-of-words export: which folder it c
 
 
 def _export_record(out: Path) -> dict:
-    """What an export folder says of itself: the config.json or bag-of-words marker that names ``exported_from``
-    (with, since exports record it, :data:`WEIGHTS_KEY`); {} for a folder that is no export."""
+    """What an export folder says of itself: the config.json or bag-of-words marker that names its run (``run_id``,
+    or ``exported_from``, the run's path, in an export from before runs had ids; with, since exports record it,
+    :data:`WEIGHTS_KEY`); {} for a folder that is no export."""
     for name in ("config.json", BOW_MARKER):
         if (out / name).is_file():
             try:
                 meta = json.loads((out / name).read_text(encoding="utf-8"))
             except (ValueError, UnicodeDecodeError):
                 continue
-            if isinstance(meta, dict) and meta.get("exported_from"):
+            if isinstance(meta, dict) and (meta.get("exported_from") or meta.get("run_id")):
                 return meta
     return {}
 
@@ -152,7 +154,7 @@ def check_target(out: Path, run: Path, overwrite: bool = False) -> None:
     if not any(out.iterdir()):
         return
     record = _export_record(out)
-    if record.get("exported_from") != str(run.resolve()):
+    if not exported_from(record, run, "exported_from"):  # by the run's id: a moved run is still its own
         raise FileExistsError(f"--output {out} already holds files that are not an export of {run}; pass a new or "
                               "empty folder (nothing was written; --overwrite replaces only an earlier export of "
                               "the same run)")
@@ -199,7 +201,7 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
     staging = out.with_name(f".{out.name}.export")
     with _removed_when_cut_off(staging):
         save_model(qt.eval(), vocab, staging,
-                   {"train_config": dataclasses.asdict(cfg), "step": step, "exported_from": str(run.resolve())})
+                   {"train_config": dataclasses.asdict(cfg), "step": step, **export_source(run, "exported_from")})
         _record_weights(staging, "config.json")  # save_model wrote the sentence-transformers files
         kept = keep_added_files(out, staging)
         replace_directory(staging, out)
@@ -339,7 +341,7 @@ def _write_bow_folder(st, staging: Path, run: Path, words, vectors, lowercase: b
     meta["tokenizer_class"] = "PreTrainedTokenizerFast"
     meta_file.write_text(json.dumps(meta, indent=2))
     (staging / BOW_MARKER).write_text(json.dumps({
-        "exported_from": str(run.resolve()), "kind": "bag of words (nlp_qt.bow)", "words": len(words),
+        **export_source(run, "exported_from"), "kind": "bag of words (nlp_qt.bow)", "words": len(words),
         "dim": int(vectors.shape[1]), "lowercase": lowercase,
         "load_with": "sentence_transformers.SentenceTransformer(FOLDER)"}, indent=2))
     _record_weights(staging, BOW_MARKER)

@@ -643,6 +643,44 @@ def another_application(folder: str | os.PathLike, owner: str, expected: str) ->
     return f"{folder} holds a run of {owner}, not of {expected}" + (f": use {tool}" if tool else "")
 
 
+def _new_id() -> str:
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+def run_id(folder: str | os.PathLike) -> str | None:
+    """The ``id`` that ``run.json`` gives the run in ``folder`` (written when the run starts; it stays when the folder
+    is moved or renamed, and a copy of the folder has it too); None for a folder without one (no run, or a run from
+    before ids, until it is continued)."""
+    try:
+        record = json.loads((Path(folder) / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = record.get("id") if isinstance(record, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def export_source(run_dir: str | os.PathLike, path_key: str) -> dict:
+    """What an export records of the run it was made from: the run's id (:func:`run_id`) and its folder's name, no
+    path (an export is shared, and its run may move); for a run from before ids (never continued since), its
+    absolute path under ``path_key``, as exports recorded it before."""
+    rid = run_id(run_dir)
+    if rid is None:
+        return {path_key: str(Path(run_dir).resolve())}
+    return {"run_id": rid, "run_name": Path(run_dir).resolve().name}
+
+
+def exported_from(record: Mapping[str, Any], run_dir: str | os.PathLike, path_key: str) -> bool:
+    """Whether the export that wrote ``record`` (its marker or config) was made from the run in ``run_dir``: by the
+    run's id where both have one (a moved run is still its own), else by the absolute path an export written before
+    ids recorded under ``path_key``."""
+    recorded, current = record.get("run_id"), run_id(run_dir)
+    if isinstance(recorded, str) and recorded and current is not None:
+        return recorded == current
+    return record.get(path_key) == str(Path(run_dir).resolve())
+
+
 class RunFolderError(FileExistsError):
     """The output folder cannot be used as asked (it holds a run, another application's run, or files
     that are not a run); nothing in it was changed."""
@@ -793,7 +831,11 @@ class RunFolder:
         hold_run_folder(self.path, self.option)  # until the run ends: a second command on this folder is refused
         if self.action != "resume" or not (self.path / RUN_FILE).exists():
             write_json_atomic(self.path / RUN_FILE, {"application": self.application, "format": 1,
-                                                     "created": time.strftime("%Y-%m-%dT%H:%M:%S")})
+                                                     "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "id": _new_id()})
+        elif run_id(self.path) is None:  # a run from before runs had ids: given one when it is continued
+            record = read_json_file(self.path / RUN_FILE, "run.json")
+            if isinstance(record, dict):
+                write_json_atomic(self.path / RUN_FILE, {**record, "id": _new_id()})
         return self
 
 

@@ -20,6 +20,7 @@ from fewshot.image_run import TEST_FRACTION, load_image_classifier
 from fewshot.images import Augment, CNNEncoder, ImageModel, MLPEncoder, binary_labels, features, stratified_split
 from fewshot.train import train
 from shared_losses.data import DataError, check_arrays, load_images
+from shared_losses.training.runtime import run_id
 
 from ..folder_rules import tree_hash
 from tests import warm
@@ -769,7 +770,7 @@ def test_an_image_export_is_replaced_only_by_its_own_run_and_a_damaged_classifie
         train(image_cfg(tmp_path / "d.npz", runs[name], encoder="mlp", setting="pu", n_labeled=8, seed=seed,
                         max_steps=2))
     portable = export_run(runs["a"], tmp_path / "portable")
-    assert json.loads((portable / "config.json").read_text())["run"] == str(runs["a"].resolve())
+    assert json.loads((portable / "config.json").read_text())["run_id"] == run_id(runs["a"])
     before = {p.name: p.read_bytes() for p in portable.iterdir()}
     for overwrite in (False, True):
         with pytest.raises(FileExistsError, match="holds another run's export"):

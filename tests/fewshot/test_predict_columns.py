@@ -118,6 +118,11 @@ def test_an_export_keeps_its_text_column_when_its_run_is_moved(sentence_run, tmp
     assert json.loads((tmp_path / "p.jsonl").read_text())["text"] == "the movie was good"
     config = json.loads((tmp_path / "shared" / "config.json").read_text())
     assert "_name_or_path" not in config["encoder_config"]  # no path of the trainer's machine in what is shared
+    marker = json.loads((tmp_path / "shared" / "fewshot_export.json").read_text())
+    assert "run" not in marker and marker["run_name"] == "run"
+    # the moved run replaces its own export (it was refused as "files that are not this run's export")
+    export(["--run-dir", str(tmp_path / "moved"), "--output", str(tmp_path / "shared"), "--overwrite"])
+    assert json.loads((tmp_path / "shared" / "fewshot_export.json").read_text())["run_name"] == "moved"
 
 
 def test_an_output_that_cannot_be_written_is_refused_before_anything_is_predicted(sentence_run, tmp_path,

@@ -335,6 +335,33 @@ def test_export_never_replaces_an_export_without_overwrite(small_run, tmp_path):
     assert _tree(bow_model) == bow_before
 
 
+def test_a_moved_run_replaces_its_own_export_and_the_export_names_no_path(small_run, tmp_path):
+    """The export recorded its run by absolute path: once the run folder was moved, --overwrite refused the run's
+    own export as "not an export of" it, and every export carried a path of the trainer's machine."""
+    from shared_losses.training.runtime import run_id
+
+    shared = tmp_path / "shared"
+    export_main(ExportArgs(run_dir=str(small_run), output=str(shared)))
+    config = json.loads((shared / "config.json").read_text())
+    assert (config["run_id"], config["run_name"]) == (run_id(small_run), "run") and "exported_from" not in config
+    moved = small_run.rename(tmp_path / "moved run")
+    export_main(ExportArgs(run_dir=str(moved), output=str(shared), overwrite=True))
+    assert json.loads((shared / "config.json").read_text())["run_name"] == "moved run"
+    # a run from before runs had ids: recorded by its path, as before; continued, it is given an id
+    record = json.loads((moved / "run.json").read_text())
+    (moved / "run.json").write_text(json.dumps({k: v for k, v in record.items() if k != "id"}))
+    old = tmp_path / "old"
+    export_main(ExportArgs(run_dir=str(moved), output=str(old)))
+    assert json.loads((old / "config.json").read_text())["exported_from"] == str(moved.resolve())
+    export_main(ExportArgs(run_dir=str(moved), output=str(old), overwrite=True))
+    train(_cfg(tmp_path, "moved run", max_steps=3, progress=False))
+    assert run_id(moved) is not None and run_id(moved) != record["id"]
+    # another run's export is still refused, id against id
+    train(_cfg(tmp_path, "other", max_steps=2, progress=False))
+    with pytest.raises(FileExistsError, match="not an export of"):
+        export_main(ExportArgs(run_dir=str(tmp_path / "other"), output=str(shared), overwrite=True))
+
+
 # --- encode's inputs --------------------------------------------------------------------------------------------
 
 def test_check_texts_names_the_bad_item():
