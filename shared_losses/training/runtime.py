@@ -852,6 +852,11 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
     Raises :class:`RunFolderError` (one line, naming the folder and the way out) when refused.
     """
     folder = Path(path)
+    if str(path).startswith("~") and not folder.exists():  # quoted, or from a config file: no shell expanded it
+        import sys
+
+        print(f"note: {option} {path} starts with '~', which only a shell expands (unquoted): the run goes to a folder "
+              f"named '~' in {os.getcwd()}, not your home folder", file=sys.stderr, flush=True)
     if resume and overwrite:
         raise ValueError("--resume and --overwrite exclude each other: continue the run in "
                          f"{folder} (--resume) or move it aside and start a new one (--overwrite)")

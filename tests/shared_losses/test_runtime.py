@@ -295,6 +295,19 @@ def test_overwrite_moves_aside_under_a_new_name_each_time(tmp_path):
     assert len(aside) == 3 and sorted((p / "mark.txt").read_text() for p in aside) == ["0", "1", "2"]
 
 
+def test_a_run_folder_typed_with_a_quoted_tilde_is_named_on_stderr(tmp_path, monkeypatch, capsys):
+    """--output-dir '~/runs/x' (quoted) made ./~/runs/x without a word; the summary line then said "~/runs/x"."""
+    from shared_losses.training.runtime import claim_run_folder
+
+    monkeypatch.chdir(tmp_path)
+    claim_run_folder("~/runs/x", "nlp_qt")
+    err = capsys.readouterr().err
+    assert f"--output-dir ~/runs/x starts with '~', which only a shell expands (unquoted): the run goes to a folder " \
+        f"named '~' in {tmp_path}" in err
+    claim_run_folder(tmp_path / "runs" / "y", "nlp_qt")
+    assert capsys.readouterr().err == ""
+
+
 def test_overwrite_of_the_working_folder_is_refused_with_nothing_moved(tmp_path, monkeypatch):
     """--output-dir . --overwrite failed with "PosixPath('.') has an empty name"; moved aside, the working folder
     would have gone with it (the new run then written into the old one's new place)."""
