@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shared_losses.training.runtime import export_source, exported_from
+from shared_losses.training.runtime import check_finite_weights, export_source, exported_from
 
 from .config import PU_OBJECTIVE, AnyConfig, ImageConfig, TextOptions, config_for
 from .data import check_same_data, class_names, data_fingerprints
@@ -368,8 +368,10 @@ def export_run(run_dir, out_dir=None, overwrite: bool = False) -> Path:
         if not weights.is_file():
             raise FileNotFoundError(f"{path} has no model.safetensors")
         check_safetensors(weights, f"the checkpoint of {run_dir}", "the trained model cannot be read back")
+        tensors = load_file(str(weights))
+        check_finite_weights(tensors, str(weights))
         try:
-            model.load_state_dict(load_file(str(weights)), strict=True)
+            model.load_state_dict(tensors, strict=True)
         except RuntimeError as err:
             raise ValueError(f"{weights} does not fit the encoder {cfg.encoder!r} "
                              f"({state_dict_mismatch(err)})") from None

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Optional
 
 from shared_losses.training.cli import parse_dataclass
-from shared_losses.training.runtime import export_source, exported_from
+from shared_losses.training.runtime import check_finite_weights, export_source, exported_from
 
 
 @dataclass
@@ -190,6 +190,7 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
         why = (str(err).strip().splitlines() or [""])[0]
         raise CheckpointError(f"{weights} is damaged (e.g. truncated by a full disk or a copy that did not finish) "
                               f"and cannot be read: {type(err).__name__}: {why}") from None
+    check_finite_weights(state, str(weights))
     try:
         qt.load_state_dict(state, strict=True)
     except RuntimeError as err:

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from shared_losses.training.cli import parse_dataclass
-from shared_losses.training.runtime import (ENTRIES, CheckpointError, another_application, check_device,
-                                            changes_text, checkpoint_entry, config_changes, load_checkpoint,
-                                            read_json_file, resolve_checkpoint, run_application)
+from shared_losses.training.runtime import (ENTRIES, CheckpointError, another_application, changes_text,
+                                            check_device, check_finite_weights, checkpoint_entry, config_changes,
+                                            load_checkpoint, read_json_file, resolve_checkpoint, run_application)
 
 from .config import Config
 
@@ -121,6 +121,7 @@ def _read_checkpoint(run_dir: Path, device: str, tries: int = 5) -> tuple[Path, 
             # by name where the checkpoint has a table of entries; checkpoints written before it hold the agent first
             entry = checkpoint_entry(ckpt, "agent") if (ckpt / ENTRIES).exists() else ckpt / "custom_checkpoint_0.pkl"
             weights = torch.load(entry, map_location=device, weights_only=False)
+            check_finite_weights(weights, f"checkpoint {ckpt}")
         except Exception as err:  # noqa: BLE001
             if replaced(ckpt, inode) and attempt < tries - 1:  # a file gone with the folder: read the new one
                 continue

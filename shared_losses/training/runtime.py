@@ -398,9 +398,32 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
                 f"{err}); was it written with a different configuration, or is one of its files damaged "
                 "(e.g. truncated by a full disk or a copy that did not finish)?"
             ) from err
+        for obj in [*getattr(accelerator, "_models", []), *getattr(accelerator, "_custom_objects", [])]:
+            if isinstance(obj, torch.nn.Module):
+                check_finite_weights(obj.state_dict(), f"checkpoint {path}")
         if random_states is not None:
             _set_random_states(random_states, rng_file)
     return state
+
+
+def check_finite_weights(weights: Any, where: str) -> None:
+    """Refuse in one line (:class:`CheckpointError`) weights that hold NaN or infinite values: a run never writes a
+    checkpoint of a diverged model (it stops first), so such values mean a damaged file (bytes overwritten, the size
+    kept), which would otherwise load, export and predict NaN without a word. ``weights``: a state dict, or any
+    nesting of dicts, lists and tuples of tensors (an agent's saved state)."""
+    stack = [("", weights)]
+    while stack:
+        name, value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                bad = int((~torch.isfinite(value)).sum())
+                raise CheckpointError(f"{where}: {name or 'a tensor'} holds {bad} NaN or infinite value(s) of "
+                                      f"{value.numel()}; the file is damaged (a run never checkpoints a diverged "
+                                      "model): train again, or restore the file from a copy")
+        elif isinstance(value, Mapping):
+            stack.extend((f"{name}.{k}" if name else str(k), v) for k, v in reversed(list(value.items())))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{name}[{i}]", v) for i, v in reversed(list(enumerate(value))))
 
 
 def _set_random_states(states: Mapping[str, Any], source: Path) -> None:

@@ -155,3 +155,20 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_predicte
 
 def _refusing_temporary_file(*args, **kwargs):
     raise OSError(30, "Read-only file system")
+
+
+def test_an_export_of_a_checkpoint_with_nan_weights_is_refused(sentence_run, tmp_path):
+    """A checkpoint's weights overwritten with 0xff bytes (the size kept) exported an all-NaN classifier silently."""
+    import shutil
+
+    from fewshot.export import main as export
+    from shared_losses.training.runtime import CheckpointError
+
+    from ..nlp_qt.test_export_travel import _overwrite_weights_with_ff
+
+    run = tmp_path / "run"
+    shutil.copytree(sentence_run, run)
+    _overwrite_weights_with_ff(run / "checkpoint" / "model.safetensors")
+    with pytest.raises(CheckpointError, match="NaN or infinite value"):
+        export(["--run-dir", str(run), "--output", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()

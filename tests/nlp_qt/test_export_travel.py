@@ -362,6 +362,27 @@ def test_a_moved_run_replaces_its_own_export_and_the_export_names_no_path(small_
         export_main(ExportArgs(run_dir=str(tmp_path / "other"), output=str(shared), overwrite=True))
 
 
+def _overwrite_weights_with_ff(weights: Path) -> None:
+    """A safetensors file's tensor bytes overwritten with 0xff, its header and size kept: every float reads NaN."""
+    data = bytearray(weights.read_bytes())
+    start = 8 + int.from_bytes(data[:8], "little")
+    data[start:] = b"\xff" * (len(data) - start)
+    weights.write_bytes(bytes(data))
+
+
+def test_weights_overwritten_with_nan_are_refused_by_export_and_resume(small_run, tmp_path):
+    """Such a checkpoint exported (and resumed) without a word, giving an encoder of NaN."""
+    from shared_losses.training.runtime import CheckpointError
+
+    _overwrite_weights_with_ff(small_run / "checkpoint" / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"model.safetensors: .* holds \d+ NaN or infinite value\(s\) of \d+; "
+                                              r"the file is damaged"):
+        export_main(ExportArgs(run_dir=str(small_run), output=str(tmp_path / "out")))
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(CheckpointError, match=r"checkpoint .* holds \d+ NaN or infinite value\(s\)"):
+        train(_cfg(tmp_path, "run", max_steps=4, progress=False))
+
+
 # --- encode's inputs --------------------------------------------------------------------------------------------
 
 def test_check_texts_names_the_bad_item():

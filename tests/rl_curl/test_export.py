@@ -1,3 +1,4 @@
+import re
 import sys
 
 import numpy as np
@@ -31,3 +32,27 @@ def test_export_writes_the_checkpoints_policy_as_the_finished_run_wrote_it(tmp_p
     res = warm.run([sys.executable, "-m", "rl_curl.export", "--run-dir", str(out), "--output",
                     str(tmp_path / "elsewhere.pt")], capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and res.stderr.startswith("error: --output ") and "pass --overwrite" in res.stderr
+
+
+def test_a_checkpoint_whose_weights_hold_nan_is_refused_by_name(tmp_path):
+    """Bytes overwritten in a checkpoint's weights (the size kept) loaded as NaN weights: exported, evaluated and
+    acted on without a word. A run never checkpoints a diverged model, so NaN there means a damaged file."""
+    import torch
+
+    from rl_curl.evaluate import load_agent
+    from shared_losses.training.runtime import CheckpointError, checkpoint_entry
+
+    out = tmp_path / "r"
+    run(tiny_config(output_dir=str(out), task="cartpole-swingup", action_repeat=50, env_steps=1000, eval_every=1000))
+    entry = checkpoint_entry(out / "checkpoint", "agent")
+    state = torch.load(entry, weights_only=False)
+    name = next(k for k in state if k.startswith("actor."))  # a flat state dict of the agent
+    state[name] = state[name].clone().contiguous()
+    state[name].view(-1)[0] = float("nan")
+    torch.save(state, entry)
+    export = ExportArgs(run_dir=str(out), output=str(tmp_path / "p.pt"))
+    for act in (lambda: load_agent(str(out)), lambda: main(export)):
+        with pytest.raises(CheckpointError, match=rf"{re.escape(name)} holds 1 NaN or infinite value\(s\) of .*the "
+                                                  r"file is damaged"):
+            act()
+    assert not (tmp_path / "p.pt").exists()

@@ -692,3 +692,13 @@ def test_a_tensorboard_folder_that_cannot_be_written_is_one_error(tmp_path, monk
                                              r"--report-to none"):
         tensorboard_writer(tmp_path / "tb2", resume_step=3)
     assert not list((tmp_path / "tb2").iterdir())  # no event file begun
+
+
+def test_check_finite_weights_names_the_first_damaged_tensor_of_any_nesting():
+    from shared_losses.training.runtime import CheckpointError, check_finite_weights
+
+    ok = {"a": torch.ones(3), "steps": torch.tensor([1, 2]), "opt": {"state": [torch.zeros(2), 3, "x"]}}
+    check_finite_weights(ok, "here")
+    bad = {**ok, "opt": {"state": [torch.zeros(2), torch.tensor([0.0, float("inf"), float("nan")])]}}
+    with pytest.raises(CheckpointError, match=r"^here: opt.state\[1\] holds 2 NaN or infinite value\(s\) of 3; "):
+        check_finite_weights(bad, "here")
