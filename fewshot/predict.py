@@ -158,6 +158,9 @@ def load_classifier(path, device="cpu"):
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:
         raise ValueError(f"--model {folder}: the model files could not be loaded ({type(err).__name__}: "
                          f"{first_line(err)})") from None
+    from shared_losses.training.runtime import check_finite_weights
+
+    check_finite_weights(model.state_dict(), f"--model {folder}")  # a damaged file: every prediction NaN
     try:
         # config= : the folder's own config.json would make AutoTokenizer ask about its custom code
         tokenizer = AutoTokenizer.from_pretrained(str(folder), config=model.config)

@@ -172,3 +172,11 @@ def test_an_export_of_a_checkpoint_with_nan_weights_is_refused(sentence_run, tmp
     with pytest.raises(CheckpointError, match="NaN or infinite value"):
         export(["--run-dir", str(run), "--output", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+    # an export damaged the same way: fewshot.predict wrote NaN probabilities and label 0 for every text
+    export(["--run-dir", str(sentence_run), "--output", str(tmp_path / "shared")])
+    _overwrite_weights_with_ff(tmp_path / "shared" / "model.safetensors")
+    (tmp_path / "in.txt").write_text("good movie\n")
+    with pytest.raises(CheckpointError, match=r"--model .*shared: .* holds \d+ NaN or infinite value"):
+        predict(["--model", str(tmp_path / "shared"), "--input", str(tmp_path / "in.txt"), "--output",
+                 str(tmp_path / "p.jsonl")])
+    assert not (tmp_path / "p.jsonl").exists()
