@@ -286,6 +286,14 @@ class FewShotConfig(TextOptions):
         if self.label_pull != 1 and self.objective != "ce+punce":
             raise ValueError(f"--label-pull weighs puNCE's unlabeled examples (--objective ce+punce), not --objective "
                              f"{self.objective}: drop it")
+        if self.objective == "ce+punce" and self.batch_unlabeled == 0 and self.n_unlabeled > 0:
+            raise ValueError(f"--batch-unlabeled 0 puts none of the --n-unlabeled {self.n_unlabeled} unlabeled "
+                             "examples in a batch, so ce+punce would train on the labeled examples alone: give "
+                             "--batch-unlabeled >= 1, or --n-unlabeled 0 for that setting on purpose")
+        if self.objective == "ce+scl" and self.batch_labeled < 2 and not self.gather_across_processes:
+            raise ValueError("--objective ce+scl needs --batch-labeled >= 2: with one labeled example a batch holds "
+                             "its two views and no other example, so the SupCon term is 0 and only cross-entropy "
+                             "trains (--lam of it)")
         if self.unlabeled_file is not None and self.n_unlabeled < 1:
             raise ValueError(f"--unlabeled-file gives the unlabeled examples; --n-unlabeled {self.n_unlabeled} draws "
                              "none of them: give --n-unlabeled >= 1 (how many to draw) or drop --unlabeled-file")

@@ -71,9 +71,14 @@ def validate(cfg: Config) -> None:
                          "own sequences against its own sentences")
     if cfg.self_score == "zero" and cfg.objective != "qt":
         raise ValueError("self_score zero is only defined for objective qt")
-    if cfg.epochs < 1 or not cfg.lr > 0 or cfg.log_every < 1 or cfg.checkpoint_every < 1:  # `not >`: NaN fails
-        raise ValueError(f"epochs, lr, log_every and checkpoint_every must be positive, got epochs {cfg.epochs}, "
-                         f"lr {cfg.lr}, log_every {cfg.log_every}, checkpoint_every {cfg.checkpoint_every}")
+    if cfg.objective == "qt" and cfg.self_score == "exclude" and cfg.batch_size < 3 \
+            and not cfg.gather_across_processes:
+        raise ValueError("--objective qt with --self-score exclude needs --batch-size >= 3: a sentence's candidates "
+                         "are the batch's other sentences, and at 2 its neighbour is the only one, so the loss is 0 "
+                         "and nothing trains (--self-score zero keeps the sentence itself as a candidate)")
+    for name in ("epochs", "lr", "log_every", "checkpoint_every"):
+        if not getattr(cfg, name) > 0:  # `not >`: NaN fails too
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
     # checked here, before the vocabulary pass over the corpus, not at the first step or never
     if not cfg.temperature > 0:  # written with `not` so that NaN fails too
         raise ValueError(f"temperature must be > 0, got {cfg.temperature}")

@@ -327,6 +327,10 @@ class Config:
                      "target_update_every", "aux_update_every"):  # each named with the value given
             need(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         need(self.torch_threads >= 0, f"--torch-threads must be >= 0 (0: torch's default), got {self.torch_threads}")
+        for name in ("lr", "encoder_lr", "alpha_lr"):  # 0 is taken: nothing trains (a check that nothing else moves)
+            value = getattr(self, name)
+            need(value is None or (math.isfinite(value) and value >= 0),
+                 f"--{name.replace('_', '-')} must be a number >= 0, got {value}")
         need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
         need(not self.cuda_graphs or self.replay_on_device,
              "--cuda-graphs gathers each batch inside the graph, from the replay on the device: add --replay-on-device")

@@ -485,12 +485,14 @@ class CurlApp(TrainingApp):
             self.finite_until = env_step
             return
         cfg = self.cfg
-        kept = ("it has no checkpoint yet" if self.checkpointed is None
-                else f"its last checkpoint, at environment step {self.checkpointed}, is kept")
+        kept = ("it has no checkpoint yet: lower the learning rates and start again (--overwrite moves this folder "
+                "aside)" if self.checkpointed is None
+                else f"its last checkpoint, at environment step {self.checkpointed}, is kept: lower the learning "
+                     "rates and start again, or --resume continues from there")
         raise TrainingDiverged(
             f"training diverged: a loss became NaN or infinite between environment steps {self.finite_until} and "
             f"{env_step} (--lr {cfg.lr:g}, --encoder-lr {cfg.encoder_lr:g}, --alpha-lr {cfg.alpha_lr:g}); the run "
-            f"stopped without writing a checkpoint ({kept}); lower the learning rates and start again or --resume")
+            f"stopped without writing a checkpoint ({kept})")
 
     def state(self):
         self.require_finite()  # never a checkpoint of a diverged agent

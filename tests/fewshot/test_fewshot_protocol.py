@@ -176,3 +176,20 @@ def test_lam_0_with_the_linear_head_is_refused():
             FewShotConfig(objective=objective, lam=0.0).validate()
         FewShotConfig(objective=objective, lam=0.0, head="logreg").validate()  # the contrastive term alone: fine
     FewShotConfig(objective="ce", lam=0.0).validate()  # CE alone reads no --lam
+
+
+def test_settings_that_switch_the_contrastive_term_off_are_refused():
+    """Both ran with status 0 and a normal result: --batch-unlabeled 0 with ce+punce trained byte-equal to
+    --n-unlabeled 0 (metrics.json still giving the unlabeled examples' prior), and ce+scl at --batch-labeled 1 had a
+    SupCon term of exactly 0 (one example's two views, no other example), training 0.1 x CE."""
+    with pytest.raises(ValueError, match=r"--batch-unlabeled 0 puts none of the --n-unlabeled 16 unlabeled examples "
+                                         r"in a batch, so ce\+punce would train on the labeled examples alone"):
+        FewShotConfig(objective="ce+punce", n_unlabeled=16, batch_unlabeled=0).validate()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # --n-unlabeled 0: that setting on purpose, warned
+        FewShotConfig(objective="ce+punce", n_unlabeled=0, batch_unlabeled=0).validate()
+    FewShotConfig(objective="ce", n_unlabeled=16, batch_unlabeled=0).validate()  # CE reads no unlabeled example
+    with pytest.raises(ValueError, match=r"--objective ce\+scl needs --batch-labeled >= 2"):
+        FewShotConfig(objective="ce+scl", batch_labeled=1).validate()
+    FewShotConfig(objective="ce+scl", batch_labeled=1, gather_across_processes=True).validate()  # others' rows
+    FewShotConfig(objective="ce+punce", batch_labeled=1).validate()  # puNCE keeps its unlabeled terms

@@ -507,7 +507,7 @@ def test_word_vectors_with_another_case_rule_are_refused(tmp_path):
 
 @pytest.mark.parametrize("field, message", [
     ("clip_norm", r"clip_norm must be >= 0 .*got nan"), ("temperature", "temperature must be > 0, got nan"),
-    ("lr", "lr, .*must be positive, got .*lr nan"),
+    ("lr", "--lr must be positive, got nan"),  # it named four options at once ("epochs, lr, log_every and ...")
 ])
 def test_nan_values_are_refused_before_reading_the_corpus(tmp_path, field, message):
     """Issue 34: `x < 0` lets NaN through (--clip-norm nan clipped every gradient to NaN); refused up front."""
@@ -630,4 +630,10 @@ def test_a_debiased_batch_of_two_is_refused_before_the_run_folder(tmp_path):
         with pytest.raises(ValueError, match=f"--objective {objective} needs --batch-size >= 3"):
             train(_cfg(tmp_path, objective, batch_size=2, objective=objective, tau_plus=0.01, max_steps=1))
         assert not (tmp_path / objective).exists()
-    assert train(_cfg(tmp_path, "qt", batch_size=2, max_steps=1))["step"] == 1  # QT's softmax has its neighbour
+    # QT at 2 with the sentence excluded: its neighbour was the only candidate, the loss 0 (-0.0) at every step and
+    # the gradient 0, and the run ended with status 0; refused too. With the sentence kept as a candidate it trains.
+    with pytest.raises(ValueError, match="--objective qt with --self-score exclude needs --batch-size >= 3"):
+        train(_cfg(tmp_path, "qt", batch_size=2, max_steps=1))
+    assert not (tmp_path / "qt").exists()
+    done = train(_cfg(tmp_path, "qt_zero", batch_size=2, max_steps=2, self_score="zero"))
+    assert done["step"] == 2 and done["final_loss"] > 0.1

@@ -5,6 +5,7 @@ The capture itself needs a GPU: scripts/bench_curl_gpu.py's self-test compares i
 
 import contextlib
 import copy
+import dataclasses
 import csv
 
 import numpy as np
@@ -273,10 +274,15 @@ def test_divergence_stops_the_run_naming_the_steps_and_keeps_the_last_checkpoint
                       **{**BASE, "seed_steps": 25}, **extra)
     with pytest.raises(TrainingDiverged, match=r"a loss became NaN or infinite between environment steps 1000 and "
                                                r"1300 \(--lr 1e\+30, --encoder-lr 1e\+30.*its last checkpoint, at "
-                                               r"environment step 1000, is kept"):
+                                               r"environment step 1000, is kept: lower the learning rates and start "
+                                               r"again, or --resume continues from there\)$"):
         run(cfg)
     assert (out / "checkpoint" / "COMPLETE").exists() and not (out / "summary.json").exists()
     assert torch.load(out / "checkpoint" / "extra.pt", weights_only=False)["step"] == 20  # agent steps: 1000 env
+    if not fast:  # before any checkpoint: it said "start again or --resume", with nothing to resume
+        with pytest.raises(TrainingDiverged, match=r"\(it has no checkpoint yet: lower the learning rates and start "
+                                                   r"again \(--overwrite moves this folder aside\)\)$"):
+            run(dataclasses.replace(cfg, output_dir=str(tmp_path / "early"), checkpoint_every=5000))
 
 
 def test_a_device_ring_grows_as_frames_arrive_and_samples_as_the_full_one(monkeypatch):

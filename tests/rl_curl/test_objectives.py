@@ -65,6 +65,16 @@ def test_an_encoder_lr_typed_for_pixel_sac_is_refused_on_the_command_line():
     assert Config(**{**saved.__dict__}).resolved().encoder_lr == saved.encoder_lr == 1e-3
 
 
+@pytest.mark.parametrize("field", ["lr", "encoder_lr", "alpha_lr"])
+@pytest.mark.parametrize("value", [-1e-3, float("nan"), float("inf")])
+def test_a_learning_rate_below_0_or_not_finite_is_refused_by_name(field, value):
+    """torch's "Invalid learning rate: -0.001" named none of the three options (and NaN and inf passed it)."""
+    flag = "--" + field.replace("_", "-")
+    with pytest.raises(ValueError, match=rf"invalid config: {flag} must be a number >= 0, got {value}"):
+        Config(**{field: value}).resolved()
+    Config(**{field: 0.0}).resolved()  # 0: nothing trains, a check that nothing else moves the weights
+
+
 @pytest.mark.parametrize("spec", ["infonce", "debiased", "debiased:2:1", "debiased:0.1:3", "hard:0.1:1", "curl:1"])
 def test_bad_specs_are_refused(spec):
     with pytest.raises(ValueError, match="objective|unknown"):
