@@ -21,7 +21,7 @@ from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE
 from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
 from .heads import tokenize
-from .run import FewShotRunApp, forward_views, prepare, process_share
+from .run import FewShotRunApp, capped_batches_line, forward_views, prepare, process_share
 from .scores import majority_percent
 
 
@@ -55,13 +55,9 @@ class PuApp(FewShotRunApp):
         self.world, self.rank = acc.num_processes, acc.process_index
         self.n_lab = min(cfg.batch_labeled * self.world, len(run.sample.labeled))
         self.n_unl = min(cfg.batch_unlabeled * self.world, len(run.sample.unlabeled))
-        capped = [f"--batch-{what} {asked} x {self.world} process(es) to the {have} {what} examples"
-                  for what, asked, have in (("labeled", cfg.batch_labeled, len(run.sample.labeled)),
-                                            ("unlabeled", cfg.batch_unlabeled, len(run.sample.unlabeled)))
-                  if asked * self.world > have]
+        capped = capped_batches_line(cfg, self.world, len(run.sample.labeled), len(run.sample.unlabeled))
         if capped and acc.is_main_process:
-            print(f"batches capped to the data: {'; '.join(capped)} (metrics.json: batch_labeled_used, "
-                  "batch_unlabeled_used)", file=sys.stderr)
+            print(capped, file=sys.stderr)
         self.head = None
 
     def state(self):

@@ -573,6 +573,17 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
     }
 
 
+def capped_batches_line(cfg, world: int, n_labeled: int, n_unlabeled: int, reads_unlabeled: bool = True) -> str | None:
+    """The stderr line for --batch-labeled / --batch-unlabeled (per process, times ``world`` processes) capped to the
+    examples there are (metrics.json records the sizes used); None when neither is."""
+    parts = [("labeled", cfg.batch_labeled, n_labeled)] + ([("unlabeled", cfg.batch_unlabeled, n_unlabeled)]
+                                                           if reads_unlabeled else [])
+    capped = [f"--batch-{what} {asked} x {world} process(es) to the {have} {what} examples"
+              for what, asked, have in parts if asked * world > have]
+    return (f"batches capped to the data: {'; '.join(capped)} (metrics.json: "
+            f"{', '.join(f'batch_{what}_used' for what, _, _ in parts)})") if capped else None
+
+
 def forward_views(model, ids, mask, objective):
     """Logits of the first view and the projections of one (``ce``) or two dropout views, from a
     single forward pass through the (possibly DDP-wrapped) model."""

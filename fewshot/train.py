@@ -30,7 +30,8 @@ from .objectives import fewshot_loss, roles_from_labels
 from .objectives import ALL_OBJECTIVES
 from .pu_pipeline import PuApp
 from .heads import head_accuracy, tokenize
-from .run import Batches, FewShotRunApp, claim, finished_metrics, forward_views, prepare, process_share, run_metrics
+from .run import (Batches, FewShotRunApp, capped_batches_line, claim, finished_metrics, forward_views, prepare,
+                  process_share, run_metrics)
 
 
 class FewShotApp(FewShotRunApp):
@@ -139,6 +140,10 @@ class FewShotApp(FewShotRunApp):
                                                           self.accelerator.device, self.objective.trains_head)
         self.metrics = run_metrics(self.cfg, run, self.final, self.both, self.history, time.time() - self.t0,
                                    scores)
+        if self.objective.trains_encoder:  # the global batch's sizes, after the caps above
+            self.metrics["batch_labeled_used"] = self.lab_batches.batch_size
+            if self.objective.reads_unlabeled:
+                self.metrics["batch_unlabeled_used"] = self.unl_batches.batch_size
 
     def export(self):
         if self.cfg.export:  # RUN/model/ before metrics.json: a finished run has its model
@@ -163,6 +168,9 @@ def global_batches(cfg, n_labeled: int, n_unlabeled: int, world: int, reads_unla
     would stop the run inside the collective (gloo: "Received data size doesn't match expected size")."""
     n_lab = min(cfg.batch_labeled * world, n_labeled)
     n_unl = min(cfg.batch_unlabeled * world, n_unlabeled) if reads_unlabeled else 0
+    capped = capped_batches_line(cfg, world, n_labeled, n_unlabeled, reads_unlabeled)
+    if capped and main:  # said, as the PU pipeline says it (it was silent here)
+        print(capped, file=sys.stderr)
     if not (cfg.gather_across_processes and world > 1):
         return n_lab, n_unl
     if reads_unlabeled and n_unl < world:

@@ -193,3 +193,18 @@ def test_settings_that_switch_the_contrastive_term_off_are_refused():
         FewShotConfig(objective="ce+scl", batch_labeled=1).validate()
     FewShotConfig(objective="ce+scl", batch_labeled=1, gather_across_processes=True).validate()  # others' rows
     FewShotConfig(objective="ce+punce", batch_labeled=1).validate()  # puNCE keeps its unlabeled terms
+
+
+def test_a_text_run_says_when_its_batches_are_capped_and_records_the_sizes_used(tiny_encoder, easy_task, tmp_path,
+                                                                                capsys):
+    """The PU pipeline said it and recorded batch_*_used; the text pipeline capped --batch-labeled 64 to N silently."""
+    m = train(_cfg(tiny_encoder, easy_task, tmp_path, objective="ce+punce", max_steps=2, eval_every=2,
+                   checkpoint_every=2, batch_labeled=64, batch_unlabeled=8))
+    err = capsys.readouterr().err
+    assert "batches capped to the data: --batch-labeled 64 x 1 process(es) to the 20 labeled examples (metrics.json: " \
+        "batch_labeled_used, batch_unlabeled_used)" in err
+    assert (m["batch_labeled_used"], m["batch_unlabeled_used"]) == (20, 8)
+    ce = train(_cfg(tiny_encoder, easy_task, tmp_path, objective="ce", max_steps=2, eval_every=2, checkpoint_every=2,
+                    output_dir=str(tmp_path / "ce")))
+    assert ce["batch_labeled_used"] == 10 and "batch_unlabeled_used" not in ce  # CE draws no unlabeled example
+    assert "batches capped" not in capsys.readouterr().err
