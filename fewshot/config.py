@@ -302,7 +302,8 @@ class FewShotConfig(TextOptions):
 
             warnings.warn("--n-unlabeled 0 with --objective ce+punce: no unlabeled examples, so puNCE's unlabeled "
                           "terms are empty and the run trains CE + puNCE on the labeled examples alone (SupCon-like); "
-                          "give --n-unlabeled > 0 for the paper's setting", stacklevel=2)
+                          "give --n-unlabeled > 0 for the paper's setting", stacklevel=1)  # 1: said once, though
+            # a run validates its options twice (train, then prepare: two callers would be two warnings)
 
 
 #: What a PU pipeline run's metrics.json and exported model call its objective: puNCE (PU form) trains the encoder,

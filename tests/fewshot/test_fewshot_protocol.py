@@ -208,3 +208,13 @@ def test_a_text_run_says_when_its_batches_are_capped_and_records_the_sizes_used(
                     output_dir=str(tmp_path / "ce")))
     assert ce["batch_labeled_used"] == 10 and "batch_unlabeled_used" not in ce  # CE draws no unlabeled example
     assert "batches capped" not in capsys.readouterr().err
+
+
+def test_the_no_unlabeled_warning_is_said_once_per_run():
+    """A run validates its options twice (train, then prepare); the warning came once for each caller."""
+    cfg = FewShotConfig(objective="ce+punce", n_unlabeled=0)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")  # Python's own filter for UserWarning: once per place it is raised
+        cfg.validate()
+        cfg.validate()
+    assert len(seen) == 1 and str(seen[0].message).startswith("--n-unlabeled 0 with --objective ce+punce")
