@@ -456,10 +456,26 @@ class QuickThoughtApp(TrainingApp):
         if self.unlogged is not None and self.unlogged.values["step"] == self.step:  # the last step of the last epoch
             self.log([self.unlogged])
             self.unlogged = None
-        if self.cfg.dev_every and self.events is not None and not (self.dev_losses and
-                                                                   self.dev_losses[-1]["step"] == self.step):
-            self.score_held_out_at_the_end()
+        if self.cfg.dev_every and not (self.dev_losses and self.dev_losses[-1]["step"] == self.step):
+            if self.events is not None:
+                self.score_held_out_at_the_end()
+            elif self.epoch < self.cfg.epochs:  # resumed at its last step: nothing trained, no stream opened
+                self.score_resumed_end()
         super().finish()
+
+    def score_resumed_end(self) -> None:
+        """The held-out loss at the end for a run resumed at its last step (stopped after its final checkpoint, before
+        its summary): the same batches the uninterrupted run's end scored (its pass read from the start, to the first
+        ``dev_max_batches`` held-out batches or the pass's end), on the model as checkpointed; the run's own stream,
+        statistics and batches are left as they were (summary.json's statistics are the checkpoint's). Without it the
+        summary's dev_loss was null and a warning said no batch was held out."""
+        kept = self.events, self.stats, self.held_out
+        self.events = self.corpus_events(self.epoch, self.batch_in_epoch)
+        _, (self.stats, self.held_out) = next(self.events)  # the pass's "epoch" event: its statistics and batches
+        try:
+            self.score_held_out_at_the_end()
+        finally:
+            self.events, self.stats, self.held_out = kept
 
     def score_held_out_at_the_end(self) -> None:
         """--max-steps stopped the run inside a pass: the held-out loss of the model as trained, on the pass's held-out

@@ -402,6 +402,22 @@ def test_a_max_steps_run_scores_its_held_out_batches_at_the_end(tmp_path, capsys
     assert [r["step"] for r in csv.DictReader(open(tmp_path / "mid/log.csv")) if r["dev_loss"]] == ["4"]
 
 
+def test_a_run_resumed_at_its_last_step_scores_the_same_held_out_loss(tmp_path, capsys):
+    """Killed after its final checkpoint but before summary.json, a --max-steps run resumed, trained nothing and
+    wrote dev_loss null, with a warning that no batch was held out (the end's held-out loss is scored from the corpus
+    stream, which a resume at the last step never opened)."""
+    kw = dict(epochs=3, objective="qt", dev_every=3)
+    for steps in (2, 6):  # before the pass's held-out batch was read; inside the second pass
+        done = train(_cfg(tmp_path, f"r{steps}", max_steps=steps, **kw))
+        (tmp_path / f"r{steps}" / "summary.json").unlink()  # as a kill between the checkpoint and the summary
+        capsys.readouterr()
+        again = train(_cfg(tmp_path, f"r{steps}", max_steps=steps, **kw))
+        out = capsys.readouterr().out
+        assert again["dev_loss"] == done["dev_loss"] is not None and again["dev_losses"] == done["dev_losses"]
+        assert again["corpus_stats_last_pass"] == done["corpus_stats_last_pass"]
+        assert "held out no batch" not in out and f"step {steps} (the end): dev loss" in out
+
+
 def test_the_last_line_says_which_limit_ended_the_run(tmp_path, capsys):
     """`--max-steps 200` on a corpus of one epoch's 50 batches said "done: 50 steps" without saying that --epochs
     (default 1) ended it first."""
