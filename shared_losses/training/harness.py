@@ -36,8 +36,8 @@ import torch
 
 from .runtime import (CheckpointError, CsvLogger, RunFolder, RunInterrupted, StopSignals, _NoWriter, _stop_signals,
                       changes_text, checkpoint_application, checkpoint_exists, checkpoint_meta, claim_run_folder,
-                      config_changes, load_checkpoint, release_run_folder, save_checkpoint, tensorboard_writer,
-                      write_json_atomic)
+                      config_changes, drop_previous_checkpoint, load_checkpoint, release_run_folder, save_checkpoint,
+                      tensorboard_writer, write_json_atomic)
 
 CHECKPOINT = "checkpoint"
 CONFIG_FILE = "config.json"
@@ -453,5 +453,6 @@ class RunHarness:
         summary = dict(summary)
         if self.is_main:
             write_json_atomic(self.out / name, summary)
+            drop_previous_checkpoint(self.checkpoint_dir)
         self.close()
         return summary

@@ -349,6 +349,16 @@ def checkpoint_meta(directory: str | os.PathLike) -> dict:
     return meta if isinstance(meta, dict) else {}
 
 
+def drop_previous_checkpoint(directory: str | os.PathLike) -> None:
+    """Remove the previous checkpoint (``.NAME.old``) that a save cut off between its last two steps left beside a
+    complete ``directory`` (the new one in place, the old not yet removed): a run resumed from there and finished
+    writes no checkpoint again, so nothing else would remove it (a second copy of the model and its optimiser)."""
+    directory = Path(directory)
+    old = _previous(directory)
+    if old.exists() and (directory / MARKER).exists():
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def resolve_checkpoint(directory: str | os.PathLike) -> Path:
     """The usable checkpoint at ``directory`` (or the previous one, if a save was cut off between
     its two renames); raises FileNotFoundError / CheckpointError with a clear message."""

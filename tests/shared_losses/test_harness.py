@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 
 import pytest
@@ -80,6 +81,29 @@ def test_harness_an_interrupted_and_resumed_run_ends_as_the_uninterrupted_one(tm
     assert log_steps(tmp_path / "cut") == list(range(1, 7))  # every step logged once
     assert json.loads((tmp_path / "cut" / "summary.json").read_text()) == whole
     assert json.loads((tmp_path / "cut" / RUN_FILE).read_text())["application"] == "tiny"
+
+
+def test_a_finished_run_removes_a_previous_checkpoint_left_by_a_cut_save(tmp_path):
+    """A save cut between its last two steps (the new checkpoint in place, .checkpoint.old not yet removed) left the
+    old copy for good when the run then resumed and finished (it saves nothing again); a finished run removes it."""
+    from accelerate import Accelerator
+
+    out = tmp_path / "r"
+    tiny_run(out)
+    old = out / ".checkpoint.old"
+    shutil.copytree(out / "checkpoint", old)  # as the kill left it
+    (out / "summary.json").unlink()
+    h = RunHarness("tiny", out, resume=True, free=FREE)  # resumed at its last step: no step, no save, finished
+    h.open(Accelerator(cpu=True))
+    h.finish({"step": 6})
+    assert not old.exists() and (out / "checkpoint" / "COMPLETE").exists()
+    # an .old beside a checkpoint that is not complete is the one a resume would read: kept
+    shutil.copytree(out / "checkpoint", old)
+    (out / "checkpoint" / "COMPLETE").unlink()
+    from shared_losses.training.runtime import drop_previous_checkpoint
+
+    drop_previous_checkpoint(out / "checkpoint")
+    assert old.exists()
 
 
 def test_harness_a_run_cut_after_its_checkpoint_logs_the_redone_steps_once(tmp_path):
