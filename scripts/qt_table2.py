@@ -516,7 +516,7 @@ def check_sweep(a, todo: list[dict]) -> None:
             root = resolve_data_dir(a.data, a.tasks)
             for task in a.tasks:
                 task_files(root, task)
-    stale = []
+    stale, changed = [], []
     for job in todo:
         cmd = job["train"]
         if cmd is not None and cmd[2] == "nlp_qt.train":
@@ -526,12 +526,39 @@ def check_sweep(a, todo: list[dict]) -> None:
             except ValueError as err:
                 raise ValueError(f"{err} (nlp_qt.train's check of the sweep's run {job['dir']})") from None
             stale += other_length(job["dir"], cfg)
+            with contextlib.chdir(ROOT):  # the trainings' relative paths are read from there
+                changed += other_settings(job["dir"], cfg)
     if stale:
         raise ValueError("finished trainings under --out ran for another length than this sweep asks (the run's -> "
                          "the sweep's; nlp_qt.train leaves a finished run as it is when asked for fewer steps, so it "
                          "would be counted as this sweep's): " + "; ".join(stale) + ". Use another --out, or the "
                          "runs' --epochs / --max-steps")
+    if changed:
+        raise ValueError("trainings under --out were made with other settings than this sweep's (the run's -> the "
+                         "sweep's), so nlp_qt.train would refuse to continue them and the tables would lose their "
+                         "rows: " + "; ".join(changed) + ". Use another --out, or those runs' options; nothing was "
+                         "started")
     options_of(a).check_cluster()  # last: the options first, then a cluster that may take seconds to answer
+
+
+def other_settings(run: Path, cfg) -> list[str]:
+    """``["RUN (field: the run's -> the sweep's, ...)"]`` when the training in ``run`` (finished or not) was made with
+    options that nlp_qt.train's resume check refuses for ``cfg`` (every recorded option but its free ones, input paths
+    absolute); empty for a folder without config.json. Checked before the sweep starts: the trainings failed one by
+    one, and the tables were then written again without their rows."""
+    import dataclasses
+
+    from nlp_qt.config import Config
+    from nlp_qt.train import PATH_FIELDS
+    from shared_losses.training.runtime import changes_text, config_changes, read_json_file, with_local_paths
+
+    path = run / "config.json"
+    if not path.exists():
+        return []
+    made = read_json_file(path, "run's configuration")
+    wanted = with_local_paths({**dataclasses.asdict(cfg), "num_processes": made.get("num_processes", 1)}, PATH_FIELDS)
+    changes = config_changes(with_local_paths(made, PATH_FIELDS), wanted, free=Config.RESUME_FREE)
+    return [f"{run} ({changes_text(changes)})"] if changes else []
 
 
 def other_length(run: Path, cfg) -> list[str]:
@@ -566,6 +593,11 @@ def _run_and_tabulate(a, out: Path, todo: list[dict]) -> int:
     how = options_of(a).describe()
     print(f"{len(todo)} models ({how}); logs beside each run folder in {out}", flush=True)
     res = run_all(a, todo)
+    failed = sum(r is None for r in res)
+    if todo and failed == len(todo):  # nothing to tabulate: a table of an earlier sweep stays as it was
+        print(f"all {failed} models failed (see the .log files beside their folders); table2.md and table2.json were "
+              "not written", file=sys.stderr)
+        return 1
     results: dict = {}
     for job, r in zip(todo, res):
         if r is not None:
@@ -578,7 +610,6 @@ def _run_and_tabulate(a, out: Path, todo: list[dict]) -> int:
     write_json_atomic(out / "table2.json", {"args": vars(a), **data})
     write_text_atomic(out / "table2.md", text + "\n")
     print(f"results in {out}: table2.md, table2.json")
-    failed = sum(r is None for r in res)
     if failed:
         print(f"{failed} of {len(todo)} models failed (see the .log files beside their folders)", file=sys.stderr)
     return 1 if failed else 0

@@ -296,6 +296,45 @@ def test_qt_table2_refuses_a_finished_training_of_another_length_before_anything
     assert sorted(p.name for p in out.rglob("*")) == before  # nothing started, nothing written
 
 
+def test_qt_table2_refuses_trainings_made_with_other_settings_before_anything_runs(tmp_path, monkeypatch):
+    """A finished sweep run again with --lr changed started every training, each failed at nlp_qt.train's resume
+    check ("written with a different configuration"), and the sweep then wrote table2.md and table2.json again
+    without their rows (the old runs listed under the new options). Now refused by name before anything starts."""
+    import importlib.util
+
+    from nlp_qt.config import from_cli
+    from nlp_qt.train import train
+
+    spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "sweep"
+    run = out / "qt" / "seed0"
+    base = ["--corpus", str(ROOT / "nlp_qt/data/corpus_docstrings"), "--data", "human", "--tasks", "RT", "--seeds",
+            "0", "--tau-plus", "0.01", "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size",
+            "300", "--max-steps", "1", "--out", str(out)]
+
+    def cfg(argv):  # the sweep's training command for that run, as nlp_qt.train parses it
+        a = mod.parse_args(argv)
+        return from_cli(mod.train_command(a, run, "qt", 0.0, 0, a.max_steps)[3:])
+
+    monkeypatch.chdir(ROOT)  # where the sweep's trainings run
+    train(cfg(base))  # the sweep's own training, as it wrote it
+    assert mod.other_settings(run, cfg(base)) == []
+    assert mod.other_settings(run, cfg(base[:-4] + ["--max-steps", "2", "--out", str(out)])) == []  # trains on
+    assert mod.other_settings(run, cfg(base + ["--lr", "1e-3"])) == [f"{run} (lr: 0.0005 -> 0.001)"]
+    (out / "table2.md").write_text("the finished sweep's table\n")
+    with pytest.raises(ValueError, match=r"trainings under --out were made with other settings than this sweep's "
+                                         r".*qt/seed0 \(lr: 0.0005 -> 0.001\).*nothing was started"):
+        mod.main(base + ["--lr", "1e-3"])
+    assert (out / "table2.md").read_text() == "the finished sweep's table\n"
+    # a sweep whose every model fails (for any other reason) leaves an earlier table as it was
+    monkeypatch.setattr(mod, "run_all", lambda a, todo: [None] * len(todo))
+    a = mod.parse_args(base)
+    assert mod._run_and_tabulate(a, out, mod.jobs(a)) == 1
+    assert (out / "table2.md").read_text() == "the finished sweep's table\n" and not (out / "table2.json").exists()
+
+
 def test_qt_table2_continues_a_stopped_evaluation_and_drops_an_output_of_other_settings(tmp_path, monkeypatch):
     """nlp_qt.senteval rewrites --output after every task; a sweep whose evaluation stopped found that file there
     and the next evaluation refused it ('exists; pass --overwrite'), for ever. It continues it now (--resume)
