@@ -419,6 +419,8 @@ def _run_local(runs, options: SweepOptions, progress: _Progress, on_finish) -> l
             finally:
                 with lock:
                     live.discard(proc)
+            if stopping.is_set() and rc in (-signal.SIGTERM, 128 + signal.SIGTERM):
+                rc = STOPPED  # the grid's own stop request, met before the run had its handler (or after): not a fault
             if not _retry_worthy(rc) or attempt == options.retries or stopping.is_set():
                 break
             progress.retry(run, f"exit {rc}", attempt + 1, options.retries)

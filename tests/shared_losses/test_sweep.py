@@ -199,10 +199,12 @@ for _ in range(2400):
 """
 
 
-def _grid_driver(tmp_path: Path, runs: int = 3, parallel: int = 2, backend: str = "local") -> subprocess.Popen:
-    """A grid of ``runs`` stoppable runs, ``parallel`` at a time (Ray: as its resources allow), through run_cli as
-    the grid scripts run, in its own process group (the terminal's Ctrl-C reaches the whole group)."""
-    (tmp_path / "run.py").write_text(_STOPPABLE_RUN)
+def _grid_driver(tmp_path: Path, runs: int = 3, parallel: int = 2, backend: str = "local",
+                 run_script: str = _STOPPABLE_RUN) -> subprocess.Popen:
+    """A grid of ``runs`` stoppable runs (``run_script``), ``parallel`` at a time (Ray: as its resources allow),
+    through run_cli as the grid scripts run, in its own process group (the terminal's Ctrl-C reaches the whole
+    group)."""
+    (tmp_path / "run.py").write_text(run_script)
     script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
               "from shared_losses.training.cli import run_cli\n"
               "from shared_losses.training.sweep import Run, SweepOptions, run_sweep\n"
@@ -271,6 +273,30 @@ def test_a_stopped_grid_waits_for_its_runs_checkpoints_and_says_how_to_continue(
         "other run was started. Start the same command again to continue the grid: finished runs are skipped, "
         "stopped ones continue from their checkpoints"), err
     assert "lost" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow  # a grid of processes in a subprocess
+def test_runs_ended_by_the_grids_own_stop_before_their_handler_are_stopped_not_failed(tmp_path):
+    """A run the stopping grid's SIGTERM reached before it had installed its handler (still importing) ended with
+    exit -15 and was reported "FAILED (exit -15 ...)", counted as failed, though the grid had asked it to stop."""
+    import os
+    import signal
+
+    # runs that take SIGTERM's default action (no handler: killed by it)
+    proc = _grid_driver(tmp_path, run_script="import pathlib, sys, time\nout = pathlib.Path(sys.argv[1])\n"
+                                             "out.mkdir(parents=True, exist_ok=True)\n(out / 'started').touch()\n"
+                                             "time.sleep(120)\n")
+    try:
+        _when_started(tmp_path, ["r0", "r1"], timeout=180)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, (out, err)
+    assert "FAILED" not in out and "failed 0, stopped 2)" in out, out
+    for name in ("r0", "r1"):
+        assert f"stopped (exit 130: asked to stop; see {tmp_path / name}.log)" in out, out
 
 
 @pytest.mark.slow  # a grid of processes in a subprocess
