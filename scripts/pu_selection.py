@@ -35,7 +35,7 @@ from pathlib import Path
 from fewshot.config import ImageConfig
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.cli import HelpFormatter, run_cli
-from shared_losses.training.runtime import write_json_atomic
+from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats, summarize
 from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
 
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "selection.md").write_text(text)
+    write_text_atomic(out / "selection.md", text)  # whole or not at all, as selection.json
     write_json_atomic(out / "selection.json", {"args": {k: v for k, v in vars(args).items()}, "paired": paired,
                                                "results": {str(n): v for n, v in res.items()}})
     return 1 if failed else 0
