@@ -92,19 +92,13 @@ def recorded_text_column(model, folder: Path) -> tuple[str, Path] | None:
 def _check_writable_output(out: Path) -> None:
     """Refuse in one line an --output whose folder cannot be made or written, before the model or the texts are
     read (the predictions were made, then lost at the write). A missing folder is made, as the write would."""
-    import tempfile
-
-    from shared_losses.training.runtime import check_parent_folder
+    from shared_losses.training.runtime import check_parent_folder, write_refused
 
     check_parent_folder(out, "--output", "nothing was read or predicted")
-    parent = out.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=".write-check-"):
-            pass
-    except OSError as err:
-        raise ValueError(f"--output {out}: the folder {parent} cannot be written ({err.strerror or err}); nothing was "
-                         "read or predicted") from None
+    err = write_refused(out.parent)
+    if err is not None:
+        raise ValueError(f"--output {out}: the folder {out.parent} cannot be written ({err.strerror or err}); nothing "
+                         "was read or predicted")
 
 
 def _json_object(path: Path) -> dict:

@@ -536,18 +536,27 @@ def tensorboard_writer(directory: str | os.PathLike, resume_step: int | None = N
     return tb
 
 
-def _check_writable(directory: Path, what: str) -> None:
-    """Refuse in one line a folder of the run that cannot be written (made, or a file made in it), before a writer
-    starts on it."""
+def write_refused(directory: str | os.PathLike) -> OSError | None:
+    """Why ``directory`` cannot be written (made if missing, then a file made in it and removed), or None when it
+    can: the check a command makes before work whose output would otherwise be lost at the write."""
     import tempfile
 
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        Path(directory).mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-check-"):
             pass
     except OSError as err:
+        return err
+    return None
+
+
+def _check_writable(directory: Path, what: str) -> None:
+    """Refuse in one line a folder of the run that cannot be written (made, or a file made in it), before a writer
+    starts on it."""
+    err = write_refused(directory)
+    if err is not None:
         raise RunFolderError(f"{directory} cannot be written ({type(err).__name__}: {err.strerror or err}), so {what} "
-                             "cannot go there; make it writable (chmod u+w), or pass --report-to none") from None
+                             "cannot go there; make it writable (chmod u+w), or pass --report-to none")
 
 
 def _after_older_event_files(directory: Path) -> None:

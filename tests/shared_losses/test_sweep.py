@@ -235,6 +235,21 @@ def _when_started(tmp_path: Path, names, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def _sigterm_once_started(proc: subprocess.Popen, tmp_path: Path) -> tuple[str, str]:
+    """SIGTERM to the grid's process once its runs r0 and r1 have started (a kill, a scheduler's cancel); its stdout
+    and stderr when it has ended (killed with its group if it has not within two minutes)."""
+    import os
+    import signal
+
+    try:
+        _when_started(tmp_path, ["r0", "r1"], timeout=180)
+        os.kill(proc.pid, signal.SIGTERM)
+        return proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 @pytest.mark.slow  # grids of processes in subprocesses
 @pytest.mark.parametrize("backend, how", [("local", "Ctrl-C"), ("local", "SIGTERM"), ("local", "SIGHUP"),
                                           ("ray", "Ctrl-C"), ("ray", "SIGTERM")])
@@ -279,20 +294,12 @@ def test_a_stopped_grid_waits_for_its_runs_checkpoints_and_says_how_to_continue(
 def test_runs_ended_by_the_grids_own_stop_before_their_handler_are_stopped_not_failed(tmp_path):
     """A run the stopping grid's SIGTERM reached before it had installed its handler (still importing) ended with
     exit -15 and was reported "FAILED (exit -15 ...)", counted as failed, though the grid had asked it to stop."""
-    import os
-    import signal
 
     # runs that take SIGTERM's default action (no handler: killed by it)
     proc = _grid_driver(tmp_path, run_script="import pathlib, sys, time\nout = pathlib.Path(sys.argv[1])\n"
                                              "out.mkdir(parents=True, exist_ok=True)\n(out / 'started').touch()\n"
                                              "time.sleep(120)\n")
-    try:
-        _when_started(tmp_path, ["r0", "r1"], timeout=180)
-        os.kill(proc.pid, signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    out, err = _sigterm_once_started(proc, tmp_path)
     assert proc.returncode == 130, (out, err)
     assert "FAILED" not in out and "failed 0, stopped 2)" in out, out
     for name in ("r0", "r1"):
@@ -304,19 +311,11 @@ def test_a_slurm_local_grid_stopped_by_sigterm_cancels_its_jobs_and_waits_for_th
     """--slurm-local's jobs are the command's own processes: SIGTERM to the grid said they "stay in Slurm's queue",
     left them training with nothing waiting for them, and the same command started again failed every run on its
     folder still in use."""
-    import os
-    import signal
 
     import psutil
 
     proc = _grid_driver(tmp_path, runs=2, backend="slurm-local")
-    try:
-        _when_started(tmp_path, ["r0", "r1"], timeout=180)
-        os.kill(proc.pid, signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    out, err = _sigterm_once_started(proc, tmp_path)
     assert proc.returncode == 130, (out, err)
     assert err.strip().splitlines()[-1].startswith("stopped (SIGTERM): cancelled the grid's 2 unfinished job(s)"), err
     for name in ("r0", "r1"):
