@@ -398,7 +398,7 @@ def test_qt_table2_holds_its_grid_lock_from_the_first_training_to_the_last_table
 
     def run_all(a, todo):
         held.append(lock in sweep._held)
-        return [None] * len(todo)  # every model failed: the tables are still written
+        return [None] * (len(todo) - 1) + [{}]  # all but one model failed: the tables are still written
 
     def write(path, text):
         held.append(lock in sweep._held)
