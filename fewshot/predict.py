@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+from shared_losses.training.runtime import check_finite_weights, check_parent_folder, write_refused
+
 from .export import MARKER, MODEL_DIR, check_safetensors
 
 MODEL_TYPE = "fewshot_classifier"
@@ -73,27 +75,24 @@ def recorded_text_column(model, folder: Path) -> tuple[str, Path] | None:
     an older export's marker names); None when none of them records a ``text_column`` (a model folder copied on its
     own from an older export, an image run)."""
     folder = Path(folder)
-    marker = _json_object(folder / MARKER)
     runs = [Path(model)] if Path(model).resolve() != folder.resolve() else []
     if folder.name == MODEL_DIR:
         runs.append(folder.parent)
-    # the export's own record (it holds wherever the export goes), else the run an older export's marker names
-    runs.append(folder / MARKER)
-    if isinstance(marker.get("run"), str):
-        runs.append(Path(marker["run"]))
-    for run in runs:
-        config = marker if run == folder / MARKER else _json_object(run / "config.json")
+    marker = _json_object(folder / MARKER)
+    older = [Path(marker["run"])] if isinstance(marker.get("run"), str) else []
+    # the runs' config.json, then the export's own record (it holds wherever the export goes), then the config.json
+    # of the run an older export's marker names
+    for source in [run / "config.json" for run in runs] + [folder / MARKER] + [run / "config.json" for run in older]:
+        config = _json_object(source)
         column = config.get("text_column")
         if "model_type" not in config and isinstance(column, str) and column.strip():  # a run's, not a model's
-            return column, run if run == folder / MARKER else run / "config.json"
+            return column, source
     return None
 
 
 def _check_writable_output(out: Path) -> None:
     """Refuse in one line an --output whose folder cannot be made or written, before the model or the texts are
     read (the predictions were made, then lost at the write). A missing folder is made, as the write would."""
-    from shared_losses.training.runtime import check_parent_folder, write_refused
-
     check_parent_folder(out, "--output", "nothing was read or predicted")
     err = write_refused(out.parent)
     if err is not None:
@@ -152,8 +151,6 @@ def load_classifier(path, device="cpu"):
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:
         raise ValueError(f"--model {folder}: the model files could not be loaded ({type(err).__name__}: "
                          f"{first_line(err)})") from None
-    from shared_losses.training.runtime import check_finite_weights
-
     check_finite_weights(model.state_dict(), f"--model {folder}")  # a damaged file: every prediction NaN
     try:
         # config= : the folder's own config.json would make AutoTokenizer ask about its custom code

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Optional
 
 from shared_losses.training.cli import parse_dataclass
-from shared_losses.training.runtime import check_finite_weights, export_source, exported_from
+from shared_losses.training.runtime import (check_finite_weights, check_parent_folder, export_source, exported_from,
+                                            run_folder_given)
 
 
 @dataclass
@@ -65,9 +66,7 @@ def _run_settings(run: Path):
     from .config import Config
     from .vocab import Vocab
 
-    if not run.is_dir():
-        raise FileNotFoundError(f"--run-dir {run}: "
-                                + ("a file, not a run folder" if run.exists() else "no such folder"))
+    run_folder_given(run)
     owner = run_application(run)
     if owner not in ("nlp_qt", "unknown", None):
         raise FileNotFoundError(another_application(run, owner, "nlp_qt"))
@@ -351,8 +350,6 @@ def _write_bow_folder(st, staging: Path, run: Path, words, vectors, lowercase: b
 def main(args: ExportArgs | None = None) -> dict:
     args = args or parse_dataclass(ExportArgs)
     if args.output is not None:
-        from shared_losses.training.runtime import check_parent_folder
-
         check_parent_folder(args.output, "--output")
     from .bow import is_bow_dir
 

@@ -27,14 +27,13 @@ class ExportArgs:
 
 def main(args: ExportArgs | None = None) -> Path:
     from shared_losses.training.cli import parse_dataclass
+    from shared_losses.training.runtime import run_folder_given
 
     from .evaluate import load_agent
     from .policy import POLICY_FILE, save_policy
 
     args = args or parse_dataclass(ExportArgs)
-    if not Path(args.run_dir).is_dir():  # named first: --output defaults to a file in it
-        raise FileNotFoundError(f"--run-dir {args.run_dir}: " + ("a file, not a run folder"
-                                                                 if Path(args.run_dir).exists() else "no such folder"))
+    run_folder_given(args.run_dir)  # named first: --output defaults to a file in it
     out = Path(args.output) if args.output is not None else Path(args.run_dir) / POLICY_FILE
     if out.exists() and not args.overwrite:
         raise FileExistsError(f"--output {out} already exists: pass --overwrite to replace it, or another --output")

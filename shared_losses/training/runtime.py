@@ -285,6 +285,14 @@ def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> P
     return directory
 
 
+def run_folder_given(path: str | os.PathLike, option: str = "--run-dir") -> None:
+    """Refuse in one line an ``option`` (a run's folder, as the exports take it) that names no folder: "no such
+    folder", or "a file, not a run folder"."""
+    if not Path(path).is_dir():
+        raise FileNotFoundError(f"{option} {path}: " + ("a file, not a run folder" if Path(path).exists()
+                                                         else "no such folder"))
+
+
 def check_parent_folder(path: str | os.PathLike, option: str, nothing: str = "nothing was written") -> None:
     """Refuse in one line a ``path`` whose folder cannot exist because the nearest existing path above it is a file
     (``afile/out``: "[Errno 20] Not a directory" at the write, naming a temporary name); ``nothing`` says what was
