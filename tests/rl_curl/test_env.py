@@ -514,9 +514,14 @@ def test_dmc_environments_made_without_a_seed_differ():
 
     kw = dict(image_size=16, frame_stack=1)
     a, b = gym.make("rl_curl/cartpole-swingup-v0", **kw), gym.make("rl_curl/cartpole-swingup-v0", **kw)
+
+    def state(env):  # the simulator's state: cartpole's small start perturbations can render alike at 16x16
+        return env.unwrapped._env.physics.get_state()
+
     try:
-        assert not np.array_equal(a.reset()[0], b.reset()[0])
-        assert np.array_equal(a.reset(seed=3)[0], b.reset(seed=3)[0])
+        a.reset(), b.reset()
+        assert not np.array_equal(state(a), state(b))
+        assert np.array_equal(a.reset(seed=3)[0], b.reset(seed=3)[0]) and np.array_equal(state(a), state(b))
     finally:
         a.close()
         b.close()
