@@ -37,7 +37,9 @@ class Args(SweepOptions):
     """Run and aggregate the DCL Table 3 grid of rl_curl."""
 
     out: str = "runs/table3"
-    """Root directory; each run goes to OUT/TASK/OBJECTIVE/seedS."""
+    """Root directory; each run goes to OUT/TASK/OBJECTIVE/seedS. table3.md and curves.png count every run under
+    OUT (not only the runs of the grid given), so a grid is refused where OUT holds runs of its tasks made with
+    other settings, and the table warns of cells that mix them."""
     preset: Optional[PresetName] = None
     """A protocol preset of rl_curl.train (rl_curl.config.PRESETS; listed above with the grid options it sets),
     passed to every run as --preset NAME; its --env-steps and --batch-size become the grid's defaults."""
@@ -165,12 +167,14 @@ def table3_tasks(runs: list[dict]) -> list[str]:
 
 def collect(root: str | Path) -> list[dict]:
     """Every run under ``root`` (a directory holding config.json and eval.csv), one per task, row (objective label)
-    and seed: :func:`once_per_seed`."""
+    and seed: :func:`once_per_seed`. A damaged config.json or eval.csv is a ValueError naming the file."""
+    from shared_losses.training.runtime import read_json_file
+
     runs = []
     for cfg_path in sorted(Path(root).rglob("config.json")):
         eval_csv = cfg_path.parent / "eval.csv"
         if eval_csv.exists():
-            cfg = json.loads(cfg_path.read_text())
+            cfg = read_json_file(cfg_path, "run's configuration")
             x, y = read_eval(eval_csv)
             if len(x):
                 runs.append({"cfg": cfg, "steps": x, "returns": y, "dir": str(cfg_path.parent)})
@@ -285,6 +289,71 @@ def empty_cells(root: str | Path, env_step: int = 100_000) -> list[str]:
     return lines
 
 
+#: What tells a table's rows and cells apart (the task, the seed and what rl_curl.objectives.label reads): the runs of
+#: one task may differ there. Runs of one task that differ in any other field (rl_curl.config's RESUME_FREE aside,
+#: what a resumed run may change) were made with other settings, and a cell would average unlike runs.
+CELL_FIELDS = frozenset({"task", "seed", "aux", *objectives.SPEC_FIELDS, "cpc_steps", "log_floor", "encoder_tanh",
+                         "update"})
+
+
+def compared_settings(cfg: dict) -> dict:
+    """The options of a run's config.json that every run of its task in one table must share (:data:`CELL_FIELDS`),
+    as JSON gives them back (a tuple is a list)."""
+    from rl_curl.config import Config
+
+    free = CELL_FIELDS | Config.RESUME_FREE
+    return json.loads(json.dumps({k: v for k, v in Config.with_added_fields(dict(cfg)).items() if k not in free}))
+
+
+def mixed_settings(root: str | Path) -> list[str]:
+    """One line per task and option in which the runs under ``root`` of that task differ (other than
+    :data:`CELL_FIELDS`): each value with the runs that have it. Empty when every task's runs agree."""
+    by_task: dict[str, list[dict]] = {}
+    for r in collect(root):
+        by_task.setdefault(r["cfg"].get("task"), []).append(r)
+    lines = []
+    for task, group in sorted(by_task.items(), key=lambda kv: str(kv[0])):
+        settings = [compared_settings(r["cfg"]) for r in group]
+        for key in sorted(set().union(*settings)):
+            holders: dict[str, dict[str, list]] = {}  # value -> label -> seeds
+            for r, s in zip(group, settings):
+                holders.setdefault(json.dumps(s.get(key)), {}).setdefault(objectives.label(r["cfg"]), []).append(
+                    _seed(r))
+            if len(holders) > 1:
+                parts = []
+                for value, labels in holders.items():
+                    runs = ", ".join(f"{label} seed{'s' if len(seeds) > 1 else ''} "
+                                     + " ".join(str(s) for s in sorted(seeds, key=str))
+                                     for label, seeds in labels.items())
+                    parts.append(f"{json.loads(value)!r} ({runs})")
+                lines.append(f"{task}: its runs were made with other {key}: " + "; ".join(parts)
+                             + ": the cells average unlike runs; keep one setting per grid folder")
+    return lines
+
+
+def cut_evaluations(root: str | Path) -> list[str]:
+    """One line per finished run under ``root`` (summary.json) whose eval.csv lacks its final evaluation (missing,
+    empty, or ending before the step summary.json says the run finished at): a file cut or edited after the run,
+    whose seed a table would otherwise leave out without a word. rl_curl.evaluate gives the final evaluation again."""
+    from shared_losses.training.runtime import read_json_file
+
+    lines = []
+    for path in sorted(Path(root).rglob("summary.json")):
+        if not (path.parent / "config.json").exists():
+            continue
+        end = read_json_file(path, "run's summary").get("env_steps")
+        eval_csv = path.parent / "eval.csv"
+        steps = read_eval(eval_csv)[0] if eval_csv.exists() else np.array([])
+        if end is None or (len(steps) and steps.max() >= end):
+            continue
+        has = "is missing" if not eval_csv.exists() else "has no evaluation" if not len(steps) else \
+            f"ends at environment step {int(steps.max()):,}"
+        lines.append(f"{eval_csv} {has}, though summary.json says the run finished at {int(end):,}: the file was "
+                     f"cut or edited, and the run's final evaluation is not in the table (`python -m rl_curl.evaluate "
+                     f"--run-dir {path.parent}` gives it again)")
+    return lines
+
+
 def final_scores(root: str | Path, env_step: int = 100_000) -> dict[str, dict[str, dict[int, float]]]:
     """``{task: {objective label: {seed: score at env_step}}}`` for every run that got there."""
     out: dict[str, dict[str, dict[int, float]]] = {}
@@ -300,10 +369,12 @@ def wall_minutes(root: str | Path) -> dict[str, dict[str, dict[int, str]]]:
     """``{task: {objective label: {seed: minutes}}}`` of the finished runs whose summary.json records the wall
     time (``train_seconds``); a run that was resumed shows the part after its resume, marked
     "(from step N)"."""
+    from shared_losses.training.runtime import read_json_file
+
     out: dict[str, dict[str, dict[int, str]]] = {}
     for r in collect(root):
         path = Path(r["dir"]) / "summary.json"
-        summary = json.loads(path.read_text()) if path.exists() else {}
+        summary = read_json_file(path, "run's summary") if path.exists() else {}
         if "train_seconds" not in summary:
             continue
         text = f"{summary['train_seconds'] / 60:.1f}"

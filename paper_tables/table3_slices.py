@@ -22,7 +22,6 @@ finished folder (by date, then folder name) is used and the others are listed as
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import filecmp
 import math
@@ -110,14 +109,6 @@ def paper_number(task: str, label: str, source: str) -> dict | None:
 # ---------------------------------------------------------------------------------------------- reading
 
 
-def _read_eval(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        return read_eval(path)
-    except (KeyError, ValueError, TypeError, UnicodeDecodeError, csv.Error) as err:
-        raise ValueError(f"{path} is damaged (not an eval.csv with env_step and eval_return_mean: "
-                         f"{type(err).__name__} {err})") from None
-
-
 def _check_config(path: Path, cfg: dict, info: dict, spec: dict) -> None:
     """config.json must be the run slice.json describes (a folder put together by hand or mixed up is refused)."""
     if not isinstance(cfg, dict) or "aux" not in cfg:
@@ -176,7 +167,7 @@ def read_run(folder: str | Path) -> dict:
 
         cfg["action_repeat"] = int(task_default(info["task"], "action_repeat"))
     eval_path = folder / "eval.csv"
-    steps, returns = _read_eval(eval_path) if eval_path.exists() else (np.zeros(0), np.zeros(0))
+    steps, returns = read_eval(eval_path) if eval_path.exists() else (np.zeros(0), np.zeros(0))
     run = {"dir": folder, "name": folder.name, "slice": info, "cfg": cfg, "task": info["task"],
            "objective": info["objective"], "label": objectives.label(cfg), "order": objectives.order(cfg),
            "seed": info["seed"], "target": info["env_steps_target"], "reached": info["env_steps_reached"],

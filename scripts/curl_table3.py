@@ -30,14 +30,14 @@ rl_curl.train starts a new run only in a missing or empty folder).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import warnings
 from pathlib import Path
 
-from paper_tables.table3 import (Args, TwoRunsOfOneSeed, check_extra, commands, empty_cells, grid_points, paired_table,
-                                 parse_args, parse_objective, plot_grid, table3)
+from paper_tables.table3 import (Args, TwoRunsOfOneSeed, check_extra, commands, cut_evaluations, empty_cells,
+                                 grid_points, mixed_settings, paired_table, parse_args, parse_objective, plot_grid,
+                                 table3)
 from shared_losses.training.runtime import write_text_atomic
 from shared_losses.training.sweep import Run, grid_lock, note_running_grid, run_sweep
 
@@ -45,8 +45,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def finished(out: Path, env_steps: int) -> bool:
+    from shared_losses.training.runtime import read_json_file
+
     summary = out / "summary.json"
-    return summary.exists() and json.loads(summary.read_text()).get("env_steps", 0) >= env_steps
+    return summary.exists() and read_json_file(summary, "run's summary").get("env_steps", 0) >= env_steps
 
 
 def changed_settings(out: Path, cmd: list[str]) -> list[tuple[str, object, object]]:
@@ -66,9 +68,38 @@ def changed_settings(out: Path, cmd: list[str]) -> list[tuple[str, object, objec
                           dataclasses.asdict(wanted), free=Config.RESUME_FREE)
 
 
+def other_runs_made_otherwise(args: Args) -> list[str]:
+    """The runs under --out that are not this grid's (other seeds or objectives, an earlier grid's) but of one of its
+    tasks, made with settings other than the grid's runs of that task would have (paper_tables.table3's
+    compared_settings: the objective, seed and what a resumed run may change aside), each as ``folder (field: the
+    run's -> the grid's, ...)``. table3.md reads every run under --out, so they would share cells with this grid's."""
+    import dataclasses
+
+    from paper_tables.table3 import compared_settings
+    from rl_curl.config import from_cli
+    from shared_losses.training.runtime import changes_text, config_changes, read_json_file
+
+    jobs = commands(args)
+    mine = {out.resolve() for out, _ in jobs}  # the grid's own: finished ones checked by to_run, others by rl_curl
+    others = [p for p in sorted(Path(args.out).glob("*/*/seed*/config.json")) if p.parent.resolve() not in mine]
+    wanted = {}
+    for _, cmd in jobs if others else []:  # the first run of each task says what the grid runs it with
+        if (task := cmd[cmd.index("--task") + 1]) not in wanted:
+            wanted[task] = compared_settings(dataclasses.asdict(from_cli(cmd[3:]).resolved()))
+    stale = []
+    for path in others:
+        saved = read_json_file(path, "run's configuration")
+        if isinstance(saved, dict) and saved.get("task") in wanted and "aux" in saved:
+            if changes := config_changes(compared_settings(saved), wanted[saved["task"]]):
+                stale.append(f"{path.parent} ({changes_text(changes)})")
+    return stale
+
+
 def to_run(args: Args) -> list[tuple[Path, list[str]]]:
     """The grid's runs that are not finished. A finished run made with other settings than the grid's is
-    refused (SystemExit naming each such run and field) rather than skipped as if it were this grid's."""
+    refused (SystemExit naming each such run and field) rather than skipped as if it were this grid's; so is a
+    grid whose --out holds other runs of its tasks made with other settings (:func:`other_runs_made_otherwise`),
+    whose cells the table would share."""
     from shared_losses.training.runtime import changes_text
 
     jobs, stale = [], []
@@ -79,8 +110,13 @@ def to_run(args: Args) -> list[tuple[Path, list[str]]]:
             stale.append(f"{out} ({changes_text(changes)})")
     if stale:
         raise SystemExit("finished runs under --out were made with other settings than this grid's (the run's value "
-                         "-> the grid's): " + "; ".join(stale) + ". Use another --out for this grid (or the same "
-                         "--extra as those runs); nothing was started")
+                         "-> the grid's): " + "; ".join(stale) + ". Use another --out for this grid (or the settings "
+                         "of those runs); nothing was started")
+    if others := other_runs_made_otherwise(args):
+        raise SystemExit("--out holds other runs of this grid's tasks made with other settings (the run's value -> "
+                         "the grid's): " + "; ".join(others) + ". table3.md counts every run under --out, so its "
+                         "cells would average unlike runs: use another --out for this grid (or the settings of "
+                         "those runs); nothing was started")
     return jobs
 
 
@@ -154,6 +190,11 @@ def write_tables(args: Args) -> str:
         empty = empty_cells(args.out, args.env_steps)
         if empty:  # a dash where runs exist: say why, in the table's file and under the printed table
             md += "\n\n" + "\n".join(f"- {line}" for line in empty)
+        damaged = mixed_settings(args.out) + cut_evaluations(args.out)
+        if damaged:  # cells that average unlike runs, seeds left out by a cut eval.csv: under the table, and warned
+            md += "\n\n" + "\n".join(f"- warning: {line}" for line in damaged)
+            for line in damaged:
+                print(f"warning: {line}", file=sys.stderr, flush=True)
         write_text_atomic(Path(args.out) / "table3.md", f"Score at {args.env_steps} environment steps, mean ± std "
                           f"over seeds (population std, n shown below 3 seeds)\n\n{md}\n"
                           + (f"\n{paired}\n" if paired else ""))

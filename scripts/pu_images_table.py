@@ -47,8 +47,8 @@ from fewshot.config import ImageConfig
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats, summarize
-from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, note_running_grid,
-                                          options_of, run_sweep)
+from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock,
+                                          note_running_grid, options_of, run_sweep)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -464,7 +464,6 @@ def main(argv=None) -> int:
         check_sizes(args, base, runs)
         options = options_of(args)
         options.check_cluster()
-        print(f"{len(todo)} runs to do ({done} finished earlier, skipped)", flush=True)
 
         def report(run: Run, rc: int) -> None:
             metrics = Path(str(run.log)[: -len(".log")]) / "metrics.json"
@@ -472,7 +471,9 @@ def main(argv=None) -> int:
                 m = json.loads(metrics.read_text())
                 print(f"  {run.name}: {m['eval_accuracy']:.2f} ({m['run_seconds']:.0f} s)", flush=True)
 
-        codes = run_sweep(todo, options, on_finish=report, lock=args.out)
+        with grid_lock(args.out):  # taken before the count is printed: a second grid on --out is refused first
+            print(f"{len(todo)} runs to do ({done} finished earlier, skipped)", flush=True)
+            codes = run_sweep(todo, options, on_finish=report)
         failed = sum(rc != 0 for rc in codes)
         if failed:
             print(f"{failed} of {len(todo)} runs failed (see the .log beside each run folder)", file=sys.stderr)

@@ -27,7 +27,7 @@ Writes <out>/selection.md and selection.json; a finished run is skipped (an inte
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import statistics
 import sys
 from pathlib import Path
@@ -35,9 +35,10 @@ from pathlib import Path
 from fewshot.config import ImageConfig
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.cli import HelpFormatter, run_cli
-from shared_losses.training.runtime import write_json_atomic, write_text_atomic
+from shared_losses.training.runtime import read_json_file, write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats, summarize
-from shared_losses.training.sweep import Run, add_sweep_arguments, dataclass_flags, from_caller, options_of, run_sweep
+from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock,
+                                          note_running_grid, options_of, run_sweep)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the scores a scored step records and whether lower is better (fewshot.image_run.SELECT_CRITERIA)
@@ -87,7 +88,7 @@ def collect(args) -> dict:
             for method, (row, _) in methods(args).items():
                 path = Path(run_config(args, method, n, s).output_dir) / "metrics.json"
                 if path.exists():
-                    m = json.loads(path.read_text())
+                    m = read_json_file(path, "run's metrics")
                     cell[row][s] = m["probes"]["nnpu"]
                     if method == "select":
                         cands = m["select_candidates"]
@@ -174,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     args.out, args.dataset = str(Path(args.out).resolve()), from_caller(args.dataset)
-    todo, failed = [], 0
+    todo, failed, done = [], 0, 0
     for n in args.n_ps:
         for s in args.seeds:
             for method in methods(args):
@@ -183,25 +184,39 @@ def main(argv=None) -> int:
                 folder = Path(cfg.output_dir)
                 if (folder / "metrics.json").exists():
                     refuse_other_finished_run(folder, cfg)  # skipped as finished only if made with these options
+                    done += 1
                 else:
                     cmd = [sys.executable, "-m", "fewshot.train", "images", *dataclass_flags(cfg, ImageConfig())]
                     todo.append(Run(f"{method} n={n} seed={s}", cmd, folder.parent / f"{folder.name}.log",
                                     cpus=args.cpus_per_run, gpus=args.gpus_per_run, cwd=str(ROOT),
                                     env={"OMP_NUM_THREADS": str(max(1, int(args.cpus_per_run)))}))
-    if todo and not args.aggregate_only:
-        print(f"{len(todo)} runs to do", flush=True)
-        codes = run_sweep(todo, options_of(args), lock=args.out)
-        failed = sum(rc != 0 for rc in codes)
-        if failed:
-            print(f"{failed} of {len(todo)} runs failed (see the .log beside each run folder)", file=sys.stderr)
-    res = collect(args)
-    text, paired = markdown(args, res)
-    print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "selection.md", text)  # whole or not at all, as selection.json
-    write_json_atomic(out / "selection.json", {"args": {k: v for k, v in vars(args).items()}, "paired": paired,
-                                               "results": {str(n): v for n, v in res.items()}})
+    if args.aggregate_only:
+        note_running_grid(args.out)
+        if not done:  # a mistyped --out is not a report of dashes
+            raise ValueError(f"--aggregate-only: no finished runs under {args.out} (expected METHOD/n<k>/seed<s>/"
+                             "metrics.json for the --n-ps and --seeds given); check --out")
+    # a grid that runs holds --out's lock (a second grid on it is refused at once) until its report is written
+    with contextlib.nullcontext() if args.aggregate_only else grid_lock(args.out):
+        if not args.aggregate_only:
+            print(f"{len(todo)} runs to do ({done} finished earlier, skipped)", flush=True)
+        if todo and not args.aggregate_only:
+            codes = run_sweep(todo, options_of(args))
+            failed = sum(rc != 0 for rc in codes)
+            if failed:
+                print(f"{failed} of {len(todo)} runs failed (see the .log beside each run folder)", file=sys.stderr)
+        res = collect(args)
+        text, paired = markdown(args, res)
+        missing = [run.name for run in todo if not (Path(str(run.log)[: -len(".log")]) / "metrics.json").exists()]
+        if missing:  # a cell's (n) says how many seeds it holds; which runs it lacks is said here
+            text += (f"\nNot in the report: {len(missing)} of the {len(todo) + done} runs have no metrics.json "
+                     f"(not finished): {', '.join(missing)}.\n")
+        print(text)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(out / "selection.md", text)  # whole or not at all, as selection.json
+        write_json_atomic(out / "selection.json", {"args": {k: v for k, v in vars(args).items()}, "paired": paired,
+                                                   "results": {str(n): v for n, v in res.items()},
+                                                   "missing": missing})
     return 1 if failed else 0
 
 

@@ -196,3 +196,22 @@ def test_the_feature_check_reads_a_cpc_run_with_its_pooled_grid(tmp_path):
     got = check.check(run)
     assert got["run_accuracy"] == m["eval_accuracy"] and got["contrastive"] == "cpc"
     assert 0 <= got["all_label_probe"] <= 100 and got["class_gap"] > 0
+
+
+def test_a_second_grid_on_a_busy_out_is_refused_before_it_counts_runs(tmp_path, capsys):
+    """The lock was taken in the runner, so a second grid printed "N runs to do" before it was refused."""
+    from shared_losses.training.sweep import SweepError
+    from tests.shared_losses.test_sweep import _hold_lock
+
+    x, y = make_images()
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    holder = _hold_lock(tmp_path / "grid")
+    try:
+        with pytest.raises(SweepError, match=rf"^--out {tmp_path / 'grid'} is in use by another grid still running"):
+            T.main(["--dataset", str(tmp_path / "d.npz"), "--positive-classes", "0", "2", "4", "--tables", "2",
+                    "--n-ps", "6", "--seeds", "0", "--set", "max_steps=2", "--out", str(tmp_path / "grid")])
+        assert "runs to do" not in capsys.readouterr().out
+        assert sorted(p.name for p in (tmp_path / "grid").iterdir()) == [".grid.lock"]
+    finally:
+        holder.kill()
+        holder.wait()

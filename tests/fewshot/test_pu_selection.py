@@ -322,8 +322,23 @@ def test_the_selection_script_runs_its_methods_side_by_side_and_reports_the_choi
     run = json.loads((out / "select" / "n8" / "seed0" / "metrics.json").read_text())
     assert sel["pu-auc"]["step"] == run["selected_step"]  # the report's pick is the run's
     assert json.loads((out / "share0.5" / "n8" / "seed0" / "metrics.json").read_text())["n_encoder_labeled"] == 4
-    again = warm.run(cmd, capture_output=True, text=True, timeout=600)  # finished runs are skipped
-    assert again.returncode == 0 and "runs to do" not in again.stdout
+    again = warm.run(cmd, capture_output=True, text=True, timeout=600)  # finished runs are skipped, and it says so
+    assert again.returncode == 0 and "0 runs to do (4 finished earlier, skipped)" in again.stdout
+    # --aggregate-only over seeds not run: the cells' (n) and a line naming the runs the report lacks
+    seeds = cmd.index("--seeds")
+    partial = warm.run(cmd[:seeds + 2] + ["1"] + cmd[seeds + 2:] + ["--aggregate-only"], capture_output=True,
+                       text=True, timeout=600)
+    assert partial.returncode == 0, partial.stderr[-2000:]
+    assert ("Not in the report: 4 of the 8 runs have no metrics.json (not finished): raw n=8 seed=1, punce n=8 "
+            "seed=1, share0.5 n=8 seed=1, select n=8 seed=1.") in (out / "selection.md").read_text()
+    assert not (out / "raw" / "n8" / "seed1").exists()  # nothing was run
+    # a damaged metrics.json is named (it was a bare "Expecting value: line 1 column 1 (char 0)")
+    metrics = out / "select" / "n8" / "seed0" / "metrics.json"
+    kept = metrics.read_text()
+    metrics.write_text(kept[:25])
+    damaged = warm.run(cmd + ["--aggregate-only"], capture_output=True, text=True, timeout=600)
+    assert damaged.returncode == 2 and f"{metrics} is damaged (not valid JSON" in damaged.stderr
+    metrics.write_text(kept)
     # a finished run made with other options is refused by name, not skipped as if it were this grid's
     other = warm.run(cmd + ["--encoder", "cnn"], capture_output=True, text=True, timeout=600)
     assert other.returncode != 0 and "made with other settings (encoder: 'mlp' -> 'cnn'" in other.stderr
@@ -342,3 +357,31 @@ def test_the_defaults_read_every_label_and_pull_at_0_1_up_to_100_labeled_positiv
     ImageConfig(setting="pnu").validate()  # the default is no option given: PNU and raw runs take it
     ImageConfig(contrastive="none").validate()
     ImageConfig(contrastive="none", label_share=1.0).validate()  # 1 is every label: nothing to refuse
+
+
+def test_the_selection_grid_checks_out_and_its_lock_before_it_counts_runs(npz, tmp_path, capsys):  # noqa: F811
+    """--aggregate-only of a mistyped --out wrote a report of dashes (and made the folder), exit 0; a second grid on
+    a busy --out printed "3 runs to do" before it was refused (the lock was taken in the runner)."""
+    import importlib.util
+    from pathlib import Path
+
+    from shared_losses.training.sweep import SweepError
+    from tests.shared_losses.test_sweep import _hold_lock
+
+    spec = importlib.util.spec_from_file_location("pu_selection", Path(__file__).resolve().parents[2]
+                                                  / "scripts" / "pu_selection.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    argv = ["--dataset", npz[0], "--positive-classes", "0", "2", "4", "--n-ps", "8", "--seeds", "0"]
+    with pytest.raises(ValueError, match=r"--aggregate-only: no finished runs under .*typo .*check --out"):
+        mod.main(argv + ["--out", str(tmp_path / "typo"), "--aggregate-only"])
+    assert not (tmp_path / "typo").exists()
+    holder = _hold_lock(tmp_path / "grid")
+    try:
+        with pytest.raises(SweepError, match=rf"^--out {tmp_path / 'grid'} is in use by another grid still running"):
+            mod.main(argv + ["--out", str(tmp_path / "grid")])
+        assert "runs to do" not in capsys.readouterr().out
+        assert sorted(p.name for p in (tmp_path / "grid").iterdir()) == [".grid.lock"]
+    finally:
+        holder.kill()
+        holder.wait()

@@ -488,3 +488,91 @@ def test_a_finished_run_recorded_before_detach_encoder_counts_in_the_grid_as_the
     assert mod.changed_settings(tmp_path, cmd) == []
     (tmp_path / "config.json").write_text(json.dumps({**record, "detach_encoder": True}))
     assert mod.changed_settings(tmp_path, cmd) == [("detach_encoder", True, False)]
+
+
+def _grid_config(args, out):
+    """The config.json rl_curl.train would record for the grid's run in ``out``."""
+    from paper_tables.table3 import commands
+    from rl_curl.config import from_cli
+
+    cmd = dict((str(o), c) for o, c in commands(args))[str(out)]
+    return dataclasses.asdict(from_cli(cmd[3:]).resolved())
+
+
+def test_a_grid_is_refused_where_other_runs_of_its_tasks_were_made_with_other_settings(tmp_path, capsys):
+    """The table reads every run under --out, but only the grid's own runs were compared with its settings: a grid
+    of seed 2 at batch 16 over seeds 0 1 at batch 8 trained and averaged the three in one cell without a word. Now
+    such a grid is refused before anything starts; runs that differ only in seed or objective are not."""
+    import curl_table3
+
+    base = curl_table3.Args(out=str(tmp_path), tasks=["cartpole-swingup"], objectives=["curl"], seeds=[0, 1],
+                            batch_size=8, env_steps=1000)
+    for seed in (0, 1):
+        out = tmp_path / "cartpole-swingup" / "curl" / f"seed{seed}"
+        out.mkdir(parents=True)
+        (out / "config.json").write_text(json.dumps(_grid_config(base, out)))
+    more = dataclasses.replace(base, seeds=[2], objectives=["curl", "debiased:0.05:1"], dry_run=True)
+    assert curl_table3.main(more) == 0  # other seeds and objectives, same settings: the commands
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    with pytest.raises(SystemExit, match=r"--out holds other runs of this grid's tasks made with other settings .*"
+                                         r"curl/seed0 \(batch_size: 8 -> 16\); .*curl/seed1 \(batch_size: 8 -> 16\)\. "
+                                         r"table3.md counts every run .*nothing was started"):
+        curl_table3.main(dataclasses.replace(more, batch_size=16))
+    assert not (tmp_path / "cartpole-swingup" / "curl" / "seed2").exists()
+    # another task's runs share no cell with this grid's: not compared
+    assert curl_table3.main(dataclasses.replace(more, batch_size=16, tasks=["walker-walk"])) == 0
+
+
+def test_the_table_warns_of_cells_that_average_runs_made_with_other_settings(tmp_path, capsys):
+    """A folder that already mixes settings (runs copied in, an older grid) is tabulated with a warning under the
+    table naming the option, its values and the runs holding each."""
+    import curl_table3
+
+    for s in range(3):
+        fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, s, [100, 800 + s])
+        fake_run(tmp_path, "cartpole-swingup", "debiased", 0.05, 1, s, [100, 900])
+    path = tmp_path / "cartpole-swingup" / "curl_0.0_1" / "seed2" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "batch_size": 16}))
+    for s in range(3):
+        path = tmp_path / "cartpole-swingup" / "debiased_0.05_1" / f"seed{s}" / "config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "batch_size": 8}))
+    assert curl_table3.main(curl_table3.Args(out=str(tmp_path), aggregate_only=True)) == 0
+    line = ("- warning: cartpole-swingup: its runs were made with other batch_size: None (biased (CURL) seeds 0 1); "
+            "16 (biased (CURL) seed 2); 8 (debiased τ⁺=0.05, M=1 seeds 0 1 2): the cells average unlike runs; keep "
+            "one setting per grid folder")
+    assert line in (tmp_path / "table3.md").read_text().splitlines()
+    assert "warning: cartpole-swingup: its runs were made with other batch_size" in capsys.readouterr().err
+
+
+def test_damaged_run_files_are_named_and_a_cut_eval_csv_is_not_left_out_silently(tmp_path, capsys):
+    """An empty summary.json or config.json stopped the grid and --aggregate-only with a bare "Expecting value: line 1
+    column 1 (char 0)"; a finished run whose eval.csv lost its final evaluation was left out of its cell without a
+    word, and a cut last row was read as a shorter number."""
+    import curl_table3
+
+    for s in range(2):
+        fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, s, [100, 800 + s])
+    run0, run1 = (tmp_path / "cartpole-swingup" / "curl_0.0_1" / f"seed{s}" for s in range(2))
+    config1, eval1 = (run1 / "config.json").read_text(), (run1 / "eval.csv").read_text()
+    (run0 / "summary.json").write_text("")
+    args = curl_table3.Args(out=str(tmp_path), aggregate_only=True)
+    with pytest.raises(ValueError, match=re.escape(f"{run0 / 'summary.json'} is damaged (not valid JSON")):
+        curl_table3.main(args)
+    (run0 / "summary.json").write_text(json.dumps({"env_steps": 100_000}))
+    (run1 / "config.json").write_text("")
+    with pytest.raises(ValueError, match=re.escape(f"{run1 / 'config.json'} is damaged (not valid JSON")):
+        curl_table3.main(args)
+    (run1 / "config.json").write_text(config1)
+    with open(run1 / "eval.csv", "a") as fh:
+        fh.write("150000,0,12")  # a row cut short
+    with pytest.raises(ValueError, match=re.escape(f"{run1 / 'eval.csv'}, line 4 is damaged (3 fields")):
+        curl_table3.main(args)
+    (run1 / "eval.csv").write_text(eval1)
+    (run0 / "eval.csv").write_text("env_step,episode,eval_return_mean,eval_return_std\n50000,0,100,0\n")
+    assert curl_table3.main(args) == 0
+    lines = (tmp_path / "table3.md").read_text().splitlines()
+    assert "| biased (CURL) | 801±0 (n=1) |" in lines
+    assert (f"- warning: {run0 / 'eval.csv'} ends at environment step 50,000, though summary.json says the run "
+            f"finished at 100,000: the file was cut or edited, and the run's final evaluation is not in the table "
+            f"(`python -m rl_curl.evaluate --run-dir {run0}` gives it again)") in lines
+    assert f"warning: {run0 / 'eval.csv'} ends at" in capsys.readouterr().err
