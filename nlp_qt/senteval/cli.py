@@ -53,9 +53,13 @@ def _resumed(path: str, settings: dict, tasks: list[str]) -> dict:
     saved = {**saved, "model": local_path(saved.get("model"))}
     other = {k: (saved.get(k), settings[k]) for k in RECORDED if saved.get(k) != settings[k]}
     if other:
-        what = ", ".join(f"{k} {a!r} there, {b!r} now" for k, (a, b) in other.items())
-        raise ValueError(f"--resume: --output {out} was made with other settings ({what}); evaluate into another "
-                         "--output, or pass --overwrite instead of --resume to start again")
+        unrecorded = [k for k in other if k not in saved]  # an output of an earlier version that did not record it
+        what = ", ".join(f"{k} not recorded there, {b!r} now" if k in unrecorded else f"{k} {a!r} there, {b!r} now"
+                         for k, (a, b) in other.items())
+        why = (" (an output of an earlier version, which did not record the settings it was made with: its tasks "
+               "cannot be told to be this evaluation's)") if unrecorded else ""
+        raise ValueError(f"--resume: --output {out} was made with other settings ({what}){why}; evaluate into "
+                         "another --output, or pass --overwrite instead of --resume to start again")
     return {t: done[t] for t in tasks if t in done}
 
 

@@ -228,13 +228,16 @@ def test_short_run_beats_chance_and_writes_outputs(tiny_encoder, easy_task, tmp_
     assert any(p.name.startswith("events") for p in (out / "tb").iterdir())
 
 
-def test_resume_is_exact(tiny_encoder, easy_task, tmp_path):
+def test_resume_is_exact(tiny_encoder, easy_task, tmp_path, capsys):
     full = _cfg(tiny_encoder, easy_task, tmp_path / "a", max_steps=6, eval_every=3, checkpoint_every=3)
     train(full)
     first = _cfg(tiny_encoder, easy_task, tmp_path / "b", max_steps=3, eval_every=3, checkpoint_every=3)
     train(first)
+    capsys.readouterr()
     resumed = _cfg(tiny_encoder, easy_task, tmp_path / "b", max_steps=6, eval_every=3, checkpoint_every=3, resume=True)
     train(resumed)
+    # it says where it resumes, as rl_curl and nlp_qt do (it used to say nothing)
+    assert f"resumed from {tmp_path / 'b' / 'run' / 'checkpoint'} at step 3 of 6\n" in capsys.readouterr().out
     rows_a = list(csv.DictReader(open(tmp_path / "a" / "run" / "log.csv")))
     rows_b = list(csv.DictReader(open(tmp_path / "b" / "run" / "log.csv")))
     assert rows_a == rows_b

@@ -349,7 +349,7 @@ def checkpoint_weights(out: Path) -> dict:
 
 
 @pytest.mark.parametrize("name", ["mlp-pu-punce", "cnn-pnu-scl", "mlp-pu-none"])
-def test_resumed_image_run_equals_a_straight_one(npz, tmp_path, name):
+def test_resumed_image_run_equals_a_straight_one(npz, tmp_path, name, capsys):
     path, _, _ = npz
     opts = {**RUNS[name], "checkpoint_every": 100}
     train(image_cfg(path, tmp_path / "full", max_steps=6, **opts))
@@ -364,7 +364,9 @@ def test_resumed_image_run_equals_a_straight_one(npz, tmp_path, name):
         train(image_cfg(path, cut, max_steps=2, resume=True, **opts))
     assert tree_hash(cut) == before
 
+    capsys.readouterr()
     train(image_cfg(path, cut, max_steps=6, resume=True, **opts))
+    assert f"resumed from {cut / 'checkpoint'} at step 3 of 6\n" in capsys.readouterr().out  # it used to say nothing
     rows = {n: list(csv.DictReader(open(tmp_path / n / "log.csv"))) for n in ("full", "cut")}
     assert len(rows["full"]) == 6 and rows["full"] == rows["cut"]
     metrics = {n: json.loads((tmp_path / n / "metrics.json").read_text()) for n in ("full", "cut")}

@@ -215,8 +215,14 @@ def test_the_output_keeps_finished_tasks_and_a_resume_scores_only_the_others(roo
     monkeypatch.setitem(protocols.PROTOCOLS, "pair", real)
     with pytest.raises(FileExistsError, match="exists; pass --overwrite"):
         se.main(_cli(root, out, "--tasks", "MR", "TREC", "MRPC", "--inner-kfold", "2"))
-    with pytest.raises(ValueError, match=r"other settings \(inner_kfold 2 there, 3 now\)"):
+    with pytest.raises(ValueError, match=r"other settings \(inner_kfold 2 there, 3 now\); evaluate into another"):
         se.main(_cli(root, out, "--tasks", "MR", "TREC", "MRPC", "--inner-kfold", "3", "--resume"))
+    # an output of an earlier version, which did not record inner_kfold: said so, not "None there"
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps({k: v for k, v in saved.items() if k != "inner_kfold"}))
+    with pytest.raises(ValueError, match=r"other settings \(inner_kfold not recorded there, 2 now\) \(an output of "
+                                         r"an earlier version, which did not record"):
+        se.main(_cli(root, older, "--tasks", "MR", "TREC", "MRPC", "--inner-kfold", "2", "--resume"))
     encode_calls = len(keyword_model)
     res = se.main(_cli(root, out, "--tasks", "MR", "TREC", "MRPC", "--inner-kfold", "2", "--resume"))
     assert len(keyword_model) == encode_calls + 1
