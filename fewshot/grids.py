@@ -11,7 +11,7 @@ from pathlib import Path
 from .config import AnyConfig, TextOptions
 from .data import check_same_data, data_fingerprints
 from .image_run import image_data, refuse_changed_images
-from .run import FINISHED_COMPARED, RESOLVED_KEY, comparable_configs, read_json, training_data
+from .run import FINISHED_COMPARED, RESOLVED_KEY, comparable_configs, read_json, recorded_options, training_data
 
 
 def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
@@ -38,6 +38,15 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
     free = (set(type(cfg).RESUME_FREE) - compared) | {"num_processes"}
     changes = config_changes(*comparable_configs(saved, cfg), free=free)
     if changes:
+        # options this version does not have (renamed or removed since), or no pipeline (recorded before the pipelines
+        # had configurations of their own): not other settings a user could give, but a run of an earlier version
+        unknown = sorted(set(saved) - set(recorded_options(cfg)) - {RESOLVED_KEY})
+        if "pipeline" not in saved or (saved["pipeline"] == cfg.PIPELINE and unknown):
+            what = ("names no pipeline" if "pipeline" not in saved else
+                    f"records {', '.join(unknown)}, which this version does not have")
+            raise ValueError(f"{folder} holds a finished run made by an earlier version of the suite (its config.json "
+                             f"{what}): it cannot be counted as this grid's run; run the grid into another --out (or "
+                             "move the folder aside)")
         raise ValueError(f"{folder} holds a finished run made with other settings ({changes_text(changes)}: the "
                          "run's -> this grid's); use another --out, or the run's settings")
     refuse_changed_data(folder, cfg)

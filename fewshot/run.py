@@ -461,7 +461,8 @@ def comparable_configs(saved: dict, cfg: AnyConfig) -> tuple[dict, dict]:
     for f in dataclasses.fields(cfg):
         if f.name not in saved and f.default is not dataclasses.MISSING and current.get(f.name) == f.default:
             saved[f.name] = current[f.name]
-    if "auto" in (saved.get("pooling"), current.get("pooling")) and saved.get("pooling") != current["pooling"]:
+    if ("pooling" in current and "auto" in (saved.get("pooling"), current["pooling"])  # (an image run has none)
+            and saved.get("pooling") != current["pooling"]):
         resolved = resolve_pooling("auto", cfg.encoder)[0]
         saved["pooling"] = resolved if saved.get("pooling") == "auto" else saved.get("pooling")
         current["pooling"] = resolved if current["pooling"] == "auto" else current["pooling"]

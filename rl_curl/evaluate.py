@@ -76,9 +76,14 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
     saved = read_json_file(cfg_path, "rl_curl run's configuration")
     fields = {f.name for f in dataclasses.fields(Config)}
     unknown = sorted(set(saved) - fields) if isinstance(saved, dict) else None
+    if unknown and owner == "rl_curl":  # run.json says rl_curl: options renamed or removed since the run was made
+        raise ValueError(f"{run_dir} is a run of an earlier version of the suite (its config.json records "
+                         f"{', '.join(unknown[:5])}, which this version does not have), which this version cannot "
+                         "load; a finished run's policy.pt loads with rl_curl.load_policy")
     if unknown is None or unknown:
         raise ValueError(f"{cfg_path} is not an rl_curl configuration (" + ("not a JSON object" if unknown is None else
-                         f"unknown keys {', '.join(unknown[:5])}") + "): is it a run of another application?")
+                         f"unknown keys {', '.join(unknown[:5])}") + "): is it a run of another application, or of an "
+                         "earlier version of the suite?")
     cfg = Config(**saved).resolved()
     ckpt, extra, weights = _read_checkpoint(run_dir, device)
     check_checkpoint_format(extra, ckpt)

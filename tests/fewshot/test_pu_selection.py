@@ -385,3 +385,34 @@ def test_the_selection_grid_checks_out_and_its_lock_before_it_counts_runs(npz, t
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_finished_run_of_an_earlier_version_is_named_as_such(tmp_path):
+    """A grid over a run made by an earlier version (options since renamed, or no pipeline recorded) listed them as
+    other settings ("cpu: False -> None, steps: 2 -> None, pipeline: None -> 'text'") and advised the run's settings,
+    which no option of this version gives."""
+    from fewshot.config import FewShotConfig
+    from fewshot.grids import refuse_other_finished_run
+    from fewshot.run import recorded_config
+    from shared_losses.training.runtime import write_json_atomic
+
+    cfg = ImageConfig(setting="pu", n_labeled=50)
+    for name, record, says in (
+            ("renamed", {**recorded_config(cfg), "steps": 2, "cpu": False}, "records cpu, steps, which this version "
+                                                                            "does not have"),
+            ("nopipeline", {k: v for k, v in recorded_config(cfg).items() if k != "pipeline"}, "names no pipeline")):
+        folder = tmp_path / name
+        folder.mkdir()
+        write_json_atomic(folder / "config.json", record)
+        write_json_atomic(folder / "metrics.json", {})
+        with pytest.raises(ValueError, match=rf"^{folder} holds a finished run made by an earlier version of the suite "
+                                             rf"\(its config.json {says}\): it cannot be counted as this grid's run; "
+                                             r"run the grid into another --out \(or move the folder aside\)$"):
+            refuse_other_finished_run(folder, cfg)
+    # a run of another pipeline, or with other settings, is still said to be so
+    write_json_atomic(tmp_path / "renamed" / "config.json", recorded_config(FewShotConfig(n_labeled=8)))
+    with pytest.raises(ValueError, match=r"made with other settings \(.*pipeline: 'text' -> 'images'"):
+        refuse_other_finished_run(tmp_path / "renamed", cfg)
+    write_json_atomic(tmp_path / "renamed" / "config.json", recorded_config(dataclasses.replace(cfg, lr=0.5)))
+    with pytest.raises(ValueError, match=r"made with other settings \(lr: 0.5 -> "):
+        refuse_other_finished_run(tmp_path / "renamed", cfg)

@@ -56,3 +56,27 @@ def test_a_checkpoint_whose_weights_hold_nan_is_refused_by_name(tmp_path):
                                                   r"file is damaged"):
             act()
     assert not (tmp_path / "p.pt").exists()
+
+
+def test_a_run_of_an_earlier_version_is_named_as_such_not_as_another_applications(tmp_path):
+    """A run made before the options were renamed (config.json with out_dir) was refused by evaluate and export as
+    "not an rl_curl configuration (unknown keys out_dir): is it a run of another application?" though its run.json
+    says rl_curl."""
+    import json
+
+    from rl_curl.evaluate import load_agent
+
+    out = tmp_path / "r"
+    run(tiny_config(output_dir=str(out), task="cartpole-swingup", action_repeat=50, env_steps=1000, eval_every=1000))
+    cfg = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**cfg, "out_dir": cfg["output_dir"]}))
+    said = rf"^{re.escape(str(out))} is a run of an earlier version of the suite \(its config.json records out_dir, "
+    with pytest.raises(ValueError, match=said + r"which this version does not have\), .*policy.pt loads with "
+                                             r"rl_curl.load_policy$"):
+        load_agent(out)
+    with pytest.raises(ValueError, match=said):
+        main(ExportArgs(run_dir=str(out), output=str(tmp_path / "p.pt")))
+    (out / "run.json").unlink()  # nothing says whose run it is: either
+    with pytest.raises(ValueError, match=r"unknown keys out_dir\): is it a run of another application, or of an "
+                                         r"earlier version of the suite\?$"):
+        load_agent(out)
