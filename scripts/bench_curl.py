@@ -380,10 +380,27 @@ def time_evaluation(args: Args, device) -> dict:
     return row
 
 
+def check_args(args: Args) -> None:
+    """The counts and the device, in one line naming the option, before anything is timed (a count of 0 divided by
+    zero or printed a rate of nothing; a device torch cannot use was a traceback)."""
+    from shared_losses.training.runtime import check_device
+
+    for option, value, low in (("--updates", args.updates, 1), ("--env-agent-steps", args.env_agent_steps, 1),
+                               ("--threads", args.threads, 0), ("--eval-episodes", args.eval_episodes, 0),
+                               ("--replay-capacity", args.replay_capacity, 0), ("--repeats", args.repeats, 1)):
+        if value < low:
+            raise ValueError(f"{option} must be >= {low}, got {value}")
+    if not args.batches or min(args.batches) < 2:
+        raise ValueError(f"--batches must be batch sizes >= 2, got {' '.join(map(str, args.batches)) or 'none'}")
+    if args.device != "auto":
+        check_device(args.device)
+
+
 def main(args: Args) -> None:
     from rl_curl.train import import_compiler_first
 
     import_compiler_first()  # before the environment timing loads EGL (rl_curl.train.import_compiler_first)
+    check_args(args)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else

@@ -35,7 +35,7 @@ import time
 
 import torch
 
-from shared_losses.training.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import HelpFormatter, number_in, run_cli
 
 STEP_OBJECTIVES = ("probe", "ce", "ce+punce")
 PROTOCOL_METHODS = ("probe", "ce", "ce+scl", "ce+punce")
@@ -221,13 +221,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--encoder", default="minilm", help="HF encoder name or folder ('minilm' = offline MiniLM)")
     p.add_argument("--pooling", default="mean", choices=["cls", "mean"], help="as fewshot.train --pooling")
-    p.add_argument("--seq-lens", type=int, nargs="+", default=[64, 128],
+    p.add_argument("--seq-lens", type=number_in(1), nargs="+", default=[64, 128],
                    help="step mode: sequence lengths (tokens) to time")
-    p.add_argument("--batch-labeled", type=int, default=None,
+    p.add_argument("--batch-labeled", type=number_in(1), default=None,
                    help="labeled examples per step (None: 16 in step mode, the preset's with --protocol)")
-    p.add_argument("--batch-unlabeled", type=int, default=None,
+    p.add_argument("--batch-unlabeled", type=number_in(0), default=None,
                    help="unlabeled examples per step, ce+punce (None: 32 in step mode, the preset's with --protocol)")
-    p.add_argument("--max-steps", dest="steps", type=int, default=None,
+    p.add_argument("--max-steps", dest="steps", type=number_in(1), default=None,
                    help="step mode: timed steps (median reported) after one warm-up (None: 5); --protocol: training "
                         "steps per run (None: the preset's)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -239,7 +239,7 @@ def main(argv=None):
     p.add_argument("--preset", default="cpu", choices=["cpu", "paper"], help="--protocol: fewshot.train --preset")
     p.add_argument("--dataset", default="drugreview", help="--protocol: fewshot.train --dataset")
     p.add_argument("--eval-file", default=None, help="--protocol: evaluation file of a local dataset")
-    p.add_argument("--n-labeled", type=int, default=20, help="--protocol: labeled examples N")
+    p.add_argument("--n-labeled", type=number_in(1), default=20, help="--protocol: labeled examples N")
     p.add_argument("--n-unlabeled", type=int, default=None,
                    help="--protocol: unlabeled examples U (None: fewshot.train's)")
     p.add_argument("--seed", type=int, default=0, help="--protocol: seed (the sample; the same for every method)")

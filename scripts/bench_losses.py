@@ -27,7 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from shared_losses.training.cli import HelpFormatter
+from shared_losses.training.cli import HelpFormatter, number_in
 
 
 def exp_space_debiased(z1, z2, temperature, tau_plus):
@@ -101,11 +101,12 @@ def run_child(impl, batch, dim, temperature, tau_plus, repeats):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    p.add_argument("--batches", type=int, nargs="+", default=[256, 1024, 4096], help="samples B (2B views)")
-    p.add_argument("--dim", type=int, default=128, help="embedding size d")
-    p.add_argument("--temperatures", type=float, nargs="+", default=[0.5, 0.01], help="temperatures t")
-    p.add_argument("--tau-plus", type=float, default=0.1, help="class prior tau+")
-    p.add_argument("--repeats", type=int, default=7, help="timed forward+backward passes (median reported)")
+    p.add_argument("--batches", type=number_in(2), nargs="+", default=[256, 1024, 4096], help="samples B (2B views)")
+    p.add_argument("--dim", type=number_in(1), default=128, help="embedding size d")
+    p.add_argument("--temperatures", type=number_in(0, kind=float, open_low=True), nargs="+", default=[0.5, 0.01],
+                   help="temperatures t")
+    p.add_argument("--tau-plus", type=number_in(0, 1, float, open_high=True), default=0.1, help="class prior tau+")
+    p.add_argument("--repeats", type=number_in(1), default=7, help="timed forward+backward passes (median reported)")
     p.add_argument("--json", action="store_true", help="one JSON object per configuration and line")
     p.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

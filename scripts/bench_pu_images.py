@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from shared_losses.training.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import HelpFormatter, number_in, run_cli
 
 BUDGET_S = 180.0
 
@@ -43,12 +43,12 @@ def one_run(contrastive: str, args, folder: Path) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    p.add_argument("--n-labeled", type=int, default=100, help="labeled positives n_P")
+    p.add_argument("--n-labeled", type=number_in(1), default=100, help="labeled positives n_P")
     p.add_argument("--encoder", default="mlp", choices=["mlp", "cnn"])
-    p.add_argument("--max-steps", dest="steps", type=int, default=None,
+    p.add_argument("--max-steps", dest="steps", type=number_in(1), default=None,
                    help="encoder steps (default: the image pipeline's passes)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--repeats", type=int, default=1, help="runs of each kind, interleaved (medians reported)")
+    p.add_argument("--repeats", type=number_in(1), default=1, help="runs of each kind, interleaved (medians reported)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = p.parse_args(argv)
     import torch

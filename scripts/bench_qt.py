@@ -56,15 +56,17 @@ def train_rate(model, vocab, batches, objective, tau_plus, steps, warmup=1):
 
 
 def main() -> None:
+    from shared_losses.training.cli import number_in
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--json", action="store_true", help="one JSON object per model size and line")
-    p.add_argument("--steps", type=int, default=2, help="timed training steps per objective (after 1 warm-up)")
-    p.add_argument("--batch", type=int, default=400, help="sentences per batch (QT: 400)")
+    p.add_argument("--steps", type=number_in(1), default=2, help="timed training steps per objective (after 1 warm-up)")
+    p.add_argument("--batch", type=number_in(2), default=400, help="sentences per batch (QT: 400)")
     p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES),
                    help="model sizes: default = QT's 620-d words / 1200-d GRUs, small = 64 / 256")
     p.add_argument("--tasks", nargs="+", default=["MR", "MRPC"], help="SentEval tasks to time")
-    p.add_argument("--kfold", type=int, default=3, help="SentEval folds (10 in the real protocol)")
+    p.add_argument("--kfold", type=number_in(2), default=3, help="SentEval folds (10 in the real protocol)")
     p.add_argument("--corpus", default=str(ROOT / "nlp_qt/data/corpus_docstrings"),
                    help="training corpus (as nlp_qt.train --corpus)")
     p.add_argument("--data", default=str(ROOT / "nlp_qt/data/senteval_demo"), help="SentEval-format data folder")

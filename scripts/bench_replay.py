@@ -46,14 +46,17 @@ def per_call_ms(fn, calls: int) -> float:
 
 
 def main(argv=None) -> int:
+    from shared_losses.training.cli import number_in
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--capacity", type=int, default=100_000, help="transitions the replay holds (default: 100000)")
+    p.add_argument("--capacity", type=number_in(1), default=100_000,
+                   help="transitions the replay holds (default: 100000)")
     p.add_argument("--stored", type=int, nargs="+", default=[12_500, 100_000],
                    help="transitions stored when timed, each a row (default: 12500, a 100k-step cartpole run at "
                         "action repeat 8, and 100000, a full replay)")
     p.add_argument("--episode-length", type=int, default=125, help="agent steps per episode (default: 125, "
                                                                    "cartpole's 1000 steps at action repeat 8)")
-    p.add_argument("--image-size", type=int, default=100, help="frame side in pixels (default: 100)")
+    p.add_argument("--image-size", type=number_in(1), default=100, help="frame side in pixels (default: 100)")
     p.add_argument("--batch", type=int, default=512, help="batch size of sample_indices (default: 512)")
     p.add_argument("--calls", type=int, default=2000, help="timed calls of each (default: 2000)")
     p.add_argument("--device", default="host", help="where the frame ring lives: host (numpy, the default path), "

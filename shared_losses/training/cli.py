@@ -57,7 +57,9 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 T = TypeVar("T")
 
-USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError)
+#: Errors of the user's input or environment: one ``error:`` line (a file or folder the user may not read or write
+#: included: PermissionError, which names the path).
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
 #: Where the suite's own code lives (the four packages and scripts/): a warning raised there is a message to the user.
@@ -222,6 +224,33 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
         """argparse's hook for a refused command line: a :class:`UsageError` (one line through :func:`run_cli`)."""
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def number_in(low: float | None = None, high: float | None = None, kind: type = int, open_low: bool = False,
+              open_high: bool = False) -> Callable[[str], Any]:
+    """An argparse ``type`` for a number of ``kind`` within [low, high] (``open_low`` / ``open_high``: the bound
+    itself excluded; None: no bound): a value outside is refused by argparse in one usage line naming the option
+    ("argument --steps: must be a whole number >= 1, got 0"), before anything runs."""
+    what = "a whole number" if kind is int else "a number"
+    bounds = ([f"{'>' if open_low else '>='} {low:g}"] if low is not None else []) + \
+        ([f"{'<' if open_high else '<='} {high:g}"] if high is not None else [])
+    wanted = f"{what} {' and '.join(bounds)}".strip()
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}") from None
+        if kind is float and value != value:  # NaN compares with nothing
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
+        too_low = low is not None and (value <= low if open_low else value < low)
+        too_high = high is not None and (value >= high if open_high else value > high)
+        if too_low or too_high:
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its "invalid ... value" fallback
+    return parse
 
 
 class UsageError(ValueError):
