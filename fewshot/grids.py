@@ -40,7 +40,8 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
     if changes:
         # options this version does not have (renamed or removed since), or no pipeline (recorded before the pipelines
         # had configurations of their own): not other settings a user could give, but a run of an earlier version
-        unknown = sorted(set(saved) - set(recorded_options(cfg)) - {RESOLVED_KEY})
+        # (what a run records beside its options, such as the prior it used, is among RESUME_FREE)
+        unknown = sorted(set(saved) - set(recorded_options(cfg)) - type(cfg).RESUME_FREE - {RESOLVED_KEY})
         if "pipeline" not in saved or (saved["pipeline"] == cfg.PIPELINE and unknown):
             what = ("names no pipeline" if "pipeline" not in saved else
                     f"records {', '.join(unknown)}, which this version does not have")

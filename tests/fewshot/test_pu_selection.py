@@ -409,10 +409,12 @@ def test_a_finished_run_of_an_earlier_version_is_named_as_such(tmp_path):
                                              rf"\(its config.json {says}\): it cannot be counted as this grid's run; "
                                              r"run the grid into another --out \(or move the folder aside\)$"):
             refuse_other_finished_run(folder, cfg)
-    # a run of another pipeline, or with other settings, is still said to be so
-    write_json_atomic(tmp_path / "renamed" / "config.json", recorded_config(FewShotConfig(n_labeled=8)))
+    # a run of another pipeline, or with other settings, is still said to be so; what a run of this version records
+    # beside its options (the priors it used) is not taken for an earlier version's
+    extras = {"prior_used": 0.4, "pool_prior": 0.5, "prior_source": "given"}
+    write_json_atomic(tmp_path / "renamed" / "config.json", recorded_config(FewShotConfig(n_labeled=8)) | extras)
     with pytest.raises(ValueError, match=r"made with other settings \(.*pipeline: 'text' -> 'images'"):
         refuse_other_finished_run(tmp_path / "renamed", cfg)
-    write_json_atomic(tmp_path / "renamed" / "config.json", recorded_config(dataclasses.replace(cfg, lr=0.5)))
+    write_json_atomic(tmp_path / "renamed" / "config.json", recorded_config(dataclasses.replace(cfg, lr=0.5)) | extras)
     with pytest.raises(ValueError, match=r"made with other settings \(lr: 0.5 -> "):
         refuse_other_finished_run(tmp_path / "renamed", cfg)
