@@ -444,8 +444,7 @@ class ImageApp(FewShotRunApp):
         self.gen.set_state(state["augment_rng"])
         self.candidates, self.best = state["select_candidates"], state["select_best"]
         self.watch.resumed(self.step)
-        if self.accelerator.is_main_process:  # as rl_curl and nlp_qt say where they resume
-            print(f"resumed from {self.harness.checkpoint_dir} at step {self.step} of {self.cfg.max_steps}", flush=True)
+        self.say_resumed()
 
     def progress(self):
         cfg = self.cfg

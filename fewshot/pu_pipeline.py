@@ -71,6 +71,7 @@ class PuApp(FewShotRunApp):
         self.step, self.baseline = state["step"], state["baseline"]
         self.rng.bit_generator.state = state["rng"]
         self.watch.resumed(self.step)
+        self.say_resumed()
 
     def progress(self):
         self.model.train()

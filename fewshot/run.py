@@ -170,6 +170,11 @@ class FewShotRunApp(TrainingApp):
     def total_steps(self):
         return self.cfg.max_steps
 
+    def say_resumed(self) -> None:
+        """The line a resumed run prints once its state is loaded (as rl_curl and nlp_qt say where they resume)."""
+        if self.accelerator.is_main_process:
+            print(f"resumed from {self.harness.checkpoint_dir} at step {self.step} of {self.cfg.max_steps}", flush=True)
+
     def check_resume(self, saved):
         if saved is not None:
             check_steps(self.cfg, saved["step"], self.harness.out)

@@ -75,8 +75,7 @@ class FewShotApp(FewShotRunApp):
         self.watch.resumed(self.step)
         self.lab_batches.load_state_dict(state["labeled_batches"])
         self.unl_batches.load_state_dict(state["unlabeled_batches"])
-        if self.accelerator.is_main_process:  # as rl_curl and nlp_qt say where they resume
-            print(f"resumed from {self.harness.checkpoint_dir} at step {self.step} of {self.cfg.max_steps}", flush=True)
+        self.say_resumed()
 
     def progress(self):
         self.model.train()

@@ -41,6 +41,8 @@ def cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, modul
     assert not (tmp_path / "cut" / "metrics.json").exists()
     assert load_checkpoint(None, tmp_path / "cut" / "checkpoint")["step"] == 2
     train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "cut"), resume=True, **kw))
+    # every pipeline says where it resumes (the PU pipeline said nothing)
+    assert f"resumed from {tmp_path / 'cut' / 'checkpoint'} at step 2 of " in capsys.readouterr().out
     rows = {name: list(csv.DictReader(open(tmp_path / name / "log.csv"))) for name in ("full", "cut")}
     metrics = {name: json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("full", "cut")}
     return rows, metrics
