@@ -18,7 +18,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.training.cli import config_from_cli, option_given, option_value
+from shared_losses.training.cli import check_field_types, config_from_cli, option_given, option_value
 
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName
 from .pu import MIN_UNLABELED
@@ -146,6 +146,7 @@ class RunOptions:
         """Refuse impossible values (called before anything is written)."""
         from shared_losses.training.runtime import check_seed
 
+        check_field_types(self)
         check_seed(self.seed)
         for option in ("max_steps", "batch_unlabeled"):
             need(self, getattr(self, option) >= 0, option, ">= 0")

@@ -42,8 +42,10 @@ PATH_FIELDS = ("corpus", "word_vectors")
 
 
 def validate(cfg: Config) -> None:
+    from shared_losses.training.cli import check_field_types
     from shared_losses.training.runtime import check_seed
 
+    check_field_types(cfg)
     check_seed(cfg.seed)
     if not cfg.corpus:
         raise ValueError("--corpus is required (a text file/folder, a .jsonl/.parquet file, or hf:NAME)")

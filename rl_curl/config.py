@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.training.cli import config_from_cli, option_given
+from shared_losses.training.cli import check_field_types, config_from_cli, option_given
 
 from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, folder_name
 # the per-task defaults live in rl_curl.tasks (torch-free, for the environment's worker processes); importable here too
@@ -265,6 +265,7 @@ class Config:
 
     def resolved(self) -> "Config":
         """A copy with the per-task defaults filled in and every field checked."""
+        check_field_types(self)
         c = dataclasses.replace(self)
         if c.action_repeat is None:
             c.action_repeat = int(task_default(c.task, "action_repeat"))
@@ -288,6 +289,7 @@ class Config:
 
         from shared_losses.training.runtime import check_seed
 
+        check_field_types(self)
         check_seed(self.seed)
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")

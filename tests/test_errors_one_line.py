@@ -172,3 +172,48 @@ def test_exports_name_the_option_at_fault(tmp_path, module, argv, words):
     (tmp_path / "afile").write_text("x")
     line = cli("-m", module, *[a.format(tmp=tmp_path) for a in argv])
     assert line == "error: " + words.format(tmp=tmp_path)
+
+
+@pytest.mark.parametrize("entry, build, words", [
+    ("rl_curl", lambda out: __import__("rl_curl.config", fromlist=["Config"]).Config(batch_size="16", output_dir=out),
+     "batch_size must be a whole number (int), got '16' (str)"),
+    ("rl_curl", lambda out: __import__("rl_curl.config", fromlist=["Config"]).Config(env_steps=1e5, output_dir=out),
+     "env_steps must be a whole number (int), got 100000.0 (float)"),
+    ("nlp_qt", lambda out: __import__("nlp_qt.config", fromlist=["Config"]).Config(
+        corpus="c.txt", lr="1e-3", output_dir=out), "lr must be a number, got '1e-3' (str)"),
+    ("fewshot", lambda out: __import__("fewshot.config", fromlist=["FewShotConfig"]).FewShotConfig(
+        objective="ce+punce", report_to=("tensorbord",), output_dir=out),
+     "report_to must be a tuple of one of 'tensorboard', 'wandb', 'mlflow', 'none', got ('tensorbord',)"),
+    ("fewshot", lambda out: __import__("fewshot.config", fromlist=["ImageConfig"]).ImageConfig(
+        mixed_precision="fp8", output_dir=out), "mixed_precision must be one of 'no', 'fp16', 'bf16'"),
+])
+def test_a_configuration_built_in_code_with_a_wrong_type_is_named_before_anything_is_written(tmp_path, entry, build,
+                                                                                            words):
+    """In-process use: a field holding another type than its annotation (a string for a number, a float step count, a
+    misspelt Literal) is one ValueError naming the field, before the run's folder is made (it was a TypeError from a
+    comparison deep inside, or a float that failed later)."""
+    import fewshot.train
+    import nlp_qt.train
+    import rl_curl.train
+
+    out = str(tmp_path / "run")
+    cfg = build(out)
+    start = {"rl_curl": rl_curl.train.run, "nlp_qt": nlp_qt.train.train, "fewshot": fewshot.train.train}[entry]
+    with pytest.raises(ValueError, match="invalid ") as err:
+        start(cfg)
+    assert words in str(err.value)
+    assert not Path(out).exists()
+
+
+def test_the_type_check_passes_what_the_fields_mean():
+    """A path for a string, a list for a tuple, numpy's whole numbers for an int, an int for a float and None where
+    the field is optional all pass; a bool is not a whole number."""
+    import numpy as np
+
+    from rl_curl.config import Config
+    from shared_losses.training.cli import check_field_types
+
+    check_field_types(Config(output_dir=Path("x"), report_to=["none"], seed=np.int64(3), tau_plus=0, lr=None,
+                             save_video=np.bool_(True)))
+    with pytest.raises(ValueError, match=r"seed must be a whole number \(int\), got True \(bool\)"):
+        check_field_types(Config(seed=True))
