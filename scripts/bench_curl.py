@@ -12,7 +12,7 @@ Baselines measured in the same run:
     .venv/bin/python scripts/bench_curl.py                 # table
     .venv/bin/python scripts/bench_curl.py --json          # one JSON object per batch size
     .venv/bin/python scripts/bench_curl.py --official ~/src/curl   # also time the official code
-    .venv/bin/python scripts/bench_curl.py --eval-episodes 10 --batches   # one evaluation, three ways (below)
+    .venv/bin/python scripts/bench_curl.py --eval-episodes 10 --batches   # one evaluation alone, timed three ways
 
 ``--eval-episodes N`` also times one evaluation of N deterministic episodes (the agent at the paper's sizes, on the
 timed device) three ways, in the same run: one episode after another on one environment, the policy acting on one
@@ -500,6 +500,6 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
-    from shared_losses.training.cli import parse_dataclass, run_cli
+    from shared_losses.training.cli import examples_from, parse_dataclass, run_cli
 
-    run_cli(lambda: main(parse_dataclass(Args)))
+    run_cli(lambda: main(parse_dataclass(Args, description=f"{Args.__doc__}\n\n{examples_from(__doc__)}")))

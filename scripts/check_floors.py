@@ -155,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         description="Install the suite at the oldest versions pyproject.toml allows (every NAME>=X as NAME==X) into "
                     "a new virtual environment, then run the fast tier there.",
         epilog="Needs a package registry, several GB of disk and 5-10 minutes. Arguments after -- go to pytest "
-               "instead of -m 'not slow'.")
+               "instead of -m 'not slow'.\n\nexamples:\n"
+               "    python scripts/check_floors.py --venv /tmp/floors\n"
+               "    python scripts/check_floors.py --venv /tmp/floors --reuse -- tests/fewshot -x",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--venv", type=Path, default=Path("/tmp/contrastive-suite-floors"),
                         help="where the environment is made (default: %(default)s)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that makes it (default: this one)")

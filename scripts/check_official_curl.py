@@ -193,6 +193,7 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-    from shared_losses.training.cli import parse_dataclass, run_cli
+    from shared_losses.training.cli import examples_from, parse_dataclass, run_cli
 
-    raise SystemExit(run_cli(lambda: main(parse_dataclass(Args))))
+    about = f"{Args.__doc__}\n\n{examples_from(__doc__)}"
+    raise SystemExit(run_cli(lambda: main(parse_dataclass(Args, description=about))))

@@ -22,6 +22,10 @@ What it does, run on a machine with registry access before a GPU call:
   4. unless ``--no-gl``, downloads the EGL/GL loader .deb packages (libegl1, libglvnd0, ...) into ``--gl-dest`` with
      apt-get, for a GPU machine that lacks them (unpack there with ``dpkg -x``); a failure is only a warning;
   5. prints the files with their sizes and exits 1 if they total more than ``--max-mib``.
+
+examples:
+    python scripts/fetch_gpu_deps.py                          # .whl/ and .gl/ for the GPU command of docs/clusters.md
+    python scripts/fetch_gpu_deps.py --no-gl --pin gymnasium==1.2.0
 """
 
 from __future__ import annotations

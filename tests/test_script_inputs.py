@@ -148,3 +148,20 @@ def test_bench_curl_refuses_counts_and_devices_before_timing(field, value, says)
     mod = script("bench_curl")
     with pytest.raises(ValueError, match=re.escape(says)):
         mod.check_args(dataclasses.replace(mod.Args(), **{field: value}))
+
+
+@pytest.mark.parametrize("name", ["bench_replay", "bench_curl", "check_official_curl", "check_floors", "fetch_gpu_deps",
+                                  "bench_qt"])
+def test_the_tools_help_shows_how_to_run_them(name):
+    """--help of each tool ends its description with command lines to copy (the scripts' docstrings had them, --help
+    did not, or bench_qt only its first line)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "COLUMNS": "120", "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{name}.py"), "--help"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    examples = out.stdout.split("examples:", 1)
+    assert len(examples) == 2, out.stdout
+    assert re.search(rf"(python3?|\.venv/bin/python) scripts/{name}\.py", examples[1]), out.stdout

@@ -317,6 +317,15 @@ def check_field_types(obj: Any) -> None:
         raise ValueError(f"invalid {type(obj).__name__}: " + "; ".join(wrong))
 
 
+def examples_from(doc: str | None) -> str:
+    """The command lines of a script's docstring (its indented lines that start with ``python``, ``.venv/bin/python``
+    or ``bash``, comments kept), as an ``examples:`` block for its ``--help`` (argparse's ``epilog`` with a raw
+    formatter, or the end of a tyro description); empty when the docstring has none."""
+    lines = [line.rstrip() for line in (doc or "").splitlines()
+             if re.match(r"^\s{2,}(python3?|\.venv/bin/python|bash)\s", line)]
+    return ("examples:\n" + "\n".join(lines)) if lines else ""
+
+
 class UsageError(ValueError):
     """A command line argparse refused (see :class:`ArgumentParser`); printed by :func:`run_cli` as one line."""
 
