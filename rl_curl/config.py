@@ -46,7 +46,7 @@ class Config:
         "output_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
         "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu", "env_worker",
-        "eval_worker"})
+        "eval_worker", "keep_policies", "video_every_eval"})
 
     #: Fields added after runs were recorded without them, with the value those runs trained with: a record that lacks
     #: one is read with it (a resume, a grid counting a finished run), so older runs stay the same runs.
@@ -219,7 +219,14 @@ class Config:
     """Move the run already in --output-dir aside (to OUTPUT_DIR.replaced-<time>, never deleted) and start a new one
     there."""
     save_video: bool = False
-    """Write an MP4 of the first episode of the final evaluation."""
+    """Write an MP4 of the first episode of the final evaluation (eval.mp4)."""
+    video_every_eval: bool = False
+    """Write an MP4 of the first episode of every evaluation, as videos/env_step_N.mp4 (N: the evaluation's
+    environment step; the final evaluation's included), as the official CURL's --save_video does."""
+    keep_policies: bool = False
+    """Keep the policy of every evaluation, as policies/env_step_N.pt (the final evaluation's included; policy.pt's
+    format, a few MB each at the default sizes): rl_curl.load_policy and `rl_curl.evaluate --policy` read them, to
+    choose an evaluation's policy or study them after training. policy.pt is the final one either way."""
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU."""
     cudnn_benchmark: bool = True

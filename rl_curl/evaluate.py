@@ -1,7 +1,11 @@
-"""Evaluate a trained run from its checkpoint: mean ± std return over N episodes, optional video.
+"""Evaluate a trained run from its checkpoint, or a policy file: mean ± std return over N episodes, optional video.
 
     python -m rl_curl.evaluate --run-dir runs/rl_curl/cartpole-swingup/curl/seed0 --episodes 10 --video
     python -m rl_curl.evaluate --run-dir runs/rl_curl/cartpole-swingup/curl/seed0 --video-path /tmp/cartpole.mp4
+    python -m rl_curl.evaluate --policy runs/rl_curl/cartpole-swingup/curl/seed0/policies/env_step_50000.pt
+
+Either way the episodes start where the run's own evaluation at that environment step started (the checkpoint's
+step, or the step the policy file records): the first --eval-episodes of them replay that evaluation.
 
 The video's place is checked before any episode runs (a folder that cannot be written: one ``error:`` line,
 status 2); a video that still fails to be written afterwards does not lose the evaluation: the returns are
@@ -10,6 +14,7 @@ printed first, then one ``error:`` line about the video (status 1).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -32,17 +37,21 @@ from .config import Config
 
 @dataclass
 class EvalArgs:
-    """Evaluate the policy saved in a training run's checkpoint."""
+    """Evaluate the policy saved in a training run's checkpoint (--run-dir) or in a policy file (--policy)."""
 
-    run_dir: str
-    """Training output directory (holds config.json and checkpoint/)."""
+    run_dir: str | None = None
+    """Training output directory (holds config.json and checkpoint/): its checkpoint's policy is evaluated."""
+    policy: str | None = None
+    """A policy file instead of --run-dir: a run's policy.pt, an evaluation's policies/env_step_N.pt (rl_curl.train
+    --keep-policies) or an rl_curl.export output (files written before 2026-12-06 record no step: not these)."""
     episodes: int = 10
     """Number of evaluation episodes (deterministic policy)."""
     video: bool = False
-    """Write run_dir/evaluate.mp4 of the first episode (--video-path: another file)."""
+    """Write the first episode's video: run_dir/evaluate.mp4, or beside --policy's file with its name and .mp4
+    (--video-path: another file)."""
     video_path: str | None = None
-    """Write the first episode's video to this file instead of run_dir/evaluate.mp4 (implies --video; ending .mp4,
-    .mkv, .mov, .avi or .gif; its folder must exist and be writable: checked before evaluating)."""
+    """Write the first episode's video to this file instead (implies --video; ending .mp4, .mkv, .mov, .avi or
+    .gif; its folder must exist and be writable: checked before evaluating)."""
     device: str = "cpu"
     """Torch device to run the policy on."""
 
@@ -102,6 +111,37 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
     except Exception as err:  # noqa: BLE001
         raise CheckpointError(f"checkpoint {ckpt} does not hold this run's agent ({err})") from err
     return agent, cfg, extra["step"] * cfg.action_repeat
+
+
+class PolicyFileAgent:
+    """A policy file's actor, acting as the run's agent acted in its evaluations (its crop, device and autocast)."""
+
+    def __init__(self, policy, device: str):
+        self.actor, self.crop_size = policy.actor, policy.cfg.crop_size
+        self.device, self.autocast = torch.device(device), contextlib.nullcontext
+
+    def act(self, obs, sample: bool = False):
+        from .agent import act_with
+
+        return act_with(self.actor, obs, self.crop_size, self.autocast, self.device, sample)
+
+
+def load_policy_file(path: str | Path, device: str = "cpu") -> tuple[PolicyFileAgent, Config, int]:
+    """The policy in the file ``path`` as an agent that acts, its run's config and the environment step it records;
+    one-line errors for a folder and for a file that records no step."""
+    from .policy import load_policy
+
+    check_device(str(device))
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"--policy {path} is a folder: pass a policy file (a run's policy.pt or "
+                                "policies/env_step_N.pt), or the run's folder as --run-dir")
+    policy = load_policy(path, device)
+    if policy.env_step is None:
+        raise ValueError(f"--policy {path} does not record the environment step it was trained to (a file written "
+                         "before 2026-12-06), so its evaluation's episodes cannot be chosen: evaluate its run with "
+                         "--run-dir, or act with rl_curl.load_policy")
+    return PolicyFileAgent(policy, device), policy.cfg, policy.env_step
 
 
 def _read_checkpoint(run_dir: Path, device: str, tries: int = 5) -> tuple[Path, dict, dict]:
@@ -182,7 +222,8 @@ def video_target(args: EvalArgs) -> Path | None:
     if args.video_path is None and not args.video:
         return None
     option = "--video-path" if args.video_path is not None else "--video"
-    path = Path(args.video_path) if args.video_path is not None else Path(args.run_dir) / "evaluate.mp4"
+    path = Path(args.video_path) if args.video_path is not None else (
+        Path(args.policy).with_suffix(".mp4") if args.policy is not None else Path(args.run_dir) / "evaluate.mp4")
     if path.suffix.lower() not in VIDEO_SUFFIXES:
         raise ValueError(f"{option} {path}: the video's format is taken from its ending, one of "
                          f"{', '.join(VIDEO_SUFFIXES)}")
@@ -219,7 +260,13 @@ def main(args: EvalArgs | None = None) -> dict:
     args = args or parse_dataclass(EvalArgs)
     if args.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {args.episodes}")
-    agent, cfg, env_step = load_agent(args.run_dir, args.device)
+    if (args.run_dir is None) == (args.policy is None):
+        raise ValueError("pass --run-dir (a run's folder: its checkpoint's policy) or --policy (a policy file)"
+                         + (", not both" if args.run_dir is not None else ""))
+    if args.policy is not None:
+        agent, cfg, env_step = load_policy_file(args.policy, args.device)
+    else:
+        agent, cfg, env_step = load_agent(args.run_dir, args.device)
     video = video_target(args)
     if cfg.mixed_precision == "bf16":  # act as the run's own evaluations did: under bf16 autocast
         agent.autocast = functools.partial(torch.autocast, torch.device(args.device).type, dtype=torch.bfloat16)

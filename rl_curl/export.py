@@ -42,7 +42,7 @@ def main(args: ExportArgs | None = None) -> Path:
     if not out.parent.is_dir():  # before the checkpoint is read, not after (torch.save's traceback)
         raise FileNotFoundError(f"--output {out}: the folder {out.parent} does not exist")
     agent, cfg, env_step = load_agent(args.run_dir)
-    save_policy(agent, cfg, cfg.obs_shape, out)
+    save_policy(agent, cfg, cfg.obs_shape, out, env_step=env_step)
     print(f"wrote {out}: the policy of {args.run_dir}'s checkpoint at environment step {env_step}", flush=True)
     return out
 

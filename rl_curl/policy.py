@@ -29,21 +29,25 @@ POLICY_FILE = "policy.pt"
 POLICY_FORMAT = 1
 
 
-def policy_state(agent, cfg, obs_shape) -> dict:
-    """What ``policy.pt`` holds: the actor's weights (its encoder included) and how to rebuild it."""
+def policy_state(agent, cfg, obs_shape, env_step: int | None = None) -> dict:
+    """What ``policy.pt`` holds: the actor's weights (its encoder included), how to rebuild it and, where known, the
+    environment step it was trained to (``env_step``; files written before 2026-12-06 lack it)."""
     config = json.loads(json.dumps(dataclasses.asdict(cfg)))  # plain values only (weights_only loading)
-    return {"format": POLICY_FORMAT, "config": config, "obs_shape": [int(d) for d in obs_shape],
-            "action_dim": int(agent.action_dim),
-            "actor": {k: v.detach().float().cpu().contiguous() for k, v in agent.actor.state_dict().items()}}
+    state = {"format": POLICY_FORMAT, "config": config, "obs_shape": [int(d) for d in obs_shape],
+             "action_dim": int(agent.action_dim),
+             "actor": {k: v.detach().float().cpu().contiguous() for k, v in agent.actor.state_dict().items()}}
+    if env_step is not None:
+        state["env_step"] = int(env_step)
+    return state
 
 
-def save_policy(agent, cfg, obs_shape, path: str | os.PathLike) -> Path:
+def save_policy(agent, cfg, obs_shape, path: str | os.PathLike, env_step: int | None = None) -> Path:
     """Write ``policy.pt`` whole (temporary name, then rename)."""
     from shared_losses.training.runtime import written_whole
 
     path = Path(path)
     with written_whole(path) as tmp:
-        torch.save(policy_state(agent, cfg, obs_shape), tmp)
+        torch.save(policy_state(agent, cfg, obs_shape, env_step), tmp)
     return path
 
 
@@ -58,6 +62,8 @@ class Policy:
         fields = {f.name for f in dataclasses.fields(Config)}
         self.cfg = Config(**{k: v for k, v in state["config"].items() if k in fields})
         c, self.obs_shape, self.action_dim = self.cfg, tuple(state["obs_shape"]), int(state["action_dim"])
+        #: the environment step the policy was trained to (None in files written before it was recorded)
+        self.env_step = int(state["env_step"]) if state.get("env_step") is not None else None
         trunk = ConvTrunk(self.obs_shape[0], c.crop_size, c.num_filters, c.num_layers)
         self.actor = Actor(Encoder(trunk, c.feature_dim, c.encoder_tanh), self.action_dim, c.hidden_dim,
                            c.log_std_min, c.log_std_max)

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -273,13 +274,27 @@ def write_video(path: Path, frames: list) -> None:
         raise
 
 
-def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | None = None,
+def evaluate(agent: CurlAgent, cfg: Config, episodes: int, video_path: Path | Sequence[Path] | None = None,
              env_step: int = 0, envs: EvalEnvs | None = None) -> list[float]:
-    """Returns of :func:`eval_episodes`; with ``video_path``, the first episode written there (:func:`write_video`)."""
-    returns, frames = eval_episodes(agent, cfg, episodes, env_step, envs, video=video_path is not None)
-    if video_path is not None and frames:
-        write_video(video_path, frames)
+    """Returns of :func:`eval_episodes`; with ``video_path`` (a file, or several), the first episode written there
+    (:func:`write_video`; a missing folder is made)."""
+    paths = [] if video_path is None else [video_path] if isinstance(video_path, (str, os.PathLike)) else \
+        list(video_path)
+    returns, frames = eval_episodes(agent, cfg, episodes, env_step, envs, video=bool(paths))
+    for path in paths if frames else []:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_video(Path(path), frames)
     return returns
+
+
+#: Where --video-every-eval and --keep-policies put each evaluation's video and policy, in the run's folder.
+VIDEOS, POLICIES = "videos", "policies"
+
+
+def eval_file(out: Path, kind: str, env_step: int) -> Path:
+    """The video (``kind`` :data:`VIDEOS`) or policy (:data:`POLICIES`) of the evaluation at ``env_step`` in the run
+    folder ``out``."""
+    return out / kind / f"env_step_{env_step}{'.mp4' if kind == VIDEOS else '.pt'}"
 
 
 class EvalThread:
@@ -394,13 +409,21 @@ class CurlApp(TrainingApp):
         # other missing field is refused, naming it
         return Config.with_added_fields(record), self.recorded_options
 
+    def missing_final_files(self, step: int) -> bool:
+        """Whether a finished run asked again lacks the final evaluation's video or policy that --video-every-eval /
+        --keep-policies now ask for (they are written without training or logging anything)."""
+        env_step, out = step * self.ar, self.harness.out
+        return (self.cfg.video_every_eval and not eval_file(out, VIDEOS, env_step).exists()) or \
+            (self.cfg.keep_policies and not eval_file(out, POLICIES, env_step).exists())
+
     def check_resume(self, saved):
         # the loop has refused another agent layout or other options (naming the fields) before accelerate tries to
         # load models, optimisers or a replay of another shape
         cfg, out = self.cfg, self.harness.out
         if saved is None:
             return None
-        if saved["step"] >= cfg.agent_steps and (out / "summary.json").exists() and not cfg.save_video:
+        if saved["step"] >= cfg.agent_steps and (out / "summary.json").exists() and not cfg.save_video and \
+                not self.missing_final_files(saved["step"]):
             self.say_finished(saved["step"])
             return read_json_file(out / "summary.json", "run's summary")
         if saved["step"] > cfg.agent_steps:  # an unfinished run, stopped beyond the steps now asked for
@@ -681,7 +704,11 @@ class CurlApp(TrainingApp):
         cfg, env_step = self.cfg, self.step * self.ar
         episode = self.step_episode  # the final evaluation too: the episode its last step ended or is in
         rows = self.finish_background_eval()  # eval.csv stays in order of steps
-        video = self.harness.out / "eval.mp4" if (final and cfg.save_video) else None
+        out = self.harness.out
+        video = ([out / "eval.mp4"] if (final and cfg.save_video) else []) + \
+            ([eval_file(out, VIDEOS, env_step)] if cfg.video_every_eval else [])
+        if cfg.keep_policies and self.harness.is_main:  # the weights this evaluation acts with (before training on)
+            self.keep_policy(env_step)
         t0 = time.perf_counter()
         if self.eval_envs is None or self.eval_envs.episodes != cfg.eval_episodes:
             if self.eval_envs is not None:
@@ -693,7 +720,8 @@ class CurlApp(TrainingApp):
         if cfg.eval_async and not final:
             policy = ActorSnapshot(self.agent)
             self.background = self.eval_thread.submit(
-                lambda: evaluate(policy, cfg, cfg.eval_episodes, env_step=env_step, envs=envs), env_step, episode, dev)
+                lambda: evaluate(policy, cfg, cfg.eval_episodes, video, env_step=env_step, envs=envs), env_step,
+                episode, dev)
             self.times["eval"] += time.perf_counter() - t0
             if self.settling:  # a checkpoint follows this step: it waits for this evaluation
                 rows += self.finish_background_eval()
@@ -706,6 +734,14 @@ class CurlApp(TrainingApp):
             returns = evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step, envs=envs)
         self.times["eval"] += time.perf_counter() - t0
         return rows + [self.eval_row(env_step, episode, returns)]  # eval.csv, not the training log
+
+    def keep_policy(self, env_step: int) -> None:
+        """--keep-policies: the agent's policy now, as the evaluation at ``env_step``'s file (policy.pt's format)."""
+        from .policy import save_policy
+
+        path = eval_file(self.harness.out, POLICIES, env_step)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_policy(self.agent, self.cfg, self.obs_shape, path, env_step=env_step)
 
     def eval_row(self, env_step: int, episode: int, returns: list[float]) -> LogRow:
         """An evaluation's row of eval.csv (its mean return is TensorBoard's eval/return)."""
@@ -759,8 +795,13 @@ class CurlApp(TrainingApp):
                                 and float(rows[-1]["env_step"]) == self.step * self.ar)
         if self.finished_before:
             self.last_eval = float(self.harness.csv("eval.csv").rows[-1]["eval_return_mean"])
-            if self.cfg.save_video:  # the final evaluation's first episode, without logging it again
-                evaluate(self.agent, self.cfg, 1, out / "eval.mp4", env_step=self.step * self.ar)
+            env_step = self.step * self.ar
+            videos = ([out / "eval.mp4"] if self.cfg.save_video else []) + \
+                ([eval_file(out, VIDEOS, env_step)] if self.cfg.video_every_eval else [])
+            if videos:  # the final evaluation's first episode, without logging it again
+                evaluate(self.agent, self.cfg, 1, videos, env_step=env_step)
+            if self.cfg.keep_policies and not eval_file(out, POLICIES, env_step).exists():
+                self.keep_policy(env_step)
         else:
             self.log(self.evaluate(final=True))
             self.harness.checkpoint(self.state())
@@ -776,7 +817,8 @@ class CurlApp(TrainingApp):
         from .policy import POLICY_FILE, save_policy
 
         out, cfg = self.harness.out, self.cfg
-        save_policy(self.agent, cfg, self.obs_shape, out / POLICY_FILE)  # the trained policy alone (load_policy)
+        # the trained policy alone (load_policy)
+        save_policy(self.agent, cfg, self.obs_shape, out / POLICY_FILE, env_step=self.step * self.ar)
         plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {label(dataclasses.asdict(cfg))}")
 
     def summary(self):

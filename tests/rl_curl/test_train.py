@@ -744,3 +744,65 @@ def test_videos_keep_their_frames_size_without_ffmpegs_resize_warning(tmp_path, 
     with imageio.get_reader(tmp_path / "v.mp4") as reader:
         assert reader.get_meta_data()["size"] == (size + size % 2,) * 2
     assert imageio.mimread(tmp_path / "v.gif")[0].shape[:2] == (size, size)
+
+
+@pytest.mark.parametrize("eval_async", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_every_evaluation_keeps_its_policy_and_video(tmp_path, eval_async):
+    """--keep-policies and --video-every-eval (the official CURL saves a video at every evaluation): each evaluation's
+    policy and first episode in the run's folder, named by its environment step; `rl_curl.evaluate --policy` of an
+    evaluation's file replays that evaluation's returns (its episodes, its weights), also when the evaluation ran
+    beside training (--eval-async takes the weights of the step it was asked at, not of the steps trained since)."""
+    import imageio.v2 as imageio
+
+    from rl_curl import load_policy
+    from rl_curl.evaluate import EvalArgs, main
+
+    run(cfg(tmp_path, "k", env_steps=1500, eval_every=500, eval_episodes=2, keep_policies=True,
+            video_every_eval=True, eval_async=eval_async))
+    out = tmp_path / "k"
+    rows = {int(r["env_step"]): float(r["eval_return_mean"]) for r in csv.DictReader(open(out / "eval.csv"))}
+    assert sorted(rows) == [500, 1000, 1500]
+    assert sorted(p.name for p in (out / "policies").iterdir()) == [f"env_step_{s}.pt" for s in (1000, 1500, 500)]
+    assert sorted(p.name for p in (out / "videos").iterdir()) == [f"env_step_{s}.mp4" for s in (1000, 1500, 500)]
+    assert len(imageio.mimread(out / "videos" / "env_step_500.mp4")) == 20  # a whole episode (1000 / 50 steps)
+    assert not (out / "eval.mp4").exists()  # --save-video's file stays --save-video's
+    assert load_policy(out / "policies" / "env_step_500.pt").env_step == 500
+    assert load_policy(out).env_step == 1500
+    for step, mean in rows.items():
+        res = main(EvalArgs(policy=str(out / "policies" / f"env_step_{step}.pt"), episodes=2))
+        assert res["env_step"] == step and res["return_mean"] == pytest.approx(mean, rel=1e-6), step
+    first, last = (load_policy(out / "policies" / f"env_step_{s}.pt").actor.state_dict() for s in (500, 1500))
+    assert any(not torch.equal(first[k], last[k]) for k in first)  # trained in between
+
+
+def test_a_finished_run_asked_for_every_evaluations_files_adds_the_final_ones(tmp_path, capsys):
+    """A finished run resumed with --keep-policies / --video-every-eval writes the final evaluation's policy and video
+    without training or logging anything (earlier evaluations' are not remade: their weights are gone)."""
+    run(cfg(tmp_path, "f", env_steps=1000, eval_every=500))
+    out = tmp_path / "f"
+    eval_csv = (out / "eval.csv").read_text()
+    run(cfg(tmp_path, "f", env_steps=1000, eval_every=500, resume=True, keep_policies=True, video_every_eval=True))
+    assert "nothing to train" in capsys.readouterr().out
+    assert [p.name for p in (out / "policies").iterdir()] == ["env_step_1000.pt"]
+    assert [p.name for p in (out / "videos").iterdir()] == ["env_step_1000.mp4"]
+    assert (out / "eval.csv").read_text() == eval_csv
+
+
+def test_evaluate_policy_refuses_what_it_cannot_evaluate(tmp_path):
+    from rl_curl.evaluate import EvalArgs, main
+
+    run(cfg(tmp_path, "p", env_steps=1000, eval_every=1000))
+    policy = tmp_path / "p" / "policy.pt"
+    with pytest.raises(ValueError, match="pass --run-dir .* or --policy .* not both"):
+        main(EvalArgs(run_dir=str(tmp_path / "p"), policy=str(policy)))
+    with pytest.raises(ValueError, match="pass --run-dir .* or --policy"):
+        main(EvalArgs())
+    with pytest.raises(IsADirectoryError, match="is a folder: pass a policy file"):
+        main(EvalArgs(policy=str(tmp_path / "p")))
+    state = torch.load(policy, weights_only=True)
+    del state["env_step"]  # as files written before the step was recorded
+    torch.save(state, tmp_path / "old.pt")
+    with pytest.raises(ValueError, match="does not record the environment step"):
+        main(EvalArgs(policy=str(tmp_path / "old.pt")))
+    res = main(EvalArgs(policy=str(policy), episodes=1, video=True))
+    assert res["env_step"] == 1000 and (tmp_path / "p" / "policy.mp4").exists()
