@@ -17,9 +17,13 @@ f and g) and computes what :func:`nlp_qt.senteval.make_qt_encoder` computes: the
 GRU, bag-of-words or convolutional encoders, the same ``[f/|f|; g/|g|]`` (a CPC model, ``heads: cpc``: its one
 encoder's ``f/|f|``; its training heads, the GRU context and the prediction maps, do not take part, but are kept
 and written back by ``save``, as are config.json's other entries, so a saved folder loads in nlp_qt again). Texts
-are read whole; ``model.max_seq_length = N`` cuts them to their first N tokens (None: whole texts again). The
-module trains in sentence-transformers (its losses and trainer): the vector keeps its gradient; encoding (``encode``)
-runs without one.
+are read whole; ``model.max_seq_length = N`` cuts them to their first N tokens (None: whole texts again), and
+``save`` keeps it (config.json's ``max_seq_length``; ``processor_kwargs={"model_max_length": N}`` sets it when
+loading). ``model.tokenizer`` shows the tokenizer and vocabulary (:class:`QuickThoughtTokenizer`); ``model_kwargs=
+{"dtype": torch.float16}`` loads the weights in that dtype. The module gives sentence vectors only:
+``encode(output_value="token_embeddings")`` is refused with a message saying so. The module trains in
+sentence-transformers (its losses and trainer): the vector keeps its gradient; encoding (``encode``) runs without
+one.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import re
 import shutil
 import sys
 import unicodedata
+import warnings
 from pathlib import Path
 
 import torch
@@ -308,8 +313,90 @@ def load_folder(path: str | os.PathLike) -> tuple[QuickThought, Vocab]:
                          key=lambda r: not r.startswith("size mismatch"))  # the shapes first: they say the most
         raise ValueError(f"{path / 'model.safetensors'} does not match {path / 'config.json'} "
                          f"({'; '.join(reasons[:2]) or str(err).strip()})") from None
-    model.kept_config = {k: v for k, v in parts["config.json"].items() if k not in ("type", "model")}
+    model.kept_config = {k: v for k, v in parts["config.json"].items() if k not in ("type", "model", MAX_SEQ_LENGTH)}
+    model.max_seq_length = parts["config.json"].get(MAX_SEQ_LENGTH)
     return model.eval(), vocab
+
+
+#: config.json's entry for sentence-transformers' ``model.max_seq_length`` when one was set before ``save``
+MAX_SEQ_LENGTH = "max_seq_length"
+
+
+class QuickThoughtTokenizer:
+    """The model's tokenizer and vocabulary as ``model.tokenizer`` (and ``model.processor``) shows them: the words a
+    text is split into (:meth:`tokenize`), their ids and back, and ``__call__`` giving the ids the module encodes.
+    Words outside the vocabulary are ``<unk>`` (id 1); ``<pad>`` is id 0."""
+
+    def __init__(self, module: "QuickThoughtModule"):
+        self._module = module
+
+    @property
+    def vocab(self) -> Vocab:
+        return self._module.vocab
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def model_max_length(self) -> int | None:
+        """The module's ``max_seq_length`` (None: texts are read whole)."""
+        return self._module.max_seq_length
+
+    @property
+    def pad_token(self) -> str:
+        return PAD
+
+    @property
+    def unk_token(self) -> str:
+        return UNK
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocab.stoi)
+
+    def tokenize(self, text: str) -> list[str]:
+        """The words of ``text`` as the model reads them (lower-cased where the model was trained so)."""
+        return tokenize(text, self.vocab.lowercase, self.vocab.tokenizer)
+
+    def convert_tokens_to_ids(self, tokens):
+        if isinstance(tokens, str):
+            return self.vocab.stoi.get(tokens, 1)
+        return [self.vocab.stoi.get(t, 1) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids):
+        if isinstance(ids, int):
+            return self.vocab.itos[ids]
+        return [self.vocab.itos[int(i)] for i in ids]
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        words = self.convert_ids_to_tokens(list(ids))
+        return " ".join(w for w in words if not (skip_special_tokens and w == PAD))
+
+    def __call__(self, texts, **kwargs) -> dict[str, torch.Tensor]:
+        """``input_ids`` (padded with 0), ``attention_mask`` and ``lengths`` of ``texts`` (a str or a list), cut to
+        ``max_seq_length`` as the module cuts them."""
+        single = isinstance(texts, str)
+        out = self._module.tokenize([texts] if single else texts)
+        ids, lengths = out["input_ids"], out["lengths"]
+        mask = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long()
+        return {"input_ids": ids, "attention_mask": mask, "lengths": lengths}
+
+    def __repr__(self) -> str:
+        return (f"QuickThoughtTokenizer(vocab_size={self.vocab_size}, lowercase={self.vocab.lowercase}, "
+                f"tokenizer_version={self.vocab.tokenizer}, max_seq_length={self.model_max_length})")
+
+
+class SentenceOutputs(dict):
+    """The module's outputs: sentence vectors only. sentence-transformers' ``encode(output_value=...)`` reads a key of
+    it; one the module does not give is named in the error instead of a bare ``KeyError: 'token_embeddings'``."""
+
+    def __missing__(self, key):
+        raise KeyError(f"the quick-thought module gives sentence embeddings only ('sentence_embedding'), not {key!r}: "
+                       "its vector is [f/|f|; g/|g|] of two encoders read to each text's end, with no vector per "
+                       "token; encode with output_value='sentence_embedding' (the default)")
 
 
 class QuickThoughtModule(nn.Module):
@@ -317,11 +404,19 @@ class QuickThoughtModule(nn.Module):
 
     save_in_root = True  # the module's files are the folder's own (sentence-transformers' save writes them there)
 
-    def __init__(self, model: QuickThought, vocab: Vocab):
+    def __init__(self, model: QuickThought, vocab: Vocab, max_seq_length: int | None = None):
         super().__init__()
         self.qt, self.vocab = model, vocab
-        # tokens of each text read (None: all); sentence-transformers' model.max_seq_length reads and sets it
-        self.max_seq_length: int | None = None
+        # tokens of each text read (None: all); sentence-transformers' model.max_seq_length reads and sets it, and
+        # save keeps it (config.json's max_seq_length)
+        self.max_seq_length: int | None = max_seq_length
+
+    @property
+    def tokenizer(self) -> QuickThoughtTokenizer:
+        """The tokenizer and vocabulary (sentence-transformers' ``model.tokenizer``)."""
+        return QuickThoughtTokenizer(self)
+
+    processor = tokenizer  # sentence-transformers' newer name for it
 
     def tokenize(self, texts, **kwargs) -> dict[str, torch.Tensor]:
         cut = self.max_seq_length
@@ -345,7 +440,7 @@ class QuickThoughtModule(nn.Module):
     def forward(self, features: dict, **kwargs) -> dict:
         ids = features["input_ids"]
         features["sentence_embedding"] = self.qt.embed(ids, features["lengths"].to(torch.long).cpu())
-        return features
+        return features if isinstance(features, SentenceOutputs) else SentenceOutputs(features)
 
     def get_sentence_embedding_dimension(self) -> int:
         return self.qt.embedding_dim
@@ -369,6 +464,8 @@ class QuickThoughtModule(nn.Module):
         cfg = {k: self.qt.cfg[k] for k in ("vocab_size", "word_dim", "encoder_dim", "bidirectional", "encoder", "heads",
                                            "cpc_steps", "conv_width") if k in self.qt.cfg}
         meta = {"type": "nlp_qt.QuickThought", "model": cfg, **getattr(self.qt, "kept_config", {})}
+        if self.max_seq_length is not None:  # as sentence-transformers' own modules keep theirs
+            meta[MAX_SEQ_LENGTH] = self.max_seq_length
         (out / "config.json").write_text(json.dumps(meta, indent=2))
         (out / "vocab.json").write_text(json.dumps(self.vocab.to_json()))
         state = {k: v.detach().cpu().contiguous() for k, v in self.qt.state_dict().items()}
@@ -389,4 +486,26 @@ class QuickThoughtModule(nn.Module):
 
             path = Path(load_dir_path(model_name_or_path, subfolder=subfolder, token=token, cache_folder=cache_folder,
                                       revision=revision, local_files_only=local_files_only))
-        return cls(*load_folder(path))
+        backend = kwargs.get("backend")
+        if backend not in (None, "torch"):
+            raise ValueError(f"the quick-thought module runs in torch only, not backend={backend!r} (sentence-"
+                             "transformers' onnx and openvino backends export transformers models)")
+        model, vocab = load_folder(path)
+        module = cls(model, vocab, getattr(model, "max_seq_length", None))
+        processor_kwargs = {**(kwargs.get("tokenizer_kwargs") or {}), **(kwargs.get("processor_kwargs") or {})}
+        cut = processor_kwargs.pop("model_max_length", processor_kwargs.pop("max_length", None))
+        if cut is not None:
+            module.max_seq_length = cut
+        model_kwargs = dict(kwargs.get("model_kwargs") or {})
+        dtype = model_kwargs.pop("torch_dtype", model_kwargs.pop("dtype", None))
+        if dtype not in (None, "auto"):
+            if isinstance(dtype, str):
+                if not isinstance(getattr(torch, dtype.removeprefix("torch."), None), torch.dtype):
+                    raise ValueError(f"model_kwargs dtype {dtype!r} is not a torch dtype (float32, float16, bfloat16)")
+                dtype = getattr(torch, dtype.removeprefix("torch."))
+            module.qt.to(dtype)
+        unused = sorted(model_kwargs) + sorted(processor_kwargs)
+        if unused:
+            warnings.warn(f"the quick-thought module does not use {', '.join(unused)} (model_kwargs takes dtype / "
+                          "torch_dtype, processor_kwargs model_max_length)", stacklevel=2)
+        return module

@@ -127,8 +127,9 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="torch device used to encode, e.g. cuda (default: %(default)s)")
     p.add_argument("--max-length", type=int, default=None,
-                   help="nlp_qt models only: read only the first N tokens of each text (default, or 0: the whole "
-                   "text, as the bag of words reads it). The model's training --max-length cuts its corpus "
+                   help="nlp_qt models only: read only the first N tokens of each text (default: the whole "
+                   "text, as the bag of words reads it, or the max_seq_length a folder saved by sentence-transformers "
+                   "records; 0: the whole text always). The model's training --max-length cuts its corpus "
                    "sentences, not these texts")
     p.add_argument("--json", action="store_true", help="print one JSON object {task: metrics}")
     p.add_argument("--output", default=None,

@@ -36,14 +36,28 @@ def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128, max_l
     return encode
 
 
+def recorded_max_seq_length(path: Path) -> int | None:
+    """The ``max_seq_length`` an nlp_qt model folder's config.json records (sentence-transformers' save writes it when
+    ``model.max_seq_length`` was set), or None."""
+    import json
+
+    try:
+        value = json.loads((path / "config.json").read_text(encoding="utf-8")).get("max_seq_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
                  max_length: int | None = None, trust_remote_code: bool = False) -> tuple[Encoder, str]:
     """An ``encode(sentences) -> [n, d] float array`` for an nlp_qt model or a sentence-transformers
     model; returns it with a short description. ``max_length`` (nlp_qt models only): tokens of each text the
-    encoder reads, the first ``max_length`` of them; None or 0 (the default): the whole text, as the bag-of-words
-    baseline reads it. A model's training ``--max-length`` (50 by default) cuts the corpus sentences it trained
-    on, not the texts it encodes. ``trust_remote_code``: a sentence-transformers folder's own Python modules are
-    loaded and run (sentence-transformers refuses them otherwise)."""
+    encoder reads, the first ``max_length`` of them; None (the default): the whole text, as the bag-of-words
+    baseline reads it, unless the folder records a ``max_seq_length`` (set in sentence-transformers before its save:
+    then that one, as sentence-transformers encodes); 0: the whole text always. A model's training ``--max-length``
+    (50 by default) cuts the corpus sentences it trained on, not the texts it encodes. ``trust_remote_code``: a
+    sentence-transformers folder's own Python modules are loaded and run (sentence-transformers refuses them
+    otherwise)."""
     if max_length is not None and max_length < 0:
         raise ValueError(f"max_length must be >= 0 (0: the whole text), got {max_length}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -94,8 +108,13 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         )
     if is_qt_model_dir(path):
         qt, vocab = load_model(path, device)
+        recorded = recorded_max_seq_length(path)
+        if max_length is None and recorded is not None:  # set in sentence-transformers before its save: cut alike
+            max_length = recorded
         encode = make_qt_encoder(qt, vocab, device, batch_size, max_length)
         cut = f"texts cut to {max_length} tokens" if max_length else "whole texts"
+        if max_length and max_length == recorded:
+            cut += " (the max_seq_length it was saved with)"
         return encode, f"nlp_qt model {path} ({qt.embedding_dim}-d, {cut})"
     if max_length is not None:
         raise ValueError("--max-length applies to nlp_qt models only (a sentence-transformers model keeps its own "

@@ -249,6 +249,7 @@ def test_modeling_qt_imports_nothing_of_the_suite():
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level]  # no relative import
     allowed = {"__future__", "bisect", "functools", "json", "os", "re", "shutil", "sys", "unicodedata", "pathlib",
+               "warnings",
                "torch", "torch.nn", "torch.nn.functional", "torch.nn.utils.rnn", "safetensors.torch",
                "sentence_transformers.util"}
     assert names <= allowed, names - allowed

@@ -143,3 +143,56 @@ def test_export_of_a_checkpoint_is_a_model_folder_and_refuses_foreign_targets(tm
     shutil.rmtree(cut / "checkpoint")
     with pytest.raises(FileNotFoundError, match="checkpoint not found"):
         export_main(ExportArgs(run_dir=str(cut)))
+
+
+def test_the_sentence_transformers_api_around_the_module(model_dir, tmp_path):
+    """What a sentence-transformers user reaches for beside encode (found by a probe of the API on an export):
+    max_seq_length survives save (it was dropped: the reloaded model read whole texts again, 0.135 apart) and
+    nlp_qt's own loader cuts alike; model.tokenizer exists (was AttributeError); output_value="token_embeddings" says
+    the module has none (was a bare KeyError); model_kwargs' dtype loads the weights in that dtype and the
+    model_max_length of processor_kwargs sets the cut (both were ignored without a word); another backend is
+    refused."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from nlp_qt.senteval import load_encoder
+
+    def load(path, **kw):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return SentenceTransformer(str(path), device="cpu", trust_remote_code=True, **kw)
+
+    st = load(model_dir)
+    whole = st.encode(SENTENCES)
+    st.max_seq_length = 5
+    cut = st.encode(SENTENCES)
+    st.save(str(tmp_path / "cut"))
+    again = load(tmp_path / "cut")
+    assert again.max_seq_length == 5 and np.abs(again.encode(SENTENCES) - cut).max() < 1e-6
+    ours, desc = load_encoder(str(tmp_path / "cut"))
+    assert np.abs(ours(SENTENCES) - cut).max() < 1e-6 and "the max_seq_length it was saved with" in desc
+    assert np.abs(load_encoder(str(tmp_path / "cut"), max_length=0)[0](SENTENCES) - whole).max() < 1e-6
+    again.max_seq_length = None  # None saved: whole texts again
+    again.save(str(tmp_path / "whole"))
+    assert load(tmp_path / "whole").max_seq_length is None
+    assert np.abs(load(tmp_path / "whole").encode(SENTENCES) - whole).max() < 1e-6
+
+    tok = st.tokenizer
+    assert tok.tokenize("The whale swam on.") == ["The", "whale", "swam", "on", "."]
+    assert tok.convert_ids_to_tokens(tok.convert_tokens_to_ids(["whale", "nosuchword"])) == ["whale", "<unk>"]
+    batch = tok(["The whale swam on.", "It is"])
+    assert batch["input_ids"].shape == (2, 5) and batch["attention_mask"].sum().item() == 7
+    assert tok.model_max_length == 5 and len(tok) == tok.vocab_size == len(tok.get_vocab())
+    assert st.processor.vocab_size == tok.vocab_size
+
+    with pytest.raises(KeyError, match="sentence embeddings only"):
+        st.encode(SENTENCES, output_value="token_embeddings")
+
+    half = load(model_dir, model_kwargs={"dtype": torch.float16})
+    assert {p.dtype for p in half.parameters()} == {torch.float16}
+    assert np.abs(half.encode(SENTENCES).astype(np.float32) - whole).max() < 5e-3
+    assert load(model_dir, processor_kwargs={"model_max_length": 5}).max_seq_length == 5
+    with pytest.raises(ValueError, match="runs in torch only, not backend='onnx'"):
+        load(model_dir, backend="onnx")
+    with pytest.warns(UserWarning, match="does not use attn_implementation"):
+        load(model_dir, model_kwargs={"attn_implementation": "sdpa"})
