@@ -81,6 +81,25 @@ def refuse_config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], 
                             "another --output-dir, or --overwrite (moves that run aside)")
 
 
+#: The run folder's record of the tracker runs (wandb, mlflow) it logs to, so that a resumed run logs on in them
+#: instead of starting new ones: ``{"wandb": RUN_ID, "mlflow": RUN_ID}``.
+TRACKER_RUNS = "trackers.json"
+
+
+def _mlflow_params(run_id: str) -> dict[str, str] | None:
+    """The parameters of the MLflow run ``run_id`` in the tracking store in use, or None where the store does not
+    hold it (a resumed run whose MLFLOW_TRACKING_URI moved starts a new run there, with a warning, instead of failing
+    in MLflow)."""
+    try:
+        from mlflow.tracking import MlflowClient
+
+        return dict(MlflowClient().get_run(run_id).data.params)
+    except Exception as err:  # noqa: BLE001 - MlflowException (not found), or the store cannot be reached
+        warnings.warn(f"the MLflow run {run_id} this run logged to is not in the tracking store now "
+                      f"({type(err).__name__}); the resumed run starts a new MLflow run", UserWarning, stacklevel=4)
+        return None
+
+
 class _Scalars:
     """The scalar writer a run logs through: TensorBoard (or a stand-in) and the accelerate trackers of
     ``--report-to`` (wandb, mlflow) alike; everything else goes to TensorBoard's writer."""
@@ -91,7 +110,10 @@ class _Scalars:
     def add_scalar(self, tag: str, value: Any, step: int) -> None:
         self._writer.add_scalar(tag, value, step)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            self._accelerator.log({tag: float(value)}, step=int(step))
+            for tracker in self._accelerator.trackers:  # those of the main process (accelerate starts no others)
+                if tracker.name == "wandb" and int(step) < getattr(getattr(tracker, "run", None), "step", 0):
+                    continue  # a resumed wandb run has this step already (wandb would drop it with a warning)
+                tracker.log({tag: float(value)}, step=int(step))
 
     def __getattr__(self, name):
         return getattr(self._writer, name)
@@ -332,9 +354,27 @@ class RunHarness:
         if acc is not None and getattr(acc, "log_with", None):
             # wandb's files go to WANDB_DIR where the user set it, else into the run folder
             wandb = {"name": self.out.name, "dir": os.environ.get("WANDB_DIR") or str(self.out)}
-            acc.init_trackers(self.application, config=None if config is None else tracker_config(config),
-                              init_kwargs={"wandb": wandb, "mlflow": {"run_name": self.out.name}})
+            mlflow = {"run_name": self.out.name}
+            known = self._tracker_runs() if resume_step is not None else {}
+            if known.get("wandb"):  # a resumed run goes on in the tracker run it started (TRACKER_RUNS)
+                wandb.update(id=known["wandb"], resume="allow")
+            params = _mlflow_params(known["mlflow"]) if known.get("mlflow") else None
+            if params is not None:
+                mlflow["run_id"] = known["mlflow"]
+            acc.init_trackers(self.application, config=None, init_kwargs={"wandb": wandb, "mlflow": mlflow})
+            values = None if config is None else tracker_config(config)
+            kept = {}
+            for tracker in acc.trackers if values is not None else ():
+                if tracker.name == "mlflow" and params is not None:
+                    # MLflow refuses to change a logged parameter: a resumed run's new --max-steps stays in
+                    # config.json, the MLflow run keeps the first part's
+                    kept = {k: params[k] for k, v in values.items() if k in params and params[k] != str(v)}
+                    tracker.store_init_configuration({k: v for k, v in values.items() if k not in kept})
+                else:
+                    tracker.store_init_configuration(values)
             self._tracking = True
+            if self.is_main:
+                self._record_tracker_runs(resumed=known, kept=kept)
         if not self.is_main:
             return
         self._csv = {name: CsvLogger(self.out / name, resume_step=resume_step, step_key=step_key) for name in csv}
@@ -343,6 +383,39 @@ class RunHarness:
         if "tensorboard" in tuple(report_to):
             self._tb = tensorboard_writer(self.out / "tb", resume_step=resume_step,
                                           config=None if config is None else dict(config))
+
+    def _tracker_runs(self) -> dict:
+        """The tracker runs the run started (:data:`TRACKER_RUNS`): tracker -> its run's id; {} when none are known."""
+        path = self.out / TRACKER_RUNS
+        if not path.is_file():
+            return {}
+        try:
+            import json
+
+            known = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            warnings.warn(f"{path} cannot be read ({err}): the trackers start new runs", UserWarning, stacklevel=3)
+            return {}
+        return {k: v for k, v in known.items() if isinstance(v, str) and v} if isinstance(known, dict) else {}
+
+    def _record_tracker_runs(self, resumed: Mapping[str, str], kept: Mapping[str, str]) -> None:
+        """Write the ids of the tracker runs this run logs to (:data:`TRACKER_RUNS`), and say which ones a resumed run
+        goes on in; a wandb run resumed past the checkpoint's step skips the steps it already has (wandb refuses a
+        step below its last one, with a warning each time, and the resumed run logs the same numbers again)."""
+        ids = {}
+        for tracker in self.accelerator.trackers:
+            if tracker.name == "wandb" and getattr(tracker, "run", None) is not None:
+                ids["wandb"] = tracker.run.id
+            elif tracker.name == "mlflow" and getattr(tracker, "active_run", None) is not None:
+                ids["mlflow"] = tracker.active_run.info.run_id
+        if not ids:
+            return
+        write_json_atomic(self.out / TRACKER_RUNS, ids)
+        again = [f"{name} run {run}" for name, run in ids.items() if resumed.get(name) == run]
+        if again:
+            note = "" if not kept else ("; MLflow keeps the first part's " + ", ".join(
+                f"{k}={v}" for k, v in kept.items()) + " (this part's are in config.json)")
+            print(f"logging on in the {' and '.join(again)} (the run's own, from {TRACKER_RUNS}){note}", flush=True)
 
     def _say_lost_rows(self, resume_step: int) -> None:
         """A warning for each CSV log holding fewer rows up to the checkpoint than the checkpoint recorded: deleted or

@@ -155,3 +155,67 @@ def test_trackers_that_would_fail_after_the_start_are_refused_in_one_line(tmp_pa
         with pytest.raises(ValueError, match=r"sqlite:///mlflow.db, after pip install mlflow"):
             check_tracker_setup(["mlflow"])
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_a_resumed_run_logs_on_in_its_own_mlflow_run(tmp_path, monkeypatch, capsys):
+    """A run stopped and resumed (a preempted job, a kill) logged its second part to a new MLflow run of the same
+    name, the first left RUNNING; the run folder now records its tracker runs (trackers.json) and the resumed part
+    logs on in the same run, which ends FINISHED with one history over all the steps. A tracking store that no longer
+    holds the run gets a new run, with a warning."""
+    from mlflow.tracking import MlflowClient
+
+    uri = (tmp_path / "mlruns").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    import json
+
+    from nlp_qt.train import train
+
+    from ..nlp_qt.test_train import _cfg
+
+    out = tmp_path / "ml"
+    train(_cfg(tmp_path, "ml", max_steps=2, report_to=("mlflow",)))  # a checkpoint every 2 steps
+    first = json.loads((out / "trackers.json").read_text())["mlflow"]
+    capsys.readouterr()
+    train(_cfg(tmp_path, "ml", max_steps=4, report_to=("mlflow",)))  # --resume (the helper's default), 2 more
+    said = capsys.readouterr().out
+    assert f"logging on in the mlflow run {first}" in said and "MLflow keeps the first part's max_steps=2" in said
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("nlp_qt").experiment_id])
+    assert run.info.run_id == first and run.info.status == "FINISHED"
+    rows = list(csv.DictReader(open(out / "log.csv")))
+    steps = sorted({m.step for m in client.get_metric_history(first, "train/loss")})
+    assert steps == [int(r["step"]) for r in rows] and steps[0] == 1 and steps[-1] > 3  # both parts, one history
+
+    moved = (tmp_path / "mlruns2").as_uri()  # the store moved: a new run there, said so
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", moved)
+    with pytest.warns(UserWarning, match=f"MLflow run {first} this run logged to is not in the tracking store now"):
+        train(_cfg(tmp_path, "ml", max_steps=5, report_to=("mlflow",)))
+    (new,) = MlflowClient(tracking_uri=moved).search_runs(
+        [MlflowClient(tracking_uri=moved).get_experiment_by_name("nlp_qt").experiment_id])
+    assert new.info.run_id != first and json.loads((out / "trackers.json").read_text())["mlflow"] == new.info.run_id
+
+
+def test_a_resumed_run_asks_wandb_for_its_own_run(tmp_path, monkeypatch):
+    """wandb (offline here): the resumed part asks for the run the first part started (its id, resume="allow"), so
+    an online run goes on in one W&B run; steps below the resumed run's last one are not sent again (wandb drops
+    them with a warning each)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    out, _ = _nlp_qt(tmp_path, "wb", report_to=("wandb",))
+    import json
+
+    import wandb
+
+    first = json.loads((out / "trackers.json").read_text())["wandb"]
+    seen = []
+    real = wandb.init
+    monkeypatch.setattr(wandb, "init", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    from nlp_qt.train import train
+
+    from ..nlp_qt.test_train import _cfg
+
+    train(_cfg(tmp_path, "wb", max_steps=5, report_to=("wandb",)))
+    assert seen and seen[0]["id"] == first and seen[0]["resume"] == "allow"
+    assert json.loads((out / "trackers.json").read_text())["wandb"] == first
