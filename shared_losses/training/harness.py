@@ -348,7 +348,7 @@ class RunHarness:
         and those accelerate drives (wandb, mlflow: the accelerator's ``log_with``, see
         :func:`shared_losses.training.runtime.make_accelerator`), each given ``config``. ``resume_step``: the step of
         the checkpoint a resumed run starts from (CSV rows and TensorBoard events after it are dropped, they are
-        logged again; a wandb or mlflow run is a new run of the tracker, named after the folder); None for a new
+        logged again; a wandb or mlflow run the run started goes on, :data:`TRACKER_RUNS`); None for a new
         run (older rows and events in the folder are dropped)."""
         acc = self.accelerator
         if acc is not None and getattr(acc, "log_with", None):
