@@ -12,7 +12,10 @@ single-process training on the concatenated batch (tested with two gloo processe
 ``reduction="mean"``: with ``"sum"`` each process sums over its local anchors and the averaging
 divides the single-process gradient of the summed loss by the number of processes.
 
-All processes must contribute the same number of rows (``all_gather`` needs equal shapes).
+All processes must contribute the same number of rows (``all_gather`` needs equal shapes): the shapes are gathered
+first (one small collective and one read on the host per call), and unequal ones are refused on every process in
+one ValueError naming them, where they gave a loss partly computed from uninitialised memory on one process and a
+failure inside the backend on another (a last, smaller batch: ``DataLoader(drop_last=True)``).
 
 :func:`check_launch` refuses, in one line naming the command that works, a launch that asked for several
 processes but gave the run one (``accelerate launch --cpu --num_processes N`` starts a single process;
@@ -47,11 +50,26 @@ def gather_with_grad(t: torch.Tensor) -> tuple[torch.Tensor, int, int]:
     if not is_distributed():
         return t, 0, 1
     world, rank = dist.get_world_size(), dist.get_rank()
+    check_equal_shapes(t, world)
     if t.is_floating_point() and t.requires_grad:
         return _AllGatherCat.apply(t), rank, world
     parts = [torch.empty_like(t) for _ in range(world)]
     dist.all_gather(parts, t.contiguous())
     return torch.cat(parts, dim=0), rank, world
+
+
+def check_equal_shapes(t: torch.Tensor, world: int) -> None:
+    """Refuse, on every process alike, tensors of unequal shapes across the ``world`` processes (what
+    ``all_gather`` cannot gather): a ValueError naming each process's shape."""
+    mine = torch.tensor([t.dim(), *t.shape, *[0] * (8 - t.dim())], dtype=torch.long, device=t.device)
+    shapes = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(shapes, mine)
+    seen = [tuple(s[1:1 + int(s[0])].tolist()) for s in shapes]
+    if len(set(seen)) > 1:
+        said = ", ".join(f"process {r}: {list(shape)}" for r, shape in enumerate(seen))
+        raise ValueError(f"the loss gathers its rows from every process, and they must have equal shapes ({said}): "
+                         "make every process's batch the same size (a last, smaller batch: DataLoader(drop_last=True)"
+                         ") or compute the loss without gathering (gather_distributed=False)")
 
 
 class _AllGatherCat(torch.autograd.Function):

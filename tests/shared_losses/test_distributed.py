@@ -78,3 +78,33 @@ def test_two_processes_equal_one(tmp_path):
         assert torch.allclose(mean_loss, loss.detach(), rtol=1e-10), name
         for r in per_rank:  # DDP all-reduced the gradients: each rank holds the same
             assert torch.allclose(r[name][1], model.weight.grad, rtol=1e-8, atol=1e-12), name
+
+
+def _unequal_worker(rank, init_file, out_dir):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
+    x, _ = _data()
+    rows = B - rank  # 5 rows on process 0, 4 on process 1: a last, smaller batch
+    said = {}
+    for name, call in (("debiased", lambda z: S.debiased_nce(z, temperature=0.5, tau_plus=0.1,
+                                                             gather_distributed=True)),
+                       ("supcon", lambda z: S.supcon_loss(z[:, 0], torch.zeros(len(z), dtype=torch.long), 0.5,
+                                                          gather_distributed=True))):
+        try:
+            call(x[:rows].requires_grad_())
+            said[name] = "no error"
+        except ValueError as err:
+            said[name] = str(err)
+    torch.save(said, os.path.join(out_dir, f"said{rank}.pt"))
+    dist.destroy_process_group()
+
+
+@pytest.mark.timeout(120)
+def test_unequal_batches_across_processes_are_refused_on_every_process(tmp_path):
+    """Gathering rows of unequal counts (rank 0: 5, rank 1: 4) gave rank 0 a loss computed partly from uninitialised
+    memory and rank 1 a failure inside gloo (a probe saw both); now every process refuses, naming the shapes."""
+    mp.spawn(_unequal_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=WORLD, join=True)
+    for rank in range(WORLD):
+        said = torch.load(tmp_path / f"said{rank}.pt")
+        for name in ("debiased", "supcon"):
+            assert "must have equal shapes" in said[name] and "process 0: [5" in said[name] and \
+                "process 1: [4" in said[name] and "drop_last=True" in said[name], (rank, name, said[name])
