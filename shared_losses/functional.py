@@ -235,7 +235,13 @@ def _stack_views(views: Views, more: tuple) -> torch.Tensor:
                         if isinstance(v, (int, float)) else "")
                 raise ValueError(f"views must be torch tensors; view {i} is {type(v).__name__}{hint}")
             if not v.is_floating_point():
-                raise ValueError(f"views must be floating point, view {i} is {v.dtype}")
+                labels_like = i == 1 and v.dim() == 1 and not v.is_complex() and views[0].dim() == 2 and \
+                    len(v) == len(views[0])
+                hint = (": a tensor of labels? These losses take two or more views of each sample (each [B, d]; the "
+                        "positive of a row is the same row of another view), not (embeddings, labels) as "
+                        "pytorch-metric-learning's NTXentLoss; for class labels use supcon_loss(features, labels), "
+                        "or build the logits and use *_from_logits") if labels_like else ""
+                raise ValueError(f"views must be floating point, view {i} is {v.dtype}{hint}")
         if len(views) < 2:
             raise ValueError(f"need at least 2 views per sample, got {len(views)}")
         shapes = {tuple(v.shape) for v in views}

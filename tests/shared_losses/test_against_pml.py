@@ -97,3 +97,15 @@ def test_a_batch_of_one_label_is_supcons_value_where_pml_returns_0():
         want += -sum(float(s[i, p] - log_den) for p in others) / len(others)
     got = L.supcon_loss(feats, labels, temperature=0.5).item()
     assert got > 0 and abs(got - want / 6) < 1e-12
+
+
+@pytest.mark.parametrize("loss", ["info_nce", "debiased_nce", "hard_negative_nce"])
+def test_the_pml_call_with_labels_is_told_what_these_losses_take(loss):
+    """pytorch-metric-learning's habit, loss(embeddings, labels): the view losses said only "views must be floating
+    point, view 1 is torch.int64" (a probe found it misleading); the message now says what they take and what to
+    use for class labels."""
+    import shared_losses as L
+
+    with pytest.raises(ValueError, match=r"view 1 is torch.int64: a tensor of labels\? .* not \(embeddings, labels\) "
+                                         r".* use supcon_loss\(features, labels\)"):
+        getattr(L, loss)(torch.randn(8, 4), torch.arange(8), temperature=0.5)
