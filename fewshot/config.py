@@ -196,7 +196,8 @@ class TextOptions(RunOptions):
     `paper` = the RoBERTa settings (reproductions of Gunel et al. / puNCE, GPU); `cpu` = the protocol chosen on
     development splits for MiniLM on 2 CPU cores (docs/fewshot.md). Options given explicitly win over the preset."""
     n_unlabeled: int = 500
-    """U unlabeled training examples (labels hidden from the learner; the paper: 500)."""
+    """U unlabeled training examples (labels hidden from the learner; the paper: 500). Objectives that read none
+    (ce, ce+scl, setfit, probe: they serve only the prior reported) draw fewer where the data leave fewer."""
     max_length: int = 64
     """Tokens per example (truncation)."""
     pooling: Literal["auto", "cls", "mean", "max"] = "auto"

@@ -301,8 +301,26 @@ def training_data(cfg: TextOptions):
     if getattr(cfg, "unlabeled_file", None) is not None and not cfg.pu_files:  # the text pipeline's own unlabeled texts
         train_x, train_y, sample = with_unlabeled_file(cfg, train_x, train_y, eval_x)
         return train_x, train_y, eval_x, eval_y, sample
-    sample = sample_fewshot(train_y, cfg.n_labeled, cfg.n_unlabeled, cfg.seed, cfg.setting)
+    sample = sample_fewshot(train_y, cfg.n_labeled, unlabeled_to_draw(cfg, len(train_y)), cfg.seed, cfg.setting)
     return train_x, train_y, eval_x, eval_y, sample
+
+
+def unlabeled_to_draw(cfg, n: int) -> int:
+    """--n-unlabeled, or, for an objective that reads no unlabeled examples (ce, ce+scl, setfit, probe: they serve
+    only the prior it reports), as many as the ``n`` training examples leave beside the labeled ones when that is
+    fewer (a user's small file was refused for the unlabeled examples such a run never reads; found by a probe). The
+    labeled draw does not depend on it. Said once on stderr."""
+    from .objectives import ALL_OBJECTIVES
+
+    name = getattr(cfg, "objective", None)
+    spec = ALL_OBJECTIVES[name] if name in ALL_OBJECTIVES else None
+    room = max(0, n - cfg.n_labeled)
+    if spec is None or spec.reads_unlabeled or cfg.n_unlabeled <= room:
+        return cfg.n_unlabeled
+    print(f"note: --objective {name} reads no unlabeled examples; {room} drawn, not --n-unlabeled {cfg.n_unlabeled} "
+          f"(the {n} training examples leave {room} beside the {cfg.n_labeled} labeled ones; they serve only the "
+          "prior reported)", file=sys.stderr, flush=True)
+    return room
 
 
 def with_unlabeled_file(cfg, train_x, train_y, eval_x):

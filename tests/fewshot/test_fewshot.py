@@ -599,3 +599,20 @@ def test_elkan_noto_with_no_chance_for_the_labeled_positives_is_1_without_a_nump
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert prior.elkan_noto_prior(P, U, seed=0) == 1.0
+
+
+def test_objectives_that_read_no_unlabeled_examples_are_not_refused_for_lacking_them(tiny_encoder, easy_task,
+                                                                                     tmp_path, capsys):
+    """A user's file of 200 examples with the default --n-unlabeled 500: --objective ce (and ce+scl, setfit, probe,
+    which read no unlabeled examples) was refused ("too few examples ... lower --n-unlabeled"; found by a probe); it
+    now draws what the data leave, says so, and the labeled draw is the same as with fewer unlabeled ones.
+    ce+punce, which reads them, is still refused."""
+    from fewshot.run import training_data
+
+    ce = training_data(_cfg(tiny_encoder, easy_task, tmp_path, objective="ce", n_unlabeled=500))[4]
+    assert len(ce.unlabeled) == 180 and "reads no unlabeled examples; 180 drawn, not --n-unlabeled 500" in \
+        capsys.readouterr().err
+    fewer = training_data(_cfg(tiny_encoder, easy_task, tmp_path, objective="ce", n_unlabeled=100))[4]
+    assert np.array_equal(ce.labeled, fewer.labeled) and "reads no unlabeled" not in capsys.readouterr().err
+    with pytest.raises(DataError, match="too few examples: 200 .* lower --n-unlabeled"):
+        training_data(_cfg(tiny_encoder, easy_task, tmp_path, objective="ce+punce", n_unlabeled=500))
