@@ -273,6 +273,16 @@ class FewShotConfig(TextOptions):
     """`--objective ce+punce`: lambda, the weight of an unlabeled example's pull towards the labeled views (eq. 10's P
     and N terms); the rest, 1 - lambda, goes to its own other view (docs/equations.md section 5, a variant beyond the
     paper). 1: the paper's puNCE (the default here); 0: CE + SCL-PU. The image pipeline's PNU default is 0.1."""
+    warmup_steps: int = 0
+    """Steps of linear learning-rate warmup from 0 to --lr (transformers' schedules: the first step at 0); 0: none,
+    the reference setting (docs/fewshot.md, a constant --lr)."""
+    lr_schedule: Literal["constant", "linear"] = "constant"
+    """The learning rate after the warmup: constant (the reference setting) or linear, decaying to 0 at --max-steps
+    (transformers' get_linear_schedule_with_warmup, Trainer's default). A run with linear decay cannot be extended
+    by a resume with a larger --max-steps (its decay would change)."""
+    max_grad_norm: float = 0.0
+    """Clip the gradients' global L2 norm to this before each step (Trainer's default is 1.0); 0: no clipping, the
+    reference setting."""
 
     def validate(self) -> None:
         """The common checks, then the text few-shot ones (N >= 2, --eval-every, --lam, --label-pull)."""
@@ -280,6 +290,13 @@ class FewShotConfig(TextOptions):
         need(self, self.n_labeled >= 2, "n_labeled", ">= 2 (the labeled sample holds both classes)")
         need(self, self.eval_every >= 1, "eval_every", ">= 1")
         need(self, 0.0 <= self.lam <= 1.0, "lam", "in [0, 1]")
+        need(self, self.warmup_steps >= 0, "warmup_steps", ">= 0")
+        need(self, math.isfinite(self.max_grad_norm) and self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: none)")
+        scheduled = [f"--{k.replace('_', '-')}" for k, off in (("warmup_steps", 0), ("lr_schedule", "constant"),
+                                                             ("max_grad_norm", 0.0)) if getattr(self, k) != off]
+        if scheduled and self.objective in ALL_OBJECTIVES and not ALL_OBJECTIVES[self.objective].trains_encoder:
+            raise ValueError(f"{', '.join(scheduled)} shape the training steps; --objective {self.objective} takes "
+                             "none (a baseline): drop them")
         if self.lam == 0.0 and self.head == "linear" and self.objective in ("ce+scl", "ce+punce"):
             raise ValueError("--lam 0 gives cross-entropy no weight, so the linear head --head linear scores with "
                              "would never train; pass --head logreg (the contrastive term alone, scored by a "

@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 from shared_losses.training.loop import run as run_app
-from shared_losses.training.runtime import DivergenceWatch, print_run_result
+from shared_losses.training.runtime import CheckpointError, DivergenceWatch, print_run_result
 
 from .config import AnyConfig, FewShotConfig, ImageConfig, PuConfig, from_cli
 from .model import FewShotModel
@@ -98,6 +98,11 @@ class FewShotApp(FewShotRunApp):
                                        run.prior, cfg.gather_across_processes, cfg.label_pull)
         self.opt.zero_grad(set_to_none=True)
         acc.backward(loss)
+        if cfg.max_grad_norm > 0:
+            acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        lr = cfg.lr * lr_factor(cfg, self.step)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
         self.opt.step()
         self.step += 1
         # Logged: the mean over processes, i.e. the loss of the global batch (each process's loss is the mean
@@ -106,7 +111,17 @@ class FewShotApp(FewShotRunApp):
         self.last_loss = mean(loss)
         if self.step % cfg.log_every == 0 or self.eval_due():  # where the run logs or evaluates next
             self.watch.check(self.step, self.last_loss)
-        return {"step": self.step, "loss": self.last_loss, **{k: mean(v) for k, v in parts.items()}}
+        scheduled = {"lr": lr} if cfg.warmup_steps > 0 or cfg.lr_schedule != "constant" else {}
+        return {"step": self.step, "loss": self.last_loss, **{k: mean(v) for k, v in parts.items()}, **scheduled}
+
+    def check_resume(self, saved):
+        recorded = (saved or {}).get("config") or {}
+        before = recorded.get("max_steps")
+        if self.cfg.lr_schedule == "linear" and before is not None and before != self.cfg.max_steps:
+            raise CheckpointError(f"{self.harness.out} was made with --lr-schedule linear to --max-steps {before}: its "
+                                  f"learning rate decays to 0 there, so it cannot be continued to {self.cfg.max_steps} "
+                                  f"as the same run; resume with --max-steps {before}, or start another run")
+        return super().check_resume(saved)
 
     def eval_due(self):
         return self.step % self.cfg.eval_every == 0 or self.step == self.cfg.max_steps
@@ -158,6 +173,19 @@ class FewShotApp(FewShotRunApp):
 
     def summary(self):
         return self.metrics
+
+
+def lr_factor(cfg, step: int) -> float:
+    """The learning rate of the step after ``step`` steps as a share of --lr, as transformers' schedules give it
+    (``get_constant_schedule_with_warmup``, ``get_linear_schedule_with_warmup``, whose scheduler steps after the
+    optimiser): ``step / warmup`` during the warmup (0 at the first step), then 1, or for ``linear`` falling to 0 at
+    --max-steps. A function of the step alone, so a resumed run continues the schedule exactly."""
+    warmup = getattr(cfg, "warmup_steps", 0)
+    if step < warmup:
+        return step / max(1, warmup)
+    if getattr(cfg, "lr_schedule", "constant") == "linear":
+        return max(0.0, (cfg.max_steps - step) / max(1, cfg.max_steps - warmup))
+    return 1.0
 
 
 def global_batches(cfg, n_labeled: int, n_unlabeled: int, world: int, reads_unlabeled: bool,

@@ -94,3 +94,47 @@ def test_fewshot_pu_pipeline_ctrl_c_resumes_exactly(tiny_encoder, easy_task, tmp
     assert len(rows["full"]) == 5 and rows["full"] == rows["cut"]
     for key in ("eval_accuracy", "probes", "prior", "steps"):
         assert metrics["full"][key] == metrics["cut"][key], key
+
+
+def test_the_learning_rate_schedule_resumes_exactly_and_is_transformers(tiny_encoder, easy_task, tmp_path,
+                                                                        monkeypatch, capsys):
+    """--warmup-steps, --lr-schedule linear and --max-grad-norm (Trainer's habits; the learning rate was constant and
+    unclipped with no option, found by a probe): the learning rate of every step is transformers' own schedule's
+    (get_linear_schedule_with_warmup, the first step at 0), log.csv shows it, the gradients are clipped to the norm
+    asked, and a run stopped by Ctrl-C and resumed equals the straight one; extending a linear run is refused."""
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    import fewshot.train as fs_train
+    from shared_losses.training.runtime import CheckpointError
+
+    kw = dict(max_steps=6, eval_every=3, checkpoint_every=4, warmup_steps=2, lr_schedule="linear", max_grad_norm=0.5,
+              lr=3e-3)
+    norms = []
+    real = fs_train.FewShotApp.train_step
+
+    def spy(self):
+        clip = self.accelerator.clip_grad_norm_
+        self.accelerator.clip_grad_norm_ = lambda params, max_norm: norms.append(max_norm) or clip(params, max_norm)
+        return real(self)
+
+    monkeypatch.setattr(fs_train.FewShotApp, "train_step", spy)
+    rows, metrics = cut_and_resume(tiny_encoder, easy_task, tmp_path, monkeypatch, capsys, fs_train, "fewshot_loss",
+                                   **kw)
+    assert rows["full"] == rows["cut"] and metrics["full"]["history"] == metrics["cut"]["history"]
+    assert norms[:6] == [0.5] * 6  # the straight run's six steps
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=3e-3)
+    sched = get_linear_schedule_with_warmup(opt, num_warmup_steps=2, num_training_steps=6)
+    expected = []
+    for _ in range(6):
+        expected.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert [float(r["lr"]) for r in rows["full"]] == pytest.approx(expected, rel=1e-12, abs=1e-15)
+    assert expected[0] == 0.0
+    with pytest.raises(CheckpointError, match="--lr-schedule linear to --max-steps 6: .* cannot be continued to 8"):
+        train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "full"), resume=True,
+                   **{**kw, "max_steps": 8}))
+    with pytest.raises(ValueError, match="--warmup-steps shape the training steps; --objective probe takes none"):
+        train(_cfg(tiny_encoder, easy_task, tmp_path, objective="probe", warmup_steps=2,
+                   output_dir=str(tmp_path / "p")))
