@@ -246,6 +246,27 @@ class FewShotConfig(TextOptions):
     PIPELINE: ClassVar[str] = "text"
     #: N labeled examples of both classes plus U unlabeled ones.
     setting: ClassVar[str] = "pnu"
+    #: transformers.Trainer's arguments that are not options here, and what gives the same (one line instead of
+    #: tyro's box; see shared_losses.training.cli.refuse_other_names).
+    OTHER_NAMES: ClassVar[dict] = {
+        "--learning-rate": "--lr",
+        "--warmup-ratio": "--warmup-steps N (N = the ratio x --max-steps)",
+        "--lr-scheduler-type": "--lr-schedule constant|linear",
+        "--eval-steps": "--eval-every",
+        "--evaluation-strategy": "--eval-every N (every N steps)",
+        "--eval-strategy": "--eval-every N (every N steps)",
+        "--logging-steps": "--log-every",
+        "--save-steps": "--checkpoint-every",
+        "--num-train-epochs": "--max-steps (training is counted in steps)",
+        "--per-device-train-batch-size": "--batch-labeled (and --batch-unlabeled for ce+punce)",
+        "--gradient-accumulation-steps": "nothing: give a larger --batch-labeled, or several processes",
+        "--fp16": "--mixed-precision fp16 (bf16 on a CPU)",
+        "--bf16": "--mixed-precision bf16",
+        "--resume-from-checkpoint": "--resume (on the run's --output-dir)",
+        "--load-best-model-at-end": "nothing: the last step's model is the run's; choose settings on --eval-split dev",
+        "--metric-for-best-model": "nothing: the last step's model is the run's; choose settings on --eval-split dev",
+        "--save-total-limit": "nothing: a run keeps one checkpoint",
+    }
 
     n_labeled: int = 20
     """N labeled training examples, both classes: a uniform draw from the training pool that holds both (the paper:

@@ -48,6 +48,41 @@ class Config:
         "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu", "env_worker",
         "eval_worker", "keep_policies", "video_every_eval"})
 
+    #: The official CURL train.py's flags that have no option of the same name here, and what gives the same
+    #: (docs/rl_curl.md, "Coming from the official code's flags"): named in one line instead of tyro's box.
+    OTHER_NAMES: ClassVar[dict] = {
+        "--domain-name": "--task DOMAIN-TASK (e.g. --task cartpole-swingup)",
+        "--task-name": "--task DOMAIN-TASK (e.g. --task cartpole-swingup)",
+        "--pre-transform-image-size": "--image-size (the render size)",
+        "--replay-buffer-capacity": "--replay-capacity",
+        "--init-steps": "--seed-steps (agent steps, as the official --init_steps)",
+        "--num-train-steps": "--env-steps, in environment steps (agent steps x action repeat)",
+        "--eval-freq": "--eval-every, in environment steps (agent steps x action repeat)",
+        "--num-eval-episodes": "--eval-episodes",
+        "--critic-lr": "--lr (one rate for the actor and the critic)",
+        "--actor-lr": "--lr (one rate for the actor and the critic)",
+        "--critic-beta": "--actor-beta1 (one beta1 for the actor and the critic)",
+        "--actor-beta": "--actor-beta1 (one beta1 for the actor and the critic)",
+        "--alpha-beta": "--alpha-beta1",
+        "--actor-log-std-min": "--log-std-min",
+        "--actor-log-std-max": "--log-std-max",
+        "--actor-update-freq": "--actor-update-every",
+        "--critic-target-update-freq": "--target-update-every",
+        "--encoder-feature-dim": "--feature-dim",
+        "--curl-latent-dim": "nothing (unused by the official code too: W is --feature-dim x --feature-dim)",
+        "--encoder-type": "nothing: the encoder is always the pixel one",
+        "--work-dir": "--output-dir (an existing run is refused, not overwritten)",
+        "--save-tb": "nothing: TensorBoard is on by default (--report-to)",
+        "--save-buffer": "nothing: the replay is in every checkpoint by default (--save-replay)",
+        "--save-model": "--keep-policies (every evaluation's policy)",
+        "--log-interval": "--log-every, in environment steps",
+    }
+    #: An option this configuration has under the name the official code gives another meaning: a warning.
+    SAME_NAME_OTHER_MEANING: ClassVar[dict] = {
+        "--image_size": "the render size here (the official --pre_transform_image_size); the official --image_size, "
+                        "the random crop, is --crop-size",
+    }
+
     #: Fields added after runs were recorded without them, with the value those runs trained with: a record that lacks
     #: one is read with it (a resume, a grid counting a finished run), so older runs stay the same runs.
     ADDED_FIELDS: ClassVar[dict] = {"detach_encoder": False}

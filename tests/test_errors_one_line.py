@@ -2,6 +2,7 @@
 naming the file or option at fault, before any work starts and with nothing written."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -217,3 +218,33 @@ def test_the_type_check_passes_what_the_fields_mean():
                              save_video=np.bool_(True)))
     with pytest.raises(ValueError, match=r"seed must be a whole number \(int\), got True \(bool\)"):
         check_field_types(Config(seed=True))
+
+
+@pytest.mark.parametrize("module, argv, words", [
+    ("fewshot.config", ["--learning_rate", "1e-3"], "--learning_rate is not an option here: --lr"),
+    ("fewshot.config", ["--eval-steps=5"], "--eval-steps is not an option here: --eval-every"),
+    ("rl_curl.config", ["--eval_freq", "1000"], "--eval_freq is not an option here: --eval-every, in environment"),
+    ("rl_curl.config", ["--save_model"], "--save_model is not an option here: --keep-policies"),
+])
+def test_another_tools_option_names_what_gives_the_same_here(module, argv, words):
+    """transformers.Trainer's arguments given to fewshot.train and the official CURL flags given to rl_curl.train
+    (probes of both): tyro's box said "Unrecognized options" and, for most, nothing of the option to use."""
+    import importlib
+
+    from shared_losses.training.cli import UsageError
+
+    with pytest.raises(UsageError, match=re.escape(words)):
+        importlib.import_module(module).from_cli(argv)
+
+
+def test_the_official_image_size_spelling_is_warned_of_its_other_meaning():
+    from rl_curl.config import from_cli
+
+    with pytest.warns(UserWarning, match="--image_size: the render size here .* is --crop-size"):
+        cfg = from_cli(["--image_size", "84", "--crop-size", "64"])
+    assert cfg.image_size == 84
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from_cli(["--image-size", "84", "--crop-size", "64"])  # our spelling: no warning

@@ -408,6 +408,7 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
     were given: :func:`option_given`). ``prog`` is the command as ``--help``'s usage line names it (``python -m
     rl_curl.train``; default: the script's path, which ``python -m`` makes a full path to the module's file)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    refuse_other_names(config_cls, args)
     name = _preset_on_command_line(args, presets)
     if name is None and default_preset is not None and not option_given(args, "--preset"):  # --preset None: none
         name = default_preset(args)
@@ -431,6 +432,31 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
     text = "\n\n".join(t.strip("\n") for t in (text, *sections, presets_help(presets) if presets else "") if t)
     cfg = parse_dataclass(config_cls, args=args, default=default, description=text, prog=prog)
     return finish(cfg, args) if finish is not None else cfg
+
+
+def refuse_other_names(config_cls: type, args: Sequence[str]) -> None:
+    """Options of the tools a user comes from (the official code's flags, transformers.Trainer's arguments) that are
+    not this configuration's: one :class:`UsageError` naming what gives the same here, from the class's
+    ``OTHER_NAMES`` (``{"--learning-rate": "--lr"}``: keys with dashes; an underscore spelling is matched too),
+    before tyro refuses them in a box that names no replacement. ``SAME_NAME_OTHER_MEANING`` (the exact spelling ->
+    a warning): an option this configuration has under a name another tool gives another meaning."""
+    other = {k.replace("_", "-"): v for k, v in getattr(config_cls, "OTHER_NAMES", {}).items()}
+    same = getattr(config_cls, "SAME_NAME_OTHER_MEANING", {})
+    if not other and not same:
+        return
+    fields = {f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(config_cls)}
+    fields |= {f"--no-{name[2:]}" for name in fields}
+    for arg in args:
+        if arg == "--":
+            break
+        if not arg.startswith("--"):
+            continue
+        name = arg.split("=", 1)[0]
+        key = name.replace("_", "-")
+        if key in other and key not in fields:
+            raise UsageError(f"{name} is not an option here: {other[key]} (see --help)")
+        if name in same:
+            warnings.warn(f"{name}: {same[name]}", UserWarning, stacklevel=3)
 
 
 # --------------------------------------------------------------------------------------------------------------
