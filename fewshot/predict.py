@@ -16,6 +16,14 @@ probabilities are null (empty .csv cells), and stderr counts such rows. An exist
 --overwrite is given, and the file is written to a temporary sibling and renamed into place. The numbers are those of
 transformers' text-classification pipeline on the folder (truncation=True): softmax over the two logits, the label
 with the larger one.
+
+With --label-column (the input's true labels, e.g. a labeled test file), the predictions are also scored: one line
+of accuracy, F1, precision, recall, balanced accuracy and ROC-AUC (%) on stderr and, with --scores FILE, a JSON file.
+The column's values are read as the model's class names, or, where they are not, by the run's own label rule
+(--positive-label / --label-map of the training, from its config.json); rows without a text or whose label the rule
+drops are left out of the scores, and counted.
+
+    python -m fewshot.predict --model runs/fewshot --input test.csv --label-column sentiment --output preds.csv
 """
 
 from __future__ import annotations
@@ -252,6 +260,51 @@ def _json_value(v):
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
+def recorded_label_rule(model, folder: Path):
+    """The run's label rule (:func:`fewshot.data.label_rule` of its recorded --positive-label / --label-map) and the
+    config.json it comes from, found as :func:`recorded_text_column` finds the text column; None without one."""
+    from shared_losses.data import LabelRule
+
+    folder = Path(folder)
+    runs = [Path(model)] if Path(model).resolve() != folder.resolve() else []
+    if folder.name == MODEL_DIR:
+        runs.append(folder.parent)
+    marker = _json_object(folder / MARKER)
+    older = [Path(marker["run"])] if isinstance(marker.get("run"), str) else []
+    for source in [run / "config.json" for run in runs] + [folder / MARKER] + [run / "config.json" for run in older]:
+        config = _json_object(source)
+        if "model_type" not in config and "positive_label" in config:
+            return LabelRule.of(config["positive_label"], config.get("label_map")), source
+    return None
+
+
+def true_labels(raw, names: dict, rule, column: str) -> tuple[list[int | None], str]:
+    """Each row's label in {0, 1} (None: left out) from the --label-column values ``raw``, and how they were read:
+    as the model's class names ``names`` (id -> name) where every value is one, else by the run's ``rule`` (a
+    (LabelRule, source) pair, or None: refused in one line naming the values and the classes)."""
+    from shared_losses.data import DataError, label_text
+
+    by_name = {label_text(n): i for i, n in names.items()}
+    texts = [None if v is None or label_text(v) == "" else label_text(v) for v in raw]
+    given = [t for t in texts if t is not None]
+    if not given:
+        raise DataError(f"--label-column {column}: every row's label is empty")
+    if all(t in by_name for t in given):
+        return [None if t is None else by_name[t] for t in texts], "the model's class names"
+    if rule is None:
+        others = sorted({t for t in given if t not in by_name})[:10]
+        raise DataError(f"--label-column {column}: values {others} are not the model's classes "
+                        f"({', '.join(map(repr, names.values()))}), and no run's config.json beside the model says how "
+                        "its training read them (pass the run folder as --model, or labels named as the classes)")
+    label_rule, source = rule
+    rows = [i for i, t in enumerate(texts) if t is not None]
+    kept, labels = label_rule.apply([raw[i] for i in rows], f"--input's --label-column {column}", need_both=False)
+    out: list[int | None] = [None] * len(texts)
+    for k, y in zip(kept, labels):
+        out[rows[k]] = int(y)
+    return out, f"the run's label rule ({source})"
+
+
 def main(argv=None):
     import argparse
 
@@ -271,6 +324,12 @@ def main(argv=None):
                    help="predictions: .jsonl or .csv (an existing file is refused unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
                    help="let --output replace an existing file (written to a temporary file, then renamed)")
+    p.add_argument("--label-column", default=None,
+                   help="the input's column of true labels: score the predictions against it (a line on stderr; "
+                        "--scores writes them as JSON)")
+    p.add_argument("--scores", default=None,
+                   help="with --label-column: write the scores here as JSON (an existing file is refused unless "
+                        "--overwrite)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N, mps)")
     args = p.parse_args(argv)
@@ -284,12 +343,22 @@ def main(argv=None):
     _check_writable_output(out)
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.scores is not None:
+        if args.label_column is None:
+            raise ValueError("--scores writes the scores against --label-column: give the input's label column")
+        if Path(args.scores).exists() and not args.overwrite:
+            raise FileExistsError(f"--scores {args.scores} exists; pass --overwrite to replace it")
+        _check_writable_output(Path(args.scores))
     device = check_device(args.device)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: noise on the command line
     folder = model_folder(args.model)
     texts, others = read_input(args.input, args.text_column, recorded_text_column(args.model, folder))
+    if args.label_column is not None and texts and args.label_column not in others[0]:
+        columns = sorted(others[0]) if others and others[0] else []
+        raise ValueError(f"--label-column {args.label_column}: no such column in --input {args.input} (its other "
+                         f"columns: {', '.join(columns) or 'none'})")
     if args.input.lower().endswith((".txt", ".txt.gz")):  # a blank line is no text
         kept = [i for i, t in enumerate(texts) if t is not None]
         if len(kept) < len(texts):
@@ -310,7 +379,33 @@ def main(argv=None):
     counts = {names[k]: labels.count(names[k]) for k in range(len(names))}
     counts = {**counts, **({"no text": len(texts) - len(given)} if len(given) < len(texts) else {})}
     print(f"wrote {len(texts)} rows to {out} ({', '.join(f'{n}: {c}' for n, c in counts.items())}) with {folder}")
+    if args.label_column is not None:
+        score_predictions(args, folder, names, probs, [o.get(args.label_column) for o in others])
     return out
+
+
+def score_predictions(args, folder: Path, names: dict, probs: list, raw: list) -> dict:
+    """Score the rows with a prediction and a label (:func:`true_labels`): one line on stderr, and ``--scores``."""
+    from shared_losses.training.runtime import write_json_atomic
+
+    from .scores import binary_scores, scores_line
+
+    truth, how = true_labels(raw, names, recorded_label_rule(args.model, folder), args.label_column)
+    rows = [i for i, (p, y) in enumerate(zip(probs, truth)) if p is not None and y is not None]
+    if not rows:
+        raise ValueError(f"--label-column {args.label_column}: no row has both a text and a label to score")
+    eps = 1e-12
+    log_odds = [math.log(max(probs[i][1], eps)) - math.log(max(probs[i][0], eps)) for i in rows]
+    scores = binary_scores([truth[i] for i in rows], log_odds)
+    left = len(probs) - len(rows)
+    result = {"label_column": args.label_column, "labels_read_as": how, "rows_scored": len(rows),
+              "rows_left_out": left, "positive_class": names[1], **scores}
+    print(f"scored {len(rows)} rows against --label-column {args.label_column} (read as {how}"
+          + (f"; {left} without a text or a label left out" if left else "") + f"): accuracy "
+          f"{scores['accuracy']:.2f} %; {scores_line(scores)}", file=sys.stderr)
+    if args.scores is not None:
+        write_json_atomic(Path(args.scores), result)
+    return result
 
 
 if __name__ == "__main__":

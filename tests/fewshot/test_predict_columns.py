@@ -180,3 +180,42 @@ def test_an_export_of_a_checkpoint_with_nan_weights_is_refused(sentence_run, tmp
         predict(["--model", str(tmp_path / "shared"), "--input", str(tmp_path / "in.txt"), "--output",
                  str(tmp_path / "p.jsonl")])
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_predictions_are_scored_against_a_label_column(sentence_run, tmp_path, capsys):
+    """Trainer.predict's metrics on a labeled file (a probe found fewshot.predict passed the labels through and scored
+    nothing): --label-column scores the predictions (the model's class names, or the run's label rule), --scores
+    writes them; a missing column and --scores without --label-column are refused before anything is predicted."""
+    import csv
+
+    rows = make_texts(30, 5)
+    test = write_tsv(tmp_path / "test.tsv", rows)
+    out = tmp_path / "p.csv"
+    predict(["--model", str(sentence_run), "--input", str(test), "--output", str(out), "--label-column", "label",
+             "--scores", str(tmp_path / "scores.json")])
+    said = capsys.readouterr().err
+    preds = list(csv.DictReader(open(out)))
+    right = sum(int(p["label"]) == y for p, (_, y) in zip(preds, rows))
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    assert scores["rows_scored"] == 30 and scores["accuracy"] == pytest.approx(100.0 * right / 30)
+    assert scores["labels_read_as"] == "the model's class names" and scores["n_positive"] == sum(y for _, y in rows)
+    assert f"scored 30 rows against --label-column label (read as the model's class names): accuracy " \
+           f"{100.0 * right / 30:.2f} %" in said
+    # labels spelled otherwise than the classes: read by the run's own rule (--positive-label 1: 1.0 is 1, 0.0 is 0)
+    other = tmp_path / "other.tsv"
+    other.write_text("sentence\tlabel\n" + "".join(f"{t}\t{float(y)}\n" for t, y in rows))
+    predict(["--model", str(sentence_run), "--input", str(other), "--output", str(tmp_path / "o.csv"),
+             "--label-column", "label", "--scores", str(tmp_path / "o.json")])
+    assert json.loads((tmp_path / "o.json").read_text())["accuracy"] == scores["accuracy"]
+    words = tmp_path / "words.tsv"
+    words.write_text("sentence\tlabel\n" + "".join(f"{t}\t{'yes' if y else 'no'}\n" for t, y in rows))
+    with pytest.raises(DataError, match="--positive-label '1' is not among the label values"):
+        predict(["--model", str(sentence_run), "--input", str(words), "--output", str(tmp_path / "w.csv"),
+                 "--label-column", "label"])
+    with pytest.raises(ValueError, match="--label-column stars: no such column in --input .* label"):
+        predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "m.csv"),
+                 "--label-column", "stars"])
+    with pytest.raises(ValueError, match="--scores writes the scores against --label-column"):
+        predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "n.csv"),
+                 "--scores", str(tmp_path / "n.json")])
+    assert not (tmp_path / "m.csv").exists() and not (tmp_path / "n.csv").exists()
