@@ -133,7 +133,9 @@ class FewShotApp(FewShotRunApp):
                                                self.objective.trains_head)
         self.history.append({"step": self.step, "eval_accuracy": accuracy, "head_accuracies": both,
                              "eval_scores": scores})
-        return {"eval_accuracy": accuracy}
+        # the positive class's scores beside the accuracy: log.csv, TensorBoard and the trackers (eval/f1, ...)
+        more = {f"eval_{k}": v for k, v in (scores or {}).items() if k in EVAL_SCORES_LOGGED and v is not None}
+        return {"eval_accuracy": accuracy, **more}
 
     def log(self, row):
         self.row = row
@@ -173,6 +175,10 @@ class FewShotApp(FewShotRunApp):
 
     def summary(self):
         return self.metrics
+
+
+#: The evaluation's scores (fewshot.scores.binary_scores) logged beside eval_accuracy at every evaluation.
+EVAL_SCORES_LOGGED = ("f1", "precision", "recall", "balanced_accuracy", "roc_auc")
 
 
 def lr_factor(cfg, step: int) -> float:

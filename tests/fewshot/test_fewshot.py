@@ -616,3 +616,14 @@ def test_objectives_that_read_no_unlabeled_examples_are_not_refused_for_lacking_
     assert np.array_equal(ce.labeled, fewer.labeled) and "reads no unlabeled" not in capsys.readouterr().err
     with pytest.raises(DataError, match="too few examples: 200 .* lower --n-unlabeled"):
         training_data(_cfg(tiny_encoder, easy_task, tmp_path, objective="ce+punce", n_unlabeled=500))
+
+
+def test_every_evaluation_logs_the_positive_class_scores(tiny_encoder, easy_task, tmp_path):
+    """log.csv (and so TensorBoard and the trackers, eval/f1 ...) has the evaluation's F1, precision, recall,
+    balanced accuracy and ROC-AUC beside its accuracy, equal to metrics.json's history (they were in metrics.json
+    only; a probe found the trackers got accuracy alone)."""
+    train(_cfg(tiny_encoder, easy_task, tmp_path, max_steps=2, eval_every=2, checkpoint_every=2))
+    row = [r for r in csv.DictReader(open(tmp_path / "run" / "log.csv")) if r.get("eval_accuracy")][-1]
+    scores = json.loads((tmp_path / "run" / "metrics.json").read_text())["history"][-1]["eval_scores"]
+    for key in ("f1", "precision", "recall", "balanced_accuracy", "roc_auc"):
+        assert float(row[f"eval_{key}"]) == pytest.approx(scores[key], rel=1e-9), key
