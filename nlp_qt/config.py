@@ -95,9 +95,11 @@ class Config:
     conv_width: int = 3
     """encoder conv: the convolution's window in words."""
     word_vectors: Optional[str] = None
-    """Initialise both encoders' word embeddings from pretrained word vectors: a folder written by
-    `python -m nlp_qt.bow` (word2vec on a corpus; its size must equal word_dim). Vocabulary words it lacks keep
-    the uniform init; the vectors are trained on from there. None: uniform init (QT's trained-vocabulary mode)."""
+    """Initialise both encoders' word embeddings from pretrained word vectors: a GloVe text file (glove.6B.300d.txt),
+    a word2vec / fastText text file (.vec, a '<count> <dim>' header) or binary file (.bin), each also .gz; or a folder
+    written by `python -m nlp_qt.bow`. Their size must equal word_dim. A vocabulary word a file lacks takes its
+    lower-case form's vector where the file has that (GloVe is lower case); words without a vector keep the uniform
+    init; the vectors are trained on from there. None: uniform init (QT's trained-vocabulary mode)."""
 
     objective: ObjectiveName = "qt"
     """Loss: one of the objectives listed above (nlp_qt.objectives.OBJECTIVES)."""

@@ -20,6 +20,7 @@ import sys
 import time
 import warnings
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -114,7 +115,14 @@ def read_checked_word_vectors(cfg: Config):
     if cfg.word_vectors is None:
         return None
     from .bow import read_word_vectors
+    from .vector_files import is_vector_file, open_vector_file
 
+    if is_vector_file(cfg.word_vectors):  # GloVe / word2vec / fastText as published: read at init, vocabulary only
+        vector_file = open_vector_file(cfg.word_vectors)
+        if vector_file.dim != cfg.word_dim:
+            raise ValueError(f"--word-vectors {cfg.word_vectors} has {vector_file.dim}-d vectors but --word-dim is "
+                             f"{cfg.word_dim}; set --word-dim {vector_file.dim}")
+        return vector_file
     words, vectors, lowercase = read_word_vectors(cfg.word_vectors)
     if vectors.shape[1] != cfg.word_dim:
         raise ValueError(f"--word-vectors {cfg.word_vectors} has {vectors.shape[1]}-d vectors but --word-dim is "
@@ -123,6 +131,24 @@ def read_checked_word_vectors(cfg: Config):
         raise ValueError(f"--word-vectors {cfg.word_vectors} was trained with lowercase={lowercase}, this run has "
                          f"--lowercase {cfg.lowercase}: its words would not match the vocabulary's")
     return words, vectors
+
+
+def vocabulary_vectors(source, vocabulary: list[str]):
+    """``(words, vectors, folded)`` to initialise the vocabulary with: an nlp_qt.bow folder's words as they are (its
+    case was checked against --lowercase); a word-vector file's vectors of the vocabulary's words, a word it lacks
+    taking the vector of its lower-case form where the file has that one (GloVe's files are lower case; ``folded``
+    counts those words)."""
+    from .vector_files import VectorFile
+
+    if not isinstance(source, VectorFile):
+        return (*source, 0)
+    words, vectors = source.select(set(vocabulary) | {w.lower() for w in vocabulary})
+    index = {w: k for k, w in enumerate(words)}
+    extra = [(w, index[w.lower()]) for w in vocabulary if w not in index and w.lower() in index]
+    if extra:
+        words = words + [w for w, _ in extra]
+        vectors = np.concatenate([vectors, vectors[[k for _, k in extra]]])
+    return words, vectors, len(extra)
 
 
 def sentence_stream(cfg: Config, stats: CorpusStats | None = None):
@@ -299,11 +325,13 @@ class QuickThoughtApp(TrainingApp):
         set_seed(cfg.seed)
         model = QuickThought(model_config(cfg, len(self.vocab)))
         if self.word_vectors is not None:  # vocabulary words initialised from --word-vectors
-            self.covered = init_word_vectors(model, self.vocab.itos, *self.word_vectors)
+            words, vectors, folded = vocabulary_vectors(self.word_vectors, self.vocab.itos[2:])
+            self.covered = init_word_vectors(model, self.vocab.itos, words, vectors)
             self.word_vectors = None  # the rows are copied: do not hold the vectors for the whole run
             if self.main:
                 print(f"word vectors: {self.covered} of {len(self.vocab) - 2} vocabulary words initialised from "
-                      f"{cfg.word_vectors}")
+                      f"{cfg.word_vectors}" + (f" ({folded} of them by their lower-case form, which the file has "
+                                               "instead)" if folded else ""))
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
         self.model, self.optimizer = acc.prepare(model, optimizer)
         self.watch = DivergenceWatch(self.model.parameters(), cfg.lr)

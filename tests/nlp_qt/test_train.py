@@ -653,3 +653,56 @@ def test_a_debiased_batch_of_two_is_refused_before_the_run_folder(tmp_path):
     assert not (tmp_path / "qt").exists()
     done = train(_cfg(tmp_path, "qt_zero", batch_size=2, max_steps=2, self_score="zero"))
     assert done["step"] == 2 and done["final_loss"] > 0.1
+
+
+@pytest.mark.parametrize("form", ["glove", "glove.gz", "vec", "bin", "bin.gz"])
+def test_word_vectors_from_the_files_their_authors_publish(tmp_path, form, capsys):
+    """--word-vectors FILE: GloVe's text files (no header), word2vec / fastText text (.vec, a header) and word2vec's
+    binary files, each also gzip-compressed (only nlp_qt.bow's folder was read: "no bow.json ... there", found by a
+    probe). A vocabulary word's row is its vector exactly; a capitalised vocabulary word the lower-case file lacks
+    takes its lower-case form's vector, and the line says how many did."""
+    import gzip
+
+    import torch
+
+    rng = np.random.default_rng(0)
+    words = ["story", "cat", "the", "a word", "zebra-not-in-corpus", "book"]  # GloVe 840B has words with spaces
+    if form.startswith("bin"):  # binary word2vec ends a word at a space: none has one
+        words[3] = "a-word"
+    vectors = rng.normal(size=(len(words), 8)).astype(np.float32)
+    name = {"glove": "g.txt", "glove.gz": "g.txt.gz", "vec": "w.vec", "bin": "w.bin", "bin.gz": "w.bin.gz"}[form]
+    path = tmp_path / name
+    if form.startswith("bin"):
+        data = f"{len(words)} 8\n".encode() + b"".join(w.encode() + b" " + v.astype("<f4").tobytes() + b"\n"
+                                                       for w, v in zip(words, vectors))
+    else:
+        lines = [f"{w} " + " ".join(repr(float(x)) for x in v) for w, v in zip(words, vectors)]
+        data = ("\n".join(([f"{len(words)} 8"] if form == "vec" else []) + lines) + "\n").encode()
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    train(_cfg(tmp_path, "init", max_steps=0, word_vectors=str(path)))
+    model, vocab = load_model(tmp_path / "init/model")
+    for w in ("story", "cat", "the"):
+        assert torch.equal(model.f.embed.weight[vocab.stoi[w]], torch.from_numpy(vectors[words.index(w)])), w
+        assert torch.equal(model.g.embed.weight[vocab.stoi[w]], torch.from_numpy(vectors[words.index(w)])), w
+    capitalised = [w for w in vocab.itos if w != w.lower() and w.lower() in words]
+    assert capitalised  # the corpus has "Book" (or another), the file only "book"
+    for w in capitalised:
+        assert torch.equal(model.f.embed.weight[vocab.stoi[w]], torch.from_numpy(vectors[words.index(w.lower())]))
+    assert f"({len(capitalised)} of them by their lower-case form, which the file has instead)" in \
+        capsys.readouterr().out
+
+
+def test_a_word_vector_file_that_does_not_fit_is_refused_before_the_corpus_is_read(tmp_path):
+    (tmp_path / "g.txt").write_text("cat 0.1 0.2 0.3\nthe 0.4 0.5 0.6\n")
+    with pytest.raises(ValueError, match="has 3-d vectors but --word-dim is 8; set --word-dim 3"):
+        train(_cfg(tmp_path, "dim", max_steps=0, word_vectors=str(tmp_path / "g.txt")))
+    assert not (tmp_path / "dim").exists()
+    (tmp_path / "bad.txt").write_text("cat " + " ".join(["0.1"] * 8) + "\nthe 0.4 oops\n")
+    with pytest.raises(ValueError, match=r"bad.txt, line 2: expected a word and 8 numbers, got 3 fields"):
+        train(_cfg(tmp_path, "bad", max_steps=0, word_vectors=str(tmp_path / "bad.txt")))
+    (tmp_path / "cut.bin").write_bytes(b"2 8\ncat " + np.zeros(8, "<f4").tobytes() + b"\nthe " + b"\0" * 5)
+    with pytest.raises(ValueError, match="cut.bin: the file ends inside entry 2 of 2"):
+        train(_cfg(tmp_path, "cut", max_steps=0, word_vectors=str(tmp_path / "cut.bin")))
+    (tmp_path / "x.bin").write_bytes(b"cat 0.1 0.2\n")
+    with pytest.raises(ValueError, match="a binary word2vec file starts with a line '<count> <dim>'"):
+        train(_cfg(tmp_path, "x", max_steps=0, word_vectors=str(tmp_path / "x.bin")))
