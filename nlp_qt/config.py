@@ -43,6 +43,27 @@ class Config:
     Defaults are QT's reference configuration, but for two stated choices: the sentence's own score is left out of
     the softmax (--self-score zero keeps it as S2V does), and neighbours across a document boundary are dropped."""
 
+    #: The official quick-thought code's (lajanugen/S2V) flags that have no option of the same name here, and what
+    #: gives the same: named in one line instead of tyro's box (shared_losses.training.cli.refuse_other_names).
+    OTHER_NAMES: ClassVar[dict] = {
+        "--input-file-pattern": "--corpus (a text file or folder, .jsonl/.parquet, or hf:NAME; not a glob)",
+        "--train-dir": "--output-dir",
+        "--learning-rate": "--lr",
+        "--clip-gradient-norm": "--clip-norm (per tensor as S2V's, or --clip-mode global)",
+        "--word-embedding-dim": "--word-dim",
+        "--sequence-length": "--max-length",
+        "--nepochs": "--epochs",
+        "--num-train-inst": "--max-steps or --epochs (S2V uses it only to count the steps)",
+        "--context-size": "nothing: the positives are the previous and the next sentence (M = 2)",
+        "--glove-path": "--word-vectors FILE (GloVe text, word2vec .vec/.bin)",
+        "--w2v-path": "--word-vectors FILE (word2vec .bin/.vec); vocabulary expansion is not offered",
+        "--save-model-secs": "--checkpoint-every N (steps)",
+        "--shuffle-input": "nothing: the corpus is read in order, as S2V's default",
+        "--uniform-init-scale": "nothing: word embeddings start uniform in [-0.1, 0.1], as S2V's default",
+        "--dropout": "nothing: no dropout (S2V's --dropout is off by default)",
+        "--use-norm": "nothing: the vectors are always [f/|f|; g/|g|]",
+    }
+
     #: Fields a resumed run may change; every other field (new ones included) must agree with the run's.
     #: vocab_sentences: the vocabulary is read back from vocab.json on resume. preset: only a name; the fields it set
     #: are compared one by one.

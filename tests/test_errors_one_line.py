@@ -225,10 +225,13 @@ def test_the_type_check_passes_what_the_fields_mean():
     ("fewshot.config", ["--eval-steps=5"], "--eval-steps is not an option here: --eval-every"),
     ("rl_curl.config", ["--eval_freq", "1000"], "--eval_freq is not an option here: --eval-every, in environment"),
     ("rl_curl.config", ["--save_model"], "--save_model is not an option here: --keep-policies"),
+    ("nlp_qt.config", ["--learning_rate=0.1"], "--learning_rate is not an option here: --lr"),
+    ("nlp_qt.config", ["--Glove_path", "g.txt"], "--Glove_path is not an option here: --word-vectors FILE"),
 ])
 def test_another_tools_option_names_what_gives_the_same_here(module, argv, words):
-    """transformers.Trainer's arguments given to fewshot.train and the official CURL flags given to rl_curl.train
-    (probes of both): tyro's box said "Unrecognized options" and, for most, nothing of the option to use."""
+    """transformers.Trainer's arguments given to fewshot.train, the official CURL flags given to rl_curl.train and the
+    official quick-thought (S2V) flags given to nlp_qt.train (probes of each): tyro's box said "Unrecognized options"
+    and, for most, nothing of the option to use."""
     import importlib
 
     from shared_losses.training.cli import UsageError

@@ -440,7 +440,7 @@ def refuse_other_names(config_cls: type, args: Sequence[str]) -> None:
     ``OTHER_NAMES`` (``{"--learning-rate": "--lr"}``: keys with dashes; an underscore spelling is matched too),
     before tyro refuses them in a box that names no replacement. ``SAME_NAME_OTHER_MEANING`` (the exact spelling ->
     a warning): an option this configuration has under a name another tool gives another meaning."""
-    other = {k.replace("_", "-"): v for k, v in getattr(config_cls, "OTHER_NAMES", {}).items()}
+    other = {k.replace("_", "-").lower(): v for k, v in getattr(config_cls, "OTHER_NAMES", {}).items()}
     same = getattr(config_cls, "SAME_NAME_OTHER_MEANING", {})
     if not other and not same:
         return
@@ -453,8 +453,8 @@ def refuse_other_names(config_cls: type, args: Sequence[str]) -> None:
             continue
         name = arg.split("=", 1)[0]
         key = name.replace("_", "-")
-        if key in other and key not in fields:
-            raise UsageError(f"{name} is not an option here: {other[key]} (see --help)")
+        if key.lower() in other and key not in fields:
+            raise UsageError(f"{name} is not an option here: {other[key.lower()]} (see --help)")
         if name in same:
             warnings.warn(f"{name}: {same[name]}", UserWarning, stacklevel=3)
 
