@@ -157,7 +157,9 @@ def eval_kfold(X: np.ndarray, y: np.ndarray, k: int = 10, inner_k: int | None = 
         _tick()
         accs.append(round(100.0 * float((clf.predict(X[te]) == y[te]).mean()), 2))  # as SentEval, per fold
         devs.append(dev)
-    return {"acc": float(round(np.mean(accs), 2)), "devacc": float(round(np.mean(devs), 2)), "n": int(len(y))}
+    # ndev / ntest as SentEval's result dict has them (a k-fold task: both the whole data); n: the examples in all
+    return {"acc": float(round(np.mean(accs), 2)), "devacc": float(round(np.mean(devs), 2)), "n": int(len(y)),
+            "ndev": int(len(y)), "ntest": int(len(y))}
 
 
 def eval_train_test(Xtr, ytr, Xte, yte, k: int = 10, seed: int = SEED, Cs: Sequence[float] = C_TRAIN_TEST,
@@ -171,7 +173,7 @@ def eval_train_test(Xtr, ytr, Xte, yte, k: int = 10, seed: int = SEED, Cs: Seque
     _tick()
     pred = clf.predict(Xte)
     out = {"acc": round(100.0 * float((pred == yte).mean()), 2), "devacc": round(dev, 2),
-           "n": int(len(ytr) + len(yte)), "ntest": int(len(yte))}
+           "n": int(len(ytr) + len(yte)), "ndev": int(len(ytr)), "ntest": int(len(yte))}
     if f1:
         out["f1"] = round(100.0 * float(f1_score(yte, pred)), 2)
     return out

@@ -388,3 +388,19 @@ def test_python_m_runs_the_package_cli():
                    text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.startswith("usage: python -m nlp_qt.senteval") and "--data" in res.stdout
+
+
+def test_results_carry_senteval_s_ndev_and_ntest():
+    """SentEval's result dicts have ndev and ntest; ours had only n (a probe found `n` undefined in the docs and
+    mapping it to ndev wrong for TREC and MRPC): a k-fold task's ndev = ntest = all its examples, a train/test task's
+    ndev the training set and ntest the test set; n stays the total."""
+    import numpy as np
+
+    from nlp_qt.senteval.classify import eval_kfold, eval_train_test
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 4)), np.array([0, 1] * 20)
+    kfold = eval_kfold(X, y, k=2)
+    assert kfold["n"] == kfold["ndev"] == kfold["ntest"] == 40
+    tt = eval_train_test(X[:30], y[:30], X[30:], y[30:], k=2)
+    assert (tt["n"], tt["ndev"], tt["ntest"]) == (40, 30, 10)
