@@ -58,7 +58,11 @@ class Config:
         "--glove-path": "--word-vectors FILE (GloVe text, word2vec .vec/.bin)",
         "--w2v-path": "--word-vectors FILE (word2vec .bin/.vec); vocabulary expansion is not offered",
         "--save-model-secs": "--checkpoint-every N (steps)",
-        "--shuffle-input": "nothing: the corpus is read in order, as S2V's default",
+        "--shuffle-input-data": "nothing: the corpus is read in order, as S2V's default",
+        "--max-ckpts": "nothing: a run keeps one checkpoint (--checkpoint-every N steps)",
+        "--dropout-rate": "nothing: no dropout (S2V's --dropout is off by default)",
+        "--model-config": "the options themselves (--word-dim, --encoder-dim, --bidirectional, --lowercase, ...), or "
+                          "--preset",
         "--uniform-init-scale": "nothing: word embeddings start uniform in [-0.1, 0.1], as S2V's default",
         "--dropout": "nothing: no dropout (S2V's --dropout is off by default)",
         "--use-norm": "nothing: the vectors are always [f/|f|; g/|g|]",
