@@ -218,6 +218,14 @@ def test_the_type_check_passes_what_the_fields_mean():
                              save_video=np.bool_(True)))
     with pytest.raises(ValueError, match=r"seed must be a whole number \(int\), got True \(bool\)"):
         check_field_types(Config(seed=True))
+    from fewshot.config import FewShotConfig
+    from nlp_qt.config import Config as QtConfig
+
+    for c in (Config(env_steps=np.int64(16), lr=np.float32(0.5)), QtConfig(max_steps=np.int64(3), lr=np.float32(0.5)),
+              FewShotConfig(max_steps=np.int64(4), lr=np.float32(0.5), report_to=(np.str_("none"),))):
+        check_field_types(c)  # numpy's numbers become Python's (JSON takes no np.int64)
+        values = [getattr(c, f) for f in ("lr", "env_steps" if hasattr(c, "env_steps") else "max_steps")]
+        assert [type(v) for v in values] == [float, int] and values[0] == 0.5
 
 
 @pytest.mark.parametrize("module, argv, words", [

@@ -298,18 +298,34 @@ def _fits(value: Any, hint: Any) -> bool | None:
     return None
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with numpy's scalars (np.int64, np.float32, np.bool_; also inside a list or tuple) as Python's own,
+    the same object where there is none."""
+    import numpy as np
+
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)) and any(isinstance(v, np.generic) for v in value):
+        return type(value)(v.item() if isinstance(v, np.generic) else v for v in value)
+    return value
+
+
 def check_field_types(obj: Any) -> None:
     """Refuse a configuration dataclass whose fields hold values of another type than their annotations say, in one
     ValueError naming each such field: what a configuration built in code gets (``Config(batch_size="16")``) instead
     of a TypeError from deep inside a comparison, or a float step count that fails later. A whole number passes for a
     float and a path for a string; a list passes for a tuple; types other than bool, int, float, str, Literal,
-    Optional and tuple are not checked."""
+    Optional and tuple are not checked. numpy's numbers (a sweep over ``np.arange``) are turned into Python's in
+    place: kept as they were, they passed this check and failed at the run's end, when config.json and policy.pt
+    were written (JSON takes no np.int64)."""
     hints = typing.get_type_hints(type(obj))
     wrong = []
     for field in dataclasses.fields(obj):
         if not field.init or field.name not in hints:
             continue
-        value = getattr(obj, field.name)
+        value = _plain(getattr(obj, field.name))
+        if value is not getattr(obj, field.name):  # numpy's numbers as Python's (config.json, comparisons, torch)
+            setattr(obj, field.name, value)
         if _fits(value, hints[field.name]) is False:
             wrong.append(f"{field.name} must be {_type_name(hints[field.name])}, got {value!r} "
                          f"({type(value).__name__})")

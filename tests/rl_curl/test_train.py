@@ -806,3 +806,17 @@ def test_evaluate_policy_refuses_what_it_cannot_evaluate(tmp_path):
         main(EvalArgs(policy=str(tmp_path / "old.pt")))
     res = main(EvalArgs(policy=str(policy), episodes=1, video=True))
     assert res["env_step"] == 1000 and (tmp_path / "p" / "policy.mp4").exists()
+
+
+def test_a_configuration_of_numpy_numbers_runs_to_its_end(tmp_path):
+    """A sweep over np.arange gives numpy numbers: the type check passed them, and the run failed at its end writing
+    policy.pt ("Object of type int64 is not JSON serializable"), with config.json holding "16" as a string (found by a
+    probe). They are Python's numbers from the check on."""
+    import numpy as np
+
+    summary = run(cfg(tmp_path, "np", env_steps=np.int64(1000), eval_every=np.int64(1000), lr=np.float32(1e-3),
+                      save_video=np.bool_(False)))
+    out = tmp_path / "np"
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["env_steps"] == 1000 and isinstance(saved["lr"], float) and summary["env_steps"] == 1000
+    assert (out / "policy.pt").is_file()
