@@ -86,6 +86,15 @@ def refuse_config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], 
 TRACKER_RUNS = "trackers.json"
 
 
+def _mlflow_last_steps(run_id: str) -> dict[str, int]:
+    """Each metric of the MLflow run ``run_id`` -> the last step it holds."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    return {key: max((m.step for m in client.get_metric_history(run_id, key)), default=-1)
+            for key in client.get_run(run_id).data.metrics}
+
+
 def _mlflow_params(run_id: str) -> dict[str, str] | None:
     """The parameters of the MLflow run ``run_id`` in the tracking store in use, or None where the store does not
     hold it (a resumed run whose MLFLOW_TRACKING_URI moved starts a new run there, with a warning, instead of failing
@@ -104,8 +113,8 @@ class _Scalars:
     """The scalar writer a run logs through: TensorBoard (or a stand-in) and the accelerate trackers of
     ``--report-to`` (wandb, mlflow) alike; everything else goes to TensorBoard's writer."""
 
-    def __init__(self, tb, accelerator):
-        self._writer, self._accelerator = tb, accelerator
+    def __init__(self, tb, accelerator, floors: Mapping[str, Mapping[str, int]] | None = None):
+        self._writer, self._accelerator, self._floors = tb, accelerator, floors or {}
 
     def add_scalar(self, tag: str, value: Any, step: int) -> None:
         self._writer.add_scalar(tag, value, step)
@@ -113,6 +122,8 @@ class _Scalars:
             for tracker in self._accelerator.trackers:  # those of the main process (accelerate starts no others)
                 if tracker.name == "wandb" and int(step) < getattr(getattr(tracker, "run", None), "step", 0):
                     continue  # a resumed wandb run has this step already (wandb would drop it with a warning)
+                if int(step) <= self._floors.get(tracker.name, {}).get(tag, -1):
+                    continue  # a resumed MLflow run has it (a killed part logged it; the value is the same)
                 tracker.log({tag: float(value)}, step=int(step))
 
     def __getattr__(self, name):
@@ -209,6 +220,8 @@ class RunHarness:
         self._csv: dict[str, CsvLogger] = {}
         self._tb = None
         self._tracking = False  # accelerate's trackers (--report-to wandb / mlflow) were started
+        #: tracker -> {tag: the last step it holds}: a resumed run does not send those steps again
+        self._floors: dict[str, dict[str, int]] = {}
 
     # ------------------------------------------------------------------------------ configuration
 
@@ -361,6 +374,8 @@ class RunHarness:
             params = _mlflow_params(known["mlflow"]) if known.get("mlflow") else None
             if params is not None:
                 mlflow["run_id"] = known["mlflow"]
+                # steps a killed part logged after its last checkpoint: the resumed part logs them again, equal
+                self._floors = {"mlflow": _mlflow_last_steps(known["mlflow"])}
             acc.init_trackers(self.application, config=None, init_kwargs={"wandb": wandb, "mlflow": mlflow})
             values = None if config is None else tracker_config(config)
             kept = {}
@@ -410,7 +425,8 @@ class RunHarness:
                 ids["mlflow"] = tracker.active_run.info.run_id
         if not ids:
             return
-        write_json_atomic(self.out / TRACKER_RUNS, ids)
+        # a tracker left out of this part keeps its run for a later part that names it again
+        write_json_atomic(self.out / TRACKER_RUNS, {**resumed, **ids})
         again = [f"{name} run {run}" for name, run in ids.items() if resumed.get(name) == run]
         if again:
             note = "" if not kept else ("; MLflow keeps the first part's " + ", ".join(
@@ -454,7 +470,7 @@ class RunHarness:
         starts or without --report-to tensorboard), which also logs every scalar to the wandb / mlflow trackers
         of --report-to."""
         writer = self._tb if self._tb is not None else _NoWriter()
-        return _Scalars(writer, self.accelerator) if self._tracking else writer
+        return _Scalars(writer, self.accelerator, self._floors) if self._tracking else writer
 
     def close(self) -> None:
         """Close the loggers (every row is already on disk; TensorBoard's buffer is flushed)."""

@@ -219,3 +219,37 @@ def test_a_resumed_run_asks_wandb_for_its_own_run(tmp_path, monkeypatch):
     train(_cfg(tmp_path, "wb", max_steps=5, report_to=("wandb",)))
     assert seen and seen[0]["id"] == first and seen[0]["resume"] == "allow"
     assert json.loads((out / "trackers.json").read_text())["wandb"] == first
+
+
+def test_steps_a_killed_part_logged_after_its_checkpoint_are_not_sent_again(tmp_path, monkeypatch):
+    """A part killed after logging steps past its last checkpoint: the resumed part trains and logs them again (the
+    same numbers); MLflow then held each of those steps twice (found by a probe: [.. 1200, 1400, 1200, 1400 ..]).
+    Simulated by putting back an earlier checkpoint after a part logged on. A tracker left out of one part keeps its
+    run in trackers.json for a later part that names it again."""
+    import json
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from nlp_qt.train import train
+
+    from ..nlp_qt.test_train import _cfg
+
+    uri = (tmp_path / "mlruns").as_uri()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    out = tmp_path / "ml"
+    train(_cfg(tmp_path, "ml", max_steps=2, report_to=("mlflow",)))
+    shutil.copytree(out / "checkpoint", tmp_path / "at2")
+    train(_cfg(tmp_path, "ml", max_steps=4, report_to=("mlflow",)))  # logs 3 and 4, checkpoints at 4
+    shutil.rmtree(out / "checkpoint")
+    shutil.copytree(tmp_path / "at2", out / "checkpoint")  # as if killed after logging 3 and 4
+    first = json.loads((out / "trackers.json").read_text())["mlflow"]
+    train(_cfg(tmp_path, "ml", max_steps=4, report_to=("tensorboard",)))  # a part without MLflow
+    assert json.loads((out / "trackers.json").read_text()) == {"mlflow": first}
+    shutil.rmtree(out / "checkpoint")
+    shutil.copytree(tmp_path / "at2", out / "checkpoint")
+    train(_cfg(tmp_path, "ml", max_steps=4, report_to=("mlflow",)))  # trains 3 and 4 again, in the same MLflow run
+    client = MlflowClient(tracking_uri=uri)
+    steps = [m.step for m in client.get_metric_history(first, "train/loss")]
+    assert sorted(steps) == [1, 2, 3, 4]  # each once
