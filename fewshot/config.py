@@ -315,6 +315,11 @@ class FewShotConfig(TextOptions):
         need(self, math.isfinite(self.max_grad_norm) and self.max_grad_norm >= 0, "max_grad_norm", ">= 0 (0: none)")
         scheduled = [f"--{k.replace('_', '-')}" for k, off in (("warmup_steps", 0), ("lr_schedule", "constant"),
                                                              ("max_grad_norm", 0.0)) if getattr(self, k) != off]
+        if 0 < self.max_steps <= self.warmup_steps:
+            import warnings
+
+            warnings.warn(f"--warmup-steps {self.warmup_steps} is not below --max-steps {self.max_steps}: the "
+                          "learning rate never reaches --lr", UserWarning, stacklevel=1)  # 1: said once
         if scheduled and self.objective in ALL_OBJECTIVES and not ALL_OBJECTIVES[self.objective].trains_encoder:
             raise ValueError(f"{', '.join(scheduled)} shape the training steps; --objective {self.objective} takes "
                              "none (a baseline): drop them")

@@ -298,7 +298,14 @@ def true_labels(raw, names: dict, rule, column: str) -> tuple[list[int | None], 
                         "its training read them (pass the run folder as --model, or labels named as the classes)")
     label_rule, source = rule
     rows = [i for i, t in enumerate(texts) if t is not None]
-    kept, labels = label_rule.apply([raw[i] for i in rows], f"--input's --label-column {column}", need_both=False)
+    try:
+        kept, labels = label_rule.apply([raw[i] for i in rows], f"--label-column {column}", need_both=False)
+    except DataError as err:  # its advice names training's options, which predict has not
+        others = sorted({t for t in given if t not in by_name})[:10]
+        raise DataError(f"--label-column {column}: values {others} are neither the model's classes "
+                        f"({', '.join(map(repr, names.values()))}) nor read by the run's label rule ({source}: "
+                        f"{str(err).split(': ', 1)[-1].split(';')[0]}); write the labels as the model's classes"
+                        ) from None
     out: list[int | None] = [None] * len(texts)
     for k, y in zip(kept, labels):
         out[rows[k]] = int(y)

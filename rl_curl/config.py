@@ -79,6 +79,8 @@ class Config:
     }
     #: An option this configuration has under the name the official code gives another meaning: a warning.
     SAME_NAME_OTHER_MEANING: ClassVar[dict] = {
+        "--save_video": "the final evaluation's video only here (eval.mp4); the official --save_video, one video per "
+                        "evaluation, is --video-every-eval",
         "--image_size": "the render size here (the official --pre_transform_image_size); the official --image_size, "
                         "the random crop, is --crop-size",
     }

@@ -133,6 +133,9 @@ def load_policy_file(path: str | Path, device: str = "cpu") -> tuple[PolicyFileA
 
     check_device(str(device))
     path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"--policy {path}: no such file (a run's policy.pt, or policies/env_step_N.pt of a "
+                                "run made with --keep-policies)")
     if path.is_dir():
         raise IsADirectoryError(f"--policy {path} is a folder: pass a policy file (a run's policy.pt or "
                                 "policies/env_step_N.pt), or the run's folder as --run-dir")

@@ -800,8 +800,12 @@ class CurlApp(TrainingApp):
                 ([eval_file(out, VIDEOS, env_step)] if self.cfg.video_every_eval else [])
             if videos:  # the final evaluation's first episode, without logging it again
                 evaluate(self.agent, self.cfg, 1, videos, env_step=env_step)
-            if self.cfg.keep_policies and not eval_file(out, POLICIES, env_step).exists():
+            kept = self.cfg.keep_policies and not eval_file(out, POLICIES, env_step).exists()
+            if kept:
                 self.keep_policy(env_step)
+            written = [str(v) for v in videos] + ([str(eval_file(out, POLICIES, env_step))] if kept else [])
+            if written and self.harness.is_main:
+                print(f"wrote the final evaluation's {', '.join(written)}", flush=True)
         else:
             self.log(self.evaluate(final=True))
             self.harness.checkpoint(self.state())

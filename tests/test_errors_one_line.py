@@ -259,3 +259,5 @@ def test_the_official_image_size_spelling_is_warned_of_its_other_meaning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         from_cli(["--image-size", "84", "--crop-size", "64"])  # our spelling: no warning
+    with pytest.warns(UserWarning, match="--save_video: the final evaluation's video only here .* --video-every-eval"):
+        assert from_cli(["--save_video"]).save_video  # the official flag's meaning is ours under another name

@@ -209,7 +209,8 @@ def test_predictions_are_scored_against_a_label_column(sentence_run, tmp_path, c
     assert json.loads((tmp_path / "o.json").read_text())["accuracy"] == scores["accuracy"]
     words = tmp_path / "words.tsv"
     words.write_text("sentence\tlabel\n" + "".join(f"{t}\t{'yes' if y else 'no'}\n" for t, y in rows))
-    with pytest.raises(DataError, match="--positive-label '1' is not among the label values"):
+    with pytest.raises(DataError, match=r"values \['no', 'yes'\] are neither the model's classes .* nor read by the "
+                                        r"run's label rule .*write the labels as the model's classes$"):
         predict(["--model", str(sentence_run), "--input", str(words), "--output", str(tmp_path / "w.csv"),
                  "--label-column", "label"])
     with pytest.raises(ValueError, match="--label-column stars: no such column in --input .* label"):

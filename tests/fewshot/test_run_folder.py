@@ -135,6 +135,8 @@ def test_the_learning_rate_schedule_resumes_exactly_and_is_transformers(tiny_enc
     with pytest.raises(CheckpointError, match="--lr-schedule linear to --max-steps 6: .* cannot be continued to 8"):
         train(_cfg(tiny_encoder, easy_task, tmp_path, output_dir=str(tmp_path / "full"), resume=True,
                    **{**kw, "max_steps": 8}))
+    with pytest.warns(UserWarning, match="--warmup-steps 6 is not below --max-steps 6: the learning rate never"):
+        _cfg(tiny_encoder, easy_task, tmp_path, warmup_steps=6, max_steps=6).validate()
     with pytest.raises(ValueError, match="--warmup-steps shape the training steps; --objective probe takes none"):
         train(_cfg(tiny_encoder, easy_task, tmp_path, objective="probe", warmup_steps=2,
                    output_dir=str(tmp_path / "p")))

@@ -782,7 +782,9 @@ def test_a_finished_run_asked_for_every_evaluations_files_adds_the_final_ones(tm
     out = tmp_path / "f"
     eval_csv = (out / "eval.csv").read_text()
     run(cfg(tmp_path, "f", env_steps=1000, eval_every=500, resume=True, keep_policies=True, video_every_eval=True))
-    assert "nothing to train" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "nothing to train" in said and f"wrote the final evaluation's {out / 'videos' / 'env_step_1000.mp4'}, " \
+        f"{out / 'policies' / 'env_step_1000.pt'}" in said
     assert [p.name for p in (out / "policies").iterdir()] == ["env_step_1000.pt"]
     assert [p.name for p in (out / "videos").iterdir()] == ["env_step_1000.mp4"]
     assert (out / "eval.csv").read_text() == eval_csv
@@ -799,6 +801,8 @@ def test_evaluate_policy_refuses_what_it_cannot_evaluate(tmp_path):
         main(EvalArgs())
     with pytest.raises(IsADirectoryError, match="is a folder: pass a policy file"):
         main(EvalArgs(policy=str(tmp_path / "p")))
+    with pytest.raises(FileNotFoundError, match="--policy .*gone.pt: no such file"):
+        main(EvalArgs(policy=str(tmp_path / "gone.pt")))
     state = torch.load(policy, weights_only=True)
     del state["env_step"]  # as files written before the step was recorded
     torch.save(state, tmp_path / "old.pt")
