@@ -34,6 +34,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -82,20 +83,28 @@ def recorded_text_column(model, folder: Path) -> tuple[str, Path] | None:
     (``model`` when it is a run folder, else the folder above ``folder`` when that is RUN/model, else the run that
     an older export's marker names); None when none of them records a ``text_column`` (a model folder copied on its
     own from an older export, an image run)."""
+    for source, config in run_records(model, folder):
+        column = config.get("text_column")
+        if isinstance(column, str) and column.strip():
+            return column, source
+    return None
+
+
+def run_records(model, folder: Path) -> Iterator[tuple[Path, dict]]:
+    """``(file, its JSON object)`` of each record of the run behind ``--model`` ``model`` (model folder ``folder``), in
+    the order they are believed: the run's config.json (``model`` when it is a run folder, else the folder above
+    ``folder`` when that is RUN/model), then the export's own record (it holds wherever the export goes), then the
+    config.json of the run an older export's marker names; a model's config.json (``model_type``) is none."""
     folder = Path(folder)
     runs = [Path(model)] if Path(model).resolve() != folder.resolve() else []
     if folder.name == MODEL_DIR:
         runs.append(folder.parent)
     marker = _json_object(folder / MARKER)
     older = [Path(marker["run"])] if isinstance(marker.get("run"), str) else []
-    # the runs' config.json, then the export's own record (it holds wherever the export goes), then the config.json
-    # of the run an older export's marker names
     for source in [run / "config.json" for run in runs] + [folder / MARKER] + [run / "config.json" for run in older]:
         config = _json_object(source)
-        column = config.get("text_column")
-        if "model_type" not in config and isinstance(column, str) and column.strip():  # a run's, not a model's
-            return column, source
-    return None
+        if config and "model_type" not in config:
+            yield source, config
 
 
 def _check_writable_output(out: Path) -> None:
@@ -265,15 +274,8 @@ def recorded_label_rule(model, folder: Path):
     config.json it comes from, found as :func:`recorded_text_column` finds the text column; None without one."""
     from shared_losses.data import LabelRule
 
-    folder = Path(folder)
-    runs = [Path(model)] if Path(model).resolve() != folder.resolve() else []
-    if folder.name == MODEL_DIR:
-        runs.append(folder.parent)
-    marker = _json_object(folder / MARKER)
-    older = [Path(marker["run"])] if isinstance(marker.get("run"), str) else []
-    for source in [run / "config.json" for run in runs] + [folder / MARKER] + [run / "config.json" for run in older]:
-        config = _json_object(source)
-        if "model_type" not in config and "positive_label" in config:
+    for source, config in run_records(model, folder):
+        if "positive_label" in config:
             return LabelRule.of(config["positive_label"], config.get("label_map")), source
     return None
 
