@@ -285,10 +285,8 @@ def _fits(value: Any, hint: Any) -> bool | None:
         if len(args) == 2 and args[1] is Ellipsis:
             return all(_fits(v, args[0]) is not False for v in value)
         return len(args) == len(value) and all(_fits(v, a) is not False for v, a in zip(value, args))
-    if hint is bool:
-        import numpy as np
-
-        return isinstance(value, (bool, np.bool_))
+    if hint is bool:  # numpy's np.bool_ is a bool by now (_plain)
+        return isinstance(value, bool)
     if hint is int:
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if hint is float:

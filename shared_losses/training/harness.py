@@ -86,27 +86,21 @@ def refuse_config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], 
 TRACKER_RUNS = "trackers.json"
 
 
-def _mlflow_last_steps(run_id: str) -> dict[str, int]:
-    """Each metric of the MLflow run ``run_id`` -> the last step it holds."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient()
-    return {key: max((m.step for m in client.get_metric_history(run_id, key)), default=-1)
-            for key in client.get_run(run_id).data.metrics}
-
-
-def _mlflow_params(run_id: str) -> dict[str, str] | None:
-    """The parameters of the MLflow run ``run_id`` in the tracking store in use, or None where the store does not
-    hold it (a resumed run whose MLFLOW_TRACKING_URI moved starts a new run there, with a warning, instead of failing
-    in MLflow)."""
+def _mlflow_run(run_id: str) -> tuple[dict[str, str], dict[str, int]] | None:
+    """(the parameters, each metric -> the last step it holds) of the MLflow run ``run_id`` in the tracking store in
+    use, or None where the store does not hold it (a resumed run whose MLFLOW_TRACKING_URI moved starts a new run
+    there, with a warning, instead of failing in MLflow)."""
     try:
         from mlflow.tracking import MlflowClient
 
-        return dict(MlflowClient().get_run(run_id).data.params)
+        client = MlflowClient()
+        run = client.get_run(run_id)
     except Exception as err:  # noqa: BLE001 - MlflowException (not found), or the store cannot be reached
         warnings.warn(f"the MLflow run {run_id} this run logged to is not in the tracking store now "
                       f"({type(err).__name__}); the resumed run starts a new MLflow run", UserWarning, stacklevel=4)
         return None
+    last = {key: max((m.step for m in client.get_metric_history(run_id, key)), default=-1) for key in run.data.metrics}
+    return dict(run.data.params), last
 
 
 class _Scalars:
@@ -371,11 +365,12 @@ class RunHarness:
             known = self._tracker_runs() if resume_step is not None else {}
             if known.get("wandb"):  # a resumed run goes on in the tracker run it started (TRACKER_RUNS)
                 wandb.update(id=known["wandb"], resume="allow")
-            params = _mlflow_params(known["mlflow"]) if known.get("mlflow") else None
-            if params is not None:
+            found = _mlflow_run(known["mlflow"]) if known.get("mlflow") else None
+            params = None
+            if found is not None:
                 mlflow["run_id"] = known["mlflow"]
                 # steps a killed part logged after its last checkpoint: the resumed part logs them again, equal
-                self._floors = {"mlflow": _mlflow_last_steps(known["mlflow"])}
+                params, self._floors = found[0], {"mlflow": found[1]}
             acc.init_trackers(self.application, config=None, init_kwargs={"wandb": wandb, "mlflow": mlflow})
             values = None if config is None else tracker_config(config)
             kept = {}
@@ -414,9 +409,8 @@ class RunHarness:
         return {k: v for k, v in known.items() if isinstance(v, str) and v} if isinstance(known, dict) else {}
 
     def _record_tracker_runs(self, resumed: Mapping[str, str], kept: Mapping[str, str]) -> None:
-        """Write the ids of the tracker runs this run logs to (:data:`TRACKER_RUNS`), and say which ones a resumed run
-        goes on in; a wandb run resumed past the checkpoint's step skips the steps it already has (wandb refuses a
-        step below its last one, with a warning each time, and the resumed run logs the same numbers again)."""
+        """Write the ids of the tracker runs this run logs to (:data:`TRACKER_RUNS`; those of ``resumed`` this part
+        does not log to kept), and say which ones a resumed run goes on in, with the parameters MLflow ``kept``."""
         ids = {}
         for tracker in self.accelerator.trackers:
             if tracker.name == "wandb" and getattr(tracker, "run", None) is not None:
