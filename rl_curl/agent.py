@@ -69,16 +69,24 @@ def actor_pass(actor: Actor, x: torch.Tensor, crop_size: int, autocast, sample: 
     return pi if sample else mu
 
 
-class ActorSnapshot:
-    """A copy of an agent's actor (its encoder and conv trunk included) that acts as the agent did when the copy was
-    taken, while the agent trains on: what an evaluation in the background acts with (``--eval-async``)."""
+class Acting:
+    """An actor (its encoder and conv trunk included) that acts as an agent acts: its centre crop, autocast and
+    device (:func:`act_with`); what an evaluation needs of an agent."""
 
-    def __init__(self, agent: "CurlAgent"):
-        self.actor = copy.deepcopy(agent.actor).requires_grad_(False)
-        self.crop_size, self.autocast, self.device = agent.cfg.crop_size, agent.autocast, agent.log_alpha.device
+    def __init__(self, actor, crop_size: int, autocast, device: torch.device):
+        self.actor, self.crop_size, self.autocast, self.device = actor, crop_size, autocast, device
 
     def act(self, obs, sample: bool = False):
         return act_with(self.actor, obs, self.crop_size, self.autocast, self.device, sample)
+
+
+class ActorSnapshot(Acting):
+    """A copy of an agent's actor that acts as the agent did when the copy was taken, while the agent trains on: what
+    an evaluation in the background acts with (``--eval-async``)."""
+
+    def __init__(self, agent: "CurlAgent"):
+        super().__init__(copy.deepcopy(agent.actor).requires_grad_(False), agent.cfg.crop_size, agent.autocast,
+                         agent.log_alpha.device)
 
 
 def full(x: torch.Tensor) -> torch.Tensor:

@@ -113,22 +113,11 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
     return agent, cfg, extra["step"] * cfg.action_repeat
 
 
-class PolicyFileAgent:
-    """A policy file's actor, acting as the run's agent acted in its evaluations (its crop, device and autocast)."""
-
-    def __init__(self, policy, device: str):
-        self.actor, self.crop_size = policy.actor, policy.cfg.crop_size
-        self.device, self.autocast = torch.device(device), contextlib.nullcontext
-
-    def act(self, obs, sample: bool = False):
-        from .agent import act_with
-
-        return act_with(self.actor, obs, self.crop_size, self.autocast, self.device, sample)
-
-
-def load_policy_file(path: str | Path, device: str = "cpu") -> tuple[PolicyFileAgent, Config, int]:
-    """The policy in the file ``path`` as an agent that acts, its run's config and the environment step it records;
-    one-line errors for a folder and for a file that records no step."""
+def load_policy_file(path: str | Path, device: str = "cpu"):
+    """``(the policy in the file path as an agent that acts (:class:`rl_curl.agent.Acting`: the run's crop; main sets
+    the run's autocast), its run's config, the environment step it records)``; one-line errors for a missing file, a
+    folder and a file that records no step."""
+    from .agent import Acting
     from .policy import load_policy
 
     check_device(str(device))
@@ -144,7 +133,8 @@ def load_policy_file(path: str | Path, device: str = "cpu") -> tuple[PolicyFileA
         raise ValueError(f"--policy {path} does not record the environment step it was trained to (a file written "
                          "before 2026-12-06), so its evaluation's episodes cannot be chosen: evaluate its run with "
                          "--run-dir, or act with rl_curl.load_policy")
-    return PolicyFileAgent(policy, device), policy.cfg, policy.env_step
+    return Acting(policy.actor, policy.cfg.crop_size, contextlib.nullcontext, torch.device(device)), policy.cfg, \
+        policy.env_step
 
 
 def _read_checkpoint(run_dir: Path, device: str, tries: int = 5) -> tuple[Path, dict, dict]:

@@ -704,9 +704,7 @@ class CurlApp(TrainingApp):
         cfg, env_step = self.cfg, self.step * self.ar
         episode = self.step_episode  # the final evaluation too: the episode its last step ended or is in
         rows = self.finish_background_eval()  # eval.csv stays in order of steps
-        out = self.harness.out
-        video = ([out / "eval.mp4"] if (final and cfg.save_video) else []) + \
-            ([eval_file(out, VIDEOS, env_step)] if cfg.video_every_eval else [])
+        video = self.videos(env_step, final)
         if cfg.keep_policies and self.harness.is_main:  # the weights this evaluation acts with (before training on)
             self.keep_policy(env_step)
         t0 = time.perf_counter()
@@ -734,6 +732,13 @@ class CurlApp(TrainingApp):
             returns = evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step, envs=envs)
         self.times["eval"] += time.perf_counter() - t0
         return rows + [self.eval_row(env_step, episode, returns)]  # eval.csv, not the training log
+
+    def videos(self, env_step: int, final: bool) -> list[Path]:
+        """Where the evaluation at ``env_step`` writes its first episode: eval.mp4 for the final one with --save-video,
+        videos/env_step_N.mp4 with --video-every-eval."""
+        out = self.harness.out
+        return ([out / "eval.mp4"] if final and self.cfg.save_video else []) + \
+            ([eval_file(out, VIDEOS, env_step)] if self.cfg.video_every_eval else [])
 
     def keep_policy(self, env_step: int) -> None:
         """--keep-policies: the agent's policy now, as the evaluation at ``env_step``'s file (policy.pt's format)."""
@@ -796,8 +801,7 @@ class CurlApp(TrainingApp):
         if self.finished_before:
             self.last_eval = float(self.harness.csv("eval.csv").rows[-1]["eval_return_mean"])
             env_step = self.step * self.ar
-            videos = ([out / "eval.mp4"] if self.cfg.save_video else []) + \
-                ([eval_file(out, VIDEOS, env_step)] if self.cfg.video_every_eval else [])
+            videos = self.videos(env_step, final=True)
             if videos:  # the final evaluation's first episode, without logging it again
                 evaluate(self.agent, self.cfg, 1, videos, env_step=env_step)
             kept = self.cfg.keep_policies and not eval_file(out, POLICIES, env_step).exists()
