@@ -291,10 +291,10 @@ def true_labels(raw, names: dict, rule, column: str) -> tuple[list[int | None], 
     given = [t for t in texts if t is not None]
     if not given:
         raise DataError(f"--label-column {column}: every row's label is empty")
-    if all(t in by_name for t in given):
+    others = sorted({t for t in given if t not in by_name})[:10]
+    if not others:
         return [None if t is None else by_name[t] for t in texts], "the model's class names"
     if rule is None:
-        others = sorted({t for t in given if t not in by_name})[:10]
         raise DataError(f"--label-column {column}: values {others} are not the model's classes "
                         f"({', '.join(map(repr, names.values()))}), and no run's config.json beside the model says how "
                         "its training read them (pass the run folder as --model, or labels named as the classes)")
@@ -303,7 +303,6 @@ def true_labels(raw, names: dict, rule, column: str) -> tuple[list[int | None], 
     try:
         kept, labels = label_rule.apply([raw[i] for i in rows], f"--label-column {column}", need_both=False)
     except DataError as err:  # its advice names training's options, which predict has not
-        others = sorted({t for t in given if t not in by_name})[:10]
         raise DataError(f"--label-column {column}: values {others} are neither the model's classes "
                         f"({', '.join(map(repr, names.values()))}) nor read by the run's label rule ({source}: "
                         f"{str(err).split(': ', 1)[-1].split(';')[0]}); write the labels as the model's classes"

@@ -264,4 +264,7 @@ def load_model(directory: str | os.PathLike, device="cpu"):
         raise ValueError(
             f"{directory}: the nlp_qt model files are corrupt or do not match each other ({type(err).__name__}: {err})"
         ) from err
+    # the cut sentence-transformers' save records when model.max_seq_length was set (nlp_qt.modeling_qt); None: none
+    cut = meta.get("max_seq_length") if isinstance(meta, dict) else None
+    model.max_seq_length = cut if isinstance(cut, int) and not isinstance(cut, bool) and cut > 0 else None
     return model.to(device).eval(), vocab

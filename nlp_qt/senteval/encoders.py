@@ -36,18 +36,6 @@ def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128, max_l
     return encode
 
 
-def recorded_max_seq_length(path: Path) -> int | None:
-    """The ``max_seq_length`` an nlp_qt model folder's config.json records (sentence-transformers' save writes it when
-    ``model.max_seq_length`` was set), or None."""
-    import json
-
-    try:
-        value = json.loads((path / "config.json").read_text(encoding="utf-8")).get("max_seq_length")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
                  max_length: int | None = None, trust_remote_code: bool = False) -> tuple[Encoder, str]:
     """An ``encode(sentences) -> [n, d] float array`` for an nlp_qt model or a sentence-transformers
@@ -108,7 +96,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         )
     if is_qt_model_dir(path):
         qt, vocab = load_model(path, device)
-        recorded = recorded_max_seq_length(path)
+        recorded = qt.max_seq_length  # set in sentence-transformers before its save (load_model reads it)
         if max_length is None and recorded is not None:  # set in sentence-transformers before its save: cut alike
             max_length = recorded
         encode = make_qt_encoder(qt, vocab, device, batch_size, max_length)
