@@ -127,17 +127,17 @@ def _json_object(path: Path) -> dict:
 
 
 def read_input(path: str, text_column: str | None, recorded: tuple[str, Path] | None):
-    """(texts, others) of --input (:func:`fewshot.data.read_rows`) with ``text_column`` (--text-column) when given,
-    else the run's ``recorded`` text column, else :data:`DEFAULT_TEXT_COLUMN`. Where the run's column is not in the
-    input but a ``text`` column is, ``text`` is read (as before runs were asked), and stderr says so; where neither
-    is, the error says where the default came from."""
+    """(texts, others, column read) of --input (:func:`fewshot.data.read_rows`) with ``text_column``
+    (--text-column) when given, else the run's ``recorded`` text column, else :data:`DEFAULT_TEXT_COLUMN`. Where the
+    run's column is not in the input but a ``text`` column is, ``text`` is read (as before runs were asked), and
+    stderr says so; where neither is, the error says where the default came from."""
     from shared_losses.data import DataError
 
     from .data import read_rows
 
     column = text_column if text_column is not None else recorded[0] if recorded else DEFAULT_TEXT_COLUMN
     try:
-        return read_rows(path, column, "--input")
+        return (*read_rows(path, column, "--input"), column)
     except DataError as err:
         missing = f"column(s) [{column!r}] not found" in str(err)
         if text_column is not None or column == DEFAULT_TEXT_COLUMN or not missing:
@@ -149,7 +149,7 @@ def read_input(path: str, text_column: str | None, recorded: tuple[str, Path] | 
                             f"{recorded[1]}; nor has the input a {DEFAULT_TEXT_COLUMN!r} column)") from None
         print(f"--input {path}: no column {column!r} (the run's text column, from {recorded[1]}); read its "
               f"{DEFAULT_TEXT_COLUMN!r} column (--text-column chooses another)", file=sys.stderr)
-        return rows
+        return (*rows, DEFAULT_TEXT_COLUMN)
 
 
 def load_classifier(path, device="cpu"):
@@ -362,7 +362,12 @@ def main(argv=None):
 
     hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: noise on the command line
     folder = model_folder(args.model)
-    texts, others = read_input(args.input, args.text_column, recorded_text_column(args.model, folder))
+    texts, others, text_column = read_input(args.input, args.text_column, recorded_text_column(args.model, folder))
+    if args.label_column is not None and args.label_column == text_column and not args.input.lower().endswith(
+            (".txt", ".txt.gz")):
+        whose = "" if args.text_column else ", the run's or the default"
+        raise ValueError(f"--label-column {args.label_column} is the column read as the texts to classify "
+                         f"(--text-column {text_column}{whose}): name the column that holds the true labels")
     if args.label_column is not None and texts and args.label_column not in others[0]:
         columns = sorted(others[0]) if others and others[0] else []
         raise ValueError(f"--label-column {args.label_column}: no such column in --input {args.input} (its other "

@@ -216,6 +216,15 @@ def test_predictions_are_scored_against_a_label_column(sentence_run, tmp_path, c
     with pytest.raises(ValueError, match="--label-column stars: no such column in --input .* label"):
         predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "m.csv"),
                  "--label-column", "stars"])
+    # the column read as the texts named as the labels (a probe: it said the column was missing)
+    with pytest.raises(ValueError, match=r"--label-column sentence is the column read as the texts to classify "
+                                         r"\(--text-column sentence, the run's or the default\): name the column"):
+        predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "m.csv"),
+                 "--label-column", "sentence"])
+    with pytest.raises(ValueError, match=r"--label-column sentence is the column read as the texts to classify "
+                                         r"\(--text-column sentence\): name"):
+        predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "m.csv"),
+                 "--text-column", "sentence", "--label-column", "sentence"])
     with pytest.raises(ValueError, match="--scores writes the scores against --label-column"):
         predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "n.csv"),
                  "--scores", str(tmp_path / "n.json")])
