@@ -872,21 +872,38 @@ class RunFolder:
         :func:`claim_run_folder` and before any of them writes into the folder."""
         if not is_main:
             return self
+        record = {"application": self.application, "format": 1}
         if self.action == "replace":
             release_run_folder(self.path)  # a run this process left open there: its folder goes aside
+            before = _replaced_before(self.path)
             os.replace(self.path, self.moved_to)
+            record["replaced"] = self.moved_to.name  # where the run before this one went (named if this one is cut)
             if announce:
-                print(f"--overwrite: moved the previous run in {self.path} to {self.moved_to}")
+                print(f"--overwrite: moved the previous run in {self.path} to {self.moved_to}" + (
+                    f" (it has no checkpoint: an earlier --overwrite started it and it stopped before its first "
+                    f"one; the run it replaced is in {self.path.with_name(before)})" if before else ""))
         self.path.mkdir(parents=True, exist_ok=True)
         hold_run_folder(self.path, self.option)  # until the run ends: a second command on this folder is refused
         if self.action != "resume" or not (self.path / RUN_FILE).exists():
-            write_json_atomic(self.path / RUN_FILE, {"application": self.application, "format": 1,
-                                                     "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "id": _new_id()})
+            write_json_atomic(self.path / RUN_FILE, {**record, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                                     "id": _new_id()})
         elif run_id(self.path) is None:  # a run from before runs had ids: given one when it is continued
             record = read_json_file(self.path / RUN_FILE, "run.json")
             if isinstance(record, dict):
                 write_json_atomic(self.path / RUN_FILE, {**record, "id": _new_id()})
         return self
+
+
+def _replaced_before(folder: Path) -> str | None:
+    """The folder name that ``folder``'s run.json records as the run its run replaced (``--overwrite``), where that run
+    never got to a checkpoint (a command stopped early) and the named folder is still there; else None."""
+    if checkpoint_exists(folder / "checkpoint"):
+        return None
+    try:
+        name = json.loads((folder / RUN_FILE).read_text()).get("replaced")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) and name and (folder.with_name(name)).is_dir() else None
 
 
 def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool = False, overwrite: bool = False,

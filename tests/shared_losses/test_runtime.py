@@ -295,6 +295,34 @@ def test_overwrite_moves_aside_under_a_new_name_each_time(tmp_path):
     assert len(aside) == 3 and sorted((p / "mark.txt").read_text() for p in aside) == ["0", "1", "2"]
 
 
+def test_a_second_overwrite_of_a_run_cut_before_its_first_checkpoint_names_the_run_it_replaced(tmp_path, capsys):
+    """A command with --overwrite stopped before its first checkpoint leaves a partial run; the same command again
+    moves that one aside too. Two .replaced- folders then stand: the message says which holds the real previous run
+    (a probe found nothing said it)."""
+    import json
+
+    from shared_losses.training.runtime import RUN_FILE, claim_run_folder
+
+    out = tmp_path / "run"
+    claim_run_folder(out, "fewshot").open()
+    (out / "checkpoint").mkdir()  # the finished run
+    first = claim_run_folder(out, "fewshot", overwrite=True)
+    first.open()  # the new run is then killed before it checkpoints
+    assert json.loads((out / RUN_FILE).read_text())["replaced"] == first.moved_to.name
+    said = capsys.readouterr().out
+    assert said == f"--overwrite: moved the previous run in {out} to {first.moved_to}\n"
+    second = claim_run_folder(out, "fewshot", overwrite=True)
+    second.open()
+    assert capsys.readouterr().out == (
+        f"--overwrite: moved the previous run in {out} to {second.moved_to} (it has no checkpoint: an earlier "
+        f"--overwrite started it and it stopped before its first one; the run it replaced is in {first.moved_to})\n")
+    # a replacing run that checkpointed is a real run: moved aside without the note
+    (out / "checkpoint").mkdir()
+    third = claim_run_folder(out, "fewshot", overwrite=True)
+    third.open()
+    assert capsys.readouterr().out == f"--overwrite: moved the previous run in {out} to {third.moved_to}\n"
+
+
 def test_a_run_folder_typed_with_a_quoted_tilde_is_named_on_stderr(tmp_path, monkeypatch, capsys):
     """--output-dir '~/runs/x' (quoted) made ./~/runs/x without a word; the summary line then said "~/runs/x"."""
     from shared_losses.training.runtime import claim_run_folder
