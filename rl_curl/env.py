@@ -19,10 +19,15 @@ import difflib
 import os
 import signal
 import subprocess
+import sys
+import threading
 import weakref
 from collections import deque
 
-os.environ.setdefault("MUJOCO_GL", "egl")
+# MuJoCo's rendering backend where MUJOCO_GL is not set: EGL on Linux (headless machines: a GPU's EGL, or Mesa's);
+# elsewhere dm_control's own choice (GLFW on macOS and Windows, which have no EGL).
+if sys.platform.startswith("linux"):
+    os.environ.setdefault("MUJOCO_GL", "egl")
 
 import gymnasium as gym
 import numpy as np
@@ -30,9 +35,57 @@ import numpy as np
 from .tasks import task_default
 
 
+class RenderingUnavailable(ValueError):
+    """MuJoCo cannot render in this process: its ``MUJOCO_GL`` backend is misnamed or cannot load, has no display, or
+    (GLFW) is asked to render off the main thread. One line, naming the backend and what to set."""
+
+
+#: What to set, by platform.
+GL_ADVICE = ("set MUJOCO_GL: egl on a Linux machine without a display (a GPU's EGL, or Mesa's), osmesa where only "
+             "Mesa's software renderer is installed, glfw on macOS or on a desktop with a display")
+
+
+def _gl_setting() -> str:
+    value = os.environ.get("MUJOCO_GL")
+    said = f"MUJOCO_GL={value}" if value is not None else "MUJOCO_GL unset (dm_control's own choice)"
+    if value == "glfw" and sys.platform.startswith("linux") and not (
+            os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        said += ", and no DISPLAY, which GLFW needs"
+    return said
+
+
+def _in_renderer(err: BaseException) -> bool:
+    """Whether ``err`` was raised loading or starting MuJoCo's rendering (dm_control's renderers, PyOpenGL, GLFW)."""
+    tb = err.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+        if "/dm_control/_render/" in name or "/OpenGL/" in name or "/glfw/" in name:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def dm_control_suite():
+    """``dm_control.suite``. Importing it loads MuJoCo's rendering backend; a backend that cannot load (a misnamed
+    ``MUJOCO_GL``, EGL or OSMesa missing) is a :class:`RenderingUnavailable`, not a long traceback."""
+    try:
+        from dm_control import suite
+    except Exception as err:  # noqa: BLE001 - only what the renderer raised is turned into the one line
+        if not _in_renderer(err):
+            raise
+        raise RenderingUnavailable(f"MuJoCo's rendering cannot load with {_gl_setting()} ({type(err).__name__}: "
+                                   f"{_first_line(err)}); {GL_ADVICE}") from err
+    return suite
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "no message"
+
+
 def valid_tasks() -> list[str]:
     """All DeepMind Control suite task names, as ``domain-task``."""
-    from dm_control import suite
+    suite = dm_control_suite()
 
     return sorted(f"{d}-{t}" for d, t in suite.ALL_TASKS)
 
@@ -141,8 +194,7 @@ class DMCPixels(_StackedPixels):
 
     def __init__(self, task: str, seed: int | None = 0, action_repeat: int | None = None, frame_stack: int = 3,
                  image_size: int = 100, camera_id: int | None = None, render_mode: str | None = None):
-        from dm_control import suite
-
+        suite = dm_control_suite()
         self.render_mode = _check_render_mode(render_mode)
         domain, name = parse_task(task)
         if action_repeat is None:
@@ -183,11 +235,24 @@ class DMCPixels(_StackedPixels):
             raise RuntimeError(EGL_FORK_ERROR)
         physics = self._env.physics
         if self._camera is None or self._camera[0] is not physics or self._camera[1] is not physics.model.ptr:
+            from dm_control import _render
             from dm_control.mujoco.engine import Camera
 
             self._free_camera()
+            if _render.BACKEND == "glfw" and threading.current_thread() is not threading.main_thread():
+                raise RenderingUnavailable(
+                    f"MuJoCo's GLFW backend ({_gl_setting()}) renders on a process's main thread only, and this "
+                    f"environment renders on the thread {threading.current_thread().name!r}: in rl_curl, render in "
+                    "worker processes (--eval-worker with --eval-async; rl_curl.together's default --env-worker), or "
+                    "on Linux set MUJOCO_GL=egl")
             _note_rendering_context()  # before: a fork while the context is being made is a fork after it
-            camera = Camera(physics, height=self.image_size, width=self.image_size, camera_id=self.camera_id)
+            try:
+                camera = Camera(physics, height=self.image_size, width=self.image_size, camera_id=self.camera_id)
+            except ValueError:  # the camera's own refusals (a frame larger than the offscreen buffer)
+                raise
+            except Exception as err:  # noqa: BLE001 - the rendering context could not be made
+                raise RenderingUnavailable(f"MuJoCo could not start rendering with {_gl_setting()} "
+                                           f"({type(err).__name__}: {_first_line(err)}); {GL_ADVICE}") from err
             self._camera = (physics, physics.model.ptr, camera)
         frame = self._camera[2].render()  # a view of the camera's buffer, flipped: copied here
         return np.ascontiguousarray(frame.transpose(2, 0, 1))
@@ -551,6 +616,9 @@ class EnvWorker(gym.Env):
         except (EOFError, OSError):
             raise self._ended() from None
         if reply[0] == "error":
+            kind, _, text = reply[1].partition(": ")
+            if kind == RenderingUnavailable.__name__:  # the user's setting, not a fault: one line here too
+                raise RenderingUnavailable(f"{text} (in the environment's worker process)")
             err = RuntimeError(f"in the environment's worker process: {reply[1]}")
             err.add_note(reply[2])  # the worker's traceback, shown with the full traceback
             raise err

@@ -474,7 +474,8 @@ class CurlApp(TrainingApp):
             # the stream a run alone draws from the device's default generator after building its agent
             dev = accelerator.device
             self.generator = torch.Generator(dev)
-            self.generator.set_state(torch.cuda.get_rng_state(dev) if dev.type == "cuda" else torch.get_rng_state())
+            self.generator.set_state(torch.get_rng_state() if dev.type == "cpu" else torch.cuda.get_rng_state(dev)
+                                     if dev.type == "cuda" else torch.get_device_module(dev.type).get_rng_state())
         self.agent.autocast = accelerator.autocast
         if cfg.cuda_graphs and cfg.mixed_precision == "bf16" and accelerator.device.type == "cuda":
             # the same casts without autocast's cache of cast weights, whose tensors a captured graph must not keep

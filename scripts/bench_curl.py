@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-os.environ.setdefault("MUJOCO_GL", "egl")
+if sys.platform.startswith("linux"):  # headless EGL where MUJOCO_GL is unset (as rl_curl.env does)
+    os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 import torch

@@ -130,7 +130,7 @@ def sweep_runs(jobs: list[tuple[Path, list[str]]], args: Args) -> list[Run]:
     """The grid's runs for shared_losses.training.sweep (log beside each folder, MUJOCO_GL, the GPU of each run)."""
     runs = []
     for i, (out, cmd) in enumerate(jobs):
-        env = {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+        env = {"MUJOCO_GL": os.environ["MUJOCO_GL"]} if "MUJOCO_GL" in os.environ else {}  # else rl_curl's default
         if args.gpus and args.backend == "local":
             env["CUDA_VISIBLE_DEVICES"] = str(args.gpus[i % len(args.gpus)])
         runs.append(Run(str(out), cmd, run_log(out), cpus=args.cpus_per_run, gpus=args.gpus_per_run, env=env,

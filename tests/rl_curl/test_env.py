@@ -554,3 +554,83 @@ def test_cheetahs_curl_update_learns_at_the_papers_rate_as_its_actor_and_critic(
         c = Config(task=task).resolved()
         assert (c.lr, c.encoder_lr) == (1e-3, 1e-3), task
     assert Config(task="cheetah-run", encoder_lr=1e-3).resolved().encoder_lr == 1e-3  # given: kept
+
+
+def test_a_rendering_backend_that_cannot_load_is_one_line_naming_mujoco_gl(tmp_path):
+    """A misnamed MUJOCO_GL (or EGL / OSMesa missing) was a 40-line traceback from dm_control's renderer import (a
+    probe); now one error line naming the setting and what to set, and no run folder."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MUJOCO_GL": "bogus"}
+    r = subprocess.run([sys.executable, "-m", "rl_curl.train", "--preset", "demo", "--output-dir",
+                        str(tmp_path / "run")], env=env, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert lines[0].startswith("error: MuJoCo's rendering cannot load with MUJOCO_GL=bogus (RuntimeError: ")
+    assert lines[0].endswith("; set MUJOCO_GL: egl on a Linux machine without a display (a GPU's EGL, or Mesa's), "
+                             "osmesa where only Mesa's software renderer is installed, glfw on macOS or on a desktop "
+                             "with a display")
+
+
+def test_a_worker_whose_renderer_cannot_load_says_so_in_one_line(monkeypatch):
+    from rl_curl.env import EnvWorker, RenderingUnavailable
+
+    monkeypatch.setenv("MUJOCO_GL", "bogus")  # the worker is a fresh interpreter: it imports dm_control with it
+    with pytest.raises(RenderingUnavailable, match=r"^MuJoCo's rendering cannot load with MUJOCO_GL=bogus .*with a "
+                                                   r"display \(in the environment's worker process\)$"):
+        EnvWorker(task="cartpole-swingup", image_size=16)
+
+
+def test_glfw_is_refused_off_the_main_thread_before_it_makes_a_context(monkeypatch):
+    """dm_control's GLFW renderer must be used from the main thread (on macOS, a window made elsewhere is refused by
+    the system): rendering from another thread (--eval-async without --eval-worker, rl_curl.together without its
+    workers) is one line naming the way out; the main thread renders as before."""
+    import threading
+
+    from dm_control import _render
+
+    from rl_curl.env import RenderingUnavailable
+
+    monkeypatch.setattr(_render, "BACKEND", "glfw")
+    got = []
+
+    def reset_here():
+        env = make("cartpole-swingup", image_size=16)
+        try:
+            env.reset(seed=0)
+        except RenderingUnavailable as err:
+            got.append(str(err))
+        finally:
+            env.close()
+
+    thread = threading.Thread(target=reset_here, name="rl_curl-eval")
+    thread.start()
+    thread.join()
+    assert len(got) == 1 and got[0].startswith("MuJoCo's GLFW backend (MUJOCO_GL=") and \
+        "renders on a process's main thread only, and this environment renders on the thread 'rl_curl-eval': in " \
+        "rl_curl, render in worker processes (--eval-worker with --eval-async" in got[0]
+    env = make("cartpole-swingup", image_size=16)  # the main thread (the backend really is EGL here)
+    try:
+        assert env.reset(seed=0)[0].shape == (9, 16, 16)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("platform,expected", [("linux", "egl"), ("darwin", None)])
+def test_egl_is_the_default_backend_on_linux_only(platform, expected):
+    """macOS and Windows have no EGL: rl_curl left MUJOCO_GL=egl there too, so a Mac failed to render (a probe); now
+    dm_control chooses (GLFW) where MUJOCO_GL is unset, and a value set is kept."""
+    import os
+    import subprocess
+    import sys
+
+    code = (f"import sys; sys.platform = {platform!r}; import rl_curl.env, os; "
+            "print(os.environ.get('MUJOCO_GL'))")
+    env = {k: v for k, v in os.environ.items() if k != "MUJOCO_GL"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == str(expected), out.stderr
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "MUJOCO_GL": "osmesa"}, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.strip() == "osmesa"
