@@ -171,8 +171,12 @@ def load_classifier(path, device="cpu"):
     check_finite_weights(model.state_dict(), f"--model {folder}")  # a damaged file: every prediction NaN
     try:
         # config= : the folder's own config.json would make AutoTokenizer ask about its custom code
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), config=model.config)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), config=model.config, trust_remote_code=False)
     except Exception as err:  # noqa: BLE001 - the tokenizers library raises bare Exceptions for damaged files
+        if "trust_remote_code" in str(err):  # the folder's tokenizer_config.json names code of its own (auto_map)
+            raise ValueError(f"--model {folder}: its tokenizer_config.json asks to run tokenizer code shipped in the "
+                             "folder; fewshot.predict runs no code from a model folder, so it was refused (a folder "
+                             "fewshot.export wrote names none: export the run again)") from None
         raise ValueError(f"--model {folder}: its tokenizer files could not be loaded (damaged? {type(err).__name__}: "
                          f"{first_line(err)})") from None
     return model.to(device).eval(), tokenizer

@@ -141,6 +141,10 @@ def open_vector_file(path: str | os.PathLike) -> VectorFile:
                 if head is None:
                     raise ValueError(f"word vectors {path}: a binary word2vec file starts with a line '<count> <dim>',"
                                      f" this one with {first[:40]!r}")
+                if not path.name.endswith(".gz") and 4 * head[1] > path.stat().st_size - len(first):
+                    raise ValueError(f"word vectors {path}: its header says {head[1]}-d vectors, which need "
+                                     f"{4 * head[1]} bytes each, more than the file's {path.stat().st_size}: the "
+                                     "header is damaged")
                 return VectorFile(path, head[1], True, True)
             line = f.readline() if head is not None else first
     except (OSError, EOFError) as err:  # gzip's BadGzipFile is an OSError
@@ -150,6 +154,9 @@ def open_vector_file(path: str | os.PathLike) -> VectorFile:
         raise ValueError(f"word vectors {path}: no word and numbers on its first line (a GloVe or word2vec text file "
                          "holds a word and its numbers per line; binary word2vec files end in .bin)")
     dim = head[1] if head is not None else len(text) - 1
+    if head is not None and len(text) < dim + 1:
+        raise ValueError(f"word vectors {path}: its header says {dim}-d vectors but its first vector has "
+                         f"{len(text) - 1} numbers: the header is damaged (or the file is not word2vec text)")
     if head is None:  # GloVe: the dimension from the first line; its numbers must be numbers
         try:
             np.array(text[-dim:], dtype=np.float32)

@@ -30,7 +30,8 @@ import torch
 from shared_losses.training.cli import parse_dataclass
 from shared_losses.training.runtime import (ENTRIES, CheckpointError, another_application, changes_text,
                                             check_device, check_finite_weights, checkpoint_entry, config_changes,
-                                            load_checkpoint, read_json_file, resolve_checkpoint, run_application)
+                                            load_checkpoint, read_json_file, read_torch_file, resolve_checkpoint,
+                                            run_application)
 
 from .config import Config
 
@@ -154,18 +155,23 @@ def _read_checkpoint(run_dir: Path, device: str, tries: int = 5) -> tuple[Path, 
             inode = os.stat(ckpt).st_ino
         except FileNotFoundError:  # replaced since it was found
             continue
+        entry = None
         try:
             extra = load_checkpoint(None, ckpt)
             # by name where the checkpoint has a table of entries; checkpoints written before it hold the agent first
             entry = checkpoint_entry(ckpt, "agent") if (ckpt / ENTRIES).exists() else ckpt / "custom_checkpoint_0.pkl"
-            weights = torch.load(entry, map_location=device, weights_only=False)
+            weights = read_torch_file(entry, map_location=device)
             check_finite_weights(weights, f"checkpoint {ckpt}")
         except Exception as err:  # noqa: BLE001
             if replaced(ckpt, inode) and attempt < tries - 1:  # a file gone with the folder: read the new one
                 continue
             if isinstance(err, CheckpointError):
                 raise
-            raise CheckpointError(f"checkpoint {ckpt} does not hold this run's agent ({err})") from err
+            if entry is None:
+                raise CheckpointError(f"checkpoint {ckpt} does not hold this run's agent ({err})") from err
+            raise CheckpointError(f"checkpoint {ckpt}: {entry.name}, the agent's file, is unreadable ({err}); the "
+                                  "file is damaged (e.g. truncated by a full disk or a copy that did not finish)"
+                                  ) from err
         if not replaced(ckpt, inode):
             return ckpt, extra, weights
     raise CheckpointError(f"the checkpoint of {run_dir} was replaced {tries} times while it was read (a run "

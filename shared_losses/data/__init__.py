@@ -733,6 +733,9 @@ def load_images(spec: str, option: str = "--dataset") -> ImageSet:
         raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
     except (OSError, EOFError, zipfile.BadZipFile) as err:
         raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
+    except MemoryError as err:  # an array whose header claims more than there is memory for (a damaged file, or huge)
+        raise DataError(f"{option} {p}: its arrays do not fit in this machine's memory ({err}); a damaged file can "
+                        "claim any size") from None
     finally:
         z.close()
     missing = [k for k in ("x", "y") if k not in arrays]

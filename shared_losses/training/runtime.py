@@ -5,7 +5,9 @@ This module is the only part of ``shared_losses`` that touches the file system; 
 
 Checkpoints are directories written by ``accelerator.save_state`` (models, optimisers, schedulers,
 RNG states of every process, objects registered with ``register_for_checkpointing``) plus
-``extra.pt`` (your step counters and anything picklable) and a ``COMPLETE`` marker. They are
+``extra.pt`` (your step counters and other plain data: numbers, strings, containers, tensors and NumPy arrays) and a
+``COMPLETE`` marker. Every pickle of a checkpoint is read with ``weights_only=True`` (:func:`read_torch_file`): a
+file holding other objects, which could run code when loaded, is refused, not loaded. They are
 written into a temporary sibling directory and renamed into place only once complete, so a crash
 mid-save never leaves a half-written checkpoint where the last good one was.
 """
@@ -38,6 +40,46 @@ class CheckpointError(ValueError):
     """A checkpoint exists but cannot be used (incomplete, corrupt, or from another configuration)."""
 
 
+def _safe_globals() -> list:
+    """What a checkpoint's pickles may name besides torch's own types: NumPy arrays (with their dtypes, as NumPy 1 and
+    2 spell them) and what NumPy's random states hold; nothing that runs code of its own when loaded."""
+    import codecs
+
+    import numpy as np
+
+    try:
+        reconstruct = np._core.multiarray._reconstruct
+    except AttributeError:  # NumPy 1
+        reconstruct = np.core.multiarray._reconstruct
+    names = [(reconstruct, "numpy._core.multiarray._reconstruct"), (reconstruct, "numpy.core.multiarray._reconstruct"),
+             np.ndarray, np.dtype, codecs.encode]
+    kinds = getattr(np, "dtypes", None)  # NumPy >= 1.25 pickles a dtype by its class
+    if kinds is not None:
+        names += [getattr(kinds, n) for n in dir(kinds) if n.endswith("DType")]
+    return names
+
+
+def read_torch_file(path: str | os.PathLike, what: str = "checkpoint file", map_location: Any = "cpu") -> Any:
+    """``torch.load`` of ``path`` with ``weights_only=True``: tensors, numbers, strings, containers and NumPy arrays.
+    A file naming any other object (a pickle that would run code when loaded: a checkpoint received from someone
+    else) is refused with a :class:`CheckpointError`, and nothing of it runs; a file that is not a torch file at all
+    raises what ``torch.load`` raises."""
+    import pickle
+
+    with torch.serialization.safe_globals(_safe_globals()):
+        try:
+            return torch.load(path, map_location=map_location, weights_only=True)
+        except pickle.UnpicklingError as err:
+            if "weights_only" not in str(err) and "Weights only" not in str(err):
+                raise
+            found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+            first = f" (the first refused: {found.group(1)})" if found else ""
+            raise CheckpointError(
+                f"{what} {path} holds objects other than tensors, numbers, strings and arrays{first}: such a pickle "
+                "can run code when it is loaded, so it was not loaded. This suite never writes one; load only "
+                "checkpoints from people you trust, and this one not at all") from None
+
+
 def _is_main(accelerator) -> bool:
     return accelerator is None or accelerator.is_main_process
 
@@ -67,6 +109,9 @@ def checkpoint_entry(directory: str | os.PathLike, name: str) -> Path:
     entries = read_json_file(path / ENTRIES, "checkpoint's table of entries") if (path / ENTRIES).exists() else {}
     if name not in entries:
         raise CheckpointError(f"checkpoint {path} has no entry {name!r} (entries: {', '.join(entries) or 'none'})")
+    if not isinstance(entries[name], str) or not re.fullmatch(r"custom_checkpoint_\d+\.pkl", entries[name]):
+        raise CheckpointError(f"checkpoint {path}: {ENTRIES} names {entries[name]!r} for {name!r}, not a file of the "
+                              "checkpoint (custom_checkpoint_N.pkl); the table is damaged or was not written here")
     return path / entries[name]
 
 
@@ -388,7 +433,9 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
     """Restore ``accelerator``'s registered objects from ``directory`` and return the extra state."""
     path = resolve_checkpoint(directory)
     try:
-        state = torch.load(path / EXTRA, map_location="cpu", weights_only=False)
+        state = read_torch_file(path / EXTRA)
+    except CheckpointError:
+        raise
     except Exception as err:  # noqa: BLE001 - report any unpickling failure as corruption
         raise CheckpointError(f"checkpoint {path}: {EXTRA} is unreadable ({err}); the file is corrupt") from err
     if accelerator is not None:
@@ -398,7 +445,9 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
         random_states = None
         if rng_file.exists():
             try:
-                random_states = torch.load(rng_file, map_location="cpu", weights_only=False)
+                random_states = read_torch_file(rng_file)
+            except CheckpointError:
+                raise
             except Exception as err:  # noqa: BLE001
                 raise CheckpointError(f"checkpoint {path}: {rng_file.name} is unreadable ({err}); the file is damaged "
                                       "(e.g. truncated), so the run could not continue exactly") from err
@@ -409,7 +458,10 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
                 raise CheckpointError(f"checkpoint {path} holds the entries {', '.join(have)} but this run registers "
                                       f"{', '.join(want)}: it was written by another version or configuration")
         try:
-            accelerator.load_state(str(path))
+            with _custom_states_read_safely():
+                accelerator.load_state(str(path))
+        except CheckpointError:
+            raise
         except Exception as err:  # noqa: BLE001
             raise CheckpointError(
                 f"checkpoint {path} could not be loaded into this run's models/optimisers ({type(err).__name__}: "
@@ -422,6 +474,28 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
         if random_states is not None:
             _set_random_states(random_states, rng_file)
     return state
+
+
+@contextlib.contextmanager
+def _custom_states_read_safely():
+    """accelerate reads the objects registered for checkpointing (``custom_checkpoint_N.pkl``) with
+    ``weights_only=False``, which runs whatever code a crafted file holds; within this block it reads them with
+    :func:`read_torch_file` instead."""
+    import accelerate.accelerator as acc
+
+    real = getattr(acc, "load_custom_state", None)
+    if real is None:  # another accelerate: its own reader stays (tests/shared_losses/test_checkpoint_files.py fails)
+        yield
+        return
+
+    def load_custom_state(obj, path, index: int = 0) -> None:
+        obj.load_state_dict(read_torch_file(Path(path) / f"custom_checkpoint_{index}.pkl"))
+
+    acc.load_custom_state = load_custom_state
+    try:
+        yield
+    finally:
+        acc.load_custom_state = real
 
 
 def check_finite_weights(weights: Any, where: str) -> None:

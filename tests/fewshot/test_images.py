@@ -834,6 +834,22 @@ def test_image_files_a_user_has_get_errors_that_say_how_to_make_the_npz(tmp_path
     with pytest.raises(DataError, match="holds an array of Python objects, not of numbers .images of different") as err:
         load_images(str(tmp_path / "mixed.npz"))
     one_line(err)
+    # a header claiming 400 TB (a damaged or crafted file): a raw MemoryError traceback before (a probe)
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                  "shape": (10 ** 6, 10 ** 4, 10 ** 4)})
+    labels = io.BytesIO()
+    np.save(labels, np.array([0, 1]))
+    with zipfile.ZipFile(tmp_path / "huge.npz", "w") as z:
+        z.writestr("x.npy", header.getvalue() + bytes(64))
+        z.writestr("y.npy", labels.getvalue())
+    with pytest.raises(DataError, match=r"huge.npz: its arrays do not fit in this machine's memory \(.*\); a damaged "
+                                        "file can claim any size") as err:
+        load_images(str(tmp_path / "huge.npz"))
+    one_line(err)
 
 
 def test_binary_mask_pixels_are_warned_of():

@@ -229,3 +229,27 @@ def test_predictions_are_scored_against_a_label_column(sentence_run, tmp_path, c
         predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "n.csv"),
                  "--scores", str(tmp_path / "n.json")])
     assert not (tmp_path / "m.csv").exists() and not (tmp_path / "n.csv").exists()
+
+
+def test_a_model_folder_whose_tokenizer_asks_to_run_its_own_code_is_refused(sentence_run, tmp_path, monkeypatch):
+    """A probe added auto_map to a copied model folder's tokenizer_config.json with a module of its own: transformers
+    asked "Do you wish to run the custom code? [y/N]" and, answered y, ran it, although predict says it runs no code
+    from the folder. Now refused at once, without asking and without running it."""
+    import io
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(sentence_run / "model", folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["auto_map"] = {"AutoTokenizer": ["evil_tok.EvilTokenizer", None]}
+    config["tokenizer_class"] = "EvilTokenizer"
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    pwned = tmp_path / "PWNED"
+    (folder / "evil_tok.py").write_text(f"import pathlib\npathlib.Path({str(pwned)!r}).touch()\n"
+                                        "from transformers import PreTrainedTokenizer as EvilTokenizer\n")
+    (tmp_path / "in.txt").write_text("a text\n")
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    with pytest.raises(ValueError, match=r"its tokenizer_config.json asks to run tokenizer code shipped in the "
+                                         r"folder; fewshot.predict runs no code from a model folder"):
+        predict(["--model", str(folder), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "p.jsonl")])
+    assert not pwned.exists() and not (tmp_path / "p.jsonl").exists()

@@ -40,3 +40,17 @@ def test_a_damaged_file_is_named_by_line_or_entry(tmp_path):
     (tmp_path / "bad.gz").write_bytes(b"not gzip")
     with pytest.raises(ValueError, match="bad.gz: unreadable"):
         open_vector_file(tmp_path / "bad.gz")
+
+
+def test_a_header_claiming_more_than_the_vectors_hold_is_called_damaged(tmp_path):
+    """A header '3 1000000000' was refused by --word-dim's check with the advice "set --word-dim 1000000000", which
+    then tried to allocate 808 GB (a probe): the header is now checked against the first vector (text) or the file's
+    size (binary)."""
+    (tmp_path / "w.vec").write_text("3 1000000000\nthe 0.1 0.2 0.3\ncat 0.1 0.2 0.3\ndog 0.1 0.2 0.3\n")
+    with pytest.raises(ValueError, match=r"w.vec: its header says 1000000000-d vectors but its first vector has 3 "
+                                         r"numbers: the header is damaged"):
+        open_vector_file(tmp_path / "w.vec")
+    (tmp_path / "w.bin").write_bytes(b"1 1000000000\nthe " + np.zeros(3, "<f4").tobytes())
+    with pytest.raises(ValueError, match=r"w.bin: its header says 1000000000-d vectors, which need 4000000000 bytes "
+                                         r"each, more than the file's 29: the header is damaged"):
+        open_vector_file(tmp_path / "w.bin")

@@ -56,6 +56,13 @@ def test_a_checkpoint_whose_weights_hold_nan_is_refused_by_name(tmp_path):
                                                   r"file is damaged"):
             act()
     assert not (tmp_path / "p.pt").exists()
+    # a truncated agent file: "does not hold this run's agent (PytorchStreamReader ...)" said nothing of damage
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
+    for act in (lambda: load_agent(str(out)), lambda: main(export)):
+        with pytest.raises(CheckpointError, match=rf"{entry.name}, the agent's file, is unreadable \(.*\); the file "
+                                                  r"is damaged \(e.g. truncated"):
+            act()
+    assert not (tmp_path / "p.pt").exists()
 
 
 def test_a_run_of_an_earlier_version_is_named_as_such_not_as_another_applications(tmp_path):

@@ -1,0 +1,109 @@
+"""A checkpoint received from someone else cannot run code (a probe ran code from a crafted ``extra.pt``,
+``random_states_0.pkl`` or ``custom_checkpoint_0.pkl`` on --resume and on the exports): every pickle of a checkpoint
+is read with ``weights_only=True``, and what the suite writes (tensors, numbers, strings, NumPy arrays and random
+states) still loads exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from shared_losses.training.runtime import (CheckpointError, checkpoint_entry, load_checkpoint, read_torch_file,
+                                            register_named, save_checkpoint)
+
+
+class Touch:
+    """A pickle that creates a file when it is loaded (what a crafted checkpoint could do with any code)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __reduce__(self):
+        return Path.touch, (self.path,)
+
+
+class Store:
+    """An object registered for checkpointing with NumPy arrays and a NumPy random state, as rl_curl's replay is."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.frames = self.rng.integers(0, 255, size=(5, 3, 4, 4), dtype=np.uint8)
+        self.values = self.rng.standard_normal(4).astype(np.float32)
+
+    def state_dict(self) -> dict:
+        return {"frames": self.frames.copy(), "values": self.values.copy(), "rng": self.rng.bit_generator.state,
+                "shape": (5, 3, 4, 4), "note": "kept"}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.frames, self.values = state["frames"], state["values"]
+        self.rng.bit_generator.state = state["rng"]
+
+
+def _setup(seed: int = 0):
+    from accelerate import Accelerator
+
+    torch.manual_seed(seed)
+    acc = Accelerator(cpu=True)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    model, opt = acc.prepare(model, opt)
+    store = Store(seed)
+    register_named(acc, store=store)
+    return acc, model, store
+
+
+def test_what_the_suite_writes_loads_back_exactly(tmp_path):
+    acc, model, store = _setup(0)
+    extra = {"step": 7, "losses": [1.5, float("nan")], "arr": np.arange(6, dtype=np.int64).reshape(2, 3),
+             "t": torch.ones(3), "name": "run", "pair": (1, "a"), "nested": {"x": None, "y": True}}
+    save_checkpoint(acc, tmp_path / "ckpt", extra)
+    want_next = store.rng.random()
+    np_state, torch_state = np.random.get_state(), torch.get_rng_state()
+    acc2, model2, store2 = _setup(1)
+    np.random.seed(99)
+    got = load_checkpoint(acc2, tmp_path / "ckpt")
+    assert got["step"] == 7 and got["name"] == "run" and got["pair"] == (1, "a") and got["nested"] == extra["nested"]
+    assert np.array_equal(got["arr"], extra["arr"]) and torch.equal(got["t"], extra["t"])
+    assert np.array_equal(store2.frames, store.frames) and np.array_equal(store2.values, store.values)
+    assert store2.rng.random() == want_next  # the registered object's own random stream, exactly
+    assert np.array_equal(np.random.get_state()[1], np_state[1]) and torch.equal(torch.get_rng_state(), torch_state)
+    for a, b in zip(model.parameters(), model2.parameters()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("target", ["extra.pt", "random_states_0.pkl", "custom_checkpoint_0.pkl"])
+def test_a_crafted_pickle_in_a_checkpoint_is_refused_and_runs_nothing(tmp_path, target):
+    acc, _, store = _setup(0)
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 3})
+    pwned = tmp_path / "PWNED"
+    path = tmp_path / "ckpt" / target
+    if target == "extra.pt":  # the real contents with one key more: silently run before
+        crafted = {"step": 3, "x": Touch(pwned)}
+    elif target == "custom_checkpoint_0.pkl":
+        crafted = {**store.state_dict(), "x": Touch(pwned)}
+    else:
+        crafted = {**torch.load(path, weights_only=False), "x": Touch(pwned)}
+    torch.save(crafted, path)
+    acc2, _, _ = _setup(1)
+    refused = (rf"{target} holds objects other than tensors, numbers, strings and arrays \(the first refused: "
+               r"[\w.]+\): such a pickle can run code when it is loaded, so it was not loaded")
+    with pytest.raises(CheckpointError, match=refused):
+        load_checkpoint(acc2, tmp_path / "ckpt")
+    assert not pwned.exists()
+    with pytest.raises(CheckpointError, match="can run code"):
+        read_torch_file(path)
+    assert not pwned.exists()
+
+
+def test_an_entry_table_naming_a_file_outside_the_checkpoint_is_refused(tmp_path):
+    acc, _, _ = _setup(0)
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 1})
+    assert checkpoint_entry(tmp_path / "ckpt", "store").name == "custom_checkpoint_0.pkl"
+    (tmp_path / "ckpt" / "entries.json").write_text(json.dumps({"store": str(tmp_path / "elsewhere.pkl")}))
+    with pytest.raises(CheckpointError, match=r"entries.json names '.*elsewhere.pkl' for 'store', not a file of the "
+                                              r"checkpoint \(custom_checkpoint_N.pkl\)"):
+        checkpoint_entry(tmp_path / "ckpt", "store")
