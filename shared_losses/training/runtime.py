@@ -51,8 +51,9 @@ def _safe_globals() -> list:
         reconstruct = np._core.multiarray._reconstruct
     except AttributeError:  # NumPy 1
         reconstruct = np.core.multiarray._reconstruct
-    names = [(reconstruct, "numpy._core.multiarray._reconstruct"), (reconstruct, "numpy.core.multiarray._reconstruct"),
-             np.ndarray, np.dtype, codecs.encode]
+    names = [reconstruct, np.ndarray, np.dtype, codecs.encode]
+    if torch.__version__ >= "2.6":  # a name of one's own for a global: a checkpoint of the other NumPy major reads too
+        names += [(reconstruct, f"numpy.{m}.multiarray._reconstruct") for m in ("core", "_core")]
     kinds = getattr(np, "dtypes", None)  # NumPy >= 1.25 pickles a dtype by its class
     if kinds is not None:
         names += [getattr(kinds, n) for n in dir(kinds) if n.endswith("DType")]
