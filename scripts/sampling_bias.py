@@ -246,34 +246,57 @@ def main_synthetic(args):
     for name in OBJECTIVES:
         accs = [per_seed[sd][name] for sd in args.seeds]
         mean = statistics.mean(accs)
-        std = statistics.stdev(accs) if len(accs) > 1 else 0.0
+        std = statistics.stdev(accs) if len(accs) > 1 else None  # one seed has no spread to show
         summary[name] = {"mean": mean, "std": std, "per_seed": accs}
-        print(f"| {labels[name]} | {mean:.2f} ± {std:.2f} | {', '.join(f'{a:.2f}' for a in accs)} |")
+        print(f"| {labels[name]} | {mean_std(mean, std)} | {', '.join(f'{a:.2f}' for a in accs)} |")
     order = [summary[n]["mean"] for n in ("unbiased", "debiased_m1", "biased")]
     holds = order[0] >= order[1] >= order[2]
     print(f"\nDCL's ordering unbiased >= debiased (M=1) >= biased {'holds' if holds else 'does NOT hold'} here.")
     write_json_atomic(os.path.join(args.out, "results.json"),
                       {"setting": asdict(s), "seeds": args.seeds, "summary": summary, "seconds": elapsed})
+    names = list(OBJECTIVES)
+    if bar_plot(os.path.join(args.out, "sampling_bias.png"), [summary[n] for n in names],
+                [labels[n].replace(", ", "\n") for n in names], ["#999999", "#4c72b0", "#55a868", "#c44e52"],
+                f"Sampling bias on synthetic data (K={s.classes}, {seeds_text(len(args.seeds))})") is not None:
+        print(f"plot: {os.path.join(args.out, 'sampling_bias.png')}")
+
+
+def mean_std(mean: float, std: float | None) -> str:
+    """A table cell: ``mean ± std``, or the mean alone and "(1 seed)" where one seed gives no spread."""
+    return f"{mean:.2f} ± {std:.2f}" if std is not None else f"{mean:.2f} (1 seed)"
+
+
+def seeds_text(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def bar_plot(path: str, rows: list[dict], labels: list[str], colors: list[str], title: str):
+    """Bars of the linear-probe accuracy of ``rows`` (summary entries: ``mean``, ``std``) on an axis from 0 to 100 %
+    (a cut axis made a 4-point gap look like a 1.5x one), each bar's mean written on it, whiskers of the sample std
+    over seeds where there are two or more. The figure written (closed), or None where matplotlib is missing."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(7.5, 3.4))
-        names = list(OBJECTIVES)
-        ax.bar(range(4), [summary[n]["mean"] for n in names], yerr=[summary[n]["std"] for n in names],
-               color=["#999999", "#4c72b0", "#55a868", "#c44e52"], capsize=4)
-        ax.set_xticks(range(4), [labels[n].replace(", ", "\n") for n in names], fontsize=8)
-        lo = min(summary[n]["mean"] - summary[n]["std"] for n in names)
-        ax.set_ylim(max(0, lo - 5), 100)
-        ax.set_ylabel("linear-probe accuracy (%)")
-        ax.set_title(f"Sampling bias on synthetic data (K={s.classes}, {len(args.seeds)} seeds)")
-        fig.tight_layout()
-        fig.savefig(os.path.join(args.out, "sampling_bias.png"), dpi=120)
-        print(f"plot: {os.path.join(args.out, 'sampling_bias.png')}")
     except ImportError:
-        pass
+        return None
+    means = [r["mean"] for r in rows]
+    stds = [r["std"] if r["std"] is not None else float("nan") for r in rows]  # NaN: no whisker
+    fig, ax = plt.subplots(figsize=(max(7.5, 1.3 * len(rows) + 2), 3.6))
+    ax.bar(range(len(rows)), means, yerr=stds, color=colors, capsize=4)
+    for i, m in enumerate(means):
+        ax.text(i, 2, f"{m:.1f}", ha="center", va="bottom", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    ax.set_xticks(range(len(rows)), labels, fontsize=7 if len(rows) > 4 else 8)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("linear-probe accuracy (%)")
+    whiskers = "whiskers: sample std over seeds" if any(r["std"] is not None for r in rows) else "one seed: no spread"
+    ax.set_title(f"{title}\nbars: mean; {whiskers}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------- images
@@ -553,9 +576,9 @@ def main_images(args):
     for key, label in rows:
         accs = [per_seed[sd][key] for sd in args.seeds]
         mean = statistics.mean(accs)
-        std = statistics.stdev(accs) if len(accs) > 1 else 0.0
+        std = statistics.stdev(accs) if len(accs) > 1 else None  # one seed has no spread to show
         summary[key] = {"label": label, "mean": mean, "std": std, "per_seed": accs}
-        print(f"| {label} | {mean:.2f} ± {std:.2f} | {', '.join(f'{a:.2f}' for a in accs)} |")
+        print(f"| {label} | {mean_std(mean, std)} | {', '.join(f'{a:.2f}' for a in accs)} |")
 
     by_seed = {key: {sd: per_seed[sd][key] for sd in args.seeds} for key, _ in rows}
     paired = {}
@@ -595,28 +618,13 @@ def main_images(args):
         "sweep": [{"tau_plus": v, "objective": k, "mean": means[k]} for v, k in sweep_rows],
         "ordering_holds": ordering, "seconds": elapsed, "torch_threads": torch.get_num_threads()})
     print(f"results: {os.path.join(out, 'results.json')}")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        keys = [k for k, _ in rows]
-        colors = ["#999999", "#4c72b0", "#55a868", "#c44e52"] + ["#8fa8d6"] * (len(objs) - 4) + ["#dddddd"]
-        fig, ax = plt.subplots(figsize=(1.3 * len(keys) + 2, 3.6))
-        ax.bar(range(len(keys)), [summary[k]["mean"] for k in keys], yerr=[summary[k]["std"] for k in keys],
-               color=colors, capsize=4)
-        ax.set_xticks(range(len(keys)), [summary[k]["label"].replace(", ", "\n").replace(" (", "\n(") for k in keys],
-                      fontsize=7)
-        lo = min(summary[k]["mean"] - summary[k]["std"] for k in keys)
-        ax.set_ylim(max(0, lo - 5), 100)
-        ax.set_ylabel("linear-probe accuracy (%)")
-        ax.set_title(f"Sampling bias on {name} (K={K}, {len(args.seeds)} seeds, {s.probe_labels} labels/class)")
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "sampling_bias.png"), dpi=120)
+    keys = [k for k, _ in rows]
+    colors = ["#999999", "#4c72b0", "#55a868", "#c44e52"] + ["#8fa8d6"] * (len(objs) - 4) + ["#dddddd"]
+    if bar_plot(os.path.join(out, "sampling_bias.png"), [summary[k] for k in keys],
+                [summary[k]["label"].replace(", ", "\n").replace(" (", "\n(") for k in keys], colors,
+                f"Sampling bias on {name} (K={K}, {seeds_text(len(args.seeds))}, {s.probe_labels} labels/class)"
+                ) is not None:
         print(f"plot: {os.path.join(out, 'sampling_bias.png')}")
-    except ImportError:
-        pass
 
 
 class Formatter(HelpFormatter):

@@ -133,3 +133,20 @@ def test_bad_npz_is_one_error_line(tmp_path):
         assert res.returncode == 2 and "Traceback" not in res.stderr and len(errors) == 1, res.stderr
         assert words in errors[0] and str(path) in errors[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_the_bars_start_at_zero_and_one_seed_has_no_whisker(tmp_path):
+    """The y axis started 5 points below the lowest bar (a 4-point gap looked like a 1.5x one), and one seed was
+    drawn and printed as "± 0" (a probe)."""
+    sb = load_module(SCRIPT, "sampling_bias_under_test")
+    rows = [{"mean": 65.0, "std": None}, {"mean": 69.0, "std": None}]
+    fig = sb.bar_plot(str(tmp_path / "one.png"), rows, ["a", "b"], ["#999999", "#4c72b0"], "one seed")
+    ax = fig.axes[0]
+    assert ax.get_ylim() == (0.0, 100.0) and (tmp_path / "one.png").stat().st_size > 0
+    assert not [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer" and
+                any(len(seg) for seg in c.lines[2][0].get_segments() if not np.isnan(seg).any())]
+    assert "one seed: no spread" in ax.get_title()
+    assert sb.mean_std(65.0, None) == "65.00 (1 seed)" and sb.mean_std(65.0, 1.234) == "65.00 ± 1.23"
+    fig = sb.bar_plot(str(tmp_path / "two.png"), [{"mean": 65.0, "std": 2.0}, {"mean": 69.0, "std": 1.0}],
+                      ["a", "b"], ["#999999", "#4c72b0"], "two seeds")
+    assert fig.axes[0].get_ylim() == (0.0, 100.0) and "whiskers: sample std over seeds" in fig.axes[0].get_title()
