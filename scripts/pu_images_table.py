@@ -163,6 +163,18 @@ def _ci(ci) -> str:
     return "—" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
+def ours_data(dataset: str) -> str:
+    """What the tables ran on, beside the paper's 60k MNIST digits."""
+    return ("the 5k digits, about 3.5k in the training pool" if dataset == "mnist"
+            else f"{Path(str(dataset)).name}")
+
+
+#: The plots' legend names, as the tables name the rows (the code's keys said "punce" for two different losses).
+LEGEND = {"infonce": "InfoNCE", "dcl": "DCL (debiased)", "scl": "SCL", "punce": "puNCE (--label-pull default)",
+          "punce-eq10": "puNCE, eq. 10 as written (label pull 1)", "cpc": "CPC", "infonce-patches": "InfoNCE (patches)",
+          "raw (CE, end to end)": "cross-entropy, end to end"}
+
+
 def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> tuple[str, list]:
     """The Markdown report and the paired comparisons it shows."""
     batch = (f"batches of {header['batch_size']} images with the labeled ones in their share of the pool"
@@ -179,8 +191,8 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
          f"{header['overrides'] or 'none'}: {length}, {batch}, lr {header['lr']}, temperature "
          f"{header['temperature']}, augment "
          f"{header['augment']}, MLP width {header['hidden']}. The paper's numbers are on 60k MNIST digits with n_P = "
-         "1k / 3k / 10k (ours: the 5k digits, about 3.5k in the training pool); Table 4's are CIFAR-10 (the paper "
-         "has no PNU MNIST row).", ""]
+         f"1k / 3k / 10k (ours: {ours_data(header['dataset'])}); Table 4's are CIFAR-10 (the paper has no PNU MNIST "
+         "row).", ""]
     paired = []
 
     def pair(a_key, b_key, a_name, b_name, label):
@@ -274,6 +286,10 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
     return "\n".join(L), paired
 
 
+#: One marker per line of a panel: colours alone do not tell every method apart (red / green / olive).
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
 def plot(path: Path, res: dict, tables, n_ps, percents) -> bool:
     try:
         import matplotlib
@@ -307,14 +323,16 @@ def plot(path: Path, res: dict, tables, n_ps, percents) -> bool:
             if pts:
                 off = 1 + (k - (len(lines) - 1) / 2) * 0.03
                 ax.errorbar([x * off for x, _ in pts], [s["mean"] for _, s in pts],
-                            yerr=[s["std"] or 0.0 for _, s in pts], marker="o", capsize=3, label=label,
+                            yerr=[s["std"] if s["std"] is not None else float("nan") for _, s in pts],  # 1 seed: none
+                            marker=MARKERS[k % len(MARKERS)], capsize=3, label=LEGEND.get(label, label),
                             color=colors.get(label))
         ax.set_xscale("log")
+        ax.minorticks_off()  # a log axis of less than a decade labelled its minor ticks too (3x10^1, 4x10^1, ...)
         ax.set_xticks(list(xs))
         ax.set_xticklabels([str(x) for x in xs])
         ax.set_title(title)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("accuracy (%), mean ± std over seeds")
+        ax.set_ylabel("accuracy (%), mean ± sample std over seeds")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()

@@ -215,3 +215,30 @@ def test_a_second_grid_on_a_busy_out_is_refused_before_it_counts_runs(tmp_path, 
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_the_plot_names_lines_as_the_tables_do_and_draws_no_whisker_for_one_seed(tmp_path, monkeypatch):
+    """A probe looked at tables.png: "punce" in the legend meant two losses in two figures (the code's keys), one
+    seed had whiskers of 0, a log axis of under a decade labelled its minor ticks, and the digits tables' header said
+    they ran on the 5k MNIST digits."""
+    import matplotlib.pyplot as plt
+
+    figs = []
+    monkeypatch.setattr(plt, "close", figs.append)
+    res = {("pnu", m, p): {"acc": {"main": {0: 80.0 + k + p / 10}}}
+           for k, m in enumerate(T.PNU_METHODS) for p in (1, 5, 10)}
+    res.update({("pu", m, n): {"acc": {"nnpu": {0: 70.0 + n / 10, 1: 72.0 + n / 10}}}
+                for m in ("infonce", "punce") for n in (25, 50)})
+    assert T.plot(tmp_path / "t.png", res, ["1", "4"], [25, 50], [1, 5, 10])
+    table1, table4 = figs[0].axes
+    assert [t.get_text() for t in table4.get_legend().get_texts()] == [
+        "InfoNCE", "SCL", "puNCE (--label-pull default)", "puNCE, eq. 10 as written (label pull 1)",
+        "cross-entropy, end to end"]
+    for ax, whiskers in ((table4, False), (table1, True)):  # one seed: none; two seeds: the sample std
+        segments = [seg for c in ax.containers for seg in c.lines[2][0].get_segments()]
+        drawn = [seg for seg in segments if len(seg) and not np.isnan(seg).any()]
+        assert bool(drawn) == whiskers
+        assert not [t for t in ax.xaxis.get_minorticklabels() if t.get_text()]
+    assert [t.get_text() for t in table1.get_xticklabels()] == ["25", "50"]
+    assert T.ours_data("mnist") == "the 5k digits, about 3.5k in the training pool"
+    assert T.ours_data("/tmp/digits8x8.npz") == "digits8x8.npz"
