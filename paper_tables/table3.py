@@ -460,9 +460,16 @@ def mean_curve(runs: list[dict], ddof: int = 0) -> tuple[np.ndarray, np.ndarray,
     return steps, mean, std, n.astype(int)
 
 
+#: One colour per objective in every figure (the colour cycle in label order gave CURL blue in one figure and orange
+#: in the next); variants of one objective (tau+, M, the schedule) tell apart by their markers.
+OBJECTIVE_COLOURS = {"curl": "C0", "debiased": "C1", "hard": "C2", "cpc": "C4", "none": "C7"}
+VARIANT_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
 def plot_grid(root: str | Path, png: str | Path) -> Path:
-    """Learning curves per task: per objective, the mean over seeds with a ±std band where at least two
-    seeds were evaluated; where fewer seeds got that far the line is dashed (see ``mean_curve``)."""
+    """Learning curves per task: per objective, the mean over seeds with a band of ± the population std over seeds
+    (the table's summary cells' std) where at least two seeds were evaluated; where fewer seeds got that far the line
+    is dashed (see ``mean_curve``). An objective has one colour in every figure; the legend says what the band is."""
     from matplotlib.figure import Figure  # no pyplot: the caller's backend is left alone
 
     runs = collect(root)
@@ -471,21 +478,27 @@ def plot_grid(root: str | Path, png: str | Path) -> Path:
     axes = fig.subplots(1, max(1, len(tasks)), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         groups: dict[str, list[dict]] = {}
-        for r in runs:
-            if r["cfg"]["task"] == task:
-                groups.setdefault(objectives.label(r["cfg"]), []).append(r)
-        partial = False
+        for r in sorted((r for r in runs if r["cfg"]["task"] == task), key=lambda r: objectives.order(r["cfg"])):
+            groups.setdefault(objectives.label(r["cfg"]), []).append(r)
+        partial, banded, variants = False, False, {}
         for label, rs in groups.items():
             x, m, sd, n = mean_curve(rs)
             full = n == len(rs)
             partial |= not full.all()
-            line, = ax.plot(np.where(full, x, np.nan), np.where(full, m, np.nan), label=f"{label} ({len(rs)} seeds)")
+            aux = rs[0]["cfg"]["aux"]
+            k = variants[aux] = variants.get(aux, -1) + 1
+            line, = ax.plot(np.where(full, x, np.nan), np.where(full, m, np.nan), color=OBJECTIVE_COLOURS.get(aux),
+                            marker=VARIANT_MARKERS[k % len(VARIANT_MARKERS)], markersize=3,
+                            label=f"{label} ({len(rs)} seed{'s' if len(rs) != 1 else ''})")
             if not full.all():  # fewer seeds: dashed, joined to the last point with every seed
                 k = max(int(np.argmin(full)) - 1, 0)
                 ax.plot(x[k:], m[k:], ls="--", color=line.get_color())
             band = n >= 2
+            banded |= bool(band.any())
             ax.fill_between(x, np.where(band, m - sd, np.nan), np.where(band, m + sd, np.nan), alpha=0.15,
                             color=line.get_color())
+        if banded:
+            ax.fill_between([], [], [], color="gray", alpha=0.15, label="band: ± std over seeds (population)")
         if partial:
             ax.plot([], [], ls="--", color="gray", label="dashed: fewer seeds evaluated")
         ax.set_title(task)

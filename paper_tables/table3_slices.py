@@ -475,6 +475,8 @@ def plot(root: str | Path, png: str | Path, env_step: int = TARGET_STEP) -> Path
                 if p:
                     ax.errorbar([env_step], [p["mean"]], yerr=[p["std"]], color=color, marker=marker, ms=10,
                                 capsize=3, lw=1)
+        if any(r["used"] for r in mine):
+            ax.fill_between([], [], [], color="gray", alpha=0.15, label="band: ± sample std over finished seeds")
         ax.plot([], [], "k*", label=f"{DCL_SOURCE} (± std)")
         if any(paper_number(task, lab, CURL_SOURCE) for lab, _ in labels):
             ax.plot([], [], "kx", label=CURL_SOURCE)

@@ -55,7 +55,7 @@ def plot_curve(eval_csv: str | Path, png: str | Path, title: str = "") -> Path:
     ax.plot(x, y, marker="o")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("evaluation return")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(png, dpi=100)

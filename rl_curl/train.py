@@ -828,7 +828,9 @@ class CurlApp(TrainingApp):
         out, cfg = self.harness.out, self.cfg
         # the trained policy alone (load_policy)
         save_policy(self.agent, cfg, self.obs_shape, out / POLICY_FILE, env_step=self.step * self.ar)
-        plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {label(dataclasses.asdict(cfg))}")
+        plot_curve(out / "eval.csv", out / "curve.png", title=f"{cfg.task}: {label(dataclasses.asdict(cfg))}, seed "
+                   f"{cfg.seed}\neach point: the mean return of {cfg.eval_episodes} evaluation episode"
+                   f"{'s' if cfg.eval_episodes != 1 else ''}")
 
     def summary(self):
         out, cfg = self.harness.out, self.cfg

@@ -373,7 +373,8 @@ def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
     log_x = len(ns) > 1 and max(ns) / min(ns) >= 10
     shown = [m for m in methods if any(n in res[m] for n in ns)]
     for m in methods:
-        pts = [(n, res[m][n]["mean"], res[m][n]["std"] or 0.0) for n in ns if n in res[m]]
+        pts = [(n, res[m][n]["mean"], res[m][n]["std"] if res[m][n]["std"] is not None else float("nan"))
+               for n in ns if n in res[m]]  # one seed: no whisker (was ± 0)
         if not pts:
             continue
         xs, ms, sds = zip(*pts)
@@ -392,7 +393,11 @@ def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
     left.set_ylabel("accuracy (%), mean ± std over seeds")
     left.set_title("accuracy vs N")
     left.grid(alpha=0.3)
-    left.legend(fontsize=8)
+    if shown:
+        left.legend(fontsize=8)
+    else:  # every run failed or none finished: say so, as the right panel does, and no empty legend or 0-1 axis
+        left.text(0.5, 0.5, "no finished runs", ha="center", va="center", transform=left.transAxes)
+        left.set_ylim(0, 100)
 
     anchor = next((a for a in ANCHORS if any(p["a"] == a for p in agg["paired"])), None)
     rows = [p for p in agg["paired"] if p["a"] == anchor]
@@ -405,8 +410,8 @@ def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
             right.errorbar([p["mean"]], [y], xerr=err, marker="o", capsize=4,
                            color="gray" if p["b"] == "majority" else colors[p["b"]])
         right.set_yticks(ys)
-        right.set_yticklabels([f"N={p['n_labeled']} vs {p['b']} ({p['wins']}/{p['n_seeds']} wins)" for p in rows],
-                              fontsize=8)
+        right.set_yticklabels([f"N={p['n_labeled']} vs {p['b']} ({p['wins']}/{p['n_seeds']} wins"
+                               + (f", {p['ties']} tied)" if p.get("ties") else ")") for p in rows], fontsize=8)
         right.axvline(0.0, color="black", linewidth=1)
         right.set_xlabel(f"{anchor} − method (accuracy points), mean and 95% paired-t CI")
         right.set_title(f"paired differences of {anchor} (same seeds)")

@@ -389,3 +389,27 @@ def test_a_second_grid_on_a_busy_out_and_an_out_that_cannot_be_made_are_refused_
         t5.main([*T5_BASE, "--ns", "20", "--seeds", "0", "--out", str(tmp_path / "file" / "x")])
     assert "runs to do" not in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "grid").iterdir()) == [".grid.lock"]  # the killed holder's, no run
+
+
+def test_the_plot_shows_ties_no_whisker_for_one_seed_and_says_when_nothing_finished(tmp_path, monkeypatch):
+    """A probe looked at table5.png: "(0/2 wins)" where the table says "0/2, 1 tied", one seed drawn with a whisker
+    of 0, and a grid whose runs all failed drew an empty legend on a 0-1 axis labelled in %."""
+    import matplotlib.pyplot as plt
+
+    figs = []
+    monkeypatch.setattr(plt, "close", figs.append)
+    header = {"eval_split": "test", "dataset": "d", "encoder": "e", "preset": "cpu", "max_steps": 2, "n_unlabeled": 5}
+    one = {"mean": 70.0, "std": None, "per_seed": {0: 70.0}}
+    agg = {"results": {"ce+punce": {20: one}, "ce": {20: {"mean": 71.0, "std": None, "per_seed": {0: 71.0}}}},
+           "paired": [{"n_labeled": 20, "a": "ce+punce", "b": "ce", "mean": 0.0, "t_ci": None, "wins": 0,
+                       "n_seeds": 2, "ties": 1}]}
+    assert t5.plot(tmp_path / "t.png", header, agg, ["ce+punce", "ce"], [20])
+    left, right = figs[-1].axes[:2]
+    assert [t.get_text() for t in right.get_yticklabels()] == ["N=20 vs ce (0/2 wins, 1 tied)"]
+    segments = [seg for c in left.containers for seg in c.lines[2][0].get_segments()]
+    assert not [seg for seg in segments if len(seg) and not np.isnan(seg).any()]
+    assert t5.plot(tmp_path / "none.png", header, {"results": {"ce+punce": {}, "ce": {}}, "paired": []},
+                   ["ce+punce", "ce"], [20])
+    left = figs[-1].axes[0]
+    assert left.get_legend() is None and left.get_ylim() == (0.0, 100.0)
+    assert "no finished runs" in [t.get_text() for t in left.texts]

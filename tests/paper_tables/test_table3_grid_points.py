@@ -111,3 +111,28 @@ def test_a_second_grid_on_a_busy_out_is_refused_before_anything_starts(tmp_path,
         curl_table3.main(curl_table3.Args(out=str(tmp_path / "file" / "out"), tasks=["cartpole-swingup"],
                                           objectives=["curl"], seeds=[0], env_steps=20, batch_size=8))
     assert "runs to do" not in capsys.readouterr().out
+
+
+def test_curves_give_an_objective_one_colour_in_every_figure_and_name_the_band(tmp_path, monkeypatch):
+    """A probe looked at the committed curves: CURL blue in one figure and orange in the next (the colour cycle in
+    label order), and nothing said what the band was (the population std, the table's summary cells')."""
+    from matplotlib.figure import Figure
+
+    saved = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: saved.append(self))
+    for root, objectives in ((tmp_path / "a", ("curl", "debiased")), (tmp_path / "b", ("none", "debiased", "curl"))):
+        for seed in (0, 1):
+            for aux in objectives:
+                fake_run(root, aux, seed, [100 + seed, 200 * (seed + 1)], aux=aux)
+            fake_run(root, "debiased_0.05_2", seed, [150, 300 + seed], m=2)
+        t3.plot_grid(root, root / "curves.png")
+    colours = []
+    for fig in saved:
+        ax = fig.axes[0]
+        lines = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+        colours.append({k: lines[k].get_color() for k in lines})
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "band: ± std over seeds (population)" in legend
+        assert lines[f"{DEBIASED} (2 seeds)"].get_marker() != lines["debiased τ⁺=0.05, M=2 (2 seeds)"].get_marker()
+    shared = set(colours[0]) & set(colours[1])
+    assert len(shared) == 3 and all(colours[0][k] == colours[1][k] for k in shared)

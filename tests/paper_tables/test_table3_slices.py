@@ -202,6 +202,17 @@ def test_write_report_and_plot(tmp_path):
     assert md.read_text(encoding="utf-8") == slices.tabulate(tmp_path)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(slices.read_runs(tmp_path)) == 5  # the report's files are not run folders
+    from matplotlib.figure import Figure  # the legend says what the band is (a probe: nothing did)
+
+    saved = []
+    real = Figure.savefig
+    Figure.savefig = lambda self, *a, **k: saved.append(self)
+    try:
+        slices.plot(tmp_path, tmp_path / "c.png")
+    finally:
+        Figure.savefig = real
+    legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in saved[0].axes if ax.get_legend()]
+    assert all("band: ± sample std over finished seeds" in legend for legend in legends) and legends
 
 
 # ---------------------------------------------------------------------------------------------- import_pack

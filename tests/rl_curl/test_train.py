@@ -23,9 +23,18 @@ def agent_state(out):
     return torch.load(out / "checkpoint" / "custom_checkpoint_0.pkl", weights_only=False)
 
 
-def test_short_run_writes_csv_checkpoint_plot(tmp_path):
-    summary = run(cfg(tmp_path, "a", env_steps=1000, eval_every=500, aux="debiased", tau_plus=0.05, save_video=True))
+def test_short_run_writes_csv_checkpoint_plot(tmp_path, monkeypatch):
+    import rl_curl.curve
+
+    titles = []
+    real = rl_curl.curve.plot_curve
+    monkeypatch.setattr(rl_curl.curve, "plot_curve", lambda *a, **k: titles.append(k["title"]) or real(*a, **k))
+    summary = run(cfg(tmp_path, "a", env_steps=1000, eval_every=500, aux="debiased", tau_plus=0.05, save_video=True,
+                      eval_episodes=2))
     out = tmp_path / "a"
+    # the curve says whose it is and what a point is (a probe: the title named the task and objective only)
+    assert titles == ["cartpole-swingup: debiased τ⁺=0.05, M=1, seed 0\neach point: the mean return of 2 evaluation "
+                      "episodes"]
     for f in ["config.json", "log.csv", "eval.csv", "curve.png", "summary.json", "eval.mp4", "checkpoint/COMPLETE"]:
         assert (out / f).exists(), f
     rows = list(csv.DictReader(open(out / "eval.csv")))
