@@ -365,9 +365,10 @@ class FrameReplay:
                 "action": d["actions"][idx], "reward": d["rewards"][idx].unsqueeze(1),
                 "not_done": d["not_dones"][idx].unsqueeze(1)}
 
-    def _host_frames(self, n: int) -> np.ndarray:
-        """A host copy of the first ``n`` slots of the frame ring (checkpoints are always numpy)."""
-        return self.frames[:n].copy() if self.device is None else self.frames[:n].to("cpu", copy=True).numpy()
+    def _host_frames(self, n: int) -> torch.Tensor:
+        """The first ``n`` slots of the frame ring as a CPU tensor, for a checkpoint: a view of the numpy ring (no copy;
+        the checkpoint is written before training goes on), a host copy of the device ring."""
+        return torch.from_numpy(self.frames[:n]) if self.device is None else self.frames[:n].to("cpu", copy=True)
 
     def bytes_per_transition(self) -> float:
         total = sum(a.nbytes for a in (self.frames, self.actions, self.rewards, self.not_dones, self.next_frame))
@@ -375,12 +376,15 @@ class FrameReplay:
 
     # ------------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """Everything needed to continue exactly (arrays trimmed to what was written)."""
+        """Everything needed to continue exactly (arrays trimmed to what was written), as CPU tensors that view the
+        ring's arrays: ``torch.save`` writes a tensor's bytes straight into the file, where a NumPy array is pickled
+        through bytes and a Latin-1 string (saving a replay of 212 MB of frames peaked at 1.95 GB of memory, 9 times
+        the frames, and wrote 317 MB; extrapolated, about 30 GB for 100k transitions of 100x100 frames)."""
         nf, nt = min(self.frames_written, self.frame_capacity), min(self.added, self.capacity)
         return {"capacity": self.capacity, "obs_shape": self.obs_shape, "action_dim": self.action_dim, "k": self.k,
-                "frames": self._host_frames(nf), "actions": self.actions[:nt].copy(),
-                "rewards": self.rewards[:nt].copy(), "not_dones": self.not_dones[:nt].copy(),
-                "next_frame": self.next_frame[:nt].copy(), "frames_written": self.frames_written,
+                "frames": self._host_frames(nf), "actions": torch.from_numpy(self.actions[:nt]),
+                "rewards": torch.from_numpy(self.rewards[:nt]), "not_dones": torch.from_numpy(self.not_dones[:nt]),
+                "next_frame": torch.from_numpy(self.next_frame[:nt]), "frames_written": self.frames_written,
                 "added": self.added, "episode_open": self._episode_open, "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict) -> None:
