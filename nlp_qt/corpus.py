@@ -1,7 +1,9 @@
 """Corpora for quick-thought pretraining: streaming, documents kept in order, sentence splitting.
 
 A corpus is read as a stream of ``(doc_id, sentence)`` pairs in corpus order; nothing is held in
-memory beyond the current paragraph, so corpora larger than memory work. Sources:
+memory beyond the current paragraph (a line of over :data:`LINE_PIECE` bytes, a file without line breaks, is read
+in pieces; with ``one_sentence_per_line`` or ``doc_boundary="line"`` a line is read whole), so corpora larger than
+memory work. Sources:
 
 * a local plain-text file or a folder of them (files sorted by path, recursively; each file is one
   document, or blank lines / every line separate documents, see ``doc_boundary``); gzip, bz2 and xz
@@ -227,26 +229,67 @@ def _open_text_file(path: Path):
     return open(path, "rb")
 
 
-def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
+#: The most of one line read at once where lines are joined into paragraphs: a longer line (a file without line
+#: breaks) is read in pieces cut after a space, so memory stays bounded (a 100 MB file of one line took 2.2 GB).
+LINE_PIECE = 1 << 20
+
+
+def _line_pieces(readline, limit: int | None, encode=None) -> Iterator[tuple[bytes, bool]]:
+    """``(piece, ends_line)`` of the lines ``readline`` gives: whole lines where ``limit`` is None, else a line longer
+    than ``limit`` in pieces, each cut after its last whitespace (never inside a word or a UTF-8 character).
+    ``encode``: how to make bytes of what ``readline`` returns (a text stream's str)."""
+    carry = b""
+    while True:
+        got = readline() if limit is None else readline(limit)
+        raw = encode(got) if encode is not None else got
+        if not raw:
+            if carry:
+                yield carry, True
+            return
+        raw, carry = carry + raw, b""
+        if limit is None or raw.endswith((b"\n", b"\r")) or len(got) < limit:  # the line's end, or the file's
+            yield raw, True
+            continue
+        cut = max(raw.rfind(b" "), raw.rfind(b"\t")) + 1
+        if cut <= 0:  # no whitespace: cut before the last character's first byte (UTF-8: never inside one)
+            cut = len(raw)
+            while cut > 0 and 0x80 <= raw[cut - 1] < 0xC0:
+                cut -= 1
+            cut = cut - 1 if cut > 0 and raw[cut - 1] >= 0xC0 else cut
+            cut = cut if cut > 0 else len(raw)
+        piece, carry = raw[:cut], raw[cut:]
+        yield piece, False
+
+
+def _iter_text_file(path: Path, stats: CorpusStats, whole_lines: bool = True) -> Iterator[str | None]:
     """Decoded, stripped lines of a file; ``None`` stands for an empty line (a paragraph break).
     Undecodable lines are counted and skipped; each yields ``""``, which ends the paragraph (the
     text on either side is never joined into one sentence) but is not a blank line. UTF-16 with a
     byte-order mark (Windows editors' "Unicode"), or without one where its first bytes show it, is decoded as such;
-    a file whose first 64 KiB end lines with CR alone (old Mac) is split at CR."""
+    a file whose first 64 KiB end lines with CR alone (old Mac) is split at CR. ``whole_lines=False`` (lines joined
+    into paragraphs): a line longer than :data:`LINE_PIECE` comes in pieces cut after a space, whose joining with
+    spaces gives the line's text."""
+    limit = None if whole_lines else LINE_PIECE
     with _open_text_file(path) as fh:
-        lines, head = fh, _first_bytes(fh, path)
+        head = _first_bytes(fh, path)
+        lines = _line_pieces(fh.readline, limit)
         if head[257:262] == b"ustar":  # also inside .tar.gz
             raise CorpusError(f"{path} is a tar archive: unpack it (gzip, bz2 and xz files are read directly)")
         if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
-            lines = (line.encode("utf-8") for line in io.TextIOWrapper(fh, encoding="utf-16", errors="replace"))
+            text = io.TextIOWrapper(fh, encoding="utf-16", errors="replace")
+            lines = _line_pieces(text.readline, limit, lambda line: line.encode("utf-8"))
         elif _bomless_utf16(head):  # iconv's utf-16le / utf-16be: every other byte 0, read as NULs between letters
-            lines = (line.encode("utf-8") for line in io.TextIOWrapper(fh, encoding=_bomless_utf16(head),
-                                                                       errors="replace"))
+            text = io.TextIOWrapper(fh, encoding=_bomless_utf16(head), errors="replace")
+            lines = _line_pieces(text.readline, limit, lambda line: line.encode("utf-8"))
         elif b"\r" in head and b"\n" not in head:  # old Mac line endings (CR alone): the whole file was one line
-            lines = (line.encode("utf-8", "surrogateescape")
-                     for line in io.TextIOWrapper(fh, encoding="utf-8", errors="surrogateescape", newline=None))
-        for lineno, raw in enumerate(_read_or_fail(lines, path), 1):
-            stats.lines += 1
+            text = io.TextIOWrapper(fh, encoding="utf-8", errors="surrogateescape", newline=None)
+            lines = _line_pieces(text.readline, limit, lambda line: line.encode("utf-8", "surrogateescape"))
+        lineno, ended = 0, True
+        for raw, ends_line in _read_or_fail(lines, path):
+            if ended:
+                lineno += 1
+                stats.lines += 1
+            continued, ended = not ended, ends_line
             try:
                 line = raw.decode("utf-8")
                 if "\x00" in line:  # NUL bytes (a binary file, or a write cut off by a crash): no text, as above
@@ -259,6 +302,8 @@ def _iter_text_file(path: Path, stats: CorpusStats) -> Iterator[str | None]:
                 continue
             line = line.replace("\ufeff", "").strip()
             if not line:
+                if continued or not ended:  # only spaces in a piece of a long line: not a blank line
+                    continue
                 stats.empty_lines += 1
                 yield None
                 continue
@@ -336,7 +381,7 @@ def iter_text_sentences(
         pending = False
         para: list[str] = []
         para_chars = carried = 0
-        for line in _iter_text_file(file, stats):
+        for line in _iter_text_file(file, stats, whole_lines=one_sentence_per_line or doc_boundary == "line"):
             if not line:  # a blank line (None) or a skipped undecodable one (""): the paragraph ends
                 pieces = split_sentences(" ".join(para))
                 para.clear()

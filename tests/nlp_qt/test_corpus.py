@@ -485,3 +485,39 @@ def test_a_tsv_corpus_is_a_table_and_table_options_on_plain_text_are_refused(tmp
     odd.write_text("One sentence here. And another.\n")
     with pytest.warns(UserWarning, match=r"book.rst is read as plain text: its suffix '.rst'"):
         assert [s for _, s in iter_corpus(str(odd))] == ["One sentence here.", "And another."]
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "cr"])
+def test_a_file_without_line_breaks_is_read_in_pieces_with_the_same_sentences(tmp_path, monkeypatch, encoding):
+    """A corpus of one 100 MB line took 2.2 GB of memory (a probe: the line was read whole, the paragraph cap only
+    counted after it): paragraph modes now read a long line in pieces cut after a space, and the sentences are those
+    of the same text with line breaks; the line modes still take whole lines."""
+    import random
+
+    import nlp_qt.corpus as corpus
+
+    rng = random.Random(0)
+    words = ["the", "cat", "sat", "on", "a", "mat", "déjà", "vu", "naïve", "café", "éé"]
+    sents = [" ".join([rng.choice(words).capitalize()] + [rng.choice(words) for _ in range(rng.randint(2, 9))])
+             + rng.choice(".!?") for _ in range(400)]
+    body = " ".join(sents[:200]) + "   " * 30 + " ".join(sents[200:])  # a run of spaces longer than a piece
+    lines = "\n".join(sents[:200]) + "\n\n" + "\n".join(sents[200:]) + "\n"
+    one = body.replace("   " * 30, "\n\n")  # one line, a blank line, one line
+    if encoding == "cr":
+        data, reference = one.replace("\n", "\r").encode(), lines.encode()
+    else:
+        data, reference = one.encode(encoding), lines.encode(encoding)
+    (tmp_path / "one.txt").write_bytes(data)
+    (tmp_path / "lines.txt").write_bytes(reference)
+    (tmp_path / "spaces.txt").write_bytes(body.encode())
+    want = list(corpus.iter_text_sentences(tmp_path / "lines.txt", doc_boundary="blank_line"))
+    monkeypatch.setattr(corpus, "LINE_PIECE", 48)
+    stats = corpus.CorpusStats()
+    assert list(corpus.iter_text_sentences(tmp_path / "one.txt", stats, doc_boundary="blank_line")) == want
+    assert stats.lines == 3 and stats.empty_lines == 1 and stats.undecodable_lines == 0
+    # spaces alone in a piece are not a blank line: one paragraph, one document
+    assert [s for _, s in corpus.iter_text_sentences(tmp_path / "spaces.txt", doc_boundary="blank_line")] == sents
+    # a line is still one document (--doc-boundary line) and one sentence (--one-sentence-per-line), whole
+    assert len({d for d, _ in corpus.iter_text_sentences(tmp_path / "spaces.txt", doc_boundary="line")}) == 1
+    whole = list(corpus.iter_text_sentences(tmp_path / "spaces.txt", one_sentence_per_line=True))
+    assert len(whole) == 1 and whole[0][1] == " ".join(body.split())
