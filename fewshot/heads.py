@@ -17,10 +17,15 @@ def tokenize(tokenizer, texts, max_length, device):
 
 
 @torch.no_grad()
-def embed_all(model, tokenizer, texts, max_length, device, batch_size=64):
+def embed_all(model, tokenizer, texts, max_length, device, batch_size=64, progress: str | None = None):
+    """(sentence vectors, classifier logits) of ``texts``; ``progress``: the label of a progress bar (none by
+    default)."""
+    from tqdm import tqdm
+
     model.eval()
     feats, logits = [], []
-    for i in range(0, len(texts), batch_size):
+    for i in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", disable=progress is None,
+                  leave=False):
         ids, mask = tokenize(tokenizer, texts[i:i + batch_size], max_length, device)
         h = model.embed(ids, mask)
         feats.append(h.float().cpu())

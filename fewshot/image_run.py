@@ -591,7 +591,8 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
     if cfg.setting == "pu":
         out, head = {}, None
         for risk in risks:
-            probe = train_probe(f_lab, f_pool, pi_p, risk, seed=cfg.seed)
+            probe = train_probe(f_lab, f_pool, pi_p, risk, seed=cfg.seed,
+                                progress=f"PU probes: the {risk} probe" if cfg.progress else None)
             with torch.no_grad():
                 logits = probe(f_eval).squeeze(1)
             out[risk] = percent_agree((logits > 0).long().numpy(), ev_y)

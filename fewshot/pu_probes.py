@@ -18,15 +18,19 @@ def _probes(model, tokenizer, cfg, train_x, sample, eval_x, eval_y, prior, devic
     if len(sample.unlabeled) < MIN_UNLABELED:  # one row's spread is NaN, and so would the probes be
         raise ValueError(f"the PU probes standardise the features with the unlabeled examples' spread: they need at "
                          f"least {MIN_UNLABELED} unlabeled examples, got {len(sample.unlabeled)}")
-    fp, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device)
-    fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
-    fe = embed_all(model, tokenizer, eval_x, cfg.max_length, device)[0] if len(eval_x) else None
+    bar = (lambda what: f"PU probes: {what}") if cfg.progress else (lambda what: None)  # minutes on large data
+    fp, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.labeled], cfg.max_length, device,
+                      progress=bar("embedding the positives"))
+    fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device,
+                      progress=bar("embedding the unlabeled"))
+    fe = embed_all(model, tokenizer, eval_x, cfg.max_length, device,
+                   progress=bar("embedding the evaluation split"))[0] if len(eval_x) else None
     mean, std = fu.mean(0), fu.std(0).clamp(min=1e-6)  # standardise with unlabeled statistics
     fp, fu = (fp - mean) / std, (fu - mean) / std
     out, head = ({} if fe is not None else None), None
     scores = {} if fe is not None else None
     for risk in risks:
-        probe = train_probe(fp, fu, prior, risk, seed=cfg.seed)
+        probe = train_probe(fp, fu, prior, risk, seed=cfg.seed, progress=bar(f"the {risk} probe"))
         if risk == "nnpu":
             head = {"weight": probe.weight.detach().clone(), "bias": probe.bias.detach().clone(), "mean": mean,
                     "std": std}

@@ -284,3 +284,15 @@ def test_the_mlp_classifier_takes_flat_and_shaped_images_like_the_cnn(tmp_path):
     with pytest.raises(ValueError, match=r"images of shape \(81,\); this classifier takes \(1, 10, 10\) \(or flat "
                                          r"vectors of 100 values\)"):
         predict.scores(x[:, :9, :9].reshape(len(x), 81))
+
+
+def test_the_probes_show_a_bar_when_asked_and_the_same_probe_either_way(capsys):
+    """The PU probes' epochs grow with the unlabeled examples (minutes at 35k image features) and ran silently after
+    the training's bar (a probe): the pipelines now label a bar for each; the probe is the same with or without."""
+    g = torch.Generator().manual_seed(0)
+    fp, fu = torch.randn(20, 4, generator=g) + 1.0, torch.randn(60, 4, generator=g)
+    quiet = train_probe(fp, fu, 0.3, "nnpu", epochs=3)
+    assert capsys.readouterr().err == ""
+    shown = train_probe(fp, fu, 0.3, "nnpu", epochs=3, progress="PU probes: the nnpu probe")
+    assert "PU probes: the nnpu probe" in capsys.readouterr().err
+    assert torch.equal(quiet.weight, shown.weight) and torch.equal(quiet.bias, shown.bias)
