@@ -24,6 +24,7 @@ import math
 import os
 import re
 import shutil
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -477,26 +478,37 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
     return state
 
 
+def _load_custom_state(obj, path, index: int = 0) -> None:
+    """accelerate's ``load_custom_state``, reading the file with :func:`read_torch_file`."""
+    obj.load_state_dict(read_torch_file(Path(path) / f"custom_checkpoint_{index}.pkl"))
+
+
+_SAFE_READERS = {"depth": 0, "real": None}  # how many loads are inside _custom_states_read_safely, accelerate's own
+_SAFE_READERS_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _custom_states_read_safely():
     """accelerate reads the objects registered for checkpointing (``custom_checkpoint_N.pkl``) with
     ``weights_only=False``, which runs whatever code a crafted file holds; within this block it reads them with
-    :func:`read_torch_file` instead."""
+    :func:`read_torch_file` instead. Runs trained together in threads (rl_curl.together) may be inside at once: the
+    reader is accelerate's again when the last one leaves."""
     import accelerate.accelerator as acc
 
-    real = getattr(acc, "load_custom_state", None)
-    if real is None:  # another accelerate: its own reader stays (tests/shared_losses/test_checkpoint_files.py fails)
-        yield
+    if getattr(acc, "load_custom_state", None) is None:  # another accelerate: tests/shared_losses/
+        yield                                              # test_checkpoint_files.py fails there
         return
-
-    def load_custom_state(obj, path, index: int = 0) -> None:
-        obj.load_state_dict(read_torch_file(Path(path) / f"custom_checkpoint_{index}.pkl"))
-
-    acc.load_custom_state = load_custom_state
+    with _SAFE_READERS_LOCK:
+        if _SAFE_READERS["depth"] == 0:
+            _SAFE_READERS["real"], acc.load_custom_state = acc.load_custom_state, _load_custom_state
+        _SAFE_READERS["depth"] += 1
     try:
         yield
     finally:
-        acc.load_custom_state = real
+        with _SAFE_READERS_LOCK:
+            _SAFE_READERS["depth"] -= 1
+            if _SAFE_READERS["depth"] == 0:
+                acc.load_custom_state = _SAFE_READERS["real"]
 
 
 def check_finite_weights(weights: Any, where: str) -> None:
@@ -947,12 +959,12 @@ class RunFolder:
         :func:`claim_run_folder` and before any of them writes into the folder."""
         if not is_main:
             return self
-        record = {"application": self.application, "format": 1}
+        marker = {"application": self.application, "format": 1}
         if self.action == "replace":
             release_run_folder(self.path)  # a run this process left open there: its folder goes aside
             before = _replaced_before(self.path)
             os.replace(self.path, self.moved_to)
-            record["replaced"] = self.moved_to.name  # where the run before this one went (named if this one is cut)
+            marker["replaced"] = self.moved_to.name  # where the run before this one went (named if this one is cut)
             if announce:
                 print(f"--overwrite: moved the previous run in {self.path} to {self.moved_to}" + (
                     f" (it has no checkpoint: an earlier --overwrite started it and it stopped before its first "
@@ -960,7 +972,7 @@ class RunFolder:
         self.path.mkdir(parents=True, exist_ok=True)
         hold_run_folder(self.path, self.option)  # until the run ends: a second command on this folder is refused
         if self.action != "resume" or not (self.path / RUN_FILE).exists():
-            write_json_atomic(self.path / RUN_FILE, {**record, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            write_json_atomic(self.path / RUN_FILE, {**marker, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                                                      "id": _new_id()})
         elif run_id(self.path) is None:  # a run from before runs had ids: given one when it is continued
             record = read_json_file(self.path / RUN_FILE, "run.json")

@@ -128,3 +128,33 @@ def test_arrays_pickled_under_either_numpy_majors_name_read(tmp_path, written_as
         for n, data in members.items():
             z.writestr(n, data)
     assert np.array_equal(read_torch_file(tmp_path / "y.pt")["a"], np.arange(3))
+
+
+def test_loads_in_threads_at_once_read_safely_and_give_accelerate_its_reader_back():
+    """rl_curl.together resumes its runs in threads of one process: while any load is inside, accelerate's reader of
+    the registered objects is the safe one; when the last leaves, accelerate's own is back."""
+    import threading
+
+    import accelerate.accelerator as acc
+
+    from shared_losses.training import runtime
+
+    real = acc.load_custom_state
+    inside, go = threading.Barrier(3), threading.Event()
+    seen = []
+
+    def load():
+        with runtime._custom_states_read_safely():
+            inside.wait()
+            go.wait()
+            seen.append(acc.load_custom_state)
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait()
+    assert acc.load_custom_state is runtime._load_custom_state
+    go.set()
+    for t in threads:
+        t.join()
+    assert seen == [runtime._load_custom_state] * 2 and acc.load_custom_state is real
