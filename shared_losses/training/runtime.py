@@ -123,7 +123,9 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
 
     Call it from every process (``save_state`` gathers RNG states of all of them). ``accelerator``
     may be None to save only ``state``. ``meta``: more of what the checkpoint's marker records (JSON, read back by
-    :func:`checkpoint_meta` without loading the checkpoint).
+    :func:`checkpoint_meta` without loading the checkpoint). ``state`` and the registered objects' state dicts must
+    be plain data (numbers, strings, containers, tensors, NumPy arrays): they are read back with
+    :func:`read_torch_file`, which refuses anything else (a NumPy scalar, a path, a dataclass: convert them first).
     """
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
