@@ -166,7 +166,7 @@ def _ci(ci) -> str:
 def ours_data(dataset: str) -> str:
     """What the tables ran on, beside the paper's 60k MNIST digits."""
     return ("the 5k digits, about 3.5k in the training pool" if dataset == "mnist"
-            else f"{Path(str(dataset)).name}")
+            else Path(str(dataset)).name)
 
 
 #: The plots' legend names, as the tables name the rows (the code's keys said "punce" for two different losses).

@@ -256,9 +256,13 @@ def main_synthetic(args):
                       {"setting": asdict(s), "seeds": args.seeds, "summary": summary, "seconds": elapsed})
     names = list(OBJECTIVES)
     if bar_plot(os.path.join(args.out, "sampling_bias.png"), [summary[n] for n in names],
-                [labels[n].replace(", ", "\n") for n in names], ["#999999", "#4c72b0", "#55a868", "#c44e52"],
+                [labels[n].replace(", ", "\n") for n in names], list(COLOURS),
                 f"Sampling bias on synthetic data (K={s.classes}, {seeds_text(len(args.seeds))})") is not None:
         print(f"plot: {os.path.join(args.out, 'sampling_bias.png')}")
+
+
+#: The bars of biased, debiased M=1, debiased M=2 and unbiased, in both experiments.
+COLOURS = ("#999999", "#4c72b0", "#55a868", "#c44e52")
 
 
 def mean_std(mean: float, std: float | None) -> str:
@@ -619,7 +623,7 @@ def main_images(args):
         "ordering_holds": ordering, "seconds": elapsed, "torch_threads": torch.get_num_threads()})
     print(f"results: {os.path.join(out, 'results.json')}")
     keys = [k for k, _ in rows]
-    colors = ["#999999", "#4c72b0", "#55a868", "#c44e52"] + ["#8fa8d6"] * (len(objs) - 4) + ["#dddddd"]
+    colors = list(COLOURS) + ["#8fa8d6"] * (len(objs) - 4) + ["#dddddd"]
     if bar_plot(os.path.join(out, "sampling_bias.png"), [summary[k] for k in keys],
                 [summary[k]["label"].replace(", ", "\n").replace(" (", "\n(") for k in keys], colors,
                 f"Sampling bias on {name} (K={K}, {seeds_text(len(args.seeds))}, {s.probe_labels} labels/class)"

@@ -775,7 +775,6 @@ def check_arrays(x: np.ndarray, y: np.ndarray, source: str) -> ImageSet:
         if lo < 0.0 or hi > 1.0:
             hint = " (0-255 floats? divide by 255, or store uint8)" if hi <= 255.0 and lo >= 0.0 else ""
             raise DataError(f"{source}: float pixels must lie in [0, 1], found values in [{lo:g}, {hi:g}]{hint}")
-        xf = None  # converted below, once, in the layout the models take
     else:
         lo, hi = int(x.min()), int(x.max())
         if lo < 0 or hi > 255:
@@ -783,7 +782,6 @@ def check_arrays(x: np.ndarray, y: np.ndarray, source: str) -> ImageSet:
         if hi == 1:  # 0 and 1 only: a mask (all 0 is merely black)
             warnings.warn(f"{source}: integer pixels of 0 and 1 only (a binary mask?) are read as 0-255, so the images "
                           "are almost black; store them as x * 255 (uint8) or as floats in [0, 1]", stacklevel=2)
-        xf = None
     if np.issubdtype(y.dtype, np.floating):
         if not np.isfinite(y).all() or not (y == np.round(y)).all():
             raise DataError(f"{source}: y must hold integer class ids, found non-integer values such as "
