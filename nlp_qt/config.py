@@ -40,8 +40,11 @@ PresetName = Literal[tuple(PRESETS)]
 class Config:
     """Pretrain a quick-thought sentence encoder (QT, Logeswaran & Lee 2018) with the QT, debiased
     (DCL) or hard-negative objective, or a CPC sentence encoder (van den Oord et al. 2018, --objective cpc).
-    Defaults are QT's reference configuration, but for two stated choices: the sentence's own score is left out of
-    the softmax (--self-score zero keeps it as S2V does), and neighbours across a document boundary are dropped."""
+    Defaults are QT's reference configuration, but for four stated choices: the sentence's own score is left out of
+    the softmax (--self-score zero keeps it as S2V does); neighbours across a document boundary are dropped; sentences
+    are split and tokenized by built-in rules close to NLTK's punkt and word_tokenize (no NLTK data needed); and the
+    vocabulary is counted over the first 5,000,000 sentences (--vocab-sentences None counts the whole corpus, as
+    S2V does)."""
 
     #: The official quick-thought code's (lajanugen/S2V) flags that have no option of the same name here, and what
     #: gives the same: named in one line instead of tyro's box (shared_losses.training.cli.refuse_other_names).
