@@ -86,14 +86,25 @@ def assemble_stand_in(dest: Path) -> Path:
     for task, source in STAND_INS.items():
         (dest / task).mkdir(parents=True, exist_ok=True)
         for ours, theirs in zip(TASKS[source].files, TASKS[task].files):
-            # UTF-8 bytes as they are: both evaluators read SentEval's binary tasks as Latin-1, so both see the same
-            # characters (accented letters as two)
-            shutil.copyfile(human / ours, dest / theirs)
+            latin1_file(human / ours, dest / theirs)
     demo = REPO / "nlp_qt" / "data" / "senteval_demo"
     for task in ("TREC", "MRPC"):
         shutil.copytree(demo / task, dest / task, dirs_exist_ok=True)
     shutil.rmtree(dest / "_human")
     return dest
+
+
+def latin1_file(src: Path, dest: Path) -> None:
+    """``src`` (UTF-8) written to ``dest`` in Latin-1, as SentEval's binary tasks' files are: SentEval reads them as
+    Latin-1, and ours reads a Latin-1 task's file as UTF-8 where it is valid UTF-8 (a user's own files), so the
+    UTF-8 bytes as they are would give the two evaluators other texts (``é`` against ``Ã©``). A character outside
+    Latin-1 (curly quotes, dashes, other scripts) becomes ``?``. Checked after writing: both readings agree."""
+    from nlp_qt.senteval.tasks import _decode
+
+    dest.write_bytes(src.read_text(encoding="utf-8").encode("latin-1", errors="replace"))
+    if _decode(dest, "latin-1") != dest.read_bytes().decode("latin-1"):  # the Latin-1 bytes are valid UTF-8 too
+        raise ValueError(f"{dest}: our reader and SentEval's would read this stand-in file differently (its Latin-1 "
+                         "bytes are also valid UTF-8)")
 
 
 class EmbeddingTable:
@@ -407,7 +418,8 @@ def main(argv=None) -> int:
             n = table.texts_encoded - encoded
             print(f"error: the official code ({way}) asked for {n} text{'s' if n != 1 else ''} that our readers do "
                   f"not give: the two read the files of {', '.join(a.tasks)} differently (SentEval keeps an empty "
-                  "line of a file as an empty text; ours skips it)", file=sys.stderr)
+                  "line of a file as an empty text, ours skips it; and SentEval reads MR, CR, SUBJ and MPQA as "
+                  "Latin-1, ours reads such a file as UTF-8 where it is valid UTF-8)", file=sys.stderr)
             return 1
     if a.save_embeddings or a.official_python:
         save_embeddings(table, out / "embeddings.npz")

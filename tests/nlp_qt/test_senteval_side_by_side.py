@@ -247,6 +247,14 @@ def test_stand_in_data_has_sentevals_six_tasks(tmp_path):
     assert not (data / "_human").exists()
     texts, y = load_binary(data, "MR")  # RT's critic snippets
     assert len(texts) > 10000 and set(np.unique(y)) == {0, 1}
+    # what SentEval's loader reads (its binary tasks' files as Latin-1, empty lines dropped by the same strip): the
+    # same texts as ours, accented letters included (RT's UTF-8 "cliché" gave ours "cliché" and SentEval "clichÃ©")
+    for task in ("MR", "CR", "SUBJ", "MPQA"):
+        ours, _ = load_binary(data, task)
+        theirs = [line.strip() for f in TASKS[task].files
+                  for line in (data / f).read_bytes().decode("latin-1").splitlines() if line.strip()]
+        assert ours == theirs, task
+        assert any(ord(c) > 127 for t in ours for c in t) or task != "MR"
 
 
 def test_before_0_22():
