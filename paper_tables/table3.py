@@ -241,8 +241,9 @@ def score_at(run: dict, env_step: int) -> float | None:
 
 
 def table3(root: str | Path, env_step: int = 100_000) -> str:
-    """Markdown table: objectives (in the paper's order) x tasks, mean ± std (population std over seeds,
-    n shown if < 3)."""
+    """Markdown table: objectives (in the paper's order) x tasks, mean ± std (the sample std over seeds, as every
+    table of the suite; none for one seed). A cell's number of seeds is shown where it is under 3 or under the most
+    any cell of the table has (a seed that has not got there yet, or failed, is not hidden)."""
     runs = collect(root)
     cells: dict[tuple[str, str], list[float]] = {}
     rows: dict[str, tuple] = {}  # label -> its place in the table (rl_curl.objectives.order)
@@ -255,12 +256,14 @@ def table3(root: str | Path, env_step: int = 100_000) -> str:
             cells.setdefault((label, r["cfg"]["task"]), []).append(s)
     lines = ["| objective | " + " | ".join(t.replace("-", " ") for t in tasks) + " |",
              "|---" * (len(tasks) + 1) + "|"]
+    most = max((len(v) for v in cells.values()), default=0)
     for o in sorted(rows, key=rows.__getitem__):
         row = []
         for t in tasks:
             v = cells.get((o, t), [])
             row.append("–" if not v
-                       else f"{np.mean(v):.0f}±{np.std(v):.0f}" + ("" if len(v) >= 3 else f" (n={len(v)})"))
+                       else f"{np.mean(v):.0f}" + (f"±{np.std(v, ddof=1):.0f}" if len(v) > 1 else "")
+                       + ("" if len(v) >= max(3, most) else f" (n={len(v)})"))
         lines.append(f"| {o} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -389,7 +392,8 @@ def _paired_lines(title: str, pairs: list[tuple[str, str, str]], cells: dict[str
     """One paired-difference table: a row ``name`` per ``(name, a, b)`` with ``a − b`` over their common seeds."""
     from shared_losses.training.stats import paired_stats
 
-    lines = ["", title, "", "| objective | seeds | differences | mean ± std | 95 % t interval | 95 % bootstrap | "
+    lines = ["", title, "", "| objective | seeds | differences | mean ± std | 95 % t interval | "
+             "bootstrap (percentile, narrow) | "
              "wins/losses |", "|---|---|---|---|---|---|---|"]
     for name, a, b in pairs:
         st = paired_stats(cells[a], cells[b])
@@ -447,9 +451,9 @@ def paired_table(root: str | Path, env_step: int = 100_000, anchor: str = "biase
     return "\n\n".join(parts)
 
 
-def mean_curve(runs: list[dict], ddof: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def mean_curve(runs: list[dict], ddof: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``steps, mean, std, n`` over seeds at every evaluation step any of ``runs`` reached: the mean and std
-    (population std; ``ddof=1``: the sample std, NaN where only one seed has the step) of the seeds evaluated at
+    (the sample std, NaN where only one seed has the step; ``ddof=0``: the population std) of the seeds evaluated at
     that step, and how many they were. Seeds that stopped early or evaluated at other steps simply drop out where
     they have no evaluation."""
     steps = np.unique(np.concatenate([r["steps"] for r in runs]))
@@ -467,7 +471,7 @@ VARIANT_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def plot_grid(root: str | Path, png: str | Path) -> Path:
-    """Learning curves per task: per objective, the mean over seeds with a band of ± the population std over seeds
+    """Learning curves per task: per objective, the mean over seeds with a band of ± the sample std over seeds
     (the table's summary cells' std) where at least two seeds were evaluated; where fewer seeds got that far the line
     is dashed (see ``mean_curve``). An objective has one colour in every figure; the legend says what the band is."""
     from matplotlib.figure import Figure  # no pyplot: the caller's backend is left alone
@@ -498,7 +502,7 @@ def plot_grid(root: str | Path, png: str | Path) -> Path:
             ax.fill_between(x, np.where(band, m - sd, np.nan), np.where(band, m + sd, np.nan), alpha=0.15,
                             color=line.get_color())
         if banded:
-            ax.fill_between([], [], [], color="gray", alpha=0.15, label="band: ± std over seeds (population)")
+            ax.fill_between([], [], [], color="gray", alpha=0.15, label="band: ± std over seeds (sample)")
         if partial:
             ax.plot([], [], ls="--", color="gray", label="dashed: fewer seeds evaluated")
         ax.set_title(task)

@@ -316,7 +316,8 @@ def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: i
                    f"{_paper_text(task, lab, CURL_SOURCE)} |")
     short = [f"{lab} ({len(cells[lab])})" for lab in with_runs if len(cells[lab]) < TARGET_SEEDS]
     if short:
-        out += ["", f"**Under {TARGET_SEEDS} finished seeds:** " + ", ".join(short) + "."]
+        out += ["", f"**Under {TARGET_SEEDS} finished seeds, of the rows with runs** (the others have none): "
+                + ", ".join(short) + "."]
     mixed = _mixed_settings(runs)
     if mixed:
         out += ["", "**Settings differ within a row** (each seed's run against the row's first, fields both configs "
@@ -347,7 +348,8 @@ def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: i
         out += ["Std: sample std of the differences; intervals: 95 % paired t and paired bootstrap "
                 "(shared_losses.training.stats.paired_stats: 10,000 resamples, percentile, too narrow with few "
                 "seeds).", "",
-                "| objective | pairs | seeds | differences | mean ± std | 95 % t interval | 95 % bootstrap | "
+                "| objective | pairs | seeds | differences | mean ± std | 95 % t interval | "
+                "bootstrap (percentile, narrow) | "
                 "wins/losses |", "|---|---|---|---|---|---|---|---|"]
         unpaired = []
         for lab in others:

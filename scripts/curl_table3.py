@@ -196,7 +196,8 @@ def write_tables(args: Args) -> str:
             for line in damaged:
                 print(f"warning: {line}", file=sys.stderr, flush=True)
         write_text_atomic(Path(args.out) / "table3.md", f"Score at {args.env_steps} environment steps, mean ± std "
-                          f"over seeds (population std, n shown below 3 seeds)\n\n{md}\n"
+                          f"over seeds (sample std; n shown where a cell has fewer seeds than 3 or than another "
+                          f"cell)\n\n{md}\n"
                           + (f"\n{paired}\n" if paired else ""))
         try:
             plot_grid(args.out, Path(args.out) / "curves.png")

@@ -336,7 +336,8 @@ def render_markdown(header: dict, agg: dict, methods, ns, seeds) -> str:
               "(10,000 resamples of the seeds, rng seed 0, percentile); wins = seeds where A > B. With few seeds the "
               "bootstrap interval is too narrow (it never leaves the range of the observed differences): read the t "
               "interval.", "",
-              "| N | A − B | seeds | per-seed differences | mean | 95% CI (t) | 95% CI (bootstrap) | A wins |",
+              "| N | A − B | seeds | per-seed differences | mean | 95% CI (t) | bootstrap (percentile, narrow) "
+              "| A wins |",
               "|---|---|---|---|---|---|---|---|"]
     for p in paired:
         diffs = ", ".join(f"{d:+.2f}" for d in p["diffs"])

@@ -152,11 +152,14 @@ def collect(out: Path, runs, seeds) -> dict:
     return res
 
 
-def _cell(per_seed: dict | None) -> str:
+def _cell(per_seed: dict | None, n_seeds: int = 0) -> str:
+    """Mean ± sample std over the seeds that ran; with fewer than ``n_seeds`` (the seeds asked for: a run not
+    finished or failed), how many, so that a missing seed is not hidden."""
     if not per_seed:
         return "—"
     s = summarize(per_seed)
-    return f"{s['mean']:.2f} ± {s['std']:.2f}" if s["std"] is not None else f"{s['mean']:.2f}"
+    text = f"{s['mean']:.2f} ± {s['std']:.2f}" if s["std"] is not None else f"{s['mean']:.2f}"
+    return text + (f" (n={s['n_runs']})" if s["n_runs"] < n_seeds else "")
 
 
 def _ci(ci) -> str:
@@ -184,6 +187,7 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
     length = (f"{header['passes']:.2f} passes over the pool"
               + (" (the default: 300 steps of 256 images on the 5k digits)" if default else "")
               if header.get("passes") else f"{header['max_steps']} steps")
+    cell = lambda per_seed: _cell(per_seed, len(seeds))  # noqa: E731
     get = lambda setting, method, n, row="main": res.get((setting, method, n), {}).get("acc", {}).get(row)
     L = [f"# puNCE image tables on {header['dataset']} (positive classes {header['positive_classes']}), "
          f"encoder {header['encoder']}, {header['eval_split']}", "",
@@ -208,11 +212,11 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
               "|---|" + "---|" * len(n_ps) + "---|"]
         for row, name in (("pn", "PN (unlabeled = negative), raw pixels"), ("upu", "uPU, raw pixels"),
                           ("nnpu", "nnPU, raw pixels"), ("punce", "puNCE encoder + nnPU probe")):
-            cells = [_cell(get("pu", "punce", n, "nnpu") if row == "punce" else get("pu", "raw", n, row)) for n in n_ps]
+            cells = [cell(get("pu", "punce", n, "nnpu") if row == "punce" else get("pu", "raw", n, row)) for n in n_ps]
             L.append(f"| {name} | " + " | ".join(cells) + f" | {' / '.join(PAPER['table2'][row])} |")
         for row in ("pn", "upu"):
             L.append(f"| puNCE encoder + {row.upper() if row == 'pn' else 'uPU'} probe | "
-                     + " | ".join(_cell(get("pu", "punce", n, row)) for n in n_ps) + " | — |")
+                     + " | ".join(cell(get("pu", "punce", n, row)) for n in n_ps) + " | — |")
         L.append("")
         for n in n_ps:
             for row in ("nnpu", "pn", "upu"):
@@ -222,12 +226,12 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
               "| loss | " + " | ".join(f"n_P={n}" for n in n_ps) + " | paper (1k / 3k / 10k) |",
               "|---|" + "---|" * len(n_ps) + "---|"]
         for m in ("infonce", "dcl", "scl", "punce"):
-            L.append(f"| {m} | " + " | ".join(_cell(get("pu", m, n, "nnpu")) for n in n_ps)
+            L.append(f"| {m} | " + " | ".join(cell(get("pu", m, n, "nnpu")) for n in n_ps)
                      + f" | {' / '.join(PAPER['table1'][m])} |")
         cpc_rows = [m for m in CPC_METHODS if any(get("pu", m, n, "nnpu") for n in n_ps)]
         for m in cpc_rows:
             name = "cpc (patch encoder)" if m == "cpc" else "infonce (patch encoder)"
-            L.append(f"| {name} | " + " | ".join(_cell(get("pu", m, n, "nnpu")) for n in n_ps) + " | — |")
+            L.append(f"| {name} | " + " | ".join(cell(get("pu", m, n, "nnpu")) for n in n_ps) + " | — |")
         L.append("")
         for n in n_ps:
             for m in ("infonce", "dcl", "scl"):
@@ -251,7 +255,7 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
                 paper = "— (the paper's puNCE is eq. 10: the next row)"
             if not any(get("pnu", m, p) for p in percents):
                 continue
-            L.append(f"| {names.get(m, m)} | " + " | ".join(_cell(get("pnu", m, p)) for p in percents)
+            L.append(f"| {names.get(m, m)} | " + " | ".join(cell(get("pnu", m, p)) for p in percents)
                      + f" | {paper} |")
         L.append("")
         for p in percents:
@@ -261,16 +265,19 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
                 pair(("pnu", "punce-eq10", p), ("pnu", m, p), "puNCE eq. 10", m, f"{p} %")
     if "ceiling" in tables:
         L += ["## Ceiling: the same MLP, cross-entropy on every training label", "",
-              f"| fully supervised | {_cell(get('pnu', 'ceiling', 100))} |", "|---|---|", ""]
+              f"| fully supervised | {cell(get('pnu', 'ceiling', 100))} |", "|---|---|", ""]
     if paired:
         L += ["## Paired differences (same seed = same split, labeled sample and initial weights)", "",
               "Accuracy points, A − B over the seeds both ran; 95 % CI by paired t and by paired bootstrap (10,000 "
-              "resamples, rng seed 0); wins = seeds where A > B.", "",
-              "| at | A − B | per-seed differences | mean | 95 % CI (t) | 95 % CI (bootstrap) | A wins |",
+              "resamples, rng seed 0, percentile: too narrow with few seeds, read the t interval); wins = seeds "
+              "where A > B.",
+              "",
+              "| at | A − B | per-seed differences | mean | 95 % CI (t) | bootstrap (percentile, narrow) | A wins |",
               "|---|---|---|---|---|---|---|"]
         for p in paired:
             L.append(f"| {p['at']} | {p['comparison']} | {', '.join(f'{d:+.2f}' for d in p['diffs'])} | "
-                     f"{p['mean']:+.2f} | {_ci(p['t_ci'])} | {_ci(p['bootstrap_ci'])} | {p['wins']}/{p['n_seeds']} |")
+                     f"{p['mean']:+.2f} | {_ci(p['t_ci'])} | {_ci(p['bootstrap_ci'])} | {p['wins']}/{p['n_seeds']}"
+                     + (f", {p['ties']} tied" if p["ties"] else "") + " |")
         L.append("")
     L += ["## Per-seed accuracies and run times", "",
           "| setting | method | n | row | " + " | ".join(f"seed {s}" for s in seeds)

@@ -116,7 +116,8 @@ def markdown(args, res: dict) -> tuple[str, list]:
         cells = []
         for n in args.n_ps:
             sm = summarize(res[n]["acc"][row])
-            cells.append("—" if sm["mean"] is None else f"{sm['mean']:.2f} ± {sm['std'] or 0:.2f} ({sm['n_runs']})")
+            cells.append("—" if sm["mean"] is None else f"{sm['mean']:.2f}"
+                         + (f" ± {sm['std']:.2f}" if sm["std"] is not None else "") + f" ({sm['n_runs']})")
         L.append(f"| {row} | " + " | ".join(cells) + " |")
     paired = []
     for n in args.n_ps:
@@ -131,7 +132,8 @@ def markdown(args, res: dict) -> tuple[str, list]:
     for p in paired:
         ci_text = "—" if p["t_ci"] is None else f"[{p['t_ci'][0]:+.2f}, {p['t_ci'][1]:+.2f}]"
         L.append(f"| {p['at']} | {p['comparison']} | {', '.join(f'{d:+.2f}' for d in p['diffs'])} | "
-                 f"{p['mean']:+.2f} | {ci_text} | {p['wins']}/{p['n_seeds']} |")
+                 f"{p['mean']:+.2f} | {ci_text} | {p['wins']}/{p['n_seeds']}"
+                 + (f", {p['ties']} tied" if p["ties"] else "") + " |")
     if any(res[n]["selection"] for n in args.n_ps):
         L += ["", "## Which step each criterion picks, against the development labels' pick", "",
               "Per scored step the run recorded its development accuracy; `agrees`: the criterion's step is (one of) "

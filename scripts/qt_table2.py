@@ -449,7 +449,8 @@ def render(a, results: dict) -> tuple[str, dict]:
     paired = {}
     if pairs:
         lines += ["", "Paired differences (same seed: same initialisation, same data order; 95 % intervals)", "",
-                  "| comparison | column | per seed | mean ± std | t interval | bootstrap | wins/losses |",
+                  "| comparison | column | per seed | mean ± std | t interval | bootstrap (percentile, narrow) "
+                  "| wins/losses |",
                   "|---|---|---|---|---|---|---|"]
     for x, y in pairs:
         for col, _, _ in cols:

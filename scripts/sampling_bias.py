@@ -588,7 +588,7 @@ def main_images(args):
     paired = {}
     print("\nPaired differences against biased (percentage points; a seed gives every objective the same split, "
           "batches, views and initial weights):")
-    print("| difference | mean | 95% CI (paired t) | 95% CI (bootstrap) | wins/losses/ties | per seed |")
+    print("| difference | mean | 95% CI (paired t) | bootstrap (percentile, narrow) | wins/losses/ties | per seed |")
     print("|---|---|---|---|---|---|")
     for o in objs[1:]:
         st = paired_stats(by_seed[o.key], by_seed["biased"])

@@ -39,7 +39,10 @@ def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_
       ``numpy.random.default_rng(rng_seed)`` (the same seed gives the same interval), **percentile** method:
       kept (rather than scipy's default BCa) so the intervals stay comparable with the tables made before
       scipy did the computation (the same resamples, the same interval). With few seeds it is too narrow: it
-      never leaves the range of the observed differences; read the t interval.
+      never leaves the range of the observed differences, and its nominal 95 % covered the true mean 75 % of the
+      time at 3 seeds, 84 % at 5 and 91 % at 10 (normal differences, 1000 draws each, 2026-12-06), against 95 %,
+      94 % and 96 % for the t interval: read the t interval. The tables head its column "bootstrap (percentile,
+      narrow)".
 
     Edge cases: no common seed: mean and intervals None; one seed: the mean, no std and no interval (None);
     all differences equal (zero variance): both intervals are the point ``[mean, mean]`` (scipy would
@@ -60,6 +63,8 @@ def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_
     if n == 0:
         return res
     res["mean"] = float(d.mean())
+    if abs(res["mean"]) <= 1e-12 * float(np.abs(d).max()):  # differences that cancel: 0, not the sum's rounding
+        res["mean"] = 0.0  # (+1.55, +1.15, +5.10, -4.50, -3.30 gave -1.8e-16, a table's "-0.00")
     if n < 2:
         return res
     sd = float(d.std(ddof=1))

@@ -242,3 +242,22 @@ def test_the_plot_names_lines_as_the_tables_do_and_draws_no_whisker_for_one_seed
     assert [t.get_text() for t in table1.get_xticklabels()] == ["25", "50"]
     assert T.ours_data("mnist") == "the 5k digits, about 3.5k in the training pool"
     assert T.ours_data("/tmp/digits8x8.npz") == "digits8x8.npz"
+
+
+def test_a_cell_with_a_missing_seed_says_how_many_ran_and_ties_are_counted():
+    """A seed not finished (or failed) is not hidden in a mean ± std cell, and a tied seed is named beside the
+    wins (``2/3`` read as two wins and one loss when it was one tie)."""
+    res = {("pu", "raw", 50): {"acc": {"nnpu": {0: 80.0, 1: 82.0, 2: 84.0}, "pn": {0: 70.0, 1: 71.0, 2: 72.0},
+                                       "upu": {0: 75.0, 1: 76.0, 2: 77.0}}, "seconds": [1.0], "prior": {}},
+           ("pu", "punce", 50): {"acc": {"nnpu": {0: 85.0, 1: 82.0}, "pn": {0: 1.0, 1: 2.0}, "upu": {0: 1.0, 1: 2.0}},
+                                 "seconds": [1.0], "prior": {}}}
+    header = {"batch_size": 256, "passes": 1.0, "dataset": "mnist", "positive_classes": "0,2,4,6,8",
+              "encoder": "mlp", "eval_split": "test", "overrides": {}, "lr": 1e-3, "temperature": 0.5,
+              "augment": "none", "hidden": 16}
+    md, paired = T.tables_markdown(res, header, ("2",), [50], [], [0, 1, 2])
+    lines = md.splitlines()
+    assert any(line.startswith("| nnPU, raw pixels | 82.00 ± 2.00 |") for line in lines), md
+    assert any(line.startswith("| puNCE encoder + nnPU probe | 83.50 ± 2.12 (n=2) |") for line in lines), md
+    row = next(line for line in lines if "puNCE − raw nnPU" in line or ("+5.00, +0.00" in line))
+    assert row.endswith("| 1/2, 1 tied |"), row
+    assert "bootstrap (percentile, narrow)" in md

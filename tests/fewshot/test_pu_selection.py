@@ -418,3 +418,21 @@ def test_a_finished_run_of_an_earlier_version_is_named_as_such(tmp_path):
     write_json_atomic(tmp_path / "renamed" / "config.json", recorded_config(dataclasses.replace(cfg, lr=0.5)) | extras)
     with pytest.raises(ValueError, match=r"made with other settings \(lr: 0.5 -> "):
         refuse_other_finished_run(tmp_path / "renamed", cfg)
+
+
+def test_the_report_shows_no_std_for_one_run_and_counts_ties():
+    """One seed has no std (it printed "± 0.00", a spread never measured), and a tie is named beside the wins."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "pu_selection.py"
+    spec = importlib.util.spec_from_file_location("pu_selection_script", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = SimpleNamespace(eval_split="dev", dataset="mnist", encoder="mlp", seeds=[0], n_ps=[50], criterion="none",
+                           with_infonce=False, label_shares=[])
+    res = {50: {"acc": {"raw nnPU": {0: 80.0}, "puNCE last step": {0: 80.0}}, "selection": {}}}
+    md, paired = script.markdown(args, res)
+    assert "| raw nnPU | 80.00 (1) |" in md.splitlines(), md
+    assert "| n_P=50 | puNCE last step − raw nnPU | +0.00 | +0.00 | — | 0/1, 1 tied |" in md.splitlines(), md

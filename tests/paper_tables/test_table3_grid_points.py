@@ -61,7 +61,7 @@ def test_two_folders_of_one_seed_are_counted_once_and_named(tmp_path):
     fake_run(tmp_path, "debiased_0.050_1", 1, [100, 600])  # got further: kept
     with pytest.warns(t3.TwoRunsOfOneSeed) as caught:
         md = t3.table3(tmp_path)
-    assert f"| {DEBIASED} | 700±100 (n=2) |" in md.splitlines()
+    assert f"| {DEBIASED} | 700±141 (n=2) |" in md.splitlines()  # 800 and 600: sample std
     texts = sorted(str(w.message) for w in caught)
     assert len(texts) == 2
     assert texts[0].startswith(f"cartpole-swingup, {DEBIASED}, seed 0: 3 runs under the grid's folder; the table "
@@ -84,7 +84,7 @@ def test_curl_table3_warns_once_per_pair(tmp_path, capsys):
     out, err = capsys.readouterr()
     lines = [line for line in err.splitlines() if line]
     assert len(lines) == 1 and lines[0].startswith(f"warning: cartpole-swingup, {DEBIASED}, seed 0: 2 runs"), err
-    assert f"| {DEBIASED} | 800±0 (n=1) |" in (tmp_path / "table3.md").read_text()
+    assert f"| {DEBIASED} | 800 (n=1) |" in (tmp_path / "table3.md").read_text()
 
 
 def test_a_second_grid_on_a_busy_out_is_refused_before_anything_starts(tmp_path, capsys):
@@ -115,7 +115,7 @@ def test_a_second_grid_on_a_busy_out_is_refused_before_anything_starts(tmp_path,
 
 def test_curves_give_an_objective_one_colour_in_every_figure_and_name_the_band(tmp_path, monkeypatch):
     """A probe looked at the committed curves: CURL blue in one figure and orange in the next (the colour cycle in
-    label order), and nothing said what the band was (the population std, the table's summary cells')."""
+    label order), and nothing said what the band was (the sample std, the table's summary cells')."""
     from matplotlib.figure import Figure
 
     saved = []
@@ -132,7 +132,7 @@ def test_curves_give_an_objective_one_colour_in_every_figure_and_name_the_band(t
         lines = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
         colours.append({k: lines[k].get_color() for k in lines})
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert "band: ± std over seeds (population)" in legend
+        assert "band: ± std over seeds (sample)" in legend
         assert lines[f"{DEBIASED} (2 seeds)"].get_marker() != lines["debiased τ⁺=0.05, M=2 (2 seeds)"].get_marker()
     shared = set(colours[0]) & set(colours[1])
     assert len(shared) == 3 and all(colours[0][k] == colours[1][k] for k in shared)

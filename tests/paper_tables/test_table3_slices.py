@@ -75,7 +75,7 @@ def test_a_cell_of_three_finished_seeds(tmp_path):
     text = slices.tabulate(tmp_path)
     assert line_of(text, "| biased (CURL) | 3 |").startswith("| biased (CURL) | 3 | 850.00 ± 10.00 |")
     assert "| seed 0 | seed 1 | seed 2 |" in text and "| biased (CURL) | 840.00 | 850.00 | 860.00 |" in text
-    assert "**Under 5 finished seeds:** biased (CURL) (3)." in text
+    assert "**Under 5 finished seeds, of the rows with runs** (the others have none): biased (CURL) (3)." in text
     assert text.startswith("# DCL Table 3 on GPU slices: score at 100,000 environment steps")
     assert f"`python scripts/table3_gpu.py tabulate {tmp_path}`" in text
     assert "| biased (CURL) | 3 (under 5) |" in text and "have fewer than 5 finished seeds" in text

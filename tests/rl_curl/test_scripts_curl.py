@@ -37,9 +37,25 @@ def test_table3_aggregates_mean_std_in_paper_layout(tmp_path):
     assert code == 0
     lines = md.splitlines()
     assert "| objective | cartpole swingup | walker walk |" in lines
-    assert "| biased (CURL) | 850±41 | 500±0 (n=1) |" in lines
-    assert "| debiased τ⁺=0.05, M=1 | 880±41 | – |" in lines
+    # the sample std over seeds (50; the population std, 41, was shown until 2026-12-06), none for one seed
+    assert "| biased (CURL) | 850±50 | 500 (n=1) |" in lines
+    assert "| debiased τ⁺=0.05, M=1 | 880±50 | – |" in lines
+    assert "sample std" in lines[0]
     assert (tmp_path / "curves.png").exists()
+
+
+def test_table3_names_the_seeds_of_a_cell_with_fewer_than_the_others(tmp_path):
+    """Five CURL seeds against four debiased ones (a run failed): the four-seed cell says so; a reader would
+    otherwise compare a mean of 5 with a mean of 4 unawares (the paired table uses the 4 common seeds)."""
+    from paper_tables.table3 import table3
+
+    for s, r in enumerate([800, 850, 900, 700, 750]):
+        fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, s, [100, r])
+        if s != 2:
+            fake_run(tmp_path, "cartpole-swingup", "debiased", 0.05, 1, s, [100, r + 30])
+    lines = table3(tmp_path).splitlines()
+    assert f"| biased (CURL) | 800±{np.std([800, 850, 900, 700, 750], ddof=1):.0f} |" in lines
+    assert f"| debiased τ⁺=0.05, M=1 | 805±{np.std([830, 880, 730, 780], ddof=1):.0f} (n=4) |" in lines
 
 
 def test_a_dash_where_runs_exist_says_why(tmp_path, capsys):
@@ -199,7 +215,10 @@ def test_mean_curve_keeps_seeds_that_got_further():
     assert steps.tolist() == [10, 15, 20, 30, 40]
     assert n.tolist() == [2, 1, 3, 1, 1]
     np.testing.assert_allclose(mean, [2.0, 7.0, 6.0, 3.0, 5.0])
-    np.testing.assert_allclose(std, [1.0, 0.0, np.std([2.0, 6.0, 10.0]), 0.0, 0.0])
+    # the sample std (as the tables'), NaN where one seed has the step
+    np.testing.assert_allclose(std, [np.std([1.0, 3.0], ddof=1), np.nan, np.std([2.0, 6.0, 10.0], ddof=1), np.nan,
+                                     np.nan])
+    assert mean_curve([a, b, c], ddof=0)[2].tolist() == [1.0, 0.0, np.std([2.0, 6.0, 10.0]), 0.0, 0.0]
 
 
 def test_table3_takes_the_final_evaluation_of_a_run_whose_repeat_overshoots(tmp_path):
@@ -213,7 +232,7 @@ def test_table3_takes_the_final_evaluation_of_a_run_whose_repeat_overshoots(tmp_
                                                "positives": 1, "beta": 1.0, "action_repeat": 3}))
     (d / "eval.csv").write_text("env_step,episode,eval_return_mean,eval_return_std\n"
                                 "90000,0,100,0\n100002,0,700,0\n")
-    assert "| biased (CURL) | 700±0 (n=1) |" in table3(tmp_path, 100_000).splitlines()
+    assert "| biased (CURL) | 700 (n=1) |" in table3(tmp_path, 100_000).splitlines()
 
 
 @pytest.mark.slow  # runs scripts/check_official_curl.py in subprocesses
@@ -316,8 +335,8 @@ def test_table3_keeps_curl_m2_and_no_tanh_runs_in_rows_of_their_own(tmp_path):
     (notanh / "config.json").write_text(json.dumps({**cfg, "encoder_tanh": False}))
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table3(tmp_path, 100_000).splitlines()[2:]}
     assert set(rows) == {"biased (CURL)", "biased (CURL), M=2", "biased (CURL), no tanh"}
-    assert "| 800±0 (n=1) |" in rows["biased (CURL)"] and "| 600±0 (n=1) |" in rows["biased (CURL), M=2"]
-    assert "| 400±0 (n=1) |" in rows["biased (CURL), no tanh"]
+    assert "| 800 (n=1) |" in rows["biased (CURL)"] and "| 600 (n=1) |" in rows["biased (CURL), M=2"]
+    assert "| 400 (n=1) |" in rows["biased (CURL), no tanh"]
     # the curves' panels follow the table's (the paper's) task order, not the alphabet
     from paper_tables.table3 import collect
     assert table3_tasks(collect(tmp_path)) == ["cartpole-swingup", "walker-walk"]
@@ -571,7 +590,7 @@ def test_damaged_run_files_are_named_and_a_cut_eval_csv_is_not_left_out_silently
     (run0 / "eval.csv").write_text("env_step,episode,eval_return_mean,eval_return_std\n50000,0,100,0\n")
     assert curl_table3.main(args) == 0
     lines = (tmp_path / "table3.md").read_text().splitlines()
-    assert "| biased (CURL) | 801±0 (n=1) |" in lines
+    assert "| biased (CURL) | 801 (n=1) |" in lines
     assert (f"- warning: {run0 / 'eval.csv'} ends at environment step 50,000, though summary.json says the run "
             f"finished at 100,000: the file was cut or edited, and the run's final evaluation is not in the table "
             f"(`python -m rl_curl.evaluate --run-dir {run0}` gives it again)") in lines

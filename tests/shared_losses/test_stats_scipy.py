@@ -169,3 +169,16 @@ def test_standing_on_one_class_says_the_comparison_means_nothing():
 
     text = standing(92.5, 100.0)
     assert "all of one class" in text and "BELOW" not in text and "train longer" not in text
+
+
+def test_differences_that_cancel_have_mean_zero_not_the_sums_rounding():
+    """Accuracies of 2000 examples (k / 2000 * 100) whose differences (+2.25, +1.30, +0.40, +0.55, -4.50) sum to 0:
+    the float mean is about -2.8e-15, which a table printed as "-0.00"; a mean far above the rounding stays."""
+    a = [k / 2000 * 100 for k in (1394, 1473, 1351, 1381, 1491)]
+    b = [k / 2000 * 100 for k in (1349, 1447, 1343, 1370, 1581)]
+    assert f"{np.mean(np.subtract(a, b)):+.2f}" == "-0.00"  # what the tables showed
+    st = stats.paired_stats(as_seeds(a), as_seeds(b))
+    assert st["mean"] == 0.0 and f"{st['mean']:+.2f}" == "+0.00"
+    assert st["t_ci"][0] == pytest.approx(-st["t_ci"][1], abs=1e-12)
+    tiny = stats.paired_stats(as_seeds([1e-9, 2e-9]), as_seeds([0.0, 0.0]))
+    assert tiny["mean"] == pytest.approx(1.5e-9, rel=1e-12)

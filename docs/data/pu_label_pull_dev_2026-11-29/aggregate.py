@@ -4,13 +4,13 @@ n_P <= 100, pull 1) paired by seed (mean, 95 % t interval, wins), and the mean o
 `pull01` is puNCE with every label read and a label pull of 0.1. Run: python aggregate.py [folder]."""
 
 import json
-import math
 import statistics as st
 import sys
 from pathlib import Path
 
+from shared_losses.training.stats import paired_stats  # the suite's: pairs by seed, scipy's t quantile
+
 ROOT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
-T95 = {2: 4.303, 3: 3.182, 4: 2.776}  # two-sided 95 % t quantiles by degrees of freedom
 SETS = (("shipped", (25, 50, 100, 300, 1000)), ("d8", (25, 50, 100)))
 
 
@@ -19,14 +19,17 @@ def accuracy(folder: Path):
     return json.loads(f.read_text())["probes"]["nnpu"] if f.exists() else None
 
 
-def paired(a: list, b: list) -> str:
-    k = min(len(a), len(b))
-    if k < 2:
+def paired(a: dict, b: dict) -> str:
+    """a - b over the seeds both have ({seed: accuracy}): mean [95 % t interval] wins/seeds (and ties). Until
+    2026-12-06 this zipped two lists of the runs found, so a missing seed would have paired the wrong seeds, and
+    its t table fell back to 2.0 outside 2-4 degrees of freedom and rounded the quantiles to 3 decimals; the
+    committed data has every seed: summary.md changed in one interval end (+6.70 to +6.71) and in the ties named."""
+    p = paired_stats(a, b)
+    if p["t_ci"] is None:
         return "-"
-    d = [x - y for x, y in zip(a[:k], b[:k])]
-    mean = st.mean(d)
-    half = T95.get(k - 1, 2.0) * st.stdev(d) / math.sqrt(k)
-    return f"{mean:+.2f} [{mean - half:+.2f}, {mean + half:+.2f}] {sum(x > 0 for x in d)}/{k}"
+    lo, hi = p["t_ci"]
+    ties = f", {p['ties']} tied" if p["ties"] else ""
+    return f"{p['mean']:+.2f} [{lo:+.2f}, {hi:+.2f}] {p['wins']}/{p['n_seeds']}{ties}"
 
 
 for name, nps in SETS:
@@ -36,8 +39,9 @@ for name, nps in SETS:
     for m in methods:
         row = []
         for n in nps:
-            got = [accuracy(ROOT / name / m / f"n{n}" / f"seed{k}") for k in range(5)]
-            runs.setdefault(m, {})[n] = got = [x for x in got if x is not None]
+            by_seed = {k: accuracy(ROOT / name / m / f"n{n}" / f"seed{k}") for k in range(5)}
+            runs.setdefault(m, {})[n] = {k: x for k, x in by_seed.items() if x is not None}
+            got = list(runs[m][n].values())
             row.append(f"{st.mean(got):.2f} ± {st.stdev(got):.2f} ({len(got)})" if len(got) > 1 else "-")
         print(m.ljust(10), " | ".join(row))
     for m in methods:
@@ -45,6 +49,6 @@ for name, nps in SETS:
             print(f"{m} - default:", " | ".join(paired(runs[m][n], runs["default"][n]) for n in nps))
     small = [n for n in nps if n <= 100]
     for m in methods:
-        means = [st.mean(runs[m][n]) for n in small if runs[m][n]]
+        means = [st.mean(runs[m][n].values()) for n in small if runs[m][n]]
         if len(means) == len(small):
             print(f"{m} mean over n_P<=100: {st.mean(means):.2f}")
