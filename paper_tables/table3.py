@@ -396,7 +396,11 @@ def _paired_lines(title: str, pairs: list[tuple[str, str, str]], cells: dict[str
              "bootstrap (percentile, narrow) | "
              "wins/losses |", "|---|---|---|---|---|---|---|"]
     for name, a, b in pairs:
-        st = paired_stats(cells[a], cells[b])
+        try:
+            st = paired_stats(cells[a], cells[b])
+        except ValueError as err:  # a score that is not finite (a run that diverged): said, the rest still written
+            lines.append(f"| {name} | – | not paired: {err} | – | – | – | – |")
+            continue
         if not st["n_seeds"]:
             continue
         fmt = lambda ci: f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "–"  # noqa: E731

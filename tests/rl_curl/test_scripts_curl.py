@@ -595,3 +595,21 @@ def test_damaged_run_files_are_named_and_a_cut_eval_csv_is_not_left_out_silently
             f"finished at 100,000: the file was cut or edited, and the run's final evaluation is not in the table "
             f"(`python -m rl_curl.evaluate --run-dir {run0}` gives it again)") in lines
     assert f"warning: {run0 / 'eval.csv'} ends at" in capsys.readouterr().err
+
+
+def test_a_run_whose_score_is_not_finite_is_said_and_the_tables_are_still_written(tmp_path):
+    """A diverged run (NaN return) stopped the whole table: the paired statistics refuse a NaN, and
+    curl_table3 wrote no table3.md. Now its paired row says why it is not paired, and every other table is there."""
+    import curl_table3
+
+    for s, r in enumerate([800, 850, 900]):
+        fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, s, [100, r])
+        fake_run(tmp_path, "cartpole-swingup", "debiased", 0.05, 1, s, [100, "nan" if s == 1 else r + 30])
+        fake_run(tmp_path, "cartpole-swingup", "debiased", 0.1, 1, s, [100, r + 10])
+    for cfg in tmp_path.glob("*/*/seed*/config.json"):  # each run its seed (fake_run's configs name none)
+        cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "seed": int(cfg.parent.name[4:])}))
+    assert curl_table3.main(curl_table3.Args(out=str(tmp_path), aggregate_only=True)) == 0
+    md = (tmp_path / "table3.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| debiased τ⁺=0.05, M=1 | – | not paired:"))
+    assert "seed(s) 1" in row, row
+    assert any(line.startswith("| debiased τ⁺=0.1, M=1 | 0 1 2 | +10.00, +10.00, +10.00 |") for line in md.splitlines())
