@@ -905,3 +905,25 @@ def test_one_image_given_to_a_saved_classifier_is_told_to_be_a_batch_of_one(npz,
     with pytest.raises(ValueError, match=r"one image\? pass a batch of one: images\[None\]"):
         clf.scores(x[0])
     assert clf.scores(x[0][None]).shape == (1,)
+
+
+def test_the_end_to_end_pu_risks_are_the_formulas_with_the_whole_batch_as_u():
+    """end_to_end_loss on a hand-made batch against uPU's and nnPU's formulas written out (sigmoid loss
+    l(z, t) = sigmoid(-t z)): P the labeled first rows, U every row of the batch, the labeled ones included
+    (a spy test saw only the arguments; U as the unlabeled rows alone went unnoticed)."""
+    from fewshot.image_run import end_to_end_loss
+
+    logits = torch.tensor([2.0, 0.5, -1.0, 1.5, -0.5, -2.0, 0.3])
+    y = torch.tensor([1, 1, 0, 1, 0, 0, 1])
+    n_lab, pi = 2, 0.4
+    lp, lu = logits[:n_lab], logits  # U: the whole batch
+
+    def loss(z, t):
+        return torch.sigmoid(-t * z).mean()
+
+    pos, neg = pi * loss(lp, 1.0), loss(lu, -1.0) - pi * loss(lp, -1.0)
+    assert neg > 0  # so nnPU's objective is its risk, pos + neg, here
+    torch.testing.assert_close(end_to_end_loss("upu", logits, y, n_lab, pi), pos + neg)
+    torch.testing.assert_close(end_to_end_loss("nnpu", logits, y, n_lab, pi), pos + neg)
+    torch.testing.assert_close(end_to_end_loss("ce", logits, y, n_lab, pi),
+                               torch.nn.functional.binary_cross_entropy_with_logits(lp, y[:n_lab].float()))

@@ -39,16 +39,31 @@ def test_qt_matches_loop_reference_and_drops_isolated():
 
 
 @pytest.mark.parametrize("floor", ["none", "min_negative"])
-def test_debiased_tau0_equals_qt_loss_and_gradient(floor):
-    u, v = _uv(1, scale=2.0)
-    v.requires_grad_()
+@pytest.mark.parametrize("scale", [0.3, 2.0])
+def test_debiased_tau0_equals_qt_loss_and_gradient(floor, scale):
+    """In float64 with a tight tolerance, and at a small scale where every candidate weighs in the denominators:
+    at scale 2 alone (scores of 10-20) the neighbours' terms were negligible, and leaving the other neighbour out
+    of a turn's negatives moved the loss by 1.8e-8, under the old tolerance of 1e-5."""
+    u, v = _uv(1, scale=scale)
+    u, v = u.detach().double().requires_grad_(), v.double().requires_grad_()
     a = compute_loss(u, v, DOCS, objective="qt")
     ga = torch.autograd.grad(a, (u, v))
     b = compute_loss(u, v, DOCS, objective="debiased", tau_plus=0.0, log_floor=floor)
     gb = torch.autograd.grad(b, (u, v))
-    assert torch.allclose(a, b, atol=1e-5)
+    torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     for x, y in zip(ga, gb):
-        assert torch.allclose(x, y, atol=1e-5)
+        torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
+
+
+def test_temperature_divides_the_scores():
+    """score_matrix is u v^T / t, and the loss at temperature t is the loss of u / t at temperature 1."""
+    u, v = _uv(3, scale=0.5)
+    u = u.detach()
+    torch.testing.assert_close(score_matrix(u, v, 0.5), 2.0 * (u @ v.T))
+    for objective in ("qt", "debiased", "hard"):
+        kw = {} if objective == "qt" else {"tau_plus": 0.1}
+        torch.testing.assert_close(compute_loss(u, v, DOCS, objective=objective, temperature=0.5, **kw),
+                                   compute_loss(2.0 * u, v, DOCS, objective=objective, **kw))
 
 
 def test_debiased_and_hard_differ_and_hard_beta0_is_debiased():

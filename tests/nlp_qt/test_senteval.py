@@ -185,14 +185,26 @@ def _senteval_reference(samples, labels, feats, k, split=None):
     dev, test = [], []
     for tr, te in split(y):
         scores = []
-        for reg in se.C_BINARY:
+        for reg in SENTEVAL_C_BINARY:
             inner = [LogisticRegression(C=reg, random_state=1111, solver="liblinear").fit(X[tr][a], y[tr][a])
                      .score(X[tr][b], y[tr][b]) for a, b in split(y[tr])]
             scores.append(round(100 * np.mean(inner), 2))
         dev.append(np.max(scores))
-        clf = LogisticRegression(C=se.C_BINARY[int(np.argmax(scores))], random_state=1111, solver="liblinear")
+        clf = LogisticRegression(C=SENTEVAL_C_BINARY[int(np.argmax(scores))], random_state=1111, solver="liblinear")
         test.append(round(100 * clf.fit(X[tr], y[tr]).score(X[te], y[te]), 2))
     return round(np.mean(test), 2), round(np.mean(dev), 2)
+
+
+#: SentEval's C grids as its code writes them (senteval/tools/validation.py at 5d6dc11: InnerKFoldClassifier and
+#: SplitClassifier ``[2**t for t in range(-2, 4, 1)]``, KFoldClassifier ``[2**t for t in range(-1, 6, 1)]``), written
+#: here rather than read from the module under test (a reference reading se.C_BINARY follows any change of it).
+SENTEVAL_C_BINARY = [2 ** t for t in range(-2, 4, 1)]
+SENTEVAL_C_TRAIN_TEST = [2 ** t for t in range(-1, 6, 1)]
+
+
+def test_the_c_grids_are_sentevals():
+    assert list(se.C_BINARY) == SENTEVAL_C_BINARY
+    assert list(se.C_TRAIN_TEST) == SENTEVAL_C_TRAIN_TEST
 
 
 def test_binary_task_matches_senteval_fold_order(tmp_path):
@@ -213,6 +225,11 @@ def test_binary_task_matches_senteval_fold_order(tmp_path):
     res = se.evaluate(feats, tmp_path, ["MR"], kfold=3)["MR"]
     acc, dev = _senteval_reference(pos + neg, [1] * 60 + [0] * 60, feats, 3)
     assert (res["acc"], res["devacc"]) == (acc, dev)
+    # 8 folds of 15 examples: accuracies such as 100 * 13 / 15 = 86.67, whose rounding to 2 decimals per fold
+    # (SentEval's) shows (3 folds of 40 give multiples of 2.5, the same to any number of decimals; 7 folds happened
+    # to give the same mean rounded to 1 or 2 decimals)
+    res = se.evaluate(feats, tmp_path, ["MR"], kfold=8)["MR"]
+    assert (res["acc"], res["devacc"]) == _senteval_reference(pos + neg, [1] * 60 + [0] * 60, feats, 8)
     # the folds of scikit-learn before 0.22 (--folds legacy): drawn by stratified_folds, checked against that
     # scikit-learn's own below
     legacy = se.evaluate(feats, tmp_path, ["MR"], kfold=3, folds="legacy")["MR"]

@@ -18,7 +18,8 @@ def batch(B=8, seed=0):
     return {"obs": torch.randint(0, 256, (B, *OBS), dtype=torch.uint8, generator=g),
             "next_obs": torch.randint(0, 256, (B, *OBS), dtype=torch.uint8, generator=g),
             "action": torch.rand(B, 2, generator=g) * 2 - 1, "reward": torch.rand(B, 1, generator=g),
-            "not_done": torch.ones(B, 1)}
+            # some terminal transitions (the fused update's target once ignored not_done unseen: every row was 1)
+            "not_done": (torch.arange(B) % 3 != 2).float().unsqueeze(1)}
 
 
 def agent(**kw):

@@ -74,3 +74,25 @@ def test_mujoco_gym_env_renders_at_the_target_size():
         assert obs.shape == (9, 24, 24) and obs.dtype == np.uint8 and obs.std() > 0
     finally:
         env.close()
+
+
+def test_a_time_limit_is_not_stored_as_a_terminal(tmp_path, monkeypatch):
+    """SAC bootstraps through a time limit: an episode cut by TinyDot's 30-step limit (truncated) must be stored
+    with not_done = 1; only reaching the centre (terminated) is a terminal. Here the dot never terminates, so every
+    stored transition is not done while four episodes end by truncation."""
+    from rl_curl import replay as replay_module
+    from tests.rl_curl.tiny_pixel_env import TinyDot
+
+    step = TinyDot.step
+    monkeypatch.setattr(TinyDot, "step", lambda self, a: (*step(self, a)[:2], False, False, {}))
+    dones, add = [], replay_module.FrameReplay.add
+
+    def recording_add(self, action, reward, next_obs, done):
+        dones.append(bool(done))
+        return add(self, action, reward, next_obs, done)
+
+    monkeypatch.setattr(replay_module.FrameReplay, "add", recording_add)
+    run(tiny_config(task=ENV, output_dir=str(tmp_path / "run"), env_steps=120, eval_every=120, log_every=60))
+    rows = list(csv.DictReader(open(tmp_path / "run" / "log.csv")))
+    assert len(dones) == 120 and not any(dones), dones
+    assert max(int(r["episode"]) for r in rows) >= 3  # the time limit did end episodes

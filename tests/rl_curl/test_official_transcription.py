@@ -177,10 +177,13 @@ class Transcription:
                 for name, ours_name in self.names().items()}
 
 
-@pytest.mark.parametrize("tanh", [False, True])
-def test_update_equals_official_transcription(float64, monkeypatch, tanh):
+@pytest.mark.parametrize("tanh,every", [(False, (2, 2)), (True, (2, 2)), (False, (1, 3))])
+def test_update_equals_official_transcription(float64, monkeypatch, tanh, every):
+    """``every``: the actor's and the targets' update periods (the official --actor_update_freq and
+    --critic_target_update_freq); 1 and 3 tell the two schedules apart, which the defaults (2 and 2) cannot."""
     torch.manual_seed(0)
-    cfg = tiny_config(encoder_tanh=tanh, aux="curl", lr=3e-3, encoder_lr=3e-3, alpha_lr=1e-2).resolved()
+    cfg = tiny_config(encoder_tanh=tanh, aux="curl", lr=3e-3, encoder_lr=3e-3, alpha_lr=1e-2,
+                      actor_update_every=every[0], target_update_every=every[1]).resolved()
     ours = CurlAgent(OBS, A, cfg)
     assert ours.log_alpha.dtype == torch.float64 and ours.critic.encoder.fc.weight.dtype == torch.float64
     ref = Transcription(ours, tanh)

@@ -182,3 +182,11 @@ def test_differences_that_cancel_have_mean_zero_not_the_sums_rounding():
     assert st["t_ci"][0] == pytest.approx(-st["t_ci"][1], abs=1e-12)
     tiny = stats.paired_stats(as_seeds([1e-9, 2e-9]), as_seeds([0.0, 0.0]))
     assert tiny["mean"] == pytest.approx(1.5e-9, rel=1e-12)
+
+
+def test_summarize_gives_the_mean_and_the_sample_std_over_seeds():
+    s = stats.summarize({2: 90.0, 0: 80.0, 1: 85.0})
+    assert s["per_seed"] == {0: 80.0, 1: 85.0, 2: 90.0} and s["n_runs"] == 3
+    assert s["mean"] == 85.0 and s["std"] == pytest.approx(5.0)  # the population std would be 4.08
+    one = stats.summarize({0: 70.0})
+    assert one["mean"] == 70.0 and one["std"] is None and stats.summarize({})["mean"] is None
