@@ -390,10 +390,9 @@ def wall_minutes(root: str | Path) -> dict[str, dict[str, dict[int, str]]]:
 
 def _paired_lines(title: str, pairs: list[tuple[str, str, str]], cells: dict[str, dict[int, float]]) -> str:
     """One paired-difference table: a row ``name`` per ``(name, a, b)`` with ``a − b`` over their common seeds."""
-    from shared_losses.training.stats import paired_stats
+    from shared_losses.training.stats import BOOTSTRAP_COLUMN, paired_stats
 
-    lines = ["", title, "", "| objective | seeds | differences | mean ± std | 95 % t interval | "
-             "bootstrap (percentile, narrow) | "
+    lines = ["", title, "", f"| objective | seeds | differences | mean ± std | 95 % t interval | {BOOTSTRAP_COLUMN} | "
              "wins/losses |", "|---|---|---|---|---|---|---|"]
     for name, a, b in pairs:
         try:

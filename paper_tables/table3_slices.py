@@ -300,7 +300,7 @@ def _mixed_settings(runs: list[dict]) -> list[str]:
 
 
 def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: int) -> tuple[list[str], dict]:
-    from shared_losses.training.stats import paired_stats
+    from shared_losses.training.stats import BOOTSTRAP_COLUMN, paired_stats
 
     rows = _rows(task, runs)
     cells = {lab: {r["seed"]: r["score"] for r in runs if r["used"] and r["label"] == lab} for lab in rows}
@@ -348,8 +348,7 @@ def _task_section(task: str, runs: list[dict], all_runs: list[dict], env_step: i
         out += ["Std: sample std of the differences; intervals: 95 % paired t and paired bootstrap "
                 "(shared_losses.training.stats.paired_stats: 10,000 resamples, percentile, too narrow with few "
                 "seeds).", "",
-                "| objective | pairs | seeds | differences | mean ± std | 95 % t interval | "
-                "bootstrap (percentile, narrow) | "
+                f"| objective | pairs | seeds | differences | mean ± std | 95 % t interval | {BOOTSTRAP_COLUMN} | "
                 "wins/losses |", "|---|---|---|---|---|---|---|---|"]
         unpaired = []
         for lab in others:

@@ -52,7 +52,7 @@ from fewshot import objectives as FO
 from fewshot.config import PRESETS, FewShotConfig, preset_config
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
-from shared_losses.training.stats import paired_stats, summarize
+from shared_losses.training.stats import BOOTSTRAP_COLUMN, paired_stats, summarize, wins_text
 from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock,
                                           note_running_grid, options_of, run_sweep)
 
@@ -336,15 +336,13 @@ def render_markdown(header: dict, agg: dict, methods, ns, seeds) -> str:
               "(10,000 resamples of the seeds, rng seed 0, percentile); wins = seeds where A > B. With few seeds the "
               "bootstrap interval is too narrow (it never leaves the range of the observed differences): read the t "
               "interval.", "",
-              "| N | A − B | seeds | per-seed differences | mean | 95% CI (t) | bootstrap (percentile, narrow) "
-              "| A wins |",
+              f"| N | A − B | seeds | per-seed differences | mean | 95% CI (t) | {BOOTSTRAP_COLUMN} | A wins |",
               "|---|---|---|---|---|---|---|---|"]
     for p in paired:
         diffs = ", ".join(f"{d:+.2f}" for d in p["diffs"])
-        ties = f", {p['ties']} tied" if p["ties"] else ""
         lines.append(f"| {p['n_labeled']} | {p['a']} − {p['b']} | {p['n_seeds']} | {diffs} | {p['mean']:+.2f} | "
                      f"{_fmt_ci(p['t_ci'])} | "
-                     f"{_fmt_ci(p['bootstrap_ci'])} | {p['wins']}/{p['n_seeds']}{ties} |")
+                     f"{_fmt_ci(p['bootstrap_ci'])} | {wins_text(p)} |")
     if not paired:
         lines.append("| — | (no pairs: ce+punce or ce+punce-est and another method need a common seed) | | | | | | |")
     if agg["warnings"]:

@@ -46,7 +46,7 @@ from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 from fewshot.config import ImageConfig
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
-from shared_losses.training.stats import paired_stats, summarize
+from shared_losses.training.stats import BOOTSTRAP_COLUMN, paired_stats, summarize, wins_text
 from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock,
                                           note_running_grid, options_of, run_sweep)
 
@@ -272,12 +272,11 @@ def tables_markdown(res: dict, header: dict, tables, n_ps, percents, seeds) -> t
               "resamples, rng seed 0, percentile: too narrow with few seeds, read the t interval); wins = seeds "
               "where A > B.",
               "",
-              "| at | A − B | per-seed differences | mean | 95 % CI (t) | bootstrap (percentile, narrow) | A wins |",
+              f"| at | A − B | per-seed differences | mean | 95 % CI (t) | {BOOTSTRAP_COLUMN} | A wins |",
               "|---|---|---|---|---|---|---|"]
         for p in paired:
             L.append(f"| {p['at']} | {p['comparison']} | {', '.join(f'{d:+.2f}' for d in p['diffs'])} | "
-                     f"{p['mean']:+.2f} | {_ci(p['t_ci'])} | {_ci(p['bootstrap_ci'])} | {p['wins']}/{p['n_seeds']}"
-                     + (f", {p['ties']} tied" if p["ties"] else "") + " |")
+                     f"{p['mean']:+.2f} | {_ci(p['t_ci'])} | {_ci(p['bootstrap_ci'])} | {wins_text(p)} |")
         L.append("")
     L += ["## Per-seed accuracies and run times", "",
           "| setting | method | n | row | " + " | ".join(f"seed {s}" for s in seeds)

@@ -36,7 +36,7 @@ from fewshot.config import ImageConfig
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.cli import HelpFormatter, run_cli
 from shared_losses.training.runtime import read_json_file, write_json_atomic, write_text_atomic
-from shared_losses.training.stats import paired_stats, summarize
+from shared_losses.training.stats import paired_stats, summarize, wins_text
 from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock,
                                           note_running_grid, options_of, run_sweep)
 
@@ -132,8 +132,7 @@ def markdown(args, res: dict) -> tuple[str, list]:
     for p in paired:
         ci_text = "—" if p["t_ci"] is None else f"[{p['t_ci'][0]:+.2f}, {p['t_ci'][1]:+.2f}]"
         L.append(f"| {p['at']} | {p['comparison']} | {', '.join(f'{d:+.2f}' for d in p['diffs'])} | "
-                 f"{p['mean']:+.2f} | {ci_text} | {p['wins']}/{p['n_seeds']}"
-                 + (f", {p['ties']} tied" if p["ties"] else "") + " |")
+                 f"{p['mean']:+.2f} | {ci_text} | {wins_text(p)} |")
     if any(res[n]["selection"] for n in args.n_ps):
         L += ["", "## Which step each criterion picks, against the development labels' pick", "",
               "Per scored step the run recorded its development accuracy; `agrees`: the criterion's step is (one of) "

@@ -52,7 +52,7 @@ from nlp_qt.config import PRESETS as TRAIN_PRESETS
 from nlp_qt.senteval import ALL_TASKS, HUMAN_TASKS, TASKS
 from nlp_qt.senteval.tasks import default_tasks
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
-from shared_losses.training.stats import paired_stats
+from shared_losses.training.stats import BOOTSTRAP_COLUMN, paired_stats
 from shared_losses.training.sweep import Run, add_sweep_arguments, from_caller, grid_lock, options_of, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -449,8 +449,7 @@ def render(a, results: dict) -> tuple[str, dict]:
     paired = {}
     if pairs:
         lines += ["", "Paired differences (same seed: same initialisation, same data order; 95 % intervals)", "",
-                  "| comparison | column | per seed | mean ± std | t interval | bootstrap (percentile, narrow) "
-                  "| wins/losses |",
+                  f"| comparison | column | per seed | mean ± std | t interval | {BOOTSTRAP_COLUMN} | wins/losses |",
                   "|---|---|---|---|---|---|---|"]
     for x, y in pairs:
         for col, _, _ in cols:

@@ -516,7 +516,7 @@ def main_images(args):
 
     from fewshot.images import as_images
     from shared_losses.data import DataError, load_images
-    from shared_losses.training.stats import paired_stats
+    from shared_losses.training.stats import BOOTSTRAP_COLUMN, paired_stats
 
     s = ImageSetting()
     for name in ("encoder", "width", "hidden", "feat_dim", "proj_dim", "batch", "steps", "lr", "temperature",
@@ -588,7 +588,7 @@ def main_images(args):
     paired = {}
     print("\nPaired differences against biased (percentage points; a seed gives every objective the same split, "
           "batches, views and initial weights):")
-    print("| difference | mean | 95% CI (paired t) | bootstrap (percentile, narrow) | wins/losses/ties | per seed |")
+    print(f"| difference | mean | 95% CI (paired t) | {BOOTSTRAP_COLUMN} | wins/losses/ties | per seed |")
     print("|---|---|---|---|---|---|")
     for o in objs[1:]:
         st = paired_stats(by_seed[o.key], by_seed["biased"])

@@ -28,6 +28,17 @@ def t_critical(df: int, use_scipy: bool = True) -> float:
     return float(_sp.t.ppf(0.975, df))
 
 
+#: The head of a table's column of :func:`paired_stats`' ``bootstrap_ci``: a percentile bootstrap, too narrow with
+#: few seeds (its coverage: the docstring below), so no table calls it a 95 % interval.
+BOOTSTRAP_COLUMN = "bootstrap (percentile, narrow)"
+
+
+def wins_text(st: dict) -> str:
+    """A paired comparison's wins of A over its seeds with the ties named, from :func:`paired_stats`' result:
+    ``3/5``, or ``2/5, 1 tied`` (where "2/5" alone would read as 2 wins and 3 losses)."""
+    return f"{st['wins']}/{st['n_seeds']}" + (f", {st['ties']} tied" if st["ties"] else "")
+
+
 def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_scipy: bool = True) -> dict:
     """Paired comparison of two methods' accuracies ``{seed: accuracy}`` over the seeds both have
     (the same seed draws the same sample for every method): per-seed differences a - b, their mean and

@@ -8,7 +8,7 @@ import statistics as st
 import sys
 from pathlib import Path
 
-from shared_losses.training.stats import paired_stats  # the suite's: pairs by seed, scipy's t quantile
+from shared_losses.training.stats import paired_stats, wins_text  # the suite's: pairs by seed, scipy's t
 
 ROOT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
 SETS = (("shipped", (25, 50, 100, 300, 1000)), ("d8", (25, 50, 100)))
@@ -28,8 +28,7 @@ def paired(a: dict, b: dict) -> str:
     if p["t_ci"] is None:
         return "-"
     lo, hi = p["t_ci"]
-    ties = f", {p['ties']} tied" if p["ties"] else ""
-    return f"{p['mean']:+.2f} [{lo:+.2f}, {hi:+.2f}] {p['wins']}/{p['n_seeds']}{ties}"
+    return f"{p['mean']:+.2f} [{lo:+.2f}, {hi:+.2f}] {wins_text(p)}"
 
 
 for name, nps in SETS:
