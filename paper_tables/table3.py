@@ -123,6 +123,12 @@ def check_extra(extra: list[str]) -> None:
            "--output-dir": "--out", "--env-steps": "--env-steps", "--batch-size": "--batch-size",
            "--preset": "--preset"}
     for arg in extra:
+        words = arg.split()
+        if len(words) > 1 and ("=" not in words[0] or any(w.startswith("--") for w in words[1:])):
+            # "--extra=--image-size 40 --crop-size 32" reaches rl_curl.train as one argument, which it refuses only
+            # once the grid has started (and a dry run's command line looked right)
+            raise ValueError(f"--extra={arg!r} holds several words: one option per --extra, with its value after '=' "
+                             "(--extra=--image-size=40 --extra=--crop-size=32)")
         name = arg.split("=", 1)[0].replace("_", "-")
         if name in own:
             raise ValueError(f"--extra={arg}: the grid sets {name} itself; use curl_table3's {own[name]} (runs of "

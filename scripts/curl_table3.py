@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -228,7 +229,7 @@ def main(args: Args) -> int:
             jobs = to_run(args)
             if args.dry_run:
                 for _, cmd in jobs:
-                    print(" ".join(cmd))
+                    print(shlex.join(cmd))  # as a shell would need it: an argument with a space shows quoted
                 return 0
             how, skipped = args.describe(), len(commands(args)) - len(jobs)
             print(f"{len(jobs)} runs to do ({skipped} finished earlier, skipped; {how})", flush=True)

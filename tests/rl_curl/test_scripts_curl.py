@@ -438,6 +438,11 @@ def test_table3_runs_fused_updates_in_folders_and_rows_of_their_own(tmp_path, ca
     for bad in ["--update=fused", "--update", "--seed=3", "--output_dir=x"]:
         with pytest.raises(ValueError, match="the grid sets"):
             curl_table3.main(curl_table3.Args(out=str(tmp_path), extra=[bad], dry_run=True))
+    # several options in one --extra reached rl_curl.train as one argument (refused only once the grid ran, while
+    # the dry run's line looked right): refused before anything runs
+    for bad in ["--image-size 40 --crop-size 32", "--image-size 40", "--image-size=40 --crop-size=32"]:
+        with pytest.raises(ValueError, match="one option per --extra"):
+            curl_table3.main(curl_table3.Args(out=str(tmp_path), extra=[bad], dry_run=True))
 
     for s, (off, fus) in enumerate([(800, 780), (850, 870), (900, 860)]):
         fake_run(tmp_path, "cartpole-swingup", "curl", 0.0, 1, s, [100, off])
