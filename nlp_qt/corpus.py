@@ -195,13 +195,19 @@ def _visible_files(path: Path) -> list[Path]:
     )
 
 
+_SAID_UNREAD: set[tuple[Path, tuple[Path, ...]]] = set()
+
+
 def _text_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     visible = _visible_files(path)
     files = [p for p in visible if _format_suffix(p) in TEXT_SUFFIXES]
     skipped = [p for p in visible if _format_suffix(p) not in TEXT_SUFFIXES]
-    if files and skipped:  # a user's book.chapter.01 or notes.rst: said, not dropped silently
+    if files and skipped and (path, tuple(skipped)) not in _SAID_UNREAD:  # a user's notes.rst: said, not dropped
+        # silently, once: the corpus is read in several passes (the vocabulary, each epoch), and Python's own
+        # once-per-place rule forgets what it showed whenever a library changes the warning filters between them
+        _SAID_UNREAD.add((path, tuple(skipped)))
         shown = ", ".join(str(p.relative_to(path)) for p in skipped[:3]) + (", ..." if len(skipped) > 3 else "")
         warnings.warn(f"corpus folder {path}: {len(skipped)} file(s) not read, their suffix is not a text file's "
                       f"({shown}); text files are *.txt, *.text, *.md or have no suffix, also compressed "

@@ -1176,7 +1176,8 @@ class StopSignals:
     training loop honours between steps.
 
     Used as ``with StopSignals() as stop: ... if stop.requested: checkpoint, raise RunInterrupted``.
-    The first signal sets ``requested`` (and prints one line saying the run stops after its step);
+    The first signal sets ``requested`` (and prints one line saying the run stops after its step; after another
+    signal than SIGINT, "Ctrl-C again" in ``message`` reads "Ctrl-C", no Ctrl-C having been pressed);
     a second SIGINT raises KeyboardInterrupt at once, as usual, if it comes :attr:`again_after` seconds or more
     after the first: a launcher (torchrun, ``accelerate launch``) forwards the terminal's Ctrl-C to processes that
     the terminal already sent it to, so one press arrives twice, milliseconds apart. Outside the main thread (where
@@ -1207,7 +1208,8 @@ class StopSignals:
         if signum == getattr(signal, "SIGHUP", None):
             _leave_the_terminal()
         if not self.requested:
-            print(f"\n{signal.Signals(signum).name}: {self.message}", file=sys.stderr, flush=True)
+            message = self.message if signum == signal.SIGINT else self.message.replace("Ctrl-C again", "Ctrl-C")
+            print(f"\n{signal.Signals(signum).name}: {message}", file=sys.stderr, flush=True)
             self._first = now
         self.requested = True
 

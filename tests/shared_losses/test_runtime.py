@@ -466,7 +466,11 @@ def test_a_schedulers_warning_is_a_request_to_stop_with_a_checkpoint(name, capsy
         os.kill(os.getpid(), sig)  # the handler runs before the next bytecode
         assert stop.requested
         stop._first -= StopSignals.again_after  # no launcher's copy to wait for: leave at once
-    assert f"{name}: stopping after the current step" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{name}: stopping after the current step" in err
+    # "Ctrl-C again" only where a Ctrl-C came (a scheduler's SIGTERM in a job's log said "Ctrl-C again")
+    assert ("Ctrl-C again to stop at once" in err) == (name == "SIGINT") and "Ctrl-C to stop at once" in err.replace(
+        "Ctrl-C again", "Ctrl-C")
     assert signal.getsignal(sig) == before
 
 
