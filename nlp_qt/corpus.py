@@ -279,8 +279,7 @@ def _iter_text_file(path: Path, stats: CorpusStats, whole_lines: bool = True) ->
     with _open_text_file(path) as fh:
         head = _first_bytes(fh, path)
         lines = _line_pieces(fh.readline, limit)
-        if head[257:262] == b"ustar":  # also inside .tar.gz
-            raise CorpusError(f"{path} is a tar archive: unpack it (gzip, bz2 and xz files are read directly)")
+        _refuse_tar(head, path)
         if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
             text = io.TextIOWrapper(fh, encoding="utf-16", errors="replace")
             lines = _line_pieces(text.readline, limit, lambda line: line.encode("utf-8"))
@@ -345,6 +344,17 @@ def _read_or_fail(lines, path: Path) -> Iterator[bytes]:
         yield from lines
     except _READ_ERRORS as err:
         raise _unreadable(path, err) from err
+
+
+def _refuse_tar(head: bytes, path: Path) -> None:
+    if head[257:262] == b"ustar":  # also inside .tar.gz
+        raise CorpusError(f"{path} is a tar archive: unpack it (gzip, bz2 and xz files are read directly)")
+
+
+def _refuse_archive(path: Path) -> None:
+    """The :class:`CorpusError` reading ``path`` would raise for an archive (zip, 7z, tar, zstd), raised now."""
+    with _open_text_file(path) as fh:  # zip, 7z and zstd refused here
+        _refuse_tar(_first_bytes(fh, path), path)
 
 
 def _first_bytes(fh, path: Path) -> bytes:
@@ -607,6 +617,7 @@ def _check_plain_text_source(source: str, text_column: str, doc_field: str | Non
                               "and hf: datasets (for plain text: --doc-boundary)")
     path = Path(source)
     if path.is_file() and _format_suffix(path) not in TEXT_SUFFIXES:
+        _refuse_archive(path)  # an archive's refusal alone, without a warning that it would be read as text first
         warnings.warn(f"corpus {path} is read as plain text: its suffix {_format_suffix(path)!r} is neither a text "
                       f"file's (*.txt, *.text, *.md, none) nor a table's ({tables})", UserWarning, stacklevel=3)
 

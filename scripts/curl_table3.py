@@ -98,9 +98,9 @@ def other_runs_made_otherwise(args: Args) -> list[str]:
 
 def to_run(args: Args) -> list[tuple[Path, list[str]]]:
     """The grid's runs that are not finished. A finished run made with other settings than the grid's is
-    refused (SystemExit naming each such run and field) rather than skipped as if it were this grid's; so is a
-    grid whose --out holds other runs of its tasks made with other settings (:func:`other_runs_made_otherwise`),
-    whose cells the table would share."""
+    refused (ValueError: the command's ``error:`` line, naming each such run and field) rather than skipped as if it
+    were this grid's; so is a grid whose --out holds other runs of its tasks made with other settings
+    (:func:`other_runs_made_otherwise`), whose cells the table would share."""
     from shared_losses.training.runtime import changes_text
 
     jobs, stale = [], []
@@ -110,11 +110,11 @@ def to_run(args: Args) -> list[tuple[Path, list[str]]]:
         elif changes := changed_settings(out, cmd):
             stale.append(f"{out} ({changes_text(changes)})")
     if stale:
-        raise SystemExit("finished runs under --out were made with other settings than this grid's (the run's value "
+        raise ValueError("finished runs under --out were made with other settings than this grid's (the run's value "
                          "-> the grid's): " + "; ".join(stale) + ". Use another --out for this grid (or the settings "
                          "of those runs); nothing was started")
     if others := other_runs_made_otherwise(args):
-        raise SystemExit("--out holds other runs of this grid's tasks made with other settings (the run's value -> "
+        raise ValueError("--out holds other runs of this grid's tasks made with other settings (the run's value -> "
                          "the grid's): " + "; ".join(others) + ". table3.md counts every run under --out, so its "
                          "cells would average unlike runs: use another --out for this grid (or the settings of "
                          "those runs); nothing was started")

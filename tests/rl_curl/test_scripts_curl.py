@@ -386,9 +386,9 @@ def test_table3_sweep_launches_real_runs_and_skips_them_when_rerun(tmp_path):
     # (and tabulated as if it had the grid's settings). Fields a resumed run may change still do not count.
     other = dataclasses.replace(args, extra=[e for e in TINY_EXTRA if not e.startswith("--hidden-dim")]
                                 + ["--hidden-dim=12", "--eval-episodes=2"])
-    with pytest.raises(SystemExit, match=r"curl/seed1 \(hidden_dim: 16 -> 12\).*nothing was started"):
+    with pytest.raises(ValueError, match=r"curl/seed1 \(hidden_dim: 16 -> 12\).*nothing was started"):
         curl_table3.main(other)
-    with pytest.raises(SystemExit, match="none/seed0 "):
+    with pytest.raises(ValueError, match="none/seed0 "):
         curl_table3.main(dataclasses.replace(other, dry_run=True))
     assert _tree_stamps(tmp_path) == stamp
     assert curl_table3.main(dataclasses.replace(args, extra=TINY_EXTRA + ["--eval-episodes=2"])) == 0
@@ -538,10 +538,15 @@ def test_a_grid_is_refused_where_other_runs_of_its_tasks_were_made_with_other_se
     more = dataclasses.replace(base, seeds=[2], objectives=["curl", "debiased:0.05:1"], dry_run=True)
     assert curl_table3.main(more) == 0  # other seeds and objectives, same settings: the commands
     assert len(capsys.readouterr().out.splitlines()) == 2
-    with pytest.raises(SystemExit, match=r"--out holds other runs of this grid's tasks made with other settings .*"
+    with pytest.raises(ValueError, match=r"--out holds other runs of this grid's tasks made with other settings .*"
                                          r"curl/seed0 \(batch_size: 8 -> 16\); .*curl/seed1 \(batch_size: 8 -> 16\)\. "
                                          r"table3.md counts every run .*nothing was started"):
         curl_table3.main(dataclasses.replace(more, batch_size=16))
+    from shared_losses.training.cli import run_cli  # as the command says it: one error: line, status 2 (a bare
+    capsys.readouterr()                             # message and status 1 before, unlike every other refusal)
+    with pytest.raises(SystemExit) as stopped:
+        run_cli(lambda: curl_table3.main(dataclasses.replace(more, batch_size=16)))
+    assert stopped.value.code == 2 and capsys.readouterr().err.startswith("error: --out holds other runs")
     assert not (tmp_path / "cartpole-swingup" / "curl" / "seed2").exists()
     # another task's runs share no cell with this grid's: not compared
     assert curl_table3.main(dataclasses.replace(more, batch_size=16, tasks=["walker-walk"])) == 0
