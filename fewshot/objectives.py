@@ -200,8 +200,9 @@ EncoderLossName = ENCODER_LOSSES.choices
 
 def encoder_loss(name: str, z: torch.Tensor, roles: torch.Tensor, prior: float, temperature: float,
                  tau_plus: float, label_pull: float = 1.0) -> torch.Tensor:
-    """The image encoder's loss ``name`` (``--contrastive``) on the projections ``z`` [2B, d] of two views
-    (view-major) with roles +1 / -1 (labeled positive / negative) or 0 (unlabeled) per view."""
+    """The image encoder's loss ``name`` (a ``--contrastive`` over two views: punce, infonce, dcl or scl; cpc scores
+    a patch grid, :func:`fewshot.images.cpc_grid_loss`, and none has no loss) on the projections ``z`` [2B, d] of two
+    views (view-major) with roles +1 / -1 (labeled positive / negative) or 0 (unlabeled) per view."""
     entry = ENCODER_LOSSES.get(name)
     if entry is None or entry.loss is None or entry.inputs != "views":
         views = [n for n, e in ENCODER_LOSSES.items() if e.loss and e.inputs == "views"]

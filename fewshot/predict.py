@@ -201,12 +201,14 @@ def predict_proba(model, tokenizer, texts, batch_size: int = 64, device="cpu") -
 
 
 def write_predictions(path: Path, texts, probs, id2label: dict, others=None) -> None:
-    """One row per text (.jsonl or .csv), in order, written to a temporary sibling and renamed into place: the
+    """One row per text (.jsonl, else .csv), in order, written to a temporary sibling and renamed into place: the
     input row's other columns (``others``, one dict per text; one named like an output column gets the prefix
-    ``input_``), then the text, its label, score and both classes' probabilities (``probs``: one row per text;
-    None for a text without a prediction, whose label, score and probabilities are null, empty cells in .csv)."""
+    ``input_``), then the text, its label, score and both classes' probabilities (``probs``: a ``[n, classes]``
+    tensor, or one row per text, a list or a tensor; None for a text without a prediction, whose label, score and
+    probabilities are null, empty cells in .csv)."""
     names = [id2label[i] for i in range(len(id2label))]
-    probs = probs.tolist() if isinstance(probs, torch.Tensor) else probs
+    probs = probs.tolist() if isinstance(probs, torch.Tensor) else [
+        p.tolist() if isinstance(p, torch.Tensor) else p for p in probs]
     own = ["text", "label", "score", "probabilities", *(f"p({n})" for n in names)]
     others = [{_kept_name(k, o, own): _json_value(v) for k, v in o.items()} for o in (others or [{}] * len(texts))]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -52,7 +52,13 @@ def save_policy(agent, cfg, obs_shape, path: str | os.PathLike, env_step: int | 
 
 
 class Policy:
-    """Deterministic policy (the squashed mean action, as CURL evaluates) of a saved run."""
+    """Deterministic policy (the squashed mean action, as CURL evaluates) of a saved run.
+
+    ``policy(obs)``: ``obs`` is one observation ``[C, H, W]`` or a batch ``[B, C, H, W]`` of the run's stacked
+    frames (``C`` = 3 x frame stack, ``H = W`` = the run's image size: :meth:`make_env` gives them), pixel values
+    0-255 (uint8 as the environment gives them; floats holding whole numbers 0-255 are taken too). It returns the
+    actions as a float32 ``np.ndarray``: ``[action_dim]`` for one observation, ``[B, action_dim]`` for a batch, each
+    in [-1, 1]. Another shape, values scaled to [0, 1], NaN or inf are refused with a ``ValueError``."""
 
     def __init__(self, state: dict, device: str = "cpu"):
         from .augment import center_crop  # noqa: F401  (checked import: the crop used when acting)

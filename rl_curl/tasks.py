@@ -24,8 +24,8 @@ DEFAULT_LR = 1e-3
 DEFAULT_ENCODER_LR = 1e-3
 
 
-def task_default(task: str, key: str) -> float:
-    """The per-task default ``key`` ("action_repeat", "lr" or "encoder_lr") of ``task``."""
+def task_default(task: str, key: str) -> float | int:
+    """The per-task default ``key`` ("action_repeat", an int; "lr" or "encoder_lr", floats) of ``task``."""
     fallback = {"action_repeat": DEFAULT_ACTION_REPEAT, "lr": DEFAULT_LR, "encoder_lr": DEFAULT_ENCODER_LR}[key]
     if task.startswith("gym:") and key == "action_repeat":
         return 1  # a generic gymnasium environment: no action repeat unless asked for

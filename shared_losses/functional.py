@@ -125,7 +125,9 @@ def debiased_nce_from_logits(
         neg_logits: ``[B, N]`` scores against the N negatives shared by the M turns, or
             ``[B, M, N]`` with turn m's own negatives. ``-inf`` marks an absent negative; N counts
             the present ones per anchor.
-        tau_plus: class prior tau+ in [0, 1). 0 gives InfoNCE [CPC eq. 4].
+        tau_plus: class prior tau+ in [0, 1). 0 gives InfoNCE [CPC eq. 4] where the floor does not bind
+            (``log_floor=None``, or a floor below the negatives' mean score, as the cosine bound and
+            :func:`log_floor_min_negative` always are at 0); a floor above it still raises g.
         log_floor: log of the lower bound on g. The paper's cosine bound ``e^{-1/t}`` is
             ``log_floor = -1/t``. ``None`` clamps g at 0 only. A ``[B]`` tensor gives a per-anchor
             floor, e.g. :func:`log_floor_min_negative` for unbounded scores.
@@ -141,8 +143,15 @@ def debiased_nce_from_logits(
     exp-space code overflows.
 
     Example:
-        >>> pos, neg = torch.randn(8, 1), torch.randn(8, 14)
-        >>> debiased_nce_from_logits(pos, neg, tau_plus=0.1, log_floor=-2.0)
+        >>> import torch
+        >>> from shared_losses import debiased_nce_from_logits, info_nce_from_logits
+        >>> g = torch.Generator().manual_seed(0)
+        >>> pos, neg = torch.randn(8, 1, generator=g), torch.randn(8, 14, generator=g)
+        >>> loss = debiased_nce_from_logits(pos, neg, tau_plus=0.1, log_floor=-2.0)
+        >>> loss.shape, bool(loss.isfinite())
+        (torch.Size([]), True)
+        >>> torch.allclose(debiased_nce_from_logits(pos, neg, tau_plus=0.0), info_nce_from_logits(pos, neg))
+        True
     """
     C.check_reduction(reduction)
     tau_plus = C.check_tau_plus(tau_plus)
@@ -348,12 +357,19 @@ def debiased_nce(
         similarity: ``"cosine"`` (unit-normalised, the paper) or ``"dot"``.
         gather_distributed: negatives from the views of every process (docs/equations.md section 6).
         beta: hard-negative concentration [HCL]; 0 is plain debiasing.
+        reduction: ``"mean"`` over the anchors (every view of every sample), ``"sum"`` or ``"none"``.
 
     Returns the mean over anchors (``reduction="none"``: ``[V*B]``, view-major order).
 
-    Example:
-        >>> z1, z2 = encoder(aug(x)), encoder(aug(x))
+    Example (two noisy views of each of 8 inputs through one encoder):
+        >>> import torch
+        >>> from shared_losses import debiased_nce
+        >>> encoder, x = torch.nn.Linear(32, 16), torch.randn(8, 32)
+        >>> z1, z2 = encoder(x + 0.1 * torch.randn_like(x)), encoder(x + 0.1 * torch.randn_like(x))
         >>> loss = debiased_nce(z1, z2, temperature=0.5, tau_plus=0.1)
+        >>> loss.backward()
+        >>> debiased_nce(z1, z2, temperature=0.5, tau_plus=0.1, reduction="none").shape  # view-major
+        torch.Size([16])
     """
     C.check_reduction(reduction)
     tau_plus = C.check_tau_plus(tau_plus)
@@ -611,6 +627,7 @@ def punce_loss(
         temperature: t.
         gather_distributed: candidates from every process (docs/equations.md section 6).
         label_pull: lambda, the weight of an unlabeled anchor's pull towards the labeled views.
+        reduction: ``"mean"`` over the anchors, ``"sum"`` or ``"none"`` (``[n]``, one term per view).
     """
     C.check_reduction(reduction)
     prior = C.check_prior(prior)
@@ -760,11 +777,17 @@ def cpc_nce(
             a prediction has no target. Absent latents (and the predictions of absent contexts) are set to zero
             first, so that padding of any value (NaN too) reaches no score and no gradient.
 
-    Example:
-        >>> z = encoder(x)                                  # [B, T, d]
+    Example (latents of 4 sequences of 6 steps, a GRU's contexts, K = 3 bilinear maps in one Linear):
+        >>> import torch
+        >>> from shared_losses import cpc_nce
+        >>> B, T, d, d_c, K = 4, 6, 8, 16, 3
+        >>> z = torch.randn(B, T, d)                        # the encoder's latents
+        >>> gru, w = torch.nn.GRU(d, d_c, batch_first=True), torch.nn.Linear(d_c, K * d)
         >>> c = gru(z)[0]                                   # [B, T, d_c]
-        >>> pred = w(c).view(B, T, K, d)                    # K bilinear maps W_k, one Linear(d_c, K d)
+        >>> pred = w(c).view(B, T, K, d)                    # W_k c_t
         >>> loss = cpc_nce(z, pred)
+        >>> cpc_nce(z, pred, reduction="none").shape
+        torch.Size([4, 6, 3])
     """
     C.check_reduction(reduction)
     tau_plus = C.check_tau_plus(tau_plus)

@@ -624,9 +624,12 @@ SHIPPED = {
 
 
 def load_shipped(name: str, split: str):
-    """A data set shipped in shared_losses/data: ``split`` is ``train`` or ``validation`` (the held-out split)."""
+    """A data set shipped in shared_losses/data: ``split`` is ``train`` or ``validation`` (the held-out split);
+    another split is a :class:`DataError` (it was read as the validation split)."""
     stem = SHIPPED[name][0]
-    part = "train" if split == "train" else "validation"
+    if split not in ("train", "validation"):
+        raise DataError(f"the shipped data set {name} has the splits train and validation, not {split!r}")
+    part = split
     path = next((f for f in (DATA_DIR / f"{stem}_{part}.tsv", DATA_DIR / f"{stem}_{part}.tsv.gz") if f.exists()), None)
     if path is None:
         raise DataError(f"the shipped data file {stem}_{part}.tsv(.gz) is missing from {DATA_DIR}: reinstall the suite")

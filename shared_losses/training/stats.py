@@ -19,10 +19,19 @@ from scipy import stats as _sp
 _BOOTSTRAP_SEED_KW = "rng" if "rng" in inspect.signature(_sp.bootstrap).parameters else "random_state"
 
 
-def t_critical(df: int, use_scipy: bool = True) -> float:
+def _ignored_use_scipy(use_scipy) -> None:
+    if use_scipy is not None:
+        import warnings
+
+        warnings.warn("use_scipy is ignored (scipy is always used; the hand-written t table is gone) and will be "
+                      "removed: drop it", DeprecationWarning, stacklevel=3)
+
+
+def t_critical(df: int, use_scipy: bool | None = None) -> float:
     """The two-sided 95% critical value of Student's t with ``df`` degrees of freedom
-    (``scipy.stats.t.ppf(0.975, df)``). ``use_scipy`` is accepted for old callers and ignored (deprecated):
-    scipy is a dependency, the hand-written table it used to switch to is gone."""
+    (``scipy.stats.t.ppf(0.975, df)``). ``use_scipy`` is accepted for old callers and ignored, with a
+    ``DeprecationWarning``: scipy is a dependency, the hand-written table it used to switch to is gone."""
+    _ignored_use_scipy(use_scipy)
     if not df >= 1:  # written with `not` so that NaN fails too
         raise ValueError(f"t needs df >= 1, got {df}")
     return float(_sp.t.ppf(0.975, df))
@@ -39,7 +48,7 @@ def wins_text(st: dict) -> str:
     return f"{st['wins']}/{st['n_seeds']}" + (f", {st['ties']} tied" if st["ties"] else "")
 
 
-def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_scipy: bool = True) -> dict:
+def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_scipy: bool | None = None) -> dict:
     """Paired comparison of two methods' accuracies ``{seed: accuracy}`` over the seeds both have
     (the same seed draws the same sample for every method): per-seed differences a - b, their mean and
     sample std, a 95% CI by paired t and by paired bootstrap, and wins/losses/ties of a.
@@ -58,7 +67,8 @@ def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_
     Edge cases: no common seed: mean and intervals None; one seed: the mean, no std and no interval (None);
     all differences equal (zero variance): both intervals are the point ``[mean, mean]`` (scipy would
     divide 0 by 0); a difference that is not finite (NaN, inf: a broken run) is a ``ValueError`` naming the
-    seeds, not a table of NaN. ``use_scipy`` is accepted for old callers and ignored (deprecated)."""
+    seeds, not a table of NaN. ``use_scipy`` is accepted for old callers and ignored (a ``DeprecationWarning``)."""
+    _ignored_use_scipy(use_scipy)
     seeds = sorted(set(a) & set(b))
     va = np.array([float(a[s]) for s in seeds], dtype=np.float64)
     vb = np.array([float(b[s]) for s in seeds], dtype=np.float64)

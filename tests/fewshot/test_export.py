@@ -243,6 +243,12 @@ def test_write_predictions_that_fail_leave_the_old_file_and_no_temporary_file(tm
         write_predictions(out, ["good", object()], torch.tensor([[0.2, 0.8], [0.6, 0.4]]), {0: "neg", 1: "pos"})
     assert out.read_bytes() == b"old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["preds.jsonl"]
+    rows = [torch.tensor([0.2, 0.8]), None]  # one row per text as tensors: a TypeError (.jsonl), RuntimeError (.csv)
+    for name in ("rows.jsonl", "rows.csv"):
+        write_predictions(tmp_path / name, ["good", "none"], rows, {0: "neg", 1: "pos"})
+    first = json.loads((tmp_path / "rows.jsonl").read_text().splitlines()[0])
+    assert first["label"] == "pos" and first["probabilities"] == pytest.approx({"neg": 0.2, "pos": 0.8})
+    assert (tmp_path / "rows.csv").read_text().splitlines()[2] == "none,,,,"
 
 
 @pytest.mark.slow  # runs the entry point in subprocesses

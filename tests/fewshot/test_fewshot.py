@@ -359,6 +359,10 @@ def test_shipped_offline_datasets_load():
         assert (len(x), len(xv)) == (n_train, n_val) and set(y) == set(yv) == {0, 1}
         assert all(t.strip() and "\t" not in t for t in x + xv)
         assert not set(x) & set(xv), name  # split by document/product/movie: no text in both
+    from shared_losses.data import DataError
+
+    with pytest.raises(DataError, match="has the splits train and validation, not 'test'"):
+        load_shipped("reuters", "test")  # was the validation split, unsaid
 
 
 def test_glue_tsv_with_lone_quotes_and_bom(tmp_path):

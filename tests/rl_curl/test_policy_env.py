@@ -38,6 +38,7 @@ def test_make_env_is_the_runs_own_environment(repeat50_run):
     act = rl_curl.load_policy(repeat50_run)
     assert act.env_settings() == {"task": "cartpole-swingup", "action_repeat": 50, "frame_stack": 3,
                                   "image_size": 20, "camera_id": 1}
+    assert set(act.env_settings()) == {"task", *act.ENV_SETTINGS}  # the documented names and the dict agree
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the run's own environment: no warning
         env = act.make_env()

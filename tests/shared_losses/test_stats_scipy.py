@@ -64,7 +64,8 @@ def test_t_interval_five_seeds_by_hand():
                                        (9, 2.262157162798206), (30, 2.042272456301238), (1000, 1.9623390808264078)])
 def test_t_critical_is_scipys_quantile(df, value):
     assert stats.t_critical(df) == pytest.approx(value, rel=T_DIGITS)
-    assert stats.t_critical(df, use_scipy=False) == stats.t_critical(df)  # the old switch is ignored
+    with pytest.warns(DeprecationWarning, match="use_scipy is ignored"):  # the old switch: ignored, and said so
+        assert stats.t_critical(df, use_scipy=False) == stats.t_critical(df)
 
 
 @pytest.mark.parametrize("df", [0, -1, float("nan")])
@@ -76,8 +77,13 @@ def test_t_critical_refuses_impossible_df(df):
 def test_hand_written_table_is_gone_and_use_scipy_is_ignored():
     assert not hasattr(stats, "T975")
     a, b = as_seeds([1.0, 2.0, 3.0]), as_seeds([0.0, 0.0, 0.0])
-    assert stats.paired_stats(a, b, use_scipy=False) == stats.paired_stats(a, b)
-    assert stats.paired_stats(a, b, use_scipy=False)["t_crit"] == pytest.approx(4.302652729749462, rel=T_DIGITS)
+    with pytest.warns(DeprecationWarning, match="use_scipy is ignored"):
+        assert stats.paired_stats(a, b, use_scipy=False) == stats.paired_stats(a, b)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not given: no warning
+        assert stats.paired_stats(a, b)["t_crit"] == pytest.approx(4.302652729749462, rel=T_DIGITS)
 
 
 def test_bootstrap_matches_scipy_called_directly_and_is_deterministic():
