@@ -142,6 +142,11 @@ class RunOptions:
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and nlp_qt)."""
 
+    def unused_options(self) -> tuple[str, ...]:
+        """The options this run does not read (its objective or encoder has no use for them): refused when given,
+        left at their defaults by the grids and not compared between a grid's runs (fewshot.grids)."""
+        return ()
+
     def validate(self) -> None:
         """Refuse impossible values (called before anything is written)."""
         from shared_losses.training.runtime import check_seed
@@ -305,6 +310,10 @@ class FewShotConfig(TextOptions):
     """Clip the gradients' global L2 norm to this before each step (Trainer's default is 1.0); 0: no clipping, the
     reference setting."""
 
+    def unused_options(self) -> tuple[str, ...]:
+        """The training options ``--objective`` does not read (:func:`unused_by_objective`)."""
+        return unused_by_objective(self.objective) if self.objective in ALL_OBJECTIVES else ()
+
     def validate(self) -> None:
         """The common checks, then the text few-shot ones (N >= 2, --eval-every, --lam, --label-pull)."""
         super().validate()
@@ -349,6 +358,31 @@ class FewShotConfig(TextOptions):
                           "terms are empty and the run trains CE + puNCE on the labeled examples alone (SupCon-like); "
                           "give --n-unlabeled > 0 for the paper's setting", stacklevel=1)  # 1: said once, though
             # a run validates its options twice (train, then prepare: two callers would be two warnings)
+
+
+#: The text pipeline's training options; a baseline (no training step) reads none of them.
+TRAINING_OPTIONS = ("lr", "max_steps", "batch_labeled", "batch_unlabeled", "weight_decay", "train_layers", "lam",
+                    "temperature", "proj_dim", "eval_every", "head")
+
+
+def unused_by_objective(objective: str) -> tuple[str, ...]:
+    """The text pipeline's options that ``--objective objective`` does not read: every training option for a
+    baseline (probe: its logistic regression, setfit: SetFit's own defaults), --lam and --temperature without a
+    contrastive term (ce), --batch-unlabeled where no unlabeled example is drawn into a step (ce, ce+scl). Given on
+    the command line they are refused (:func:`cli_finish`); a grid leaves them at their defaults and does not compare
+    them between runs."""
+    entry = ALL_OBJECTIVES.get(objective)
+    if not entry.trains_encoder:
+        return TRAINING_OPTIONS
+    return (("lam", "temperature") if entry.loss is None else ()) + (
+        () if entry.reads_unlabeled else ("batch_unlabeled",))
+
+
+def unused_at_defaults(cfg: "ImageConfig") -> "ImageConfig":
+    """``cfg`` with its :meth:`~RunOptions.unused_options` at their defaults: a grid's option given for all its runs
+    (--set temperature=0.3) and not read by some of them (the raw learners) is not passed to those."""
+    default = {f.name: f.default for f in dataclasses.fields(type(cfg))}
+    return dataclasses.replace(cfg, **{k: default[k] for k in cfg.unused_options()})
 
 
 #: What a PU pipeline run's metrics.json and exported model call its objective: puNCE (PU form) trains the encoder,
@@ -556,6 +590,11 @@ class ImageConfig(RunOptions):
         scarce = self.setting == "pnu" or self.n_labeled <= self.DEFAULT_PU_PULL_UP_TO
         return self.DEFAULT_LABEL_PULL if self.contrastive == "punce" and scarce else 1.0
 
+    def unused_options(self) -> tuple[str, ...]:
+        """--hidden but for the mlp encoder; --augment and --temperature with --contrastive none."""
+        return (("hidden",) if self.encoder != "mlp" else ()) + (
+            ("augment", "temperature") if self.contrastive == "none" else ())
+
     def validate(self) -> None:
         """The options of a run on image arrays: the common checks, then the image ones."""
         super().validate()
@@ -593,6 +632,14 @@ class ImageConfig(RunOptions):
                              "drop it")
         if self.encoder != "patches" and self.patch_pool != default["patch_pool"]:
             raise ValueError(f"--patch-pool applies to --encoder patches only, not --encoder {self.encoder}: drop it")
+        unread = [o for o in self.unused_options() if getattr(self, o) != default[o]]  # recorded, did nothing
+        if "hidden" in unread:
+            raise ValueError(f"--hidden is the mlp encoder's width; --encoder {self.encoder} has its own sizes: drop "
+                             "it")
+        if unread:  # the end-to-end learners train on the images as they are
+            raise ValueError(f"{' / '.join('--' + o for o in unread)} shape{'s' if len(unread) == 1 else ''} the "
+                             "contrastive stage's views and scores; --contrastive none has none (its learners train "
+                             "on the images as they are): drop it or pass a --contrastive loss")
         if not 1 <= self.patch_pool <= CPC_GRID:
             raise ValueError(f"--patch-pool must be 1 to {CPC_GRID} (cells a side of the pooled grid), got "
                              f"{self.patch_pool}")
@@ -718,8 +765,18 @@ def cli_finish(cfg: AnyConfig, argv: list[str]) -> AnyConfig:
     """Text: an explicit --positive-label (even the default value, 1) is refused beside --label-map, which says which
     class is positive. Images: a --contrastive that needs its own encoder (cpc: the patch grid) gets it when --encoder
     is not given, and an explicit step count (--max-steps) replaces the default --passes unless --passes is given
-    too. Options the run would not read are refused: PU data from files with --dataset, --n-labeled or --n-unlabeled;
-    images with --batch-labeled or --batch-unlabeled beside a --batch-size (the default included)."""
+    too. Options the run would not read are refused: text options its --objective does not read
+    (:func:`unused_by_objective`); PU data from files with --dataset, --n-labeled or --n-unlabeled; images with
+    --batch-labeled or --batch-unlabeled beside a --batch-size (the default included)."""
+    if isinstance(cfg, FewShotConfig) and cfg.objective in ALL_OBJECTIVES:
+        unread = [f"--{o.replace('_', '-')}" for o in unused_by_objective(cfg.objective)
+                  if option_given(argv, f"--{o.replace('_', '-')}")]
+        if unread:  # they were recorded in config.json and had no effect on the run
+            what = ("a baseline: it trains no step" if not ALL_OBJECTIVES[cfg.objective].trains_encoder else
+                    "it has no contrastive term and draws no unlabeled example into a step"
+                    if ALL_OBJECTIVES[cfg.objective].loss is None else "it draws no unlabeled example into a step")
+            raise ValueError(f"{', '.join(unread)}: not read by --objective {cfg.objective} ({what}); drop "
+                             f"{'it' if len(unread) == 1 else 'them'}")
     if isinstance(cfg, TextOptions) and option_given(argv, "--positive-label") and cfg.label_map is not None:
         raise ValueError(f"--positive-label {cfg.positive_label} and --label-map {cfg.label_map} both say which "
                          "class is positive: give one of them (the map's 1 values are the positive class)")

@@ -36,6 +36,7 @@ def refuse_other_finished_run(folder: Path, cfg: AnyConfig) -> None:
     if saved.get("passes") is not None and getattr(cfg, "passes", None) is not None:
         compared.discard("max_steps")  # both set by --passes: the run recorded the steps they resolved to on its pool
     free = (set(type(cfg).RESUME_FREE) - compared) | {"num_processes"}
+    free |= set(cfg.unused_options())  # a probe's lr, a ce run's lam: they did not shape the run
     changes = config_changes(*comparable_configs(saved, cfg), free=free)
     if changes:
         # options this version does not have (renamed or removed since), or no pipeline (recorded before the pipelines

@@ -398,8 +398,10 @@ class ImageApp(FewShotRunApp):
                                                 "without accelerate launch / torchrun")
         self.accelerator, device = acc, acc.device
         models, opts = {}, {}
+        from accelerate.utils import set_seed
+
         for name in names:
-            torch.manual_seed(cfg.seed)  # the same initial weights for every learner of the run
+            set_seed(cfg.seed)  # the same initial weights for every learner (and Python's, numpy's generators)
             models[name] = ImageModel(cfg.encoder, data.x.shape[1:], hidden=cfg.hidden,
                                       cpc_steps=cfg.cpc_steps if self.loss.inputs == "grid" else None,
                                       temperature=cfg.temperature, patch_pool=cfg.patch_pool).to(device)

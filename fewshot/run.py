@@ -238,7 +238,9 @@ def prepare(cfg: TextOptions, model: FewShotModel | None = None, tokenizer=None,
     if model is not None and model.pooling != pooling:
         raise ValueError(f"the model passed in pools with {model.pooling!r}, but --pooling {cfg.pooling} "
                          f"gives {pooling!r}")
-    torch.manual_seed(cfg.seed)
+    from accelerate.utils import set_seed
+
+    set_seed(cfg.seed)  # torch's, and Python's and numpy's global generators (a resume restores them)
     with quiet_loading(not cfg.progress):
         tokenizer = tokenizer or load_tokenizer(cfg.encoder)
         model = (model or FewShotModel(cfg.encoder, pooling, cfg.proj_dim)).to(acc.device)

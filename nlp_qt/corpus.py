@@ -642,6 +642,9 @@ def iter_corpus(
     local = Path(source)
     if not source.startswith("hf:") and not local.exists() and (os.sep in source or local.suffix):
         raise CorpusError(f"corpus not found: {source}")
+    if doc_boundary != "file":  # it was ignored: a table's documents are told apart by a column
+        raise CorpusError(f"--doc-boundary {doc_boundary} is for plain text; the corpus {source} is a table, whose "
+                          "documents a column tells apart: --doc-field NAME (a new value starts a new document)")
     return iter_dataset_sentences(
         source, stats, text_column, doc_field, split, True if one_sentence_per_line is None else one_sentence_per_line
     )

@@ -41,7 +41,8 @@ from shared_losses import debiased_nce_from_logits, hard_negative_nce_from_logit
 from shared_losses.training.registry import Entry, Registry
 
 #: The hyper-parameters an objective may take, with the value that means "not used".
-NEUTRAL = {"tau_plus": 0.0, "beta": 1.0, "self_score": "exclude", "cpc_steps": 3, "cpc_length": 10}
+NEUTRAL = {"tau_plus": 0.0, "beta": 1.0, "self_score": "exclude", "cpc_steps": 3, "cpc_length": 10,
+           "log_floor": "min_negative"}
 NEG_INF = float("-inf")
 
 
@@ -86,12 +87,13 @@ def _hard(scores, neighbours, anchor_pos, tau_plus, beta, log_floor, self_score)
 OBJECTIVES: Registry[Objective] = Registry("--objective", (
     Objective("qt", "biased (QT)", 0, "QT's objective (S2V): softmax over the candidates, soft targets on both "
               "neighbours", ("self_score",), loss=_qt),
-    Objective("debiased", "debiased", 1, "the debiased loss, DCL, M = 2 (--tau-plus)", ("tau_plus",), loss=_debiased),
-    Objective("hard", "hard", 2, "the hard-negative debiased loss, HCL (--tau-plus, --beta)", ("tau_plus", "beta"),
-              loss=_hard),
+    Objective("debiased", "debiased", 1, "the debiased loss, DCL, M = 2 (--tau-plus)", ("tau_plus", "log_floor"),
+              loss=_debiased),
+    Objective("hard", "hard", 2, "the hard-negative debiased loss, HCL (--tau-plus, --beta)", ("tau_plus", "beta",
+              "log_floor"), loss=_hard),
     Objective("cpc", "CPC", 3, "Contrastive Predictive Coding: a GRU over each run of sentences predicts the next "
               "--cpc-steps sentences' vectors (--tau-plus > 0: debiased negatives)",
-              ("tau_plus", "cpc_steps", "cpc_length"), heads="cpc"),
+              ("tau_plus", "cpc_steps", "cpc_length", "log_floor"), heads="cpc"),
 ), neutral=NEUTRAL)
 #: The configuration's --objective type: the registry's names, so a new entry is a new choice.
 ObjectiveName = OBJECTIVES.choices
@@ -204,7 +206,11 @@ def compute_loss(
 
     ``doc_ids`` ``[B]``: document of each candidate (contiguous corpus order). ``anchor_pos``
     ``[b]``: the anchors' positions among the candidates (default ``arange(b)``, i.e. the same
-    sentences; with candidates gathered across processes, ``rank * b + arange(b)``).
+    sentences; with candidates gathered across processes, ``rank * b + arange(b)``). ``objective``: a name of
+    :data:`OBJECTIVES` whose heads are ``qt`` (qt, debiased, hard); ``tau_plus``, ``beta``: its settings (as
+    ``--tau-plus``, ``--beta``); ``temperature`` divides the scores; ``log_floor``: ``"min_negative"`` or
+    ``"none"`` (:data:`LOG_FLOORS`, the debiased estimate's floor); ``self_score``: ``"exclude"`` or ``"zero"``
+    (qt only: the sentence's own score kept at 0 in the softmax, as S2V).
     """
     obj = OBJECTIVES.get(objective)  # an unknown objective is refused
     if obj.heads != "qt":

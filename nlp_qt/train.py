@@ -59,7 +59,7 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"tau_plus must be in [0, 1), got {cfg.tau_plus}")
     # the objectives' table says what applies
     OBJECTIVES.check_fields(cfg.objective, {"tau_plus": cfg.tau_plus, "beta": cfg.beta, "cpc_steps": cfg.cpc_steps,
-                                            "cpc_length": cfg.cpc_length})
+                                            "cpc_length": cfg.cpc_length, "log_floor": cfg.log_floor})
     if cfg.cpc_steps < 1 or cfg.cpc_length < 2 or cfg.conv_width < 1:
         raise ValueError(f"cpc_steps must be >= 1, cpc_length >= 2 and conv_width >= 1; got {cfg.cpc_steps}, "
                          f"{cfg.cpc_length} and {cfg.conv_width}")
@@ -69,6 +69,14 @@ def validate(cfg: Config) -> None:
                          "beyond would never have a target (nor their maps a gradient)")
     if cfg.conv_width != 3 and cfg.encoder != "conv":
         raise ValueError(f"--conv-width is the conv encoder's; --encoder {cfg.encoder} has no convolution")
+    if not cfg.bidirectional and cfg.encoder != "gru":
+        raise ValueError(f"--no-bidirectional is the gru encoder's; --encoder {cfg.encoder} has no direction")
+    if cfg.accept_corpus_change and not cfg.resume:
+        raise ValueError("--accept-corpus-change lets --resume continue on a changed corpus; a run that starts anew "
+                         "reads the corpus as it is: drop it, or add --resume")
+    if cfg.clip_mode != "per_tensor" and not cfg.clip_norm:
+        raise ValueError(f"--clip-mode {cfg.clip_mode} chooses how --clip-norm clips, and --clip-norm 0 clips nothing: "
+                         "pass a --clip-norm above 0, or drop --clip-mode")
     if OBJECTIVES.get(cfg.objective).heads == "cpc" and cfg.gather_across_processes:
         raise ValueError("--gather-across-processes is not available with --objective cpc: each process scores its "
                          "own sequences against its own sentences")
@@ -98,6 +106,9 @@ def validate(cfg: Config) -> None:
                          f"(set --encoder-dim {cfg.word_dim})")
     if cfg.dev_max_batches < 1:
         raise ValueError(f"dev_max_batches must be >= 1, got {cfg.dev_max_batches}")
+    if cfg.dev_max_batches != Config.dev_max_batches and not cfg.dev_every:
+        raise ValueError(f"--dev-max-batches {cfg.dev_max_batches} sizes the held-out batches of --dev-every, which "
+                         "is 0 (none held out): pass --dev-every N too, or drop --dev-max-batches")
     for name in ("max_sentences", "vocab_sentences"):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be >= 1 (or None for the whole corpus), got {getattr(cfg, name)}")
@@ -597,7 +608,10 @@ class QuickThoughtApp(TrainingApp):
         summary = {"step": self.step, "epoch": self.epoch, "sentences_seen": self.sentences_seen,
                    "final_loss": self.loss_so_far(), "corpus_stats_last_pass": self.pass_stats(),
                    "vocab_size": len(self.vocab), "no_neighbour_batches": self.no_neighbour_batches,
-                   "optimizer_steps": self.step - self.no_neighbour_batches}
+                   "optimizer_steps": self.step - self.no_neighbour_batches,
+                   # torch's CPU threads (OMP_NUM_THREADS, else torch's choice from the cores): the order of the
+                   # sums, so a CPU run's weights in their last digits, depend on it
+                   "torch_threads": torch.get_num_threads()}
         if self.covered is not None:
             summary["word_vectors_covered"] = self.covered
         if self.cfg.dev_every:

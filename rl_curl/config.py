@@ -290,7 +290,9 @@ class Config:
     progress: bool = True
     """Show a tqdm progress bar."""
     torch_threads: int = 0
-    """CPU threads for torch (0 = torch's default); 1 avoids thrashing when other jobs share few cores."""
+    """CPU threads for torch (0 = torch's default, from the cores this process may use; summary.json's torch_threads
+    says how many); 1 avoids thrashing when other jobs share few cores. A CPU run's result depends on it in its last
+    digits (the order of the sums): repeat a run with the same count."""
     sync_timing: bool = False
     """Wait for the GPU at the end of each timed part of a step, so that summary.json's time_seconds puts the GPU's
     time where it is spent (updates) rather than where the host next waits for it (acting). Slows a CUDA run a little
@@ -401,10 +403,10 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> C
     tyro's parse of :class:`Config` with ``--preset NAME`` (:func:`shared_losses.training.cli.config_from_cli`)."""
     return config_from_cli(Config, PRESETS, argv, description,
                            sections=[OBJECTIVES.help_text("rl_curl.objectives.OBJECTIVES")],
-                           prog="python -m rl_curl.train", finish=_refuse_unused_encoder_lr)
+                           prog="python -m rl_curl.train", finish=refuse_unused_encoder_lr)
 
 
-def _refuse_unused_encoder_lr(cfg: Config, argv: list[str]) -> Config:
+def refuse_unused_encoder_lr(cfg: Config, argv: list[str]) -> Config:
     """--encoder-lr given with an objective that has no auxiliary update (--aux none) would be recorded and never
     used: refused as the objectives' other unused settings are. (On the command line only: a configuration
     resolved before holds the task's value, which is no choice of the user's.)"""

@@ -38,7 +38,7 @@ import traceback
 
 import numpy as np
 
-from .config import Config, from_cli
+from .config import Config, from_cli, refuse_unused_encoder_lr
 from .objectives import folder_name, parse_spec, spec_syntax
 
 #: rl_curl.train options that --objectives, --seeds and --output-root set for every run.
@@ -373,7 +373,8 @@ def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
             name = folder_name(fields["aux"], fields["tau_plus"], fields["positives"], fields["beta"], base.cpc_steps,
                                base.log_floor)
             out = f"{args.output_root.rstrip('/')}/{name}/seed{seed}"
-        cfgs.append(dataclasses.replace(base, output_dir=out, **fields))
+        # each run's objective, as rl_curl.train checks it (from_cli(rest) checked the base's, --aux curl)
+        cfgs.append(refuse_unused_encoder_lr(dataclasses.replace(base, output_dir=out, **fields), rest))
     return cfgs
 
 

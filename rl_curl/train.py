@@ -855,6 +855,9 @@ class CurlApp(TrainingApp):
                 # for runs trained together; not torch's other threads, worker processes or background evaluations.
                 # Runs trained together share one interpreter, so their threads' sum bounds how fast the group steps.
                 "thread_cpu_seconds": round(time.thread_time() - self.cpu_started, 2),
+                # torch's CPU threads as the run ended (--torch-threads 0: what torch chose from the cores this
+                # process may use): the order of a CPU run's sums, so the last digits of its losses, depend on it
+                "torch_threads": torch.get_num_threads(),
                 **gpu_memory(self.accelerator.device)}
 
 

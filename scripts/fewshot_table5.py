@@ -49,7 +49,7 @@ from pathlib import Path
 from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 
 from fewshot import objectives as FO
-from fewshot.config import PRESETS, FewShotConfig, preset_config
+from fewshot.config import PRESETS, FewShotConfig, preset_config, unused_by_objective
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import BOOTSTRAP_COLUMN, paired_stats, summarize, wins_text
@@ -163,13 +163,16 @@ def run_dir(out: Path, method: str, n: int, seed: int) -> Path:
 
 
 def run_config(preset, overrides: dict, method: str, n: int, seed: int, folder: Path) -> FewShotConfig:
-    """The FewShotConfig of one run: ``preset``'s values, then ``overrides`` (the options the user gave),
-    then the method's fields, N, the seed and the folder. Evaluated only at the end (eval_every = max_steps)
-    unless --set eval_every says otherwise."""
-    fields = {**overrides, **RUN_METHODS[method], "n_labeled": n, "seed": seed, "output_dir": str(folder),
-              "resume": True}  # a missing folder starts a new run; an interrupted one continues
+    """The FewShotConfig of one run: ``preset``'s values, then ``overrides`` (the options the user gave) but those
+    the method does not read (fewshot.config.unused_by_objective: a baseline's lr, a ce run's lam; its command would be
+    refused), then the method's fields, N, the seed and the folder (``resume``: a missing folder starts a new run, an
+    interrupted one continues). Evaluated only at the end (eval_every = max_steps) unless --set eval_every says
+    otherwise."""
+    unread = unused_by_objective(RUN_METHODS[method]["objective"])
+    fields = {**{k: v for k, v in overrides.items() if k not in unread}, **RUN_METHODS[method], "n_labeled": n,
+              "seed": seed, "output_dir": str(folder), "resume": True}
     cfg = preset_config(preset, **fields)
-    if "eval_every" not in overrides:
+    if "eval_every" not in overrides and "eval_every" not in unread:
         cfg = dataclasses.replace(cfg, eval_every=max(cfg.max_steps, 1))
     if "export" not in overrides:  # a sweep keeps metrics, not a model folder per run (--set export=true does)
         cfg = dataclasses.replace(cfg, export=False)
@@ -634,8 +637,7 @@ def run_and_tabulate(args, out: Path, todo: list, finished: int, methods, run_me
     elif not args.aggregate_only:
         print(f"nothing to run: the grid's {finished} runs finished earlier (the table is made again)", flush=True)
 
-    ref = run_config(args.preset, overrides, run_methods[0] if run_methods else "ce+punce", args.ns[0], args.seeds[0],
-                     out)
+    ref = run_config(args.preset, overrides, "ce+punce", args.ns[0], args.seeds[0], out)  # reads every option
     header = header_of(ref, overrides)
     agg = aggregate(out, methods, args.ns, args.seeds)
     text = render_markdown(header, agg, methods, args.ns, args.seeds)

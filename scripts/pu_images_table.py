@@ -43,7 +43,7 @@ from pathlib import Path
 
 from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 
-from fewshot.config import ImageConfig
+from fewshot.config import ImageConfig, unused_at_defaults
 from fewshot.grids import refuse_other_finished_run
 from shared_losses.training.runtime import write_json_atomic, write_text_atomic
 from shared_losses.training.stats import BOOTSTRAP_COLUMN, paired_stats, summarize, wins_text
@@ -100,8 +100,9 @@ def run_config(base: dict, setting: str, method: str, n: int, seed: int, folder:
     if "max_steps" in base and "passes" not in base:
         base = {**base, "passes": None}  # --set max_steps=N replaces the default passes
     labels = {"n_labeled": n} if setting == "pu" else {"labeled_percent": n}
-    return ImageConfig(**{**base, **fields, "setting": setting, **labels, "seed": seed, "output_dir": str(folder),
-                          "resume": True, "progress": False})
+    cfg = ImageConfig(**{**base, **fields, "setting": setting, **labels, "seed": seed, "output_dir": str(folder),
+                         "resume": True, "progress": False})
+    return unused_at_defaults(cfg)  # the raw learners' --set temperature: not theirs, and refused by the run
 
 
 def command(cfg: ImageConfig) -> list[str]:

@@ -156,7 +156,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "--word-dim equal to --bow-dim); the bow trainings run first")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads per process (default: CPU cores / --parallel with --backend local, "
-                        "--cpus-per-run with ray)")
+                        "--cpus-per-run with ray). A training's weights depend on it in their last digits (each "
+                        "run's summary.json records torch_threads): continue a grid with the same count")
     p.add_argument("--eval-max-length", type=int, default=None,
                    help="the trained and untrained encoders read only the first N tokens of each evaluation text "
                         "(nlp_qt.senteval --max-length); default, or 0: the whole text, as the bag of words reads "
@@ -180,6 +181,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error("--init-from-bow needs the bow baseline (--baselines ... bow): its vectors are the initialisation")
     if a.encoder == "bow" and a.encoder_dim != a.word_dim:
         p.error(f"--encoder bow needs --encoder-dim equal to --word-dim (got {a.encoder_dim} and {a.word_dim})")
+    if a.cpc_encoder != p.get_default("cpc_encoder") and not a.cpc:
+        p.error(f"--cpc-encoder {a.cpc_encoder} is the CPC runs' encoder, and without --cpc there are none: add --cpc")
+    if a.bow_dim != p.get_default("bow_dim") and "bow" not in a.baselines:
+        p.error(f"--bow-dim {a.bow_dim} sizes the bow baseline's word vectors, which this sweep does not train: add "
+                "bow to --baselines, or drop --bow-dim")
     if a.init_from_bow and a.word_dim != a.bow_dim:
         p.error(f"--init-from-bow needs --word-dim equal to --bow-dim (got {a.word_dim} and {a.bow_dim})")
     if a.eval_max_length is not None and a.eval_max_length < 0:  # before any training, not at the evaluations

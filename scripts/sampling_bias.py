@@ -44,8 +44,10 @@ each) or a user's .npz with arrays x (images) and y (class ids), read by shared_
 * --dev: for choosing settings. A development split the size of the probe set is carved from the
   training images (the encoders train on the rest) and the probe is drawn from it and scored on it;
   the held-out probe set is not read.
-* One torch thread by default (--threads): on a 2-core machine shared with other jobs, two threads
-  ran the small CNN about 5x slower than one.
+* One torch thread by default on image data (--threads): on a 2-core machine shared with other jobs, two
+  threads ran the small CNN about 5x slower than one; synthetic data takes two where there are two cores. The
+  thread count changes the order of the sums, so a result's last digits can differ between counts (one seed's
+  accuracy moved by 0.1 on one core against two); results.json records it.
 
     python scripts/sampling_bias.py                      # synthetic, 5 seeds, ~1 min on 2 cores
     python scripts/sampling_bias.py --seeds 0 1 2 3 4 --steps 600 --out runs/sampling_bias
@@ -221,7 +223,9 @@ def check_out(out: str, overwrite: bool) -> None:
 
 
 def main_synthetic(args):
-    torch.set_num_threads(min(2, torch.get_num_threads()))
+    # two threads where there are two cores (the recorded synthetic numbers'); the sums' order, and so the last
+    # digits of a result, depend on it: --threads sets it, results.json records it
+    torch.set_num_threads(args.threads if args.threads is not None else min(2, torch.get_num_threads()))
     s = Setting(steps=Setting.steps if args.steps is None else args.steps,
                 batch=Setting.batch if args.batch is None else args.batch,
                 classes=Setting.classes if args.classes is None else args.classes)
@@ -253,7 +257,8 @@ def main_synthetic(args):
     holds = order[0] >= order[1] >= order[2]
     print(f"\nDCL's ordering unbiased >= debiased (M=1) >= biased {'holds' if holds else 'does NOT hold'} here.")
     write_json_atomic(os.path.join(args.out, "results.json"),
-                      {"setting": asdict(s), "seeds": args.seeds, "summary": summary, "seconds": elapsed})
+                      {"setting": asdict(s), "seeds": args.seeds, "summary": summary, "seconds": elapsed,
+                       "torch_threads": torch.get_num_threads()})
     names = list(OBJECTIVES)
     if bar_plot(os.path.join(args.out, "sampling_bias.png"), [summary[n] for n in names],
                 [labels[n].replace(", ", "\n") for n in names], list(COLOURS),
@@ -639,7 +644,7 @@ class Formatter(HelpFormatter):
 
 
 IMAGE_ONLY = ("encoder", "width", "hidden", "feat_dim", "proj_dim", "lr", "temperature", "augment", "probe_fraction",
-              "probe_labels", "probe_draws", "tau_plus", "tau_plus_sweep", "threads")
+              "probe_labels", "probe_draws", "tau_plus", "tau_plus_sweep")
 
 
 def main(argv=None):
@@ -679,7 +684,9 @@ def main(argv=None):
                    f"(default: {d.probe_draws})")
     g.add_argument("--dev", action="store_true", help="probe a development split carved from the training images "
                    "instead of the held-out set (for choosing settings)")
-    g.add_argument("--threads", type=number_in(1), help=f"torch threads (default: {d.threads})")
+    g.add_argument("--threads", type=number_in(1), help=f"torch threads (default: {d.threads} on image data; "
+                   "synthetic: 2, or 1 on a one-core machine). Results can differ in their last digits between "
+                   "thread counts; results.json records it")
     args = p.parse_args(argv)
 
     if args.data == "synthetic":

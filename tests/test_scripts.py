@@ -21,6 +21,13 @@ def test_sampling_bias_tiny(tmp_path):
     assert set(summary) == {"biased", "debiased_m1", "debiased_m2", "unbiased"}
     assert all(0.0 <= v["mean"] <= 100.0 and len(v["per_seed"]) == 2 for v in summary.values())
     assert (out / "sampling_bias.png").stat().st_size > 0
+    # the thread count changes a result's last digits (one core against two): --threads sets it (it was refused as
+    # an image option) and results.json records it
+    one = warm.run(
+        [sys.executable, str(ROOT / "scripts/sampling_bias.py"), "--steps", "3", "--batch", "32", "--seeds", "0", "1",
+         "--threads", "1", "--out", str(tmp_path / "one")], capture_output=True, text=True, timeout=300, check=True)
+    assert one.returncode == 0 and json.loads((tmp_path / "one/results.json").read_text())["torch_threads"] == 1
+    assert json.loads((out / "results.json").read_text())["torch_threads"] >= 1
 
 
 def test_bench_losses_json_fields():

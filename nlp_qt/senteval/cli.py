@@ -164,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                          f"got {a.seed}") from None
     if a.resume and not a.output:
         raise ValueError("--resume continues the evaluation written to --output; pass --output FILE")
+    if a.overwrite and not a.output:
+        raise ValueError("--overwrite lets --output replace an existing file; without --output nothing is written: "
+                         "pass --output FILE, or drop --overwrite")
     if a.resume and a.overwrite:
         raise ValueError("--resume keeps --output's finished tasks, --overwrite replaces the file: pass one of them")
     tasks = list(dict.fromkeys(a.tasks))  # a task named twice is evaluated once

@@ -166,6 +166,27 @@ def test_label_pull_is_refused_where_no_punce_term_reads_it(tiny_encoder, easy_t
     assert not out.exists()
 
 
+@pytest.mark.parametrize("objective,given,words", [
+    ("ce", ["--lam", "0.9"], "--lam: not read by --objective ce .*no contrastive term"),
+    ("ce", ["--temperature", "0.05", "--batch-unlabeled", "4"], "--temperature, --batch-unlabeled: not read"),
+    ("ce+scl", ["--batch-unlabeled", "4"], "--batch-unlabeled: not read by --objective ce\\+scl .*no unlabeled"),
+    ("probe", ["--lr", "0.5", "--max-steps", "999", "--head", "linear"],
+     "--lr, --max-steps, --head: not read by --objective probe \\(a baseline: it trains no step\\); drop them"),
+    ("setfit", ["--train-layers", "1"], "--train-layers: not read by --objective setfit"),
+])
+def test_options_an_objective_does_not_read_are_refused_on_the_command_line(objective, given, words):
+    """`--objective ce --lam 0.9` (and a probe's --lr, --max-steps, --head ...) ran, recorded the value in
+    config.json and did nothing: the same log.csv to the byte. A preset's values for them are not refused (the
+    preset is for every objective); nor are they where the objective reads them."""
+    from fewshot.config import from_cli
+
+    base = ["--dataset", "reuters", "--objective", objective]
+    with pytest.raises(ValueError, match=words):
+        from_cli(base + given)
+    assert from_cli(base + ["--preset", "cpu"]).lam == 0.5
+    assert from_cli(["--dataset", "reuters", "--objective", "ce+punce"] + given).objective == "ce+punce"
+
+
 def test_max_length_beyond_the_position_embeddings_is_refused(tiny_encoder, easy_task, tmp_path):
     # the tiny BERT has 64 position embeddings; its tokenizer sets no model_max_length (int(1e30))
     with pytest.raises(ValueError, match=r"--max-length 65 exceeds .* 64 tokens"):
@@ -321,3 +342,18 @@ def test_json_boolean_labels_take_the_json_spelling(tmp_path):
     assert load_local(str(f), "sentence", "label", "True")[1] == labels  # Python's spelling still works
     with pytest.raises(DataError, match=r"not among the label values \['false', 'true'\]"):
         load_local(str(f), "sentence", "label", "1")
+
+
+def test_a_text_run_seeds_pythons_and_numpys_generators_too(tiny_encoder, easy_task, tmp_path):
+    """As the image runs: the saved Python and numpy random states of two runs of one seed are equal (only torch was
+    seeded; the others came from the clock)."""
+    import random
+
+    states = []
+    for k, name in enumerate(("warm-up", "a", "b")):  # the warm-up: a library imported at the first run draws once
+        random.seed(k)  # each process's generators start where the clock put them
+        np.random.seed(k)
+        train(_cfg(tiny_encoder, easy_task, tmp_path / name))
+        states.append(torch.load(tmp_path / name / "checkpoint" / "random_states_0.pkl", weights_only=False))
+    assert states[1]["random_state"] == states[2]["random_state"]
+    assert (states[1]["numpy_random_seed"][1] == states[2]["numpy_random_seed"][1]).all()

@@ -233,11 +233,18 @@ def test_the_command_line_gives_cpc_its_encoder_and_refuses_what_does_not_fit(np
         (["--contrastive", "cpc", "--cpc-group", "0"], "--cpc-group must be >= 1"),
         (["--contrastive", "infonce", "--patch-pool", "1"], "--patch-pool applies to --encoder patches only"),
         (["--contrastive", "cpc", "--patch-pool", "0"], "--patch-pool must be 1 to 7"),
+        # recorded in config.json and without effect (the same log.csv to the byte): now refused
+        (["--encoder", "cnn", "--hidden", "512"], "--hidden is the mlp encoder's width; --encoder cnn"),
+        (["--contrastive", "cpc", "--hidden", "64"], "--hidden is the mlp encoder's width; --encoder patches"),
+        (["--contrastive", "none", "--augment", "0"], "--augment shapes the contrastive stage's views"),
+        (["--contrastive", "none", "--temperature", "0.05", "--augment", "2"],
+         "--augment / --temperature shape the contrastive stage's views .* --contrastive none has none"),
     ]
     for extra, words in refusals:
         with pytest.raises(ValueError, match=words) as err:
             from_cli(base + extra).validate()
         one_line(err)
+    from_cli(base + ["--hidden", "64", "--augment", "0", "--temperature", "0.2"]).validate()  # read: mlp + punce
     with pytest.raises(ValueError, match="--cpc-steps is not an option of the text pipeline; it belongs to `python -m "
                                          "fewshot.train images`"):
         from_cli(["--dataset", "reuters", "--cpc-steps", "3"])

@@ -69,7 +69,10 @@ def image_cfg(dataset, out, **overrides):
     fields = dict(dataset=str(dataset), encoder="mlp", setting="pu", contrastive="punce", **({"n_labeled": 8} if pu
                   else {}), positive_classes=POSITIVE, hidden=16, max_steps=4, passes=None, batch_size=16,
                   progress=False, output_dir=str(out))
-    return ImageConfig(**{**fields, **overrides})
+    cfg = {**fields, **overrides}
+    if cfg["encoder"] != "mlp" and "hidden" not in overrides:  # the mlp's width: refused for the other encoders
+        del cfg["hidden"]
+    return ImageConfig(**cfg)
 
 
 def one_line(err) -> str:
@@ -259,7 +262,8 @@ def test_image_run_writes_its_files_and_an_exported_classifier_that_scores_the_s
     config = json.loads((out / "config.json").read_text())
     assert config["encoder"] == opts["encoder"] and config["positive_classes"] == list(POSITIVE)
     assert config["pipeline"] == "images"
-    assert config["hidden"] == 16 and config["temperature"] == 0.5  # the image defaults, explicit options on top
+    # the image defaults, explicit options on top (--hidden is the mlp's: the others keep the default)
+    assert config["hidden"] == (16 if opts["encoder"] == "mlp" else 256) and config["temperature"] == 0.5
     assert config["lr"] == opts.get("lr", 1e-3)
     sample = json.loads((out / "sample.json").read_text())
     labeled, unlabeled = np.array(sample["labeled"]), np.array(sample["unlabeled"])
@@ -378,8 +382,8 @@ def test_resumed_image_run_equals_a_straight_one(npz, tmp_path, name, capsys):
     cut = tmp_path / "cut"
     # a resume that changes an option, or asks for fewer steps than trained, is refused; nothing changes
     before = tree_hash(cut)
-    with pytest.raises(ValueError, match=r"temperature: 0\.5 -> 0\.7") as err:
-        train(image_cfg(path, cut, max_steps=6, resume=True, temperature=0.7, **opts))
+    with pytest.raises(ValueError, match=r"weight_decay: 1e-05 -> 0\.002") as err:
+        train(image_cfg(path, cut, max_steps=6, resume=True, weight_decay=2e-3, **opts))
     one_line(err)
     with pytest.raises(ValueError, match="--max-steps 2 is below the 3 steps"):
         train(image_cfg(path, cut, max_steps=2, resume=True, **opts))
@@ -927,3 +931,20 @@ def test_the_end_to_end_pu_risks_are_the_formulas_with_the_whole_batch_as_u():
     torch.testing.assert_close(end_to_end_loss("nnpu", logits, y, n_lab, pi), pos + neg)
     torch.testing.assert_close(end_to_end_loss("ce", logits, y, n_lab, pi),
                                torch.nn.functional.binary_cross_entropy_with_logits(lp, y[:n_lab].float()))
+
+
+def test_a_run_seeds_pythons_and_numpys_generators_too(npz, tmp_path):
+    """Two runs of one seed saved different Python random states in their checkpoints (only torch was seeded): no
+    result used them, but a library drawing from them would have been unseeded, and a resume restored a state seeded
+    by the clock. Now the run's seed sets them all (accelerate's set_seed), so the saved states are equal."""
+    path, _, _ = npz
+    import random
+
+    states = []
+    for k, name in enumerate(("warm-up", "a", "b")):  # the warm-up: a library imported at the first run draws once
+        random.seed(k)  # each process's generators start where the clock put them
+        np.random.seed(k)
+        train(image_cfg(path, tmp_path / name, checkpoint_every=2))
+        states.append(torch.load(tmp_path / name / "checkpoint" / "random_states_0.pkl", weights_only=False))
+    assert states[1]["random_state"] == states[2]["random_state"]
+    assert (states[1]["numpy_random_seed"][1] == states[2]["numpy_random_seed"][1]).all()

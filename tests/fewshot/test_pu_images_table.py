@@ -85,6 +85,22 @@ def test_a_run_command_parses_back_to_its_configuration(tmp_path):
     assert tyro.cli(ImageConfig, args=T.command(pu)[4:], default=ImageConfig()) == pu
 
 
+def test_a_grids_set_reaches_only_the_runs_that_read_it(tmp_path):
+    """--set temperature=0.2 / augment=0 are the contrastive stage's; the raw learners (--contrastive none) refuse
+    them, so the grid leaves them at their defaults for those runs; the contrastive runs take them."""
+    base = {"dataset": "mnist", "positive_classes": (0, 2), "temperature": 0.2, "augment": 0.0}
+    raw = T.run_config(base, "pu", "raw", 100, 0, tmp_path / "r")
+    assert (raw.temperature, raw.augment) == (ImageConfig.temperature, ImageConfig.augment)
+    raw.validate()
+    assert tyro.cli(ImageConfig, args=T.command(raw)[4:], default=ImageConfig()) == raw
+    punce = T.run_config(base, "pu", "punce", 100, 0, tmp_path / "p")
+    assert (punce.temperature, punce.augment) == (0.2, 0.0)
+    punce.validate()
+    cpc = T.run_config({**base, "hidden": 64}, "pu", "cpc", 100, 0, tmp_path / "c")  # patches: no --hidden
+    assert cpc.hidden == ImageConfig.hidden and cpc.temperature == 0.2
+    cpc.validate()
+
+
 def test_set_parses_values_and_refuses_unknown_keys():
     assert T.parse_set(["max_steps=600", "temperature=0.2", "eval_file=null", "augment=1"]) == {
         "max_steps": 600, "temperature": 0.2, "eval_file": None, "augment": 1}

@@ -150,6 +150,36 @@ def test_run_config_preset_then_explicit_options(tmp_path):
     assert paper.objective == "probe" and paper.max_steps == PRESETS["paper"]["max_steps"]
 
 
+def test_a_grids_options_reach_only_the_methods_that_read_them(tmp_path):
+    """A run refuses options its objective does not read (a probe's --lr, a ce run's --lam): the grid leaves them at
+    the preset's values for those methods, so their commands parse, and a finished baseline made when the grid still
+    passed them (recorded, unused) still counts."""
+    from fewshot.config import PRESETS, from_cli
+    from fewshot.grids import refuse_other_finished_run
+    from fewshot.run import recorded_config
+    from shared_losses.training.runtime import write_json_atomic
+
+    given = {"lr": 2e-4, "lam": 0.9, "max_steps": 7, "max_eval": 50}
+    for method in ("probe", "setfit", "ce", "ce+scl", "ce+punce"):
+        cfg = t5.run_config("cpu", given, method, 20, 0, tmp_path / method)
+        parsed = from_cli(t5.train_command("cpu", cfg)[3:])  # the run's own parse: nothing refused
+        assert parsed.objective == cfg.objective and parsed.max_eval == 50
+        trains = method not in ("probe", "setfit")
+        assert (cfg.lr, cfg.max_steps) == ((2e-4, 7) if trains else (PRESETS["cpu"]["lr"], PRESETS["cpu"]["max_steps"]))
+        assert cfg.lam == (0.9 if method in ("ce+scl", "ce+punce") else PRESETS["cpu"]["lam"])
+    probe = t5.run_config("cpu", given, "probe", 20, 0, tmp_path / "old")
+    old = {**recorded_config(probe), "lr": 2e-4, "lam": 0.9, "max_steps": 7, "eval_every": 7}  # as passed before
+    (tmp_path / "old").mkdir()
+    write_json_atomic(tmp_path / "old/config.json", old)
+    write_json_atomic(tmp_path / "old/metrics.json", {"accuracy": 70.0})
+    refuse_other_finished_run(tmp_path / "old", probe)  # counted: those options did not shape it
+    write_json_atomic(tmp_path / "old/config.json", {**old, "max_length": 32})
+    with pytest.raises(ValueError, match="max_length"):  # what a probe reads still counts
+        refuse_other_finished_run(tmp_path / "old", probe)
+    assert t5.run_config("cpu", given, "probe", 20, 0, tmp_path / "r").eval_every == PRESETS["cpu"].get(
+        "eval_every", 50)
+
+
 # ------------------------------------------------------------------------------------ aggregation (fake runs)
 
 ACC = {  # method -> N -> seed -> accuracy
@@ -280,9 +310,11 @@ def test_sweep_end_to_end_tiny(tiny_encoder, easy_task, tmp_path):
     assert (out / "ce+punce" / "N20" / "seed1.log").exists()  # each run's output beside its folder
     assert sorted(p.relative_to(out).parts[0] for p in out.glob("*/N*/seed*/metrics.json")) == \
         ["ce"] * 2 + ["ce+punce"] * 2 + ["ce+punce-est"] * 2 + ["probe"] * 2
-    cfg = json.loads((out / "ce/N20/seed1/config.json").read_text())
+    cfg = json.loads((out / "ce+punce/N20/seed1/config.json").read_text())
     assert (cfg["preset"], cfg["max_steps"], cfg["lr"], cfg["batch_unlabeled"], cfg["max_length"]) == (
         "cpu", 2, 5e-5, 8, 16)
+    ce = json.loads((out / "ce/N20/seed1/config.json").read_text())  # ce draws no unlabeled batch: the preset's
+    assert (ce["max_steps"], ce["batch_unlabeled"], ce["max_length"]) == (2, 16, 16)
     data = json.loads((out / "table5.json").read_text())
     assert data["results"]["majority"]["20"]["per_seed"] == {"0": 50.0, "1": 50.0}  # the balanced easy task
     for m in ("probe", "ce", "ce+punce", "ce+punce-est"):

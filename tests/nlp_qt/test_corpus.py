@@ -485,6 +485,8 @@ def test_a_tsv_corpus_is_a_table_and_table_options_on_plain_text_are_refused(tmp
                       ({"text_column": "review"}, "--text-column review names a column")):
         with pytest.raises(CorpusError, match=f"{words}, but the corpus .*rows.tab.txt is plain text"):
             list(iter_corpus(str(renamed), **kw))
+    with pytest.raises(CorpusError, match=r"--doc-boundary line is for plain text; .* is a table, .*--doc-field NAME"):
+        list(iter_corpus(str(tsv), doc_boundary="line"))  # it was ignored for a table's rows
     odd = tmp_path / "book.rst"
     odd.write_text("One sentence here. And another.\n")
     with pytest.warns(UserWarning, match=r"book.rst is read as plain text: its suffix '.rst'"):

@@ -262,6 +262,22 @@ def test_qt_table2_cpc_row_trains_cpc_with_its_encoder_beside_the_paper(tmp_path
     assert (config["objective"], config["encoder"]) == ("cpc", "conv")
 
 
+def test_qt_table2_refuses_options_for_rows_it_does_not_train():
+    """--cpc-encoder without --cpc and --bow-dim without the bow baseline were accepted and did nothing."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("qt_table2", ROOT / "scripts/qt_table2.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    base = ["--corpus", "c.txt", "--data", "human"]
+    for extra, words in ((["--cpc-encoder", "gru"], "--cpc-encoder gru is the CPC runs' encoder, and without --cpc"),
+                         (["--bow-dim", "100"], "--bow-dim 100 sizes the bow baseline's word vectors")):
+        with pytest.raises(ValueError, match=words):  # the command's usage error (run_cli: error: line, status 2)
+            mod.parse_args(base + extra)
+    assert mod.parse_args(base + ["--cpc", "--cpc-encoder", "gru"]).cpc_encoder == "gru"
+    assert mod.parse_args(base + ["--baselines", "bow", "--bow-dim", "100"]).bow_dim == 100
+
+
 def test_qt_table2_refuses_a_finished_training_of_another_length_before_anything_runs(tmp_path):
     """nlp_qt.train leaves a finished run as it is when asked for fewer steps or epochs (right for one command); the
     sweep would then count it as its own. The sweep refuses it by name before starting anything; a run it would

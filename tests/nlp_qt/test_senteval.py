@@ -358,6 +358,8 @@ def test_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, m
                    "--output", str(out), "--overwrite"])
     assert json.loads(out.read_text())["results"]["MR"]["acc"] == res["MR"]["acc"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "res.json"]  # no temporary file left
+    with pytest.raises(ValueError, match="--overwrite lets --output replace an existing file; without --output"):
+        se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--overwrite"])  # was accepted, did nothing
 
 
 def test_folds_option_reaches_the_evaluation_and_its_output(tmp_path, monkeypatch):

@@ -190,6 +190,9 @@ def test_batch_of_one_sentence_documents_does_not_stop_training(tmp_path):
     kw = dict(corpus=str(tmp_path / "mixed.txt"), doc_boundary="line", epochs=1, max_steps=None)
     s = train(_cfg(tmp_path, "all", **kw))
     assert s["step"] == 4 and s["no_neighbour_batches"] == 2
+    import torch
+
+    assert s["torch_threads"] == torch.get_num_threads()  # the count the sums' order came from
     train(_cfg(tmp_path, "first2", **{**kw, "max_steps": 2}))
     import torch
 
@@ -602,6 +605,25 @@ def test_zstd_files_are_refused_and_files_a_folder_does_not_read_are_named(tmp_p
     (tmp_path / "pile.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd" + bytes(range(200)))
     with pytest.raises(CorpusError, match=r"pile.txt.zst is zstd-compressed: decompress it first \(zstd -d"):
         list(iter_corpus(str(tmp_path / "pile.txt.zst"), CorpusStats()))
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(objective="qt", log_floor="none"), "--log-floor none only applies to --objective debiased or hard or cpc"),
+    (dict(encoder="bow", no_direction=True), "--no-bidirectional is the gru encoder's; --encoder bow has no direction"),
+    (dict(encoder="conv", no_direction=True), "--no-bidirectional is the gru encoder's"),
+    (dict(dev_max_batches=5), "--dev-max-batches 5 sizes the held-out batches of --dev-every, which is 0"),
+    (dict(accept_corpus_change=True, resume=False), "--accept-corpus-change lets --resume continue"),
+    (dict(clip_mode="global", clip_norm=0.0), "--clip-mode global chooses how --clip-norm clips"),
+])
+def test_options_that_would_do_nothing_are_refused_before_the_corpus_is_read(tmp_path, kw, message):
+    """Each was accepted, recorded in config.json and ignored (the same loss to the last digit): --log-floor with
+    qt, --no-bidirectional with bow or conv, --dev-max-batches without held-out batches, --accept-corpus-change on a
+    new run, --clip-mode with clipping off."""
+    if kw.pop("no_direction", False):
+        kw["bidirectional"] = False
+    with pytest.raises(ValueError, match=message):
+        train(_cfg(tmp_path, "bad", max_steps=1, **kw))
+    assert not (tmp_path / "bad").exists()
 
 
 def test_the_vocabulary_pass_shows_a_bar_and_no_bar_without_progress(tmp_path, capsys):

@@ -61,6 +61,12 @@ def test_an_encoder_lr_typed_for_pixel_sac_is_refused_on_the_command_line():
     with pytest.raises(ValueError, match="--aux none has no auxiliary update"):
         from_cli(["--aux=none", "--encoder-lr=0.5"])
     assert from_cli(["--aux", "curl", "--encoder-lr", "0.5"]).encoder_lr == 0.5
+    from rl_curl.together import configs_from_cli  # runs trained together: each run's own objective (the base's,
+
+    with pytest.raises(ValueError, match="--aux none has no auxiliary update"):  # curl, was checked and let it by)
+        configs_from_cli(["--objectives", "curl", "none", "--seeds", "0", "--", "--encoder-lr", "5e-4"])
+    assert [c.encoder_lr for c in configs_from_cli(["--objectives", "curl", "debiased:0.05:1", "--seeds", "0", "--",
+                                                    "--encoder-lr", "5e-4"])] == [5e-4, 5e-4]
     saved = Config(aux="none").resolved()
     assert Config(**{**saved.__dict__}).resolved().encoder_lr == saved.encoder_lr == 1e-3
 

@@ -641,6 +641,7 @@ def test_summary_reports_where_the_time_went(tmp_path):
     assert s["gpu_peak_allocated_gib"] is None and s["gpu_peak_reserved_gib"] is None  # a CPU run
     # one thread's CPU time over the same span: some of it (the updates ran here), never more than the wall time
     assert 0 < s["thread_cpu_seconds"] <= s["train_seconds"] + 0.1
+    assert s["torch_threads"] == torch.get_num_threads() >= 1  # --torch-threads 0 recorded as the count used
 
 
 def test_gpu_memory_reports_the_processs_peaks_in_gib(monkeypatch):
