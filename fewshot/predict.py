@@ -320,12 +320,13 @@ def true_labels(raw, names: dict, rule, column: str) -> tuple[list[int | None], 
 
 
 def main(argv=None):
-    import argparse
 
     from shared_losses.training.cli import HelpFormatter
     from shared_losses.training.runtime import check_device
 
-    p = argparse.ArgumentParser(prog="python -m fewshot.predict", description=__doc__, formatter_class=HelpFormatter)
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(prog="python -m fewshot.predict", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--model", required=True, help="a fewshot run folder (uses its model/) or an exported model folder")
     p.add_argument("--input", required=True,
                    help="texts: .txt (one per line; also .txt.gz), .csv/.tsv, .jsonl/.json (each also .gz), .parquet "
@@ -345,7 +346,8 @@ def main(argv=None):
                    help="with --label-column: write the scores here as JSON (an existing file is refused unless "
                         "--overwrite)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
-    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N, mps)")
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N, mps, or auto: a GPU if there is "
+                   "one, as the trainers' default)")
     args = p.parse_args(argv)
     out = Path(args.output)
     if out.suffix.lower() not in OUTPUT_SUFFIXES:

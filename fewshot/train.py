@@ -7,8 +7,8 @@
     accelerate launch -m fewshot.train --encoder roberta-base --dataset glue/sst2 --n-labeled 100
 
 Writes into --output-dir: config.json, sample.json (the drawn indices), log.csv, tb/ (TensorBoard),
-checkpoint/ (atomic, resumable with --resume), model/ (the classifier as a Hugging Face model: fewshot.export)
-and metrics.json.
+checkpoint/ (atomic, resumable with --resume), model/ (the classifier: text, a Hugging Face model folder; images,
+image_classifier.pt with TorchScript and ONNX copies: fewshot.export) and metrics.json.
 """
 
 from __future__ import annotations

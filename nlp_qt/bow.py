@@ -78,14 +78,15 @@ def train_bow(cfg: BowConfig) -> Path:
     try:
         from gensim.models import Word2Vec
     except ImportError as err:
-        raise SystemExit("the bag-of-words baseline needs gensim: pip install gensim") from err
+        raise ValueError("the bag-of-words baseline needs the optional package gensim: pip install gensim (or "
+                         "pip install -e \".[demo]\")") from err
     out = Path(cfg.output_dir)
     if out.exists() and any(out.iterdir()):
         saved = json.loads((out / BOW_MARKER).read_text()).get("config") if is_bow_dir(out) else None
         if isinstance(saved, dict) and {**ADDED_FIELDS, **saved} == asdict(cfg):
             return out  # already trained with these settings
-        raise SystemExit(f"--output-dir {out} is not empty and holds no bag-of-words baseline with these settings; "
-                         "choose another folder (nothing was changed)")
+        raise FileExistsError(f"--output-dir {out} is not empty and holds no bag-of-words baseline with these "
+                              "settings; choose another folder (nothing was changed)")
     from .vocab import TOKENIZER_VERSION
 
     t0 = time.perf_counter()
@@ -168,7 +169,9 @@ def load_bow_encoder(path: str | os.PathLike) -> Callable[[Sequence[str]], np.nd
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m nlp_qt.bow", description=__doc__.split("\n\n")[0],
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(prog="python -m nlp_qt.bow", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--corpus", required=True, help="training corpus, as nlp_qt.train --corpus")
     p.add_argument("--output-dir", required=True, help="folder for word_vectors.npy, words.json, bow.json")

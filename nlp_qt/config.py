@@ -186,7 +186,7 @@ class Config:
     log_every: int = 50
     """Steps between CSV/TensorBoard rows."""
     checkpoint_every: int = 1000
-    """Steps between checkpoints (one is also written at the end)."""
+    """Steps between checkpoints (one is also written at the end; 0: only at the end, and on a stop)."""
     resume: bool = False
     """Continue the run in output_dir from its checkpoint (a finished run is left as it is; a missing or
     empty folder starts a new run)."""

@@ -40,7 +40,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional
 
-from shared_losses.training.cli import parse_dataclass
+from shared_losses.training.cli import examples_from, parse_dataclass
 from shared_losses.training.runtime import (check_finite_weights, check_parent_folder, export_source, exported_from,
                                             run_folder_given)
 
@@ -348,7 +348,7 @@ def _write_bow_folder(st, staging: Path, run: Path, words, vectors, lowercase: b
 
 
 def main(args: ExportArgs | None = None) -> dict:
-    args = args or parse_dataclass(ExportArgs)
+    args = args or parse_dataclass(ExportArgs, description=f"{ExportArgs.__doc__}\n\n{examples_from(__doc__)}")
     if args.output is not None:
         check_parent_folder(args.output, "--output")
     from .bow import is_bow_dir

@@ -87,9 +87,11 @@ def validate(cfg: Config) -> None:
         raise ValueError("--objective qt with --self-score exclude needs --batch-size >= 3: a sentence's candidates "
                          "are the batch's other sentences, and at 2 its neighbour is the only one, so the loss is 0 "
                          "and nothing trains (--self-score zero keeps the sentence itself as a candidate)")
-    for name in ("epochs", "lr", "log_every", "checkpoint_every"):
+    for name in ("epochs", "lr", "log_every"):
         if not getattr(cfg, name) > 0:  # `not >`: NaN fails too
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
+    if cfg.checkpoint_every < 0:
+        raise ValueError(f"--checkpoint-every must be >= 0 (0: only at the end), got {cfg.checkpoint_every}")
     # checked here, before the vocabulary pass over the corpus, not at the first step or never
     if not cfg.temperature > 0:  # written with `not` so that NaN fails too
         raise ValueError(f"temperature must be > 0, got {cfg.temperature}")

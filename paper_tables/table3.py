@@ -78,9 +78,10 @@ GRID_PRESETS = {name: {k: v for k, v in fields.items() if k in ("env_steps", "ba
                 for name, fields in PRESETS.items()}
 
 
-def parse_args(argv: list[str] | None = None) -> Args:
-    """The grid's options, ``--preset NAME`` included (:func:`shared_losses.training.cli.config_from_cli`)."""
-    return config_from_cli(Args, GRID_PRESETS, argv)
+def parse_args(argv: list[str] | None = None, examples: str = "") -> Args:
+    """The grid's options, ``--preset NAME`` included (:func:`shared_losses.training.cli.config_from_cli`);
+    ``examples``: command lines for the end of ``--help``."""
+    return config_from_cli(Args, GRID_PRESETS, argv, sections=[examples] if examples else ())
 
 
 def parse_objective(text: str) -> list[str]:

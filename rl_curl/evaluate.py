@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shared_losses.training.cli import parse_dataclass
+from shared_losses.training.cli import examples_from, parse_dataclass
 from shared_losses.training.runtime import (ENTRIES, CheckpointError, another_application, changes_text,
                                             check_device, check_finite_weights, checkpoint_entry, config_changes,
                                             load_checkpoint, read_json_file, read_torch_file, resolve_checkpoint,
@@ -54,7 +54,8 @@ class EvalArgs:
     """Write the first episode's video to this file instead (implies --video; ending .mp4, .mkv, .mov, .avi or
     .gif; its folder must exist and be writable: checked before evaluating)."""
     device: str = "cpu"
-    """Torch device to run the policy on."""
+    """Torch device to run the policy on: cpu, cuda, cuda:N, mps, or auto (a GPU if there is one, as the trainers'
+    --device default)."""
 
 
 def load_agent(run_dir: str | Path, device: str = "cpu"):
@@ -256,12 +257,13 @@ def main(args: EvalArgs | None = None) -> dict:
     after the episodes ran leaves the result whole, with ``video_error`` (and ``video`` None) in it."""
     from .train import write_video
 
-    args = args or parse_dataclass(EvalArgs)
+    args = args or parse_dataclass(EvalArgs, description=f"{EvalArgs.__doc__}\n\n{examples_from(__doc__)}")
     if args.episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {args.episodes}")
     if (args.run_dir is None) == (args.policy is None):
         raise ValueError("pass --run-dir (a run's folder: its checkpoint's policy) or --policy (a policy file)"
                          + (", not both" if args.run_dir is not None else ""))
+    args = dataclasses.replace(args, device=str(check_device(args.device)))  # auto: the GPU if there is one
     if args.policy is not None:
         agent, cfg, env_step = load_policy_file(args.policy, args.device)
     else:

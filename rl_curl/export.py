@@ -26,13 +26,13 @@ class ExportArgs:
 
 
 def main(args: ExportArgs | None = None) -> Path:
-    from shared_losses.training.cli import parse_dataclass
+    from shared_losses.training.cli import examples_from, parse_dataclass
     from shared_losses.training.runtime import run_folder_given
 
     from .evaluate import load_agent
     from .policy import POLICY_FILE, save_policy
 
-    args = args or parse_dataclass(ExportArgs)
+    args = args or parse_dataclass(ExportArgs, description=f"{ExportArgs.__doc__}\n\n{examples_from(__doc__)}")
     run_folder_given(args.run_dir)  # named first: --output defaults to a file in it
     out = Path(args.output) if args.output is not None else Path(args.run_dir) / POLICY_FILE
     if out.exists() and not args.overwrite:

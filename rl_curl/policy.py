@@ -178,7 +178,7 @@ def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
     without one and for a file that is not an rl_curl policy."""
     from shared_losses.training.runtime import check_device
 
-    check_device(str(device), "device")  # a Python argument, not the command line's --device
+    device = str(check_device(str(device), "device"))  # a Python argument, not the command line's --device; auto
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: pass a finished run's folder (--output-dir of "

@@ -28,7 +28,6 @@ with its checkpoint; ``--resume`` continues them together (runs at different ste
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
 import os
@@ -321,7 +320,9 @@ def _follows(err: BaseException) -> bool:
 def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
     """The runs of ``python -m rl_curl.together ARGS``: one per objective and seed, other options rl_curl.train's."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    parser = ArgumentParser(
         prog="python -m rl_curl.together",
         description="Train several rl_curl runs together in one process, their updates made as one "
                     "(every objective with every seed). Options after -- are rl_curl.train's (python -m "

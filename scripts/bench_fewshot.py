@@ -218,7 +218,9 @@ def protocol_mode(p, args):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--encoder", default="minilm", help="HF encoder name or folder ('minilm' = offline MiniLM)")
     p.add_argument("--pooling", default="mean", choices=["cls", "mean"], help="as fewshot.train --pooling")
     p.add_argument("--seq-lens", type=number_in(1), nargs="+", default=[64, 128],

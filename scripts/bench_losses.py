@@ -100,7 +100,9 @@ def run_child(impl, batch, dim, temperature, tau_plus, repeats):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--batches", type=number_in(2), nargs="+", default=[256, 1024, 4096], help="samples B (2B views)")
     p.add_argument("--dim", type=number_in(1), default=128, help="embedding size d")
     p.add_argument("--temperatures", type=number_in(0, kind=float, open_low=True), nargs="+", default=[0.5, 0.01],

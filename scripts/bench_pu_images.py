@@ -10,7 +10,6 @@ risk) as the reference the ratio is taken against.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -42,7 +41,9 @@ def one_run(contrastive: str, args, folder: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--n-labeled", type=number_in(1), default=100, help="labeled positives n_P")
     p.add_argument("--encoder", default="mlp", choices=["mlp", "cnn"])
     p.add_argument("--max-steps", dest="steps", type=number_in(1), default=None,

@@ -16,7 +16,6 @@ ratio_debiased_vs_qt, eval_s_per_task.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import time
@@ -60,7 +59,9 @@ def main() -> None:
 
     from shared_losses.training.cli import HelpFormatter, examples_from
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=examples_from(__doc__),
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=examples_from(__doc__),
                                 formatter_class=HelpFormatter)
     p.add_argument("--json", action="store_true", help="one JSON object per model size and line")
     p.add_argument("--steps", type=number_in(1), default=2, help="timed training steps per objective (after 1 warm-up)")

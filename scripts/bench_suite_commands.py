@@ -9,7 +9,6 @@ Run it with the suite's environment (HF_HUB_OFFLINE=1 ...; scripts/test.sh expor
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -36,7 +35,9 @@ def commands(out: str) -> dict[str, tuple[list[str], int]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="runs of each command each way (default 3)")
     args = parser.parse_args()
     from tests import warm

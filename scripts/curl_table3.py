@@ -240,6 +240,6 @@ def main(args: Args) -> int:
 
 
 if __name__ == "__main__":
-    from shared_losses.training.cli import run_cli
+    from shared_losses.training.cli import examples_from, run_cli
 
-    sys.exit(run_cli(lambda: main(parse_args())))
+    sys.exit(run_cli(lambda: main(parse_args(examples=examples_from(__doc__)))))

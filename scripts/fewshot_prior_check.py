@@ -16,7 +16,6 @@ fraction of its unlabeled part.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import time
@@ -78,7 +77,9 @@ def load_real(features: str, labels: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    ap = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("--estimator", default="fewshot.prior:elkan_noto_prior", help="estimator as module:function")
     count, prior = number_in(1), number_in(0, 1, float, open_low=True, open_high=True)
     ap.add_argument("--dims", type=count, nargs="+", default=[4, 384], help="dimensions of the synthetic Gaussians")

@@ -17,7 +17,6 @@ every training label, which the PU / PNU learner never sees):
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import warnings
@@ -74,7 +73,9 @@ def check(run: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("runs", nargs="+", help="finished image runs (folders holding config.json and model/)")
     p.add_argument("--json", action="store_true", help="one JSON line per run instead of the table")
     args = p.parse_args(argv)

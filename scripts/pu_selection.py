@@ -34,7 +34,7 @@ from pathlib import Path
 
 from fewshot.config import ImageConfig
 from fewshot.grids import refuse_other_finished_run
-from shared_losses.training.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import ArgumentParser, run_cli
 from shared_losses.training.runtime import read_json_file, write_json_atomic, write_text_atomic
 from shared_losses.training.stats import paired_stats, summarize, wins_text
 from shared_losses.training.sweep import (Run, add_sweep_arguments, dataclass_flags, from_caller, grid_lock,
@@ -152,7 +152,7 @@ def markdown(args, res: dict) -> tuple[str, list]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    p = ArgumentParser(description=__doc__)  # usage errors: one error: line (status 2), as the other grids
     p.add_argument("--dataset", default="mnist", help="mnist (shipped) or an .npz file with x and y")
     p.add_argument("--positive-classes", type=int, nargs="+", default=None,
                    help="class ids of the positive class (default for mnist: the even digits)")
@@ -164,10 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-shares", type=float, nargs="*", default=[],
                    help="a puNCE run per share of labels its encoder reads (--label-share), beside the others")
     p.add_argument("--n-ps", type=int, nargs="+", default=[25, 50, 100], help="labeled positives n_P")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds of every (method, n_P)")
     p.add_argument("--eval-split", choices=("eval", "dev"), default="eval",
                    help="dev: score on the development split and record each scored step's development accuracy")
-    p.add_argument("--out", default="runs/pu_selection")
+    p.add_argument("--out", default="runs/pu_selection", help="the grid's folder: a run folder per method, n_P and "
+                   "seed, and the report")
     p.add_argument("--aggregate-only", action="store_true", help="only make the report from finished runs")
     add_sweep_arguments(p, parallel=2)
     return p

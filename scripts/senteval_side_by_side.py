@@ -42,7 +42,6 @@ other columns use today's defaults and are shown, not checked).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -332,7 +331,9 @@ def markdown(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
+    p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--senteval", required=True, help="root of a SentEval checkout (holds senteval/engine.py)")
     p.add_argument("--model", required=True,
                    help="as nlp_qt.senteval --model (an nlp_qt run or model folder, a bag-of-words folder, a "

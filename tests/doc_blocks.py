@@ -426,13 +426,23 @@ def _workspace_path(rel: str) -> str:
     return str(Path(os.environ.get("DOC_TEST_WORKSPACE", ".")) / rel)
 
 
-def _fewshot_text(tiny: list[str]) -> Callable[[list[str]], list[str]]:
+def _fewshot_text(tiny: list[str], text: bool = True) -> Callable[[list[str]], list[str]]:
     def extra(argv: list[str]) -> list[str]:
         # PU data from files uses every row: --n-unlabeled is refused there, as an option it would not read
         own = _without(tiny, "--n-unlabeled") if _last(argv, "--positive-file") else tiny
+        if text:  # and so are the training options an objective does not read (a baseline's, ce's --batch-unlabeled)
+            for flag in UNREAD_TINY.get(_last(argv, "--objective") or "ce+punce", ()):
+                own = _without(own, flag)
         # the default encoder, roberta-base, is on the hub: without --encoder, the shipped MiniLM
         return own + ([] if _last(argv, "--encoder") else ["--encoder", "minilm", "--pooling", "mean"])
     return extra
+
+
+#: The tiny text options each fewshot objective does not read, and refuses (fewshot.config.unused_by_objective: this
+#: wrapper runs before every command, so it imports nothing; test_doc_examples.py checks it against that).
+UNREAD_TINY = {"probe": ("--max-steps", "--batch-labeled", "--batch-unlabeled", "--eval-every"),
+               "setfit": ("--max-steps", "--batch-labeled", "--batch-unlabeled", "--eval-every"),
+               "ce": ("--batch-unlabeled",), "ce+scl": ("--batch-unlabeled",)}
 
 
 def _without(options: list[str], flag: str) -> list[str]:
@@ -465,14 +475,18 @@ TINY: dict[str, list[str] | Callable[[list[str]], list[str]]] = {
     "nlp_qt.senteval build-human": [],  # (builds the four tasks in about 2 s)
     "scripts/qt_table2.py": lambda argv: [
         "--seeds", "0", "--tasks", "REUTERS", "--max-sentences", "300", "--max-steps", "2", "--epochs", "1",
-        "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300", "--bow-dim", "8",
+        "--batch-size", "16", "--word-dim", "8", "--encoder-dim", "8", "--vocab-size", "300",
         "--kfold", "2", "--inner-kfold", "2", "--parallel", "1",
-        # baselines: only the bag of words the word2vec presets start from (each baseline is two processes)
-        "--baselines", *(["bow"] if _last(argv, "--preset") in ("cpu-w2v", "cpu-bow") or "--init-from-bow" in argv
-                         else [])],
+        # baselines: only the bag of words the word2vec presets start from (each baseline is two processes), with
+        # its tiny vectors (--bow-dim is refused without it)
+        *(["--baselines", "bow", "--bow-dim", "8"] if _last(argv, "--preset") in ("cpu-w2v", "cpu-bow")
+          or "--init-from-bow" in argv else ["--baselines"])],
     "fewshot.train": _fewshot_text(_FS_TEXT),
-    "fewshot.train pu": _fewshot_text(_FS_PU),
-    "fewshot.train images": lambda argv: _FS_IMAGES + _digits(argv, default_mnist=True),
+    "fewshot.train pu": _fewshot_text(_FS_PU, text=False),
+    # --hidden is the mlp's width: refused for the cnn and the patch grid (--contrastive cpc's encoder)
+    "fewshot.train images": lambda argv: (
+        _FS_IMAGES if _last(argv, "--encoder") in (None, "mlp") and _last(argv, "--contrastive") != "cpc"
+        else _without(_FS_IMAGES, "--hidden")) + _digits(argv, default_mnist=True),
     "scripts/fewshot_table5.py": ["--seeds", "0", "--methods", "ce+punce", "--max-steps", "2", "--n-unlabeled", "24",
                                   "--max-eval", "40", "--parallel", "1", "--set", "max_length=16",
                                   "--set", "batch_labeled=4", "--set", "batch_unlabeled=4"],

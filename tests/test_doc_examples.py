@@ -307,6 +307,19 @@ def test_tiny_settings_are_appended_by_program():
     assert default[default.index("--dataset") + 1].endswith(D.DIGITS)
     cpc = D.tiny_argv(["-m", "fewshot.train", "images", "--dataset", "mnist", "--contrastive", "cpc"])[1]
     assert cpc[cpc.index("--dataset") + 1].endswith(D.DIGITS16)  # a patch grid needs 16 pixels a side
+    assert "--hidden" not in cpc  # the mlp's width: refused for the patch grid
+    # the tiny options an objective does not read are left out, as it refuses them (the wrapper imports nothing, so
+    # its table is written out: here it is checked against the code's)
+    from fewshot.config import ALL_OBJECTIVES, unused_by_objective
+
+    for objective in ALL_OBJECTIVES:
+        flags = {a for a in D._FS_TEXT if a.startswith("--")}
+        unread = {f"--{o.replace('_', '-')}" for o in unused_by_objective(objective)} & flags
+        assert set(D.UNREAD_TINY.get(objective, ())) == unread, objective
+        got = D.tiny_argv(["-m", "fewshot.train", "--dataset", "t.tsv", "--objective", objective])[1]
+        assert not unread & set(got) and "--max-length" in got
+    assert "--bow-dim" not in D.tiny_argv(["scripts/qt_table2.py", "--preset", "cpu"])[1]
+    assert "--bow-dim" in D.tiny_argv(["scripts/qt_table2.py", "--preset", "cpu-w2v"])[1]
     assert D.tiny_argv(["-c", "import rl_curl.train"])[1] == []
     assert D.tiny_argv(["-", "runs/x"])[1] == []
 

@@ -22,11 +22,15 @@ def script(name):
 
 
 def usage_error(capsys, main, argv, says):
-    """argparse's refusal: exit status 2 and one line naming the option."""
+    """The command's refusal of its command line (through run_cli, as the script runs): exit status 2 and one
+    ``error:`` line naming the option (argparse's usage block before it, for the scripts on plain argparse)."""
+    from shared_losses.training.cli import run_cli
+
     with pytest.raises(SystemExit) as err:
-        main(argv)
+        run_cli(lambda: main(argv))
     assert err.value.code == 2
-    assert says in capsys.readouterr().err
+    printed = capsys.readouterr().err
+    assert says in printed and printed.startswith("error: ") and len(printed.strip().splitlines()) == 1, printed
 
 
 def test_number_in_refuses_values_outside_its_bounds_by_option(capsys):
@@ -165,3 +169,19 @@ def test_the_tools_help_shows_how_to_run_them(name):
     examples = out.stdout.split("examples:", 1)
     assert len(examples) == 2, out.stdout
     assert re.search(rf"(python3?|\.venv/bin/python) scripts/{name}\.py", examples[1]), out.stdout
+
+
+@pytest.mark.parametrize("command", [["-m", "rl_curl.evaluate"], ["-m", "rl_curl.export"], ["-m", "nlp_qt.export"],
+                                     [str(ROOT / "scripts" / "curl_table3.py")]])
+def test_the_commands_help_shows_their_docstrings_command_lines(command):
+    """curl_table3.py's docstring has nine command lines, rl_curl.evaluate's, rl_curl.export's and nlp_qt.export's
+    theirs; their --help showed none (fewshot's, qt_table2's and the tools' do)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    name = command[1] if command[0] == "-m" else "scripts/curl_table3.py"
+    assert re.search(rf"examples:.*(python -m {re.escape(name)}|{re.escape(name)}) --", out.stdout, re.S), out.stdout

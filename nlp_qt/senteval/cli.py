@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -37,11 +36,14 @@ RECORDED = ("model", "data", "kfold", "inner_kfold", "seed", "folds", "max_lengt
 
 
 def _resumed(path: str, settings: dict, tasks: list[str]) -> dict:
-    """The finished tasks of an earlier --output with the same settings (``--resume``); one-line errors for a
-    missing or unreadable file and for one made with other settings."""
+    """The finished tasks of an earlier --output with the same settings (``--resume``): none where there is no file
+    yet (a first attempt: the trainers' --resume starts a run where there is none, so one requeued command serves
+    both); one-line errors for a folder, an unreadable file and one made with other settings."""
     out = Path(path)
+    if not out.exists():
+        return {}
     if not out.is_file():
-        raise FileNotFoundError(f"--resume: --output {out} does not exist (nothing to continue; drop --resume)")
+        raise IsADirectoryError(f"--resume: --output {out} is a folder; pass the results file to continue")
     try:
         saved = json.loads(out.read_text())
         done = saved["results"]
@@ -64,9 +66,11 @@ def _resumed(path: str, settings: dict, tasks: list[str]) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> dict | None:
+    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "download":
-        p = argparse.ArgumentParser(prog="python -m nlp_qt.senteval download", description="Fetch SentEval data.")
+        p = ArgumentParser(prog="python -m nlp_qt.senteval download", description="Fetch SentEval data.")
         p.add_argument("--data", required=True, help="target folder (becomes SentEval's data/downstream)")
         p.add_argument("--tasks", nargs="+", default=list(ALL_TASKS), choices=ALL_TASKS,
                        help="tasks to fetch (default: all six)")
@@ -77,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
             raise SystemExit(f"error: {err}") from err
         return None
     if argv and argv[0] == "build-human":
-        p = argparse.ArgumentParser(
+        p = ArgumentParser(
             prog="python -m nlp_qt.senteval build-human",
             description="Write the human-labeled tasks ("
             + "; ".join(f"{t}: {TASKS[t].description}" for t in HUMAN_TASKS)
@@ -95,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         for t in a.tasks:
             print(f"{t}: {info[t]['n']} texts ({info[t]['n_pos']} positive) in {root / t}")
         return None
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="python -m nlp_qt.senteval",
         description="SentEval-protocol evaluation (scikit-learn) of an nlp_qt, bag-of-words or sentence-transformers "
         "model. Tasks: " + "; ".join(f"{t} ({v.description})" for t, v in TASKS.items()) + ". Subcommands: "
@@ -125,7 +129,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     p.add_argument("--seed", type=int, default=SEED,
                    help="seed of the fold shuffles and of LogisticRegression (default: SentEval's %(default)s)")
     p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: %(default)s)")
-    p.add_argument("--device", default="cpu", help="torch device used to encode, e.g. cuda (default: %(default)s)")
+    p.add_argument("--device", default="cpu", help="torch device used to encode: cpu, cuda, cuda:N, mps, or auto (a "
+                   "GPU if there is one, as the trainers' default) (default: %(default)s)")
     p.add_argument("--max-length", type=int, default=None,
                    help="nlp_qt models only: read only the first N tokens of each text (default: the whole "
                    "text, as the bag of words reads it, or the max_seq_length a folder saved by sentence-transformers "
@@ -172,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     tasks = list(dict.fromkeys(a.tasks))  # a task named twice is evaluated once
     from shared_losses.training.runtime import check_device
 
-    check_device(a.device)
+    a.device = str(check_device(a.device))  # auto: the GPU if there is one
     if a.output and not a.resume:
         _check_output(a.output, a.overwrite)
     root, examples = prepare_tasks(a.data, tasks, a.kfold, a.inner_kfold)  # every file read and checked first

@@ -52,7 +52,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         raise ValueError(f"batch_size must be a whole number >= 1 (sentences encoded at once), got {batch_size!r}")
     from shared_losses.training.runtime import check_device
 
-    check_device(str(device), "device")
+    device = str(check_device(str(device), "device"))  # auto: the GPU if there is one
 
     from ..model import is_qt_model_dir, is_qt_vocab, load_model
 

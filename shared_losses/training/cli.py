@@ -421,7 +421,7 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
     None); ``finish(config, argv)`` returns the parsed configuration adjusted (``argv`` tells which options
     were given: :func:`option_given`). ``prog`` is the command as ``--help``'s usage line names it (``python -m
     rl_curl.train``; default: the script's path, which ``python -m`` makes a full path to the module's file)."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = respell_choices(config_cls, list(sys.argv[1:] if argv is None else argv))
     refuse_other_names(config_cls, args)
     name = _preset_on_command_line(args, presets)
     if name is None and default_preset is not None and not option_given(args, "--preset"):  # --preset None: none
@@ -446,6 +446,38 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
     text = "\n\n".join(t.strip("\n") for t in (text, *sections, presets_help(presets) if presets else "") if t)
     cfg = parse_dataclass(config_cls, args=args, default=default, description=text, prog=prog)
     return finish(cfg, args) if finish is not None else cfg
+
+
+def respell_choices(config_cls: type, args: Sequence[str]) -> list[str]:
+    """``args`` with a choice of a ``Literal`` option spelled with ``-`` for ``_`` or the other way round taken as
+    the choice (``--log-floor min_negative`` where the choices are ``min-negative`` and ``none``: rl_curl spells it
+    one way, nlp_qt the other, and a command copied from one was refused by the other)."""
+    hints = typing.get_type_hints(config_cls)
+    choices = {}
+    for f in dataclasses.fields(config_cls):
+        hint = hints.get(f.name)
+        if typing.get_origin(hint) is typing.Literal and all(isinstance(c, str) for c in typing.get_args(hint)):
+            choices[f"--{f.name.replace('_', '-')}"] = set(typing.get_args(hint))
+
+    def respelled(flag: str, value: str) -> str:
+        known = choices.get(flag.replace("_", "-"), ())
+        if value in known:
+            return value
+        other = [c for c in known if c.replace("_", "-") == value.replace("_", "-")]
+        return other[0] if len(other) == 1 else value
+
+    out, args = [], list(args)
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + args[i:]
+        if arg.startswith("--") and "=" in arg:
+            flag, value = arg.split("=", 1)
+            out.append(f"{flag}={respelled(flag, value)}")
+        elif i and args[i - 1].startswith("--") and "=" not in args[i - 1] and not arg.startswith("--"):
+            out.append(respelled(args[i - 1], arg))
+        else:
+            out.append(arg)
+    return out
 
 
 def refuse_other_names(config_cls: type, args: Sequence[str]) -> None:

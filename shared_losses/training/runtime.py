@@ -1287,14 +1287,17 @@ def check_device(name: str, option: str = "--device") -> torch.device:
     """``torch.device(name)`` if this machine can use it, else a ValueError of one line naming ``option`` (a
     command-line flag such as ``--device``, or a Python argument such as ``device``): an unknown device type, CUDA
     asked of a torch built without it or on a machine without a GPU, or a GPU index beyond those visible. Checked
-    before any work starts."""
+    before any work starts. ``auto`` (the trainers' ``--device`` default) is a CUDA GPU where one is visible, else
+    the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     cpu = f"{option} cpu" if option.startswith("-") else f"{option}='cpu'"
     said = f"{option} {name}" if option.startswith("-") else f"{option}={name!r}"
     quoted = f"{option} {name!r}" if option.startswith("-") else f"{option}={name!r}"
     try:
         dev = torch.device(name)
     except (RuntimeError, ValueError, TypeError):
-        raise ValueError(f"{quoted} is not a torch device; use cpu, cuda, cuda:N or mps") from None
+        raise ValueError(f"{quoted} is not a torch device; use cpu, cuda, cuda:N, mps or auto") from None
     if dev.type == "cuda":
         if not torch.backends.cuda.is_built():
             raise ValueError(f"{said}: this torch ({torch.__version__}) was built without CUDA; "

@@ -145,7 +145,7 @@ def test_max_eval_is_a_seeded_random_subset_in_file_order(tiny_encoder, easy_tas
 
 
 @pytest.mark.parametrize("option, value", [
-    ("eval_every", 0), ("eval_every", -5), ("checkpoint_every", 0), ("checkpoint_every", -1), ("max_steps", -1),
+    ("eval_every", 0), ("eval_every", -5), ("checkpoint_every", -1), ("max_steps", -1),
     ("batch_labeled", 0), ("batch_unlabeled", -1), ("lr", -1e-5), ("lr", float("nan")), ("weight_decay", -0.1),
     ("max_length", 0), ("max_eval", 0), ("proj_dim", 0), ("temperature", 0.0), ("lam", 1.5), ("prior", 1.2),
     ("label_pull", 1.5), ("label_pull", -0.1), ("label_pull", float("nan"))])
@@ -357,3 +357,12 @@ def test_a_text_run_seeds_pythons_and_numpys_generators_too(tiny_encoder, easy_t
         states.append(torch.load(tmp_path / name / "checkpoint" / "random_states_0.pkl", weights_only=False))
     assert states[1]["random_state"] == states[2]["random_state"]
     assert (states[1]["numpy_random_seed"][1] == states[2]["numpy_random_seed"][1]).all()
+
+
+def test_checkpoint_every_0_writes_the_checkpoint_at_the_end_only(tiny_encoder, easy_task, tmp_path):
+    """rl_curl.train takes --checkpoint-every 0 (only at the end); fewshot.train refused it (">= 1"). It now takes it
+    too: no checkpoint on the way, the end's, and a resume that asks for more steps continues from it."""
+    train(_cfg(tiny_encoder, easy_task, tmp_path / "run", max_steps=3, checkpoint_every=0))
+    state = torch.load(tmp_path / "run" / "checkpoint" / "extra.pt", weights_only=False)
+    assert state["step"] == 3
+    assert train(_cfg(tiny_encoder, easy_task, tmp_path / "run", max_steps=4, checkpoint_every=0, resume=True))

@@ -436,3 +436,23 @@ def test_the_report_shows_no_std_for_one_run_and_counts_ties():
     md, paired = script.markdown(args, res)
     assert "| raw nnPU | 80.00 (1) |" in md.splitlines(), md
     assert "| n_P=50 | puNCE last step − raw nnPU | +0.00 | +0.00 | — | 0/1, 1 tied |" in md.splitlines(), md
+
+
+def test_pu_selection_help_shows_every_default_and_a_usage_error_is_one_line(capsys):
+    """--seeds and --out had no help, so --help showed neither default; a usage error printed argparse's usage block,
+    where the other grids print one error: line (status 2 both ways)."""
+    import importlib.util
+    from pathlib import Path
+
+    from shared_losses.training.cli import UsageError
+
+    spec = importlib.util.spec_from_file_location("pu_selection", Path(__file__).resolve().parents[2]
+                                                  / "scripts" / "pu_selection.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(SystemExit):
+        mod.build_parser().parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: [0, 1, 2, 3, 4])" in text and "(default: runs/pu_selection)" in text
+    with pytest.raises(UsageError, match="unrecognized arguments: --bogus"):
+        mod.build_parser().parse_args(["--bogus"])

@@ -47,7 +47,7 @@ def test_bow_baseline_is_deterministic_and_averages_known_words(small_corpus, tm
     b = train_bow(BowConfig(output_dir=str(tmp_path / "b"), **cfg))
     assert is_bow_dir(a) and np.array_equal(np.load(a / "word_vectors.npy"), np.load(b / "word_vectors.npy"))
     assert train_bow(BowConfig(output_dir=str(a), **cfg)) == a  # same settings: reused, not retrained
-    with pytest.raises(SystemExit, match="not empty"):
+    with pytest.raises(FileExistsError, match="not empty"):
         train_bow(BowConfig(output_dir=str(a), **{**cfg, "dim": 8}))
     words = json.loads((a / "words.json").read_text())
     vec = np.load(a / "word_vectors.npy")
@@ -64,9 +64,15 @@ def test_bow_refuses_a_folder_holding_other_files(small_corpus, tmp_path):
     from nlp_qt.bow import BowConfig, train_bow
 
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(SystemExit, match="not empty"):
+    with pytest.raises(FileExistsError, match="not empty"):
         train_bow(BowConfig(corpus=str(small_corpus), output_dir=str(tmp_path), dim=8, epochs=1))
     assert (tmp_path / "notes.txt").read_text() == "mine" and len(list(tmp_path.iterdir())) == 1
+    from nlp_qt.bow import main
+    from shared_losses.training.cli import run_cli
+
+    with pytest.raises(SystemExit) as stopped:  # the command: one error: line and status 2, as every refusal (it
+        run_cli(lambda: main(["--corpus", str(small_corpus), "--output-dir", str(tmp_path)]))  # was bare, status 1)
+    assert stopped.value.code == 2
 
 
 def test_bow_encodes_with_the_tokenizer_version_its_words_were_split_with(small_corpus, tmp_path):
@@ -151,5 +157,5 @@ def test_a_bag_of_words_written_before_the_corpus_options_counts_as_trained_with
     (out / BOW_MARKER).write_text(json.dumps(info))
     before = (out / "word_vectors.npy").stat().st_mtime_ns
     assert train_bow(cfg) == out and (out / "word_vectors.npy").stat().st_mtime_ns == before
-    with pytest.raises(SystemExit, match="not empty and holds no bag-of-words baseline with these settings"):
+    with pytest.raises(FileExistsError, match="not empty and holds no bag-of-words baseline with these settings"):
         train_bow(BowConfig(str(small_corpus), str(out), dim=8, epochs=1, min_count=1, one_sentence_per_line=True))

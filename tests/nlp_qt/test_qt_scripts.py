@@ -275,6 +275,14 @@ def test_qt_table2_refuses_options_for_rows_it_does_not_train():
         with pytest.raises(ValueError, match=words):  # the command's usage error (run_cli: error: line, status 2)
             mod.parse_args(base + extra)
     assert mod.parse_args(base + ["--cpc", "--cpc-encoder", "gru"]).cpc_encoder == "gru"
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), pytest.raises(SystemExit):
+        mod.parse_args(["--help"])
+    # its --help showed no default at all (the other grids' show every one)
+    assert "(default: runs/qt_table2)" in text.getvalue() and "(default: [0, 1, 2])" in text.getvalue()
     assert mod.parse_args(base + ["--baselines", "bow", "--bow-dim", "100"]).bow_dim == 100
 
 

@@ -360,6 +360,9 @@ def test_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "res.json"]  # no temporary file left
     with pytest.raises(ValueError, match="--overwrite lets --output replace an existing file; without --output"):
         se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--overwrite"])  # was accepted, did nothing
+    auto = se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--kfold", "2", "--json", "--device",
+                    "auto"])  # the trainers' default: was "'auto' is not a torch device"
+    assert auto["MR"]["acc"] == res["MR"]["acc"]
 
 
 def test_folds_option_reaches_the_evaluation_and_its_output(tmp_path, monkeypatch):
@@ -374,7 +377,7 @@ def test_folds_option_reaches_the_evaluation_and_its_output(tmp_path, monkeypatc
     se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--kfold", "2", "--json"])
     assert seen == ["legacy", "current"]
     assert json.loads(out.read_text())["folds"] == "legacy"
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="argument --folds: invalid choice: '0.20'"):  # one error: line (run_cli)
         se.main(["--model", "kw", "--data", str(root), "--tasks", "MR", "--folds", "0.20"])
 
 

@@ -268,13 +268,22 @@ def test_a_resume_knows_a_local_model_by_its_folder_not_its_spelling(root, tmp_p
 
 @pytest.mark.parametrize("args, message", [
     (["--seed", "-5"], r"--seed must be in \[0, 2\*\*32 - 1\]"),
-    (["--resume"], "--resume: --output .* does not exist"),
     (["--resume", "--overwrite"], "pass one of them"),
 ])
 def test_cli_refusals_come_before_the_model_is_loaded(root, tmp_path, keyword_model, args, message):
     with pytest.raises((ValueError, FileNotFoundError), match=message):
         se.main(_cli(root, tmp_path / "res.json", "--tasks", "MR", *args))
     assert keyword_model == []
+
+
+def test_resume_without_an_output_file_yet_evaluates_every_task(root, tmp_path, keyword_model):
+    """--resume on an --output not written yet was refused ("nothing to continue"), where the trainers' --resume
+    starts a run that is not there: a requeued job that always adds --resume failed on its first attempt."""
+    out = tmp_path / "res.json"
+    res = se.main(_cli(root, out, "--tasks", "MR", "--resume"))
+    assert set(json.loads(out.read_text())["results"]) == {"MR"} and "MR" in res
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        se.main(_cli(root, tmp_path, "--tasks", "MR", "--resume"))
 
 
 def test_cli_refuses_bad_data_before_the_model_is_loaded(root, tmp_path, keyword_model):

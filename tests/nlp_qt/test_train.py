@@ -524,6 +524,17 @@ def test_word_vectors_with_another_case_rule_are_refused(tmp_path):
         train(_cfg(tmp_path, "bad", word_vectors=str(tmp_path / "missing")))
 
 
+def test_checkpoint_every_0_writes_the_checkpoint_at_the_end_only(tmp_path):
+    """As rl_curl.train's --checkpoint-every 0 (only at the end); nlp_qt.train refused it ("must be positive")."""
+    import torch
+
+    assert train(_cfg(tmp_path, "run", max_steps=3, checkpoint_every=0, resume=False))["step"] == 3
+    state = torch.load(tmp_path / "run" / "checkpoint" / "extra.pt", weights_only=False)
+    assert state["step"] == 3
+    with pytest.raises(ValueError, match=r"--checkpoint-every must be >= 0 \(0: only at the end\), got -1"):
+        train(_cfg(tmp_path, "bad", checkpoint_every=-1))
+
+
 @pytest.mark.parametrize("field, message", [
     ("clip_norm", r"clip_norm must be >= 0 .*got nan"), ("temperature", "temperature must be > 0, got nan"),
     ("lr", "--lr must be positive, got nan"),  # it named four options at once ("epochs, lr, log_every and ...")

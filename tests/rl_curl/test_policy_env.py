@@ -308,3 +308,19 @@ def test_load_policy_names_its_python_argument_not_the_command_lines_flag(tmp_pa
         load_policy(tmp_path, device="cuda")
     with pytest.raises(ValueError, match=r"^--device cuda: .*use --device cpu"):
         check_device("cuda")
+
+
+def test_device_auto_is_taken_by_the_commands_that_evaluate_as_by_the_trainers(repeat50_run, capsys):
+    """The trainers' --device default is auto; rl_curl.evaluate, nlp_qt.senteval and fewshot.predict refused it
+    ("'auto' is not a torch device"), so a --device copied from training to evaluation failed. auto is a GPU where
+    one is visible, else the CPU."""
+    import torch
+
+    from rl_curl import load_policy
+    from rl_curl.evaluate import EvalArgs, main
+    from shared_losses.training.runtime import check_device
+
+    assert check_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    assert load_policy(repeat50_run, device="auto").device == check_device("auto")
+    result = main(EvalArgs(run_dir=str(repeat50_run), episodes=1, device="auto"))
+    assert len(result["returns"]) == 1

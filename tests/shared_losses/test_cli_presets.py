@@ -296,3 +296,24 @@ def test_every_tyro_command_parses_through_parse_dataclass():
     direct = [str(p.relative_to(root)) for p in files if p != root / "shared_losses/training/cli.py"
               and any(call in p.read_text() for call in ("tyro.cli(", "subcommand_cli_from_dict("))]
     assert not direct, direct
+
+
+def test_a_choice_spelled_with_the_other_separator_is_taken():
+    """`--log-floor min_negative` (nlp_qt's spelling) was refused by rl_curl.train, whose choice is `min-negative`, and
+    the other way round: a command copied between the two failed. Either separator now gives the choice; a value that
+    is no choice in either spelling is still refused by the parser."""
+    from nlp_qt.config import from_cli as nlp_qt_cli
+    from rl_curl.config import from_cli as rl_curl_cli
+    from shared_losses.training.cli import respell_choices
+
+    assert rl_curl_cli(["--aux", "debiased", "--log-floor", "min_negative"]).log_floor == "min-negative"
+    assert rl_curl_cli(["--aux=debiased", "--log-floor=min_negative"]).log_floor == "min-negative"
+    qt = nlp_qt_cli(["--corpus", "c.txt", "--objective", "debiased", "--log-floor", "min-negative", "--doc-boundary",
+                     "blank-line"])
+    assert (qt.log_floor, qt.doc_boundary) == ("min_negative", "blank_line")
+    from rl_curl.config import Config
+
+    args = ["--log-floor", "lowest", "--task", "min_negative", "--", "--log-floor", "min_negative"]
+    assert respell_choices(Config, args) == args  # not a choice; not a Literal option; after --: left as given
+    with pytest.raises((SystemExit, ValueError)):
+        rl_curl_cli(["--log-floor", "lowest"])
