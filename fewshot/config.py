@@ -60,7 +60,7 @@ class RunOptions:
     #: Fields a resumed run may change (prior_used / prior_source: what config.json adds to the options).
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "resume", "overwrite", "progress", "device", "max_steps", "eval_every", "log_every", "checkpoint_every",
-        "output_dir", "prior_used", "prior_source", "export", "report_to"})
+        "output_dir", "prior_used", "prior_source", "export", "report_to", "torch_threads"})
     #: Options whose unset value stands for a default that has changed between versions: (the property that resolves
     #: it, the key metrics.json and config.json's ``resolved_defaults`` record the resolved value under, the value of
     #: runs made before the key was recorded). A resume and the grids' finished-run check compare these options by
@@ -142,6 +142,10 @@ class RunOptions:
     MLFLOW_TRACKING_URI), or none. Several may be given."""
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and nlp_qt)."""
+    torch_threads: int = 0
+    """CPU threads for torch (0 = torch's default, from the cores this process may use, or OMP_NUM_THREADS), as
+    rl_curl.train's option. A CPU run's weights depend on it in their last
+    digits (the order of the sums): repeat a run with the same count."""
 
     def unused_options(self) -> tuple[str, ...]:
         """The options this run does not read (its objective or encoder has no use for them): refused when given,
@@ -159,6 +163,7 @@ class RunOptions:
         for option in ("batch_labeled", "log_every"):
             need(self, getattr(self, option) >= 1, option, ">= 1")
         need(self, self.checkpoint_every >= 0, "checkpoint_every", ">= 0 (0: only at the end)")
+        need(self, self.torch_threads >= 0, "torch_threads", ">= 0 (0: torch's default)")
         need(self, math.isfinite(self.lr) and self.lr > 0, "lr", "a positive number")
         need(self, math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", ">= 0")
         need(self, math.isfinite(self.temperature) and self.temperature > 0, "temperature", "a positive number")

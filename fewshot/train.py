@@ -228,6 +228,8 @@ def train(cfg: AnyConfig, model: FewShotModel | None = None, tokenizer=None) -> 
     if isinstance(cfg, ImageConfig):
         cfg = explicit_steps_win(cfg)
     cfg.validate()
+    if cfg.torch_threads > 0:
+        torch.set_num_threads(cfg.torch_threads)
     harness = claim(cfg)
     if isinstance(cfg, ImageConfig):
         from .image_run import ImageApp

@@ -76,7 +76,7 @@ class Config:
     #: are compared one by one.
     RESUME_FREE: ClassVar[frozenset] = frozenset({
         "output_dir", "resume", "device", "overwrite", "progress", "epochs", "max_steps", "log_every",
-        "checkpoint_every", "vocab_sentences", "preset", "report_to", "accept_corpus_change"})
+        "checkpoint_every", "vocab_sentences", "preset", "report_to", "accept_corpus_change", "torch_threads"})
 
     corpus: str = ""
     """Training corpus: a plain-text file or folder (files in sorted order; .gz/.bz2/.xz read
@@ -168,6 +168,10 @@ class Config:
     """Random seed (initialisation)."""
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and fewshot)."""
+    torch_threads: int = 0
+    """CPU threads for torch (0 = torch's default, from the cores this process may use, or OMP_NUM_THREADS;
+    summary.json's torch_threads says how many), as rl_curl.train's option. A CPU run's weights depend on it in their
+    last digits (the order of the sums): repeat a run with the same count."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """accelerate mixed precision."""
     report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)

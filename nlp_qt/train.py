@@ -90,6 +90,8 @@ def validate(cfg: Config) -> None:
     for name in ("epochs", "lr", "log_every"):
         if not getattr(cfg, name) > 0:  # `not >`: NaN fails too
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
+    if cfg.torch_threads < 0:
+        raise ValueError(f"--torch-threads must be >= 0 (0: torch's default), got {cfg.torch_threads}")
     if cfg.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every must be >= 0 (0: only at the end), got {cfg.checkpoint_every}")
     # checked here, before the vocabulary pass over the corpus, not at the first step or never
@@ -335,6 +337,8 @@ class QuickThoughtApp(TrainingApp):
         self.harness.write_config(self._config)
         acc.wait_for_everyone()
         self.vocab = Vocab.load(vocab_path)
+        if cfg.torch_threads > 0:
+            torch.set_num_threads(cfg.torch_threads)
         set_seed(cfg.seed)
         model = QuickThought(model_config(cfg, len(self.vocab)))
         if self.word_vectors is not None:  # vocabulary words initialised from --word-vectors

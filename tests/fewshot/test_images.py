@@ -948,3 +948,15 @@ def test_a_run_seeds_pythons_and_numpys_generators_too(npz, tmp_path):
         states.append(torch.load(tmp_path / name / "checkpoint" / "random_states_0.pkl", weights_only=False))
     assert states[1]["random_state"] == states[2]["random_state"]
     assert (states[1]["numpy_random_seed"][1] == states[2]["numpy_random_seed"][1]).all()
+
+
+def test_torch_threads_is_an_option_as_in_rl_curl(npz, tmp_path):
+    """fewshot.train had no option for torch's thread count (only OMP_NUM_THREADS), which changes a CPU run's last
+    digits; --torch-threads is rl_curl.train's and nlp_qt.train's option too, and a resume may change it."""
+    path, _, _ = npz
+    train(image_cfg(path, tmp_path / "run", torch_threads=1))
+    assert torch.get_num_threads() == 1
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["torch_threads"] == 1
+    train(image_cfg(path, tmp_path / "run", torch_threads=0, resume=True, max_steps=5))  # free on a resume
+    with pytest.raises(ValueError, match="--torch-threads must be >= 0"):
+        train(image_cfg(path, tmp_path / "bad", torch_threads=-1))

@@ -524,6 +524,15 @@ def test_word_vectors_with_another_case_rule_are_refused(tmp_path):
         train(_cfg(tmp_path, "bad", word_vectors=str(tmp_path / "missing")))
 
 
+def test_torch_threads_is_an_option_as_in_rl_curl_and_the_summary_records_the_count(tmp_path):
+    """The thread count changes a CPU run's weights in their last digits; nlp_qt.train had no option for it (only
+    OMP_NUM_THREADS) where rl_curl.train has --torch-threads."""
+    assert train(_cfg(tmp_path, "one", max_steps=2, torch_threads=1, resume=False))["torch_threads"] == 1
+    with pytest.raises(ValueError, match=r"--torch-threads must be >= 0 \(0: torch's default\), got -1"):
+        train(_cfg(tmp_path, "bad", torch_threads=-1))
+    assert not (tmp_path / "bad").exists()
+
+
 def test_checkpoint_every_0_writes_the_checkpoint_at_the_end_only(tmp_path):
     """As rl_curl.train's --checkpoint-every 0 (only at the end); nlp_qt.train refused it ("must be positive")."""
     import torch
