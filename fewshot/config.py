@@ -261,6 +261,7 @@ class FewShotConfig(TextOptions):
     #: transformers.Trainer's arguments that are not options here, and what gives the same (one line instead of
     #: tyro's box; see shared_losses.training.cli.refuse_other_names).
     OTHER_NAMES: ClassVar[dict] = {
+        "--aux": "--objective (--aux is rl_curl's name for its loss)",
         "--learning-rate": "--lr",
         "--warmup-ratio": "--warmup-steps N (N = the ratio x --max-steps)",
         "--lr-scheduler-type": "--lr-schedule constant|linear",

@@ -49,6 +49,7 @@ class Config:
     #: The official quick-thought code's (lajanugen/S2V) flags that have no option of the same name here, and what
     #: gives the same: named in one line instead of tyro's box (shared_losses.training.cli.refuse_other_names).
     OTHER_NAMES: ClassVar[dict] = {
+        "--aux": "--objective (--aux is rl_curl's name for its loss)",
         "--input-file-pattern": "--corpus (a text file or folder, .jsonl/.parquet, or hf:NAME; not a glob)",
         "--train-dir": "--output-dir",
         "--learning-rate": "--lr",

@@ -51,6 +51,8 @@ class Config:
     #: The official CURL train.py's flags that have no option of the same name here, and what gives the same
     #: (docs/rl_curl.md, "Coming from the official code's flags"): named in one line instead of tyro's box.
     OTHER_NAMES: ClassVar[dict] = {
+        "--objective": "--aux (the loss beside SAC's: none, curl, debiased, hard or cpc; --objective is nlp_qt's and "
+                       "fewshot's name for theirs)",
         "--domain-name": "--task DOMAIN-TASK (e.g. --task cartpole-swingup)",
         "--task-name": "--task DOMAIN-TASK (e.g. --task cartpole-swingup)",
         "--pre-transform-image-size": "--image-size (the render size)",

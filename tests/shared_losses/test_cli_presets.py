@@ -317,3 +317,18 @@ def test_a_choice_spelled_with_the_other_separator_is_taken():
     assert respell_choices(Config, args) == args  # not a choice; not a Literal option; after --: left as given
     with pytest.raises((SystemExit, ValueError)):
         rl_curl_cli(["--log-floor", "lowest"])
+
+
+def test_the_loss_options_name_is_pointed_to_across_applications():
+    """rl_curl calls its loss option --aux, nlp_qt and fewshot --objective: the other application's name was refused
+    in tyro's box of every option; now one line names the option to use."""
+    from fewshot.config import from_cli as fewshot_cli
+    from nlp_qt.config import from_cli as nlp_qt_cli
+    from rl_curl.config import from_cli as rl_curl_cli
+    from shared_losses.training.cli import UsageError
+
+    with pytest.raises(UsageError, match=r"--objective is not an option here: --aux \(the loss beside SAC's"):
+        rl_curl_cli(["--objective", "curl"])
+    for cli in (nlp_qt_cli, fewshot_cli):
+        with pytest.raises(UsageError, match=r"--aux is not an option here: --objective"):
+            cli(["--aux", "debiased"])
