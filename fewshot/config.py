@@ -599,9 +599,17 @@ class ImageConfig(RunOptions):
         return self.DEFAULT_LABEL_PULL if self.contrastive == "punce" and scarce else 1.0
 
     def unused_options(self) -> tuple[str, ...]:
-        """--hidden but for the mlp encoder; --augment and --temperature with --contrastive none."""
-        return (("hidden",) if self.encoder != "mlp" else ()) + (
-            ("augment", "temperature") if self.contrastive == "none" else ())
+        """--hidden but for the mlp encoder, --patch-pool but for the patch grid; --cpc-steps and --cpc-group but for
+        CPC; --tau-plus but for dcl; --augment and --temperature with --contrastive none; --label-pull but for puNCE;
+        --label-share but for a contrastive encoder on PU data."""
+        entry = ENCODER_LOSSES.get(self.contrastive)
+        return tuple(name for name, unused in (
+            ("hidden", self.encoder != "mlp"), ("patch_pool", self.encoder != "patches"),
+            ("cpc_steps", entry is None or entry.inputs != "grid"),
+            ("cpc_group", entry is None or entry.inputs != "grid"),
+            ("tau_plus", self.contrastive != "dcl"), ("augment", self.contrastive == "none"),
+            ("temperature", self.contrastive == "none"), ("label_pull", self.contrastive != "punce"),
+            ("label_share", self.setting != "pu" or self.contrastive == "none")) if unused)
 
     def validate(self) -> None:
         """The options of a run on image arrays: the common checks, then the image ones."""
@@ -630,17 +638,19 @@ class ImageConfig(RunOptions):
             raise ValueError(f"--contrastive {self.contrastive} trains the {encoder} encoder: pass --encoder "
                              f"{encoder} (or leave --encoder out), not --encoder {self.encoder}")
         default = {f.name: f.default for f in dataclasses.fields(ImageConfig)}
-        if ENCODER_LOSSES[self.contrastive].inputs != "grid":
-            for option in ("cpc_steps", "cpc_group"):
-                if getattr(self, option) != default[option]:
-                    raise ValueError(f"--{option.replace('_', '-')} applies to --contrastive cpc only, not "
-                                     f"--contrastive {self.contrastive}: drop it")
-        if self.contrastive != "dcl" and self.tau_plus != default["tau_plus"]:
+        # the options this run does not read, given another value than their default: each refused by name (they
+        # were recorded in config.json and did nothing)
+        unused = {o for o in self.unused_options() if getattr(self, o) != default[o]}
+        for option in ("cpc_steps", "cpc_group"):
+            if option in unused:
+                raise ValueError(f"--{option.replace('_', '-')} applies to --contrastive cpc only, not "
+                                 f"--contrastive {self.contrastive}: drop it")
+        if "tau_plus" in unused:
             raise ValueError(f"--tau-plus applies to --contrastive dcl only, not --contrastive {self.contrastive}: "
                              "drop it")
-        if self.encoder != "patches" and self.patch_pool != default["patch_pool"]:
+        if "patch_pool" in unused:
             raise ValueError(f"--patch-pool applies to --encoder patches only, not --encoder {self.encoder}: drop it")
-        unread = [o for o in self.unused_options() if getattr(self, o) != default[o]]  # recorded, did nothing
+        unread = [o for o in ("hidden", "augment", "temperature") if o in unused]
         if "hidden" in unread:
             raise ValueError(f"--hidden is the mlp encoder's width; --encoder {self.encoder} has its own sizes: drop "
                              "it")
@@ -658,12 +668,12 @@ class ImageConfig(RunOptions):
             raise ValueError(f"--cpc-group must be >= 1 (images per negative pool), got {self.cpc_group}")
         if self.label_share is not None:
             need(self, math.isfinite(self.label_share) and 0 < self.label_share <= 1, "label_share", "in (0, 1]")
-        if self.label_share not in (None, 1) and (self.setting != "pu" or self.contrastive == "none"):
+        if self.label_share != 1 and "label_share" in unused:
             raise ValueError("--label-share applies to a contrastive encoder on PU data (--setting pu, a --contrastive "
                              "loss other than none): drop it")
         if self.label_pull is not None:
             need_label_pull(self)
-        if self.label_pull not in (None, 1) and self.contrastive != "punce":
+        if self.label_pull != 1 and "label_pull" in unused:
             raise ValueError("--label-pull weighs puNCE's unlabeled anchors (--contrastive punce): drop it")
         need(self, self.select_points >= 1, "select_points", ">= 1")
         need(self, math.isfinite(self.select_fraction) and 0 < self.select_fraction < 1, "select_fraction", "in (0, 1)")

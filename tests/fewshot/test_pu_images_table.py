@@ -99,6 +99,14 @@ def test_a_grids_set_reaches_only_the_runs_that_read_it(tmp_path):
     cpc = T.run_config({**base, "hidden": 64}, "pu", "cpc", 100, 0, tmp_path / "c")  # patches: no --hidden
     assert cpc.hidden == ImageConfig.hidden and cpc.temperature == 0.2
     cpc.validate()
+    # --set tau_plus / label_pull were refused by every run that does not read them, so a grid could not set DCL's
+    # tau+ or puNCE's lambda beside the other rows: each reaches its own rows now
+    mixed = {**base, "tau_plus": 0.2, "label_pull": 0.5}
+    runs = {m: T.run_config(mixed, "pu", m, 100, 0, tmp_path / m) for m in ("dcl", "punce", "infonce", "raw")}
+    for cfg in runs.values():
+        cfg.validate()
+    assert (runs["dcl"].tau_plus, runs["punce"].tau_plus) == (0.2, ImageConfig.tau_plus)
+    assert (runs["punce"].label_pull, runs["infonce"].label_pull, runs["dcl"].label_pull) == (0.5, None, None)
 
 
 def test_set_parses_values_and_refuses_unknown_keys():
