@@ -346,8 +346,8 @@ def main(argv=None):
                    help="with --label-column: write the scores here as JSON (an existing file is refused unless "
                         "--overwrite)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
-    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N, mps, or auto: a GPU if there is "
-                   "one, as the trainers' default)")
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N, mps, or auto: a CUDA GPU if "
+                   "there is one, else the CPU)")
     args = p.parse_args(argv)
     out = Path(args.output)
     if out.suffix.lower() not in OUTPUT_SUFFIXES:

@@ -121,9 +121,11 @@ class Run:
 
 
 def claim(cfg: AnyConfig) -> RunHarness:
-    """The run's harness for ``cfg.output_dir``: the folder rules applied, read-only (nothing written yet)."""
+    """The run's harness for ``cfg.output_dir``: the folder rules applied, read-only (nothing written yet). A resume
+    does not compare the options the run does not read (``unused_options``: a run made before they were refused,
+    one of them recorded, still continues)."""
     return RunHarness("fewshot", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
-                      free=type(cfg).RESUME_FREE)
+                      free=type(cfg).RESUME_FREE | set(cfg.unused_options()))
 
 
 def finished_metrics(cfg: TextOptions, harness: RunHarness, saved: dict | None = None) -> dict | None:

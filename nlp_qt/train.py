@@ -42,6 +42,14 @@ from .vocab import Vocab
 PATH_FIELDS = ("corpus", "word_vectors")
 
 
+def unused_fields(cfg: Config) -> set[str]:
+    """The options this run does not read (refused by :func:`validate` when given): a resume does not compare them,
+    so a run made before they were refused, with one of them recorded, still continues."""
+    return {name for name, unused in (
+        ("log_floor", "log_floor" not in OBJECTIVES.get(cfg.objective).uses), ("bidirectional", cfg.encoder != "gru"),
+        ("dev_max_batches", not cfg.dev_every), ("clip_mode", not cfg.clip_norm)) if unused}
+
+
 def validate(cfg: Config) -> None:
     from shared_losses.training.cli import check_field_types
     from shared_losses.training.runtime import check_seed
@@ -275,7 +283,7 @@ class QuickThoughtApp(TrainingApp):
         self.word_vectors = read_checked_word_vectors(cfg)
         # the folder rules, read by every process before any of them writes
         super().__init__(RunHarness("nlp_qt", cfg.output_dir, resume=cfg.resume, overwrite=cfg.overwrite,
-                                    free=Config.RESUME_FREE))
+                                    free=Config.RESUME_FREE | unused_fields(cfg)))
         self.cfg = cfg
         self.accelerator = acc = make_accelerator(mixed_precision=cfg.mixed_precision, cpu=cfg.device == "cpu",
                                                   report_to=cfg.report_to)

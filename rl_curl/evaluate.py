@@ -54,8 +54,8 @@ class EvalArgs:
     """Write the first episode's video to this file instead (implies --video; ending .mp4, .mkv, .mov, .avi or
     .gif; its folder must exist and be writable: checked before evaluating)."""
     device: str = "cpu"
-    """Torch device to run the policy on: cpu, cuda, cuda:N, mps, or auto (a GPU if there is one, as the trainers'
-    --device default)."""
+    """Torch device to run the policy on: cpu, cuda, cuda:N, mps, or auto (a CUDA GPU if there is one, else the
+    CPU)."""
 
 
 def load_agent(run_dir: str | Path, device: str = "cpu"):

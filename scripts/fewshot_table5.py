@@ -580,6 +580,12 @@ def main(argv=None):
     overrides = overrides_of(p, args)
     run_methods = [m for m in methods if m in RUN_METHODS]
     checked = run_methods or list(RUN_METHODS)  # `majority` alone reads any finished run, checked as well
+    # an option every method of the grid leaves at the preset's value (a baseline's lr, ce's lam) would label the
+    # table with a setting no run used
+    unread = set(overrides).intersection(*(unused_by_objective(RUN_METHODS[m]["objective"]) for m in checked))
+    if unread:
+        p.error(f"{', '.join(sorted(unread))} (--set or the option): read by none of --methods {' '.join(checked)}; "
+                "drop it, or add a method that reads it")
     options = options_of(args)
     options.validate()
 

@@ -456,6 +456,13 @@ def main(argv=None) -> int:
             what = "labeled positives, at least 1" if option == "--n-ps" else "percentages of the pool, 1 to 100"
             raise ValueError(f"{option} {' '.join(map(str, bad))}: {option} are {what}")
     runs = grid(args.tables, args.n_ps, args.percents, cpc=args.cpc, patch_infonce_n_ps=args.patch_infonce_n_ps)
+    # a --set each run leaves at its default (another encoder's or loss's option) would label the tables with a
+    # setting no run used
+    unread = set(sets).intersection(*(run_config(base, setting, method, n, 0, out).unused_options()
+                                      for setting, method, n in runs)) if runs else set()
+    if unread:
+        p.error(f"--set {', '.join(sorted(unread))}: no run of this grid reads it (another encoder's or loss's option: "
+                "python -m fewshot.train images --help); drop it, or add the rows that read it")
     todo, done = [], 0
     for setting, method, n in runs:
         for s in args.seeds:

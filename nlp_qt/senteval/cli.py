@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                    help="seed of the fold shuffles and of LogisticRegression (default: SentEval's %(default)s)")
     p.add_argument("--batch-size", type=int, default=128, help="sentences per encoding batch (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="torch device used to encode: cpu, cuda, cuda:N, mps, or auto (a "
-                   "GPU if there is one, as the trainers' default) (default: %(default)s)")
+                   "CUDA GPU if there is one, else the CPU) (default: %(default)s)")
     p.add_argument("--max-length", type=int, default=None,
                    help="nlp_qt models only: read only the first N tokens of each text (default: the whole "
                    "text, as the bag of words reads it, or the max_seq_length a folder saved by sentence-transformers "
@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     from shared_losses.training.runtime import check_device
 
     a.device = str(check_device(a.device))  # auto: the GPU if there is one
-    if a.output and not a.resume:
+    if a.output and not (a.resume and Path(a.output).exists()):  # a --resume with no file yet: a new output
         _check_output(a.output, a.overwrite)
     root, examples = prepare_tasks(a.data, tasks, a.kfold, a.inner_kfold)  # every file read and checked first
     from shared_losses.training.runtime import local_path

@@ -960,3 +960,23 @@ def test_torch_threads_is_an_option_as_in_rl_curl(npz, tmp_path):
     train(image_cfg(path, tmp_path / "run", torch_threads=0, resume=True, max_steps=5))  # free on a resume
     with pytest.raises(ValueError, match="--torch-threads must be >= 0"):
         train(image_cfg(path, tmp_path / "bad", torch_threads=-1))
+
+
+def test_a_run_made_before_an_unread_option_was_refused_still_resumes(npz, tmp_path):
+    """An end-to-end run made with `--contrastive none --temperature 0.3` (accepted then, without effect) could not
+    be continued once the option was refused ("temperature: 0.3 -> 0.5", and giving it again was refused); nor could
+    a grid's interrupted raw row resume. A resume does not compare the options the run does not read."""
+    path, _, _ = npz
+    run = tmp_path / "old"
+    train(image_cfg(path, run, contrastive="none", max_steps=2, checkpoint_every=2))
+    for where in ("config.json", "checkpoint/extra.pt"):
+        if where.endswith(".json"):
+            config = json.loads((run / where).read_text())
+            (run / where).write_text(json.dumps({**config, "temperature": 0.3, "augment": 0.0}))
+        else:
+            extra = torch.load(run / where, weights_only=False)
+            extra["config"] = {**extra["config"], "temperature": 0.3, "augment": 0.0}
+            torch.save(extra, run / where)
+    assert train(image_cfg(path, run, contrastive="none", max_steps=4, resume=True))
+    with pytest.raises(ValueError, match="lr"):  # what the run reads is still compared
+        train(image_cfg(path, run, contrastive="none", max_steps=6, resume=True, lr=2e-3))

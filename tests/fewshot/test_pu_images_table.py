@@ -109,6 +109,14 @@ def test_a_grids_set_reaches_only_the_runs_that_read_it(tmp_path):
     assert (runs["punce"].label_pull, runs["infonce"].label_pull, runs["dcl"].label_pull) == (0.5, None, None)
 
 
+def test_a_set_no_run_of_the_grid_reads_is_refused(tmp_path):
+    """Once a --set option reached only the rows that read it, one that no row reads was accepted and labelled the
+    tables ("overrides {'tau_plus': 0.2}") while every run used the default: refused before anything runs."""
+    with pytest.raises(ValueError, match=r"--set patch_pool, tau_plus: no run of this grid reads it"):
+        T.main(["--tables", "2", "--set", "tau_plus=0.2", "--set", "patch_pool=2", "--out", str(tmp_path / "g")])
+    assert not (tmp_path / "g").exists()
+
+
 def test_set_parses_values_and_refuses_unknown_keys():
     assert T.parse_set(["max_steps=600", "temperature=0.2", "eval_file=null", "augment=1"]) == {
         "max_steps": 600, "temperature": 0.2, "eval_file": None, "augment": 1}

@@ -150,6 +150,13 @@ def test_run_config_preset_then_explicit_options(tmp_path):
     assert paper.objective == "probe" and paper.max_steps == PRESETS["paper"]["max_steps"]
 
 
+def test_an_option_no_method_of_the_grid_reads_is_refused(tmp_path):
+    """`--methods probe ce --set lam=0.9` ran every run at the preset's lam and headed the table "lam 0.9"."""
+    with pytest.raises(ValueError, match=r"lam \(--set or the option\): read by none of --methods probe ce"):
+        t5.main(["--methods", "probe", "ce", "--set", "lam=0.9", "--out", str(tmp_path / "g")])
+    assert not (tmp_path / "g").exists()
+
+
 def test_a_grids_options_reach_only_the_methods_that_read_them(tmp_path):
     """A run refuses options its objective does not read (a probe's --lr, a ce run's --lam): the grid leaves them at
     the preset's values for those methods, so their commands parse, and a finished baseline made when the grid still

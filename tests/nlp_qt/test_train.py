@@ -753,3 +753,24 @@ def test_a_word_vector_file_that_does_not_fit_is_refused_before_the_corpus_is_re
     (tmp_path / "x.bin").write_bytes(b"cat 0.1 0.2\n")
     with pytest.raises(ValueError, match="a binary word2vec file starts with a line '<count> <dim>'"):
         train(_cfg(tmp_path, "x", max_steps=0, word_vectors=str(tmp_path / "x.bin")))
+
+
+def test_a_run_made_before_an_unread_option_was_refused_still_resumes(tmp_path):
+    """A run made with `--objective qt --log-floor none` (accepted then, without effect) could not be continued once
+    the option was refused: the resume named log_floor as changed, and giving it again was refused. A resume does not
+    compare the options the run does not read."""
+    import json
+
+    import torch
+
+    train(_cfg(tmp_path, "old", max_steps=2, objective="qt"))
+    run = tmp_path / "old"
+    for key, value in (("log_floor", "none"), ("dev_max_batches", 7)):  # as the earlier version recorded them
+        config = json.loads((run / "config.json").read_text())
+        (run / "config.json").write_text(json.dumps({**config, key: value}))
+        extra = torch.load(run / "checkpoint" / "extra.pt", weights_only=False)
+        extra["config"] = {**extra["config"], key: value}
+        torch.save(extra, run / "checkpoint" / "extra.pt")
+    assert train(_cfg(tmp_path, "old", max_steps=4, objective="qt"))["step"] == 4
+    with pytest.raises(ValueError, match="temperature"):  # what the run reads is still compared
+        train(_cfg(tmp_path, "old", max_steps=6, objective="qt", temperature=0.5))
