@@ -786,9 +786,9 @@ def cli_finish(cfg: AnyConfig, argv: list[str]) -> AnyConfig:
     too. Options the run would not read are refused: text options its --objective does not read
     (:func:`unused_by_objective`); PU data from files with --dataset, --n-labeled or --n-unlabeled; images with
     --batch-labeled or --batch-unlabeled beside a --batch-size (the default included)."""
-    if isinstance(cfg, FewShotConfig) and cfg.objective in ALL_OBJECTIVES:
-        unread = [f"--{o.replace('_', '-')}" for o in unused_by_objective(cfg.objective)
-                  if option_given(argv, f"--{o.replace('_', '-')}")]
+    if isinstance(cfg, FewShotConfig):
+        flags = (f"--{o.replace('_', '-')}" for o in cfg.unused_options())
+        unread = [flag for flag in flags if option_given(argv, flag)]
         if unread:  # they were recorded in config.json and had no effect on the run
             what = ("a baseline: it trains no step" if not ALL_OBJECTIVES[cfg.objective].trains_encoder else
                     "it has no contrastive term and draws no unlabeled example into a step"

@@ -449,10 +449,7 @@ def export_image_run(run_dir: Path, out_dir=None, overwrite: bool = False) -> Pa
 
 
 def main(argv=None):
-
-    from shared_losses.training.cli import HelpFormatter
-
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+    from shared_losses.training.cli import ArgumentParser, HelpFormatter
 
     p = ArgumentParser(prog="python -m fewshot.export", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--run-dir", "--run", dest="run", required=True,

@@ -320,11 +320,8 @@ def true_labels(raw, names: dict, rule, column: str) -> tuple[list[int | None], 
 
 
 def main(argv=None):
-
-    from shared_losses.training.cli import HelpFormatter
+    from shared_losses.training.cli import ArgumentParser, HelpFormatter
     from shared_losses.training.runtime import check_device
-
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
 
     p = ArgumentParser(prog="python -m fewshot.predict", description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--model", required=True, help="a fewshot run folder (uses its model/) or an exported model folder")

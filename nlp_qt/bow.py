@@ -172,7 +172,7 @@ def main(argv=None) -> None:
     from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
 
     p = ArgumentParser(prog="python -m nlp_qt.bow", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--corpus", required=True, help="training corpus, as nlp_qt.train --corpus")
     p.add_argument("--output-dir", required=True, help="folder for word_vectors.npy, words.json, bow.json")
     for f, d, h in [("dim", 300, "word vector size"), ("window", 5, "context window"),

@@ -35,7 +35,7 @@ import time
 
 import torch
 
-from shared_losses.training.cli import HelpFormatter, number_in, run_cli
+from shared_losses.training.cli import ArgumentParser, HelpFormatter, number_in, run_cli
 
 STEP_OBJECTIVES = ("probe", "ce", "ce+punce")
 PROTOCOL_METHODS = ("probe", "ce", "ce+scl", "ce+punce")
@@ -218,8 +218,6 @@ def protocol_mode(p, args):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
-
     p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--encoder", default="minilm", help="HF encoder name or folder ('minilm' = offline MiniLM)")
     p.add_argument("--pooling", default="mean", choices=["cls", "mean"], help="as fewshot.train --pooling")

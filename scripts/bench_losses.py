@@ -27,7 +27,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from shared_losses.training.cli import HelpFormatter, number_in
+from shared_losses.training.cli import ArgumentParser, HelpFormatter, number_in
 
 
 def exp_space_debiased(z1, z2, temperature, tau_plus):
@@ -100,8 +100,6 @@ def run_child(impl, batch, dim, temperature, tau_plus, repeats):
 
 
 def main(argv=None):
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
-
     p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--batches", type=number_in(2), nargs="+", default=[256, 1024, 4096], help="samples B (2B views)")
     p.add_argument("--dim", type=number_in(1), default=128, help="embedding size d")

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from shared_losses.training.cli import HelpFormatter, number_in, run_cli
+from shared_losses.training.cli import ArgumentParser, HelpFormatter, number_in, run_cli
 
 BUDGET_S = 180.0
 
@@ -41,8 +41,6 @@ def one_run(contrastive: str, args, folder: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
-
     p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--n-labeled", type=number_in(1), default=100, help="labeled positives n_P")
     p.add_argument("--encoder", default="mlp", choices=["mlp", "cnn"])

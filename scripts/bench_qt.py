@@ -55,14 +55,10 @@ def train_rate(model, vocab, batches, objective, tau_plus, steps, warmup=1):
 
 
 def main() -> None:
-    from shared_losses.training.cli import number_in
-
-    from shared_losses.training.cli import HelpFormatter, examples_from
-
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+    from shared_losses.training.cli import ArgumentParser, HelpFormatter, examples_from, number_in
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=examples_from(__doc__),
-                                formatter_class=HelpFormatter)
+                       formatter_class=HelpFormatter)
     p.add_argument("--json", action="store_true", help="one JSON object per model size and line")
     p.add_argument("--steps", type=number_in(1), default=2, help="timed training steps per objective (after 1 warm-up)")
     p.add_argument("--batch", type=number_in(2), default=400, help="sentences per batch (QT: 400)")

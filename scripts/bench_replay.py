@@ -46,12 +46,10 @@ def per_call_ms(fn, calls: int) -> float:
 
 
 def main(argv=None) -> int:
-    from shared_losses.training.cli import examples_from, number_in
-
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+    from shared_losses.training.cli import ArgumentParser, examples_from, number_in
 
     p = ArgumentParser(description=__doc__.split("\n\n")[0], epilog=examples_from(__doc__),
-                                formatter_class=argparse.RawTextHelpFormatter)
+                       formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--capacity", type=number_in(1), default=100_000,
                    help="transitions the replay holds (default: 100000)")
     p.add_argument("--stored", type=int, nargs="+", default=[12_500, 100_000],

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from shared_losses.training.cli import HelpFormatter, number_in
+from shared_losses.training.cli import ArgumentParser, HelpFormatter, number_in
 
 
 def synthetic(d: int, n_p: int, n_u: int, pi: float, delta: float, seed: int):
@@ -77,8 +77,6 @@ def load_real(features: str, labels: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main(argv=None) -> None:
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
-
     ap = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("--estimator", default="fewshot.prior:elkan_noto_prior", help="estimator as module:function")
     count, prior = number_in(1), number_in(0, 1, float, open_low=True, open_high=True)

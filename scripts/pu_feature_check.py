@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_losses.training.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 
 
 def check(run: Path) -> dict:
@@ -73,8 +73,6 @@ def check(run: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
-
     p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("runs", nargs="+", help="finished image runs (folders holding config.json and model/)")
     p.add_argument("--json", action="store_true", help="one JSON line per run instead of the table")

