@@ -795,12 +795,12 @@ class CurlApp(TrainingApp):
             self.eval_thread = None
 
     def finish(self):
-        out, rows = self.harness.out, self.harness.csv("eval.csv").rows
+        out, last = self.harness.out, self.harness.csv("eval.csv").last
         # Resuming a finished run (nothing left to train): its final evaluation and checkpoint are already written.
-        self.finished_before = (self.resumed and self.step == self.start_step >= self.cfg.agent_steps and bool(rows)
-                                and float(rows[-1]["env_step"]) == self.step * self.ar)
+        self.finished_before = (self.resumed and self.step == self.start_step >= self.cfg.agent_steps
+                                and last is not None and float(last["env_step"]) == self.step * self.ar)
         if self.finished_before:
-            self.last_eval = float(self.harness.csv("eval.csv").rows[-1]["eval_return_mean"])
+            self.last_eval = float(last["eval_return_mean"])
             env_step = self.step * self.ar
             videos = self.videos(env_step, final=True)
             if videos:  # the final evaluation's first episode, without logging it again

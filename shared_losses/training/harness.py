@@ -132,6 +132,8 @@ def tracker_config(config: Mapping[str, Any]) -> dict:
 class _NoLogger:
     """Stands in for a :class:`CsvLogger` on processes that write no files."""
 
+    count, last = 0, None
+
     @property
     def rows(self) -> list:
         return []
@@ -433,8 +435,8 @@ class RunHarness:
         recorded = checkpoint_meta(self.checkpoint_dir).get("log_rows")
         for name, n in (recorded.items() if isinstance(recorded, dict) else ()):
             log = self._csv.get(name)
-            if isinstance(log, CsvLogger) and isinstance(n, int) and len(log.rows) < n:
-                gone = "is gone" if not log.rows else f"holds {len(log.rows)} of them"
+            if isinstance(log, CsvLogger) and isinstance(n, int) and log.count < n:
+                gone = "is gone" if not log.count else f"holds {log.count} of them"
                 warnings.warn(f"{log.path} had {n} rows at the checkpoint (step {resume_step}) and now {gone} (deleted "
                               "or replaced since?); those rows are not written again: the log goes on from the "
                               "checkpoint", UserWarning, stacklevel=3)
@@ -499,7 +501,7 @@ class RunHarness:
         if self._tb is not None:
             self._tb.flush()
         # the rows each CSV log holds: a resume finds out whether some were lost since (the file deleted or replaced)
-        rows = {name: len(log.rows) for name, log in self._csv.items() if isinstance(log, CsvLogger)}
+        rows = {name: log.count for name, log in self._csv.items() if isinstance(log, CsvLogger)}
         return save_checkpoint(self.accelerator, self.checkpoint_dir, {**state, "application": self.application},
                                meta={"log_rows": rows} if rows else None)
 

@@ -18,7 +18,6 @@ import contextlib
 import csv
 import dataclasses
 import errno
-import io
 import json
 import math
 import os
@@ -698,57 +697,97 @@ def _step_or_blank(value) -> bool:
         return False
 
 
+def _whole_lines(fh, cut: list[bool]) -> Iterator[str]:
+    """The lines of ``fh`` (opened with ``newline=""``) up to its last "\\n": a run stopped while writing its last
+    line leaves that line cut, and it is not yielded (``cut[0]`` is set). Read line by line: a log of any length
+    takes no more memory than a line."""
+    pending: list[str] = []
+    for line in fh:
+        pending.append(line)
+        if line.endswith("\n"):
+            yield from pending
+            pending.clear()
+    cut[0] = bool(pending)
+
+
 class CsvLogger:
     """Append rows to a CSV file; the header comes from the first row and grows with new keys.
 
     ``resume_step``: on resume, drop rows whose ``step_key`` is beyond the checkpoint's step, so
     the log matches an uninterrupted run exactly.
+
+    The rows are on disk only: the logger holds the header, the number of rows (:attr:`count`) and the last row
+    (:attr:`last`), so a run that logs every step for millions of steps keeps its memory (every row in a list took
+    about 250 bytes a row). A new column and a resume rewrite the file line by line through a temporary file.
     """
 
     def __init__(self, path: str | os.PathLike, resume_step: int | None = None, step_key: str = "step"):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.rows: list[dict] = []
         self.fields: list[str] = []
+        self.count = 0  # rows in the file
+        self.last: dict[str, Any] | None = None  # the last of them (read back from the file: values as text)
         if self.path.exists() and resume_step is not None:
-            with open(self.path, newline="") as fh:
-                text = fh.read()
-            if text and not text.endswith("\n"):  # the run stopped while writing its last line: that line is cut
-                text = text[:text.rfind("\n") + 1]
-                warnings.warn(f"{self.path}: its last line was cut off (the run stopped while writing it); dropped")
-            reader = csv.DictReader(io.StringIO(text, newline=""))
-            self.fields = list(reader.fieldnames or [])
-            rows = [r for r in reader]
-            # as many cells as the header, and a step that is a number (a row logged without step_key reads back
-            # with "" there: kept, like a file without the column)
-            whole = [r for r in rows if None not in r and None not in r.values() and _step_or_blank(r.get(step_key))]
-            if len(whole) < len(rows):
-                warnings.warn(f"{self.path}: {len(rows) - len(whole)} damaged row(s) dropped (another number of cells "
-                              f"than the header's, or a {step_key} that is not a number)")
-            self.rows = [r for r in whole if r.get(step_key) in (None, "") or float(r[step_key]) <= resume_step]
-            self._rewrite()
+            self._resume(resume_step, step_key)
         elif self.path.exists():
             self.path.unlink()
 
-    def _rewrite(self) -> None:
+    def _resume(self, resume_step: int, step_key: str) -> None:
+        cut, damaged = [False], 0
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=self.fields)
+        with open(self.path, newline="") as fh, open(tmp, "w", newline="") as out:
+            reader = csv.DictReader(_whole_lines(fh, cut))
+            self.fields = list(reader.fieldnames or [])
+            writer = csv.DictWriter(out, fieldnames=self.fields)
             writer.writeheader()
-            writer.writerows(self.rows)
+            for r in reader:
+                # as many cells as the header, and a step that is a number (a row logged without step_key reads
+                # back with "" there: kept, like a file without the column)
+                if None in r or None in r.values() or not _step_or_blank(r.get(step_key)):
+                    damaged += 1
+                elif r.get(step_key) in (None, "") or float(r[step_key]) <= resume_step:
+                    writer.writerow(r)
+                    self.count, self.last = self.count + 1, r
+        os.replace(tmp, self.path)
+        if cut[0]:
+            warnings.warn(f"{self.path}: its last line was cut off (the run stopped while writing it); dropped")
+        if damaged:
+            warnings.warn(f"{self.path}: {damaged} damaged row(s) dropped (another number of cells than the header's, "
+                          f"or a {step_key} that is not a number)")
+
+    @property
+    def rows(self) -> list[dict[str, str]]:
+        """Every row of the file, read back (values as text): for a look at a finished log, not for every step."""
+        if not self.path.exists():
+            return []
+        with open(self.path, newline="") as fh:
+            return list(csv.DictReader(fh))
+
+    def _rewrite(self) -> None:
+        """The file again with the (wider) header :attr:`fields`, its rows copied line by line."""
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        with open(tmp, "w", newline="") as out:
+            writer = csv.DictWriter(out, fieldnames=self.fields, extrasaction="ignore")  # a cell beyond the header
+            writer.writeheader()                                                       # (a damaged row) is left out
+            if self.path.exists():
+                with open(self.path, newline="") as fh:
+                    writer.writerows(csv.DictReader(fh))
         os.replace(tmp, self.path)
 
     def log(self, row: dict[str, Any]) -> None:
         """Append ``row`` (tensors as numbers); a new column rewrites the file with the wider header."""
         row = {k: (v.item() if isinstance(v, torch.Tensor) else v) for k, v in row.items()}
-        self.rows.append(row)
         new = [k for k in row if k not in self.fields]
+        if not self.path.exists() and self.count:
+            warnings.warn(f"{self.path} was deleted while the run went on; it starts again from this row (its "
+                          f"{self.count} earlier row(s) are not held in memory)", UserWarning, stacklevel=2)
+            self.count = 0
         if new or not self.path.exists():
             self.fields += new
             self._rewrite()
-            return
         with open(self.path, "a", newline="") as fh:
             csv.DictWriter(fh, fieldnames=self.fields).writerow(row)
+        self.count, self.last = self.count + 1, row
 
     def close(self) -> None:  # kept for symmetry with other loggers; every row is already on disk
         """Nothing to do: every row is on disk when :meth:`log` returns."""

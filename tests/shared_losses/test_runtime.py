@@ -187,6 +187,43 @@ def test_csv_logger_resume_drops_a_cut_last_line_and_damaged_rows(tmp_path):
     assert path.read_text().splitlines() == ["step,loss", "1,1.0"]
 
 
+def test_csv_logger_holds_no_rows_in_memory(tmp_path):
+    """Every logged row was kept in a list for the whole run (about 250 bytes a row: a run logging every step for a
+    million steps held 250 MB): the logger now holds the header, the count and the last row."""
+    import tracemalloc
+
+    log = CsvLogger(tmp_path / "log.csv")
+    log.log({"step": 0, "loss": 1.0, "lr": 1e-3})
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for step in range(1, 4001):
+            log.log({"step": step, "loss": 1.0 / step, "lr": 1e-3})
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 100_000, held  # the rows in a list: about 1 MB here
+    assert log.count == 4001 and log.last == {"step": 4000, "loss": 1.0 / 4000, "lr": 1e-3}
+    assert len(log.rows) == 4001 and log.rows[-1]["step"] == "4000"  # read back from the file
+    resumed = CsvLogger(tmp_path / "log.csv", resume_step=2500, step_key="step")
+    assert resumed.count == 2501 and resumed.last["step"] == "2500"
+    assert resumed.fields == ["step", "loss", "lr"]
+
+
+def test_csv_logger_log_deleted_while_running_starts_again_with_a_warning(tmp_path):
+    path = tmp_path / "log.csv"
+    log = CsvLogger(path)
+    log.log({"step": 1, "loss": 0.5})
+    log.log({"step": 2, "loss": 0.4, "acc": 0.9})  # a new column: the file rewritten with its rows
+    assert path.read_text().splitlines() == ["step,loss,acc", "1,0.5,", "2,0.4,0.9"]
+    path.unlink()
+    with pytest.warns(UserWarning, match=r"log.csv was deleted while the run went on; it starts again from this row "
+                                         r"\(its 2 earlier"):
+        log.log({"step": 3, "loss": 0.3, "acc": 0.8})
+    assert path.read_text().splitlines() == ["step,loss,acc", "3,0.3,0.8"]
+    assert log.count == 1
+
+
 def test_write_json_atomic(tmp_path):
     write_json_atomic(tmp_path / "a" / "m.json", {"acc": 1.5})
     assert (tmp_path / "a" / "m.json").read_text().strip().startswith("{")
