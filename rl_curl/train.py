@@ -532,7 +532,30 @@ class CurlApp(TrainingApp):
         if self.together is not None:
             self.together.sync()  # the optimisers' states of the stacked update into this run's optimisers
             state["torch_generator"] = self.generator.get_state().tolist()
+            state["torch_generator_device"] = self.generator.device.type
         return state
+
+    def restore_generator(self, saved: list[int], saved_device: str | None) -> None:
+        """The run's own generator (runs trained together) as its checkpoint left it. A checkpoint written on
+        another kind of device (a run trained on a GPU, continued on a CPU, or the other way) holds that device's
+        generator state, which this one cannot take (a CUDA generator's is 16 bytes, a CPU one's 5,056): the stream
+        cannot go on, so the generator is seeded from the run's seed and step, with a warning; the run continues,
+        no longer as the uninterrupted one (its other random numbers do not cross devices either)."""
+        here = self.generator.device.type
+        other = saved_device not in (None, here) or (saved_device is None
+                                                     and len(saved) != self.generator.get_state().numel())
+        if not other:
+            try:
+                self.generator.set_state(torch.tensor(saved, dtype=torch.uint8))
+                return
+            except RuntimeError as err:
+                raise CheckpointError(f"this checkpoint's random generator state cannot be restored ({err}): the "
+                                      "file is damaged or was written by another version") from err
+        warnings.warn(f"this run's checkpoint holds the random generator of another device "
+                      f"({saved_device or f'a state of {len(saved)} bytes'}) than the one it continues on ({here}): "
+                      f"its random stream cannot go on there, so it is seeded from the run's seed and step; the run "
+                      "continues, but not as the uninterrupted run would", UserWarning, stacklevel=2)
+        self.generator.manual_seed(self.cfg.seed * 1_000_003 + self.step)
 
     def load_state(self, state):
         self.step, self.episode, self.next_ckpt = state["step"], state["episode"], state["next_ckpt"]
@@ -544,7 +567,7 @@ class CurlApp(TrainingApp):
                 raise CheckpointError("this checkpoint was written by a run trained alone (rl_curl.train): its random "
                                       "stream is the process's, not a generator of its own; continue it alone with "
                                       "`python -m rl_curl.train ... --resume`")
-            self.generator.set_state(torch.tensor(state["torch_generator"], dtype=torch.uint8))
+            self.restore_generator(state["torch_generator"], state.get("torch_generator_device"))
         # The latest value of each metric, for the next log row (see train_step); none while a resume without
         # the replay refills it (no updates then, so nothing new to log).
         self.metrics = state.get("metrics", {}) if self.cfg.save_replay else {}

@@ -81,6 +81,16 @@ def refuse_config_changes(saved: Mapping[str, Any], current: Mapping[str, Any], 
                             "another --output-dir, or --overwrite (moves that run aside)")
 
 
+def fp16_continued_elsewhere(saved: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether a resume continues a run trained with ``mixed_precision`` fp16 in another precision where fp16 cannot
+    run: this command's device is ``cpu``, or there is no GPU (a run trained on a GPU, continued on a laptop)."""
+    from .runtime import gpu_available
+
+    if saved.get("mixed_precision") != "fp16" or current.get("mixed_precision") in (None, "fp16"):
+        return False
+    return current.get("device") == "cpu" or not gpu_available()
+
+
 #: The run folder's record of the tracker runs (wandb, mlflow) it logs to, so that a resumed run logs on in them
 #: instead of starting new ones: ``{"wandb": RUN_ID, "mlflow": RUN_ID}``.
 TRACKER_RUNS = "trackers.json"
@@ -214,6 +224,7 @@ class RunHarness:
         self._hold, self._held_config = False, None
         self.stop: StopSignals | None = None
         self._csv: dict[str, CsvLogger] = {}
+        self._said_fp16 = False  # the warning of an fp16 run continued in another precision, given once
         self._tb = None
         self._tracking = False  # accelerate's trackers (--report-to wandb / mlflow) were started
         #: tracker -> {tag: the last step it holds}: a resumed run does not send those steps again
@@ -250,8 +261,19 @@ class RunHarness:
     def refuse_config_changes(self, saved: Mapping[str, Any], current: Mapping[str, Any],
                               where: str | os.PathLike | None = None) -> None:
         """Raise :class:`ConfigChanged` (one line naming every differing field, and the ways out) if resuming
-        would change a field the configuration does not declare free."""
-        refuse_config_changes(saved, current, free=self.free, where=where or self.out)
+        would change a field the configuration does not declare free. A run trained with ``--mixed-precision fp16``
+        (a GPU's) may continue in another precision where fp16 cannot run (no GPU, or ``--device cpu``), with a
+        warning: there the run could not be continued at all (fp16 is refused on a CPU)."""
+        free = set(self.free)
+        if fp16_continued_elsewhere(saved, current):
+            free.add("mixed_precision")
+        if fp16_continued_elsewhere(saved, current) and not self._said_fp16:  # once: the checkpoint and config.json
+            self._said_fp16 = True
+            warnings.warn(f"{where or self.out}: the run was trained with --mixed-precision fp16, which cannot run "
+                          f"here (no GPU, or --device cpu); it continues with --mixed-precision "
+                          f"{current['mixed_precision']}, so it is no longer the run fp16 would have made",
+                          UserWarning, stacklevel=2)
+        refuse_config_changes(saved, current, free=free, where=where or self.out)
 
     def refuse_changed_options(self, compare: Callable[[Mapping[str, Any]], tuple[Mapping, Mapping]],
                                saved: Mapping[str, Any] | None = None, *, checkpoint_format: Any = None,

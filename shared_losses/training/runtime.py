@@ -1442,6 +1442,11 @@ def check_tracker_setup(names: Iterable[str]) -> None:
                              "MLFLOW_ALLOW_FILE_STORE=true")
 
 
+def gpu_available() -> bool:
+    """Whether accelerate's device here would be a GPU (CUDA, or an Apple GPU through MPS)."""
+    return torch.cuda.is_available() or (torch.backends.mps.is_available() and torch.backends.mps.is_built())
+
+
 def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Iterable[str] = ("tensorboard",),
                      one_process: str | None = None, **kwargs):
     """The ``accelerate.Accelerator`` of a training run, with the experiment trackers of ``report_to`` (wandb,
@@ -1457,8 +1462,7 @@ def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Itera
 
     log_with = [n for n in check_report_to(report_to) if n in ACCELERATE_TRACKERS]
     check_tracker_setup(log_with)
-    gpu = torch.cuda.is_available() or (torch.backends.mps.is_available() and torch.backends.mps.is_built())
-    if mixed_precision == "fp16" and (cpu or not gpu):
+    if mixed_precision == "fp16" and (cpu or not gpu_available()):
         raise ValueError("--mixed-precision fp16 needs a GPU: on the CPU accelerate would run float32 without "
                          "saying so; use --mixed-precision bf16 (CPU autocast) or no")
     accelerator = Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=log_with or None, **kwargs)

@@ -774,3 +774,38 @@ def test_a_run_made_before_an_unread_option_was_refused_still_resumes(tmp_path):
     assert train(_cfg(tmp_path, "old", max_steps=4, objective="qt"))["step"] == 4
     with pytest.raises(ValueError, match="temperature"):  # what the run reads is still compared
         train(_cfg(tmp_path, "old", max_steps=6, objective="qt", temperature=0.5))
+
+
+def test_a_run_trained_in_fp16_continues_where_fp16_cannot_run(tmp_path, monkeypatch):
+    """A run trained on a GPU with --mixed-precision fp16 could not be continued on a CPU: fp16 is refused there, and
+    any other precision was refused as a changed option. Where fp16 cannot run it continues in the precision given,
+    with a warning; where it can (a GPU), the change is still refused."""
+    import json
+
+    import torch
+
+    import shared_losses.training.runtime as runtime
+
+    train(_cfg(tmp_path, "gpu", max_steps=2))
+    run = tmp_path / "gpu"
+
+    def trained_in_fp16():  # the run's records as a GPU run with fp16 leaves them
+        config = json.loads((run / "config.json").read_text())
+        (run / "config.json").write_text(json.dumps({**config, "mixed_precision": "fp16"}))
+        extra = torch.load(run / "checkpoint" / "extra.pt", weights_only=False)
+        extra["config"] = {**extra["config"], "mixed_precision": "fp16"}
+        torch.save(extra, run / "checkpoint" / "extra.pt")
+
+    trained_in_fp16()
+    with monkeypatch.context() as m:
+        m.setattr(runtime, "gpu_available", lambda: True)  # a GPU here: give fp16 again, or another folder
+        with pytest.raises(ValueError, match=r"mixed_precision: 'fp16' -> 'no'"):
+            train(_cfg(tmp_path, "gpu", max_steps=4))
+        with pytest.warns(UserWarning, match=r"trained with --mixed-precision fp16, which cannot run here .* "
+                                             r"continues with --mixed-precision no"):  # --device cpu on a GPU host
+            assert train(_cfg(tmp_path, "gpu", max_steps=3, device="cpu"))["step"] == 3
+    assert json.loads((run / "config.json").read_text())["mixed_precision"] == "no"  # the precision it went on in
+    trained_in_fp16()
+    with pytest.warns(UserWarning, match=r"continues with --mixed-precision no") as said:  # no GPU
+        assert train(_cfg(tmp_path, "gpu", max_steps=4))["step"] == 4
+    assert sum("fp16" in str(w.message) for w in said) == 1  # once, though the checkpoint and config.json both say it

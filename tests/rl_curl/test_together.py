@@ -185,6 +185,42 @@ def test_a_run_trained_alone_does_not_resume_together(tmp_path):
         run_together([cfg(tmp_path, "r0", env_steps=2000, checkpoint_every=1000, resume=True, **SPECS[0])])
 
 
+def test_a_checkpoint_of_another_device_resumes_together_with_a_warning(tmp_path):
+    """A run trained together on a GPU and continued on a CPU (or the other way) ended in a raw RuntimeError: its
+    own generator's state is the CUDA generator's 16 bytes, which a CPU generator cannot take. It continues, seeded
+    from its seed and step, with a warning; a damaged state of this device is refused in one line."""
+    from shared_losses.training.runtime import EXTRA, CheckpointError
+
+    runs = [cfg(tmp_path, f"g{i}", env_steps=1000, checkpoint_every=1000, **s) for i, s in enumerate(SPECS)]
+    run_together(runs)
+    extra = tmp_path / "g0" / "checkpoint" / EXTRA
+    saved = torch.load(extra, weights_only=False)
+    assert saved["torch_generator_device"] == "cpu" and len(saved["torch_generator"]) == 5056
+
+    def again(**kw):
+        return run_together([cfg(tmp_path, f"g{i}", env_steps=1500, checkpoint_every=500, resume=True, **s, **kw)
+                             for i, s in enumerate(SPECS)])
+
+    gpu = dict(saved, torch_generator=list(range(16)), torch_generator_device="cuda")  # as a CUDA generator's
+    torch.save(gpu, extra)
+    with pytest.warns(UserWarning, match=r"random generator of another device \(cuda\) than the one it continues "
+                                         r"on \(cpu\).*seeded from the run's seed and step"):
+        again()
+    assert rows(tmp_path / "g0" / "eval.csv")[-1]["env_step"] == "1500"
+    now = torch.load(extra, weights_only=False)
+    assert now["step"] * 50 == 1500 and now["torch_generator_device"] == "cpu"  # continued on the CPU generator
+    now.pop("torch_generator_device")  # a checkpoint written before the device was recorded
+    torch.save(dict(now, torch_generator=list(range(16))), extra)
+    with pytest.warns(UserWarning, match=r"another device \(a state of 16 bytes\)"):
+        run_together([cfg(tmp_path, f"g{i}", env_steps=2000, checkpoint_every=500, resume=True, **s)
+                      for i, s in enumerate(SPECS)])
+    damaged = torch.load(extra, weights_only=False)
+    torch.save(dict(damaged, torch_generator=damaged["torch_generator"][:100]), extra)  # this device's, cut short
+    with pytest.raises(CheckpointError, match="random generator state cannot be restored"):
+        run_together([cfg(tmp_path, f"g{i}", env_steps=2500, checkpoint_every=500, resume=True, **s)
+                      for i, s in enumerate(SPECS)])
+
+
 def test_a_taken_folder_is_refused_before_any_run_starts(tmp_path):
     run(cfg(tmp_path, "taken", env_steps=1000, **SPECS[1]))  # a finished run of other settings in run 1's folder
     with pytest.raises(Exception, match="taken.*already holds a run"):
