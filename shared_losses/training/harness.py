@@ -264,15 +264,14 @@ class RunHarness:
         would change a field the configuration does not declare free. A run trained with ``--mixed-precision fp16``
         (a GPU's) may continue in another precision where fp16 cannot run (no GPU, or ``--device cpu``), with a
         warning: there the run could not be continued at all (fp16 is refused on a CPU)."""
-        free = set(self.free)
-        if fp16_continued_elsewhere(saved, current):
-            free.add("mixed_precision")
-        if fp16_continued_elsewhere(saved, current) and not self._said_fp16:  # once: the checkpoint and config.json
+        elsewhere = fp16_continued_elsewhere(saved, current)
+        if elsewhere and not self._said_fp16:  # once, though the checkpoint and config.json both record it
             self._said_fp16 = True
             warnings.warn(f"{where or self.out}: the run was trained with --mixed-precision fp16, which cannot run "
                           f"here (no GPU, or --device cpu); it continues with --mixed-precision "
                           f"{current['mixed_precision']}, so it is no longer the run fp16 would have made",
                           UserWarning, stacklevel=2)
+        free = {*self.free, "mixed_precision"} if elsewhere else self.free
         refuse_config_changes(saved, current, free=free, where=where or self.out)
 
     def refuse_changed_options(self, compare: Callable[[Mapping[str, Any]], tuple[Mapping, Mapping]],

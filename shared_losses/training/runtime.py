@@ -734,8 +734,7 @@ class CsvLogger:
 
     def _resume(self, resume_step: int, step_key: str) -> None:
         cut, damaged = [False], 0
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(self.path, newline="") as fh, open(tmp, "w", newline="") as out:
+        with written_whole(self.path) as tmp, open(self.path, newline="") as fh, open(tmp, "w", newline="") as out:
             reader = csv.DictReader(_whole_lines(fh, cut))
             self.fields = list(reader.fieldnames or [])
             writer = csv.DictWriter(out, fieldnames=self.fields)
@@ -748,7 +747,6 @@ class CsvLogger:
                 elif r.get(step_key) in (None, "") or float(r[step_key]) <= resume_step:
                     writer.writerow(r)
                     self.count, self.last = self.count + 1, r
-        os.replace(tmp, self.path)
         if cut[0]:
             warnings.warn(f"{self.path}: its last line was cut off (the run stopped while writing it); dropped")
         if damaged:
@@ -765,14 +763,12 @@ class CsvLogger:
 
     def _rewrite(self) -> None:
         """The file again with the (wider) header :attr:`fields`, its rows copied line by line."""
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        with open(tmp, "w", newline="") as out:
+        with written_whole(self.path) as tmp, open(tmp, "w", newline="") as out:
             writer = csv.DictWriter(out, fieldnames=self.fields, extrasaction="ignore")  # a cell beyond the header
             writer.writeheader()                                                       # (a damaged row) is left out
             if self.path.exists():
                 with open(self.path, newline="") as fh:
                     writer.writerows(csv.DictReader(fh))
-        os.replace(tmp, self.path)
 
     def log(self, row: dict[str, Any]) -> None:
         """Append ``row`` (tensors as numbers); a new column rewrites the file with the wider header."""
