@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from shared_losses.data import DataError, load_images
 from shared_losses.training.harness import RunHarness
-from shared_losses.training.runtime import DivergenceWatch, write_json_atomic, written_whole
+from shared_losses.training.runtime import DivergenceWatch, bar_interval, write_json_atomic, written_whole
 
 from .data import warn_overlap
 from .config import ImageConfig
@@ -455,7 +455,8 @@ class ImageApp(FewShotRunApp):
         self.t0 = time.time()
         desc = f"{cfg.contrastive} {cfg.setting} " + (f"n_P={cfg.n_labeled}" if cfg.setting == "pu"
                                                            else f"{cfg.labeled_percent:g}% labeled")
-        return tqdm(total=cfg.max_steps, initial=self.step, desc=desc, unit="step", disable=not cfg.progress)
+        return tqdm(total=cfg.max_steps, initial=self.step, desc=desc, unit="step", disable=not cfg.progress,
+                    mininterval=bar_interval())
 
     def train_step(self):
         cfg, data, device, names = self.cfg, self.data, self.accelerator.device, self.names

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from shared_losses.training.runtime import DivergenceWatch
+from shared_losses.training.runtime import DivergenceWatch, bar_interval
 
 from .config import PU_OBJECTIVE, PuConfig
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE
@@ -76,7 +76,7 @@ class PuApp(FewShotRunApp):
     def progress(self):
         self.model.train()
         return tqdm(total=self.cfg.max_steps, initial=self.step, desc="puNCE (PU) encoder", unit="step",
-                    disable=not (self.accelerator.is_main_process and self.cfg.progress))
+                    disable=not (self.accelerator.is_main_process and self.cfg.progress), mininterval=bar_interval())
 
     def train_step(self):
         cfg, run, acc, device = self.cfg, self.run, self.accelerator, self.accelerator.device

@@ -22,7 +22,8 @@ import torch
 from tqdm import tqdm
 
 from shared_losses.training.loop import run as run_app
-from shared_losses.training.runtime import CheckpointError, DivergenceWatch, print_run_result
+from shared_losses.training.runtime import (CheckpointError, DivergenceWatch, bar_interval, print_run_result,
+                                            torch_settings_given_back)
 
 from .config import AnyConfig, FewShotConfig, ImageConfig, PuConfig, from_cli
 from .model import FewShotModel
@@ -81,7 +82,8 @@ class FewShotApp(FewShotRunApp):
         self.model.train()
         self.t0 = time.time()
         return tqdm(total=self.cfg.max_steps, initial=self.step, desc=f"{self.cfg.objective} N={self.cfg.n_labeled}",
-                    unit="step", disable=not (self.accelerator.is_main_process and self.cfg.progress))
+                    unit="step", disable=not (self.accelerator.is_main_process and self.cfg.progress),
+                    mininterval=bar_interval())
 
     def train_step(self):
         cfg, run, acc, device = self.cfg, self.run, self.accelerator, self.accelerator.device
@@ -224,7 +226,12 @@ def train(cfg: AnyConfig, model: FewShotModel | None = None, tokenizer=None) -> 
     """Train (or resume) the run ``cfg`` describes (its pipeline by its class: :class:`FewShotConfig` text few-shot,
     :class:`PuConfig` text PU, :class:`ImageConfig` image arrays), or run its baseline (probe, SetFit); returns
     metrics.json's content. ``model`` / ``tokenizer``: a text model to start from instead of loading ``cfg.encoder``
-    (tests)."""
+    (tests). The caller's torch thread count is given back (--torch-threads sets the run's)."""
+    with torch_settings_given_back():
+        return _train(cfg, model, tokenizer)
+
+
+def _train(cfg: AnyConfig, model: FewShotModel | None, tokenizer) -> dict:
     if isinstance(cfg, ImageConfig):
         cfg = explicit_steps_win(cfg)
     cfg.validate()

@@ -16,7 +16,6 @@ import copy
 import dataclasses
 import math
 import itertools
-import sys
 import time
 import warnings
 
@@ -28,8 +27,8 @@ from shared_losses import gather_with_grad
 from shared_losses.training.harness import LogRow, RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
-from shared_losses.training.runtime import (DivergenceWatch, make_accelerator, print_run_result,
-                                            read_json_file, with_local_paths)
+from shared_losses.training.runtime import (DivergenceWatch, bar_interval, make_accelerator, print_run_result,
+                                            read_json_file, torch_settings_given_back, with_local_paths)
 
 from .config import Config, from_cli
 from .corpus import CorpusError, CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
@@ -403,7 +402,7 @@ class QuickThoughtApp(TrainingApp):
 
     def progress(self):
         self.bar = tqdm(total=self.cfg.max_steps, initial=self.step, disable=not (self.main and self.cfg.progress),
-                        unit="step", dynamic_ncols=True, mininterval=0.1 if sys.stderr.isatty() else 10.0)
+                        unit="step", dynamic_ncols=True, mininterval=bar_interval())
         return self.bar
 
     def corpus_events(self, first_epoch: int, skip: int):
@@ -658,14 +657,16 @@ class QuickThoughtApp(TrainingApp):
 
 
 def train(cfg: Config) -> dict:
-    """Run (or resume) training; returns a summary dict (also written to ``summary.json``)."""
-    app = QuickThoughtApp(cfg)
-    summary = run_app(app)
-    if app.built:
-        if app.main:
-            app.report()
-        app.accelerator.wait_for_everyone()
-    return summary
+    """Run (or resume) training; returns a summary dict (also written to ``summary.json``). The caller's torch thread
+    count is given back (--torch-threads sets the run's)."""
+    with torch_settings_given_back():
+        app = QuickThoughtApp(cfg)
+        summary = run_app(app)
+        if app.built:
+            if app.main:
+                app.report()
+            app.accelerator.wait_for_everyone()
+        return summary
 
 
 def main(argv=None) -> None:

@@ -31,8 +31,9 @@ from tqdm import tqdm
 from shared_losses.training.harness import LogRow, RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
-from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, make_accelerator, print_run_result,
-                                            read_json_file, register_named)
+from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, bar_interval, make_accelerator,
+                                            print_run_result, read_json_file, register_named,
+                                            torch_settings_given_back)
 
 from .agent import ActorSnapshot, CurlAgent
 from .config import Config, from_cli
@@ -630,7 +631,7 @@ class CurlApp(TrainingApp):
                           "--image-size is the official --pre_transform_image_size (100), --crop-size the official "
                           "--image_size (84)")
         # agent steps (each --action-repeat environment steps), which --env-steps is not: said in the bar
-        return tqdm(total=cfg.agent_steps, initial=self.step, disable=not cfg.progress,
+        return tqdm(total=cfg.agent_steps, initial=self.step, disable=not cfg.progress, mininterval=bar_interval(),
                     desc=f"{cfg.task} {cfg.aux} (agent steps of {cfg.action_repeat} env steps)", unit=" agent step")
 
     def train_step(self):
@@ -900,13 +901,11 @@ def crossed(env_step: int, action_repeat: int, every: int) -> bool:
 
 
 def run(cfg: Config) -> dict:
-    """Train (or resume) one run; returns a summary with the final evaluation. The caller's torch thread count is
-    given back (--torch-threads sets the run's: a later run in the same process, at 0, would take it over)."""
-    threads = torch.get_num_threads()
-    try:
+    """Train (or resume) one run; returns a summary with the final evaluation. The caller's torch settings are given
+    back (--torch-threads and --cudnn-benchmark set the run's: a later run in the same process would take them over;
+    :func:`~shared_losses.training.runtime.torch_settings_given_back`)."""
+    with torch_settings_given_back():
         return run_app(CurlApp(cfg.resolved()))
-    finally:
-        torch.set_num_threads(threads)
 
 
 def main(argv=None) -> None:

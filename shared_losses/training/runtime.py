@@ -23,6 +23,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 import warnings
@@ -1438,6 +1439,47 @@ def check_tracker_setup(names: Iterable[str]) -> None:
                              "MLFLOW_ALLOW_FILE_STORE=true")
 
 
+@contextlib.contextmanager
+def torch_settings_given_back() -> Iterator[None]:
+    """Around a run called from Python (a notebook, a sweep script calling one run after another): the process-wide
+    torch settings a run sets for itself (``--torch-threads``, ``--cudnn-benchmark``) are given back when it returns or
+    fails, so a later run, or the caller's own code, does not take them over."""
+    threads, benchmark = torch.get_num_threads(), torch.backends.cudnn.benchmark
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.backends.cudnn.benchmark = benchmark
+
+
+def _accelerate_state_for(cpu: bool, mixed_precision: str) -> None:
+    """accelerate keeps one state a process: a second run in the same process (a notebook, a sweep script) with
+    another ``--mixed-precision`` was refused ("AcceleratorState has already been initialized and cannot be
+    changed, restart your runtime"), as was ``--device cpu`` after a GPU run, and a GPU run after a ``--device cpu``
+    one went on the CPU. In a process of one, a state made for other settings is reset; a launch of several
+    processes keeps its state (its runs share the launch's settings)."""
+    from accelerate.state import AcceleratorState, PartialState
+
+    held = AcceleratorState._shared_state
+    if "_mixed_precision" not in held or PartialState._shared_state.get("num_processes", 1) > 1:
+        return
+    device = getattr(held.get("device"), "type", "cpu")
+    other_device = device != "cpu" if cpu else device == "cpu" and gpu_available()
+    if held["_mixed_precision"] != mixed_precision or other_device:
+        AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def bar_interval() -> float:
+    """The seconds between a training progress bar's redraws (tqdm's ``mininterval``): tqdm's 0.1 on a terminal; 10
+    where stderr is a file or a pipe (a cluster job's log, a notebook's output), which keeps every redraw: at 0.1 s,
+    up to 36,000 an hour of run."""
+    try:
+        terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        terminal = False
+    return 0.1 if terminal else 10.0
+
+
 def gpu_available() -> bool:
     """Whether accelerate's device here would be a GPU (CUDA, or an Apple GPU through MPS)."""
     return torch.cuda.is_available() or (torch.backends.mps.is_available() and torch.backends.mps.is_built())
@@ -1461,6 +1503,7 @@ def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Itera
     if mixed_precision == "fp16" and (cpu or not gpu_available()):
         raise ValueError("--mixed-precision fp16 needs a GPU: on the CPU accelerate would run float32 without "
                          "saying so; use --mixed-precision bf16 (CPU autocast) or no")
+    _accelerate_state_for(cpu, mixed_precision)
     accelerator = Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=log_with or None, **kwargs)
     from ..distributed import check_launch, launch_problem
 

@@ -954,8 +954,13 @@ def test_torch_threads_is_an_option_as_in_rl_curl(npz, tmp_path):
     """fewshot.train had no option for torch's thread count (only OMP_NUM_THREADS), which changes a CPU run's last
     digits; --torch-threads is rl_curl.train's and nlp_qt.train's option too, and a resume may change it."""
     path, _, _ = npz
-    train(image_cfg(path, tmp_path / "run", torch_threads=1))
-    assert torch.get_num_threads() == 1
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train(image_cfg(path, tmp_path / "run", torch_threads=1))
+        assert torch.get_num_threads() == 2  # the caller's count given back (a notebook's next run took the run's)
+    finally:
+        torch.set_num_threads(before)
     assert json.loads((tmp_path / "run" / "config.json").read_text())["torch_threads"] == 1
     train(image_cfg(path, tmp_path / "run", torch_threads=0, resume=True, max_steps=5))  # free on a resume
     with pytest.raises(ValueError, match="--torch-threads must be >= 0"):

@@ -527,7 +527,15 @@ def test_word_vectors_with_another_case_rule_are_refused(tmp_path):
 def test_torch_threads_is_an_option_as_in_rl_curl_and_the_summary_records_the_count(tmp_path):
     """The thread count changes a CPU run's weights in their last digits; nlp_qt.train had no option for it (only
     OMP_NUM_THREADS) where rl_curl.train has --torch-threads."""
-    assert train(_cfg(tmp_path, "one", max_steps=2, torch_threads=1, resume=False))["torch_threads"] == 1
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert train(_cfg(tmp_path, "one", max_steps=2, torch_threads=1, resume=False))["torch_threads"] == 1
+        assert torch.get_num_threads() == 2  # the caller's count given back (a notebook's next run took the run's)
+    finally:
+        torch.set_num_threads(before)
     with pytest.raises(ValueError, match=r"--torch-threads must be >= 0 \(0: torch's default\), got -1"):
         train(_cfg(tmp_path, "bad", torch_threads=-1))
     assert not (tmp_path / "bad").exists()
@@ -809,3 +817,20 @@ def test_a_run_trained_in_fp16_continues_where_fp16_cannot_run(tmp_path, monkeyp
     with pytest.warns(UserWarning, match=r"continues with --mixed-precision no") as said:  # no GPU
         assert train(_cfg(tmp_path, "gpu", max_steps=4))["step"] == 4
     assert sum("fp16" in str(w.message) for w in said) == 1  # once, though the checkpoint and config.json both say it
+
+
+def test_runs_of_other_precisions_follow_each_other_in_one_process(tmp_path):
+    """A notebook or a sweep script calling train() twice: the second run with another --mixed-precision was refused
+    by accelerate ("AcceleratorState has already been initialized and cannot be changed, restart your runtime").
+    Each run now gets the precision it asks for; the last one puts the process back at "no" for the tests after."""
+    from accelerate.state import AcceleratorState
+
+    first = train(_cfg(tmp_path, "no", max_steps=2, resume=False))
+    assert AcceleratorState._shared_state["_mixed_precision"] == "no"
+    second = train(_cfg(tmp_path, "bf16", max_steps=2, resume=False, mixed_precision="bf16"))
+    assert AcceleratorState._shared_state["_mixed_precision"] == "bf16"
+    third = train(_cfg(tmp_path, "again", max_steps=2, resume=False))
+    assert AcceleratorState._shared_state["_mixed_precision"] == "no"
+    assert first["step"] == second["step"] == third["step"] == 2
+    logs = [[r["loss"] for r in csv.DictReader(open(tmp_path / name / "log.csv"))] for name in ("no", "again")]
+    assert logs[0] == logs[1]  # the same run again after a bf16 one: the same losses

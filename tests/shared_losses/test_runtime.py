@@ -224,6 +224,27 @@ def test_csv_logger_log_deleted_while_running_starts_again_with_a_warning(tmp_pa
     assert log.count == 1
 
 
+def test_progress_bars_redraw_every_10_s_where_stderr_is_no_terminal(monkeypatch):
+    """A run's bar redrew every 0.1 s into a cluster job's log or a notebook (149 redraws in a 15 s rl_curl run);
+    nlp_qt alone slowed it there. Every training bar takes bar_interval()."""
+    import io
+    import sys
+
+    from shared_losses.training.runtime import bar_interval
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    class Closed(io.StringIO):
+        def isatty(self):
+            raise ValueError("I/O operation on closed file")
+
+    for stream, seconds in ((Terminal(), 0.1), (io.StringIO(), 10.0), (Closed(), 10.0), (None, 10.0)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        assert bar_interval() == seconds
+
+
 def test_write_json_atomic(tmp_path):
     write_json_atomic(tmp_path / "a" / "m.json", {"acc": 1.5})
     assert (tmp_path / "a" / "m.json").read_text().strip().startswith("{")
