@@ -466,12 +466,12 @@ def main(argv=None):
         check_parent_folder(args.output, "--output")
     path = export_run(args.run, args.output, args.overwrite)
     if (path / "image_classifier.torchscript.pt").is_file():
-        print(f"exported {args.run} to {path}: torch.jit.load('{path}/image_classifier.torchscript.pt'), "
-              f"onnxruntime.InferenceSession('{path}/image_classifier.onnx'), or {path}/model.safetensors with "
-              "config.json (the input and output are described there)")
+        print(f"exported {args.run} to {path}: torch.jit.load({str(path / 'image_classifier.torchscript.pt')!r}), "
+              f"onnxruntime.InferenceSession({str(path / 'image_classifier.onnx')!r}), or {path}/model.safetensors "
+              "with config.json (the input and output are described there)")
     else:
         print(f"exported {args.run} to {path}; load it with transformers.pipeline('text-classification', "
-              f"model='{path}', trust_remote_code=True, truncation=True)")
+              f"model={str(path)!r}, trust_remote_code=True, truncation=True)")
     return path
 
 

@@ -32,6 +32,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -62,7 +63,7 @@ def model_folder(path) -> Path:
         if (p / MODEL_DIR).is_dir():
             return model_folder(p / MODEL_DIR)
         raise ValueError(f"--model {p} is a fewshot run without model/ (made with --no-export, by a baseline or before "
-                         f"exports existed): write it with python -m fewshot.export --run-dir {p}")
+                         f"exports existed): write it with python -m fewshot.export --run-dir {shlex.quote(str(p))}")
     missing = [f for f in ("config.json", "model.safetensors", "tokenizer_config.json") if not (p / f).is_file()]
     if not missing:
         try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import warnings
 import zipfile
 from pathlib import Path
@@ -196,7 +197,8 @@ def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
             raise FileNotFoundError(f"{file} not found: {beside}")
         raise FileNotFoundError(f"{file} not found: a run writes policy.pt when it finishes (an unfinished run: "
                                 "continue it with `python -m rl_curl.train ... --resume`, or write the policy of its "
-                                f"last checkpoint with `python -m rl_curl.export --run-dir {file.parent}`)")
+                                "last checkpoint with `python -m rl_curl.export --run-dir "
+                                f"{shlex.quote(str(file.parent))}`)")
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - not a torch file, or damaged

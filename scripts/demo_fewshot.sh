@@ -13,6 +13,7 @@ OUT="${1:-$DEFAULT_OUT}"
 DATASET="${2:-drugreview}"
 # A fresh demo each time (fewshot.train never overwrites an existing run), deleting only the demo's own folder.
 . scripts/demo_folder.sh
+OUT=$(not_an_option "$OUT")
 fresh_demo_folder "$OUT" "$DEFAULT_OUT" .fewshot_demo demo_fewshot.sh
 mkdir -p "$OUT" && touch "$OUT/.fewshot_demo"
 common=(--preset cpu --encoder minilm --pooling mean --dataset "$DATASET" --n-labeled 20 --n-unlabeled 500 --seed 0)

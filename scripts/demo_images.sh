@@ -11,6 +11,7 @@ DEFAULT_OUT=runs/demo/pu_images
 OUT="${1:-$DEFAULT_OUT}"
 # A fresh demo each time (fewshot.train never overwrites an existing run), deleting only the demo's own folder.
 . scripts/demo_folder.sh
+OUT=$(not_an_option "$OUT")
 fresh_demo_folder "$OUT" "$DEFAULT_OUT" .images_demo demo_images.sh
 mkdir -p "$OUT" && touch "$OUT/.images_demo"
 .venv/bin/python scripts/pu_images_table.py --tables 2 --n-ps 100 1000 --seeds 0 --parallel 2 --out "$OUT" \

@@ -22,6 +22,7 @@ DEFAULT_OUT=runs/demo/nlp_qt
 OUT="${1:-$DEFAULT_OUT}"
 # A fresh demo each time, deleting only the demo's own folder.
 . scripts/demo_folder.sh
+OUT=$(not_an_option "$OUT")
 fresh_demo_folder "$OUT" "$DEFAULT_OUT" .nlp_qt_demo demo_nlp_qt.sh
 mkdir -p "$OUT" && touch "$OUT/.nlp_qt_demo"
 .venv/bin/python scripts/qt_table2.py --preset demo --out "$OUT"

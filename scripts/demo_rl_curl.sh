@@ -12,6 +12,7 @@ OUT="${1:-$DEFAULT_OUT}"
 # A fresh demo each time (rl_curl.train never overwrites an existing run without --resume), but only a
 # folder that is the demo's own (the default, or one marked by an earlier demo) or empty is deleted.
 . scripts/demo_folder.sh
+OUT=$(not_an_option "$OUT")
 fresh_demo_folder "$OUT" "$DEFAULT_OUT" .rl_curl_demo demo_rl_curl.sh
 # The marker goes in once the run exists: rl_curl.train starts a new run only in a missing or empty folder.
 # RL_DEMO_EXTRA: options appended to the training command (later options win; the tests use a tiny task).

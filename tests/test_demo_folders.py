@@ -59,3 +59,25 @@ def test_the_folder_rule_deletes_the_demos_own_and_refuses_the_rest(tmp_path):
     a_file.write_text("mine")
     res = _fresh(a_file, default)
     assert res.returncode == 1 and a_file.read_text() == "mine"
+
+
+def test_a_folder_whose_name_starts_with_a_dash_is_a_folder_not_an_option(tmp_path):
+    """`bash scripts/demo_rl_curl.sh -mine` ended in "rm: invalid option", and `ls` failing on such a name let the
+    guard take a folder of someone's runs for an empty one. The folder rule passes names after `--`, and the demos
+    give such a relative name a ./ (mkdir and the trainers' --output-dir would read it as an option)."""
+    def bash(code, *args):
+        return subprocess.run(["bash", "-c", f". {ROOT / 'scripts' / 'demo_folder.sh'}; {code}", "_", *args],
+                              capture_output=True, text=True, timeout=30, cwd=tmp_path)
+
+    (tmp_path / "-mine" / "run").mkdir(parents=True)  # someone's runs
+    res = bash('fresh_demo_folder "$1" default .demo_mark demo.sh', "-mine")
+    assert res.returncode == 1 and "not made by this demo" in res.stderr and (tmp_path / "-mine" / "run").is_dir()
+    (tmp_path / "-empty").mkdir()
+    assert bash('fresh_demo_folder "$1" default .demo_mark demo.sh', "-empty").returncode == 0
+    assert not (tmp_path / "-empty").exists()
+    assert bash('not_an_option "$1"', "-dash/rl").stdout == "./-dash/rl"
+    assert bash('not_an_option "$1"', "runs/x").stdout == "runs/x"
+    assert bash('not_an_option "$1"', "/abs/-x").stdout == "/abs/-x"
+    for script in DEMOS:  # each demo passes its folder through it, after the folder rule is read
+        text = (ROOT / "scripts" / script).read_text()
+        assert '. scripts/demo_folder.sh\nOUT=$(not_an_option "$OUT")\n' in text

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Callable
@@ -87,7 +88,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
             raise FileNotFoundError(
                 f"{path} is an nlp_qt run folder without model/: it is written when training ends (still running, "
                 "or stopped before its end? add --resume to its training command to finish it, or write its "
-                f"checkpoint's model with python -m nlp_qt.export --run-dir {path})"
+                f"checkpoint's model with python -m nlp_qt.export --run-dir {shlex.quote(str(path))})"
             )
         raise FileNotFoundError(
             f"{path} is an nlp_qt run folder without model/ and without a checkpoint: the run has saved no model yet "
@@ -110,7 +111,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
     if path.is_dir() and path.name == "checkpoint" and is_qt_vocab(path.parent / "vocab.json"):
         raise FileNotFoundError(f"{path} is an nlp_qt run's training checkpoint, not a model: pass the run folder, "
                                 f"--model {path.parent} (its model/), or write the checkpoint's model with "
-                                f"python -m nlp_qt.export --run-dir {path.parent}")
+                                f"python -m nlp_qt.export --run-dir {shlex.quote(str(path.parent))}")
     if path.exists() and path.is_dir() and not (path / "modules.json").exists() and not (path / "config.json").exists():
         raise FileNotFoundError(
             f"{path} is neither an nlp_qt model (config.json, vocab.json, model.safetensors) nor a "

@@ -253,3 +253,37 @@ def test_a_model_folder_whose_tokenizer_asks_to_run_its_own_code_is_refused(sent
                                          r"folder; fewshot.predict runs no code from a model folder"):
         predict(["--model", str(folder), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "p.jsonl")])
     assert not pwned.exists() and not (tmp_path / "p.jsonl").exists()
+
+
+def test_the_exports_loading_line_is_python_for_any_folder_name(sentence_run, tmp_path, capsys):
+    """The printed line to load an export wrapped its folder in hand-written quotes: for a folder named `it's` the
+    pasted line was a syntax error. The folder is a Python string literal now."""
+    import ast
+
+    from fewshot.export import main as export
+
+    out = tmp_path / "it's ours" / "model"
+    export(["--run-dir", str(sentence_run), "--output", str(out)])
+    line = capsys.readouterr().out.strip()
+    call = line[line.index("transformers.pipeline("):]
+    tree = ast.parse(call)  # a syntax error before
+    (model,) = [k.value.value for k in tree.body[0].value.keywords if k.arg == "model"]
+    assert model == str(out)
+
+
+def test_a_command_named_in_an_error_takes_the_folder_quoted_for_the_shell(tmp_path):
+    """The errors that name a command to run printed the folder as it is: a folder with a space broke the pasted
+    command. It is quoted for the shell (a plain folder as it is)."""
+    import shlex
+
+    from fewshot.predict import model_folder
+
+    for name in ("my runs", "plain"):
+        run = tmp_path / name / "r"
+        run.mkdir(parents=True)
+        (run / "config.json").write_text("{}")
+        (run / "metrics.json").write_text("{}")
+        with pytest.raises(ValueError) as info:
+            model_folder(run)
+        assert str(info.value).endswith(f"python -m fewshot.export --run-dir {shlex.quote(str(run))}")
+    assert str(info.value).endswith(f"--run-dir {run}")  # nothing to quote
