@@ -60,7 +60,6 @@ from __future__ import annotations
 import math
 import os
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -72,7 +71,7 @@ from tqdm import tqdm
 from shared_losses.training.cli import ArgumentParser, HelpFormatter, number_in, run_cli
 
 from shared_losses import debiased_nce, debiased_nce_from_logits
-from shared_losses.training.runtime import write_json_atomic, write_refused
+from shared_losses.training.runtime import bar_interval, write_json_atomic, write_refused
 
 
 @dataclass
@@ -234,7 +233,7 @@ def main_synthetic(args):
     t0 = time.time()
     per_seed = {}
     with tqdm(total=s.steps * len(args.seeds), desc="sampling-bias", unit="step",
-              mininterval=0.5 if sys.stderr.isatty() else 10.0) as bar:
+              mininterval=bar_interval(0.5, 10.0)) as bar:
         for seed in args.seeds:
             per_seed[seed] = run(seed, s, progress=bar)
     elapsed = time.time() - t0
@@ -569,7 +568,7 @@ def main_images(args):
     t0 = time.time()
     per_seed = {}
     with tqdm(total=s.steps * len(args.seeds), desc="sampling-bias", unit="step",
-              mininterval=0.5 if sys.stderr.isatty() else 10.0) as bar:
+              mininterval=bar_interval(0.5, 10.0)) as bar:
         for seed in args.seeds:
             per_seed[seed] = run_images(seed, s, x, y, objs, data.source, progress=bar)
     elapsed = time.time() - t0

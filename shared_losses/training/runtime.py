@@ -1469,15 +1469,15 @@ def _accelerate_state_for(cpu: bool, mixed_precision: str) -> None:
         AcceleratorState._reset_state(reset_partial_state=True)
 
 
-def bar_interval() -> float:
-    """The seconds between a training progress bar's redraws (tqdm's ``mininterval``): tqdm's 0.1 on a terminal; 10
-    where stderr is a file or a pipe (a cluster job's log, a notebook's output), which keeps every redraw: at 0.1 s,
-    up to 36,000 an hour of run."""
+def bar_interval(terminal: float = 0.1, elsewhere: float = 10.0) -> float:
+    """The seconds between a progress bar's redraws (tqdm's ``mininterval``): ``terminal`` (tqdm's 0.1 for the
+    training bars) on a terminal; ``elsewhere`` where stderr is a file or a pipe (a cluster job's log, a notebook's
+    output), which keeps every redraw: at 0.1 s, up to 36,000 an hour of run."""
     try:
-        terminal = sys.stderr.isatty()
+        on_terminal = sys.stderr.isatty()
     except (AttributeError, ValueError):  # no stderr, or a closed one
-        terminal = False
-    return 0.1 if terminal else 10.0
+        on_terminal = False
+    return terminal if on_terminal else elsewhere
 
 
 def gpu_available() -> bool:
