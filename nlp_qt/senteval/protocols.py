@@ -197,16 +197,16 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         examples = {t: examples[t] for t in tasks}  # the caller's dict is left whole
     from tqdm import tqdm
 
-    from shared_losses.training.runtime import bar_interval
-
     results = {}
     for i, t in enumerate(tasks, 1):
         t0 = time.perf_counter()
         protocol = PROTOCOLS[TASKS[t].kind]
         # progress: the task, then its logistic regressions (every fold of every C, the outer folds' refits)
         fits = classify._fits(TASKS[t].kind, kfold, inner_kfold)
+        # the terminal test written out, not shared_losses' bar_interval: this module also runs where torch cannot
+        # be imported (scripts/senteval_side_by_side.py's runner for the official code)
         bar = tqdm(total=fits, desc=f"[{i}/{len(tasks)}] {t}: encode, then fits",
-                   unit="fit", disable=not verbose, mininterval=bar_interval(0.5, 30.0), leave=False)
+                   unit="fit", disable=not verbose, mininterval=0.5 if sys.stderr.isatty() else 30.0, leave=False)
         classify._TICK, classify._JOBS = functools.partial(bar.update, 1), (os.cpu_count() or 1) if jobs == -1 else jobs
         classify._FOLDS = folds
         try:
