@@ -193,7 +193,7 @@ out.mkdir(parents=True, exist_ok=True)
 for _ in range(2400):
     if asked:
         time.sleep(0.5)  # the step in progress, then the checkpoint
-        (out / "checkpoint").write_text(asked[0])
+        (out / "checkpoint").write_text(",".join(asked))  # every request received, in order
         sys.exit(130)
     time.sleep(0.05)
 """
@@ -278,9 +278,13 @@ def test_a_stopped_grid_waits_for_its_runs_checkpoints_and_says_how_to_continue(
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, (out, err)
     for name in ("r0", "r1"):
-        # the terminal's Ctrl-C reaches the local pool's runs (its process group), not Ray's: the grid asks those
-        assert (tmp_path / name / "checkpoint").read_text() == ("SIGINT" if (how, backend) == ("Ctrl-C", "local")
-                                                                else "SIGTERM"), name
+        asked = (tmp_path / name / "checkpoint").read_text().split(",")
+        if (how, backend) == ("Ctrl-C", "local"):
+            # the terminal's Ctrl-C reaches the local pool's runs (its process group); the grid's own request
+            # (SIGTERM) follows, and on a loaded machine can even come first: the run took both as one request
+            assert "SIGINT" in asked and set(asked) <= {"SIGINT", "SIGTERM"}, (name, asked, out, err)
+        else:  # the signal reached the grid's process alone (or Ray's runs): the grid asks its runs to stop
+            assert asked == ["SIGTERM"], (name, asked, out, err)
         assert f"stopped (exit 130: asked to stop; see {tmp_path / name}.log)" in out, out
     assert not (tmp_path / "r2").exists() and "FAILED" not in out  # the third run was never started
     assert err.strip().splitlines()[-1] == (
