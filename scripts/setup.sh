@@ -15,8 +15,23 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true  # a new venv's pip, once
 fi
 if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
+  # A set-up stopped part-way (Ctrl-C) is mended by running it again: a venv stopped while it was made has no pip
+  # (made again in place, its files kept), and a torch stopped while pip installed it, which pip may take for
+  # installed, is installed again over itself.
+  if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    "$PY" -m venv "$VENV"
+  fi
   # shellcheck disable=SC2086
   "$VENV/bin/python" -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
+  if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps ${TORCH_SPEC:-torch==2.13.0}
+  fi
+  if ! err=$("$VENV/bin/python" -c "import torch" 2>&1); then
+    echo "error: torch is installed in $VENV but cannot be imported ($(printf '%s\n' "$err" | tail -n 1));" \
+         "remove $VENV and run scripts/setup.sh again" >&2
+    exit 1
+  fi
 fi
 stamp="$VENV/.suite-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
