@@ -863,7 +863,7 @@ def _import(what: str, tar: Path | None, records: dict[str, tuple[Path, Path]], 
                 moved.append(into / t)
             for source, target in records.values():
                 _copy_record(source, target, copied)
-        except OSError as err:
+        except BaseException as err:  # a failed copy, or Ctrl-C part-way: all or nothing (a rerun would be refused)
             for path in copied:
                 path.unlink(missing_ok=True)
             for path in moved:  # put back what was moved
@@ -873,6 +873,8 @@ def _import(what: str, tar: Path | None, records: dict[str, tuple[Path, Path]], 
                     path.rmdir()  # only if empty: what someone else put there meanwhile stays
                 except OSError:
                     pass
+            if not isinstance(err, OSError):
+                raise
             raise ValueError(f"could not import {what} into {into} ({err}); nothing imported") from None
     finally:
         if tmp is not None:

@@ -496,6 +496,17 @@ def test_a_refused_pack_creates_no_folder_and_a_failed_import_removes_only_those
         slices.import_slice_pack(pack, into)
     assert tree(tmp_path / "imp") == ["keep"]
     assert not [p for p in (tmp_path / "imp").iterdir() if p.name.startswith(".results.import-")]
+    # Ctrl-C part-way (the second record's copy): taken back as well, so that the same import can be run again
+    # (it used to leave the runs and the first record there, and a second import was refused over them)
+    def interrupted(source, target, copied):
+        if copied:
+            raise KeyboardInterrupt
+        plain(source, target, copied)
+
+    monkeypatch.setattr(slices, "_copy_record", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        slices.import_slice_pack(pack, into)
+    assert tree(tmp_path / "imp") == ["keep"]
     monkeypatch.setattr(slices, "_copy_record", plain)
     new, records = slices.import_slice_pack(pack, into)  # the same pack, nothing in the way: the parents made
     assert [p.parent for p in new] == [into] and len(records) == 2 and (tmp_path / "imp" / "keep").is_file()
