@@ -145,7 +145,8 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
                 os.fsync(fh.fileno())
             if accelerator is not None and _entries(accelerator):
                 (tmp / ENTRIES).write_text(json.dumps(_entries(accelerator), indent=1))
-            marker = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "keys": sorted(state), **(meta or {})}
+            marker = {"saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "keys": sorted(state),
+                      **({"device": accelerator.device.type} if accelerator is not None else {}), **(meta or {})}
             (tmp / MARKER).write_text(json.dumps(marker))
     except Exception as err:
         if not _write_failed(err):
@@ -475,9 +476,27 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
         for obj in [*getattr(accelerator, "_models", []), *getattr(accelerator, "_custom_objects", [])]:
             if isinstance(obj, torch.nn.Module):
                 check_finite_weights(obj.state_dict(), f"checkpoint {path}")
-        if random_states is not None:
-            _set_random_states(random_states, rng_file)
+        gpu_states_left = _set_random_states(random_states, rng_file) if random_states is not None else 0
+        _say_if_continued_elsewhere(path, accelerator.device.type, gpu_states_left)
     return state
+
+
+def _say_if_continued_elsewhere(path: Path, here: str, gpu_states_left: int) -> None:
+    """One warning where a run continues on another kind of device than the one its checkpoint was written on (a
+    run trained on a GPU, continued on a CPU, or the other way), or where the GPU random states of a run that trained
+    on GPUs could not be put back (fewer GPUs here): the run goes on from its checkpoint, but not as the
+    uninterrupted run would (random numbers do not cross devices, and kernels round differently). Checkpoints written
+    before the marker recorded the device are told by their GPU random states only."""
+    saved = checkpoint_meta(path).get("device")
+    if saved not in (None, here):
+        what = f"checkpoint {path} was written on {saved} and this run continues on {here}"
+    elif gpu_states_left and saved in (None, "cuda"):  # a CPU run on a GPU machine saves them too, unused
+        what = (f"checkpoint {path} holds the random states of {gpu_states_left} GPU(s), which this process cannot "
+                f"take (it sees {torch.cuda.device_count()})")
+    else:
+        return
+    warnings.warn(what + ": it goes on from the checkpoint, but its random numbers (and the kernels' rounding) are not "
+                  "those the uninterrupted run would have had", UserWarning, stacklevel=3)
 
 
 def _load_custom_state(obj, path, index: int = 0) -> None:
@@ -533,12 +552,13 @@ def check_finite_weights(weights: Any, where: str) -> None:
             stack.extend((f"{name}[{i}]", v) for i, v in reversed(list(enumerate(value))))
 
 
-def _set_random_states(states: Mapping[str, Any], source: Path) -> None:
+def _set_random_states(states: Mapping[str, Any], source: Path) -> int:
     """Put back the random states accelerate saved (Python's, NumPy's, torch's CPU and CUDA generators), whether or
     not ``accelerator.load_state`` did: accelerate reads that file with ``weights_only=True``, which refuses the
     random state of NumPy 1.24 (1.26 passes), and then only logs "Could not load random states" at INFO level and
     goes on, so a run resumed there (accelerate 1.3 and 1.15 seen, torch 2.5) drew other random numbers than the
-    uninterrupted run."""
+    uninterrupted run. Returns how many GPU random states the file holds that could not be put back (no GPU here,
+    or another number of them)."""
     import random
 
     import numpy as np
@@ -550,6 +570,8 @@ def _set_random_states(states: Mapping[str, Any], source: Path) -> None:
         cuda = states.get("torch_cuda_manual_seed")
         if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all(cuda)
+            return 0
+        return len(cuda or ())
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"checkpoint {source.parent}: {source.name} does not hold the random states accelerate "
                               f"writes ({type(err).__name__}: {err}); the run could not continue exactly") from err

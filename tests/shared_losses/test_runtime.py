@@ -1,6 +1,7 @@
 """Atomic checkpoints, exact resume through accelerate, resumable CSV logs."""
 
 import csv
+import re
 
 import pytest
 import torch
@@ -88,6 +89,63 @@ def test_a_random_states_file_of_another_shape_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match=r"random_states_0.pkl does not hold the random states accelerate writes "
                                               r"\(KeyError: 'random_state'\)"):
         load_checkpoint(acc2, tmp_path / "ckpt")
+
+
+def _as_if_written_on_a_gpu(ckpt, *, device="cuda", gpu_states=1):
+    """The checkpoint at ``ckpt`` as a GPU run's would be: its marker names ``device`` (None: a checkpoint from
+    before the marker recorded one), its random states hold ``gpu_states`` CUDA generators' states."""
+    import json
+
+    marker = json.loads((ckpt / "COMPLETE").read_text())
+    marker.pop("device")
+    (ckpt / "COMPLETE").write_text(json.dumps({**marker, **({"device": device} if device else {})}))
+    states = torch.load(ckpt / "random_states_0.pkl", weights_only=False)
+    states["torch_cuda_manual_seed"] = [torch.zeros(16, dtype=torch.uint8)] * gpu_states
+    torch.save(states, ckpt / "random_states_0.pkl")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="continues a GPU-written checkpoint on a machine without one")
+@pytest.mark.parametrize("device, gpu_states, said", [
+    ("cuda", 1, "was written on cuda and this run continues on cpu"),
+    (None, 2, r"holds the random states of 2 GPU\(s\), which this process cannot take \(it sees 0\)"),
+])
+def test_a_run_continued_on_another_device_says_it_is_not_the_uninterrupted_run(tmp_path, device, gpu_states, said):
+    """A run trained on a GPU and continued on a CPU (or the other way) drew its random numbers from the other
+    device's generators, whose states cannot cross, and went on without a word, as if exact."""
+    import warnings
+
+    acc, model, opt = _setup()
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 3})
+    assert json_of(tmp_path / "ckpt" / "COMPLETE")["device"] == "cpu"
+    with warnings.catch_warnings():  # on the device it was written on: nothing to say
+        warnings.simplefilter("error")
+        load_checkpoint(_setup()[0], tmp_path / "ckpt")
+    _as_if_written_on_a_gpu(tmp_path / "ckpt", device=device, gpu_states=gpu_states)
+    with pytest.warns(UserWarning) as seen:
+        assert load_checkpoint(_setup()[0], tmp_path / "ckpt") == {"step": 3}
+    (one,) = [str(w.message) for w in seen]
+    assert re.search(said, one) and one.endswith(": it goes on from the checkpoint, but its random numbers (and the "
+                                                 "kernels' rounding) are not those the uninterrupted run would have "
+                                                 "had"), one
+
+
+def test_a_cpu_run_on_a_gpu_machine_continued_without_one_says_nothing(tmp_path):
+    """accelerate saves the GPUs' random states whenever there are GPUs, also for a run on the CPU (--device cpu)
+    that never drew from them: continuing it on a machine without a GPU loses nothing."""
+    import warnings
+
+    acc, model, opt = _setup()
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 3})
+    _as_if_written_on_a_gpu(tmp_path / "ckpt", device="cpu", gpu_states=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_checkpoint(_setup()[0], tmp_path / "ckpt") == {"step": 3}
+
+
+def json_of(path):
+    import json
+
+    return json.loads(path.read_text())
 
 
 def test_resave_replaces_atomically(tmp_path):
