@@ -357,7 +357,7 @@ class ImageApp(FewShotRunApp):
     (``none``); at the end the classifiers of :func:`classify`."""
 
     def __init__(self, cfg: ImageConfig, harness: RunHarness):
-        t_start, data = time.time(), image_data(cfg)
+        t_start, data = time.monotonic(), image_data(cfg)
         self.selection = selection_split(cfg, data)
         # the images as the encoder trains on them (--select and --label-share: some labeled positives are unlabeled)
         self.enc_data = share_labels(cfg, data if self.selection is None else self.selection.encoder_data)
@@ -452,7 +452,7 @@ class ImageApp(FewShotRunApp):
         cfg = self.cfg
         for m in self.models.values():
             m.train()
-        self.t0 = time.time()
+        self.t0 = time.monotonic()
         desc = f"{cfg.contrastive} {cfg.setting} " + (f"n_P={cfg.n_labeled}" if cfg.setting == "pu"
                                                            else f"{cfg.labeled_percent:g}% labeled")
         return tqdm(total=cfg.max_steps, initial=self.step, desc=desc, unit="step", disable=not cfg.progress,
@@ -520,12 +520,12 @@ class ImageApp(FewShotRunApp):
         self.watch.check(self.step, self.worst_loss)  # the probes would read the features of a diverged encoder
         if self.step == 0:  # --max-steps 0: the loop wrote no checkpoint; a finished run keeps one (resume: done)
             self.harness.checkpoint(self.state())
-        train_seconds = time.time() - self.t0
+        train_seconds = time.monotonic() - self.t0
         if self.best is not None:  # --select: the encoder of the best step
             self.models["encoder"].load_state_dict(self.best["weights"])
-        t1 = time.time()
+        t1 = time.monotonic()
         accuracies, self.head, scores = classify(cfg, data, self.models, self.pi_p)
-        probe_seconds = time.time() - t1
+        probe_seconds = time.monotonic() - t1
         main_key = "nnpu" if cfg.setting == "pu" else ("logreg" if self.contrastive else "ce")
         self.metrics = {
             "eval_accuracy": accuracies[main_key], "eval_scores": scores[main_key], "probes": accuracies,
@@ -539,7 +539,8 @@ class ImageApp(FewShotRunApp):
             "prior": self.pi, "pool_prior": self.pi_p, "prior_source": self.prior_source,
             "exact_prior": exact_image_prior(data), "batch_labeled_used": self.lab_batches.batch_size,
             "batch_unlabeled_used": self.unl_batches.batch_size,
-            "train_seconds": train_seconds, "probe_seconds": probe_seconds, "run_seconds": time.time() - self.t_start,
+            "train_seconds": train_seconds, "probe_seconds": probe_seconds,
+            "run_seconds": time.monotonic() - self.t_start,
             "majority_accuracy": majority_percent(data.eval_y),
         }
         if self.contrastive and cfg.setting == "pu":

@@ -57,10 +57,10 @@ def _probe(cfg, run) -> tuple[float, dict, float, dict]:
 
     from .heads import head_accuracy
 
-    t0 = time.time()
+    t0 = time.monotonic()
     accuracy, heads, scores = head_accuracy(run.model, run.tokenizer, cfg, run.train_x, run.train_y, run.sample,
                                             run.eval_x, run.eval_y, run.acc.device, trains_head=False)
-    return accuracy, heads, time.time() - t0, scores
+    return accuracy, heads, time.monotonic() - t0, scores
 
 
 def _setfit(cfg, run) -> tuple[float, dict, float, None]:

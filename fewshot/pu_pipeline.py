@@ -38,7 +38,7 @@ class PuApp(FewShotRunApp):
         cfg = self.cfg
         self.run = run = prepare(cfg, self.model, self.tokenizer, self.harness, saved)
         self.accelerator, self.tokenizer = acc, tokenizer = run.acc, run.tokenizer
-        self.t0 = time.time()
+        self.t0 = time.monotonic()
         # no evaluation split (PU files without --eval-file): the baseline probes would score nothing; a resumed
         # run has them in its checkpoint
         self.baseline = None
@@ -148,7 +148,7 @@ class PuApp(FewShotRunApp):
             "batch_labeled_used": self.n_lab, "batch_unlabeled_used": self.n_unl,
             "probes": {"pretrained_encoder": self.baseline, "punce_encoder": trained},
             "eval_scores": self.scores["nnpu"] if self.scores else None,
-            "train_seconds": time.time() - self.t0, "pooling": run.pooling, "pooling_source": run.pooling_source,
+            "train_seconds": time.monotonic() - self.t0, "pooling": run.pooling, "pooling_source": run.pooling_source,
             "n_eval": len(run.eval_y),
             "majority_accuracy": majority_percent(run.eval_y) if len(run.eval_y) else None,
         }

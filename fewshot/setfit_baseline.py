@@ -29,7 +29,7 @@ def run_setfit(cfg, run) -> tuple[float, float]:
 
     lab = run.sample.labeled
     train_ds = Dataset.from_dict({"text": [run.train_x[i] for i in lab], "label": run.train_y[lab].tolist()})
-    t0 = time.time()
+    t0 = time.monotonic()
     model = SetFitModel.from_pretrained(resolve_encoder(cfg.encoder), device=str(run.acc.device))
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():  # SetFit's checkpoints are not kept
         # SetFit's trainer asks its data loaders for pinned memory (sentence-transformers' default), which torch
@@ -40,6 +40,6 @@ def run_setfit(cfg, run) -> tuple[float, float]:
         args = TrainingArguments(output_dir=tmp, seed=cfg.seed, max_length=cfg.max_length, show_progress_bar=False,
                                  report_to="none")
         Trainer(model=model, args=args, train_dataset=train_ds).train()
-    seconds = time.time() - t0
+    seconds = time.monotonic() - t0
     pred = np.asarray(model.predict(list(run.eval_x), batch_size=64, show_progress_bar=False))
     return percent_agree(pred.astype(int), run.eval_y), seconds

@@ -80,7 +80,7 @@ class FewShotApp(FewShotRunApp):
 
     def progress(self):
         self.model.train()
-        self.t0 = time.time()
+        self.t0 = time.monotonic()
         return tqdm(total=self.cfg.max_steps, initial=self.step, desc=f"{self.cfg.objective} N={self.cfg.n_labeled}",
                     unit="step", disable=not (self.accelerator.is_main_process and self.cfg.progress),
                     mininterval=bar_interval())
@@ -158,7 +158,7 @@ class FewShotApp(FewShotRunApp):
             self.final, self.both, scores = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x,
                                                           run.train_y, run.sample, run.eval_x, run.eval_y,
                                                           self.accelerator.device, self.objective.trains_head)
-        self.metrics = run_metrics(self.cfg, run, self.final, self.both, self.history, time.time() - self.t0,
+        self.metrics = run_metrics(self.cfg, run, self.final, self.both, self.history, time.monotonic() - self.t0,
                                    scores)
         if self.objective.trains_encoder:  # the global batch's sizes, after the caps above
             self.metrics["batch_labeled_used"] = self.lab_batches.batch_size

@@ -230,13 +230,13 @@ def main_synthetic(args):
     args.out = args.out or "runs/sampling_bias"
     check_out(args.out, args.overwrite)
     os.makedirs(args.out, exist_ok=True)
-    t0 = time.time()
+    t0 = time.monotonic()
     per_seed = {}
     with tqdm(total=s.steps * len(args.seeds), desc="sampling-bias", unit="step",
               mininterval=bar_interval(0.5, 10.0)) as bar:
         for seed in args.seeds:
             per_seed[seed] = run(seed, s, progress=bar)
-    elapsed = time.time() - t0
+    elapsed = time.monotonic() - t0
 
     labels = {"biased": "biased (InfoNCE)", "debiased_m1": f"debiased τ⁺=1/{s.classes}, M=1",
               "debiased_m2": f"debiased τ⁺=1/{s.classes}, M=2", "unbiased": "unbiased (true negatives)"}
@@ -565,13 +565,13 @@ def main_images(args):
         probe_draws(y[image_split(y, s, seed)[1]], s, seed, data.source, classes=classes, totals=totals)
     os.makedirs(out, exist_ok=True)
 
-    t0 = time.time()
+    t0 = time.monotonic()
     per_seed = {}
     with tqdm(total=s.steps * len(args.seeds), desc="sampling-bias", unit="step",
               mininterval=bar_interval(0.5, 10.0)) as bar:
         for seed in args.seeds:
             per_seed[seed] = run_images(seed, s, x, y, objs, data.source, progress=bar)
-    elapsed = time.time() - t0
+    elapsed = time.monotonic() - t0
 
     rows = [(o.key, o.label) for o in objs] + [("untrained", "untrained encoder (initial weights)")]
     summary = {}

@@ -233,10 +233,10 @@ out = {}
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # scikit-learn 0.20's FutureWarnings about its coming defaults
     for t in json.loads(tasks):
-        t0 = time.time()
+        t0 = time.monotonic()
         res = se.eval(t)
         out[t] = {m: float(res[m]) for m in ("acc", "devacc", "f1") if m in res}
-        out[t]["seconds"] = round(time.time() - t0, 2)
+        out[t]["seconds"] = round(time.monotonic() - t0, 2)
         sys.stderr.write("%s: %s\n" % (t, out[t]))
         sys.stderr.flush()
 print(json.dumps({"results": out, "missing": len(missing), "python": platform.python_version(),
