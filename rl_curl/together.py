@@ -213,14 +213,16 @@ def check_runs(cfgs: list[Config]) -> None:
     check_stackable(cfgs, dirs, "runs trained together (rl_curl.together)", also=IN_STEP)
 
 
-def check_checkpoints(apps) -> None:
+def check_checkpoints(apps) -> list:
     """The resume checks of every run, before any of them starts (in its thread a run writes its folder at once, so a
     refusal there would come after the others had begun): each checkpoint's options against its run's (the refusal
     names the folder and how to change one run of a group), no checkpoint of a run trained alone among runs still to
-    train, and every run still to train at one step (a run added to a group that has trained would never meet it)."""
+    train, and every run still to train at one step (a run added to a group that has trained would never meet it).
+    Returns the configurations of the runs still to train."""
     from shared_losses.training.harness import ConfigChanged
 
     steps = {}
+    to_train = []
     for app in apps:
         cfg, harness = app.cfg, app.harness
         if app.keeps_checkpoint:
@@ -241,11 +243,13 @@ def check_checkpoints(apps) -> None:
                              "with `python -m rl_curl.train ... --output-dir "
                              f"{cfg.output_dir} --resume`, or leave it out of this group; nothing was changed")
         steps[cfg.output_dir] = 0 if saved is None else int(saved["step"])
+        to_train.append(cfg)
     if len(set(steps.values())) > 1:
         at = ", ".join(f"{d} at agent step {s}" for d, s in steps.items())
         raise ValueError(f"the runs are not in step ({at}): runs trained together must be at the same step; continue "
                          "them one by one with `python -m rl_curl.train ... --resume`, or group the runs at one step; "
                          "nothing was changed")
+    return to_train
 
 
 def run_together(cfgs: list[Config]) -> list[dict]:
@@ -254,14 +258,19 @@ def run_together(cfgs: list[Config]) -> list[dict]:
     from shared_losses.training.loop import run as run_app
     from shared_losses.training.runtime import RunInterrupted, StopSignals
 
+    import torch
+
     from .env import EnvWorker
-    from .train import CurlApp, env_kwargs
+    from .train import CurlApp, check_replay_memory, env_kwargs
 
     cfgs = [c.resolved() for c in cfgs]
     check_runs(cfgs)
     # every run's folder is checked here, before anything starts (rl_curl.train's check when a run is set up)
     apps = [CurlApp(c if k == 0 else dataclasses.replace(c, progress=False)) for k, c in enumerate(cfgs)]
-    check_checkpoints(apps)  # in this thread, before any run writes: each run's own checks would come too late
+    to_train = check_checkpoints(apps)  # in this thread, before any run writes: each run's own check is too late
+    # every replay at once (each run's own check, when it is built, sees the memory the others will fill as free)
+    check_replay_memory(to_train, torch.device("cpu" if cfgs[0].device == "cpu" or not torch.cuda.is_available()
+                                               else "cuda"))
     results: list = [None] * len(cfgs)
     errors: list = [None] * len(cfgs)
     stop = StopSignals("stopping every run at the end of the same episode and writing its checkpoint (Ctrl-C again "

@@ -45,42 +45,120 @@ from .objectives import OBJECTIVES
 CHECKPOINT_FORMAT = 2
 
 
-def available_memory() -> int | None:
-    """Bytes of host memory available to new allocations (Linux MemAvailable), None where unknown."""
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max": no limit
+
+
+def _stat(path: Path) -> dict[str, int]:
+    try:
+        pairs = (line.split() for line in path.read_text().splitlines())
+        return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
+    except OSError:
+        return {}
+
+
+def cgroup_memory_room(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
+    """Bytes this process's memory cgroup still lets it allocate (a Slurm job's ``--mem``, a container's or a
+    systemd unit's limit, which the host's free memory does not show): the tightest limit of its cgroup and those
+    above it, less what each uses besides the file cache it can give back (``inactive_file``). None where no limit
+    is set or none can be read (no cgroup, not Linux). cgroup v2 (``memory.max``) and v1 (``memory.limit_in_bytes``,
+    its ``hierarchical_memory_limit`` covering the cgroups above)."""
+    try:
+        lines = Path(proc_cgroup).read_text().splitlines()
+    except OSError:
+        return None
+    top = Path(root)
+    rooms = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        number, controllers, path = parts
+        if number == "0" and controllers == "":  # v2: this cgroup and every one above it
+            folder = top / path.lstrip("/")
+            while True:
+                limit = _read_int(folder / "memory.max")
+                used = _read_int(folder / "memory.current")
+                if limit is not None and used is not None:
+                    rooms.append(limit - used + _stat(folder / "memory.stat").get("inactive_file", 0))
+                if folder == top or top not in folder.parents:
+                    break
+                folder = folder.parent
+        elif "memory" in controllers.split(","):  # v1
+            base = top / "memory"
+            folder = base / path.lstrip("/")
+            if not folder.is_dir():  # a container's own cgroup, mounted as the root of its view
+                folder = base
+            stat = _stat(folder / "memory.stat")
+            limit = stat.get("hierarchical_memory_limit") or _read_int(folder / "memory.limit_in_bytes")
+            used = _read_int(folder / "memory.usage_in_bytes")
+            if limit is not None and used is not None and limit < 2**60:  # v1 writes "no limit" as about 2**63
+                rooms.append(limit - used + stat.get("total_inactive_file", stat.get("inactive_file", 0)))
+    return max(0, min(rooms)) if rooms else None
+
+
+def available_memory() -> tuple[int | None, str]:
+    """Bytes of memory available to new allocations, and where the bound comes from: the host's (Linux
+    MemAvailable) or, where it is tighter, this process's cgroup limit (:func:`cgroup_memory_room`); None where
+    unknown."""
+    host = None
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    host = int(line.split()[1]) * 1024
+                    break
     except OSError:
         pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+    if host is None:
+        try:
+            host = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            host = None
+    room = cgroup_memory_room()
+    if room is not None and (host is None or room < host):
+        return room, "within this process's memory limit (a Slurm job's --mem, a container's limit)"
+    return host, "on this machine"
 
 
-def check_replay_memory(cfg: Config, device: torch.device, action_dim: int = 64) -> None:
+def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device, action_dim: int = 64, *,
+                        fewer: str = "train fewer runs together", gpu: bool = True) -> None:
     """Refuse, before anything is written, a --replay-capacity whose buffer cannot fit: its frame ring in host
-    memory (or in GPU memory with --replay-on-device) and its per-transition arrays in host memory. The
-    action dimension is not known before the environment is built; 64 bounds every DeepMind Control task."""
+    memory (or in GPU memory with --replay-on-device) and its per-transition arrays in host memory; for runs
+    trained together (a list of configurations), all their buffers at once. The frames fill the ring as the run
+    goes, so without this check a run that cannot fit ends (killed for memory) only when its replay is nearly full,
+    and again at the same step on each resume. ``fewer``: the advice for several runs (a grid's: lower --parallel);
+    ``gpu=False``: host memory only (a grid's runs may go to several GPUs). The action dimension is not known before
+    the environment is built; 64 bounds every DeepMind Control task."""
     from .replay import FrameReplay
 
-    need = FrameReplay.estimate_bytes(cfg.replay_capacity, cfg.obs_shape, action_dim, cfg.frame_stack)
+    cfgs = [cfgs] if isinstance(cfgs, Config) else list(cfgs)
+    if not cfgs:
+        return
+    cfg = cfgs[0]
+    needs = [FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, action_dim, c.frame_stack) for c in cfgs]
     gib = lambda b: f"{b / 2**30:.1f} GiB"  # noqa: E731
     on_gpu = cfg.replay_on_device and device.type == "cuda"
-    host_need = need["other"] + (0 if on_gpu else need["frames"])
-    host = available_memory()
+    host_need = sum(n["other"] + (0 if on_gpu else n["frames"]) for n in needs)
+    runs = f" for the {len(cfgs)} runs' replays" if len(cfgs) > 1 else " for the replay"
+    host, where = available_memory()
     if host is not None and host_need > host:
-        raise ValueError(f"--replay-capacity {cfg.replay_capacity} needs {gib(host_need)} of memory for the replay "
-                         f"({cfg.image_size}x{cfg.image_size} frames) but only {gib(host)} is available; lower "
-                         "--replay-capacity (100000 is the paper's) or --image-size")
-    if on_gpu:
+        raise ValueError(f"--replay-capacity {cfg.replay_capacity} needs {gib(host_need)} of memory{runs} "
+                         f"({cfg.image_size}x{cfg.image_size} frames) but only {gib(host)} is available {where}; "
+                         "lower --replay-capacity (100000 is the paper's) or --image-size"
+                         + (f", or {fewer}" if len(cfgs) > 1 else ""))
+    if on_gpu and gpu:
+        frames = sum(n["frames"] for n in needs)
         free, _ = torch.cuda.mem_get_info(device)
-        if need["frames"] > free:
+        if frames > free:
             raise ValueError(f"--replay-capacity {cfg.replay_capacity} with --replay-on-device needs "
-                             f"{gib(need['frames'])} of GPU memory for the frames but {gib(free)} is free; lower "
-                             "--replay-capacity or drop --replay-on-device")
+                             f"{gib(frames)} of GPU memory for the frames{runs} but {gib(free)} is free; lower "
+                             "--replay-capacity or drop --replay-on-device"
+                             + (f", or {fewer}" if len(cfgs) > 1 else ""))
 
 
 def check_checkpoint_format(extra: dict, path) -> None:

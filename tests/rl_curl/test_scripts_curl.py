@@ -623,3 +623,31 @@ def test_a_run_whose_score_is_not_finite_is_said_and_the_tables_are_still_writte
     row = next(line for line in md.splitlines() if line.startswith("| debiased τ⁺=0.05, M=1 | – | not paired:"))
     assert "seed(s) 1" in row, row
     assert any(line.startswith("| debiased τ⁺=0.1, M=1 | 0 1 2 | +10.00, +10.00, +10.00 |") for line in md.splitlines())
+
+
+def test_a_local_grid_whose_runs_at_once_cannot_hold_their_replays_is_refused_before_it_starts(tmp_path, monkeypatch):
+    """Each of a local grid's --parallel runs checked its replay against the free memory as it started, all at once,
+    before any had filled its ring: a grid whose runs fit only one by one started, and its runs were killed for
+    memory with their rings nearly full. Finished runs are not counted (a grid run again skips them)."""
+    import curl_table3
+
+    import rl_curl.train as train
+    from rl_curl.config import Config
+    from rl_curl.replay import FrameReplay
+
+    c = Config().resolved()  # the grid's runs: the paper's replay (100,000 transitions)
+    one = sum(FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, 64, c.frame_stack).values())
+    monkeypatch.setattr(train, "available_memory", lambda: (int(one * 2.5), "on this machine"))
+    args = curl_table3.Args(out=str(tmp_path), tasks=["cartpole-swingup"], objectives=["curl"], seeds=[0, 1, 2, 3],
+                            parallel=4)
+    with pytest.raises(ValueError, match=r"needs .* GiB of memory for the 4 runs' replays .* but only .* GiB is "
+                                         r"available on this machine; .*, or lower --parallel \(the runs trained at "
+                                         r"once on this machine\)"):
+        curl_table3.check_grid(args)
+    assert not any(tmp_path.iterdir())
+    curl_table3.check_grid(dataclasses.replace(args, parallel=2))  # two at a time fit
+    for seed in (0, 1):  # two runs of the grid finished: the two left fit at once
+        (tmp_path / "cartpole-swingup" / "curl" / f"seed{seed}").mkdir(parents=True)
+        (tmp_path / "cartpole-swingup" / "curl" / f"seed{seed}" / "summary.json").write_text(
+            json.dumps({"env_steps": args.env_steps}))
+    curl_table3.check_grid(args)

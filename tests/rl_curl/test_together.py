@@ -2,6 +2,7 @@
 together, and what cannot train together is refused before anything is written."""
 
 import csv
+import dataclasses
 import json
 import re
 
@@ -387,3 +388,26 @@ def test_a_group_that_cannot_resume_is_refused_before_any_run_writes(tmp_path):
                       cfg(tmp_path, "g1", env_steps=2000, checkpoint_every=1000, resume=True,
                           **{**SPECS[1], "tau_plus": 0.1})])
     assert files("g0") == before
+
+
+def test_replays_that_fit_one_by_one_but_not_together_are_refused_before_any_run_starts(tmp_path, monkeypatch):
+    """Each run checked its own replay against the free memory when it was built, all at once, before any had
+    filled its ring: runs trained together whose replays fit only one by one passed, and were killed for memory
+    when the rings were nearly full (and again at the same step on every resume)."""
+    import rl_curl.train as train
+    from rl_curl.replay import FrameReplay
+
+    cfgs = [cfg(tmp_path, f"r{i}", env_steps=1000, **s) for i, s in enumerate(SPECS)]
+    c = cfgs[0].resolved()
+    one = sum(FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, 64, c.frame_stack).values())
+    monkeypatch.setattr(train, "available_memory", lambda: (int(one * 1.5), "on this machine"))
+    with pytest.raises(ValueError, match=r"needs .* GiB of memory for the 2 runs' replays .* but only .* GiB is "
+                                         r"available on this machine; lower --replay-capacity .*, or train fewer runs "
+                                         r"together"):
+        run_together(cfgs)
+    assert not any((tmp_path / f"r{i}").exists() for i in range(2))
+    run(cfgs[0])  # one of them alone fits
+    # a finished run of the group trains nothing and needs no replay: the other one alone is counted
+    monkeypatch.setattr(train, "available_memory", lambda: (int(one * 1.5), "on this machine"))
+    summaries = run_together([dataclasses.replace(cfgs[0], resume=True), cfgs[1]])
+    assert len(summaries) == 2

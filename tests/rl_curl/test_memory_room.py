@@ -1,0 +1,65 @@
+"""The memory a run may use: the host's free memory, or the tighter limit of the process's cgroup (a Slurm job's
+--mem, a container's limit), which /proc/meminfo does not show: a replay checked against the host's memory alone
+passed under a job limit it could not fit, and the run was killed for memory when its ring was nearly full."""
+
+from pathlib import Path
+
+import pytest
+
+from rl_curl import train
+
+GiB = 2**30
+
+
+def _files(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_cgroup_v2_takes_the_tightest_limit_of_the_cgroup_and_those_above_it(tmp_path):
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/system.slice/slurmstepd.scope/job_7/step_0\n")
+    root = tmp_path / "fs"
+    _files(root, {
+        # the job's limit (16 GiB, 10 GiB used, of it 3 GiB file cache it can give back), a looser one below it
+        "system.slice/slurmstepd.scope/job_7/memory.max": f"{16 * GiB}\n",
+        "system.slice/slurmstepd.scope/job_7/memory.current": f"{10 * GiB}\n",
+        "system.slice/slurmstepd.scope/job_7/memory.stat": f"anon {7 * GiB}\ninactive_file {3 * GiB}\n",
+        "system.slice/slurmstepd.scope/job_7/step_0/memory.max": "max\n",
+        "system.slice/slurmstepd.scope/job_7/step_0/memory.current": f"{GiB}\n",
+        "system.slice/memory.max": "max\n",
+        "system.slice/memory.current": f"{40 * GiB}\n",
+    })
+    assert train.cgroup_memory_room(str(proc), str(root)) == 9 * GiB
+    (root / "system.slice/slurmstepd.scope/job_7/memory.max").write_text("max\n")  # no limit anywhere
+    assert train.cgroup_memory_room(str(proc), str(root)) is None
+
+
+def test_cgroup_v1_reads_the_hierarchical_limit_and_a_container_s_own_view(tmp_path):
+    proc = tmp_path / "cgroup"
+    proc.write_text("12:pids:/docker/abc\n4:memory:/docker/abc\n0::/\n")
+    root = tmp_path / "fs"
+    _files(root, {  # the container's cgroup is the root of its view: /docker/abc is not there
+        "memory/memory.limit_in_bytes": f"{8 * GiB}\n",
+        "memory/memory.usage_in_bytes": f"{5 * GiB}\n",
+        "memory/memory.stat": f"cache {2 * GiB}\nhierarchical_memory_limit {8 * GiB}\ntotal_inactive_file {GiB}\n",
+    })
+    assert train.cgroup_memory_room(str(proc), str(root)) == 4 * GiB
+    _files(root, {"memory/memory.stat": "hierarchical_memory_limit 9223372036854771712\n",
+                  "memory/memory.limit_in_bytes": "9223372036854771712\n"})
+    assert train.cgroup_memory_room(str(proc), str(root)) is None  # v1's "no limit"
+    assert train.cgroup_memory_room(str(tmp_path / "no such file"), str(root)) is None
+
+
+def test_a_replay_that_fits_the_machine_but_not_the_job_is_refused_naming_the_limit(monkeypatch):
+    from rl_curl.config import Config
+
+    monkeypatch.setattr(train, "cgroup_memory_room", lambda: GiB)
+    cfg = Config(replay_capacity=100_000).resolved()  # about 3 GiB of frames
+    with pytest.raises(ValueError, match=r"--replay-capacity 100000 needs 3\.1 GiB of memory for the replay \(100x100 "
+                                         r"frames\) but only 1\.0 GiB is available within this process's memory "
+                                         r"limit \(a Slurm job's --mem, a container's limit\)"):
+        train.check_replay_memory(cfg, train.torch.device("cpu"))
+    monkeypatch.setattr(train, "cgroup_memory_room", lambda: None)
+    assert train.available_memory()[1] == "on this machine"
