@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -273,7 +272,9 @@ def _env(a) -> dict:
     elif a.backend in ("ray", "slurm"):
         threads = max(1, int(a.cpus_per_run))
     else:
-        threads = max(1, (os.cpu_count() or 1) // max(1, a.parallel))
+        from shared_losses.training.runtime import usable_cpus
+
+        threads = max(1, usable_cpus() // max(1, a.parallel))  # the job's CPUs, not the node's
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
 
 

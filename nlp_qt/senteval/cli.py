@@ -119,8 +119,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     p.add_argument("--inner-kfold", type=int, default=None,
                    help="inner folds for choosing C on MR/CR/SUBJ/MPQA (default: --kfold)")
     p.add_argument("--jobs", type=int, default=-1,
-                   help="logistic regressions fitted at once, in threads (default -1: one per CPU; 1: one after "
-                   "another). The scores do not depend on it")
+                   help="logistic regressions fitted at once, in threads (default -1: one per CPU this process may "
+                   "use, e.g. a Slurm job's; 1: one after another). The scores do not depend on it")
     p.add_argument("--folds", choices=list(FOLDS), default="current",
                    help="how the stratified folds are drawn: current = scikit-learn's StratifiedKFold of today (what "
                    "SentEval's code draws with a scikit-learn of 0.22 or later); legacy = as scikit-learn drew them "

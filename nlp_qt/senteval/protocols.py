@@ -20,6 +20,12 @@ from .human import resolve_data_dir
 from .tasks import ALL_TASKS, TASKS, load_binary, load_mrpc, load_trec, task_files
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (a Slurm job's, ``taskset``'s), not the machine's count: shared_losses'
+    usable_cpus written out here, as this module also runs where torch cannot be imported."""
+    return max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _senteval_order(*keys) -> np.ndarray:
     """The order SentEval puts a task's examples in before encoding and cross-validation: a
     stable sort by (token counts, label). Its folds are drawn over that order, so ours must be too
@@ -207,7 +213,7 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         # be imported (scripts/senteval_side_by_side.py's runner for the official code)
         bar = tqdm(total=fits, desc=f"[{i}/{len(tasks)}] {t}: encode, then fits",
                    unit="fit", disable=not verbose, mininterval=0.5 if sys.stderr.isatty() else 30.0, leave=False)
-        classify._TICK, classify._JOBS = functools.partial(bar.update, 1), (os.cpu_count() or 1) if jobs == -1 else jobs
+        classify._TICK, classify._JOBS = functools.partial(bar.update, 1), _usable_cpus() if jobs == -1 else jobs
         classify._FOLDS = folds
         try:
             res, scored = protocol.score(encode, examples.pop(t), t, kfold, inner_kfold, seed)

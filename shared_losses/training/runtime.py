@@ -1502,6 +1502,14 @@ def bar_interval(terminal: float = 0.1, elsewhere: float = 10.0) -> float:
     return terminal if on_terminal else elsewhere
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (a Slurm job's CPUs, ``taskset``), not the machine's count,
+    which ``os.cpu_count()`` gives (all 64 of a node for a job given 4)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def gpu_available() -> bool:
     """Whether accelerate's device here would be a GPU (CUDA, or an Apple GPU through MPS)."""
     return torch.cuda.is_available() or (torch.backends.mps.is_available() and torch.backends.mps.is_built())
