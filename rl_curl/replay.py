@@ -87,12 +87,25 @@ class FrameReplay:
         self._stage_next = 0
 
     @staticmethod
-    def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3) -> dict:
-        """Bytes a buffer of these sizes allocates: ``{"frames": ..., "other": ...}`` (the frame ring, which
-        may live on the training device, and the per-transition arrays, always on the host)."""
+    def estimate_bytes(capacity: int, obs_shape: tuple[int, ...], action_dim: int, frame_stack: int = 3,
+                       transitions: int | None = None) -> dict:
+        """Bytes a buffer of these sizes takes: ``{"frames": ..., "other": ..., "frames_device_peak": ...}`` (the
+        frame ring, which may live on the training device, and the per-transition arrays, always on the host).
+        ``transitions``: the most a run will add (its agent steps; None: ``capacity``). Only what is written takes
+        memory: the host arrays are allocated as zero pages that become memory when first written, and the device
+        ring grows as it fills, so a run of fewer transitions than ``capacity`` needs that of its transitions.
+        ``frames_device_peak``: the device ring's largest allocation and the one it grows from, both held while
+        the frames are copied over."""
         frame = (obs_shape[0] // frame_stack) * obs_shape[1] * obs_shape[2]
-        frames = (capacity + capacity // 10 + 2 * frame_stack) * frame
-        return {"frames": frames, "other": capacity * (4 * action_dim + 4 + 4 + 8)}
+        used = capacity if transitions is None else max(1, min(capacity, transitions))
+        ring = capacity + capacity // 10 + 2 * frame_stack  # FrameReplay.frame_capacity
+        frames = min(ring, used + used // 10 + 2 * frame_stack)
+        have = peak = min(ring, FrameReplay.DEVICE_RING_START)
+        while have < frames:  # _reserve's doublings
+            grown = min(ring, 2 * have)
+            have, peak = grown, have + grown
+        return {"frames": frames * frame, "other": used * (4 * action_dim + 4 + 4 + 8),
+                "frames_device_peak": peak * frame}
 
     # ------------------------------------------------------------------------------------------
     def _to_ring(self, a: np.ndarray) -> np.ndarray | torch.Tensor:

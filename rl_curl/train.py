@@ -31,8 +31,8 @@ from tqdm import tqdm
 from shared_losses.training.harness import LogRow, RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
-from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, bar_interval, make_accelerator,
-                                            print_run_result, read_json_file, register_named,
+from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, bar_interval, checkpoint_exists,
+                                            make_accelerator, print_run_result, read_json_file, register_named,
                                             torch_settings_given_back)
 
 from .agent import ActorSnapshot, CurlAgent
@@ -101,25 +101,26 @@ def cgroup_memory_room(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys
     return max(0, min(rooms)) if rooms else None
 
 
-def available_memory() -> tuple[int | None, str]:
-    """Bytes of memory available to new allocations, and where the bound comes from: the host's (Linux
-    MemAvailable) or, where it is tighter, this process's cgroup limit (:func:`cgroup_memory_room`); None where
-    unknown."""
-    host = None
+def host_memory() -> int | None:
+    """Bytes of the host's memory available to new allocations (Linux MemAvailable); None where unknown."""
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
                 if line.startswith("MemAvailable:"):
-                    host = int(line.split()[1]) * 1024
-                    break
+                    return int(line.split()[1]) * 1024
     except OSError:
         pass
-    if host is None:
-        try:
-            host = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            host = None
-    room = cgroup_memory_room()
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def available_memory() -> tuple[int | None, str]:
+    """Bytes of memory available to new allocations, and where the bound comes from: the host's
+    (:func:`host_memory`) or, where it is tighter, this process's cgroup limit (:func:`cgroup_memory_room`); None
+    where unknown."""
+    host, room = host_memory(), cgroup_memory_room()
     if room is not None and (host is None or room < host):
         return room, "within this process's memory limit (a Slurm job's --mem, a container's limit)"
     return host, "on this machine"
@@ -127,37 +128,54 @@ def available_memory() -> tuple[int | None, str]:
 
 def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device, action_dim: int = 64, *,
                         fewer: str = "train fewer runs together", gpu: bool = True) -> None:
-    """Refuse, before anything is written, a --replay-capacity whose buffer cannot fit: its frame ring in host
-    memory (or in GPU memory with --replay-on-device) and its per-transition arrays in host memory; for runs
-    trained together (a list of configurations), all their buffers at once. The frames fill the ring as the run
-    goes, so without this check a run that cannot fit ends (killed for memory) only when its replay is nearly full,
-    and again at the same step on each resume. ``fewer``: the advice for several runs (a grid's: lower --parallel);
-    ``gpu=False``: host memory only (a grid's runs may go to several GPUs). The action dimension is not known before
-    the environment is built; 64 bounds every DeepMind Control task."""
+    """Refuse, before anything is written, replays that cannot fit. Two checks: each run's whole ring, allocated at
+    once (as pages that take memory only when written), against the host's free memory (a far larger one fails to
+    allocate); and what the runs will fill (``min(--replay-capacity, agent steps)`` transitions each; a resume also
+    reads its saved replay onto the host first) against the memory they may use: the host's, or the tighter limit
+    of the process's cgroup (a Slurm job's ``--mem``). The ring fills as a run goes, so without the second check a
+    run that cannot fit would be killed for memory only when its replay is nearly full, and again at the same step
+    on each resume; runs trained together (a list of configurations) are counted together, since each run alone
+    sees the memory the others are about to fill as free. With --replay-on-device the frames are checked against
+    the GPU's free memory instead (the device ring at its largest, while it grows). ``fewer``: the advice for
+    several runs (a grid's: lower --parallel); ``gpu=False``: host memory only (a grid's runs may go to several
+    GPUs). The action dimension is not known before the environment is built; 64 bounds every DeepMind Control
+    task."""
     from .replay import FrameReplay
 
     cfgs = [cfgs] if isinstance(cfgs, Config) else list(cfgs)
     if not cfgs:
         return
     cfg = cfgs[0]
-    needs = [FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, action_dim, c.frame_stack) for c in cfgs]
     gib = lambda b: f"{b / 2**30:.1f} GiB"  # noqa: E731
+    frames_of = lambda c: f"{c.image_size}x{c.image_size} frames"  # noqa: E731
     on_gpu = cfg.replay_on_device and device.type == "cuda"
-    host_need = sum(n["other"] + (0 if on_gpu else n["frames"]) for n in needs)
+    host = host_memory()
+    for c in cfgs:
+        whole = FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, action_dim, c.frame_stack)
+        need = whole["other"] + (0 if on_gpu else whole["frames"])
+        if host is not None and need > host:
+            raise ValueError(f"--replay-capacity {c.replay_capacity} needs {gib(need)} of memory for the replay "
+                             f"({frames_of(c)}) but only {gib(host)} is available on this machine; lower "
+                             "--replay-capacity (100000 is the paper's) or --image-size")
+    needs = [FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, action_dim, c.frame_stack,
+                                        transitions=c.agent_steps) for c in cfgs]
+    read_back = [n["frames"] if c.resume and c.save_replay and checkpoint_exists(Path(c.output_dir) / "checkpoint")
+                 else 0 for c, n in zip(cfgs, needs)]
+    need = sum(n["other"] + (0 if on_gpu else n["frames"]) + r for n, r in zip(needs, read_back))
+    room, where = available_memory()
     runs = f" for the {len(cfgs)} runs' replays" if len(cfgs) > 1 else " for the replay"
-    host, where = available_memory()
-    if host is not None and host_need > host:
-        raise ValueError(f"--replay-capacity {cfg.replay_capacity} needs {gib(host_need)} of memory{runs} "
-                         f"({cfg.image_size}x{cfg.image_size} frames) but only {gib(host)} is available {where}; "
-                         "lower --replay-capacity (100000 is the paper's) or --image-size"
+    held = f"{min(cfg.replay_capacity, cfg.agent_steps):,} transitions" + (" each" if len(cfgs) > 1 else "")
+    if room is not None and need > room:
+        raise ValueError(f"the run{'s' if len(cfgs) > 1 else ''} will need {gib(need)} of memory{runs} ({held} of "
+                         f"{frames_of(cfg)}) but only {gib(room)} is available {where}; lower --replay-capacity "
+                         "(100000 is the paper's), --env-steps or --image-size"
                          + (f", or {fewer}" if len(cfgs) > 1 else ""))
     if on_gpu and gpu:
-        frames = sum(n["frames"] for n in needs)
+        frames = sum(n["frames_device_peak"] for n in needs)
         free, _ = torch.cuda.mem_get_info(device)
         if frames > free:
-            raise ValueError(f"--replay-capacity {cfg.replay_capacity} with --replay-on-device needs "
-                             f"{gib(frames)} of GPU memory for the frames{runs} but {gib(free)} is free; lower "
-                             "--replay-capacity or drop --replay-on-device"
+            raise ValueError(f"--replay-on-device needs {gib(frames)} of GPU memory for the frames{runs} ({held}) but "
+                             f"{gib(free)} is free; lower --replay-capacity or drop --replay-on-device"
                              + (f", or {fewer}" if len(cfgs) > 1 else ""))
 
 

@@ -914,13 +914,16 @@ MEMORY_SHARE = 0.9
 
 def memory_per_run(cfg, row: dict | None, replay_on_device: bool) -> float | None:
     """Bytes of GPU memory one run of ``cfg`` holds: its update's (the bench row's peak divided by its runs, the
-    bench's small replay included) and its frame ring when the replay is on the GPU. None without a measured peak."""
+    bench's small replay included) and its frame ring when the replay is on the GPU, at its largest for the
+    transitions the run adds (the ring grows as it fills: a cartpole run of 100k environment steps adds 12,500 of a
+    capacity of 100,000). None without a measured peak."""
     from rl_curl.replay import FrameReplay
 
     peak = (row or {}).get("peak_memory_gib")
     if not peak:
         return None
-    ring = FrameReplay.estimate_bytes(cfg.replay_capacity, cfg.obs_shape, 1, cfg.frame_stack)["frames"]
+    ring = FrameReplay.estimate_bytes(cfg.replay_capacity, cfg.obs_shape, 1, cfg.frame_stack,
+                                      transitions=cfg.agent_steps)["frames_device_peak"]
     return peak * 2**30 / (row.get("runs") or 1) + (ring if replay_on_device else 0)
 
 

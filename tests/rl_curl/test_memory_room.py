@@ -52,14 +52,36 @@ def test_cgroup_v1_reads_the_hierarchical_limit_and_a_container_s_own_view(tmp_p
     assert train.cgroup_memory_room(str(tmp_path / "no such file"), str(root)) is None
 
 
-def test_a_replay_that_fits_the_machine_but_not_the_job_is_refused_naming_the_limit(monkeypatch):
+def test_a_replay_that_fits_the_machine_but_not_the_job_is_refused_naming_the_limit(tmp_path, monkeypatch):
     from rl_curl.config import Config
 
-    monkeypatch.setattr(train, "cgroup_memory_room", lambda: GiB)
-    cfg = Config(replay_capacity=100_000).resolved()  # about 3 GiB of frames
-    with pytest.raises(ValueError, match=r"--replay-capacity 100000 needs 3\.1 GiB of memory for the replay \(100x100 "
-                                         r"frames\) but only 1\.0 GiB is available within this process's memory "
-                                         r"limit \(a Slurm job's --mem, a container's limit\)"):
+    # a cartpole run of 100k environment steps at action repeat 8 fills 12,500 transitions of its ring: 0.4 GiB
+    cfg = Config(replay_capacity=100_000).resolved()
+    monkeypatch.setattr(train, "cgroup_memory_room", lambda: GiB // 5)
+    with pytest.raises(ValueError, match=r"^the run will need 0\.4 GiB of memory for the replay \(12,500 transitions "
+                                         r"of 100x100 frames\) but only 0\.2 GiB is available within this process's "
+                                         r"memory limit \(a Slurm job's --mem, a container's limit\); lower "
+                                         r"--replay-capacity \(100000 is the paper's\), --env-steps or --image-size$"):
         train.check_replay_memory(cfg, train.torch.device("cpu"))
+    monkeypatch.setattr(train, "cgroup_memory_room", lambda: GiB // 2)
+    train.check_replay_memory(cfg, train.torch.device("cpu"))  # its whole ring (3.1 GiB) is only reserved
+    # a resume reads its saved replay onto the host before copying it into the ring: twice the frames for a moment
+    # (where there is a checkpoint to read: a grid's runs are all started with --resume)
+    resumed = Config(replay_capacity=100_000, resume=True, output_dir=str(tmp_path)).resolved()
+    train.check_replay_memory(resumed, train.torch.device("cpu"))
+    (tmp_path / "checkpoint").mkdir()
+    with pytest.raises(ValueError, match=r"will need 0\.8 GiB"):
+        train.check_replay_memory(resumed, train.torch.device("cpu"))
     monkeypatch.setattr(train, "cgroup_memory_room", lambda: None)
     assert train.available_memory()[1] == "on this machine"
+
+
+def test_a_ring_larger_than_the_machine_is_refused_though_the_run_would_fill_little_of_it(monkeypatch):
+    """Allocated whole at once, a ring larger than the host's memory fails to allocate (MemoryError) however little
+    of it the run would fill."""
+    from rl_curl.config import Config
+
+    monkeypatch.setattr(train, "host_memory", lambda: 2 * GiB)
+    with pytest.raises(ValueError, match=r"^--replay-capacity 100000 needs 3\.1 GiB of memory for the replay \(100x100 "
+                                         r"frames\) but only 2\.0 GiB is available on this machine"):
+        train.check_replay_memory(Config(replay_capacity=100_000).resolved(), train.torch.device("cpu"))

@@ -399,11 +399,13 @@ def test_replays_that_fit_one_by_one_but_not_together_are_refused_before_any_run
 
     cfgs = [cfg(tmp_path, f"r{i}", env_steps=1000, **s) for i, s in enumerate(SPECS)]
     c = cfgs[0].resolved()
-    one = sum(FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, 64, c.frame_stack).values())
+    one = sum(v for k, v in FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, 64, c.frame_stack,
+                                                      transitions=c.agent_steps).items()
+              if k != "frames_device_peak")  # what one run fills
     monkeypatch.setattr(train, "available_memory", lambda: (int(one * 1.5), "on this machine"))
-    with pytest.raises(ValueError, match=r"needs .* GiB of memory for the 2 runs' replays .* but only .* GiB is "
-                                         r"available on this machine; lower --replay-capacity .*, or train fewer runs "
-                                         r"together"):
+    with pytest.raises(ValueError, match=r"the runs will need .* GiB of memory for the 2 runs' replays \(.* "
+                                         r"transitions each .*\) but only .* GiB is available on this machine; lower "
+                                         r"--replay-capacity .*, or train fewer runs together"):
         run_together(cfgs)
     assert not any((tmp_path / f"r{i}").exists() for i in range(2))
     run(cfgs[0])  # one of them alone fits
