@@ -116,6 +116,22 @@ def host_memory() -> int | None:
         return None
 
 
+def address_space_room() -> int | None:
+    """Bytes of address space this process may still reserve under ``ulimit -v`` (RLIMIT_AS, which some clusters
+    set): an allocation counts whole against it, written or not. None where unlimited or unknown."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status") as fh:
+            size = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+    except (ImportError, OSError, ValueError, StopIteration):
+        return None
+    return max(0, soft - size)
+
+
 def available_memory() -> tuple[int | None, str]:
     """Bytes of memory available to new allocations, and where the bound comes from: the host's
     (:func:`host_memory`) or, where it is tighter, this process's cgroup limit (:func:`cgroup_memory_room`); None
@@ -149,14 +165,21 @@ def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device, a
     gib = lambda b: f"{b / 2**30:.1f} GiB"  # noqa: E731
     frames_of = lambda c: f"{c.image_size}x{c.image_size} frames"  # noqa: E731
     on_gpu = cfg.replay_on_device and device.type == "cuda"
-    host = host_memory()
-    for c in cfgs:
-        whole = FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, action_dim, c.frame_stack)
+    host, reserve = host_memory(), address_space_room()
+    wholes = [FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, action_dim, c.frame_stack) for c in cfgs]
+    for c, whole in zip(cfgs, wholes):
         need = whole["other"] + (0 if on_gpu else whole["frames"])
         if host is not None and need > host:
             raise ValueError(f"--replay-capacity {c.replay_capacity} needs {gib(need)} of memory for the replay "
                              f"({frames_of(c)}) but only {gib(host)} is available on this machine; lower "
                              "--replay-capacity (100000 is the paper's) or --image-size")
+    reserved = sum(w["other"] + (0 if on_gpu else w["frames"]) for w in wholes)
+    if reserve is not None and reserved > reserve:  # every ring is reserved whole at once, written or not
+        whose = f"the {len(cfgs)} runs' replays' whole rings" if len(cfgs) > 1 else "the replay's whole ring"
+        raise ValueError(f"--replay-capacity {cfg.replay_capacity} reserves {gib(reserved)} of address space for "
+                         f"{whose} ({frames_of(cfg)}) but this process may reserve only "
+                         f"{gib(reserve)} more (ulimit -v); lower --replay-capacity to what the run fills "
+                         f"({min(cfg.replay_capacity, cfg.agent_steps):,} transitions) or raise the limit")
     needs = [FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, action_dim, c.frame_stack,
                                         transitions=c.agent_steps) for c in cfgs]
     read_back = [n["frames"] if c.resume and c.save_replay and checkpoint_exists(Path(c.output_dir) / "checkpoint")
@@ -581,8 +604,17 @@ class CurlApp(TrainingApp):
             self.agent.autocast = functools.partial(torch.autocast, "cuda", dtype=torch.bfloat16, cache_enabled=False)
         self.obs_shape = self.env.observation_space.shape
         replay_seed, action_seed = stream_seeds(cfg.seed)
-        self.replay = FrameReplay(cfg.replay_capacity, self.obs_shape, self.agent.action_dim, cfg.frame_stack,
-                                  replay_seed, device=accelerator.device if cfg.replay_on_device else None)
+        try:
+            self.replay = FrameReplay(cfg.replay_capacity, self.obs_shape, self.agent.action_dim, cfg.frame_stack,
+                                      replay_seed, device=accelerator.device if cfg.replay_on_device else None)
+        except MemoryError as err:  # the ring is reserved whole (written pages only take memory): refused at once
+            reserve = address_space_room()
+            why = (f"this process may reserve {reserve / 2**30:.1f} GiB more address space (ulimit -v)"
+                   if reserve is not None else "the system refused the reservation")
+            raise ValueError(f"--replay-capacity {cfg.replay_capacity}: the replay's whole ring could not be reserved "
+                             f"({err}); {why}; lower --replay-capacity to what the run fills "
+                             f"({min(cfg.replay_capacity, cfg.agent_steps):,} transitions) or raise the "
+                             "limit") from None
         self.action_rng = np.random.default_rng(action_seed)
         # --aux cpc reads the next K observations and actions of each sampled transition (no extra random draw)
         self.future_steps = cfg.cpc_steps if OBJECTIVES.get(cfg.aux).kind == "future" else 0

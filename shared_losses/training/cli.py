@@ -123,6 +123,12 @@ def run_cli(main: Callable[[], Any], interrupted: str = STOPPED_RUN) -> Any:
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
         _exit(f"error: {err}\n(CONTRASTIVE_SUITE_TRACEBACK=1 shows where it was raised)", 2)
+    except MemoryError as err:  # an allocation the machine or a limit refused (a job's memory, ulimit -v): no bug
+        if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
+            raise
+        _exit(f"error: out of memory ({err or 'an allocation was refused'}): the machine's memory, a job's or a "
+              "container's limit, or ulimit -v; use smaller sizes (batch, replay, vocabulary, data) or give the "
+              "process more memory (a run continues from its last checkpoint with --resume)", 1)
     except BrokenPipeError:  # the reader of our output went away (``--help | head``): end quietly, as Unix tools do
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise

@@ -85,3 +85,51 @@ def test_a_ring_larger_than_the_machine_is_refused_though_the_run_would_fill_lit
     with pytest.raises(ValueError, match=r"^--replay-capacity 100000 needs 3\.1 GiB of memory for the replay \(100x100 "
                                          r"frames\) but only 2\.0 GiB is available on this machine"):
         train.check_replay_memory(Config(replay_capacity=100_000).resolved(), train.torch.device("cpu"))
+
+
+def test_the_address_space_a_process_may_still_reserve_under_ulimit_v():
+    """``ulimit -v`` (RLIMIT_AS, which some clusters set) counts a ring whole, written or not."""
+    import subprocess
+    import sys
+
+    code = "from rl_curl.train import address_space_room; print(address_space_room())"
+    root = Path(__file__).resolve().parents[2]
+    free = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert free.stdout.strip() == "None", free.stdout + free.stderr
+    limit = 8 * GiB
+
+    def limited():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    held = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                          preexec_fn=limited)
+    assert 0 < int(held.stdout) < limit, held.stdout + held.stderr
+
+
+def test_rings_larger_than_ulimit_v_allows_are_refused_before_and_when_they_are_reserved(tmp_path, monkeypatch):
+    """A ring the address-space limit cannot hold ended the run in numpy's MemoryError and a traceback."""
+    from rl_curl.config import Config
+    from rl_curl.replay import FrameReplay
+
+    from .conftest import tiny_config
+
+    monkeypatch.setattr(train, "address_space_room", lambda: GiB)
+    with pytest.raises(ValueError, match=r"^--replay-capacity 100000 reserves 3\.1 GiB of address space for the "
+                                         r"replay's whole ring \(100x100 frames\) but this process may reserve only "
+                                         r"1\.0 GiB more \(ulimit -v\); lower --replay-capacity to what the run fills "
+                                         r"\(12,500 transitions\) or raise the limit$"):
+        train.check_replay_memory(Config(replay_capacity=100_000).resolved(), train.torch.device("cpu"))
+
+    # the limit reached only when the ring is reserved (the environment and the networks reserved theirs first)
+    def refused(self, capacity, *args, **kwargs):
+        raise MemoryError(f"Unable to allocate 3.07 GiB for an array with shape ({capacity}, 3, 20, 20)")
+
+    monkeypatch.setattr(FrameReplay, "__init__", refused)
+    with pytest.raises(ValueError, match=r"^--replay-capacity 500: the replay's whole ring could not be reserved "
+                                         r"\(Unable to allocate 3\.07 GiB .*\); this process may reserve 1\.0 GiB more "
+                                         r"address space \(ulimit -v\); lower --replay-capacity to what the run fills "
+                                         r"\(20 transitions\) or raise the limit$"):
+        train.run(tiny_config(task="cartpole-swingup", action_repeat=50, env_steps=1000,
+                              output_dir=str(tmp_path / "run")))

@@ -239,6 +239,24 @@ def test_a_module_parsed_by_parse_dataclass_names_its_command_in_its_usage_line(
     assert res.returncode == 0 and res.stdout.startswith(f"usage: python -m {module} [-h]"), res.stdout[:200]
 
 
+def test_run_cli_says_out_of_memory_in_one_line_with_status_1(capsys, monkeypatch):
+    """numpy's or torch's MemoryError (a job's memory limit, ulimit -v) ended the command in a traceback."""
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+
+    def main():
+        raise MemoryError("Unable to allocate 3.07 GiB for an array with shape (110006, 3, 100, 100)")
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main)
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: out of memory (Unable to allocate 3.07 GiB for an array with shape (110006, 3, 100, "
+                          "100)): ") and err.count("\n") == 1, err
+    monkeypatch.setenv("CONTRASTIVE_SUITE_TRACEBACK", "1")
+    with pytest.raises(MemoryError):
+        run_cli(main)
+
+
 def test_run_cli_shows_the_suites_warnings_as_one_line_and_a_librarys_as_python_does(monkeypatch):
     import warnings
 
