@@ -143,9 +143,9 @@ class RunOptions:
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and nlp_qt)."""
     torch_threads: int = 0
-    """CPU threads for torch (0 = torch's default, from the cores this process may use, or OMP_NUM_THREADS), as
-    rl_curl.train's option. A CPU run's weights depend on it in their last digits (the order of the sums): repeat a
-    run with the same count."""
+    """CPU threads for torch (0 = torch's default, from the cores this process may use and no more than its cgroup's
+    CPU quota (a container's --cpus), or OMP_NUM_THREADS), as rl_curl.train's option. A CPU run's weights depend on
+    it in their last digits (the order of the sums): repeat a run with the same count."""
 
     def unused_options(self) -> tuple[str, ...]:
         """The options this run does not read (its objective or encoder has no use for them): refused when given,

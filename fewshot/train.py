@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from shared_losses.training.loop import run as run_app
 from shared_losses.training.runtime import (CheckpointError, DivergenceWatch, bar_interval, print_run_result,
-                                            torch_settings_given_back)
+                                            threads_within_the_cpu_limit, torch_settings_given_back)
 
 from .config import AnyConfig, FewShotConfig, ImageConfig, PuConfig, from_cli
 from .model import FewShotModel
@@ -237,6 +237,8 @@ def _train(cfg: AnyConfig, model: FewShotModel | None, tokenizer) -> dict:
     cfg.validate()
     if cfg.torch_threads > 0:
         torch.set_num_threads(cfg.torch_threads)
+    else:
+        threads_within_the_cpu_limit()
     harness = claim(cfg)
     if isinstance(cfg, ImageConfig):
         from .image_run import ImageApp

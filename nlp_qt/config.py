@@ -170,9 +170,10 @@ class Config:
     device: Literal["auto", "cpu"] = "auto"
     """auto = the accelerator's device (GPU if present), cpu = force CPU (the same option as rl_curl and fewshot)."""
     torch_threads: int = 0
-    """CPU threads for torch (0 = torch's default, from the cores this process may use, or OMP_NUM_THREADS;
-    summary.json's torch_threads says how many), as rl_curl.train's option. A CPU run's weights depend on it in their
-    last digits (the order of the sums): repeat a run with the same count."""
+    """CPU threads for torch (0 = torch's default, from the cores this process may use and no more than its cgroup's
+    CPU quota (a container's --cpus), or OMP_NUM_THREADS; summary.json's torch_threads says how many), as
+    rl_curl.train's option. A CPU run's weights depend on it in their last digits (the order of the sums): repeat a
+    run with the same count."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """accelerate mixed precision."""
     report_to: tuple[Literal["tensorboard", "wandb", "mlflow", "none"], ...] = ("tensorboard",)

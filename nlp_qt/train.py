@@ -28,7 +28,8 @@ from shared_losses.training.harness import LogRow, RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
 from shared_losses.training.runtime import (DivergenceWatch, bar_interval, make_accelerator, print_run_result,
-                                            read_json_file, torch_settings_given_back, with_local_paths)
+                                            read_json_file, threads_within_the_cpu_limit, torch_settings_given_back,
+                                            with_local_paths)
 
 from .config import Config, from_cli
 from .corpus import CorpusError, CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
@@ -349,6 +350,8 @@ class QuickThoughtApp(TrainingApp):
         self.vocab = Vocab.load(vocab_path)
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
+        else:
+            threads_within_the_cpu_limit()
         set_seed(cfg.seed)
         model = QuickThought(model_config(cfg, len(self.vocab)))
         if self.word_vectors is not None:  # vocabulary words initialised from --word-vectors

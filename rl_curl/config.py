@@ -292,9 +292,10 @@ class Config:
     progress: bool = True
     """Show a tqdm progress bar."""
     torch_threads: int = 0
-    """CPU threads for torch (0 = torch's default, from the cores this process may use; summary.json's torch_threads
-    says how many); 1 avoids thrashing when other jobs share few cores. A CPU run's result depends on it in its last
-    digits (the order of the sums): repeat a run with the same count."""
+    """CPU threads for torch (0 = torch's default, from the cores this process may use, no more than its cgroup's
+    CPU quota (a container's --cpus); summary.json's torch_threads says how many); 1 avoids thrashing when other
+    jobs share few cores. A CPU run's result depends on it in its last digits (the order of the sums): repeat a run
+    with the same count."""
     sync_timing: bool = False
     """Wait for the GPU at the end of each timed part of a step, so that summary.json's time_seconds puts the GPU's
     time where it is spent (updates) rather than where the host next waits for it (acting). Slows a CUDA run a little

@@ -31,9 +31,10 @@ from tqdm import tqdm
 from shared_losses.training.harness import LogRow, RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
-from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, bar_interval, checkpoint_exists,
-                                            make_accelerator, print_run_result, read_json_file, register_named,
-                                            torch_settings_given_back)
+from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, bar_interval, cgroup_memory_room,
+                                            checkpoint_exists, make_accelerator, print_run_result, read_json_file,
+                                            register_named, threads_within_the_cpu_limit, torch_settings_given_back,
+                                            usable_cpus)
 
 from .agent import ActorSnapshot, CurlAgent
 from .config import Config, from_cli
@@ -43,62 +44,6 @@ from .objectives import OBJECTIVES
 # Bumped whenever the saved agent changes meaning (a layout that would load without a shape error but compute
 # something else): a checkpoint of another format is refused.
 CHECKPOINT_FORMAT = 2
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None  # "max": no limit
-
-
-def _stat(path: Path) -> dict[str, int]:
-    try:
-        pairs = (line.split() for line in path.read_text().splitlines())
-        return {p[0]: int(p[1]) for p in pairs if len(p) == 2 and p[1].isdigit()}
-    except OSError:
-        return {}
-
-
-def cgroup_memory_room(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
-    """Bytes this process's memory cgroup still lets it allocate (a Slurm job's ``--mem``, a container's or a
-    systemd unit's limit, which the host's free memory does not show): the tightest limit of its cgroup and those
-    above it, less what each uses besides the file cache it can give back (``inactive_file``). None where no limit
-    is set or none can be read (no cgroup, not Linux). cgroup v2 (``memory.max``) and v1 (``memory.limit_in_bytes``,
-    its ``hierarchical_memory_limit`` covering the cgroups above)."""
-    try:
-        lines = Path(proc_cgroup).read_text().splitlines()
-    except OSError:
-        return None
-    top = Path(root)
-    rooms = []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        number, controllers, path = parts
-        if number == "0" and controllers == "":  # v2: this cgroup and every one above it
-            folder = top / path.lstrip("/")
-            while True:
-                limit = _read_int(folder / "memory.max")
-                used = _read_int(folder / "memory.current")
-                if limit is not None and used is not None:
-                    rooms.append(limit - used + _stat(folder / "memory.stat").get("inactive_file", 0))
-                if folder == top or top not in folder.parents:
-                    break
-                folder = folder.parent
-        elif "memory" in controllers.split(","):  # v1
-            base = top / "memory"
-            folder = base / path.lstrip("/")
-            if not folder.is_dir():  # a container's own cgroup, mounted as the root of its view
-                folder = base
-            stat = _stat(folder / "memory.stat")
-            limit = stat.get("hierarchical_memory_limit") or _read_int(folder / "memory.limit_in_bytes")
-            used = _read_int(folder / "memory.usage_in_bytes")
-            if limit is not None and used is not None and limit < 2**60:  # v1 writes "no limit" as about 2**63
-                rooms.append(limit - used + stat.get("total_inactive_file", stat.get("inactive_file", 0)))
-    return max(0, min(rooms)) if rooms else None
 
 
 def host_memory() -> int | None:
@@ -581,11 +526,13 @@ class CurlApp(TrainingApp):
         self.harness.open(accelerator)
         self.accelerator = accelerator
         if cfg.torch_threads > 0:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-            if cores and cfg.torch_threads > cores:
+            cores = usable_cpus()
+            if cfg.torch_threads > cores:
                 warnings.warn(f"--torch-threads {cfg.torch_threads} is more than the {cores} CPU cores this process "
                               "may use: the threads take turns, which is slower than one a core")
             torch.set_num_threads(cfg.torch_threads)
+        else:
+            threads_within_the_cpu_limit()
         if accelerator.device.type == "cuda":
             torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
         set_seed(cfg.seed)

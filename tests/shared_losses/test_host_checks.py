@@ -95,34 +95,3 @@ def test_score_functions_and_the_floor_name_bad_shapes():
         S.log_floor_min_negative(torch.zeros(3, 0))
     with pytest.raises(ValueError, match="neg_logits is an empty batch"):
         S.log_floor_min_negative(torch.zeros(0, 4))
-
-
-def test_the_cpus_a_process_may_use_are_its_affinity_not_the_machine_s(monkeypatch):
-    """A grid or SentEval inside a Slurm job given 4 CPUs of a 64-core node took os.cpu_count() (64): qt_table2's
-    local runs were given 64 / --parallel threads each, SentEval's --jobs -1 fitted 64 regressions at once."""
-    import os
-    import subprocess
-    import sys
-    import types
-    from pathlib import Path
-
-    from shared_losses.training.runtime import usable_cpus
-
-    root = Path(__file__).resolve().parents[2]
-    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1:  # a real restriction, as taskset makes
-        first = min(os.sched_getaffinity(0))
-        code = ("import os; os.sched_setaffinity(0, {%d}); from shared_losses.training.runtime import usable_cpus; "
-                "from nlp_qt.senteval.protocols import _usable_cpus; print(usable_cpus(), _usable_cpus(), "
-                "os.cpu_count())" % first)
-        out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
-        assert out.stdout.split()[:2] == ["1", "1"] and int(out.stdout.split()[2]) > 1, out.stdout + out.stderr
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    assert usable_cpus() == 4
-    sys.path.insert(0, str(root / "scripts"))
-    try:
-        import qt_table2
-    finally:
-        sys.path.remove(str(root / "scripts"))
-    env = qt_table2._env(types.SimpleNamespace(threads=0, backend="local", parallel=2, cpus_per_run=1.0))
-    assert env == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}

@@ -1,0 +1,98 @@
+"""The CPUs a process may use: its affinity (a Slurm job's, taskset's) and its cgroup's CPU quota (a container's
+--cpus), which os.cpu_count() and torch's own thread count do not show."""
+
+from pathlib import Path
+
+
+def test_the_cpus_a_process_may_use_are_its_affinity_not_the_machine_s(monkeypatch):
+    """A grid or SentEval inside a Slurm job given 4 CPUs of a 64-core node took os.cpu_count() (64): qt_table2's
+    local runs were given 64 / --parallel threads each, SentEval's --jobs -1 fitted 64 regressions at once."""
+    import os
+    import subprocess
+    import sys
+    import types
+    from pathlib import Path
+
+    from shared_losses.training.runtime import usable_cpus
+
+    root = Path(__file__).resolve().parents[2]
+    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1:  # a real restriction, as taskset makes
+        first = min(os.sched_getaffinity(0))
+        code = ("import os; os.sched_setaffinity(0, {%d}); from shared_losses.training.runtime import usable_cpus; "
+                "from nlp_qt.senteval.protocols import _usable_cpus; print(usable_cpus(), _usable_cpus(), "
+                "os.cpu_count())" % first)
+        out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+        assert out.stdout.split()[:2] == ["1", "1"] and int(out.stdout.split()[2]) > 1, out.stdout + out.stderr
+    import shared_losses.training.runtime as runtime
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(runtime, "cpu_quota", lambda: None)
+    assert usable_cpus() == 4
+    monkeypatch.setattr(runtime, "cpu_quota", lambda: 1.5)  # a container's --cpus 1.5: two threads
+    assert usable_cpus() == 2
+    monkeypatch.setattr(runtime, "cpu_quota", lambda: None)
+    sys.path.insert(0, str(root / "scripts"))
+    try:
+        import qt_table2
+    finally:
+        sys.path.remove(str(root / "scripts"))
+    env = qt_table2._env(types.SimpleNamespace(threads=0, backend="local", parallel=2, cpus_per_run=1.0))
+    assert env == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+
+
+def _files(root, files):
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_a_cgroups_cpu_quota_is_read_from_v2_and_v1_with_the_cgroups_above(tmp_path):
+    from shared_losses.training.runtime import cpu_quota
+
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/kubepods/pod1/ctr\n")
+    root = tmp_path / "v2"
+    _files(root, {"kubepods/pod1/ctr/cpu.max": "max 100000\n", "kubepods/pod1/cpu.max": "250000 100000\n",
+                  "kubepods/cpu.max": "max 100000\n"})
+    assert cpu_quota(str(proc), str(root)) == 2.5  # the pod's limit, above the container's
+    (root / "kubepods/pod1/cpu.max").write_text("max 100000\n")
+    assert cpu_quota(str(proc), str(root)) is None
+    proc.write_text("4:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n")
+    root = tmp_path / "v1"
+    _files(root, {"cpu,cpuacct/cpu.cfs_quota_us": "50000\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"})
+    assert cpu_quota(str(proc), str(root)) == 0.5  # a container's own view: its cgroup is the mount's root
+    (root / "cpu,cpuacct/cpu.cfs_quota_us").write_text("-1\n")
+    assert cpu_quota(str(proc), str(root)) is None
+    assert cpu_quota(str(tmp_path / "none"), str(root)) is None
+
+
+def test_torch_threads_left_to_torch_stay_within_the_cpu_quota(monkeypatch, tmp_path):
+    """torch follows the affinity but not a container's CPU quota: with 2 cores visible and a quota of 1 CPU it ran 2
+    threads, 1.2 times slower than 1 (8 threads: 1.6 times). Where --torch-threads (0) and OMP_NUM_THREADS leave the
+    count to torch, the trainers keep it within the quota."""
+    import torch
+
+    import shared_losses.training.runtime as runtime
+    from nlp_qt.config import Config
+    from nlp_qt.train import train
+
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "usable_cpus", lambda: 1)
+    try:
+        torch.set_num_threads(2)
+        runtime.threads_within_the_cpu_limit()
+        assert torch.get_num_threads() == 1
+        torch.set_num_threads(2)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")  # chosen by the user: left alone
+        runtime.threads_within_the_cpu_limit()
+        assert torch.get_num_threads() == 2
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        root = Path(__file__).resolve().parents[2]
+        cfg = Config(corpus=str(root / "nlp_qt" / "data" / "books"), max_sentences=300, vocab_size=300, word_dim=8,
+                     encoder_dim=8, batch_size=16, max_steps=2, progress=False, output_dir=str(tmp_path / "run"))
+        assert train(cfg)["torch_threads"] == 1
+        assert torch.get_num_threads() == 2  # given back to the caller
+    finally:
+        torch.set_num_threads(before)
