@@ -1502,24 +1502,38 @@ def bar_interval(terminal: float = 0.1, elsewhere: float = 10.0) -> float:
     return terminal if on_terminal else elsewhere
 
 
-def _cgroup_folders(line_controllers: str, path: str, root: Path, v1_names: tuple[str, ...]) -> list[Path]:
-    """The folders of one /proc/self/cgroup entry, the process's cgroup first and then those above it: v2 (``0::``)
-    under ``root``, v1 under the first of ``root/NAME`` mounted (a container's own cgroup is the root of its view,
-    where the path is not found)."""
-    if line_controllers == "":
-        top = root
-    else:
-        top = next((root / n for n in v1_names if (root / n).is_dir()), None)
-        if top is None:
-            return []
-    folder = top / path.lstrip("/")
-    if not folder.is_dir():
-        folder = top
-    folders = [folder]
-    while folder != top and top in folder.parents:
-        folder = folder.parent
-        folders.append(folder)
-    return folders
+def _cgroups(controller: str, v1_mounts: tuple[str, ...], proc_cgroup: str, root: str) -> list[tuple[bool, Path]]:
+    """The folders of this process's cgroups that hold ``controller``'s files, the process's own first and then
+    those above it, each with whether it is cgroup v2: the v2 entry (``0::PATH``) under ``root``, a v1 entry naming
+    ``controller`` under the first of ``root/MOUNT`` there (a container's own cgroup is the root of its view, where
+    PATH is not found). Empty where /proc/self/cgroup cannot be read (not Linux)."""
+    try:
+        lines = Path(proc_cgroup).read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        number, controllers, path = parts
+        v2 = number == "0" and controllers == ""
+        if v2:
+            top = Path(root)
+        elif controller in controllers.split(","):
+            top = next((Path(root) / m for m in v1_mounts if (Path(root) / m).is_dir()), None)
+            if top is None:
+                continue
+        else:
+            continue
+        folder = top / path.lstrip("/")
+        if not folder.is_dir():
+            folder = top
+        found.append((v2, folder))
+        while folder != top and top in folder.parents:
+            folder = folder.parent
+            found.append((v2, folder))
+    return found
 
 
 def _read_int(path: Path) -> int | None:
@@ -1544,29 +1558,17 @@ def cgroup_memory_room(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys
     above it, less what each uses besides the file cache it can give back (``inactive_file``). None where no limit
     is set or none can be read (no cgroup, not Linux). cgroup v2 (``memory.max``) and v1 (``memory.limit_in_bytes``;
     v1 writes "no limit" as about 2**63)."""
-    try:
-        lines = Path(proc_cgroup).read_text().splitlines()
-    except OSError:
-        return None
     rooms = []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        number, controllers, path = parts
-        v2 = number == "0" and controllers == ""
-        if not v2 and "memory" not in controllers.split(","):
-            continue
-        for folder in _cgroup_folders("" if v2 else controllers, path, Path(root), ("memory",)):
-            stat = _stat(folder / "memory.stat")
-            if v2:
-                limit, used = _read_int(folder / "memory.max"), _read_int(folder / "memory.current")
-                cache = stat.get("inactive_file", 0)
-            else:
-                limit, used = _read_int(folder / "memory.limit_in_bytes"), _read_int(folder / "memory.usage_in_bytes")
-                cache = stat.get("total_inactive_file", stat.get("inactive_file", 0))
-            if limit is not None and used is not None and limit < 2**60:
-                rooms.append(limit - used + cache)
+    for v2, folder in _cgroups("memory", ("memory",), proc_cgroup, root):
+        stat = _stat(folder / "memory.stat")
+        if v2:
+            limit, used = _read_int(folder / "memory.max"), _read_int(folder / "memory.current")
+            cache = stat.get("inactive_file", 0)
+        else:
+            limit, used = _read_int(folder / "memory.limit_in_bytes"), _read_int(folder / "memory.usage_in_bytes")
+            cache = stat.get("total_inactive_file", stat.get("inactive_file", 0))
+        if limit is not None and used is not None and limit < 2**60:
+            rooms.append(limit - used + cache)
     return max(0, min(rooms)) if rooms else None
 
 
@@ -1575,30 +1577,18 @@ def cpu_quota(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgrou
     systemd ``CPUQuota``): the tightest quota / period of its cgroup and those above it (v2 ``cpu.max``, v1
     ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``). None where none is set or none can be read. Unlike a Slurm job's
     CPUs (an affinity), a quota leaves every core visible: threads beyond it wait their turn."""
-    try:
-        lines = Path(proc_cgroup).read_text().splitlines()
-    except OSError:
-        return None
     quotas = []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
+    for v2, folder in _cgroups("cpu", ("cpu", "cpu,cpuacct"), proc_cgroup, root):
+        try:
+            if v2:
+                quota, period = (folder / "cpu.max").read_text().split()[:2]
+            else:
+                quota = (folder / "cpu.cfs_quota_us").read_text().strip()
+                period = (folder / "cpu.cfs_period_us").read_text().strip()
+            if quota not in ("max", "-1") and int(period) > 0:
+                quotas.append(int(quota) / int(period))
+        except (OSError, ValueError):
             continue
-        number, controllers, path = parts
-        v2 = number == "0" and controllers == ""
-        if not v2 and "cpu" not in controllers.split(","):
-            continue
-        for folder in _cgroup_folders("" if v2 else controllers, path, Path(root), ("cpu", "cpu,cpuacct")):
-            try:
-                if v2:
-                    quota, period = (folder / "cpu.max").read_text().split()[:2]
-                else:
-                    quota = (folder / "cpu.cfs_quota_us").read_text().strip()
-                    period = (folder / "cpu.cfs_period_us").read_text().strip()
-                if quota not in ("max", "-1") and int(period) > 0:
-                    quotas.append(int(quota) / int(period))
-            except (OSError, ValueError):
-                continue
     return min(quotas) if quotas else None
 
 
