@@ -1620,6 +1620,40 @@ def gpu_available() -> bool:
     return torch.cuda.is_available() or (torch.backends.mps.is_available() and torch.backends.mps.is_built())
 
 
+def nvidia_gpus_here() -> int:
+    """How many NVIDIA GPUs this machine's driver lists (/proc/driver/nvidia/gpus, or /dev/nvidiaN), whatever torch
+    makes of them; 0 where there is none or no NVIDIA driver."""
+    gpus = Path("/proc/driver/nvidia/gpus")
+    try:
+        listed = len(list(gpus.iterdir())) if gpus.is_dir() else 0
+    except OSError:
+        listed = 0
+    return listed or len([p for p in Path("/dev").glob("nvidia[0-9]*")])
+
+
+def say_if_the_gpu_goes_unused(cpu: bool) -> None:
+    """One warning where a run on its default device (not ``--device cpu``) trains on the CPU of a machine whose
+    NVIDIA driver lists GPUs: torch cannot use them, most often because the torch installed is a CPU-only build (a
+    CPU wheel, the default of some package indexes), or CUDA_VISIBLE_DEVICES hides them. Without it the run goes
+    on at CPU speed, which for the papers' sizes is hours instead of minutes, and says nothing."""
+    if cpu or gpu_available() or os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes"):
+        return
+    found = nvidia_gpus_here()
+    if not found:
+        return
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if torch.version.cuda is None:
+        why = (f"the torch installed ({torch.__version__}) is a CPU-only build; install a CUDA build into the "
+               "environment (docs/getting_started.md, \"Which torch\")")
+    elif hidden is not None and hidden.strip() in ("", "-1"):
+        why = f"CUDA_VISIBLE_DEVICES={hidden!r} hides them"
+    else:
+        why = (f"torch {torch.__version__} (CUDA {torch.version.cuda}) cannot use them (torch.cuda.is_available() "
+               "is False: the driver may be older than that CUDA)")
+    warnings.warn(f"this machine has {found} NVIDIA GPU(s) but the run trains on the CPU: {why}; --device cpu "
+                  "chooses the CPU and says nothing", UserWarning, stacklevel=3)
+
+
 def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Iterable[str] = ("tensorboard",),
                      one_process: str | None = None, **kwargs):
     """The ``accelerate.Accelerator`` of a training run, with the experiment trackers of ``report_to`` (wandb,
@@ -1638,6 +1672,7 @@ def make_accelerator(*, cpu: bool, mixed_precision: str = "no", report_to: Itera
     if mixed_precision == "fp16" and (cpu or not gpu_available()):
         raise ValueError("--mixed-precision fp16 needs a GPU: on the CPU accelerate would run float32 without "
                          "saying so; use --mixed-precision bf16 (CPU autocast) or no")
+    say_if_the_gpu_goes_unused(cpu)
     _accelerate_state_for(cpu, mixed_precision)
     accelerator = Accelerator(cpu=cpu, mixed_precision=mixed_precision, log_with=log_with or None, **kwargs)
     from ..distributed import check_launch, launch_problem

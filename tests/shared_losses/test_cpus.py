@@ -1,7 +1,9 @@
 """The CPUs a process may use: its affinity (a Slurm job's, taskset's) and its cgroup's CPU quota (a container's
---cpus), which os.cpu_count() and torch's own thread count do not show."""
+--cpus), which os.cpu_count() and torch's own thread count do not show; and a machine's GPUs that torch cannot use."""
 
 from pathlib import Path
+
+import pytest
 
 
 def test_the_cpus_a_process_may_use_are_its_affinity_not_the_machine_s(monkeypatch):
@@ -96,3 +98,40 @@ def test_torch_threads_left_to_torch_stay_within_the_cpu_quota(monkeypatch, tmp_
         assert torch.get_num_threads() == 2  # given back to the caller
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_run_on_the_cpu_of_a_machine_with_gpus_says_why_torch_cannot_use_them(monkeypatch):
+    """A CPU-only torch on a GPU node (the default wheel of some package indexes) trained the papers' sizes on the
+    CPU, hours instead of minutes, without a word."""
+    import warnings
+
+    import torch
+
+    import shared_losses.training.runtime as runtime
+
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(runtime, "gpu_available", lambda: False)
+    monkeypatch.setattr(runtime, "nvidia_gpus_here", lambda: 2)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.warns(UserWarning) as seen:
+        runtime.say_if_the_gpu_goes_unused(cpu=False)
+    (text,) = [str(w.message) for w in seen]
+    assert text == (f"this machine has 2 NVIDIA GPU(s) but the run trains on the CPU: the torch installed "
+                    f"({torch.__version__}) is a CPU-only build; install a CUDA build into the environment "
+                    "(docs/getting_started.md, \"Which torch\"); --device cpu chooses the CPU and says nothing")
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.warns(UserWarning, match="CUDA_VISIBLE_DEVICES='' hides them"):
+        runtime.say_if_the_gpu_goes_unused(cpu=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with pytest.warns(UserWarning, match=r"cannot use them \(torch.cuda.is_available\(\) is False"):
+        runtime.say_if_the_gpu_goes_unused(cpu=False)
+    with warnings.catch_warnings():  # the CPU chosen, no GPU listed, or accelerate told to use the CPU: nothing
+        warnings.simplefilter("error")
+        runtime.say_if_the_gpu_goes_unused(cpu=True)
+        monkeypatch.setenv("ACCELERATE_USE_CPU", "true")
+        runtime.say_if_the_gpu_goes_unused(cpu=False)
+        monkeypatch.delenv("ACCELERATE_USE_CPU")
+        monkeypatch.setattr(runtime, "nvidia_gpus_here", lambda: 0)
+        runtime.say_if_the_gpu_goes_unused(cpu=False)
