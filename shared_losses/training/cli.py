@@ -140,6 +140,14 @@ def run_cli(main: Callable[[], Any], interrupted: str = STOPPED_RUN) -> Any:
             raise
         _exit(f"error: could not write {err.filename or 'a file'} ({refused_write_words(err)}): "
               f"{write_refusal_hint(err)}", 1)
+    except RuntimeError as err:  # torch's out of GPU memory (torch.OutOfMemoryError is a RuntimeError)
+        oom = getattr(sys.modules.get("torch"), "OutOfMemoryError", None)
+        if oom is None or not isinstance(err, oom) or os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
+            raise
+        what = str(err).strip().splitlines()[0].split(". GPU ")[0] if str(err).strip() else "an allocation failed"
+        _exit(f"error: out of GPU memory ({what}): lower --batch-size (or the model's size), train fewer runs on this "
+              "GPU at once, or use one with more memory (a run continues from its last checkpoint with --resume; "
+              "CONTRASTIVE_SUITE_TRACEBACK=1 shows torch's whole message)", 1)
     # a main that returns its exit status (the table scripts: ``sys.exit(run_cli(main))``) keeps it
     end_process(result if isinstance(result, int) and not isinstance(result, bool) else 0)
     return result

@@ -257,6 +257,30 @@ def test_run_cli_says_out_of_memory_in_one_line_with_status_1(capsys, monkeypatc
         run_cli(main)
 
 
+def test_run_cli_says_out_of_gpu_memory_in_one_line_and_leaves_other_runtime_errors_alone(capsys, monkeypatch):
+    """torch's CUDA out-of-memory error (a batch too large for the GPU) ended the command in a long traceback."""
+    import torch
+
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+
+    def main():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+                                     "79.19 GiB of which 1.05 GiB is free.\nOf the allocated memory ...")
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main)
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: out of GPU memory (CUDA out of memory. Tried to allocate 2.00 GiB): lower "
+                          "--batch-size") and err.count("\n") == 1, err
+
+    def bug():
+        raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError, match="a bug"):  # any other RuntimeError keeps its traceback
+        run_cli(bug)
+
+
 def test_run_cli_shows_the_suites_warnings_as_one_line_and_a_librarys_as_python_does(monkeypatch):
     import warnings
 
