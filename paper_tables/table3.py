@@ -54,8 +54,9 @@ class Args(SweepOptions):
     batch_size: int = 512
     """Batch size (512 as in the CURL paper's table; the official script used 128 for cartpole)."""
     gpus: list[int] = field(default_factory=list)
-    """GPU ids to spread runs over with --backend local (round robin via CUDA_VISIBLE_DEVICES); empty = leave
-    it as is. With --backend ray, use --gpus-per-run (Ray assigns the GPUs)."""
+    """GPU ids to spread runs over with --backend local (round robin via CUDA_VISIBLE_DEVICES), as this process
+    sees them: where CUDA_VISIBLE_DEVICES is set (a Slurm job's GPUs), 0 is its first; empty = leave it as is. With
+    --backend ray, use --gpus-per-run (Ray assigns the GPUs)."""
     updates: list[Literal["official", "fused"]] = field(default_factory=lambda: ["official"])
     """Update schedules to run (rl_curl.train --update): official, fused or both. A fused run goes to
     OBJECTIVE-fused/seedS and gets rows of its own; with both, table3.md also pairs each fused row with its

@@ -127,13 +127,30 @@ def run_log(out: Path) -> Path:
     return out.parent / f"{out.name}.log"
 
 
+def visible_gpus() -> list[str] | None:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (a Slurm job's ``2,3``, UUIDs); None where
+    it is unset (every GPU of the machine, by index)."""
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if seen is None:
+        return None
+    return [g.strip() for g in seen.split(",") if g.strip() and g.strip() != "-1"]
+
+
+def gpu_for_run(gpu: int) -> str:
+    """What a run's CUDA_VISIBLE_DEVICES is for the grid's ``--gpus`` id ``gpu``: an index into the GPUs this
+    process sees, so that inside a job given GPUs 2 and 3 (CUDA_VISIBLE_DEVICES=2,3) ``--gpus 0 1`` means those two,
+    not the machine's GPUs 0 and 1, which are another job's."""
+    seen = visible_gpus()
+    return str(gpu) if seen is None else seen[gpu]
+
+
 def sweep_runs(jobs: list[tuple[Path, list[str]]], args: Args) -> list[Run]:
     """The grid's runs for shared_losses.training.sweep (log beside each folder, MUJOCO_GL, the GPU of each run)."""
     runs = []
     for i, (out, cmd) in enumerate(jobs):
         env = {"MUJOCO_GL": os.environ["MUJOCO_GL"]} if "MUJOCO_GL" in os.environ else {}  # else rl_curl's default
         if args.gpus and args.backend == "local":
-            env["CUDA_VISIBLE_DEVICES"] = str(args.gpus[i % len(args.gpus)])
+            env["CUDA_VISIBLE_DEVICES"] = gpu_for_run(args.gpus[i % len(args.gpus)])
         runs.append(Run(str(out), cmd, run_log(out), cpus=args.cpus_per_run, gpus=args.gpus_per_run, env=env,
                         cwd=str(ROOT)))
     return runs
@@ -156,6 +173,12 @@ def check_grid(args: Args) -> None:
         raise ValueError(f"--env-steps must be >= 1 (the step the table reports), got {args.env_steps}")
     if any(g < 0 for g in args.gpus):
         raise ValueError(f"--gpus takes GPU ids (0, 1, ...), got {' '.join(map(str, args.gpus))}")
+    seen = visible_gpus()
+    if args.gpus and seen is not None and max(args.gpus) >= len(seen):
+        raise ValueError(f"--gpus {' '.join(map(str, args.gpus))}: this process sees {len(seen)} GPU(s) "
+                         f"(CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']}), ids 0 to {len(seen) - 1}"
+                         if seen else f"--gpus {' '.join(map(str, args.gpus))}: CUDA_VISIBLE_DEVICES="
+                         f"{os.environ['CUDA_VISIBLE_DEVICES']!r} leaves this process no GPU")
     for obj in args.objectives:
         parse_objective(obj)
     if args.aggregate_only:

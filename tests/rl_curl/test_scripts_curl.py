@@ -653,3 +653,27 @@ def test_a_local_grid_whose_runs_at_once_cannot_hold_their_replays_is_refused_be
         (tmp_path / "cartpole-swingup" / "curl" / f"seed{seed}" / "summary.json").write_text(
             json.dumps({"env_steps": args.env_steps}))
     curl_table3.check_grid(args)
+
+
+def test_gpus_are_ids_among_the_gpus_this_process_sees(tmp_path, monkeypatch):
+    """Inside a job given GPUs 2 and 3 (CUDA_VISIBLE_DEVICES=2,3), --gpus 0 1 set the runs' CUDA_VISIBLE_DEVICES to
+    0 and 1: the machine's first two GPUs, another job's."""
+    import curl_table3
+
+    args = curl_table3.Args(out=str(tmp_path), tasks=["cartpole-swingup"], objectives=["curl"], seeds=[0, 1, 2],
+                            gpus=[0, 1], dry_run=True)
+    jobs = curl_table3.commands(args)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    curl_table3.check_grid(args)
+    assert [r.env["CUDA_VISIBLE_DEVICES"] for r in curl_table3.sweep_runs(jobs, args)] == ["2", "3", "2"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5a1e, GPU-77b0")  # UUIDs, as some schedulers give them
+    assert [r.env["CUDA_VISIBLE_DEVICES"] for r in curl_table3.sweep_runs(jobs, args)] == ["GPU-5a1e", "GPU-77b0",
+                                                                                            "GPU-5a1e"]
+    with pytest.raises(ValueError, match=r"^--gpus 0 2: this process sees 2 GPU\(s\) \(CUDA_VISIBLE_DEVICES=GPU-5a1e, "
+                                         r"GPU-77b0\), ids 0 to 1$"):
+        curl_table3.check_grid(dataclasses.replace(args, gpus=[0, 2]))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ValueError, match=r"CUDA_VISIBLE_DEVICES='' leaves this process no GPU"):
+        curl_table3.check_grid(args)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")  # every GPU of the machine: the ids as they are
+    assert [r.env["CUDA_VISIBLE_DEVICES"] for r in curl_table3.sweep_runs(jobs, args)] == ["0", "1", "0"]
