@@ -69,7 +69,8 @@ class SweepOptions:
     """Ray cluster to send the grid to: auto (the cluster this machine belongs to) or ray://HOST:PORT or
     HOST:PORT; none starts Ray on this machine. Only with --backend ray."""
     parallel: int = 1
-    """Runs at once with --backend local (Ray runs as many as the cluster's resources allow)."""
+    """Runs at once with --backend local (Ray runs as many as the cluster's resources allow); each gets an equal share
+    of the CPUs this process may use as its threads (OMP_NUM_THREADS, unless set)."""
     cpus_per_run: float = 1.0
     """CPUs each run asks Ray for."""
     gpus_per_run: float = 0.0
@@ -402,9 +403,13 @@ def _run_local(runs, options: SweepOptions, progress: _Progress, on_finish) -> l
     (SIGTERM: after its step, with a checkpoint; those the terminal's Ctrl-C reached already take it as the same
     request) and waited for, no other run is started, and :class:`GridInterrupted` says how to go on. A second Ctrl-C
     while they finish is a plain KeyboardInterrupt (the runs the terminal reaches stop at once)."""
+    from .runtime import usable_cpus
+
     live: set = set()
     lock = threading.Lock()
     stopping = threading.Event()
+    # each run's share of the CPUs (torch's default is every CPU for each run: --parallel 4 ran 4 threads a core)
+    share = {"OMP_NUM_THREADS": str(max(1, usable_cpus() // options.parallel))}
 
     def one(run: Run) -> int:
         progress.started()
@@ -412,7 +417,8 @@ def _run_local(runs, options: SweepOptions, progress: _Progress, on_finish) -> l
             with lock:
                 if stopping.is_set():
                     return STOPPED
-                proc = _start(_local_python(run.cmd, ""), str(run.log), run.cwd, run.env)
+                env = run.env if "OMP_NUM_THREADS" in {**os.environ, **run.env} else {**share, **run.env}
+                proc = _start(_local_python(run.cmd, ""), str(run.log), run.cwd, env)
                 live.add(proc)
             try:
                 rc = wait_for(proc)

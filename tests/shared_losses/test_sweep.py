@@ -483,3 +483,28 @@ def test_a_table_made_while_a_grid_runs_on_its_folder_says_so(tmp_path, capsys):
         holder.wait()
     note_running_grid(out)  # the killed grid's lock file stays, its lock went with it
     assert capsys.readouterr().err == "" and (out / LOCK_NAME).exists()
+
+
+def test_a_local_grids_runs_share_the_cpus_as_their_threads(tmp_path, monkeypatch):
+    """torch's default thread count is every CPU the process may use, for each run: --parallel 4 on 4 CPUs ran 16
+    threads. Each run now gets its share (OMP_NUM_THREADS), unless the caller or the run's own environment set one."""
+    import shared_losses.training.runtime as runtime
+
+    monkeypatch.setattr(runtime, "usable_cpus", lambda: 4)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    show = [sys.executable, "-c", "import os; print(os.environ.get('OMP_NUM_THREADS'))"]
+
+    def threads(options, **env):
+        runs = [Run(f"r{i}", show, tmp_path / f"r{i}.log", env=env) for i in range(2)]
+        assert run_sweep(runs, options) == [0, 0]
+        seen = [(tmp_path / f"r{i}.log").read_text().strip() for i in range(2)]
+        for i in range(2):
+            (tmp_path / f"r{i}.log").unlink()
+        return seen
+
+    assert threads(SweepOptions(parallel=2)) == ["2", "2"]
+    assert threads(SweepOptions(parallel=8)) == ["1", "1"]
+    assert threads(SweepOptions(parallel=1)) == ["4", "4"]
+    assert threads(SweepOptions(parallel=2), OMP_NUM_THREADS="3") == ["3", "3"]  # the run's own
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the caller's
+    assert threads(SweepOptions(parallel=2)) == ["1", "1"]
