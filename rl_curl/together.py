@@ -258,8 +258,6 @@ def run_together(cfgs: list[Config]) -> list[dict]:
     from shared_losses.training.loop import run as run_app
     from shared_losses.training.runtime import RunInterrupted, StopSignals
 
-    import torch
-
     from .env import EnvWorker
     from .train import CurlApp, check_replay_memory, env_kwargs
 
@@ -269,8 +267,7 @@ def run_together(cfgs: list[Config]) -> list[dict]:
     apps = [CurlApp(c if k == 0 else dataclasses.replace(c, progress=False)) for k, c in enumerate(cfgs)]
     to_train = check_checkpoints(apps)  # in this thread, before any run writes: each run's own check is too late
     # every replay at once (each run's own check, when it is built, sees the memory the others will fill as free)
-    check_replay_memory(to_train, torch.device("cpu" if cfgs[0].device == "cpu" or not torch.cuda.is_available()
-                                               else "cuda"))
+    check_replay_memory(to_train)
     results: list = [None] * len(cfgs)
     errors: list = [None] * len(cfgs)
     stop = StopSignals("stopping every run at the end of the same episode and writing its checkpoint (Ctrl-C again "

@@ -87,8 +87,13 @@ def available_memory() -> tuple[int | None, str]:
     return host, "on this machine"
 
 
-def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device, action_dim: int = 64, *,
-                        fewer: str = "train fewer runs together", gpu: bool = True) -> None:
+def replay_held(cfg: Config) -> int:
+    """Transitions a run's replay holds at most: its capacity, or the run's agent steps where fewer."""
+    return min(cfg.replay_capacity, cfg.agent_steps)
+
+
+def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device | None = None, action_dim: int = 64,
+                        *, fewer: str = "train fewer runs together", gpu: bool = True) -> None:
     """Refuse, before anything is written, replays that cannot fit. Two checks: each run's whole ring, allocated at
     once (as pages that take memory only when written), against the host's free memory (a far larger one fails to
     allocate); and what the runs will fill (``min(--replay-capacity, agent steps)`` transitions each; a resume also
@@ -99,14 +104,17 @@ def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device, a
     sees the memory the others are about to fill as free. With --replay-on-device the frames are checked against
     the GPU's free memory instead (the device ring at its largest, while it grows). ``fewer``: the advice for
     several runs (a grid's: lower --parallel); ``gpu=False``: host memory only (a grid's runs may go to several
-    GPUs). The action dimension is not known before the environment is built; 64 bounds every DeepMind Control
-    task."""
+    GPUs). ``device``: the training device; None: the one the first configuration would train on (a GPU where there
+    is one and --device is not cpu), for checks made before any accelerator exists. The action dimension is not
+    known before the environment is built; 64 bounds every DeepMind Control task."""
     from .replay import FrameReplay
 
     cfgs = [cfgs] if isinstance(cfgs, Config) else list(cfgs)
     if not cfgs:
         return
     cfg = cfgs[0]
+    if device is None:
+        device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
     gib = lambda b: f"{b / 2**30:.1f} GiB"  # noqa: E731
     frames_of = lambda c: f"{c.image_size}x{c.image_size} frames"  # noqa: E731
     on_gpu = cfg.replay_on_device and device.type == "cuda"
@@ -124,7 +132,7 @@ def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device, a
         raise ValueError(f"--replay-capacity {cfg.replay_capacity} reserves {gib(reserved)} of address space for "
                          f"{whose} ({frames_of(cfg)}) but this process may reserve only "
                          f"{gib(reserve)} more (ulimit -v); lower --replay-capacity to what the run fills "
-                         f"({min(cfg.replay_capacity, cfg.agent_steps):,} transitions) or raise the limit")
+                         f"({replay_held(cfg):,} transitions) or raise the limit")
     needs = [FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, action_dim, c.frame_stack,
                                         transitions=c.agent_steps) for c in cfgs]
     read_back = [n["frames"] if c.resume and c.save_replay and checkpoint_exists(Path(c.output_dir) / "checkpoint")
@@ -132,7 +140,7 @@ def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device, a
     need = sum(n["other"] + (0 if on_gpu else n["frames"]) + r for n, r in zip(needs, read_back))
     room, where = available_memory()
     runs = f" for the {len(cfgs)} runs' replays" if len(cfgs) > 1 else " for the replay"
-    held = f"{min(cfg.replay_capacity, cfg.agent_steps):,} transitions" + (" each" if len(cfgs) > 1 else "")
+    held = f"{replay_held(cfg):,} transitions" + (" each" if len(cfgs) > 1 else "")
     if room is not None and need > room:
         raise ValueError(f"the run{'s' if len(cfgs) > 1 else ''} will need {gib(need)} of memory{runs} ({held} of "
                          f"{frames_of(cfg)}) but only {gib(room)} is available {where}; lower --replay-capacity "
@@ -560,8 +568,7 @@ class CurlApp(TrainingApp):
                    if reserve is not None else "the system refused the reservation")
             raise ValueError(f"--replay-capacity {cfg.replay_capacity}: the replay's whole ring could not be reserved "
                              f"({err}); {why}; lower --replay-capacity to what the run fills "
-                             f"({min(cfg.replay_capacity, cfg.agent_steps):,} transitions) or raise the "
-                             "limit") from None
+                             f"({replay_held(cfg):,} transitions) or raise the limit") from None
         self.action_rng = np.random.default_rng(action_seed)
         # --aux cpc reads the next K observations and actions of each sampled transition (no extra random draw)
         self.future_steps = cfg.cpc_steps if OBJECTIVES.get(cfg.aux).kind == "future" else 0

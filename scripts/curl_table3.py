@@ -204,13 +204,9 @@ def check_grid(args: Args) -> None:
         if not finished(Path(out), args.env_steps):
             to_do.append(cfg)
     if args.backend == "local" and to_do:  # the runs at once on this machine (each run's own check, as it starts,
-        import torch  # sees the memory the others will fill as free)
+        from rl_curl.train import check_replay_memory  # sees the memory the others will fill as free)
 
-        from rl_curl.train import check_replay_memory
-
-        at_once = to_do[:max(1, args.parallel)]
-        check_replay_memory(at_once, torch.device("cuda" if torch.cuda.is_available() and at_once[0].device != "cpu"
-                                                  else "cpu"),
+        check_replay_memory(to_do[:max(1, args.parallel)],
                             fewer="lower --parallel (the runs trained at once on this machine)", gpu=False)
     args.check_cluster()  # last: the options first, then a cluster that may take seconds to answer
 

@@ -272,9 +272,9 @@ def _env(a) -> dict:
     elif a.backend in ("ray", "slurm"):
         threads = max(1, int(a.cpus_per_run))
     else:
-        from shared_losses.training.runtime import usable_cpus
+        from shared_losses.training.sweep import local_threads
 
-        threads = max(1, usable_cpus() // max(1, a.parallel))  # the job's CPUs, not the node's
+        threads = local_threads(a.parallel)  # the job's CPUs, not the node's, shared by the runs at once
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
 
 

@@ -144,7 +144,8 @@ def run_cli(main: Callable[[], Any], interrupted: str = STOPPED_RUN) -> Any:
         oom = getattr(sys.modules.get("torch"), "OutOfMemoryError", None)
         if oom is None or not isinstance(err, oom) or os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
-        what = str(err).strip().splitlines()[0].split(". GPU ")[0] if str(err).strip() else "an allocation failed"
+        text = str(err).strip()
+        what = text.splitlines()[0].split(". GPU ")[0] if text else "an allocation failed"
         _exit(f"error: out of GPU memory ({what}): lower --batch-size (or the model's size), train fewer runs on this "
               "GPU at once, or use one with more memory (a run continues from its last checkpoint with --resume; "
               "CONTRASTIVE_SUITE_TRACEBACK=1 shows torch's whole message)", 1)

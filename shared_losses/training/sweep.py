@@ -398,18 +398,24 @@ GRID_STOPPED = ("stopped ({how}): the runs in progress were asked to stop after 
                 "are skipped, stopped ones continue from their checkpoints")
 
 
+def local_threads(parallel: int) -> int:
+    """Threads for each of ``parallel`` runs at once on this machine: an equal share of the CPUs this process may
+    use (torch's default is every CPU for each run: --parallel 4 ran 4 threads a core)."""
+    from .runtime import usable_cpus
+
+    return max(1, usable_cpus() // max(1, parallel))
+
+
 def _run_local(runs, options: SweepOptions, progress: _Progress, on_finish) -> list[int]:
     """The local pool. Ctrl-C (or SIGTERM turned into it) stops the grid: every run in progress is asked to stop
     (SIGTERM: after its step, with a checkpoint; those the terminal's Ctrl-C reached already take it as the same
     request) and waited for, no other run is started, and :class:`GridInterrupted` says how to go on. A second Ctrl-C
     while they finish is a plain KeyboardInterrupt (the runs the terminal reaches stop at once)."""
-    from .runtime import usable_cpus
-
     live: set = set()
     lock = threading.Lock()
     stopping = threading.Event()
-    # each run's share of the CPUs (torch's default is every CPU for each run: --parallel 4 ran 4 threads a core)
-    share = {"OMP_NUM_THREADS": str(max(1, usable_cpus() // options.parallel))}
+    # each run's share of the CPUs as its threads, unless the caller (its environment) or the run sets them
+    share = {} if "OMP_NUM_THREADS" in os.environ else {"OMP_NUM_THREADS": str(local_threads(options.parallel))}
 
     def one(run: Run) -> int:
         progress.started()
@@ -417,8 +423,7 @@ def _run_local(runs, options: SweepOptions, progress: _Progress, on_finish) -> l
             with lock:
                 if stopping.is_set():
                     return STOPPED
-                env = run.env if "OMP_NUM_THREADS" in {**os.environ, **run.env} else {**share, **run.env}
-                proc = _start(_local_python(run.cmd, ""), str(run.log), run.cwd, env)
+                proc = _start(_local_python(run.cmd, ""), str(run.log), run.cwd, {**share, **run.env})
                 live.add(proc)
             try:
                 rc = wait_for(proc)
