@@ -59,7 +59,8 @@ def _probe(cfg, run) -> tuple[float, dict, float, dict]:
 
     t0 = time.monotonic()
     accuracy, heads, scores = head_accuracy(run.model, run.tokenizer, cfg, run.train_x, run.train_y, run.sample,
-                                            run.eval_x, run.eval_y, run.acc.device, trains_head=False)
+                                            run.eval_x, run.eval_y, run.acc.device, trains_head=False,
+                                            progress=cfg.progress and run.acc.is_main_process)
     return accuracy, heads, time.monotonic() - t0, scores
 
 

@@ -189,16 +189,27 @@ def first_line(err: BaseException) -> str:
 
 
 @torch.no_grad()
-def predict_proba(model, tokenizer, texts, batch_size: int = 64, device="cpu") -> torch.Tensor:
-    """[n, 2] class probabilities (softmax of the logits), texts cut at the model's max_seq_length tokens."""
+def predict_proba(model, tokenizer, texts, batch_size: int = 64, device="cpu",
+                  progress: str | None = None) -> torch.Tensor:
+    """[n, 2] class probabilities (softmax of the logits), texts cut at the model's max_seq_length tokens, in the
+    order of ``texts`` (computed in batches of like length, as the run's evaluation: fewshot.heads.longest_first);
+    ``progress``: the label of a progress bar on stderr (none by default)."""
+    from tqdm import tqdm
+
+    from shared_losses.training.runtime import bar_interval
+
+    from .heads import in_given_order, longest_first
+
     max_length = model.config.max_seq_length or tokenizer.model_max_length
+    order = longest_first(texts)
     out = []
-    for i in range(0, len(texts), batch_size):
-        enc = tokenizer(list(texts[i:i + batch_size]), padding=True, truncation=True, max_length=max_length,
-                        return_tensors="pt")
+    for i in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", disable=progress is None,
+                  leave=False, mininterval=bar_interval()):
+        enc = tokenizer([texts[j] for j in order[i:i + batch_size]], padding=True, truncation=True,
+                        max_length=max_length, return_tensors="pt")
         logits = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device)).logits
         out.append(torch.softmax(logits.float(), dim=-1).cpu())
-    return torch.cat(out) if out else torch.zeros(0, model.config.num_labels)
+    return in_given_order(torch.cat(out), order) if out else torch.zeros(0, model.config.num_labels)
 
 
 def write_predictions(path: Path, texts, probs, id2label: dict, others=None) -> None:
@@ -344,6 +355,8 @@ def main(argv=None):
                    help="with --label-column: write the scores here as JSON (an existing file is refused unless "
                         "--overwrite)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bar on stderr while the texts are classified")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N, mps, or auto: a CUDA GPU if "
                    "there is one, else the CPU)")
     args = p.parse_args(argv)
@@ -390,7 +403,8 @@ def main(argv=None):
         print(f"--input {args.input}: {len(texts) - len(given)} of {len(texts)} rows have an empty text; they are "
               "written without a prediction (label, score and probabilities null)", file=sys.stderr)
     model, tokenizer = load_classifier(folder, device)
-    probs = iter(predict_proba(model, tokenizer, given, args.batch_size, device).tolist())
+    probs = iter(predict_proba(model, tokenizer, given, args.batch_size, device,
+                               progress=f"classifying {len(given)} texts" if args.progress else None).tolist())
     probs = [None if t is None else next(probs) for t in texts]
     names = model.config.id2label
     write_predictions(out, texts, probs, names, others)

@@ -15,7 +15,7 @@ import torch
 
 from shared_losses.training.harness import RunHarness
 from shared_losses.training.loop import TrainingApp
-from shared_losses.training.runtime import checkpoint_exists, load_checkpoint, write_json_atomic
+from shared_losses.training.runtime import checkpoint_exists, is_main_process, load_checkpoint, write_json_atomic
 
 from .config import AnyConfig, TextOptions
 from .data import (check_same_data, data_fingerprints, load_pu_files, load_splits,
@@ -521,8 +521,12 @@ def resolve_prior(cfg, train_y, sample, model=None, tokenizer=None, train_x=None
     unknown = len(sample.unlabeled) > 0 and bool((np.asarray(train_y)[sample.unlabeled] < 0).any())
     if cfg.estimate_prior or cfg.pu_files or unknown:  # unlabeled texts from a file have no labels to count: estimate
         pos = sample.labeled[train_y[sample.labeled] == 1]
-        fp, _ = embed_all(model, tokenizer, [train_x[i] for i in pos], cfg.max_length, device)
-        fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device)
+        bar = (lambda what: f"prior estimate: embedding the {what}") if cfg.progress and is_main_process() else \
+            (lambda what: None)  # every unlabeled text: minutes on a large file
+        fp, _ = embed_all(model, tokenizer, [train_x[i] for i in pos], cfg.max_length, device,
+                          progress=bar(f"{len(pos)} labeled positives"))
+        fu, _ = embed_all(model, tokenizer, [train_x[i] for i in sample.unlabeled], cfg.max_length, device,
+                          progress=bar(f"{len(sample.unlabeled)} unlabeled texts"))
         hint = ESTIMATE_HINTS["files" if cfg.pu_files else "unlabeled file" if unknown else "sampled"]
         return elkan_noto_prior(fp.numpy(), fu.numpy(), seed=cfg.seed, hint=hint), "elkan-noto"
     if len(sample.unlabeled) == 0:

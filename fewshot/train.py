@@ -82,8 +82,11 @@ class FewShotApp(FewShotRunApp):
         self.model.train()
         self.t0 = time.monotonic()
         return tqdm(total=self.cfg.max_steps, initial=self.step, desc=f"{self.cfg.objective} N={self.cfg.n_labeled}",
-                    unit="step", disable=not (self.accelerator.is_main_process and self.cfg.progress),
-                    mininterval=bar_interval())
+                    unit="step", disable=not self.shows_progress(), mininterval=bar_interval())
+
+    def shows_progress(self) -> bool:
+        """The training bar, and the evaluations' (the main process, unless --no-progress)."""
+        return self.accelerator.is_main_process and self.cfg.progress
 
     def train_step(self):
         cfg, run, acc, device = self.cfg, self.run, self.accelerator, self.accelerator.device
@@ -132,7 +135,7 @@ class FewShotApp(FewShotRunApp):
         run = self.run
         accuracy, both, scores = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x, run.train_y,
                                                run.sample, run.eval_x, run.eval_y, self.accelerator.device,
-                                               self.objective.trains_head)
+                                               self.objective.trains_head, self.shows_progress())
         self.history.append({"step": self.step, "eval_accuracy": accuracy, "head_accuracies": both,
                              "eval_scores": scores})
         # the positive class's scores beside the accuracy: log.csv, TensorBoard and the trackers (eval/f1, ...)
@@ -157,7 +160,8 @@ class FewShotApp(FewShotRunApp):
         else:  # no step trained (--steps 0), or a resumed run whose history predates the last step
             self.final, self.both, scores = head_accuracy(self.raw, self.tokenizer, self.cfg, run.train_x,
                                                           run.train_y, run.sample, run.eval_x, run.eval_y,
-                                                          self.accelerator.device, self.objective.trains_head)
+                                                          self.accelerator.device, self.objective.trains_head,
+                                                          self.shows_progress())
         self.metrics = run_metrics(self.cfg, run, self.final, self.both, self.history, time.monotonic() - self.t0,
                                    scores)
         if self.objective.trains_encoder:  # the global batch's sizes, after the caps above

@@ -75,7 +75,7 @@ def test_one_unlabeled_example_is_refused_up_front(tmp_path, monkeypatch):
     # the probes themselves: the unlabeled spread of one row is NaN (and the probes with it)
     import fewshot.pu_probes as probes
 
-    monkeypatch.setattr(probes, "embed_all", lambda model, tok, texts, *a: (torch.randn(len(texts), 4), None))
+    monkeypatch.setattr(probes, "embed_all", lambda model, tok, texts, *a, **k: (torch.randn(len(texts), 4), None))
     sample = FewShotSample(np.arange(3), np.arange(3, 4))
     with pytest.raises(ValueError, match="at least 2 unlabeled examples, got 1"):
         probes._probes(None, None, PuConfig(), ["x"] * 4, sample, [], [], 0.3, "cpu", risks=("nnpu",))
@@ -154,7 +154,7 @@ def test_an_exact_prior_of_0_says_where_it_came_from_before_the_encoder_loads(tm
 def test_the_estimate_advice_fits_the_path(tmp_path, monkeypatch):
     import fewshot.run as run
 
-    monkeypatch.setattr(run, "embed_all", lambda model, tok, texts, *a: (torch.randn(len(texts), 4), None))
+    monkeypatch.setattr(run, "embed_all", lambda model, tok, texts, *a, **k: (torch.randn(len(texts), 4), None))
     pos, unl = _files(tmp_path, ["a good film"], ["a bad film", "a fine film", "a dull film"])
     cfg = PuConfig(positive_file=pos, unlabeled_file=unl)
     train_x, train_y, _, _, sample = load_pu_files(cfg)
