@@ -18,7 +18,8 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.training.cli import check_field_types, config_from_cli, option_given, option_value
+from shared_losses.training.cli import (check_field_types, check_preset_applied, config_from_cli, option_given,
+                                       option_value)
 
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName
 from .pu import MIN_UNLABELED
@@ -157,6 +158,7 @@ class RunOptions:
         from shared_losses.training.runtime import check_seed
 
         check_field_types(self)
+        check_preset_applied(self, presets_for(type(self)), "fewshot.config.preset_config(NAME, ...)")
         check_seed(self.seed)
         for option in ("max_steps", "batch_unlabeled"):
             need(self, getattr(self, option) >= 0, option, ">= 0")
@@ -206,7 +208,8 @@ class TextOptions(RunOptions):
     preset: Optional[PresetName] = None
     """Defaults for the training protocol (fewshot.config.PRESETS, listed at the top with the options each sets):
     `paper` = the RoBERTa settings (reproductions of Gunel et al. / puNCE, GPU); `cpu` = the protocol chosen on
-    development splits for MiniLM on 2 CPU cores (docs/fewshot.md). Options given explicitly win over the preset."""
+    development splits for MiniLM on 2 CPU cores (docs/fewshot.md). Options given explicitly win over the preset (in
+    Python: fewshot.config.preset_config(NAME, ...))."""
     n_unlabeled: int = 500
     """U unlabeled training examples (labels hidden from the learner; the paper: 500). Objectives that read none
     (ce, ce+scl, setfit, probe: they serve only the prior reported) draw fewer where the data leave fewer."""

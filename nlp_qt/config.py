@@ -87,9 +87,10 @@ class Config:
     """Run directory: config.json, vocab.json, checkpoint/, model/ (for evaluation), log.csv, tb/, summary.json."""
     preset: Optional[PresetName] = None
     """A protocol preset (nlp_qt.config.PRESETS, listed above with the options each sets): its values become the
-    defaults, options given explicitly win. cpu: the CPU protocol on the shipped books corpus, chosen on held-out
-    batches (docs/results/nlp_qt.md); cpu-w2v: the same with 300-d word embeddings (pass --word-vectors, a folder of
-    `python -m nlp_qt.bow`); cpu-bow: cpu-w2v with the bag-of-words encoder; demo: cpu on the first 10,000 sentences."""
+    defaults, options given explicitly win (in Python: nlp_qt.config.preset_config(NAME, ...)). cpu: the CPU protocol
+    on the shipped books corpus, chosen on held-out batches (docs/results/nlp_qt.md); cpu-w2v: the same with 300-d
+    word embeddings (pass --word-vectors, a folder of `python -m nlp_qt.bow`); cpu-bow: cpu-w2v with the
+    bag-of-words encoder; demo: cpu on the first 10,000 sentences."""
     text_column: str = "text"
     """Column with the text (datasets sources)."""
     doc_field: Optional[str] = None
@@ -205,6 +206,15 @@ class Config:
     removed, a bad line of the file being read removed). A warning says so."""
     progress: bool = True
     """Show a progress bar (tqdm, on stderr)."""
+
+
+def preset_config(preset: str | None = None, **fields) -> Config:
+    """The configuration of ``--preset PRESET`` with ``fields`` as options (``preset_config("cpu", objective="debiased",
+    tau_plus=0.01)``): the preset's values, then ``fields``. ``Config(preset="cpu")`` takes the name only, and a run
+    refuses it."""
+    from shared_losses.training.cli import preset_config as _preset_config
+
+    return _preset_config(Config, PRESETS, preset, fields)
 
 
 def from_cli(argv: list[str] | None = None, description: str | None = None) -> Config:

@@ -31,7 +31,7 @@ from shared_losses.training.runtime import (DivergenceWatch, bar_interval, make_
                                             read_json_file, threads_within_the_cpu_limit, torch_settings_given_back,
                                             with_local_paths)
 
-from .config import Config, from_cli
+from .config import PRESETS, Config, from_cli
 from .corpus import CorpusError, CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
 from .model import QuickThought, init_word_vectors, model_config, save_model
 from .objectives import OBJECTIVES, compute_loss, neighbours
@@ -51,10 +51,11 @@ def unused_fields(cfg: Config) -> set[str]:
 
 
 def validate(cfg: Config) -> None:
-    from shared_losses.training.cli import check_field_types
+    from shared_losses.training.cli import check_field_types, check_preset_applied
     from shared_losses.training.runtime import check_seed
 
     check_field_types(cfg)
+    check_preset_applied(cfg, PRESETS, "nlp_qt.config.preset_config(NAME, ...)")
     check_seed(cfg.seed)
     if not cfg.corpus:
         raise ValueError("--corpus is required (a text file/folder, a .jsonl/.parquet file, or hf:NAME)")

@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
-from shared_losses.training.cli import check_field_types, config_from_cli, option_given
+from shared_losses.training.cli import check_field_types, check_preset_applied, config_from_cli, option_given
+from shared_losses.training.cli import preset_config as _preset_config
 
 from .objectives import FUSED_FOLDER, OBJECTIVES, AuxName, folder_name
 # the per-task defaults live in rl_curl.tasks (torch-free, for the environment's worker processes); importable here too
@@ -110,8 +111,9 @@ class Config:
 
     preset: Optional[PresetName] = None
     """A protocol preset (rl_curl.config.PRESETS, listed above with the options each sets): its values become the
-    defaults, options given explicitly win. cpu: the small-network CPU protocol of docs/results/rl_curl.md (24k
-    environment steps); demo: scripts/demo_rl_curl.sh's few minutes."""
+    defaults, options given explicitly win (in Python: rl_curl.config.preset_config(NAME, ...)). cpu: the
+    small-network CPU protocol of docs/results/rl_curl.md (24k environment steps); demo: scripts/demo_rl_curl.sh's
+    few minutes."""
 
     # --- auxiliary objective -------------------------------------------------------------------
     aux: AuxName = "curl"
@@ -315,6 +317,7 @@ class Config:
     def resolved(self) -> "Config":
         """A copy with the per-task defaults filled in and every field checked."""
         check_field_types(self)
+        check_preset_applied(self, PRESETS, "rl_curl.config.preset_config(NAME, task=..., ...)")
         c = dataclasses.replace(self)
         if c.action_repeat is None:
             c.action_repeat = int(task_default(c.task, "action_repeat"))
@@ -407,6 +410,13 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> C
     return config_from_cli(Config, PRESETS, argv, description,
                            sections=[OBJECTIVES.help_text("rl_curl.objectives.OBJECTIVES")],
                            prog="python -m rl_curl.train", finish=refuse_unused_encoder_lr)
+
+
+def preset_config(preset: str | None = None, **fields) -> Config:
+    """The configuration of ``--preset PRESET`` with ``fields`` as options (``preset_config("cpu",
+    task="reacher-easy", seed=1)`` is ``from_cli(["--preset", "cpu", "--task", "reacher-easy", "--seed", "1"])``):
+    the preset's values, then ``fields``. ``Config(preset="cpu")`` takes the name only, and a run refuses it."""
+    return _preset_config(Config, PRESETS, preset, fields)
 
 
 def refuse_unused_encoder_lr(cfg: Config, argv: list[str]) -> Config:

@@ -346,6 +346,47 @@ def check_field_types(obj: Any) -> None:
         raise ValueError(f"invalid {type(obj).__name__}: " + "; ".join(wrong))
 
 
+def preset_config(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]], preset: str | None,
+                  fields: Mapping[str, Any]) -> T:
+    """A ``config_cls`` with ``preset``'s values, then ``fields``: what ``--preset NAME`` and options do on the
+    command line, for a configuration made in code (``Config(preset=NAME)`` records the name only). An unknown
+    preset is a ValueError naming the choices."""
+    if preset is not None and preset not in presets:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(presets) or 'none'}")
+    if "preset" in fields:
+        raise ValueError("give the preset as preset_config's first argument, not among the fields")
+    named = {"preset": preset} if preset is not None and any(f.name == "preset"
+                                                               for f in dataclasses.fields(config_cls)) else {}
+    return config_cls(**{**(presets[preset] if preset is not None else {}), **fields}, **named)
+
+
+def check_preset_applied(cfg: Any, presets: Mapping[str, Mapping[str, Any]], how: str) -> None:
+    """Refuse a configuration that names a preset (its field ``preset``) but holds the class's defaults where the
+    preset sets other values: a dataclass made in code (``Config(preset="cpu", task=...)``) takes the name only, so
+    the run trained with the class's defaults and recorded the preset's name in config.json. The values that tell
+    are the preset's fields whose value differs from the class's default; a configuration is refused when more of
+    them hold the class's default than the preset's value (the command line's, one made with ``how`` and one read
+    back from a run hold the preset's values but where options were given). ``how``: the call that applies a
+    preset, for the message."""
+    name = getattr(cfg, "preset", None)
+    if name is None or name not in presets:
+        return
+    defaults = {}
+    for field in dataclasses.fields(cfg):
+        if field.default is not dataclasses.MISSING:
+            defaults[field.name] = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            defaults[field.name] = field.default_factory()
+    telling = {k: v for k, v in presets[name].items() if k in defaults and defaults[k] != v}
+    at_default = {k: v for k, v in telling.items() if getattr(cfg, k) == defaults[k]}
+    if len(at_default) > sum(getattr(cfg, k) == v for k, v in telling.items()):
+        shown = ", ".join(f"{k} {getattr(cfg, k)!r} (the preset's: {v!r})" for k, v in list(at_default.items())[:3])
+        raise ValueError(f"preset {name!r} is named but {len(at_default)} of the {len(telling)} values it sets hold "
+                         f"the class's defaults ({shown}{', ...' if len(at_default) > 3 else ''}): a configuration "
+                         f"made directly takes the preset's name only; make it with {how}, which sets the preset's "
+                         "values and then yours")
+
+
 def examples_from(doc: str | None) -> str:
     """The command lines of a script's docstring (its indented lines that start with ``python``, ``.venv/bin/python``
     or ``bash``, comments kept), as an ``examples:`` block for its ``--help`` (argparse's ``epilog`` with a raw
