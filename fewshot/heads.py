@@ -34,7 +34,8 @@ def in_given_order(rows: torch.Tensor, order: list[int]) -> torch.Tensor:
 @torch.no_grad()
 def embed_all(model, tokenizer, texts, max_length, device, batch_size=64, progress: str | None = None):
     """(sentence vectors, classifier logits) of ``texts``, in their order (computed in batches of like length:
-    :func:`longest_first`); ``progress``: the label of a progress bar (none by default), gone when done."""
+    :func:`longest_first`); ``progress``: the label of a progress bar (none by default; none for one batch), gone
+    when done."""
     from tqdm import tqdm
 
     from shared_losses.training.runtime import bar_interval
@@ -42,8 +43,8 @@ def embed_all(model, tokenizer, texts, max_length, device, batch_size=64, progre
     model.eval()
     order = longest_first(texts)
     feats, logits = [], []
-    for i in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", disable=progress is None,
-                  leave=False, mininterval=bar_interval()):
+    for i in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", leave=False,
+                  disable=progress is None or len(texts) <= batch_size, mininterval=bar_interval()):
         ids, mask = tokenize(tokenizer, [texts[j] for j in order[i:i + batch_size]], max_length, device)
         h = model.embed(ids, mask)
         feats.append(h.float().cpu())

@@ -193,7 +193,7 @@ def predict_proba(model, tokenizer, texts, batch_size: int = 64, device="cpu",
                   progress: str | None = None) -> torch.Tensor:
     """[n, 2] class probabilities (softmax of the logits), texts cut at the model's max_seq_length tokens, in the
     order of ``texts`` (computed in batches of like length, as the run's evaluation: fewshot.heads.longest_first);
-    ``progress``: the label of a progress bar on stderr (none by default)."""
+    ``progress``: the label of a progress bar on stderr (none by default; none for one batch)."""
     from tqdm import tqdm
 
     from shared_losses.training.runtime import bar_interval
@@ -203,8 +203,8 @@ def predict_proba(model, tokenizer, texts, batch_size: int = 64, device="cpu",
     max_length = model.config.max_seq_length or tokenizer.model_max_length
     order = longest_first(texts)
     out = []
-    for i in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", disable=progress is None,
-                  leave=False, mininterval=bar_interval()):
+    for i in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", leave=False,
+                  disable=progress is None or len(texts) <= batch_size, mininterval=bar_interval()):
         enc = tokenizer([texts[j] for j in order[i:i + batch_size]], padding=True, truncation=True,
                         max_length=max_length, return_tensors="pt")
         logits = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device)).logits

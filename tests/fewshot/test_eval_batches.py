@@ -48,7 +48,7 @@ def test_the_evaluation_shows_a_bar_unless_progress_is_off(tiny_encoder, capsys)
     torch.manual_seed(0)
     model = FewShotModel(tiny_encoder, "mean", 16)
     tok = load_tokenizer(tiny_encoder)
-    rows = make_texts(30, 0)
+    rows = make_texts(80, 0)  # 70 to evaluate: two batches of 64 (one batch shows no bar)
     texts, labels = [t for t, _ in rows], np.array([y for _, y in rows])
     cfg = SimpleNamespace(max_length=16, probe_c=1.0, seed=0, eval_split="test")
     sample = SimpleNamespace(labeled=np.arange(10))
@@ -57,7 +57,7 @@ def test_the_evaluation_shows_a_bar_unless_progress_is_off(tiny_encoder, capsys)
     assert capsys.readouterr().err == ""
     shown = head_accuracies(model, tok, cfg, texts, labels, sample, texts[10:], labels[10:], "cpu", True,
                             progress=True)
-    assert "evaluation: embedding 20 texts" in capsys.readouterr().err
+    assert "evaluation: embedding 70 texts" in capsys.readouterr().err
     assert shown == quiet
 
 
@@ -65,21 +65,24 @@ def test_the_evaluation_shows_a_bar_unless_progress_is_off(tiny_encoder, capsys)
 def test_a_runs_evaluation_and_prior_estimate_show_bars_as_its_training_bar_does(tiny_encoder, tmp_path, capsys,
                                                                                  progress):
     train_file = write_tsv(tmp_path / "train.tsv", make_texts(120, 0))
-    dev = write_tsv(tmp_path / "dev.tsv", make_texts(30, 1))
+    dev = write_tsv(tmp_path / "dev.tsv", make_texts(70, 1))
     cfg = text_config(dict(encoder=tiny_encoder, dataset=train_file, eval_file=dev, objective="ce+punce",
-                           n_labeled=10, n_unlabeled=40, max_steps=2, batch_labeled=5, batch_unlabeled=10,
+                           n_labeled=10, n_unlabeled=70, max_steps=2, batch_labeled=5, batch_unlabeled=10,
                            max_length=16, pooling="mean", proj_dim=16, eval_every=2, checkpoint_every=2,
                            output_dir=str(tmp_path / "run"), device="cpu", progress=progress,
                            estimate_prior=True))
     train(cfg)
     err = capsys.readouterr().err
-    for label in ("evaluation: embedding 30 texts", "prior estimate: embedding the 40 unlabeled texts"):
+    for label in ("evaluation: embedding 70 texts", "prior estimate: embedding the 70 unlabeled texts"):
         assert (label in err) == progress, err[-2000:]
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["prior_source"] == "elkan-noto"
 
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n")
     predict(["--model", str(tmp_path / "run"), "--input", str(tmp_path / "in.txt"), "--output",
-             str(tmp_path / "p.jsonl"), *([] if progress else ["--no-progress"])])
+             str(tmp_path / "p.jsonl"), "--batch-size", "3", *([] if progress else ["--no-progress"])])
     assert ("classifying 8 texts" in capsys.readouterr().err) == progress
+    predict(["--model", str(tmp_path / "run"), "--input", str(tmp_path / "in.txt"), "--output",
+             str(tmp_path / "q.jsonl")])
+    assert "classifying" not in capsys.readouterr().err  # one batch: no bar
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert [r["text"] for r in rows] == TEXTS  # in the input's order, though classified longest first

@@ -34,7 +34,8 @@ def test_a_configuration_holding_none_of_its_presets_values_is_refused():
                                          r"defaults \(width 8 \(the preset's: 2\), depth 2 \(the preset's: 1\), "
                                          r"seed 0 \(the preset's: 5\)\): .* make it with HOW"):
         check_preset_applied(Toy(preset="small"), PRESETS, "HOW")
-    with pytest.raises(ValueError, match=r"2 of the 3 values .*\(depth 2 .*, seed 0 "):  # one given as the preset has it
+    # one value given as the preset has it, the other two the class's defaults
+    with pytest.raises(ValueError, match=r"2 of the 3 values .*\(depth 2 .*, seed 0 "):
         check_preset_applied(Toy(preset="small", width=2), PRESETS, "HOW")
     for fine in (Toy(), Toy(preset="small", width=2, depth=1, seed=5), Toy(preset="small", width=5, depth=1, seed=5),
                  Toy(preset="small", width=3, depth=1),  # one of the preset's values, one given, one default: 1 vs 1
