@@ -20,6 +20,7 @@ from typing import ClassVar, Literal, Optional
 
 from shared_losses.training.cli import (check_field_types, check_preset_applied, config_from_cli, option_given,
                                        option_value)
+from shared_losses.training.cli import preset_config as _preset_config
 
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName
 from .pu import MIN_UNLABELED
@@ -729,10 +730,9 @@ def preset_config(preset: str | None = None, cls: type[RunOptions] = FewShotConf
     """A ``cls`` configuration (default: the text few-shot one) with ``preset``'s values, then ``overrides`` (what
     the command line does with --preset)."""
     presets = presets_for(cls)
-    if preset is not None and preset not in presets:
-        raise ValueError(f"unknown --preset {preset!r}; choose one of {', '.join(presets) or 'none (image data)'}")
-    fields = {**(presets[preset] if preset else {}), **overrides}
-    return cls(**({"preset": preset} if preset is not None else {}), **fields)
+    if preset is not None and not presets:
+        raise ValueError(f"unknown preset {preset!r}: image data has none (its defaults are its chosen setting)")
+    return _preset_config(cls, presets, preset, overrides)
 
 
 def config_for(saved: dict, where: str) -> AnyConfig:

@@ -68,13 +68,17 @@ def test_nlp_qt():
 
 
 def test_fewshot():
-    from fewshot.config import FewShotConfig, PuConfig, from_cli
+    from fewshot.config import FewShotConfig, ImageConfig, PuConfig, from_cli
     from fewshot.config import preset_config as fs_preset
 
     made = fs_preset("cpu", encoder="minilm", n_labeled=10)
     assert made == from_cli(["--preset", "cpu", "--encoder", "minilm", "--n-labeled", "10"])
     made.validate()
     FewShotConfig(preset="paper").validate()  # the class's defaults are the paper preset's
+    with pytest.raises(ValueError, match="unknown preset 'gpu'; choose one of paper, cpu"):
+        fs_preset("gpu")
+    with pytest.raises(ValueError, match="unknown preset 'cpu': image data has none"):
+        fs_preset("cpu", ImageConfig)
     for cls in (FewShotConfig, PuConfig):
         with pytest.raises(ValueError, match=r"preset 'cpu' is named but .* fewshot\.config\.preset_config\(NAME"):
             cls(preset="cpu").validate()
