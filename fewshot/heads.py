@@ -24,6 +24,19 @@ def longest_first(texts) -> list[int]:
     return sorted(range(len(texts)), key=lambda i: -len(texts[i]))
 
 
+def batches_longest_first(texts, order: list[int], batch_size: int, progress: str | None = None):
+    """The lists of ``texts`` in ``order`` (:func:`longest_first`), ``batch_size`` at a time; ``progress``: the label
+    of a progress bar on stderr (none by default; none for one batch), gone when done, redrawn as the training bars
+    are."""
+    from tqdm import tqdm
+
+    from shared_losses.training.runtime import bar_interval
+
+    for i in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", leave=False,
+                  disable=progress is None or len(texts) <= batch_size, mininterval=bar_interval()):
+        yield [texts[j] for j in order[i:i + batch_size]]
+
+
 def in_given_order(rows: torch.Tensor, order: list[int]) -> torch.Tensor:
     """``rows`` computed for ``[texts[i] for i in order]``, put back in the order of ``texts``."""
     back = torch.empty(len(order), dtype=torch.long)
@@ -36,16 +49,11 @@ def embed_all(model, tokenizer, texts, max_length, device, batch_size=64, progre
     """(sentence vectors, classifier logits) of ``texts``, in their order (computed in batches of like length:
     :func:`longest_first`); ``progress``: the label of a progress bar (none by default; none for one batch), gone
     when done."""
-    from tqdm import tqdm
-
-    from shared_losses.training.runtime import bar_interval
-
     model.eval()
     order = longest_first(texts)
     feats, logits = [], []
-    for i in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", leave=False,
-                  disable=progress is None or len(texts) <= batch_size, mininterval=bar_interval()):
-        ids, mask = tokenize(tokenizer, [texts[j] for j in order[i:i + batch_size]], max_length, device)
+    for batch in batches_longest_first(texts, order, batch_size, progress):
+        ids, mask = tokenize(tokenizer, batch, max_length, device)
         h = model.embed(ids, mask)
         feats.append(h.float().cpu())
         logits.append(model.classifier(h).float().cpu())

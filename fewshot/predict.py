@@ -194,19 +194,13 @@ def predict_proba(model, tokenizer, texts, batch_size: int = 64, device="cpu",
     """[n, 2] class probabilities (softmax of the logits), texts cut at the model's max_seq_length tokens, in the
     order of ``texts`` (computed in batches of like length, as the run's evaluation: fewshot.heads.longest_first);
     ``progress``: the label of a progress bar on stderr (none by default; none for one batch)."""
-    from tqdm import tqdm
-
-    from shared_losses.training.runtime import bar_interval
-
-    from .heads import in_given_order, longest_first
+    from .heads import batches_longest_first, in_given_order, longest_first
 
     max_length = model.config.max_seq_length or tokenizer.model_max_length
     order = longest_first(texts)
     out = []
-    for i in tqdm(range(0, len(texts), batch_size), desc=progress, unit="batch", leave=False,
-                  disable=progress is None or len(texts) <= batch_size, mininterval=bar_interval()):
-        enc = tokenizer([texts[j] for j in order[i:i + batch_size]], padding=True, truncation=True,
-                        max_length=max_length, return_tensors="pt")
+    for batch in batches_longest_first(texts, order, batch_size, progress):
+        enc = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         logits = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device)).logits
         out.append(torch.softmax(logits.float(), dim=-1).cpu())
     return in_given_order(torch.cat(out), order) if out else torch.zeros(0, model.config.num_labels)

@@ -346,6 +346,13 @@ def check_field_types(obj: Any) -> None:
         raise ValueError(f"invalid {type(obj).__name__}: " + "; ".join(wrong))
 
 
+def field_default(field: dataclasses.Field) -> Any:
+    """A dataclass field's default value (its factory called), or ``dataclasses.MISSING`` where it has none."""
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
 def preset_config(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]], preset: str | None,
                   fields: Mapping[str, Any]) -> T:
     """A ``config_cls`` with ``preset``'s values, then ``fields``: what ``--preset NAME`` and options do on the
@@ -371,12 +378,8 @@ def check_preset_applied(cfg: Any, presets: Mapping[str, Mapping[str, Any]], how
     name = getattr(cfg, "preset", None)
     if name is None or name not in presets:
         return
-    defaults = {}
-    for field in dataclasses.fields(cfg):
-        if field.default is not dataclasses.MISSING:
-            defaults[field.name] = field.default
-        elif field.default_factory is not dataclasses.MISSING:
-            defaults[field.name] = field.default_factory()
+    defaults = {f.name: field_default(f) for f in dataclasses.fields(cfg)}
+    defaults = {k: v for k, v in defaults.items() if v is not dataclasses.MISSING}
     telling = {k: v for k, v in presets[name].items() if k in defaults and defaults[k] != v}
     at_default = {k: v for k, v in telling.items() if getattr(cfg, k) == defaults[k]}
     if len(at_default) > sum(getattr(cfg, k) == v for k, v in telling.items()):
@@ -495,9 +498,7 @@ def config_from_cli(config_cls: type[T], presets: Mapping[str, Mapping[str, Any]
             elif not a.startswith("--preset="):
                 kept.append(a)
         args = kept
-    default = None
-    if name is not None:
-        default = config_cls(**presets[name], **({"preset": name} if has_field else {}))
+    default = preset_config(config_cls, presets, name, {}) if name is not None else None
     text = reflow(description if description is not None else (inspect.getdoc(config_cls) or ""))
     text = "\n\n".join(t.strip("\n") for t in (text, *sections, presets_help(presets) if presets else "") if t)
     cfg = parse_dataclass(config_cls, args=args, default=default, description=text, prog=prog)

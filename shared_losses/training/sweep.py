@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Iterator, Literal, Optional, Sequence
 
+from .cli import field_default
 from .processes import SweepError, _local_python, _retry_worthy, _start, execute  # noqa: F401 (the runner's names)
 from .processes import STOPPED, GridInterrupted, GridSignals, StopFlag, wait_for
 
@@ -107,7 +108,7 @@ class SweepOptions:
             raise SweepError("--address names a Ray cluster: add --backend ray")
         if self.backend != "slurm":
             given = [f"--{f.name.replace('_', '-')}" for f in fields(self)
-                     if f.name.startswith("slurm_") and getattr(self, f.name) != _default(f)]
+                     if f.name.startswith("slurm_") and getattr(self, f.name) != field_default(f)]
             if given:
                 raise SweepError(f"{', '.join(given)}: Slurm options; add --backend slurm")
         if self.parallel < 1:
@@ -141,12 +142,6 @@ class SweepOptions:
             return f"as Slurm jobs on this machine (submitit's local executor), {self.slurm_time:g}-minute jobs"
         return (f"as Slurm jobs, partition {self.slurm_partition or '(the default)'}, {self.slurm_time:g}-minute jobs "
                 "requeued until their run finishes")
-
-
-def _default(f):
-    from dataclasses import MISSING
-
-    return f.default_factory() if f.default is MISSING else f.default
 
 
 def add_sweep_arguments(parser: argparse.ArgumentParser, parallel: int = 1) -> None:

@@ -7,21 +7,16 @@ from pathlib import Path
 import pytest
 
 from rl_curl import train
+from tests.file_tree import write_files
 
 GiB = 2**30
-
-
-def _files(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
 
 
 def test_cgroup_v2_takes_the_tightest_limit_of_the_cgroup_and_those_above_it(tmp_path):
     proc = tmp_path / "cgroup"
     proc.write_text("0::/system.slice/slurmstepd.scope/job_7/step_0\n")
     root = tmp_path / "fs"
-    _files(root, {
+    write_files(root, {
         # the job's limit (16 GiB, 10 GiB used, of it 3 GiB file cache it can give back), a looser one below it
         "system.slice/slurmstepd.scope/job_7/memory.max": f"{16 * GiB}\n",
         "system.slice/slurmstepd.scope/job_7/memory.current": f"{10 * GiB}\n",
@@ -40,13 +35,13 @@ def test_cgroup_v1_reads_the_hierarchical_limit_and_a_container_s_own_view(tmp_p
     proc = tmp_path / "cgroup"
     proc.write_text("12:pids:/docker/abc\n4:memory:/docker/abc\n0::/\n")
     root = tmp_path / "fs"
-    _files(root, {  # the container's cgroup is the root of its view: /docker/abc is not there
+    write_files(root, {  # the container's cgroup is the root of its view: /docker/abc is not there
         "memory/memory.limit_in_bytes": f"{8 * GiB}\n",
         "memory/memory.usage_in_bytes": f"{5 * GiB}\n",
         "memory/memory.stat": f"cache {2 * GiB}\nhierarchical_memory_limit {8 * GiB}\ntotal_inactive_file {GiB}\n",
     })
     assert train.cgroup_memory_room(str(proc), str(root)) == 4 * GiB
-    _files(root, {"memory/memory.stat": "hierarchical_memory_limit 9223372036854771712\n",
+    write_files(root, {"memory/memory.stat": "hierarchical_memory_limit 9223372036854771712\n",
                   "memory/memory.limit_in_bytes": "9223372036854771712\n"})
     assert train.cgroup_memory_room(str(proc), str(root)) is None  # v1's "no limit"
     assert train.cgroup_memory_room(str(tmp_path / "no such file"), str(root)) is None

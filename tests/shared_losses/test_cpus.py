@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.file_tree import write_files
+
 
 def test_the_cpus_a_process_may_use_are_its_affinity_not_the_machine_s(monkeypatch):
     """A grid or SentEval inside a Slurm job given 4 CPUs of a 64-core node took os.cpu_count() (64): qt_table2's
@@ -43,26 +45,20 @@ def test_the_cpus_a_process_may_use_are_its_affinity_not_the_machine_s(monkeypat
     assert env == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
 
 
-def _files(root, files):
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-
-
 def test_a_cgroups_cpu_quota_is_read_from_v2_and_v1_with_the_cgroups_above(tmp_path):
     from shared_losses.training.runtime import cpu_quota
 
     proc = tmp_path / "cgroup"
     proc.write_text("0::/kubepods/pod1/ctr\n")
     root = tmp_path / "v2"
-    _files(root, {"kubepods/pod1/ctr/cpu.max": "max 100000\n", "kubepods/pod1/cpu.max": "250000 100000\n",
+    write_files(root, {"kubepods/pod1/ctr/cpu.max": "max 100000\n", "kubepods/pod1/cpu.max": "250000 100000\n",
                   "kubepods/cpu.max": "max 100000\n"})
     assert cpu_quota(str(proc), str(root)) == 2.5  # the pod's limit, above the container's
     (root / "kubepods/pod1/cpu.max").write_text("max 100000\n")
     assert cpu_quota(str(proc), str(root)) is None
     proc.write_text("4:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n")
     root = tmp_path / "v1"
-    _files(root, {"cpu,cpuacct/cpu.cfs_quota_us": "50000\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"})
+    write_files(root, {"cpu,cpuacct/cpu.cfs_quota_us": "50000\n", "cpu,cpuacct/cpu.cfs_period_us": "100000\n"})
     assert cpu_quota(str(proc), str(root)) == 0.5  # a container's own view: its cgroup is the mount's root
     (root / "cpu,cpuacct/cpu.cfs_quota_us").write_text("-1\n")
     assert cpu_quota(str(proc), str(root)) is None
