@@ -12,7 +12,9 @@ memory work. Sources:
   ``save_to_disk``, read with :mod:`datasets` (``text_column``; ``doc_field`` names a column whose
   change marks a new document, e.g. a book id);
 * a Hugging Face hub name such as ``bookcorpus`` (``hf:bookcorpus``), streamed with
-  ``datasets.load_dataset(..., streaming=True)``; offline this fails with a clear message.
+  ``datasets.load_dataset(..., streaming=True)`` under the hub's id for the name, from the hub's Parquet export
+  where the repository holds only a loading script (:func:`shared_losses.data.load_hub_dataset`); offline this
+  fails with a clear message.
 
 Empty lines and lines that are not valid UTF-8 are skipped and counted (:class:`CorpusStats`),
 never a crash. A :class:`CorpusError` names the file that cannot be text: a zip or tar archive, a truncated
@@ -481,6 +483,8 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
     """A streamed :mod:`datasets` iterable for a local data file/folder or a hub name."""
     import datasets
 
+    from shared_losses.data import load_hub_dataset
+
     path = Path(source.removeprefix("hf:"))
     try:
         if not source.startswith("hf:") and path.exists():
@@ -500,8 +504,7 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
                                   "text")
             return datasets.load_dataset(builder, data_files=str(path), split=split, streaming=True,
                                          **DATASETS_OPTIONS.get(_format_suffix(path), {}))
-        name = source.removeprefix("hf:")
-        return datasets.load_dataset(name, split=split, streaming=True)
+        return load_hub_dataset(source.removeprefix("hf:"), split=split, streaming=True)
     except CorpusError:
         raise
     except Exception as err:  # noqa: BLE001 - hub / network failures come in many types

@@ -574,13 +574,54 @@ def _warn_quoted(p: Path, rows, columns) -> None:
 # ---------------------------------------------------------------------------------------------- named text sets
 
 
-def load_sst2(split: str):
-    """GLUE SST-2 through `datasets` (needs the hub). GLUE's test labels are hidden (-1), so the
-    labeled `validation` split (872 sentences) is the evaluation split, as in the papers."""
+#: the hub's Parquet export of a dataset repository (the hub writes one for every public dataset), read where the
+#: repository holds only a loading script, which datasets 4 and later no longer runs
+PARQUET_EXPORT = "refs/convert/parquet"
+
+#: GLUE on the hub, under its owner's name since 2024 (the bare ``glue`` is a redirect)
+GLUE = "nyu-mll/glue"
+
+
+def hub_dataset_id(name: str) -> str:
+    """The hub's id of the dataset ``name``: an id with an owner (``nyu-mll/glue``) as it is; a bare legacy name
+    (``glue``, ``bookcorpus``), whose repository the hub moved under its owner, as the hub answers for it
+    (``nyu-mll/glue``, ``bookcorpus/bookcorpus``). ``datasets.load_dataset`` sends a bare name on into
+    huggingface_hub's file system, which since huggingface_hub 1.x refuses an id without an owner (``HfUriError:
+    Repository id must be 'namespace/name'``), so a bare name fails with current libraries even online. Where the
+    hub cannot be asked (offline, an unknown name), ``name`` as it is: loading it says what is wrong."""
+    if "/" in name:
+        return name
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().dataset_info(name).id or name
+    except Exception:  # noqa: BLE001 - offline, no such dataset, an old huggingface_hub: load_dataset's own error
+        return name
+
+
+def load_hub_dataset(name: str, *args, **kwargs):
+    """``datasets.load_dataset`` of the hub dataset ``name`` (:func:`hub_dataset_id`; further arguments as
+    load_dataset's). A repository that holds only a loading script (``RuntimeError: Dataset scripts are no longer
+    supported``, datasets 4 and later) is read from the hub's Parquet export (:data:`PARQUET_EXPORT`) instead, with a
+    warning, unless a ``revision`` was asked for."""
     from datasets import load_dataset
 
+    repo = hub_dataset_id(name)
     try:
-        ds = load_dataset("glue", "sst2", split=split)
+        return load_dataset(repo, *args, **kwargs)
+    except RuntimeError as err:
+        if "scripts are no longer supported" not in str(err) or kwargs.get("revision") is not None:
+            raise
+        warnings.warn(f"the hub dataset {repo} holds a loading script, which this version of datasets does not run "
+                      f"({err}); reading the hub's Parquet export of it ({PARQUET_EXPORT}) instead", stacklevel=2)
+    return load_dataset(repo, *args, **{**kwargs, "revision": PARQUET_EXPORT})
+
+
+def load_sst2(split: str):
+    """GLUE SST-2 through `datasets` (needs the hub; :data:`GLUE`). GLUE's test labels are hidden (-1), so the
+    labeled `validation` split (872 sentences) is the evaluation split, as in the papers."""
+    try:
+        ds = load_hub_dataset(GLUE, "sst2", split=split)
     except Exception as err:  # noqa: BLE001
         raise DataError(
             f"could not load glue/sst2 ({type(err).__name__}: {err}). Offline? Use a local file "

@@ -1,0 +1,123 @@
+"""Hub datasets under the names current libraries take (shared_losses.data.load_hub_dataset): a bare legacy name
+(``glue``, ``bookcorpus``) asked of the hub for its id with an owner, and a repository that holds only a loading
+script read from the hub's Parquet export. The hub itself is not reachable here: its answers are stubbed, the
+calls into datasets recorded."""
+from __future__ import annotations
+
+import warnings
+
+import datasets
+import huggingface_hub
+import pytest
+
+from shared_losses import data
+
+
+class Info:
+    def __init__(self, repo_id):
+        self.id = repo_id
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    """The hub's answers: ``moved`` maps a bare name to the id it redirects to; ``asked`` records the names asked."""
+    state = {"moved": {"glue": "nyu-mll/glue", "bookcorpus": "bookcorpus/bookcorpus"}, "asked": []}
+
+    def dataset_info(self, repo_id, **kwargs):
+        state["asked"].append(repo_id)
+        if repo_id in state["moved"]:
+            return Info(state["moved"][repo_id])
+        raise huggingface_hub.errors.RepositoryNotFoundError(f"no dataset {repo_id}")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", dataset_info)
+    return state
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """datasets.load_dataset recorded: each call's (path, args, kwargs); ``script_only`` names repositories whose
+    revisions hold only a loading script (datasets >= 4 refuses them), but for the hub's Parquet export."""
+    state = {"calls": [], "script_only": set(), "rows": {"sentence": ["a fine film", "dull"], "label": [1, 0]}}
+
+    def load_dataset(path, *args, **kwargs):
+        state["calls"].append((path, args, kwargs))
+        if path in state["script_only"] and kwargs.get("revision") != data.PARQUET_EXPORT:
+            raise RuntimeError(f"Dataset scripts are no longer supported, but found {path.split('/')[-1]}.py")
+        return state["rows"]
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    return state
+
+
+def test_an_id_with_an_owner_is_not_asked_for(hub):
+    assert data.hub_dataset_id("nyu-mll/glue") == "nyu-mll/glue"
+    assert hub["asked"] == []
+
+
+def test_a_bare_name_becomes_the_id_the_hub_answers(hub):
+    assert data.hub_dataset_id("glue") == "nyu-mll/glue"
+    assert data.hub_dataset_id("bookcorpus") == "bookcorpus/bookcorpus"
+    assert hub["asked"] == ["glue", "bookcorpus"]
+
+
+def test_a_name_the_hub_does_not_answer_for_stays_as_given(hub, monkeypatch):
+    assert data.hub_dataset_id("no-such-set") == "no-such-set"  # load_dataset then says what is wrong
+
+    def offline(self, repo_id, **kwargs):
+        raise huggingface_hub.errors.OfflineModeIsEnabled("offline")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", offline)
+    assert data.hub_dataset_id("glue") == "glue"
+
+
+def test_sst2_is_loaded_under_glues_owner(hub, loads):
+    texts, labels = data.load_sst2("validation")
+    assert loads["calls"] == [("nyu-mll/glue", ("sst2",), {"split": "validation"})]
+    assert hub["asked"] == []  # the id is known: nothing asked
+    assert (texts, labels) == (["a fine film", "dull"], [1, 0])
+
+
+def test_a_script_only_repository_is_read_from_the_parquet_export(hub, loads):
+    loads["script_only"].add("bookcorpus/bookcorpus")
+    with pytest.warns(UserWarning, match="holds a loading script.*refs/convert/parquet"):
+        data.load_hub_dataset("bookcorpus", split="train", streaming=True)
+    assert loads["calls"] == [
+        ("bookcorpus/bookcorpus", (), {"split": "train", "streaming": True}),
+        ("bookcorpus/bookcorpus", (), {"split": "train", "streaming": True, "revision": data.PARQUET_EXPORT}),
+    ]
+
+
+def test_a_repository_with_data_is_read_once_without_a_warning(hub, loads):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data.load_hub_dataset("glue", "sst2", split="train")
+    assert loads["calls"] == [("nyu-mll/glue", ("sst2",), {"split": "train"})]
+
+
+def test_other_errors_and_an_asked_revision_are_not_retried(hub, loads, monkeypatch):
+    loads["script_only"].add("owner/scripted")
+    with pytest.raises(RuntimeError, match="scripts are no longer supported"):
+        data.load_hub_dataset("owner/scripted", split="train", revision="v1.0")
+    assert loads["calls"] == [("owner/scripted", (), {"split": "train", "revision": "v1.0"})]  # never replaced
+
+    def broken(path, *args, **kwargs):
+        loads["calls"].append((path, args, kwargs))
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(datasets, "load_dataset", broken)
+    before = len(loads["calls"])
+    with pytest.raises(RuntimeError, match="disk full"):
+        data.load_hub_dataset("owner/other", split="train")
+    assert len(loads["calls"]) == before + 1
+
+
+def test_nlp_qt_streams_a_hub_corpus_under_its_id(hub, loads):
+    from nlp_qt.corpus import iter_dataset_sentences
+
+    loads["rows"] = [{"text": "The first sentence."}, {"text": "The second one."}]
+    loads["script_only"].add("bookcorpus/bookcorpus")
+    with pytest.warns(UserWarning, match="Parquet export"):
+        got = list(iter_dataset_sentences("hf:bookcorpus"))
+    assert [s for _, s in got] == ["The first sentence.", "The second one."]
+    assert [c[0] for c in loads["calls"]] == ["bookcorpus/bookcorpus"] * 2
+    assert loads["calls"][-1][2] == {"split": "train", "streaming": True, "revision": data.PARQUET_EXPORT}
