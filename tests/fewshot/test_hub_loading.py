@@ -1,0 +1,117 @@
+"""The loading paths of a user with internet access, run against a Hugging Face hub on this machine
+(tests/fake_hub.py, ``HF_ENDPOINT``): the paper's few-shot setting with its defaults (``--encoder roberta-base
+--dataset glue/sst2``, both names the hub has moved under their owners) and nlp_qt's ``hf:bookcorpus`` (a bare name
+whose repository holds only a loading script; its rows in the hub's Parquet export). The libraries are the installed
+ones, unpatched, in fresh interpreters (huggingface_hub and datasets read HF_ENDPOINT when imported): with
+datasets 5.2 and huggingface_hub 2.4, ``load_dataset("glue", "sst2")`` follows the hub's redirect and then fails
+(``HfUriError: Repository id must be 'namespace/name'``), which these runs did before shared_losses.data's
+load_hub_dataset."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import warm
+from tests.fake_hub import FakeHub
+from tests.fewshot.conftest import make_texts
+
+pytestmark = pytest.mark.slow  # fresh interpreters, a training run
+
+OFFLINE = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def _parquet(columns: dict) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table(columns), buf)
+    return buf.getvalue()
+
+
+def _sst2_rows(n: int, seed: int) -> dict:
+    rows = make_texts(n, seed)
+    return {"sentence": [t for t, _ in rows], "label": [y for _, y in rows], "idx": list(range(n))}
+
+
+GLUE_CARD = b"""---
+configs:
+- config_name: sst2
+  data_files:
+  - split: train
+    path: sst2/train-*
+  - split: validation
+    path: sst2/validation-*
+---
+# GLUE
+"""
+
+
+def _online_env(tmp_path: Path, url: str, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in OFFLINE}
+    return {**env, "HF_ENDPOINT": url, "HF_HOME": str(tmp_path / "hf_home"), **extra}
+
+
+@pytest.fixture
+def hub(tiny_encoder):
+    hub = FakeHub()
+    hub.add("model", "FacebookAI/roberta-base", {p.name: p.read_bytes() for p in Path(tiny_encoder).iterdir()})
+    hub.move("model", "roberta-base", "FacebookAI/roberta-base")  # as the hub does since 2024
+    hub.add("dataset", "nyu-mll/glue", {
+        "README.md": GLUE_CARD,
+        "sst2/train-00000-of-00001.parquet": _parquet(_sst2_rows(120, 0)),
+        "sst2/validation-00000-of-00001.parquet": _parquet(_sst2_rows(30, 1)),
+    })
+    hub.move("dataset", "glue", "nyu-mll/glue")
+    return hub
+
+
+def test_the_paper_setting_trains_from_the_hub_and_again_offline_from_its_cache(hub, tmp_path):
+    args = [sys.executable, "-m", "fewshot.train", "--n-labeled", "8", "--n-unlabeled", "16", "--max-steps", "2",
+            "--batch-labeled", "4", "--batch-unlabeled", "4", "--max-length", "16", "--no-progress"]
+    with hub.serving() as url:
+        res = warm.run(args + ["--output-dir", str(tmp_path / "online")], capture_output=True, text=True,
+                       timeout=600, env=_online_env(tmp_path, url), cwd=tmp_path)
+        assert res.returncode == 0, res.stderr[-3000:]
+    metrics = json.loads((tmp_path / "online" / "metrics.json").read_text())
+    assert (metrics["encoder"], metrics["dataset"]) == ("roberta-base", "glue/sst2")
+    assert metrics["n_eval"] == 30 and metrics["eval_split"].startswith("labeled validation split")
+    asked = hub.requests
+    assert any("/FacebookAI/roberta-base/resolve/" in r for r in asked)  # the model through the hub's redirect
+    assert any(r.startswith("GET /datasets/nyu-mll/glue/resolve/") and "sst2/validation" in r for r in asked)
+    assert not any("/datasets/glue/" in r for r in asked), "the bare GLUE name was sent"
+
+    # the same command offline (the hub unreachable, HF_HUB_OFFLINE=1) trains from the cache the first run filled
+    offline = {**_online_env(tmp_path, "http://127.0.0.1:9"), **{k: "1" for k in OFFLINE}}
+    res = warm.run(args + ["--output-dir", str(tmp_path / "offline")], capture_output=True, text=True, timeout=600,
+                   env=offline, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    again = json.loads((tmp_path / "offline" / "metrics.json").read_text())
+    assert again["eval_accuracy"] == metrics["eval_accuracy"]
+
+
+def test_a_hub_corpus_with_a_bare_name_and_only_a_loading_script_streams_from_the_parquet_export(tmp_path):
+    hub = FakeHub()
+    hub.add("dataset", "bookcorpus/bookcorpus", {"README.md": b"---\npretty_name: BookCorpus\n---\n",
+                                                 "bookcorpus.py": b"# a loading script\n"})
+    hub.add("dataset", "bookcorpus/bookcorpus",
+            {"plain_text/train/0000.parquet": _parquet({"text": ["the first sentence .", "the second one ."]})},
+            revision="refs/convert/parquet")
+    hub.move("dataset", "bookcorpus", "bookcorpus/bookcorpus")
+    code = ("import json, sys\nfrom nlp_qt.corpus import iter_corpus\n"
+            "print(json.dumps([s for _, s in iter_corpus('hf:bookcorpus')]))")
+    with hub.serving() as url:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                             env=_online_env(tmp_path, url), cwd=os.getcwd())
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == ["the first sentence .", "the second one ."]
+    assert "holds a loading script" in res.stderr and "refs/convert/parquet" in res.stderr
+    assert "GET /api/datasets/bookcorpus" in hub.requests  # the bare name asked of the hub once, for its id
+    assert not any(r.startswith(("HEAD /datasets/bookcorpus/resolve", "GET /datasets/bookcorpus/resolve"))
+                   for r in hub.requests)
