@@ -95,6 +95,30 @@ def test_the_paper_setting_trains_from_the_hub_and_again_offline_from_its_cache(
     again = json.loads((tmp_path / "offline" / "metrics.json").read_text())
     assert again["eval_accuracy"] == metrics["eval_accuracy"]
 
+    # what the run exported, shared as a hub repository, classifies by its id in transformers' pipeline (the
+    # model's code fetched from the repository) as the folder does here
+    folder = Path(metrics["model"])
+    hub.add("model", "someone/sst2-fewshot", {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()})
+    texts = ["a good and fine film", "awful , grim and dire", "the plot"]
+    code = ("import json, sys\nfrom transformers import pipeline\n"
+            "clf = pipeline('text-classification', model=sys.argv[1], trust_remote_code=True, truncation=True, "
+            "device='cpu')\nprint(json.dumps(clf(json.loads(sys.argv[2]), top_k=None)))")
+    with hub.serving() as url:
+        res = subprocess.run([sys.executable, "-c", code, "someone/sst2-fewshot", json.dumps(texts)],
+                             capture_output=True, text=True, timeout=300, env=_online_env(tmp_path, url),
+                             cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    by_id = json.loads(res.stdout.strip().splitlines()[-1])
+    assert any(r.startswith("GET /someone/sst2-fewshot/resolve/") and r.endswith("/modeling_fewshot.py")
+               for r in hub.requests)
+    from transformers import pipeline
+
+    here = pipeline("text-classification", model=str(folder), trust_remote_code=True, truncation=True,
+                    device="cpu")(texts, top_k=None)
+    scores = lambda out: [{d["label"]: d["score"] for d in o} for o in out]
+    for theirs, ours in zip(scores(by_id), scores(here)):
+        assert theirs.keys() == ours.keys() and all(abs(theirs[k] - ours[k]) < 1e-6 for k in ours)
+
 
 def test_a_hub_corpus_with_a_bare_name_and_only_a_loading_script_streams_from_the_parquet_export(tmp_path):
     hub = FakeHub()

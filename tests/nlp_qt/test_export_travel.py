@@ -92,12 +92,17 @@ def _tree(folder: Path) -> dict:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _run_child(job: dict, tmp: Path) -> dict:
+def _run_child(job: dict, tmp: Path, hub_url: str | None = None) -> dict:
+    """The child's run of ``job``; with ``hub_url``, online against that hub (``HF_ENDPOINT``)."""
     (tmp / "child.py").write_text(CHILD)
     (tmp / "job.json").write_text(json.dumps(job))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(tmp / "hf"),
                HF_MODULES_CACHE=str(tmp / "hf_modules"), TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS="1")
+    if hub_url is not None:
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+            env.pop(name)
+        env["HF_ENDPOINT"] = hub_url
     res = warm.run([sys.executable, "-I", str(tmp / "child.py"), str(tmp / "job.json")], cwd=tmp, env=env,
                    capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -151,6 +156,31 @@ def test_sentence_transformers_save_of_a_travelled_model_travels_too(travelled):
                                                                     "type": "modeling_qt.QuickThoughtModule"}
     assert (resaved / "modeling_qt.py").read_bytes() == Path(modeling_qt.__file__).read_bytes()
     assert torch.allclose(travelled["theirs"]["gru_resaved"], travelled["ours"]["gru"], rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_exports_pushed_to_the_hub_load_by_their_id_without_nlp_qt(travelled, tmp_path):
+    """What a user shares: the export's folder as a hub repository, loaded by id (SentenceTransformer("owner/name",
+    trust_remote_code=True); the quick-thought module's code fetched from the repository) in a process without
+    nlp_qt, against a hub on this machine (tests/fake_hub.py)."""
+    from tests.fake_hub import FakeHub
+
+    hub = FakeHub()
+    ids = {"gru": "someone/qt-gru", "w2v": "someone/qt-w2v"}
+    for name, repo in ids.items():
+        folder = travelled["folders"][name]
+        hub.add("model", repo, {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()})
+    (tmp_path / "vectors").mkdir()
+    models = {name: {"path": repo, "trust": name == "gru"} for name, repo in ids.items()}
+    with hub.serving() as url:
+        child = _run_child({"models": models, "sentences": SENTENCES, "out": str(tmp_path / "vectors")}, tmp_path,
+                           hub_url=url)
+    assert child["blocked"] == []
+    assert child["modules"]["gru"][0].startswith("transformers_modules.")  # the repository's modeling_qt.py
+    assert any(r.startswith("GET /someone/qt-gru/resolve/") and r.endswith("/modeling_qt.py") for r in hub.requests)
+    for name in ids:
+        theirs = torch.from_numpy(np.load(tmp_path / "vectors" / f"{name}.npy"))
+        assert torch.allclose(theirs, travelled["ours"][name], rtol=0, atol=1e-6), name
 
 
 @pytest.mark.parametrize("name", ["w2v", "w2v_lower"])
