@@ -617,14 +617,33 @@ def load_hub_dataset(name: str, *args, **kwargs):
     return load_dataset(repo, *args, **{**kwargs, "revision": PARQUET_EXPORT})
 
 
+def hub_has_no_such_dataset(err: BaseException) -> bool:
+    """Whether ``err``, or an error it was raised from, is the hub's answer that it holds no dataset of that name
+    that this machine may read (datasets' ``DatasetNotFoundError``, huggingface_hub's ``RepositoryNotFoundError``
+    and its gated / private kin): the hub was reached, so the name is what to check, not the network."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if {c.__name__ for c in type(err).__mro__} & {"DatasetNotFoundError", "RepositoryNotFoundError"}:
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+#: what to do when the hub answers that it holds no dataset of the name given
+NO_SUCH_HUB_DATASET = ("The Hugging Face hub has no dataset of that name that this machine may read (a private or "
+                       "gated one needs a token: hf auth login); check the name as the hub spells it (OWNER/NAME)")
+
+
 def load_sst2(split: str):
     """GLUE SST-2 through `datasets` (needs the hub; :data:`GLUE`). GLUE's test labels are hidden (-1), so the
     labeled `validation` split (872 sentences) is the evaluation split, as in the papers."""
     try:
         ds = load_hub_dataset(GLUE, "sst2", split=split)
     except Exception as err:  # noqa: BLE001
+        why = f"{NO_SUCH_HUB_DATASET}." if hub_has_no_such_dataset(err) else "Offline?"
         raise DataError(
-            f"could not load glue/sst2 ({type(err).__name__}: {err}). Offline? Use a local file "
+            f"could not load glue/sst2 ({type(err).__name__}: {err}). {why} Use a local file "
             "(--dataset path/to/train.tsv --eval-file path/to/dev.tsv) or --dataset drugreview."
         ) from err
     return list(ds["sentence"]), [int(x) for x in ds["label"]]

@@ -128,7 +128,9 @@ def test_a_hub_corpus_with_a_bare_name_and_only_a_loading_script_streams_from_th
             {"plain_text/train/0000.parquet": _parquet({"text": ["the first sentence .", "the second one ."]})},
             revision="refs/convert/parquet")
     hub.move("dataset", "bookcorpus", "bookcorpus/bookcorpus")
-    code = ("import json, sys\nfrom nlp_qt.corpus import iter_corpus\n"
+    code = ("import json, sys\nfrom nlp_qt.corpus import CorpusError, iter_corpus\n"
+            "try:\n    list(iter_corpus('hf:someone/no-such-corpus'))\n"
+            "except CorpusError as err:\n    print(err, file=sys.stderr)\n"
             "print(json.dumps([s for _, s in iter_corpus('hf:bookcorpus')]))")
     with hub.serving() as url:
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
@@ -136,6 +138,7 @@ def test_a_hub_corpus_with_a_bare_name_and_only_a_loading_script_streams_from_th
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout.strip().splitlines()[-1]) == ["the first sentence .", "the second one ."]
     assert "holds a loading script" in res.stderr and "refs/convert/parquet" in res.stderr
+    assert "hub has no dataset of that name" in res.stderr and "Offline" not in res.stderr  # the unknown name
     assert "GET /api/datasets/bookcorpus" in hub.requests  # the bare name asked of the hub once, for its id
     assert not any(r.startswith(("HEAD /datasets/bookcorpus/resolve", "GET /datasets/bookcorpus/resolve"))
                    for r in hub.requests)

@@ -121,3 +121,32 @@ def test_nlp_qt_streams_a_hub_corpus_under_its_id(hub, loads):
     assert [s for _, s in got] == ["The first sentence.", "The second one."]
     assert [c[0] for c in loads["calls"]] == ["bookcorpus/bookcorpus"] * 2
     assert loads["calls"][-1][2] == {"split": "train", "streaming": True, "revision": data.PARQUET_EXPORT}
+
+
+def test_a_name_the_hub_does_not_hold_is_told_apart_from_being_offline(hub, monkeypatch):
+    """The hub's "no such dataset" was answered with "Offline? ... need internet access", which sends a user who is
+    online and mistyped a name to look at the network."""
+    from datasets.exceptions import DatasetNotFoundError
+
+    from nlp_qt.corpus import CorpusError, iter_dataset_sentences
+
+    def load_dataset(path, *args, **kwargs):
+        raise DatasetNotFoundError(f"Dataset '{path}' doesn't exist on the Hub or cannot be accessed.")
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    with pytest.raises(CorpusError, match="hub has no dataset of that name") as got:
+        list(iter_dataset_sentences("hf:someone/no-such-corpus"))
+    assert "Offline" not in str(got.value)
+    with pytest.raises(data.DataError, match="hub has no dataset of that name") as got:
+        data.load_sst2("validation")
+    assert "Offline" not in str(got.value)
+
+    def unreachable(path, *args, **kwargs):
+        raise ConnectionError(f"Couldn't reach '{path}' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    with pytest.raises(CorpusError, match="Offline") as got:
+        list(iter_dataset_sentences("hf:someone/no-such-corpus"))
+    assert "no dataset of that name" not in str(got.value)
+    with pytest.raises(data.DataError, match="Offline"):
+        data.load_sst2("validation")
