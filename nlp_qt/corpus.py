@@ -483,7 +483,7 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
     """A streamed :mod:`datasets` iterable for a local data file/folder or a hub name."""
     import datasets
 
-    from shared_losses.data import NO_SUCH_HUB_DATASET, hub_has_no_such_dataset, load_hub_dataset
+    from shared_losses.data import NO_SUCH_HUB_DATASET, hub_refusal, load_hub_dataset
 
     path = Path(source.removeprefix("hf:"))
     try:
@@ -510,7 +510,7 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
     except Exception as err:  # noqa: BLE001 - hub / network failures come in many types
         if not source.startswith("hf:") and path.exists():  # a local file: no point hinting at the hub
             raise CorpusError(f"could not load {path} with datasets ({type(err).__name__}: {err})") from err
-        why = (f"{NO_SUCH_HUB_DATASET}, or" if hub_has_no_such_dataset(err) else
+        why = (f"{NO_SUCH_HUB_DATASET}, or" if hub_refusal(err) else
                "Offline? Hub corpora such as BookCorpus need internet access (or HF_HUB_OFFLINE unset and a "
                "warm cache); otherwise")
         raise CorpusError(

@@ -29,6 +29,7 @@ class FakeHub:
     def __init__(self):
         self.repos: dict[tuple[str, str], dict[str, dict[str, bytes]]] = {}  # (kind, id) -> revision -> files
         self.moved: dict[tuple[str, str], str] = {}
+        self.gated: set[tuple[str, str]] = set()  # repositories a user without a token is refused (401, GatedRepo)
         self.requests: list[str] = []
         self.url = ""
 
@@ -37,6 +38,9 @@ class FakeHub:
 
     def move(self, kind: str, old: str, new: str) -> None:
         self.moved[(kind, old)] = new
+
+    def gate(self, kind: str, repo_id: str) -> None:
+        self.gated.add((kind, repo_id))
 
     def commit(self, kind: str, repo_id: str, revision: str) -> str:
         return _sha(f"{kind}/{repo_id}@{revision}")
@@ -93,6 +97,14 @@ class FakeHub:
         self._send(h, 404, json.dumps({"error": code}).encode(), {"X-Error-Code": code,
                                                                    "Content-Type": "application/json"}, head)
 
+    def _refuse_gated(self, h, kind: str, rid: str, head: bool) -> bool:
+        if (kind, rid) not in self.gated:
+            return False
+        message = f"Access to {kind} {rid} is restricted. You must have access to it and be authenticated to access it."
+        self._send(h, 401, json.dumps({"error": message}).encode(),
+                   {"X-Error-Code": "GatedRepo", "X-Error-Message": message, "Content-Type": "application/json"}, head)
+        return True
+
     def _split_repo(self, kind: str, parts: list[str]) -> tuple[str, list[str]] | None:
         """The repository id at the start of ``parts`` (one or two segments; a moved name included) and the rest."""
         for n in (2, 1):
@@ -117,6 +129,8 @@ class FakeHub:
             new = self.moved[(kind, rid)]
             location = "/" + PREFIX[kind] + new + "/" + "/".join(quote(p, safe="") for p in rest)
             return self._send(h, 307, b"", {"Location": location}, head)
+        if self._refuse_gated(h, kind, rid, head):
+            return
         if len(rest) < 3 or rest[0] != "resolve":
             return self._missing(h, "EntryNotFound", head)
         revision, path = self._revision(kind, rid, rest[1]), "/".join(rest[2:])
@@ -142,6 +156,8 @@ class FakeHub:
             new = self.moved[(kind, rid)]
             location = f"/api/{parts[0]}/{new}" + ("/" + "/".join(rest) if rest else "")
             return self._send(h, 307, b"", {"Location": location}, head)
+        if self._refuse_gated(h, kind, rid, head):
+            return
         revisions = self.repos[(kind, rid)]
         what, revision, path = (rest[0] if rest else "info"), "main", ""
         if len(rest) >= 2:

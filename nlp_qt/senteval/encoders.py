@@ -119,6 +119,8 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         )
     from sentence_transformers import SentenceTransformer
 
+    from shared_losses.data import GATED_HINT, hub_refusal
+
     try:
         st = SentenceTransformer(str(path) if path.exists() else model, device=device,
                                  trust_remote_code=trust_remote_code)
@@ -131,6 +133,11 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
                     "load and run it, if you trust it")
         elif path.exists():
             hint = "is it a complete sentence-transformers folder (modules.json and the modules it names)?"
+        elif hub_refusal(err) == "gated":
+            hint = f"a gated model: {GATED_HINT}; or pass a local model folder"
+        elif hub_refusal(err) == "missing":
+            hint = ("the hub has no model of that name that this machine may read (a private one needs a token: hf "
+                    "auth login): check the name as the hub spells it (OWNER/NAME), or pass a local model folder")
         else:
             hint = "offline? pass a local model folder"
         raise FileNotFoundError(

@@ -617,17 +617,28 @@ def load_hub_dataset(name: str, *args, **kwargs):
     return load_dataset(repo, *args, **{**kwargs, "revision": PARQUET_EXPORT})
 
 
-def hub_has_no_such_dataset(err: BaseException) -> bool:
-    """Whether ``err``, or an error it was raised from, is the hub's answer that it holds no dataset of that name
-    that this machine may read (datasets' ``DatasetNotFoundError``, huggingface_hub's ``RepositoryNotFoundError``
-    and its gated / private kin): the hub was reached, so the name is what to check, not the network."""
+def hub_refusal(err: BaseException) -> str | None:
+    """How the hub refused, where ``err`` or an error it was raised from is its answer: ``"gated"`` for a gated
+    repository this machine has no access to (huggingface_hub's ``GatedRepoError``), ``"missing"`` for no repository
+    of that name that this machine may read (``RepositoryNotFoundError``, which the hub also answers for a private
+    one, or datasets' ``DatasetNotFoundError``, gated included); ``None`` otherwise (offline, a network error, a
+    damaged file). Where it is not None the hub was reached: the name or the access is what to check, not the
+    network."""
     seen: set[int] = set()
+    found = None
     while err is not None and id(err) not in seen:
         seen.add(id(err))
-        if {c.__name__ for c in type(err).__mro__} & {"DatasetNotFoundError", "RepositoryNotFoundError"}:
-            return True
+        names = {c.__name__ for c in type(err).__mro__}
+        if "GatedRepoError" in names:
+            return "gated"
+        if names & {"DatasetNotFoundError", "RepositoryNotFoundError"}:
+            found = "missing"
         err = err.__cause__ or err.__context__
-    return False
+    return found
+
+
+#: how to read a gated hub repository
+GATED_HINT = "ask for access on its page on the hub, then log in on this machine (hf auth login) or set HF_TOKEN"
 
 
 #: what to do when the hub answers that it holds no dataset of the name given
@@ -641,7 +652,7 @@ def load_sst2(split: str):
     try:
         ds = load_hub_dataset(GLUE, "sst2", split=split)
     except Exception as err:  # noqa: BLE001
-        why = f"{NO_SUCH_HUB_DATASET}." if hub_has_no_such_dataset(err) else "Offline?"
+        why = f"{NO_SUCH_HUB_DATASET}." if hub_refusal(err) else "Offline?"
         raise DataError(
             f"could not load glue/sst2 ({type(err).__name__}: {err}). {why} Use a local file "
             "(--dataset path/to/train.tsv --eval-file path/to/dev.tsv) or --dataset drugreview."

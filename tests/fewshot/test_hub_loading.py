@@ -142,3 +142,37 @@ def test_a_hub_corpus_with_a_bare_name_and_only_a_loading_script_streams_from_th
     assert "GET /api/datasets/bookcorpus" in hub.requests  # the bare name asked of the hub once, for its id
     assert not any(r.startswith(("HEAD /datasets/bookcorpus/resolve", "GET /datasets/bookcorpus/resolve"))
                    for r in hub.requests)
+
+
+def test_a_gated_or_unknown_hub_model_is_named_as_such(tiny_encoder, tmp_path):
+    """A gated encoder was reported as "no model of that name on the hub", and nlp_qt.senteval's hint for any hub
+    refusal was "offline?": each now says what the hub answered (gated: ask for access and log in; missing: check
+    the name, a private one needs a token)."""
+    hub = FakeHub()
+    files = {p.name: p.read_bytes() for p in Path(tiny_encoder).iterdir() if p.is_file()}
+    hub.add("model", "big-lab/gated-encoder", files)
+    hub.gate("model", "big-lab/gated-encoder")
+    code = r'''
+import json
+from fewshot.model import load_tokenizer
+from nlp_qt.senteval.encoders import load_encoder
+said = {}
+for name in ("big-lab/gated-encoder", "big-lab/no-such-encoder"):
+    for what, load in (("fewshot", load_tokenizer), ("senteval", load_encoder)):
+        try:
+            load(name)
+        except Exception as err:
+            said[f"{what} {name}"] = str(err)
+print(json.dumps(said))
+'''
+    with hub.serving() as url:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                             env=_online_env(tmp_path, url), cwd=os.getcwd())
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = json.loads(res.stdout.strip().splitlines()[-1])
+    assert len(said) == 4
+    for what in ("fewshot", "senteval"):
+        gated, missing = said[f"{what} big-lab/gated-encoder"], said[f"{what} big-lab/no-such-encoder"]
+        assert "gated model" in gated and "hf auth login" in gated and "no model of that name" not in gated
+        assert "no model of that name" in missing and "private one needs a token" in missing
+        assert "offline" not in (gated + missing).lower()
