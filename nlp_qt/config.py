@@ -82,7 +82,8 @@ class Config:
     corpus: str = ""
     """Training corpus: a plain-text file or folder (files in sorted order; .gz/.bz2/.xz read
     directly), a local .json/.jsonl/.csv/.tsv/.parquet file (compressed too) or `save_to_disk` folder, or
-    a hub dataset `hf:NAME` (e.g. hf:bookcorpus; needs internet)."""
+    a hub dataset `hf:NAME` or, for one of several configurations, `hf:NAME:CONFIG` (e.g. hf:bookcorpus,
+    hf:Salesforce/wikitext:wikitext-103-raw-v1; needs internet)."""
     output_dir: str = "runs/nlp_qt"
     """Run directory: config.json, vocab.json, checkpoint/, model/ (for evaluation), log.csv, tb/, summary.json."""
     preset: Optional[PresetName] = None

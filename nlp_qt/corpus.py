@@ -11,7 +11,8 @@ memory work. Sources:
 * a local ``.json`` / ``.jsonl`` / ``.csv`` / ``.parquet`` file (also ``.jsonl.gz`` etc.), or a dataset saved with
   ``save_to_disk``, read with :mod:`datasets` (``text_column``; ``doc_field`` names a column whose
   change marks a new document, e.g. a book id);
-* a Hugging Face hub name such as ``bookcorpus`` (``hf:bookcorpus``), streamed with
+* a Hugging Face hub name such as ``bookcorpus`` (``hf:bookcorpus``; ``hf:NAME:CONFIG`` names one of a dataset's
+  configurations, :func:`hub_corpus`), streamed with
   ``datasets.load_dataset(..., streaming=True)`` under the hub's id for the name, from the hub's Parquet export
   where the repository holds only a loading script (:func:`shared_losses.data.load_hub_dataset`); offline this
   fails with a clear message.
@@ -479,6 +480,39 @@ def _parquet_rows(path: Path) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 
 
+def hub_corpus(source: str) -> tuple[str, str | None]:
+    """``(dataset id, configuration)`` of a hub corpus: ``hf:NAME`` or ``hf:NAME:CONFIG`` (a dataset of several
+    configurations, e.g. ``hf:Salesforce/wikitext:wikitext-103-raw-v1``; hub ids hold no colon). A source without
+    ``hf:`` is a name as it is."""
+    if not source.startswith("hf:"):
+        return source, None
+    name, _, config = source.removeprefix("hf:").partition(":")
+    if not name or ":" in config or _ and not config:
+        raise CorpusError(f"corpus {source!r}: a hub corpus is hf:NAME or hf:NAME:CONFIG (e.g. hf:bookcorpus, "
+                          "hf:Salesforce/wikitext:wikitext-103-raw-v1)")
+    return name, config or None
+
+
+def _hub_choice_error(source: str, split: str, text: str) -> str | None:
+    """One line for datasets' answers that the corpus names no configuration of a dataset that has several, one it
+    does not have, or a split it does not have (their messages run over several lines and suggest Python)."""
+    name, config = hub_corpus(source)
+    one_line = " ".join(text.split())
+    if "Config name is missing" in text:
+        found = re.search(r"available configs: (\[[^\]]*\])", one_line)
+        return (f"the hub dataset {name} has several configurations: name one as hf:{name}:CONFIG"
+                + (f", CONFIG one of {found.group(1)}" if found else f" ({one_line})"))
+    if "BuilderConfig" in text and "not found" in text:
+        found = re.search(r"Available: (\[[^\]]*\])", one_line)
+        return (f"the hub dataset {name} has no configuration {config!r}"
+                + (f"; it has {found.group(1)}" if found else f" ({one_line})"))
+    if text.startswith("Bad split"):
+        found = re.search(r"Available splits: (\[[^\]]*\])", one_line)
+        return (f"the hub dataset {source.removeprefix('hf:')} has no {split!r} split, which training reads"
+                + (f" (it has {found.group(1)})" if found else f" ({one_line})"))
+    return None
+
+
 def _load_datasets_stream(source: str, text_column: str, split: str):
     """A streamed :mod:`datasets` iterable for a local data file/folder or a hub name."""
     import datasets
@@ -504,12 +538,16 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
                                   "text")
             return datasets.load_dataset(builder, data_files=str(path), split=split, streaming=True,
                                          **DATASETS_OPTIONS.get(_format_suffix(path), {}))
-        return load_hub_dataset(source.removeprefix("hf:"), split=split, streaming=True)
+        name, config = hub_corpus(source)
+        return load_hub_dataset(name, config, split=split, streaming=True)
     except CorpusError:
         raise
     except Exception as err:  # noqa: BLE001 - hub / network failures come in many types
         if not source.startswith("hf:") and path.exists():  # a local file: no point hinting at the hub
             raise CorpusError(f"could not load {path} with datasets ({type(err).__name__}: {err})") from err
+        choice = _hub_choice_error(source, split, str(err))
+        if choice is not None:
+            raise CorpusError(choice) from err
         why = (f"{NO_SUCH_HUB_DATASET}, or" if hub_refusal(err) else
                "Offline? Hub corpora such as BookCorpus need internet access (or HF_HUB_OFFLINE unset and a "
                "warm cache); otherwise")

@@ -53,6 +53,20 @@ configs:
 """
 
 
+WIKITEXT_CARD = b"""---
+configs:
+- config_name: wikitext-103-raw-v1
+  data_files:
+  - split: train
+    path: wikitext-103-raw-v1/train-*
+- config_name: wikitext-2-raw-v1
+  data_files:
+  - split: train
+    path: wikitext-2-raw-v1/train-*
+---
+"""
+
+
 def _online_env(tmp_path: Path, url: str, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in OFFLINE}
     return {**env, "HF_ENDPOINT": url, "HF_HOME": str(tmp_path / "hf_home"), **extra}
@@ -128,9 +142,16 @@ def test_a_hub_corpus_with_a_bare_name_and_only_a_loading_script_streams_from_th
             {"plain_text/train/0000.parquet": _parquet({"text": ["the first sentence .", "the second one ."]})},
             revision="refs/convert/parquet")
     hub.move("dataset", "bookcorpus", "bookcorpus/bookcorpus")
+    hub.add("dataset", "Salesforce/wikitext", {  # a dataset of several configurations
+        "README.md": WIKITEXT_CARD,
+        "wikitext-103-raw-v1/train-00000-of-00001.parquet": _parquet({"text": ["A long article ."]}),
+        "wikitext-2-raw-v1/train-00000-of-00001.parquet": _parquet({"text": ["A short one ."]})})
+    hub.move("dataset", "wikitext", "Salesforce/wikitext")
     code = ("import json, sys\nfrom nlp_qt.corpus import CorpusError, iter_corpus\n"
-            "try:\n    list(iter_corpus('hf:someone/no-such-corpus'))\n"
-            "except CorpusError as err:\n    print(err, file=sys.stderr)\n"
+            "for bad in ('hf:someone/no-such-corpus', 'hf:wikitext'):\n"
+            "    try:\n        list(iter_corpus(bad))\n"
+            "    except CorpusError as err:\n        print(err, file=sys.stderr)\n"
+            "print(json.dumps([s for _, s in iter_corpus('hf:wikitext:wikitext-2-raw-v1')]))\n"
             "print(json.dumps([s for _, s in iter_corpus('hf:bookcorpus')]))")
     with hub.serving() as url:
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
@@ -139,6 +160,9 @@ def test_a_hub_corpus_with_a_bare_name_and_only_a_loading_script_streams_from_th
     assert json.loads(res.stdout.strip().splitlines()[-1]) == ["the first sentence .", "the second one ."]
     assert "holds a loading script" in res.stderr and "refs/convert/parquet" in res.stderr
     assert "hub has no dataset of that name" in res.stderr and "Offline" not in res.stderr  # the unknown name
+    assert ("the hub dataset wikitext has several configurations: name one as hf:wikitext:CONFIG, CONFIG one of "
+            "['wikitext-103-raw-v1', 'wikitext-2-raw-v1']") in res.stderr
+    assert json.loads(res.stdout.strip().splitlines()[-2]) == ["A short one ."]
     assert "GET /api/datasets/bookcorpus" in hub.requests  # the bare name asked of the hub once, for its id
     assert not any(r.startswith(("HEAD /datasets/bookcorpus/resolve", "GET /datasets/bookcorpus/resolve"))
                    for r in hub.requests)

@@ -150,3 +150,38 @@ def test_a_name_the_hub_does_not_hold_is_told_apart_from_being_offline(hub, monk
     assert "no dataset of that name" not in str(got.value)
     with pytest.raises(data.DataError, match="Offline"):
         data.load_sst2("validation")
+
+
+def test_a_hub_corpus_names_its_configuration_after_a_colon(hub, loads):
+    from nlp_qt.corpus import CorpusError, hub_corpus, iter_dataset_sentences
+
+    assert hub_corpus("hf:bookcorpus") == ("bookcorpus", None)
+    assert hub_corpus("hf:Salesforce/wikitext:wikitext-103-raw-v1") == ("Salesforce/wikitext", "wikitext-103-raw-v1")
+    assert hub_corpus("books") == ("books", None)  # not hf: a name as it is
+    for bad in ("hf:", "hf::x", "hf:wikitext:", "hf:a:b:c"):
+        with pytest.raises(CorpusError, match="hf:NAME or hf:NAME:CONFIG"):
+            hub_corpus(bad)
+    loads["rows"] = [{"text": "A sentence."}]
+    assert [s for _, s in iter_dataset_sentences("hf:wikitext:wikitext-2-raw-v1")] == ["A sentence."]
+    assert loads["calls"] == [("wikitext", ("wikitext-2-raw-v1",), {"split": "train", "streaming": True})]
+
+
+@pytest.mark.parametrize("message,said", [
+    ("Config name is missing.\nPlease pick one among the available configs: ['a-1', 'b-2']\nExample of usage:\n\t"
+     "`load_dataset('owner/set', 'a-1')`", "has several configurations: name one as hf:owner/set:CONFIG, CONFIG one "
+                                           "of ['a-1', 'b-2']"),
+    ("BuilderConfig 'zz' not found. Available: ['a-1', 'b-2']", "has no configuration 'zz'; it has ['a-1', 'b-2']"),
+    ("Bad split: train. Available splits: ['test']", "has no 'train' split, which training reads (it has ['test'])"),
+])
+def test_datasets_answers_about_configurations_and_splits_become_one_line(hub, monkeypatch, message, said):
+    from nlp_qt.corpus import CorpusError, iter_dataset_sentences
+
+    def load_dataset(path, *args, **kwargs):
+        raise ValueError(message)
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    source = "hf:owner/set:zz" if "zz" in message else "hf:owner/set"
+    with pytest.raises(CorpusError) as got:
+        list(iter_dataset_sentences(source))
+    text = str(got.value)
+    assert said in text and "\n" not in text and "Offline" not in text
