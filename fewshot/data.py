@@ -6,6 +6,7 @@ Every loader returns ``(texts, labels)`` with labels in {0, 1} (1 = the positive
 
 from __future__ import annotations
 
+import functools
 import gzip
 import warnings
 from dataclasses import dataclass
@@ -13,8 +14,41 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_losses.data import (RECORD_SUFFIXES, TEXT_SETS, DataError, LabelRule, is_empty, is_saved_dataset,
-                                label_values, load_text_set, positive_text, read_local, read_records, reading_text)
+from shared_losses.data import (RECORD_SUFFIXES, TEXT_SETS, DataError, LabelRule, hub_split_names, is_empty,
+                                is_saved_dataset, label_values, load_text_set, positive_text, read_hub, read_local,
+                                read_records, reading_text)
+
+
+def is_hub(name) -> bool:
+    """A hub dataset given as ``hf:NAME`` or ``hf:NAME:CONFIG`` (:func:`shared_losses.data.hub_spec`)."""
+    return isinstance(name, str) and name.startswith("hf:")
+
+
+#: the splits of a hub --dataset that can be its evaluation split when no --eval-file is given, in this order
+HUB_EVAL_SPLITS = ("validation", "test")
+
+
+@functools.lru_cache(maxsize=8)
+def _hub_labeled(source: str, split: str, text_column: str, label_column: str):
+    return read_hub(source, split, text_column, label_column)
+
+
+def hub_eval_split(cfg) -> str | None:
+    """The split of a hub --dataset that a run without --eval-file is scored on: the first of
+    :data:`HUB_EVAL_SPLITS` the dataset has whose labels are not hidden (GLUE's test split holds -1 only), or None
+    (a held-out part of its train split then, as for one local file)."""
+    return _hub_eval_split(cfg.dataset, cfg.text_column, cfg.label_column)
+
+
+@functools.lru_cache(maxsize=8)
+def _hub_eval_split(source: str, text_column: str, label_column: str) -> str | None:
+    names = hub_split_names(source)
+    for split in HUB_EVAL_SPLITS:
+        if split in names:
+            _, raw = _hub_labeled(source, split, text_column, label_column)
+            if any(str(v).strip() not in ("-1", "") for v in raw):
+                return split
+    return None
 
 
 def load_splits(cfg):
@@ -24,15 +58,29 @@ def load_splits(cfg):
             raise DataError(f"--label-map is for the label column of your own files; --dataset {cfg.dataset} has its "
                             f"own two classes ({' / '.join(TEXT_SETS[cfg.dataset].classes)}): drop --label-map")
         return load_text_set(cfg.dataset)
-    if not Path(cfg.dataset).exists():  # checked first: a mistyped name must not ask for --eval-file
-        raise FileNotFoundError(f"--dataset {cfg.dataset!r} is neither a named dataset ({', '.join(TEXT_SETS)}) "
-                                "nor an existing file")
+    if is_hub(cfg.eval_file):
+        raise DataError(f"--eval-file {cfg.eval_file}: --eval-file takes a local file; a hub --dataset is scored on "
+                        f"its own {' or '.join(HUB_EVAL_SPLITS)} split (pass --dataset {cfg.eval_file})")
+    hub = is_hub(cfg.dataset)
+    if not hub and not Path(cfg.dataset).exists():  # checked first: a mistyped name must not ask for --eval-file
+        raise FileNotFoundError(f"--dataset {cfg.dataset!r} is neither a named dataset ({', '.join(TEXT_SETS)}), "
+                                "a hub dataset (hf:NAME or hf:NAME:CONFIG) nor an existing file")
     rule = label_rule(cfg)
     train_x, train_raw = read_labeled(cfg.dataset, cfg, "--dataset")
     kept, train_y = rule.apply(train_raw, f"--dataset {cfg.dataset}")
     note = rule.describe(train_raw, train_y)
     if note:
         print(f"{cfg.dataset}: {note}")
+    eval_split = hub_eval_split(cfg) if hub and cfg.eval_file is None else None
+    if eval_split is not None:  # the hub dataset's own labeled evaluation split
+        eval_x, eval_raw = _hub_labeled(cfg.dataset, eval_split, cfg.text_column, cfg.label_column)
+        kept_eval, eval_y = rule.apply(eval_raw, f"--dataset {cfg.dataset} ({eval_split} split)",
+                                       known=label_values(train_raw), known_from="its train split")
+        train_x, eval_x = [train_x[i] for i in kept], [eval_x[i] for i in kept_eval]
+        print(f"{cfg.dataset}: training pool from its train split ({len(train_y)} examples), evaluation on its "
+              f"{eval_split} split ({len(eval_y)})")
+        warn_overlap(train_x, eval_x, f"--dataset {cfg.dataset}'s train split", f"its {eval_split} split")
+        return train_x, train_y, eval_x, eval_y
     if cfg.eval_file is None:  # one file: hold out a stratified evaluation split of it
         split = held_out_split([train_x[i] for i in kept], train_y, cfg.eval_fraction, cfg.dataset)
         warn_overlap(split[0], split[2], f"--dataset {cfg.dataset}'s training part",
@@ -106,11 +154,11 @@ def class_names(cfg) -> tuple[str, str]:
         neg, pos = TEXT_SETS[cfg.dataset].classes
     else:
         raw = []
-        if cfg.setting != "pu" and Path(cfg.dataset).exists():
+        if cfg.setting != "pu" and (is_hub(cfg.dataset) or Path(cfg.dataset).exists()):
             try:
                 with warnings.catch_warnings():  # the file's warnings were shown when the run read it
                     warnings.simplefilter("ignore")
-                    _, raw = read_local(cfg.dataset, cfg.text_column, cfg.label_column)
+                    _, raw = read_labeled(cfg.dataset, cfg, "--dataset")
             except (ValueError, OSError):
                 raw = []
         neg, pos = label_rule(cfg).names(raw)
@@ -123,6 +171,8 @@ def read_labeled(path: str, cfg, option: str):
     """(texts, raw label values) of a labeled file given as ``option`` (--dataset, --eval-file): its errors name the
     option, so a bad evaluation file is never taken for a bad training file."""
     try:
+        if is_hub(path):  # a hub dataset: its train split (an evaluation split: hub_eval_split)
+            return _hub_labeled(path, "train", cfg.text_column, cfg.label_column)
         return read_local(path, cfg.text_column, cfg.label_column)
     except (DataError, FileNotFoundError) as err:
         raise type(err)(f"{option}: {err}") from None

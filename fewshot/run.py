@@ -18,7 +18,7 @@ from shared_losses.training.loop import TrainingApp
 from shared_losses.training.runtime import checkpoint_exists, is_main_process, load_checkpoint, write_json_atomic
 
 from .config import AnyConfig, TextOptions
-from .data import (check_same_data, data_fingerprints, load_pu_files, load_splits,
+from .data import (check_same_data, data_fingerprints, hub_eval_split, is_hub, load_pu_files, load_splits,
                    sample_fewshot)
 from .heads import embed_all
 from .objectives import ALL_OBJECTIVES
@@ -584,6 +584,11 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         split = f"DEVELOPMENT split: {cfg.dev_fraction} of the training pool (for choosing hyperparameters)"
     elif cfg.dataset == "glue/sst2":
         split = "labeled validation split (GLUE test labels are hidden)"
+    elif is_hub(cfg.dataset) and cfg.eval_file is None and not cfg.pu_files:
+        which = hub_eval_split(cfg)
+        split = (f"the hub dataset's {which} split" if which else
+                 f"held out of the hub dataset's train split: {cfg.eval_fraction:g} of each class (a fixed draw, the "
+                 "same for every seed), never trained on")
     elif cfg.eval_file is None and not cfg.pu_files and Path(cfg.dataset).is_file():
         split = (f"held out of --dataset: {cfg.eval_fraction:g} of each class (a fixed draw, the same for every seed), "
                  "never trained on")

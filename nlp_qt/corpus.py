@@ -482,42 +482,23 @@ def _parquet_rows(path: Path) -> int:
 
 def hub_corpus(source: str) -> tuple[str, str | None]:
     """``(dataset id, configuration)`` of a hub corpus: ``hf:NAME`` or ``hf:NAME:CONFIG`` (a dataset of several
-    configurations, e.g. ``hf:Salesforce/wikitext:wikitext-103-raw-v1``; hub ids hold no colon). A source without
-    ``hf:`` is a name as it is."""
+    configurations, e.g. ``hf:Salesforce/wikitext:wikitext-103-raw-v1``; :func:`shared_losses.data.hub_spec`). A
+    source without ``hf:`` is a name as it is."""
+    from shared_losses.data import DataError, hub_spec
+
     if not source.startswith("hf:"):
         return source, None
-    name, _, config = source.removeprefix("hf:").partition(":")
-    if not name or ":" in config or _ and not config:
-        raise CorpusError(f"corpus {source!r}: a hub corpus is hf:NAME or hf:NAME:CONFIG (e.g. hf:bookcorpus, "
-                          "hf:Salesforce/wikitext:wikitext-103-raw-v1)")
-    return name, config or None
-
-
-def _hub_choice_error(source: str, split: str, text: str) -> str | None:
-    """One line for datasets' answers that the corpus names no configuration of a dataset that has several, one it
-    does not have, or a split it does not have (their messages run over several lines and suggest Python)."""
-    name, config = hub_corpus(source)
-    one_line = " ".join(text.split())
-    if "Config name is missing" in text:
-        found = re.search(r"available configs: (\[[^\]]*\])", one_line)
-        return (f"the hub dataset {name} has several configurations: name one as hf:{name}:CONFIG"
-                + (f", CONFIG one of {found.group(1)}" if found else f" ({one_line})"))
-    if "BuilderConfig" in text and "not found" in text:
-        found = re.search(r"Available: (\[[^\]]*\])", one_line)
-        return (f"the hub dataset {name} has no configuration {config!r}"
-                + (f"; it has {found.group(1)}" if found else f" ({one_line})"))
-    if text.startswith("Bad split"):
-        found = re.search(r"Available splits: (\[[^\]]*\])", one_line)
-        return (f"the hub dataset {source.removeprefix('hf:')} has no {split!r} split, which training reads"
-                + (f" (it has {found.group(1)})" if found else f" ({one_line})"))
-    return None
+    try:
+        return hub_spec(source, "a hub corpus")
+    except DataError as err:
+        raise CorpusError(f"corpus {err}") from None
 
 
 def _load_datasets_stream(source: str, text_column: str, split: str):
     """A streamed :mod:`datasets` iterable for a local data file/folder or a hub name."""
     import datasets
 
-    from shared_losses.data import NO_SUCH_HUB_DATASET, hub_refusal, load_hub_dataset
+    from shared_losses.data import NO_SUCH_HUB_DATASET, hub_choice_error, hub_refusal, load_hub_dataset
 
     path = Path(source.removeprefix("hf:"))
     try:
@@ -545,7 +526,7 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
     except Exception as err:  # noqa: BLE001 - hub / network failures come in many types
         if not source.startswith("hf:") and path.exists():  # a local file: no point hinting at the hub
             raise CorpusError(f"could not load {path} with datasets ({type(err).__name__}: {err})") from err
-        choice = _hub_choice_error(source, split, str(err))
+        choice = hub_choice_error(source, split, err) if source.startswith("hf:") else None
         if choice is not None:
             raise CorpusError(choice) from err
         why = (f"{NO_SUCH_HUB_DATASET}, or" if hub_refusal(err) else

@@ -521,14 +521,15 @@ def check_data(cfg: FewShotConfig, ns=()) -> None:
     missing --eval-file, an unknown column or label fails here, not in every run. A named set shipped with the suite
     (drugreview, reuters, rotten_tomatoes, fine_foods: read in a moment) and a local file: the largest of ``ns``
     (with --n-unlabeled, after the development split of --eval-split dev) must fit the training set, as
-    fewshot.data.sample_fewshot draws it. glue/sst2 (it may need the hub) and image data are left to the runs."""
+    fewshot.data.sample_fewshot draws it. glue/sst2 and hf:NAME (they may need the hub) and image data are left to the
+    runs."""
     import contextlib
 
     from fewshot.images import is_image_dataset
     from shared_losses.data import TEXT_SETS
 
-    if cfg.dataset == "glue/sst2" or is_image_dataset(cfg.dataset):  # image data: the runs refuse it in one line
-        return
+    if cfg.dataset == "glue/sst2" or str(cfg.dataset).startswith("hf:") or is_image_dataset(cfg.dataset):
+        return  # the hub's data sets are read by the runs; image data: the runs refuse it in one line
     with contextlib.chdir(ROOT):
         if cfg.dataset in TEXT_SETS:
             if getattr(cfg, "label_map", None) is not None:

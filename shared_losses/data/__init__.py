@@ -646,6 +646,73 @@ NO_SUCH_HUB_DATASET = ("The Hugging Face hub has no dataset of that name that th
                        "gated one needs a token: hf auth login); check the name as the hub spells it (OWNER/NAME)")
 
 
+def hub_spec(source: str, what: str = "a hub dataset") -> tuple[str, str | None]:
+    """``(dataset name, configuration)`` of ``hf:NAME`` or ``hf:NAME:CONFIG`` (one of a dataset's configurations,
+    e.g. ``hf:Salesforce/wikitext:wikitext-103-raw-v1``; hub ids hold no colon); a :class:`DataError` naming the
+    form for anything else that starts with ``hf:``."""
+    name, colon, config = source.removeprefix("hf:").partition(":")
+    if not source.startswith("hf:") or not name or ":" in config or colon and not config:
+        raise DataError(f"{source!r}: {what} is hf:NAME or hf:NAME:CONFIG (e.g. hf:bookcorpus, "
+                        "hf:Salesforce/wikitext:wikitext-103-raw-v1)")
+    return name, config or None
+
+
+def hub_choice_error(source: str, split: str, err: BaseException, reads: str = "training reads") -> str | None:
+    """One line for datasets' answers that ``source`` (:func:`hub_spec`) names no configuration of a dataset that
+    has several, one it does not have, or a split it does not have (their messages run over several lines and
+    suggest Python); None for any other error."""
+    name, config = hub_spec(source)
+    text = str(err)
+    one_line = " ".join(text.split())
+    if "Config name is missing" in text:
+        found = re.search(r"available configs: (\[[^\]]*\])", one_line)
+        return (f"the hub dataset {name} has several configurations: name one as hf:{name}:CONFIG"
+                + (f", CONFIG one of {found.group(1)}" if found else f" ({one_line})"))
+    if "BuilderConfig" in text and "not found" in text:
+        found = re.search(r"Available: (\[[^\]]*\])", one_line)
+        return (f"the hub dataset {name} has no configuration {config!r}"
+                + (f"; it has {found.group(1)}" if found else f" ({one_line})"))
+    if text.startswith(("Bad split", "Unknown split")):
+        found = re.search(r"(?:Available splits:|Should be one of) (\[[^\]]*\])", one_line)
+        return (f"the hub dataset {source.removeprefix('hf:')} has no {split!r} split, which {reads}"
+                + (f" (it has {found.group(1)})" if found else f" ({one_line})"))
+    return None
+
+
+def hub_split_names(source: str) -> list[str]:
+    """The splits of the hub dataset ``source`` (``hf:NAME[:CONFIG]``), as datasets lists them."""
+    from datasets import get_dataset_split_names
+
+    name, config = hub_spec(source)
+    return list(get_dataset_split_names(hub_dataset_id(name), config))
+
+
+def read_hub(source: str, split: str, text_column: str, label_column: str, reads: str = "the run reads"):
+    """(texts, raw label values) of the split ``split`` of the hub dataset ``source`` (``hf:NAME[:CONFIG]``, through
+    :func:`load_hub_dataset`), the rows with a non-empty text and label only (as :func:`read_local`; the rows skipped
+    are counted in a warning). Errors are one line: no such dataset, configuration, split or column, offline."""
+    name, config = hub_spec(source)
+    try:
+        ds = load_hub_dataset(name, config, split=split)
+    except Exception as err:  # noqa: BLE001 - hub, network and datasets' own errors come in many types
+        choice = hub_choice_error(source, split, err, reads)
+        if choice is not None:
+            raise DataError(choice) from err
+        why = f"{NO_SUCH_HUB_DATASET}" if hub_refusal(err) else (
+            "Offline? A hub dataset needs internet access (or a warm cache with HF_HUB_OFFLINE=1)")
+        raise DataError(f"could not load {source} ({type(err).__name__}: {' '.join(str(err).split())[:300]}). {why}; "
+                        "or pass a local file") from err
+    _check_columns(ds.column_names, (text_column, label_column), f"{source} ({split} split)")
+    texts, labels = ds[text_column], ds[label_column]
+    kept = [i for i in range(len(texts)) if not is_empty(texts[i]) and not is_empty(labels[i])]
+    if not kept:
+        raise DataError(f"{source} ({split} split): no rows with a non-empty {text_column!r} and {label_column!r}")
+    if len(kept) < len(texts):
+        warnings.warn(f"{source} ({split} split): skipped {len(texts) - len(kept)} of {len(texts)} rows with an empty "
+                      f"{text_column!r} or {label_column!r}", stacklevel=3)
+    return [str(texts[i]) for i in kept], [labels[i] for i in kept]
+
+
 def load_sst2(split: str):
     """GLUE SST-2 through `datasets` (needs the hub; :data:`GLUE`). GLUE's test labels are hidden (-1), so the
     labeled `validation` split (872 sentences) is the evaluation split, as in the papers."""

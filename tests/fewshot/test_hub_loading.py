@@ -200,3 +200,57 @@ print(json.dumps(said))
         assert "gated model" in gated and "hf auth login" in gated and "no model of that name" not in gated
         assert "no model of that name" in missing and "private one needs a token" in missing
         assert "offline" not in (gated + missing).lower()
+
+
+def test_a_hub_dataset_by_name_trains_and_is_scored_on_its_own_labeled_split(tiny_encoder, tmp_path):
+    """--dataset hf:NAME[:CONFIG]: the train split is the pool; the evaluation is the dataset's validation split,
+    else its test split, where their labels are not hidden (GLUE's test holds -1), else a held-out part of train."""
+    hub = FakeHub()
+    hub.add("model", "someone/tiny-encoder", {p.name: p.read_bytes() for p in Path(tiny_encoder).iterdir()
+                                               if p.is_file()})
+    reviews = {split: {"text": [t for t, _ in make_texts(n, seed)], "label": [y for _, y in make_texts(n, seed)]}
+               for split, n, seed in (("train", 100, 0), ("test", 24, 1))}
+    hub.add("dataset", "stanfordnlp/imdb", {"README.md": b"---\npretty_name: IMDB\n---\n",
+                                            "plain_text/train-00000-of-00001.parquet": _parquet(reviews["train"]),
+                                            "plain_text/test-00000-of-00001.parquet": _parquet(reviews["test"])})
+    glue = {"sst2/train-00000-of-00001.parquet": _parquet(_sst2_rows(60, 0)),
+            "sst2/validation-00000-of-00001.parquet": _parquet(_sst2_rows(20, 1)),
+            "sst2/test-00000-of-00001.parquet": _parquet({**_sst2_rows(12, 2), "label": [-1] * 12})}
+    hub.add("dataset", "nyu-mll/glue", {"README.md": GLUE_CARD.replace(b"---\n# GLUE", b"  - split: test\n    path: "
+                                                                       b"sst2/test-*\n---\n# GLUE"), **glue})
+    args = [sys.executable, "-m", "fewshot.train", "--encoder", "someone/tiny-encoder", "--dataset",
+            "hf:stanfordnlp/imdb", "--text-column", "text", "--n-labeled", "8", "--n-unlabeled", "16", "--max-steps",
+            "2", "--batch-labeled", "4", "--batch-unlabeled", "4", "--max-length", "16", "--no-progress",
+            "--output-dir", str(tmp_path / "imdb")]
+    code = r'''
+import json, sys
+from fewshot.config import FewShotConfig
+from fewshot.data import load_splits
+said = {}
+x, y, ex, ey = load_splits(FewShotConfig(dataset="hf:nyu-mll/glue:sst2"))
+said["glue"] = [len(y), len(ey), sorted(set(ey))]
+for name, kw in (("eval_file", dict(dataset="hf:stanfordnlp/imdb", eval_file="hf:nyu-mll/glue:sst2")),
+                 ("column", dict(dataset="hf:stanfordnlp/imdb")),
+                 ("config", dict(dataset="hf:nyu-mll/glue:cola"))):
+    try:
+        load_splits(FewShotConfig(text_column="text", **kw) if name != "column" else FewShotConfig(**kw))
+    except Exception as err:
+        said[name] = f"{type(err).__name__}: {err}"
+print(json.dumps(said))
+'''
+    with hub.serving() as url:
+        res = warm.run(args, capture_output=True, text=True, timeout=600, env=_online_env(tmp_path, url), cwd=tmp_path)
+        assert res.returncode == 0, res.stderr[-3000:]
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                               env=_online_env(tmp_path, url), cwd=os.getcwd())
+    assert child.returncode == 0, child.stderr[-3000:]
+    metrics = json.loads((tmp_path / "imdb" / "metrics.json").read_text())
+    assert metrics["n_eval"] == 24 and metrics["eval_split"] == "the hub dataset's test split"
+    assert metrics["dataset"] == "hf:stanfordnlp/imdb"
+    assert "training pool from its train split (100 examples), evaluation on its test split (24)" in res.stdout
+    said = json.loads(child.stdout.strip().splitlines()[-1])
+    assert said["glue"] == [60, 20, [0, 1]]  # validation, not the test split of hidden labels
+    assert "--eval-file takes a local file" in said["eval_file"]
+    assert "column(s) ['sentence'] not found; available columns: ['text', 'label']" in said["column"]
+    assert said["config"] == ("DataError: --dataset: the hub dataset nyu-mll/glue has no configuration 'cola'; it "
+                              "has ['sst2']")
