@@ -248,6 +248,13 @@ print(json.dumps(said))
     assert metrics["n_eval"] == 24 and metrics["eval_split"] == "the hub dataset's test split"
     assert metrics["dataset"] == "hf:stanfordnlp/imdb"
     assert "training pool from its train split (100 examples), evaluation on its test split (24)" in res.stdout
+    # offline, from the cache the run filled: the same split found, the same score
+    offline = {**_online_env(tmp_path, "http://127.0.0.1:9"), **{k: "1" for k in OFFLINE}}
+    again = warm.run(args[:-1] + [str(tmp_path / "imdb_offline")], capture_output=True, text=True, timeout=600,
+                     env=offline, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    cached = json.loads((tmp_path / "imdb_offline" / "metrics.json").read_text())
+    assert (cached["eval_split"], cached["eval_accuracy"]) == (metrics["eval_split"], metrics["eval_accuracy"])
     said = json.loads(child.stdout.strip().splitlines()[-1])
     assert said["glue"] == [60, 20, [0, 1]]  # validation, not the test split of hidden labels
     assert "--eval-file takes a local file" in said["eval_file"]
