@@ -1,4 +1,6 @@
-"""Classify texts with a trained fewshot model: a run folder (its model/) or an exported model folder.
+"""Classify texts with a trained fewshot model: a run folder (its model/), an exported model folder, or an export
+shared on the Hugging Face hub (``--model OWNER/NAME``, fetched into the hub's cache; its Python files are not
+fetched: predict runs this package's model code only).
 
     python -m fewshot.predict --model runs/fewshot --input texts.txt --output preds.jsonl
     python -m fewshot.predict --model runs/fewshot/model --input reviews.csv --text-column review --output preds.csv
@@ -42,6 +44,7 @@ import torch
 from shared_losses.training.runtime import check_finite_weights, check_parent_folder, write_refused
 
 from .export import MARKER, MODEL_DIR, check_safetensors
+from .model import looks_local
 
 MODEL_TYPE = "fewshot_classifier"
 OUTPUT_SUFFIXES = (".jsonl", ".csv")
@@ -49,10 +52,36 @@ OUTPUT_SUFFIXES = (".jsonl", ".csv")
 DEFAULT_TEXT_COLUMN = "text"
 
 
+def hub_model_folder(name: str) -> Path:
+    """The local copy of the hub model ``name`` (``OWNER/NAME``: a fewshot export shared on the hub), fetched with
+    huggingface_hub's ``snapshot_download`` (its cache; offline, the cached copy) without the folder's Python files,
+    which predict never runs. One line where the hub refuses or cannot be reached."""
+    from huggingface_hub import snapshot_download
+
+    from shared_losses.data import GATED_HINT, hub_refusal
+
+    try:
+        return Path(snapshot_download(name, ignore_patterns=["*.py"]))
+    except Exception as err:  # noqa: BLE001 - hub, network and validation errors come in many types
+        refusal = hub_refusal(err)
+        if refusal == "gated":
+            raise ValueError(f"--model {name} is a gated model on the Hugging Face hub, which this machine may not "
+                             f"read: {GATED_HINT}") from None
+        if refusal == "missing":
+            raise FileNotFoundError(f"--model {name}: no such folder, and no model of that name on the Hugging Face "
+                                    "hub that this machine may read (a private one needs a token: hf auth login)"
+                                    ) from None
+        raise FileNotFoundError(f"--model {name}: no such folder, and the Hugging Face hub could not give it "
+                                f"({type(err).__name__}: {first_line(err)}); offline? pass a local folder") from None
+
+
 def model_folder(path) -> Path:
-    """The exported model folder that ``path`` names: the folder itself, or a run's model/. A folder that
-    is neither is refused with one line naming what it lacks."""
+    """The exported model folder that ``path`` names: the folder itself, a run's model/, or a hub id (``OWNER/NAME``,
+    :func:`hub_model_folder`) where no such local folder exists. A folder that is neither is refused with one line
+    naming what it lacks."""
     p = Path(path)
+    if not p.exists() and not looks_local(str(path)):
+        return model_folder(hub_model_folder(str(path)))
     if not p.exists():
         raise FileNotFoundError(f"--model {p}: no such folder")
     if not p.is_dir():

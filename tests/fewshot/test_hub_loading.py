@@ -117,11 +117,31 @@ def test_the_paper_setting_trains_from_the_hub_and_again_offline_from_its_cache(
     code = ("import json, sys\nfrom transformers import pipeline\n"
             "clf = pipeline('text-classification', model=sys.argv[1], trust_remote_code=True, truncation=True, "
             "device='cpu')\nprint(json.dumps(clf(json.loads(sys.argv[2]), top_k=None)))")
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    predict = [sys.executable, "-m", "fewshot.predict", "--input", str(tmp_path / "texts.txt"), "--no-progress"]
     with hub.serving() as url:
         res = subprocess.run([sys.executable, "-c", code, "someone/sst2-fewshot", json.dumps(texts)],
                              capture_output=True, text=True, timeout=300, env=_online_env(tmp_path, url),
                              cwd=tmp_path)
+        # fewshot.predict takes the hub id too (without fetching the folder's Python: it runs its own model code)
+        before = len(hub.requests)
+        own_cache = _online_env(tmp_path, url, HF_HOME=str(tmp_path / "hf_predict"))
+        shared = warm.run(predict + ["--model", "someone/sst2-fewshot", "--output", str(tmp_path / "hub.jsonl")],
+                          capture_output=True, text=True, timeout=300, env=own_cache, cwd=tmp_path)
+        asked = hub.requests[before:]
+        missing = warm.run(predict + ["--model", "someone/no-such-model", "--output", str(tmp_path / "no.jsonl")],
+                           capture_output=True, text=True, timeout=300, env=_online_env(tmp_path, url), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert shared.returncode == 0, shared.stderr[-3000:]
+    assert any(r.startswith("GET /someone/sst2-fewshot/resolve/") and r.endswith("/model.safetensors") for r in asked)
+    assert not any(r.endswith(".py") for r in asked)
+    local = warm.run(predict + ["--model", str(folder), "--output", str(tmp_path / "local.jsonl")],
+                     capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert local.returncode == 0, local.stderr[-3000:]
+    rows = lambda name: [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+    assert [(r["label"], r["probabilities"]) for r in rows("hub.jsonl")] == [
+        (r["label"], r["probabilities"]) for r in rows("local.jsonl")]
+    assert missing.returncode != 0 and "no model of that name on the Hugging Face hub" in missing.stderr
     by_id = json.loads(res.stdout.strip().splitlines()[-1])
     assert any(r.startswith("GET /someone/sst2-fewshot/resolve/") and r.endswith("/modeling_fewshot.py")
                for r in hub.requests)
