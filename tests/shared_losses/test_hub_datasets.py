@@ -123,33 +123,33 @@ def test_nlp_qt_streams_a_hub_corpus_under_its_id(hub, loads):
     assert loads["calls"][-1][2] == {"split": "train", "streaming": True, "revision": data.PARQUET_EXPORT}
 
 
-def test_a_name_the_hub_does_not_hold_is_told_apart_from_being_offline(hub, monkeypatch):
-    """The hub's "no such dataset" was answered with "Offline? ... need internet access", which sends a user who is
-    online and mistyped a name to look at the network."""
+def _no_such_dataset(path):
     from datasets.exceptions import DatasetNotFoundError
 
+    return DatasetNotFoundError(f"Dataset '{path}' doesn't exist on the Hub or cannot be accessed.")
+
+
+def _unreachable(path):
+    return ConnectionError(f"Couldn't reach '{path}' on the Hub (LocalEntryNotFoundError)")
+
+
+@pytest.mark.parametrize("error,said,not_said", [(_no_such_dataset, "hub has no dataset of that name", "Offline"),
+                                                 (_unreachable, "Offline", "no dataset of that name")])
+def test_a_name_the_hub_does_not_hold_is_told_apart_from_being_offline(hub, monkeypatch, error, said, not_said):
+    """The hub's "no such dataset" was answered with "Offline? ... need internet access", which sends a user who is
+    online and mistyped a name to look at the network."""
     from nlp_qt.corpus import CorpusError, iter_dataset_sentences
 
     def load_dataset(path, *args, **kwargs):
-        raise DatasetNotFoundError(f"Dataset '{path}' doesn't exist on the Hub or cannot be accessed.")
+        raise error(path)
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    with pytest.raises(CorpusError, match="hub has no dataset of that name") as got:
+    with pytest.raises(CorpusError, match=said) as got:
         list(iter_dataset_sentences("hf:someone/no-such-corpus"))
-    assert "Offline" not in str(got.value)
-    with pytest.raises(data.DataError, match="hub has no dataset of that name") as got:
+    assert not_said not in str(got.value)
+    with pytest.raises(data.DataError, match=said) as got:
         data.load_sst2("validation")
-    assert "Offline" not in str(got.value)
-
-    def unreachable(path, *args, **kwargs):
-        raise ConnectionError(f"Couldn't reach '{path}' on the Hub (LocalEntryNotFoundError)")
-
-    monkeypatch.setattr(datasets, "load_dataset", unreachable)
-    with pytest.raises(CorpusError, match="Offline") as got:
-        list(iter_dataset_sentences("hf:someone/no-such-corpus"))
-    assert "no dataset of that name" not in str(got.value)
-    with pytest.raises(data.DataError, match="Offline"):
-        data.load_sst2("validation")
+    assert not_said not in str(got.value)
 
 
 def test_a_hub_corpus_names_its_configuration_after_a_colon(hub, loads):
