@@ -133,9 +133,9 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
                     "load and run it, if you trust it")
         elif path.exists():
             hint = "is it a complete sentence-transformers folder (modules.json and the modules it names)?"
-        elif hub_refusal(err) == "gated":
+        elif (refusal := hub_refusal(err)) == "gated":
             hint = f"a gated model: {GATED_HINT}; or pass a local model folder"
-        elif hub_refusal(err) == "missing":
+        elif refusal == "missing":
             hint = ("the hub has no model of that name that this machine may read (a private one needs a token: hf "
                     "auth login): check the name as the hub spells it (OWNER/NAME), or pass a local model folder")
         else:

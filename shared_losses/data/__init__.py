@@ -582,13 +582,14 @@ PARQUET_EXPORT = "refs/convert/parquet"
 GLUE = "nyu-mll/glue"
 
 
+@functools.lru_cache(maxsize=64)
 def hub_dataset_id(name: str) -> str:
     """The hub's id of the dataset ``name``: an id with an owner (``nyu-mll/glue``) as it is; a bare legacy name
     (``glue``, ``bookcorpus``), whose repository the hub moved under its owner, as the hub answers for it
-    (``nyu-mll/glue``, ``bookcorpus/bookcorpus``). ``datasets.load_dataset`` sends a bare name on into
-    huggingface_hub's file system, which since huggingface_hub 1.x refuses an id without an owner (``HfUriError:
-    Repository id must be 'namespace/name'``), so a bare name fails with current libraries even online. Where the
-    hub cannot be asked (offline, an unknown name), ``name`` as it is: loading it says what is wrong."""
+    (``nyu-mll/glue``, ``bookcorpus/bookcorpus``; asked once per process). ``datasets.load_dataset`` (5.2) sends a
+    bare name on into huggingface_hub's file system, which (2.4) refuses an id without an owner (``HfUriError:
+    Repository id must be 'namespace/name'``), so a bare name fails with these libraries even online. Where the hub
+    cannot be asked (offline, an unknown name), ``name`` as it is: loading it says what is wrong."""
     if "/" in name:
         return name
     try:
@@ -679,12 +680,27 @@ def hub_choice_error(source: str, split: str, err: BaseException, reads: str = "
     return None
 
 
+def _hub_data_error(source: str, split: str, err: BaseException, reads: str) -> DataError:
+    """The one-line :class:`DataError` for datasets' or the hub's ``err`` on ``source``'s split ``split``."""
+    choice = hub_choice_error(source, split, err, reads)
+    if choice is not None:
+        return DataError(choice)
+    why = f"{NO_SUCH_HUB_DATASET}" if hub_refusal(err) else (
+        "Offline? A hub dataset needs internet access (or a warm cache with HF_HUB_OFFLINE=1)")
+    return DataError(f"could not load {source} ({type(err).__name__}: {' '.join(str(err).split())[:300]}). {why}; "
+                     "or pass a local file")
+
+
 def hub_split_names(source: str) -> list[str]:
-    """The splits of the hub dataset ``source`` (``hf:NAME[:CONFIG]``), as datasets lists them."""
+    """The splits of the hub dataset ``source`` (``hf:NAME[:CONFIG]``), as datasets lists them (one-line errors as
+    :func:`read_hub`'s)."""
     from datasets import get_dataset_split_names
 
     name, config = hub_spec(source)
-    return list(get_dataset_split_names(hub_dataset_id(name), config))
+    try:
+        return list(get_dataset_split_names(hub_dataset_id(name), config))
+    except Exception as err:  # noqa: BLE001 - hub, network and datasets' own errors come in many types
+        raise _hub_data_error(source, "train", err, "the run reads") from err
 
 
 def read_hub(source: str, split: str, text_column: str, label_column: str, reads: str = "the run reads"):
@@ -695,13 +711,7 @@ def read_hub(source: str, split: str, text_column: str, label_column: str, reads
     try:
         ds = load_hub_dataset(name, config, split=split)
     except Exception as err:  # noqa: BLE001 - hub, network and datasets' own errors come in many types
-        choice = hub_choice_error(source, split, err, reads)
-        if choice is not None:
-            raise DataError(choice) from err
-        why = f"{NO_SUCH_HUB_DATASET}" if hub_refusal(err) else (
-            "Offline? A hub dataset needs internet access (or a warm cache with HF_HUB_OFFLINE=1)")
-        raise DataError(f"could not load {source} ({type(err).__name__}: {' '.join(str(err).split())[:300]}). {why}; "
-                        "or pass a local file") from err
+        raise _hub_data_error(source, split, err, reads) from err
     _check_columns(ds.column_names, (text_column, label_column), f"{source} ({split} split)")
     texts, labels = ds[text_column], ds[label_column]
     kept = [i for i in range(len(texts)) if not is_empty(texts[i]) and not is_empty(labels[i])]

@@ -30,7 +30,9 @@ def hub(monkeypatch):
         raise huggingface_hub.errors.RepositoryNotFoundError(f"no dataset {repo_id}")
 
     monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", dataset_info)
-    return state
+    data.hub_dataset_id.cache_clear()  # the hub is asked once per name and process: each test has its own hub
+    yield state
+    data.hub_dataset_id.cache_clear()
 
 
 @pytest.fixture
@@ -185,3 +187,13 @@ def test_datasets_answers_about_configurations_and_splits_become_one_line(hub, m
         list(iter_dataset_sentences(source))
     text = str(got.value)
     assert said in text and "\n" not in text and "Offline" not in text
+
+
+def test_listing_a_hub_datasets_splits_fails_in_one_line(hub, monkeypatch):
+    def unreachable(path, config=None, **kwargs):
+        raise ConnectionError(f"Couldn't reach '{path}' on the Hub (LocalEntryNotFoundError)\nmore lines")
+
+    monkeypatch.setattr(datasets, "get_dataset_split_names", unreachable)
+    with pytest.raises(data.DataError, match=r"could not load hf:glue:sst2 \(ConnectionError: .*\)\. Offline\?") as got:
+        data.hub_split_names("hf:glue:sst2")
+    assert "\n" not in str(got.value) and "nyu-mll/glue" in str(got.value)  # asked under the hub's id
