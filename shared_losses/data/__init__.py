@@ -607,15 +607,20 @@ def load_hub_dataset(name: str, *args, **kwargs):
     warning, unless a ``revision`` was asked for."""
     from datasets import load_dataset
 
-    repo = hub_dataset_id(name)
+    return _script_free(load_dataset, hub_dataset_id(name), *args, **kwargs)
+
+
+def _script_free(call, repo: str, *args, **kwargs):
+    """``call(repo, ...)`` (a datasets function that takes a dataset id and a ``revision``), again on the hub's
+    Parquet export where the repository holds only a loading script and no ``revision`` was asked for."""
     try:
-        return load_dataset(repo, *args, **kwargs)
+        return call(repo, *args, **kwargs)
     except RuntimeError as err:
         if "scripts are no longer supported" not in str(err) or kwargs.get("revision") is not None:
             raise
         warnings.warn(f"the hub dataset {repo} holds a loading script, which this version of datasets does not run "
-                      f"({err}); reading the hub's Parquet export of it ({PARQUET_EXPORT}) instead", stacklevel=2)
-    return load_dataset(repo, *args, **{**kwargs, "revision": PARQUET_EXPORT})
+                      f"({err}); reading the hub's Parquet export of it ({PARQUET_EXPORT}) instead", stacklevel=3)
+    return call(repo, *args, **{**kwargs, "revision": PARQUET_EXPORT})
 
 
 def hub_refusal(err: BaseException) -> str | None:
@@ -692,13 +697,13 @@ def _hub_data_error(source: str, split: str, err: BaseException, reads: str) -> 
 
 
 def hub_split_names(source: str) -> list[str]:
-    """The splits of the hub dataset ``source`` (``hf:NAME[:CONFIG]``), as datasets lists them (one-line errors as
-    :func:`read_hub`'s)."""
+    """The splits of the hub dataset ``source`` (``hf:NAME[:CONFIG]``), as datasets lists them (a script-only
+    repository's from its Parquet export, as :func:`load_hub_dataset`; one-line errors as :func:`read_hub`'s)."""
     from datasets import get_dataset_split_names
 
     name, config = hub_spec(source)
     try:
-        return list(get_dataset_split_names(hub_dataset_id(name), config))
+        return list(_script_free(get_dataset_split_names, hub_dataset_id(name), config))
     except Exception as err:  # noqa: BLE001 - hub, network and datasets' own errors come in many types
         raise _hub_data_error(source, "train", err, "the run reads") from err
 

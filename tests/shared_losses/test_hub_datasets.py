@@ -197,3 +197,18 @@ def test_listing_a_hub_datasets_splits_fails_in_one_line(hub, monkeypatch):
     with pytest.raises(data.DataError, match=r"could not load hf:glue:sst2 \(ConnectionError: .*\)\. Offline\?") as got:
         data.hub_split_names("hf:glue:sst2")
     assert "\n" not in str(got.value) and "nyu-mll/glue" in str(got.value)  # asked under the hub's id
+
+
+def test_a_script_only_repositorys_splits_are_listed_from_the_parquet_export(hub, monkeypatch):
+    calls = []
+
+    def split_names(path, config=None, **kwargs):
+        calls.append((path, config, kwargs))
+        if kwargs.get("revision") != data.PARQUET_EXPORT:
+            raise RuntimeError("Dataset scripts are no longer supported, but found imdb.py")
+        return ["train", "test", "unsupervised"]
+
+    monkeypatch.setattr(datasets, "get_dataset_split_names", split_names)
+    with pytest.warns(UserWarning, match="Parquet export"):
+        assert data.hub_split_names("hf:owner/scripted") == ["train", "test", "unsupervised"]
+    assert calls == [("owner/scripted", None, {}), ("owner/scripted", None, {"revision": data.PARQUET_EXPORT})]
