@@ -37,6 +37,27 @@ def make_qt_encoder(qt, vocab, device: str = "cpu", batch_size: int = 128, max_l
     return encode
 
 
+def _hub_qt_folder(repo: str) -> Path | None:
+    """The local copy of the hub repository ``repo`` where it is a quick-thought export (its ``modules.json`` names
+    the quick-thought module), fetched into the hub's cache without its Python file: nlp_qt loads it with its own
+    code, so no ``trust_remote_code`` is needed. None for any other repository, or where the hub cannot be asked
+    (sentence-transformers then loads the id, and its errors say what is wrong)."""
+    import json
+
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    from ..modeling_qt import MODULE_TYPE
+
+    try:
+        modules = json.loads(Path(hf_hub_download(repo, "modules.json")).read_text(encoding="utf-8"))
+        if not (isinstance(modules, list) and modules and isinstance(modules[0], dict)
+                and modules[0].get("type") == MODULE_TYPE):
+            return None
+        return Path(snapshot_download(repo, ignore_patterns=["*.py"]))
+    except Exception:  # noqa: BLE001 - not a repository, no modules.json, offline: sentence-transformers' own path
+        return None
+
+
 def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
                  max_length: int | None = None, trust_remote_code: bool = False) -> tuple[Encoder, str]:
     """An ``encode(sentences) -> [n, d] float array`` for an nlp_qt model or a sentence-transformers
@@ -72,6 +93,8 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
                                 "model/), a bag-of-words folder or a sentence-transformers model")
     if not path.exists() and (model.startswith((".", "/", "~")) or os.sep in model and model.count("/") != 1):
         raise FileNotFoundError(f"--model {model}: no such folder")
+    if not path.exists() and model.count("/") == 1:  # a hub id: a quick-thought export there loads as a folder here
+        path = _hub_qt_folder(model) or path
     if path.is_dir() and not is_qt_model_dir(path) and is_qt_model_dir(path / "model"):
         path = path / "model"
     if path.is_dir() and not is_qt_model_dir(path) and not (path / "model").exists() and (

@@ -15,6 +15,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 import unicodedata
 from pathlib import Path
@@ -172,9 +173,23 @@ def test_exports_pushed_to_the_hub_load_by_their_id_without_nlp_qt(travelled, tm
         hub.add("model", repo, {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()})
     (tmp_path / "vectors").mkdir()
     models = {name: {"path": repo, "trust": name == "gru"} for name, repo in ids.items()}
+    # where nlp_qt is installed, its own code loads the export by id: no trust_remote_code, no Python fetched
+    code = ("import json, sys, nlp_qt\nenc = nlp_qt.load_encoder(sys.argv[1])\n"
+            "print(json.dumps(enc.encode(json.loads(sys.argv[2])).tolist()))")
     with hub.serving() as url:
         child = _run_child({"models": models, "sentences": SENTENCES, "out": str(tmp_path / "vectors")}, tmp_path,
                            hub_url=url)
+        before = len(hub.requests)
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                                                                 "HF_DATASETS_OFFLINE")}
+        ours = subprocess.run([sys.executable, "-c", code, ids["gru"], json.dumps(SENTENCES)], capture_output=True,
+                              text=True, timeout=300, cwd=os.getcwd(),
+                              env={**env, "HF_ENDPOINT": url, "HF_HOME": str(tmp_path / "hf_nlp_qt")})
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    asked = hub.requests[before:]
+    assert any(r.endswith("/model.safetensors") for r in asked) and not any(r.endswith(".py") for r in asked)
+    by_id = torch.tensor(json.loads(ours.stdout.strip().splitlines()[-1]))
+    assert torch.allclose(by_id, travelled["ours"]["gru"], rtol=0, atol=1e-6)
     assert child["blocked"] == []
     assert child["modules"]["gru"][0].startswith("transformers_modules.")  # the repository's modeling_qt.py
     assert any(r.startswith("GET /someone/qt-gru/resolve/") and r.endswith("/modeling_qt.py") for r in hub.requests)
