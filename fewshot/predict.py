@@ -359,7 +359,8 @@ def main(argv=None):
     from shared_losses.training.runtime import check_device
 
     p = ArgumentParser(prog="python -m fewshot.predict", description=__doc__, formatter_class=HelpFormatter)
-    p.add_argument("--model", required=True, help="a fewshot run folder (uses its model/) or an exported model folder")
+    p.add_argument("--model", required=True, help="a fewshot run folder (uses its model/), an exported model folder, "
+                   "or OWNER/NAME: an export shared on the Hugging Face hub (fetched into its cache)")
     p.add_argument("--input", required=True,
                    help="texts: .txt (one per line; also .txt.gz), .csv/.tsv, .jsonl/.json (each also .gz), .parquet "
                         "or .arrow")

@@ -106,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         "`download --data DIR` fetches SentEval's data (internet); `build-human --data DIR` writes the "
         "human-labeled tasks (offline).",
     )
-    p.add_argument("--model", required=True, help="nlp_qt run/model folder, or a sentence-transformers model path/name")
+    p.add_argument("--model", required=True, help="nlp_qt run/model folder, or a sentence-transformers model path/name "
+                   "(a hub id OWNER/NAME; an nlp_qt export on the hub loads with nlp_qt's own code)")
     p.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS),
                    help="tasks to evaluate (default: SentEval's six, " + " ".join(ALL_TASKS) + "; with --data human "
                    "the human-labeled ones, " + " ".join(HUMAN_TASKS) + ")")
