@@ -72,28 +72,30 @@ def load_splits(cfg):
     if note:
         print(f"{cfg.dataset}: {note}")
     eval_split = hub_eval_split(cfg) if hub and cfg.eval_file is None else None
-    if eval_split is not None:  # the hub dataset's own labeled evaluation split
-        eval_x, eval_raw = _hub_labeled(cfg.dataset, eval_split, cfg.text_column, cfg.label_column)
-        kept_eval, eval_y = rule.apply(eval_raw, f"--dataset {cfg.dataset} ({eval_split} split)",
-                                       known=label_values(train_raw), known_from="its train split")
-        train_x, eval_x = [train_x[i] for i in kept], [eval_x[i] for i in kept_eval]
-        print(f"{cfg.dataset}: training pool from its train split ({len(train_y)} examples), evaluation on its "
-              f"{eval_split} split ({len(eval_y)})")
-        warn_overlap(train_x, eval_x, f"--dataset {cfg.dataset}'s train split", f"its {eval_split} split")
-        return train_x, train_y, eval_x, eval_y
-    if cfg.eval_file is None:  # one file: hold out a stratified evaluation split of it
+    if cfg.eval_file is None and eval_split is None:  # one file: hold out a stratified evaluation split of it
         split = held_out_split([train_x[i] for i in kept], train_y, cfg.eval_fraction, cfg.dataset)
         warn_overlap(split[0], split[2], f"--dataset {cfg.dataset}'s training part",
                      "its held-out evaluation split (texts repeated in the file)")
         return split
-    eval_x, eval_raw = read_labeled(cfg.eval_file, cfg, "--eval-file")
-    # The evaluation file gets the training file's rule. Its values must be the training file's (it may
-    # hold one class only): a value the training file lacks would silently count as negative; with
+    if eval_split is not None:  # the hub dataset's own labeled evaluation split
+        eval_x, eval_raw = _hub_labeled(cfg.dataset, eval_split, cfg.text_column, cfg.label_column)
+        train_what, eval_what, known_from = (f"--dataset {cfg.dataset}'s train split", f"its {eval_split} split",
+                                             "its train split")
+        applied_to = f"--dataset {cfg.dataset} ({eval_split} split)"
+    else:
+        eval_x, eval_raw = read_labeled(cfg.eval_file, cfg, "--eval-file")
+        train_what, eval_what, known_from = (f"--dataset {cfg.dataset}", f"--eval-file {cfg.eval_file}",
+                                             f"the training file {cfg.dataset}")
+        applied_to = eval_what
+    # The evaluation split gets the training data's rule. Its values must be the training data's (it may
+    # hold one class only): a value the training data lacks would silently count as negative; with
     # --label-map the map says where every value goes.
-    kept_eval, eval_y = rule.apply(eval_raw, f"--eval-file {cfg.eval_file}", known=label_values(train_raw),
-                                   known_from=f"the training file {cfg.dataset}")
+    kept_eval, eval_y = rule.apply(eval_raw, applied_to, known=label_values(train_raw), known_from=known_from)
     train_x, eval_x = [train_x[i] for i in kept], [eval_x[i] for i in kept_eval]
-    warn_overlap(train_x, eval_x, f"--dataset {cfg.dataset}", f"--eval-file {cfg.eval_file}")
+    if eval_split is not None:
+        print(f"{cfg.dataset}: training pool from its train split ({len(train_y)} examples), evaluation on its "
+              f"{eval_split} split ({len(eval_y)})")
+    warn_overlap(train_x, eval_x, train_what, eval_what)
     return train_x, train_y, eval_x, eval_y
 
 

@@ -183,15 +183,15 @@ def _from_pretrained(loader, name: str, what: str):
         if local:
             raise ValueError(f"--encoder {name}: could not load the {what} from the folder ({_first_line(err)}); "
                              f"is it a model folder? Pass {ENCODER_KINDS}") from err
-        if "GatedRepoError" in causes:
-            from shared_losses.data import GATED_HINT
+        from shared_losses.data import GATED_HINT, NO_SUCH_HUB_MODEL, hub_refusal
 
+        refusal = hub_refusal(err)
+        if refusal == "gated":
             raise ValueError(f"--encoder {name} is a gated model on the Hugging Face hub, which this machine may not "
                              f"read: {GATED_HINT}; or pass {ENCODER_KINDS}") from err
-        if "RepositoryNotFoundError" in causes or "is not a valid model identifier" in str(err):
-            raise ValueError(f"--encoder {name} is not a model: no such local folder, and no model of that name on "
-                             "the Hugging Face hub that this machine may read (a private one needs a token: hf auth "
-                             f"login); pass {ENCODER_KINDS}") from err
+        if refusal == "missing" or "is not a valid model identifier" in str(err):
+            raise ValueError(f"--encoder {name} is not a model: no such local folder, and {NO_SUCH_HUB_MODEL}; pass "
+                             f"{ENCODER_KINDS}") from err
         if "LocalEntryNotFoundError" in causes or "OfflineModeIsEnabled" in causes:
             why = ("Offline: the Hugging Face hub could not be reached (HF_HUB_OFFLINE=1)" if _hub_offline() else
                    "Offline? The Hugging Face hub could not be reached")

@@ -58,7 +58,7 @@ def hub_model_folder(name: str) -> Path:
     which predict never runs. One line where the hub refuses or cannot be reached."""
     from huggingface_hub import snapshot_download
 
-    from shared_losses.data import GATED_HINT, hub_refusal
+    from shared_losses.data import GATED_HINT, NO_SUCH_HUB_MODEL, hub_refusal
 
     try:
         return Path(snapshot_download(name, ignore_patterns=["*.py"]))
@@ -68,9 +68,7 @@ def hub_model_folder(name: str) -> Path:
             raise ValueError(f"--model {name} is a gated model on the Hugging Face hub, which this machine may not "
                              f"read: {GATED_HINT}") from None
         if refusal == "missing":
-            raise FileNotFoundError(f"--model {name}: no such folder, and no model of that name on the Hugging Face "
-                                    "hub that this machine may read (a private one needs a token: hf auth login)"
-                                    ) from None
+            raise FileNotFoundError(f"--model {name}: no such folder, and {NO_SUCH_HUB_MODEL}") from None
         raise FileNotFoundError(f"--model {name}: no such folder, and the Hugging Face hub could not give it "
                                 f"({type(err).__name__}: {first_line(err)}); offline? pass a local folder") from None
 

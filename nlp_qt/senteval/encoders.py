@@ -142,7 +142,7 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         )
     from sentence_transformers import SentenceTransformer
 
-    from shared_losses.data import GATED_HINT, hub_refusal
+    from shared_losses.data import GATED_HINT, NO_SUCH_HUB_MODEL, hub_refusal
 
     try:
         st = SentenceTransformer(str(path) if path.exists() else model, device=device,
@@ -159,8 +159,8 @@ def load_encoder(model: str, device: str = "cpu", batch_size: int = 128,
         elif (refusal := hub_refusal(err)) == "gated":
             hint = f"a gated model: {GATED_HINT}; or pass a local model folder"
         elif refusal == "missing":
-            hint = ("the hub has no model of that name that this machine may read (a private one needs a token: hf "
-                    "auth login): check the name as the hub spells it (OWNER/NAME), or pass a local model folder")
+            hint = (f"{NO_SUCH_HUB_MODEL}: check the name as the hub spells it (OWNER/NAME), or pass a local model "
+                    "folder")
         else:
             hint = "offline? pass a local model folder"
         raise FileNotFoundError(

@@ -646,6 +646,10 @@ def hub_refusal(err: BaseException) -> str | None:
 #: how to read a gated hub repository
 GATED_HINT = "ask for access on its page on the hub, then log in on this machine (hf auth login) or set HF_TOKEN"
 
+#: what the hub's "no such repository" means for a model id (:func:`hub_refusal` ``"missing"``)
+NO_SUCH_HUB_MODEL = ("no model of that name on the Hugging Face hub that this machine may read (a private one needs a "
+                     "token: hf auth login)")
+
 
 #: what to do when the hub answers that it holds no dataset of the name given
 NO_SUCH_HUB_DATASET = ("The Hugging Face hub has no dataset of that name that this machine may read (a private or "
