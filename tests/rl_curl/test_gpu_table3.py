@@ -13,11 +13,9 @@ from tests import warm
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-# action repeat 50: a cartpole episode is 20 agent steps (1000 environment steps)
-TINY = ["--extra=--num-filters=4", "--extra=--num-layers=2", "--extra=--hidden-dim=16", "--extra=--feature-dim=8",
-        "--extra=--image-size=20", "--extra=--crop-size=16", "--extra=--seed-steps=5", "--extra=--eval-every=1000",
-        "--extra=--eval-episodes=2", "--extra=--replay-capacity=500", "--extra=--action-repeat=50",
-        "--extra=--log-every=100", "--extra=--torch-threads=1"]
+from rehearse_gpu_command import TINY_BENCH, TINY_RUNS, prepared_command  # noqa: E402
+
+TINY = list(TINY_RUNS)  # action repeat 50: a cartpole episode is 20 agent steps (1000 environment steps)
 
 
 def slice_cmd(pack, work, *args, cwd=ROOT):
@@ -345,15 +343,10 @@ def test_the_prepared_command_of_the_docs_parses_into_the_22_runs_of_the_column(
     """docs/clusters.md's prepared GPU command, as written there: its options parse, and it asks for DCL Table 3's
     cartpole column (6 objectives x 3 seeds, 5 seeds for CURL and tau+ = 0.05), checked against the repository's
     own results folder (readable, so the command does not stop there)."""
-    import re
-    import shlex
-
     import tyro
     from table3_gpu import DEFAULT_RESULTS, RunArgs, check_run_args, left_to_run, slice_commands
 
-    text = (ROOT / "docs" / "clusters.md").read_text()
-    (block,) = re.findall(r"```bash\n(bash scripts/gpu_table3\.sh --bench .*?)```", text, flags=re.S)
-    argv = shlex.split(block.replace("\\\n", " ").replace("<full sha of HEAD>", "0123456789abcdef"))
+    argv = prepared_command("0123456789abcdef")
     assert argv[:2] == ["bash", "scripts/gpu_table3.sh"]
     args = tyro.cli(RunArgs, args=["--pack", str(tmp_path / "pack"), *argv[2:]])
     check_run_args(args)
@@ -459,8 +452,7 @@ def test_slice_with_the_bench_the_speed_it_chooses_and_a_fit(tmp_path):
     import table3_gpu
 
     res = slice_cmd(tmp_path / "pack", tmp_path / "work", "--seeds", "0", "1", "--env-steps", "1000", "--deadline",
-                    "400", "--bench", "--bench-extra=--tiny", "--bench-extra=--updates=2",
-                    "--bench-extra=--repeats=1", "--bench-extra=--capacity=100", "--bench-extra=--profile-updates=2",
+                    "400", "--bench", *TINY_BENCH,
                     # the variants --speed auto chooses between (the others are the same code at other settings)
                     "--bench-extra=--variants", "--bench-extra=checked", "--bench-extra=default",
                     "--bench-extra=graphs", "--bench-extra=graphs_convrelu",
