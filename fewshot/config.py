@@ -220,8 +220,9 @@ class TextOptions(RunOptions):
     """Tokens per example (truncation)."""
     pooling: Literal["auto", "cls", "mean", "max"] = "auto"
     """Sentence vector: first token (RoBERTa/BERT `<s>`/`[CLS]`), mean or max over tokens. `auto`: what a
-    local sentence-transformers folder declares in its Pooling config (MiniLM: mean), else `cls` (the
-    BERT/RoBERTa convention; hub names are not looked up). metrics.json records the pooling used."""
+    sentence-transformers model declares in its Pooling config (MiniLM: mean), a local folder or a hub id (its
+    modules.json fetched into the hub's cache; offline, the cache's copy), else `cls` (the BERT/RoBERTa
+    convention). metrics.json records the pooling used."""
     train_layers: Optional[int] = None
     """Train only the top K transformer layers (and the heads); the embeddings and lower layers stay
     frozen (less backward work on a CPU; fewer weights moved by 20 labels). None: the whole encoder."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -64,21 +65,100 @@ def st_pooling_config(folder: Path) -> Path | None:
     return path if path.is_file() else None
 
 
+#: Hub files already asked for in this process (name, file) -> the answer of :func:`_hub_file`.
+_hub_files: dict[tuple[str, str], tuple[Path | None, str]] = {}
+
+
+def _hub_file(name: str, filename: str) -> tuple[Path | None, str]:
+    """``(path, "")`` for the file ``filename`` of the hub model ``name``, fetched or from the local cache;
+    ``(None, "absent")`` where the hub (or the cache's record of its answer) says the model has no such file;
+    ``(None, why)`` where nothing could say (offline without it in the cache, the hub unreachable or refusing the
+    name: the model's own loading reports those). Asked once per process."""
+    key = (name, filename)
+    if key in _hub_files:
+        return _hub_files[key]
+    try:
+        from huggingface_hub import hf_hub_download, try_to_load_from_cache
+        from huggingface_hub.errors import EntryNotFoundError
+    except ImportError:  # an older huggingface_hub: only the cache's answer
+        return None, "huggingface_hub has no hf_hub_download"
+    answer: tuple[Path | None, str] = (None, "offline, and not in the local cache")
+    try:
+        if not _hub_offline():
+            answer = (Path(hf_hub_download(name, filename)), "")
+    except EntryNotFoundError:  # the hub answered: the repository has no such file (recorded in the cache)
+        answer = (None, "absent")
+    except Exception as err:  # noqa: BLE001 (unreachable, a refused or invalid name, a full disk: only the cache left)
+        answer = (None, f"the hub could not be asked ({_first_line(err)})")
+    if answer[0] is None and answer[1] != "absent":
+        try:
+            cached = try_to_load_from_cache(name, filename)
+        except Exception:  # noqa: BLE001 (an id the cache's layout cannot hold)
+            cached = None
+        if isinstance(cached, str):
+            answer = (Path(cached), "")
+        elif cached is not None:  # the cache's record that the hub said there is no such file
+            answer = (None, "absent")
+    _hub_files[key] = answer
+    return answer
+
+
+def _hub_st_folder(name: str) -> tuple[Path | None, str]:
+    """The hub model ``name``'s files of a sentence-transformers layout (``modules.json`` and its Pooling module's
+    ``config.json``), fetched into (or found in) the local cache: ``(the cache's folder of them, "")``, ``(None,
+    "absent")`` for a model without ``modules.json`` (not a sentence-transformers model), ``(None, why)`` where it
+    could not be told."""
+    modules, why = _hub_file(name, "modules.json")
+    if modules is None:
+        return None, why
+    try:
+        entries = json.loads(modules.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"--pooling auto: {name}'s modules.json on the hub is not valid JSON ({err}); "
+                         "pass --pooling cls, mean or max") from None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and str(entry.get("type", "")).endswith(".Pooling"):
+            sub = str(entry.get("path", "")).strip("/")
+            config, why = _hub_file(name, f"{sub}/config.json" if sub else "config.json")
+            if config is None and why != "absent":
+                return None, why
+            break
+    return modules.parent, ""
+
+
 def resolve_pooling(pooling: str, encoder: str) -> tuple[str, str]:
     """``(pooling, where it came from)``. An explicit ``cls`` / ``mean`` / ``max`` is kept. ``auto``: the
-    pooling a local sentence-transformers folder declares (its Pooling module's config.json, e.g.
-    MiniLM's ``1_Pooling/config.json``: mean), else ``cls``, the first-token convention of BERT / RoBERTa
-    (and the default before ``auto``). Hub names are not looked up (no network; deterministic): pass
-    --pooling for a sentence-transformers model on the hub, or a local copy of it."""
+    pooling a sentence-transformers model declares (its Pooling module's config.json, e.g. MiniLM's
+    ``1_Pooling/config.json``: mean), in a local folder or, for a hub id, on the hub (``modules.json`` and that
+    config, fetched into the local cache; offline, the cache's copy), else ``cls``, the first-token convention of
+    BERT / RoBERTa (and the default before ``auto``). A hub id whose layout cannot be told (offline and not in the
+    cache, the hub unreachable) gets ``cls`` with a warning naming ``--pooling``."""
     if pooling in POOLINGS:
         return pooling, "--pooling"
     if pooling != "auto":
         raise ValueError(f"--pooling must be auto, {', '.join(POOLINGS)}; got {pooling!r}")
-    path = Path(os.path.expanduser(resolve_encoder(encoder)))
-    found = st_pooling_config(path) if path.is_dir() else None
-    if found is None:
-        return "cls", ("auto: first token (the BERT/RoBERTa convention; the encoder is not a local "
-                       "sentence-transformers folder)")
+    resolved = resolve_encoder(encoder)
+    path = Path(os.path.expanduser(resolved))
+    if path.is_dir() or path.exists() or looks_local(resolved):
+        found = st_pooling_config(path) if path.is_dir() else None
+        if found is None:
+            return "cls", ("auto: first token (the BERT/RoBERTa convention; the encoder is not a local "
+                           "sentence-transformers folder)")
+    else:
+        folder, why = _hub_st_folder(resolved)
+        found = st_pooling_config(folder) if folder is not None else None
+        if found is None:
+            if why == "absent":
+                return "cls", (f"auto: first token (the BERT/RoBERTa convention; {resolved} on the hub is not a "
+                               "sentence-transformers model)")
+            if folder is not None:
+                return "cls", (f"auto: first token (the BERT/RoBERTa convention; {resolved} on the hub declares no "
+                               "Pooling module)")
+            if _hub_file(resolved, "config.json")[0] is not None:  # else loading the model fails and says why
+                warnings.warn(f"--pooling auto: whether {resolved} is a sentence-transformers model (which declares "
+                              f"its pooling) could not be told: {why}; using the first token (cls), the BERT/RoBERTa "
+                              "convention. Pass --pooling mean (or cls, max) to choose", stacklevel=2)
+            return "cls", f"auto: first token (not told whether {resolved} is a sentence-transformers model: {why})"
     try:
         modes = json.loads(found.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:

@@ -93,9 +93,12 @@ class FakeHub:
     def _json(self, h, obj, head=False):
         self._send(h, 200, json.dumps(obj).encode(), {"Content-Type": "application/json"}, head)
 
-    def _missing(self, h, code: str, head=False):
+    def _missing(self, h, code: str, head=False, commit: str | None = None):
+        """A 404 with the hub's error code; a file missing at a revision that exists also names that revision's
+        commit (X-Repo-Commit), as the hub does: huggingface_hub then records in its cache that the file is absent."""
+        extra = {"X-Repo-Commit": commit} if commit else {}
         self._send(h, 404, json.dumps({"error": code}).encode(), {"X-Error-Code": code,
-                                                                   "Content-Type": "application/json"}, head)
+                                                                   "Content-Type": "application/json", **extra}, head)
 
     def _refuse_gated(self, h, kind: str, rid: str, head: bool) -> bool:
         if (kind, rid) not in self.gated:
@@ -138,7 +141,7 @@ class FakeHub:
             return self._missing(h, "RevisionNotFound", head)
         files = self.repos[(kind, rid)][revision]
         if path not in files:
-            return self._missing(h, "EntryNotFound", head)
+            return self._missing(h, "EntryNotFound", head, self.commit(kind, rid, revision))
         body = files[path]
         etag = hashlib.sha1(body).hexdigest()
         self._send(h, 200, body, {"X-Repo-Commit": self.commit(kind, rid, revision), "ETag": f'"{etag}"',

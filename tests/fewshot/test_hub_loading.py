@@ -108,6 +108,10 @@ def test_the_paper_setting_trains_from_the_hub_and_again_offline_from_its_cache(
     assert res.returncode == 0, res.stderr[-3000:]
     again = json.loads((tmp_path / "offline" / "metrics.json").read_text())
     assert again["eval_accuracy"] == metrics["eval_accuracy"]
+    # roberta-base is no sentence-transformers model: the first token online, and offline from the cache's record of
+    # the hub's answer, without a warning
+    assert metrics["pooling"] == again["pooling"] == "cls" and "could not be told" not in res.stderr
+    assert "roberta-base on the hub is not a sentence-transformers model" in again["pooling_source"]
 
     # what the run exported, shared as a hub repository, classifies by its id in transformers' pipeline (the
     # model's code fetched from the repository) as the folder does here
@@ -220,6 +224,57 @@ print(json.dumps(said))
         assert "gated model" in gated and "hf auth login" in gated and "no model of that name" not in gated
         assert "no model of that name" in missing and "private one needs a token" in missing
         assert "offline" not in (gated + missing).lower()
+
+
+def test_pooling_auto_reads_a_hub_models_sentence_transformers_layout_online_and_from_the_cache(tiny_encoder, tmp_path):
+    """--pooling auto for a hub id: a sentence-transformers model pools as its Pooling module says (it took the
+    first token before, whatever the model was trained with); a plain model takes the first token, and the hub's
+    "no modules.json" is remembered by the cache, so the same answer comes offline without a warning; where nothing
+    can tell (offline, never fetched) the first token comes with a warning naming --pooling."""
+    hub = FakeHub()
+    files = {p.name: p.read_bytes() for p in Path(tiny_encoder).iterdir() if p.is_file()}
+    pooling = lambda mode: json.dumps({f"pooling_mode_{m}": m == mode
+                                       for m in ("cls_token", "mean_tokens", "max_tokens")}).encode()
+    modules = lambda path: json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": path, "type": "sentence_transformers.models.Pooling"}]).encode()
+    hub.add("model", "someone/st-mean", {**files, "modules.json": modules("1_Pooling"),
+                                         "1_Pooling/config.json": pooling("mean_tokens")})
+    hub.add("model", "someone/st-max", {**files, "modules.json": modules("pool"),  # the module named there wins
+                                        "pool/config.json": pooling("max_tokens"),
+                                        "1_Pooling/config.json": pooling("mean_tokens")})
+    hub.add("model", "someone/plain", files)
+    hub.add("model", "someone/st-seen-by-transformers", {**files, "modules.json": modules("1_Pooling"),
+                                                          "1_Pooling/config.json": pooling("mean_tokens")})
+    code = ("import json, sys, warnings\nfrom fewshot.model import resolve_pooling\n"
+            "from huggingface_hub import hf_hub_download\nwarnings.simplefilter('always')\n"
+            "names, fetch = sys.argv[1].split(), sys.argv[2].split()\n"
+            "[hf_hub_download(n, 'config.json') for n in fetch]\n"  # a model's files fetched by another tool
+            "print(json.dumps({n: resolve_pooling('auto', n) for n in names}))")
+    names = "someone/st-mean someone/st-max someone/plain"
+    with hub.serving() as url:
+        online = subprocess.run([sys.executable, "-c", code, names, "someone/st-seen-by-transformers"],
+                                capture_output=True, text=True, timeout=300, env=_online_env(tmp_path, url),
+                                cwd=os.getcwd())
+    assert online.returncode == 0, online.stderr[-3000:]
+    offline_env = {**_online_env(tmp_path, "http://127.0.0.1:9"), **{k: "1" for k in OFFLINE}}
+    unknown = "someone/st-seen-by-transformers someone/never-fetched"
+    offline = subprocess.run([sys.executable, "-c", code, f"{names} {unknown}", ""], capture_output=True,
+                             text=True, timeout=300, env=offline_env, cwd=os.getcwd())
+    assert offline.returncode == 0, offline.stderr[-3000:]
+    for res in (online, offline):
+        got = json.loads(res.stdout.strip().splitlines()[-1])
+        assert [got[n][0] for n in names.split()] == ["mean", "max", "cls"]
+        assert got["someone/st-max"][1].endswith("pool/config.json")
+        assert "someone/plain on the hub is not a sentence-transformers model" in got["someone/plain"][1]
+    assert "could not be told" not in online.stderr
+    # offline, a model whose files came from elsewhere (modules.json never asked for): the first token, said once;
+    # a model not in the cache at all: no warning (loading it fails and says why)
+    got = json.loads(offline.stdout.strip().splitlines()[-1])
+    assert got["someone/st-seen-by-transformers"][0] == got["someone/never-fetched"][0] == "cls"
+    assert offline.stderr.count("could not be told") == 1
+    assert "whether someone/st-seen-by-transformers is a sentence-transformers model" in offline.stderr
+    assert "Pass --pooling mean" in offline.stderr
 
 
 def test_a_hub_dataset_by_name_trains_and_is_scored_on_its_own_labeled_split(tiny_encoder, tmp_path):
