@@ -620,7 +620,28 @@ def _script_free(call, repo: str, *args, **kwargs):
             raise
         warnings.warn(f"the hub dataset {repo} holds a loading script, which this version of datasets does not run "
                       f"({err}); reading the hub's Parquet export of it ({PARQUET_EXPORT}) instead", stacklevel=3)
+    partial = partial_export_folders(repo)
+    if partial:
+        warnings.warn(f"the hub's Parquet export of {repo} is partial ({', '.join(partial)}: the hub converts only "
+                      "the first part of a large dataset): what is read of those splits is that part, not the whole "
+                      "dataset", stacklevel=3)
     return call(repo, *args, **{**kwargs, "revision": PARQUET_EXPORT})
+
+
+@functools.lru_cache(maxsize=64)
+def partial_export_folders(repo: str) -> tuple[str, ...]:
+    """The folders of the hub's Parquet export of ``repo`` (:data:`PARQUET_EXPORT`) that hold only a part of a split
+    (the hub names them ``partial-SPLIT``, e.g. ``plain_text/partial-train``, where a dataset is too large to convert
+    whole; datasets reads such a folder as the split ``SPLIT``), sorted; none where the export is whole or cannot be
+    listed (offline: loading it says so). Asked once per process."""
+    try:
+        from huggingface_hub import HfApi
+
+        files = HfApi().list_repo_files(repo, repo_type="dataset", revision=PARQUET_EXPORT)
+    except Exception:  # noqa: BLE001 - offline, an unknown name, an old huggingface_hub: nothing to say
+        return ()
+    return tuple(sorted({"/".join(parts[:i + 1]) for parts in (f.split("/") for f in files)
+                         for i, part in enumerate(parts[:-1]) if part.startswith("partial-")}))
 
 
 def hub_refusal(err: BaseException) -> str | None:

@@ -171,22 +171,32 @@ def test_a_hub_corpus_with_a_bare_name_and_only_a_loading_script_streams_from_th
         "wikitext-103-raw-v1/train-00000-of-00001.parquet": _parquet({"text": ["A long article ."]}),
         "wikitext-2-raw-v1/train-00000-of-00001.parquet": _parquet({"text": ["A short one ."]})})
     hub.move("dataset", "wikitext", "Salesforce/wikitext")
+    hub.add("dataset", "someone/huge-books", {"README.md": b"---\npretty_name: huge\n---\n", "huge-books.py": b"#\n"})
+    hub.add("dataset", "someone/huge-books",  # too large for the hub to convert whole: the first part of train
+            {"default/partial-train/0000.parquet": _parquet({"text": ["only the first part ."]})},
+            revision="refs/convert/parquet")
     code = ("import json, sys\nfrom nlp_qt.corpus import CorpusError, iter_corpus\n"
             "for bad in ('hf:someone/no-such-corpus', 'hf:wikitext'):\n"
             "    try:\n        list(iter_corpus(bad))\n"
             "    except CorpusError as err:\n        print(err, file=sys.stderr)\n"
             "print(json.dumps([s for _, s in iter_corpus('hf:wikitext:wikitext-2-raw-v1')]))\n"
-            "print(json.dumps([s for _, s in iter_corpus('hf:bookcorpus')]))")
+            "print(json.dumps([s for _, s in iter_corpus('hf:bookcorpus')]))\n"
+            "print(json.dumps([s for _, s in iter_corpus('hf:someone/huge-books')]))")
     with hub.serving() as url:
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                              env=_online_env(tmp_path, url), cwd=os.getcwd())
     assert res.returncode == 0, res.stderr[-3000:]
-    assert json.loads(res.stdout.strip().splitlines()[-1]) == ["the first sentence .", "the second one ."]
+    assert json.loads(res.stdout.strip().splitlines()[-2]) == ["the first sentence .", "the second one ."]
     assert "holds a loading script" in res.stderr and "refs/convert/parquet" in res.stderr
+    # an export of part of a dataset is read (as datasets reads it: the train split), and said to be a part
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == ["only the first part ."]
+    assert res.stderr.count("is partial") == 1
+    assert ("the hub's Parquet export of someone/huge-books is partial (default/partial-train: the hub converts only "
+            "the first part of a large dataset)") in res.stderr
     assert "hub has no dataset of that name" in res.stderr and "Offline" not in res.stderr  # the unknown name
     assert ("the hub dataset wikitext has several configurations: name one as hf:wikitext:CONFIG, CONFIG one of "
             "['wikitext-103-raw-v1', 'wikitext-2-raw-v1']") in res.stderr
-    assert json.loads(res.stdout.strip().splitlines()[-2]) == ["A short one ."]
+    assert json.loads(res.stdout.strip().splitlines()[-3]) == ["A short one ."]
     assert "GET /api/datasets/bookcorpus" in hub.requests  # the bare name asked of the hub once, for its id
     assert not any(r.startswith(("HEAD /datasets/bookcorpus/resolve", "GET /datasets/bookcorpus/resolve"))
                    for r in hub.requests)

@@ -29,10 +29,19 @@ def hub(monkeypatch):
             return Info(state["moved"][repo_id])
         raise huggingface_hub.errors.RepositoryNotFoundError(f"no dataset {repo_id}")
 
+    def list_repo_files(self, repo_id, repo_type=None, revision=None, **kwargs):
+        assert (repo_type, revision) == ("dataset", data.PARQUET_EXPORT)
+        return state["exports"].get(repo_id, ["plain_text/train/0000.parquet"])
+
+    state["exports"] = {}  # repository -> the files of its Parquet export
     monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", dataset_info)
-    data.hub_dataset_id.cache_clear()  # the hub is asked once per name and process: each test has its own hub
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", list_repo_files)
+    caches = (data.hub_dataset_id, data.partial_export_folders)  # asked once per name and process: a hub per test
+    for cache in caches:
+        cache.cache_clear()
     yield state
-    data.hub_dataset_id.cache_clear()
+    for cache in caches:
+        cache.cache_clear()
 
 
 @pytest.fixture
@@ -87,6 +96,32 @@ def test_a_script_only_repository_is_read_from_the_parquet_export(hub, loads):
         ("bookcorpus/bookcorpus", (), {"split": "train", "streaming": True}),
         ("bookcorpus/bookcorpus", (), {"split": "train", "streaming": True, "revision": data.PARQUET_EXPORT}),
     ]
+
+
+def test_a_partial_parquet_export_is_read_and_said_to_be_a_part(hub, loads):
+    """The hub converts a very large dataset only in part (``partial-SPLIT`` folders); datasets reads such a folder
+    as the split, so a corpus would be a part of the dataset without a word."""
+    loads["script_only"].update({"owner/huge", "owner/whole"})
+    hub["exports"]["owner/huge"] = ["en/partial-train/0000.parquet", "en/partial-train/0001.parquet",
+                                    "en/validation/0000.parquet", "README.md"]
+    with pytest.warns(UserWarning) as said:
+        data.load_hub_dataset("owner/huge", split="train", streaming=True)
+    partial = [str(w.message) for w in said if "is partial" in str(w.message)]
+    assert partial == ["the hub's Parquet export of owner/huge is partial (en/partial-train: the hub converts only "
+                       "the first part of a large dataset): what is read of those splits is that part, not the whole "
+                       "dataset"]
+    with pytest.warns(UserWarning) as said:
+        data.load_hub_dataset("owner/whole", split="train", streaming=True)
+    assert not [w for w in said if "is partial" in str(w.message)]
+    assert data.partial_export_folders("owner/whole") == ()
+
+
+def test_an_export_that_cannot_be_listed_says_nothing(hub, monkeypatch):
+    def offline(self, *args, **kwargs):
+        raise huggingface_hub.errors.OfflineModeIsEnabled("offline")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "list_repo_files", offline)
+    assert data.partial_export_folders("owner/huge") == ()
 
 
 def test_a_repository_with_data_is_read_once_without_a_warning(hub, loads):
