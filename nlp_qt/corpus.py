@@ -498,7 +498,7 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
     """A streamed :mod:`datasets` iterable for a local data file/folder or a hub name."""
     import datasets
 
-    from shared_losses.data import NO_SUCH_HUB_DATASET, hub_choice_error, hub_refusal, load_hub_dataset
+    from shared_losses.data import hub_choice_error, hub_dataset_hint, load_hub_dataset
 
     path = Path(source.removeprefix("hf:"))
     try:
@@ -529,12 +529,9 @@ def _load_datasets_stream(source: str, text_column: str, split: str):
         choice = hub_choice_error(source, split, err) if source.startswith("hf:") else None
         if choice is not None:
             raise CorpusError(choice) from err
-        why = (f"{NO_SUCH_HUB_DATASET}, or" if hub_refusal(err) else
-               "Offline? Hub corpora such as BookCorpus need internet access (or HF_HUB_OFFLINE unset and a "
-               "warm cache); otherwise")
         raise CorpusError(
             f"could not load dataset {source!r} with datasets.load_dataset ({type(err).__name__}: {err}). "
-            f"{why} pass a local text file/folder or a local .jsonl/.parquet file."
+            f"{hub_dataset_hint(err)}; or pass a local text file/folder or a local .jsonl/.parquet file."
         ) from err
 
 

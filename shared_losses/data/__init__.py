@@ -710,15 +710,34 @@ def hub_choice_error(source: str, split: str, err: BaseException, reads: str = "
     return None
 
 
+#: what datasets raises where a repository the hub holds has no data files it can read (by class name, through
+#: the errors it was raised from)
+NO_DATA_FILES = ("DataFilesNotFoundError", "EmptyDatasetError")
+
+
+def hub_dataset_hint(err: BaseException) -> str:
+    """What to check after datasets' or the hub's ``err`` for a hub dataset, one sentence without its full stop: the
+    name or the access where the hub refused it (:data:`NO_SUCH_HUB_DATASET`), the repository's files where the hub
+    holds it but datasets found no data files in it, else the network (offline, unreachable, a cache without it)."""
+    if hub_refusal(err):
+        return NO_SUCH_HUB_DATASET
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if {c.__name__ for c in type(err).__mro__} & set(NO_DATA_FILES):
+            return ("The hub holds that dataset, but datasets found no data files in it that it reads (Parquet, "
+                    "CSV, JSON, text, ...): check its files on the hub")
+        err = err.__cause__ or err.__context__
+    return "Offline? A hub dataset needs internet access (or a warm cache with HF_HUB_OFFLINE=1)"
+
+
 def _hub_data_error(source: str, split: str, err: BaseException, reads: str) -> DataError:
     """The one-line :class:`DataError` for datasets' or the hub's ``err`` on ``source``'s split ``split``."""
     choice = hub_choice_error(source, split, err, reads)
     if choice is not None:
         return DataError(choice)
-    why = f"{NO_SUCH_HUB_DATASET}" if hub_refusal(err) else (
-        "Offline? A hub dataset needs internet access (or a warm cache with HF_HUB_OFFLINE=1)")
-    return DataError(f"could not load {source} ({type(err).__name__}: {' '.join(str(err).split())[:300]}). {why}; "
-                     "or pass a local file")
+    return DataError(f"could not load {source} ({type(err).__name__}: {' '.join(str(err).split())[:300]}). "
+                     f"{hub_dataset_hint(err)}; or pass a local file")
 
 
 def hub_split_names(source: str) -> list[str]:
@@ -759,9 +778,8 @@ def load_sst2(split: str):
     try:
         ds = load_hub_dataset(GLUE, "sst2", split=split)
     except Exception as err:  # noqa: BLE001
-        why = f"{NO_SUCH_HUB_DATASET}." if hub_refusal(err) else "Offline?"
         raise DataError(
-            f"could not load glue/sst2 ({type(err).__name__}: {err}). {why} Use a local file "
+            f"could not load glue/sst2 ({type(err).__name__}: {err}). {hub_dataset_hint(err)}. Use a local file "
             "(--dataset path/to/train.tsv --eval-file path/to/dev.tsv) or --dataset drugreview."
         ) from err
     return list(ds["sentence"]), [int(x) for x in ds["label"]]

@@ -170,11 +170,19 @@ def _unreachable(path):
     return ConnectionError(f"Couldn't reach '{path}' on the Hub (LocalEntryNotFoundError)")
 
 
+def _no_data_files(path):
+    from datasets.exceptions import DataFilesNotFoundError
+
+    return DataFilesNotFoundError(f"No (supported) data files found in {path}")
+
+
 @pytest.mark.parametrize("error,said,not_said", [(_no_such_dataset, "hub has no dataset of that name", "Offline"),
-                                                 (_unreachable, "Offline", "no dataset of that name")])
+                                                 (_unreachable, "Offline", "no dataset of that name"),
+                                                 (_no_data_files, "found no data files in it", "Offline")])
 def test_a_name_the_hub_does_not_hold_is_told_apart_from_being_offline(hub, monkeypatch, error, said, not_said):
     """The hub's "no such dataset" was answered with "Offline? ... need internet access", which sends a user who is
-    online and mistyped a name to look at the network."""
+    online and mistyped a name to look at the network; so was a repository the hub holds in which datasets found no
+    data files it reads."""
     from nlp_qt.corpus import CorpusError, iter_dataset_sentences
 
     def load_dataset(path, *args, **kwargs):
