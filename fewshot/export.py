@@ -46,7 +46,7 @@ from shared_losses.training.runtime import check_finite_weights, check_parent_fo
 
 from .config import PU_OBJECTIVE, AnyConfig, ImageConfig, TextOptions, config_for
 from .data import check_same_data, class_names, data_fingerprints
-from .model import EXPORT_ENCODER_DIR, EXPORT_MARKER, FewShotModel, load_tokenizer, resolve_pooling
+from .model import EXPORT_ENCODER_DIR, EXPORT_MARKER, FewShotModel, hub_revision, load_tokenizer, resolve_pooling
 from .objectives import ALL_OBJECTIVES
 
 MODEL_DIR = "model"
@@ -297,6 +297,7 @@ def export_model(cfg: TextOptions, model: FewShotModel, tokenizer, pooling: str,
     info = {"objective": PU_OBJECTIVE if cfg.setting == "pu" else cfg.objective, "setting": cfg.setting,
             "head": kind, "pooling": pooling,
             "pooling_source": pooling_source, "max_length": cfg.max_length, "encoder": cfg.encoder,
+            "encoder_revision": hub_revision(cfg.encoder),
             # the training's column, which fewshot.predict takes by default: recorded here, the export travels alone
             "text_column": cfg.text_column,
             "labels": {"0": names[0], "1": names[1]}, "eval_accuracy": eval_accuracy,

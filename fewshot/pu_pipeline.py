@@ -21,6 +21,7 @@ from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE
 from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
 from .heads import tokenize
+from .model import hub_revision
 from .run import FewShotRunApp, capped_batches_line, forward_views, prepare, process_share
 from .scores import majority_percent
 
@@ -149,7 +150,7 @@ class PuApp(FewShotRunApp):
             "probes": {"pretrained_encoder": self.baseline, "punce_encoder": trained},
             "eval_scores": self.scores["nnpu"] if self.scores else None,
             "train_seconds": time.monotonic() - self.t0, "pooling": run.pooling, "pooling_source": run.pooling_source,
-            "n_eval": len(run.eval_y),
+            "encoder_revision": hub_revision(cfg.encoder), "n_eval": len(run.eval_y),
             "majority_accuracy": majority_percent(run.eval_y) if len(run.eval_y) else None,
         }
         if from_files:

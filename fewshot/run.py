@@ -22,7 +22,7 @@ from .data import (check_same_data, data_fingerprints, hub_eval_split, is_hub, l
                    sample_fewshot)
 from .heads import embed_all
 from .objectives import ALL_OBJECTIVES
-from .model import FewShotModel, count_cut, load_tokenizer, max_length_error, resolve_pooling
+from .model import FewShotModel, count_cut, hub_revision, load_tokenizer, max_length_error, resolve_pooling
 from .prior import ESTIMATE_HINTS, elkan_noto_prior, warn_given_prior
 from .scores import majority_percent, percent_agree
 
@@ -606,7 +606,7 @@ def run_metrics(cfg, run, eval_accuracy: float, heads: dict, history: list, trai
         "exact_prior": run.exact_prior,
         "steps": cfg.max_steps if ALL_OBJECTIVES.get(cfg.objective).trains_encoder else 0,
         "n_eval": len(run.eval_y), "history": history, "train_seconds": train_seconds, "eval_split": split,
-        "pooling": run.pooling, "pooling_source": run.pooling_source,
+        "pooling": run.pooling, "pooling_source": run.pooling_source, "encoder_revision": hub_revision(cfg.encoder),
     }
 
 

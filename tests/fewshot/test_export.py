@@ -310,6 +310,7 @@ def test_pooling_auto(tiny_encoder, tmp_path):
                export=False)
     metrics = train(cfg)
     assert metrics["pooling"] == "cls" and metrics["pooling_source"].startswith("auto")
+    assert metrics["encoder_revision"] is None  # a local folder: no hub commit to record
     assert json.loads((tmp_path / "auto" / "config.json").read_text())["pooling"] == "auto"
     old = {**json.loads((tmp_path / "auto" / "config.json").read_text()), "pooling": "cls"}
     old.pop("export")  # a free field may be absent

@@ -112,6 +112,9 @@ def test_the_paper_setting_trains_from_the_hub_and_again_offline_from_its_cache(
     # the hub's answer, without a warning
     assert metrics["pooling"] == again["pooling"] == "cls" and "could not be told" not in res.stderr
     assert "roberta-base on the hub is not a sentence-transformers model" in again["pooling_source"]
+    # the commit of the model's files the run loaded, online and offline alike
+    assert metrics["encoder_revision"] == again["encoder_revision"] == hub.commit("model", "FacebookAI/roberta-base",
+                                                                                 "main")
 
     # what the run exported, shared as a hub repository, classifies by its id in transformers' pipeline (the
     # model's code fetched from the repository) as the folder does here
