@@ -47,21 +47,26 @@ ST_POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens":
                     "pooling_mode_max_tokens": "max"}
 
 
+def pooling_module(modules: Path, what: str) -> str | None:
+    """The folder (relative, ``""`` for the model's own) of the Pooling module that the sentence-transformers file
+    ``modules`` (``modules.json``) names, or None where it names none; ``what`` names the file in the error for one
+    that is not JSON."""
+    try:
+        entries = json.loads(modules.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"--pooling auto: {what} is not valid JSON ({err}); pass --pooling cls, mean or max") from None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and str(entry.get("type", "")).endswith(".Pooling"):
+            return str(entry.get("path", "")).strip("/")
+    return None
+
+
 def st_pooling_config(folder: Path) -> Path | None:
     """The Pooling module's config.json of a local sentence-transformers folder (the module that
     modules.json names, else ``1_Pooling/``), or None when the folder has none."""
     modules = folder / "modules.json"
-    if modules.is_file():
-        try:
-            entries = json.loads(modules.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as err:
-            raise ValueError(f"--pooling auto: {modules} is not valid JSON ({err}); "
-                             "pass --pooling cls, mean or max") from None
-        for entry in entries if isinstance(entries, list) else []:
-            if isinstance(entry, dict) and str(entry.get("type", "")).endswith(".Pooling"):
-                path = folder / str(entry.get("path", "")) / "config.json"
-                return path if path.is_file() else None
-    path = folder / "1_Pooling" / "config.json"
+    sub = pooling_module(modules, str(modules)) if modules.is_file() else None
+    path = folder / (sub if sub is not None else "1_Pooling") / "config.json"
     return path if path.is_file() else None
 
 
@@ -111,18 +116,11 @@ def _hub_st_folder(name: str) -> tuple[Path | None, str]:
     modules, why = _hub_file(name, "modules.json")
     if modules is None:
         return None, why
-    try:
-        entries = json.loads(modules.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"--pooling auto: {name}'s modules.json on the hub is not valid JSON ({err}); "
-                         "pass --pooling cls, mean or max") from None
-    for entry in entries if isinstance(entries, list) else []:
-        if isinstance(entry, dict) and str(entry.get("type", "")).endswith(".Pooling"):
-            sub = str(entry.get("path", "")).strip("/")
-            config, why = _hub_file(name, f"{sub}/config.json" if sub else "config.json")
-            if config is None and why != "absent":
-                return None, why
-            break
+    sub = pooling_module(modules, f"{name}'s modules.json on the hub")
+    if sub is not None:
+        config, why = _hub_file(name, f"{sub}/config.json" if sub else "config.json")
+        if config is None and why != "absent":
+            return None, why
     return modules.parent, ""
 
 
