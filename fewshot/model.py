@@ -129,7 +129,7 @@ def hub_revision(encoder: str) -> str | None:
     the run loaded, online or offline: the snapshot folder transformers read), for the records: a model on the hub
     may change under the same id. None for a local folder, ``minilm`` or a model not in the cache."""
     resolved = resolve_encoder(encoder)
-    if Path(os.path.expanduser(resolved)).exists() or looks_local(resolved):
+    if not is_hub_id(resolved):
         return None
     try:
         from huggingface_hub import try_to_load_from_cache
@@ -154,7 +154,7 @@ def resolve_pooling(pooling: str, encoder: str) -> tuple[str, str]:
         raise ValueError(f"--pooling must be auto, {', '.join(POOLINGS)}; got {pooling!r}")
     resolved = resolve_encoder(encoder)
     path = Path(os.path.expanduser(resolved))
-    if path.is_dir() or path.exists() or looks_local(resolved):
+    if not is_hub_id(resolved):
         found = st_pooling_config(path) if path.is_dir() else None
         if found is None:
             return "cls", ("auto: first token (the BERT/RoBERTa convention; the encoder is not a local "
@@ -185,6 +185,12 @@ def resolve_pooling(pooling: str, encoder: str) -> tuple[str, str]:
         raise ValueError(f"--pooling auto: {found} asks for {', '.join(on) or 'no pooling mode'}, which fewshot does "
                          "not implement (it has cls, mean and max, one at a time); pass --pooling cls, mean or max")
     return ST_POOLING_MODES[on[0]], f"auto: {found}"
+
+
+def is_hub_id(resolved: str) -> bool:
+    """Whether the encoder ``resolved`` (after :func:`resolve_encoder`) names a model on the hub: nothing of that
+    path here, and not a name that can only be a local folder (:func:`looks_local`)."""
+    return not (Path(os.path.expanduser(resolved)).exists() or looks_local(resolved))
 
 
 def looks_local(name: str) -> bool:
