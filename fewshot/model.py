@@ -125,20 +125,12 @@ def _hub_st_folder(name: str) -> tuple[Path | None, str]:
 
 
 def hub_revision(encoder: str) -> str | None:
-    """The commit of the hub model ``encoder`` whose files this machine's cache holds for its main branch (the one
-    the run loaded, online or offline: the snapshot folder transformers read), for the records: a model on the hub
-    may change under the same id. None for a local folder, ``minilm`` or a model not in the cache."""
-    resolved = resolve_encoder(encoder)
-    if not is_hub_id(resolved):
-        return None
-    try:
-        from huggingface_hub import try_to_load_from_cache
+    """The commit of the hub model ``encoder`` whose files the run loaded (:func:`shared_losses.data.
+    hub_model_revision`); None for a local folder or ``minilm``."""
+    from shared_losses.data import hub_model_revision
 
-        cached = try_to_load_from_cache(resolved, "config.json")
-    except Exception:  # noqa: BLE001 (an id the cache's layout cannot hold, an old huggingface_hub)
-        return None
-    parts = Path(cached).parts if isinstance(cached, str) else ()
-    return parts[parts.index("snapshots") + 1] if "snapshots" in parts[:-1] else None
+    resolved = resolve_encoder(encoder)
+    return hub_model_revision(resolved) if is_hub_id(resolved) else None
 
 
 def resolve_pooling(pooling: str, encoder: str) -> tuple[str, str]:

@@ -202,8 +202,20 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
 
     todo = [t for t in tasks if t not in done]
     results = dict(done)
+    # a hub model's commit (the snapshot of the hub's cache it loads from): the tasks of one output are of one model
+    saved_revision = json.loads(Path(a.output).read_text()).get("model_revision") if done else None
+    settings["model_revision"] = saved_revision
     if todo:
         encode, desc = load_encoder(a.model, a.device, a.batch_size, a.max_length, a.trust_remote_code)
+        from shared_losses.data import hub_model_revision
+
+        revision = None if Path(a.model).expanduser().exists() else hub_model_revision(a.model)
+        if saved_revision is not None and revision != saved_revision:
+            raise ValueError(f"--resume: the tasks in --output {a.output} were scored with {a.model} at the hub's "
+                             f"commit {saved_revision}, and the hub's cache now holds {revision} (the model changed "
+                             "on the hub): evaluate into another --output, or pass --overwrite instead of --resume "
+                             "to score every task again")
+        settings["model_revision"] = revision
         results.update(evaluate(encode, root, todo, a.kfold, a.inner_kfold, a.seed, verbose=not a.json,
                                 jobs=a.jobs, folds=a.folds,
                                 on_task=(lambda t, so_far: save({**done, **so_far})) if a.output else None,

@@ -710,6 +710,20 @@ def hub_choice_error(source: str, split: str, err: BaseException, reads: str = "
     return None
 
 
+def hub_model_revision(repo_id: str) -> str | None:
+    """The commit of the snapshot that this machine's hub cache holds for the main branch of the model ``repo_id``
+    (the folder transformers and sentence-transformers load it from, online or offline), for a run's records: a model
+    on the hub may change under the same id. None where the cache holds none of it (or ``repo_id`` is no hub id)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # noqa: BLE001 - an id the cache's layout cannot hold, an old huggingface_hub
+        return None
+    parts = Path(cached).parts if isinstance(cached, str) else ()
+    return parts[parts.index("snapshots") + 1] if "snapshots" in parts[:-1] else None
+
+
 #: what datasets raises where a repository the hub holds has no data files it can read (by class name, through
 #: the errors it was raised from)
 NO_DATA_FILES = ("DataFilesNotFoundError", "EmptyDatasetError")

@@ -129,14 +129,28 @@ def test_cli_with_a_sentence_transformers_model_from_the_hub_scores_as_its_local
             {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()})
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
                                                              "HF_DATASETS_OFFLINE")}
-    results = {}
+    results, out = {}, tmp_path / "scores.json"
+    command = lambda model, *more: [sys.executable, "-m", "nlp_qt.senteval", "--model", model, "--data", str(root),
+                                    "--kfold", "2", "--json", *more]
     with hub.serving() as url:
+        hub_env = {**env, "HF_ENDPOINT": url, "HF_HOME": str(tmp_path / "hf")}
         for name, model in (("hub", "sentence-transformers/all-MiniLM-L6-v2"), ("local", str(folder))):
-            res = warm.run([sys.executable, "-m", "nlp_qt.senteval", "--model", model, "--tasks", "MR", "--data",
-                            str(root), "--kfold", "2", "--json"], capture_output=True, text=True, timeout=600,
-                           env={**env, "HF_ENDPOINT": url, "HF_HOME": str(tmp_path / "hf")}, cwd=tmp_path)
+            res = warm.run(command(model, "--tasks", "MR", "--output", str(tmp_path / f"{name}.json")),
+                           capture_output=True, text=True, timeout=600, env=hub_env, cwd=tmp_path)
             assert res.returncode == 0, res.stderr[-3000:]
             results[name] = json.loads(res.stdout.strip().splitlines()[-1])
+        # the output names the hub's commit of the model it scored; a resume with the model changed on the hub since
+        # (here: the recorded commit made another) is refused before anything is scored or written
+        recorded = json.loads((tmp_path / "hub.json").read_text())
+        assert recorded["model_revision"] == hub.commit("model", "sentence-transformers/all-MiniLM-L6-v2", "main")
+        assert json.loads((tmp_path / "local.json").read_text())["model_revision"] is None
+        out.write_text(json.dumps({**recorded, "model_revision": "0" * 40}))
+        before = out.read_text()
+        res = warm.run(command("sentence-transformers/all-MiniLM-L6-v2", "--tasks", "MR", "CR", "--output", str(out),
+                               "--resume"), capture_output=True, text=True, timeout=600, env=hub_env, cwd=tmp_path)
+        assert res.returncode == 2 and out.read_text() == before
+        now = recorded["model_revision"]
+        assert f"at the hub's commit {'0' * 40}, and the hub's cache now holds {now}" in res.stderr
     for res in results.values():
         res["MR"].pop("seconds")
     assert results["hub"] == results["local"] and results["hub"]["MR"]["n"] == 24
