@@ -15,9 +15,10 @@ on the CPU and at tiny sizes:
 3. checks the pack (its six files), imports it with ``scripts/table3_gpu.py import --into`` a scratch results
    folder, and checks that the repository's tree is as it was (``git status``).
 
-It needs a package registry (step 1, about 3 GB for torch's CUDA build the first time) and ``.whl/`` (run
-``scripts/fetch_gpu_deps.py`` first). It cannot check CUDA, NVIDIA's EGL, graph capture or any time: the first device
-command still decides those. Exit status 0 when every step passed; each failure is one line naming the step.
+It needs a package registry (step 1, the first time: torch's CUDA build and its NVIDIA libraries, 5.1 GB installed)
+and ``.whl/`` (run ``scripts/fetch_gpu_deps.py`` first). It cannot check CUDA, NVIDIA's EGL, graph capture or any
+time: the first device command still decides those. Exit status 0 when every step passed; each failure is one line
+naming the step.
 
     python scripts/rehearse_gpu_command.py --python ~/.pyenv/versions/3.12.1/bin/python
     python scripts/rehearse_gpu_command.py --python python3.12 --dry-run     # print the command, run nothing
