@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="an empty or missing folder for the wheels, the pack, the import and the log (default: a "
                         "new temporary folder, kept)")
     parser.add_argument("--timeout", type=float, default=900.0,
-                        help="seconds the command may take (default: %(default)s; it took 96-180 s on 2 cores)")
+                        help="seconds the command may take (default: %(default)s; it took 90-180 s on 2 cores)")
     parser.add_argument("--dry-run", action="store_true", help="print the command that would run, run nothing")
     args = parser.parse_args(argv)
     try:
