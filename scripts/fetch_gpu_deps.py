@@ -290,20 +290,22 @@ def fetch_gl(gl_dest: Path) -> None:
     if all(have.values()):
         print(f"  GL packages: have all {len(GL_PACKAGES)} in {gl_dest}")
         return
-    lists = Path(tempfile.gettempdir()) / "amd64"
-    (lists / "partial").mkdir(parents=True, exist_ok=True)
-    opts = ["-oAPT::Architecture=amd64", "-oAPT::Architectures=amd64", f"-oDir::State::Lists={lists}"]
-    try:
-        for step, args, cwd in (("update", ["update"], None), ("download", ["download", *GL_PACKAGES], gl_dest)):
-            proc = subprocess.run([apt, *opts, "-q", *args], cwd=cwd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-                print(f"warning: apt-get {step} failed ({last}); GL .deb packages not fetched (the GPU machine may "
-                      "already have them)")
-                return
-    except OSError as exc:
-        print(f"warning: apt-get could not run ({exc}); GL .deb packages not fetched")
-        return
+    # apt's package lists in a folder of this run's own, removed afterwards (they are tens of MB, and a fixed name
+    # in the shared temporary folder could be another user's)
+    with tempfile.TemporaryDirectory(prefix="apt_lists_") as lists:
+        (Path(lists) / "partial").mkdir()
+        opts = ["-oAPT::Architecture=amd64", "-oAPT::Architectures=amd64", f"-oDir::State::Lists={lists}"]
+        try:
+            for step, args, cwd in (("update", ["update"], None), ("download", ["download", *GL_PACKAGES], gl_dest)):
+                proc = subprocess.run([apt, *opts, "-q", *args], cwd=cwd, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+                    print(f"warning: apt-get {step} failed ({last}); GL .deb packages not fetched (the GPU machine "
+                          "may already have them)")
+                    return
+        except OSError as exc:
+            print(f"warning: apt-get could not run ({exc}); GL .deb packages not fetched")
+            return
     for pkg in GL_PACKAGES:  # keep the newest file of each package
         files = sorted(gl_dest.glob(f"{pkg}_*.deb"), key=lambda p: p.stat().st_mtime)
         for old in files[:-1]:

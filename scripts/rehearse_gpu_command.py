@@ -119,7 +119,7 @@ def git_status() -> str:
 
 
 def rehearse(py: Path, scratch: Path, sha: str, timeout: float) -> None:
-    argv = rehearsal_argv(sha)
+    argv = rehearsal_argv(sha) + [f"--work={scratch / 'work'}"]  # the runs' folders in the scratch folder too
     site, out, results = scratch / "site", scratch / "pack", scratch / "results"
     out.mkdir(parents=True)
     env = {**os.environ, "PYTHON": str(py), "GPU_SITE": str(site), "OUT": str(out)}
