@@ -208,16 +208,6 @@ def _hub_offline() -> bool:
         return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
 
 
-def _cause_names(err: BaseException) -> set[str]:
-    """The class names of ``err`` and the errors it was raised from (huggingface_hub's errors name the case)."""
-    names, seen = set(), set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        names.update(c.__name__ for c in type(err).__mro__)
-        err = err.__cause__ or err.__context__
-    return names
-
-
 #: files that make a folder a tokenizer's, besides config.json
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt", "spiece.model",
                    "sentencepiece.bpe.model", "tokenizer.model")
@@ -270,7 +260,9 @@ def _from_pretrained(loader, name: str, what: str):
         return loader.from_pretrained(path if local else name, trust_remote_code=False)
     except (OSError, ValueError) as err:
         # transformers' messages run to several lines; the command line shows one (shared_losses.training.cli.run_cli)
-        causes = _cause_names(err)
+        from shared_losses.data import error_names
+
+        causes = error_names(err)
         if "trust_remote_code" in str(err):
             raise ValueError(_own_code_error(name, "folder" if local else "hub model")) from err
         if local:

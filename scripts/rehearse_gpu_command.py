@@ -37,6 +37,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))  # table3_gpu beside it, however this is run
+from table3_gpu import BENCH_FILES, PACK_FILES  # noqa: E402
+
 #: The GPU machine's Python (major, minor) and torch.
 GPU_PYTHON = (3, 12)
 GPU_TORCH = "torch==2.11.0"
@@ -56,8 +59,8 @@ TINY_RUNS = ("--extra=--num-filters=4", "--extra=--num-layers=2", "--extra=--hid
 TINY_BENCH = ("--bench-extra=--tiny", "--bench-extra=--updates=2", "--bench-extra=--repeats=1",
               "--bench-extra=--capacity=100", "--bench-extra=--profile-updates=2")
 TINY = ("--batch-size=8", "--env-steps=1000", *TINY_RUNS, *TINY_BENCH)
-#: What the prepared command's pack holds (scripts/table3_gpu.py: PACK_FILES + BENCH_FILES).
-PACK = ("table3_runs.tar.gz", "throughput.json", "slice.txt", "update_bench.json", "selftest.txt", "profile.txt")
+#: What the prepared command's pack holds (with --bench).
+PACK = PACK_FILES + BENCH_FILES
 SHA_PLACEHOLDER = "<full sha of HEAD>"
 
 

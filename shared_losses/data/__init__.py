@@ -644,6 +644,19 @@ def partial_export_folders(repo: str) -> tuple[str, ...]:
                          for i, part in enumerate(parts[:-1]) if part.startswith("partial-")}))
 
 
+def error_names(err: BaseException) -> set[str]:
+    """The class names (with their bases) of ``err`` and of the errors it was raised from or during: the libraries'
+    errors name the case (huggingface_hub's ``GatedRepoError``, datasets' ``DataFilesNotFoundError``), often under
+    an error of their own or a ``ValueError`` of ours."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        names.update(c.__name__ for c in type(err).__mro__)
+        err = err.__cause__ or err.__context__
+    return names
+
+
 def hub_refusal(err: BaseException) -> str | None:
     """How the hub refused, where ``err`` or an error it was raised from is its answer: ``"gated"`` for a gated
     repository this machine has no access to (huggingface_hub's ``GatedRepoError``), ``"missing"`` for no repository
@@ -651,17 +664,10 @@ def hub_refusal(err: BaseException) -> str | None:
     one, or datasets' ``DatasetNotFoundError``, gated included); ``None`` otherwise (offline, a network error, a
     damaged file). Where it is not None the hub was reached: the name or the access is what to check, not the
     network."""
-    seen: set[int] = set()
-    found = None
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        names = {c.__name__ for c in type(err).__mro__}
-        if "GatedRepoError" in names:
-            return "gated"
-        if names & {"DatasetNotFoundError", "RepositoryNotFoundError"}:
-            found = "missing"
-        err = err.__cause__ or err.__context__
-    return found
+    names = error_names(err)
+    if "GatedRepoError" in names:
+        return "gated"
+    return "missing" if names & {"DatasetNotFoundError", "RepositoryNotFoundError"} else None
 
 
 #: how to read a gated hub repository
@@ -735,13 +741,9 @@ def hub_dataset_hint(err: BaseException) -> str:
     holds it but datasets found no data files in it, else the network (offline, unreachable, a cache without it)."""
     if hub_refusal(err):
         return NO_SUCH_HUB_DATASET
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        if {c.__name__ for c in type(err).__mro__} & set(NO_DATA_FILES):
-            return ("The hub holds that dataset, but datasets found no data files in it that it reads (Parquet, "
-                    "CSV, JSON, text, ...): check its files on the hub")
-        err = err.__cause__ or err.__context__
+    if error_names(err) & set(NO_DATA_FILES):
+        return ("The hub holds that dataset, but datasets found no data files in it that it reads (Parquet, CSV, "
+                "JSON, text, ...): check its files on the hub")
     return "Offline? A hub dataset needs internet access (or a warm cache with HF_HUB_OFFLINE=1)"
 
 
