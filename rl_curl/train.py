@@ -204,7 +204,7 @@ def import_compiler_first() -> None:
     """Import torch's compiler stack (``torch._dynamo``, and with it Triton where torch has it) before an environment
     loads its EGL driver. The optimisers import it anyway, but after the environment: with a CUDA build of torch
     (Triton bundles LLVM) and Mesa's EGL (llvmpipe loads the system's libLLVM), importing Triton second crashed the
-    process with a segmentation fault (seen 2026-11-26: torch 2.13.0+cu130, triton 3.7.1, Mesa EGL, Python 3.12).
+    process with a segmentation fault (seen with torch 2.13.0+cu130, triton 3.7.1, Mesa EGL, Python 3.12).
     In that order the two load side by side."""
     import torch._dynamo  # noqa: F401
 

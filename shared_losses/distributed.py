@@ -93,7 +93,7 @@ class _AllGatherCat(torch.autograd.Function):
 
 # ------------------------------------------------------------------------ a launch that silently runs one process
 
-# What `accelerate launch` (1.15) does with several CPU processes, measured on the CPU-only machine (2026-11-26):
+# What `accelerate launch` (1.15) does with several CPU processes, measured on a CPU-only machine:
 #   --cpu --num_processes N          one process (its "simple" launcher: several CPU processes only under mpirun,
 #                                    --mpirun_hostfile); it exports ACCELERATE_USE_CPU=True, ACCELERATE_MIXED_PRECISION
 #                                    and, because N > 1, MASTER_ADDR / MASTER_PORT, but no WORLD_SIZE / RANK

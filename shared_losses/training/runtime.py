@@ -1606,8 +1606,9 @@ def usable_cpus() -> int:
 def threads_within_the_cpu_limit() -> None:
     """Where neither ``--torch-threads`` nor ``OMP_NUM_THREADS`` chose torch's thread count: no more threads than
     :func:`usable_cpus`. torch follows the affinity but not a cgroup's CPU quota (a container's ``--cpus``), and
-    threads beyond the quota slow the run down (a convolution step under a 1-CPU quota, 2 cores visible: 1 thread
-    93.5-100.4 ms, 2 threads 115.8-117.4 ms, 8 threads 148.5-153.0 ms; 2026-12-06)."""
+    threads beyond the quota slow the run down (a convolution step under a 1-CPU quota with 2 cores visible was
+    fastest with 1 thread, slower with 2 and slower still with 8; the times are in
+    docs/lab_notes/2026-12-06_runs_under_a_schedulers_limits.md)."""
     if os.environ.get("OMP_NUM_THREADS"):
         return
     cap = usable_cpus()

@@ -60,7 +60,7 @@ def paired_stats(a: dict, b: dict, n_boot: int = 10_000, rng_seed: int = 0, use_
       kept (rather than scipy's default BCa) so the intervals stay comparable with the tables made before
       scipy did the computation (the same resamples, the same interval). With few seeds it is too narrow: it
       never leaves the range of the observed differences, and its nominal 95 % covered the true mean 75 % of the
-      time at 3 seeds, 84 % at 5 and 91 % at 10 (normal differences, 1000 draws each, 2026-12-06), against 95 %,
+      time at 3 seeds, 84 % at 5 and 91 % at 10 (normal differences, 1000 draws each), against 95 %,
       94 % and 96 % for the t interval: read the t interval. The tables head its column "bootstrap (percentile,
       narrow)".
 
