@@ -210,7 +210,7 @@ def global_batches(cfg, n_labeled: int, n_unlabeled: int, world: int, reads_unla
     n_lab = min(cfg.batch_labeled * world, n_labeled)
     n_unl = min(cfg.batch_unlabeled * world, n_unlabeled) if reads_unlabeled else 0
     capped = capped_batches_line(cfg, world, n_labeled, n_unlabeled, reads_unlabeled)
-    if capped and main:  # said, as the PU pipeline says it (it was silent here)
+    if capped and main:  # said, as the PU pipeline says it
         print(capped, file=sys.stderr)
     if not (cfg.gather_across_processes and world > 1):
         return n_lab, n_unl

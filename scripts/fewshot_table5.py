@@ -376,7 +376,7 @@ def plot(path: Path, header: dict, agg: dict, methods, ns) -> bool:
     shown = [m for m in methods if any(n in res[m] for n in ns)]
     for m in methods:
         pts = [(n, res[m][n]["mean"], res[m][n]["std"] if res[m][n]["std"] is not None else float("nan"))
-               for n in ns if n in res[m]]  # one seed: no whisker (was ± 0)
+               for n in ns if n in res[m]]  # one seed: no whisker (not ± 0)
         if not pts:
             continue
         xs, ms, sds = zip(*pts)

@@ -837,7 +837,7 @@ SHIPPED = {
 
 def load_shipped(name: str, split: str):
     """A data set shipped in shared_losses/data: ``split`` is ``train`` or ``validation`` (the held-out split);
-    another split is a :class:`DataError` (it was read as the validation split)."""
+    another split is a :class:`DataError`, not read as the validation split."""
     stem = SHIPPED[name][0]
     if split not in ("train", "validation"):
         raise DataError(f"the shipped data set {name} has the splits train and validation, not {split!r}")
