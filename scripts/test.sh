@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run the whole test suite. This is the README's test command and what CI runs.
-# Extra arguments go to pytest: `bash scripts/test.sh -m "not slow"` is the fast tier (244 s on 2 cores, 2026-12-02),
+# Extra arguments go to pytest: `bash scripts/test.sh -m "not slow"` is the fast tier (its time and the suite's are in
+# docs/getting_started.md),
 # which leaves out the tests marked slow (wheel builds, Ray, multi-process launches, scripts and runs end to end)
 # and still imports every module of the four packages (tests/test_fast_tier.py checks it).
 # The tests run in TEST_WORKERS processes (default 2, pytest-xdist), a test file to a process (module fixtures and
 # the doc examples' lanes stay in one process); TEST_WORKERS=0 runs them in this process, one after the other
-# (what `pytest --pdb` and print-debugging want). On 2 cores, 2 workers took the suite from 23 min 20 s to
-# 16 min 42 s (2026-11-26; a clean-clone .ci/run: 15 min 50 s of pytest; docs/lab_notes/2026-11-26_suite_time.md).
+# (what `pytest --pdb` and print-debugging want). On 2 cores, 2 workers took 0.716 of the time of one process
+# (docs/lab_notes/2026-11-26_suite_time.md).
 # The tests' own `python -m ...` / `python SCRIPT.py` commands run in processes forked from one that imported torch,
 # transformers and scikit-learn once per worker (tests/warm.py; the doc examples, and the runs a grid starts, stay
 # fresh interpreters); CONTRASTIVE_SUITE_COLD_COMMANDS=1 runs every command in a fresh interpreter instead.
