@@ -563,7 +563,8 @@ class ImageConfig(RunOptions):
     """`--setting pu`, contrastive encoders: the share of the labeled positives whose labels the encoder's loss reads (a
     seeded draw, at least one); the others are unlabeled images to it. The probes use every label. 1: the paper's
     puNCE. Below 1, the nnPU probe's positives include some the encoder did not single out. Unset: 1 (every label);
-    at scarce labels the default is a weaker pull instead (--label-pull; docs/results/fewshot.md)."""
+    at scarce labels the default weakens the labels' pull (--label-pull) rather than their share
+    (docs/results/fewshot.md)."""
     label_pull: Optional[float] = None
     """`--contrastive punce`: lambda, the weight of an unlabeled anchor's pull towards the labeled views (eq. 8's P and
     eq. 10's P and N terms); the rest, 1 - lambda, goes to its own other view (docs/equations.md section 5, a variant
