@@ -1,7 +1,7 @@
 """The documentation site (mkdocs + material + mkdocstrings, ``mkdocs.yml``; the ``docs`` extra).
 
-* slow tier: ``mkdocs build --strict`` passes on the repository's docs, fails on a copy of them with one link
-  broken (so a broken link fails CI), and the built site has its pages and the results pages' plots;
+* slow tier: ``mkdocs build --strict`` passes on the repository's docs, fails on a copy of them with links broken,
+  naming each (so a broken link fails CI), and the built site has its pages and the results pages' plots;
 * fast tier: every public function, class and method that the API pages (``docs/api/*.md``) render has a
   docstring, and every Python example of ``docs/losses.md`` runs and prints.
 """
