@@ -172,8 +172,7 @@ class Config:
     critic's convolutions, linear layer and LayerNorm) and the auxiliary one (W, or CPC's maps, with the encoder
     again), as the official encoder_optimizer and cpc_optimizer. None = the task's value: 2e-4 for cheetah, as the CURL
     paper's table (one rate for encoder, policy and Q function; the official scripts/run_cheetah.sh sets the three to
-    one value in every run of its sweep), else 1e-3. Refused with --aux
-    none, which has no auxiliary update."""
+    one value in every run of its sweep), else 1e-3. Refused with --aux none, which has no auxiliary update."""
     alpha_lr: float = 1e-4
     """Learning rate of the entropy temperature."""
     alpha_beta1: float = 0.5

@@ -32,8 +32,7 @@ class FrameReplay:
     #: that update (five per step with device sampling). On a GPU a step's values go through pinned staging slots
     #: (:attr:`staging`), since a copy from pageable memory may still wait for the stream; elsewhere (a CPU ring, the
     #: bulk copies of a resume) they are copied from the host arrays, whose bytes CUDA stages before returning. True
-    #: makes every copy wait, which scripts/bench_curl_gpu.py's ``replay_add``
-    #: row times against the other two ways.
+    #: makes every copy wait, which scripts/bench_curl_gpu.py's ``replay_add`` row times against the other two ways.
     blocking_copies = False
     #: Slots of the pinned staging ring (:attr:`staging`): one per added step or reset frame. A slot is written again
     #: only after the copies out of it have finished (its event), which on the training loop is long before: every
