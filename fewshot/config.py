@@ -476,9 +476,10 @@ class ImageConfig(RunOptions):
     """Image arrays (``python -m fewshot.train images``, puNCE Tables 1, 2 and 4): an encoder trained with a
     contrastive loss over two augmented views (cpc: over one view's patches; --contrastive, listed below) or end to
     end, then linear probes on its
-    frozen features. `--setting pu`: n_P labeled positives (--n-labeled) and the rest of the pool unlabeled; `--setting
-    pnu`: a percentage of the pool labeled, both classes (--labeled-percent). The defaults are the setting chosen on
-    the shipped digits' development split (docs/lab_notes/2026-11-26_pu_images.md)."""
+    frozen features. `--setting pu`: n_P labeled positives (--n-labeled) and the rest of the pool unlabeled, or your
+    own PU images (--positive-file and --unlabeled-file); `--setting pnu`: a percentage of the pool labeled, both
+    classes (--labeled-percent). The defaults are the setting chosen on the shipped digits' development split
+    (docs/lab_notes/2026-11-26_pu_images.md)."""
 
     PIPELINE: ClassVar[str] = "images"
     RESUME_FREE: ClassVar[frozenset] = RunOptions.RESUME_FREE | {"passes", "pool_prior"}
@@ -586,6 +587,30 @@ class ImageConfig(RunOptions):
     select_fraction: float = 0.2
     """`--select`: the share of the labeled positives whose labels are held out (at least one, and at least one keeps
     its label), and of the unlabeled images set aside with them."""
+    positive_file: Optional[str] = None
+    """Your own PU images (`--setting pu`): an .npz file whose array `x` holds labeled positives (shapes and pixels as
+    --dataset's; a `y` in it is not read). Needs --unlabeled-file; then --dataset and --n-labeled are not read (every
+    image is used; giving them is refused), the prior is --prior or estimated (Elkan-Noto on the pixels), and
+    --eval-file (labeled, optional) is the only source of accuracy; --select chooses the training length without
+    it."""
+    unlabeled_file: Optional[str] = None
+    """The unlabeled images (array `x`, no labels) that go with --positive-file: a sample of the data, positives and
+    negatives."""
+
+    #: The options PU images from files do not read (:attr:`unread_fields`).
+    FILES_UNREAD: ClassVar[tuple[str, ...]] = ("dataset", "n_labeled")
+
+    @property
+    def pu_files(self) -> bool:
+        """Whether the images are --positive-file / --unlabeled-file (every image used) rather than a labeled
+        --dataset."""
+        return self.positive_file is not None
+
+    @property
+    def unread_fields(self) -> tuple[str, ...]:
+        """Options this run does not read (recorded as null in config.json): with PU files, the labeled --dataset and
+        the n_P drawn from it."""
+        return self.FILES_UNREAD if self.pu_files else ()
 
     @property
     def encoder_label_share(self) -> float:
@@ -692,6 +717,25 @@ class ImageConfig(RunOptions):
         elif self.setting != "pu" or self.contrastive == "none":
             raise ValueError(f"--select {self.select} chooses a contrastive encoder's training length from PU data: "
                              "it needs --setting pu and a --contrastive loss (not none)")
+        if (self.positive_file is None) != (self.unlabeled_file is None):
+            given = "--positive-file" if self.positive_file is not None else "--unlabeled-file"
+            raise ValueError(f"{given} needs its partner: PU images from files are --positive-file (labeled positives) "
+                             "together with --unlabeled-file (images without labels)")
+        if self.pu_files:
+            for option in ("positive_file", "unlabeled_file"):
+                if not str(getattr(self, option)).lower().endswith(".npz"):
+                    raise ValueError(f"--{option.replace('_', '-')} {getattr(self, option)}: PU images from files are "
+                                     ".npz files with an array x (numpy.savez(path, x=images))")
+            if self.setting != "pu":
+                raise ValueError("--positive-file and --unlabeled-file are PU data (labeled positives and unlabeled "
+                                 f"images): they need --setting pu, not --setting {self.setting}")
+            if self.eval_split == "dev":
+                raise ValueError("--eval-split dev needs labels to hold a development split out of; PU images from "
+                                 "files have none: pass a labeled --eval-file instead, or --select to choose the "
+                                 "training length without labels")
+            if self.positive_classes is not None and self.eval_file is None:
+                raise ValueError("--positive-classes names the positive classes of --eval-file's labels; PU images "
+                                 "from files have no other labels: drop it or pass a labeled --eval-file")
         if self.setting == "pu":
             need(self, self.n_labeled >= 1, "n_labeled", ">= 1 (n_P labeled positives)")
             if self.prior is not None and self.prior >= 1.0:
@@ -804,11 +848,12 @@ def cli_finish(cfg: AnyConfig, argv: list[str]) -> AnyConfig:
     if isinstance(cfg, TextOptions) and option_given(argv, "--positive-label") and cfg.label_map is not None:
         raise ValueError(f"--positive-label {cfg.positive_label} and --label-map {cfg.label_map} both say which "
                          "class is positive: give one of them (the map's 1 values are the positive class)")
-    if isinstance(cfg, PuConfig) and cfg.pu_files:
+    if isinstance(cfg, (PuConfig, ImageConfig)) and cfg.pu_files:
         unread = [o for o in ("--dataset", "--n-labeled", "--n-unlabeled") if option_given(argv, o)]
         if unread:
-            raise ValueError(f"{' / '.join(unread)}: not read with --positive-file and --unlabeled-file (every row of "
-                             f"the two files is used); drop {'it' if len(unread) == 1 else 'them'}")
+            rows = "row" if isinstance(cfg, PuConfig) else "image"
+            raise ValueError(f"{' / '.join(unread)}: not read with --positive-file and --unlabeled-file (every {rows} "
+                             f"of the two files is used); drop {'it' if len(unread) == 1 else 'them'}")
     if isinstance(cfg, ImageConfig) and cfg.batch_size is not None:
         unread = [o for o in ("--batch-labeled", "--batch-unlabeled") if option_given(argv, o)]
         if unread:
@@ -827,7 +872,8 @@ def cli_finish(cfg: AnyConfig, argv: list[str]) -> AnyConfig:
 USAGE = """Pipelines (each with its own options: python -m fewshot.train NAME --help):
   (none) or text   text few-shot fine-tuning: --n-labeled labeled examples of both classes (Table 5)
   pu               text PU learning: --n-labeled labeled positives (n_P) + unlabeled examples, PU probes
-  images           image arrays (.npz, mnist): --setting pu (--n-labeled positives) or pnu (--labeled-percent)"""
+  images           image arrays (.npz, mnist): --setting pu (--n-labeled positives, or your own --positive-file and
+                   --unlabeled-file) or pnu (--labeled-percent)"""
 
 
 def from_cli(argv: list[str] | None = None, description: str | None = None) -> AnyConfig:

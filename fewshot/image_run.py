@@ -22,7 +22,9 @@ is a draw from the data). Each is computed from the other with the counts:
 Data: the seed draws a stratified test split (20 %; none when ``--eval-file`` is given), then
 ``--dev-fraction`` of the rest as the development split (scored instead of the test split with
 ``--eval-split dev``); the training pool is the remainder either way, so a setting chosen on the development
-split is trained on the same images when scored on the test split.
+split is trained on the same images when scored on the test split. PU images from files (``--positive-file``,
+``--unlabeled-file``): every image of both is the pool, the positives labeled, nothing held out; the labeled
+``--eval-file``, when given, is scored.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,20 +113,82 @@ def pixel_digest(image: np.ndarray) -> bytes:
     return hashlib.sha1(np.ascontiguousarray(image).tobytes()).digest()
 
 
+def labeled_eval_file(cfg: ImageConfig, shape: tuple):
+    """The labeled --eval-file as (its ImageSet, labels 0 / 1): its examples of the training data's ``shape``, its
+    labels 0 / 1 or class ids with --positive-classes."""
+    ev = load_images(cfg.eval_file, "--eval-file")
+    if ev.shape != shape:
+        raise DataError(f"--eval-file {cfg.eval_file}: its examples have shape {ev.shape}, the training data's "
+                        f"{shape}; they must match")
+    positive = cfg.positive_classes if cfg.positive_classes is not None else (1,)
+    if cfg.positive_classes is None and not set(np.unique(ev.y).tolist()) <= {0, 1}:
+        raise DataError(f"--eval-file {cfg.eval_file}: labels must be 0 / 1 like the training data's")
+    return ev, np.isin(ev.y, list(positive)).astype(np.int64)
+
+
+def need_both_classes(labels: np.ndarray, part: str, source: str) -> None:
+    if len(labels) == 0 or labels.all() or not labels.any():
+        raise DataError(f"{source}: the {part} has {int(labels.sum())} positive and "
+                        f"{int(len(labels) - labels.sum())} negative images; both classes are needed "
+                        "(more images, or other --positive-classes)")
+
+
+def image_files_data(cfg: ImageConfig) -> ImageData:
+    """PU images as users have them (--positive-file, --unlabeled-file): every image used, the positives labeled
+    (y = 1) and the unlabeled ones of unknown class (y = -1, never read as a class); the evaluation split is the
+    labeled --eval-file, or empty. No development or test split is held out (there are no labels to hold one out
+    by)."""
+    from .pu import MIN_UNLABELED
+
+    pos_path, unl_path = Path(cfg.positive_file), Path(cfg.unlabeled_file)
+    if pos_path.is_file() and unl_path.is_file() and pos_path.samefile(unl_path):
+        raise DataError(f"--positive-file and --unlabeled-file are the same file ({cfg.unlabeled_file}): the unlabeled "
+                        "images must be other images than the labeled positives (a sample of the data, positives and "
+                        "negatives, without labels)")
+    pos = load_images(cfg.positive_file, "--positive-file", labels=False)
+    unl = load_images(cfg.unlabeled_file, "--unlabeled-file", labels=False)
+    if unl.shape != pos.shape:
+        raise DataError(f"--unlabeled-file {cfg.unlabeled_file}: its images have shape {unl.shape}, those of "
+                        f"--positive-file {cfg.positive_file} {pos.shape}; they must match")
+    if len(unl.x) < MIN_UNLABELED:
+        raise DataError(f"--unlabeled-file {cfg.unlabeled_file} holds {len(unl.x)} image; the PU probes standardise "
+                        f"the features with the unlabeled images' spread and the prior estimate needs them too: give "
+                        f"at least {MIN_UNLABELED}")
+    positives = {pixel_digest(im) for im in pos.x}
+    shared = sum(pixel_digest(im) in positives for im in unl.x)
+    if shared == len(unl.x):
+        raise DataError(f"every image of --unlabeled-file {cfg.unlabeled_file} ({len(unl.x)}) is also in "
+                        f"--positive-file {cfg.positive_file}, pixel for pixel: the unlabeled images must be a sample "
+                        "of the data (positives and negatives) besides the labeled positives")
+    if shared:
+        warnings.warn(f"{shared} of the {len(unl.x)} images of --unlabeled-file {cfg.unlabeled_file} are also in "
+                      f"--positive-file {cfg.positive_file}, pixel for pixel: a copy of a labeled positive among the "
+                      "unlabeled images is usually a mistake, and it biases the prior estimate (remove them unless "
+                      "they are really unlabeled images)", stacklevel=2)
+    x = np.concatenate([pos.x, unl.x])
+    y = np.concatenate([np.ones(len(pos.x), dtype=np.int64), np.full(len(unl.x), -1, dtype=np.int64)])
+    eval_x, eval_y, name = x[:0], np.zeros(0, dtype=np.int64), "none (no --eval-file)"
+    if cfg.eval_file is not None:
+        ev, eval_y = labeled_eval_file(cfg, pos.shape)
+        eval_x, name = ev.x, f"--eval-file ({len(eval_y)} images)"
+        need_both_classes(eval_y, "evaluation split", ev.source)
+        warn_overlap(x, eval_x, f"--positive-file {cfg.positive_file} and --unlabeled-file {cfg.unlabeled_file}",
+                     f"--eval-file {cfg.eval_file}", kind="images", key=pixel_digest, compared=", pixel for pixel")
+    if cfg.encoder != "mlp":  # the CNN and the patch grid read images: flat square vectors become (1, s, s)
+        x, eval_x = as_images(x, cfg.encoder), as_images(eval_x, cfg.encoder)
+    return ImageData(x, y, eval_x, eval_y, np.arange(len(pos.x)), np.arange(len(pos.x), len(x)), name, 0, 0,
+                     pos.raw_shape, pos.raw_integer)
+
+
 def image_data(cfg: ImageConfig) -> ImageData:
     """Load, split and sample the images of a run (deterministic given the configuration)."""
+    if cfg.pu_files:
+        return image_files_data(cfg)
     full = load_images(cfg.dataset, "--dataset")
     yb = binary_labels(full.y, cfg.positive_classes, full.source)
     ev = None
     if cfg.eval_file is not None:
-        ev = load_images(cfg.eval_file, "--eval-file")
-        if ev.shape != full.shape:
-            raise DataError(f"--eval-file {cfg.eval_file}: its examples have shape {ev.shape}, the training data's "
-                            f"{full.shape}; they must match")
-        positive = cfg.positive_classes if cfg.positive_classes is not None else (1,)
-        if cfg.positive_classes is None and not set(np.unique(ev.y).tolist()) <= {0, 1}:
-            raise DataError(f"--eval-file {cfg.eval_file}: labels must be 0 / 1 like the training data's")
-        ev_y = np.isin(ev.y, list(positive)).astype(np.int64)
+        ev, ev_y = labeled_eval_file(cfg, full.shape)
         test, rest = np.array([], dtype=np.int64), np.arange(len(full.y))
     else:
         test, rest = stratified_split(full.y, (TEST_FRACTION,), cfg.seed)
@@ -142,10 +207,7 @@ def image_data(cfg: ImageConfig) -> ImageData:
                      key=pixel_digest, compared=", pixel for pixel")
     eval_source = ev.source if ev is not None and cfg.eval_split != "dev" else full.source  # where the split came from
     for part, labels, source in (("training pool", y, full.source), ("evaluation split", eval_y, eval_source)):
-        if len(labels) == 0 or labels.all() or not labels.any():
-            raise DataError(f"{source}: the {part} has {int(labels.sum())} positive and "
-                            f"{int(len(labels) - labels.sum())} negative images; both classes are needed "
-                            "(more images, or other --positive-classes)")
+        need_both_classes(labels, part, source)
     labeled = sample_labeled(y, cfg.setting, cfg.n_labeled if cfg.setting == "pu" else cfg.labeled_percent, cfg.seed)
     unlabeled = np.setdiff1d(np.arange(len(y)), labeled)
     if cfg.encoder != "mlp":  # the CNN and the patch grid read images: flat square vectors become (1, s, s)
@@ -268,8 +330,11 @@ def select_steps(cfg: ImageConfig) -> list[int]:
     return sorted({max(1, int(round(k * cfg.max_steps / cfg.select_points))) for k in range(1, cfg.select_points + 1)})
 
 
-def exact_image_prior(data: ImageData) -> float:
-    """The exact prior of the run's unlabeled images: their positive share (their labels are known)."""
+def exact_image_prior(data: ImageData) -> float | None:
+    """The exact prior of the run's unlabeled images: their positive share (their labels are known; None for
+    unlabeled images from a file, whose labels are not)."""
+    if len(data.unlabeled) and (data.y[data.unlabeled] < 0).any():
+        return None
     return float(data.y[data.unlabeled].mean()) if len(data.unlabeled) else 0.0
 
 
@@ -281,12 +346,13 @@ def priors(cfg: ImageConfig, data: ImageData) -> tuple[float, float, str]:
     n_l, n_u = len(data.labeled), len(data.unlabeled)
     if cfg.prior is not None:
         pi, source = float(cfg.prior), "given"
-        if n_u:
+        if n_u and not cfg.pu_files:  # images from files: no labels to compare it with
             warn_given_prior(pi, exact_image_prior(data), "unlabeled images")
-    elif cfg.estimate_prior and cfg.setting == "pu":
+    elif (cfg.estimate_prior or cfg.pu_files) and cfg.setting == "pu":  # unlabeled images from a file: estimated
         flat = data.x.reshape(len(data.x), -1)
         pi, source = (elkan_noto_prior(flat[data.labeled], flat[data.unlabeled], seed=cfg.seed,
-                                       hint=ESTIMATE_HINTS["images"]), "elkan-noto (pixels)")
+                                       hint=ESTIMATE_HINTS["image files" if cfg.pu_files else "images"]),
+                      "elkan-noto (pixels)")
         if pi <= 0.0:  # as the text pipeline refuses it: puNCE would weigh no unlabeled image as a positive
             raise ValueError(f"the Elkan-Noto estimate of the prior came out as {pi:g}: it found no positives among "
                              "the unlabeled images; the PU learners need a prior strictly between 0 and 1: pass "
@@ -358,6 +424,8 @@ class ImageApp(FewShotRunApp):
 
     def __init__(self, cfg: ImageConfig, harness: RunHarness):
         t_start, data = time.monotonic(), image_data(cfg)
+        if cfg.pu_files:  # n_P is the positive file's image count (--label-pull's default reads it)
+            cfg = dataclasses.replace(cfg, n_labeled=len(data.labeled))
         self.selection = selection_split(cfg, data)
         # the images as the encoder trains on them (--select and --label-share: some labeled positives are unlabeled)
         self.enc_data = share_labels(cfg, data if self.selection is None else self.selection.encoder_data)
@@ -527,10 +595,13 @@ class ImageApp(FewShotRunApp):
         accuracies, self.head, scores = classify(cfg, data, self.models, self.pi_p)
         probe_seconds = time.monotonic() - t1
         main_key = "nnpu" if cfg.setting == "pu" else ("logreg" if self.contrastive else "ce")
+        scored = len(data.eval_y) > 0  # PU images from files without --eval-file: no labels to score on
         self.metrics = {
-            "eval_accuracy": accuracies[main_key], "eval_scores": scores[main_key], "probes": accuracies,
+            "eval_accuracy": accuracies[main_key] if scored else None,
+            "eval_scores": scores[main_key] if scored else None, "probes": accuracies,
             "setting": cfg.setting,
-            "contrastive": cfg.contrastive, "encoder": cfg.encoder, "dataset": cfg.dataset, "eval_file": cfg.eval_file,
+            "contrastive": cfg.contrastive, "encoder": cfg.encoder,
+            "dataset": None if cfg.pu_files else cfg.dataset, "eval_file": cfg.eval_file,
             "positive_classes": list(cfg.positive_classes) if cfg.positive_classes is not None else [1],
             "n_labeled": len(data.labeled), "n_unlabeled": len(data.unlabeled),
             **({"labeled_percent": cfg.labeled_percent} if cfg.setting == "pnu" else {}),
@@ -541,8 +612,13 @@ class ImageApp(FewShotRunApp):
             "batch_unlabeled_used": self.unl_batches.batch_size,
             "train_seconds": train_seconds, "probe_seconds": probe_seconds,
             "run_seconds": time.monotonic() - self.t_start,
-            "majority_accuracy": majority_percent(data.eval_y),
+            "majority_accuracy": majority_percent(data.eval_y) if scored else None,
         }
+        if cfg.pu_files:
+            self.metrics |= {"positive_file": cfg.positive_file, "unlabeled_file": cfg.unlabeled_file}
+        if not scored:
+            self.metrics["note"] = ("no --eval-file: no accuracy (the PU files have no labels to score on); pass a "
+                                    "labeled --eval-file to get one")
         if self.contrastive and cfg.setting == "pu":
             self.metrics |= {"label_share": cfg.encoder_label_share, "n_encoder_labeled": len(self.enc_data.labeled),
                              "encoder_prior": self.pi_enc}
@@ -574,15 +650,17 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
     logistic-regression / end-to-end one that gives ``eval_accuracy``), and each classifier's
     :func:`fewshot.scores.binary_scores`. ``risks``: the PU probes fitted (PU setting, contrastive encoder)."""
     ev_y = data.eval_y
+    scored = len(ev_y) > 0  # PU images from files without --eval-file: only the nnPU head, to export
     scores = {}
     if cfg.contrastive == "none":
         out, head = {}, None
         for name, model in models.items():
-            with torch.no_grad():  # the head on the encoder's features (on the CPU, where features() returns them)
-                logits = F.linear(features(model, data.eval_x), model.head.weight.cpu(),
-                                  model.head.bias.cpu()).squeeze(1)
-            out[name] = percent_agree((logits > 0).long().numpy(), ev_y)
-            scores[name] = binary_scores(ev_y, logits.numpy())
+            if scored:
+                with torch.no_grad():  # the head on the encoder's features (on the CPU, where features() returns them)
+                    logits = F.linear(features(model, data.eval_x), model.head.weight.cpu(),
+                                      model.head.bias.cpu()).squeeze(1)
+                out[name] = percent_agree((logits > 0).long().numpy(), ev_y)
+                scores[name] = binary_scores(ev_y, logits.numpy())
             if name in ("nnpu", "ce"):
                 head = {"learner": name, "weight": model.head.weight.detach().cpu().clone(),
                         "bias": model.head.bias.detach().cpu().clone(), "mean": None, "std": None}
@@ -594,13 +672,14 @@ def classify(cfg: ImageConfig, data: ImageData, models: dict, pi_p: float,
     f_lab = f_pool[torch.from_numpy(data.labeled)]
     if cfg.setting == "pu":
         out, head = {}, None
-        for risk in risks:
+        for risk in risks if scored else ("nnpu",):
             probe = train_probe(f_lab, f_pool, pi_p, risk, seed=cfg.seed,
                                 progress=f"PU probes: the {risk} probe" if cfg.progress else None)
-            with torch.no_grad():
-                logits = probe(f_eval).squeeze(1)
-            out[risk] = percent_agree((logits > 0).long().numpy(), ev_y)
-            scores[risk] = binary_scores(ev_y, logits.numpy())
+            if scored:
+                with torch.no_grad():
+                    logits = probe(f_eval).squeeze(1)
+                out[risk] = percent_agree((logits > 0).long().numpy(), ev_y)
+                scores[risk] = binary_scores(ev_y, logits.numpy())
             if risk == "nnpu":
                 head = {"learner": "nnpu probe", "weight": probe.weight.detach().clone(),
                         "bias": probe.bias.detach().clone(), "mean": mean, "std": std}

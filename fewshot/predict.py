@@ -91,6 +91,11 @@ def model_folder(path) -> Path:
             return model_folder(p / MODEL_DIR)
         raise ValueError(f"--model {p} is a fewshot run without model/ (made with --no-export, by a baseline or before "
                          f"exports existed): write it with python -m fewshot.export --run-dir {shlex.quote(str(p))}")
+    if (p / "image_classifier.pt").is_file():  # an image run's model/ (fewshot.train images)
+        raise ValueError(f"--model {p} is an image classifier; fewshot.predict classifies texts: load it with "
+                         "fewshot.image_run.load_image_classifier (this folder or its run's) or the "
+                         "image_classifier.torchscript.pt / image_classifier.onnx in it (docs/fewshot.md, 'Use what "
+                         "you trained')")
     missing = [f for f in ("config.json", "model.safetensors", "tokenizer_config.json") if not (p / f).is_file()]
     if not missing:
         try:

@@ -77,6 +77,8 @@ ESTIMATE_HINTS = {
                       "(your estimate of the positive share of --unlabeled-file)",
     "images": "raise --n-labeled, or drop --estimate-prior (the exact prior is then read from the labels) or pass "
               "--prior instead",
+    "image files": "put more labeled positives in --positive-file, or pass --prior (your estimate of the positive "
+                   "share of --unlabeled-file)",
 }
 
 

@@ -318,6 +318,8 @@ def main(argv=None):
         baselines["the frozen encoder's nnPU probe"] = probes["pretrained_encoder"].get("nnpu")
     if metrics.get("eval_accuracy") is not None and "majority_accuracy" in metrics and is_main_process():
         print(standing(metrics["eval_accuracy"], metrics["majority_accuracy"], baselines))
+    elif metrics.get("note") and is_main_process():  # PU files without --eval-file: why there is no accuracy
+        print(metrics["note"])
     line = scores_line(metrics.get("eval_scores"))
     if line and is_main_process():  # once per run, as print_run_result's line
         print(line)

@@ -486,7 +486,7 @@ TINY: dict[str, list[str] | Callable[[list[str]], list[str]]] = {
     # --hidden is the mlp's width: refused for the cnn and the patch grid (--contrastive cpc's encoder)
     "fewshot.train images": lambda argv: (
         _FS_IMAGES if _last(argv, "--encoder") in (None, "mlp") and _last(argv, "--contrastive") != "cpc"
-        else _without(_FS_IMAGES, "--hidden")) + _digits(argv, default_mnist=True),
+        else _without(_FS_IMAGES, "--hidden")) + _digits(argv, default_mnist=not _last(argv, "--positive-file")),
     "scripts/fewshot_table5.py": ["--seeds", "0", "--methods", "ce+punce", "--max-steps", "2", "--n-unlabeled", "24",
                                   "--max-eval", "40", "--parallel", "1", "--set", "max_length=16",
                                   "--set", "batch_labeled=4", "--set", "batch_unlabeled=4"],
@@ -495,6 +495,9 @@ TINY: dict[str, list[str] | Callable[[list[str]], list[str]]] = {
                                                 "--set", "export=false"]
                                                + _digits(argv, default_mnist=True),
     "scripts/bench_pu_images.py": ["--max-steps", "2", "--repeats", "1"],
+    "scripts/pu_files_prior.py": lambda argv: ["--pool", "200", "--n-eval", "60", "--n-p", "10", "--seeds", "0",
+                                               "--max-steps", "2", "--hidden", "16", "--batch-size", "32"]
+                                              + _digits(argv, default_mnist=True),
     "scripts/sampling_bias.py": ["--steps", "3", "--batch", "32", "--seeds", "0", "1"],
     "scripts/fewshot_prior_check.py": ["--seeds", "0", "1"],
 }
@@ -562,8 +565,8 @@ _HAM = ["lunch at noon tomorrow?", "the minutes of Monday's meeting are attached
 # call "your own data" (train.tsv, spam.txt, cells.npz, my_books/, ...), and data/downstream, a tiny stand-in
 # in SentEval's layout for what `python -m nlp_qt.senteval download` fetches (online).
 SAMPLE_FILES = (DIGITS, DIGITS16, "train.tsv", "dev.tsv", "more_reviews.txt", "texts.txt", "new_mail.txt", "spam.txt",
-                "inbox.csv", "labeled_sample.csv", "cells.npz", "cells_test.npz", "my_images.npz", "my_books/",
-                "books/", "data/downstream/")
+                "inbox.csv", "labeled_sample.csv", "cells.npz", "cells_test.npz", "my_images.npz", "cells_pos.npz",
+                "cells_unlabeled.npz", "my_books/", "books/", "data/downstream/")
 
 
 def _reviews(n: int, seed: int) -> list[tuple[str, int]]:
@@ -608,6 +611,11 @@ def make_sample_files(ws: Path) -> None:
     _images(ws / "cells_test.npz", 100, 1)
     _images(ws / "my_images.npz", 200, 2)
     import numpy as np
+
+    with np.load(ws / "cells.npz") as cells:  # PU images as users have them: positives (class 3), unlabeled; x only
+        x, y = cells["x"], cells["y"]
+    np.savez(ws / "cells_pos.npz", x=x[y == 3][:40])
+    np.savez(ws / "cells_unlabeled.npz", x=np.concatenate([x[y == 3][40:], x[y != 3]]))
 
     rng = np.random.default_rng(0)
     y = np.arange(300) % 10

@@ -922,24 +922,28 @@ def load_mnist() -> ImageSet:
 IMAGE_DATASETS: dict[str, Callable[[], ImageSet]] = {"mnist": load_mnist}
 
 
-def load_images(spec: str, option: str = "--dataset") -> ImageSet:
+def load_images(spec: str, option: str = "--dataset", labels: bool = True) -> ImageSet:
     """A shipped image set by name (:data:`IMAGE_DATASETS`) or an .npz file (``option`` names where it came from in
-    error messages)."""
-    if str(spec) in IMAGE_DATASETS:
+    error messages). ``labels=False``: images without labels (PU data's positives or unlabeled images), an .npz file
+    whose array ``x`` is read (a ``y`` in it is not); the set's ``y`` is then all -1 (unknown)."""
+    if str(spec) in IMAGE_DATASETS and labels:
         return IMAGE_DATASETS[str(spec)]()
     p = Path(spec)
     if not p.exists():
         raise FileNotFoundError(f"{option} {p}: file not found")
-    how = "write one with numpy.savez(path, x=images, y=labels)"
+    wanted = ("x", "y") if labels else ("x",)
+    how = "write one with numpy.savez(path, x=images, y=labels)" if labels else \
+        "write one with numpy.savez(path, x=images)"
     try:
         z = np.load(p, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
     if not isinstance(z, np.lib.npyio.NpzFile):
-        raise DataError(f"{option} {p}: holds a single array (.npy), not an .npz with arrays 'x' and 'y'; {how}")
+        arrays_named = "arrays 'x' and 'y'" if labels else "an array 'x'"
+        raise DataError(f"{option} {p}: holds a single array (.npy), not an .npz with {arrays_named}; {how}")
     try:
         keys = list(z.keys())
-        arrays = {k: z[k] for k in ("x", "y") if k in keys}
+        arrays = {k: z[k] for k in wanted if k in keys}
     except ValueError as err:
         if "allow_pickle" in str(err):  # an object array: numpy's way of holding images of different sizes
             raise DataError(f"{option} {p}: holds an array of Python objects, not of numbers (images of different "
@@ -953,10 +957,13 @@ def load_images(spec: str, option: str = "--dataset") -> ImageSet:
                         "claim any size") from None
     finally:
         z.close()
-    missing = [k for k in ("x", "y") if k not in arrays]
+    missing = [k for k in wanted if k not in arrays]
     if missing:
-        raise DataError(f"{option} {p}: needs arrays 'x' (images) and 'y' (class ids); missing {missing}, it holds "
-                        f"{keys}")
+        need = "arrays 'x' (images) and 'y' (class ids)" if labels else "an array 'x' (the images)"
+        raise DataError(f"{option} {p}: needs {need}; missing {missing}, it holds {keys}")
+    if not labels:
+        x = arrays["x"]
+        return check_arrays(x, np.full(len(x) if np.ndim(x) else 0, -1, dtype=np.int64), f"{option} {p}")
     return check_arrays(arrays["x"], arrays["y"], f"{option} {p}")
 
 
