@@ -1008,6 +1008,15 @@ def check_arrays(x: np.ndarray, y: np.ndarray, source: str) -> ImageSet:
         if not np.isfinite(y).all() or not (y == np.round(y)).all():
             raise DataError(f"{source}: y must hold integer class ids, found non-integer values such as "
                             f"{y[~np.isfinite(y) | (y != np.round(y))][:3].tolist()}")
+    elif y.dtype == np.bool_:  # True / False: the positive class / the other, as the ids 1 / 0
+        y = y.astype(np.int64)
+    elif y.dtype.kind in "US":  # text labels: the pipelines take ids (the positive classes are named by id)
+        names = np.unique(y)
+        shown = ", ".join(repr(str(n)) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+        raise DataError(f"{source}: y holds text labels ({shown}); save class ids instead: names, y = "
+                        "numpy.unique(labels, return_inverse=True), then name the positive ones by their ids "
+                        f"(here {', '.join(f'{str(n)!r} = {k}' for k, n in enumerate(names[:5]))}"
+                        f"{', ...' if len(names) > 5 else ''})")
     elif not np.issubdtype(y.dtype, np.integer):
         raise DataError(f"{source}: y must hold integer class ids, got dtype {y.dtype}")
     # channels first, as float32 in [0, 1], in one new array (a float copy and then a transposed one took about 8x

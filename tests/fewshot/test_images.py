@@ -125,8 +125,10 @@ def test_npz_of_each_layout_loads_as_float_images_in_0_1(tmp_path):
     s = load_images(str(tmp_path / "flat.npz"))
     assert s.x.shape == (10, 37) and s.shape == (37,)
     np.testing.assert_array_equal(s.x, flat)
-    # float class ids that are whole numbers are fine
+    # float class ids that are whole numbers are fine, and booleans are the ids 1 (True) and 0
     assert check_arrays(x, y.astype(np.float64), "t").y.dtype == np.int64
+    flags = check_arrays(x, y == 1, "t").y
+    assert flags.dtype == np.int64 and flags.tolist() == (y == 1).astype(int).tolist()
     for layout in (s.x, load_images(str(tmp_path / "u8.npz")).x, load_images(str(tmp_path / "rgb.npz")).x):
         assert 0.0 <= layout.min() and layout.max() <= 1.0
 
@@ -486,7 +488,13 @@ BAD_ARRAYS = [
     (np.zeros((4, 8, 8), bool), np.arange(4), "x must hold numbers"),
     (np.zeros((4, 8, 8), np.uint8), np.array([0, 1, 0.5, 1]), r"y must hold integer class ids.*\[0\.5\]"),
     (np.zeros((4, 8, 8), np.uint8), np.array([0, 1, np.nan, 1]), "y must hold integer class ids"),
-    (np.zeros((4, 8, 8), np.uint8), np.array(["a", "b", "a", "b"]), "y must hold integer class ids, got dtype <U1"),
+    (np.zeros((4, 8, 8), np.uint8), np.array(["b", "a", "a", "b"]),
+     r"y holds text labels \('a', 'b'\); save class ids instead: names, y = numpy.unique\(labels, "
+     r"return_inverse=True\), then name the positive ones by their ids \(here 'a' = 0, 'b' = 1\)"),
+    (np.zeros((7, 8, 8), np.uint8), np.array(list("abcdefg")),
+     r"\('a', 'b', 'c', 'd', 'e', \.\.\.\);.*'e' = 4, \.\.\.\)"),
+    (np.zeros((4, 8, 8), np.uint8), np.array([1, 2, 3, 4], dtype=np.complex64), "y must hold integer class ids, got "
+     "dtype complex64"),
 ]
 
 
