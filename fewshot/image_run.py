@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -350,9 +351,17 @@ def priors(cfg: ImageConfig, data: ImageData) -> tuple[float, float, str]:
             warn_given_prior(pi, exact_image_prior(data), "unlabeled images")
     elif (cfg.estimate_prior or cfg.pu_files) and cfg.setting == "pu":  # unlabeled images from a file: estimated
         flat = data.x.reshape(len(data.x), -1)
+        if cfg.progress:  # 5 folds x 11 strengths of logistic regression on the pixels: seconds to minutes, silent
+            print(f"prior: estimating it (Elkan-Noto, cross-fitted) from the pixels of {n_l} labeled positives and "
+                  f"{n_u} unlabeled images ...", file=sys.stderr, flush=True)
         pi, source = (elkan_noto_prior(flat[data.labeled], flat[data.unlabeled], seed=cfg.seed,
                                        hint=ESTIMATE_HINTS["image files" if cfg.pu_files else "images"]),
                       "elkan-noto (pixels)")
+        # a number the user did not give, said in words (as the text pipelines do)
+        print(f"prior: {pi:.4g}, the Elkan-Noto estimate of the positive share of the {n_u} unlabeled images (from "
+              f"{n_l} labeled positives, on the pixels; about {pi * n_u:.0f} positives among them); pass --prior P if "
+              "you know better: on the digits' pixels it ran high (docs/results/fewshot.md) (config.json: prior_used, "
+              "prior_source)", file=sys.stderr, flush=True)
         if pi <= 0.0:  # as the text pipeline refuses it: puNCE would weigh no unlabeled image as a positive
             raise ValueError(f"the Elkan-Noto estimate of the prior came out as {pi:g}: it found no positives among "
                              "the unlabeled images; the PU learners need a prior strictly between 0 and 1: pass "

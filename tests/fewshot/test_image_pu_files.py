@@ -57,7 +57,8 @@ def test_unlabeled_images_load_without_labels_and_an_x_is_required(tmp_path):
     one_line(err)
 
 
-def test_the_pool_is_the_positives_then_the_unlabeled_images_and_the_eval_file_is_scored(pu_files, tmp_path):
+def test_the_pool_is_the_positives_then_the_unlabeled_images_and_the_eval_file_is_scored(pu_files, tmp_path,
+                                                                                         capsys):
     pos, unl, ev, _ = pu_files
     cfg = files_cfg(pos, unl, tmp_path / "run", eval_file=ev, positive_classes=POSITIVE)
     data = image_data(cfg)
@@ -69,8 +70,12 @@ def test_the_pool_is_the_positives_then_the_unlabeled_images_and_the_eval_file_i
     assert np.array_equal(data.eval_x, ev_set.x) and data.eval_y.tolist() == np.isin(ev_set.y, POSITIVE).tolist()
     assert data.n_dev == data.n_test == 0  # nothing held out of the files
 
+    capsys.readouterr()
     m = train(cfg)
     assert m["n_labeled"] == 10 and m["n_unlabeled"] == 90 and m["n_pool"] == 100 and m["n_eval"] == len(data.eval_y)
+    # the estimate, a number the user did not give, is said in words
+    assert (f"prior: {m['prior']:.4g}, the Elkan-Noto estimate of the positive share of the 90 unlabeled images (from "
+            "10 labeled positives, on the pixels; about") in capsys.readouterr().err
     assert m["dataset"] is None and m["positive_file"] == pos and m["unlabeled_file"] == unl
     assert m["prior_source"] == "elkan-noto (pixels)" and m["exact_prior"] is None and 0 < m["prior"] < 1
     assert m["pool_prior"] == pytest.approx((10 + 90 * m["prior"]) / 100)
@@ -98,8 +103,9 @@ def test_without_an_eval_file_the_run_trains_exports_and_says_why_there_is_no_ac
     out = tmp_path / "run"
     main(["images", "--positive-file", pos, "--unlabeled-file", unl, "--hidden", "16", "--max-steps", "2",
           "--batch-size", "16", "--no-progress", "--prior", "0.5", "--output-dir", str(out)])
-    printed = capsys.readouterr().out
-    assert "no --eval-file: no accuracy (the PU files have no labels to score on)" in printed
+    printed = capsys.readouterr()
+    assert "no --eval-file: no accuracy (the PU files have no labels to score on)" in printed.out
+    assert "Elkan-Noto" not in printed.err  # --prior given: nothing estimated
     m = json.loads((out / "metrics.json").read_text())
     assert m["eval_accuracy"] is None and m["eval_scores"] is None and m["probes"] == {}
     assert m["majority_accuracy"] is None and m["prior_source"] == "given"
