@@ -360,7 +360,7 @@ def priors(cfg: ImageConfig, data: ImageData) -> tuple[float, float, str]:
         # a number the user did not give, said in words (as the text pipelines do)
         print(f"prior: {pi:.4g}, the Elkan-Noto estimate of the positive share of the {n_u} unlabeled images (from "
               f"{n_l} labeled positives, on the pixels; about {pi * n_u:.0f} positives among them); pass --prior P if "
-              "you know better: on the digits' pixels it ran high (docs/results/fewshot.md) (config.json: prior_used, "
+              "you know better: on pixels it can be far off (docs/results/fewshot.md) (config.json: prior_used, "
               "prior_source)", file=sys.stderr, flush=True)
         if pi <= 0.0:  # as the text pipeline refuses it: puNCE would weigh no unlabeled image as a positive
             raise ValueError(f"the Elkan-Noto estimate of the prior came out as {pi:g}: it found no positives among "
