@@ -53,7 +53,7 @@ from .objectives import ENCODER_LOSSES, encoder_loss
 from .prior import ESTIMATE_HINTS, elkan_noto_prior, warn_given_prior
 from .pu import RISKS, pu_risk, train_probe
 from .scores import binary_scores, majority_percent, percent_agree
-from .run import Batches, FewShotRunApp, check_steps, make_accelerator, read_json
+from .run import NO_EVAL_NOTE, Batches, FewShotRunApp, check_steps, make_accelerator, read_json
 
 #: share of each class held out as the test split when no --eval-file is given
 TEST_FRACTION = 0.2
@@ -626,8 +626,7 @@ class ImageApp(FewShotRunApp):
         if cfg.pu_files:
             self.metrics |= {"positive_file": cfg.positive_file, "unlabeled_file": cfg.unlabeled_file}
         if not scored:
-            self.metrics["note"] = ("no --eval-file: no accuracy (the PU files have no labels to score on); pass a "
-                                    "labeled --eval-file to get one")
+            self.metrics["note"] = NO_EVAL_NOTE
         if self.contrastive and cfg.setting == "pu":
             self.metrics |= {"label_share": cfg.encoder_label_share, "n_encoder_labeled": len(self.enc_data.labeled),
                              "encoder_prior": self.pi_enc}

@@ -22,7 +22,7 @@ from .pu import RISKS
 from .pu_probes import _probe_accuracies, _probes
 from .heads import tokenize
 from .model import hub_revision
-from .run import FewShotRunApp, capped_batches_line, forward_views, prepare, process_share
+from .run import NO_EVAL_NOTE, FewShotRunApp, capped_batches_line, forward_views, prepare, process_share
 from .scores import majority_percent
 
 
@@ -156,8 +156,7 @@ class PuApp(FewShotRunApp):
         if from_files:
             metrics.update(positive_file=cfg.positive_file, unlabeled_file=cfg.unlabeled_file)
         if trained is None:
-            metrics["note"] = ("no --eval-file: no accuracy (the PU files have no labels to score on); pass a labeled "
-                               "--eval-file to get one")
+            metrics["note"] = NO_EVAL_NOTE
         if cfg.export and self.accelerator.is_main_process:
             metrics["model"] = str(run.out / "model")
         return metrics

@@ -421,6 +421,11 @@ def eval_subset(eval_x, eval_y, max_eval, seed):
     return [eval_x[i] for i in keep], [eval_y[i] for i in keep]
 
 
+#: metrics.json's ``note`` (and the run's last line) where PU data from files came without a labeled --eval-file
+NO_EVAL_NOTE = ("no --eval-file: no accuracy (the PU files have no labels to score on); pass a labeled --eval-file to "
+                "get one")
+
+
 #: The options that name input files or folders: recorded by absolute path (:func:`recorded_config`) and compared so.
 PATH_FIELDS = ("dataset", "eval_file", "positive_file", "unlabeled_file", "encoder")
 
