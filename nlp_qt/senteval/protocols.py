@@ -21,9 +21,14 @@ from .tasks import ALL_TASKS, TASKS, load_binary, load_mrpc, load_trec, task_fil
 
 
 def _usable_cpus() -> int:
-    """The CPUs this process may run on (a Slurm job's, ``taskset``'s), not the machine's count: shared_losses'
-    usable_cpus written out here, as this module also runs where torch cannot be imported."""
-    return max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The CPUs this process may use, not the machine's count: :func:`shared_losses.training.runtime.usable_cpus`
+    (its affinity, as a Slurm job's or ``taskset``'s, within its cgroup's CPU quota, as a container's ``--cpus``).
+    This module also runs where torch cannot be imported (that package imports it): there, the affinity alone."""
+    try:
+        from shared_losses.training.runtime import usable_cpus
+    except (ImportError, OSError):
+        return max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return usable_cpus()
 
 
 def _senteval_order(*keys) -> np.ndarray:

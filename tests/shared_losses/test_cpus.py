@@ -35,6 +35,9 @@ def test_the_cpus_a_process_may_use_are_its_affinity_not_the_machine_s(monkeypat
     assert usable_cpus() == 4
     monkeypatch.setattr(runtime, "cpu_quota", lambda: 1.5)  # a container's --cpus 1.5: two threads
     assert usable_cpus() == 2
+    from nlp_qt.senteval.protocols import _usable_cpus
+
+    assert _usable_cpus() == 2  # SentEval's --jobs -1: two regressions at once, not four
     monkeypatch.setattr(runtime, "cpu_quota", lambda: None)
     sys.path.insert(0, str(root / "scripts"))
     try:
@@ -43,6 +46,26 @@ def test_the_cpus_a_process_may_use_are_its_affinity_not_the_machine_s(monkeypat
         sys.path.remove(str(root / "scripts"))
     env = qt_table2._env(types.SimpleNamespace(threads=0, backend="local", parallel=2, cpus_per_run=1.0))
     assert env == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+
+
+def test_senteval_counts_its_cpus_where_torch_cannot_be_imported(tmp_path):
+    """SentEval's evaluation also runs without torch (shared_losses, which reads the CPU quota, imports it): there it
+    counts the process's affinity."""
+    import os
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "torch"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('no torch in this environment')\n")
+    code = ("import os, sys; from nlp_qt.senteval.protocols import _usable_cpus; "
+            "print(_usable_cpus(), len(os.sched_getaffinity(0)), 'torch' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    mine, affinity, torch_loaded = out.stdout.split()
+    assert mine == affinity and torch_loaded == "False"
 
 
 def test_a_cgroups_cpu_quota_is_read_from_v2_and_v1_with_the_cgroups_above(tmp_path):
