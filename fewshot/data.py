@@ -117,6 +117,28 @@ def warn_overlap(train_x, eval_x, train_what: str, eval_what: str, *, kind: str 
     return shared
 
 
+def check_pu_overlap(positives, unlabeled, positive_file, unlabeled_file, *, kind: str = "texts", key=None,
+                     compared: str = "") -> None:
+    """PU data from files: refuse an unlabeled file made only of the positive file's examples, and warn about those
+    it shares with it (a copy of a labeled positive among the unlabeled is usually a mistake, and it biases the prior
+    estimate). ``key``, ``kind`` and ``compared`` as in :func:`warn_overlap` (images: a digest of their pixels, with
+    ``compared`` ", pixel for pixel")."""
+    if key is None:
+        def key(t):
+            return t
+    seen = {key(t) for t in positives}
+    shared = sum(key(t) in seen for t in unlabeled)
+    if shared == len(unlabeled):
+        raise DataError(f"every {kind[:-1]} of --unlabeled-file {unlabeled_file} ({len(unlabeled)}) is also in "
+                        f"--positive-file {positive_file}{compared}: the unlabeled {kind} must be a sample of the data "
+                        "(positives and negatives) besides the labeled positives")
+    if shared:
+        warnings.warn(f"{shared} of the {len(unlabeled)} {kind} of --unlabeled-file {unlabeled_file} are also in "
+                      f"--positive-file {positive_file}{compared}: a copy of a labeled positive among the unlabeled "
+                      f"{kind} is usually a mistake, and it biases the prior estimate (remove them unless they are "
+                      f"really unlabeled {kind})", stacklevel=3)
+
+
 #: The evaluation split held out of a single --dataset file is a fixed draw (not --seed): every seed and every
 #: method is scored on the same rows.
 EVAL_SEED = 20261127
@@ -240,17 +262,7 @@ def load_pu_files(cfg):
         raise DataError(f"--unlabeled-file {cfg.unlabeled_file} holds {len(unl)} text; the PU probes standardise the "
                         f"features with the unlabeled texts' spread and the prior estimate needs them too: give at "
                         f"least {MIN_UNLABELED}")
-    positives = set(pos)
-    shared = sum(t in positives for t in unl)
-    if shared == len(unl):
-        raise DataError(f"every text of --unlabeled-file {cfg.unlabeled_file} ({len(unl)}) is also in --positive-file "
-                        f"{cfg.positive_file}: the unlabeled texts must be a sample of the data (positives and "
-                        "negatives) besides the labeled positives")
-    if shared:
-        warnings.warn(f"{shared} of the {len(unl)} texts of --unlabeled-file {cfg.unlabeled_file} are also in "
-                      f"--positive-file {cfg.positive_file}: a copy of a labeled positive among the unlabeled texts is "
-                      "usually a mistake, and it biases the prior estimate (remove them unless they are really "
-                      "unlabeled texts)", stacklevel=2)
+    check_pu_overlap(pos, unl, cfg.positive_file, cfg.unlabeled_file)
     eval_x, eval_y = [], []
     if cfg.eval_file is not None:
         eval_x, raw = read_labeled(cfg.eval_file, cfg, "--eval-file")

@@ -33,7 +33,6 @@ import dataclasses
 import math
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +45,7 @@ from shared_losses.data import DataError, load_images
 from shared_losses.training.harness import RunHarness
 from shared_losses.training.runtime import DivergenceWatch, bar_interval, write_json_atomic, written_whole
 
-from .data import warn_overlap
+from .data import check_pu_overlap, warn_overlap
 from .config import ImageConfig
 from .images import Augment, ImageModel, as_images, binary_labels, features, stratified_split
 from .objectives import ENCODER_LOSSES, encoder_loss
@@ -155,17 +154,8 @@ def image_files_data(cfg: ImageConfig) -> ImageData:
         raise DataError(f"--unlabeled-file {cfg.unlabeled_file} holds {len(unl.x)} image; the PU probes standardise "
                         f"the features with the unlabeled images' spread and the prior estimate needs them too: give "
                         f"at least {MIN_UNLABELED}")
-    positives = {pixel_digest(im) for im in pos.x}
-    shared = sum(pixel_digest(im) in positives for im in unl.x)
-    if shared == len(unl.x):
-        raise DataError(f"every image of --unlabeled-file {cfg.unlabeled_file} ({len(unl.x)}) is also in "
-                        f"--positive-file {cfg.positive_file}, pixel for pixel: the unlabeled images must be a sample "
-                        "of the data (positives and negatives) besides the labeled positives")
-    if shared:
-        warnings.warn(f"{shared} of the {len(unl.x)} images of --unlabeled-file {cfg.unlabeled_file} are also in "
-                      f"--positive-file {cfg.positive_file}, pixel for pixel: a copy of a labeled positive among the "
-                      "unlabeled images is usually a mistake, and it biases the prior estimate (remove them unless "
-                      "they are really unlabeled images)", stacklevel=2)
+    check_pu_overlap(pos.x, unl.x, cfg.positive_file, cfg.unlabeled_file, kind="images", key=pixel_digest,
+                     compared=", pixel for pixel")
     x = np.concatenate([pos.x, unl.x])
     y = np.concatenate([np.ones(len(pos.x), dtype=np.int64), np.full(len(unl.x), -1, dtype=np.int64)])
     eval_x, eval_y, name = x[:0], np.zeros(0, dtype=np.int64), "none (no --eval-file)"
