@@ -462,6 +462,9 @@ def _rows(ds, source: str, stats: CorpusStats):
     """Rows of a streamed dataset; a read/parse failure (not UTF-8, malformed JSON) becomes a
     :class:`CorpusError` naming the source (datasets cannot skip a bad row). datasets reads a file in blocks and
     numbers the rows of its errors in the failing block, so the rows read before it are the blocks before."""
+    from shared_losses.training.cli import end_without_finalising
+
+    end_without_finalising("a datasets stream")  # left part-read, its Parquet reader can abort the exit
     try:
         yield from ds
     except Exception as err:  # noqa: BLE001 - arrow / json / decode errors come in many types

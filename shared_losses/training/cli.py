@@ -26,7 +26,9 @@ if the interpreter is being finalised by then, the thread is killed inside a des
 aborts ("terminate called without an active exception", SIGABRT), so a run that did all its work was
 reported failed by torchrun. ``destroy_process_group`` does not prevent it: a DistributedDataParallel
 model keeps the group and its threads alive. A process with no group, or a group of one, exits normally
-(a group of one is destroyed first).
+(a group of one is destroyed first), unless the command read a stream whose native threads abort the same way when
+torn down at finalisation (:func:`end_without_finalising`: pyarrow's Parquet scanner, behind a ``datasets``
+stream that a run left part-read): then it ends as a multi-process one does.
 
 ``config_from_cli(Config, PRESETS, argv)`` parses a trainer's command line into its configuration
 dataclass with tyro and gives every trainer the same ``--preset NAME``: the preset's values become the
@@ -85,6 +87,26 @@ def show_warnings_as_lines() -> None:
         warnings.formatwarning = _warning_line
 
 
+#: Why this command's process ends without the interpreter's finalisation even when it runs alone
+#: (:func:`end_without_finalising`); and whether the ``main`` that :func:`run_cli` runs is the process's program
+#: (``python -m MODULE``, ``python SCRIPT.py``), not a function called by other code (a test, a notebook).
+_NO_FINALISING: set[str] = set()
+_COMMAND = {"main_program": False}
+
+
+def end_without_finalising(reason: str) -> None:
+    """Have the command this process runs end as a process of a multi-process run does (:func:`end_process`: flush,
+    ``atexit`` handlers, ``os._exit``), because ``reason`` started native threads that may abort the process when the
+    interpreter's finalisation tears them down ("terminate called without an active exception", SIGABRT, after all
+    the work was written). nlp_qt's corpus reader calls it when it opens a ``datasets`` stream, whose Parquet reader
+    (pyarrow's dataset scanner; apache/arrow#45214, huggingface/datasets#7566) ended a process so now and then: a
+    script that dropped a part-read stream, as a run stopped at ``--max-steps`` before the corpus's end does, 1 time
+    in 60; a test's script that read hub corpora through, once in about twenty runs of the suite. Only a command's
+    own process ends so (:func:`run_cli` with the program's ``main``); code that called the function goes on as
+    before."""
+    _NO_FINALISING.add(reason)
+
+
 #: What a Ctrl-C says by default: the command trains a run.
 STOPPED_RUN = ("stopped at once (Ctrl-C): work since the last checkpoint is lost; a run continues from its last "
                "checkpoint with --resume")
@@ -98,6 +120,7 @@ def run_cli(main: Callable[[], Any], interrupted: str = STOPPED_RUN) -> Any:
     from .processes import GridDetached, GridInterrupted
     from .runtime import RunInterrupted, RunStopped, is_refused_write, refused_write_words, write_refusal_hint
 
+    _COMMAND["main_program"] = getattr(main, "__module__", None) == "__main__"
     show_warnings_as_lines()
     try:
         result = main()
@@ -199,10 +222,16 @@ def _group_size() -> int:
 
 def end_process(code: int) -> None:
     """How a command ends with status ``code`` (see the module's docstring): in a process group of several
-    processes, flush, run the ``atexit`` handlers (``atexit._run_exitfuncs``: what a normal exit would run before
-    finalising) and ``os._exit(code)``; a group of one is destroyed and the caller goes on to exit normally."""
+    processes, or a command's own process that :func:`end_without_finalising` was called in, flush, run the
+    ``atexit`` handlers (``atexit._run_exitfuncs``: what a normal exit would run before finalising) and
+    ``os._exit(code)``; a group of one is destroyed first; otherwise the caller goes on to exit normally."""
     size = _group_size()
-    if size > 1:
+    if size == 1 and _NO_FINALISING and _COMMAND["main_program"]:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+        size = 0
+    if size > 1 or (_NO_FINALISING and _COMMAND["main_program"]):
         import atexit
 
         for stream in (sys.stdout, sys.stderr):

@@ -104,6 +104,80 @@ def test_run_cli_destroys_a_group_of_one_however_the_run_ends(tmp_path, monkeypa
         assert exit_info.value.code == code and not dist.is_initialized()
 
 
+STREAM_COMMAND = """
+import atexit
+import os
+import sys
+
+
+class Finalised:
+    def __del__(self, write=os.write):  # run by the interpreter's finalisation, which os._exit skips
+        write(1, b"finalised\\n")
+
+
+kept = Finalised()
+atexit.register(lambda: print("atexit ran", flush=True))
+
+
+def main():
+    from nlp_qt.corpus import iter_corpus
+
+    rows = iter_corpus(sys.argv[2])
+    print(next(iter(rows))[1], flush=True)  # a stream left part-read, as a run stopped at --max-steps leaves it
+    if sys.argv[1] == "error":
+        raise ValueError("bad input")
+
+
+if __name__ == "__main__":
+    from shared_losses.training.cli import run_cli
+
+    run_cli(main)
+"""
+
+
+@pytest.mark.parametrize("how", ["ok", "error"])
+def test_a_command_that_read_a_datasets_stream_ends_without_the_interpreters_finalisation(tmp_path, how):
+    """pyarrow's Parquet scanner behind a datasets stream left part-read can abort the process while the interpreter
+    finalises ("terminate called without an active exception"), after all the work was written: such a command ends
+    as a multi-process one does (atexit handlers, then os._exit), with its status and output."""
+    import json
+    import subprocess
+    import sys
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"text": f"Sentence number {i} ."}) + "\n" for i in range(50)))
+    (tmp_path / "command.py").write_text(STREAM_COMMAND)
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, str(tmp_path / "command.py"), how, str(corpus)], capture_output=True,
+                         text=True, timeout=120, cwd=root,
+                         env={**os.environ, "PYTHONPATH": str(root), "HF_DATASETS_OFFLINE": "1"})
+    assert res.returncode == (0 if how == "ok" else 2), res.stderr[-2000:]
+    assert res.stdout.splitlines() == ["Sentence number 0 .", "atexit ran"], res.stdout  # no "finalised"
+    assert ("error: bad input" in res.stderr) == (how == "error")
+
+
+def test_only_a_commands_own_process_ends_without_finalising(monkeypatch):
+    """end_without_finalising is honoured for the program's own main (python -m MODULE); a main called by other code
+    (a test, a notebook) returns or raises SystemExit as before, whatever was read."""
+    import shared_losses.training.cli as cli
+
+    import atexit
+
+    ended, handlers = [], []
+    monkeypatch.setattr(cli.os, "_exit", lambda code: ended.append(code))
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: handlers.append(1))  # not this test process's handlers
+    monkeypatch.setattr(cli, "_NO_FINALISING", {"a datasets stream"})
+    monkeypatch.setitem(cli._COMMAND, "main_program", False)
+
+    def main():
+        return None
+
+    assert cli.run_cli(main) is None and ended == []
+    main.__module__ = "__main__"  # as in a process started with python -m
+    cli.run_cli(main)
+    assert ended == [0] and handlers == [1]
+
+
 MULTI_PROCESS_SCRIPT = """
 import sys
 import torch
