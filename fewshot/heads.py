@@ -28,7 +28,7 @@ def batches_longest_first(texts, order: list[int], batch_size: int, progress: st
     """The lists of ``texts`` in ``order`` (:func:`longest_first`), ``batch_size`` at a time; ``progress``: the label
     of a progress bar on stderr (none by default; none for one batch), gone when done, redrawn as the training bars
     are."""
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     from shared_losses.training.runtime import bar_interval
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from shared_losses.data import DataError, load_images
 from shared_losses.training.harness import RunHarness

@@ -93,7 +93,7 @@ def train_probe(feats_p, feats_u, prior: float, method: str, epochs: int = 300, 
     opt = torch.optim.Adam(probe.parameters(), lr=lr, weight_decay=1e-4)
     g = torch.Generator().manual_seed(seed)
     n_batches = max(1, -(-len(feats_u) // batch_size))
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     for _ in tqdm(range(epochs), desc=progress, unit="epoch", disable=progress is None, leave=False):
         perm_u = torch.randperm(len(feats_u), generator=g)

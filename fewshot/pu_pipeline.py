@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import torch
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from shared_losses.training.runtime import DivergenceWatch, bar_interval
 

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import torch
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from shared_losses.training.loop import run as run_app
 from shared_losses.training.runtime import (CheckpointError, DivergenceWatch, bar_interval, print_run_result,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from shared_losses.training.harness import LogRow, RunHarness
 from shared_losses.training.loop import TrainingApp

@@ -66,7 +66,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from shared_losses.training.cli import ArgumentParser, HelpFormatter, number_in, run_cli
 

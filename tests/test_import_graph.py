@@ -208,3 +208,25 @@ def test_the_layering_check_finds_a_forbidden_import(tmp_path):
         "fewshot": ["fewshot/run imports nlp_qt", "fewshot/sub/deep imports nlp_qt"],
         "paper_tables": [],
     }
+
+
+def plain_tqdm_imports(root: Path = ROOT) -> list[str]:
+    """Where the packages and scripts import tqdm's plain (terminal) bar instead of ``tqdm.auto``'s."""
+    found = []
+    for folder in ("shared_losses", "rl_curl", "nlp_qt", "fewshot", "paper_tables", "scripts"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                if any(n in ("tqdm", "tqdm.std", "tqdm.tqdm") for n in names):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_every_progress_bar_is_tqdm_autos(tmp_path):
+    """Progress bars come from tqdm.auto: widgets in a notebook, text in a terminal (rl_curl and fewshot printed text
+    bars in a notebook where nlp_qt drew widgets)."""
+    assert plain_tqdm_imports() == []
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "x.py").write_text("def f():\n    from tqdm import tqdm\n    return tqdm\n")
+    assert plain_tqdm_imports(tmp_path) == ["scripts/x.py:2"]

@@ -206,7 +206,7 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
             raise ValueError(f"examples holds no {', '.join(missing)}: pass prepare_tasks(...)'s examples for every "
                              "task evaluated, or leave examples out to read them from data")
         examples = {t: examples[t] for t in tasks}  # the caller's dict is left whole
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     results = {}
     for i, t in enumerate(tasks, 1):
