@@ -99,10 +99,10 @@ def end_without_finalising(reason: str) -> None:
     ``atexit`` handlers, ``os._exit``), because ``reason`` started native threads that may abort the process when the
     interpreter's finalisation tears them down ("terminate called without an active exception", SIGABRT, after all
     the work was written). nlp_qt's corpus reader calls it when it opens a ``datasets`` stream, whose Parquet reader
-    (pyarrow's dataset scanner; apache/arrow#45214, huggingface/datasets#7566) ended a process so now and then: a
-    script that dropped a part-read stream, as a run stopped at ``--max-steps`` before the corpus's end does, 1 time
-    in 60; a test's script that read hub corpora through, once in about twenty runs of the suite. Only a command's
-    own process ends so (:func:`run_cli` with the program's ``main``); code that called the function goes on as
+    (pyarrow's dataset scanner; apache/arrow#45214, huggingface/datasets#7566) ended processes so now and then: 1 of
+    60 scripts that dropped a part-read stream (as a run stopped at ``--max-steps`` before the corpus's end drops
+    it), and once a test's script that read hub corpora to their end (not again in 16 reruns). Only a command's own
+    process ends so (:func:`run_cli` with the program's ``main``); code that called the function goes on as
     before."""
     _NO_FINALISING.add(reason)
 

@@ -179,7 +179,7 @@ def test_a_hub_corpus_with_a_bare_name_and_only_a_loading_script_streams_from_th
             {"default/partial-train/0000.parquet": _parquet({"text": ["only the first part ."]})},
             revision="refs/convert/parquet")
     # a command, as nlp_qt.train is: run_cli ends it without the interpreter's finalisation, in which pyarrow's
-    # Parquet reader could abort a process that had done its work (once in about twenty runs of the suite)
+    # Parquet reader could abort a process that had done its work (seen once here)
     code = ("import json, sys\nfrom nlp_qt.corpus import CorpusError, iter_corpus\n"
             "from shared_losses.training.cli import run_cli\n"
             "def main():\n"
