@@ -226,11 +226,10 @@ def end_process(code: int) -> None:
     ``atexit`` handlers (``atexit._run_exitfuncs``: what a normal exit would run before finalising) and
     ``os._exit(code)``; a group of one is destroyed first; otherwise the caller goes on to exit normally."""
     size = _group_size()
-    if size == 1 and _NO_FINALISING and _COMMAND["main_program"]:
+    if size == 1:
         import torch.distributed as dist
 
         dist.destroy_process_group()
-        size = 0
     if size > 1 or (_NO_FINALISING and _COMMAND["main_program"]):
         import atexit
 
@@ -240,10 +239,6 @@ def end_process(code: int) -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os._exit(code)
-    if size == 1:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
