@@ -18,6 +18,10 @@ sampled batch is gathered on the device, so sampling moves no frames from the ho
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -377,6 +381,41 @@ class FrameReplay:
                 "action": d["actions"][idx], "reward": d["rewards"][idx].unsqueeze(1),
                 "not_done": d["not_dones"][idx].unsqueeze(1)}
 
+    def frames_between(self, first: int, end: int) -> torch.Tensor:
+        """The frames ``first`` .. ``end - 1`` (absolute indices, all still in the ring) as one CPU tensor of their own
+        ``[end - first, c, H, W]``, for a checkpoint's frame file: a view of the numpy ring where they lie in one
+        piece (``torch.save`` writes a view's bytes only), a copy otherwise (the ring's end crossed, a device ring)."""
+        if not max(0, self.frames_written - self.frame_capacity) <= first <= end <= self.frames_written:
+            raise ValueError(f"frames {first}..{end} are not all in the ring (it holds "
+                             f"{max(0, self.frames_written - self.frame_capacity)}..{self.frames_written})")
+        pieces, pos = [], first
+        while pos < end:
+            slot = pos % self.frame_capacity
+            n = min(end - pos, self.frame_capacity - slot)
+            piece = self.frames[slot:slot + n]
+            pieces.append(torch.from_numpy(piece) if self.device is None else piece)
+            pos += n
+        if not pieces:
+            return torch.zeros((0, *self.frame_shape), dtype=torch.uint8)
+        if len(pieces) == 1:
+            return pieces[0] if self.device is None else pieces[0].to("cpu", copy=True)
+        return torch.cat(pieces).cpu()
+
+    def put_frames(self, first: int, frames: torch.Tensor | np.ndarray) -> None:
+        """Write ``frames`` (uint8 ``[n, c, H, W]``) into the ring as the frames of absolute indices ``first`` ..
+        ``first + n - 1`` (a resume's frame files; their slots must exist: :meth:`_reserve`)."""
+        frames = torch.as_tensor(frames)
+        pos = 0
+        while pos < len(frames):
+            slot = (first + pos) % self.frame_capacity
+            n = min(len(frames) - pos, self.frame_capacity - slot)
+            part = frames[pos:pos + n]
+            if self.device is None:
+                self.frames[slot:slot + n] = part.numpy()
+            else:
+                self.frames[slot:slot + n].copy_(part, non_blocking=not self.blocking_copies)
+            pos += n
+
     def _host_frames(self, n: int) -> torch.Tensor:
         """The first ``n`` slots of the frame ring as a CPU tensor, for a checkpoint: a view of the numpy ring (no copy;
         the checkpoint is written before training goes on), a host copy of the device ring."""
@@ -387,27 +426,41 @@ class FrameReplay:
         return total / self.capacity
 
     # ------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict:
+    def state_dict(self, frames: bool = True) -> dict:
         """Everything needed to continue exactly (arrays trimmed to what was written), as CPU tensors that view the
         ring's arrays: ``torch.save`` writes a tensor's bytes straight into the file, where a NumPy array is pickled
         through bytes and a Latin-1 string (saving a replay of 212 MB of frames peaked at 1.95 GB of memory, 9 times
-        the frames, and wrote 317 MB; extrapolated, about 30 GB for 100k transitions of 100x100 frames)."""
+        the frames, and wrote 317 MB; extrapolated, about 30 GB for 100k transitions of 100x100 frames).
+        ``frames=False``: all but the frame ring (:class:`ReplayCheckpoint` keeps the frames in files of their own)."""
         nf, nt = min(self.frames_written, self.frame_capacity), min(self.added, self.capacity)
-        return {"capacity": self.capacity, "obs_shape": self.obs_shape, "action_dim": self.action_dim, "k": self.k,
-                "frames": self._host_frames(nf), "actions": torch.from_numpy(self.actions[:nt]),
-                "rewards": torch.from_numpy(self.rewards[:nt]), "not_dones": torch.from_numpy(self.not_dones[:nt]),
-                "next_frame": torch.from_numpy(self.next_frame[:nt]), "frames_written": self.frames_written,
-                "added": self.added, "episode_open": self._episode_open, "rng": self.rng.bit_generator.state}
+        state = {"capacity": self.capacity, "obs_shape": self.obs_shape, "action_dim": self.action_dim, "k": self.k,
+                 "actions": torch.from_numpy(self.actions[:nt]),
+                 "rewards": torch.from_numpy(self.rewards[:nt]), "not_dones": torch.from_numpy(self.not_dones[:nt]),
+                 "next_frame": torch.from_numpy(self.next_frame[:nt]), "frames_written": self.frames_written,
+                 "added": self.added, "episode_open": self._episode_open, "rng": self.rng.bit_generator.state}
+        if frames:
+            state["frames"] = self._host_frames(nf)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
+        self.check_layout(state)
+        nf = len(state["frames"])
+        self._reserve(nf)
+        self.frames[:nf] = self._to_ring(np.asarray(state["frames"]))
+        self.load_all_but_frames(state)
+
+    def check_layout(self, state: dict) -> None:
+        """Refuse the state of a replay of other sizes."""
         mine = (self.capacity, tuple(self.obs_shape), self.action_dim, self.k)
         theirs = (state["capacity"], tuple(state["obs_shape"]), state["action_dim"], state["k"])
         if mine != theirs:
             raise ValueError(f"replay state is for (capacity, obs_shape, action_dim, frame_stack)={theirs}, "
                              f"this buffer is {mine}")
-        nf, nt = len(state["frames"]), len(state["actions"])
-        self._reserve(nf)
-        self.frames[:nf] = self._to_ring(np.asarray(state["frames"]))
+
+    def load_all_but_frames(self, state: dict) -> None:
+        """The per-transition arrays, counters and sampling stream of ``state`` (the frames are put in place
+        first)."""
+        nt = len(state["actions"])
         self.actions[:nt] = state["actions"]
         self.rewards[:nt], self.not_dones[:nt], self.next_frame[:nt] = (state["rewards"], state["not_dones"],
                                                                         state["next_frame"])
@@ -416,6 +469,160 @@ class FrameReplay:
         self.rng.bit_generator.state = state["rng"]
         if self._dev is not None:
             self._mirror(slice(0, nt))
+
+
+#: The folder of a checkpoint that holds the replay's frame files (:class:`ReplayCheckpoint`).
+FRAME_FILES = "replay_frames"
+_FRAME_FILE = re.compile(r"frames_(\d{12})_(\d{12})\.pt")
+
+
+class ReplayCheckpoint:
+    """The replay as a checkpoint entry whose frames are written once. The frames a run adds between two checkpoints
+    go into one file of the checkpoint's folder ``replay_frames/`` (``frames_FIRST_END.pt``, absolute frame
+    indices); the next checkpoint hard-links the files it still needs from the previous one and writes only the
+    frames added since, so a run writes each frame once, where a replay saved whole each time wrote ever more (at
+    the tenth of 10 checkpoints of a 100k-step run, all its frames again: 3.3 GB of 100x100 frames). A file whose
+    frames the ring has all overwritten is left out (it goes with the previous checkpoint); where a link cannot be
+    made (a file system without hard links, a file missing), the frames still in the ring are written again. Each
+    checkpoint stays a folder of its own (copy or move it whole). The rest of the replay (actions, rewards, indices,
+    counters, sampling stream: a few MB) is the entry itself, as are the frames of a checkpoint written before
+    (:meth:`FrameReplay.state_dict` whole): those load as they are.
+
+    Registered with the accelerator in place of the replay; :func:`shared_losses.training.runtime.save_checkpoint`
+    calls :meth:`write_files` and :func:`~shared_losses.training.runtime.load_checkpoint` :meth:`read_files_from`."""
+
+    def __init__(self, replay: FrameReplay):
+        self.replay = replay
+        #: [first, end, file name, bytes]: the frame files of the checkpoint last written or loaded, oldest first
+        self.files: list[tuple[int, int, str, int]] = []
+        self._folder: Path | None = None
+
+    @staticmethod
+    def largest_file(checkpoint: str | os.PathLike) -> int | None:
+        """Bytes of the largest frame file of the checkpoint at ``checkpoint`` (a resume reads one at a time onto the
+        host); None where it has none (a replay saved whole, read onto the host at once; no usable checkpoint)."""
+        from shared_losses.training.runtime import CheckpointError, resolve_checkpoint
+
+        try:
+            files = list((resolve_checkpoint(checkpoint) / FRAME_FILES).glob("frames_*.pt"))
+            return max(f.stat().st_size for f in files) if files else None
+        except (OSError, CheckpointError):
+            return None
+
+    @staticmethod
+    def file_name(first: int, end: int) -> str:
+        return f"frames_{first:012d}_{end:012d}.pt"
+
+    def write_files(self, folder: str | os.PathLike, previous: str | os.PathLike | None) -> None:
+        """Put the frame files of the checkpoint being written to ``folder``: the previous checkpoint's (``previous``)
+        that hold frames still in the ring, linked, and one file of the frames added since."""
+        rb = self.replay
+        live = max(0, rb.frames_written - rb.frame_capacity)  # the oldest frame still in the ring
+        out = Path(folder) / FRAME_FILES
+        out.mkdir(parents=True, exist_ok=True)
+        kept, end = [], live
+        for first, last, name, size in self.files:
+            if last <= live:
+                continue  # all overwritten
+            src = None if previous is None else Path(previous) / FRAME_FILES / name
+            kept.append((first, last, name, size) if src is not None and _linked(src, out / name, size)
+                        else self._write(out, max(first, live), last))
+            end = last
+        if rb.frames_written > end:
+            kept.append(self._write(out, end, rb.frames_written))
+        self.files = kept
+
+    def _write(self, out: Path, first: int, end: int) -> tuple[int, int, str, int]:
+        name = self.file_name(first, end)
+        with open(out / name, "wb") as fh:
+            torch.save(self.replay.frames_between(first, end), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return first, end, name, (out / name).stat().st_size
+
+    def read_files_from(self, folder: str | os.PathLike) -> None:
+        """The checkpoint folder whose frame files the next :meth:`load_state_dict` reads."""
+        self._folder = Path(folder)
+
+    def state_dict(self) -> dict:
+        return {**self.replay.state_dict(frames=False), "frame_files": [list(f) for f in self.files]}
+
+    def load_state_dict(self, state: dict) -> None:
+        from shared_losses.training.runtime import CheckpointError, read_torch_file
+
+        rb = self.replay
+        if "frames" in state:  # a replay saved whole (a checkpoint written before frame files)
+            rb.load_state_dict(state)
+            self.files = []
+            return
+        rb.check_layout(state)
+        if self._folder is None:
+            raise RuntimeError("internal error: the replay's frame files were asked for before read_files_from()")
+        where = f"checkpoint {self._folder}"
+        files = self.check_listing(state.get("frame_files"), int(state["frames_written"]), where)
+        written = int(state["frames_written"])
+        live = max(0, written - rb.frame_capacity)
+        rb._reserve(min(written, rb.frame_capacity))
+        for first, end, name, _ in files:
+            path = self._folder / FRAME_FILES / name
+            if not path.is_file():
+                raise CheckpointError(f"{where}: the replay's frame file {FRAME_FILES}/{name} is missing (was the "
+                                      "checkpoint folder copied in part?); the run cannot continue exactly without "
+                                      "it (--no-save-replay starts a run whose checkpoints hold no replay)")
+            try:
+                frames = read_torch_file(path, "replay frame file")
+            except CheckpointError:
+                raise
+            except Exception as err:  # noqa: BLE001 - any unreadable file is a damaged one
+                raise CheckpointError(f"{where}: the replay's frame file {FRAME_FILES}/{name} is unreadable ({err}); "
+                                      "the file is damaged (e.g. truncated)") from err
+            shape = (end - first, *rb.frame_shape)
+            if not isinstance(frames, torch.Tensor) or frames.dtype != torch.uint8 or tuple(frames.shape) != shape:
+                got = (f"{frames.dtype} {tuple(frames.shape)}" if isinstance(frames, torch.Tensor)
+                       else type(frames).__name__)
+                raise CheckpointError(f"{where}: the replay's frame file {FRAME_FILES}/{name} holds {got}, not the "
+                                      f"uint8 frames {shape} its name says; the file is damaged or not this run's")
+            lo = max(first, live)
+            rb.put_frames(lo, frames[lo - first:])
+        rb.load_all_but_frames(state)
+        self.files = files
+
+    def check_listing(self, listing, written: int, where: str) -> list[tuple[int, int, str, int]]:
+        """The entry's list of frame files, checked: names of this form (never a path), consecutive, ending at the
+        frames written and starting no later than the oldest frame the ring holds."""
+        from shared_losses.training.runtime import CheckpointError
+
+        bad = f"{where}: the replay's list of frame files is damaged or not this version's"
+        if not isinstance(listing, list):
+            raise CheckpointError(f"{bad} ({type(listing).__name__}, not a list)")
+        files, end = [], None
+        for item in listing:
+            ok = (isinstance(item, (list, tuple)) and len(item) == 4 and isinstance(item[2], str)
+                  and (m := _FRAME_FILE.fullmatch(item[2])) is not None
+                  and [int(m.group(1)), int(m.group(2))] == [item[0], item[1]] and item[0] < item[1]
+                  and (end is None or item[0] == end))
+            if not ok:
+                raise CheckpointError(f"{bad} (entry {item!r})")
+            files.append((int(item[0]), int(item[1]), item[2], int(item[3])))
+            end = item[1]
+        live = max(0, written - self.replay.frame_capacity)
+        if (files[-1][1] if files else 0) != written or (files and files[0][0] > live) or (not files and written):
+            raise CheckpointError(f"{bad} (its files hold frames "
+                                  f"{files[0][0] if files else 0}..{files[-1][1] if files else 0}, the replay needs "
+                                  f"{live}..{written})")
+        return files
+
+
+def _linked(src: Path, dst: Path, size: int) -> bool:
+    """Hard-link ``src`` (of ``size`` bytes) to ``dst``; False where it cannot be (missing, of another size, a file
+    system without links)."""
+    try:
+        if src.stat().st_size != size:
+            return False
+        os.link(src, dst)
+        return True
+    except OSError:
+        return False
 
 
 class _HostCopiesDone:

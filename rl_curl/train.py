@@ -94,20 +94,20 @@ def replay_held(cfg: Config) -> int:
 
 def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device | None = None, action_dim: int = 64,
                         *, fewer: str = "train fewer runs together", gpu: bool = True) -> None:
-    """Refuse, before anything is written, replays that cannot fit. Two checks: each run's whole ring, allocated at
-    once (as pages that take memory only when written), against the host's free memory (a far larger one fails to
-    allocate); and what the runs will fill (``min(--replay-capacity, agent steps)`` transitions each; a resume also
-    reads its saved replay onto the host first) against the memory they may use: the host's, or the tighter limit
-    of the process's cgroup (a Slurm job's ``--mem``). The ring fills as a run goes, so without the second check a
-    run that cannot fit would be killed for memory only when its replay is nearly full, and again at the same step
-    on each resume; runs trained together (a list of configurations) are counted together, since each run alone
-    sees the memory the others are about to fill as free. With --replay-on-device the frames are checked against
-    the GPU's free memory instead (the device ring at its largest, while it grows). ``fewer``: the advice for
-    several runs (a grid's: lower --parallel); ``gpu=False``: host memory only (a grid's runs may go to several
-    GPUs). ``device``: the training device; None: the one the first configuration would train on (a GPU where there
-    is one and --device is not cpu), for checks made before any accelerator exists. The action dimension is not
-    known before the environment is built; 64 bounds every DeepMind Control task."""
-    from .replay import FrameReplay
+    """Refuse, before anything is written, replays that cannot fit. Two checks: each run's whole ring, allocated at once
+    (as pages that take memory only when written), against the host's free memory (a far larger one fails to allocate);
+    and what the runs will fill (``min(--replay-capacity, agent steps)`` transitions each; a resume also reads its saved
+    replay onto the host, a frame file at a time, or whole from a checkpoint written before them) against the memory
+    they may use: the host's, or the tighter limit of the process's cgroup (a Slurm job's ``--mem``). The ring fills as
+    a run goes, so without the second check a run that cannot fit would be killed for memory only when its replay is
+    nearly full, and again at the same step on each resume; runs trained together (a list of configurations) are counted
+    together, since each run alone sees the memory the others are about to fill as free. With --replay-on-device the
+    frames are checked against the GPU's free memory instead (the device ring at its largest, while it grows).
+    ``fewer``: the advice for several runs (a grid's: lower --parallel); ``gpu=False``: host memory only (a grid's runs
+    may go to several GPUs). ``device``: the training device; None: the one the first configuration would train on (a
+    GPU where there is one and --device is not cpu), for checks made before any accelerator exists. The action dimension
+    is not known before the environment is built; 64 bounds every DeepMind Control task."""
+    from .replay import FrameReplay, ReplayCheckpoint
 
     cfgs = [cfgs] if isinstance(cfgs, Config) else list(cfgs)
     if not cfgs:
@@ -135,8 +135,9 @@ def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device | 
                          f"({replay_held(cfg):,} transitions) or raise the limit")
     needs = [FrameReplay.estimate_bytes(c.replay_capacity, c.obs_shape, action_dim, c.frame_stack,
                                         transitions=c.agent_steps) for c in cfgs]
-    read_back = [n["frames"] if c.resume and c.save_replay and checkpoint_exists(Path(c.output_dir) / "checkpoint")
-                 else 0 for c, n in zip(cfgs, needs)]
+    read_back = [(ReplayCheckpoint.largest_file(Path(c.output_dir) / "checkpoint") or n["frames"])
+                 if c.resume and c.save_replay and checkpoint_exists(Path(c.output_dir) / "checkpoint") else 0
+                 for c, n in zip(cfgs, needs)]
     need = sum(n["other"] + (0 if on_gpu else n["frames"]) + r for n, r in zip(needs, read_back))
     room, where = available_memory()
     runs = f" for the {len(cfgs)} runs' replays" if len(cfgs) > 1 else " for the replay"
@@ -523,7 +524,7 @@ class CurlApp(TrainingApp):
     def _build(self):
         from accelerate.utils import set_seed
 
-        from .replay import FrameReplay
+        from .replay import FrameReplay, ReplayCheckpoint
 
         cfg = self.cfg
         accelerator = make_accelerator(
@@ -573,8 +574,8 @@ class CurlApp(TrainingApp):
         # --aux cpc reads the next K observations and actions of each sampled transition (no extra random draw)
         self.future_steps = cfg.cpc_steps if OBJECTIVES.get(cfg.aux).kind == "future" else 0
         register_named(accelerator, agent=self.agent, **self.agent.optimizers())
-        if cfg.save_replay:
-            register_named(accelerator, replay=self.replay)
+        if cfg.save_replay:  # its frames as files written once, linked from one checkpoint to the next
+            register_named(accelerator, replay=ReplayCheckpoint(self.replay))
         self.harness.write_config(self.recorded_options)
         self.seed_until = cfg.seed_steps
         self.started, self.start_step = time.perf_counter(), 0

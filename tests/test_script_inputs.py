@@ -125,6 +125,8 @@ def test_a_permission_error_is_one_line(capsys):
     ("bench_losses", ["--temperatures", "0"], "argument --temperatures: must be a number > 0, got 0"),
     ("bench_qt", ["--steps", "0"], "argument --steps: must be a whole number >= 1, got 0"),
     ("bench_replay", ["--image-size", "0"], "argument --image-size: must be a whole number >= 1, got 0"),
+    ("bench_replay_checkpoints", ["--every", "0"], "argument --every: must be a whole number >= 1, got 0"),
+    ("bench_replay_checkpoints", ["--capacity", "1"], "argument --capacity: must be a whole number >= 2, got 1"),
     ("bench_pu_images", ["--repeats", "0"], "argument --repeats: must be a whole number >= 1, got 0"),
     ("bench_fewshot", ["--seq-lens", "0"], "argument --seq-lens: must be a whole number >= 1, got 0"),
     ("bench_fewshot", ["--max-steps", "0"], "argument --max-steps: must be a whole number >= 1, got 0"),
@@ -155,7 +157,7 @@ def test_bench_curl_refuses_counts_and_devices_before_timing(field, value, says)
 
 
 @pytest.mark.parametrize("name", ["bench_replay", "bench_curl", "check_official_curl", "check_floors", "fetch_gpu_deps",
-                                  "bench_qt"])
+                                  "bench_qt", "bench_replay_checkpoints"])
 def test_the_tools_help_shows_how_to_run_them(name):
     """--help of each tool ends its description with command lines to copy (the scripts' docstrings had them, --help
     did not, or bench_qt only its first line)."""

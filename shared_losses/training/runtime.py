@@ -105,6 +105,25 @@ def _entries(accelerator) -> dict[str, str]:
     return {n: f"custom_checkpoint_{i}.pkl" for i, n in enumerate(getattr(accelerator, "_suite_entry_names", []))}
 
 
+def _file_keepers(accelerator) -> list:
+    """The registered objects that keep part of their state as files of the checkpoint folder, written once and
+    linked from one checkpoint to the next (rl_curl's replay frames): they have ``write_files(folder, previous)``,
+    called with the new checkpoint's folder (still being written) and the previous complete checkpoint (None where
+    there is none) before their ``state_dict``, and ``read_files_from(folder)``, called before their
+    ``load_state_dict``."""
+    return [o for o in getattr(accelerator, "_custom_objects", [])
+            if callable(getattr(o, "write_files", None)) and callable(getattr(o, "read_files_from", None))]
+
+
+def _complete_checkpoint(directory: Path) -> Path | None:
+    """The usable checkpoint at ``directory`` (:func:`resolve_checkpoint`), None where there is none or it is
+    damaged (then nothing of it is reused)."""
+    try:
+        return resolve_checkpoint(directory) if checkpoint_exists(directory) else None
+    except (OSError, CheckpointError):
+        return None
+
+
 def checkpoint_entry(directory: str | os.PathLike, name: str) -> Path:
     """The file of the entry ``name`` in a checkpoint written with :func:`register_named`."""
     path = resolve_checkpoint(directory)
@@ -134,6 +153,12 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
         shutil.rmtree(tmp)
     _wait(accelerator)
     try:
+        keepers = _file_keepers(accelerator) if _is_main(accelerator) else []
+        if keepers:  # their files first: the state_dict each gives accelerate names the files it wrote
+            tmp.mkdir(parents=True, exist_ok=True)
+            previous = _complete_checkpoint(directory)
+            for obj in keepers:
+                obj.write_files(tmp, previous)
         if accelerator is not None:
             accelerator.save_state(str(tmp), safe_serialization=True)
         _wait(accelerator)
@@ -462,6 +487,8 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
             if have != want:
                 raise CheckpointError(f"checkpoint {path} holds the entries {', '.join(have)} but this run registers "
                                       f"{', '.join(want)}: it was written by another version or configuration")
+        for obj in _file_keepers(accelerator):
+            obj.read_files_from(path)
         try:
             with _custom_states_read_safely():
                 accelerator.load_state(str(path))

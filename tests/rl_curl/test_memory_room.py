@@ -67,6 +67,16 @@ def test_a_replay_that_fits_the_machine_but_not_the_job_is_refused_naming_the_li
     (tmp_path / "checkpoint").mkdir()
     with pytest.raises(ValueError, match=r"will need 0\.8 GiB"):
         train.check_replay_memory(resumed, train.torch.device("cpu"))
+    # a checkpoint whose frames are files (rl_curl.replay.ReplayCheckpoint) is read a file at a time: the largest
+    (tmp_path / "checkpoint" / "COMPLETE").write_text("{}")
+    (tmp_path / "checkpoint" / "replay_frames").mkdir()
+    for name, size in (("frames_000000000000_000000001000.pt", GiB // 20), ("frames_000000001000_000000001100.pt", 9)):
+        with open(tmp_path / "checkpoint" / "replay_frames" / name, "wb") as fh:
+            fh.truncate(size)  # sparse: its size is what counts
+    train.check_replay_memory(resumed, train.torch.device("cpu"))  # 0.4 GiB + 0.05 GiB
+    monkeypatch.setattr(train, "cgroup_memory_room", lambda: int(GiB * 0.42))
+    with pytest.raises(ValueError, match=r"will need 0\.4 GiB"):
+        train.check_replay_memory(resumed, train.torch.device("cpu"))
     monkeypatch.setattr(train, "cgroup_memory_room", lambda: None)
     assert train.available_memory()[1] == "on this machine"
 

@@ -374,3 +374,211 @@ def test_staging_is_off_for_host_rings_and_waiting_copies_and_on_by_default_only
     gpu_typed = FrameReplay(10, (K * C, H, H), 2, K, device="cpu")
     gpu_typed.device = torch.device("cuda")  # only the device's type decides (no GPU needed to read it)
     assert gpu_typed._staged()
+
+
+# ---------------------------------------------------------------------------------- checkpoints of frame files
+def _accelerator_with(replay, whole: bool = False):
+    """A CPU accelerator with ``replay`` registered as rl_curl.train registers it (its frames as files), or whole
+    (``whole``: the replay itself, as checkpoints were written before frame files)."""
+    from accelerate import Accelerator
+
+    from rl_curl.replay import ReplayCheckpoint
+    from shared_losses.training.runtime import register_named
+
+    acc = Accelerator(cpu=True)
+    entry = replay if whole else ReplayCheckpoint(replay)
+    register_named(acc, replay=entry)
+    return acc, entry
+
+
+def _same_replay(a, b):
+    """``a`` and ``b`` hold the same transitions, frames and counters and draw the same batches next."""
+    assert (a.frames_written, a.added, len(a), a._episode_open) == (b.frames_written, b.added, len(b), b._episode_open)
+    n = min(a.added, a.capacity)
+    for name in ("actions", "rewards", "not_dones", "next_frame"):
+        assert np.array_equal(getattr(a, name)[:n], getattr(b, name)[:n]), name
+    idx = np.array([(a.added - back) % a.capacity for back in range(1, len(a) + 1)])
+    for x, y in zip(a.stacks(idx), b.stacks(idx)):  # every transition that can be sampled, frames included
+        assert np.array_equal(x, y)
+    state = a.rng.bit_generator.state
+    batch_a = a.sample(7)
+    a.rng.bit_generator.state = state  # a's draws as they were: the test does not change the run it checks
+    batch_b = b.sample(7)
+    for k in batch_a:
+        assert torch.equal(batch_a[k], batch_b[k].to(batch_a[k].device)), k
+
+
+def _frame_files(ckpt):
+    from rl_curl.replay import FRAME_FILES
+
+    return sorted((ckpt / FRAME_FILES).iterdir())
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_each_checkpoint_links_the_frames_it_had_and_writes_only_those_added_since(tmp_path, device):
+    """The frames a run adds between two checkpoints are written once, in a file of their own; the next checkpoint
+    hard-links it (the same file on disk) and writes only its own new frames. The replay's entry holds no frame.
+    A resume from it (onto a host or a device ring) holds the same replay and draws the same batches."""
+    from shared_losses.training.runtime import load_checkpoint, save_checkpoint
+
+    rb = FrameReplay(200, (K * C, 16, 16), 2, K, seed=3, device=device)
+    acc, entry = _accelerator_with(rb)
+    ckpt, rng = tmp_path / "checkpoint", np.random.default_rng(0)
+    frame_bytes = C * 16 * 16
+    sizes, inodes = [], {}
+    for step, lengths in enumerate(([9, 12], [5], [20, 3])):
+        for length in lengths:  # episodes of 16x16 frames (fill() writes 4x4 ones: build them here)
+            rb.start_episode(rng.integers(0, 255, (K * C, 16, 16), dtype=np.uint8))
+            for t in range(length):
+                rb.add(rng.uniform(-1, 1, 2), float(rng.normal()), rng.integers(0, 255, (K * C, 16, 16),
+                                                                               dtype=np.uint8), t == length - 1)
+        save_checkpoint(acc, ckpt, {"step": step})
+        files = _frame_files(ckpt)
+        assert len(files) == step + 1
+        for f in files:
+            inodes.setdefault(f.name, f.stat().st_ino)
+            assert f.stat().st_ino == inodes[f.name]  # written once, then linked
+        new = files[-1]
+        first, end = (int(x) for x in new.stem.split("_")[1:])
+        assert end == rb.frames_written and new.stat().st_size < (end - first) * frame_bytes + 2000
+        sizes.append(sum(f.stat().st_size for f in files))
+    entry_file = next(ckpt.glob("custom_checkpoint_*.pkl"))
+    assert entry_file.stat().st_size < 20_000 < sizes[-1]  # the entry holds the rest, not the frames
+    for ring in (None, "cpu"):
+        other = FrameReplay(200, (K * C, 16, 16), 2, K, seed=99, device=ring)
+        acc2, entry2 = _accelerator_with(other)
+        load_checkpoint(acc2, ckpt)
+        _same_replay(rb, other)
+        assert entry2.files == entry.files
+
+
+def test_checkpoints_across_the_ring_s_end_keep_only_frames_still_in_it(tmp_path):
+    """Past the ring's end, a frame file whose frames are all overwritten is left out of the next checkpoint, and a
+    resume from every checkpoint holds the replay exactly (short episodes: stale transitions too)."""
+    from shared_losses.training.runtime import load_checkpoint, save_checkpoint
+
+    rb = FrameReplay(20, (K * C, H, H), 2, K, seed=1)
+    acc, _ = _accelerator_with(rb)
+    ckpt, rng, dropped = tmp_path / "checkpoint", np.random.default_rng(2), 0
+    for step in range(12):
+        fill(rb, [3, 1, 7][: 1 + step % 3], rng)
+        before = {f.name for f in _frame_files(ckpt)} if ckpt.exists() else set()
+        save_checkpoint(acc, ckpt, {"step": step})
+        live = rb.frames_written - rb.frame_capacity
+        files = _frame_files(ckpt)
+        assert all(int(f.stem.split("_")[2]) > live for f in files)  # none all overwritten
+        dropped += len(before - {f.name for f in files})
+        other = FrameReplay(20, (K * C, H, H), 2, K, seed=5)
+        load_checkpoint(_accelerator_with(other)[0], ckpt)
+        _same_replay(rb, other)
+    assert rb.frames_written > 3 * rb.frame_capacity and dropped > 0
+
+
+def test_without_hard_links_the_frames_still_in_the_ring_are_written_again(tmp_path, monkeypatch):
+    """A file system without hard links (or a previous file gone): the next checkpoint writes the frames again from
+    the ring, and resumes exactly."""
+    import errno
+    import os
+
+    from shared_losses.training.runtime import load_checkpoint, save_checkpoint
+
+    rb = FrameReplay(30, (K * C, H, H), 2, K, seed=4)
+    acc, _ = _accelerator_with(rb)
+    ckpt, rng = tmp_path / "checkpoint", np.random.default_rng(3)
+    fill(rb, [6, 8], rng)
+    save_checkpoint(acc, ckpt, {"step": 0})
+    first = _frame_files(ckpt)[0].stat().st_ino
+
+    def refuse(src, dst):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", refuse)
+    fill(rb, [5], rng)
+    save_checkpoint(acc, ckpt, {"step": 1})
+    files = _frame_files(ckpt)
+    assert len(files) == 2 and files[0].stat().st_ino != first
+    other = FrameReplay(30, (K * C, H, H), 2, K, seed=0)
+    load_checkpoint(_accelerator_with(other)[0], ckpt)
+    _same_replay(rb, other)
+
+
+def test_a_checkpoint_whose_replay_was_saved_whole_loads_and_the_next_writes_frame_files(tmp_path):
+    """Checkpoints written before frame files hold the frames in the replay's entry: they load as they are."""
+    from shared_losses.training.runtime import load_checkpoint, save_checkpoint
+
+    rb = FrameReplay(30, (K * C, H, H), 2, K, seed=4)
+    ckpt, rng = tmp_path / "checkpoint", np.random.default_rng(5)
+    fill(rb, [6, 8, 9], rng)
+    save_checkpoint(_accelerator_with(rb, whole=True)[0], ckpt, {"step": 0})
+    assert not (ckpt / "replay_frames").exists()
+    other = FrameReplay(30, (K * C, H, H), 2, K, seed=0)
+    acc, entry = _accelerator_with(other)
+    load_checkpoint(acc, ckpt)
+    _same_replay(rb, other)
+    assert entry.files == []
+    fill(other, [4], rng)
+    save_checkpoint(acc, ckpt, {"step": 1})
+    assert [f.name for f in _frame_files(ckpt)] == [f"frames_{max(0, other.frames_written - other.frame_capacity):012d}"
+                                                     f"_{other.frames_written:012d}.pt"]
+
+
+def test_damaged_frame_files_are_refused_naming_the_file(tmp_path):
+    from shared_losses.training.runtime import CheckpointError, load_checkpoint, save_checkpoint
+
+    rb = FrameReplay(30, (K * C, H, H), 2, K, seed=4)
+    acc, _ = _accelerator_with(rb)
+    ckpt = tmp_path / "checkpoint"
+    fill(rb, [6], np.random.default_rng(5))
+    save_checkpoint(acc, ckpt, {"step": 0})
+    fill(rb, [4], np.random.default_rng(6))
+    save_checkpoint(acc, ckpt, {"step": 1})
+    first, second = _frame_files(ckpt)
+
+    def load():
+        load_checkpoint(_accelerator_with(FrameReplay(30, (K * C, H, H), 2, K))[0], ckpt)
+
+    data = second.read_bytes()
+    second.write_bytes(data[: len(data) // 2])  # truncated
+    with pytest.raises(CheckpointError, match=rf"frame file replay_frames/{second.name} is unreadable"):
+        load()
+    torch.save(torch.zeros((2, C, H, H), dtype=torch.uint8), second)  # another shape
+    with pytest.raises(CheckpointError, match=rf"{second.name} holds torch.uint8 \(2, 3, 4, 4\), not the uint8 "
+                                              r"frames \(7, 3, 4, 4\)"):
+        load()
+    second.unlink()
+    with pytest.raises(CheckpointError, match=rf"frame file replay_frames/{second.name} is missing"):
+        load()
+    second.write_bytes(data)
+    load()  # whole again
+    entry_file = next(ckpt.glob("custom_checkpoint_*.pkl"))
+    state = torch.load(entry_file, weights_only=False)
+    for listing in ([["../../x", *state["frame_files"][0][1:]]], state["frame_files"][1:], state["frame_files"][:1]):
+        torch.save({**state, "frame_files": listing}, entry_file)  # a path, a gap at the start, short of the end
+        with pytest.raises(CheckpointError, match="list of frame files is damaged"):
+            load()
+    assert first.exists()
+
+
+def test_the_checkpoint_bench_counts_each_way_s_bytes(capsys):
+    """scripts/bench_replay_checkpoints.py at a tiny size: frame files write each frame once (the bytes of the
+    frames, plus a file's header per checkpoint), the whole replay every checkpoint's frames again; the whole
+    replay's grow with the run."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_replay_checkpoints.py"
+    spec = importlib.util.spec_from_file_location("bench_replay_checkpoints", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--capacity", "200", "--transitions", "200", "--every", "20", "--episode-length", "9",
+                       "--image-size", "32", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    files, whole = report["ways"]["frame files"], report["ways"]["whole"]
+    frame = 3 * 32 * 32
+    assert report["checkpoints"] == 10 and files["frames_bytes"] == whole["frames_bytes"] == (200 + 23 * 3) * frame
+    # each checkpoint's files: one new frame file and the rest (the entry, random states, extra.pt: about 21 kB)
+    assert files["frames_bytes"] < files["written_bytes"] < files["frames_bytes"] + 10 * 30_000
+    # the whole replay: the frames of every checkpoint so far, at each (the ring of 226 slots full by the last two)
+    held = sum(min(226, 20 * c + 3 * -(-20 * c // 9)) for c in range(1, 11)) * frame
+    assert whole["written_bytes"] > held and report["written_ratio"] > 3

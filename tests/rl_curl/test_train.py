@@ -66,6 +66,15 @@ def test_resume_continues_exactly(tmp_path, update):
         for p in sa["state"]:
             for k in sa["state"][p]:
                 assert torch.equal(sa["state"][p][k], sb["state"][p][k])
+    # the replay too: its entry (all but the frames) and its frame files, one per checkpoint (rl_curl.replay)
+    ra, rb = (torch.load(tmp_path / n / "checkpoint/custom_checkpoint_6.pkl", weights_only=False) for n in ("full",
+                                                                                                         "part"))
+    assert len(ra["frame_files"]) == 2 and ra["frame_files"] == rb["frame_files"] and ra["rng"] == rb["rng"]
+    for name in ("actions", "rewards", "not_dones", "next_frame"):
+        assert torch.equal(ra[name], rb[name]), name
+    for _, _, name, _ in ra["frame_files"]:
+        fa, fb = (torch.load(tmp_path / n / "checkpoint/replay_frames" / name) for n in ("full", "part"))
+        assert torch.equal(fa, fb), name
 
 
 def test_an_extension_from_an_episode_boundary_labels_its_evaluations_as_the_uninterrupted_run(tmp_path):

@@ -158,3 +158,51 @@ def test_loads_in_threads_at_once_read_safely_and_give_accelerate_its_reader_bac
     for t in threads:
         t.join()
     assert seen == [runtime._load_custom_state] * 2 and acc.load_custom_state is real
+
+
+class OwnFile:
+    """A registered object keeping part of its state as a file of the checkpoint folder (as rl_curl's replay keeps
+    its frames): written before its state_dict, read after read_files_from."""
+
+    def __init__(self, value: int, fail: bool = False):
+        self.value, self.fail, self.calls, self.folder = value, fail, [], None
+
+    def write_files(self, folder, previous):
+        self.calls.append((Path(folder).name, None if previous is None else Path(previous).name))
+        if self.fail:
+            import errno
+
+            raise OSError(errno.ENOSPC, "No space left on device")
+        (Path(folder) / "own.txt").write_text(str(self.value))
+
+    def read_files_from(self, folder):
+        self.folder = Path(folder)
+
+    def state_dict(self) -> dict:
+        return {"file": "own.txt"}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.value = int((self.folder / state["file"]).read_text())
+
+
+def test_objects_with_files_of_their_own_write_them_into_the_new_checkpoint_and_read_them_back(tmp_path):
+    """save_checkpoint hands such an object the folder being written and the previous complete checkpoint (to link
+    from); load_checkpoint the folder to read from. A write the disk refuses leaves the previous checkpoint whole."""
+    from accelerate import Accelerator
+
+    from shared_losses.training.runtime import RunStopped
+
+    acc, own = Accelerator(cpu=True), OwnFile(1)
+    register_named(acc, own=own)
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 1})
+    own.value = 2
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 2})
+    assert own.calls == [(".ckpt.tmp", None), (".ckpt.tmp", "ckpt")]
+    acc2, other = Accelerator(cpu=True), OwnFile(0)
+    register_named(acc2, own=other)
+    assert load_checkpoint(acc2, tmp_path / "ckpt")["step"] == 2 and other.value == 2
+    own.value, own.fail = 3, True
+    with pytest.raises(RunStopped, match="could not write the checkpoint"):
+        save_checkpoint(acc, tmp_path / "ckpt", {"step": 3})
+    assert not (tmp_path / ".ckpt.tmp").exists()
+    assert load_checkpoint(acc2, tmp_path / "ckpt")["step"] == 2 and other.value == 2
