@@ -480,8 +480,8 @@ class ReplayCheckpoint:
     """The replay as a checkpoint entry whose frames are written once. The frames a run adds between two checkpoints
     go into one file of the checkpoint's folder ``replay_frames/`` (``frames_FIRST_END.pt``, absolute frame
     indices); the next checkpoint hard-links the files it still needs from the previous one and writes only the
-    frames added since, so a run writes each frame once, where a replay saved whole each time wrote ever more (at
-    the tenth of 10 checkpoints of a 100k-step run, all its frames again: 3.3 GB of 100x100 frames). A file whose
+    frames added since, so a run writes each frame once, where a replay saved whole each time wrote all its frames
+    again at every checkpoint (once its ring is full, 3.3 GB of 100x100 frames each time). A file whose
     frames the ring has all overwritten is left out (it goes with the previous checkpoint); where a link cannot be
     made (a file system without hard links, a file missing), the frames still in the ring are written again. Each
     checkpoint stays a folder of its own (copy or move it whole). The rest of the replay (actions, rewards, indices,
