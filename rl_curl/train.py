@@ -92,6 +92,19 @@ def replay_held(cfg: Config) -> int:
     return min(cfg.replay_capacity, cfg.agent_steps)
 
 
+#: Memory one environment worker process takes (:class:`rl_curl.env.EnvWorker`: --env-worker's, --eval-worker's, and
+#: --eval-parallel's one per episode), which a run's memory check counts beside its replay: a cartpole worker at
+#: 100x100 held 227 MiB of its own (245 MiB resident) under Mesa's EGL on a 2-core AMD EPYC; rounded up.
+WORKER_BYTES = 256 * 2**20
+
+
+def worker_processes(cfg: Config) -> int:
+    """The environment worker processes a run starts (their memory counts where the run's does: a job's limit)."""
+    episodes = max(cfg.eval_episodes, 0)
+    evaluation = episodes if cfg.eval_parallel and episodes > 1 else int(cfg.eval_worker and episodes > 0)
+    return int(cfg.env_worker) + evaluation
+
+
 def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device | None = None, action_dim: int = 64,
                         *, fewer: str = "train fewer runs together", gpu: bool = True) -> None:
     """Refuse, before anything is written, replays that cannot fit. Two checks: each run's whole ring, allocated at once
@@ -106,7 +119,9 @@ def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device | 
     ``fewer``: the advice for several runs (a grid's: lower --parallel); ``gpu=False``: host memory only (a grid's runs
     may go to several GPUs). ``device``: the training device; None: the one the first configuration would train on (a
     GPU where there is one and --device is not cpu), for checks made before any accelerator exists. The action dimension
-    is not known before the environment is built; 64 bounds every DeepMind Control task."""
+    is not known before the environment is built; 64 bounds every DeepMind Control task. The runs' environment worker
+    processes count too (:data:`WORKER_BYTES` each, :func:`worker_processes`): in a job's limit, an evaluation's ten
+    workers (--eval-parallel) take more than a cartpole run's replay."""
     from .replay import FrameReplay, ReplayCheckpoint
 
     cfgs = [cfgs] if isinstance(cfgs, Config) else list(cfgs)
@@ -138,14 +153,24 @@ def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device | 
     read_back = [(ReplayCheckpoint.largest_file(Path(c.output_dir) / "checkpoint") or n["frames"])
                  if c.resume and c.save_replay and checkpoint_exists(Path(c.output_dir) / "checkpoint") else 0
                  for c, n in zip(cfgs, needs)]
-    need = sum(n["other"] + (0 if on_gpu else n["frames"]) + r for n, r in zip(needs, read_back))
+    workers = sum(worker_processes(c) for c in cfgs)
+    need = (sum(n["other"] + (0 if on_gpu else n["frames"]) + r for n, r in zip(needs, read_back))
+            + workers * WORKER_BYTES)
     room, where = available_memory()
     runs = f" for the {len(cfgs)} runs' replays" if len(cfgs) > 1 else " for the replay"
     held = f"{replay_held(cfg):,} transitions" + (" each" if len(cfgs) > 1 else "")
     if room is not None and need > room:
+        also, fewer_workers = "", ""
+        if workers:
+            also = (f" and {workers} environment worker process{'es' if workers > 1 else ''} "
+                    f"({gib(workers * WORKER_BYTES)}, about {WORKER_BYTES // 2**20} MiB each)")
+            flags = [f for f, on in (("--eval-parallel", any(c.eval_parallel for c in cfgs)),
+                                     ("--eval-worker", any(c.eval_worker for c in cfgs)),
+                                     ("--env-worker", any(c.env_worker for c in cfgs))) if on]
+            fewer_workers = f", drop {' / '.join(flags)}"
         raise ValueError(f"the run{'s' if len(cfgs) > 1 else ''} will need {gib(need)} of memory{runs} ({held} of "
-                         f"{frames_of(cfg)}) but only {gib(room)} is available {where}; lower --replay-capacity "
-                         "(100000 is the paper's), --env-steps or --image-size"
+                         f"{frames_of(cfg)}){also} but only {gib(room)} is available {where}; lower "
+                         f"--replay-capacity (100000 is the paper's), --env-steps or --image-size{fewer_workers}"
                          + (f", or {fewer}" if len(cfgs) > 1 else ""))
     if on_gpu and gpu:
         frames = sum(n["frames_device_peak"] for n in needs)

@@ -138,3 +138,30 @@ def test_rings_larger_than_ulimit_v_allows_are_refused_before_and_when_they_are_
                                          r"\(20 transitions\) or raise the limit$"):
         train.run(tiny_config(task="cartpole-swingup", action_repeat=50, env_steps=1000,
                               output_dir=str(tmp_path / "run")))
+
+
+def test_environment_worker_processes_count_beside_the_replay(monkeypatch):
+    """An evaluation's workers (--eval-parallel: one process per episode, about a quarter GiB each) take more memory
+    than a cartpole run's replay: under a job's limit that fits the replay alone the run would be killed at its first
+    evaluation, and again on every resume. They are counted, and the refusal names the flags that start them."""
+    from rl_curl.config import Config
+
+    cfg = Config(replay_capacity=100_000).resolved()  # 12,500 transitions: 0.4 GiB of frames
+    assert train.worker_processes(cfg) == 0
+    parallel = Config(replay_capacity=100_000, eval_parallel=True, env_worker=True).resolved()
+    assert train.worker_processes(parallel) == 11  # 10 episodes' workers and the training environment's
+    assert train.worker_processes(Config(eval_worker=True).resolved()) == 1
+    assert train.worker_processes(Config(eval_worker=True, eval_parallel=True, eval_episodes=1).resolved()) == 1
+    monkeypatch.setattr(train, "cgroup_memory_room", lambda: GiB)
+    train.check_replay_memory(cfg, train.torch.device("cpu"))
+    with pytest.raises(ValueError, match=r"^the run will need 3\.1 GiB of memory for the replay \(12,500 transitions "
+                                         r"of 100x100 frames\) and 11 environment worker processes \(2\.8 GiB, about "
+                                         r"256 MiB each\) but only 1\.0 GiB is available within .*; lower "
+                                         r"--replay-capacity \(100000 is the paper's\), --env-steps or --image-size, "
+                                         r"drop --eval-parallel / --env-worker$"):
+        train.check_replay_memory(parallel, train.torch.device("cpu"))
+    # runs trained together (rl_curl.together: a worker for each run's training and one for its evaluation)
+    together = [Config(replay_capacity=1000, env_worker=True, eval_worker=True, seed=s).resolved() for s in range(3)]
+    with pytest.raises(ValueError, match=r"and 6 environment worker processes \(1\.5 GiB.*drop --eval-worker / "
+                                         r"--env-worker, or train fewer runs together$"):
+        train.check_replay_memory(together, train.torch.device("cpu"))
