@@ -558,9 +558,8 @@ class ReplayCheckpoint:
         rb.check_layout(state)
         if self._folder is None:
             raise RuntimeError("internal error: the replay's frame files were asked for before read_files_from()")
-        where = f"checkpoint {self._folder}"
-        files = self.check_listing(state.get("frame_files"), int(state["frames_written"]), where)
-        written = int(state["frames_written"])
+        where, written = f"checkpoint {self._folder}", int(state["frames_written"])
+        files = self.check_listing(state.get("frame_files"), written, where)
         live = max(0, written - rb.frame_capacity)
         rb._reserve(min(written, rb.frame_capacity))
         for first, end, name, _ in files:

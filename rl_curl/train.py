@@ -100,9 +100,7 @@ WORKER_BYTES = 256 * 2**20
 
 def worker_processes(cfg: Config) -> int:
     """The environment worker processes a run starts (their memory counts where the run's does: a job's limit)."""
-    episodes = max(cfg.eval_episodes, 0)
-    evaluation = episodes if cfg.eval_parallel and episodes > 1 else int(cfg.eval_worker and episodes > 0)
-    return int(cfg.env_worker) + evaluation
+    return int(cfg.env_worker) + EvalEnvs.processes(cfg.eval_episodes, cfg.eval_parallel, cfg.eval_worker)
 
 
 def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device | None = None, action_dim: int = 64,
@@ -271,12 +269,19 @@ class EvalEnvs:
     All give the same returns: the same environments, reset with the same seeds, and the policy sees the same batches
     (the episodes still running, in order)."""
 
+    @staticmethod
+    def processes(episodes: int, parallel: bool = False, worker: bool = False) -> int:
+        """The worker processes these environments live in: one per episode with ``parallel`` (and more than one
+        episode), else one with ``worker``, else none (this process)."""
+        return episodes if parallel and episodes > 1 else int(worker)
+
     def __init__(self, cfg: Config, episodes: int, parallel: bool = False, worker: bool = False):
         kwargs = {**env_kwargs(cfg), "seed": derived_seed(cfg.seed, EVAL_ENV)}
         self.episodes, self.vec, self.envs, self.group = episodes, [], [], None
-        if worker and not (parallel and episodes > 1):
+        processes = self.processes(episodes, parallel, worker)
+        if processes == 1:  # one worker holds them all
             self.group = EnvWorker(episodes=episodes, **kwargs)
-        elif parallel and episodes > 1:
+        elif processes > 1:  # a worker each
             self.vec = [EnvWorker(wait=False, **kwargs) for _ in range(episodes)]  # they start side by side
             try:
                 for w in self.vec:

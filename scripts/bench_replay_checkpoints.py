@@ -10,10 +10,12 @@ own folder under ``--dir``. Reported per way: the seconds all checkpoints took, 
 wrote (files new to the disk; a hard link writes none). The defaults are a 100k-environment-step cartpole run at
 action repeat 8 with rl_curl.train's checkpoint every 10,000 environment steps: 12,500 transitions, 10 checkpoints.
 Frame files are flushed to the disk (fsync) before their checkpoint counts as written; the baseline's replay entry
-was not, so its seconds may leave part of its writing to the operating system.
+was not, so its seconds may leave part of its writing to the operating system. ``--sync`` counts each checkpoint
+until everything written is on the disk (``os.sync()`` after it, both ways): the time to a durable checkpoint.
 
     python scripts/bench_replay_checkpoints.py                        # table
     python scripts/bench_replay_checkpoints.py --json                 # one JSON object
+    python scripts/bench_replay_checkpoints.py --sync                 # each checkpoint until it is on the disk
     python scripts/bench_replay_checkpoints.py --capacity 20000 --transitions 60000 --every 5000 --image-size 84
 """
 
@@ -66,6 +68,8 @@ def main(argv=None) -> int:
     p.add_argument("--image-size", type=number_in(1), default=100, help="frame side in pixels (default: 100)")
     p.add_argument("--dir", default=None, help="where the checkpoints are written (default: a temporary folder, "
                                                "removed at the end)")
+    p.add_argument("--sync", action="store_true", help="count each checkpoint until all it wrote is on the disk "
+                                                       "(os.sync() after it, both ways)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = p.parse_args(argv)
 
@@ -91,7 +95,8 @@ def main(argv=None) -> int:
     frames = rng.integers(0, 256, (16, 3 * k, s, s), dtype=np.uint8)  # a few observations, used in turn
     action = np.zeros(1, dtype=np.float32)
     report = {"capacity": args.capacity, "transitions": args.transitions, "every": args.every, "image_size": s,
-              "episode_length": args.episode_length, "checkpoints": checkpoints, "torch": torch.__version__,
+              "episode_length": args.episode_length, "checkpoints": checkpoints, "sync": args.sync,
+              "torch": torch.__version__,
               "ways": {}}
     t_start = time.perf_counter()
     try:
@@ -109,6 +114,8 @@ def main(argv=None) -> int:
                 if rb.added % args.every == 0 or rb.added == args.transitions:
                     before, t = inodes(folder), time.perf_counter()
                     save_checkpoint(acc, folder, {"step": rb.added})
+                    if args.sync:
+                        os.sync()
                     times.append(time.perf_counter() - t)
                     written += written_since(before, inodes(folder))
             report["ways"][way] = {"seconds": round(sum(times), 3), "last_seconds": round(times[-1], 3),
@@ -129,7 +136,8 @@ def main(argv=None) -> int:
         return 0
     gib = 2**30
     print(f"Replay checkpoints: {args.transitions:,} transitions into a ring of {args.capacity:,}, {s}x{s} frames, "
-          f"a checkpoint every {args.every:,} agent steps ({checkpoints} in all)")
+          f"a checkpoint every {args.every:,} agent steps ({checkpoints} in all)"
+          + (", each until it is on the disk (--sync)" if args.sync else ""))
     print(f"{'way':<12} {'all checkpoints (s)':>20} {'the last (s)':>13} {'written (GiB)':>14} "
           f"{'last folder (GiB)':>18}")
     for way, r in ways.items():

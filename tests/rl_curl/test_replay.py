@@ -559,7 +559,7 @@ def test_damaged_frame_files_are_refused_naming_the_file(tmp_path):
     assert first.exists()
 
 
-def test_the_checkpoint_bench_counts_each_way_s_bytes(capsys):
+def test_the_checkpoint_bench_counts_each_way_s_bytes(capsys, monkeypatch):
     """scripts/bench_replay_checkpoints.py at a tiny size: frame files write each frame once (the bytes of the
     frames, plus a file's header per checkpoint), the whole replay every checkpoint's frames again; the whole
     replay's grow with the run."""
@@ -582,3 +582,9 @@ def test_the_checkpoint_bench_counts_each_way_s_bytes(capsys):
     # the whole replay: the frames of every checkpoint so far, at each (the ring of 226 slots full by the last two)
     held = sum(min(226, 20 * c + 3 * -(-20 * c // 9)) for c in range(1, 11)) * frame
     assert whole["written_bytes"] > held and report["written_ratio"] > 3
+    # --sync: each checkpoint counted until it is on the disk (one checkpoint each way here: two os.sync calls)
+    synced = []
+    monkeypatch.setattr(bench.os, "sync", lambda: synced.append(1))
+    assert bench.main(["--capacity", "200", "--transitions", "20", "--every", "20", "--image-size", "8", "--sync",
+                       "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sync"] is True and len(synced) == 2
