@@ -5,7 +5,8 @@ This module is the only part of ``shared_losses`` that touches the file system; 
 
 Checkpoints are directories written by ``accelerator.save_state`` (models, optimisers, schedulers,
 RNG states of every process, objects registered with ``register_for_checkpointing``) plus
-``extra.pt`` (your step counters and other plain data: numbers, strings, containers, tensors and NumPy arrays) and a
+``extra.pt`` (your step counters and other plain data: numbers, strings, containers, tensors and NumPy arrays), the
+files a registered object keeps there itself (``write_files`` / ``read_files_from``: rl_curl's replay frames) and a
 ``COMPLETE`` marker. Every pickle of a checkpoint is read with ``weights_only=True`` (:func:`read_torch_file`): a
 file holding other objects, which could run code when loaded, is refused, not loaded. They are
 written into a temporary sibling directory and renamed into place only once complete, so a crash
