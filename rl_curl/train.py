@@ -165,7 +165,7 @@ def check_replay_memory(cfgs: Config | Sequence[Config], device: torch.device | 
             flags = [f for f, on in (("--eval-parallel", any(c.eval_parallel for c in cfgs)),
                                      ("--eval-worker", any(c.eval_worker for c in cfgs)),
                                      ("--env-worker", any(c.env_worker for c in cfgs))) if on]
-            fewer_workers = f", drop {' / '.join(flags)}"
+            fewer_workers = f", start fewer worker processes ({' / '.join('--no-' + f[2:] for f in flags)})"
         raise ValueError(f"the run{'s' if len(cfgs) > 1 else ''} will need {gib(need)} of memory{runs} ({held} of "
                          f"{frames_of(cfg)}){also} but only {gib(room)} is available {where}; lower "
                          f"--replay-capacity (100000 is the paper's), --env-steps or --image-size{fewer_workers}"

@@ -143,7 +143,8 @@ def test_rings_larger_than_ulimit_v_allows_are_refused_before_and_when_they_are_
 def test_environment_worker_processes_count_beside_the_replay(monkeypatch):
     """An evaluation's workers (--eval-parallel: one process per episode, about a quarter GiB each) take more memory
     than a cartpole run's replay: under a job's limit that fits the replay alone the run would be killed at its first
-    evaluation, and again on every resume. They are counted, and the refusal names the flags that start them."""
+    evaluation, and again on every resume. They are counted, and the refusal names the options that start fewer
+    (--no-eval-parallel, ...)."""
     from rl_curl.config import Config
 
     cfg = Config(replay_capacity=100_000).resolved()  # 12,500 transitions: 0.4 GiB of frames
@@ -158,10 +159,11 @@ def test_environment_worker_processes_count_beside_the_replay(monkeypatch):
                                          r"of 100x100 frames\) and 11 environment worker processes \(2\.8 GiB, about "
                                          r"256 MiB each\) but only 1\.0 GiB is available within .*; lower "
                                          r"--replay-capacity \(100000 is the paper's\), --env-steps or --image-size, "
-                                         r"drop --eval-parallel / --env-worker$"):
+                                         r"start fewer worker processes \(--no-eval-parallel / --no-env-worker\)$"):
         train.check_replay_memory(parallel, train.torch.device("cpu"))
     # runs trained together (rl_curl.together: a worker for each run's training and one for its evaluation)
     together = [Config(replay_capacity=1000, env_worker=True, eval_worker=True, seed=s).resolved() for s in range(3)]
-    with pytest.raises(ValueError, match=r"and 6 environment worker processes \(1\.5 GiB.*drop --eval-worker / "
-                                         r"--env-worker, or train fewer runs together$"):
+    with pytest.raises(ValueError, match=r"and 6 environment worker processes \(1\.5 GiB.*start fewer worker "
+                                         r"processes \(--no-eval-worker / --no-env-worker\), or train fewer runs "
+                                         r"together$"):
         train.check_replay_memory(together, train.torch.device("cpu"))
