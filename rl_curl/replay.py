@@ -381,13 +381,17 @@ class FrameReplay:
                 "action": d["actions"][idx], "reward": d["rewards"][idx].unsqueeze(1),
                 "not_done": d["not_dones"][idx].unsqueeze(1)}
 
+    def oldest_frame(self, written: int | None = None) -> int:
+        """The absolute index of the oldest frame the ring holds after ``written`` frames (default: those written)."""
+        return max(0, (self.frames_written if written is None else written) - self.frame_capacity)
+
     def frames_between(self, first: int, end: int) -> torch.Tensor:
         """The frames ``first`` .. ``end - 1`` (absolute indices, all still in the ring) as one CPU tensor of their own
         ``[end - first, c, H, W]``, for a checkpoint's frame file: a view of the numpy ring where they lie in one
         piece (``torch.save`` writes a view's bytes only), a copy otherwise (the ring's end crossed, a device ring)."""
-        if not max(0, self.frames_written - self.frame_capacity) <= first <= end <= self.frames_written:
+        if not self.oldest_frame() <= first <= end <= self.frames_written:
             raise ValueError(f"frames {first}..{end} are not all in the ring (it holds "
-                             f"{max(0, self.frames_written - self.frame_capacity)}..{self.frames_written})")
+                             f"{self.oldest_frame()}..{self.frames_written})")
         pieces, pos = [], first
         while pos < end:
             slot = pos % self.frame_capacity
@@ -517,7 +521,7 @@ class ReplayCheckpoint:
         """Put the frame files of the checkpoint being written to ``folder``: the previous checkpoint's (``previous``)
         that hold frames still in the ring, linked, and one file of the frames added since."""
         rb = self.replay
-        live = max(0, rb.frames_written - rb.frame_capacity)  # the oldest frame still in the ring
+        live = rb.oldest_frame()
         out = Path(folder) / FRAME_FILES
         out.mkdir(parents=True, exist_ok=True)
         kept, end = [], live
@@ -560,7 +564,7 @@ class ReplayCheckpoint:
             raise RuntimeError("internal error: the replay's frame files were asked for before read_files_from()")
         where, written = f"checkpoint {self._folder}", int(state["frames_written"])
         files = self.check_listing(state.get("frame_files"), written, where)
-        live = max(0, written - rb.frame_capacity)
+        live = rb.oldest_frame(written)
         rb._reserve(min(written, rb.frame_capacity))
         for first, end, name, _ in files:
             path = self._folder / FRAME_FILES / name
@@ -604,8 +608,8 @@ class ReplayCheckpoint:
                 raise CheckpointError(f"{bad} (entry {item!r})")
             files.append((int(item[0]), int(item[1]), item[2], int(item[3])))
             end = item[1]
-        live = max(0, written - self.replay.frame_capacity)
-        if (files[-1][1] if files else 0) != written or (files and files[0][0] > live) or (not files and written):
+        live = self.replay.oldest_frame(written)
+        if (files[-1][1] if files else 0) != written or (files and files[0][0] > live):
             raise CheckpointError(f"{bad} (its files hold frames "
                                   f"{files[0][0] if files else 0}..{files[-1][1] if files else 0}, the replay needs "
                                   f"{live}..{written})")
