@@ -63,14 +63,15 @@ def test_stacks_exact_after_wraparound(lengths):
     assert set(rb.sample_indices(500).tolist()) <= valid
 
 
-def load_bench():
-    """scripts/bench_replay.py as a module: its ``stale_by_indexing_all`` is the stale count as the equation states it
-    (every stored transition's oldest frame indexed, oldest first), the baseline the bench times the search against."""
+def load_bench(name: str = "bench_replay"):
+    """scripts/NAME.py as a module. bench_replay's ``stale_by_indexing_all`` is the stale count as the equation states
+    it (every stored transition's oldest frame indexed, oldest first), the baseline the bench times the search
+    against."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_replay.py"
-    spec = importlib.util.spec_from_file_location("bench_replay", path)
+    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     return bench
@@ -563,14 +564,9 @@ def test_the_checkpoint_bench_counts_each_way_s_bytes(capsys, monkeypatch):
     """scripts/bench_replay_checkpoints.py at a tiny size: frame files write each frame once (the bytes of the
     frames, plus a file's header per checkpoint), the whole replay every checkpoint's frames again; the whole
     replay's grow with the run."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "bench_replay_checkpoints.py"
-    spec = importlib.util.spec_from_file_location("bench_replay_checkpoints", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("bench_replay_checkpoints")
     assert bench.main(["--capacity", "200", "--transitions", "200", "--every", "20", "--episode-length", "9",
                        "--image-size", "32", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
