@@ -97,6 +97,10 @@ def replay_held(cfg: Config) -> int:
 #: 100x100 held 227 MiB of its own (245 MiB resident) under Mesa's EGL on a 2-core AMD EPYC; rounded up.
 WORKER_BYTES = 256 * 2**20
 
+#: eval.csv's columns of an evaluation's returns and their TensorBoard tags
+EVAL_TAGS = {"eval_return_mean": "eval/return", "eval_return_std": "eval/return_std",
+             "eval_return_min": "eval/return_min", "eval_return_max": "eval/return_max"}
+
 
 def worker_processes(cfg: Config) -> int:
     """The environment worker processes a run starts (their memory counts where the run's does: a job's limit)."""
@@ -887,11 +891,14 @@ class CurlApp(TrainingApp):
         save_policy(self.agent, self.cfg, self.obs_shape, path, env_step=env_step)
 
     def eval_row(self, env_step: int, episode: int, returns: list[float]) -> LogRow:
-        """An evaluation's row of eval.csv (its mean return is TensorBoard's eval/return)."""
+        """An evaluation's row of eval.csv: the mean, population std, lowest and highest of its episodes' returns
+        (TensorBoard's eval/return, eval/return_std, eval/return_min, eval/return_max; the official code's
+        eval/best_episode_reward is eval/return_max)."""
         row = {"env_step": env_step, "episode": episode, "eval_return_mean": float(np.mean(returns)),
-               "eval_return_std": float(np.std(returns))}
+               "eval_return_std": float(np.std(returns)), "eval_return_min": float(np.min(returns)),
+               "eval_return_max": float(np.max(returns))}
         self.last_eval = row["eval_return_mean"]
-        return LogRow(row, "eval.csv", {"eval/return": row["eval_return_mean"]})
+        return LogRow(row, "eval.csv", {tag: row[column] for column, tag in EVAL_TAGS.items()})
 
     def finish_background_eval(self) -> list[LogRow]:
         """Wait for the evaluation running in the background (--eval-async), if any; its row."""

@@ -452,6 +452,30 @@ def test_tensorboard_drops_events_redone_after_a_resume(tmp_path):
         steps = [e.step for e in acc.Scalars(tag)]
         assert len(steps) == len(set(steps)), (tag, steps)
     assert [e.step for e in acc.Scalars("eval/return")] == [1000, 1500, 2000]
+    rows = list(csv.DictReader(open(out / "eval.csv")))
+    for tag, column in (("eval/return_std", "eval_return_std"), ("eval/return_min", "eval_return_min"),
+                        ("eval/return_max", "eval_return_max")):
+        assert [e.step for e in acc.Scalars(tag)] == [int(r["env_step"]) for r in rows], tag
+        assert [e.value for e in acc.Scalars(tag)] == pytest.approx([float(r[column]) for r in rows]), tag
+
+
+def test_an_evaluation_row_holds_the_mean_std_lowest_and_highest_return(tmp_path):
+    """eval.csv's row of an evaluation and its TensorBoard scalars (eval/return_max is what the official code logs as
+    eval/best_episode_reward)."""
+    import numpy as np
+
+    from rl_curl.train import CurlApp
+
+    app = CurlApp(cfg(tmp_path, "e").resolved())
+    returns = [12.5, 3.0, 40.25, 7.0]
+    r = app.eval_row(2000, 1, returns)
+    assert r.file == "eval.csv"
+    assert r.values == {"env_step": 2000, "episode": 1, "eval_return_mean": 15.6875,
+                        "eval_return_std": pytest.approx(float(np.std(returns))), "eval_return_min": 3.0,
+                        "eval_return_max": 40.25}
+    assert r.scalars == {"eval/return": 15.6875, "eval/return_std": r.values["eval_return_std"],
+                         "eval/return_min": 3.0, "eval/return_max": 40.25}
+    assert app.last_eval == 15.6875
 
 
 def test_replay_and_action_generators_draw_independent_streams():
