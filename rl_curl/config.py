@@ -47,7 +47,7 @@ class Config:
         "output_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
         "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu", "env_worker",
-        "eval_worker", "keep_policies", "video_every_eval"})
+        "eval_worker", "keep_policies", "video_every_eval", "eval_at_start"})
 
     #: The official CURL train.py's flags that have no option of the same name here, and what gives the same
     #: (docs/rl_curl.md, "Coming from the official code's flags"): named in one line instead of tyro's box.
@@ -90,7 +90,7 @@ class Config:
 
     #: Fields added after runs were recorded without them, with the value those runs trained with: a record that lacks
     #: one is read with it (a resume, a grid counting a finished run), so older runs stay the same runs.
-    ADDED_FIELDS: ClassVar[dict] = {"detach_encoder": False}
+    ADDED_FIELDS: ClassVar[dict] = {"detach_encoder": False, "eval_at_start": False}
 
     @classmethod
     def with_added_fields(cls, record):
@@ -224,6 +224,10 @@ class Config:
     # --- evaluation, logging, checkpoints ------------------------------------------------------
     eval_every: int = 10_000
     """Evaluate every this many environment steps (and at the end)."""
+    eval_at_start: bool = False
+    """Evaluate also at environment step 0, before the first step (the untrained policy; the official code's first
+    evaluation): a row of eval.csv at env_step 0 and the point a learning curve starts from. Training is the same
+    with or without it."""
     eval_episodes: int = 10
     """Episodes per evaluation (deterministic policy: the mean action). They run side by side, one environment each,
     and the policy acts on all of them in one batched forward pass per step."""

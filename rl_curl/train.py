@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from shared_losses.training.harness import LogRow, RunHarness
+from shared_losses.training.harness import LogRow, RunHarness, merge_rows
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
 from shared_losses.training.runtime import (CheckpointError, TrainingDiverged, bar_interval, cgroup_memory_room,
@@ -752,6 +752,12 @@ class CurlApp(TrainingApp):
                     desc=f"{cfg.task} {cfg.aux} (agent steps of {cfg.action_repeat} env steps)", unit=" agent step")
 
     def train_step(self):
+        if self.step == 0 and self.cfg.eval_at_start:  # --eval-at-start: the untrained policy, before the first step
+            return merge_rows(self.evaluate(), self.train_step_taken())
+        return self.train_step_taken()
+
+    def train_step_taken(self):
+        """One agent step (act, store, update); its rows of log.csv."""
         cfg, agent, step = self.cfg, self.agent, self.step
         if self.obs is None:
             self.obs, _ = self.env.reset(seed=episode_seed(cfg, self.episode))

@@ -317,6 +317,25 @@ def test_evaluation_in_the_background_gives_the_same_run(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow  # three tiny runs with evaluations (about 40 s)
+def test_an_evaluation_at_the_start_adds_a_row_at_step_0_and_changes_no_training(tmp_path):
+    """--eval-at-start (the official code's evaluation at step 0): eval.csv gains a row at env_step 0, in turn and in
+    the background alike, with the untrained policy kept (--keep-policies); every other row, log.csv and the trained
+    weights are the run's without it."""
+    kw = dict(env_steps=1500, checkpoint_every=0, eval_episodes=2, **BASE)
+    run(tiny_config(output_dir=str(tmp_path / "plain"), **kw))
+    for name, extra in (("start", {}), ("start_async", {"eval_async": True})):
+        run(tiny_config(output_dir=str(tmp_path / name), eval_at_start=True, keep_policies=True, **extra, **kw))
+        first, *rest = rows(tmp_path / name / "eval.csv")
+        assert (first["env_step"], first["episode"]) == ("0", "0"), name
+        assert rest == rows(tmp_path / "plain" / "eval.csv"), name
+        assert rows(tmp_path / name / "log.csv") == rows(tmp_path / "plain" / "log.csv"), name
+        a, b = checkpoint_state(tmp_path / "plain"), checkpoint_state(tmp_path / name)
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+        assert (tmp_path / name / "policies" / "env_step_0.pt").is_file(), name
+    assert rows(tmp_path / "start" / "eval.csv") == rows(tmp_path / "start_async" / "eval.csv")
+
+
 @pytest.mark.slow  # two tiny runs with evaluations, one stopped and resumed (about 30 s)
 def test_a_stop_during_a_background_evaluation_checkpoints_it_and_resumes_exactly(tmp_path, monkeypatch, capsys):
     """Ctrl-C while an --eval-async evaluation runs (the one at 500 steps, during the first episode): the run stops at
