@@ -161,15 +161,18 @@ def test_cuda_graphs_and_env_workers_on_the_cpu_are_the_default_path(tmp_path):
 def test_evaluations_beside_training_write_what_evaluations_in_turn_write(tmp_path):
     """--eval-async together (each run's evaluation on a thread of its own, acting with a snapshot of its actor, its
     episodes in its worker process, while the runs go on meeting and updating): the same eval.csv, log and final
-    tensors as the runs evaluating in turn, bit for bit; and a checkpoint waits for the evaluation of its step."""
+    tensors as the runs evaluating in turn, bit for bit; and a checkpoint waits for the evaluation of its step. The
+    runs beside also evaluate at step 0 (--eval-at-start): one more row of eval.csv, nothing else changed."""
     kw = dict(env_steps=2000, eval_every=500, checkpoint_every=1000, env_worker=True, eval_worker=True)
     in_turn = [cfg(tmp_path, f"turn{i}", **kw, **s) for i, s in enumerate(SPECS)]
-    beside = [cfg(tmp_path, f"beside{i}", eval_async=True, **kw, **s) for i, s in enumerate(SPECS)]
+    beside = [cfg(tmp_path, f"beside{i}", eval_async=True, eval_at_start=True, **kw, **s) for i, s in enumerate(SPECS)]
     run_together(in_turn)
     run_together(beside)
     for i in range(2):
         a, b = tmp_path / f"turn{i}", tmp_path / f"beside{i}"
-        assert len(rows(a / "eval.csv")) == 4 and rows(a / "eval.csv") == rows(b / "eval.csv")
+        start, *later = rows(b / "eval.csv")
+        assert (start["env_step"], start["episode"]) == ("0", "0")
+        assert len(rows(a / "eval.csv")) == 4 and rows(a / "eval.csv") == later
         times = json.loads((b / "summary.json").read_text())["time_seconds"]
         assert times["eval_background"] > 0 and "eval_background" not in json.loads(
             (a / "summary.json").read_text())["time_seconds"]  # the evaluations did run beside training
