@@ -794,19 +794,21 @@ def test_every_evaluation_keeps_its_policy_and_video(tmp_path, eval_async):
     """--keep-policies and --video-every-eval (the official CURL saves a video at every evaluation): each evaluation's
     policy and first episode in the run's folder, named by its environment step; `rl_curl.evaluate --policy` of an
     evaluation's file replays that evaluation's returns (its episodes, its weights), also when the evaluation ran
-    beside training (--eval-async takes the weights of the step it was asked at, not of the steps trained since)."""
+    beside training (--eval-async takes the weights of the step it was asked at, not of the steps trained since).
+    The run beside training also evaluates at step 0 (--eval-at-start): the untrained policy's files too."""
     import imageio.v2 as imageio
 
     from rl_curl import load_policy
     from rl_curl.evaluate import EvalArgs, main
 
     run(cfg(tmp_path, "k", env_steps=1500, eval_every=500, eval_episodes=2, keep_policies=True,
-            video_every_eval=True, eval_async=eval_async))
+            video_every_eval=True, eval_async=eval_async, eval_at_start=eval_async))
     out = tmp_path / "k"
     rows = {int(r["env_step"]): float(r["eval_return_mean"]) for r in csv.DictReader(open(out / "eval.csv"))}
-    assert sorted(rows) == [500, 1000, 1500]
-    assert sorted(p.name for p in (out / "policies").iterdir()) == [f"env_step_{s}.pt" for s in (1000, 1500, 500)]
-    assert sorted(p.name for p in (out / "videos").iterdir()) == [f"env_step_{s}.mp4" for s in (1000, 1500, 500)]
+    steps = [0, 500, 1000, 1500] if eval_async else [500, 1000, 1500]
+    assert sorted(rows) == steps
+    assert sorted(p.name for p in (out / "policies").iterdir()) == sorted(f"env_step_{s}.pt" for s in steps)
+    assert sorted(p.name for p in (out / "videos").iterdir()) == sorted(f"env_step_{s}.mp4" for s in steps)
     assert len(imageio.mimread(out / "videos" / "env_step_500.mp4")) == 20  # a whole episode (1000 / 50 steps)
     assert not (out / "eval.mp4").exists()  # --save-video's file stays --save-video's
     assert load_policy(out / "policies" / "env_step_500.pt").env_step == 500
