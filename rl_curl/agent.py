@@ -196,6 +196,7 @@ class CurlAgent(nn.Module):
             keys.append(ScaledPixels(random_crop(fut.flatten(0, 1), c.crop_size), dtype))
         if c.update == "fused":
             metrics = self.update_fused(obs, batch["action"], batch["reward"], next_obs, batch["not_done"], keys, step)
+            metrics["batch_reward"] = batch["reward"].mean()
             self.watch(metrics)
             return metrics
         metrics = self.update_critic(obs, batch["action"], batch["reward"], next_obs, batch["not_done"])
@@ -210,6 +211,7 @@ class CurlAgent(nn.Module):
             self.update_targets()
         if run_aux:
             metrics.update(self.update_aux(h, keys, batch if future else None))
+        metrics["batch_reward"] = batch["reward"].mean()  # the official train/batch_reward
         self.watch(metrics)
         return metrics
 

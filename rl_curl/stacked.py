@@ -354,6 +354,7 @@ class StackedAgents:
             self.opts["encoder_opt"].step()
             self.opts["aux_opt"].step()
             metrics["aux_loss"] = losses.detach()
+        metrics["batch_reward"] = stack["reward"].flatten(1).mean(1)  # each run's, as CurlAgent.update's
         self._watch(metrics)
         return metrics
 

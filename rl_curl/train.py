@@ -487,6 +487,7 @@ class CurlApp(TrainingApp):
         self.step_episode = 0  # the episode of the last step taken (an evaluation after it is labelled with it)
         self.obs, self.ep_return, self.episode_ended, self.ckpt_due = None, 0.0, False, False
         self.ep_step = 0  # agent steps into the episode in progress
+        self.ep_clock = time.perf_counter()  # when the episode in progress began (or this process took it up)
         self.open_episode: tuple[int, float] | None = None  # (steps, return) of a checkpoint's unfinished episode
         # a checkpoint follows this step (one is due, or a stop was asked for, as seen at the step's end): the
         # evaluation running in the background is collected first, so that eval.csv is whole at every checkpoint
@@ -761,7 +762,7 @@ class CurlApp(TrainingApp):
         cfg, agent, step = self.cfg, self.agent, self.step
         if self.obs is None:
             self.obs, _ = self.env.reset(seed=episode_seed(cfg, self.episode))
-            self.ep_return, self.ep_step = 0.0, 0
+            self.ep_return, self.ep_step, self.ep_clock = 0.0, 0, time.perf_counter()
             if self.open_episode is not None:
                 self.continue_episode()
             else:
@@ -829,8 +830,10 @@ class CurlApp(TrainingApp):
         self.episode_ended = terminated or truncated
         self.settling = False
         if self.episode_ended:
+            # TensorBoard only: a wall time would break log.csv's equality between a run and its resumed copy
             rows.append(LogRow({"env_step": env_step, "episode": self.episode, "episode_return": self.ep_return},
-                               scalars={"train/episode_return": self.ep_return}))
+                               scalars={"train/episode_return": self.ep_return,
+                                        "train/episode_seconds": time.perf_counter() - self.ep_clock}))
             self.episode += 1
             self.obs = None
             self.ckpt_due = cfg.checkpoint_every > 0 and env_step >= self.next_ckpt
@@ -878,8 +881,9 @@ class CurlApp(TrainingApp):
                 device=dev).result()
         else:
             returns = evaluate(self.agent, cfg, cfg.eval_episodes, video, env_step=env_step, envs=envs)
-        self.times["eval"] += time.perf_counter() - t0
-        return rows + [self.eval_row(env_step, episode, returns)]  # eval.csv, not the training log
+        seconds = time.perf_counter() - t0
+        self.times["eval"] += seconds
+        return rows + [self.eval_row(env_step, episode, returns, seconds)]  # eval.csv, not the training log
 
     def videos(self, env_step: int, final: bool) -> list[Path]:
         """Where the evaluation at ``env_step`` writes its first episode: eval.mp4 for the final one with --save-video,
@@ -896,15 +900,17 @@ class CurlApp(TrainingApp):
         path.parent.mkdir(parents=True, exist_ok=True)
         save_policy(self.agent, self.cfg, self.obs_shape, path, env_step=env_step)
 
-    def eval_row(self, env_step: int, episode: int, returns: list[float]) -> LogRow:
+    def eval_row(self, env_step: int, episode: int, returns: list[float], seconds: float) -> LogRow:
         """An evaluation's row of eval.csv: the mean, population std, lowest and highest of its episodes' returns
         (TensorBoard's eval/return, eval/return_std, eval/return_min, eval/return_max; the official code's
-        eval/best_episode_reward is eval/return_max)."""
+        eval/best_episode_reward is eval/return_max), and its wall ``seconds`` as TensorBoard's eval/seconds only
+        (the official eval/eval_time; a time in eval.csv would make a run and its resumed copy differ)."""
         row = {"env_step": env_step, "episode": episode, "eval_return_mean": float(np.mean(returns)),
                "eval_return_std": float(np.std(returns)), "eval_return_min": float(np.min(returns)),
                "eval_return_max": float(np.max(returns))}
         self.last_eval = row["eval_return_mean"]
-        return LogRow(row, "eval.csv", {tag: row[column] for column, tag in EVAL_TAGS.items()})
+        return LogRow(row, "eval.csv", {**{tag: row[column] for column, tag in EVAL_TAGS.items()},
+                                        "eval/seconds": seconds})
 
     def finish_background_eval(self) -> list[LogRow]:
         """Wait for the evaluation running in the background (--eval-async), if any; its row."""
@@ -915,7 +921,7 @@ class CurlApp(TrainingApp):
         returns = bg.result()
         self.times["eval"] += time.perf_counter() - t0  # the wait only; its own time is eval_background
         self.background_seconds += bg.seconds
-        return [self.eval_row(bg.env_step, bg.episode, returns)]
+        return [self.eval_row(bg.env_step, bg.episode, returns, bg.seconds)]
 
     def postfix(self):
         return {} if math.isnan(self.last_eval) else {"eval_return": f"{self.last_eval:.1f}"}

@@ -173,7 +173,8 @@ def main(args: Args) -> int:
             raise SystemExit(f"our update used {3 - len(queue)} of the 3 crops")
 
         rows = [("critic_loss", "train_critic/loss"), ("actor_loss", "train_actor/loss"),
-                ("alpha_loss", "train_alpha/loss"), ("aux_loss", "train/curl_loss")]
+                ("alpha_loss", "train_alpha/loss"), ("aux_loss", "train/curl_loss"),
+                ("batch_reward", "train/batch_reward")]
         diffs = {f"loss {ours_key}": abs(float(metrics[ours_key]) - log.scalars[off_key])
                  for ours_key, off_key in rows if ours_key in metrics and off_key in log.scalars}
         for name, p in mine.items():

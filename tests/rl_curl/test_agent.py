@@ -45,6 +45,20 @@ def test_update_runs_for_every_aux_loss(aux, tau_plus, m):
     assert ("score.W" in changed) == (aux != "none")
 
 
+@pytest.mark.parametrize("update", ["official", "fused"])
+@pytest.mark.parametrize("aux", ["curl", "none"])
+def test_update_reports_the_batchs_mean_reward(update, aux):
+    """metrics["batch_reward"]: the mean reward of the update's batch (the official code's train/batch_reward, which
+    scripts/check_official_curl.py compares too), on every step of both schedules."""
+    ag = agent(aux=aux, update=update)
+    for step in range(3):
+        b = batch(seed=step)
+        b["reward"] = torch.linspace(-1.0, 2.0 + step, len(b["reward"])).unsqueeze(1)
+        metrics = ag.update(b, step)
+        assert metrics["batch_reward"].shape == ()
+        assert float(metrics["batch_reward"]) == pytest.approx((1.0 + step) / 2, rel=1e-6)
+
+
 @pytest.mark.parametrize("aux,tau_plus,m", [c for c in CASES if c[0] != "none"])
 def test_aux_loss_decreases_on_a_fixed_batch(aux, tau_plus, m):
     ag = agent(aux=aux, tau_plus=tau_plus, positives=m, encoder_lr=3e-3)

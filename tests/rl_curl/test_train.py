@@ -457,6 +457,18 @@ def test_tensorboard_drops_events_redone_after_a_resume(tmp_path):
                         ("eval/return_max", "eval_return_max")):
         assert [e.step for e in acc.Scalars(tag)] == [int(r["env_step"]) for r in rows], tag
         assert [e.value for e in acc.Scalars(tag)] == pytest.approx([float(r[column]) for r in rows]), tag
+    # the wall times (TensorBoard only): each evaluation's, each training episode's (the official eval/eval_time and
+    # train/duration), at the steps of their rows, once each after the resumes
+    assert [e.step for e in acc.Scalars("eval/seconds")] == [int(r["env_step"]) for r in rows]
+    log = list(csv.DictReader(open(out / "log.csv")))
+    episodes = [int(r["env_step"]) for r in log if r["episode_return"]]
+    assert [e.step for e in acc.Scalars("train/episode_seconds")] == episodes
+    assert all(e.value > 0 for tag in ("eval/seconds", "train/episode_seconds") for e in acc.Scalars(tag))
+    # the update's mean reward of its batch (the official train/batch_reward) at log.csv's loss rows
+    losses = [r for r in log if r["batch_reward"]]
+    assert [e.step for e in acc.Scalars("train/batch_reward")] == [int(r["env_step"]) for r in losses]
+    assert [e.value for e in acc.Scalars("train/batch_reward")] == pytest.approx([float(r["batch_reward"])
+                                                                                 for r in losses])
 
 
 def test_an_evaluation_row_holds_the_mean_std_lowest_and_highest_return(tmp_path):
@@ -468,13 +480,14 @@ def test_an_evaluation_row_holds_the_mean_std_lowest_and_highest_return(tmp_path
 
     app = CurlApp(cfg(tmp_path, "e").resolved())
     returns = [12.5, 3.0, 40.25, 7.0]
-    r = app.eval_row(2000, 1, returns)
+    r = app.eval_row(2000, 1, returns, 4.5)
     assert r.file == "eval.csv"
     assert r.values == {"env_step": 2000, "episode": 1, "eval_return_mean": 15.6875,
                         "eval_return_std": pytest.approx(float(np.std(returns))), "eval_return_min": 3.0,
                         "eval_return_max": 40.25}
+    # the evaluation's wall time in TensorBoard only (the official eval/eval_time): eval.csv stays reproducible
     assert r.scalars == {"eval/return": 15.6875, "eval/return_std": r.values["eval_return_std"],
-                         "eval/return_min": 3.0, "eval/return_max": 40.25}
+                         "eval/return_min": 3.0, "eval/return_max": 40.25, "eval/seconds": 4.5}
     assert app.last_eval == 15.6875
 
 
