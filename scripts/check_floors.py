@@ -151,7 +151,7 @@ def _install_suite(py: Path, cfile: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python scripts/check_floors.py",
+        prog="python scripts/check_floors.py", allow_abbrev=False,
         description="Install the suite at the oldest versions pyproject.toml allows (every NAME>=X as NAME==X) into "
                     "a new virtual environment, then run the fast tier there.",
         epilog="Needs a package registry, several GB of disk and 5-10 minutes. Arguments after -- go to pytest "

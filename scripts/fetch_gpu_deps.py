@@ -324,7 +324,8 @@ def size_table(folders: list[Path]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--dest", type=Path, default=Path(".whl"), help="folder of the wheels (default .whl)")
     parser.add_argument("--python-version", default="3.12", help="the GPU machine's Python, X.Y (default 3.12)")
     gl = parser.add_mutually_exclusive_group()

@@ -162,7 +162,9 @@ def rehearse(py: Path, scratch: Path, sha: str, timeout: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from shared_losses.training.cli import ArgumentParser
+
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", default="python3.12",
                         help="a Python %d.%d interpreter (the GPU machine's version); default: python3.12 on PATH"
                         % GPU_PYTHON)

@@ -26,7 +26,6 @@ Needs ``apt-get download`` (no root), ``dpkg-deb`` and the ``rdata`` package
 
 from __future__ import annotations
 
-import argparse
 import bz2
 import gzip
 import json
@@ -151,7 +150,9 @@ def write(stem: str, paras: list[str], stats: dict) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from shared_losses.training.cli import ArgumentParser
+
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--work", type=Path, default=Path("/tmp/books_build"), help="where the .deb files are unpacked")
     args = p.parse_args()
     OUT.mkdir(exist_ok=True)

@@ -97,8 +97,8 @@ def main(rdata_base: str) -> None:
 if __name__ == "__main__":
     import argparse
 
-    from shared_losses.training.cli import run_cli
+    from shared_losses.training.cli import ArgumentParser, run_cli
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("rdata_base", help="modeldata's data/Rdata (the .rdb / .rdx pair, without the suffix)")
     run_cli(lambda: main(parser.parse_args().rdata_base))

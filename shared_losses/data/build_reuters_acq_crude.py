@@ -58,8 +58,8 @@ def main(texts_dir: str) -> None:
 if __name__ == "__main__":
     import argparse
 
-    from shared_losses.training.cli import run_cli
+    from shared_losses.training.cli import ArgumentParser, run_cli
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("texts_dir", help="tm's texts folder (holding acq/ and crude/)")
     run_cli(lambda: main(parser.parse_args().texts_dir))

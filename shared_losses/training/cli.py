@@ -255,11 +255,36 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 class ArgumentParser(argparse.ArgumentParser):
     """argparse for the scripts run through :func:`run_cli`: a usage error (an unknown option, a missing or bad
     value, ``parser.error(...)``) is one ``error: ...`` line and status 2, as every other command line of the suite,
-    instead of argparse's usage block. ``--help`` is argparse's, with :class:`HelpFormatter` by default."""
+    instead of argparse's usage block. ``--help`` is argparse's, with :class:`HelpFormatter` by default.
+
+    Long options are read as the tyro commands of the suite read theirs: whole (no abbreviations: argparse's
+    default would take ``--k 5`` as ``--kfold 5``, and an option added later would change what a short prefix
+    means), and with ``_`` for ``-`` (``--max_length``, the spelling of the scripts users come from, is
+    ``--max-length``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, after :meth:`dashed`."""
+        return super().parse_known_args(self.dashed(sys.argv[1:] if args is None else list(args)), namespace)
+
+    def dashed(self, args: list[str]) -> list[str]:
+        """``args`` with each long option spelt with ``_`` (``--max_length=5``) written with ``-`` where only that
+        spelling is an option of this parser; arguments after ``--`` are left as they are."""
+        known = self._option_string_actions
+        out = list(args)
+        for i, arg in enumerate(out):
+            if arg == "--":
+                break
+            name, eq, value = arg.partition("=")
+            if name.startswith("--") and "_" in name and name not in known:
+                dashed = "--" + name[2:].replace("_", "-")
+                if dashed in known:
+                    out[i] = dashed + eq + value
+        return out
 
     def error(self, message: str):
         """argparse's hook for a refused command line: a :class:`UsageError` (one line through :func:`run_cli`)."""

@@ -439,3 +439,32 @@ def test_a_command_whose_output_outgrows_a_file_size_limit_ends_in_one_line(tmp_
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("error: could not write a file (") and "requested and" in lines[-1], res.stderr
     assert "the writer did not say why: the disk may be full" in lines[-1] and "Traceback" not in res.stderr
+
+
+def test_argparse_commands_read_whole_options_and_underscore_spellings():
+    """The argparse commands (nlp_qt.senteval, nlp_qt.bow, fewshot.export / predict, the scripts) read long options
+    as the tyro commands do: a prefix is no option (argparse's default took `--k 5` as `--kfold 5`), and `--a_b`
+    is `--a-b` where only that spelling is an option; after `--` nothing is rewritten."""
+    from shared_losses.training.cli import ArgumentParser, UsageError
+
+    p = ArgumentParser(prog="demo")
+    p.add_argument("--kfold", type=int, default=10)
+    p.add_argument("--max-length", type=int, default=None)
+    p.add_argument("--keep_me", default="x")  # an option spelt with _ stays itself
+    p.add_argument("rest", nargs="*")
+    a = p.parse_args(["--kfold", "3", "--max_length=7", "--keep_me", "y"])
+    assert (a.kfold, a.max_length, a.keep_me) == (3, 7, "y")
+    assert p.parse_args(["--max_length", "5"]).max_length == 5
+    for prefix in (["--k", "5"], ["--max", "5"], ["--kf=5"]):
+        with pytest.raises(UsageError, match="unrecognized arguments"):
+            p.parse_args(prefix)
+    with pytest.raises(UsageError, match="unrecognized arguments: --no_such"):
+        p.parse_args(["--no_such", "1"])
+    assert p.parse_args(["--", "--max_length=5"]).rest == ["--max_length=5"]
+    # a subcommand's parser is one of these too
+    top = ArgumentParser(prog="top")
+    sub = top.add_subparsers(dest="cmd").add_parser("go")
+    sub.add_argument("--inner-kfold", type=int)
+    assert top.parse_args(["go", "--inner_kfold", "2"]).inner_kfold == 2
+    with pytest.raises(UsageError):
+        top.parse_args(["go", "--inner", "2"])
