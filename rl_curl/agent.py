@@ -131,13 +131,16 @@ class CurlAgent(nn.Module):
 
     def make_optimizers(self) -> None:
         c = self.cfg
-        betas = (c.actor_beta1, 0.999)
+        rates = c.rates()  # (lr, beta1) of the actor and of the critic
         # Adam's fused kernel where torch has one: the same update, about 4x faster than the default
         # per-tensor loop on CPU for these ~2M-parameter layers.
         adam = functools.partial(torch.optim.Adam, fused=self.log_alpha.device.type in ("cpu", "cuda"))
         trunk_ids = {id(p) for p in self.critic.encoder.trunk.parameters()}
-        self.critic_opt = adam(self.critic.parameters(), lr=c.lr, betas=betas)
-        self.actor_opt = adam([p for p in self.actor.parameters() if id(p) not in trunk_ids], lr=c.lr, betas=betas)
+        lr, beta1 = rates["critic"]
+        self.critic_opt = adam(self.critic.parameters(), lr=lr, betas=(beta1, 0.999))
+        lr, beta1 = rates["actor"]
+        self.actor_opt = adam([p for p in self.actor.parameters() if id(p) not in trunk_ids], lr=lr,
+                              betas=(beta1, 0.999))
         self.alpha_opt = adam([self.log_alpha], lr=c.alpha_lr, betas=(c.alpha_beta1, 0.999))
         # As in the official code: the encoder has its own optimiser and is also in the aux optimiser with W.
         self.encoder_opt = adam(self.critic.encoder.parameters(), lr=c.encoder_lr)
@@ -196,7 +199,7 @@ class CurlAgent(nn.Module):
             keys.append(ScaledPixels(random_crop(fut.flatten(0, 1), c.crop_size), dtype))
         if c.update == "fused":
             metrics = self.update_fused(obs, batch["action"], batch["reward"], next_obs, batch["not_done"], keys, step)
-            metrics["batch_reward"] = batch["reward"].mean()
+            metrics["batch_reward"] = batch["reward"].mean().to(dtype)
             self.watch(metrics)
             return metrics
         metrics = self.update_critic(obs, batch["action"], batch["reward"], next_obs, batch["not_done"])
@@ -211,7 +214,7 @@ class CurlAgent(nn.Module):
             self.update_targets()
         if run_aux:
             metrics.update(self.update_aux(h, keys, batch if future else None))
-        metrics["batch_reward"] = batch["reward"].mean()  # the official train/batch_reward
+        metrics["batch_reward"] = batch["reward"].mean().to(dtype)  # the official train/batch_reward
         self.watch(metrics)
         return metrics
 

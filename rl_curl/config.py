@@ -62,10 +62,8 @@ class Config:
         "--num-train-steps": "--env-steps, in environment steps (agent steps x action repeat)",
         "--eval-freq": "--eval-every, in environment steps (agent steps x action repeat)",
         "--num-eval-episodes": "--eval-episodes",
-        "--critic-lr": "--lr (one rate for the actor and the critic)",
-        "--actor-lr": "--lr (one rate for the actor and the critic)",
-        "--critic-beta": "--actor-beta1 (one beta1 for the actor and the critic)",
-        "--actor-beta": "--actor-beta1 (one beta1 for the actor and the critic)",
+        "--actor-beta": "--actor-beta1 (it sets the critic's too unless --critic-beta1 is given)",
+        "--critic-beta": "--critic-beta1",
         "--alpha-beta": "--alpha-beta1",
         "--actor-log-std-min": "--log-std-min",
         "--actor-log-std-max": "--log-std-max",
@@ -90,7 +88,8 @@ class Config:
 
     #: Fields added after runs were recorded without them, with the value those runs trained with: a record that lacks
     #: one is read with it (a resume, a grid counting a finished run), so older runs stay the same runs.
-    ADDED_FIELDS: ClassVar[dict] = {"detach_encoder": False, "eval_at_start": False}
+    ADDED_FIELDS: ClassVar[dict] = {"detach_encoder": False, "eval_at_start": False, "actor_lr": None,
+                                    "critic_lr": None, "critic_beta1": None}
 
     @classmethod
     def with_added_fields(cls, record):
@@ -164,9 +163,16 @@ class Config:
     discount: float = 0.99
     """Discount factor gamma."""
     lr: float | None = None
-    """Actor and critic learning rate (the official --actor_lr and --critic_lr); None = the task's value (2e-4 cheetah,
-    else 1e-3). The critic's Adam covers its encoder too (convolutions, linear layer, LayerNorm), so the critic's loss
-    trains the encoder at this rate; the actor's covers its own linear layer, LayerNorm and MLP."""
+    """Actor and critic learning rate (the official --actor_lr and --critic_lr, which its scripts set alike); None =
+    the task's value (2e-4 cheetah, else 1e-3). The critic's Adam covers its encoder too (convolutions, linear layer,
+    LayerNorm), so the critic's loss trains the encoder at this rate; the actor's covers its own linear layer,
+    LayerNorm and MLP. --actor-lr / --critic-lr set one of the two apart."""
+    actor_lr: float | None = None
+    """The actor's learning rate where it differs from the critic's (the official --actor_lr); None = --lr."""
+    critic_lr: float | None = None
+    """The critic's learning rate (its Q networks and the encoder, through the critic's loss) where it differs from the
+    actor's (the official --critic_lr); None = --lr. --update fused weighs the auxiliary gradient by --encoder-lr over
+    this rate."""
     encoder_lr: float | None = None
     """Learning rate of the auxiliary (CURL) update, the official --encoder_lr: its two Adams, the encoder's (the
     critic's convolutions, linear layer and LayerNorm) and the auxiliary one (W, or CPC's maps, with the encoder
@@ -178,8 +184,11 @@ class Config:
     alpha_beta1: float = 0.5
     """Adam beta1 of the temperature optimiser."""
     actor_beta1: float = 0.9
-    """Adam beta1 of the actor and critic optimisers (the encoder and auxiliary optimisers keep Adam's default 0.9, as
-    in the official code)."""
+    """Adam beta1 of the actor and critic optimisers (the official --actor_beta; the critic's unless --critic-beta1 is
+    given; the encoder and auxiliary optimisers keep Adam's default 0.9, as in the official code)."""
+    critic_beta1: float | None = None
+    """Adam beta1 of the critic's optimiser where it differs from the actor's (the official --critic_beta); None =
+    --actor-beta1."""
     init_temperature: float = 0.1
     """Initial entropy temperature alpha."""
     critic_tau: float = 0.01
@@ -384,10 +393,13 @@ class Config:
                      "target_update_every", "aux_update_every"):  # each named with the value given
             need(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         need(self.torch_threads >= 0, f"--torch-threads must be >= 0 (0: torch's default), got {self.torch_threads}")
-        for name in ("lr", "encoder_lr", "alpha_lr"):  # 0 is taken: nothing trains (a check that nothing else moves)
+        for name in ("lr", "actor_lr", "critic_lr", "encoder_lr", "alpha_lr"):  # 0 is taken: nothing trains
             value = getattr(self, name)
             need(value is None or (math.isfinite(value) and value >= 0),
                  f"--{name.replace('_', '-')} must be a number >= 0, got {value}")
+        for name in ("actor_beta1", "critic_beta1", "alpha_beta1"):  # Adam's beta1; written so that NaN fails too
+            value = getattr(self, name)
+            need(value is None or 0.0 <= value < 1.0, f"--{name.replace('_', '-')} must be in [0, 1), got {value}")
         need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
         need(not self.cuda_graphs or self.replay_on_device,
              "--cuda-graphs gathers each batch inside the graph, from the replay on the device: add --replay-on-device")
@@ -400,6 +412,15 @@ class Config:
         for name in ("discount", "critic_tau", "encoder_tau"):  # written so that NaN fails too
             value = getattr(self, name)
             need(0.0 < value <= 1.0, f"--{name.replace('_', '-')} must be in (0, 1], got {value}")
+
+    def rates(self) -> dict[str, tuple[float, float]]:
+        """The actor's and the critic's Adam ``(lr, beta1)``, ``--actor-lr`` / ``--critic-lr`` / ``--critic-beta1``
+        where given, else ``--lr`` and ``--actor-beta1`` (of a resolved configuration)."""
+        def given(value, fallback):
+            return fallback if value is None else value
+
+        return {"actor": (given(self.actor_lr, self.lr), self.actor_beta1),
+                "critic": (given(self.critic_lr, self.lr), given(self.critic_beta1, self.actor_beta1))}
 
     @property
     def agent_steps(self) -> int:

@@ -46,9 +46,10 @@ from .objectives import OBJECTIVES, auxiliary_loss
 FREE = ("seed", "aux", "tau_plus", "beta")
 #: Config fields the update reads: equal in every run.
 SHARED = ("batch_size", "crop_size", "frame_stack", "num_filters", "num_layers", "feature_dim", "encoder_tanh",
-          "hidden_dim", "log_std_min", "log_std_max", "discount", "lr", "encoder_lr", "alpha_lr", "alpha_beta1",
-          "actor_beta1", "critic_tau", "encoder_tau", "actor_update_every", "target_update_every", "aux_update_every",
-          "positives", "log_floor", "subtract_row_max", "update", "cudnn_conv_relu", "detach_encoder")
+          "hidden_dim", "log_std_min", "log_std_max", "discount", "lr", "actor_lr", "critic_lr", "critic_beta1",
+          "encoder_lr", "alpha_lr", "alpha_beta1", "actor_beta1", "critic_tau", "encoder_tau", "actor_update_every",
+          "target_update_every", "aux_update_every", "positives", "log_floor", "subtract_row_max", "update",
+          "cudnn_conv_relu", "detach_encoder")
 
 
 def check_stackable(cfgs: list, names: list[str], what: str, also: tuple[str, ...] = ()) -> None:
@@ -354,7 +355,7 @@ class StackedAgents:
             self.opts["encoder_opt"].step()
             self.opts["aux_opt"].step()
             metrics["aux_loss"] = losses.detach()
-        metrics["batch_reward"] = stack["reward"].flatten(1).mean(1)  # each run's, as CurlAgent.update's
+        metrics["batch_reward"] = stack["reward"].flatten(1).mean(1).to(dtype)  # each run's, as CurlAgent.update's
         self._watch(metrics)
         return metrics
 

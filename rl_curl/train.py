@@ -102,6 +102,16 @@ EVAL_TAGS = {"eval_return_mean": "eval/return", "eval_return_std": "eval/return_
              "eval_return_min": "eval/return_min", "eval_return_max": "eval/return_max"}
 
 
+def rates_said(cfg: Config) -> str:
+    """The actor's and the critic's learning rates as the run was given them: ``--lr X``, with ``--actor-lr`` /
+    ``--critic-lr`` where one was set apart."""
+    said = [f"--lr {cfg.lr:g}"]
+    for name in ("actor_lr", "critic_lr"):
+        if getattr(cfg, name) is not None:
+            said.append(f"--{name.replace('_', '-')} {getattr(cfg, name):g}")
+    return ", ".join(said)
+
+
 def worker_processes(cfg: Config) -> int:
     """The environment worker processes a run starts (their memory counts where the run's does: a job's limit)."""
     return int(cfg.env_worker) + EvalEnvs.processes(cfg.eval_episodes, cfg.eval_parallel, cfg.eval_worker)
@@ -634,7 +644,7 @@ class CurlApp(TrainingApp):
                      "rates and start again, or --resume continues from there")
         raise TrainingDiverged(
             f"training diverged: a loss became NaN or infinite between environment steps {self.finite_until} and "
-            f"{env_step} (--lr {cfg.lr:g}, --encoder-lr {cfg.encoder_lr:g}, --alpha-lr {cfg.alpha_lr:g}); the run "
+            f"{env_step} ({rates_said(cfg)}, --encoder-lr {cfg.encoder_lr:g}, --alpha-lr {cfg.alpha_lr:g}); the run "
             f"stopped without writing a checkpoint ({kept})")
 
     def state(self):

@@ -256,12 +256,13 @@ class _NoLog:
 def make_official(agent_cls, buffer_cls, cfg: Config, device, rng, capacity: int = 0, action_shape=(1,)):
     """The official agent at the settings of ``cfg`` (by default the CURL paper's) and its replay filled with
     random frames."""
+    rates = cfg.rates()
     agent = agent_cls(
         obs_shape=(9, cfg.crop_size, cfg.crop_size), action_shape=action_shape, device=device,
         hidden_dim=cfg.hidden_dim, discount=cfg.discount, init_temperature=cfg.init_temperature,
-        alpha_lr=cfg.alpha_lr, alpha_beta=cfg.alpha_beta1, actor_lr=cfg.lr, actor_beta=cfg.actor_beta1,
+        alpha_lr=cfg.alpha_lr, alpha_beta=cfg.alpha_beta1, actor_lr=rates["actor"][0], actor_beta=rates["actor"][1],
         actor_log_std_min=cfg.log_std_min, actor_log_std_max=cfg.log_std_max,
-        actor_update_freq=cfg.actor_update_every, critic_lr=cfg.lr, critic_beta=cfg.actor_beta1,
+        actor_update_freq=cfg.actor_update_every, critic_lr=rates["critic"][0], critic_beta=rates["critic"][1],
         critic_tau=cfg.critic_tau, critic_target_update_freq=cfg.target_update_every, encoder_type="pixel",
         encoder_feature_dim=cfg.feature_dim, encoder_lr=cfg.encoder_lr, encoder_tau=cfg.encoder_tau,
         num_layers=cfg.num_layers, num_filters=cfg.num_filters, log_interval=100, detach_encoder=False,

@@ -211,6 +211,28 @@ def test_actor_beta1_help_says_which_optimisers_it_sets():
     assert "actor and critic optimisers" in doc and "keep Adam's default 0.9" in doc
 
 
+def test_actor_and_critic_rates_set_apart():
+    """--actor-lr, --critic-lr and --critic-beta1 (the official --actor_lr, --critic_lr, --critic_beta) each set one
+    optimiser, the other keeping --lr / --actor-beta1; unset, both follow --lr and --actor-beta1; bad values are
+    refused by name; older records read as unset (the same run); stacked runs must agree on them."""
+    from rl_curl.config import Config
+    from rl_curl.stacked import SHARED
+
+    ag = agent(lr=2e-3, critic_lr=4e-3, critic_beta1=0.7)
+    assert (ag.critic_opt.defaults["lr"], ag.critic_opt.defaults["betas"][0]) == (4e-3, 0.7)
+    assert (ag.actor_opt.defaults["lr"], ag.actor_opt.defaults["betas"][0]) == (2e-3, 0.9)
+    ag = agent(lr=2e-3, actor_lr=5e-4)
+    assert (ag.actor_opt.defaults["lr"], ag.critic_opt.defaults["lr"]) == (5e-4, 2e-3)
+    assert ag.critic_opt.defaults["betas"][0] == ag.actor_opt.defaults["betas"][0] == 0.9
+    assert tiny_config(lr=2e-3).resolved().rates() == {"actor": (2e-3, 0.9), "critic": (2e-3, 0.9)}
+    for field, bad in (("critic_lr", -1.0), ("actor_lr", float("nan")), ("critic_beta1", 1.0),
+                       ("actor_beta1", -0.1), ("alpha_beta1", float("nan"))):
+        with pytest.raises(ValueError, match=f"--{field.replace('_', '-')} must be"):
+            tiny_config(**{field: bad}).resolved()
+    assert {Config.with_added_fields({})[k] for k in ("actor_lr", "critic_lr", "critic_beta1")} == {None}
+    assert {"actor_lr", "critic_lr", "critic_beta1"} <= set(SHARED)
+
+
 def test_encoder_tanh_switch():
     """encoder_tanh=False leaves LayerNorm's output as it is (the official code's output_logits=True)."""
     with_tanh, without = agent(), agent(encoder_tanh=False)

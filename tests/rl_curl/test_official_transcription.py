@@ -50,9 +50,13 @@ class Transcription:
         actor = conv + [P[f"actor.{m}.{x}"] for m in ("fc", "ln") for x in "wb"] + \
             [P[f"actor.mlp.{j}.{x}"] for j in (0, 2, 4) for x in "wb"]
         target_enc = [P[k] for k in P if k.startswith("target.") and (".conv" in k or ".fc." in k or ".ln." in k)]
-        b = (c.actor_beta1, 0.999)
-        self.critic_opt = torch.optim.Adam(critic, lr=c.lr, betas=b)
-        self.actor_opt = torch.optim.Adam(actor, lr=c.lr, betas=b)
+        # the official --critic_lr / --critic_beta and --actor_lr / --actor_beta (ours: --lr and --actor-beta1 for
+        # both, --critic-lr, --critic-beta1, --actor-lr where given)
+        critic_lr = c.lr if c.critic_lr is None else c.critic_lr
+        critic_beta = c.actor_beta1 if c.critic_beta1 is None else c.critic_beta1
+        self.critic_opt = torch.optim.Adam(critic, lr=critic_lr, betas=(critic_beta, 0.999))
+        self.actor_opt = torch.optim.Adam(actor, lr=c.lr if c.actor_lr is None else c.actor_lr,
+                                          betas=(c.actor_beta1, 0.999))
         self.alpha_opt = torch.optim.Adam([P["log_alpha"]], lr=c.alpha_lr, betas=(c.alpha_beta1, 0.999))
         self.encoder_opt = torch.optim.Adam(enc, lr=c.encoder_lr)
         self.cpc_opt = torch.optim.Adam([P["W"]] + enc + target_enc, lr=c.encoder_lr)
@@ -177,13 +181,19 @@ class Transcription:
                 for name, ours_name in self.names().items()}
 
 
-@pytest.mark.parametrize("tanh,every", [(False, (2, 2)), (True, (2, 2)), (False, (1, 3))])
-def test_update_equals_official_transcription(float64, monkeypatch, tanh, every):
+#: the actor's and the critic's rates set apart (the official --actor_lr, --critic_lr, --actor_beta, --critic_beta)
+APART = dict(actor_lr=1e-3, critic_lr=5e-3, actor_beta1=0.8, critic_beta1=0.5)
+
+
+@pytest.mark.parametrize("tanh,every,rates", [(False, (2, 2), {}), (True, (2, 2), {}), (False, (1, 3), {}),
+                                              (False, (2, 2), APART)])
+def test_update_equals_official_transcription(float64, monkeypatch, tanh, every, rates):
     """``every``: the actor's and the targets' update periods (the official --actor_update_freq and
-    --critic_target_update_freq); 1 and 3 tell the two schedules apart, which the defaults (2 and 2) cannot."""
+    --critic_target_update_freq); 1 and 3 tell the two schedules apart, which the defaults (2 and 2) cannot.
+    ``rates``: the actor's and the critic's learning rates and beta1 apart, or all from --lr and --actor-beta1."""
     torch.manual_seed(0)
     cfg = tiny_config(encoder_tanh=tanh, aux="curl", lr=3e-3, encoder_lr=3e-3, alpha_lr=1e-2,
-                      actor_update_every=every[0], target_update_every=every[1]).resolved()
+                      actor_update_every=every[0], target_update_every=every[1], **rates).resolved()
     ours = CurlAgent(OBS, A, cfg)
     assert ours.log_alpha.dtype == torch.float64 and ours.critic.encoder.fc.weight.dtype == torch.float64
     ref = Transcription(ours, tanh)
