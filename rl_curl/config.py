@@ -354,8 +354,9 @@ class Config:
         from shared_losses.training.runtime import check_seed
 
         check_field_types(self)
-        need(self.seed != -1, "--seed -1 (the official code's seed drawn at random) is not taken: give the seed, e.g. "
-             "--seed $RANDOM, so that the run's folder, config.json and --resume name it")
+        need(self.seed != -1, "--seed must be a whole number in [0, 2**32), got -1: the official code's -1 (a seed "
+             "drawn at random) is not taken; give the seed, e.g. --seed $RANDOM, so that the run's folder, config.json "
+             "and --resume name it")
         check_seed(self.seed)
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")

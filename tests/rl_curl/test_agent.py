@@ -296,7 +296,7 @@ def test_detach_encoder_leaves_the_convolutions_to_the_auxiliary_loss():
 def test_the_official_random_seed_is_refused_with_what_to_give():
     """The official --seed -1 draws a seed at random; a run here records its seed in its folder's name and
     config.json, so -1 is refused with the way to get a random one that is kept."""
-    with pytest.raises(ValueError, match=r"--seed -1 .* --seed \$RANDOM"):
+    with pytest.raises(ValueError, match=r"--seed must be a whole number .*, got -1: the official .* --seed \$RANDOM"):
         tiny_config(seed=-1).resolved()
     with pytest.raises(ValueError, match=r"--seed must be a whole number in \[0, 2\*\*32\)"):
         tiny_config(seed=-2).resolved()
