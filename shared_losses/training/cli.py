@@ -269,11 +269,11 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         """argparse's, after :meth:`dashed`."""
-        return super().parse_known_args(self.dashed(sys.argv[1:] if args is None else list(args)), namespace)
+        return super().parse_known_args(self.dashed(sys.argv[1:] if args is None else args), namespace)
 
-    def dashed(self, args: list[str]) -> list[str]:
-        """``args`` with each long option spelt with ``_`` (``--max_length=5``) written with ``-`` where only that
-        spelling is an option of this parser; arguments after ``--`` are left as they are."""
+    def dashed(self, args: Sequence[str]) -> list[str]:
+        """A copy of ``args`` with each long option spelt with ``_`` (``--max_length=5``) written with ``-`` where only
+        that spelling is an option of this parser; arguments after ``--`` are left as they are."""
         known = self._option_string_actions
         out = list(args)
         for i, arg in enumerate(out):
