@@ -820,7 +820,9 @@ def check_pipeline_options(name: str, argv: list[str]) -> None:
                          "labeled positives); drop --setting")
     flags = {pipeline: _flags(cls) for pipeline, cls in PIPELINES.items()}
     for arg in argv:
-        flag = arg.split("=", 1)[0]
+        if arg == "--":
+            break
+        flag = arg.split("=", 1)[0].replace("_", "-")  # --batch_labeled is --batch-labeled, as tyro reads it
         if not flag.startswith("--") or flag in flags[name] or flag in ("--help", "--preset"):
             continue
         owners = [other for other, known in flags.items() if other != name and flag in known]

@@ -326,7 +326,7 @@ def _follows(err: BaseException) -> bool:
 def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
     """The runs of ``python -m rl_curl.together ARGS``: one per objective and seed, other options rl_curl.train's."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    from shared_losses.training.cli import ArgumentParser  # usage errors: one error: line
+    from shared_losses.training.cli import ArgumentParser, option_given  # usage errors: one error: line
 
     parser = ArgumentParser(
         prog="python -m rl_curl.together",
@@ -349,11 +349,10 @@ def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
     else:
         own, rest = argv, []
     args = parser.parse_args(own)
-    clash = [a.split("=")[0] for a in rest if a.split("=")[0] in PER_RUN]
+    clash = [a.split("=")[0] for a in rest if option_given([a], *PER_RUN)]
     if clash:
         parser.error(f"{clash[0]} is set per run here: use --objectives, --seeds and --output-root (or --run)")
-    if args.run and any(f"--{o}" in own or any(a.startswith(f"--{o}=") for a in own)
-                        for o in ("objectives", "seeds", "output-root")):
+    if args.run and option_given(own, "--objectives", "--seeds", "--output-root"):
         parser.error("--run names each run whole: leave out --objectives, --seeds and --output-root")
     try:
         specs = [parse_spec(s) for s in args.objectives]
@@ -368,8 +367,8 @@ def configs_from_cli(argv: list[str] | None = None) -> list[Config]:
     base = from_cli(rest)
     # each run's environment, and its evaluation's, in a worker process unless --no-env-worker / --no-eval-worker:
     # threads would take turns for Python's interpreter lock while they step and render
-    base = dataclasses.replace(base, env_worker=base.env_worker or "--no-env-worker" not in rest,
-                               eval_worker=base.eval_worker or "--no-eval-worker" not in rest)
+    base = dataclasses.replace(base, env_worker=base.env_worker or not option_given(rest, "--no-env-worker"),
+                               eval_worker=base.eval_worker or not option_given(rest, "--no-eval-worker"))
     if not runs:
         runs = [(spec, seed, "") for spec in specs for seed in args.seeds]
     cfgs = []

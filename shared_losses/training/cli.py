@@ -454,22 +454,35 @@ class UsageError(ValueError):
 
 # --- presets: one ``--preset NAME`` for every trainer ---------------------------------------------------------
 
+def _option_name(arg: str) -> str | None:
+    """The option ``arg`` names (``--max-steps`` for ``--max_steps=3``: tyro and :class:`ArgumentParser` read ``_``
+    as ``-``), or None for a value."""
+    return arg.split("=", 1)[0].replace("_", "-") if arg.startswith("--") and arg != "--" else None
+
+
 def option_given(argv: Sequence[str], *flags: str) -> bool:
     """Whether one of ``flags`` is on the command line ``argv`` (``--flag VALUE``, ``--flag=VALUE`` or a bare
-    ``--flag``)."""
-    return any(a == f or a.startswith(f + "=") for a in argv for f in flags)
+    ``--flag``; in either spelling, ``--max-steps`` or ``--max_steps``; not after ``--``)."""
+    return option_value(argv, *flags, given=True) is not None
 
 
-def option_value(argv: Sequence[str], *flags: str) -> str | None:
-    """The value of the last of ``flags`` on the command line ``argv`` (``--flag VALUE`` or ``--flag=VALUE``),
-    else None."""
+def option_value(argv: Sequence[str], *flags: str, given: bool = False) -> str | None:
+    """The value of the last of ``flags`` on the command line ``argv`` (``--flag VALUE`` or ``--flag=VALUE``, in
+    either spelling, ``--max-steps`` or ``--max_steps``; not after ``--``), else None. With ``given``, a bare
+    ``--flag`` counts too (its value is then ``""``)."""
+    wanted = {f.replace("_", "-") for f in flags}
     value = None
     for i, a in enumerate(argv):
-        for f in flags:
-            if a.startswith(f + "="):
-                value = a[len(f) + 1:]
-            elif a == f and i + 1 < len(argv):
-                value = argv[i + 1]
+        if a == "--":
+            break
+        if _option_name(a) not in wanted:
+            continue
+        if "=" in a:
+            value = a.split("=", 1)[1]
+        elif i + 1 < len(argv) and argv[i + 1] != "--":
+            value = argv[i + 1]
+        elif given:
+            value = ""
     return value
 
 

@@ -173,6 +173,7 @@ def test_label_pull_is_refused_where_no_punce_term_reads_it(tiny_encoder, easy_t
     ("probe", ["--lr", "0.5", "--max-steps", "999", "--head", "linear"],
      "--lr, --max-steps, --head: not read by --objective probe \\(a baseline: it trains no step\\); drop them"),
     ("setfit", ["--train-layers", "1"], "--train-layers: not read by --objective setfit"),
+    ("ce", ["--batch_unlabeled", "4", "--lam=0.9"], "--lam, --batch-unlabeled: not read"),  # tyro reads _ as -
 ])
 def test_options_an_objective_does_not_read_are_refused_on_the_command_line(objective, given, words):
     """`--objective ce --lam 0.9` (and a probe's --lr, --max-steps, --head ...) ran, recorded the value in

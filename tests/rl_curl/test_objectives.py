@@ -60,11 +60,15 @@ def test_an_encoder_lr_typed_for_pixel_sac_is_refused_on_the_command_line():
         from_cli(["--aux", "none", "--encoder-lr", "0.5"])
     with pytest.raises(ValueError, match="--aux none has no auxiliary update"):
         from_cli(["--aux=none", "--encoder-lr=0.5"])
+    with pytest.raises(ValueError, match="--aux none has no auxiliary update"):  # the spelling tyro takes too
+        from_cli(["--aux", "none", "--encoder_lr", "0.5"])
     assert from_cli(["--aux", "curl", "--encoder-lr", "0.5"]).encoder_lr == 0.5
     from rl_curl.together import configs_from_cli  # runs trained together: each run's own objective (the base's,
 
     with pytest.raises(ValueError, match="--aux none has no auxiliary update"):  # curl, was checked and let it by)
         configs_from_cli(["--objectives", "curl", "none", "--seeds", "0", "--", "--encoder-lr", "5e-4"])
+    with pytest.raises(ValueError, match="--aux none has no auxiliary update"):
+        configs_from_cli(["--objectives", "curl", "none", "--seeds", "0", "--", "--encoder_lr=5e-4"])
     assert [c.encoder_lr for c in configs_from_cli(["--objectives", "curl", "debiased:0.05:1", "--seeds", "0", "--",
                                                     "--encoder-lr", "5e-4"])] == [5e-4, 5e-4]
     saved = Config(aux="none").resolved()

@@ -284,8 +284,12 @@ def test_command_line(tmp_path, capsys):
     assert all(c.env_worker and c.eval_worker for c in cfgs) and default.env_worker and default.eval_worker
     assert not configs_from_cli(["--", "--no-env-worker"])[0].env_worker
     assert not configs_from_cli(["--", "--no-eval-worker"])[0].eval_worker
+    assert not configs_from_cli(["--", "--no_env_worker"])[0].env_worker  # either spelling, as rl_curl.train's
+    assert not configs_from_cli(["--", "--no_eval_worker"])[0].eval_worker
     for bad, match in ((["--", "--seed", "1"], "--seed is set per run"),
                        (["--", "--aux=debiased"], "--aux is set per run"),
+                       (["--", "--output_dir", "x"], "--output_dir is set per run"),
+                       (["--", "--tau_plus=0.1"], "--tau_plus is set per run"),
                        (["--objectives", "debiased:2"], "TAU_PLUS"),
                        (["--seeds", "1", "1"], "names a seed twice")):
         with pytest.raises(ValueError, match=re.escape(match)):  # a usage error: one error: line through run_cli
@@ -296,6 +300,7 @@ def test_command_line(tmp_path, capsys):
         ("curl", 0.0, 5, str(tmp_path / "a"), 2000), ("debiased", 0.1, 6, str(tmp_path / "b"), 2000)]
     for bad, match in ((["--run", "curl", "x", "o"], "the seed must be an integer"),
                        (["--run", "curl", "1", "o", "--seeds", "2"], "leave out --objectives"),
+                       (["--run", "curl", "1", "o", "--output_root", "r"], "leave out --objectives"),
                        (["--run", "curl:1", "1", "o"], "is not one of")):
         with pytest.raises(ValueError, match=re.escape(match)):
             configs_from_cli(bad)

@@ -98,6 +98,23 @@ def test_hooks_choose_a_default_preset_and_finish_the_configuration():
     assert option_given(["--max-steps=3"], "--steps", "--max-steps") and not option_given(["--steps2"], "--steps")
 
 
+@pytest.mark.parametrize("argv,given,value", [
+    (["--max-steps", "3"], True, "3"),
+    (["--max_steps", "3"], True, "3"),  # tyro and ArgumentParser read _ as -: so do the refusals built on these
+    (["--max_steps=3"], True, "3"),
+    (["--max-steps=3", "--max_steps", "4"], True, "4"),  # the last one, as the parser takes it
+    (["--max-steps"], True, None),  # bare: given, no value
+    (["--max-steps", "--"], True, None),
+    (["--", "--max-steps", "3"], False, None),  # after --: not an option
+    (["--max-stepsx", "3", "--max", "3", "-max-steps", "3"], False, None),
+    (["--lr", "--max-steps"], True, None),  # named as another option's value: still read as given (as argparse)
+])
+def test_options_are_found_in_either_spelling(argv, given, value):
+    assert option_given(argv, "--max-steps") is given
+    assert option_given(argv, "--max_steps") is given  # the name asked for may be spelled either way too
+    assert option_value(argv, "--max-steps") == value
+
+
 APPS = ["rl_curl", "nlp_qt", "fewshot"]
 
 
