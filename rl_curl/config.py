@@ -47,7 +47,7 @@ class Config:
         "output_dir", "resume", "overwrite", "progress", "save_video", "env_steps", "eval_every", "eval_episodes",
         "log_every", "checkpoint_every", "device", "torch_threads", "replay_on_device", "cudnn_benchmark", "preset",
         "report_to", "eval_parallel", "sync_timing", "cuda_graphs", "eval_async", "cudnn_conv_relu", "env_worker",
-        "eval_worker", "keep_policies", "video_every_eval", "eval_at_start"})
+        "eval_worker", "keep_policies", "video_every_eval", "eval_at_start", "video_size"})
 
     #: The official CURL train.py's flags that have no option of the same name here, and what gives the same
     #: (docs/rl_curl.md, "Coming from the official code's flags"): named in one line instead of tyro's box.
@@ -276,6 +276,11 @@ class Config:
     video_every_eval: bool = False
     """Write an MP4 of the first episode of every evaluation, as videos/env_step_N.mp4 (N: the evaluation's
     environment step; the final evaluation's included), as the official CURL's --save_video does."""
+    video_size: int | None = 256
+    """The side of a video's frames in pixels (--save-video, --video-every-eval): the first evaluation episode
+    rendered again from the observation's camera at this size (256: the official CURL's videos; at most 480 for
+    DeepMind Control, the offscreen buffer of its tasks). None: the observations' own frames (--image-size), no
+    second rendering. Training and the returns are the same either way."""
     keep_policies: bool = False
     """Keep the policy of every evaluation, as policies/env_step_N.pt (the final evaluation's included; policy.pt's
     format, a few MB each at the default sizes): rl_curl.load_policy and `rl_curl.evaluate --policy` read them, to
@@ -395,6 +400,7 @@ class Config:
         for name in ("env_steps", "eval_every", "eval_episodes", "log_every", "seed_steps", "actor_update_every",
                      "target_update_every", "aux_update_every"):  # each named with the value given
             need(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        check_video_size(self.video_size, self.task, "invalid config: ")
         need(self.torch_threads >= 0, f"--torch-threads must be >= 0 (0: torch's default), got {self.torch_threads}")
         for name in ("lr", "actor_lr", "critic_lr", "encoder_lr", "alpha_lr"):  # 0 is taken: nothing trains
             value = getattr(self, name)
@@ -437,6 +443,15 @@ def from_cli(argv: list[str] | None = None, description: str | None = None) -> C
     return config_from_cli(Config, PRESETS, argv, description,
                            sections=[OBJECTIVES.help_text("rl_curl.objectives.OBJECTIVES")],
                            prog="python -m rl_curl.train", finish=refuse_unused_encoder_lr)
+
+
+def check_video_size(size: int | None, task: str, prefix: str = "") -> None:
+    """Refuse a ``--video-size`` that ``task`` cannot render (a ValueError of one line; ``prefix`` begins it)."""
+    if size is not None and size < 1:
+        raise ValueError(f"{prefix}--video-size must be >= 1 (or None: the observations' frames), got {size}")
+    if size is not None and not task.startswith("gym:") and size > 480:
+        raise ValueError(f"{prefix}--video-size {size}: DeepMind Control renders at most 480x480 (its tasks' "
+                         "offscreen buffer)")
 
 
 def preset_config(preset: str | None = None, **fields) -> Config:

@@ -207,7 +207,7 @@ class DMCPixels(_StackedPixels):
         # work use camera 2 for quadruped: --camera-id 2.
         self.camera_id = 0 if camera_id is None else camera_id
         self._env = suite.load(domain, name, task_kwargs={"random": seed})
-        self._camera = None  # (physics, model, camera) of _render
+        self._cameras: dict = {}  # size -> (physics, model, camera) of _render
         n_cam = self._env.physics.model.ncam
         if not -1 <= self.camera_id < n_cam:
             raise ValueError(f"camera_id {self.camera_id} does not exist in {task!r}: its model has cameras "
@@ -225,20 +225,22 @@ class DMCPixels(_StackedPixels):
         self.max_episode_steps = -(-1000 // action_repeat)
         self._steps = 0
 
-    def _render(self) -> np.ndarray:
-        """The current frame ``[3, H, W]`` uint8: what ``physics.render(H, W, camera_id)`` gives, from one camera kept
-        for the environment's life. ``physics.render`` makes a camera per call (MuJoCo's scene of every renderable
-        geom allocated, the GL context made current to set the offscreen buffer, the scene freed again), which took a
-        third of a step's rendering time beside the rendering itself; the camera is made again if the task reloads
-        its physics or model."""
+    def _render(self, size: int | None = None) -> np.ndarray:
+        """The current frame ``[3, H, W]`` uint8 (``size`` x ``size``; default the observation's): what
+        ``physics.render(H, W, camera_id)`` gives, from one camera per size kept for the environment's life.
+        ``physics.render`` makes a camera per call (MuJoCo's scene of every renderable geom allocated, the GL context
+        made current to set the offscreen buffer, the scene freed again), which took a third of a step's rendering
+        time beside the rendering itself; the cameras are made again if the task reloads its physics or model."""
         if _egl_forked:  # a child forked after EGL was used: its first frame would hang
             raise RuntimeError(EGL_FORK_ERROR)
+        size = self.image_size if size is None else size
         physics = self._env.physics
-        if self._camera is None or self._camera[0] is not physics or self._camera[1] is not physics.model.ptr:
+        if self._cameras and any(c[0] is not physics or c[1] is not physics.model.ptr for c in self._cameras.values()):
+            self._free_camera()
+        if size not in self._cameras:
             from dm_control import _render
             from dm_control.mujoco.engine import Camera
 
-            self._free_camera()
             if _render.BACKEND == "glfw" and threading.current_thread() is not threading.main_thread():
                 raise RenderingUnavailable(
                     f"MuJoCo's GLFW backend ({_gl_setting()}) renders on a process's main thread only, and this "
@@ -247,20 +249,36 @@ class DMCPixels(_StackedPixels):
                     "on Linux set MUJOCO_GL=egl")
             _note_rendering_context()  # before: a fork while the context is being made is a fork after it
             try:
-                camera = Camera(physics, height=self.image_size, width=self.image_size, camera_id=self.camera_id)
+                camera = Camera(physics, height=size, width=size, camera_id=self.camera_id)
             except ValueError:  # the camera's own refusals (a frame larger than the offscreen buffer)
                 raise
             except Exception as err:  # noqa: BLE001 - the rendering context could not be made
                 raise RenderingUnavailable(f"MuJoCo could not start rendering with {_gl_setting()} "
                                            f"({type(err).__name__}: {_first_line(err)}); {GL_ADVICE}") from err
-            self._camera = (physics, physics.model.ptr, camera)
-        frame = self._camera[2].render()  # a view of the camera's buffer, flipped: copied here
+            self._cameras[size] = (physics, physics.model.ptr, camera)
+        frame = self._cameras[size][2].render()  # a view of the camera's buffer, flipped: copied here
         return np.ascontiguousarray(frame.transpose(2, 0, 1))
 
+    def largest_video(self) -> int:
+        """The largest square frame :meth:`video_frame` renders (the model's offscreen buffer: 480 for the suite's
+        tasks)."""
+        g = self._env.physics.model.vis.global_
+        return int(min(g.offwidth, g.offheight))
+
+    def video_frame(self, size: int | None = None) -> np.ndarray:
+        """The current state as a video frame ``[size, size, 3]`` uint8, rendered from the observation's camera
+        (``size`` None: the newest observation frame, :meth:`render`)."""
+        if size is None or size == self.image_size:
+            return self.render()
+        if not 1 <= size <= self.largest_video():
+            raise ValueError(f"a video of {size}x{size} does not fit the offscreen buffer of {self.task} (at most "
+                             f"{self.largest_video()}x{self.largest_video()})")
+        return self._render(size).transpose(1, 2, 0).copy()
+
     def _free_camera(self) -> None:
-        if getattr(self, "_camera", None) is not None:
-            self._camera[2].scene.free()
-        self._camera = None
+        for camera in getattr(self, "_cameras", {}).values():
+            camera[2].scene.free()
+        self._cameras = {}
 
     def reset(self, *, seed: int | None = None, options=None):
         super().reset(seed=seed)
@@ -328,6 +346,15 @@ def _close_at_exit(env: "GymPixels") -> None:
     if not _close_registered:
         _close_registered = True
         atexit.register(_close_open_gym_envs)
+
+
+def _resized(frame: np.ndarray, size: int) -> np.ndarray:
+    """``frame`` ``[H, W, 3]`` uint8 as ``size`` x ``size`` (PIL bilinear; as it is where it has that size)."""
+    if frame.shape[:2] == (size, size):
+        return frame
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(frame).resize((size, size), Image.BILINEAR))
 
 
 class GymPixels(_StackedPixels):
@@ -401,11 +428,17 @@ class GymPixels(_StackedPixels):
             # floats in [0, 1] are the other usual encoding of a frame (0-255 cut to uint8 made them black)
             scale = 255.0 if np.issubdtype(frame.dtype, np.floating) and frame.size and frame.max() <= 1.0 else 1.0
             frame = np.clip(np.rint(frame * scale) if scale != 1.0 else frame, 0, 255).astype(np.uint8)
-        if frame.shape[:2] != (self.image_size, self.image_size):
-            from PIL import Image
+        self._raw = frame
+        return np.ascontiguousarray(_resized(frame, self.image_size).transpose(2, 0, 1))
 
-            frame = np.asarray(Image.fromarray(frame).resize((self.image_size, self.image_size), Image.BILINEAR))
-        return np.ascontiguousarray(frame.transpose(2, 0, 1))
+    def video_frame(self, size: int | None = None) -> np.ndarray:
+        """The current state as a video frame ``[size, size, 3]`` uint8: the environment's own frame (its image
+        observation or ``render()``) resized (PIL bilinear); ``size`` None: the newest observation frame."""
+        if size is None or size == self.image_size:
+            return self.render()
+        if size < 1:
+            raise ValueError(f"a video's frames need a size >= 1, got {size}")
+        return np.array(_resized(self._raw, size))
 
     def reset(self, *, seed: int | None = None, options=None):
         super().reset(seed=seed)
@@ -465,6 +498,10 @@ class EnvGroup:
         return (np.stack([o[0] for o in out]), np.array([o[1] for o in out], dtype=np.float64),
                 np.array([bool(o[2] or o[3]) for o in out]))
 
+    def video_frame(self, size: int | None = None) -> np.ndarray:
+        """The first environment's video frame (an evaluation's video is its first episode's)."""
+        return self.envs[0].video_frame(size)
+
     def close(self):
         for env in self.envs:
             env.close()
@@ -516,7 +553,7 @@ def _worker_main(fd: int) -> None:
 
 def _serve(conn, kwargs: dict, episodes: int | None = None) -> None:
     """The loop of :class:`EnvWorker`'s process: make the environment (an :class:`EnvGroup` of ``episodes``), then
-    answer reset / step / close."""
+    answer reset / step / video_frame / close."""
     import traceback
 
     try:
@@ -533,6 +570,8 @@ def _serve(conn, kwargs: dict, episodes: int | None = None) -> None:
                     out = env.reset(seed=arg)
                 elif cmd == "step":
                     out = env.step(arg)
+                elif cmd == "video_frame":
+                    out = env.video_frame(arg)
                 elif cmd == "close":
                     env.close()
                     conn.send(("ok", None))
@@ -640,6 +679,10 @@ class EnvWorker(gym.Env):
 
     def step(self, action):
         return self._call(("step", action if isinstance(action, tuple) else np.asarray(action)))
+
+    def video_frame(self, size: int | None = None) -> np.ndarray:
+        """The worker's environment's :meth:`~DMCPixels.video_frame` (an evaluation's group: its first episode's)."""
+        return self._call(("video_frame", size))
 
     def close(self):
         if getattr(self, "_closed", True):

@@ -33,7 +33,7 @@ from shared_losses.training.runtime import (ENTRIES, CheckpointError, another_ap
                                             load_checkpoint, read_json_file, read_torch_file, resolve_checkpoint,
                                             run_application)
 
-from .config import Config
+from .config import Config, check_video_size
 
 
 @dataclass
@@ -53,6 +53,9 @@ class EvalArgs:
     video_path: str | None = None
     """Write the first episode's video to this file instead (implies --video; ending .mp4, .mkv, .mov, .avi or
     .gif; its folder must exist and be writable: checked before evaluating)."""
+    video_size: int | None = 256
+    """The side of the video's frames in pixels: the episode rendered again from the observation's camera at this
+    size (256: the official CURL's videos; at most 480 for DeepMind Control). None: the observations' own frames."""
     device: str = "cpu"
     """Torch device to run the policy on: cpu, cuda, cuda:N, mps, or auto (a CUDA GPU if there is one, else the
     CPU)."""
@@ -269,6 +272,8 @@ def main(args: EvalArgs | None = None) -> dict:
     else:
         agent, cfg, env_step = load_agent(args.run_dir, args.device)
     video = video_target(args)
+    check_video_size(args.video_size, cfg.task)
+    cfg = dataclasses.replace(cfg, video_size=args.video_size)
     if cfg.mixed_precision == "bf16":  # act as the run's own evaluations did: under bf16 autocast
         agent.autocast = functools.partial(torch.autocast, torch.device(args.device).type, dtype=torch.bfloat16)
     # rl_curl.train's evaluation, with the video written here: after the returns are safe, so that a video that

@@ -292,6 +292,7 @@ class EvalEnvs:
     def __init__(self, cfg: Config, episodes: int, parallel: bool = False, worker: bool = False):
         kwargs = {**env_kwargs(cfg), "seed": derived_seed(cfg.seed, EVAL_ENV)}
         self.episodes, self.vec, self.envs, self.group = episodes, [], [], None
+        self.video_size = cfg.video_size
         processes = self.processes(episodes, parallel, worker)
         if processes == 1:  # one worker holds them all
             self.group = EnvWorker(episodes=episodes, **kwargs)
@@ -308,7 +309,7 @@ class EvalEnvs:
 
     def run(self, agent: CurlAgent, seeds: list[int], video: bool = False) -> tuple[list[float], list[np.ndarray]]:
         """Returns of one episode per environment from the initial states ``seeds``, and the first episode's frames
-        (``[H, W, 3]`` uint8, what ``env.render()`` gives) when ``video``."""
+        (``[H, W, 3]`` uint8, :meth:`video_frame`) when ``video``."""
         n = len(seeds)
         if n != self.episodes:
             raise ValueError(f"{n} seeds for {self.episodes} evaluation environments")
@@ -337,10 +338,17 @@ class EvalEnvs:
                     ended[i] = t or u
             totals[idx] += rew[idx]
             if video and running[0]:
-                frames.append(np.ascontiguousarray(nxt[0][-3:].transpose(1, 2, 0)))
+                frames.append(self.video_frame(nxt[0]))
             obs = np.where(running[:, None, None, None], nxt, obs)
             running[idx] = ~ended[idx]
         return [float(t) for t in totals], frames
+
+    def video_frame(self, obs: np.ndarray) -> np.ndarray:
+        """The first episode's video frame after its step to ``obs``: rendered at ``--video-size`` by its environment,
+        or (None) the observation's newest frame."""
+        if self.video_size is None or self.video_size == obs.shape[-1]:
+            return np.ascontiguousarray(obs[-3:].transpose(1, 2, 0))
+        return (self.group if self.group is not None else (self.vec or self.envs)[0]).video_frame(self.video_size)
 
     def close(self) -> None:
         if self.group is not None:

@@ -133,12 +133,20 @@ def test_frames_from_the_kept_camera_are_physics_render_s(task, camera_id):
                 obs = env.step(rng.uniform(-1, 1, env.action_space.shape).astype(np.float32))[0]
                 assert np.array_equal(obs[-3:], fresh())
                 frames.append(obs[-3:])
-        camera = inner._camera[2]
+        camera = inner._cameras[48][2]
         assert not all(np.array_equal(frames[0], f) for f in frames[1:])  # the frames do change
-        assert inner._render() is not inner._render() and camera is inner._camera[2]  # copies; one camera
+        assert inner._render() is not inner._render() and camera is inner._cameras[48][2]  # copies; one camera
+        # a video's frames: the same camera's view at another size, from a camera of their own
+        big = inner._env.physics.render(height=96, width=96, camera_id=inner.camera_id)
+        assert np.array_equal(inner.video_frame(96), big) and inner.video_frame(96).shape == (96, 96, 3)
+        assert np.array_equal(inner.video_frame(None), obs[-3:].transpose(1, 2, 0))  # None: the observation's
+        assert set(inner._cameras) == {48, 96} and camera is inner._cameras[48][2]
+        refusal = rf"a video of 481x481 does not fit the offscreen buffer of {task} \(at most 480x480\)"
+        with pytest.raises(ValueError, match=refusal):
+            inner.video_frame(481)
     finally:
         env.close()
-    assert inner._camera is None
+    assert inner._cameras == {}
 
 
 def test_env_worker_is_the_environment_in_another_process():
@@ -634,3 +642,56 @@ def test_egl_is_the_default_backend_on_linux_only(platform, expected):
     out = subprocess.run([sys.executable, "-c", code], env={**env, "MUJOCO_GL": "osmesa"}, capture_output=True,
                          text=True, timeout=120)
     assert out.stdout.strip() == "osmesa"
+
+
+def test_video_frames_at_another_size_in_every_environment_kind():
+    """video_frame(size): DeepMind Control renders the state again at that size (same camera); a gymnasium
+    environment resizes its own frame; an EnvGroup and an EnvWorker answer for their (first) environment."""
+    import numpy as np
+
+    from rl_curl.env import EnvGroup, EnvWorker
+
+    env = make("cartpole-swingup", seed=0, image_size=24)
+    group = EnvGroup(2, task="cartpole-swingup", seed=0, image_size=24)
+    worker = EnvWorker(task="cartpole-swingup", seed=0, image_size=24)
+    try:
+        env.reset(seed=3)
+        group.reset(seed=[3, 4])
+        worker.reset(seed=3)
+        action = np.full(env.action_space.shape, 0.5, dtype=np.float32)
+        env.step(action)
+        group.step(([0, 1], [action, -action]))
+        worker.step(action)
+        frame = env.video_frame(64)
+        assert frame.shape == (64, 64, 3) and frame.dtype == np.uint8
+        assert np.array_equal(group.video_frame(64), frame) and np.array_equal(worker.video_frame(64), frame)
+        assert np.array_equal(worker.video_frame(None), env.render())
+        with pytest.raises(RuntimeError, match="a video of 500x500 does not fit"):  # raised in the worker
+            worker.video_frame(500)
+    finally:
+        env.close()
+        group.close()
+        worker.close()
+    gym_env = make("gym:tests.rl_curl.probe_env:Probe-v0", seed=0, image_size=16)
+    try:
+        gym_env.reset(seed=0)
+        big = gym_env.video_frame(40)
+        assert big.shape == (40, 40, 3) and big.dtype == np.uint8
+        assert np.array_equal(gym_env.video_frame(None), gym_env.render())
+        with pytest.raises(ValueError, match="need a size >= 1"):
+            gym_env.video_frame(0)
+    finally:
+        gym_env.close()
+
+
+@pytest.mark.parametrize("size,task,message", [
+    (0, "cartpole-swingup", "--video-size must be >= 1"),
+    (481, "cartpole-swingup", "--video-size 481: DeepMind Control renders at most 480x480"),
+])
+def test_a_video_size_the_task_cannot_render_is_refused_before_the_run(size, task, message):
+    from rl_curl.config import Config
+
+    with pytest.raises(ValueError, match=message):
+        Config(task=task, video_size=size).validate()
+    Config(task=task, video_size=None).validate()
+    Config(task="gym:MountainCarContinuous-v0", video_size=481).validate()  # a gymnasium frame is resized

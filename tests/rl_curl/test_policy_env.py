@@ -324,3 +324,20 @@ def test_device_auto_is_taken_by_the_commands_that_evaluate_as_by_the_trainers(r
     assert load_policy(repeat50_run, device="auto").device == check_device("auto")
     result = main(EvalArgs(run_dir=str(repeat50_run), episodes=1, device="auto"))
     assert len(result["returns"]) == 1
+
+
+def test_evaluate_videos_at_the_size_asked_for(repeat50_run, tmp_path):
+    """rl_curl.evaluate --video-size: 256x256 by default (the official code's videos), None the observations' frames;
+    a size the task cannot render is refused before any episode runs."""
+    import imageio.v2 as imageio
+
+    import rl_curl.evaluate as ev
+
+    ev.main(ev.EvalArgs(run_dir=str(repeat50_run), episodes=1, video_path=str(tmp_path / "big.mp4")))
+    ev.main(ev.EvalArgs(run_dir=str(repeat50_run), episodes=1, video_path=str(tmp_path / "own.mp4"), video_size=None))
+    side = json.loads((repeat50_run / "config.json").read_text())["image_size"]
+    with imageio.get_reader(tmp_path / "big.mp4") as big, imageio.get_reader(tmp_path / "own.mp4") as own:
+        assert big.get_meta_data()["size"] == (256, 256) and own.get_meta_data()["size"] == (side + side % 2,) * 2
+    with pytest.raises(ValueError, match=r"^--video-size 481: DeepMind Control renders at most 480x480"):
+        ev.main(ev.EvalArgs(run_dir=str(repeat50_run), video_path=str(tmp_path / "no.mp4"), video_size=481))
+    assert not (tmp_path / "no.mp4").exists()

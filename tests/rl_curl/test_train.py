@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import json
 import shutil
 
@@ -641,6 +642,7 @@ def test_evaluation_episodes_side_by_side_in_workers_or_here_give_the_same_retur
 
     run(cfg(tmp_path, "ev", env_steps=1000, eval_every=1000))
     agent, c, step = load_agent(tmp_path / "ev")
+    c = dataclasses.replace(c, video_size=64)  # videos rendered again at 64x64
     here = evaluate(agent, c, 3, env_step=step)
     seeds = [eval_episode_seed(c, step, e) for e in range(3)]
     workers = EvalEnvs(c, 3, parallel=True)
@@ -651,7 +653,22 @@ def test_evaluation_episodes_side_by_side_in_workers_or_here_give_the_same_retur
     finally:
         workers.close()
     assert first == here and again == here
-    assert len(frames) == 20 and frames[0].shape == (c.image_size, c.image_size, 3)  # 1000 / action repeat 50
+    assert len(frames) == 20 and frames[0].shape == (64, 64, 3)  # 1000 / action repeat 50; at --video-size
+    assert c.image_size != 64 and len({f.tobytes() for f in frames}) > 1
+    here_envs = EvalEnvs(c, 3)  # in this process: the same video
+    try:
+        assert all(np.array_equal(a, b) for a, b in zip(here_envs.run(agent, seeds, video=True)[1], frames,
+                                                        strict=True))
+    finally:
+        here_envs.close()
+    own = EvalEnvs(dataclasses.replace(c, video_size=None), 3)  # None: the observations' own frames
+    try:
+        small = own.run(agent, seeds, video=True)[1]
+        assert len(small) == 20 and small[0].shape == (c.image_size, c.image_size, 3)
+        last = own.envs[0].render()  # the first episode's newest observation frame
+        assert np.array_equal(small[-1], last)
+    finally:
+        own.close()
     assert len(set(here)) == 3  # three different initial states
     one = EvalEnvs(c, 3, worker=True)  # --eval-worker: all three in one worker process, stepped there in turn
     try:
@@ -815,14 +832,15 @@ def test_every_evaluation_keeps_its_policy_and_video(tmp_path, eval_async):
     from rl_curl.evaluate import EvalArgs, main
 
     run(cfg(tmp_path, "k", env_steps=1500, eval_every=500, eval_episodes=2, keep_policies=True,
-            video_every_eval=True, eval_async=eval_async, eval_at_start=eval_async))
+            video_every_eval=True, eval_async=eval_async, eval_at_start=eval_async, video_size=48))
     out = tmp_path / "k"
     rows = {int(r["env_step"]): float(r["eval_return_mean"]) for r in csv.DictReader(open(out / "eval.csv"))}
     steps = [0, 500, 1000, 1500] if eval_async else [500, 1000, 1500]
     assert sorted(rows) == steps
     assert sorted(p.name for p in (out / "policies").iterdir()) == sorted(f"env_step_{s}.pt" for s in steps)
     assert sorted(p.name for p in (out / "videos").iterdir()) == sorted(f"env_step_{s}.mp4" for s in steps)
-    assert len(imageio.mimread(out / "videos" / "env_step_500.mp4")) == 20  # a whole episode (1000 / 50 steps)
+    video = imageio.mimread(out / "videos" / "env_step_500.mp4")
+    assert len(video) == 20 and video[0].shape == (48, 48, 3)  # a whole episode (1000 / 50 steps) at --video-size
     assert not (out / "eval.mp4").exists()  # --save-video's file stays --save-video's
     assert load_policy(out / "policies" / "env_step_500.pt").env_step == 500
     assert load_policy(out).env_step == 1500
