@@ -430,30 +430,34 @@ def main(argv=None):
         print(f"--input {args.input}: {len(texts) - len(given)} of {len(texts)} rows have an empty text; they are "
               "written without a prediction (label, score and probabilities null)", file=sys.stderr)
     model, tokenizer = load_classifier(folder, device)
+    names = model.config.id2label
+    truth = None
+    if args.label_column is not None:  # the labels read (or refused) before any text is classified or written
+        truth = true_labels([o.get(args.label_column) for o in others], names,
+                            recorded_label_rule(args.model, folder), args.label_column)
+        if not any(t is not None and y is not None for t, y in zip(texts, truth[0])):
+            raise ValueError(f"--label-column {args.label_column}: no row has both a text and a label to score")
     probs = iter(predict_proba(model, tokenizer, given, args.batch_size, device,
                                progress=f"classifying {len(given)} texts" if args.progress else None).tolist())
     probs = [None if t is None else next(probs) for t in texts]
-    names = model.config.id2label
     write_predictions(out, texts, probs, names, others)
     labels = [top(p, names)[0] for p in probs]
     counts = {names[k]: labels.count(names[k]) for k in range(len(names))}
     counts = {**counts, **({"no text": len(texts) - len(given)} if len(given) < len(texts) else {})}
     print(f"wrote {len(texts)} rows to {out} ({', '.join(f'{n}: {c}' for n, c in counts.items())}) with {folder}")
-    if args.label_column is not None:
-        score_predictions(args, folder, names, probs, [o.get(args.label_column) for o in others])
+    if truth is not None:
+        score_predictions(args, names, probs, *truth)
     return out
 
 
-def score_predictions(args, folder: Path, names: dict, probs: list, raw: list) -> dict:
-    """Score the rows with a prediction and a label (:func:`true_labels`): one line on stderr, and ``--scores``."""
+def score_predictions(args, names: dict, probs: list, truth: list, how: str) -> dict:
+    """Score the rows with a prediction and a label (``truth``, read as ``how``: :func:`true_labels`): one line on
+    stderr, and ``--scores``."""
     from shared_losses.training.runtime import write_json_atomic
 
     from .scores import binary_scores, scores_line
 
-    truth, how = true_labels(raw, names, recorded_label_rule(args.model, folder), args.label_column)
     rows = [i for i, (p, y) in enumerate(zip(probs, truth)) if p is not None and y is not None]
-    if not rows:
-        raise ValueError(f"--label-column {args.label_column}: no row has both a text and a label to score")
     eps = 1e-12
     log_odds = [math.log(max(probs[i][1], eps)) - math.log(max(probs[i][0], eps)) for i in rows]
     scores = binary_scores([truth[i] for i in rows], log_odds)

@@ -266,6 +266,8 @@ class LabelRule:
 
 
 def _check_columns(columns, wanted, source, options="--text-column / --label-column"):
+    if not list(columns) and list(wanted):
+        raise DataError(f"{source} holds no records: it is empty (no header row, no record)")
     missing = [c for c in wanted if c not in columns]
     if missing:
         raise DataError(f"{source}: column(s) {missing} not found; available columns: {list(columns)}. "
@@ -344,6 +346,9 @@ def read_local(path: str, text_column: str, label_column: str):
                        and f.suffix.lower() in (*RECORD_SUFFIXES, ".gz"))
         raise DataError(f"{p} is a folder; pass one data file (--dataset for training, --eval-file for evaluation) "
                         "or a folder written by datasets' save_to_disk" + (f"; it holds {files[:10]}" if files else ""))
+    if text_column == label_column:
+        raise DataError(f"--text-column and --label-column are both {text_column!r}: the texts and their labels are "
+                        "two columns")
     rows = read_records(p, (text_column, label_column))
     n_rows = len(rows)
     rows = [r for r in rows if not is_empty(r.get(text_column)) and not is_empty(r.get(label_column))]
@@ -473,16 +478,28 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
         # GLUE's TSV files are not quoted (a sentence may start with or contain a lone `"`), so a
         # .tsv is read without quote handling, as GLUE's own readers do; a .csv uses CSV quoting.
         quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
+        delimiter = "\t" if suffix == ".tsv" else ","
+        csv.field_size_limit(2**31 - 1)  # a long document is one field (csv's default limit is 131072 characters)
         with reading_text(p), open_text(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
+            reader = csv.DictReader(fh, delimiter=delimiter, quoting=quoting)
             _check_columns(reader.fieldnames or [], columns, str(p), options)
-            rows, long_rows = [], []  # the lines of rows with more fields than the header
+            twice = sorted({c for c in columns if reader.fieldnames.count(c) > 1})
+            if twice:  # DictReader would keep the last of them, silently
+                raise DataError(f"{p}: the header names the column(s) {twice} more than once; which one is meant? "
+                                "Rename the others")
+            rows, long_rows, spans = [], [], []  # the lines of rows with more fields than the header; multi-line rows
+            first = reader.line_num + 1
             for row in reader:
                 rows.append(row)
                 if None in row:
                     long_rows.append(reader.line_num)
+                if reader.line_num > first:
+                    spans.append((first, reader.line_num, row))
+                first = reader.line_num + 1
         if suffix == ".tsv":
             _warn_quoted(p, rows, columns)
+        else:
+            _warn_open_quote(p, spans, len(reader.fieldnames))
         if long_rows:
             delimiter = "tab" if suffix == ".tsv" else "comma"
             warnings.warn(f"{p}: {len(long_rows)} row(s) have more fields than the header (the first ends on line "
@@ -555,6 +572,19 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
                         "use .tsv, .csv, .jsonl, .json (each also gzip-compressed, .gz), .parquet, .arrow or a folder "
                         "written by datasets' save_to_disk")
     return rows
+
+
+def _warn_open_quote(p: Path, spans, n_columns: int) -> None:
+    """A warning for .csv rows whose quoted text holds lines that look like rows of their own (``n_columns - 1``
+    commas or more): a quote left open reads every line up to the next quote as one text, silently."""
+    suspect = [(a, b) for a, b, row in spans
+               if any(line.count(",") >= max(1, n_columns - 1)
+                      for v in row.values() if isinstance(v, str) for line in v.split("\n")[1:])]
+    if suspect:
+        a, b = max(suspect, key=lambda s: s[1] - s[0])
+        warnings.warn(f"{p}: {len(suspect)} quoted text(s) span several lines that look like rows of their own (the "
+                      f"longest, lines {a}-{b}, was read as one row): a quote left open? A quote inside a text is "
+                      'written "" in a .csv', stacklevel=4)
 
 
 def _warn_quoted(p: Path, rows, columns) -> None:

@@ -213,6 +213,7 @@ def test_predictions_are_scored_against_a_label_column(sentence_run, tmp_path, c
                                         r"run's label rule .*write the labels as the model's classes$"):
         predict(["--model", str(sentence_run), "--input", str(words), "--output", str(tmp_path / "w.csv"),
                  "--label-column", "label"])
+    assert not (tmp_path / "w.csv").exists()  # refused before any prediction was written (a rerun was refused too)
     with pytest.raises(ValueError, match="--label-column stars: no such column in --input .* label"):
         predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "m.csv"),
                  "--label-column", "stars"])

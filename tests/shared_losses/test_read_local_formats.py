@@ -158,3 +158,64 @@ def test_a_json_lines_record_that_is_not_an_object_is_named_by_its_line(tmp_path
     array.write_text('[{"text": "a"}, 5]')
     with pytest.raises(DataError, match=r"a\.json: record 2: a number \(5\) where a record should be; "):
         read_records(Path(array), ["text"])
+
+
+@pytest.mark.parametrize("suffix,sep", [(".tsv", "\t"), (".csv", ",")])
+def test_a_text_longer_than_csvs_default_field_limit_is_read(tmp_path, suffix, sep):
+    """csv refuses a field over 131072 characters by default (a raw _csv.Error traceback): a long document is data."""
+    long = " ".join(["good"] * 60_000)  # 299999 characters
+    path = tmp_path / f"long{suffix}"
+    path.write_text(f"sentence{sep}label\n{long}{sep}1\nshort{sep}0\n")
+    assert read_local(str(path), "sentence", "label") == ([long, "short"], ["1", "0"])
+
+
+@pytest.mark.parametrize("suffix,sep", [(".tsv", "\t"), (".csv", ",")])
+def test_a_column_named_twice_in_the_header_is_refused_where_it_is_read(tmp_path, suffix, sep):
+    """csv.DictReader keeps the last of two columns of one name, silently: a run trained on the second label."""
+    path = tmp_path / f"twice{suffix}"
+    path.write_text(f"sentence{sep}label{sep}label\nfine{sep}1{sep}0\ndull{sep}0{sep}1\n")
+    with pytest.raises(DataError, match=r"twice\.(tsv|csv): the header names the column\(s\) \['label'\] more than "
+                                        "once"):
+        read_local(str(path), "sentence", "label")
+    other = tmp_path / f"other{suffix}"  # a repeated column that is not read is no one's concern
+    other.write_text(f"sentence{sep}note{sep}label{sep}note\nfine{sep}a{sep}1{sep}b\n")
+    assert read_local(str(other), "sentence", "label") == (["fine"], ["1"])
+
+
+@pytest.mark.parametrize("name,text", [("e.tsv", ""), ("e.csv", ""), ("e.jsonl", ""), ("e.json", "[]"),
+                                       ("e.jsonl", "\n\n")])
+def test_an_empty_file_is_said_to_be_empty(tmp_path, name, text):
+    """It was "column(s) ['sentence', 'label'] not found; available columns: []. Set --text-column ...", which no
+    column option can mend."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(DataError, match=rf"{name} holds no records: it is empty"):
+        read_local(str(path), "sentence", "label")
+
+
+def test_a_csv_quote_left_open_is_warned_with_the_lines_it_swallowed(tmp_path):
+    """An unclosed quote reads every line up to the next quote as one text: 190 rows trained as none, silently."""
+    rows = [f"text number {i},{i % 2}" for i in range(20)]
+    rows[10] = '"' + rows[10]
+    path = tmp_path / "open.csv"
+    path.write_text("sentence,label\n" + "\n".join(rows) + "\n")
+    with pytest.warns(UserWarning, match=r"open\.csv: 1 quoted text\(s\) span several lines that look like rows of "
+                                         r"their own \(the longest, lines 12-21, was read as one row\): a quote left "
+                                         "open"):
+        texts, _ = read_local(str(path), "sentence", "label")
+    assert len(texts) == 10
+    fine = tmp_path / "paragraphs.csv"  # a quoted text with line breaks of its own is data, not a warning
+    fine.write_text('sentence,label\n"first paragraph\nsecond paragraph",1\nplain,0\n')
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        texts, labels = read_local(str(fine), "sentence", "label")
+    assert texts == ["first paragraph\nsecond paragraph", "plain"] and labels == ["1", "0"]
+
+
+def test_the_same_column_for_texts_and_labels_is_refused(tmp_path):
+    path = tmp_path / "d.tsv"
+    path.write_text("sentence\tlabel\nfine\t1\n")
+    with pytest.raises(DataError, match="--text-column and --label-column are both 'sentence'"):
+        read_local(str(path), "sentence", "sentence")
