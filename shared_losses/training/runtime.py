@@ -1035,6 +1035,8 @@ class RunFolder:
     action: str
     moved_to: Path | None = None
     option: str = "--output-dir"
+    #: --resume was given (a ``"new"`` folder: nothing there to continue, said in a note when it opens)
+    resume_asked: bool = False
 
     @property
     def resuming(self) -> bool:
@@ -1057,6 +1059,10 @@ class RunFolder:
                 print(f"--overwrite: moved the previous run in {self.path} to {self.moved_to}" + (
                     f" (it has no checkpoint: an earlier --overwrite started it and it stopped before its first "
                     f"one; the run it replaced is in {self.path.with_name(before)})" if before else ""))
+        if announce and self.resume_asked and self.action == "new":  # a mistyped path would otherwise pass unseen
+            print(f"note: --resume: {self.option} {self.path} holds no run yet ("
+                  f"{'empty' if self.path.exists() else 'no such folder'}): starting a new run there",
+                  file=sys.stderr, flush=True)
         self.path.mkdir(parents=True, exist_ok=True)
         hold_run_folder(self.path, self.option)  # until the run ends: a second command on this folder is refused
         if self.action != "resume" or not (self.path / RUN_FILE).exists():
@@ -1115,7 +1121,7 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
             break
     _refuse_if_in_use(folder, option)  # another command training there now (a second --resume, a job resubmitted)
     if not folder.exists() or not any(folder.iterdir()):
-        return RunFolder(folder, application, "new", option=option)
+        return RunFolder(folder, application, "new", option=option, resume_asked=resume)
     owner = run_application(folder)
     if owner is None:
         names = sorted(p.name for p in folder.iterdir())

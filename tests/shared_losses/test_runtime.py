@@ -366,6 +366,21 @@ def test_a_fresh_run_hides_the_events_of_one_started_before_in_its_folder(tmp_pa
 
 # ------------------------------------------------------------------------------------- run folders
 
+def test_resume_where_there_is_no_run_starts_one_and_says_so(tmp_path, capsys):
+    """--resume on a missing or empty folder starts a new run (a job script that always passes --resume), with a
+    note: a mistyped path trained from step 0 unseen. Without --resume, no note."""
+    from shared_losses.training.runtime import claim_run_folder, release_run_folder
+
+    (tmp_path / "empty").mkdir()
+    for name, what in (("typo", "no such folder"), ("empty", "empty")):
+        folder = claim_run_folder(tmp_path / name, "nlp_qt", resume=True).open()
+        release_run_folder(folder.path)
+        assert capsys.readouterr().err == (f"note: --resume: --output-dir {tmp_path / name} holds no run yet ({what}): "
+                                           "starting a new run there\n")
+    release_run_folder(claim_run_folder(tmp_path / "plain", "nlp_qt").open().path)
+    assert capsys.readouterr().err == ""
+
+
 def test_claim_run_folder_decisions(tmp_path):
     import json
 
