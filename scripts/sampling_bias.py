@@ -506,8 +506,16 @@ def check_image_options(args, s: ImageSetting) -> None:
         bad = [v for v in vals if not 0.0 <= v < 1.0]
         if bad:
             raise ValueError(f"{name} values must lie in [0, 1), got {bad}")
-    if len(set(args.seeds)) != len(args.seeds):
-        raise ValueError(f"--seeds must be distinct, got {args.seeds}")
+
+
+def check_seeds(seeds: list[int]) -> None:
+    """Each seed one numpy takes, and each once (a repeated seed counted as a second one would show a spread of 0)."""
+    from shared_losses.training.runtime import check_seed
+
+    for seed in seeds:
+        check_seed(seed, "--seeds")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds must be distinct, got {seeds}")
 
 
 def fmt_ci(ci) -> str:
@@ -686,7 +694,7 @@ def main(argv=None):
                    "synthetic: 2, or 1 on a one-core machine). Results can differ in their last digits between "
                    "thread counts; results.json records it")
     args = p.parse_args(argv)
-
+    check_seeds(args.seeds)  # synthetic and image data alike
     if args.data == "synthetic":
         given = [f"--{n.replace('_', '-')}" for n in IMAGE_ONLY if getattr(args, n) is not None]
         if args.dev:

@@ -64,6 +64,17 @@ def test_sampling_bias_counts(capsys, tmp_path, argv, says):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("data", ["synthetic", "digits.npz"])
+@pytest.mark.parametrize("seeds, says", [(["-1"], r"^--seeds must be a whole number in \[0, 2\*\*32\)"),
+                                         (["0", "0"], r"^--seeds must be distinct, got \[0, 0\]$")])
+def test_sampling_bias_checks_the_seeds_for_every_data(tmp_path, data, seeds, says):
+    """Synthetic data took --seeds 0 0 (a table of "74.90 ± 0.00" over one seed counted twice) and --seeds -1; image
+    data refused -1 in numpy's words."""
+    with pytest.raises(ValueError, match=says):
+        script("sampling_bias").main(["--data", data, "--steps", "1", "--seeds", *seeds, "--out", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()
+
+
 def test_sampling_bias_refuses_an_out_it_cannot_write_before_training(tmp_path):
     """A read-only --out failed with a PermissionError traceback after the whole training (the results lost)."""
     (tmp_path / "file").write_text("")
