@@ -590,6 +590,24 @@ def _check_every_anchor_has_positive(weights, same_src, labels):
         )
 
 
+def _check_has_negatives(same_src, not_self):
+    """Every anchor needs a candidate of another source: with one source in the batch the loss is 0 for any
+    embedding (as the debiased loss refuses a batch of one)."""
+    alone = ~(not_self & ~same_src).any(1)
+    if alone.any():
+        raise ValueError(f"anchor {int(alone.nonzero()[0])} has no candidate of another source: need at least 2 "
+                         "sources in the batch to have negatives")
+
+
+def _check_finite_loss(loss: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The loss of finite embeddings (checked before) is finite unless the cosine scores over the temperature
+    overflow the dtype: refused by name, as the InfoNCE family's scores are (a NaN loss said nothing)."""
+    if not bool(torch.isfinite(loss).all()):
+        raise ValueError(f"the scores (cosine / temperature {temperature:g}) overflow {loss.dtype}: the loss is "
+                         "infinite or NaN for finite embeddings; raise the temperature")
+    return loss
+
+
 @full_precision
 def punce_loss(
     features: torch.Tensor,
@@ -639,7 +657,8 @@ def punce_loss(
     )
     weights = _punce_weight_matrix(labels, labels_all, same_src, not_self, prior, logits.dtype, label_pull)
     _check_every_anchor_has_positive(weights, same_src, labels)
-    return reduce(weighted_log_softmax(logits, weights), reduction)
+    _check_has_negatives(same_src, not_self)
+    return _check_finite_loss(reduce(weighted_log_softmax(logits, weights), reduction), temperature)
 
 
 @full_precision
@@ -667,7 +686,7 @@ def supcon_loss(
     if (count == 0).any():
         i = int((count == 0).nonzero()[0])
         raise ValueError(f"anchor {i} (label {int(labels[i])}) has no positive: no other row carries its label")
-    return reduce(weighted_log_softmax(logits, weights), reduction)
+    return _check_finite_loss(reduce(weighted_log_softmax(logits, weights), reduction), temperature)
 
 
 @full_precision
@@ -694,7 +713,8 @@ def scl_pu_loss(
     w_unl, _ = _row_normalise(same_src, logits.dtype)
     weights = torch.where((labels != 0).unsqueeze(1), w_lab, w_unl)
     _check_every_anchor_has_positive(weights, same_src, labels)
-    return reduce(weighted_log_softmax(logits, weights), reduction)
+    _check_has_negatives(same_src, not_self)
+    return _check_finite_loss(reduce(weighted_log_softmax(logits, weights), reduction), temperature)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -86,6 +86,28 @@ def test_embedding_scores_that_overflow_are_refused_not_nan():
     assert torch.isfinite(S.info_nce(z1.double() * 1e20, z2.double() * 1e20, similarity="dot"))  # float64 holds them
 
 
+def test_labelled_losses_refuse_scores_that_overflow_and_a_batch_of_one_source():
+    """puNCE, SupCon and SCL-PU gave inf or NaN at a temperature whose scores overflow float32 (the InfoNCE family
+    names it), and puNCE / SCL-PU a constant 0 for a batch of one source (no negatives; debiased refuses it)."""
+    g = torch.Generator().manual_seed(0)
+    f = torch.nn.functional.normalize(torch.randn(16, 8, generator=g), dim=1)
+    ids, labels = torch.arange(8).repeat(2), torch.tensor([1, 0, 0, -1, 1, 0, 0, 0]).repeat(2)
+    losses = {"punce": lambda t, x=f, i=ids, y=labels: S.punce_loss(x, i, y, prior=0.4, temperature=t),
+              "supcon": lambda t, x=f, i=ids, y=labels: S.supcon_loss(x, y, temperature=t),
+              "scl_pu": lambda t, x=f, i=ids, y=labels: S.scl_pu_loss(x, i, y, temperature=t)}
+    for name, loss in losses.items():
+        assert torch.isfinite(loss(0.01)), name
+        for t in (1e-38, 1e-40):
+            with pytest.raises(ValueError, match=r"overflow torch.float32: the loss is infinite or NaN .*raise the "
+                                                 "temperature"):
+                loss(t)
+        assert torch.isfinite(loss(1e-38, f.double())), name  # float64 holds those scores
+    one = torch.zeros(2, dtype=torch.long)
+    for loss in (lambda: S.punce_loss(f[:2], one, one, prior=0.4), lambda: S.scl_pu_loss(f[:2], one, one)):
+        with pytest.raises(ValueError, match="anchor 0 has no candidate of another source: need at least 2 sources"):
+            loss()
+
+
 def test_score_functions_and_the_floor_name_bad_shapes():
     with pytest.raises(ValueError, match="a has 8 features per row and b has 6"):
         S.cosine_scores(torch.randn(4, 8), torch.randn(4, 6))
