@@ -144,8 +144,8 @@ def score_matrix(u: torch.Tensor, v: torch.Tensor, temperature: float = 1.0) -> 
     """``f(S) g(C)^T / temperature`` in float32 or wider."""
     if u.dim() != 2 or v.dim() != 2 or u.shape[1] != v.shape[1]:
         raise ValueError(f"u and v must be [b, d] and [B, d], got {tuple(u.shape)} and {tuple(v.shape)}")
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not 0 < temperature < float("inf"):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
     wide = torch.promote_types(u.dtype, torch.float32)
     return (u.to(wide) @ v.to(wide).T) / temperature
 

@@ -18,6 +18,7 @@ import math
 import itertools
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -69,9 +70,15 @@ def validate(cfg: Config) -> None:
     # the objectives' table says what applies
     OBJECTIVES.check_fields(cfg.objective, {"tau_plus": cfg.tau_plus, "beta": cfg.beta, "cpc_steps": cfg.cpc_steps,
                                             "cpc_length": cfg.cpc_length, "log_floor": cfg.log_floor})
-    if cfg.cpc_steps < 1 or cfg.cpc_length < 2 or cfg.conv_width < 1:
-        raise ValueError(f"cpc_steps must be >= 1, cpc_length >= 2 and conv_width >= 1; got {cfg.cpc_steps}, "
-                         f"{cfg.cpc_length} and {cfg.conv_width}")
+    for name, low in (("cpc_steps", 1), ("cpc_length", 2), ("conv_width", 1), ("word_dim", 1), ("encoder_dim", 1),
+                      ("vocab_size", 1)):  # each named alone (one message named three options for any of them)
+        if getattr(cfg, name) < low:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(cfg, name)}")
+    corpus = Path(cfg.corpus)
+    if cfg.output_dir and not cfg.corpus.startswith("hf:") and corpus.is_dir() \
+            and Path(cfg.output_dir).resolve().is_relative_to(corpus.resolve()):
+        raise ValueError(f"--output-dir {cfg.output_dir} is inside --corpus {cfg.corpus}: the run's own files would be "
+                         "read as text (and the corpus would change under a --resume); choose a folder outside it")
     if OBJECTIVES.get(cfg.objective).heads == "cpc" and cfg.cpc_steps >= cfg.cpc_length:
         raise ValueError(f"--cpc-steps {cfg.cpc_steps} must be below --cpc-length {cfg.cpc_length}: a prediction k "
                          f"sentences ahead needs a sequence of more than k sentences, so steps {cfg.cpc_length} and "
@@ -107,8 +114,8 @@ def validate(cfg: Config) -> None:
     if cfg.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every must be >= 0 (0: only at the end), got {cfg.checkpoint_every}")
     # checked here, before the vocabulary pass over the corpus, not at the first step or never
-    if not cfg.temperature > 0:  # written with `not` so that NaN fails too
-        raise ValueError(f"temperature must be > 0, got {cfg.temperature}")
+    if not 0 < cfg.temperature < math.inf:  # NaN fails too; inf made every score 0 (nothing trained)
+        raise ValueError(f"--temperature must be a finite number > 0, got {cfg.temperature}")
     if not cfg.clip_norm >= 0:  # NaN fails too
         raise ValueError(f"clip_norm must be >= 0 (0 disables clipping), got {cfg.clip_norm}")
     if cfg.max_steps is not None and cfg.max_steps < 0:

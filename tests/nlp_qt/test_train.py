@@ -93,7 +93,8 @@ def test_bad_config_and_corpus_errors(tmp_path):
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("temperature", 0.0, "temperature must be > 0"), ("clip_norm", -1.0, "clip_norm must be >= 0"),
+    ("temperature", 0.0, "--temperature must be a finite number > 0"), ("clip_norm", -1.0, "clip_norm must be >= 0"),
+    ("temperature", float("inf"), "--temperature must be a finite number > 0, got inf"),  # every score 0: no training
     ("max_steps", -1, "max_steps must be >= 0"), ("max_sentences", 0, "max_sentences must be >= 1"),
     ("vocab_sentences", 0, "vocab_sentences must be >= 1"), ("dev_every", 1, "dev_every must be 0"),
     ("dev_every", -2, "dev_every must be 0"), ("dev_max_batches", 0, "dev_max_batches must be >= 1"),
@@ -553,7 +554,8 @@ def test_checkpoint_every_0_writes_the_checkpoint_at_the_end_only(tmp_path):
 
 
 @pytest.mark.parametrize("field, message", [
-    ("clip_norm", r"clip_norm must be >= 0 .*got nan"), ("temperature", "temperature must be > 0, got nan"),
+    ("clip_norm", r"clip_norm must be >= 0 .*got nan"),
+    ("temperature", "temperature must be a finite number > 0, got nan"),
     ("lr", "--lr must be positive, got nan"),  # it named four options at once ("epochs, lr, log_every and ...")
 ])
 def test_nan_values_are_refused_before_reading_the_corpus(tmp_path, field, message):
@@ -834,3 +836,24 @@ def test_runs_of_other_precisions_follow_each_other_in_one_process(tmp_path):
     assert first["step"] == second["step"] == third["step"] == 2
     logs = [[r["loss"] for r in csv.DictReader(open(tmp_path / name / "log.csv"))] for name in ("no", "again")]
     assert logs[0] == logs[1]  # the same run again after a bf16 one: the same losses
+
+
+def test_an_output_folder_inside_the_corpus_folder_is_refused(tmp_path):
+    """The run's files (config.json, checkpoint/COMPLETE, ...) were read as corpus text by the next run, and the
+    run itself could not be resumed (its corpus had changed: its own files)."""
+    corpus = tmp_path / "books"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("".join(f"Alpha beta gamma {i}. Delta epsilon zeta {i}.\n" for i in range(60)))
+    for out in (corpus / "run", corpus):
+        with pytest.raises(ValueError, match=r"--output-dir .* is inside --corpus .*: the run's own files would "
+                                             "be read as text"):
+            train(_cfg(tmp_path, "x", corpus=str(corpus), output_dir=str(out)))
+    assert sorted(p.name for p in corpus.iterdir()) == ["a.txt"]
+
+
+@pytest.mark.parametrize("field, low", [("word_dim", 1), ("encoder_dim", 1), ("conv_width", 1), ("cpc_length", 2)])
+def test_sizes_are_refused_by_their_own_option(tmp_path, field, low):
+    """--word-dim 0 said "invalid model sizes: ModelConfig(...)"; --conv-width 0 named cpc_steps and cpc_length too."""
+    extra = {"conv_width": {"encoder": "conv"}, "cpc_length": {"objective": "cpc"}}.get(field, {})
+    with pytest.raises(ValueError, match=rf"^--{field.replace('_', '-')} must be >= {low}, got {low - 1}$"):
+        train(_cfg(tmp_path, "x", **{field: low - 1}, **extra))
