@@ -513,13 +513,17 @@ def check_sweep(a, todo: list[dict]) -> None:
     for seed in a.seeds:
         if seed < 0:
             raise ValueError(f"--seeds must be >= 0 (numpy's generators), got {seed}")
+    if len(set(a.seeds)) != len(a.seeds):  # each run twice into one folder: the second evaluation was refused
+        raise ValueError(f"--seeds {' '.join(map(str, a.seeds))} names a seed twice")
     for option, least in (("kfold", 2), ("inner_kfold", 2), ("word_dim", 1), ("encoder_dim", 1), ("vocab_size", 1),
                           ("bow_dim", 1), ("threads", 1)):
         value = getattr(a, option)
         if value is not None and value < least:
             raise ValueError(f"--{option.replace('_', '-')} must be >= {least}, got {value}")
     with contextlib.chdir(ROOT):  # where the trainings and evaluations run (a relative path is read from there)
-        iter_corpus(a.corpus)  # not read yet: a missing local corpus is refused here (hf:NAME is not looked up)
+        sentences = iter_corpus(a.corpus)  # a missing local corpus is refused here (hf:NAME is not looked up)
+        if Path(a.corpus).exists() and next(iter(sentences), None) is None:  # every training would fail on it
+            raise ValueError(f"--corpus {a.corpus} holds no sentence (an empty file or folder); nothing was started")
         if a.data != "human":  # the human-labeled tasks are built from shipped data on first use
             root = resolve_data_dir(a.data, a.tasks)
             for task in a.tasks:

@@ -34,6 +34,8 @@ CASES = [
     ("qt_table2", [*QT_BASE, "--lr", "nan"], ["--lr must be positive, got nan"]),
     ("qt_table2", [*QT_BASE, "--epochs", "0"], ["--epochs must be positive, got 0"]),
     ("qt_table2", [*QT_BASE, "--seeds", "-1"], ["--seeds must be >= 0", "got -1"]),
+    ("qt_table2", [*QT_BASE, "--seeds", "0", "0"], ["--seeds 0 0 names a seed twice"]),
+    ("qt_table2", [*QT_BASE, "--corpus", "{tmp}/empty.txt"], ["empty.txt has no usable sentences"]),
     ("qt_table2", [*QT_BASE, "--kfold", "1"], ["--kfold must be >= 2, got 1"]),
     ("qt_table2", [*QT_BASE, "--vocab-size", "0"], ["--vocab-size must be >= 1, got 0"]),
     ("qt_table2", [*QT_BASE, "--corpus", "{tmp}/missing/corpus.txt"], ["corpus not found", "missing/corpus.txt"]),
@@ -94,6 +96,7 @@ def refused(tmp_path_factory) -> dict:
     for script, args, _ in CASES:
         tmp = tmp_path_factory.mktemp("case")
         (tmp / "train.csv").write_text("sentence,label\ngood film,1\nbad film,0\n")
+        (tmp / "empty.txt").write_text("")
         tmps.append(tmp)
         cases.append((ROOT / "scripts" / f"{script}.py", [a.replace("{tmp}", str(tmp)) for a in args]
                       + ["--out", str(tmp / "out")], ROOT))
@@ -101,7 +104,7 @@ def refused(tmp_path_factory) -> dict:
 
 
 @pytest.mark.slow  # the grid scripts run as commands (subprocesses)
-@pytest.mark.timeout(600)  # the first case's setup runs all 35 commands
+@pytest.mark.timeout(600)  # the first case's setup runs all 37 commands
 @pytest.mark.parametrize("case_id, fragments", [(i, c[2]) for i, c in zip(IDS, CASES)], ids=IDS)
 def test_bad_option_is_refused_before_anything_runs(refused, case_id, fragments):
     tmp, res = refused[case_id]
