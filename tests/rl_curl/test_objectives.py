@@ -21,6 +21,8 @@ def test_the_cli_choices_are_the_table():
     ("debiased:0.05:1", "debiased-tau0.05", "debiased τ⁺=0.05, M=1"),
     ("debiased:0.1:2", "debiased-tau0.1-M2", "debiased τ⁺=0.1, M=2"),
     ("hard:0.1:1:0.5", "hard-tau0.1-beta0.5", "hard β=0.5 τ⁺=0.1, M=1"),
+    ("debiased:-0:1", "debiased-tau0", "debiased τ⁺=0, M=1"),  # -0 is 0 (it made a folder debiased-tau-0 of its own)
+    ("hard:0:1:-0", "hard-tau0-beta0", "hard β=0 τ⁺=0, M=1"),
 ])
 def test_spec_folder_and_label_agree_for_each_objective(spec, folder, label):
     fields = O.parse_spec(spec)
