@@ -62,6 +62,13 @@ def _safe_globals() -> list:
     return names
 
 
+def error_said(err: BaseException) -> str:
+    """An exception in a few words for a one-line message: its first line, or its type where it says nothing (a
+    truncated file's ``EOFError()`` left "is unreadable ()")."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def read_torch_file(path: str | os.PathLike, what: str = "checkpoint file", map_location: Any = "cpu") -> Any:
     """``torch.load`` of ``path`` with ``weights_only=True``: tensors, numbers, strings, containers and NumPy arrays.
     A file naming any other object (a pickle that would run code when loaded: a checkpoint received from someone
@@ -468,7 +475,8 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
     except CheckpointError:
         raise
     except Exception as err:  # noqa: BLE001 - report any unpickling failure as corruption
-        raise CheckpointError(f"checkpoint {path}: {EXTRA} is unreadable ({err}); the file is corrupt") from err
+        raise CheckpointError(f"checkpoint {path}: {EXTRA} is unreadable ({error_said(err)}); the file is corrupt"
+                              ) from err
     if accelerator is not None:
         # accelerate skips an unreadable random-state file with a log line, and the run would go on
         # with other random numbers: read it here first, so a damaged one is refused like the rest.
@@ -480,8 +488,8 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
             except CheckpointError:
                 raise
             except Exception as err:  # noqa: BLE001
-                raise CheckpointError(f"checkpoint {path}: {rng_file.name} is unreadable ({err}); the file is damaged "
-                                      "(e.g. truncated), so the run could not continue exactly") from err
+                raise CheckpointError(f"checkpoint {path}: {rng_file.name} is unreadable ({error_said(err)}); the file "
+                                      "is damaged (e.g. truncated), so the run could not continue exactly") from err
         want = _entries(accelerator)
         if want and (path / ENTRIES).exists():
             have = read_json_file(path / ENTRIES, "checkpoint's table of entries")
@@ -496,9 +504,13 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
         except CheckpointError:
             raise
         except Exception as err:  # noqa: BLE001
+            damaged = _damaged_file(path, accelerator)
+            if damaged is not None:
+                raise CheckpointError(f"checkpoint {path}: {damaged}; the run cannot continue from it (a checkpoint "
+                                      "is whole or not used: --overwrite starts again, moving this run aside)") from err
             raise CheckpointError(
                 f"checkpoint {path} could not be loaded into this run's models/optimisers ({type(err).__name__}: "
-                f"{err}); was it written with a different configuration, or is one of its files damaged "
+                f"{error_said(err)}); was it written with a different configuration, or is one of its files damaged "
                 "(e.g. truncated by a full disk or a copy that did not finish)?"
             ) from err
         for obj in [*getattr(accelerator, "_models", []), *getattr(accelerator, "_custom_objects", [])]:
@@ -507,6 +519,37 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
         gpu_states_left = _set_random_states(random_states, rng_file) if random_states is not None else 0
         _say_if_continued_elsewhere(path, accelerator.device.type, gpu_states_left)
     return state
+
+
+def _damaged_file(path: Path, accelerator) -> str | None:
+    """Which file of the checkpoint ``path`` is missing or unreadable, in words (None: each reads), for a load that
+    failed: accelerate's own errors name no file ("Number of custom checkpoints ... does not match", or an OSError of
+    a truncated file)."""
+    files = [(f, f"{name}'s state") for name, f in _entries(accelerator).items()] or \
+        [(f"custom_checkpoint_{i}.pkl", f"registered object {i}'s state")
+         for i in range(len(getattr(accelerator, "_custom_objects", [])))]
+    for i in range(len(getattr(accelerator, "_optimizers", []))):
+        files.append(("optimizer.bin" if i == 0 else f"optimizer_{i}.bin", "an optimiser's state"))
+    for i in range(len(getattr(accelerator, "_models", []))):
+        names = [f"model{'' if i == 0 else f'_{i}'}.safetensors", f"pytorch_model{'' if i == 0 else f'_{i}'}.bin"]
+        files.append((next((n for n in names if (path / n).exists()), names[0]), "a model's weights"))
+    for name, what in files:
+        file = path / name
+        if not file.exists():
+            return f"{name} ({what}) is missing"
+        try:
+            if name.endswith(".safetensors"):
+                from safetensors.torch import load_file
+
+                load_file(str(file))
+            else:
+                read_torch_file(file)
+        except CheckpointError:
+            raise
+        except Exception as err:  # noqa: BLE001
+            return f"{name} ({what}) is unreadable ({error_said(err)}): the file is damaged (e.g. truncated by a " \
+                   "full disk or a copy that did not finish)"
+    return None
 
 
 def _say_if_continued_elsewhere(path: Path, here: str, gpu_states_left: int) -> None:
@@ -1728,5 +1771,7 @@ def read_json_file(path: str | os.PathLike, what: str = "file") -> Any:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path} is damaged (not UTF-8 text: {err.reason}); it should be the {what}") from None
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is damaged (not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}); "
+        # json's "Invalid control character at" ends in "at" itself
+        raise ValueError(f"{path} is damaged (not valid JSON: {err.msg.removesuffix(' at')} at line {err.lineno}, "
+                         f"column {err.colno}); "
                          f"it should be the {what}") from None

@@ -190,8 +190,19 @@ def test_missing_corrupt_and_mismatched_checkpoints(tmp_path):
     save_checkpoint(acc, tmp_path / "ckpt4", {"step": 1})
     weights = tmp_path / "ckpt4" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    with pytest.raises(CheckpointError, match=r"damaged \(e.g. truncated"):
+    with pytest.raises(CheckpointError, match=r"ckpt4: model.safetensors \(a model's weights\) is unreadable \(.*\): "
+                                              r"the file is damaged \(e.g. truncated"):  # named, one line
         load_checkpoint(acc, tmp_path / "ckpt4")
+    save_checkpoint(acc, tmp_path / "ckpt6", {"step": 1})  # a file gone: accelerate's error named none
+    (tmp_path / "ckpt6" / "optimizer.bin").unlink()
+    with pytest.raises(CheckpointError, match=r"ckpt6: optimizer.bin \(an optimiser's state\) is missing; the run "
+                                              "cannot continue from it") as refused:
+        load_checkpoint(acc, tmp_path / "ckpt6")
+    assert "\n" not in str(refused.value)
+    save_checkpoint(acc, tmp_path / "ckpt7", {"step": 1})
+    (tmp_path / "ckpt7" / "extra.pt").write_bytes(b"")  # an empty file said "is unreadable ()"
+    with pytest.raises(CheckpointError, match=r"extra.pt is unreadable \(EOFError\); the file is corrupt"):
+        load_checkpoint(acc, tmp_path / "ckpt7")
     # a truncated random-state file: accelerate only logs it and goes on with other random numbers
     save_checkpoint(acc, tmp_path / "ckpt5", {"step": 1})
     rng = tmp_path / "ckpt5" / f"random_states_{acc.process_index}.pkl"
@@ -865,3 +876,32 @@ def test_check_finite_weights_names_the_first_damaged_tensor_of_any_nesting():
     bad = {**ok, "opt": {"state": [torch.zeros(2), torch.tensor([0.0, float("inf"), float("nan")])]}}
     with pytest.raises(CheckpointError, match=r"^here: opt.state\[1\] holds 2 NaN or infinite value\(s\) of 3; "):
         check_finite_weights(bad, "here")
+
+
+def test_a_named_entry_missing_or_damaged_is_named_on_load(tmp_path):
+    """rl_curl's --resume of a checkpoint without custom_checkpoint_2.pkl printed accelerate's four lines ("Number of
+    custom checkpoints ... does not match ...") naming no file; a truncated one an OSError naming none."""
+    from shared_losses.training.runtime import register_named
+
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def state_dict(self):
+            return {"n": self.n}
+
+        def load_state_dict(self, state):
+            self.n = state["n"]
+
+    acc, model, opt = _setup()
+    register_named(acc, first=Counter(), second=Counter())
+    save_checkpoint(acc, tmp_path / "a", {"step": 1})
+    (tmp_path / "a" / "custom_checkpoint_1.pkl").unlink()
+    with pytest.raises(CheckpointError, match=r"^checkpoint .*a: custom_checkpoint_1.pkl \(second's state\) is "
+                                              "missing; the run cannot continue from it"):
+        load_checkpoint(acc, tmp_path / "a")
+    save_checkpoint(acc, tmp_path / "b", {"step": 1})
+    (tmp_path / "b" / "custom_checkpoint_0.pkl").write_bytes(b"PK\x03\x04 cut")
+    with pytest.raises(CheckpointError, match=r"b: custom_checkpoint_0.pkl \(first's state\) is unreadable \(.*\): the "
+                                              "file is damaged"):
+        load_checkpoint(acc, tmp_path / "b")
