@@ -256,6 +256,8 @@ def load_model(directory: str | os.PathLike, device="cpu"):
     vocab = Vocab.load(directory / "vocab.json")
     try:
         model = QuickThought(ModelConfig(**meta["model"]))
+        if len(vocab.itos) != model.cfg.vocab_size:  # a word beyond the table failed at encode time, or encoded
+            raise ValueError(f"vocab.json holds {len(vocab.itos)} words, the model's table {model.cfg.vocab_size}")
         state = load_file(str(directory / "model.safetensors"))
         if model.g is None and not any(k.startswith("cpc.") for k in state):  # encoder only: heads as initialised
             state.update({k: v for k, v in model.state_dict().items() if k.startswith("cpc.")})

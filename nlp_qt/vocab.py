@@ -88,4 +88,16 @@ class Vocab:
         from shared_losses.training.runtime import read_json_file
 
         data = read_json_file(path, "model's vocabulary (written by nlp_qt.train)")
-        return cls(data["itos"][2:], data["max_len"], data["lowercase"], data.get("tokenizer", 1))
+        itos = data.get("itos") if isinstance(data, dict) else None
+        problem = ("it is not a JSON object" if not isinstance(data, dict) else
+                   "its itos is not a list of words" if not isinstance(itos, list) or not all(
+                       isinstance(w, str) for w in itos) else
+                   f"its itos does not begin with {PAD} and {UNK}" if itos[:2] != [PAD, UNK] else
+                   "its words are not distinct" if len(set(itos)) != len(itos) else
+                   "its max_len is not a whole number >= 1" if not isinstance(data.get("max_len"), int)
+                   or isinstance(data.get("max_len"), bool) or data["max_len"] < 1 else
+                   "its lowercase is not true or false" if not isinstance(data.get("lowercase"), bool) else None)
+        if problem is not None:
+            raise ValueError(f"{path} is damaged ({problem}); it should be the model's vocabulary (written by "
+                             "nlp_qt.train)")
+        return cls(itos[2:], data["max_len"], data["lowercase"], data.get("tokenizer", 1))

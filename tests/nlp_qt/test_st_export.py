@@ -196,3 +196,26 @@ def test_the_sentence_transformers_api_around_the_module(model_dir, tmp_path):
         load(model_dir, backend="onnx")
     with pytest.warns(UserWarning, match="does not use attn_implementation"):
         load(model_dir, model_kwargs={"attn_implementation": "sdpa"})
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda v: {"itos": []}, "its itos does not begin with <pad> and <unk>"),
+    (lambda v: [], "it is not a JSON object"),
+    (lambda v: {**v, "itos": "abc"}, "its itos is not a list of words"),
+    (lambda v: {**v, "itos": v["itos"] + ["it"]}, "its words are not distinct"),
+    (lambda v: {**v, "max_len": "12"}, "its max_len is not a whole number >= 1"),
+    (lambda v: {**v, "itos": v["itos"] + ["w1", "w2"]}, "vocab.json holds 25 words, the model's table 23"),
+    (lambda v: {**v, "itos": v["itos"][:-2]}, "vocab.json holds 21 words, the model's table 23"),
+])
+def test_a_vocabulary_that_does_not_fit_the_model_is_refused_on_load(model_dir, change, says):
+    """A vocab.json of another model or a damaged one: a KeyError / TypeError traceback, an IndexError at encode time
+    (a word beyond the embedding table), or silently accepted (a shorter list; itos as a string was scored)."""
+    import json
+    import re
+
+    from nlp_qt.model import load_model
+
+    path = model_dir / "vocab.json"
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+    with pytest.raises(ValueError, match=re.escape(says)):
+        load_model(model_dir)
