@@ -141,8 +141,10 @@ def _check_folds(y: np.ndarray, k: int, task: str, inner_k: int | None = None) -
     # the inner CV runs on an outer training part: at least c - ceil(c / k) examples of each class
     least = int(counts.min() - -(-counts.min() // k))
     if inner_k is not None and least < inner_k:
+        way = ("lower --inner-kfold" if inner_k > 2 else  # 2 inner folds (and then 2 outer ones) are the fewest
+               "2 folds in 2 are the fewest, so the task needs more examples of that class")
         raise ValueError(f"task {task}: an outer training part can hold only {least} examples of a class, fewer "
-                         f"than the {inner_k} inner folds; lower --inner-kfold")
+                         f"than the {inner_k} inner folds; {way}")
 
 
 def eval_kfold(X: np.ndarray, y: np.ndarray, k: int = 10, inner_k: int | None = None, seed: int = SEED,

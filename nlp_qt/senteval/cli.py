@@ -26,7 +26,8 @@ def _check_output(path: str, overwrite: bool = False) -> None:
         raise FileExistsError(f"--output {out} exists; pass --overwrite to replace it")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
-        raise ValueError(f"--output {out}: the folder {parent} does not exist")
+        raise ValueError(f"--output {out}: {parent} is a file, not a folder" if parent.exists() else
+                         f"--output {out}: the folder {parent} does not exist")
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
         raise ValueError(f"--output {out} cannot be written (permission denied)")
 

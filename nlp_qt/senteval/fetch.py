@@ -50,6 +50,16 @@ _ZIP_MEMBERS = {
 
 
 
+def check_data_folder(root: Path, option: str = "--data") -> None:
+    """Refuse a data folder that is a file or lies under one (a raw ``[Errno 20] Not a directory`` otherwise)."""
+    for place in (root, *root.absolute().parents):
+        if place.exists():
+            if not place.is_dir():
+                raise ValueError(f"{option} {root}: {place} is a file, not a folder; give a folder (nothing was "
+                                 "written)")
+            return
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".partial")
@@ -133,8 +143,19 @@ def download(data: str | Path, tasks: Sequence[str] = ALL_TASKS, urls: dict | No
     unknown = [t for t in tasks if t not in ALL_TASKS]
     if unknown:
         raise ValueError(f"unknown SentEval task(s) {unknown}; known: {', '.join(ALL_TASKS)}")
+    check_data_folder(root)
+    made = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
-    urls = DOWNLOADS if urls is None else urls
+    try:
+        return _download(root, tasks, DOWNLOADS if urls is None else urls)
+    except BaseException:
+        if made and not any(root.iterdir()):  # nothing fetched: no empty folder left behind
+            root.rmdir()
+        raise
+
+
+def _download(root: Path, tasks: Sequence[str], urls: dict) -> Path:
+    """:func:`download`'s fetching into the folder ``root``, which exists."""
 
     def get(mirrors: Sequence[str]) -> bytes:
         errors = []

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from .fetch import write_atomic
+from .fetch import check_data_folder, write_atomic
 from .tasks import HUMAN_TASKS, TASKS, SentEvalDataError, is_human
 
 
@@ -89,6 +89,7 @@ def build_human_tasks(data: str | Path, tasks: Sequence[str] = HUMAN_TASKS) -> P
     tasks = list(dict.fromkeys(tasks))
     sources = {task: _human_source(task) for task in tasks}
     root = Path(data)
+    check_data_folder(root)
     manifest_path = root / "HUMAN_TASKS.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
     for task in tasks:

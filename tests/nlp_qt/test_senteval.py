@@ -214,6 +214,16 @@ def test_download_offline_says_so(tmp_path, capsys):
         se.download(tmp_path / "d", ["MR"], urls={"binary": (dead,)})
     with pytest.raises(ValueError, match="unknown SentEval task"):
         se.download(tmp_path / "d", ["SST"])
+    assert not (tmp_path / "d").exists()  # nothing fetched: the folder it made is gone again (it stayed, empty)
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(ConnectionError, match="offline"):
+        se.download(tmp_path / "kept", ["MR"], urls={"binary": (dead,)})
+    assert (tmp_path / "kept").is_dir()  # a folder that was there stays
+    (tmp_path / "afile").write_text("x")
+    for call in (lambda d: se.download(d, ["MR"], urls={"binary": (dead,)}), se.build_human_tasks):
+        for data in (tmp_path / "afile", tmp_path / "afile" / "sub"):  # it was a raw "[Errno 20] Not a directory"
+            with pytest.raises(ValueError, match=r"--data .*afile.*: .*afile is a file, not a folder; give a folder"):
+                call(data)
 
 
 def _senteval_reference(samples, labels, feats, k, split=None):
@@ -387,6 +397,9 @@ def test_too_many_inner_folds_are_refused_with_the_option_name():
     assert se.eval_kfold(X, y, k=3, inner_k=4)["n"] == 24
     with pytest.raises(ValueError, match="must be >= 2"):
         se.eval_kfold(X, y, k=1)
+    # it said "lower --inner-kfold", already at its fewest
+    with pytest.raises(ValueError, match="2 folds in 2 are the fewest, so the task needs more examples"):
+        se.eval_kfold(X[:6], np.array([0, 0, 0, 0, 1, 1]), k=2, inner_k=2)
 
 
 def test_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, monkeypatch):

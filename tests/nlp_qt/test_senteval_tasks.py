@@ -404,3 +404,12 @@ def test_results_carry_senteval_s_ndev_and_ntest():
     assert kfold["n"] == kfold["ndev"] == kfold["ntest"] == 40
     tt = eval_train_test(X[:30], y[:30], X[30:], y[30:], k=2)
     assert (tt["n"], tt["ndev"], tt["ntest"]) == (40, 30, 10)
+
+
+def test_an_output_under_a_file_is_said_to_be_under_a_file(tmp_path):
+    """--output afile/res.json said "the folder afile does not exist"; afile exists, as a file."""
+    from nlp_qt.senteval.cli import _check_output
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match=r"--output .*afile/res.json: .*afile is a file, not a folder$"):
+        _check_output(str(tmp_path / "afile" / "res.json"))
