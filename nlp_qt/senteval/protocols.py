@@ -61,10 +61,17 @@ def _encoded(encode: Encoder, sentences: list[str], task: str) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[0] != len(sentences):
         raise ValueError(f"task {task}: the encoder returned shape {tuple(arr.shape)} for {len(sentences)} "
                          f"sentences; it must return [n, d] = [{len(sentences)}, d], one row per sentence")
+    if arr.shape[1] == 0:
+        raise ValueError(f"task {task}: the encoder returned vectors of no dimensions (shape {tuple(arr.shape)}); "
+                         "it must return [n, d] with d >= 1")
     if not np.isfinite(arr).all():
         rows = np.flatnonzero(~np.isfinite(arr).all(axis=1))
         raise ValueError(f"task {task}: the encoder returned NaN or infinite values in {len(rows)} of "
                          f"{len(sentences)} rows (first: sentence {rows[0]}, {sentences[rows[0]][:60]!r})")
+    largest = float(np.abs(arr).max()) if arr.size else 0.0
+    if largest > 1e30:  # scikit-learn's liblinear refuses them, in its words
+        raise ValueError(f"task {task}: the encoder returned values as large as {largest:.3g}; the logistic "
+                         "regression (scikit-learn's liblinear) takes at most 1e30: scale the vectors down")
     return arr
 
 
@@ -197,7 +204,7 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
         raise ValueError(f"unknown folds {folds!r}; choose from {', '.join(classify.FOLDS)}")
     _check_seed(seed)
     encode = as_encoder(encode)
-    tasks = list(dict.fromkeys(tasks))
+    tasks = list(dict.fromkeys([tasks] if isinstance(tasks, str) else tasks))  # "MR" is one task, not M and R
     if examples is None:
         _, examples = prepare_tasks(data, tasks, kfold, inner_kfold)  # data="human" builds only the tasks asked for
     else:

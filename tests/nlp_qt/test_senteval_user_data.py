@@ -159,6 +159,9 @@ def test_evaluate_takes_an_object_with_encode_or_a_torch_tensor(root):
      r"task MR: the encoder returned NaN or infinite values in 1 of 120 rows \(first: sentence 3"),
     (lambda s: [[1.0, 2.0]] + [[1.0]] * (len(s) - 1), "task MR: the encoder returned list that is not an array"),
     (lambda s: np.array(s)[:, None], "task MR: the encoder returned an array of <U"),
+    (lambda s: np.zeros((len(s), 0), np.float32), r"task MR: the encoder returned vectors of no dimensions"),
+    (lambda s: np.full((len(s), 2), 1e38, np.float32), "task MR: the encoder returned values as large as 1e.38; the "
+                                                        "logistic regression .* takes at most 1e30"),
 ])
 def test_an_encoders_bad_output_is_named_with_the_task(root, bad, message):
     with pytest.raises(ValueError, match=message):
@@ -169,10 +172,11 @@ def test_a_task_named_twice_is_scored_once_and_bad_seeds_are_refused_first(root)
     encode, calls = _counting(_keyword_encoder)
     res = se.evaluate(encode, root, ["MR", "MR"], kfold=3)
     assert list(res) == ["MR"] and len(calls) == 1
+    assert list(se.evaluate(encode, root, "MR", kfold=3)) == ["MR"]  # one name, not its letters (M, R)
     for seed in (-5, 2**32, 1.5, True):
         with pytest.raises(ValueError, match="seed must be a whole number in"):
             se.evaluate(encode, root, ["MR"], kfold=3, seed=seed)
-    assert len(calls) == 1
+    assert len(calls) == 2  # the refusals encoded nothing
 
 
 def _cli(root, out, *extra):
