@@ -159,9 +159,10 @@ def sweep_runs(jobs: list[tuple[Path, list[str]]], args: Args) -> list[Run]:
 def check_grid(args: Args) -> None:
     """The grid's options, checked before anything runs or is written (a ValueError: one line through run_cli,
     exit status 2): the grid's own (empty lists, --env-steps, --gpus, the objectives), then, unless
-    --aggregate-only, the task names and, unless --dry-run (it only prints the commands), every run's rl_curl.train
-    configuration, parsed and checked by the trainer itself (rl_curl.config: --seeds, --batch-size, --extra ...), so
-    a bad value stops the grid here rather than in its first run. --aggregate-only needs runs under --out."""
+    --aggregate-only, the task names and every run's rl_curl.train configuration, parsed and checked by the trainer
+    itself (rl_curl.config: --seeds, --batch-size, --extra ...), so a bad value stops the grid here rather than in its
+    first run (--dry-run too: it prints only commands that would run; the memory and a cluster are then not asked).
+    --aggregate-only needs runs under --out."""
     args.validate()
     if args.gpus and args.backend != "local":
         raise ValueError("--gpus spreads runs over GPUs of this machine (--backend local); with Ray or Slurm use "
@@ -193,16 +194,16 @@ def check_grid(args: Args) -> None:
         if not task.startswith("gym:"):
             parse_task(task)
     check_extra(args.extra)
-    if args.dry_run:  # only prints the commands: nothing runs, so nothing is spent on a run that would fail
-        return
     to_do = []
-    for out, cmd in commands(args):
+    for out, cmd in commands(args):  # --dry-run too: it prints only commands that would run
         try:
             cfg = from_cli(cmd[3:]).resolved()  # cmd: python -m rl_curl.train ...
         except ValueError as err:
             raise ValueError(f"{err} (rl_curl.train's check of the grid's run {out})") from None
         if not finished(Path(out), args.env_steps):
             to_do.append(cfg)
+    if args.dry_run:  # only prints the commands: this machine's memory and a cluster are not asked
+        return
     if args.backend == "local" and to_do:  # the runs at once on this machine (each run's own check, as it starts,
         from rl_curl.train import check_replay_memory  # sees the memory the others will fill as free)
 

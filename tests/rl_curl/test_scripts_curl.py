@@ -94,6 +94,15 @@ def test_table3_dry_run_and_bad_objective(tmp_path, capsys):
     assert len(out) == 2 and "--tau-plus 0.1 --positives 2" in out[1] and "--resume" in out[0]
     with pytest.raises(ValueError, match="objective"):
         curl_table3.main(curl_table3.Args(objectives=["debiased:0.1"], dry_run=True))
+    # a dry run printed commands that the real run refuses (--seed -1, --batch-size 1, an unknown --extra option)
+    for change, says in ((dict(seeds=[-1]), "--seed must be a whole number"),
+                         (dict(batch_size=1), "batch_size must be >= 2")):
+        with pytest.raises(ValueError, match=says):
+            curl_table3.main(curl_table3.Args(out=str(tmp_path / "dry"), tasks=["cartpole-swingup"], dry_run=True,
+                                              **change))
+    with pytest.raises(SystemExit):  # tyro's refusal of an option rl_curl.train does not have (a usage error)
+        curl_table3.main(curl_table3.Args(out=str(tmp_path / "dry"), extra=["--bogus=1"], dry_run=True))
+    assert capsys.readouterr().out == "" and not (tmp_path / "dry").exists()
     with pytest.raises(ValueError, match="no runs under"):  # a mistyped --out is not an empty table
         curl_table3.main(curl_table3.Args(out=str(tmp_path / "typo"), aggregate_only=True))
     assert not (tmp_path / "typo").exists()
@@ -256,10 +265,10 @@ def test_table3_extra_is_repeatable(tmp_path, capsys):
 
     args = tyro.cli(curl_table3.Args, args=["--out", str(tmp_path), "--tasks", "cartpole-swingup", "--seeds", "0",
                                             "--objectives", "curl", "--extra=--seed-steps=20",
-                                            "--extra=--image-size=48", "--dry-run"])
-    assert args.extra == ["--seed-steps=20", "--image-size=48"]
+                                            "--extra=--image-size=48", "--extra=--crop-size=40", "--dry-run"])
+    assert args.extra == ["--seed-steps=20", "--image-size=48", "--crop-size=40"]
     curl_table3.main(args)
-    assert capsys.readouterr().out.split()[-2:] == ["--seed-steps=20", "--image-size=48"]
+    assert capsys.readouterr().out.split()[-3:] == ["--seed-steps=20", "--image-size=48", "--crop-size=40"]
 
 
 def test_table3_rows_follow_the_papers_order(tmp_path):
