@@ -767,8 +767,10 @@ def load_image_classifier(path):
             # CNN and the patch grid take flat square vectors
             x = x.reshape(len(x), *in_shape)
         if tuple(x.shape[1:]) != in_shape:
-            raise ValueError(f"images of shape {tuple(x.shape[1:])}; this classifier takes {in_shape} (or flat vectors "
-                             f"of {int(np.prod(in_shape))} values)")
+            given = tuple(np.shape(arr))  # what was passed (x may be reshaped): its first axis counts the images
+            raise ValueError(f"an array of shape {given} is {given[0]} images of shape {tuple(x.shape[1:])}; this "
+                             f"classifier takes images of shape {in_shape} (or flat vectors of "
+                             f"{int(np.prod(in_shape))} values)")
         f = features(model, x)
         if head["mean"] is not None:
             f = (f - head["mean"]) / head["std"]

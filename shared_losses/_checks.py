@@ -69,6 +69,9 @@ def check_prior(prior: float) -> float:
             raise ValueError(f"prior must be one number, got a tensor of shape {tuple(prior.shape)}")
     elif isinstance(prior, (bool, str, bytes)) or not hasattr(prior, "__float__"):  # numbers, numpy scalars pass
         raise ValueError(f"prior must be a number, got {type(prior).__name__}")
+    elif getattr(prior, "ndim", 0) != 0:  # a NumPy array: float() takes 0-d ones only (a raw TypeError otherwise)
+        raise ValueError(f"prior must be one number, got an array of shape {tuple(prior.shape)}"
+                         + (" (pass prior.item())" if getattr(prior, "size", 0) == 1 else ""))
     prior = float(prior)
     if not 0.0 <= prior <= 1.0:
         raise ValueError(f"prior (pi = p(y=+1 | unlabeled)) must be in [0, 1], got {prior}")

@@ -230,6 +230,11 @@ class CPCLoss(_LossModule):
                 reduction: str = "mean") -> torch.Tensor:
         """The loss of latents ``[B, T, latent_dim]`` predicted from contexts ``[B, T_c, context_dim]``
         (``T_c <= T``; position t's context predicts positions t+1..t+K): :func:`functional.cpc_nce`."""
+        if isinstance(latents, torch.Tensor) and latents.dim() == 3 and latents.shape[-1] != self.latent_dim:
+            # named here: cpc_nce would blame the predictions, which this module makes
+            raise ValueError(f"latents must be [B, T, latent_dim] = [B, T, {self.latent_dim}], got "
+                             f"{list(latents.shape)} (CPCLoss(context_dim={self.context_dim}, "
+                             f"latent_dim={self.latent_dim}))")
         return Fn.cpc_nce(latents, self.predict(context), mask, temperature=self.temperature,
                           tau_plus=self.tau_plus, log_floor=self.log_floor, similarity=self.similarity,
                           negatives=self.negatives, reduction=reduction)

@@ -54,7 +54,15 @@ class BilinearScore(nn.Module):
 
     def __init__(self, dim: int):
         super().__init__()
-        self.dim = dim
+        import operator
+
+        try:
+            size = None if isinstance(dim, bool) else operator.index(dim)  # ints, NumPy's included
+        except TypeError:
+            size = None
+        if size is None or size < 1:
+            raise ValueError(f"BilinearScore(dim): dim is the features' size, a whole number >= 1, got {dim!r}")
+        self.dim = size
         self.W = nn.Parameter(torch.rand(dim, dim))
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -281,9 +281,14 @@ def test_the_mlp_classifier_takes_flat_and_shaped_images_like_the_cnn(tmp_path):
     x, _ = make_images(n_per_class=2)
     shaped = predict.scores(x)
     np.testing.assert_allclose(predict.scores(x.reshape(len(x), 100)), shaped)  # was: refused
-    with pytest.raises(ValueError, match=r"images of shape \(81,\); this classifier takes \(1, 10, 10\) \(or flat "
-                                         r"vectors of 100 values\)"):
+    with pytest.raises(ValueError, match=r"images of shape \(81,\); this classifier takes images of shape \(1, 10, "
+                                         r"10\) \(or flat vectors of 100 values\)$"):
         predict.scores(x[:, :9, :9].reshape(len(x), 81))
+    # one image without its batch axis was "images of shape (10,)", not the (10, 10) given
+    with pytest.raises(ValueError, match=r"^an array of shape \(10, 10\) is 10 images of shape \(10,\); .* \(one "
+                                         r"image\? pass a batch of one: images\[None\]\)$"):
+        predict.scores(x[0])
+    assert predict.scores(x[0][None]).shape == (1,)
 
 
 def test_the_probes_show_a_bar_when_asked_and_the_same_probe_either_way(capsys):

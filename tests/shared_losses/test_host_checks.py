@@ -117,3 +117,33 @@ def test_score_functions_and_the_floor_name_bad_shapes():
         S.log_floor_min_negative(torch.zeros(3, 0))
     with pytest.raises(ValueError, match="neg_logits is an empty batch"):
         S.log_floor_min_negative(torch.zeros(0, 4))
+
+
+def test_a_prior_array_and_a_bilinear_size_are_refused_by_name():
+    """prior=np.array([0.3]) was numpy's raw TypeError; BilinearScore(-1) torch's "negative dimension", and
+    BilinearScore(0) was taken."""
+    import numpy as np
+
+    f = torch.nn.functional.normalize(torch.randn(8, 4, generator=torch.Generator().manual_seed(0)), dim=1)
+    ids, labels = torch.arange(4).repeat(2), torch.tensor([1, 0, 0, 0]).repeat(2)
+    assert torch.isfinite(S.punce_loss(f, ids, labels, prior=np.float64(0.3)))  # a NumPy scalar is one number
+    assert S.punce_loss(f, ids, labels, prior=np.array(0.3)) == S.punce_loss(f, ids, labels, prior=0.3)
+    with pytest.raises(ValueError, match=r"prior must be one number, got an array of shape \(1,\) \(pass "):
+        S.punce_loss(f, ids, labels, prior=np.array([0.3]))
+    with pytest.raises(ValueError, match=r"prior must be one number, got an array of shape \(2,\)$"):
+        S.punce_loss(f, ids, labels, prior=np.array([0.3, 0.4]))
+    from shared_losses import BilinearScore
+
+    for dim in (-1, 0, 2.0, True):
+        with pytest.raises(ValueError, match="BilinearScore\\(dim\\): dim is the features' size"):
+            BilinearScore(dim)
+    assert BilinearScore(np.int64(3)).W.shape == (3, 3)
+
+
+def test_cpc_loss_names_latents_of_another_size():
+    """CPCLoss(16, 8) given latents of 10 features blamed the predictions ("predictions must be [B, T_c, K, d] = [4,
+    T_c, K, 10]"), which the module makes itself."""
+    loss = S.CPCLoss(16, 8)
+    with pytest.raises(ValueError, match=r"^latents must be \[B, T, latent_dim\] = \[B, T, 8\], got \[4, 6, 10\]"):
+        loss(torch.randn(4, 6, 10), torch.randn(4, 6, 16))
+    assert torch.isfinite(loss(torch.randn(4, 6, 8), torch.randn(4, 6, 16)))
