@@ -338,6 +338,8 @@ def reading_text(p: Path):
 def read_local(path: str, text_column: str, label_column: str):
     """(texts, raw label values) of the rows with a non-empty text and label (:func:`is_empty`: missing, null, NaN
     or blank); the rows skipped are counted in a warning."""
+    if not str(path).strip():  # Path("") is the working folder, which it then called "a folder"
+        raise DataError("a data file's path is empty (--dataset or --eval-file \"\"): name the file")
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"data file not found: {p}")

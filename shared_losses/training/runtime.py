@@ -1142,6 +1142,8 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
 
     Raises :class:`RunFolderError` (one line, naming the folder and the way out) when refused.
     """
+    if not str(path).strip():  # Path("") is the working folder: a run would be written among its files
+        raise RunFolderError(f"{option} is empty: name the run's folder (nothing was changed)")
     folder = Path(path)
     if str(path).startswith("~") and not folder.exists():  # quoted, or from a config file: no shell expanded it
         import sys

@@ -219,3 +219,9 @@ def test_the_same_column_for_texts_and_labels_is_refused(tmp_path):
     path.write_text("sentence\tlabel\nfine\t1\n")
     with pytest.raises(DataError, match="--text-column and --label-column are both 'sentence'"):
         read_local(str(path), "sentence", "sentence")
+
+
+def test_an_empty_data_path_is_said_to_be_empty():
+    """--dataset "" said "--dataset: . is a folder"."""
+    with pytest.raises(DataError, match="a data file's path is empty"):
+        read_local("", "sentence", "label")

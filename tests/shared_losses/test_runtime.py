@@ -398,6 +398,9 @@ def test_claim_run_folder_decisions(tmp_path):
     from shared_losses.training.runtime import RUN_FILE, RunFolderError, claim_run_folder, run_application
 
     assert claim_run_folder(tmp_path / "missing", "nlp_qt").action == "new"
+    for empty in ("", " "):  # Path("") is the working folder: fewshot wrote a run among its files
+        with pytest.raises(RunFolderError, match="^--output-dir is empty: name the run's folder"):
+            claim_run_folder(empty, "fewshot")
     (tmp_path / "empty").mkdir()
     assert claim_run_folder(tmp_path / "empty", "nlp_qt", resume=True).action == "new"
     (tmp_path / "afile").write_text("x")
