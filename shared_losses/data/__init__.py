@@ -969,6 +969,11 @@ def load_images(spec: str, option: str = "--dataset", labels: bool = True) -> Im
     try:
         z = np.load(p, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        if "pickle" in str(err):  # numpy takes what is neither a zip nor a .npy for a pickle: "load it unsafely ..."
+            with open(p, "rb") as fh:
+                head = fh.read(16)
+            raise DataError(f"{option} {p}: not an .npz file (neither a zip of arrays nor a NumPy array; it begins "
+                            f"{head!r}); {how}") from None
         raise DataError(f"{option} {p}: not a readable .npz file ({type(err).__name__}: {err}); {how}") from None
     if not isinstance(z, np.lib.npyio.NpzFile):
         arrays_named = "arrays 'x' and 'y'" if labels else "an array 'x'"
