@@ -136,7 +136,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-sentences", type=int, default=None,
                    help="train on the first N sentences of the corpus only (None: all)")
     p.add_argument("--max-steps", type=int, default=None,
-                   help="stop each run after this many optimiser steps (None: no limit)")
+                   help="stop each run after this many steps, a step a batch (nlp_qt.train's --max-steps; None: no "
+                        "limit)")
     p.add_argument("--batch-size", type=int, default=400, help="consecutive sentences per batch")
     p.add_argument("--word-dim", type=int, default=620, help="word embedding size")
     p.add_argument("--encoder-dim", type=int, default=1200, help="sentence vector size of each encoder")
