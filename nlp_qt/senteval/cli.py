@@ -111,7 +111,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
                    "(a hub id OWNER/NAME; an nlp_qt export on the hub loads with nlp_qt's own code)")
     p.add_argument("--tasks", nargs="+", default=None, choices=list(TASKS),
                    help="tasks to evaluate (default: SentEval's six, " + " ".join(ALL_TASKS) + "; with --data human "
-                   "the human-labeled ones, " + " ".join(HUMAN_TASKS) + ")")
+                   "the human-labeled ones, " + " ".join(HUMAN_TASKS) + "; in a folder of build-human, the ones it "
+                   "holds)")
     p.add_argument("--data", required=True,
                    help="SentEval data/downstream folder (its parent data/ or the SentEval root also work), or "
                    "`human` for the human-labeled tasks (built in the cache on first use)")

@@ -67,9 +67,23 @@ class SentEvalDataError(FileNotFoundError):
 
 
 def default_tasks(data) -> list[str]:
-    """The tasks evaluated when none are named: the human-labeled ones for ``--data human`` (all it holds), else
-    SentEval's six."""
-    return list(HUMAN_TASKS) if str(data) == "human" else list(ALL_TASKS)
+    """The tasks evaluated when none are named: the human-labeled ones for ``--data human`` (all it holds), the ones
+    a ``build-human`` folder holds (its HUMAN_TASKS.json, where it holds none of SentEval's tasks), else SentEval's
+    six."""
+    if str(data) == "human":
+        return list(HUMAN_TASKS)
+    root = Path(data)
+    manifest = root / "HUMAN_TASKS.json"
+    if manifest.is_file() and not any((root / t).is_dir() for t in ALL_TASKS):
+        import json
+
+        try:
+            built = [t for t in json.loads(manifest.read_text(encoding="utf-8")) if t in HUMAN_TASKS]
+        except (ValueError, TypeError, OSError):
+            built = []
+        if built:
+            return built
+    return list(ALL_TASKS)
 
 
 def is_human(task: str) -> bool:

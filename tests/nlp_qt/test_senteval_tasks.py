@@ -413,3 +413,15 @@ def test_an_output_under_a_file_is_said_to_be_under_a_file(tmp_path):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(ValueError, match=r"--output .*afile/res.json: .*afile is a file, not a folder$"):
         _check_output(str(tmp_path / "afile" / "res.json"))
+
+
+def test_a_build_human_folder_without_tasks_named_evaluates_what_it_holds(tmp_path):
+    """`senteval --data FOLDER` of a build-human folder, no --tasks: it asked for SentEval's MR and said to download
+    it (online only); the folder's own tasks are the default there. A folder with SentEval's tasks keeps the six."""
+    from nlp_qt.senteval.tasks import ALL_TASKS, default_tasks
+
+    se.build_human_tasks(tmp_path / "hum", ["REUTERS"])
+    assert default_tasks(tmp_path / "hum") == ["REUTERS"]
+    (tmp_path / "hum" / "MR").mkdir()
+    assert default_tasks(tmp_path / "hum") == list(ALL_TASKS)
+    assert default_tasks(tmp_path / "none") == list(ALL_TASKS) and default_tasks("human")[0] == "RT"
