@@ -255,7 +255,7 @@ BATTERY = [
     ("nlp_qt resume of another application's checkpoint", "nlp_qt.train", QT_RESUME, 2,
      "is not a checkpoint of nlp_qt: it was written by rl_curl", _foreign_checkpoint),
     ("nlp_qt resume from a truncated model file", "nlp_qt.train", QT_RESUME, 2,
-     "could not be loaded", _truncated_model),
+     "model.safetensors (a model's weights) is unreadable", _truncated_model),
     ("nlp_qt resume without config.json, other objective", "nlp_qt.train",
      [*QT_RESUME, "--objective", "debiased", "--tau-plus", "0.01"], 2, "different configuration", _no_config_json),
     ("nlp_qt run folder that is not empty and holds no run", "nlp_qt.train",

@@ -108,8 +108,8 @@ def test_cpc_run_trains_resumes_exactly_and_loads_everywhere(tmp_path):
 
 @pytest.mark.parametrize("kw,message", [
     (dict(cpc_steps=5), "--cpc-steps 5 only applies to --objective cpc"),
-    (dict(objective="cpc", cpc_steps=0), "cpc_steps must be >= 1"),
-    (dict(objective="cpc", cpc_length=1), "cpc_length >= 2"),
+    (dict(objective="cpc", cpc_steps=0), "--cpc-steps must be >= 1, got 0"),
+    (dict(objective="cpc", cpc_length=1), "--cpc-length must be >= 2, got 1"),
     (dict(objective="cpc", cpc_steps=3, cpc_length=3), "--cpc-steps 3 must be below --cpc-length 3"),
     (dict(conv_width=5), "--conv-width is the conv encoder's"),
     (dict(objective="cpc", gather_across_processes=True), "not available with --objective cpc"),
