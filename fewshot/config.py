@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional
 
 from shared_losses.training.cli import (check_field_types, check_preset_applied, config_from_cli, option_given,
-                                       option_value)
+                                       option_name, option_value)
 from shared_losses.training.cli import preset_config as _preset_config
 
 from .objectives import ALL_OBJECTIVES, DEFAULT_OBJECTIVE, ENCODER_LOSSES, EncoderLossName, ObjectiveName
@@ -822,8 +822,8 @@ def check_pipeline_options(name: str, argv: list[str]) -> None:
     for arg in argv:
         if arg == "--":
             break
-        flag = arg.split("=", 1)[0].replace("_", "-")  # --batch_labeled is --batch-labeled, as tyro reads it
-        if not flag.startswith("--") or flag in flags[name] or flag in ("--help", "--preset"):
+        flag = option_name(arg)  # --batch_labeled is --batch-labeled, as tyro reads it
+        if flag is None or flag in flags[name] or flag in ("--help", "--preset"):
             continue
         owners = [other for other, known in flags.items() if other != name and flag in known]
         if owners:

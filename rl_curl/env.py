@@ -181,6 +181,11 @@ class _StackedPixels(gym.Env):
         """The newest frame as ``[H, W, 3]`` uint8 (what ``render_mode="rgb_array"`` promises)."""
         return self._frames[-1].transpose(1, 2, 0).copy()
 
+    def video_frame(self, size: int | None = None) -> np.ndarray:
+        """The current state as a video frame ``[size, size, 3]`` uint8 (``size`` None, or the observation's: the
+        newest observation frame, :meth:`render`; else :meth:`_video_frame`)."""
+        return self.render() if size is None or size == self.image_size else self._video_frame(size)
+
 
 def _check_render_mode(render_mode: str | None) -> str | None:
     if render_mode not in (None, "rgb_array"):
@@ -265,11 +270,8 @@ class DMCPixels(_StackedPixels):
         g = self._env.physics.model.vis.global_
         return int(min(g.offwidth, g.offheight))
 
-    def video_frame(self, size: int | None = None) -> np.ndarray:
-        """The current state as a video frame ``[size, size, 3]`` uint8, rendered from the observation's camera
-        (``size`` None: the newest observation frame, :meth:`render`)."""
-        if size is None or size == self.image_size:
-            return self.render()
+    def _video_frame(self, size: int) -> np.ndarray:
+        """The current state rendered again from the observation's camera at ``size`` x ``size``."""
         if not 1 <= size <= self.largest_video():
             raise ValueError(f"a video of {size}x{size} does not fit the offscreen buffer of {self.task} (at most "
                              f"{self.largest_video()}x{self.largest_video()})")
@@ -431,11 +433,8 @@ class GymPixels(_StackedPixels):
         self._raw = frame
         return np.ascontiguousarray(_resized(frame, self.image_size).transpose(2, 0, 1))
 
-    def video_frame(self, size: int | None = None) -> np.ndarray:
-        """The current state as a video frame ``[size, size, 3]`` uint8: the environment's own frame (its image
-        observation or ``render()``) resized (PIL bilinear); ``size`` None: the newest observation frame."""
-        if size is None or size == self.image_size:
-            return self.render()
+    def _video_frame(self, size: int) -> np.ndarray:
+        """The environment's own frame (its image observation or ``render()``) resized (PIL bilinear)."""
         if size < 1:
             raise ValueError(f"a video's frames need a size >= 1, got {size}")
         return np.array(_resized(self._raw, size))

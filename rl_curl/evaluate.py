@@ -30,7 +30,7 @@ import torch
 from shared_losses.training.cli import examples_from, parse_dataclass
 from shared_losses.training.runtime import (ENTRIES, CheckpointError, another_application, changes_text,
                                             check_device, check_finite_weights, checkpoint_entry, config_changes,
-                                            error_said, load_checkpoint, read_json_file, read_torch_file,
+                                            error_line, load_checkpoint, read_json_file, read_torch_file,
                                             resolve_checkpoint, run_application)
 
 from .config import Config, check_video_size
@@ -174,7 +174,7 @@ def _read_checkpoint(run_dir: Path, device: str, tries: int = 5) -> tuple[Path, 
             if entry is None:
                 raise CheckpointError(f"checkpoint {ckpt} does not hold this run's agent ({err})") from err
             raise CheckpointError(f"checkpoint {ckpt}: {entry.name}, the agent's file, is unreadable "
-                                  f"({error_said(err)}); the "
+                                  f"({error_line(err)}); the "
                                   "file is damaged (e.g. truncated by a full disk or a copy that did not finish)"
                                   ) from err
         if not replaced(ckpt, inode):

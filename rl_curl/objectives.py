@@ -92,8 +92,7 @@ def label(cfg: Mapping) -> str:
     """The row of a run in the table (and its line in the plots). Runs that differ in the objective, its
     number of positives, the encoder's tanh or the update's schedule get different rows, never one averaged cell."""
     obj = OBJECTIVES.get(cfg["aux"])
-    text = obj.label + "".join(LABEL_FORMAT[f].format(cfg[f] + 0 if f != "positives" else cfg[f])  # -0 is 0
-                               for f in obj.label_fields)
+    text = obj.label + "".join(LABEL_FORMAT[f].format(cfg[f] + 0) for f in obj.label_fields)  # + 0: -0 is 0
     if "positives" not in obj.label_fields and cfg.get("positives", 1) != 1:
         text += LABEL_FORMAT["positives"].format(cfg["positives"])
     if "cpc_steps" in obj.uses and cfg.get("cpc_steps", NEUTRAL["cpc_steps"]) != NEUTRAL["cpc_steps"]:

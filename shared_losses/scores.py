@@ -63,7 +63,7 @@ class BilinearScore(nn.Module):
         if size is None or size < 1:
             raise ValueError(f"BilinearScore(dim): dim is the features' size, a whole number >= 1, got {dim!r}")
         self.dim = size
-        self.W = nn.Parameter(torch.rand(dim, dim))
+        self.W = nn.Parameter(torch.rand(size, size))
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Scores ``a W b^T`` of every row of ``a`` [N, dim] against every row of ``b`` [M, dim]: [N, M]."""

@@ -480,10 +480,9 @@ def read_records(p: Path, columns, options: str = "--text-column / --label-colum
         # GLUE's TSV files are not quoted (a sentence may start with or contain a lone `"`), so a
         # .tsv is read without quote handling, as GLUE's own readers do; a .csv uses CSV quoting.
         quoting = csv.QUOTE_NONE if suffix == ".tsv" else csv.QUOTE_MINIMAL
-        delimiter = "\t" if suffix == ".tsv" else ","
         csv.field_size_limit(2**31 - 1)  # a long document is one field (csv's default limit is 131072 characters)
         with reading_text(p), open_text(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh, delimiter=delimiter, quoting=quoting)
+            reader = csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ",", quoting=quoting)
             _check_columns(reader.fieldnames or [], columns, str(p), options)
             twice = sorted({c for c in columns if reader.fieldnames.count(c) > 1})
             if twice:  # DictReader would keep the last of them, silently

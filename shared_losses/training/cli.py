@@ -454,7 +454,7 @@ class UsageError(ValueError):
 
 # --- presets: one ``--preset NAME`` for every trainer ---------------------------------------------------------
 
-def _option_name(arg: str) -> str | None:
+def option_name(arg: str) -> str | None:
     """The option ``arg`` names (``--max-steps`` for ``--max_steps=3``: tyro and :class:`ArgumentParser` read ``_``
     as ``-``), or None for a value."""
     return arg.split("=", 1)[0].replace("_", "-") if arg.startswith("--") and arg != "--" else None
@@ -475,7 +475,7 @@ def option_value(argv: Sequence[str], *flags: str, given: bool = False) -> str |
     for i, a in enumerate(argv):
         if a == "--":
             break
-        if _option_name(a) not in wanted:
+        if option_name(a) not in wanted:
             continue
         if "=" in a:
             value = a.split("=", 1)[1]

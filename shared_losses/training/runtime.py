@@ -62,13 +62,6 @@ def _safe_globals() -> list:
     return names
 
 
-def error_said(err: BaseException) -> str:
-    """An exception in a few words for a one-line message: its first line, or its type where it says nothing (a
-    truncated file's ``EOFError()`` left "is unreadable ()")."""
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
 def read_torch_file(path: str | os.PathLike, what: str = "checkpoint file", map_location: Any = "cpu") -> Any:
     """``torch.load`` of ``path`` with ``weights_only=True``: tensors, numbers, strings, containers and NumPy arrays.
     A file naming any other object (a pickle that would run code when loaded: a checkpoint received from someone
@@ -185,7 +178,7 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
         if not _write_failed(err):
             raise
         shutil.rmtree(tmp, ignore_errors=True)  # the part written: the last complete checkpoint stays as it was
-        raise RunStopped(f"could not write the checkpoint to {directory} ({_first_line(err)}; "
+        raise RunStopped(f"could not write the checkpoint to {directory} ({error_line(err)}; "
                          f"{_free_space(directory.parent)}): {write_refusal_hint(err)}") from err
     if _is_main(accelerator):
         replace_directory(tmp, directory)
@@ -284,7 +277,9 @@ def state_dict_mismatch(err: BaseException, most: int = 2) -> str:
     return "; ".join(r.rstrip(". ") for r in reasons[:most]) + more
 
 
-def _first_line(err: BaseException) -> str:
+def error_line(err: BaseException) -> str:
+    """``err`` in one line for a message: its type and its first line (the type alone where it says nothing, as a
+    truncated file's ``EOFError()``)."""
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
 
@@ -475,7 +470,7 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
     except CheckpointError:
         raise
     except Exception as err:  # noqa: BLE001 - report any unpickling failure as corruption
-        raise CheckpointError(f"checkpoint {path}: {EXTRA} is unreadable ({error_said(err)}); the file is corrupt"
+        raise CheckpointError(f"checkpoint {path}: {EXTRA} is unreadable ({error_line(err)}); the file is corrupt"
                               ) from err
     if accelerator is not None:
         # accelerate skips an unreadable random-state file with a log line, and the run would go on
@@ -488,7 +483,7 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
             except CheckpointError:
                 raise
             except Exception as err:  # noqa: BLE001
-                raise CheckpointError(f"checkpoint {path}: {rng_file.name} is unreadable ({error_said(err)}); the file "
+                raise CheckpointError(f"checkpoint {path}: {rng_file.name} is unreadable ({error_line(err)}); the file "
                                       "is damaged (e.g. truncated), so the run could not continue exactly") from err
         want = _entries(accelerator)
         if want and (path / ENTRIES).exists():
@@ -509,9 +504,9 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
                 raise CheckpointError(f"checkpoint {path}: {damaged}; the run cannot continue from it (a checkpoint "
                                       "is whole or not used: --overwrite starts again, moving this run aside)") from err
             raise CheckpointError(
-                f"checkpoint {path} could not be loaded into this run's models/optimisers ({type(err).__name__}: "
-                f"{error_said(err)}); was it written with a different configuration, or is one of its files damaged "
-                "(e.g. truncated by a full disk or a copy that did not finish)?"
+                f"checkpoint {path} could not be loaded into this run's models/optimisers ({error_line(err)}); was it "
+                "written with a different configuration, or is one of its files damaged (e.g. truncated by a full disk "
+                "or a copy that did not finish)?"
             ) from err
         for obj in [*getattr(accelerator, "_models", []), *getattr(accelerator, "_custom_objects", [])]:
             if isinstance(obj, torch.nn.Module):
@@ -547,7 +542,7 @@ def _damaged_file(path: Path, accelerator) -> str | None:
         except CheckpointError:
             raise
         except Exception as err:  # noqa: BLE001
-            return f"{name} ({what}) is unreadable ({error_said(err)}): the file is damaged (e.g. truncated by a " \
+            return f"{name} ({what}) is unreadable ({error_line(err)}): the file is damaged (e.g. truncated by a " \
                    "full disk or a copy that did not finish)"
     return None
 
