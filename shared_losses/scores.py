@@ -67,6 +67,10 @@ class BilinearScore(nn.Module):
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Scores ``a W b^T`` of every row of ``a`` [N, dim] against every row of ``b`` [M, dim]: [N, M]."""
+        if a.dim() != 2 or b.dim() != 2:  # a 3-D b would be turned around whole by .T: scores of the wrong pairs
+            raise ValueError(f"BilinearScore({self.dim}) scores two batches of features [N, {self.dim}] and "
+                             f"[M, {self.dim}], got shapes {tuple(a.shape)} and {tuple(b.shape)} (one vector: "
+                             "x[None]; several batches: one call per batch, or torch.vmap)")
         if a.shape[-1] != self.dim or b.shape[-1] != self.dim:
             raise ValueError(f"BilinearScore({self.dim}) got features of size {a.shape[-1]} and {b.shape[-1]}")
         w = self.W

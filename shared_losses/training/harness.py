@@ -324,6 +324,9 @@ class RunHarness:
         self.accelerator = accelerator
         self._wait()
         self.folder.open(is_main=self.is_main)
+        if self.is_main and self.folder.resuming and not self.resuming:  # else it would start again unsaid
+            print(f"note: --resume: {self.out} holds a run that stopped before its first checkpoint, so there is "
+                  "nothing to continue: it starts again from the beginning", file=sys.stderr, flush=True)
         self._opened = True
         self._wait()
         return self

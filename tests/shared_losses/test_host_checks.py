@@ -6,6 +6,8 @@ non-finite loss instead of an error.
 ``.item()``, ``.tolist()``, ``bool(t)`` or data-dependent shape there raises. That is what a CUDA graph cannot
 capture and what makes Python wait for the GPU."""
 
+import re
+
 import pytest
 import torch
 
@@ -138,6 +140,20 @@ def test_a_prior_array_and_a_bilinear_size_are_refused_by_name():
         with pytest.raises(ValueError, match="BilinearScore\\(dim\\): dim is the features' size"):
             BilinearScore(dim)
     assert BilinearScore(np.int64(3)).W.shape == (3, 3)
+
+
+def test_bilinear_score_refuses_inputs_that_are_not_two_batches():
+    """A 3-D key batch was turned around whole by ``.T`` (scores of the wrong pairs, no error) and a 1-D query gave a
+    vector; both are refused naming the shapes. vmap over runs (the stacked update's use) sees 2-D batches."""
+    score = S.BilinearScore(4)
+    a, b = torch.randn(3, 4), torch.randn(5, 4)
+    assert score(a, b).shape == (3, 5)
+    for x, y in ((a[0], b), (a, b[None]), (a[None], b[None])):
+        with pytest.raises(ValueError, match=r"BilinearScore\(4\) scores two batches of features \[N, 4\] and \[M, "
+                                             rf"4\], got shapes {re.escape(str(tuple(x.shape)))} and"):
+            score(x, y)
+    batched = torch.func.vmap(score)(torch.stack([a, a + 1]), torch.stack([b, b - 1]))
+    assert torch.allclose(batched[1], score(a + 1, b - 1), atol=1e-5)
 
 
 def test_cpc_loss_names_latents_of_another_size():

@@ -155,6 +155,19 @@ def test_a_run_whose_worker_ends_says_where_it_stopped_and_how_to_go_on(tmp_path
     assert (tmp_path / "c" / "log.csv").exists() and not (tmp_path / "c" / "checkpoint").exists()
 
 
+def test_a_resume_of_a_run_that_stopped_before_its_first_checkpoint_says_it_starts_again(tmp_path, capsys):
+    """Such a run was started again from step 0 without a word (a user expected it to go on)."""
+    with pytest.raises(RunStopped):
+        run(Crashing(tmp_path / "c", crash_at=2, steps=9))
+    capsys.readouterr()
+    assert run(Counter(tmp_path / "c", steps=9, resume=True)) == run(Counter(tmp_path / "d", steps=9))
+    err = capsys.readouterr().err
+    assert err == (f"note: --resume: {tmp_path / 'c'} holds a run that stopped before its first checkpoint, so there "
+                   "is nothing to continue: it starts again from the beginning\n")
+    run(Counter(tmp_path / "d", steps=12, resume=True))  # a resume from a checkpoint says nothing of the kind
+    assert "note:" not in capsys.readouterr().err
+
+
 def test_a_run_whose_logs_the_disk_refuses_says_so_where_it_stopped_and_how_to_go_on(tmp_path):
     import errno
 
