@@ -512,6 +512,7 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
             if isinstance(obj, torch.nn.Module):
                 check_finite_weights(obj.state_dict(), f"checkpoint {path}")
         gpu_states_left = _set_random_states(random_states, rng_file) if random_states is not None else 0
+        _say_if_marker_damaged(path)
         _say_if_continued_elsewhere(path, accelerator.device.type, gpu_states_left)
     return state
 
@@ -545,6 +546,21 @@ def _damaged_file(path: Path, accelerator) -> str | None:
             return f"{name} ({what}) is unreadable ({error_line(err)}): the file is damaged (e.g. truncated by a " \
                    "full disk or a copy that did not finish)"
     return None
+
+
+def _say_if_marker_damaged(path: Path) -> None:
+    """One warning where the checkpoint's marker is there but unreadable (cut by a copy that did not finish): its
+    presence is what makes the checkpoint usable, and the files it vouches for were each read; what it records (the
+    device the run trained on, the logs' rows at the checkpoint) is what the run goes on without."""
+    try:
+        meta = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        meta = err
+    if not isinstance(meta, dict):
+        what = error_line(meta) if isinstance(meta, Exception) else f"holds {type(meta).__name__}, not a record"
+        warnings.warn(f"checkpoint {path}: its {MARKER} marker is damaged ({what}); the run goes on from the "
+                      "checkpoint's files, which all loaded, without the marker's record (the device it was written "
+                      "on, the logs' rows at that point), so neither is checked", UserWarning, stacklevel=3)
 
 
 def _say_if_continued_elsewhere(path: Path, here: str, gpu_states_left: int) -> None:

@@ -206,3 +206,22 @@ def test_objects_with_files_of_their_own_write_them_into_the_new_checkpoint_and_
         save_checkpoint(acc, tmp_path / "ckpt", {"step": 3})
     assert not (tmp_path / ".ckpt.tmp").exists()
     assert load_checkpoint(acc2, tmp_path / "ckpt")["step"] == 2 and other.value == 2
+
+
+def test_a_cut_marker_is_warned_of_and_the_checkpoint_still_loads(tmp_path, recwarn):
+    """A checkpoint/COMPLETE cut by a copy was taken without a word, and what it records (the device the run trained
+    on, the logs' rows) went unchecked."""
+    acc, model, _ = _setup(0)
+    save_checkpoint(acc, tmp_path / "ckpt", {"step": 3})
+    load_checkpoint(_setup(1)[0], tmp_path / "ckpt")
+    assert not [w for w in recwarn if "marker" in str(w.message)]
+    marker = tmp_path / "ckpt" / "COMPLETE"
+    marker.write_text(marker.read_text()[:10])
+    acc2, model2, _ = _setup(1)
+    with pytest.warns(UserWarning, match=r"checkpoint .*ckpt: its COMPLETE marker is damaged \(JSONDecodeError: .*\); "
+                                         r"the run goes on from the checkpoint's files, which all loaded"):
+        assert load_checkpoint(acc2, tmp_path / "ckpt")["step"] == 3
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), model2.parameters()))
+    marker.write_text("[1, 2]")
+    with pytest.warns(UserWarning, match=r"its COMPLETE marker is damaged \(holds list, not a record\)"):
+        load_checkpoint(_setup(1)[0], tmp_path / "ckpt")
