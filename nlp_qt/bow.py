@@ -73,8 +73,28 @@ def _sentences(cfg: BowConfig) -> list[list[str]]:
     return out
 
 
+#: gensim's limits for an option, beyond which it fails inside its own code (a C int, a 32-bit seed)
+_INT32, _SEED = 2**31 - 1, 2**32 - 1
+
+
+def check_bow_config(cfg: BowConfig) -> None:
+    """Refuse, naming the option, what gensim would take silently (a word vector of no dimensions, negative
+    sampling of -1 words), refuse in its own words (an epochs count of 0: "You must specify an explicit epochs
+    count"), or fail on inside a worker thread that then never ends (a --window of 0)."""
+    for option, value, low, high in (("--dim", cfg.dim, 1, None), ("--window", cfg.window, 1, _INT32),
+                                     ("--min-count", cfg.min_count, 1, None), ("--epochs", cfg.epochs, 1, _INT32),
+                                     ("--negative", cfg.negative, 1, _INT32), ("--seed", cfg.seed, 0, _SEED),
+                                     ("--max-sentences", cfg.max_sentences, 1, None)):
+        if value is None and option == "--max-sentences":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise ValueError(f"{option} must be a whole number {bound}, got {value!r}")
+
+
 def train_bow(cfg: BowConfig) -> Path:
     """Train word2vec on the corpus and write the baseline's folder (atomically: a temp folder renamed)."""
+    check_bow_config(cfg)
     try:
         from gensim.models import Word2Vec
     except ImportError as err:
@@ -87,25 +107,41 @@ def train_bow(cfg: BowConfig) -> Path:
             return out  # already trained with these settings
         raise FileExistsError(f"--output-dir {out} is not empty and holds no bag-of-words baseline with these "
                               "settings; choose another folder (nothing was changed)")
-    from .vocab import TOKENIZER_VERSION
+    from shared_losses.training.runtime import written_whole
 
     t0 = time.perf_counter()
     sents = _sentences(cfg)
+    if not sents:
+        raise ValueError(f"--corpus {cfg.corpus}: no sentence with a word in it was read"
+                         + (f" (--max-sentences {cfg.max_sentences})" if cfg.max_sentences is not None else ""))
+    if not _words_kept(sents, cfg.min_count):
+        raise ValueError(f"no word occurs --min-count {cfg.min_count} times in the {len(sents)} sentences read, so "
+                         "there is no vocabulary to learn vectors for; lower --min-count")
     # workers=1: gensim is only deterministic for a seed with one worker thread
     model = Word2Vec(sentences=sents, vector_size=cfg.dim, window=cfg.window, min_count=cfg.min_count, sg=1,
                      negative=cfg.negative, epochs=cfg.epochs, seed=cfg.seed, workers=1)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
+    with written_whole(out, folder=True) as tmp:  # a hidden name of its own: a user's folder NAME.tmp is not touched
+        _write_vectors(tmp, model, cfg, sents, t0)
+    return out
+
+
+def _words_kept(sents: list[list[str]], min_count: int) -> int:
+    """How many distinct words occur at least ``min_count`` times (gensim's vocabulary)."""
+    from collections import Counter
+
+    counts = Counter(w for s in sents for w in s)
+    return sum(1 for n in counts.values() if n >= min_count)
+
+
+def _write_vectors(tmp: Path, model, cfg: BowConfig, sents, t0: float) -> None:
+    from .vocab import TOKENIZER_VERSION
+
     np.save(tmp / "word_vectors.npy", model.wv.vectors.astype(np.float32))
     (tmp / "words.json").write_text(json.dumps(list(model.wv.index_to_key)))
     info = {"config": asdict(cfg), "sentences": len(sents), "words": int(sum(map(len, sents))),
             "vocabulary": len(model.wv.index_to_key), "seconds": round(time.perf_counter() - t0, 1),
             "model": "gensim Word2Vec skip-gram, negative sampling", "tokenizer": TOKENIZER_VERSION}
     (tmp / BOW_MARKER).write_text(json.dumps(info, indent=1) + "\n")
-    if out.exists():
-        out.rmdir()  # empty (checked above)
-    tmp.rename(out)
-    return out
 
 
 def read_word_vectors(path: str | os.PathLike) -> tuple[list[str], np.ndarray, bool]:

@@ -42,7 +42,7 @@ from typing import Optional
 
 from shared_losses.training.cli import examples_from, parse_dataclass
 from shared_losses.training.runtime import (check_finite_weights, check_parent_folder, export_source, exported_from,
-                                            run_folder_given)
+                                            run_folder_given, through_link)
 
 
 @dataclass
@@ -198,7 +198,7 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
     import dataclasses
 
     # written beside the target, completed there (the module's code, modules.json) and renamed into place
-    staging = out.with_name(f".{out.name}.export")
+    staging = through_link(out).with_name(f".{through_link(out).name}.export")  # beside where a link leads
     with _removed_when_cut_off(staging):
         save_model(qt.eval(), vocab, staging,
                    {"train_config": dataclasses.asdict(cfg), "step": step, **export_source(run, "exported_from")})
@@ -321,7 +321,7 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
         st = SentenceTransformer(modules=[WordEmbeddings(fast, table, max_seq_length=sys.maxsize),
                                           WordWeights(itos, {UNK_TOKEN: 0.0}, 1.0),
                                           Pooling(vectors.shape[1], "mean")], device="cpu")
-    staging = out.with_name(f".{out.name}.export")
+    staging = through_link(out).with_name(f".{through_link(out).name}.export")  # beside where a link leads
     if staging.exists():
         shutil.rmtree(staging)
     with _removed_when_cut_off(staging):

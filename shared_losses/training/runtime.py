@@ -147,7 +147,7 @@ def save_checkpoint(accelerator, directory: str | os.PathLike, state: dict[str, 
     be plain data (numbers, strings, containers, tensors, NumPy arrays): they are read back with
     :func:`read_torch_file`, which refuses anything else (a NumPy scalar, a path, a dataclass: convert them first).
     """
-    directory = Path(directory)
+    directory = through_link(directory)  # a checkpoint/ linked to another disk is written there, the link kept
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = directory.with_name(f".{directory.name}.tmp")
     if _is_main(accelerator) and tmp.exists():
@@ -350,7 +350,7 @@ def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> P
     """Move the complete folder ``tmp`` to ``directory``, replacing an older one: the old folder
     is first renamed to ``.NAME.old`` (which :func:`resolve_checkpoint` falls back to if we are cut
     off between the two renames) and removed only once the new one is in place."""
-    tmp, directory = Path(tmp), Path(directory)
+    tmp, directory = Path(tmp), through_link(directory)
     readable_as_umask_allows(tmp)
     old = _previous(directory)
     if directory.exists():
@@ -361,6 +361,35 @@ def replace_directory(tmp: str | os.PathLike, directory: str | os.PathLike) -> P
     if old.exists():
         shutil.rmtree(old)
     return directory
+
+
+def through_link(path: str | os.PathLike) -> Path:
+    """``path``, or where it leads when it is a symbolic link (followed to the end): what a replaced folder or file
+    is written beside and renamed into, so that a link (a checkpoint/ or an export on another disk) keeps pointing at
+    the new copy instead of being moved aside itself."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def broken_link(path: str | os.PathLike) -> Path | None:
+    """The first of ``path`` and the folders above it that is a symbolic link leading nowhere (its target missing,
+    or links that loop), or None: writing under one fails with "[Errno 17] File exists" or "Too many levels of
+    symbolic links" naming a temporary path."""
+    path = Path(path).absolute()
+    for p in (path, *path.parents):
+        if p.is_symlink() and not p.exists():
+            return p
+    return None
+
+
+def broken_link_words(link: Path) -> str:
+    """What is wrong with the link :func:`broken_link` found, in words."""
+    try:
+        target = os.readlink(link)
+    except OSError:
+        target = "?"
+    return (f"{link} is a symbolic link to {target}, which does not exist or loops back through links; "
+            "fix or remove the link")
 
 
 def run_folder_given(path: str | os.PathLike, option: str = "--run-dir") -> None:
@@ -375,6 +404,9 @@ def check_parent_folder(path: str | os.PathLike, option: str, nothing: str = "no
     """Refuse in one line a ``path`` whose folder cannot exist because the nearest existing path above it is a file
     (``afile/out``: "[Errno 20] Not a directory" at the write, naming a temporary name); ``nothing`` says what was
     not done."""
+    link = broken_link(Path(path).parent)
+    if link is not None:
+        raise NotADirectoryError(f"{option} {path}: {broken_link_words(link)} ({nothing})")
     parent = Path(path).parent
     existing = next((p for p in (parent, *parent.parents) if p.exists()), Path("."))
     if not existing.is_dir():
@@ -387,7 +419,7 @@ def written_whole(path: str | os.PathLike, folder: bool = False) -> Iterator[Pat
     file's name. When the block ends, it replaces ``path`` whole (a folder through :func:`replace_directory`); when
     the block fails (a full disk, a bug), what it wrote is removed: no partial copy holds the room, and the last
     complete ``path`` stays as it was."""
-    path = Path(path)
+    path = through_link(path)
     tmp = path.with_name(f".{path.name}.tmp")
     _remove(tmp)
     if folder:
@@ -414,6 +446,7 @@ def _remove(path: Path) -> None:
 
 def _previous(directory: Path) -> Path:
     """Where :func:`replace_directory` keeps the previous checkpoint while it swaps in a new one."""
+    directory = through_link(directory)
     return directory.with_name(f".{directory.name}.old")
 
 
@@ -1166,6 +1199,9 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
                          f"{folder} (--resume) or move it aside and start a new one (--overwrite)")
     if folder.exists() and not folder.is_dir():
         raise RunFolderError(f"{option} {folder} is a file, not a folder; choose a folder (nothing was changed)")
+    link = broken_link(folder)
+    if link is not None:
+        raise RunFolderError(f"{option} {folder}: {broken_link_words(link)} (nothing was changed)")
     for parent in folder.absolute().parents:  # the folder would go under a file: the first existing ancestor
         if parent.exists():
             if not parent.is_dir():

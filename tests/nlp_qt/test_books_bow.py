@@ -75,6 +75,43 @@ def test_bow_refuses_a_folder_holding_other_files(small_corpus, tmp_path):
     assert stopped.value.code == 2
 
 
+@pytest.mark.parametrize("option, value, words", [
+    ("window", 0, r"--window must be a whole number in \[1, 2147483647\], got 0"),  # gensim's thread died: a hang
+    ("window", 10**12, r"--window must be a whole number in \[1, 2147483647\]"),
+    ("dim", 0, r"--dim must be a whole number >= 1, got 0"),  # a file of vectors of no dimensions
+    ("negative", -1, r"--negative must be a whole number in \[1, "),  # taken silently
+    ("epochs", 0, r"--epochs must be a whole number in \[1, "),  # gensim's words, naming no option
+    ("seed", -1, r"--seed must be a whole number in \[0, 4294967295\], got -1"),
+    ("max_sentences", 0, r"--max-sentences must be a whole number >= 1, got 0"),
+    ("min_count", 10**12, r"no word occurs --min-count 1000000000000 times in the \d+ sentences read"),
+])
+def test_bow_refuses_what_gensim_would_hang_on_take_silently_or_refuse_in_its_words(small_corpus, tmp_path, option,
+                                                                                  value, words):
+    pytest.importorskip("gensim")
+    from nlp_qt.bow import BowConfig, train_bow
+
+    with pytest.raises(ValueError, match=words):
+        train_bow(BowConfig(corpus=str(small_corpus), output_dir=str(tmp_path / "out"),
+                            **{"dim": 8, "epochs": 1, "max_sentences": 300, option: value}))
+    assert not list(tmp_path.iterdir())
+
+
+def test_bow_leaves_a_users_folder_named_like_its_staging_alone(small_corpus, tmp_path):
+    """The baseline was written in OUT.tmp (a visible sibling, reused), so a user's folder of that name ended up
+    inside the baseline and was gone."""
+    pytest.importorskip("gensim")
+    from nlp_qt.bow import BowConfig, is_bow_dir, train_bow
+
+    (tmp_path / "out.tmp").mkdir()
+    (tmp_path / "out.tmp" / "mine.txt").write_text("notes")
+    (tmp_path / "out").mkdir()  # an empty folder is taken
+    out = train_bow(BowConfig(corpus=str(small_corpus), output_dir=str(tmp_path / "out"), dim=8, epochs=1,
+                              max_sentences=300, min_count=1))
+    assert is_bow_dir(out) and not (out / "mine.txt").exists()
+    assert (tmp_path / "out.tmp" / "mine.txt").read_text() == "notes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "out.tmp"]
+
+
 def test_bow_encodes_with_the_tokenizer_version_its_words_were_split_with(small_corpus, tmp_path):
     pytest.importorskip("gensim")
     from nlp_qt.bow import BowConfig, bow_tokenizer_version, load_bow_encoder, train_bow

@@ -6,6 +6,7 @@ states) still loads exactly."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -225,3 +226,49 @@ def test_a_cut_marker_is_warned_of_and_the_checkpoint_still_loads(tmp_path, recw
     marker.write_text("[1, 2]")
     with pytest.warns(UserWarning, match=r"its COMPLETE marker is damaged \(holds list, not a record\)"):
         load_checkpoint(_setup(1)[0], tmp_path / "ckpt")
+
+
+def test_a_checkpoint_folder_linked_to_another_disk_is_written_there_every_time(tmp_path):
+    """checkpoint/ as a symbolic link (to a bigger disk): the first save moved the link aside and rmtree refused it
+    ("Cannot call rmtree on a symbolic link"), and every later resume failed until the user cleaned up."""
+    from shared_losses.training.runtime import checkpoint_exists, written_whole
+
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "disk" / "ckpt").mkdir()
+    link = tmp_path / "run" / "checkpoint"
+    link.symlink_to(tmp_path / "disk" / "ckpt")
+    for step in (1, 2, 3):
+        acc, _, _ = _setup(0)
+        save_checkpoint(acc, link, {"step": step})
+        assert link.is_symlink() and load_checkpoint(_setup(1)[0], link)["step"] == step and checkpoint_exists(link)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoint"]
+    assert sorted(p.name for p in (tmp_path / "disk").iterdir()) == ["ckpt"]
+    # a file or folder replaced whole through a link: the link kept, the copy where it leads
+    (tmp_path / "disk" / "export").mkdir()
+    (tmp_path / "export").symlink_to(tmp_path / "disk" / "export")
+    for text in ("a", "b"):
+        with written_whole(tmp_path / "export", folder=True) as tmp:
+            (tmp / "f.txt").write_text(text)
+        assert (tmp_path / "export").is_symlink() and (tmp_path / "disk" / "export" / "f.txt").read_text() == text
+
+
+def test_a_link_that_leads_nowhere_is_refused_as_a_run_folder_or_above_an_output(tmp_path):
+    """A dangling link gave "[Errno 17] File exists", a loop of links "Too many levels of symbolic links" as a
+    traceback naming a temporary path."""
+    from shared_losses.training.runtime import RunFolderError, check_parent_folder, claim_run_folder
+
+    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for given, link, target in (("dangling", "dangling", "nothing"), ("a/sub", "a", "b"), ("dangling/x/y", "dangling",
+                                                                                          "nothing")):
+        with pytest.raises(RunFolderError, match=rf"^--output-dir {re.escape(str(tmp_path / given))}: "
+                                                 rf"{re.escape(str(tmp_path / link))} is a symbolic link to "
+                                                 rf"{re.escape(str(tmp_path / target))}, which does not exist or loops "
+                                                 r"back through links; fix or remove the link \(nothing was changed\)"):
+            claim_run_folder(tmp_path / given, "toy")
+        with pytest.raises(NotADirectoryError, match=rf"^--output {re.escape(str(tmp_path / given / 'm'))}: "
+                                                     rf"{re.escape(str(tmp_path / link))} is a symbolic link to"):
+            check_parent_folder(tmp_path / given / "m", "--output")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "dangling"]
