@@ -158,7 +158,7 @@ class RunOptions:
 
     def validate(self) -> None:
         """Refuse impossible values (called before anything is written)."""
-        from shared_losses.training.runtime import check_seed
+        from shared_losses.training.runtime import MAX_THREADS, check_seed
 
         check_field_types(self)
         check_preset_applied(self, presets_for(type(self)), "fewshot.config.preset_config(NAME, ...)")
@@ -169,6 +169,7 @@ class RunOptions:
             need(self, getattr(self, option) >= 1, option, ">= 1")
         need(self, self.checkpoint_every >= 0, "checkpoint_every", ">= 0 (0: only at the end)")
         need(self, self.torch_threads >= 0, "torch_threads", ">= 0 (0: torch's default)")
+        need(self, self.torch_threads <= MAX_THREADS, "torch_threads", f"at most {MAX_THREADS} (torch's C int)")
         need(self, math.isfinite(self.lr) and self.lr > 0, "lr", "a positive number")
         need(self, math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", ">= 0")
         need(self, math.isfinite(self.temperature) and self.temperature > 0, "temperature", "a positive number")

@@ -318,6 +318,8 @@ def select_steps(cfg: ImageConfig) -> list[int]:
     """The steps ``--select`` scores: ``--select-points`` evenly spaced up to --max-steps (none without it)."""
     if cfg.select == "none" or cfg.max_steps < 1:
         return []
+    if cfg.select_points >= cfg.max_steps:  # points closer than a step apart score every step (a huge count hung)
+        return list(range(1, cfg.max_steps + 1))
     return sorted({max(1, int(round(k * cfg.max_steps / cfg.select_points))) for k in range(1, cfg.select_points + 1)})
 
 

@@ -28,9 +28,9 @@ from shared_losses import gather_with_grad
 from shared_losses.training.harness import LogRow, RunHarness
 from shared_losses.training.loop import TrainingApp
 from shared_losses.training.loop import run as run_app
-from shared_losses.training.runtime import (DivergenceWatch, bar_interval, make_accelerator, print_run_result,
-                                            read_json_file, threads_within_the_cpu_limit, torch_settings_given_back,
-                                            with_local_paths)
+from shared_losses.training.runtime import (MAX_THREADS, DivergenceWatch, bar_interval, make_accelerator,
+                                            print_run_result, read_json_file, threads_within_the_cpu_limit,
+                                            torch_settings_given_back, with_local_paths)
 
 from .config import PRESETS, Config, from_cli
 from .corpus import CorpusError, CorpusStats, contiguous_batches, corpus_fingerprint, iter_corpus
@@ -111,6 +111,8 @@ def validate(cfg: Config) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
     if cfg.torch_threads < 0:
         raise ValueError(f"--torch-threads must be >= 0 (0: torch's default), got {cfg.torch_threads}")
+    if cfg.torch_threads > MAX_THREADS:  # torch's C int: "Overflow when unpacking long"
+        raise ValueError(f"--torch-threads {cfg.torch_threads} is more than torch takes (at most {MAX_THREADS})")
     if cfg.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every must be >= 0 (0: only at the end), got {cfg.checkpoint_every}")
     # checked here, before the vocabulary pass over the corpus, not at the first step or never

@@ -356,7 +356,7 @@ class Config:
             if not ok:
                 raise ValueError(f"invalid config: {msg}")
 
-        from shared_losses.training.runtime import check_seed
+        from shared_losses.training.runtime import MAX_THREADS, check_seed
 
         check_field_types(self)
         need(self.seed != -1, "--seed must be a whole number in [0, 2**32), got -1: the official code's -1 (a seed "
@@ -365,7 +365,8 @@ class Config:
         check_seed(self.seed)
         need(self.positives in (1, 2), f"positives must be 1 or 2, got {self.positives}")
         need(0.0 <= self.tau_plus < 1.0, f"tau_plus must be in [0, 1), got {self.tau_plus}")
-        need(self.beta >= 0.0, f"beta must be >= 0 (0 = the debiased loss), got {self.beta}")
+        need(math.isfinite(self.beta) and self.beta >= 0.0,
+             f"--beta must be a finite number >= 0 (0 = the debiased loss), got {self.beta}")
         OBJECTIVES.check_fields(self.aux, {"tau_plus": self.tau_plus, "positives": self.positives,
                                            "beta": self.beta, "cpc_steps": self.cpc_steps,
                                            "log_floor": self.log_floor, "aux_update_every": self.aux_update_every})
@@ -402,6 +403,10 @@ class Config:
             need(getattr(self, name) >= 1, f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         check_video_size(self.video_size, self.task, "invalid config: ")
         need(self.torch_threads >= 0, f"--torch-threads must be >= 0 (0: torch's default), got {self.torch_threads}")
+        need(self.torch_threads <= MAX_THREADS, f"--torch-threads {self.torch_threads} is more than torch takes (at "
+             f"most {MAX_THREADS})")
+        need(self.task.startswith("gym:") or self.image_size <= 480, f"--image-size {self.image_size}: DeepMind "
+             "Control renders at most 480x480 (its tasks' offscreen buffer)")
         for name in ("lr", "actor_lr", "critic_lr", "encoder_lr", "alpha_lr"):  # 0 is taken: nothing trains
             value = getattr(self, name)
             need(value is None or (math.isfinite(value) and value >= 0),
@@ -409,7 +414,12 @@ class Config:
         for name in ("actor_beta1", "critic_beta1", "alpha_beta1"):  # Adam's beta1; written so that NaN fails too
             value = getattr(self, name)
             need(value is None or 0.0 <= value < 1.0, f"--{name.replace('_', '-')} must be in [0, 1), got {value}")
-        need(self.log_std_min < self.log_std_max, "log_std_min must be below log_std_max")
+        need(math.isfinite(self.log_std_min) and math.isfinite(self.log_std_max),  # inf: actions or losses of NaN
+             f"--log-std-min and --log-std-max must be finite, got {self.log_std_min} and {self.log_std_max}")
+        need(self.log_std_min < self.log_std_max, f"--log-std-min {self.log_std_min} must be below --log-std-max "
+             f"{self.log_std_max}")
+        need(self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (0: only at the end), got "
+             f"{self.checkpoint_every}")
         need(not self.cuda_graphs or self.replay_on_device,
              "--cuda-graphs gathers each batch inside the graph, from the replay on the device: add --replay-on-device")
         need(self.num_layers >= 1 and self.num_filters >= 1, "num_layers and num_filters must be >= 1")

@@ -761,6 +761,14 @@ class CurlApp(TrainingApp):
             warnings.warn(f"--seed-steps {cfg.seed_steps} covers every agent step left in this run (to step "
                           f"{cfg.agent_steps} = --env-steps {cfg.env_steps} / action repeat {self.ar}): every action "
                           "is random and no update is made; lower --seed-steps or raise --env-steps to train")
+        first = max(self.step, self.seed_until)  # the first agent step left that updates
+        for option, every, what in (("--actor-update-every", cfg.actor_update_every, "the actor (and alpha)"),
+                                    ("--aux-update-every", cfg.aux_update_every, f"--aux {cfg.aux}")):
+            if first < cfg.agent_steps and -(-first // every) * every >= cfg.agent_steps and (
+                    option == "--actor-update-every" or cfg.aux != "none"):  # updates, at none of which it trains
+                warnings.warn(f"{option} {every}: no update of {what} falls in this run's updates (agent steps "
+                              f"{first} to {cfg.agent_steps - 1}, at the multiples of {every}), so it never trains; "
+                              f"lower {option} or raise --env-steps")
         if cfg.crop_size >= cfg.image_size and cfg.aux != "none":
             warnings.warn(f"--crop-size {cfg.crop_size} equals --image-size {cfg.image_size}: every random crop is "
                           f"the whole frame, so --aux {cfg.aux} contrasts two identical views (no augmentation); "

@@ -34,6 +34,9 @@ from typing import Any, Iterable, Iterator, Mapping
 import torch
 
 MARKER = "COMPLETE"
+#: The most threads ``--torch-threads`` may ask for: ``torch.set_num_threads`` takes a C int ("Overflow when
+#: unpacking long" beyond)
+MAX_THREADS = 2**31 - 1
 EXTRA = "extra.pt"
 ENTRIES = "entries.json"  # which custom_checkpoint_N.pkl holds what (register_named)
 

@@ -95,6 +95,11 @@ def test_scored_steps_are_evenly_spaced_up_to_the_last():
     assert select_steps(ImageConfig(select="pu-auc", max_steps=300, passes=None)) == [50, 100, 150, 200, 250, 300]
     assert select_steps(ImageConfig(select="pu-auc", select_points=4, max_steps=6, passes=None)) == [2, 3, 4, 6]
     assert select_steps(ImageConfig(select="pu-auc", select_points=10, max_steps=3, passes=None)) == [1, 2, 3]
+    for points in (7, 8, 13):  # at least a point a step: every step, as the evenly spaced points round
+        assert select_steps(ImageConfig(select="pu-auc", select_points=points, max_steps=7, passes=None)) == \
+            sorted({max(1, round(k * 7 / points)) for k in range(1, points + 1)}) == list(range(1, 8))
+    assert select_steps(ImageConfig(select="pu-auc", select_points=10**12, max_steps=7, passes=None)) == \
+        list(range(1, 8))  # at once (a set of 10**12 points was built first: a hang)
     assert select_steps(ImageConfig(max_steps=300, passes=None)) == []
 
 

@@ -124,6 +124,20 @@ def test_seed_steps_covering_the_whole_run_are_warned_of(tmp_path, recwarn):
     assert not [w for w in recwarn if "--seed-steps" in str(w.message)]
 
 
+def test_an_update_interval_that_no_update_of_the_run_meets_is_warned_of(tmp_path, recwarn):
+    """--actor-update-every (or --aux-update-every) beyond the run's updates trained no actor (no auxiliary loss)
+    without a word, where --seed-steps covering the run is warned of."""
+    # 500 environment steps at action repeat 50: agent steps 0-9, updates at 5-9 (after 5 seed steps)
+    with pytest.warns(UserWarning, match=r"--actor-update-every 20: no update of the actor \(and alpha\) falls in "
+                                         r"this run's updates \(agent steps 5 to 9, at the multiples of 20\)"):
+        run(cfg(tmp_path, "actor", env_steps=500, actor_update_every=20))
+    with pytest.warns(UserWarning, match=r"--aux-update-every 20: no update of --aux curl falls"):
+        run(cfg(tmp_path, "aux", env_steps=500, aux="curl", aux_update_every=20))
+    recwarn.clear()
+    run(cfg(tmp_path, "meets", env_steps=500, aux="curl", actor_update_every=8, aux_update_every=6))
+    assert not [w for w in recwarn if "update-every" in str(w.message)]
+
+
 def episode_rows(out):
     return [(r["env_step"], r["episode"], r["episode_return"]) for r in csv.DictReader(open(out / "log.csv"))
             if r.get("episode_return")]
@@ -574,11 +588,26 @@ def test_options_of_another_objective_are_refused_up_front():
 
     for kw, msg in [(dict(aux="debiased", tau_plus=0.1, beta=0.5), "--beta 0.5 only applies to --aux hard"),
                     (dict(aux="none", positives=2), "--positives 2 .*--aux none"),
-                    (dict(aux="hard", tau_plus=0.1, beta=-1.0), "beta must be >= 0")]:
+                    (dict(aux="hard", tau_plus=0.1, beta=-1.0), "--beta must be a finite number >= 0"),
+                    (dict(aux="hard", tau_plus=0.1, beta=float("inf")), "--beta must be a finite .* got inf")]:
         with pytest.raises(ValueError, match=msg):
             Config(**kw).resolved()
     Config(aux="hard", tau_plus=0.1, beta=0.0, positives=2).resolved()
     Config(aux="curl", positives=2).resolved()
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(log_std_min=float("-inf")), r"--log-std-min and --log-std-max must be finite, got -inf and 2.0"),  # NaN acts
+    (dict(log_std_max=float("inf")), r"--log-std-min and --log-std-max must be finite"),  # blamed the rates
+    (dict(log_std_min=3.0), r"--log-std-min 3.0 must be below --log-std-max 2.0"),
+    (dict(checkpoint_every=-5), r"--checkpoint-every must be >= 0 \(0: only at the end\), got -5"),  # ran as 0
+    (dict(torch_threads=10**12), r"--torch-threads 1000000000000 is more than torch takes \(at most 2147483647\)"),
+    (dict(image_size=600, crop_size=84), r"--image-size 600: DeepMind Control renders at most 480x480"),  # MuJoCo's
+])
+def test_values_that_failed_later_or_ran_as_another_are_refused_by_name(tmp_path, fields, words):
+    with pytest.raises(ValueError, match=rf"^invalid config: {words}"):
+        run(cfg(tmp_path, "bad", env_steps=100, **fields))
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.parametrize("field", ["env_steps", "eval_every", "eval_episodes", "log_every", "seed_steps",
