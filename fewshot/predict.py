@@ -150,6 +150,14 @@ def _check_writable_output(out: Path) -> None:
                          "was read or predicted")
 
 
+def _same_path(a, b) -> bool:
+    """Whether the paths ``a`` and ``b`` name one file (through links and other spellings)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
 def _json_object(path: Path) -> dict:
     """The JSON object in ``path``; {} where there is none (no file, not JSON, not an object)."""
     try:
@@ -400,6 +408,11 @@ def main(argv=None):
     if args.scores is not None:
         if args.label_column is None:
             raise ValueError("--scores writes the scores against --label-column: give the input's label column")
+        for option, other in (("--output", args.output), ("--input", args.input)):  # one would replace the other
+            if _same_path(args.scores, other):
+                raise ValueError(f"--scores {args.scores} is the {option} file: the scores would replace the "
+                                 f"{'predictions' if option == '--output' else 'texts and labels'}; write them to "
+                                 "another file (nothing was written)")
         if Path(args.scores).exists() and not args.overwrite:
             raise FileExistsError(f"--scores {args.scores} exists; pass --overwrite to replace it")
         _check_writable_output(Path(args.scores))

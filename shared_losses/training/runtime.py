@@ -1205,6 +1205,11 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
     link = broken_link(folder)
     if link is not None:
         raise RunFolderError(f"{option} {folder}: {broken_link_words(link)} (nothing was changed)")
+    holder = next((p for p in Path(os.path.abspath(folder)).parents if (p / RUN_FILE).is_file()), None)
+    if holder is not None:  # its checkpoint/ is replaced whole at each save, and --overwrite moves it all aside
+        raise RunFolderError(f"{option} {folder} is inside the run folder {holder}, whose own saves (its checkpoint/ "
+                             "is replaced whole) and --overwrite would remove or move this run with it; choose a "
+                             "folder outside it (nothing was changed)")
     for parent in folder.absolute().parents:  # the folder would go under a file: the first existing ancestor
         if parent.exists():
             if not parent.is_dir():

@@ -3,6 +3,8 @@ not `text`: predicting GLUE's test.tsv with a model trained on GLUE-style files 
 
 import json
 import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -230,6 +232,15 @@ def test_predictions_are_scored_against_a_label_column(sentence_run, tmp_path, c
         predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "n.csv"),
                  "--scores", str(tmp_path / "n.json")])
     assert not (tmp_path / "m.csv").exists() and not (tmp_path / "n.csv").exists()
+    # --scores naming the predictions' file or the input (with --overwrite): the one replaced the other, silently
+    before = Path(test).read_bytes()
+    for scores, words in ((tmp_path / "s.csv", "is the --output file: the scores would replace the predictions"),
+                          (Path(test), "is the --input file: the scores would replace the texts and labels")):
+        with pytest.raises(ValueError, match=rf"^--scores {re.escape(str(scores))} {words}; write them to another "
+                                             r"file \(nothing was written\)$"):
+            predict(["--model", str(sentence_run), "--input", str(test), "--output", str(tmp_path / "s.csv"),
+                     "--label-column", "label", "--scores", str(scores), "--overwrite"])
+    assert Path(test).read_bytes() == before and not (tmp_path / "s.csv").exists()
 
 
 def test_a_model_folder_whose_tokenizer_asks_to_run_its_own_code_is_refused(sentence_run, tmp_path, monkeypatch):

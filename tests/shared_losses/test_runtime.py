@@ -908,3 +908,17 @@ def test_a_named_entry_missing_or_damaged_is_named_on_load(tmp_path):
     with pytest.raises(CheckpointError, match=r"b: custom_checkpoint_0.pkl \(first's state\) is unreadable \(.*\): the "
                                               "file is damaged"):
         load_checkpoint(acc, tmp_path / "b")
+
+
+def test_a_run_folder_inside_another_run_is_refused(tmp_path):
+    """A run started in another run's checkpoint/ was removed without a word at that run's next checkpoint."""
+    from shared_losses.training.runtime import RunFolderError, claim_run_folder
+
+    claim_run_folder(tmp_path / "outer", "nlp_qt").open()
+    (tmp_path / "outer" / "checkpoint").mkdir()
+    for inner in ("outer/checkpoint/nested", "outer/x", "outer/a/b"):
+        with pytest.raises(RunFolderError, match=rf"^--output-dir {re.escape(str(tmp_path / inner))} is inside the "
+                                                 rf"run folder {re.escape(str(tmp_path / 'outer'))}, whose own saves"):
+            claim_run_folder(tmp_path / inner, "nlp_qt")
+    assert sorted(p.name for p in (tmp_path / "outer").iterdir()) == ["checkpoint", "run.json"]
+    claim_run_folder(tmp_path / "beside", "nlp_qt").open()  # a sibling is no run's
