@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Optional
 
 from shared_losses.training.cli import examples_from, parse_dataclass
-from shared_losses.training.runtime import (check_finite_weights, check_parent_folder, export_source, exported_from,
-                                            run_folder_given, through_link)
+from shared_losses.training.runtime import (check_finite_weights, check_parent_folder, check_replaceable_folder,
+                                            export_source, exported_from, run_folder_given, through_link)
 
 
 @dataclass
@@ -351,6 +351,7 @@ def main(args: ExportArgs | None = None) -> dict:
     args = args or parse_dataclass(ExportArgs, description=f"{ExportArgs.__doc__}\n\n{examples_from(__doc__)}")
     if args.output is not None:
         check_parent_folder(args.output, "--output")
+        check_replaceable_folder(args.output, "--output")
     from .bow import is_bow_dir
 
     if is_bow_dir(args.run_dir):

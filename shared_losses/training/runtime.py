@@ -416,6 +416,17 @@ def check_parent_folder(path: str | os.PathLike, option: str, nothing: str = "no
         raise NotADirectoryError(f"{option} {path}: {existing} is a file, not a folder ({nothing})")
 
 
+def check_replaceable_folder(path: str | os.PathLike, option: str) -> None:
+    """Refuse in one line a folder ``path`` that a command writes whole (renamed into place, the old one moved aside)
+    where it is, or holds, the working folder: the shell would be left in a folder that is gone (``--output .``: the
+    next command fails to load its libraries), or the name has nothing to rename (``PosixPath('.') has an empty
+    name``)."""
+    here = Path.cwd().resolve()
+    if here.is_relative_to(Path(path).resolve()):
+        raise ValueError(f"{option} {path} is (or holds) the working folder, which the output replaces whole: name a "
+                         "folder beside it or below it, or run the command from elsewhere (nothing was written)")
+
+
 @contextlib.contextmanager
 def written_whole(path: str | os.PathLike, folder: bool = False) -> Iterator[Path]:
     """A temporary sibling of ``path`` (``.NAME.tmp``) to write into: a new empty folder when ``folder``, else a

@@ -922,3 +922,18 @@ def test_a_run_folder_inside_another_run_is_refused(tmp_path):
             claim_run_folder(tmp_path / inner, "nlp_qt")
     assert sorted(p.name for p in (tmp_path / "outer").iterdir()) == ["checkpoint", "run.json"]
     claim_run_folder(tmp_path / "beside", "nlp_qt").open()  # a sibling is no run's
+
+
+def test_an_output_replaced_whole_that_is_the_working_folder_is_refused(tmp_path, monkeypatch):
+    """nlp_qt.export --output . renamed the working folder away (the shell left in a folder that was gone, the next
+    command failing to load torch); fewshot.export and nlp_qt.bow said "PosixPath('.') has an empty name"."""
+    from shared_losses.training.runtime import check_replaceable_folder
+
+    (tmp_path / "here" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "here" / "sub")
+    for given in (".", "..", str(tmp_path / "here")):
+        with pytest.raises(ValueError, match=rf"^--output {re.escape(given)} is \(or holds\) the working folder, "
+                                             r"which the output replaces whole"):
+            check_replaceable_folder(given, "--output")
+    check_replaceable_folder("model", "--output")  # below it
+    check_replaceable_folder("../model", "--output")  # beside it
