@@ -12,7 +12,9 @@ SIGINT/SIGTERM (:class:`shared_losses.training.runtime.RunInterrupted`: it wrote
 line, ``interrupted at ...; continue with --resume``, and exits with status 130.
 A write the file system refuses anywhere in a command (a full disk, a quota, a file-size limit, a read-only file
 system: :data:`shared_losses.training.runtime.WRITE_ERRNOS`) prints one ``error:`` line naming the file and what to
-do, and exits with status 1; other OSErrors (a read can meet them too) keep their traceback.
+do, and exits with status 1; a path that loops through symbolic links or whose name is too long for the file system
+(ELOOP, ENAMETOOLONG) is one ``error:`` line naming it, status 2; other OSErrors (a read can meet them too) keep their
+traceback.
 Output read by a program that stops reading early (``--help | head``) ends the command quietly with status 141,
 as a shell reports a process ended by SIGPIPE, instead of a ``BrokenPipeError`` traceback.
 A second Ctrl-C (which stops at once, without a checkpoint) prints one line too and exits with 130.
@@ -46,6 +48,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import errno
 import inspect
 import os
 import re
@@ -112,6 +115,14 @@ STOPPED_RUN = ("stopped at once (Ctrl-C): work since the last checkpoint is lost
                "checkpoint with --resume")
 
 
+#: OSErrors of a path as the user gave it (a checked option's path would have been refused by name before), in words
+_PATH_ERRNOS = {
+    errno.ELOOP: "too many levels of symbolic links (links that lead back to themselves): fix or remove the link",
+    errno.ENAMETOOLONG: "the name is too long for the file system (at most 255 bytes a name, with what the command "
+                        "adds for its temporary copy, such as a leading . and .tmp): choose a shorter name",
+}
+
+
 def run_cli(main: Callable[[], Any], interrupted: str = STOPPED_RUN) -> Any:
     """Call ``main()`` as a command: user errors as one ``error:`` line and status 2, a run stopped by a process it
     depends on as one ``error:`` line and status 1, a stopped run as one line and status 130 (see the module's
@@ -159,6 +170,9 @@ def run_cli(main: Callable[[], Any], interrupted: str = STOPPED_RUN) -> Any:
         end_process(PIPE_CLOSED)
         raise SystemExit(PIPE_CLOSED) from None
     except OSError as err:  # a write the file system refused (full, a quota, read-only): not a bug in the command
+        path_words = _PATH_ERRNOS.get(err.errno)
+        if path_words is not None and not os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):  # a path given: bad input
+            _exit(f"error: {err.filename or 'a path'}: {path_words}", 2)
         if not is_refused_write(err) or os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
         _exit(f"error: could not write {err.filename or 'a file'} ({refused_write_words(err)}): "

@@ -468,3 +468,22 @@ def test_argparse_commands_read_whole_options_and_underscore_spellings():
     assert top.parse_args(["go", "--inner_kfold", "2"]).inner_kfold == 2
     with pytest.raises(UsageError):
         top.parse_args(["go", "--inner", "2"])
+
+
+def test_a_path_of_looping_links_or_too_long_a_name_ends_in_one_line_with_status_2(capsys, monkeypatch, tmp_path):
+    """Tracebacks, status 1: "Too many levels of symbolic links: 'lp1/sub'", "File name too long: '.ppp...jsonl.tmp'"
+    (a valid name, 253 characters, and the temporary copy's prefix and suffix beyond the limit)."""
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for path, words in ((tmp_path / "a" / "sub", "too many levels of symbolic links (links that lead back to "
+                                                 "themselves): fix or remove the link"),
+                        (tmp_path / ("p" * 300), "the name is too long for the file system")):
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli(lambda: path.mkdir())
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path}: {words}") and err.count("\n") == 1, err
+    monkeypatch.setenv("CONTRASTIVE_SUITE_TRACEBACK", "1")
+    with pytest.raises(OSError):
+        run_cli(lambda: (tmp_path / "a" / "sub").mkdir())
