@@ -160,9 +160,7 @@ def run_cli(main: Callable[[], Any], interrupted: str = STOPPED_RUN) -> Any:
     except MemoryError as err:  # an allocation the machine or a limit refused (a job's memory, ulimit -v): no bug
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
-        _exit(f"error: out of memory ({err or 'an allocation was refused'}): the machine's memory, a job's or a "
-              "container's limit, or ulimit -v; use smaller sizes (batch, replay, vocabulary, data) or give the "
-              "process more memory (a run continues from its last checkpoint with --resume)", 1)
+        _out_of_memory(str(err))
     except BrokenPipeError:  # the reader of our output went away (``--help | head``): end quietly, as Unix tools do
         if os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
@@ -179,6 +177,9 @@ def run_cli(main: Callable[[], Any], interrupted: str = STOPPED_RUN) -> Any:
               f"{write_refusal_hint(err)}", 1)
     except RuntimeError as err:  # torch's out of GPU memory (torch.OutOfMemoryError is a RuntimeError)
         oom = getattr(sys.modules.get("torch"), "OutOfMemoryError", None)
+        cpu = _cpu_allocation_refused(err)
+        if cpu is not None and not os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
+            _out_of_memory(cpu)
         if oom is None or not isinstance(err, oom) or os.environ.get("CONTRASTIVE_SUITE_TRACEBACK"):
             raise
         text = str(err).strip()
@@ -209,6 +210,25 @@ def _quiet_after_closed_pipe() -> None:
     from .runtime import point_at_null
 
     point_at_null(closed)
+
+
+def _out_of_memory(what: str) -> None:
+    """End the command with the one line of an allocation refused on the host (status 1)."""
+    _exit(f"error: out of memory ({what or 'an allocation was refused'}): the machine's memory, a job's or a "
+          "container's limit, or ulimit -v; use smaller sizes (batch, replay, vocabulary, data, the networks' widths) "
+          "or give the process more memory (a run continues from its last checkpoint with --resume)", 1)
+
+
+def _cpu_allocation_refused(err: RuntimeError) -> str | None:
+    """torch's words for a host tensor it could not allocate (its RuntimeError, not Python's MemoryError: "can't
+    allocate memory: you tried to allocate N bytes", or a size beyond what a tensor can hold), else None."""
+    text = str(err)
+    if "DefaultCPUAllocator: can't allocate memory" in text:
+        return "you tried to allocate" + text.split("you tried to allocate", 1)[1].split(". Error code")[0] \
+            if "you tried to allocate" in text else "torch could not allocate a tensor"
+    if text.startswith("Storage size calculation overflowed"):
+        return "a tensor of more elements than memory can address: " + text.splitlines()[0]
+    return None
 
 
 def _exit(text: str, status: int) -> None:

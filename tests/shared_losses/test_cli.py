@@ -487,3 +487,25 @@ def test_a_path_of_looping_links_or_too_long_a_name_ends_in_one_line_with_status
     monkeypatch.setenv("CONTRASTIVE_SUITE_TRACEBACK", "1")
     with pytest.raises(OSError):
         run_cli(lambda: (tmp_path / "a" / "sub").mkdir())
+
+
+def test_a_host_tensor_torch_cannot_allocate_ends_in_the_out_of_memory_line(capsys, monkeypatch):
+    """--hidden-dim 1e12 and the like: torch's RuntimeError ("[enforce fail at alloc_cpu.cpp:...] ...
+    DefaultCPUAllocator: can't allocate memory", or "Storage size calculation overflowed") was a traceback."""
+    import torch
+
+    monkeypatch.delenv("CONTRASTIVE_SUITE_TRACEBACK", raising=False)
+    for make, words in ((lambda: torch.empty(10**13), r"you tried to allocate 40000000000000 bytes\)"),
+                        (lambda: torch.empty(10**12, 10**12), r"a tensor of more elements than memory can address: "
+                                                              r"Storage size calculation overflowed")):
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli(make)
+        assert exit_info.value.code == 1
+        err = capsys.readouterr().err
+        assert re.match(rf"error: out of memory \({words}", err) and err.count("\n") == 1, err
+
+    def other():
+        raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        run_cli(other)
