@@ -186,6 +186,23 @@ def test_hidden_folders_inside_a_corpus_folder_are_skipped(tmp_path):
     assert stats.files == 1
 
 
+def test_folders_behind_links_in_a_corpus_folder_are_read_each_once(tmp_path):
+    """A linked folder of books was left out without a word (rglob does not follow folder links), while linked files
+    were read. A link back to a folder above, or a second link to one folder, reads nothing twice."""
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "more.txt").write_text("Linked text here. It counts too.\n")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "own.txt").write_text("This is one sentence. Here is another one.\n")
+    (corpus / "more").symlink_to(tmp_path / "extra")
+    (corpus / "more_again").symlink_to(tmp_path / "extra")
+    (corpus / "loop").symlink_to(corpus)
+    stats = CorpusStats()
+    got = [s for _, s in iter_text_sentences(corpus, stats)]
+    assert sorted(got) == sorted(["This is one sentence.", "Here is another one.", "Linked text here.",
+                                  "It counts too."]) and stats.files == 2
+
+
 def test_bad_rows_of_a_datasets_file_give_a_corpus_error_naming_it(tmp_path):
     latin = tmp_path / "latin.jsonl"
     latin.write_bytes(b'{"text": "Caf\xe9 au lait."}\n{"text": "Fine."}\n')
