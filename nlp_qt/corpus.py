@@ -192,18 +192,9 @@ def _visible_files(path: Path) -> list[Path]:
     under a hidden folder (.git/, .ipynb_checkpoints/) are not corpus data."""
     if path.is_file():
         return [path]
-    found, seen = [], set()
-    # folders behind symbolic links are read too (rglob did not follow them: a linked folder of books was left out
-    # without a word), each real folder once (a link back to a folder above, or two links to one, read it again)
-    for root, dirs, files in os.walk(path, followlinks=True):
-        real = os.path.realpath(root)
-        if real in seen:
-            dirs[:] = []
-            continue
-        seen.add(real)
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # sorted: which of two links is read is fixed
-        found.extend(Path(root) / f for f in files if not f.startswith(".") and (Path(root) / f).is_file())
-    return sorted(found)
+    from shared_losses.training.runtime import files_under
+
+    return files_under(path, hidden=False)  # folders behind links too (a linked folder of books was left out)
 
 
 _SAID_UNREAD: set[tuple[Path, tuple[Path, ...]]] = set()

@@ -176,10 +176,10 @@ def table3_tasks(runs: list[dict]) -> list[str]:
 def collect(root: str | Path) -> list[dict]:
     """Every run under ``root`` (a directory holding config.json and eval.csv), one per task, row (objective label)
     and seed: :func:`once_per_seed`. A damaged config.json or eval.csv is a ValueError naming the file."""
-    from shared_losses.training.runtime import read_json_file
+    from shared_losses.training.runtime import files_under, read_json_file
 
     runs = []
-    for cfg_path in sorted(Path(root).rglob("config.json")):
+    for cfg_path in files_under(root, "config.json"):  # a run folder behind a link too
         eval_csv = cfg_path.parent / "eval.csv"
         if eval_csv.exists():
             cfg = read_json_file(cfg_path, "run's configuration")
@@ -346,10 +346,10 @@ def cut_evaluations(root: str | Path) -> list[str]:
     """One line per finished run under ``root`` (summary.json) whose eval.csv lacks its final evaluation (missing,
     empty, or ending before the step summary.json says the run finished at): a file cut or edited after the run,
     whose seed a table would otherwise leave out without a word. rl_curl.evaluate gives the final evaluation again."""
-    from shared_losses.training.runtime import read_json_file
+    from shared_losses.training.runtime import files_under, read_json_file
 
     lines = []
-    for path in sorted(Path(root).rglob("summary.json")):
+    for path in files_under(root, "summary.json"):
         if not (path.parent / "config.json").exists():
             continue
         end = read_json_file(path, "run's summary").get("env_steps")

@@ -374,6 +374,24 @@ def through_link(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
+def files_under(root: str | os.PathLike, name: str | None = None, *, hidden: bool = True) -> list[Path]:
+    """The files under the folder ``root`` (named ``name`` only, where given), sorted, folders behind symbolic links
+    included (``Path.rglob`` leaves them out without a word): each real folder is walked once, so a link back to a
+    folder above or a second link to one folder reads nothing twice (of two links, the first in sorted order). With
+    ``hidden=False``, files and folders whose names start with ``.`` (.git/, .ipynb_checkpoints/) are left out."""
+    root, found, seen = Path(root), [], set()
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs[:] = sorted(d for d in dirs if hidden or not d.startswith("."))
+        found.extend(Path(folder) / f for f in files if (name is None or f == name)
+                     and (hidden or not f.startswith(".")) and (Path(folder) / f).is_file())
+    return sorted(found)
+
+
 def broken_link(path: str | os.PathLike) -> Path | None:
     """The first of ``path`` and the folders above it that is a symbolic link leading nowhere (its target missing,
     or links that loop), or None: writing under one fails with "[Errno 17] File exists" or "Too many levels of

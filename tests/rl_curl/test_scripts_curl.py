@@ -58,6 +58,19 @@ def test_table3_names_the_seeds_of_a_cell_with_fewer_than_the_others(tmp_path):
     assert f"| debiased τ⁺=0.05, M=1 | 805±{np.std([830, 880, 730, 780], ddof=1):.0f} (n=4) |" in lines
 
 
+def test_runs_behind_links_are_in_the_table_once(tmp_path):
+    """A seed's run folder (or a task's) linked in from elsewhere: curl_table3 counted it finished and the table had
+    no row for it (rglob does not follow folder links)."""
+    from paper_tables.table3 import table3
+
+    fake_run(tmp_path / "elsewhere", "cartpole-swingup", "curl", 0.0, 1, 0, [100, 800])
+    fake_run(tmp_path / "grid", "cartpole-swingup", "curl", 0.0, 1, 1, [100, 900])
+    (tmp_path / "grid" / "cartpole-swingup" / "curl_0.0_1" / "seed0").symlink_to(
+        tmp_path / "elsewhere" / "cartpole-swingup" / "curl_0.0_1" / "seed0")
+    (tmp_path / "grid" / "again").symlink_to(tmp_path / "grid" / "cartpole-swingup")  # the same runs once
+    assert f"| biased (CURL) | 850±{np.std([800, 900], ddof=1):.0f} (n=2) |" in table3(tmp_path / "grid").splitlines()
+
+
 def test_a_dash_where_runs_exist_says_why(tmp_path, capsys):
     """--env-steps before the runs' first evaluation, or past where they got, used to give a table of dashes
     without a word; each such cell is now explained under the table (in table3.md and in what is printed). A cell
