@@ -61,7 +61,8 @@ class ExportArgs:
 
 def _run_settings(run: Path):
     """(train Config, Vocab, checkpoint folder) of the run in ``run``; one-line errors for what is missing."""
-    from shared_losses.training.runtime import another_application, read_json_file, resolve_checkpoint, run_application
+    from shared_losses.training.runtime import (another_application, note_if_run_going, read_json_file,
+                                                resolve_checkpoint, run_application)
 
     from .config import Config
     from .vocab import Vocab
@@ -70,6 +71,7 @@ def _run_settings(run: Path):
     owner = run_application(run)
     if owner not in ("nlp_qt", "unknown", None):
         raise FileNotFoundError(another_application(run, owner, "nlp_qt"))
+    note_if_run_going(run, "its latest checkpoint")
     for name in ("config.json", "vocab.json"):
         if not (run / name).is_file():
             raise FileNotFoundError(f"{run} is not an nlp_qt run folder: it has no {name}")

@@ -30,8 +30,8 @@ import torch
 from shared_losses.training.cli import examples_from, parse_dataclass
 from shared_losses.training.runtime import (ENTRIES, CheckpointError, another_application, changes_text,
                                             check_device, check_finite_weights, checkpoint_entry, config_changes,
-                                            error_line, load_checkpoint, read_json_file, read_torch_file,
-                                            resolve_checkpoint, run_application)
+                                            error_line, load_checkpoint, note_if_run_going, read_json_file,
+                                            read_torch_file, resolve_checkpoint, run_application)
 
 from .config import Config, check_video_size
 
@@ -86,6 +86,7 @@ def load_agent(run_dir: str | Path, device: str = "cpu"):
                          "an rl_curl training folder (the --output-dir of python -m rl_curl.train)")
     if owner not in ("rl_curl", "unknown"):
         raise ValueError(another_application(run_dir, owner, "rl_curl"))
+    note_if_run_going(run_dir, "its latest checkpoint")
     check_device(str(device))
     saved = read_json_file(cfg_path, "rl_curl run's configuration")
     fields = {f.name for f in dataclasses.fields(Config)}

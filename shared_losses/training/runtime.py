@@ -1105,6 +1105,22 @@ def _in_use_error(folder: Path, pid: str, option: str) -> RunFolderError:
                           "it with --resume; nothing was changed")
 
 
+def note_if_run_going(folder: str | os.PathLike, what: str) -> None:
+    """A note on stderr where ``folder`` is a run another process is still training (:func:`hold_run_folder`): a
+    command that only reads it (an evaluation, an export) goes on, from ``what`` (its latest checkpoint), which the
+    run replaces as it goes on."""
+    folder = Path(folder)
+    if not folder.is_dir() or str(folder.resolve()) in _HELD:
+        return
+    fd, holder = _flock(folder)
+    if fd is not None:
+        os.close(fd)
+    if holder is not None:
+        who = f"process {holder}" if holder else "another process"
+        print(f"note: {folder} is a run still training ({who}): this reads {what} as it is now; the run goes on "
+              "past it", file=sys.stderr, flush=True)
+
+
 def _refuse_if_in_use(folder: Path, option: str) -> None:
     """Refuse (:class:`RunFolderError`) a folder another process holds as a run (:func:`hold_run_folder`); a folder
     this process holds is its own to reopen."""

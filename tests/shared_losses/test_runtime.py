@@ -772,6 +772,28 @@ def test_a_folder_a_running_process_holds_is_refused_whatever_the_command_asks(t
     assert claim_run_folder(folder, "nlp_qt", resume=True).action == "resume"  # free again
 
 
+def test_a_command_that_reads_a_run_still_training_says_so(tmp_path, capsys):
+    """rl_curl.evaluate / export and nlp_qt.export read a run's latest checkpoint while the run went on, without a
+    word (the docs said such a folder was refused to every other command)."""
+    import signal
+
+    from shared_losses.training.runtime import claim_run_folder, note_if_run_going, release_run_folder
+
+    folder = tmp_path / "run"
+    claim_run_folder(folder, "nlp_qt").open(announce=False)
+    release_run_folder(folder)
+    note_if_run_going(folder, "its latest checkpoint")
+    assert capsys.readouterr().err == ""  # no run going
+    proc = _holder_process(folder)
+    try:
+        note_if_run_going(folder, "its latest checkpoint")
+        assert capsys.readouterr().err == (f"note: {folder} is a run still training (process {proc.pid}): this reads "
+                                           "its latest checkpoint as it is now; the run goes on past it\n")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
 def test_this_process_may_open_a_folder_it_holds_again_and_the_harness_frees_it(tmp_path):
     """A run the process itself left open (an in-process caller whose run raised) does not lock the process out."""
     from shared_losses.training.harness import RunHarness
