@@ -106,7 +106,7 @@ def validate(cfg: Config) -> None:
         raise ValueError("--objective qt with --self-score exclude needs --batch-size >= 3: a sentence's candidates "
                          "are the batch's other sentences, and at 2 its neighbour is the only one, so the loss is 0 "
                          "and nothing trains (--self-score zero keeps the sentence itself as a candidate)")
-    for name in ("epochs", "lr", "log_every"):
+    for name in ("epochs", "lr", "log_every", "max_length"):  # max_length: was the vocabulary's "max_len"
         if not getattr(cfg, name) > 0:  # `not >`: NaN fails too
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
     if cfg.torch_threads < 0:

@@ -11,6 +11,7 @@ from typing import Sequence
 from .classify import FOLDS, SEED
 from .encoders import load_encoder
 from .fetch import download
+from .protocols import MAX_JOBS
 from .human import build_human_tasks
 from .protocols import _check_seed, evaluate, format_table, prepare_tasks
 from .tasks import ALL_TASKS, HUMAN_TASKS, TASKS, SentEvalDataError, default_tasks
@@ -165,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
         raise ValueError(f"--batch-size must be >= 1, got {a.batch_size}")
     if a.jobs < 1 and a.jobs != -1:
         raise ValueError(f"--jobs must be >= 1, or -1 for one per CPU; got {a.jobs}")
+    if a.jobs > MAX_JOBS:  # joblib's own refusal came after the encoding, naming no option
+        raise ValueError(f"--jobs {a.jobs} is more processes than joblib starts (at most {MAX_JOBS}); -1 is one per "
+                         "CPU")
     try:
         _check_seed(a.seed)
     except ValueError:

@@ -19,6 +19,10 @@ from .encoders import Encoder
 from .human import resolve_data_dir
 from .tasks import ALL_TASKS, TASKS, load_binary, load_mrpc, load_trec, task_files
 
+#: The most processes --jobs may ask for: beyond, joblib's pool refuses the count ("Numeric literal ... is too large,
+#: max is 1000000"), only once the texts have been encoded
+MAX_JOBS = 1_000_000
+
 
 def _usable_cpus() -> int:
     """The CPUs this process may use, not the machine's count: :func:`shared_losses.training.runtime.usable_cpus`
@@ -198,8 +202,8 @@ def evaluate(encode: Encoder, data: str | Path, tasks: Sequence[str] = ALL_TASKS
     called after each task (the command line writes ``--output`` there, so finished tasks are kept). ``examples``:
     the tasks' examples as :func:`prepare_tasks` returned them for these ``data``, ``kfold`` and ``inner_kfold``
     (the command line reads and checks them before loading the model), so the files are not read again."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or (jobs < 1 and jobs != -1):
-        raise ValueError(f"jobs must be a whole number >= 1, or -1 for one per CPU; got {jobs!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or (jobs < 1 and jobs != -1) or jobs > MAX_JOBS:
+        raise ValueError(f"jobs must be a whole number in [1, {MAX_JOBS}], or -1 for one per CPU; got {jobs!r}")
     if folds not in classify.FOLDS:
         raise ValueError(f"unknown folds {folds!r}; choose from {', '.join(classify.FOLDS)}")
     _check_seed(seed)

@@ -489,14 +489,16 @@ def test_fits_in_threads_give_the_serial_results(tmp_path):
         S._TICK, S._JOBS = None, 1
     assert threaded == serial
     assert tt == S.eval_train_test(X[:60], y[:60], X[60:], y[60:], k=3)
-    with pytest.raises(ValueError, match="jobs must be a whole number >= 1, or -1"):
+    with pytest.raises(ValueError, match=r"jobs must be a whole number in \[1, 1000000\], or -1"):
         se.evaluate(lambda texts: np.zeros((len(texts), 2)), tmp_path, ["MR"], jobs=0)
 
 
 @pytest.mark.parametrize("option, value, message", [
     ("--batch-size", "0", "--batch-size must be >= 1, got 0"), ("--kfold", "1", "--kfold must be >= 2, got 1"),
     ("--inner-kfold", "1", "--inner-kfold must be >= 2, got 1"),
-    ("--jobs", "0", "--jobs must be >= 1, or -1 for one per CPU; got 0")])
+    ("--jobs", "0", "--jobs must be >= 1, or -1 for one per CPU; got 0"),
+    ("--jobs", "1000000000000",
+     "--jobs 1000000000000 is more processes than joblib starts (at most 1000000); -1 is one per CPU")])
 def test_bad_option_values_are_one_error_line(tmp_path, capsys, option, value, message):
     """--batch-size 0 or --kfold 1 printed argparse's usage block; the other checks of the command are one line."""
     from shared_losses.training.cli import run_cli

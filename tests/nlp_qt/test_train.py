@@ -565,6 +565,13 @@ def test_nan_values_are_refused_before_reading_the_corpus(tmp_path, field, messa
     assert not (tmp_path / "bad").exists()
 
 
+def test_max_length_below_1_is_refused_by_its_option(tmp_path):
+    """--max-length 0 was refused as the vocabulary's "max_len must be >= 1", an argument the user never named."""
+    with pytest.raises(ValueError, match=r"^--max-length must be positive, got 0$"):
+        train(_cfg(tmp_path, "bad", max_length=0))
+    assert not (tmp_path / "bad").exists()
+
+
 def test_the_corpus_stream_changes_nothing_of_the_run(tmp_path):
     """The stream of batches and epoch ends is data only: reading it all leaves the run's counters as they were
     (the held-out loss and the counters are the step's work, logged through the loop)."""
