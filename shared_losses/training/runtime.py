@@ -432,6 +432,9 @@ def check_parent_folder(path: str | os.PathLike, option: str, nothing: str = "no
     existing = next((p for p in (parent, *parent.parents) if p.exists()), Path("."))
     if not existing.is_dir():
         raise NotADirectoryError(f"{option} {path}: {existing} is a file, not a folder ({nothing})")
+    if not os.access(existing, os.W_OK | os.X_OK):  # else refused at the write, naming a temporary copy's path
+        raise PermissionError(f"{option} {path}: the folder {existing} is not writable by this user, so nothing can "
+                              f"be written under it; choose another path ({nothing})")
 
 
 def check_replaceable_folder(path: str | os.PathLike, option: str) -> None:
