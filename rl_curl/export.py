@@ -22,7 +22,8 @@ class ExportArgs:
     output: str | None = None
     """The policy file to write (default RUN_DIR/policy.pt)."""
     overwrite: bool = False
-    """Replace an existing --output (without it, one is refused and left as it is)."""
+    """Replace an existing --output that is an earlier policy file (without it, one is refused and left as it is; any
+    other file is never replaced)."""
 
 
 def main(args: ExportArgs | None = None) -> Path:
@@ -30,13 +31,16 @@ def main(args: ExportArgs | None = None) -> Path:
     from shared_losses.training.runtime import run_folder_given
 
     from .evaluate import load_agent
-    from .policy import POLICY_FILE, save_policy
+    from .policy import POLICY_FILE, is_policy_file, save_policy
 
     args = args or parse_dataclass(ExportArgs, description=f"{ExportArgs.__doc__}\n\n{examples_from(__doc__)}")
     run_folder_given(args.run_dir)  # named first: --output defaults to a file in it
     out = Path(args.output) if args.output is not None else Path(args.run_dir) / POLICY_FILE
     if out.exists() and not args.overwrite:
         raise FileExistsError(f"--output {out} already exists: pass --overwrite to replace it, or another --output")
+    if out.is_file() and not is_policy_file(out):  # the run's config.json was replaced, the run unusable
+        raise FileExistsError(f"--output {out} is not an rl_curl policy file; --overwrite replaces only an earlier "
+                              "policy: choose another --output (nothing was changed)")
     if out.is_dir():
         raise IsADirectoryError(f"--output {out} is a folder: name the policy file (e.g. {out / POLICY_FILE})")
     if not out.parent.is_dir():  # before the checkpoint is read, not after (torch.save's traceback)

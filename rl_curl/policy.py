@@ -174,6 +174,20 @@ class Policy:
         return out[0] if one else out
 
 
+def is_policy_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` reads as an rl_curl policy file (what an export may replace with --overwrite)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - not a torch file, or damaged
+        return False
+    return is_policy_state(state)
+
+
+def is_policy_state(state) -> bool:
+    """Whether ``state`` (a policy file's contents) is an rl_curl policy of this format, with the actor's weights."""
+    return isinstance(state, dict) and state.get("format") == POLICY_FORMAT and "actor" in state
+
+
 def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
     """The policy in ``path`` (a finished run's folder or its ``policy.pt``); one-line errors for a folder
     without one and for a file that is not an rl_curl policy."""
@@ -204,7 +218,7 @@ def load_policy(path: str | os.PathLike, device: str = "cpu") -> Policy:
     except Exception as err:  # noqa: BLE001 - not a torch file, or damaged
         raise ValueError(f"{file} is not a readable rl_curl policy file ({_why_unreadable(file, err)})"
                          f"{_where_the_policy_is(file, '; ')}") from None
-    if not isinstance(state, dict) or state.get("format") != POLICY_FORMAT or "actor" not in state:
+    if not is_policy_state(state):
         raise ValueError(f"{file} is not an rl_curl policy file (format {POLICY_FORMAT} with actor weights)"
                          f"{_where_the_policy_is(file, '; ')}")
     return Policy(state, device)

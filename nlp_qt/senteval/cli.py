@@ -17,6 +17,15 @@ from .protocols import _check_seed, evaluate, format_table, prepare_tasks
 from .tasks import ALL_TASKS, HUMAN_TASKS, TASKS, SentEvalDataError, default_tasks
 
 
+def _earlier_results(path: Path) -> bool:
+    """Whether ``path`` holds results an earlier nlp_qt.senteval --output wrote (a JSON object with "results")."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "results" in data
+
+
 def _check_output(path: str, overwrite: bool = False) -> None:
     """Refuse an --output that cannot be written, or that exists without ``overwrite``, before any work is done
     (the results would be lost, or earlier ones replaced silently)."""
@@ -25,6 +34,9 @@ def _check_output(path: str, overwrite: bool = False) -> None:
         raise ValueError(f"--output {out} is a folder; give a file name, e.g. {out / 'senteval.json'}")
     if out.exists() and not overwrite:
         raise FileExistsError(f"--output {out} exists; pass --overwrite to replace it")
+    if out.is_file() and not _earlier_results(out):  # a model's config.json was replaced, the model unloadable
+        raise FileExistsError(f"--output {out} is not results this command wrote (a JSON object with \"results\"); "
+                              "--overwrite replaces only those: choose another --output (nothing was changed)")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise ValueError(f"--output {out}: {parent} is a file, not a folder" if parent.exists() else
@@ -144,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> dict | None:
     p.add_argument("--output", default=None,
                    help="also write the results JSON here (an existing file is refused unless --overwrite)")
     p.add_argument("--overwrite", action="store_true",
-                   help="let --output replace an existing file (written to a temporary file, then renamed)")
+                   help="let --output replace an existing file of earlier results (a JSON object with \"results\"; any "
+                   "other file is never replaced; written to a temporary file, then renamed)")
     p.add_argument("--resume", action="store_true",
                    help="continue an evaluation whose --output holds some finished tasks (it is rewritten after "
                    "every task, so a stopped evaluation keeps them): those are kept, the others evaluated; the "

@@ -404,13 +404,21 @@ def test_too_many_inner_folds_are_refused_with_the_option_name():
 
 def test_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, monkeypatch):
     out = tmp_path / "res.json"
-    out.write_bytes(b"earlier results\n")
+    out.write_bytes(b'{"results": {}}\n')  # earlier results
     # neither the model nor the data exist: the refusal comes before either is read
     with pytest.raises(FileExistsError, match="--overwrite") as err:
         se.main(["--model", str(tmp_path / "no_model"), "--data", str(tmp_path / "no_data"), "--tasks", "MR",
                  "--output", str(out)])
     assert str(out) in str(err.value) and len(str(err.value).splitlines()) == 1
-    assert out.read_bytes() == b"earlier results\n"
+    assert out.read_bytes() == b'{"results": {}}\n'
+    # a file that is no results of this command (a model's config.json: the model was made unloadable) is kept
+    other = tmp_path / "config.json"
+    other.write_text('{"encoder": "gru"}')
+    with pytest.raises(FileExistsError, match=r"is not results this command wrote .*--overwrite replaces only those"):
+        se.main(["--model", str(tmp_path / "no_model"), "--data", str(tmp_path / "no_data"), "--tasks", "MR",
+                 "--output", str(other), "--overwrite"])
+    assert other.read_text() == '{"encoder": "gru"}'
+    other.unlink()
 
     root = _write_task_folder(tmp_path / "data", n=12)
     monkeypatch.setattr(se.cli, "load_encoder", lambda *a, **k: (_keyword_encoder, "keyword encoder"))

@@ -32,6 +32,13 @@ def test_export_writes_the_checkpoints_policy_as_the_finished_run_wrote_it(tmp_p
     res = warm.run([sys.executable, "-m", "rl_curl.export", "--run-dir", str(out), "--output",
                     str(tmp_path / "elsewhere.pt")], capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and res.stderr.startswith("error: --output ") and "pass --overwrite" in res.stderr
+    # --overwrite replaces an earlier policy only: the run's own config.json was replaced, the run made unusable
+    config = (out / "config.json").read_bytes()
+    with pytest.raises(FileExistsError, match=r"config.json is not an rl_curl policy file; --overwrite replaces only "
+                                              r"an earlier policy"):
+        main(ExportArgs(run_dir=str(out), output=str(out / "config.json"), overwrite=True))
+    assert (out / "config.json").read_bytes() == config
+    main(ExportArgs(run_dir=str(out), output=str(tmp_path / "elsewhere.pt"), overwrite=True))
 
 
 def test_a_checkpoint_whose_weights_hold_nan_is_refused_by_name(tmp_path):
