@@ -538,7 +538,13 @@ def test_export_to_the_folder_one_is_in_and_a_stopped_export_leaves_nothing_besi
     target.mkdir()
     before = {p.name for p in tmp_path.iterdir()}
     monkeypatch.chdir(target)
-    assert export_main(ExportArgs(run_dir=str(small_run), output="."))["model"] == str(target)
+    # the folder one is in is refused: replaced whole (renamed into place), it left the shell in a folder that was
+    # gone, whose next command could not load its libraries
+    with pytest.raises(ValueError, match=r"^--output \. is \(or holds\) the working folder"):
+        export_main(ExportArgs(run_dir=str(small_run), output="."))
+    assert not any(target.iterdir())
+    monkeypatch.chdir(tmp_path)
+    assert export_main(ExportArgs(run_dir=str(small_run), output="here"))["model"] == "here"
     assert (target / "modules.json").is_file()
 
     def cut(*args):
