@@ -11,9 +11,8 @@ from typing import Sequence
 from .classify import FOLDS, SEED
 from .encoders import load_encoder
 from .fetch import download
-from .protocols import MAX_JOBS
 from .human import build_human_tasks
-from .protocols import _check_seed, evaluate, format_table, prepare_tasks
+from .protocols import MAX_JOBS, _check_seed, evaluate, format_table, prepare_tasks
 from .tasks import ALL_TASKS, HUMAN_TASKS, TASKS, SentEvalDataError, default_tasks
 
 

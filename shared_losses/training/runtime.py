@@ -1112,12 +1112,7 @@ def note_if_run_going(folder: str | os.PathLike, what: str) -> None:
     """A note on stderr where ``folder`` is a run another process is still training (:func:`hold_run_folder`): a
     command that only reads it (an evaluation, an export) goes on, from ``what`` (its latest checkpoint), which the
     run replaces as it goes on."""
-    folder = Path(folder)
-    if not folder.is_dir() or str(folder.resolve()) in _HELD:
-        return
-    fd, holder = _flock(folder)
-    if fd is not None:
-        os.close(fd)
+    holder = _held_by_another(Path(folder))
     if holder is not None:
         who = f"process {holder}" if holder else "another process"
         print(f"note: {folder} is a run still training ({who}): this reads {what} as it is now; the run goes on "
@@ -1127,13 +1122,20 @@ def note_if_run_going(folder: str | os.PathLike, what: str) -> None:
 def _refuse_if_in_use(folder: Path, option: str) -> None:
     """Refuse (:class:`RunFolderError`) a folder another process holds as a run (:func:`hold_run_folder`); a folder
     this process holds is its own to reopen."""
+    holder = _held_by_another(folder)
+    if holder is not None:
+        raise _in_use_error(folder, holder, option)
+
+
+def _held_by_another(folder: Path) -> str | None:
+    """The process (its pid, or "" where it cannot be told) that holds ``folder`` as a run (:func:`hold_run_folder`),
+    None where none does or this process does."""
     if not folder.is_dir() or str(folder.resolve()) in _HELD:
-        return
+        return None
     fd, holder = _flock(folder)
     if fd is not None:
         os.close(fd)  # free: the lock was only a test
-    if holder is not None:
-        raise _in_use_error(folder, holder, option)
+    return holder
 
 
 def hold_run_folder(folder: str | os.PathLike, option: str = "--output-dir") -> None:
