@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shared_losses.training.runtime import (check_finite_weights, check_parent_folder, check_replaceable_folder,
-                                            export_source, exported_from)
+from shared_losses.training.runtime import (check_finite_weights, check_folder_writable, check_parent_folder,
+                                            check_replaceable_folder, export_source, exported_from)
 
 from .config import PU_OBJECTIVE, AnyConfig, ImageConfig, TextOptions, config_for
 from .data import check_same_data, class_names, data_fingerprints
@@ -466,6 +466,7 @@ def main(argv=None):
     hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: noise before the one line this prints
     if args.output is not None:
         check_parent_folder(args.output, "--output")
+        check_folder_writable(args.output, "--output")
         check_replaceable_folder(args.output, "--output")
     path = export_run(args.run, args.output, args.overwrite)
     if (path / "image_classifier.torchscript.pt").is_file():

@@ -95,9 +95,10 @@ def check_bow_config(cfg: BowConfig) -> None:
 def train_bow(cfg: BowConfig) -> Path:
     """Train word2vec on the corpus and write the baseline's folder (atomically: a temp folder renamed)."""
     check_bow_config(cfg)
-    from shared_losses.training.runtime import check_parent_folder, check_replaceable_folder
+    from shared_losses.training.runtime import check_folder_writable, check_parent_folder, check_replaceable_folder
 
     check_parent_folder(cfg.output_dir, "--output-dir", "nothing was trained")  # before the training, not after
+    check_folder_writable(cfg.output_dir, "--output-dir", "nothing was trained")
     check_replaceable_folder(cfg.output_dir, "--output-dir")
     try:
         from gensim.models import Word2Vec

@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Optional
 
 from shared_losses.training.cli import examples_from, parse_dataclass
-from shared_losses.training.runtime import (check_finite_weights, check_parent_folder, check_replaceable_folder,
-                                            export_source, exported_from, run_folder_given, through_link)
+from shared_losses.training.runtime import (check_finite_weights, check_folder_writable, check_parent_folder,
+                                            check_replaceable_folder, export_source, exported_from, run_folder_given,
+                                            through_link)
 
 
 @dataclass
@@ -200,7 +201,8 @@ def export_checkpoint(run_dir: str | Path, output: str | Path | None = None, ove
     import dataclasses
 
     # written beside the target, completed there (the module's code, modules.json) and renamed into place
-    staging = through_link(out).with_name(f".{through_link(out).name}.export")  # beside where a link leads
+    real = through_link(out)  # beside where a link leads
+    staging = real.with_name(f".{real.name}.export")
     with _removed_when_cut_off(staging):
         save_model(qt.eval(), vocab, staging,
                    {"train_config": dataclasses.asdict(cfg), "step": step, **export_source(run, "exported_from")})
@@ -323,7 +325,8 @@ def export_bow(bow_dir: str | Path, output: str | Path | None = None, overwrite:
         st = SentenceTransformer(modules=[WordEmbeddings(fast, table, max_seq_length=sys.maxsize),
                                           WordWeights(itos, {UNK_TOKEN: 0.0}, 1.0),
                                           Pooling(vectors.shape[1], "mean")], device="cpu")
-    staging = through_link(out).with_name(f".{through_link(out).name}.export")  # beside where a link leads
+    real = through_link(out)  # beside where a link leads
+    staging = real.with_name(f".{real.name}.export")
     if staging.exists():
         shutil.rmtree(staging)
     with _removed_when_cut_off(staging):
@@ -353,6 +356,7 @@ def main(args: ExportArgs | None = None) -> dict:
     args = args or parse_dataclass(ExportArgs, description=f"{ExportArgs.__doc__}\n\n{examples_from(__doc__)}")
     if args.output is not None:
         check_parent_folder(args.output, "--output")
+        check_folder_writable(args.output, "--output")
         check_replaceable_folder(args.output, "--output")
     from .bow import is_bow_dir
 

@@ -428,13 +428,32 @@ def check_parent_folder(path: str | os.PathLike, option: str, nothing: str = "no
     link = broken_link(Path(path).parent)
     if link is not None:
         raise NotADirectoryError(f"{option} {path}: {broken_link_words(link)} ({nothing})")
-    parent = Path(path).parent
-    existing = next((p for p in (parent, *parent.parents) if p.exists()), Path("."))
+    existing = _nearest_existing(Path(path).parent)
     if not existing.is_dir():
         raise NotADirectoryError(f"{option} {path}: {existing} is a file, not a folder ({nothing})")
-    if not os.access(existing, os.W_OK | os.X_OK):  # else refused at the write, naming a temporary copy's path
-        raise PermissionError(f"{option} {path}: the folder {existing} is not writable by this user, so nothing can "
-                              f"be written under it; choose another path ({nothing})")
+
+
+def _nearest_existing(folder: Path) -> Path:
+    """``folder`` or the nearest folder above it that exists (the working folder for a relative path none of whose
+    folders exist)."""
+    return next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+
+
+def check_folder_writable(path: str | os.PathLike, option: str, nothing: str = "nothing was written") -> None:
+    """Refuse in one line a ``path`` under a folder this user cannot write (the nearest existing one: tried with
+    :func:`write_refused`, so nothing is made), before the work: else refused at the write, naming a temporary copy
+    (``Permission denied: 'ro/..m.export.tmp'``), after the work. ``nothing`` says what was not done."""
+    existing = _nearest_existing(Path(path).parent)
+    refused = write_refused(existing) if existing.is_dir() else None
+    if refused is not None:
+        raise PermissionError(f"{option} {path}: the folder {existing} is not writable by this user ("
+                              f"{refused.strerror or refused}), so nothing can be written under it; choose another "
+                              f"path ({nothing})")
+
+
+def holds_working_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is, or holds, the working folder (through links and ``..``)."""
+    return Path.cwd().resolve().is_relative_to(Path(path).resolve())
 
 
 def check_replaceable_folder(path: str | os.PathLike, option: str) -> None:
@@ -442,8 +461,7 @@ def check_replaceable_folder(path: str | os.PathLike, option: str) -> None:
     where it is, or holds, the working folder: the shell would be left in a folder that is gone (``--output .``: the
     next command fails to load its libraries), or the name has nothing to rename (``PosixPath('.') has an empty
     name``)."""
-    here = Path.cwd().resolve()
-    if here.is_relative_to(Path(path).resolve()):
+    if holds_working_folder(path):
         raise ValueError(f"{option} {path} is (or holds) the working folder, which the output replaces whole: name a "
                          "folder beside it or below it, or run the command from elsewhere (nothing was written)")
 
@@ -497,10 +515,20 @@ def checkpoint_meta(directory: str | os.PathLike) -> dict:
     """What the usable checkpoint at ``directory`` records in its marker (``saved_at``, ``keys``, and what
     :func:`save_checkpoint` was given as ``meta``); {} where there is none or it cannot be read."""
     try:
-        meta = json.loads((resolve_checkpoint(directory) / MARKER).read_text(encoding="utf-8"))
+        path = resolve_checkpoint(directory)
     except (OSError, ValueError, CheckpointError):
         return {}
-    return meta if isinstance(meta, dict) else {}
+    return _marker_record(path)[0]
+
+
+def _marker_record(path: Path) -> tuple[dict, str | None]:
+    """(what the marker of the checkpoint folder ``path`` records, {} where it cannot be read; why it cannot, in
+    words, or None where it can)."""
+    try:
+        meta = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return {}, error_line(err)
+    return (meta, None) if isinstance(meta, dict) else ({}, f"holds {type(meta).__name__}, not a record")
 
 
 def drop_previous_checkpoint(directory: str | os.PathLike) -> None:
@@ -580,8 +608,12 @@ def load_checkpoint(accelerator, directory: str | os.PathLike) -> dict[str, Any]
             if isinstance(obj, torch.nn.Module):
                 check_finite_weights(obj.state_dict(), f"checkpoint {path}")
         gpu_states_left = _set_random_states(random_states, rng_file) if random_states is not None else 0
-        _say_if_marker_damaged(path)
-        _say_if_continued_elsewhere(path, accelerator.device.type, gpu_states_left)
+        meta, damage = _marker_record(path)
+        if damage is not None:  # cut by a copy that did not finish: its presence made the checkpoint usable
+            warnings.warn(f"checkpoint {path}: its {MARKER} marker is damaged ({damage}); the run goes on from the "
+                          "checkpoint's files, which all loaded, without the marker's record (the device it was "
+                          "written on, the logs' rows at that point), so neither is checked", UserWarning, stacklevel=2)
+        _say_if_continued_elsewhere(path, meta.get("device"), accelerator.device.type, gpu_states_left)
     return state
 
 
@@ -616,28 +648,13 @@ def _damaged_file(path: Path, accelerator) -> str | None:
     return None
 
 
-def _say_if_marker_damaged(path: Path) -> None:
-    """One warning where the checkpoint's marker is there but unreadable (cut by a copy that did not finish): its
-    presence is what makes the checkpoint usable, and the files it vouches for were each read; what it records (the
-    device the run trained on, the logs' rows at the checkpoint) is what the run goes on without."""
-    try:
-        meta = json.loads((path / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        meta = err
-    if not isinstance(meta, dict):
-        what = error_line(meta) if isinstance(meta, Exception) else f"holds {type(meta).__name__}, not a record"
-        warnings.warn(f"checkpoint {path}: its {MARKER} marker is damaged ({what}); the run goes on from the "
-                      "checkpoint's files, which all loaded, without the marker's record (the device it was written "
-                      "on, the logs' rows at that point), so neither is checked", UserWarning, stacklevel=3)
-
-
-def _say_if_continued_elsewhere(path: Path, here: str, gpu_states_left: int) -> None:
+def _say_if_continued_elsewhere(path: Path, saved: str | None, here: str, gpu_states_left: int) -> None:
     """One warning where a run continues on another kind of device than the one its checkpoint was written on (a
     run trained on a GPU, continued on a CPU, or the other way), or where the GPU random states of a run that trained
     on GPUs could not be put back (fewer GPUs here): the run goes on from its checkpoint, but not as the
     uninterrupted run would (random numbers do not cross devices, and kernels round differently). Checkpoints written
-    before the marker recorded the device are told by their GPU random states only."""
-    saved = checkpoint_meta(path).get("device")
+    before the marker recorded the device are told by their GPU random states only. ``saved``: the device the
+    marker records (None: none)."""
     if saved not in (None, here):
         what = f"checkpoint {path} was written on {saved} and this run continues on {here}"
     elif gpu_states_left and saved in (None, "cuda"):  # a CPU run on a GPU machine saves them too, unused
@@ -1284,7 +1301,7 @@ def claim_run_folder(path: str | os.PathLike, application: str, *, resume: bool 
     if resume:
         return RunFolder(folder, application, "resume", option=option)
     if overwrite:
-        if Path.cwd().resolve().is_relative_to(folder.resolve()):  # moved aside, the working folder would go too
+        if holds_working_folder(folder):  # moved aside, the working folder would go too
             raise RunFolderError(f"--overwrite moves the run in {option} {folder} aside, but that folder is (or holds) "
                                  "the working folder: run the command from outside it, say from its parent "
                                  "(nothing was changed)")

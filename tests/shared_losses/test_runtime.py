@@ -964,17 +964,18 @@ def test_an_output_replaced_whole_that_is_the_working_folder_is_refused(tmp_path
 def test_an_output_under_a_folder_this_user_cannot_write_is_refused_before_the_work(tmp_path, monkeypatch):
     """The exports and nlp_qt.bow (as a user without write access) said "[Errno 13] Permission denied:
     'ro/..m.export.tmp'", naming their temporary copy, the bag of words only after training."""
-    import os
+    import errno
     from pathlib import Path
 
     from shared_losses.training import runtime
-    from shared_losses.training.runtime import check_parent_folder
+    from shared_losses.training.runtime import check_folder_writable
 
     (tmp_path / "ro").mkdir()
-    real = os.access
-    monkeypatch.setattr(runtime.os, "access", lambda p, mode: False if Path(p) == tmp_path / "ro" else real(p, mode))
+    real = runtime.write_refused  # this user is root, who may write anywhere: the folder's refusal stood in for
+    monkeypatch.setattr(runtime, "write_refused", lambda p: PermissionError(errno.EACCES, "Permission denied")
+                        if Path(p) == tmp_path / "ro" else real(p))
     for given in ("ro/m", "ro/new/m"):
         with pytest.raises(PermissionError, match=rf"^--output {re.escape(str(tmp_path / given))}: the folder "
                                                   rf"{re.escape(str(tmp_path / 'ro'))} is not writable by this user"):
-            check_parent_folder(tmp_path / given, "--output")
-    check_parent_folder(tmp_path / "rw" / "m", "--output")
+            check_folder_writable(tmp_path / given, "--output")
+    check_folder_writable(tmp_path / "rw" / "m", "--output")
