@@ -405,8 +405,7 @@ class Config:
         need(self.torch_threads >= 0, f"--torch-threads must be >= 0 (0: torch's default), got {self.torch_threads}")
         need(self.torch_threads <= MAX_THREADS, f"--torch-threads {self.torch_threads} is more than torch takes (at "
              f"most {MAX_THREADS})")
-        need(self.task.startswith("gym:") or self.image_size <= 480, f"--image-size {self.image_size}: DeepMind "
-             "Control renders at most 480x480 (its tasks' offscreen buffer)")
+        check_rendered_size(self.image_size, "--image-size", self.task, "invalid config: ")
         for name in ("lr", "actor_lr", "critic_lr", "encoder_lr", "alpha_lr"):  # 0 is taken: nothing trains
             value = getattr(self, name)
             need(value is None or (math.isfinite(value) and value >= 0),
@@ -459,9 +458,15 @@ def check_video_size(size: int | None, task: str, prefix: str = "") -> None:
     """Refuse a ``--video-size`` that ``task`` cannot render (a ValueError of one line; ``prefix`` begins it)."""
     if size is not None and size < 1:
         raise ValueError(f"{prefix}--video-size must be >= 1 (or None: the observations' frames), got {size}")
-    if size is not None and not task.startswith("gym:") and size > 480:
-        raise ValueError(f"{prefix}--video-size {size}: DeepMind Control renders at most 480x480 (its tasks' "
-                         "offscreen buffer)")
+    if size is not None:
+        check_rendered_size(size, "--video-size", task, prefix)
+
+
+def check_rendered_size(size: int, option: str, task: str, prefix: str = "") -> None:
+    """Refuse a frame size (``option``'s) larger than a DeepMind Control ``task`` renders (its offscreen buffer)."""
+    if not task.startswith("gym:") and size > 480:
+        raise ValueError(f"{prefix}{option} {size}: DeepMind Control renders at most 480x480 (its tasks' offscreen "
+                         "buffer)")
 
 
 def preset_config(preset: str | None = None, **fields) -> Config:
